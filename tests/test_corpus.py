@@ -1,0 +1,252 @@
+import gzip
+import json
+import re
+
+import pytest
+
+from gtr_keras.corpus import (
+    Corpus,
+    DataError,
+    DataWarning,
+    check_qrels,
+    iter_jsonl,
+    load_corpus,
+    load_qrels,
+    load_queries,
+    read_texts,
+)
+
+
+def write_jsonl(path, records):
+    lines = "".join(
+        (r if isinstance(r, str) else json.dumps(r)) + "\n" for r in records
+    )
+    if str(path).endswith(".gz"):
+        with gzip.open(path, "wt", encoding="utf-8") as f:
+            f.write(lines)
+    else:
+        path.write_text(lines, encoding="utf-8")
+    return path
+
+
+def located(path, pattern):
+    """A regex matching an error message that starts with `path`."""
+    return re.escape(str(path)) + pattern
+
+
+@pytest.fixture
+def beir_dir(tmp_path):
+    write_jsonl(
+        tmp_path / "corpus.jsonl.gz",
+        [
+            {"_id": "d1", "title": "Cats", "text": "Cats purr."},
+            {"_id": 2, "text": "No title here."},
+            {"_id": "d3", "title": "", "text": ""},
+        ],
+    )
+    write_jsonl(
+        tmp_path / "queries.jsonl",
+        [{"_id": "q1", "text": "why do cats purr"}, {"_id": "q2", "text": "titles"}],
+    )
+    (tmp_path / "qrels").mkdir()
+    (tmp_path / "qrels" / "test.tsv").write_text(
+        "query-id\tcorpus-id\tscore\nq1\td1\t2\nq1\t2\t0\nq2\t2\t1\n"
+    )
+    return tmp_path
+
+
+def test_iter_jsonl_skips_blank_lines_and_numbers_lines(tmp_path):
+    path = write_jsonl(tmp_path / "x.jsonl", [{"a": 1}, "", "  ", {"b": 2}])
+    assert list(iter_jsonl(path)) == [(1, {"a": 1}), (4, {"b": 2})]
+
+
+def test_iter_jsonl_malformed_json_names_file_and_line(tmp_path):
+    path = write_jsonl(tmp_path / "x.jsonl", [{"a": 1}, '{"a": '])
+    with pytest.raises(DataError, match=located(path, r":2: malformed JSON")):
+        list(iter_jsonl(path))
+
+
+def test_iter_jsonl_rejects_non_object(tmp_path):
+    path = write_jsonl(tmp_path / "x.jsonl", ["[1, 2]"])
+    with pytest.raises(DataError, match=located(path, r":1: expected a JSON object, got list")):
+        list(iter_jsonl(path))
+
+
+def test_load_corpus_from_directory(beir_dir):
+    corpus = load_corpus(beir_dir)
+    assert corpus.ids == ["d1", "2", "d3"]
+    assert corpus.titles == ["Cats", "", ""]
+    assert corpus.texts == ["Cats purr.", "No title here.", ""]
+    assert len(corpus) == 3
+    assert corpus.joined() == ["Cats Cats purr.", "No title here.", ""]
+
+
+def test_load_corpus_missing_text_names_file_line_and_field(tmp_path):
+    path = write_jsonl(
+        tmp_path / "corpus.jsonl", [{"_id": "a", "text": "x"}, {"_id": "b", "title": "t"}]
+    )
+    with pytest.raises(DataError, match=located(path, r":2: missing field `text`")):
+        load_corpus(path)
+
+
+@pytest.mark.parametrize(
+    "record, message",
+    [
+        ({"text": "x"}, r":1: missing field `_id`"),
+        ({"_id": 1.5, "text": "x"}, r":1: field `_id` must be a string or an integer"),
+        ({"_id": "a", "text": 3}, r":1: field `text` must be a string, got int"),
+        ({"_id": "a", "title": ["t"], "text": "x"}, r":1: field `title` must be a string"),
+    ],
+)
+def test_load_corpus_field_errors(tmp_path, record, message):
+    path = write_jsonl(tmp_path / "corpus.jsonl", [record])
+    with pytest.raises(DataError, match=located(path, message)):
+        load_corpus(path)
+
+
+def test_load_corpus_duplicate_ids_lists_examples_and_lines(tmp_path):
+    records = [{"_id": str(i % 8), "text": "x"} for i in range(16)]
+    path = write_jsonl(tmp_path / "corpus.jsonl", records)
+    with pytest.raises(DataError) as error:
+        load_corpus(path)
+    message = str(error.value)
+    assert message.startswith(f"{path}: 8 duplicate `_id`")
+    assert "'0' (lines 1 and 9)" in message and "'4' (lines 5 and 13)" in message
+    assert "'5'" not in message
+
+
+def test_load_corpus_missing_directory_file(tmp_path):
+    with pytest.raises(FileNotFoundError, match="corpus.jsonl"):
+        load_corpus(tmp_path)
+
+
+def test_load_queries(beir_dir):
+    assert load_queries(beir_dir) == {"q1": "why do cats purr", "q2": "titles"}
+
+
+def test_load_queries_duplicate_ids(tmp_path):
+    path = write_jsonl(
+        tmp_path / "queries.jsonl", [{"_id": "q", "text": "a"}, {"_id": "q", "text": "b"}]
+    )
+    with pytest.raises(DataError, match=r"'q' \(lines 1 and 2\)"):
+        load_queries(path)
+
+
+def test_load_qrels_from_directory(beir_dir):
+    assert load_qrels(beir_dir) == {"q1": {"d1": 2, "2": 0}, "q2": {"2": 1}}
+
+
+def test_load_qrels_without_header(tmp_path):
+    path = tmp_path / "qrels.tsv"
+    path.write_text("q1\td1\t1\r\n\nq2\td2\t-1\n")
+    assert load_qrels(path) == {"q1": {"d1": 1}, "q2": {"d2": -1}}
+
+
+@pytest.mark.parametrize(
+    "row, message",
+    [
+        ("q2\td2", r":3: expected 3 tab-separated columns .* got 2"),
+        ("q2\td2\tyes", r":3: field `score` must be an integer, got 'yes'"),
+        ("q1\td1\t0", r":3: query 'q1' and document 'd1' already judged on line 2"),
+    ],
+)
+def test_load_qrels_bad_line(tmp_path, row, message):
+    path = tmp_path / "test.tsv"
+    path.write_text(f"query-id\tcorpus-id\tscore\nq1\td1\t1\n{row}\n")
+    with pytest.raises(DataError, match=located(path, message)):
+        load_qrels(path)
+
+
+def test_read_texts_txt(tmp_path):
+    path = tmp_path / "in.txt"
+    path.write_bytes(b"\xef\xbb\xbffirst\r\n\nthird line\n")
+    assert read_texts(path) == (["1", "2", "3"], ["first", "", "third line"])
+
+
+def test_read_texts_txt_without_final_newline(tmp_path):
+    path = tmp_path / "in.txt"
+    path.write_bytes(b"a\nb")
+    assert read_texts(path) == (["1", "2"], ["a", "b"])
+
+
+def test_read_texts_empty_txt(tmp_path):
+    path = tmp_path / "in.txt"
+    path.write_bytes(b"")
+    assert read_texts(path) == ([], [])
+
+
+def test_read_texts_txt_invalid_utf8_and_nul_warn_and_keep_text(tmp_path):
+    path = tmp_path / "in.txt"
+    path.write_bytes(b"ok\nbad \xff byte\nnul\x00here\n")
+    with pytest.warns(DataWarning) as record:
+        ids, texts = read_texts(path)
+    assert ids == ["1", "2", "3"]
+    assert texts == ["ok", "bad \ufffd byte", "nul\x00here"]
+    messages = [str(w.message) for w in record]
+    assert len(messages) == 2
+    assert messages[0].startswith(f"{path}:2: invalid UTF-8")
+    assert messages[1].startswith(f"{path}:3: line contains NUL")
+
+
+def test_read_texts_beir_files(beir_dir):
+    assert read_texts(beir_dir / "corpus.jsonl.gz") == (
+        ["d1", "2", "d3"],
+        ["Cats Cats purr.", "No title here.", ""],
+    )
+    assert read_texts(beir_dir / "queries.jsonl") == (
+        ["q1", "q2"],
+        ["why do cats purr", "titles"],
+    )
+
+
+def test_read_texts_generic_jsonl_with_and_without_title(tmp_path):
+    titled = write_jsonl(
+        tmp_path / "docs.jsonl", [{"_id": "a", "title": "T", "text": "body"}]
+    )
+    plain = write_jsonl(tmp_path / "plain.jsonl.gz", [{"_id": "a", "text": " body "}])
+    assert read_texts(titled) == (["a"], ["T body"])
+    assert read_texts(plain) == (["a"], [" body "])
+
+
+def test_read_texts_rejects_unknown_extension(tmp_path):
+    path = tmp_path / "in.csv"
+    path.write_text("a,b\n")
+    with pytest.raises(DataError, match=located(path, r": unsupported input")):
+        read_texts(path)
+
+
+def test_check_qrels_filters_and_reports():
+    qrels = {
+        "q1": {"d1": 1, "dx": 1},
+        "q2": {"dy": 1},
+        "qz": {"d1": 1},
+    }
+    filtered, report = check_qrels(qrels, ["d1", "d2"], ["q1", "q2"])
+    assert filtered == {"q1": {"d1": 1}}
+    assert report.unknown_query_ids == ["qz"]
+    assert report.unknown_doc_ids == ["dx", "dy"]
+    assert report.num_dropped_judgements == 3
+    assert not report.ok
+    assert str(report) == (
+        "qrels: 1 query id(s) not in the queries (e.g. 'qz'); "
+        "2 document id(s) not in the corpus (e.g. 'dx', 'dy'); "
+        "dropped 3 of 4 judgements"
+    )
+
+
+def test_check_qrels_all_known():
+    filtered, report = check_qrels({"q": {"d": 1}}, ["d"], ["q"])
+    assert filtered == {"q": {"d": 1}}
+    assert report.ok
+    assert str(report) == "qrels: all 1 queries and 1 judgements match the collection"
+
+
+def test_corpus_joined_strips():
+    assert Corpus(["a"], [""], [" x "]).joined() == ["x"]
+
+
+def test_iter_lines_invalid_utf8_names_file_and_line(tmp_path):
+    path = tmp_path / "qrels.tsv"
+    path.write_bytes(b"q1\td1\t1\nq\xff\td2\t1\n")
+    with pytest.raises(DataError, match=located(path, r":2: invalid UTF-8")):
+        load_qrels(path)
