@@ -145,7 +145,7 @@ class T5Attention(keras.layers.Layer):
             hidden_dim, use_bias=False, name="output",
             kernel_initializer=init(stddev=inner_dim**-0.5), dtype=self.dtype_policy,
         )
-        self.dropout_layer = keras.layers.Dropout(dropout)
+        self.dropout_layer = keras.layers.Dropout(dropout, dtype=self.dtype_policy)
 
     def build(self, hidden_states_shape, attention_bias_shape=None):
         for dense in (self.query_dense, self.key_dense, self.value_dense):
@@ -162,7 +162,7 @@ class T5Attention(keras.layers.Layer):
         key = self._split_heads(self.key_dense(hidden_states))
         value = self._split_heads(self.value_dense(hidden_states))
         scores = ops.matmul(query, ops.transpose(key, (0, 1, 3, 2)))
-        scores = ops.cast(scores, "float32") + attention_bias
+        scores = ops.cast(scores, "float32") + ops.cast(attention_bias, "float32")
         weights = ops.cast(ops.softmax(scores, axis=-1), self.compute_dtype)
         weights = self.dropout_layer(weights, training=training)
         context = ops.transpose(ops.matmul(weights, value), (0, 2, 1, 3))
@@ -216,7 +216,7 @@ class T5FeedForward(keras.layers.Layer):
             hidden_dim, use_bias=False, name="output",
             kernel_initializer=init(stddev=intermediate_dim**-0.5), dtype=self.dtype_policy,
         )
-        self.dropout_layer = keras.layers.Dropout(dropout)
+        self.dropout_layer = keras.layers.Dropout(dropout, dtype=self.dtype_policy)
 
     def build(self, input_shape):
         for dense in self.input_denses:
@@ -282,7 +282,7 @@ class T5EncoderBlock(keras.layers.Layer):
         self.feedforward_block = T5FeedForward(
             hidden_dim, intermediate_dim, feedforward, dropout, name="feedforward", dtype=policy
         )
-        self.dropout_layer = keras.layers.Dropout(dropout)
+        self.dropout_layer = keras.layers.Dropout(dropout, dtype=self.dtype_policy)
 
     def build(self, x_shape, attention_bias_shape=None):
         for layer in (self.attention_norm, self.feedforward_norm, self.feedforward_block):

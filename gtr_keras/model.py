@@ -62,9 +62,9 @@ class GTREncoder(keras.Model):
             vocabulary_size, hidden_dim, name="token_embedding", dtype=dtype,
             embeddings_initializer=keras.initializers.RandomNormal(stddev=1.0),
         )(token_ids)
-        x = keras.layers.Dropout(dropout, name="embedding_dropout")(x)
+        x = keras.layers.Dropout(dropout, name="embedding_dropout", dtype=dtype)(x)
         attention_bias = RelativePositionBias(
-            num_heads, num_buckets, max_distance, name="relative_position_bias", dtype=dtype
+            num_heads, num_buckets, max_distance, name="relative_position_bias", dtype="float32"
         )(padding_mask)
         for i in range(num_layers):
             x = T5EncoderBlock(
@@ -72,7 +72,7 @@ class GTREncoder(keras.Model):
                 layer_norm_epsilon, name=f"block_{i}", dtype=dtype,
             )(x, attention_bias)
         x = keras.layers.RMSNormalization(epsilon=layer_norm_epsilon, name="final_norm", dtype=dtype)(x)
-        x = keras.layers.Dropout(dropout, name="final_dropout")(x)
+        x = keras.layers.Dropout(dropout, name="final_dropout", dtype=dtype)(x)
         pooled = MaskedMeanPooling(name="mean_pooling", dtype=dtype)(x, padding_mask)
         projected = keras.layers.Dense(embedding_dim, use_bias=False, name="projection", dtype=dtype)(pooled)
         embeddings = keras.layers.UnitNormalization(name="l2_normalize", dtype="float32")(projected)

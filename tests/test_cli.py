@@ -1,0 +1,69 @@
+import gzip
+import json
+
+import numpy as np
+import pytest
+
+from gtr_keras.cli import main
+
+
+def _encode(model_dir, path, *extra):
+    out = path.parent / "out.npy"
+    code = main(["encode", "--model", model_dir, "--input", str(path), "--output", str(out), *extra])
+    return code, out
+
+
+def test_encode_beir_corpus_joins_title_and_text_and_writes_ids(tmp_path, tiny_model_dir, tiny_encoder):
+    path = tmp_path / "corpus.jsonl.gz"
+    with gzip.open(path, "wt") as f:
+        f.write(json.dumps({"_id": "d2", "title": "Wing", "text": "lift in a slipstream"}) + "\n")
+        f.write(json.dumps({"_id": "d1", "title": "", "text": "heat transfer"}) + "\n")
+    code, out = _encode(tiny_model_dir, path)
+    assert code == 0
+    assert (tmp_path / "out.ids.txt").read_text().split() == ["d2", "d1"]
+    expected = tiny_encoder.encode_documents(["Wing lift in a slipstream", "heat transfer"])
+    np.testing.assert_allclose(np.load(out), expected, atol=1e-6)
+
+
+def test_queries_file_defaults_to_query_kind(tmp_path, tiny_model_dir, tiny_encoder):
+    path = tmp_path / "queries.jsonl"
+    text = "what is the lift " * 20
+    path.write_text(json.dumps({"_id": "q1", "text": text}) + "\n")
+    code, out = _encode(tiny_model_dir, path)
+    assert code == 0
+    np.testing.assert_allclose(np.load(out), tiny_encoder.encode_queries([text]), atol=1e-6)
+
+
+def test_empty_input_file_gives_empty_output(tmp_path, tiny_model_dir):
+    path = tmp_path / "empty.txt"
+    path.write_bytes(b"")
+    code, out = _encode(tiny_model_dir, path)
+    assert code == 0
+    assert np.load(out).shape == (0, 64)
+    assert (tmp_path / "out.ids.txt").read_text() == ""
+
+
+def test_non_utf8_line_and_nul_byte_are_kept_with_warnings(tmp_path, tiny_model_dir):
+    path = tmp_path / "texts.txt"
+    path.write_bytes(b"good line\nbad \xff\xfe byte\nnul \x00 inside\n")
+    with pytest.warns(UserWarning) as record:
+        code, out = _encode(tiny_model_dir, path)
+    assert code == 0
+    messages = " ".join(str(w.message) for w in record)
+    assert f"{path}:2" in messages and f"{path}:3" in messages
+    assert np.load(out).shape == (3, 64)
+
+
+def test_malformed_json_names_file_and_line_and_keeps_earlier_output(tmp_path, tiny_model_dir, capsys):
+    good = tmp_path / "good.txt"
+    good.write_text("a\nb\n")
+    code, out = _encode(tiny_model_dir, good)
+    assert code == 0
+    before = np.load(out)
+    bad = tmp_path / "corpus.jsonl"
+    bad.write_text('{"_id": "1", "text": "ok"}\n{"_id": "2", "text": \n')
+    code, _ = _encode(tiny_model_dir, bad)
+    assert code == 2
+    assert f"{bad}:2" in capsys.readouterr().err
+    np.testing.assert_array_equal(np.load(out), before)  # the earlier output is intact
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["corpus.jsonl", "good.txt", "out.ids.txt", "out.npy"]
