@@ -7,6 +7,7 @@ with exit status 2 and one line naming the file, line or tensor at fault.
 
 import argparse
 import contextlib
+import json
 import os
 import sys
 
@@ -63,6 +64,89 @@ def encode(args):
     print(f"wrote {args.output} {embeddings.shape} ({kind} encoding) and {ids_path}")
 
 
+def index(args):
+    from gtr_keras.corpus import load_corpus
+    from gtr_keras.retrieval import build_index
+
+    corpus = load_corpus(args.corpus)
+    built = build_index(
+        _encoder(args), corpus, args.out, model_dir=args.model, kind="exact" if args.exact else "auto",
+        batch_size=args.batch_size, shard_size=args.shard_size, progress=args.progress,
+    )
+    print(f"wrote {args.out}: {len(corpus)} documents, {built.kind} search")
+
+
+def search(args):
+    from gtr_keras.retrieval import Retriever
+
+    hits = Retriever.load(args.index, _encoder(args)).search(args.queries, args.k)
+    if args.json:
+        print(json.dumps([{"query": q, "hits": h} for q, h in zip(args.queries, hits)], ensure_ascii=False, indent=2))
+        return
+    for query, row in zip(args.queries, hits):
+        print(f"query: {query}")
+        for rank, hit in enumerate(row, start=1):
+            snippet = " ".join(hit.get("text", "").split())
+            snippet = snippet[: args.snippet] + ("..." if len(snippet) > args.snippet else "")
+            print(f"{rank:3d}. [{hit['score']:.4f}] {hit['id']}  {hit.get('title', '')}")
+            if snippet:
+                print(f"       {snippet}")
+
+
+def evaluate(args):
+    from gtr_keras.evaluation import evaluate_run, format_table, write_trec_run
+    from gtr_keras.retrieval import bm25_run, gtr_run, load_dataset
+
+    if args.retriever == "gtr" and not args.model:
+        raise DataError("--model is required with --retriever gtr")
+    corpus, queries, qrels, report = load_dataset(args.dataset, args.split)
+    if not report.ok:
+        print(f"warning: {report}", file=sys.stderr)
+    ignore = not args.keep_identical_ids
+    if args.retriever == "gtr":
+        run = gtr_run(_encoder(args), corpus, queries, batch_size=args.batch_size, ignore_identical_ids=ignore)
+    else:
+        run = bm25_run(corpus, queries, ignore_identical_ids=ignore)
+    metrics = evaluate_run(qrels, run)
+    name = os.path.basename(os.path.normpath(args.dataset))
+    print(format_table([(f"{name} {args.split} {args.retriever}", metrics)]))
+    if args.run_out:
+        write_trec_run(args.run_out, run, tag=f"gtr-keras-{args.retriever}")
+    if args.output_json:
+        result = {"dataset": name, "split": args.split, "retriever": args.retriever, "metrics": metrics,
+                  "num_queries": len(qrels)}
+        with _atomic_file(args.output_json) as f:
+            f.write(json.dumps(result, indent=2).encode("utf-8"))
+
+
+def analyze_lengths(args):
+    from gtr_keras.corpus import load_corpus, load_qrels
+    from gtr_keras.evaluation import median_length_analysis, read_trec_run
+
+    result = median_length_analysis(read_trec_run(args.run), load_qrels(args.dataset, args.split),
+                                    load_corpus(args.dataset), k=args.k)
+    print(json.dumps({"run": args.run, "dataset": args.dataset, **result}, indent=2))
+
+
+def export(args):
+    from gtr_keras.export import export_encoder, export_searcher
+
+    encoder = _encoder(args)
+    print(f"wrote {export_encoder(encoder, args.out, args.version)}")
+    if args.index:
+        print(f"wrote {export_searcher(encoder, args.index, args.out, args.searcher, args.version, args.k)}")
+
+
+def saved_model_cli(args):
+    """TensorFlow's saved_model_cli with the TF Text and ScaNN ops registered."""
+    import scann  # noqa: F401
+    import tensorflow_text  # noqa: F401
+    from tensorflow.python.tools import saved_model_cli as tf_saved_model_cli
+
+    sys.argv = ["saved_model_cli", *args.cli_args]
+    tf_saved_model_cli.main()
+
+
 def build_parser():
     parser = argparse.ArgumentParser(prog="gtr-keras", description=__doc__.splitlines()[0])
     commands = parser.add_subparsers(dest="command", required=True)
@@ -71,7 +155,7 @@ def build_parser():
     p.add_argument("source", help="checkpoint directory or Hugging Face repo id, e.g. sentence-transformers/gtr-t5-base")
     p.add_argument("out_dir", help="model directory to write")
     p.add_argument("--query-length", type=int, default=64, help="query token budget (default 64)")
-    p.set_defaults(run=convert)
+    p.set_defaults(handler=convert)
 
     p = commands.add_parser("encode", help="embed texts from a .txt, corpus.jsonl[.gz] or queries.jsonl file")
     p.add_argument("--model", required=True, help="model directory")
@@ -81,7 +165,60 @@ def build_parser():
     p.add_argument("--batch-size", type=int, default=32)
     p.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
                    help="progress bar (default: on for inputs of 5000 texts or more)")
-    p.set_defaults(run=encode)
+    p.set_defaults(handler=encode)
+
+    p = commands.add_parser("index", help="encode a corpus and build a search index (resumable)")
+    p.add_argument("--model", required=True, help="model directory")
+    p.add_argument("--corpus", required=True, help="BEIR directory or corpus.jsonl[.gz]")
+    p.add_argument("--out", required=True, help="index directory to write")
+    p.add_argument("--exact", action="store_true", help="exact brute-force search even for large corpora")
+    p.add_argument("--batch-size", type=int, default=32)
+    p.add_argument("--shard-size", type=int, default=2048, help="documents per resumable shard")
+    p.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None)
+    p.set_defaults(handler=index)
+
+    p = commands.add_parser("search", help="query an index")
+    p.add_argument("queries", nargs="+", help="query text(s)")
+    p.add_argument("--index", required=True, help="index directory")
+    p.add_argument("--model", required=True, help="model directory the index was built with")
+    p.add_argument("-k", type=int, default=10, help="results per query")
+    p.add_argument("--json", action="store_true", help="print JSON")
+    p.add_argument("--snippet", type=int, default=160, help="snippet characters")
+    p.set_defaults(handler=search)
+
+    p = commands.add_parser("evaluate", help="BEIR-style evaluation (NDCG@10, MRR@10, R@100, R@1000, MAP)")
+    p.add_argument("--dataset", required=True, help="BEIR directory (corpus, queries.jsonl, qrels/SPLIT.tsv)")
+    p.add_argument("--model", help="model directory (for --retriever gtr)")
+    p.add_argument("--split", default="test")
+    p.add_argument("--retriever", choices=["gtr", "bm25"], default="gtr")
+    p.add_argument("--batch-size", type=int, default=32)
+    p.add_argument("--run-out", help="write the run as a TREC run file")
+    p.add_argument("--output-json", help="write the metrics as JSON")
+    p.add_argument("--keep-identical-ids", action="store_true",
+                   help="keep documents whose id equals the query id (BEIR drops them)")
+    p.set_defaults(handler=evaluate)
+
+    p = commands.add_parser("analyze-lengths", help="median words of top-10 vs relevant documents (GTR paper 6.4)")
+    p.add_argument("--run", required=True, help="TREC run file")
+    p.add_argument("--dataset", required=True, help="BEIR directory")
+    p.add_argument("--split", default="test")
+    p.add_argument("-k", type=int, default=10)
+    p.set_defaults(handler=analyze_lengths)
+
+    p = commands.add_parser("export", help="SavedModels for hub.load, Keras 3 TFSMLayer and TF Serving")
+    p.add_argument("--model", required=True, help="model directory")
+    p.add_argument("--out", required=True, help="export root: writes OUT/encoder/VERSION (and OUT/searcher/VERSION)")
+    p.add_argument("--index", help="index directory: also export a searcher")
+    p.add_argument("--searcher", choices=["scann", "brute-force"], default="scann",
+                   help="scann needs ScaNN's ops in the server; brute-force runs on stock TF Serving")
+    p.add_argument("--version", type=int, default=1, help="TF Serving version directory")
+    p.add_argument("-k", type=int, default=10, help="results per query of the searcher's serving_default")
+    p.set_defaults(handler=export)
+
+    p = commands.add_parser("saved-model-cli", add_help=False,
+                            help="TensorFlow's saved_model_cli, with the TF Text and ScaNN ops loaded")
+    p.add_argument("cli_args", nargs=argparse.REMAINDER)
+    p.set_defaults(handler=saved_model_cli)
     return parser
 
 
@@ -90,7 +227,7 @@ def main(argv=None):
     from gtr_keras.checkpoints import CheckpointError
 
     try:
-        args.run(args)
+        args.handler(args)
     except (DataError, CheckpointError) as error:
         print(f"gtr-keras {args.command}: error: {error}", file=sys.stderr)
         return 2

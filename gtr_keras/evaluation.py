@@ -38,7 +38,8 @@ def rank_documents(scores):
     return sorted(scores, key=lambda doc_id: (scores[doc_id], doc_id), reverse=True)
 
 
-def _cut(run, depth):
+def cut_run(run, depth):
+    """Keeps the `depth` best documents of each query (ranked by `rank_documents`)."""
     return {
         query_id: {doc_id: scores[doc_id] for doc_id in rank_documents(scores)[:depth]}
         for query_id, scores in run.items()
@@ -84,7 +85,7 @@ def per_query_metrics(qrels, run):
     ).evaluate(run)
     top = pytrec_eval.RelevanceEvaluator(
         qrels, {"recip_rank"}, relevance_level=_RELEVANCE_LEVEL
-    ).evaluate(_cut(run, _MRR_DEPTH))
+    ).evaluate(cut_run(run, _MRR_DEPTH))
     results = {}
     for query_id in qrels:
         values = dict.fromkeys(METRICS, 0.0)

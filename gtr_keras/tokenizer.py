@@ -53,7 +53,7 @@ class GTRTokenizer(keras.layers.Layer):
             with open(proto, "rb") as f:
                 proto = f.read()
         self.proto = proto
-        self._sentencepiece = tf_text.SentencepieceTokenizer(model=proto, out_type=tf.int32)
+        self.sentencepiece = tf_text.SentencepieceTokenizer(model=proto, out_type=tf.int32)
 
     def with_length(self, sequence_length):
         """Returns a tokenizer sharing this SentencePiece model with another length."""
@@ -64,7 +64,7 @@ class GTRTokenizer(keras.layers.Layer):
         strings = tf.strings.strip(tf.convert_to_tensor(strings, tf.string))
         if self.lowercase:
             strings = tf.strings.lower(strings, encoding="utf-8")
-        pieces = self._sentencepiece.tokenize(strings)[:, : self.sequence_length - 1]
+        pieces = self.sentencepiece.tokenize(strings)[:, : self.sequence_length - 1]
         eos = tf.fill([pieces.nrows(), 1], tf.constant(EOS_ID, pieces.dtype))
         return tf.concat([pieces, tf.RaggedTensor.from_tensor(eos)], axis=1)
 
@@ -76,7 +76,7 @@ class GTRTokenizer(keras.layers.Layer):
         }
 
     def vocabulary_size(self):
-        return int(self._sentencepiece.vocab_size())
+        return int(self.sentencepiece.vocab_size())
 
     def get_config(self):
         return {**super().get_config(), "sequence_length": self.sequence_length, "lowercase": self.lowercase}

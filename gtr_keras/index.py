@@ -1,0 +1,506 @@
+"""Nearest-neighbour search over L2-normalised embeddings, and its storage.
+
+GTR scores a query against a passage by the dot product of their unit-norm
+embeddings, i.e. their cosine similarity. `SearchIndex` returns the `k`
+passages with the highest dot product, either exactly (batched matmul) or
+approximately with ScaNN (k-means tree + anisotropic AH + exact reordering).
+
+The module also holds the crash-safe storage used by the indexing command:
+`atomic_directory` (a directory appears whole or not at all) and
+`ShardWriter` (resumable, sharded embedding output).
+"""
+
+import contextlib
+import glob
+import hashlib
+import json
+import math
+import os
+import pathlib
+import shutil
+import tempfile
+from typing import NamedTuple
+
+import numpy as np
+
+FORMAT_VERSION = 1
+
+# ScaNN's own rule of thumb (scann/docs/algorithms.md): brute force below 20k
+# points. At 20k x 768 float32 the corpus is 61 MB and one batched exact search
+# is a single BLAS call, so an approximate index buys little there.
+EXACT_MAX_N = 20_000
+
+# Exact search scores at most this many (query, passage) pairs at a time:
+# 2**25 float32 scores is 128 MiB, whatever the corpus size.
+_EXACT_CHUNK_SCORES = 2**25
+
+_INDEX_JSON = "index.json"
+_IDS_TXT = "ids.txt"
+_EMBEDDINGS_NPY = "embeddings.npy"
+_SCANN_DIR = "scann"
+_MANIFEST_JSON = "manifest.json"
+
+# ScaNN searchers are built for this many neighbours; `search` passes its own
+# `k`, so this only sizes the default reordering pool.
+_DEFAULT_K = 10
+
+
+def scann_params(n):
+    """ScaNN build parameters for a corpus of `n` embeddings.
+
+    The tree has about `sqrt(n)` leaves (ScaNN's rule of thumb), but never
+    fewer than 100 points per leaf on average, so small corpora still get
+    well-populated leaves. The leaves are trained by spherical k-means, which
+    suits unit-norm embeddings scored by dot product, on at most 100k points.
+    A query searches 10% of the leaves, and at least 8 (or all of them when
+    there are fewer); `benchmarks/RESULTS.md` records the recall this gives
+    and what plain k-means or 5% of the leaves give instead. Scoring uses
+    anisotropic AH with 2 dimensions per block and threshold 0.2, as ScaNN
+    recommends, and the best `reorder_factor * k` AH candidates are rescored
+    exactly.
+
+    Args:
+        n: int. Number of embeddings in the corpus.
+
+    Returns:
+        A JSON-serialisable dict: `num_leaves`, `num_leaves_to_search`,
+        `spherical`, `training_sample_size`, `dimensions_per_block`,
+        `anisotropic_quantization_threshold`, `reorder_factor`.
+
+    Example:
+    >>> scann_params(1_000_000)["num_leaves"]
+    1000
+    """
+    if n < 1:
+        raise ValueError(f"A ScaNN index needs at least one embedding, got n={n}.")
+    num_leaves = max(1, min(round(math.sqrt(n)), n // 100))
+    return {
+        "num_leaves": num_leaves,
+        "num_leaves_to_search": min(num_leaves, max(8, math.ceil(0.1 * num_leaves))),
+        "spherical": True,
+        "training_sample_size": min(n, 100_000),
+        "dimensions_per_block": 2,
+        "anisotropic_quantization_threshold": 0.2,
+        "reorder_factor": 10,
+    }
+
+
+def _build_scann(embeddings, params):
+    import scann  # Imports TensorFlow: only paid for when ScaNN is used.
+
+    builder = scann.scann_ops_pybind.builder(embeddings, _DEFAULT_K, "dot_product")
+    builder = builder.tree(
+        num_leaves=params["num_leaves"],
+        num_leaves_to_search=params["num_leaves_to_search"],
+        spherical=params["spherical"],
+        training_sample_size=params["training_sample_size"],
+    )
+    builder = builder.score_ah(
+        params["dimensions_per_block"],
+        anisotropic_quantization_threshold=params["anisotropic_quantization_threshold"],
+        training_sample_size=params["training_sample_size"],
+    )
+    return builder.reorder(params["reorder_factor"] * _DEFAULT_K).build()
+
+
+def _load_scann(directory):
+    import scann
+
+    return scann.scann_ops_pybind.load_searcher(directory)
+
+
+def _exact_top_k(embeddings, queries, k):
+    """Top-`k` rows of `embeddings` by dot product, best first.
+
+    Ties are broken by the lower row index, as a stable argsort would.
+    """
+    n = embeddings.shape[0]
+    indices = np.empty((len(queries), k), dtype=np.int64)
+    scores = np.empty((len(queries), k), dtype=np.float32)
+    chunk = max(1, _EXACT_CHUNK_SCORES // n)
+    for start in range(0, len(queries), chunk):
+        block = queries[start : start + chunk] @ embeddings.T
+        if k < n:
+            candidates = np.argpartition(-block, k - 1, axis=1)[:, :k]
+        else:
+            candidates = np.broadcast_to(np.arange(n), block.shape)
+        candidate_scores = np.take_along_axis(block, candidates, axis=1)
+        order = np.lexsort((candidates, -candidate_scores), axis=-1)
+        indices[start : start + chunk] = np.take_along_axis(candidates, order, axis=1)
+        scores[start : start + chunk] = np.take_along_axis(candidate_scores, order, axis=1)
+    return indices, scores
+
+
+def _check_ids(ids, where):
+    ids = list(ids)
+    seen = {}
+    for i, id_ in enumerate(ids):
+        if not isinstance(id_, str) or not id_:
+            raise ValueError(f"{where}[{i}] must be a non-empty string, got {id_!r}.")
+        if "\n" in id_ or "\r" in id_:
+            raise ValueError(f"{where}[{i}] = {id_!r} contains a line break; ids are stored one per line.")
+        if id_ in seen:
+            raise ValueError(f"{where}[{i}] = {id_!r} duplicates {where}[{seen[id_]}].")
+        seen[id_] = i
+    return ids
+
+
+def _check_embeddings(embeddings, where):
+    embeddings = np.asarray(embeddings)
+    if embeddings.ndim != 2:
+        raise ValueError(f"{where} must have shape [N, D], got shape {embeddings.shape}.")
+    if not np.issubdtype(embeddings.dtype, np.floating):
+        raise ValueError(f"{where} must be floating point, got dtype {embeddings.dtype}.")
+    return np.ascontiguousarray(embeddings, dtype=np.float32)
+
+
+def _fsync(path):
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _fsync_tree(root):
+    for dirpath, _, filenames in os.walk(root):
+        for filename in filenames:
+            _fsync(os.path.join(dirpath, filename))
+        _fsync(dirpath)
+
+
+@contextlib.contextmanager
+def atomic_directory(target):
+    """Create or replace directory `target` all at once.
+
+    Yields an empty sibling temporary directory (`.<name>.tmp-*`) to write
+    into. When the block ends without an exception, the files are flushed to
+    disk and the temporary directory is renamed to `target`; an existing
+    `target` is first renamed aside, then deleted. If the block raises, the
+    temporary directory is deleted and `target` is left untouched. A process
+    killed at any point therefore leaves the previous `target` (possibly
+    under its `.<name>.tmp-*-old` name, if killed between the two renames) or
+    the new one, never a partly written one. Temporary directories of a
+    killed process are left for the user to delete.
+
+    Args:
+        target: str or path-like. The directory to create or replace.
+
+    Yields:
+        `pathlib.Path` of the temporary directory.
+
+    Example:
+    >>> with atomic_directory("runs/index") as tmp:
+    ...     np.save(tmp / "embeddings.npy", embeddings)
+    """
+    target = os.path.abspath(os.fspath(target))
+    parent, name = os.path.split(target)
+    if os.path.exists(target) and not os.path.isdir(target):
+        raise ValueError(f"{target} exists and is not a directory.")
+    os.makedirs(parent, exist_ok=True)
+    tmp = tempfile.mkdtemp(prefix=f".{name}.tmp-", dir=parent)
+    old = f"{tmp}-old"
+    has_old = False
+    try:
+        yield pathlib.Path(tmp)
+        _fsync_tree(tmp)
+        has_old = os.path.isdir(target)
+        if has_old:
+            os.rename(target, old)
+        os.rename(tmp, target)
+    except BaseException:
+        if has_old and not os.path.exists(target):
+            os.rename(old, target)
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    _fsync(parent)
+    if has_old:
+        shutil.rmtree(old)
+
+
+class SearchIndex:
+    """Top-k dot-product search over L2-normalised float32 embeddings.
+
+    With `kind="exact"`, queries are scored against every embedding by a
+    batched matrix product. With `kind="scann"`, a ScaNN searcher is built
+    with `params` (default `scann_params(N)`); query rows that ScaNN cannot
+    fill with `k` results (`k` close to `N`) are answered exactly.
+    `kind="auto"` is `"exact"` below `EXACT_MAX_N` embeddings and `"scann"`
+    from there on.
+
+    Args:
+        ids: sequence of str, one per embedding row; non-empty, unique and
+            without line breaks.
+        embeddings: float array of shape `[N, D]`, rows L2-normalised.
+        kind: `"auto"`, `"exact"` or `"scann"`.
+        params: dict of ScaNN parameters (see `scann_params`); only for
+            `kind="scann"` (or `"auto"` resolving to it).
+        searcher: a ScaNN searcher already built over `embeddings` with
+            `params`, as `load` restores it; built when None.
+
+    Example:
+    >>> index = SearchIndex(["d0", "d1"], np.eye(2, dtype="float32"))
+    >>> index.search_ids(np.array([[0.0, 1.0]], dtype="float32"), k=1)
+    ([['d1']], array([[1.]], dtype=float32))
+    """
+
+    def __init__(self, ids, embeddings, kind="auto", params=None, searcher=None):
+        self.ids = _check_ids(ids, "ids")
+        self.embeddings = _check_embeddings(embeddings, "embeddings")
+        n = self.embeddings.shape[0]
+        if n != len(self.ids):
+            raise ValueError(f"Got {len(self.ids)} ids for {n} embedding rows.")
+        if n == 0:
+            raise ValueError("A SearchIndex needs at least one embedding.")
+        if kind == "auto":
+            kind = "exact" if n < EXACT_MAX_N else "scann"
+        if kind == "exact":
+            if params is not None or searcher is not None:
+                raise ValueError("`params` and `searcher` only apply to kind='scann'.")
+            self.params = None
+            self._searcher = None
+        elif kind == "scann":
+            self.params = dict(scann_params(n) if params is None else params)
+            self._searcher = _build_scann(self.embeddings, self.params) if searcher is None else searcher
+        else:
+            raise ValueError(f"kind must be 'auto', 'exact' or 'scann', got {kind!r}.")
+        self.kind = kind
+
+    def search(self, query_embeddings, k):
+        """Finds the `k` best-scoring embedding rows for each query.
+
+        Args:
+            query_embeddings: float array of shape `[n, D]`.
+            k: int >= 1. Results per query; `min(k, N)` are returned.
+
+        Returns:
+            `(indices, scores)`: int64 `[n, min(k, N)]` row indices into
+            `embeddings` and their float32 dot products, best first.
+        """
+        queries = _check_embeddings(query_embeddings, "query_embeddings")
+        if queries.shape[1] != self.embeddings.shape[1]:
+            raise ValueError(
+                f"query_embeddings have {queries.shape[1]} dims, the index has {self.embeddings.shape[1]}."
+            )
+        if not isinstance(k, (int, np.integer)) or k < 1:
+            raise ValueError(f"k must be a positive int, got {k!r}.")
+        k = min(int(k), self.embeddings.shape[0])
+        if self.kind == "exact" or len(queries) == 0:
+            return _exact_top_k(self.embeddings, queries, k)
+        indices, scores = self._searcher.search_batched_parallel(
+            queries, final_num_neighbors=k, pre_reorder_num_neighbors=self.params["reorder_factor"] * k
+        )
+        indices = indices.astype(np.int64)
+        scores = scores.astype(np.float32, copy=False)
+        unfilled = np.isnan(scores).any(axis=1)
+        if unfilled.any():
+            indices[unfilled], scores[unfilled] = _exact_top_k(self.embeddings, queries[unfilled], k)
+        return indices, scores
+
+    def search_ids(self, query_embeddings, k):
+        """Like `search`, but returns ids: `(list of lists of str, scores)`."""
+        indices, scores = self.search(query_embeddings, k)
+        return [[self.ids[i] for i in row] for row in indices], scores
+
+    def save(self, directory):
+        """Writes the index to `directory`, atomically replacing it.
+
+        Files: `embeddings.npy`, `ids.txt` (one id per line), `index.json`
+        (format version, kind, N, dims, ScaNN params) and, for ScaNN, the
+        serialized searcher in `scann/`.
+        """
+        with atomic_directory(directory) as tmp:
+            np.save(tmp / _EMBEDDINGS_NPY, self.embeddings)
+            with open(tmp / _IDS_TXT, "w", encoding="utf-8", newline="") as f:
+                f.writelines(f"{id_}\n" for id_ in self.ids)
+            if self.kind == "scann":
+                os.mkdir(tmp / _SCANN_DIR)
+                self._searcher.serialize(str(tmp / _SCANN_DIR), relative_path=True)
+            config = {
+                "format_version": FORMAT_VERSION,
+                "kind": self.kind,
+                "num_embeddings": self.embeddings.shape[0],
+                "dims": self.embeddings.shape[1],
+                "params": self.params,
+            }
+            with open(tmp / _INDEX_JSON, "w", encoding="utf-8") as f:
+                json.dump(config, f, indent=2)
+
+    @classmethod
+    def load(cls, directory):
+        """Loads an index written by `save`."""
+        config_path = os.path.join(directory, _INDEX_JSON)
+        with open(config_path, encoding="utf-8") as f:
+            config = json.load(f)
+        for field in ("format_version", "kind", "num_embeddings", "dims", "params"):
+            if field not in config:
+                raise ValueError(f"{config_path}: missing field {field!r}.")
+        if config["format_version"] != FORMAT_VERSION:
+            raise ValueError(
+                f"{config_path}: field 'format_version' is {config['format_version']!r}, "
+                f"this version of gtr_keras reads {FORMAT_VERSION}."
+            )
+        embeddings_path = os.path.join(directory, _EMBEDDINGS_NPY)
+        embeddings = np.load(embeddings_path)
+        expected = (config["num_embeddings"], config["dims"])
+        if embeddings.shape != expected:
+            raise ValueError(
+                f"{embeddings_path} has shape {embeddings.shape}, but {config_path} "
+                f"fields 'num_embeddings' and 'dims' say {expected}."
+            )
+        ids = _read_ids(os.path.join(directory, _IDS_TXT), config["num_embeddings"])
+        searcher = None
+        if config["kind"] == "scann":
+            searcher = _load_scann(os.path.join(directory, _SCANN_DIR))
+        return cls(ids, embeddings, kind=config["kind"], params=config["params"], searcher=searcher)
+
+
+def _read_ids(path, expected_count):
+    with open(path, encoding="utf-8", newline="") as f:
+        text = f.read()
+    if text and not text.endswith("\n"):
+        raise ValueError(f"{path}: line {text.count(chr(10)) + 1} is not terminated by a newline.")
+    ids = text.split("\n")[:-1]
+    for line, id_ in enumerate(ids, start=1):
+        if not id_ or "\r" in id_:
+            raise ValueError(f"{path}: line {line} holds an invalid id {id_!r}.")
+    if len(ids) != expected_count:
+        raise ValueError(f"{path} has {len(ids)} ids, expected {expected_count} (one per embedding row).")
+    return ids
+
+
+def _ids_fingerprint(ids):
+    digest = hashlib.sha256()
+    for id_ in ids:
+        digest.update(id_.encode("utf-8"))
+        digest.update(b"\n")
+    return digest.hexdigest()
+
+
+def _write_atomically(path, write):
+    """Calls `write(file)` on a temporary file, then renames it to `path`."""
+    tmp = f"{path}.tmp-{os.getpid()}"
+    try:
+        with open(tmp, "wb") as f:
+            write(f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(tmp)
+        raise
+
+
+class Shard(NamedTuple):
+    """Shard `number` holds embedding rows `[start, end)`."""
+
+    number: int
+    start: int
+    end: int
+
+
+class ShardWriter:
+    """Resumable storage for the embeddings of a corpus, one file per shard.
+
+    Shard `i` holds rows `[i * shard_size, min((i + 1) * shard_size, N))` in
+    `work_dir/shard-0000i.npy`, written through a temporary file and an
+    atomic rename, so a shard file on disk is always complete. The first
+    `ShardWriter` on a directory writes `manifest.json` with N, `shard_size`,
+    a SHA-256 fingerprint of the id list and `metadata`. A later `ShardWriter`
+    on the same directory resumes from the shards already there, but only if
+    all of these match; otherwise it raises a `ValueError` rather than
+    silently mixing embeddings of different corpora or models: delete
+    `work_dir` to start over.
+
+    Args:
+        work_dir: str or path-like. Created if missing.
+        ids: sequence of str, the corpus ids in row order.
+        shard_size: int, rows per shard.
+        metadata: JSON-serialisable dict of whatever else determines the
+            embeddings (model, sequence length, ...), checked on resume.
+
+    Example:
+    >>> writer = ShardWriter("work_dirs/scifact", ids, shard_size=4096)
+    >>> for shard in writer.pending_shards():
+    ...     writer.write(shard.number, encode(texts[shard.start : shard.end]))
+    >>> embeddings = writer.assemble()
+    """
+
+    def __init__(self, work_dir, ids, shard_size, metadata=None):
+        if not isinstance(shard_size, int) or shard_size < 1:
+            raise ValueError(f"shard_size must be a positive int, got {shard_size!r}.")
+        ids = _check_ids(ids, "ids")
+        if not ids:
+            raise ValueError("ShardWriter needs at least one id.")
+        self.work_dir = os.fspath(work_dir)
+        self.num_rows = len(ids)
+        self.shard_size = shard_size
+        manifest = {
+            "num_rows": self.num_rows,
+            "shard_size": shard_size,
+            "ids_sha256": _ids_fingerprint(ids),
+            "metadata": json.loads(json.dumps(metadata or {})),
+        }
+        os.makedirs(self.work_dir, exist_ok=True)
+        for stale in glob.glob(os.path.join(glob.escape(self.work_dir), "shard-*.npy.tmp-*")):
+            os.remove(stale)
+        manifest_path = os.path.join(self.work_dir, _MANIFEST_JSON)
+        if os.path.exists(manifest_path):
+            with open(manifest_path, encoding="utf-8") as f:
+                on_disk = json.load(f)
+            for field, value in manifest.items():
+                if on_disk.get(field) != value:
+                    raise ValueError(
+                        f"{manifest_path}: field {field!r} is {on_disk.get(field)!r}, but this run has "
+                        f"{value!r}; the shards there belong to another corpus or configuration. "
+                        f"Delete {self.work_dir} to start over."
+                    )
+        else:
+            payload = json.dumps(manifest, indent=2).encode("utf-8")
+            _write_atomically(manifest_path, lambda f: f.write(payload))
+
+    @property
+    def num_shards(self):
+        return math.ceil(self.num_rows / self.shard_size)
+
+    def shard(self, number):
+        """The `Shard` with this number."""
+        if not 0 <= number < self.num_shards:
+            raise ValueError(f"Shard number must be in [0, {self.num_shards}), got {number}.")
+        start = number * self.shard_size
+        return Shard(number, start, min(start + self.shard_size, self.num_rows))
+
+    def _path(self, number):
+        return os.path.join(self.work_dir, f"shard-{number:05d}.npy")
+
+    def pending_shards(self):
+        """The `Shard`s not yet written, in order."""
+        return [self.shard(i) for i in range(self.num_shards) if not os.path.exists(self._path(i))]
+
+    def write(self, number, embeddings):
+        """Stores the `[end - start, D]` embeddings of shard `number`."""
+        shard = self.shard(number)
+        embeddings = _check_embeddings(embeddings, f"embeddings for shard {number}")
+        if embeddings.shape[0] != shard.end - shard.start:
+            raise ValueError(
+                f"Shard {number} holds rows [{shard.start}, {shard.end}), "
+                f"got {embeddings.shape[0]} embedding rows."
+            )
+        _write_atomically(self._path(number), lambda f: np.save(f, embeddings))
+
+    def assemble(self):
+        """Returns all shards concatenated: float32 `[N, D]`."""
+        pending = self.pending_shards()
+        if pending:
+            raise ValueError(
+                f"{len(pending)} of {self.num_shards} shards in {self.work_dir} are not written yet, "
+                f"the first is shard {pending[0].number}."
+            )
+        shards = [np.load(self._path(i), mmap_mode="r") for i in range(self.num_shards)]
+        dims = shards[0].shape[1]
+        for i, shard in enumerate(shards):
+            rows = self.shard(i).end - self.shard(i).start
+            if shard.shape != (rows, dims):
+                raise ValueError(f"{self._path(i)} has shape {shard.shape}, expected {(rows, dims)}.")
+        return np.concatenate(shards, axis=0, dtype=np.float32)

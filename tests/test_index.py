@@ -1,0 +1,235 @@
+import json
+import os
+
+import numpy as np
+import pytest
+
+from gtr_keras.index import SearchIndex, ShardWriter, atomic_directory, scann_params
+
+DIMS = 64
+
+
+def _unit_rows(x):
+    return (x / np.linalg.norm(x, axis=1, keepdims=True)).astype(np.float32)
+
+
+def _clustered(n, seed, num_clusters=50, noise=1.0):
+    """Unit vectors scattered around `num_clusters` fixed random centres."""
+    centres = _unit_rows(np.random.default_rng(0).standard_normal((num_clusters, DIMS)))
+    rng = np.random.default_rng(seed)
+    points = centres[rng.integers(num_clusters, size=n)]
+    return _unit_rows(points + noise * rng.standard_normal((n, DIMS)) / np.sqrt(DIMS))
+
+
+def _ids(n):
+    return [f"doc-{i}" for i in range(n)]
+
+
+@pytest.fixture(scope="module")
+def corpus():
+    return _clustered(3000, seed=1)
+
+
+@pytest.fixture(scope="module")
+def queries():
+    return _clustered(200, seed=2)
+
+
+@pytest.fixture(scope="module")
+def scann_index(corpus):
+    return SearchIndex(_ids(len(corpus)), corpus, kind="scann")
+
+
+def test_exact_search_matches_naive_argsort(corpus, queries):
+    index = SearchIndex(_ids(len(corpus)), corpus, kind="exact")
+    indices, scores = index.search(queries, k=10)
+    all_scores = queries @ corpus.T
+    expected = np.argsort(-all_scores, axis=1, kind="stable")[:, :10]
+    np.testing.assert_array_equal(indices, expected)
+    np.testing.assert_allclose(scores, np.take_along_axis(all_scores, expected, axis=1), rtol=1e-6)
+    assert indices.dtype == np.int64 and scores.dtype == np.float32
+
+
+def test_exact_search_chunks_queries(corpus, queries, monkeypatch):
+    index = SearchIndex(_ids(len(corpus)), corpus, kind="exact")
+    expected = index.search(queries, k=5)
+    monkeypatch.setattr("gtr_keras.index._EXACT_CHUNK_SCORES", 7 * len(corpus))
+    for want, got in zip(expected, index.search(queries, k=5)):
+        np.testing.assert_array_equal(want, got)
+
+
+def test_exact_search_breaks_ties_by_row():
+    embeddings = np.array([[1, 0], [0, 1], [1, 0], [1, 0]], dtype=np.float32)
+    indices, _ = SearchIndex(_ids(4), embeddings, kind="exact").search(embeddings[:1], k=2)
+    np.testing.assert_array_equal(indices, [[0, 2]])
+
+
+def test_scann_recall_at_10(corpus, queries, scann_index):
+    exact, _ = SearchIndex(_ids(len(corpus)), corpus, kind="exact").search(queries, k=10)
+    approx, scores = scann_index.search(queries, k=10)
+    recall = np.mean([len(set(a) & set(e)) / 10 for a, e in zip(approx, exact)])
+    assert scann_index.kind == "scann"
+    assert recall >= 0.95
+    np.testing.assert_allclose(scores, np.sum(queries[:, None] * corpus[approx], axis=-1), atol=1e-5)
+
+
+@pytest.mark.parametrize("kind", ["exact", "scann"])
+def test_k_larger_than_corpus_returns_every_row(kind):
+    corpus = _clustered(300, seed=3)
+    index = SearchIndex(_ids(300), corpus, kind=kind)
+    indices, scores = index.search(corpus[:4], k=1000)
+    assert indices.shape == scores.shape == (4, 300)
+    assert all(sorted(row) == list(range(300)) for row in indices)
+    assert np.all(np.diff(scores, axis=1) <= 1e-6)
+
+
+def test_search_ids_maps_rows_to_ids(corpus):
+    index = SearchIndex(_ids(len(corpus)), corpus, kind="exact")
+    ids, scores = index.search_ids(corpus[[7, 42]], k=1)
+    assert ids == [["doc-7"], ["doc-42"]]
+    np.testing.assert_allclose(scores, 1.0, rtol=1e-5)
+
+
+def test_auto_kind_uses_exact_for_small_corpora(corpus):
+    assert SearchIndex(_ids(len(corpus)), corpus).kind == "exact"
+
+
+def test_scann_params_follow_corpus_size():
+    assert scann_params(1_000_000)["num_leaves"] == 1000
+    assert scann_params(1_000_000)["num_leaves_to_search"] == 100
+    assert scann_params(3000)["num_leaves"] == 30
+    assert scann_params(3000)["num_leaves_to_search"] == 8
+    assert scann_params(50)["num_leaves"] == scann_params(50)["num_leaves_to_search"] == 1
+
+
+@pytest.mark.parametrize("kind", ["exact", "scann"])
+def test_save_load_round_trip(kind, corpus, queries, scann_index, tmp_path):
+    index = scann_index if kind == "scann" else SearchIndex(_ids(len(corpus)), corpus, kind="exact")
+    index.save(tmp_path / "index")
+    loaded = SearchIndex.load(tmp_path / "index")
+    assert loaded.kind == kind
+    assert loaded.ids == index.ids
+    assert loaded.params == index.params
+    np.testing.assert_array_equal(loaded.embeddings, corpus)
+    for want, got in zip(index.search(queries, k=10), loaded.search(queries, k=10)):
+        np.testing.assert_array_equal(want, got)
+    assert os.listdir(tmp_path) == ["index"]
+
+
+def test_load_names_bad_format_version(corpus, tmp_path):
+    directory = tmp_path / "index"
+    SearchIndex(_ids(len(corpus)), corpus, kind="exact").save(directory)
+    config = json.loads((directory / "index.json").read_text())
+    (directory / "index.json").write_text(json.dumps({**config, "format_version": 99}))
+    with pytest.raises(ValueError, match=r"index\.json: field 'format_version'"):
+        SearchIndex.load(directory)
+
+
+def test_load_names_short_ids_file(corpus, tmp_path):
+    directory = tmp_path / "index"
+    SearchIndex(_ids(len(corpus)), corpus, kind="exact").save(directory)
+    (directory / "ids.txt").write_text("doc-0\n\ndoc-2\n")
+    with pytest.raises(ValueError, match=r"ids\.txt: line 2"):
+        SearchIndex.load(directory)
+
+
+@pytest.mark.parametrize("bad_id", ["a\nb", "a\rb", ""])
+def test_rejects_unstorable_ids(bad_id):
+    with pytest.raises(ValueError, match=r"ids\[1\]"):
+        SearchIndex(["ok", bad_id], np.eye(2, dtype=np.float32))
+
+
+def test_rejects_duplicate_ids():
+    with pytest.raises(ValueError, match=r"ids\[1\] = 'a' duplicates ids\[0\]"):
+        SearchIndex(["a", "a"], np.eye(2, dtype=np.float32))
+
+
+def test_rejects_mismatched_queries(corpus):
+    index = SearchIndex(_ids(len(corpus)), corpus, kind="exact")
+    with pytest.raises(ValueError, match="dims"):
+        index.search(np.ones((1, DIMS + 1), np.float32), k=1)
+    with pytest.raises(ValueError, match="k must be"):
+        index.search(corpus[:1], k=0)
+
+
+def test_atomic_directory_replaces_existing(tmp_path):
+    target = tmp_path / "out"
+    target.mkdir()
+    (target / "old.txt").write_text("old")
+    with atomic_directory(target) as tmp:
+        (tmp / "new.txt").write_text("new")
+        assert not (target / "new.txt").exists()
+    assert os.listdir(target) == ["new.txt"]
+    assert os.listdir(tmp_path) == ["out"]
+
+
+def test_atomic_directory_keeps_old_on_error(tmp_path):
+    target = tmp_path / "out"
+    target.mkdir()
+    (target / "old.txt").write_text("old")
+    with pytest.raises(RuntimeError, match="boom"):
+        with atomic_directory(target) as tmp:
+            (tmp / "new.txt").write_text("half")
+            raise RuntimeError("boom")
+    assert (target / "old.txt").read_text() == "old"
+    assert os.listdir(target) == ["old.txt"]
+    assert os.listdir(tmp_path) == ["out"]
+
+
+def test_atomic_directory_creates_nothing_on_error(tmp_path):
+    with pytest.raises(RuntimeError):
+        with atomic_directory(tmp_path / "out"):
+            raise RuntimeError
+    assert os.listdir(tmp_path) == []
+
+
+def _encode(rows):
+    return _clustered(len(rows), seed=rows.start)
+
+
+def test_shard_writer_resumes_after_interruption(tmp_path):
+    ids = _ids(1050)
+    writer = ShardWriter(tmp_path, ids, shard_size=100, metadata={"model": "gtr-base"})
+    assert [s.number for s in writer.pending_shards()] == list(range(11))
+    assert writer.pending_shards()[-1] == (10, 1000, 1050)
+    for shard in writer.pending_shards()[:4]:
+        writer.write(shard.number, _encode(range(shard.start, shard.end)))
+    (tmp_path / "shard-00004.npy.tmp-123").write_bytes(b"killed mid-write")
+
+    resumed = ShardWriter(tmp_path, ids, shard_size=100, metadata={"model": "gtr-base"})
+    pending = resumed.pending_shards()
+    assert [s.number for s in pending] == list(range(4, 11))
+    for shard in pending:
+        resumed.write(shard.number, _encode(range(shard.start, shard.end)))
+
+    uninterrupted = ShardWriter(tmp_path / "fresh", ids, shard_size=100)
+    for shard in uninterrupted.pending_shards():
+        uninterrupted.write(shard.number, _encode(range(shard.start, shard.end)))
+    np.testing.assert_array_equal(resumed.assemble(), uninterrupted.assemble())
+    assert resumed.assemble().shape == (1050, DIMS)
+    assert not list(tmp_path.glob("*.tmp-*"))
+
+
+@pytest.mark.parametrize(
+    "change, field",
+    [
+        ({"ids": _ids(999) + ["other"]}, "ids_sha256"),
+        ({"ids": _ids(1001)}, "num_rows"),
+        ({"shard_size": 200}, "shard_size"),
+        ({"metadata": {"model": "gtr-large"}}, "metadata"),
+    ],
+)
+def test_shard_writer_refuses_to_resume_another_run(tmp_path, change, field):
+    args = {"ids": _ids(1000), "shard_size": 100, "metadata": {"model": "gtr-base"}}
+    ShardWriter(tmp_path, **args).write(0, _encode(range(0, 100)))
+    with pytest.raises(ValueError, match=f"manifest.json: field '{field}'.*Delete"):
+        ShardWriter(tmp_path, **{**args, **change})
+
+
+def test_shard_writer_checks_rows_and_completeness(tmp_path):
+    writer = ShardWriter(tmp_path, _ids(150), shard_size=100)
+    with pytest.raises(ValueError, match=r"rows \[100, 150\), got 100"):
+        writer.write(1, _encode(range(0, 100)))
+    writer.write(1, _encode(range(100, 150)))
+    with pytest.raises(ValueError, match="1 of 2 shards"):
+        writer.assemble()
