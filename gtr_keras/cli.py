@@ -9,6 +9,7 @@ import argparse
 import contextlib
 import json
 import os
+import shutil
 import sys
 
 import numpy as np
@@ -69,11 +70,38 @@ def index(args):
     from gtr_keras.retrieval import build_index
 
     corpus = load_corpus(args.corpus)
-    built = build_index(
-        _encoder(args), corpus, args.out, model_dir=args.model, kind="exact" if args.exact else "auto",
-        batch_size=args.batch_size, shard_size=args.shard_size, progress=args.progress,
-    )
+    kind = "exact" if args.exact else "auto"
+    if args.runner:
+        built = _index_with_beam(args, corpus, kind)
+    else:
+        built = build_index(
+            _encoder(args), corpus, args.out, model_dir=args.model, kind=kind,
+            batch_size=args.batch_size, shard_size=args.shard_size, progress=args.progress,
+        )
     print(f"wrote {args.out}: {len(corpus)} documents, {built.kind} search")
+
+
+def _index_with_beam(args, corpus, kind):
+    """Encodes with an Apache Beam pipeline, then indexes the shards in corpus order."""
+    from gtr_keras.beam_pipeline import beam_pipeline_args, encode_corpus_with_beam, index_from_shards
+    from gtr_keras.index import SearchIndex
+    from gtr_keras.retrieval import index_metadata, work_dir_for, write_index
+
+    shard_dir = work_dir_for(args.out) + "-beam"
+    if not os.path.isdir(shard_dir) or not os.listdir(shard_dir):
+        encode_corpus_with_beam(
+            args.model, args.corpus, shard_dir, runner=args.runner, batch_size=args.batch_size,
+            pipeline_args=beam_pipeline_args(args.beam_option), shard_rows=args.shard_rows,
+            large_model=args.large_model,
+        )
+    ids, embeddings = index_from_shards(shard_dir)
+    rows = {doc_id: i for i, doc_id in enumerate(ids)}
+    if set(rows) != set(corpus.ids):
+        raise DataError(f"{shard_dir}: the embedding shards do not hold the ids of {args.corpus}; delete it")
+    built = SearchIndex(corpus.ids, embeddings[[rows[i] for i in corpus.ids]], kind=kind)
+    write_index(args.out, built, corpus, index_metadata(_encoder(args), args.model))
+    shutil.rmtree(shard_dir)
+    return built
 
 
 def search(args):
@@ -147,6 +175,30 @@ def saved_model_cli(args):
     tf_saved_model_cli.main()
 
 
+BEAM_RUNNERS = ("DirectRunner", "DataflowRunner", "FlinkRunner", "SparkRunner")
+
+
+def add_beam_arguments(parser):
+    """Adds `--runner`, `--beam-option`, `--large-model`, `--shard-rows` to a parser.
+
+    `--runner` defaults to None: the caller encodes in-process then.
+
+    Example:
+    >>> parser = argparse.ArgumentParser()
+    >>> add_beam_arguments(parser)
+    >>> parser.parse_args(["--runner", "FlinkRunner", "--beam-option", "parallelism=8"]).beam_option
+    ['parallelism=8']
+    """
+    group = parser.add_argument_group("Apache Beam (scale-out encoding)")
+    group.add_argument("--runner", choices=BEAM_RUNNERS, default=None,
+                       help="encode the corpus with an Apache Beam pipeline on this runner")
+    group.add_argument("--beam-option", action="append", default=[], metavar="KEY[=VALUE]",
+                       help="Beam pipeline option, e.g. project=my-project, temp_location=gs://b/tmp; repeatable")
+    group.add_argument("--large-model", action="store_true",
+                       help="one model copy per machine, shared by all worker processes (GTR-XL/XXL)")
+    group.add_argument("--shard-rows", type=int, default=50_000, help="documents per embedding shard file")
+
+
 def build_parser():
     parser = argparse.ArgumentParser(prog="gtr-keras", description=__doc__.splitlines()[0])
     commands = parser.add_subparsers(dest="command", required=True)
@@ -175,6 +227,7 @@ def build_parser():
     p.add_argument("--batch-size", type=int, default=32)
     p.add_argument("--shard-size", type=int, default=2048, help="documents per resumable shard")
     p.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None)
+    add_beam_arguments(p)
     p.set_defaults(handler=index)
 
     p = commands.add_parser("search", help="query an index")

@@ -105,7 +105,7 @@ def iter_jsonl(path):
         yield line_no, record
 
 
-def _id_field(path, line_no, record):
+def id_field(path, line_no, record):
     value = record.get("_id")
     if value is None:
         raise DataError(f"{path}:{line_no}: missing field `_id`")
@@ -117,7 +117,7 @@ def _id_field(path, line_no, record):
     return str(value)
 
 
-def _str_field(path, line_no, record, field, required):
+def str_field(path, line_no, record, field, required):
     value = record.get(field)
     if value is None:
         if required:
@@ -153,9 +153,9 @@ def _read_records(path):
     """Reads `_id`, `title`, `text` of every record, checking ids are unique."""
     ids, titles, texts, line_numbers = [], [], [], []
     for line_no, record in iter_jsonl(path):
-        ids.append(_id_field(path, line_no, record))
-        titles.append(_str_field(path, line_no, record, "title", required=False))
-        texts.append(_str_field(path, line_no, record, "text", required=True))
+        ids.append(id_field(path, line_no, record))
+        titles.append(str_field(path, line_no, record, "title", required=False))
+        texts.append(str_field(path, line_no, record, "text", required=True))
         line_numbers.append(line_no)
     _check_unique(path, ids, line_numbers)
     return Corpus(ids=ids, titles=titles, texts=texts)

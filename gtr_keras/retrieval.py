@@ -54,8 +54,7 @@ def build_index(encoder, corpus, index_dir, model_dir=None, kind="auto", batch_s
     if not len(corpus):
         raise ValueError("the corpus is empty: nothing to index")
     texts = corpus.joined()
-    metadata = {"model_dir": os.path.abspath(model_dir) if model_dir else None,
-                "document_length": encoder.document_length, "embedding_dim": encoder.embedding_dim}
+    metadata = index_metadata(encoder, model_dir)
     writer = ShardWriter(work_dir_for(index_dir), corpus.ids, shard_size, metadata)
     pending = writer.pending_shards()
     show = progress if progress is not None else len(corpus) >= 5000
@@ -65,6 +64,13 @@ def build_index(encoder, corpus, index_dir, model_dir=None, kind="auto", batch_s
             writer.write(shard.number, encoder.encode_documents(texts[shard.start:shard.end], batch_size, False))
             bar.update(shard.end - shard.start)
     index = SearchIndex(corpus.ids, writer.assemble(), kind=kind)
+    write_index(index_dir, index, corpus, metadata)
+    shutil.rmtree(writer.work_dir)
+    return index
+
+
+def write_index(index_dir, index, corpus, metadata):
+    """Writes an index directory (atomically) for a `SearchIndex` over `corpus`."""
     with atomic_directory(index_dir) as staging:
         index.save(os.path.join(staging, INDEX_SUBDIR))
         with gzip.open(os.path.join(staging, DOCUMENTS_FILE), "wt", encoding="utf-8") as f:
@@ -72,8 +78,12 @@ def build_index(encoder, corpus, index_dir, model_dir=None, kind="auto", batch_s
                 f.write(json.dumps({"_id": doc_id, "title": title, "text": text}, ensure_ascii=False) + "\n")
         with open(os.path.join(staging, RETRIEVER_JSON), "w", encoding="utf-8") as f:
             json.dump({**metadata, "kind": index.kind, "num_documents": len(corpus)}, f, indent=2)
-    shutil.rmtree(writer.work_dir)
-    return index
+
+
+def index_metadata(encoder, model_dir):
+    """What an index records about the model that built it."""
+    return {"model_dir": os.path.abspath(model_dir) if model_dir else None,
+            "document_length": encoder.document_length, "embedding_dim": encoder.embedding_dim}
 
 
 class Retriever:
