@@ -156,6 +156,26 @@ def analyze_lengths(args):
     print(json.dumps({"run": args.run, "dataset": args.dataset, **result}, indent=2))
 
 
+def mine(args):
+    from gtr_keras.retrieval import load_dataset, mine_negatives
+
+    corpus, queries, qrels, report = load_dataset(args.dataset, args.split)
+    if not report.ok:
+        print(f"warning: {report}", file=sys.stderr)
+    mined = mine_negatives(_encoder(args), corpus, queries, qrels, args.depth, args.skip_top, args.per_query,
+                           args.batch_size, progress=args.progress)
+    with _atomic_file(args.out) as f:
+        for qid, negative_ids in mined.items():
+            f.write((json.dumps({"query_id": qid, "negative_ids": negative_ids}) + "\n").encode("utf-8"))
+    print(f"wrote {args.out}: {sum(map(len, mined.values()))} negatives for {len(mined)} queries")
+
+
+def demo(args):
+    from gtr_keras.demo import DEMO_DATASET, DEMO_MODEL, run_demo
+
+    run_demo(args.out, args.model or DEMO_MODEL, args.dataset or DEMO_DATASET)
+
+
 def export(args):
     from gtr_keras.export import export_encoder, export_searcher
 
@@ -200,6 +220,8 @@ def add_beam_arguments(parser):
 
 
 def build_parser():
+    from gtr_keras.training import add_train_arguments, run_train
+
     parser = argparse.ArgumentParser(prog="gtr-keras", description=__doc__.splitlines()[0])
     commands = parser.add_subparsers(dest="command", required=True)
 
@@ -258,6 +280,22 @@ def build_parser():
     p.add_argument("-k", type=int, default=10)
     p.set_defaults(handler=analyze_lengths)
 
+    p = commands.add_parser("train", help="train or fine-tune with the bidirectional in-batch loss (resumable)")
+    add_train_arguments(p)
+    p.set_defaults(handler=lambda args: run_train(args))
+
+    p = commands.add_parser("mine", help="hard negatives from the model's own retrieval (for `train`)")
+    p.add_argument("--model", required=True, help="model directory")
+    p.add_argument("--dataset", required=True, help="BEIR directory")
+    p.add_argument("--split", default="train")
+    p.add_argument("--depth", type=int, default=100, help="documents retrieved per query")
+    p.add_argument("--skip-top", type=int, default=0, help="non-positive documents skipped at the top")
+    p.add_argument("--per-query", type=int, default=10, help="negatives kept per query")
+    p.add_argument("--batch-size", type=int, default=32)
+    p.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None)
+    p.add_argument("--out", required=True, help="negatives JSONL ({\"query_id\", \"negative_ids\"} a line)")
+    p.set_defaults(handler=mine)
+
     p = commands.add_parser("export", help="SavedModels for hub.load, Keras 3 TFSMLayer and TF Serving")
     p.add_argument("--model", required=True, help="model directory")
     p.add_argument("--out", required=True, help="export root: writes OUT/encoder/VERSION (and OUT/searcher/VERSION)")
@@ -267,6 +305,12 @@ def build_parser():
     p.add_argument("--version", type=int, default=1, help="TF Serving version directory")
     p.add_argument("-k", type=int, default=10, help="results per query of the searcher's serving_default")
     p.set_defaults(handler=export)
+
+    p = commands.add_parser("demo", help="the main job: index, search, evaluate vs BM25 and export, offline")
+    p.add_argument("--out", default="gtr-demo", help="where the index and exports go (default ./gtr-demo)")
+    p.add_argument("--model", default=None, help="model directory (default: the bundled small GTR)")
+    p.add_argument("--dataset", default=None, help="BEIR directory (default: the bundled Cranfield)")
+    p.set_defaults(handler=demo)
 
     p = commands.add_parser("saved-model-cli", add_help=False,
                             help="TensorFlow's saved_model_cli, with the TF Text and ScaNN ops loaded")

@@ -215,10 +215,12 @@ def export_searcher(encoder, index_dir, export_dir, searcher="scann", version=1,
 
             os.makedirs(raw_dir)
             root.scann = _ScannResource(os.path.join(index_dir, INDEX_SUBDIR, SCANN_SUBDIR), raw_dir)
-            reorder = index.params["reorder_factor"]
+            reorder, leaves = index.params["reorder_factor"], index.params["num_leaves_to_search"]
 
             def top_k(queries, k):
-                return scann_ops.scann_search_batched(root.scann.resource_handle, queries, k, reorder * k, -1, True)
+                return scann_ops.scann_search_batched(
+                    root.scann.resource_handle, queries, k, reorder * k, leaves, True
+                )
         else:
             root.doc_embeddings = tf.Variable(index.embeddings, trainable=False, name="doc_embeddings")
 

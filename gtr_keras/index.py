@@ -53,11 +53,14 @@ def scann_params(n):
     well-populated leaves. The leaves are trained by spherical k-means, which
     suits unit-norm embeddings scored by dot product, on at most 100k points.
     A query searches 10% of the leaves, and at least 8 (or all of them when
-    there are fewer); `benchmarks/RESULTS.md` records the recall this gives
-    and what plain k-means or 5% of the leaves give instead. Scoring uses
-    anisotropic AH with 2 dimensions per block and threshold 0.2, as ScaNN
-    recommends, and the best `reorder_factor * k` AH candidates are rescored
-    exactly.
+    there are fewer). Scoring uses anisotropic AH with 2 dimensions per block
+    and threshold 0.2, as ScaNN recommends, and the best `40 * k` AH
+    candidates are rescored exactly: on clustered 768-d data at N=1M,
+    `10 * k` lost recall@10 in reordering, not in the tree.
+    `benchmarks/RESULTS.md` records these measurements, including plain
+    k-means and fewer leaves searched. `num_leaves_to_search` and
+    `reorder_factor` apply at search time, so they can be changed on a built
+    index.
 
     Args:
         n: int. Number of embeddings in the corpus.
@@ -81,7 +84,7 @@ def scann_params(n):
         "training_sample_size": min(n, 100_000),
         "dimensions_per_block": 2,
         "anisotropic_quantization_threshold": 0.2,
-        "reorder_factor": 10,
+        "reorder_factor": 40,
     }
 
 
@@ -131,16 +134,17 @@ def _exact_top_k(embeddings, queries, k):
     return indices, scores
 
 
-def _check_ids(ids, where):
+def _check_ids(ids, where=lambda i: f"ids[{i}]"):
+    """Returns `ids` as a list after checking them; `where(i)` names id `i` in errors."""
     ids = list(ids)
     seen = {}
     for i, id_ in enumerate(ids):
         if not isinstance(id_, str) or not id_:
-            raise ValueError(f"{where}[{i}] must be a non-empty string, got {id_!r}.")
+            raise ValueError(f"{where(i)}: ids must be non-empty strings, got {id_!r}.")
         if "\n" in id_ or "\r" in id_:
-            raise ValueError(f"{where}[{i}] = {id_!r} contains a line break; ids are stored one per line.")
+            raise ValueError(f"{where(i)}: id {id_!r} contains a line break.")
         if id_ in seen:
-            raise ValueError(f"{where}[{i}] = {id_!r} duplicates {where}[{seen[id_]}].")
+            raise ValueError(f"{where(i)}: id {id_!r} duplicates {where(seen[id_])}.")
         seen[id_] = i
     return ids
 
@@ -226,7 +230,8 @@ class SearchIndex:
     with `params` (default `scann_params(N)`); query rows that ScaNN cannot
     fill with `k` results (`k` close to `N`) are answered exactly.
     `kind="auto"` is `"exact"` below `EXACT_MAX_N` embeddings and `"scann"`
-    from there on.
+    from there on. `num_leaves_to_search` and `reorder_factor` are read from
+    `index.params` at each search, so they can be tuned without a rebuild.
 
     Args:
         ids: sequence of str, one per embedding row; non-empty, unique and
@@ -245,7 +250,7 @@ class SearchIndex:
     """
 
     def __init__(self, ids, embeddings, kind="auto", params=None, searcher=None):
-        self.ids = _check_ids(ids, "ids")
+        self.ids = _check_ids(ids)
         self.embeddings = _check_embeddings(embeddings, "embeddings")
         n = self.embeddings.shape[0]
         if n != len(self.ids):
@@ -261,7 +266,9 @@ class SearchIndex:
             self._searcher = None
         elif kind == "scann":
             self.params = dict(scann_params(n) if params is None else params)
-            self._searcher = _build_scann(self.embeddings, self.params) if searcher is None else searcher
+            if searcher is None:
+                searcher = _build_scann(self.embeddings, self.params)
+            self._searcher = searcher
         else:
             raise ValueError(f"kind must be 'auto', 'exact' or 'scann', got {kind!r}.")
         self.kind = kind
@@ -280,7 +287,8 @@ class SearchIndex:
         queries = _check_embeddings(query_embeddings, "query_embeddings")
         if queries.shape[1] != self.embeddings.shape[1]:
             raise ValueError(
-                f"query_embeddings have {queries.shape[1]} dims, the index has {self.embeddings.shape[1]}."
+                f"query_embeddings have {queries.shape[1]} dims, "
+                f"the index has {self.embeddings.shape[1]}."
             )
         if not isinstance(k, (int, np.integer)) or k < 1:
             raise ValueError(f"k must be a positive int, got {k!r}.")
@@ -288,13 +296,17 @@ class SearchIndex:
         if self.kind == "exact" or len(queries) == 0:
             return _exact_top_k(self.embeddings, queries, k)
         indices, scores = self._searcher.search_batched_parallel(
-            queries, final_num_neighbors=k, pre_reorder_num_neighbors=self.params["reorder_factor"] * k
+            queries,
+            final_num_neighbors=k,
+            pre_reorder_num_neighbors=self.params["reorder_factor"] * k,
+            leaves_to_search=self.params["num_leaves_to_search"],
         )
         indices = indices.astype(np.int64)
         scores = scores.astype(np.float32, copy=False)
         unfilled = np.isnan(scores).any(axis=1)
         if unfilled.any():
-            indices[unfilled], scores[unfilled] = _exact_top_k(self.embeddings, queries[unfilled], k)
+            exact = _exact_top_k(self.embeddings, queries[unfilled], k)
+            indices[unfilled], scores[unfilled] = exact
         return indices, scores
 
     def search_ids(self, query_embeddings, k):
@@ -360,12 +372,11 @@ def _read_ids(path, expected_count):
         text = f.read()
     if text and not text.endswith("\n"):
         raise ValueError(f"{path}: line {text.count(chr(10)) + 1} is not terminated by a newline.")
-    ids = text.split("\n")[:-1]
-    for line, id_ in enumerate(ids, start=1):
-        if not id_ or "\r" in id_:
-            raise ValueError(f"{path}: line {line} holds an invalid id {id_!r}.")
+    ids = _check_ids(text.split("\n")[:-1], lambda i: f"{path}: line {i + 1}")
     if len(ids) != expected_count:
-        raise ValueError(f"{path} has {len(ids)} ids, expected {expected_count} (one per embedding row).")
+        raise ValueError(
+            f"{path} has {len(ids)} ids, expected {expected_count} (one per embedding row)."
+        )
     return ids
 
 
@@ -430,7 +441,7 @@ class ShardWriter:
     def __init__(self, work_dir, ids, shard_size, metadata=None):
         if not isinstance(shard_size, int) or shard_size < 1:
             raise ValueError(f"shard_size must be a positive int, got {shard_size!r}.")
-        ids = _check_ids(ids, "ids")
+        ids = _check_ids(ids)
         if not ids:
             raise ValueError("ShardWriter needs at least one id.")
         self.work_dir = os.fspath(work_dir)
@@ -452,9 +463,9 @@ class ShardWriter:
             for field, value in manifest.items():
                 if on_disk.get(field) != value:
                     raise ValueError(
-                        f"{manifest_path}: field {field!r} is {on_disk.get(field)!r}, but this run has "
-                        f"{value!r}; the shards there belong to another corpus or configuration. "
-                        f"Delete {self.work_dir} to start over."
+                        f"{manifest_path}: field {field!r} is {on_disk.get(field)!r}, "
+                        f"but this run has {value!r}: the shards there belong to another corpus "
+                        f"or configuration. Delete {self.work_dir} to start over."
                     )
         else:
             payload = json.dumps(manifest, indent=2).encode("utf-8")
@@ -494,13 +505,15 @@ class ShardWriter:
         pending = self.pending_shards()
         if pending:
             raise ValueError(
-                f"{len(pending)} of {self.num_shards} shards in {self.work_dir} are not written yet, "
-                f"the first is shard {pending[0].number}."
+                f"{len(pending)} of {self.num_shards} shards in {self.work_dir} are not "
+                f"written yet, the first is shard {pending[0].number}."
             )
         shards = [np.load(self._path(i), mmap_mode="r") for i in range(self.num_shards)]
         dims = shards[0].shape[1]
         for i, shard in enumerate(shards):
             rows = self.shard(i).end - self.shard(i).start
             if shard.shape != (rows, dims):
-                raise ValueError(f"{self._path(i)} has shape {shard.shape}, expected {(rows, dims)}.")
+                raise ValueError(
+                    f"{self._path(i)} has shape {shard.shape}, expected {(rows, dims)}."
+                )
         return np.concatenate(shards, axis=0, dtype=np.float32)

@@ -2,8 +2,9 @@
 
 The shapes are those of the T5 v1.0 encoders that the published GTR checkpoints
 (`sentence-transformers/gtr-t5-{base,large,xl,xxl}`) were fine-tuned from. Every
-size projects to a 768-d embedding; `gtr-tiny` is a small configuration for
-tests and demos.
+size projects to a 768-d embedding. `gtr-small` (4.9M parameters, an 8k
+SentencePiece vocabulary) is what the CPU recipes train from scratch, and
+`gtr-tiny` is for tests.
 """
 
 PRESETS = {
@@ -22,6 +23,10 @@ PRESETS = {
     "gtr-xxl": dict(
         vocabulary_size=32128, num_layers=24, hidden_dim=1024, key_value_dim=128,
         num_heads=128, intermediate_dim=65536,
+    ),
+    "gtr-small": dict(
+        vocabulary_size=8100, num_layers=4, hidden_dim=256, key_value_dim=64,
+        num_heads=4, intermediate_dim=768,
     ),
     "gtr-tiny": dict(
         vocabulary_size=1100, num_layers=3, hidden_dim=64, key_value_dim=8,

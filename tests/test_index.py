@@ -70,7 +70,19 @@ def test_scann_recall_at_10(corpus, queries, scann_index):
     recall = np.mean([len(set(a) & set(e)) / 10 for a, e in zip(approx, exact)])
     assert scann_index.kind == "scann"
     assert recall >= 0.95
-    np.testing.assert_allclose(scores, np.sum(queries[:, None] * corpus[approx], axis=-1), atol=1e-5)
+    expected_scores = np.sum(queries[:, None] * corpus[approx], axis=-1)
+    np.testing.assert_allclose(scores, expected_scores, atol=1e-5)
+
+
+def test_scann_reads_search_params_at_search_time(corpus, queries):
+    exact, _ = SearchIndex(_ids(len(corpus)), corpus, kind="exact").search(queries, k=10)
+    params = {**scann_params(len(corpus)), "num_leaves_to_search": 1, "reorder_factor": 1}
+    index = SearchIndex(_ids(len(corpus)), corpus, kind="scann", params=params)
+    narrow, _ = index.search(queries, k=10)
+    index.params.update(num_leaves_to_search=params["num_leaves"], reorder_factor=100)
+    wide, _ = index.search(queries, k=10)
+    assert np.sum(narrow != exact) > 100
+    np.testing.assert_array_equal(wide, exact)
 
 
 @pytest.mark.parametrize("kind", ["exact", "scann"])
@@ -125,11 +137,20 @@ def test_load_names_bad_format_version(corpus, tmp_path):
         SearchIndex.load(directory)
 
 
-def test_load_names_short_ids_file(corpus, tmp_path):
+@pytest.mark.parametrize(
+    "text, error",
+    [
+        ("doc-0\n\ndoc-2\n", r"ids\.txt: line 2: ids must be non-empty"),
+        ("doc-0\ndoc-1\ndoc-0\n", r"ids\.txt: line 3: id 'doc-0' duplicates .*ids\.txt: line 1"),
+        ("doc-0\ndoc-1", r"ids\.txt: line 2 is not terminated"),
+        ("doc-0\ndoc-1\n", r"ids\.txt has 2 ids, expected 3"),
+    ],
+)
+def test_load_names_bad_ids_file(tmp_path, text, error):
     directory = tmp_path / "index"
-    SearchIndex(_ids(len(corpus)), corpus, kind="exact").save(directory)
-    (directory / "ids.txt").write_text("doc-0\n\ndoc-2\n")
-    with pytest.raises(ValueError, match=r"ids\.txt: line 2"):
+    SearchIndex(_ids(3), np.eye(3, dtype=np.float32), kind="exact").save(directory)
+    (directory / "ids.txt").write_text(text)
+    with pytest.raises(ValueError, match=error):
         SearchIndex.load(directory)
 
 
@@ -140,7 +161,7 @@ def test_rejects_unstorable_ids(bad_id):
 
 
 def test_rejects_duplicate_ids():
-    with pytest.raises(ValueError, match=r"ids\[1\] = 'a' duplicates ids\[0\]"):
+    with pytest.raises(ValueError, match=r"ids\[1\]: id 'a' duplicates ids\[0\]"):
         SearchIndex(["a", "a"], np.eye(2, dtype=np.float32))
 
 

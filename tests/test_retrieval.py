@@ -160,3 +160,21 @@ def test_queries_retrieving_themselves_are_ignored(tmp_path, tiny_model_dir, cap
     assert "q1 Q0 q1" not in run.read_text()
     main(["evaluate", "--model", tiny_model_dir, "--dataset", str(directory), "--run-out", str(run), "--keep-identical-ids"])
     assert "q1 Q0 q1 1 " in run.read_text()
+
+
+def test_mine_excludes_positives_and_skips_the_top(tmp_path, tiny_model_dir, tiny_encoder):
+    corpus = _corpus(n=80, seed=4)
+    queries = {"q1": corpus.texts[5], "q2": corpus.texts[9]}
+    directory = _write_beir(tmp_path / "beir", corpus, queries, [("q1", "d5", 1), ("q2", "d9", 2), ("q2", "d1", 0)])
+    (directory / "qrels" / "train.tsv").write_text((directory / "qrels" / "test.tsv").read_text())
+    out = tmp_path / "neg.jsonl"
+    assert main(["mine", "--model", tiny_model_dir, "--dataset", str(directory), "--depth", "20",
+                 "--skip-top", "2", "--per-query", "4", "--out", str(out)]) == 0
+    mined = {r["query_id"]: r["negative_ids"] for r in map(json.loads, out.read_text().splitlines())}
+    scores = tiny_encoder.encode_documents(corpus.joined()) @ tiny_encoder.encode_queries(list(queries.values())).T
+    for column, (qid, positive) in enumerate((("q1", "d5"), ("q2", "d9"))):
+        ranked = [corpus.ids[i] for i in np.argsort(-scores[:, column]) if corpus.ids[i] != positive]
+        assert mined[qid] == ranked[2:6]
+    from gtr_keras.data import read_mined_negatives
+
+    assert read_mined_negatives(out, set(corpus.ids)) == mined
