@@ -1,0 +1,134 @@
+"""GTR's training loss: a bidirectional in-batch sampled softmax with hard negatives.
+
+For a batch of `B` queries `q_i`, their positive passages `p_i` and `k` hard
+negatives `n_i1 .. n_ik` per query (all unit-norm, so dot products are
+cosines), with temperature `tau`:
+
+    L = 1 / (2B) * sum_i [ L_qp(i) + L_pq(i) ]
+
+    L_qp(i) = -log( exp(q_i.p_i / tau) / Z_qp(i) ),
+    Z_qp(i) = sum_j exp(q_i.p_j / tau) + sum_{j, m} exp(q_i.n_jm / tau)
+
+    L_pq(i) = -log( exp(p_i.q_i / tau) / Z_pq(i) ),
+    Z_pq(i) = sum_j exp(p_i.q_j / tau)
+
+So each query is scored against every positive and every hard negative of the
+batch (query -> passage), and each positive against every query
+(passage -> query), as in Ni et al. 2022, "Large Dual Encoders Are
+Generalizable Retrievers".
+
+False-negative masking (optional): given document ids of the positives `[B]`
+and negatives `[B, k]`, a candidate passage with the same id as `p_i` is left
+out of `Z_qp(i)` (except `p_i` itself, the target), and a query `q_j`, `j != i`,
+whose positive has the same id as `p_i` is left out of `Z_pq(i)`.
+"""
+
+import tensorflow as tf
+
+DEFAULT_TEMPERATURE = 0.01
+_MASKED_LOGIT = -1e9
+
+
+def bidirectional_softmax_terms(
+    queries, positives, negatives=None, temperature=DEFAULT_TEMPERATURE,
+    positive_ids=None, negative_ids=None, rows=None,
+):
+    """Per-query cross-entropies of both directions of the GTR loss.
+
+    Args:
+        queries: float `[B, D]` unit-norm query embeddings.
+        positives: float `[B, D]` unit-norm embeddings of each query's positive.
+        negatives: optional float `[B, k]` + `[D]`, i.e. `[B, k, D]`, hard
+            negatives grouped by query (`k` may be 0); `None` for none.
+        temperature: `tau`; similarities are divided by it.
+        positive_ids: optional `[B]` document ids (strings or integer hashes)
+            of the positives; with `negative_ids`, turns on false-negative
+            masking.
+        negative_ids: `[B, k]` document ids of the negatives (needed with
+            `positive_ids` when `negatives` is given).
+        rows: optional `(start, stop)`: compute the terms of queries
+            `start .. stop - 1` only, against the candidates of the whole
+            batch. A replica passes its own rows of the gathered global batch.
+
+    Returns:
+        `(query_to_passage, passage_to_query)`: `[stop - start]` cross-entropies
+        `L_qp(i)` and `L_pq(i)`, in float32 (float64 when `queries` are float64).
+
+    Example:
+    >>> q = tf.math.l2_normalize(tf.random.normal([4, 8]), -1)
+    >>> p = tf.math.l2_normalize(tf.random.normal([4, 8]), -1)
+    >>> qp, pq = bidirectional_softmax_terms(q, p)
+    >>> qp.shape, pq.shape
+    (TensorShape([4]), TensorShape([4]))
+    """
+    if negatives is not None and positive_ids is not None and negative_ids is None:
+        raise ValueError("false-negative masking needs `negative_ids` [B, k] along with `positive_ids`")
+    queries = tf.convert_to_tensor(queries)
+    dtype = tf.float64 if queries.dtype == tf.float64 else tf.float32
+    queries, positives = tf.cast(queries, dtype), tf.cast(positives, dtype)
+    start, stop = rows if rows is not None else (0, tf.shape(queries)[0])
+    own_queries, own_positives = queries[start:stop], positives[start:stop]
+    labels = tf.range(start, stop)
+    candidates = positives
+    candidate_ids = positive_ids
+    if negatives is not None:
+        negatives = tf.cast(negatives, dtype)
+        candidates = tf.concat([positives, tf.reshape(negatives, [-1, tf.shape(negatives)[-1]])], axis=0)
+        if positive_ids is not None:
+            candidate_ids = tf.concat([positive_ids, tf.reshape(negative_ids, [-1])], axis=0)
+    query_logits = tf.matmul(own_queries, candidates, transpose_b=True) / temperature
+    passage_logits = tf.matmul(own_positives, queries, transpose_b=True) / temperature
+    if positive_ids is not None:
+        own_ids = positive_ids[start:stop]
+        query_logits = _mask_duplicates(query_logits, own_ids, candidate_ids, labels)
+        passage_logits = _mask_duplicates(passage_logits, own_ids, positive_ids, labels)
+    query_to_passage = tf.nn.sparse_softmax_cross_entropy_with_logits(labels, query_logits)
+    passage_to_query = tf.nn.sparse_softmax_cross_entropy_with_logits(labels, passage_logits)
+    return query_to_passage, passage_to_query
+
+
+def _mask_duplicates(logits, row_ids, column_ids, labels):
+    """Masks columns whose id equals the row's id, except the row's target column."""
+    same = tf.equal(row_ids[:, None], column_ids[None, :])
+    target = tf.equal(tf.range(tf.shape(logits)[1])[None, :], labels[:, None])
+    return tf.where(same & ~target, tf.constant(_MASKED_LOGIT, logits.dtype), logits)
+
+
+class BidirectionalInBatchLoss:
+    """GTR's loss `L = 1/(2B) sum_i [L_qp(i) + L_pq(i)]` (see the module docstring).
+
+    Calling it with `rows=(start, stop)` returns the share of the batch loss
+    that those queries contribute, `1/(2B) sum_{start <= i < stop} [...]`,
+    where `B` is the number of queries passed: the shares of disjoint row
+    ranges add up to the loss of the whole batch, which is how replicas of a
+    distributed step split the global-batch loss.
+
+    Args:
+        temperature: `tau` (0.01 in GTR).
+
+    Example:
+    >>> loss = BidirectionalInBatchLoss(temperature=0.01)
+    >>> q = tf.math.l2_normalize(tf.random.normal([4, 8]), -1)
+    >>> p = tf.math.l2_normalize(tf.random.normal([4, 8]), -1)
+    >>> n = tf.math.l2_normalize(tf.random.normal([4, 2, 8]), -1)
+    >>> float(loss(q, p, n)) > 0
+    True
+    """
+
+    def __init__(self, temperature=DEFAULT_TEMPERATURE):
+        self.temperature = temperature
+
+    def __call__(self, queries, positives, negatives=None, positive_ids=None, negative_ids=None, rows=None):
+        """Returns the scalar loss (or the share of `rows`); arguments as in `bidirectional_softmax_terms`."""
+        query_to_passage, passage_to_query = bidirectional_softmax_terms(
+            queries, positives, negatives, self.temperature, positive_ids, negative_ids, rows
+        )
+        batch_size = tf.cast(tf.shape(queries)[0], query_to_passage.dtype)
+        return (tf.reduce_sum(query_to_passage) + tf.reduce_sum(passage_to_query)) / (2.0 * batch_size)
+
+    def get_config(self):
+        return {"temperature": self.temperature}
+
+    @classmethod
+    def from_config(cls, config):
+        return cls(**config)

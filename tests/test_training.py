@@ -1,0 +1,348 @@
+import argparse
+import inspect
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import h5py
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from gtr_keras.losses import BidirectionalInBatchLoss
+from gtr_keras.model import GTREncoder
+from gtr_keras.training import (
+    DualEncoder,
+    TrainConfig,
+    TrainingError,
+    add_train_arguments,
+    config_from_args,
+    dtype_policy,
+    load_config,
+    make_optimizer,
+    train,
+)
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SPIECE = os.path.join(ROOT, "tests", "fixtures", "tiny-gtr-st", "spiece.model")
+WORDS = "cat dog bird fish tree river mountain city music paper light sound water fire stone cloud".split()
+
+
+def token_batch(seed, batch_size=4, k=2, length=6):
+    """A random tokenised batch; positives 0 and 2 share a document id, so masking is exercised."""
+    rng = np.random.default_rng(seed)
+
+    def tokens(*shape):
+        ids = rng.integers(3, 1000, size=shape + (length,)).astype("int32")
+        mask = (np.arange(length) < rng.integers(2, length + 1, size=shape)[..., None]).astype("int32")
+        return {"token_ids": ids * mask, "padding_mask": mask}
+
+    return {
+        "query": tokens(batch_size), "positive": tokens(batch_size), "negatives": tokens(batch_size, k),
+        "positive_id": np.array([7, 8, 7, 9], "int64")[:batch_size],
+        "negative_ids": np.arange(batch_size * k, dtype="int64").reshape(batch_size, k) + 100,
+    }
+
+
+DISTRIBUTED_SCRIPT = "import numpy as np\n" + inspect.getsource(token_batch) + """
+import json
+import tensorflow as tf
+
+cpu = tf.config.list_physical_devices("CPU")[0]
+tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
+
+import keras
+from gtr_keras.losses import BidirectionalInBatchLoss
+from gtr_keras.model import GTREncoder
+from gtr_keras.training import DualEncoder, make_optimizer
+
+batch = token_batch(0)
+tensors = tf.nest.map_structure(tf.constant, batch)
+mirrored = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
+
+
+def build(chunk=None):
+    keras.utils.set_random_seed(0)
+    return DualEncoder(GTREncoder.from_preset("gtr-tiny", num_layers=1), grad_cache_chunk_size=chunk)
+
+
+def weights(model):
+    return [w.numpy() for w in model.encoder.weights]
+
+
+def single_step(optimizer):
+    model = build()
+    model.compile(optimizer=optimizer)
+    return float(model.train_step(tensors)["loss"]), weights(model)
+
+
+def mirrored_step(optimizer, chunk=None):
+    with mirrored.scope():
+        model = build(chunk)
+        model.compile(optimizer=optimizer())
+    dataset = tf.data.Dataset.from_tensor_slices(batch).batch(4)
+    history = model.fit(dataset, steps_per_epoch=1, shuffle=False, verbose=0)
+    return history.history["loss"][0], weights(model)
+
+
+def max_difference(a, b):
+    return float(max(np.abs(x - y).max() for x, y in zip(a, b)))
+
+
+model = build()
+embedded = model._embed(tensors, training=False)
+loss = BidirectionalInBatchLoss()
+ids = (tensors["positive_id"], tensors["negative_ids"])
+halves = [
+    float(loss(*(x[s] for x in (embedded["query"], embedded["positive"], embedded["negatives"], *ids))))
+    for s in (slice(0, 2), slice(2, 4))
+]
+results = {
+    "global_loss": float(loss(embedded["query"], embedded["positive"], embedded["negatives"], *ids)),
+    "per_replica_loss": sum(halves) / 2,
+}
+for name, optimizer, chunk in [
+    ("sgd", lambda: keras.optimizers.SGD(0.1), None),
+    ("adafactor", lambda: make_optimizer(10), None),
+    ("sgd_grad_cache", lambda: keras.optimizers.SGD(0.1), 1),
+]:
+    single_loss, single_weights = single_step(optimizer())
+    distributed_loss, distributed_weights = mirrored_step(optimizer, chunk)
+    results[name] = {
+        "single_loss": single_loss,
+        "distributed_loss": distributed_loss,
+        "weight_difference": max_difference(single_weights, distributed_weights),
+        "weight_change": max_difference(single_weights, weights(build())),
+    }
+print("RESULTS", json.dumps(results))
+"""
+
+
+def run_python(script, *args, **kwargs):
+    env = {**os.environ, "PYTHONPATH": ROOT, "TF_CPP_MIN_LOG_LEVEL": "2"}
+    return subprocess.Popen([sys.executable, "-c", script, *args], cwd=ROOT, env=env, **kwargs)
+
+
+@pytest.mark.slow
+def test_mirrored_step_uses_global_batch_negatives_and_matches_one_device():
+    process = run_python(DISTRIBUTED_SCRIPT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    stdout, stderr = process.communicate(timeout=300)
+    assert process.returncode == 0, stderr[-3000:]
+    results = json.loads(stdout.split("RESULTS ", 1)[1])
+    # Per-replica negatives would give the mean of the half-batch losses instead.
+    assert abs(results["per_replica_loss"] - results["global_loss"]) > 1e-3
+    for name in ("sgd", "adafactor", "sgd_grad_cache"):
+        step = results[name]
+        assert step["distributed_loss"] == pytest.approx(results["global_loss"], abs=1e-5), name
+        assert step["single_loss"] == pytest.approx(results["global_loss"], abs=1e-5), name
+        assert step["weight_difference"] <= 1e-5, name
+        assert step["weight_change"] > 1e-3, name
+
+
+def one_step(batch, chunk=None, dropout=0.0, graph=False):
+    """Loss and weights after one SGD step, eagerly or through a traced `fit`."""
+    keras.utils.set_random_seed(0)
+    encoder = GTREncoder.from_preset("gtr-tiny", num_layers=1, dropout=dropout)
+    model = DualEncoder(encoder, grad_cache_chunk_size=chunk)
+    model.compile(optimizer=keras.optimizers.SGD(0.1))
+    if graph:
+        dataset = tf.data.Dataset.from_tensor_slices(batch).batch(4)
+        loss = model.fit(dataset, steps_per_epoch=1, shuffle=False, verbose=0).history["loss"][0]
+    else:
+        loss = float(model.train_step(tf.nest.map_structure(tf.constant, batch))["loss"])
+    return loss, [w.numpy() for w in model.encoder.weights]
+
+
+def assert_same_step(a, b):
+    assert a[0] == pytest.approx(b[0], abs=1e-5)
+    assert max(np.abs(x - y).max() for x, y in zip(a[1], b[1])) <= 1e-5
+
+
+def test_grad_cache_step_equals_full_batch_step():
+    batch = token_batch(1)
+    full = one_step(batch)
+    assert_same_step(one_step(batch, chunk=2), full)
+    assert_same_step(one_step(batch, chunk=1), full)
+
+
+def test_evaluation_loss_and_chunk_errors():
+    batch = tf.nest.map_structure(tf.constant, token_batch(4))
+    keras.utils.set_random_seed(0)
+    model = DualEncoder(GTREncoder.from_preset("gtr-tiny", num_layers=1), grad_cache_chunk_size=2)
+    embedded = model._embed(batch, training=False)
+    want = BidirectionalInBatchLoss()(
+        *(embedded[name] for name in ("query", "positive", "negatives")),
+        batch["positive_id"], batch["negative_ids"],
+    )
+    assert float(model.test_step(batch)["loss"]) == pytest.approx(float(want), abs=1e-5)
+    model.grad_cache_chunk_size = 3
+    with pytest.raises(tf.errors.InvalidArgumentError, match="multiple of grad_cache_chunk_size=3"):
+        model.test_step(batch)
+
+
+def test_config_round_trip():
+    model = DualEncoder(GTREncoder.from_preset("gtr-tiny", num_layers=1), 0.05, False, grad_cache_chunk_size=2)
+    clone = DualEncoder.from_config(model.get_config())
+    assert (clone.temperature, clone.mask_false_negatives, clone.grad_cache_chunk_size) == (0.05, False, 2)
+    assert clone.encoder.get_config() == model.encoder.get_config()
+
+
+def test_grad_cache_replays_dropout_masks():
+    # With one chunk the first pass draws the same dropout masks as a plain step;
+    # the second pass must reuse them for the gradients to match (in a traced step too).
+    batch = token_batch(2)
+    assert_same_step(one_step(batch, chunk=4, dropout=0.3, graph=True), one_step(batch, dropout=0.3))
+
+
+def test_float16_is_refused_with_a_reason(tmp_path):
+    with pytest.raises(ValueError, match="float16.*overflow.*bfloat16"):
+        dtype_policy("float16")
+    with pytest.raises(ValueError, match="float16"):
+        TrainConfig(init="gtr-tiny", data={"source": "x"}, output_dir=str(tmp_path), precision="float16")
+    assert dtype_policy("bfloat16") == "mixed_bfloat16" and dtype_policy("float32") is None
+
+
+def test_bfloat16_step_runs():
+    keras.utils.set_random_seed(0)
+    model = DualEncoder(GTREncoder.from_preset("gtr-tiny", num_layers=1, dtype=dtype_policy("bfloat16")))
+    model.compile(optimizer=make_optimizer(10))
+    loss = float(model.train_step(tf.nest.map_structure(tf.constant, token_batch(3)))["loss"])
+    assert np.isfinite(loss)
+    assert model.encoder.weights[0].dtype == "float32"
+
+
+def test_optimizer_is_adafactor_with_linear_decay():
+    optimizer = make_optimizer(steps=100, learning_rate=1e-3)
+    assert isinstance(optimizer, keras.optimizers.Adafactor)
+    rates = []
+    for step in (0, 50, 100):
+        optimizer.iterations.assign(step)
+        rates.append(float(optimizer.learning_rate))
+    assert rates == pytest.approx([1e-3, 5e-4, 0.0])
+
+
+def test_config_file_overrides_and_errors(tmp_path):
+    path = tmp_path / "train.yaml"
+    path.write_text("init: gtr-tiny\noutput_dir: out\nsteps: 50\ndata: {source: t.jsonl, num_negatives: 3}\n")
+    config = load_config(path, {"steps": 7, "data.train_fraction": 0.1})
+    assert (config.steps, config.data.num_negatives, config.data.train_fraction) == (7, 3, 0.1)
+    path.write_text("init: gtr-tiny\noutput_dir: out\nstepz: 5\ndata:\n  source: t.jsonl\n  negatives: 2\n")
+    with pytest.raises(ValueError, match=f"{path}: unknown setting.*stepz, data.negatives"):
+        load_config(path)
+    path.write_text("init: gtr-tiny\noutput_dir: out\ndata: {}\n")
+    with pytest.raises(ValueError, match="missing setting `data.source`"):
+        load_config(path)
+    with pytest.raises(ValueError, match="strategy must be one of"):
+        load_config(None, {"init": "gtr-tiny", "output_dir": "o", "data.source": "t", "strategy": "gpu"})
+
+
+def test_command_line_flags_override_the_config_file(tmp_path):
+    path = tmp_path / "train.json"
+    path.write_text(json.dumps({"init": "gtr-base", "output_dir": "out", "data": {"source": "t.tsv"}}))
+    parser = argparse.ArgumentParser()
+    add_train_arguments(parser)
+    args = parser.parse_args(
+        ["--config", str(path), "--steps", "9", "--num-negatives", "0", "--precision", "bfloat16",
+         "--no-mask-false-negatives"]
+    )
+    config = config_from_args(args)
+    assert (config.init, config.steps, config.precision) == ("gtr-base", 9, "bfloat16")
+    assert config.data.num_negatives == 0
+    assert config.data.source == "t.tsv" and config.mask_false_negatives is False
+    config = config_from_args(parser.parse_args(["--init", "gtr-tiny", "--output-dir", "o", "--data", "x"]))
+    assert (config.init, config.output_dir, config.data.source) == ("gtr-tiny", "o", "x")
+    assert config.batch_size == 128
+
+
+def write_triples(path, count=48):
+    rng = np.random.default_rng(0)
+    with open(path, "w") as f:
+        for i in range(count):
+            a, b, c = rng.choice(WORDS, 3, replace=False)
+            negatives = [f"{rng.choice(WORDS)} by the {rng.choice(WORDS)} {i} {m}" for m in range(1 + i % 3)]
+            record = {"query": f"what about {a} {b} {c} {i}", "positive": f"the {a} and {b} with {c} {i}",
+                      "negatives": negatives}
+            f.write(json.dumps(record) + "\n")
+    return str(path)
+
+
+def test_nan_loss_stops_with_a_clear_message(tmp_path):
+    config = TrainConfig(
+        init="gtr-tiny", tokenizer=SPIECE, output_dir=str(tmp_path / "run"), steps=4, batch_size=4,
+        learning_rate=float("nan"), checkpoint_every=2, deterministic=False, verbose=0,
+        data={"source": write_triples(tmp_path / "t.jsonl"), "query_length": 8, "document_length": 16},
+    )
+    # Step 1's loss is finite, but its update makes the weights NaN: nothing may be saved.
+    with pytest.raises(TrainingError, match=r"became NaN by step 2 \(last good checkpoint: none was saved\)"):
+        train(config)
+    assert not (tmp_path / "run" / "model").exists()
+    assert not (tmp_path / "run" / "checkpoints" / "checkpoint").exists()
+
+
+RESUME_SCRIPT = """
+import json, sys, time
+from gtr_keras import training
+
+config = json.loads(sys.argv[1])
+if len(sys.argv) > 2:
+    # Hold the run a few steps past its first checkpoint, for the test to kill it there.
+    pause_at = int(sys.argv[2])
+    on_train_batch_end = training._Checkpoints.on_train_batch_end
+
+    def pausing(self, batch, logs=None):
+        on_train_batch_end(self, batch, logs)
+        if int(self.model.optimizer.iterations.numpy()) == pause_at:
+            time.sleep(600)
+
+    training._Checkpoints.on_train_batch_end = pausing
+training.train(config)
+"""
+
+
+def final_weights(run_dir):
+    arrays = {}
+
+    def collect(name, item):
+        if isinstance(item, h5py.Dataset):
+            arrays[name] = item[()]
+
+    with h5py.File(os.path.join(run_dir, "model", "model.weights.h5")) as f:
+        f.visititems(collect)
+    return arrays
+
+
+@pytest.mark.slow
+def test_resume_after_sigkill_matches_an_uninterrupted_run(tmp_path):
+    data = {"source": write_triples(tmp_path / "t.jsonl"), "num_negatives": 2, "query_length": 16,
+            "document_length": 32}
+    base = dict(init="gtr-tiny", steps=20, batch_size=4, checkpoint_every=5, seed=3, verbose=0, data=data)
+
+    def run(output_dir, *args):
+        return run_python(RESUME_SCRIPT, json.dumps({**base, "output_dir": str(output_dir)}), *args)
+
+    assert run(tmp_path / "straight").wait(timeout=300) == 0
+
+    resumed = tmp_path / "resumed"
+    process = run(resumed, "7")
+    deadline = time.time() + 300
+    while not (resumed / "checkpoints" / "checkpoint").exists():
+        assert process.poll() is None and time.time() < deadline, "training ended before its first checkpoint"
+        time.sleep(0.05)
+    time.sleep(1.0)
+    assert process.poll() is None
+    process.send_signal(signal.SIGKILL)
+    process.wait()
+    assert not (resumed / "model").exists()
+    assert "ckpt-5" in (resumed / "checkpoints" / "checkpoint").read_text()
+    assert run(resumed).wait(timeout=300) == 0
+
+    straight, again = final_weights(tmp_path / "straight"), final_weights(resumed)
+    assert straight.keys() == again.keys() and len(straight) > 5
+    for name in straight:
+        np.testing.assert_allclose(again[name], straight[name], atol=1e-5, rtol=0, err_msg=name)
+    # A tokenizer was trained on the data for the preset and reused on resume.
+    assert (resumed / "spiece.model").read_bytes() == (resumed / "model" / "spiece.model").read_bytes()
