@@ -215,6 +215,29 @@ def load_queries(path):
     return dict(zip(records.ids, records.texts))
 
 
+def iter_tsv_rows(path, names):
+    """Yields `(line_no, columns)` of a tab-separated file, blank lines skipped.
+
+    Args:
+        path: a `.tsv` or `.tsv.gz` file.
+        names: the expected column names (for the error message).
+
+    Raises:
+        DataError: a row with another number of columns, naming file and line.
+    """
+    for line_no, line in iter_lines(path):
+        line = line.rstrip("\r\n")
+        if not line.strip():
+            continue
+        columns = line.split("\t")
+        if len(columns) != len(names):
+            raise DataError(
+                f"{path}:{line_no}: expected {len(names)} tab-separated columns "
+                f"({', '.join(names)}), got {len(columns)}"
+            )
+        yield line_no, columns
+
+
 def load_qrels(path, split="test"):
     """Loads relevance judgements from a BEIR qrels TSV file.
 
@@ -240,17 +263,7 @@ def load_qrels(path, split="test"):
     qrels = {}
     first_line = {}
     seen_row = False
-    for line_no, line in iter_lines(path):
-        line = line.rstrip("\r\n")
-        if not line.strip():
-            continue
-        columns = line.split("\t")
-        if len(columns) != 3:
-            raise DataError(
-                f"{path}:{line_no}: expected 3 tab-separated columns "
-                f"(query-id, corpus-id, score), got {len(columns)}"
-            )
-        query_id, doc_id, score = columns
+    for line_no, (query_id, doc_id, score) in iter_tsv_rows(path, ("query-id", "corpus-id", "score")):
         try:
             score = int(score)
         except ValueError:

@@ -51,7 +51,7 @@ from gtr_keras.corpus import (
     DataWarning,
     check_qrels,
     iter_jsonl,
-    iter_lines,
+    iter_tsv_rows,
     load_corpus,
     load_qrels,
     load_queries,
@@ -184,17 +184,7 @@ def read_triples(path):
 
 
 def _msmarco_triples(path):
-    for line_no, line in iter_lines(path):
-        line = line.rstrip("\r\n")
-        if not line.strip():
-            continue
-        columns = line.split("\t")
-        if len(columns) != 3:
-            raise DataError(
-                f"{path}:{line_no}: expected 3 tab-separated columns (query, positive, negative), "
-                f"got {len(columns)}"
-            )
-        query, positive, negative = columns
+    for line_no, (query, positive, negative) in iter_tsv_rows(path, ("query", "positive", "negative")):
         yield f"line {line_no}", Example(query, positive, (negative,), query, positive, (negative,))
 
 
