@@ -22,6 +22,9 @@ TEXTS_FILE = os.path.join(FIXTURE_DIR, "tiny-gtr-texts.json")
 CRANFIELD = os.path.join(os.path.dirname(FIXTURE_DIR), "..", "gtr_keras", "assets", "cranfield", "corpus.jsonl.gz")
 
 TINY_T5 = dict(vocab_size=1100, d_model=64, d_kv=8, num_heads=4, d_ff=128, num_layers=3, feed_forward_proj="relu")
+BASE_T5 = dict(  # the shape of t5-base's encoder, as in sentence-transformers/gtr-t5-base
+    vocab_size=32128, d_model=768, d_kv=64, num_heads=12, d_ff=3072, num_layers=12, feed_forward_proj="relu"
+)
 
 
 PUBLISHED_POOLING = dict(  # as in sentence-transformers/gtr-t5-base
@@ -75,8 +78,9 @@ def train_spiece(path, vocabulary_size=1000):
     return train_sentencepiece(cranfield_texts(), path, vocabulary_size)
 
 
-def build_checkpoint(out_dir, seed=0, feed_forward_proj="relu", spiece_path=None, max_seq_length=512):
-    """Writes a random tiny GTR in sentence-transformers layout to `out_dir`."""
+def build_checkpoint(out_dir, seed=0, feed_forward_proj="relu", spiece_path=None, max_seq_length=512,
+                     t5_config=TINY_T5):
+    """Writes a random GTR (tiny unless `t5_config` says otherwise) in sentence-transformers layout."""
     import torch
     from sentence_transformers import SentenceTransformer, models
     from transformers import T5Config, T5EncoderModel, T5Tokenizer
@@ -90,7 +94,7 @@ def build_checkpoint(out_dir, seed=0, feed_forward_proj="relu", spiece_path=None
             dst.write(src.read())
     else:
         train_spiece(spiece)
-    config = T5Config(**{**TINY_T5, "feed_forward_proj": feed_forward_proj}, dropout_rate=0.0)
+    config = T5Config(**{**t5_config, "feed_forward_proj": feed_forward_proj}, dropout_rate=0.0)
     model = T5EncoderModel(config)
     with torch.no_grad():
         # A wide position bias makes any bucket disagreement show in the embeddings.

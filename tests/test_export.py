@@ -41,7 +41,7 @@ def exports(tmp_path_factory, tiny_model_dir):
     return out
 
 
-def test_hub_load_and_tfsmlayer_in_fresh_process_match_cli_encode(exports, tiny_model_dir, tmp_path):
+def test_hub_load_tfsmlayer_and_keraslayer_in_fresh_process_match_cli_encode(exports, tiny_model_dir, tmp_path):
     encoder_dir = exports["scann"][0] / "encoder" / "1"
     texts_file = tmp_path / "texts.txt"
     texts_file.write_text("\n".join(TEXTS) + "\n")
@@ -61,12 +61,17 @@ inputs = keras.Input(shape=(), dtype="string")
 layer = keras.layers.TFSMLayer({str(encoder_dir)!r}, call_endpoint="encode_queries")
 model = keras.Model(inputs, layer(inputs))
 np.save({str(tmp_path / 'tfsm_q.npy')!r}, model(texts)["embeddings"].numpy())
+import tf_keras
+hub_layer = hub.KerasLayer({str(encoder_dir)!r}, signature="encode_queries", output_key="embeddings")
+strings = tf_keras.Input(shape=(), dtype=tf.string)
+np.save({str(tmp_path / 'keraslayer_q.npy')!r}, tf_keras.Model(strings, hub_layer(strings))(texts).numpy())
 """
     result = subprocess.run([sys.executable, "-c", script, json.dumps(TEXTS)], capture_output=True, text=True)
     assert result.returncode == 0, result.stderr[-3000:]
     np.testing.assert_allclose(np.load(tmp_path / "hub_q.npy"), expected["query"], atol=1e-5)
     np.testing.assert_allclose(np.load(tmp_path / "hub_d.npy"), expected["document"], atol=1e-5)
     np.testing.assert_allclose(np.load(tmp_path / "tfsm_q.npy"), expected["query"], atol=1e-5)
+    np.testing.assert_allclose(np.load(tmp_path / "keraslayer_q.npy"), expected["query"], atol=1e-5)
 
 
 def test_encoder_export_keeps_trainable_variables_and_the_spiece_asset(exports):
