@@ -17,7 +17,6 @@ import argparse
 import datetime
 import json
 import os
-import platform
 import shlex
 import sys
 import time
@@ -27,9 +26,9 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 import numpy as np
 
 from gtr_keras.index import SearchIndex, scann_params
+from results import RESULTS, machine, record
 
 K = 10
-RESULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "RESULTS.md")
 SECTION = "## Search"
 
 
@@ -109,32 +108,6 @@ def table(rows):
             f"{r['batched_qps']:,.0f} | {r['single_qps']:,.0f} | {r['recall']:.4f} |"
         )
     return "\n".join(lines)
-
-
-def machine():
-    model = platform.processor() or "unknown"
-    with open("/proc/cpuinfo", encoding="utf-8") as f:
-        for line in f:
-            if line.startswith("model name"):
-                model = line.split(":", 1)[1].strip()
-                break
-    return f"{len(os.sched_getaffinity(0))} CPUs (nproc), {model}"
-
-
-def record(path, block):
-    """Appends `block` to the end of the "## Search" section of `path`."""
-    lines = ["# Benchmark results"]
-    if os.path.exists(path):
-        with open(path, encoding="utf-8") as f:
-            lines = f.read().splitlines()
-    if SECTION not in lines:
-        lines += ["", SECTION]
-    start = lines.index(SECTION)
-    end = next((i for i in range(start + 1, len(lines)) if lines[i].startswith("## ")), len(lines))
-    gap = [""] if lines[end - 1].strip() else []
-    lines = lines[:end] + gap + block.strip().splitlines() + [""] + lines[end:]
-    with open(path, "w", encoding="utf-8") as f:
-        f.write("\n".join(lines).rstrip("\n") + "\n")
 
 
 def main(argv=None):
@@ -219,7 +192,7 @@ Command: `{command}`
 """
     print(block)
     if not args.no_record:
-        record(args.results, block)
+        record(args.results, SECTION, block)
         print(f"Appended to {args.results}")
 
 

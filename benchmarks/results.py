@@ -1,0 +1,33 @@
+"""Shared helpers of the benchmark scripts: machine description and RESULTS.md sections."""
+
+import os
+import platform
+
+RESULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "RESULTS.md")
+
+
+def machine():
+    """`N CPUs (nproc), <model name>` of this machine."""
+    model = platform.processor() or "unknown"
+    with open("/proc/cpuinfo", encoding="utf-8") as f:
+        for line in f:
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    return f"{len(os.sched_getaffinity(0))} CPUs (nproc), {model}"
+
+
+def record(path, section, block):
+    """Appends `block` to the end of `section` (a `## ` heading) of the markdown file `path`."""
+    lines = ["# Benchmark results"]
+    if os.path.exists(path):
+        with open(path, encoding="utf-8") as f:
+            lines = f.read().splitlines()
+    if section not in lines:
+        lines += ["", section]
+    start = lines.index(section)
+    end = next((i for i in range(start + 1, len(lines)) if lines[i].startswith("## ")), len(lines))
+    gap = [""] if lines[end - 1].strip() else []
+    lines = lines[:end] + gap + block.strip().splitlines() + [""] + lines[end:]
+    with open(path, "w", encoding="utf-8") as f:
+        f.write("\n".join(lines).rstrip("\n") + "\n")
