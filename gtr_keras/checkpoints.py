@@ -16,12 +16,11 @@ and the Hugging Face Hub serves for `sentence-transformers/gtr-t5-{base,large,xl
 
 import json
 import os
-import shutil
-import tempfile
 
 import numpy as np
 
 from gtr_keras.encoder import Encoder
+from gtr_keras.files import atomic_directory
 from gtr_keras.model import GTREncoder
 from gtr_keras.tokenizer import DOCUMENT_LENGTH, QUERY_LENGTH, GTRTokenizer
 
@@ -46,11 +45,7 @@ def save(encoder, directory):
     Example:
     >>> gtr_keras.save(encoder, "models/my-gtr")
     """
-    directory = os.path.abspath(directory)
-    parent = os.path.dirname(directory)
-    os.makedirs(parent, exist_ok=True)
-    staging = tempfile.mkdtemp(prefix=".tmp-", dir=parent)
-    try:
+    with atomic_directory(directory) as staging:
         config = {
             "format": FORMAT,
             "format_version": FORMAT_VERSION,
@@ -64,12 +59,7 @@ def save(encoder, directory):
         with open(os.path.join(staging, CONFIG_FILE), "w") as f:
             json.dump(config, f, indent=2)
         encoder.model.save_weights(os.path.join(staging, WEIGHTS_FILE))
-        encoder.tokenizer.save_assets(staging)
-        if os.path.exists(directory):
-            shutil.rmtree(directory)
-        os.replace(staging, directory)
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
+        encoder.tokenizer.save_assets(str(staging))
 
 
 def load(directory, jit_compile=False, dtype=None):

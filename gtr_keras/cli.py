@@ -6,7 +6,6 @@ with exit status 2 and one line naming the file, line or tensor at fault.
 """
 
 import argparse
-import contextlib
 import json
 import os
 import shutil
@@ -15,6 +14,7 @@ import sys
 import numpy as np
 
 from gtr_keras.corpus import DataError
+from gtr_keras.files import atomic_file
 
 
 def _encoder(args):
@@ -23,17 +23,12 @@ def _encoder(args):
     return load(args.model)
 
 
-@contextlib.contextmanager
-def _atomic_file(path):
-    """A binary file that appears at `path` only once fully written."""
-    temporary = f"{path}.tmp-{os.getpid()}"
-    try:
-        with open(temporary, "wb") as f:
-            yield f
-        os.replace(temporary, path)
-    finally:
-        if os.path.exists(temporary):
-            os.remove(temporary)
+def _encoder_in_precision(args):
+    """The `--model` encoder computing in `--precision` (bfloat16: float32 weights, bfloat16 arithmetic)."""
+    from gtr_keras.checkpoints import load
+    from gtr_keras.training import dtype_policy
+
+    return load(args.model, dtype=dtype_policy(args.precision))
 
 
 def convert(args):
@@ -53,16 +48,16 @@ def encode(args):
 
     ids, texts = read_texts(args.input)
     kind = args.kind or ("query" if os.path.basename(args.input).startswith("queries.") else "document")
-    encoder = _encoder(args)
+    encoder = _encoder_in_precision(args)
     embeddings = encoder.encode(texts, kind=kind, batch_size=args.batch_size, progress=args.progress)
     ids_path = f"{os.path.splitext(args.output)[0]}.ids.txt"
     if any("\n" in i or "\r" in i for i in ids):
         raise DataError(f"{args.input}: ids must not contain line breaks (needed for {ids_path})")
-    with _atomic_file(args.output) as f:
+    with atomic_file(args.output) as f:
         np.save(f, embeddings)
-    with _atomic_file(ids_path) as f:
+    with atomic_file(ids_path) as f:
         f.write("".join(f"{i}\n" for i in ids).encode("utf-8"))
-    print(f"wrote {args.output} {embeddings.shape} ({kind} encoding) and {ids_path}")
+    print(f"wrote {args.output} {embeddings.shape} ({kind} encoding, {args.precision}) and {ids_path}")
 
 
 def index(args):
@@ -143,7 +138,7 @@ def evaluate(args):
     if args.output_json:
         result = {"dataset": name, "split": args.split, "retriever": args.retriever, "metrics": metrics,
                   "num_queries": len(qrels)}
-        with _atomic_file(args.output_json) as f:
+        with atomic_file(args.output_json) as f:
             f.write(json.dumps(result, indent=2).encode("utf-8"))
 
 
@@ -164,7 +159,7 @@ def mine(args):
         print(f"warning: {report}", file=sys.stderr)
     mined = mine_negatives(_encoder(args), corpus, queries, qrels, args.depth, args.skip_top, args.per_query,
                            args.batch_size, progress=args.progress)
-    with _atomic_file(args.out) as f:
+    with atomic_file(args.out) as f:
         for qid, negative_ids in mined.items():
             f.write((json.dumps({"query_id": qid, "negative_ids": negative_ids}) + "\n").encode("utf-8"))
     print(f"wrote {args.out}: {sum(map(len, mined.values()))} negatives for {len(mined)} queries")
@@ -179,7 +174,7 @@ def demo(args):
 def export(args):
     from gtr_keras.export import export_encoder, export_searcher
 
-    encoder = _encoder(args)
+    encoder = _encoder_in_precision(args)
     print(f"wrote {export_encoder(encoder, args.out, args.version)}")
     if args.index:
         print(f"wrote {export_searcher(encoder, args.index, args.out, args.searcher, args.version, args.k)}")
@@ -219,6 +214,15 @@ def add_beam_arguments(parser):
     group.add_argument("--shard-rows", type=int, default=50_000, help="documents per embedding shard file")
 
 
+def add_precision_argument(parser):
+    """Adds `--precision float32|bfloat16` (inference arithmetic) to a parser."""
+    parser.add_argument(
+        "--precision", choices=["float32", "bfloat16"], default="float32",
+        help="arithmetic of the forward pass; bfloat16 keeps float32 weights and outputs and is faster on CPUs "
+             "with AVX512-BF16 or AMX (see benchmarks/RESULTS.md)",
+    )
+
+
 def build_parser():
     from gtr_keras.training import add_train_arguments, run_train
 
@@ -239,6 +243,7 @@ def build_parser():
     p.add_argument("--batch-size", type=int, default=32)
     p.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
                    help="progress bar (default: on for inputs of 5000 texts or more)")
+    add_precision_argument(p)
     p.set_defaults(handler=encode)
 
     p = commands.add_parser("index", help="encode a corpus and build a search index (resumable)")
@@ -304,6 +309,7 @@ def build_parser():
                    help="scann needs ScaNN's ops in the server; brute-force runs on stock TF Serving")
     p.add_argument("--version", type=int, default=1, help="TF Serving version directory")
     p.add_argument("-k", type=int, default=10, help="results per query of the searcher's serving_default")
+    add_precision_argument(p)
     p.set_defaults(handler=export)
 
     p = commands.add_parser("demo", help="the main job: index, search, evaluate vs BM25 and export, offline")

@@ -39,7 +39,7 @@ class Encoder:
         query_length: token budget for queries, EOS included.
         document_length: token budget for documents, EOS included.
         jit_compile: compile the forward pass with XLA (one program per
-            bucketed shape).
+            padded shape; see `padded_shape`).
 
     Example:
     >>> encoder = gtr_keras.load("models/gtr-base")
@@ -59,13 +59,14 @@ class Encoder:
             "query": tokenizer.with_length(query_length),
             "document": tokenizer.with_length(document_length),
         }
-        self._forward = tf.function(
-            lambda token_ids, padding_mask: model(
-                {"token_ids": token_ids, "padding_mask": padding_mask}, training=False
-            ),
-            input_signature=[tf.TensorSpec([None, None], tf.int32)] * 2,
-            jit_compile=jit_compile,
-        )
+        def forward(token_ids, padding_mask):
+            return model({"token_ids": token_ids, "padding_mask": padding_mask}, training=False)
+
+        if jit_compile:
+            # Traced once per padded shape, so the trace count is the number of XLA programs.
+            self._forward = tf.function(forward, jit_compile=True)
+        else:
+            self._forward = tf.function(forward, input_signature=[tf.TensorSpec([None, None], tf.int32)] * 2)
         self._tokenize = {
             kind: tf.function(t.tokenize, input_signature=[tf.TensorSpec([None], tf.string)])
             for kind, t in self._tokenizers.items()
@@ -104,14 +105,34 @@ class Encoder:
         with tqdm(total=len(texts), disable=not show, desc=f"encoding {kind}s", unit=kind) as bar:
             for start in range(0, len(texts), batch_size):
                 rows = order[start:start + batch_size]
-                batch = np.full((batch_size, bucket_length(lengths[rows].max())), PAD_ID, np.int32)
+                batch = np.full(self.padded_shape(len(rows), lengths[rows].max(), batch_size), PAD_ID, np.int32)
                 mask = np.zeros_like(batch)
                 for i, row in enumerate(rows):
                     batch[i, : lengths[row]] = token_ids[row]
                     mask[i, : lengths[row]] = 1
-                output[rows] = self._forward(batch, mask).numpy()[: len(rows)]
+                output[rows] = self.embed_tokens(batch, mask)[: len(rows)]
                 bar.update(len(rows))
         return output
+
+    def padded_shape(self, rows, length, batch_size):
+        """The `[rows, length]` shape a batch of `rows` texts, the longest `length` tokens, is padded to.
+
+        Off XLA, one graph takes every shape and batches are not padded at
+        all. Under XLA each shape is a compiled program, so rows round up to
+        a power of two (at most `batch_size`) and lengths to `bucket_length`:
+        a bounded set of programs for any input.
+
+        Example:
+        >>> Encoder(model, tokenizer, jit_compile=True).padded_shape(3, 70, batch_size=32)
+        (4, 128)
+        """
+        if not self.jit_compile:
+            return rows, length
+        return min(batch_size, 1 << (rows - 1).bit_length()), bucket_length(length)
+
+    def embed_tokens(self, token_ids, padding_mask):
+        """Embeddings of a tokenised batch: int32 `[B, L]` ids and mask in, float32 `[B, D]` numpy out."""
+        return self._forward(token_ids, padding_mask).numpy()
 
     def encode_queries(self, texts, batch_size=32, progress=None):
         """Embeds queries (truncated to `query_length` tokens)."""

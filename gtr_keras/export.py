@@ -31,7 +31,8 @@ import shutil
 import numpy as np
 import tensorflow as tf
 
-from gtr_keras.index import SearchIndex, atomic_directory
+from gtr_keras.files import atomic_directory
+from gtr_keras.index import SearchIndex
 from gtr_keras.retrieval import INDEX_SUBDIR, RETRIEVER_JSON
 from gtr_keras.tokenizer import PAD_ID
 

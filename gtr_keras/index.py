@@ -5,23 +5,20 @@ embeddings, i.e. their cosine similarity. `SearchIndex` returns the `k`
 passages with the highest dot product, either exactly (batched matmul) or
 approximately with ScaNN (k-means tree + anisotropic AH + exact reordering).
 
-The module also holds the crash-safe storage used by the indexing command:
-`atomic_directory` (a directory appears whole or not at all) and
-`ShardWriter` (resumable, sharded embedding output).
+The module also holds `ShardWriter`, the resumable, sharded embedding output of
+the indexing command.
 """
 
-import contextlib
 import glob
 import hashlib
 import json
 import math
 import os
-import pathlib
-import shutil
-import tempfile
 from typing import NamedTuple
 
 import numpy as np
+
+from gtr_keras.files import atomic_directory, atomic_file
 
 FORMAT_VERSION = 1
 
@@ -156,70 +153,6 @@ def _check_embeddings(embeddings, where):
     if not np.issubdtype(embeddings.dtype, np.floating):
         raise ValueError(f"{where} must be floating point, got dtype {embeddings.dtype}.")
     return np.ascontiguousarray(embeddings, dtype=np.float32)
-
-
-def _fsync(path):
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def _fsync_tree(root):
-    for dirpath, _, filenames in os.walk(root):
-        for filename in filenames:
-            _fsync(os.path.join(dirpath, filename))
-        _fsync(dirpath)
-
-
-@contextlib.contextmanager
-def atomic_directory(target):
-    """Create or replace directory `target` all at once.
-
-    Yields an empty sibling temporary directory (`.<name>.tmp-*`) to write
-    into. When the block ends without an exception, the files are flushed to
-    disk and the temporary directory is renamed to `target`; an existing
-    `target` is first renamed aside, then deleted. If the block raises, the
-    temporary directory is deleted and `target` is left untouched. A process
-    killed at any point therefore leaves the previous `target` (possibly
-    under its `.<name>.tmp-*-old` name, if killed between the two renames) or
-    the new one, never a partly written one. Temporary directories of a
-    killed process are left for the user to delete.
-
-    Args:
-        target: str or path-like. The directory to create or replace.
-
-    Yields:
-        `pathlib.Path` of the temporary directory.
-
-    Example:
-    >>> with atomic_directory("runs/index") as tmp:
-    ...     np.save(tmp / "embeddings.npy", embeddings)
-    """
-    target = os.path.abspath(os.fspath(target))
-    parent, name = os.path.split(target)
-    if os.path.exists(target) and not os.path.isdir(target):
-        raise ValueError(f"{target} exists and is not a directory.")
-    os.makedirs(parent, exist_ok=True)
-    tmp = tempfile.mkdtemp(prefix=f".{name}.tmp-", dir=parent)
-    old = f"{tmp}-old"
-    has_old = False
-    try:
-        yield pathlib.Path(tmp)
-        _fsync_tree(tmp)
-        has_old = os.path.isdir(target)
-        if has_old:
-            os.rename(target, old)
-        os.rename(tmp, target)
-    except BaseException:
-        if has_old and not os.path.exists(target):
-            os.rename(old, target)
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    _fsync(parent)
-    if has_old:
-        shutil.rmtree(old)
 
 
 class SearchIndex:
@@ -388,21 +321,6 @@ def _ids_fingerprint(ids):
     return digest.hexdigest()
 
 
-def _write_atomically(path, write):
-    """Calls `write(file)` on a temporary file, then renames it to `path`."""
-    tmp = f"{path}.tmp-{os.getpid()}"
-    try:
-        with open(tmp, "wb") as f:
-            write(f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.remove(tmp)
-        raise
-
-
 class Shard(NamedTuple):
     """Shard `number` holds embedding rows `[start, end)`."""
 
@@ -469,7 +387,8 @@ class ShardWriter:
                     )
         else:
             payload = json.dumps(manifest, indent=2).encode("utf-8")
-            _write_atomically(manifest_path, lambda f: f.write(payload))
+            with atomic_file(manifest_path) as f:
+                f.write(payload)
 
     @property
     def num_shards(self):
@@ -498,7 +417,8 @@ class ShardWriter:
                 f"Shard {number} holds rows [{shard.start}, {shard.end}), "
                 f"got {embeddings.shape[0]} embedding rows."
             )
-        _write_atomically(self._path(number), lambda f: np.save(f, embeddings))
+        with atomic_file(self._path(number)) as f:
+            np.save(f, embeddings)
 
     def assemble(self):
         """Returns all shards concatenated: float32 `[N, D]`."""

@@ -16,7 +16,8 @@ from tqdm.auto import tqdm
 
 from gtr_keras.corpus import check_qrels, load_corpus, load_qrels, load_queries
 from gtr_keras.evaluation import cut_run, results_from_scores
-from gtr_keras.index import SearchIndex, ShardWriter, atomic_directory
+from gtr_keras.files import atomic_directory
+from gtr_keras.index import SearchIndex, ShardWriter
 
 RETRIEVER_JSON = "retriever.json"
 DOCUMENTS_FILE = "documents.jsonl.gz"

@@ -1,6 +1,6 @@
 import numpy as np
 
-from gtr_keras.encoder import bucket_length
+from gtr_keras.encoder import Encoder, bucket_length
 
 
 def test_bucket_lengths_are_few():
@@ -33,3 +33,23 @@ def test_one_graph_for_many_lengths(tiny_encoder):
     tiny_encoder.encode_documents(texts, batch_size=5)
     tiny_encoder.encode_queries(texts, batch_size=3)
     assert tiny_encoder._forward.experimental_get_tracing_count() == 1
+
+
+def test_xla_programs_are_bounded_by_the_buckets(tiny_model_dir, tiny_encoder):
+    from gtr_keras.checkpoints import load
+
+    xla_encoder = load(tiny_model_dir, jit_compile=True)
+    texts = ["lift " * n for n in range(0, 300, 7)]
+    lengths = [len(ids) for ids in xla_encoder.tokenize(texts)]
+    embeddings = xla_encoder.encode_documents(texts, batch_size=4)
+    # One program per length bucket, plus one for the short last batch.
+    assert xla_encoder._forward.experimental_get_tracing_count() <= len({bucket_length(n) for n in lengths}) + 1
+    np.testing.assert_allclose(embeddings, tiny_encoder.encode_documents(texts, batch_size=4), atol=1e-5)
+
+
+def test_padding_only_where_xla_needs_it(tiny_encoder):
+    assert tiny_encoder.padded_shape(3, 70, batch_size=32) == (3, 70)
+    xla_encoder = Encoder(tiny_encoder.model, tiny_encoder.tokenizer, jit_compile=True)
+    assert xla_encoder.padded_shape(3, 70, batch_size=32) == (4, 128)
+    assert xla_encoder.padded_shape(1, 9, batch_size=32) == (1, 16)
+    assert xla_encoder.padded_shape(16, 300, batch_size=16) == (16, 384)

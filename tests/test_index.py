@@ -4,7 +4,7 @@ import os
 import numpy as np
 import pytest
 
-from gtr_keras.index import SearchIndex, ShardWriter, atomic_directory, scann_params
+from gtr_keras.index import SearchIndex, ShardWriter, scann_params
 
 DIMS = 64
 
@@ -171,37 +171,6 @@ def test_rejects_mismatched_queries(corpus):
         index.search(np.ones((1, DIMS + 1), np.float32), k=1)
     with pytest.raises(ValueError, match="k must be"):
         index.search(corpus[:1], k=0)
-
-
-def test_atomic_directory_replaces_existing(tmp_path):
-    target = tmp_path / "out"
-    target.mkdir()
-    (target / "old.txt").write_text("old")
-    with atomic_directory(target) as tmp:
-        (tmp / "new.txt").write_text("new")
-        assert not (target / "new.txt").exists()
-    assert os.listdir(target) == ["new.txt"]
-    assert os.listdir(tmp_path) == ["out"]
-
-
-def test_atomic_directory_keeps_old_on_error(tmp_path):
-    target = tmp_path / "out"
-    target.mkdir()
-    (target / "old.txt").write_text("old")
-    with pytest.raises(RuntimeError, match="boom"):
-        with atomic_directory(target) as tmp:
-            (tmp / "new.txt").write_text("half")
-            raise RuntimeError("boom")
-    assert (target / "old.txt").read_text() == "old"
-    assert os.listdir(target) == ["old.txt"]
-    assert os.listdir(tmp_path) == ["out"]
-
-
-def test_atomic_directory_creates_nothing_on_error(tmp_path):
-    with pytest.raises(RuntimeError):
-        with atomic_directory(tmp_path / "out"):
-            raise RuntimeError
-    assert os.listdir(tmp_path) == []
 
 
 def _encode(rows):
