@@ -67,3 +67,15 @@ def test_malformed_json_names_file_and_line_and_keeps_earlier_output(tmp_path, t
     assert f"{bad}:2" in capsys.readouterr().err
     np.testing.assert_array_equal(np.load(out), before)  # the earlier output is intact
     assert sorted(p.name for p in tmp_path.iterdir()) == ["corpus.jsonl", "good.txt", "out.ids.txt", "out.npy"]
+
+
+def test_encode_in_bfloat16_is_close_to_float32(tmp_path, tiny_model_dir, tiny_encoder):
+    path = tmp_path / "texts.txt"
+    texts = ["what is the lift of a wing?", "boundary layer transition " * 30]
+    path.write_text("\n".join(texts) + "\n")
+    code, out = _encode(tiny_model_dir, path, "--precision", "bfloat16")
+    assert code == 0
+    embeddings, expected = np.load(out), tiny_encoder.encode_documents(texts)
+    assert embeddings.dtype == np.float32
+    assert not np.array_equal(embeddings, expected)
+    np.testing.assert_allclose(np.sum(embeddings * expected, axis=1), 1.0, atol=1e-3)

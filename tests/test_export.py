@@ -193,3 +193,12 @@ def test_loading_without_load_export_names_the_imports(exports, tmp_path):
     )
     result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
     assert result.returncode != 0 and "SentencepieceOp" in result.stderr
+
+
+def test_bfloat16_encoder_export_is_close_to_float32(tmp_path, tiny_model_dir, tiny_encoder):
+    assert main(["export", "--model", tiny_model_dir, "--out", str(tmp_path), "--precision", "bfloat16"]) == 0
+    loaded = load_export(str(tmp_path / "encoder" / "1"))
+    embeddings = loaded.signatures["encode_documents"](texts=tf.constant(TEXTS))["embeddings"].numpy()
+    expected = tiny_encoder.encode_documents(TEXTS)
+    assert not np.array_equal(embeddings, expected)
+    np.testing.assert_allclose(np.sum(embeddings * expected, axis=1), 1.0, atol=1e-3)
