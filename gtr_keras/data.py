@@ -394,7 +394,7 @@ class TrainingData:
     >>> data = TrainingData("train.jsonl", num_negatives=1, query_length=32, document_length=128)
     >>> batches = data.dataset(GTRTokenizer("spiece.model"), batch_size=8, seed=0)  # doctest: +SKIP
     >>> sorted(next(iter(batches)))  # doctest: +SKIP
-    ['negative_ids', 'negatives', 'positive', 'positive_id', 'query']
+    ['negative_ids', 'negatives', 'positive', 'positive_id', 'query', 'query_id']
     """
 
     source: str
@@ -510,8 +510,8 @@ class TrainingData:
 
         Returns:
             A `tf.data.Dataset` of dicts: `query` and `positive`, each
-            `{"token_ids", "padding_mask"}` int32 `[B, L]`; `positive_id`
-            int64 `[B]` (hashed document ids); and when `num_negatives` > 0,
+            `{"token_ids", "padding_mask"}` int32 `[B, L]`; `positive_id` and
+            `query_id` int64 `[B]` (hashed ids); and when `num_negatives` > 0,
             `negatives` `{"token_ids", "padding_mask"}` int32 `[B, k, L]` and
             `negative_ids` int64 `[B, k]`.
         """
@@ -526,6 +526,7 @@ class TrainingData:
                 "query": _tokenize(query_tokenizer, batch["query"], query_pad),
                 "positive": _tokenize(document_tokenizer, batch["positive"], document_pad),
                 "positive_id": hash_ids(batch["positive_id"]),
+                "query_id": hash_ids(batch["query_id"]),
             }
             if k:
                 flat = _tokenize(document_tokenizer, tf.reshape(batch["negatives"], [-1]), document_pad)

@@ -20,7 +20,10 @@ Generalizable Retrievers".
 False-negative masking (optional): given document ids of the positives `[B]`
 and negatives `[B, k]`, a candidate passage with the same id as `p_i` is left
 out of `Z_qp(i)` (except `p_i` itself, the target), and a query `q_j`, `j != i`,
-whose positive has the same id as `p_i` is left out of `Z_pq(i)`.
+whose positive has the same id as `p_i` is left out of `Z_pq(i)`. Given query
+ids `[B]` (a query with several judged passages appears once per passage), the
+positives `p_j` of the same query as `q_i` are left out of `Z_qp(i)`, and the
+queries `q_j` equal to `q_i` are left out of `Z_pq(i)`.
 """
 
 import tensorflow as tf
@@ -31,7 +34,7 @@ _MASKED_LOGIT = -1e9
 
 def bidirectional_softmax_terms(
     queries, positives, negatives=None, temperature=DEFAULT_TEMPERATURE,
-    positive_ids=None, negative_ids=None, rows=None,
+    positive_ids=None, negative_ids=None, rows=None, query_ids=None,
 ):
     """Per-query cross-entropies of both directions of the GTR loss.
 
@@ -49,6 +52,8 @@ def bidirectional_softmax_terms(
         rows: optional `(start, stop)`: compute the terms of queries
             `start .. stop - 1` only, against the candidates of the whole
             batch. A replica passes its own rows of the gathered global batch.
+        query_ids: optional `[B]` query ids (strings or integer hashes); turns
+            on masking of the other positives of the same query.
 
     Returns:
         `(query_to_passage, passage_to_query)`: `[stop - start]` cross-entropies
@@ -78,20 +83,32 @@ def bidirectional_softmax_terms(
             candidate_ids = tf.concat([positive_ids, tf.reshape(negative_ids, [-1])], axis=0)
     query_logits = tf.matmul(own_queries, candidates, transpose_b=True) / temperature
     passage_logits = tf.matmul(own_positives, queries, transpose_b=True) / temperature
+    query_masked = tf.zeros_like(query_logits, tf.bool)
+    passage_masked = tf.zeros_like(passage_logits, tf.bool)
     if positive_ids is not None:
         own_ids = positive_ids[start:stop]
-        query_logits = _mask_duplicates(query_logits, own_ids, candidate_ids, labels)
-        passage_logits = _mask_duplicates(passage_logits, own_ids, positive_ids, labels)
+        query_masked |= _same(own_ids, candidate_ids)
+        passage_masked |= _same(own_ids, positive_ids)
+    if query_ids is not None:
+        same_query = _same(query_ids[start:stop], query_ids)
+        num_negatives = tf.shape(query_logits)[1] - tf.shape(same_query)[1]
+        query_masked |= tf.pad(same_query, [[0, 0], [0, num_negatives]], constant_values=False)
+        passage_masked |= same_query
+    query_logits = _mask(query_logits, query_masked, labels)
+    passage_logits = _mask(passage_logits, passage_masked, labels)
     query_to_passage = tf.nn.sparse_softmax_cross_entropy_with_logits(labels, query_logits)
     passage_to_query = tf.nn.sparse_softmax_cross_entropy_with_logits(labels, passage_logits)
     return query_to_passage, passage_to_query
 
 
-def _mask_duplicates(logits, row_ids, column_ids, labels):
-    """Masks columns whose id equals the row's id, except the row's target column."""
-    same = tf.equal(row_ids[:, None], column_ids[None, :])
+def _same(row_ids, column_ids):
+    return tf.equal(row_ids[:, None], column_ids[None, :])
+
+
+def _mask(logits, masked, labels):
+    """Masks the `masked` entries of `logits`, except each row's target column."""
     target = tf.equal(tf.range(tf.shape(logits)[1])[None, :], labels[:, None])
-    return tf.where(same & ~target, tf.constant(_MASKED_LOGIT, logits.dtype), logits)
+    return tf.where(masked & ~target, tf.constant(_MASKED_LOGIT, logits.dtype), logits)
 
 
 class BidirectionalInBatchLoss:
@@ -118,10 +135,11 @@ class BidirectionalInBatchLoss:
     def __init__(self, temperature=DEFAULT_TEMPERATURE):
         self.temperature = temperature
 
-    def __call__(self, queries, positives, negatives=None, positive_ids=None, negative_ids=None, rows=None):
+    def __call__(self, queries, positives, negatives=None, positive_ids=None, negative_ids=None, rows=None,
+                 query_ids=None):
         """Returns the scalar loss (or the share of `rows`); arguments as in `bidirectional_softmax_terms`."""
         query_to_passage, passage_to_query = bidirectional_softmax_terms(
-            queries, positives, negatives, self.temperature, positive_ids, negative_ids, rows
+            queries, positives, negatives, self.temperature, positive_ids, negative_ids, rows, query_ids
         )
         batch_size = tf.cast(tf.shape(queries)[0], query_to_passage.dtype)
         return (tf.reduce_sum(query_to_passage) + tf.reduce_sum(passage_to_query)) / (2.0 * batch_size)

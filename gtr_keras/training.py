@@ -101,8 +101,9 @@ class DualEncoder(keras.Model):
     Batches are dicts as `TrainingData.dataset` makes them: `"query"` and
     `"positive"`, each `{"token_ids", "padding_mask"}` `[B, L]`; optionally
     `"negatives"` `{"token_ids", "padding_mask"}` `[B, k, L]`; and optionally
-    `"positive_id"` `[B]` and `"negative_ids"` `[B, k]` document ids (int64
-    hashes, or strings off XLA) for false-negative masking.
+    `"positive_id"` `[B]` and `"negative_ids"` `[B, k]` document ids and
+    `"query_id"` `[B]` query ids (int64 hashes, or strings off XLA) for
+    false-negative masking.
 
     GradCache (Gao et al. 2021): with `grad_cache_chunk_size=S`, the step
     embeds the batch S examples at a time without keeping activations, takes
@@ -120,8 +121,8 @@ class DualEncoder(keras.Model):
     Args:
         encoder: the `GTREncoder` tower shared by queries and passages.
         temperature: softmax temperature `tau` (0.01 in GTR).
-        mask_false_negatives: mask candidates sharing the positive's id
-            (when the batch carries ids).
+        mask_false_negatives: mask candidates sharing the positive's id, and
+            the other positives of the same query (when the batch carries ids).
         grad_cache_chunk_size: examples per GradCache chunk; `None` for plain
             backpropagation.
 
@@ -166,13 +167,15 @@ class DualEncoder(keras.Model):
     def _replica_loss(self, batch, embeddings):
         """This replica's share of the loss of the global batch (replicas hold equal batches)."""
         context = tf.distribute.get_replica_context()
-        local = [embeddings["query"], embeddings["positive"], embeddings.get("negatives")]
+        local = {"queries": embeddings["query"], "positives": embeddings["positive"],
+                 "negatives": embeddings.get("negatives")}
         if self.mask_false_negatives:
-            local += [batch.get("positive_id"), batch.get("negative_ids")]
-        gathered = [None if x is None else context.all_gather(x, axis=0) for x in local]
+            local.update(positive_ids=batch.get("positive_id"), negative_ids=batch.get("negative_ids"),
+                         query_ids=batch.get("query_id"))
+        gathered = {name: None if x is None else context.all_gather(x, axis=0) for name, x in local.items()}
         size = tf.shape(embeddings["query"])[0]
         start = context.replica_id_in_sync_group * size
-        return self.contrastive_loss(*gathered, rows=(start, start + size))
+        return self.contrastive_loss(**gathered, rows=(start, start + size))
 
     def _track(self, loss):
         total = tf.distribute.get_replica_context().all_reduce(tf.distribute.ReduceOp.SUM, loss)

@@ -66,7 +66,7 @@ def rows(dataset):
 def test_batches_are_tokenised_with_k_negatives_and_hashed_ids(triples_file, tokenizer):
     data = TrainingData(str(triples_file), num_negatives=2, query_length=8, document_length=16)
     batch = next(iter(data.dataset(tokenizer, batch_size=4)))
-    assert sorted(batch) == ["negative_ids", "negatives", "positive", "positive_id", "query"]
+    assert sorted(batch) == ["negative_ids", "negatives", "positive", "positive_id", "query", "query_id"]
     assert batch["query"]["token_ids"].shape[0] == 4 and batch["query"]["token_ids"].shape[1] <= 8
     assert batch["negatives"]["token_ids"].shape[:2] == (4, 2)
     assert batch["negatives"]["token_ids"].shape[2] <= 16
@@ -98,7 +98,7 @@ def test_no_negatives_requested_keeps_every_example(triples_file, tokenizer):
     data = TrainingData(str(triples_file), num_negatives=0)
     assert len(rows(data.text_batches(batch_size=5, repeat=False))) == 12
     batch = next(iter(data.dataset(tokenizer, batch_size=4)))
-    assert sorted(batch) == ["positive", "positive_id", "query"]
+    assert sorted(batch) == ["positive", "positive_id", "query", "query_id"]
 
 
 def test_order_is_a_function_of_the_seed(triples_file):

@@ -10,7 +10,7 @@ def unit(rng, *shape):
     return x / np.linalg.norm(x, axis=-1, keepdims=True)
 
 
-def reference_terms(q, p, n, tau, pos_ids=None, neg_ids=None):
+def reference_terms(q, p, n, tau, pos_ids=None, neg_ids=None, query_ids=None):
     """Loop-by-loop NumPy version of the GTR loss terms, in float64."""
     batch, k = q.shape[0], n.shape[1]
     candidates = [(p[j], None if pos_ids is None else pos_ids[j], j) for j in range(batch)]
@@ -22,13 +22,16 @@ def reference_terms(q, p, n, tau, pos_ids=None, neg_ids=None):
         kept = [
             np.dot(q[i], vec) / tau
             for vec, doc_id, slot in candidates
-            if slot == i or pos_ids is None or doc_id != pos_ids[i]
+            if slot == i
+            or ((pos_ids is None or doc_id != pos_ids[i])
+                and (query_ids is None or slot is None or query_ids[slot] != query_ids[i]))
         ]
         qp.append(np.log(np.sum(np.exp(kept))) - np.dot(q[i], p[i]) / tau)
         kept = [
             np.dot(p[i], q[j]) / tau
             for j in range(batch)
-            if j == i or pos_ids is None or pos_ids[j] != pos_ids[i]
+            if j == i
+            or ((pos_ids is None or pos_ids[j] != pos_ids[i]) and (query_ids is None or query_ids[j] != query_ids[i]))
         ]
         pq.append(np.log(np.sum(np.exp(kept))) - np.dot(p[i], q[i]) / tau)
     return np.array(qp), np.array(pq)
@@ -65,6 +68,30 @@ def test_terms_match_numpy_reference(k, masked, tau):
     )
     np.testing.assert_allclose(got_qp32.numpy(), want_qp, rtol=1e-6, atol=1e-5 / tau)
     np.testing.assert_allclose(got_pq32.numpy(), want_pq, rtol=1e-6, atol=1e-5 / tau)
+
+
+@pytest.mark.parametrize("k", [0, 1, 3])
+def test_query_id_masking_matches_numpy_reference(k):
+    q, p, n, pos_ids, neg_ids = batch(k)
+    # Queries 1 and 4 are the same query with different judged passages.
+    query_ids = np.array(["x", "y", "z", "w", "y", "v"])
+    want_qp, want_pq = reference_terms(q, p, n, 0.05, pos_ids, neg_ids, query_ids)
+    got_qp, got_pq = bidirectional_softmax_terms(
+        q, p, n if k else None, 0.05, tf.constant(pos_ids), tf.constant(neg_ids), query_ids=tf.constant(query_ids)
+    )
+    np.testing.assert_allclose(got_qp.numpy(), want_qp, rtol=0, atol=1e-6)
+    np.testing.assert_allclose(got_pq.numpy(), want_pq, rtol=0, atol=1e-6)
+    ids = (tf.constant(pos_ids), tf.constant(neg_ids))
+    with_queries = bidirectional_softmax_terms(q, p, n if k else None, 1.0, *ids, query_ids=tf.constant(query_ids))
+    only_documents = bidirectional_softmax_terms(q, p, n if k else None, 1.0, *ids)
+    for direction in (0, 1):
+        changed = ~np.isclose(with_queries[direction].numpy(), only_documents[direction].numpy())
+        assert changed.tolist() == [False, True, False, False, True, False]
+    rows = bidirectional_softmax_terms(
+        q, p, n if k else None, 0.05, tf.constant(pos_ids), tf.constant(neg_ids), rows=(3, 6),
+        query_ids=tf.constant(query_ids),
+    )
+    np.testing.assert_allclose(rows[0].numpy(), want_qp[3:], rtol=0, atol=1e-6)
 
 
 def test_masking_changes_only_rows_with_duplicates():

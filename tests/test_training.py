@@ -33,7 +33,8 @@ WORDS = "cat dog bird fish tree river mountain city music paper light sound wate
 
 
 def token_batch(seed, batch_size=4, k=2, length=6):
-    """A random tokenised batch; positives 0 and 2 share a document id, so masking is exercised."""
+    """A random tokenised batch; positives 0 and 2 share a document id and queries 1 and 2 are the same
+    query, so both kinds of masking are exercised."""
     rng = np.random.default_rng(seed)
 
     def tokens(*shape):
@@ -45,6 +46,7 @@ def token_batch(seed, batch_size=4, k=2, length=6):
         "query": tokens(batch_size), "positive": tokens(batch_size), "negatives": tokens(batch_size, k),
         "positive_id": np.array([7, 8, 7, 9], "int64")[:batch_size],
         "negative_ids": np.arange(batch_size * k, dtype="int64").reshape(batch_size, k) + 100,
+        "query_id": np.array([5, 6, 6, 8], "int64")[:batch_size],
     }
 
 
@@ -98,11 +100,13 @@ embedded = model._embed(tensors, training=False)
 loss = BidirectionalInBatchLoss()
 ids = (tensors["positive_id"], tensors["negative_ids"])
 halves = [
-    float(loss(*(x[s] for x in (embedded["query"], embedded["positive"], embedded["negatives"], *ids))))
+    float(loss(*(x[s] for x in (embedded["query"], embedded["positive"], embedded["negatives"], *ids)),
+               query_ids=tensors["query_id"][s]))
     for s in (slice(0, 2), slice(2, 4))
 ]
 results = {
-    "global_loss": float(loss(embedded["query"], embedded["positive"], embedded["negatives"], *ids)),
+    "global_loss": float(loss(embedded["query"], embedded["positive"], embedded["negatives"], *ids,
+                              query_ids=tensors["query_id"])),
     "per_replica_loss": sum(halves) / 2,
 }
 for name, optimizer, chunk in [
@@ -176,7 +180,7 @@ def test_evaluation_loss_and_chunk_errors():
     embedded = model._embed(batch, training=False)
     want = BidirectionalInBatchLoss()(
         *(embedded[name] for name in ("query", "positive", "negatives")),
-        batch["positive_id"], batch["negative_ids"],
+        batch["positive_id"], batch["negative_ids"], query_ids=batch["query_id"],
     )
     assert float(model.test_step(batch)["loss"]) == pytest.approx(float(want), abs=1e-5)
     model.grad_cache_chunk_size = 3
