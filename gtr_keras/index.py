@@ -49,8 +49,11 @@ def scann_params(n):
     fewer than 100 points per leaf on average, so small corpora still get
     well-populated leaves. The leaves are trained by spherical k-means, which
     suits unit-norm embeddings scored by dot product, on at most 100k points.
-    A query searches 10% of the leaves, and at least 8 (or all of them when
-    there are fewer). Scoring uses anisotropic AH with 2 dimensions per block
+    A query searches 10% of the leaves, and at least 64 (or all of them when
+    there are fewer): on real GTR embeddings of the shared BEIR collections
+    (16,676 documents, 129 leaves, queries of those collections) 13 leaves
+    gave recall@10 0.62, 32 gave 0.85 and 64 gave 0.97, because queries fall
+    between the document partitions far more than in clustered synthetic data. Scoring uses anisotropic AH with 2 dimensions per block
     and threshold 0.2, as ScaNN recommends, and the best `40 * k` AH
     candidates are rescored exactly: on clustered 768-d data at N=1M,
     `10 * k` lost recall@10 in reordering, not in the tree.
@@ -76,7 +79,7 @@ def scann_params(n):
     num_leaves = max(1, min(round(math.sqrt(n)), n // 100))
     return {
         "num_leaves": num_leaves,
-        "num_leaves_to_search": min(num_leaves, max(8, math.ceil(0.1 * num_leaves))),
+        "num_leaves_to_search": min(num_leaves, max(64, math.ceil(0.1 * num_leaves))),
         "spherical": True,
         "training_sample_size": min(n, 100_000),
         "dimensions_per_block": 2,

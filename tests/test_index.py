@@ -110,7 +110,8 @@ def test_scann_params_follow_corpus_size():
     assert scann_params(1_000_000)["num_leaves"] == 1000
     assert scann_params(1_000_000)["num_leaves_to_search"] == 100
     assert scann_params(3000)["num_leaves"] == 30
-    assert scann_params(3000)["num_leaves_to_search"] == 8
+    assert scann_params(3000)["num_leaves_to_search"] == 30
+    assert scann_params(100_000)["num_leaves_to_search"] == 64
     assert scann_params(50)["num_leaves"] == scann_params(50)["num_leaves_to_search"] == 1
 
 
