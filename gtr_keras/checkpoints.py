@@ -68,10 +68,13 @@ def load(directory, jit_compile=False, dtype=None):
     Args:
         directory: the model directory.
         jit_compile: compile the forward pass with XLA.
-        dtype: optional dtype policy for the model (e.g. `"mixed_bfloat16"`).
+        dtype: optional dtype policy for the model: `"bfloat16"` for
+            bfloat16 inference (float32 embeddings out), `"mixed_bfloat16"`
+            to train in bfloat16.
 
     Example:
     >>> encoder = gtr_keras.load("models/gtr-base")
+    >>> fast = gtr_keras.load("models/gtr-base", dtype="bfloat16")
     """
     config_path = os.path.join(directory, CONFIG_FILE)
     config = _read_json(config_path)

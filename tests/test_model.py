@@ -1,5 +1,4 @@
 import numpy as np
-import pytest
 
 from gtr_keras.model import GTREncoder
 

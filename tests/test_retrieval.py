@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from gtr_keras.cli import main
-from gtr_keras.corpus import Corpus, load_corpus
+from gtr_keras.corpus import Corpus
 from gtr_keras.index import SearchIndex, ShardWriter
 from gtr_keras.retrieval import Retriever, build_index, work_dir_for
 

@@ -1,0 +1,367 @@
+"""Encoding speed of gtr-keras against sentence-transformers (PyTorch, CPU), measured in one run.
+
+A randomly initialised GTR-Base-shaped checkpoint (the T5-base encoder shape, a
+32k SentencePiece model trained on the benchmark corpus) is written in
+sentence-transformers layout and imported with `convert_sentence_transformers`,
+so both libraries hold identical weights. Measured, with the libraries taking
+turns within each repetition:
+
+- sequences/s of the forward pass on identical token ids at (L=128, B=32) and
+  (L=512, B=8), and the latency of one query at (L=64, B=1);
+- the CPU's attainable float32 FLOP rate (a large `tf.matmul`), and the FLOP
+  rate each forward pass achieves as a fraction of it (matmul FLOPs counted);
+- end-to-end documents/s on a sample of a BEIR corpus (variable lengths)
+  through each library's own `encode`: tokenisation, length sorting, padding,
+  batch size 32, 512 tokens;
+- bfloat16 (`--precision bfloat16`): speed against our own float32, the cosine
+  of each bfloat16 embedding to its float32 one, and, given a trained model
+  (`--trained-model`), NDCG@10 on the corpus's test queries in both precisions.
+
+Results are printed and appended to the "## Encode" section of
+`benchmarks/RESULTS.md`. Needs the `[reference]` extra (torch, transformers,
+sentence-transformers); gtr-keras itself never imports torch.
+
+Usage:
+    PYTHONPATH=. python benchmarks/encode.py --docs 300
+    PYTHONPATH=. python benchmarks/encode.py --smoke --no-record   # tiny model, seconds
+"""
+
+import argparse
+import datetime
+import os
+import shlex
+import statistics
+import sys
+import time
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+import numpy as np
+import tensorflow as tf
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from gtr_keras.checkpoints import convert_sentence_transformers, load, save  # noqa: E402
+from gtr_keras.corpus import load_corpus  # noqa: E402
+from gtr_keras.tokenizer import EOS_ID, train_sentencepiece  # noqa: E402
+from results import RESULTS, machine, record  # noqa: E402
+from tests.reference_checkpoint import BASE_T5, TINY_T5, build_checkpoint  # noqa: E402
+
+SECTION = "## Encode"
+SHAPES = ((128, 32), (512, 8))  # (L, B) for throughput
+LATENCY_SHAPE = (64, 1)
+CONFIGS = {"base": (BASE_T5, 32000), "tiny": (TINY_T5, 1000)}  # T5 shape, SentencePiece pieces
+TRAINED_MODEL = "runs/pretrain_finetune_cpu/finetune/model"
+TORCH = "sentence-transformers fp32"
+OURS, OURS_XLA, OURS_BF16 = "gtr-keras fp32", "gtr-keras fp32 XLA", "gtr-keras bf16"
+BF16_POLICY = "bfloat16"  # as `--precision bfloat16`: bfloat16 weights and arithmetic, float32 output
+
+
+def prepare_checkpoints(config_name, corpus_texts, work_dir):
+    """The sentence-transformers checkpoint and its gtr-keras conversion (cached in `work_dir`)."""
+    t5_config, pieces = CONFIGS[config_name]
+    root = os.path.join(work_dir, f"gtr-{config_name}-random")
+    st_dir, model_dir = os.path.join(root, "sentence-transformers"), os.path.join(root, "gtr-keras")
+    if not os.path.exists(os.path.join(model_dir, "config.json")):
+        os.makedirs(root, exist_ok=True)
+        spiece = train_sentencepiece(corpus_texts, os.path.join(root, "spiece.model"), pieces)
+        build_checkpoint(st_dir, seed=0, spiece_path=spiece, t5_config=t5_config)
+        save(convert_sentence_transformers(st_dir), model_dir)
+    return st_dir, model_dir
+
+
+def forward_flops(model, batch, length):
+    """FLOPs (2 per multiply-add) of the matmuls of one `GTREncoder` forward pass."""
+    inner = model.num_heads * model.key_value_dim
+    feedforward_in = 2 if model.feedforward == "gated-gelu" else 1
+    per_token = 2 * model.hidden_dim * (4 * inner + (feedforward_in + 1) * model.intermediate_dim)
+    attention = 2 * 2 * batch * length * length * inner
+    return model.num_layers * (batch * length * per_token + attention) + 2 * batch * model.hidden_dim * model.embedding_dim
+
+
+def square_matmul(size):
+    """A `size` x `size` float32 `tf.matmul` (the attainable-rate probe) and its FLOPs."""
+    a, b = tf.random.normal([size, size]), tf.random.normal([size, size])
+    matmul = tf.function(lambda x, y: tf.reduce_sum(tf.matmul(x, y)))
+    return (lambda: matmul(a, b).numpy()), 2 * size**3
+
+
+def time_interleaved(functions, repeats):
+    """Seconds of `repeats` calls of each function, the functions taking turns (after one warm-up call each)."""
+    for fn in functions.values():
+        fn()
+    seconds = {name: [] for name in functions}
+    for _ in range(repeats):
+        for name, fn in functions.items():
+            start = time.perf_counter()
+            fn()
+            seconds[name].append(time.perf_counter() - start)
+    return seconds
+
+
+def token_batch(batch, length, vocabulary, seed):
+    """Identical inputs for both libraries: random piece ids ending in EOS, no padding."""
+    ids = np.random.default_rng(seed).integers(3, vocabulary, (batch, length)).astype(np.int32)
+    ids[:, -1] = EOS_ID
+    return ids, np.ones_like(ids)
+
+
+def torch_forward(st):
+    import torch
+
+    def forward(ids, mask):
+        with torch.inference_mode():
+            features = {"input_ids": torch.from_numpy(ids).long(), "attention_mask": torch.from_numpy(mask).long()}
+            return st(features)["sentence_embedding"].numpy()
+
+    return forward
+
+
+def forward_rows(forwards, model, vocabulary, matmul_size, repeats):
+    """Throughput rows at `SHAPES`, latency rows at `LATENCY_SHAPE`, and the attainable GFLOP/s.
+
+    The attainable rate is the best median of the square matmul, which takes
+    its turn among the libraries at each throughput shape, so that it runs
+    under the same conditions as they do.
+    """
+    matmul, matmul_flops = square_matmul(matmul_size)
+    rows, matmul_rates = [], []
+    for (length, batch), kind in [(shape, "throughput") for shape in SHAPES] + [(LATENCY_SHAPE, "latency")]:
+        ids, mask = token_batch(batch, length, vocabulary, seed=length)
+        outputs = {name: fn(ids, mask) for name, fn in forwards.items()}
+        functions = {name: (lambda fn=fn: fn(ids, mask)) for name, fn in forwards.items()}
+        if kind == "throughput":
+            functions["matmul"] = matmul
+        seconds = time_interleaved(functions, repeats * (4 if kind == "latency" else 1))
+        if kind == "throughput":
+            matmul_rates.append(matmul_flops / statistics.median(seconds.pop("matmul")) / 1e9)
+            print(f"{matmul_size}^2 float32 tf.matmul: {matmul_rates[-1]:.1f} GFLOP/s", flush=True)
+        flops = forward_flops(model, batch, length)
+        reference = statistics.median(seconds[TORCH])
+        for name, times in seconds.items():
+            median = statistics.median(times)
+            rows.append({
+                "kind": kind, "L": length, "B": batch, "library": name, "seconds": median,
+                "seq_per_s": batch / median, "gflops": flops / median / 1e9, "vs_torch": reference / median,
+                "min_cosine_to_torch": float(np.min(np.sum(outputs[name] * outputs[TORCH], axis=1))),
+            })
+    attainable = max(matmul_rates)
+    for row in rows:
+        row["fraction"] = row["gflops"] / attainable
+    return rows, attainable
+
+
+def corpus_rows(st, encoders, texts, batch_size):
+    """Documents/s through each library's own `encode`, after a warm-up on 2 batches."""
+    encodes = {TORCH: lambda t: st.encode(t, batch_size=batch_size, convert_to_numpy=True)}
+    encodes.update({name: (lambda t, e=e: e.encode_documents(t, batch_size)) for name, e in encoders.items()})
+    rows, outputs = [], {}
+    for name, encode in encodes.items():
+        encode(texts[: 2 * batch_size])
+        start = time.perf_counter()
+        outputs[name] = encode(texts)
+        rows.append({"library": name, "seconds": time.perf_counter() - start})
+        print(f"{name}: {len(texts)} documents in {rows[-1]['seconds']:.1f} s", flush=True)
+    reference = rows[0]["seconds"]
+    for row in rows:
+        row["docs_per_s"] = len(texts) / row["seconds"]
+        row["vs_torch"] = reference / row["seconds"]
+        row["min_cosine_to_torch"] = float(np.min(np.sum(outputs[row["library"]] * outputs[TORCH], axis=1)))
+    bf16_cosines = np.sum(outputs[OURS_BF16] * outputs[OURS], axis=1) if OURS_BF16 in outputs else None
+    return rows, bf16_cosines
+
+
+def trained_model_rows(model_dir, dataset, batch_size):
+    """NDCG@10 on `dataset`'s test split with the trained model in float32 and bfloat16."""
+    from gtr_keras.evaluation import evaluate_run
+    from gtr_keras.index import SearchIndex
+    from gtr_keras.retrieval import gtr_run, load_dataset
+
+    corpus, queries, qrels, _ = load_dataset(dataset, "test")
+    rows, embeddings = [], {}
+    for precision, policy in (("float32", None), ("bfloat16", BF16_POLICY)):
+        encoder = load(model_dir, dtype=policy)
+        start = time.perf_counter()
+        embeddings[precision] = encoder.encode_documents(corpus.joined(), batch_size)
+        seconds = time.perf_counter() - start
+        index = SearchIndex(corpus.ids, embeddings[precision], "exact")
+        ndcg = evaluate_run(qrels, gtr_run(encoder, corpus, queries, batch_size=batch_size, index=index))["ndcg@10"]
+        rows.append({"precision": precision, "docs_per_s": len(corpus) / seconds, "ndcg": ndcg})
+        print(f"trained model {precision}: NDCG@10 {ndcg:.4f}, {len(corpus) / seconds:.1f} docs/s", flush=True)
+    cosines = np.sum(embeddings["float32"] * embeddings["bfloat16"], axis=1)
+    return rows, cosines, len(corpus), len(qrels)
+
+
+def table_forward(rows):
+    lines = [
+        "| L | B | library | median | seq/s | GFLOP/s | of attainable | speed vs PyTorch | min cos to PyTorch |",
+        "|---:|---:|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    for r in rows:
+        median = f"{r['seconds'] * 1e3:.1f} ms" if r["kind"] == "latency" else f"{r['seconds']:.3f} s"
+        lines.append(
+            f"| {r['L']} | {r['B']} | {r['library']} | {median} | {r['seq_per_s']:.2f} | {r['gflops']:.1f} | "
+            f"{r['fraction']:.0%} | {r['vs_torch']:.2f}x | {r['min_cosine_to_torch']:.6f} |"
+        )
+    return "\n".join(lines)
+
+
+def table_corpus(rows, num_docs):
+    lines = [
+        "| library | documents | s | docs/s | speed vs sentence-transformers | min cos to PyTorch |",
+        "|---|---:|---:|---:|---:|---:|",
+    ]
+    for r in rows:
+        lines.append(
+            f"| {r['library']} | {num_docs} | {r['seconds']:.1f} | {r['docs_per_s']:.2f} | {r['vs_torch']:.2f}x | "
+            f"{r['min_cosine_to_torch']:.6f} |"
+        )
+    return "\n".join(lines)
+
+
+def targets(forward, corpus, bf16_cosines, trained):
+    """The issue's targets against this run's numbers: (target, measured, met)."""
+    def row(library, kind, length):
+        return next(r for r in forward if r["library"] == library and r["kind"] == kind and r["L"] == length)
+
+    ours_128, ours_latency = row(OURS, "throughput", 128), row(OURS, "latency", 64)
+    torch_latency = row(TORCH, "latency", 64)
+    best_fraction = max(r["fraction"] for r in forward if r["library"] == OURS and r["kind"] == "throughput")
+    ours_corpus = next(r for r in corpus if r["library"] == OURS)
+    result = [
+        ("fp32 encode (L=128, B=32) >= 1.5x PyTorch", f"{ours_128['vs_torch']:.2f}x", ours_128["vs_torch"] >= 1.5),
+        ("query latency (L=64, B=1) <= 0.5x PyTorch's",
+         f"{ours_latency['seconds'] / torch_latency['seconds']:.2f}x "
+         f"({ours_latency['seconds'] * 1e3:.1f} vs {torch_latency['seconds'] * 1e3:.1f} ms)",
+         ours_latency["seconds"] <= 0.5 * torch_latency["seconds"]),
+        ("achieved FLOP rate >= 80% of attainable (best throughput shape)", f"{best_fraction:.0%}",
+         best_fraction >= 0.8),
+        ("corpus docs/s >= 1.5x sentence-transformers", f"{ours_corpus['vs_torch']:.2f}x",
+         ours_corpus["vs_torch"] >= 1.5),
+    ]
+    if any(r["library"] == OURS_BF16 for r in forward):
+        bf16_128 = row(OURS_BF16, "throughput", 128)
+        speedup = ours_128["seconds"] / bf16_128["seconds"]
+        result.append(("bf16 throughput (L=128, B=32) >= 1.8x our fp32", f"{speedup:.2f}x", speedup >= 1.8))
+        cosines = [bf16_cosines] + ([trained["cosines"]] if trained else [])
+        low = min(float(np.min(c)) for c in cosines)
+        result.append(("bf16 per-vector cosine to fp32 >= 0.999", f"min {low:.5f}", low >= 0.999))
+    if trained:
+        delta = abs(trained["rows"][1]["ndcg"] - trained["rows"][0]["ndcg"])
+        result.append(("bf16 NDCG@10 within 0.002 of fp32 (trained model)", f"difference {delta:.4f}", delta <= 0.002))
+    return result
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--dataset", default="/work/shared/data/scifact", help="BEIR directory")
+    parser.add_argument("--docs", type=int, default=300, help="documents sampled (seed 0) for the corpus test")
+    parser.add_argument("--repeats", type=int, default=5, help="timed calls per library and shape (x4 for latency)")
+    parser.add_argument("--matmul-size", type=int, default=4096, help="side of the attainable-FLOP-rate matmul")
+    parser.add_argument("--batch-size", type=int, default=32, help="encode batch size on the corpus")
+    parser.add_argument("--xla", action="store_true", help="also time our forward pass compiled with XLA")
+    parser.add_argument("--trained-model", default=TRAINED_MODEL,
+                        help="gtr-keras model directory for the NDCG@10 comparison (skipped if missing)")
+    parser.add_argument("--work-dir", default=os.path.expanduser("~/.cache/gtr-keras-benchmarks"),
+                        help="where the random checkpoints are cached")
+    parser.add_argument("--smoke", action="store_true", help="tiny model and sizes: checks the script in seconds")
+    parser.add_argument("--results", default=RESULTS, help="markdown file to append to")
+    parser.add_argument("--no-record", action="store_true", help="print only")
+    args = parser.parse_args(argv)
+    if args.smoke:
+        args.docs, args.repeats, args.matmul_size, args.trained_model = min(args.docs, 40), 1, 512, None
+
+    import torch
+    from sentence_transformers import SentenceTransformer
+
+    started = datetime.datetime.now(datetime.timezone.utc)
+    load_before = os.getloadavg()
+    corpus = load_corpus(args.dataset)
+    texts = corpus.joined()
+    sample = [texts[i] for i in np.random.default_rng(0).choice(len(texts), args.docs, replace=False)]
+    config_name = "tiny" if args.smoke else "base"
+    st_dir, model_dir = prepare_checkpoints(config_name, texts, args.work_dir)
+    st = SentenceTransformer(st_dir, device="cpu")
+    encoder = load(model_dir)
+    encoders = {OURS: encoder, OURS_BF16: load(model_dir, dtype=BF16_POLICY)}
+    forwards = {TORCH: torch_forward(st), OURS: encoder.embed_tokens}
+    if args.xla:
+        forwards[OURS_XLA] = load(model_dir, jit_compile=True).embed_tokens
+    forwards[OURS_BF16] = encoders[OURS_BF16].embed_tokens
+
+    vocabulary = encoder.tokenizer.vocabulary_size()
+    forward, attainable = forward_rows(forwards, encoder.model, vocabulary, args.matmul_size, args.repeats)
+    print(table_forward(forward), flush=True)
+    corpus_result, bf16_cosines = corpus_rows(st, encoders, sample, args.batch_size)
+    trained = None
+    if args.trained_model and os.path.exists(os.path.join(args.trained_model, "config.json")):
+        rows, cosines, num_docs, num_queries = trained_model_rows(args.trained_model, args.dataset, args.batch_size)
+        trained = {"rows": rows, "cosines": cosines, "docs": num_docs, "queries": num_queries}
+    load_after = os.getloadavg()
+
+    command = "PYTHONPATH=. python benchmarks/encode.py " + shlex.join(argv if argv is not None else sys.argv[1:])
+    ram_gib = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
+    flags = sorted({f for f in open("/proc/cpuinfo").read().split() if f in ("avx512_bf16", "amx_bf16", "amx_tile",
+                                                                           "avx512_vnni", "avx512f")})
+    m = encoder.model
+    shape = (f"{m.num_layers} layers, d_model {m.hidden_dim}, {m.num_heads} heads x {m.key_value_dim}, "
+             f"d_ff {m.intermediate_dim}, vocabulary {m.vocabulary_size}, {m.count_params():,} parameters")
+    block = [
+        f"### {started:%Y-%m-%d %H:%M} UTC: {'smoke test (tiny model)' if args.smoke else 'GTR-Base shape'}",
+        "",
+        f"Command: `{command}`",
+        "",
+        f"- Machine: {machine()}, {ram_gib:.0f} GiB RAM, CPU flags {', '.join(flags)}; 1-min load average "
+        f"{load_before[0]:.2f} before and {load_after[0]:.2f} after. TensorFlow {tf.__version__} (oneDNN "
+        f"{'on' if os.environ.get('TF_ENABLE_ONEDNN_OPTS', '1') != '0' else 'off'}, "
+        f"{tf.config.threading.get_intra_op_parallelism_threads() or os.cpu_count()} intra-op threads), "
+        f"PyTorch {torch.__version__} ({torch.get_num_threads()} threads), sentence-transformers "
+        f"{__import__('sentence_transformers').__version__}.",
+        f"- Model: random weights (seed 0), {shape}; identical in both libraries (`convert_sentence_transformers`).",
+        f"- Attainable float32 rate: {attainable:.1f} GFLOP/s, the best median of a {args.matmul_size}x"
+        f"{args.matmul_size} `tf.matmul` timed in turn with the libraries at each throughput shape. GFLOP/s "
+        "counts the forward pass's matmul FLOPs.",
+        f"- Forward pass: identical random token ids without padding, medians of {args.repeats} calls "
+        f"({4 * args.repeats} for latency) per library, the libraries taking turns; PyTorch runs "
+        "`SentenceTransformer.forward` under `torch.inference_mode()`, ours `Encoder.embed_tokens` (a `tf.function`).",
+        "",
+        table_forward(forward),
+        "",
+        f"- Corpus: {args.docs} documents sampled (seed 0) from {os.path.basename(os.path.normpath(args.dataset))} "
+        f"(title + text, variable lengths, 512-token limit), one timed pass per library after a warm-up on "
+        f"{2 * args.batch_size} of them; `SentenceTransformer.encode` vs `Encoder.encode_documents`, batch size "
+        f"{args.batch_size}.",
+        "",
+        table_corpus(corpus_result, args.docs),
+        "",
+    ]
+    if trained:
+        cos = trained["cosines"]
+        block += [
+            f"- bf16 vs fp32 with the trained model `{args.trained_model}` on "
+            f"{os.path.basename(os.path.normpath(args.dataset))} test ({trained['docs']} documents, "
+            f"{trained['queries']} queries, exact search): per-document cosine min {cos.min():.5f}, "
+            f"mean {cos.mean():.6f}.",
+            "",
+            "| precision | NDCG@10 | docs/s (trained model) |",
+            "|---|---:|---:|",
+            *[f"| {r['precision']} | {r['ndcg']:.4f} | {r['docs_per_s']:.1f} |" for r in trained["rows"]],
+            "",
+        ]
+    else:
+        block += ["- NDCG@10 in bf16 vs fp32: not measured (no trained model given or found).", ""]
+    if bf16_cosines is not None:
+        block += [f"- bf16 vs fp32 (the random model, corpus sample): per-document cosine min "
+                  f"{bf16_cosines.min():.5f}, mean {bf16_cosines.mean():.6f}.", ""]
+    block += ["Targets:", "", "| target | measured | met |", "|---|---|---|"]
+    block += [f"| {t} | {m} | {'yes' if ok else 'NO'} |" for t, m, ok in targets(forward, corpus_result,
+                                                                                   bf16_cosines, trained)]
+    text = "\n".join(block)
+    print(text)
+    if not args.no_record:
+        record(args.results, SECTION, text)
+        print(f"Appended to {args.results}")
+
+
+if __name__ == "__main__":
+    main()
