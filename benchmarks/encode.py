@@ -44,7 +44,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from gtr_keras.checkpoints import convert_sentence_transformers, load, save  # noqa: E402
 from gtr_keras.corpus import load_corpus  # noqa: E402
 from gtr_keras.tokenizer import EOS_ID, train_sentencepiece  # noqa: E402
-from results import RESULTS, machine, record  # noqa: E402
+from results import RESULTS, machine, record, time_interleaved  # noqa: E402
 from tests.reference_checkpoint import BASE_T5, TINY_T5, build_checkpoint  # noqa: E402
 
 SECTION = "## Encode"
@@ -84,19 +84,6 @@ def square_matmul(size):
     a, b = tf.random.normal([size, size]), tf.random.normal([size, size])
     matmul = tf.function(lambda x, y: tf.reduce_sum(tf.matmul(x, y)))
     return (lambda: matmul(a, b).numpy()), 2 * size**3
-
-
-def time_interleaved(functions, repeats):
-    """Seconds of `repeats` calls of each function, the functions taking turns (after one warm-up call each)."""
-    for fn in functions.values():
-        fn()
-    seconds = {name: [] for name in functions}
-    for _ in range(repeats):
-        for name, fn in functions.items():
-            start = time.perf_counter()
-            fn()
-            seconds[name].append(time.perf_counter() - start)
-    return seconds
 
 
 def token_batch(batch, length, vocabulary, seed):

@@ -20,7 +20,7 @@ import time
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import tensorflow as tf  # noqa: E402
-from results import RESULTS, machine, record  # noqa: E402
+from results import RESULTS, machine, record, time_interleaved  # noqa: E402
 
 from gtr_keras.checkpoints import load  # noqa: E402
 from gtr_keras.corpus import load_corpus, load_queries  # noqa: E402
@@ -32,13 +32,8 @@ SECTION = "## Export"
 
 
 def median_ms(fn, repeats):
-    fn()  # warm-up: first call traces/initialises
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return 1000 * statistics.median(times)
+    """Median milliseconds per call after one warm-up call (which traces and initialises)."""
+    return 1000 * statistics.median(time_interleaved({"call": fn}, repeats)["call"])
 
 
 def main():

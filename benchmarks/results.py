@@ -2,6 +2,7 @@
 
 import os
 import platform
+import time
 
 RESULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "RESULTS.md")
 
@@ -31,3 +32,17 @@ def record(path, section, block):
     lines = lines[:end] + gap + block.strip().splitlines() + [""] + lines[end:]
     with open(path, "w", encoding="utf-8") as f:
         f.write("\n".join(lines).rstrip("\n") + "\n")
+
+
+def time_interleaved(functions, repeats, warmup=1):
+    """Seconds of `repeats` calls of each function, the functions taking turns (after `warmup` calls each)."""
+    for fn in functions.values():
+        for _ in range(warmup):
+            fn()
+    seconds = {name: [] for name in functions}
+    for _ in range(repeats):
+        for name, fn in functions.items():
+            start = time.perf_counter()
+            fn()
+            seconds[name].append(time.perf_counter() - start)
+    return seconds

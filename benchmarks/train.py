@@ -28,7 +28,6 @@ import os
 import shlex
 import statistics
 import sys
-import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
@@ -40,7 +39,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from gtr_keras.checkpoints import convert_sentence_transformers  # noqa: E402
 from gtr_keras.tokenizer import EOS_ID  # noqa: E402
 from gtr_keras.training import DualEncoder, make_optimizer  # noqa: E402
-from results import RESULTS, machine, record  # noqa: E402
+from results import RESULTS, machine, record, time_interleaved  # noqa: E402
 from tests.reference_checkpoint import BASE_T5, ST_DIR, TINY_T5, build_checkpoint  # noqa: E402
 
 SECTION = "## Train"
@@ -123,20 +122,6 @@ def torch_step(st_dir, query, positive, negative):
     return step
 
 
-def measure(steps, warmup, repeats):
-    """Median seconds per step of each function, after `warmup` steps each, the functions taking turns."""
-    for step in steps.values():
-        for _ in range(warmup):
-            step()
-    seconds = {name: [] for name in steps}
-    for _ in range(repeats):
-        for name, step in steps.items():
-            start = time.perf_counter()
-            step()
-            seconds[name].append(time.perf_counter() - start)
-    return {name: statistics.median(times) for name, times in seconds.items()}
-
-
 def table(rows):
     lines = [
         "| config | parameters | B | Lq / Ld | library | median step | pairs/s | speed vs PyTorch |",
@@ -177,7 +162,8 @@ def main(argv=None):
         steps = {"sentence-transformers": torch_step(st_dir, *data), "gtr-keras": keras_step(st_dir, *data, False)}
         if args.xla:
             steps["gtr-keras XLA"] = keras_step(st_dir, *data, True)
-        seconds = measure(steps, args.warmup, args.steps)
+        seconds = {name: statistics.median(times)
+                   for name, times in time_interleaved(steps, args.steps, args.warmup).items()}
         parameters = convert_sentence_transformers(st_dir).model.count_params()
         for library, median in seconds.items():
             rows.append({
