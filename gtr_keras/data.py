@@ -56,7 +56,7 @@ from gtr_keras.corpus import (
     load_qrels,
     load_queries,
 )
-from gtr_keras.tokenizer import DOCUMENT_LENGTH, PAD_ID, QUERY_LENGTH
+from gtr_keras.tokenizer import DOCUMENT_LENGTH, QUERY_LENGTH, pad_token_ids
 
 FORMATS = ("jsonl", "beir", "msmarco", "tfrecord")
 _SUFFIXES = {
@@ -355,15 +355,6 @@ def _decode(element):
     })
 
 
-def _tokenize(tokenizer, strings, length):
-    token_ids = tokenizer.tokenize(strings)
-    shape = [None, length]
-    return {
-        "token_ids": token_ids.to_tensor(default_value=PAD_ID, shape=shape),
-        "padding_mask": tf.ones_like(token_ids).to_tensor(default_value=0, shape=shape),
-    }
-
-
 def hash_ids(ids):
     """Maps string ids to int64 FarmHash fingerprints, for masking on XLA devices.
 
@@ -523,13 +514,14 @@ class TrainingData:
 
         def tokenize(batch):
             features = {
-                "query": _tokenize(query_tokenizer, batch["query"], query_pad),
-                "positive": _tokenize(document_tokenizer, batch["positive"], document_pad),
+                "query": pad_token_ids(query_tokenizer.tokenize(batch["query"]), query_pad),
+                "positive": pad_token_ids(document_tokenizer.tokenize(batch["positive"]), document_pad),
                 "positive_id": hash_ids(batch["positive_id"]),
                 "query_id": hash_ids(batch["query_id"]),
             }
             if k:
-                flat = _tokenize(document_tokenizer, tf.reshape(batch["negatives"], [-1]), document_pad)
+                negatives = document_tokenizer.tokenize(tf.reshape(batch["negatives"], [-1]))
+                flat = pad_token_ids(negatives, document_pad)
                 features["negatives"] = {
                     name: tf.reshape(value, [-1, k, document_pad or tf.shape(value)[-1]])
                     for name, value in flat.items()

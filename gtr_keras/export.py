@@ -34,7 +34,7 @@ import tensorflow as tf
 from gtr_keras.files import atomic_directory
 from gtr_keras.index import SearchIndex
 from gtr_keras.retrieval import INDEX_SUBDIR, RETRIEVER_JSON
-from gtr_keras.tokenizer import PAD_ID
+from gtr_keras.tokenizer import pad_token_ids
 
 STRINGS = tf.TensorSpec([None], tf.string, name="texts")
 QUERIES = tf.TensorSpec([None], tf.string, name="queries")
@@ -61,12 +61,7 @@ class _Embedder(tf.Module):
         self.sentencepiece_resources = [self.query_tokenizer.sentencepiece, self.document_tokenizer.sentencepiece]
 
     def embed(self, texts, tokenizer):
-        token_ids = tokenizer.tokenize(texts)
-        inputs = {
-            "token_ids": token_ids.to_tensor(default_value=PAD_ID),
-            "padding_mask": tf.ones_like(token_ids).to_tensor(default_value=0),
-        }
-        return tf.cast(self.model(inputs, training=False), tf.float32)
+        return tf.cast(self.model(pad_token_ids(tokenizer.tokenize(texts)), training=False), tf.float32)
 
 
 def _version_dir(export_dir, name, version):

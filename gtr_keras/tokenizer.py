@@ -14,6 +14,21 @@ QUERY_LENGTH = 64
 DOCUMENT_LENGTH = 512
 
 
+def pad_token_ids(token_ids, length=None):
+    """Model inputs from ragged token ids: `{"token_ids", "padding_mask"}` int `[batch, length]`.
+
+    Args:
+        token_ids: a `tf.RaggedTensor` `[batch, (length)]`.
+        length: pad to this length (static shapes, e.g. for TPUs); by default
+            to the longest row.
+    """
+    shape = [None, length]
+    return {
+        "token_ids": token_ids.to_tensor(default_value=PAD_ID, shape=shape),
+        "padding_mask": tf.ones_like(token_ids).to_tensor(default_value=0, shape=shape),
+    }
+
+
 class GTRTokenizer(keras.layers.Layer):
     """Turns raw strings into padded T5 token ids inside the graph.
 
@@ -69,11 +84,7 @@ class GTRTokenizer(keras.layers.Layer):
         return tf.concat([pieces, tf.RaggedTensor.from_tensor(eos)], axis=1)
 
     def call(self, strings):
-        token_ids = self.tokenize(strings)
-        return {
-            "token_ids": token_ids.to_tensor(default_value=PAD_ID),
-            "padding_mask": tf.ones_like(token_ids).to_tensor(default_value=0),
-        }
+        return pad_token_ids(self.tokenize(strings))
 
     def vocabulary_size(self):
         return int(self.sentencepiece.vocab_size())
