@@ -133,6 +133,7 @@ def train_sentencepiece(texts, output_path, vocabulary_size=8000, seed_sentences
         max_sentence_length=16384,
         hard_vocab_limit=False,
         minloglevel=2,
+        num_threads=os.cpu_count() or 1,
     )
     with open(output_path, "wb") as f:
         f.write(model.getvalue())

@@ -19,6 +19,7 @@ gtr-keras model directory.
 """
 
 import dataclasses
+import inspect
 import itertools
 import json
 import math
@@ -285,6 +286,8 @@ class TrainConfig:
         init: a gtr-keras model directory to fine-tune, or a preset name
             (`gtr-tiny`, `gtr-base`, ...) to train from random weights.
         data: a `TrainingData`, or a dict of its arguments.
+        model: `GTREncoder` arguments replacing the preset's when `init` is
+            a preset (e.g. `{"num_layers": 2, "embedding_dim": 128}`).
         output_dir: where checkpoints (`checkpoints/`), TensorBoard logs
             (`logs/`), the config (`train_config.json`) and the final model
             directory (`model/`) go. Rerunning with the same `output_dir`
@@ -328,6 +331,7 @@ class TrainConfig:
     init: str
     data: TrainingData
     output_dir: str
+    model: dict = dataclasses.field(default_factory=dict)
     tokenizer: str = None
     sentencepiece_vocabulary_size: int = None
     steps: int = 1000
@@ -356,6 +360,12 @@ class TrainConfig:
                 raise ValueError(f"{name} must be a positive integer, got {getattr(self, name)}")
         if not self.temperature > 0:
             raise ValueError(f"temperature must be positive, got {self.temperature}")
+        if self.model:
+            if self.init not in PRESETS:
+                raise ValueError(f"model settings {sorted(self.model)} need a preset `init`, got {self.init!r}")
+            unknown = sorted(set(self.model) - set(inspect.signature(GTREncoder).parameters))
+            if unknown:
+                raise ValueError(f"unknown model setting(s) {', '.join(unknown)}")
 
     @classmethod
     def from_dict(cls, values, source="config"):
@@ -431,8 +441,12 @@ def make_strategy(name, tpu=None):
 
 
 def _training_texts(data):
+    """Distinct texts of the training data: a BEIR collection repeats each document once per query
+    that judged it (NFCorpus: 31 times on average), which would multiply SentencePiece's work."""
     texts = itertools.chain.from_iterable((e.query, e.positive, *e.negatives) for e in data.examples())
-    return itertools.islice(texts, _SENTENCEPIECE_TEXTS)
+    seen = set()
+    distinct = (t for t in texts if not (t in seen or seen.add(t)))
+    return itertools.islice(distinct, _SENTENCEPIECE_TEXTS)
 
 
 def _tokenizer(config):
@@ -443,7 +457,8 @@ def _tokenizer(config):
         return None
     path = os.path.join(config.output_dir, "spiece.model")
     if not os.path.exists(path):
-        size = config.sentencepiece_vocabulary_size or preset_config(config.init)["vocabulary_size"] - 100
+        preset = preset_config(config.init, **config.model)
+        size = config.sentencepiece_vocabulary_size or preset["vocabulary_size"] - 100
         train_sentencepiece(_training_texts(config.data), path + ".tmp", vocabulary_size=size)
         os.replace(path + ".tmp", path)
     return GTRTokenizer(path)
@@ -455,7 +470,7 @@ def _initial_encoder(config, tokenizer, policy):
         loaded = load(config.init, dtype=policy)
         model, tokenizer = loaded.model, tokenizer or loaded.tokenizer
     elif config.init in PRESETS:
-        model = GTREncoder.from_preset(config.init, dtype=policy)
+        model = GTREncoder.from_preset(config.init, dtype=policy, **config.model)
     else:
         raise ValueError(
             f"init {config.init!r} is neither a model directory nor a preset ({sorted(PRESETS)})"
@@ -599,6 +614,7 @@ _FLAGS = (
     ("--query-length", "data.query_length", int, "query token budget"),
     ("--document-length", "data.document_length", int, "passage token budget"),
     ("--train-fraction", "data.train_fraction", float, "fraction of queries to train on"),
+    ("--max-positives-per-query", "data.max_positives_per_query", int, "examples kept per query id"),
     ("--tokenizer", "tokenizer", str, "SentencePiece model file"),
     ("--steps", "steps", int, "optimizer steps"),
     ("--batch-size", "batch_size", int, "global batch size"),

@@ -276,6 +276,16 @@ def test_train_fraction_keeps_whole_queries_deterministically(tmp_path):
     assert again == queries
 
 
+def test_max_positives_per_query_keeps_the_first_examples_of_each_query(beir_dir):
+    with pytest.warns(DataWarning):
+        data = TrainingData(str(beir_dir), num_negatives=0, max_positives_per_query=1)
+        kept = [(e.query_id, e.positive_id) for e in data.examples()]
+    assert kept == [("q0", "d0"), ("q1", "d2"), ("q2", "d3")]
+    assert sorted(r["positive_id"] for r in rows(data.text_batches(8, repeat=False))) == [b"d0", b"d2", b"d3"]
+    with pytest.raises(ValueError, match="max_positives_per_query"):
+        TrainingData(str(beir_dir), max_positives_per_query=0)
+
+
 def test_equal_texts_get_equal_hashed_ids(tmp_path, tokenizer):
     records = [{"query": f"q{i}", "positive": "the same passage", "negatives": [f"n{i}"]} for i in range(4)]
     data = TrainingData(str(write_jsonl(tmp_path / "t.jsonl", records)), num_negatives=1)

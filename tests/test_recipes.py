@@ -40,3 +40,57 @@ def test_notebook_runs_the_recipe_script():
     source = "".join("".join(cell["source"]) for cell in notebook["cells"] if cell["cell_type"] == "code")
     assert "recipes/msmarco_tpu/train_msmarco.py" in source and "--strategy tpu" in source
     assert notebook["metadata"]["accelerator"] == "TPU"
+
+
+def write_beir(root, documents, queries, splits):
+    (root / "qrels").mkdir(parents=True)
+    (root / "corpus.jsonl").write_text("".join(
+        json.dumps({"_id": f"d{i}", "title": "", "text": text}) + "\n" for i, text in enumerate(documents)))
+    (root / "queries.jsonl").write_text("".join(
+        json.dumps({"_id": f"q{i}", "text": text}) + "\n" for i, text in enumerate(queries)))
+    for split, pairs in splits.items():
+        (root / "qrels" / f"{split}.tsv").write_text(
+            "query-id\tcorpus-id\tscore\n" + "".join(f"q{q}\td{d}\t1\n" for q, d in pairs))
+
+
+def test_paper_miniature_ladder_makes_a_table_from_logged_cells(tmp_path):
+    import gzip
+
+    data = tmp_path / "data"
+    (data / "debian-descriptions").mkdir(parents=True)
+    with gzip.open(data / "debian-descriptions" / "pairs.jsonl.gz", "wt") as f:
+        for i in range(40):
+            words = [WORDS[(i * 3 + j) % len(WORDS)] for j in range(5)]
+            f.write(json.dumps({"query": " ".join(words[:2]), "positive": " ".join(words) + f" tool {i}"}) + "\n")
+    documents = [" ".join(WORDS[(i + j) % len(WORDS)] for j in range(6)) + f" study {i}" for i in range(30)]
+    queries = [" ".join(WORDS[(i + j) % len(WORDS)] for j in range(2)) for i in range(30)]
+    write_beir(data / "nfcorpus", documents, queries,
+               {"train": [(i, d) for i in range(20) for d in (i, i + 1)], "test": [(i, i) for i in range(20, 30)]})
+    write_beir(data / "zs", documents, queries, {"test": [(i, i) for i in range(10)]})
+    out = tmp_path / "out"
+    script = os.path.join(REPO, "recipes", "paper_miniature", "ladder.py")
+    settings = ["--data", str(data), "--out", str(out), "--sizes", "tiny", "--zero-shot", "zs",
+                "--vocabulary-size", "150", "--pretrain-steps", "2", "--finetune-steps", "2",
+                "--pretrain-batch-size", "8", "--finetune-batch-size", "8",
+                "--query-length", "8", "--document-length", "16"]
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
+    result = subprocess.run([sys.executable, script, "stages", *settings],
+                            capture_output=True, text=True, timeout=900, env=env)
+    assert result.returncode == 0, result.stderr[-3000:]
+    table = (out / "tables" / "stages.md").read_text()
+    assert "| tiny |" in table and "| BM25 |" in table and table.count(" / ") >= 4
+    log = [json.loads(line) for line in (out / "log.jsonl").read_text().splitlines()]
+    cells = {r["cell"] for r in log}
+    assert cells == {"tiny-pretrain", "tiny-finetune-only", "tiny-multistage", "bm25"}
+    assert any(r["command"].startswith("gtr-keras mine") for r in log)
+    assert all(r["seconds"] > 0 for r in log)
+    assert "`python recipes/paper_miniature/ladder.py run tiny-multistage`" in table
+    # A cell that exists is reused: `run` trains and evaluates nothing new.
+    result = subprocess.run([sys.executable, script, "run", "tiny-multistage", *settings],
+                            capture_output=True, text=True, timeout=300, env=env)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stdout.startswith("tiny-multistage: nfcorpus ")
+    assert len((out / "log.jsonl").read_text().splitlines()) == len(log)
+    changed = subprocess.run([sys.executable, script, "run", "tiny-multistage", *settings, "--finetune-steps", "3"],
+                             capture_output=True, text=True, timeout=300, env=env)
+    assert changed.returncode != 0 and "was made with other settings" in changed.stderr

@@ -229,6 +229,17 @@ def test_optimizer_is_adafactor_with_linear_decay():
     assert rates == pytest.approx([1e-3, 5e-4, 0.0])
 
 
+def test_sentencepiece_sees_each_training_text_once(tmp_path):
+    from gtr_keras.data import TrainingData
+    from gtr_keras.training import _training_texts
+
+    records = [{"query": f"q{i % 3}", "positive": "a passage judged by every query"} for i in range(30)]
+    path = tmp_path / "train.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in records))
+    texts = list(_training_texts(TrainingData(str(path), num_negatives=0)))
+    assert sorted(texts) == ["a passage judged by every query", "q0", "q1", "q2"]
+
+
 def test_config_file_overrides_and_errors(tmp_path):
     path = tmp_path / "train.yaml"
     path.write_text("init: gtr-tiny\noutput_dir: out\nsteps: 50\ndata: {source: t.jsonl, num_negatives: 3}\n")
@@ -242,6 +253,21 @@ def test_config_file_overrides_and_errors(tmp_path):
         load_config(path)
     with pytest.raises(ValueError, match="strategy must be one of"):
         load_config(None, {"init": "gtr-tiny", "output_dir": "o", "data.source": "t", "strategy": "gpu"})
+    with pytest.raises(ValueError, match="unknown model setting.*layers"):
+        load_config(None, {"init": "gtr-tiny", "output_dir": "o", "data.source": "t", "model": {"layers": 2}})
+    with pytest.raises(ValueError, match="need a preset `init`"):
+        load_config(None, {"init": "runs/model", "output_dir": "o", "data.source": "t", "model": {"num_layers": 2}})
+
+
+def test_model_settings_change_the_preset_shape(tmp_path):
+    config = TrainConfig(
+        init="gtr-tiny", model={"num_layers": 1, "embedding_dim": 16}, tokenizer=SPIECE,
+        output_dir=str(tmp_path / "run"), steps=2, batch_size=4, checkpoint_every=2, verbose=0,
+        data={"source": write_triples(tmp_path / "t.jsonl"), "query_length": 8, "document_length": 16},
+    )
+    trained = train(config)
+    assert (trained.model.num_layers, trained.model.embedding_dim) == (1, 16)
+    assert trained.encode_queries(["what about a cat"]).shape == (1, 16)
 
 
 def test_command_line_flags_override_the_config_file(tmp_path):

@@ -1,0 +1,325 @@
+"""The GTR paper's claims in miniature, on 2 CPU cores: one command per table.
+
+    python recipes/paper_miniature/ladder.py scaling          # paper Tables 3/4
+    python recipes/paper_miniature/ladder.py stages           # Table 5
+    python recipes/paper_miniature/ladder.py data-efficiency  # Table 6
+    python recipes/paper_miniature/ladder.py bottleneck       # Figure 5
+    python recipes/paper_miniature/ladder.py doc-length       # Figure 6
+    python recipes/paper_miniature/ladder.py run small-multistage   # one cell
+
+Every cell is a model trained with `gtr-keras train` (pre-training on Debian package descriptions,
+fine-tuning on NFCorpus train with hard negatives mined by the pre-trained model) and evaluated
+with `gtr-keras evaluate` in-domain on NFCorpus test and zero-shot on SciFact, Cranfield and CISI,
+BM25 beside it. Cells are shared between tables and kept under `--out`: a table reuses the cells
+that exist, and a killed run resumes where it stopped. Each command and its wall time is appended
+to `OUT/log.jsonl`; each table is printed and written to `OUT/tables/TABLE.md`, with the command
+and wall time of every cell and the commit it ran at.
+"""
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+from gtr_keras.data import TrainingData
+from gtr_keras.presets import parameter_count, preset_config
+from gtr_keras.tokenizer import train_sentencepiece
+
+SIZES = {
+    "tiny": dict(num_layers=1, hidden_dim=32, key_value_dim=8, num_heads=4, intermediate_dim=64),
+    "mini": dict(num_layers=2, hidden_dim=128, key_value_dim=32, num_heads=4, intermediate_dim=512),
+    "small": dict(num_layers=4, hidden_dim=256, key_value_dim=64, num_heads=4, intermediate_dim=768),
+    "medium": dict(num_layers=6, hidden_dim=384, key_value_dim=64, num_heads=6, intermediate_dim=1536),
+}
+LADDER = ("mini", "small", "medium")
+BOTTLENECK_DIMS = (64, 128, 256, 768)
+IN_DOMAIN = "nfcorpus"
+METRIC = "ndcg@10"
+SCRIPT = "python recipes/paper_miniature/ladder.py"
+
+
+class Ladder:
+    """The cells of the tables: which commands make them, run once, logged."""
+
+    def __init__(self, args):
+        self.args = args
+        self.data, self.out = args.data, args.out
+        self.zero_shot = args.zero_shot.split(",")
+        self.commit = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+            cwd=os.path.dirname(os.path.abspath(__file__)),
+        ).stdout.strip() or "unknown"
+        os.makedirs(self.out, exist_ok=True)
+
+    def path(self, *parts):
+        return os.path.join(self.out, *parts)
+
+    def execute(self, cell, command, done):
+        """Runs `command` unless its output `done` exists; logs it with its wall time."""
+        if os.path.exists(done):
+            return
+        print("+ " + " ".join(command), flush=True)
+        start = time.time()
+        subprocess.run(command, check=True)
+        record = {"cell": cell, "command": " ".join(command), "seconds": round(time.time() - start, 1),
+                  "commit": self.commit}
+        with open(self.path("log.jsonl"), "a") as f:
+            f.write(json.dumps(record) + "\n")
+
+    def log(self):
+        if not os.path.exists(self.path("log.jsonl")):
+            return []
+        with open(self.path("log.jsonl")) as f:
+            return [json.loads(line) for line in f]
+
+    def tokenizer(self):
+        """One SentencePiece model for every size, trained on both stages' texts."""
+        path = self.path("spiece.model")
+        if not os.path.exists(path):
+            texts = []
+            for data in (self.pretraining_data, self.finetuning_data):
+                examples = TrainingData(**data, num_negatives=0).examples()
+                texts += [text for e in examples for text in (e.query, e.positive)]
+            train_sentencepiece(list(dict.fromkeys(texts)), path + ".tmp", self.args.vocabulary_size)
+            os.replace(path + ".tmp", path)
+        return path
+
+    @property
+    def pretraining_data(self):
+        return {"source": os.path.join(self.data, "debian-descriptions", "pairs.jsonl.gz")}
+
+    @property
+    def finetuning_data(self):
+        return {"source": os.path.join(self.data, IN_DOMAIN), "split": "train"}
+
+    def train(self, cell, init, data, steps, batch_size, learning_rate, model=None):
+        """Trains cell `cell` with a config file, `OUT/configs/CELL.json`."""
+        lengths = {"query_length": self.args.query_length, "document_length": self.args.document_length}
+        config = {
+            "init": init, "output_dir": self.path("models", cell), "tokenizer": self.tokenizer(),
+            "data": {**data, **lengths}, "steps": steps, "batch_size": batch_size,
+            "learning_rate": learning_rate, "checkpoint_every": max(1, steps // 4),
+            "temperature": self.args.temperature, "seed": self.args.seed, "verbose": 2,
+            **({"model": model} if model else {}),
+        }
+        config_path = self.path("configs", f"{cell}.json")
+        os.makedirs(os.path.dirname(config_path), exist_ok=True)
+        if os.path.exists(config_path):
+            with open(config_path) as f:
+                if json.load(f) != config:
+                    raise SystemExit(f"{config_path}: cell {cell!r} was made with other settings; "
+                                     f"use another --out, or delete {self.path('models', cell)}")
+        with open(config_path, "w") as f:
+            json.dump(config, f, indent=2)
+        self.execute(cell, ["gtr-keras", "train", "--config", config_path],
+                     self.path("models", cell, "model", "config.json"))
+        return self.path("models", cell, "model")
+
+    def model(self, size, stage, dim=768):
+        """Trains the `stage` model of `size` (and what it depends on); returns its name."""
+        shape = {**SIZES[size], "vocabulary_size": self.args.vocabulary_size + 100, "embedding_dim": dim}
+        suffix = "" if dim == 768 else f"-d{dim}"
+        pretrained = f"{size}-pretrain{suffix}"
+        self.train(pretrained, "gtr-small", {**self.pretraining_data, "num_negatives": 0},
+                   self.args.pretrain_steps, self.args.pretrain_batch_size, self.args.learning_rate, shape)
+        if stage == "pretrain":
+            return pretrained
+        negatives = self.path("negatives", f"{pretrained}.jsonl")
+        os.makedirs(os.path.dirname(negatives), exist_ok=True)
+        self.execute(pretrained, [
+            "gtr-keras", "mine", "--model", self.path("models", pretrained, "model"),
+            "--dataset", os.path.join(self.data, IN_DOMAIN), "--split", "train", "--depth", "100",
+            "--skip-top", "5", "--per-query", "5", "--no-progress", "--out", negatives,
+        ], negatives)
+        data = {**self.finetuning_data, "negatives_file": negatives, "num_negatives": 1,
+                "max_positives_per_query": self.args.max_positives_per_query}
+        cell = f"{size}-{stage}{suffix}"
+        steps, batch = self.args.finetune_steps, self.args.finetune_batch_size
+        if stage == "multistage":
+            self.train(cell, self.path("models", pretrained, "model"), data, steps, batch,
+                       self.args.finetune_learning_rate)
+        elif stage == "multistage-10pct":
+            self.train(cell, self.path("models", pretrained, "model"), {**data, "train_fraction": 0.1},
+                       steps, batch, self.args.finetune_learning_rate)
+        elif stage == "finetune-only":
+            self.train(cell, "gtr-small", data, steps, batch, self.args.learning_rate, shape)
+        else:
+            raise ValueError(f"unknown stage {stage!r}")
+        return cell
+
+    def evaluate(self, cell, dataset):
+        """NDCG@10 etc. of a cell (or `bm25`) on a dataset's test split; returns the metrics."""
+        out = self.path("results", cell, f"{dataset}.json")
+        os.makedirs(os.path.dirname(out), exist_ok=True)
+        command = ["gtr-keras", "evaluate", "--dataset", os.path.join(self.data, dataset),
+                   "--output-json", out, "--run-out", out[:-len(".json")] + ".run"]
+        command += ["--retriever", "bm25"] if cell == "bm25" else ["--model", self.path("models", cell, "model")]
+        self.execute(cell, command, out)
+        with open(out) as f:
+            return json.load(f)["metrics"]
+
+    def scores(self, cell):
+        """`{dataset: NDCG@10}` for the in-domain and zero-shot datasets, and the zero-shot mean."""
+        values = {d: self.evaluate(cell, d)[METRIC] for d in (IN_DOMAIN, *self.zero_shot)}
+        values["zero-shot avg"] = statistics.mean(values[d] for d in self.zero_shot)
+        return values
+
+    def cell_note(self, cell):
+        records = [r for r in self.log() if r["cell"] == cell]
+        seconds = sum(r["seconds"] for r in records)
+        commits = sorted({r["commit"] for r in records}) or [self.commit]
+        return f"`{SCRIPT} run {cell}`: {seconds:.0f} s (train + mine + evaluate), commit {', '.join(commits)}"
+
+
+def non_embedding_parameters(size, dim=768):
+    config = preset_config("gtr-small", **SIZES[size], embedding_dim=dim)
+    return parameter_count(config) - config["vocabulary_size"] * config["hidden_dim"]
+
+
+def markdown(header, rows):
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(str(v) for v in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def score_table(ladder, cells, label):
+    """Rows of NDCG@10 per dataset for `cells` (`{row label: cell}`), BM25 last."""
+    columns = [IN_DOMAIN, *ladder.zero_shot, "zero-shot avg"]
+    rows = []
+    for name, cell in {**cells, "BM25": "bm25"}.items():
+        values = ladder.scores(cell)
+        rows.append([name, *(f"{values[c]:.4f}" for c in columns)])
+    return markdown([label, *columns], rows)
+
+
+def table_scaling(ladder):
+    cells = {f"{size} ({non_embedding_parameters(size) / 1e6:.1f}M)": ladder.model(size, "multistage")
+             for size in ladder.args.sizes}
+    return score_table(ladder, cells, "size (non-embedding params)"), cells.values()
+
+
+def stage_rows(ladder, stages):
+    """One row per size of `IN_DOMAIN / zero-shot avg` NDCG@10 for `stages`, BM25 last."""
+    rows, cells = [], []
+    for size in ladder.args.sizes:
+        stage_cells = [ladder.model(size, stage) for stage in stages]
+        cells += stage_cells
+        scores = [ladder.scores(cell) for cell in stage_cells]
+        rows.append([size, *(f"{s[IN_DOMAIN]:.4f} / {s['zero-shot avg']:.4f}" for s in scores)])
+    bm25 = ladder.scores("bm25")
+    rows.append(["BM25", f"{bm25[IN_DOMAIN]:.4f} / {bm25['zero-shot avg']:.4f}", *[""] * (len(stages) - 1)])
+    note = f"\n\nEach cell: {IN_DOMAIN} NDCG@10 / zero-shot average NDCG@10 ({', '.join(ladder.zero_shot)})."
+    return rows, cells, note
+
+
+def table_stages(ladder):
+    rows, cells, note = stage_rows(ladder, ("finetune-only", "pretrain", "multistage"))
+    return markdown(["size", "fine-tune only", "pre-train only", "pre-train + fine-tune"], rows) + note, cells
+
+
+def table_data_efficiency(ladder):
+    rows, cells, note = stage_rows(ladder, ("pretrain", "multistage-10pct", "multistage"))
+    return markdown(["size", "no fine-tuning", "fine-tune on 10%", "fine-tune on 100%"], rows) + note, cells
+
+
+def table_bottleneck(ladder):
+    rows, cells = [], []
+    for size in ladder.args.sizes[:2]:
+        dim_cells = [ladder.model(size, "multistage", dim) for dim in BOTTLENECK_DIMS]
+        cells += dim_cells
+        rows.append([size, *(f"{ladder.scores(cell)['zero-shot avg']:.4f}" for cell in dim_cells)])
+    rows.append(["BM25", f"{ladder.scores('bm25')['zero-shot avg']:.4f}", *[""] * (len(BOTTLENECK_DIMS) - 1)])
+    header = ["size", *(f"D={dim}" for dim in BOTTLENECK_DIMS)]
+    return markdown(header, rows) + "\n\nEach cell: zero-shot average NDCG@10.", cells
+
+
+def table_doc_length(ladder):
+    cells = {size: ladder.model(size, "multistage") for size in ladder.args.sizes}
+    rows = []
+    for name, cell in {**cells, "BM25": "bm25"}.items():
+        row = [name]
+        for dataset in ladder.zero_shot:
+            ladder.evaluate(cell, dataset)
+            result = subprocess.run(
+                ["gtr-keras", "analyze-lengths", "--run", ladder.path("results", cell, f"{dataset}.run"),
+                 "--dataset", os.path.join(ladder.data, dataset)],
+                check=True, capture_output=True, text=True,
+            )
+            lengths = json.loads(result.stdout)
+            row.append(f"{lengths['median_words_top10']:.0f} (relevant {lengths['median_words_relevant']:.0f})")
+        rows.append(row)
+    note = "\n\nEach cell: median words of the top-10 retrieved documents (of the relevant documents)."
+    return markdown(["model", *ladder.zero_shot], rows) + note, cells.values()
+
+
+TABLES = {
+    "scaling": table_scaling,
+    "stages": table_stages,
+    "data-efficiency": table_data_efficiency,
+    "bottleneck": table_bottleneck,
+    "doc-length": table_doc_length,
+}
+
+
+def parse_args(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("table", choices=[*TABLES, "run"])
+    parser.add_argument("cell", nargs="?", help="with `run`: SIZE-STAGE[-dDIM], e.g. small-multistage-d128")
+    parser.add_argument("--data", default="../shared/data")
+    parser.add_argument("--out", default="runs/paper_miniature")
+    parser.add_argument("--sizes", default=",".join(LADDER), type=lambda s: s.split(","),
+                        help=f"comma-separated, from {sorted(SIZES)} (bottleneck: the first two)")
+    parser.add_argument("--zero-shot", default="scifact,cranfield,cisi")
+    parser.add_argument("--vocabulary-size", type=int, default=8000)
+    parser.add_argument("--query-length", type=int, default=32)
+    parser.add_argument("--document-length", type=int, default=128)
+    parser.add_argument("--pretrain-steps", type=int, default=600)
+    parser.add_argument("--pretrain-batch-size", type=int, default=64)
+    parser.add_argument("--finetune-steps", type=int, default=400)
+    parser.add_argument("--finetune-batch-size", type=int, default=32)
+    parser.add_argument("--learning-rate", type=float, default=1e-3, help="from random initialisation")
+    parser.add_argument("--finetune-learning-rate", type=float, default=1e-4, help="from a pre-trained model")
+    parser.add_argument("--max-positives-per-query", type=int, default=10)
+    parser.add_argument("--temperature", type=float, default=0.01)
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args(argv)
+    unknown = sorted(set(args.sizes) - set(SIZES))
+    if unknown:
+        parser.error(f"unknown size(s) {unknown}; expected some of {sorted(SIZES)}")
+    if (args.table == "run") != (args.cell is not None):
+        parser.error("give a cell with `run`, and only with `run`")
+    return args
+
+
+def run_cell(ladder, cell):
+    size, _, rest = cell.partition("-")
+    dim = 768
+    if "-d" in rest:
+        rest, _, dim = rest.rpartition("-d")
+        dim = int(dim)
+    if size not in SIZES:
+        raise SystemExit(f"unknown size {size!r} in cell {cell!r}; expected one of {sorted(SIZES)}")
+    name = ladder.model(size, rest, dim)
+    return f"{name}: " + ", ".join(f"{k} {v:.4f}" for k, v in ladder.scores(name).items())
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    ladder = Ladder(args)
+    if args.table == "run":
+        print(run_cell(ladder, args.cell))
+        return
+    table, cells = TABLES[args.table](ladder)
+    notes = "\n".join(f"- {cell}: {ladder.cell_note(cell)}" for cell in [*cells, "bm25"])
+    text = f"{table}\n\nCells (command, wall time, commit):\n\n{notes}\n"
+    os.makedirs(ladder.path("tables"), exist_ok=True)
+    with open(ladder.path("tables", f"{args.table}.md"), "w") as f:
+        f.write(text)
+    print(text)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
