@@ -84,7 +84,7 @@ def test_paper_miniature_ladder_makes_a_table_from_logged_cells(tmp_path):
     assert cells == {"tiny-pretrain", "tiny-finetune-only", "tiny-multistage", "bm25"}
     assert any(r["command"].startswith("gtr-keras mine") for r in log)
     assert all(r["seconds"] > 0 for r in log)
-    assert "`python recipes/paper_miniature/ladder.py run tiny-multistage`" in table
+    assert "`python recipes/paper_miniature/ladder.py run tiny-multistage --data " in table
     # A cell that exists is reused: `run` trains and evaluates nothing new.
     result = subprocess.run([sys.executable, script, "run", "tiny-multistage", *settings],
                             capture_output=True, text=True, timeout=300, env=env)

@@ -171,7 +171,8 @@ class Ladder:
         records = [r for r in self.log() if r["cell"] == cell]
         seconds = sum(r["seconds"] for r in records)
         commits = sorted({r["commit"] for r in records}) or [self.commit]
-        return f"`{SCRIPT} run {cell}`: {seconds:.0f} s (train + mine + evaluate), commit {', '.join(commits)}"
+        command = " ".join([SCRIPT, "run", cell, *self.args.settings])
+        return f"`{command}`: {seconds:.0f} s of commands (train, mine, evaluate), commit {', '.join(commits)}"
 
 
 def non_embedding_parameters(size, dim=768):
@@ -267,7 +268,7 @@ TABLES = {
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("table", choices=[*TABLES, "run"])
-    parser.add_argument("cell", nargs="?", help="with `run`: SIZE-STAGE[-dDIM], e.g. small-multistage-d128")
+    parser.add_argument("cell", nargs="?", help="with `run`: SIZE-STAGE[-dDIM] (e.g. small-multistage-d128) or bm25")
     parser.add_argument("--data", default="../shared/data")
     parser.add_argument("--out", default="runs/paper_miniature")
     parser.add_argument("--sizes", default=",".join(LADDER), type=lambda s: s.split(","),
@@ -291,10 +292,18 @@ def parse_args(argv=None):
         parser.error(f"unknown size(s) {unknown}; expected some of {sorted(SIZES)}")
     if (args.table == "run") != (args.cell is not None):
         parser.error("give a cell with `run`, and only with `run`")
+    args.settings = []
+    for action in parser._actions:
+        value = getattr(args, action.dest, None)
+        text = ",".join(value) if isinstance(value, list) else str(value)
+        if action.option_strings and action.dest != "help" and text != str(action.default):
+            args.settings += [action.option_strings[0], text]
     return args
 
 
 def run_cell(ladder, cell):
+    if cell == "bm25":
+        return "bm25: " + ", ".join(f"{k} {v:.4f}" for k, v in ladder.scores(cell).items())
     size, _, rest = cell.partition("-")
     dim = 768
     if "-d" in rest:
