@@ -44,7 +44,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from gtr_keras.checkpoints import convert_sentence_transformers, load, save  # noqa: E402
 from gtr_keras.corpus import load_corpus  # noqa: E402
 from gtr_keras.tokenizer import EOS_ID, train_sentencepiece  # noqa: E402
-from results import RESULTS, machine, record, time_interleaved  # noqa: E402
+from results import RESULTS, machine, publish, time_interleaved  # noqa: E402
 from tests.reference_checkpoint import BASE_T5, TINY_T5, build_checkpoint  # noqa: E402
 
 SECTION = "## Encode"
@@ -344,10 +344,7 @@ def main(argv=None):
     block += [f"| {t} | {m} | {'yes' if ok else 'NO'} |" for t, m, ok in targets(forward, corpus_result,
                                                                                    bf16_cosines, trained)]
     text = "\n".join(block)
-    print(text)
-    if not args.no_record:
-        record(args.results, SECTION, text)
-        print(f"Appended to {args.results}")
+    publish(text, args.results, SECTION, record_it=not args.no_record)
 
 
 if __name__ == "__main__":

@@ -18,6 +18,14 @@ def machine():
     return f"{len(os.sched_getaffinity(0))} CPUs (nproc), {model}"
 
 
+def publish(block, path, section, record_it=True):
+    """Prints `block` and, unless `record_it` is false, appends it to `section` of `path`."""
+    print(block)
+    if record_it:
+        record(path, section, block)
+        print(f"Appended to {path}")
+
+
 def record(path, section, block):
     """Appends `block` to the end of `section` (a `## ` heading) of the markdown file `path`."""
     lines = ["# Benchmark results"]

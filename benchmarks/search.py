@@ -26,7 +26,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 import numpy as np
 
 from gtr_keras.index import SearchIndex, scann_params
-from results import RESULTS, machine, record
+from results import RESULTS, machine, publish
 
 K = 10
 SECTION = "## Search"
@@ -190,10 +190,7 @@ Command: `{command}`
 
 {table(rows)}
 """
-    print(block)
-    if not args.no_record:
-        record(args.results, SECTION, block)
-        print(f"Appended to {args.results}")
+    publish(block, args.results, SECTION, record_it=not args.no_record)
 
 
 if __name__ == "__main__":

@@ -39,7 +39,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from gtr_keras.checkpoints import convert_sentence_transformers  # noqa: E402
 from gtr_keras.tokenizer import EOS_ID  # noqa: E402
 from gtr_keras.training import DualEncoder, make_optimizer  # noqa: E402
-from results import RESULTS, machine, record, time_interleaved  # noqa: E402
+from results import RESULTS, machine, publish, time_interleaved  # noqa: E402
 from tests.reference_checkpoint import BASE_T5, ST_DIR, TINY_T5, build_checkpoint  # noqa: E402
 
 SECTION = "## Train"
@@ -204,10 +204,7 @@ Command: `{command}`
 
 Target (gtr-keras >= 1.2x sentence-transformers pairs/s): {met}.
 """
-    print(block)
-    if not args.no_record:
-        record(args.results, SECTION, block)
-        print(f"Appended to {args.results}")
+    publish(block, args.results, SECTION, record_it=not args.no_record)
 
 
 if __name__ == "__main__":
