@@ -292,12 +292,12 @@ def parse_args(argv=None):
         parser.error(f"unknown size(s) {unknown}; expected some of {sorted(SIZES)}")
     if (args.table == "run") != (args.cell is not None):
         parser.error("give a cell with `run`, and only with `run`")
-    args.settings = []
-    for action in parser._actions:
-        value = getattr(args, action.dest, None)
+    settings = []
+    for dest, value in vars(args).items():
         text = ",".join(value) if isinstance(value, list) else str(value)
-        if action.option_strings and action.dest != "help" and text != str(action.default):
-            args.settings += [action.option_strings[0], text]
+        if dest not in ("table", "cell") and text != str(parser.get_default(dest)):
+            settings += ["--" + dest.replace("_", "-"), text]
+    args.settings = settings
     return args
 
 
