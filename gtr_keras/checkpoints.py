@@ -62,7 +62,7 @@ def save(encoder, directory):
         encoder.tokenizer.save_assets(str(staging))
 
 
-def load(directory, jit_compile=False, dtype=None):
+def load(directory, jit_compile=False, dtype=None, query_length=None, document_length=None):
     """Loads a model directory written by `save` or `gtr-keras convert`.
 
     Args:
@@ -71,10 +71,12 @@ def load(directory, jit_compile=False, dtype=None):
         dtype: optional dtype policy for the model: `"bfloat16"` for
             bfloat16 inference (float32 embeddings out), `"mixed_bfloat16"`
             to train in bfloat16.
+        query_length: token budget for queries instead of the saved one.
+        document_length: token budget for documents instead of the saved one.
 
     Example:
     >>> encoder = gtr_keras.load("models/gtr-base")
-    >>> fast = gtr_keras.load("models/gtr-base", dtype="bfloat16")
+    >>> fast = gtr_keras.load("models/gtr-base", dtype="bfloat16", document_length=256)
     """
     config_path = os.path.join(directory, CONFIG_FILE)
     config = _read_json(config_path)
@@ -98,7 +100,9 @@ def load(directory, jit_compile=False, dtype=None):
     tok = config.get("tokenizer", {})
     tokenizer = GTRTokenizer(_read_spiece(directory), lowercase=tok.get("lowercase", False))
     return Encoder(
-        model, tokenizer, tok.get("query_length", QUERY_LENGTH), tok.get("document_length", DOCUMENT_LENGTH),
+        model, tokenizer,
+        query_length or tok.get("query_length", QUERY_LENGTH),
+        document_length or tok.get("document_length", DOCUMENT_LENGTH),
         jit_compile=jit_compile,
     )
 

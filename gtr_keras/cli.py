@@ -18,16 +18,13 @@ from gtr_keras.files import atomic_file
 
 
 def _encoder(args):
+    """The `--model` encoder, with the `add_encoder_arguments` settings where the sub-command has them."""
     from gtr_keras.checkpoints import load
 
-    return load(args.model)
-
-
-def _encoder_in_precision(args):
-    """The `--model` encoder in `--precision`'s dtype policy."""
-    from gtr_keras.checkpoints import load
-
-    return load(args.model, dtype=INFERENCE_PRECISIONS[args.precision])
+    return load(
+        args.model, dtype=INFERENCE_PRECISIONS[getattr(args, "precision", "float32")],
+        query_length=getattr(args, "query_length", None), document_length=getattr(args, "document_length", None),
+    )
 
 
 def convert(args):
@@ -47,7 +44,7 @@ def encode(args):
 
     ids, texts = read_texts(args.input)
     kind = args.kind or ("query" if os.path.basename(args.input).startswith("queries.") else "document")
-    encoder = _encoder_in_precision(args)
+    encoder = _encoder(args)
     embeddings = encoder.encode(texts, kind=kind, batch_size=args.batch_size, progress=args.progress)
     ids_path = f"{os.path.splitext(args.output)[0]}.ids.txt"
     if any("\n" in i or "\r" in i for i in ids):
@@ -125,8 +122,12 @@ def evaluate(args):
     if not report.ok:
         print(f"warning: {report}", file=sys.stderr)
     ignore = not args.keep_identical_ids
+    settings = {}
     if args.retriever == "gtr":
-        run = gtr_run(_encoder(args), corpus, queries, batch_size=args.batch_size, ignore_identical_ids=ignore)
+        encoder = _encoder(args)
+        settings = {"precision": args.precision, "query_length": encoder.query_length,
+                    "document_length": encoder.document_length}
+        run = gtr_run(encoder, corpus, queries, batch_size=args.batch_size, ignore_identical_ids=ignore)
     else:
         run = bm25_run(corpus, queries, ignore_identical_ids=ignore)
     metrics = evaluate_run(qrels, run)
@@ -135,8 +136,8 @@ def evaluate(args):
     if args.run_out:
         write_trec_run(args.run_out, run, tag=f"gtr-keras-{args.retriever}")
     if args.output_json:
-        result = {"dataset": name, "split": args.split, "retriever": args.retriever, "metrics": metrics,
-                  "num_queries": len(qrels)}
+        result = {"dataset": name, "split": args.split, "retriever": args.retriever, **settings,
+                  "metrics": metrics, "num_queries": len(qrels)}
         with atomic_file(args.output_json) as f:
             f.write(json.dumps(result, indent=2).encode("utf-8"))
 
@@ -173,7 +174,7 @@ def demo(args):
 def export(args):
     from gtr_keras.export import export_encoder, export_searcher
 
-    encoder = _encoder_in_precision(args)
+    encoder = _encoder(args)
     print(f"wrote {export_encoder(encoder, args.out, args.version)}")
     if args.index:
         print(f"wrote {export_searcher(encoder, args.index, args.out, args.searcher, args.version, args.k)}")
@@ -218,13 +219,33 @@ def add_beam_arguments(parser):
 INFERENCE_PRECISIONS = {"float32": None, "bfloat16": "bfloat16"}
 
 
-def add_precision_argument(parser):
-    """Adds `--precision float32|bfloat16` (the forward pass's dtype) to a parser."""
+def add_encoder_arguments(parser):
+    """Adds `--precision float32|bfloat16` and the token budgets `--query-length`, `--document-length`.
+
+    The budgets default to the model directory's; GTR was trained with 64 and 512.
+
+    Example:
+    >>> parser = argparse.ArgumentParser()
+    >>> add_encoder_arguments(parser)
+    >>> parser.parse_args(["--document-length", "256"]).document_length
+    256
+    """
     parser.add_argument(
         "--precision", choices=list(INFERENCE_PRECISIONS), default="float32",
         help="bfloat16: weights and arithmetic in bfloat16, float32 embeddings out; faster on CPUs with "
              "AVX512-BF16 or AMX (see benchmarks/RESULTS.md)",
     )
+    parser.add_argument("--query-length", type=_positive_int, default=None,
+                        help="query token budget, EOS included (default: the model's)")
+    parser.add_argument("--document-length", type=_positive_int, default=None,
+                        help="document token budget, EOS included (default: the model's)")
+
+
+def _positive_int(text):
+    value = int(text)
+    if value < 2:
+        raise argparse.ArgumentTypeError(f"must be at least 2 (one token and EOS), got {value}")
+    return value
 
 
 def build_parser():
@@ -247,7 +268,7 @@ def build_parser():
     p.add_argument("--batch-size", type=int, default=32)
     p.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
                    help="progress bar (default: on for inputs of 5000 texts or more)")
-    add_precision_argument(p)
+    add_encoder_arguments(p)
     p.set_defaults(handler=encode)
 
     p = commands.add_parser("index", help="encode a corpus and build a search index (resumable)")
@@ -280,6 +301,7 @@ def build_parser():
     p.add_argument("--output-json", help="write the metrics as JSON")
     p.add_argument("--keep-identical-ids", action="store_true",
                    help="keep documents whose id equals the query id (BEIR drops them)")
+    add_encoder_arguments(p)
     p.set_defaults(handler=evaluate)
 
     p = commands.add_parser("analyze-lengths", help="median words of top-10 vs relevant documents (GTR paper 6.4)")
@@ -303,6 +325,7 @@ def build_parser():
     p.add_argument("--batch-size", type=int, default=32)
     p.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None)
     p.add_argument("--out", required=True, help="negatives JSONL ({\"query_id\", \"negative_ids\"} a line)")
+    add_encoder_arguments(p)
     p.set_defaults(handler=mine)
 
     p = commands.add_parser("export", help="SavedModels for hub.load, Keras 3 TFSMLayer and TF Serving")
@@ -313,7 +336,7 @@ def build_parser():
                    help="scann needs ScaNN's ops in the server; brute-force runs on stock TF Serving")
     p.add_argument("--version", type=int, default=1, help="TF Serving version directory")
     p.add_argument("-k", type=int, default=10, help="results per query of the searcher's serving_default")
-    add_precision_argument(p)
+    add_encoder_arguments(p)
     p.set_defaults(handler=export)
 
     p = commands.add_parser("demo", help="the main job: index, search, evaluate vs BM25 and export, offline")

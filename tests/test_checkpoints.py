@@ -53,6 +53,9 @@ def test_save_load_round_trip_gives_identical_embeddings(tmp_path, tiny_encoder)
     np.testing.assert_array_equal(again.encode_queries(texts), tiny_encoder.encode_queries(texts))
     assert (again.query_length, again.document_length) == (64, 512)
     assert sorted(os.listdir(tmp_path)) == ["copy"]  # no staging directory left behind
+    shorter = gtr_keras.load(str(tmp_path / "copy"), query_length=16, document_length=32)
+    assert (shorter.query_length, shorter.document_length) == (16, 32)
+    assert len(shorter.tokenize(texts[2:], "document")[0]) == 32
 
 
 def _copy_st(tmp_path):

@@ -79,3 +79,22 @@ def test_encode_in_bfloat16_is_close_to_float32(tmp_path, tiny_model_dir, tiny_e
     assert embeddings.dtype == np.float32
     assert not np.array_equal(embeddings, expected)
     np.testing.assert_allclose(np.sum(embeddings * expected, axis=1), 1.0, atol=1e-3)
+
+
+def test_document_length_overrides_the_model_directory(tmp_path, tiny_model_dir, tiny_encoder):
+    from gtr_keras.encoder import Encoder
+
+    path = tmp_path / "texts.txt"
+    long_text = "boundary layer transition on a swept wing " * 20
+    path.write_text(long_text + "\n")
+    code, out = _encode(tiny_model_dir, path, "--document-length", "8")
+    assert code == 0
+    cut = Encoder(tiny_encoder.model, tiny_encoder.tokenizer, document_length=8).encode_documents([long_text])
+    np.testing.assert_allclose(np.load(out), cut, atol=1e-6)
+    assert np.sum(cut * tiny_encoder.encode_documents([long_text])) < 0.999
+
+
+def test_token_budget_below_two_is_refused(tmp_path, tiny_model_dir, capsys):
+    with pytest.raises(SystemExit):
+        _encode(tiny_model_dir, tmp_path / "texts.txt", "--query-length", "1")
+    assert "--query-length: must be at least 2" in capsys.readouterr().err

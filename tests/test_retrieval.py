@@ -143,6 +143,8 @@ def test_evaluate_reports_unknown_qrels_and_writes_json_and_run(tmp_path, tiny_m
         assert "ghost-doc" in captured.err and "q9" in captured.err
         result = json.loads(out_json.read_text())
         assert result["retriever"] == retriever and result["num_queries"] == 3 and result["split"] == "test"
+        if retriever == "gtr":
+            assert (result["precision"], result["query_length"], result["document_length"]) == ("float32", 64, 512)
         assert set(result["metrics"]) == {"ndcg@10", "mrr@10", "recall@100", "recall@1000", "map"}
         assert result["metrics"]["recall@100"] == 1.0  # 60 documents: everything is retrieved
         lines = run.read_text().splitlines()
