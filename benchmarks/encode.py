@@ -8,8 +8,10 @@ turns within each repetition:
 
 - sequences/s of the forward pass on identical token ids at (L=128, B=32) and
   (L=512, B=8), and the latency of one query at (L=64, B=1);
-- the CPU's attainable float32 FLOP rate (a large `tf.matmul`), and the FLOP
-  rate each forward pass achieves as a fraction of it (matmul FLOPs counted);
+- the CPU's attainable float32 and bfloat16 FLOP rates (a large `tf.matmul`),
+  the FLOP rate each forward pass achieves as a fraction of its precision's
+  (matmul FLOPs counted), and from them the best ratio each target could reach
+  on this CPU;
 - end-to-end documents/s on a sample of a BEIR corpus (variable lengths)
   through each library's own `encode`: tokenisation, length sorting, padding,
   batch size 32, 512 tokens;
@@ -55,6 +57,7 @@ TRAINED_MODEL = "runs/pretrain_finetune_cpu/finetune/model"
 TORCH = "sentence-transformers fp32"
 OURS, OURS_XLA, OURS_BF16 = "gtr-keras fp32", "gtr-keras fp32 XLA", "gtr-keras bf16"
 BF16_POLICY = "bfloat16"  # as `--precision bfloat16`: bfloat16 weights and arithmetic, float32 output
+PRECISIONS = ("float32", "bfloat16")
 
 
 def prepare_checkpoints(config_name, corpus_texts, work_dir):
@@ -79,9 +82,9 @@ def forward_flops(model, batch, length):
     return model.num_layers * (batch * length * per_token + attention) + 2 * batch * model.hidden_dim * model.embedding_dim
 
 
-def square_matmul(size):
-    """A `size` x `size` float32 `tf.matmul` (the attainable-rate probe) and its FLOPs."""
-    a, b = tf.random.normal([size, size]), tf.random.normal([size, size])
+def square_matmul(size, dtype):
+    """A `size` x `size` `tf.matmul` in `dtype` (the attainable-rate probe) and its FLOPs."""
+    a, b = (tf.cast(tf.random.normal([size, size]), dtype) for _ in range(2))
     matmul = tf.function(lambda x, y: tf.reduce_sum(tf.matmul(x, y)))
     return (lambda: matmul(a, b).numpy()), 2 * size**3
 
@@ -105,24 +108,26 @@ def torch_forward(st):
 
 
 def forward_rows(forwards, model, vocabulary, matmul_size, repeats):
-    """Throughput rows at `SHAPES`, latency rows at `LATENCY_SHAPE`, and the attainable GFLOP/s.
+    """Throughput rows at `SHAPES`, latency rows at `LATENCY_SHAPE`, and the attainable GFLOP/s per precision.
 
     The attainable rate is the best median of the square matmul, which takes
     its turn among the libraries at each throughput shape, so that it runs
     under the same conditions as they do.
     """
-    matmul, matmul_flops = square_matmul(matmul_size)
-    rows, matmul_rates = [], []
+    matmuls = {f"matmul {dtype}": square_matmul(matmul_size, dtype) for dtype in PRECISIONS}
+    rows, matmul_rates = [], {dtype: [] for dtype in PRECISIONS}
     for (length, batch), kind in [(shape, "throughput") for shape in SHAPES] + [(LATENCY_SHAPE, "latency")]:
         ids, mask = token_batch(batch, length, vocabulary, seed=length)
         outputs = {name: fn(ids, mask) for name, fn in forwards.items()}
         functions = {name: (lambda fn=fn: fn(ids, mask)) for name, fn in forwards.items()}
         if kind == "throughput":
-            functions["matmul"] = matmul
+            functions.update({name: fn for name, (fn, _) in matmuls.items()})
         seconds = time_interleaved(functions, repeats * (4 if kind == "latency" else 1))
         if kind == "throughput":
-            matmul_rates.append(matmul_flops / statistics.median(seconds.pop("matmul")) / 1e9)
-            print(f"{matmul_size}^2 float32 tf.matmul: {matmul_rates[-1]:.1f} GFLOP/s", flush=True)
+            for dtype in PRECISIONS:
+                name = f"matmul {dtype}"
+                matmul_rates[dtype].append(matmuls[name][1] / statistics.median(seconds.pop(name)) / 1e9)
+                print(f"{matmul_size}^2 {dtype} tf.matmul: {matmul_rates[dtype][-1]:.1f} GFLOP/s", flush=True)
         flops = forward_flops(model, batch, length)
         reference = statistics.median(seconds[TORCH])
         for name, times in seconds.items():
@@ -132,10 +137,14 @@ def forward_rows(forwards, model, vocabulary, matmul_size, repeats):
                 "seq_per_s": batch / median, "gflops": flops / median / 1e9, "vs_torch": reference / median,
                 "min_cosine_to_torch": float(np.min(np.sum(outputs[name] * outputs[TORCH], axis=1))),
             })
-    attainable = max(matmul_rates)
+    attainable = {dtype: max(rates) for dtype, rates in matmul_rates.items()}
     for row in rows:
-        row["fraction"] = row["gflops"] / attainable
+        row["fraction"] = row["gflops"] / attainable[precision_of(row["library"])]
     return rows, attainable
+
+
+def precision_of(library):
+    return "bfloat16" if library == OURS_BF16 else "float32"
 
 
 def corpus_rows(st, encoders, texts, batch_size):
@@ -206,36 +215,49 @@ def table_corpus(rows, num_docs):
     return "\n".join(lines)
 
 
-def targets(forward, corpus, bf16_cosines, trained):
-    """The issue's targets against this run's numbers: (target, measured, met)."""
+def targets(forward, corpus, bf16_cosines, trained, attainable):
+    """The issue's targets against this run's numbers: (target, measured, best this CPU allows, met).
+
+    The bound of a speed target is what the measured attainable matmul rate
+    would give if every matmul FLOP of the forward pass ran at it (and nothing
+    else took time): no implementation on this CPU does better.
+    """
     def row(library, kind, length):
         return next(r for r in forward if r["library"] == library and r["kind"] == kind and r["L"] == length)
 
-    ours_128, ours_latency = row(OURS, "throughput", 128), row(OURS, "latency", 64)
-    torch_latency = row(TORCH, "latency", 64)
+    def latency_row(library):
+        ours, torch = row(library, "latency", 64), row(TORCH, "latency", 64)
+        ratio = ours["seconds"] / torch["seconds"]
+        bound = torch["gflops"] / attainable[precision_of(library)]
+        return (f"query latency (L=64, B=1) <= 0.5x PyTorch's, {library}",
+                f"{ratio:.2f}x ({ours['seconds'] * 1e3:.1f} vs {torch['seconds'] * 1e3:.1f} ms)",
+                f">= {bound:.2f}x", ratio <= 0.5)
+
+    ours_128, torch_128 = row(OURS, "throughput", 128), row(TORCH, "throughput", 128)
     best_fraction = max(r["fraction"] for r in forward if r["library"] == OURS and r["kind"] == "throughput")
     ours_corpus = next(r for r in corpus if r["library"] == OURS)
     result = [
-        ("fp32 encode (L=128, B=32) >= 1.5x PyTorch", f"{ours_128['vs_torch']:.2f}x", ours_128["vs_torch"] >= 1.5),
-        ("query latency (L=64, B=1) <= 0.5x PyTorch's",
-         f"{ours_latency['seconds'] / torch_latency['seconds']:.2f}x "
-         f"({ours_latency['seconds'] * 1e3:.1f} vs {torch_latency['seconds'] * 1e3:.1f} ms)",
-         ours_latency["seconds"] <= 0.5 * torch_latency["seconds"]),
-        ("achieved FLOP rate >= 80% of attainable (best throughput shape)", f"{best_fraction:.0%}",
+        ("fp32 encode (L=128, B=32) >= 1.5x PyTorch", f"{ours_128['vs_torch']:.2f}x",
+         f"<= {attainable['float32'] / torch_128['gflops']:.2f}x", ours_128["vs_torch"] >= 1.5),
+        latency_row(OURS),
+        ("achieved FLOP rate >= 80% of attainable (best throughput shape)", f"{best_fraction:.0%}", "100%",
          best_fraction >= 0.8),
-        ("corpus docs/s >= 1.5x sentence-transformers", f"{ours_corpus['vs_torch']:.2f}x",
+        ("corpus docs/s >= 1.5x sentence-transformers", f"{ours_corpus['vs_torch']:.2f}x", "",
          ours_corpus["vs_torch"] >= 1.5),
     ]
     if any(r["library"] == OURS_BF16 for r in forward):
-        bf16_128 = row(OURS_BF16, "throughput", 128)
-        speedup = ours_128["seconds"] / bf16_128["seconds"]
-        result.append(("bf16 throughput (L=128, B=32) >= 1.8x our fp32", f"{speedup:.2f}x", speedup >= 1.8))
+        result.append(latency_row(OURS_BF16))
+        speedup = ours_128["seconds"] / row(OURS_BF16, "throughput", 128)["seconds"]
+        bound = attainable["bfloat16"] / ours_128["gflops"]
+        result.append(("bf16 throughput (L=128, B=32) >= 1.8x our fp32", f"{speedup:.2f}x", f"<= {bound:.2f}x",
+                       speedup >= 1.8))
         cosines = [bf16_cosines] + ([trained["cosines"]] if trained else [])
         low = min(float(np.min(c)) for c in cosines)
-        result.append(("bf16 per-vector cosine to fp32 >= 0.999", f"min {low:.5f}", low >= 0.999))
+        result.append(("bf16 per-vector cosine to fp32 >= 0.999", f"min {low:.5f}", "", low >= 0.999))
     if trained:
         delta = abs(trained["rows"][1]["ndcg"] - trained["rows"][0]["ndcg"])
-        result.append(("bf16 NDCG@10 within 0.002 of fp32 (trained model)", f"difference {delta:.4f}", delta <= 0.002))
+        result.append(("bf16 NDCG@10 within 0.002 of fp32 (trained model)", f"difference {delta:.4f}", "",
+                       delta <= 0.002))
     return result
 
 
@@ -305,9 +327,10 @@ def main(argv=None):
         f"PyTorch {torch.__version__} ({torch.get_num_threads()} threads), sentence-transformers "
         f"{__import__('sentence_transformers').__version__}.",
         f"- Model: random weights (seed 0), {shape}; identical in both libraries (`convert_sentence_transformers`).",
-        f"- Attainable float32 rate: {attainable:.1f} GFLOP/s, the best median of a {args.matmul_size}x"
-        f"{args.matmul_size} `tf.matmul` timed in turn with the libraries at each throughput shape. GFLOP/s "
-        "counts the forward pass's matmul FLOPs.",
+        f"- Attainable rates: float32 {attainable['float32']:.1f} GFLOP/s, bfloat16 {attainable['bfloat16']:.1f} "
+        f"GFLOP/s, each the best median of a {args.matmul_size}x{args.matmul_size} `tf.matmul` timed in turn with "
+        "the libraries at each throughput shape. GFLOP/s counts the forward pass's matmul FLOPs; \"of "
+        "attainable\" is against the row's own precision.",
         f"- Forward pass: identical random token ids without padding, medians of {args.repeats} calls "
         f"({4 * args.repeats} for latency) per library, the libraries taking turns; PyTorch runs "
         "`SentenceTransformer.forward` under `torch.inference_mode()`, ours `Encoder.embed_tokens` (a `tf.function`).",
@@ -340,9 +363,10 @@ def main(argv=None):
     if bf16_cosines is not None:
         block += [f"- bf16 vs fp32 (the random model, corpus sample): per-document cosine min "
                   f"{bf16_cosines.min():.5f}, mean {bf16_cosines.mean():.6f}.", ""]
-    block += ["Targets:", "", "| target | measured | met |", "|---|---|---|"]
-    block += [f"| {t} | {m} | {'yes' if ok else 'NO'} |" for t, m, ok in targets(forward, corpus_result,
-                                                                                   bf16_cosines, trained)]
+    block += ["Targets (\"best this CPU allows\": every matmul FLOP at the attainable rate, nothing else timed):",
+              "", "| target | measured | best this CPU allows | met |", "|---|---|---|---|"]
+    block += [f"| {t} | {m} | {bound} | {'yes' if ok else 'NO'} |"
+              for t, m, bound, ok in targets(forward, corpus_result, bf16_cosines, trained, attainable)]
     text = "\n".join(block)
     publish(text, args.results, SECTION, record_it=not args.no_record)
 
