@@ -94,3 +94,14 @@ def test_paper_miniature_ladder_makes_a_table_from_logged_cells(tmp_path):
     changed = subprocess.run([sys.executable, script, "run", "tiny-multistage", *settings, "--finetune-steps", "3"],
                              capture_output=True, text=True, timeout=300, env=env)
     assert changed.returncode != 0 and "was made with other settings" in changed.stderr
+    # The doc-length table reuses the trained cell and re-encodes documents at GTR's 512 tokens.
+    result = subprocess.run([sys.executable, script, "doc-length", *settings],
+                            capture_output=True, text=True, timeout=600, env=env)
+    assert result.returncode == 0, result.stderr[-3000:]
+    table = (out / "tables" / "doc-length.md").read_text()
+    assert "| tiny, documents encoded at 512 tokens |" in table and "| BM25 |" in table
+    added = [json.loads(line) for line in (out / "log.jsonl").read_text().splitlines()][len(log):]
+    assert {r["cell"] for r in added} == {"tiny-multistage-doc512"}
+    assert all(r["command"].endswith("--document-length 512") for r in added)
+    evaluated = json.loads((out / "results" / "tiny-multistage-doc512" / "zs.json").read_text())
+    assert evaluated["document_length"] == 512

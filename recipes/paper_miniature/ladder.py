@@ -19,6 +19,7 @@ and wall time of every cell and the commit it ran at.
 import argparse
 import json
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -36,6 +37,7 @@ SIZES = {
 }
 LADDER = ("mini", "small", "medium")
 BOTTLENECK_DIMS = (64, 128, 256, 768)
+ENCODING_LENGTH = 512  # GTR's document length: the doc-length table also encodes documents at it
 IN_DOMAIN = "nfcorpus"
 METRIC = "ndcg@10"
 SCRIPT = "python recipes/paper_miniature/ladder.py"
@@ -151,12 +153,20 @@ class Ladder:
         return cell
 
     def evaluate(self, cell, dataset):
-        """NDCG@10 etc. of a cell (or `bm25`) on a dataset's test split; returns the metrics."""
+        """NDCG@10 etc. of a cell (or `bm25`) on a dataset's test split; returns the metrics.
+
+        `MODEL-docN` is cell MODEL's model encoding documents cut at N tokens instead of at its training length.
+        """
         out = self.path("results", cell, f"{dataset}.json")
         os.makedirs(os.path.dirname(out), exist_ok=True)
         command = ["gtr-keras", "evaluate", "--dataset", os.path.join(self.data, dataset),
                    "--output-json", out, "--run-out", out[:-len(".json")] + ".run"]
-        command += ["--retriever", "bm25"] if cell == "bm25" else ["--model", self.path("models", cell, "model")]
+        model, document_length = split_encoding(cell)
+        if cell == "bm25":
+            command += ["--retriever", "bm25"]
+        else:
+            command += ["--model", self.path("models", model, "model")]
+            command += ["--document-length", str(document_length)] if document_length else []
         self.execute(cell, command, out)
         with open(out) as f:
             return json.load(f)["metrics"]
@@ -173,6 +183,17 @@ class Ladder:
         commits = sorted({r["commit"] for r in records}) or [self.commit]
         command = " ".join([SCRIPT, "run", cell, *self.args.settings])
         return f"`{command}`: {seconds:.0f} s of commands (train, mine, evaluate), commit {', '.join(commits)}"
+
+
+def split_encoding(cell):
+    """`(model cell, document length)` of `MODEL-docN`; `(cell, None)` for any other cell.
+
+    Example:
+    >>> split_encoding("small-multistage-doc512"), split_encoding("small-multistage")
+    (('small-multistage', 512), ('small-multistage', None))
+    """
+    match = re.fullmatch(r"(.+)-doc(\d+)", cell)
+    return (match.group(1), int(match.group(2))) if match else (cell, None)
 
 
 def non_embedding_parameters(size, dim=768):
@@ -239,11 +260,12 @@ def table_bottleneck(ladder):
 
 def table_doc_length(ladder):
     cells = {size: ladder.model(size, "multistage") for size in ladder.args.sizes}
+    cells.update({f"{size}, documents encoded at {ENCODING_LENGTH} tokens": f"{cell}-doc{ENCODING_LENGTH}"
+                  for size, cell in list(cells.items())})
     rows = []
     for name, cell in {**cells, "BM25": "bm25"}.items():
-        row = [name]
+        row = [name, f"{ladder.scores(cell)['zero-shot avg']:.4f}"]
         for dataset in ladder.zero_shot:
-            ladder.evaluate(cell, dataset)
             result = subprocess.run(
                 ["gtr-keras", "analyze-lengths", "--run", ladder.path("results", cell, f"{dataset}.run"),
                  "--dataset", os.path.join(ladder.data, dataset)],
@@ -252,8 +274,10 @@ def table_doc_length(ladder):
             lengths = json.loads(result.stdout)
             row.append(f"{lengths['median_words_top10']:.0f} (relevant {lengths['median_words_relevant']:.0f})")
         rows.append(row)
-    note = "\n\nEach cell: median words of the top-10 retrieved documents (of the relevant documents)."
-    return markdown(["model", *ladder.zero_shot], rows) + note, cells.values()
+    note = ("\n\nEach dataset cell: median words of the top-10 retrieved documents (of the relevant documents). "
+            f"Models are trained on documents cut at {ladder.args.document_length} tokens and encode them so, "
+            f"except in the rows encoding at {ENCODING_LENGTH}.")
+    return markdown(["model", "zero-shot avg NDCG@10", *ladder.zero_shot], rows) + note, cells.values()
 
 
 TABLES = {
@@ -268,7 +292,8 @@ TABLES = {
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("table", choices=[*TABLES, "run"])
-    parser.add_argument("cell", nargs="?", help="with `run`: SIZE-STAGE[-dDIM] (e.g. small-multistage-d128) or bm25")
+    parser.add_argument("cell", nargs="?", help="with `run`: SIZE-STAGE[-dDIM][-docN] (e.g. small-multistage-d128, "
+                                                "small-multistage-doc512: documents encoded at N tokens) or bm25")
     parser.add_argument("--data", default="../shared/data")
     parser.add_argument("--out", default="runs/paper_miniature")
     parser.add_argument("--sizes", default=",".join(LADDER), type=lambda s: s.split(","),
@@ -304,14 +329,15 @@ def parse_args(argv=None):
 def run_cell(ladder, cell):
     if cell == "bm25":
         return "bm25: " + ", ".join(f"{k} {v:.4f}" for k, v in ladder.scores(cell).items())
-    size, _, rest = cell.partition("-")
+    model, document_length = split_encoding(cell)
+    size, _, rest = model.partition("-")
     dim = 768
     if "-d" in rest:
         rest, _, dim = rest.rpartition("-d")
         dim = int(dim)
     if size not in SIZES:
         raise SystemExit(f"unknown size {size!r} in cell {cell!r}; expected one of {sorted(SIZES)}")
-    name = ladder.model(size, rest, dim)
+    name = ladder.model(size, rest, dim) + (f"-doc{document_length}" if document_length else "")
     return f"{name}: " + ", ".join(f"{k} {v:.4f}" for k, v in ladder.scores(name).items())
 
 
