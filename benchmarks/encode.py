@@ -46,6 +46,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from gtr_keras.checkpoints import convert_sentence_transformers, load, save  # noqa: E402
 from gtr_keras.corpus import load_corpus  # noqa: E402
 from gtr_keras.tokenizer import EOS_ID, train_sentencepiece  # noqa: E402
+from matmul import square_matmul  # noqa: E402
 from results import RESULTS, machine, publish, time_interleaved  # noqa: E402
 from tests.reference_checkpoint import BASE_T5, TINY_T5, build_checkpoint  # noqa: E402
 
@@ -80,13 +81,6 @@ def forward_flops(model, batch, length):
     per_token = 2 * model.hidden_dim * (4 * inner + (feedforward_in + 1) * model.intermediate_dim)
     attention = 2 * 2 * batch * length * length * inner
     return model.num_layers * (batch * length * per_token + attention) + 2 * batch * model.hidden_dim * model.embedding_dim
-
-
-def square_matmul(size, dtype):
-    """A `size` x `size` `tf.matmul` in `dtype` (the attainable-rate probe) and its FLOPs."""
-    a, b = (tf.cast(tf.random.normal([size, size]), dtype) for _ in range(2))
-    matmul = tf.function(lambda x, y: tf.reduce_sum(tf.matmul(x, y)))
-    return (lambda: matmul(a, b).numpy()), 2 * size**3
 
 
 def token_batch(batch, length, vocabulary, seed):
