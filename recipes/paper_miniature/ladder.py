@@ -180,9 +180,10 @@ class Ladder:
     def cell_note(self, cell):
         records = [r for r in self.log() if r["cell"] == cell]
         seconds = sum(r["seconds"] for r in records)
+        kinds = ", ".join(dict.fromkeys(r["command"].split()[1] for r in records))
         commits = sorted({r["commit"] for r in records}) or [self.commit]
         command = " ".join([SCRIPT, "run", cell, *self.args.settings])
-        return f"`{command}`: {seconds:.0f} s of commands (train, mine, evaluate), commit {', '.join(commits)}"
+        return f"`{command}`: {seconds:.0f} s ({kinds or 'nothing run'}), commit {', '.join(commits)}"
 
 
 def split_encoding(cell):
@@ -194,6 +195,21 @@ def split_encoding(cell):
     """
     match = re.fullmatch(r"(.+)-doc(\d+)", cell)
     return (match.group(1), int(match.group(2))) if match else (cell, None)
+
+
+def with_pretraining(cells):
+    """`cells` in order, each fine-tuned cell preceded by the pre-training cell it mined its negatives with.
+
+    Example:
+    >>> with_pretraining(["mini-multistage-d64-doc512", "mini-pretrain-d64", "bm25"])
+    ['mini-pretrain-d64', 'mini-multistage-d64-doc512', 'bm25']
+    """
+    ordered = []
+    for cell in cells:
+        match = re.fullmatch(r"([a-z]+)-(?!pretrain)[a-z0-9-]+?(-d\d+)?", split_encoding(cell)[0])
+        ordered += [f"{match.group(1)}-pretrain{match.group(2) or ''}"] if match and cell != "bm25" else []
+        ordered.append(cell)
+    return list(dict.fromkeys(ordered))
 
 
 def non_embedding_parameters(size, dim=768):
@@ -348,8 +364,9 @@ def main(argv=None):
         print(run_cell(ladder, args.cell))
         return
     table, cells = TABLES[args.table](ladder)
-    notes = "\n".join(f"- {cell}: {ladder.cell_note(cell)}" for cell in [*cells, "bm25"])
-    text = f"{table}\n\nCells (command, wall time, commit):\n\n{notes}\n"
+    notes = "\n".join(f"- {cell}: {ladder.cell_note(cell)}" for cell in with_pretraining([*cells, "bm25"]))
+    text = (f"{table}\n\nCells (command, wall time of the cell's own commands, commit; a fine-tuned cell's "
+            f"pre-training and mining are its SIZE-pretrain[-dD] cell's):\n\n{notes}\n")
     os.makedirs(ladder.path("tables"), exist_ok=True)
     with open(ladder.path("tables", f"{args.table}.md"), "w") as f:
         f.write(text)
