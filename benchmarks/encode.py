@@ -31,7 +31,6 @@ Usage:
 import argparse
 import datetime
 import os
-import shlex
 import statistics
 import sys
 import time
@@ -47,7 +46,7 @@ from gtr_keras.checkpoints import convert_sentence_transformers, load, save  # n
 from gtr_keras.corpus import load_corpus  # noqa: E402
 from gtr_keras.tokenizer import EOS_ID, train_sentencepiece  # noqa: E402
 from matmul import square_matmul  # noqa: E402
-from results import RESULTS, machine, publish, time_interleaved  # noqa: E402
+from results import RESULTS, machine, publish, rerun_command, time_interleaved  # noqa: E402
 from tests.reference_checkpoint import BASE_T5, TINY_T5, build_checkpoint  # noqa: E402
 
 SECTION = "## Encode"
@@ -302,7 +301,7 @@ def main(argv=None):
         trained = {"rows": rows, "cosines": cosines, "docs": num_docs, "queries": num_queries}
     load_after = os.getloadavg()
 
-    command = "PYTHONPATH=. python benchmarks/encode.py " + shlex.join(argv if argv is not None else sys.argv[1:])
+    command = rerun_command(__file__, argv)
     ram_gib = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
     flags = sorted({f for f in open("/proc/cpuinfo").read().split() if f in ("avx512_bf16", "amx_bf16", "amx_tile",
                                                                            "avx512_vnni", "avx512f")})

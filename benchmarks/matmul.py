@@ -12,14 +12,12 @@ Results go to the "## Matmul" section of `benchmarks/RESULTS.md`.
 import argparse
 import datetime
 import os
-import shlex
 import statistics
-import sys
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import tensorflow as tf  # noqa: E402
-from results import RESULTS, machine, publish, time_interleaved  # noqa: E402
+from results import RESULTS, machine, publish, rerun_command, time_interleaved  # noqa: E402
 
 SECTION = "## Matmul"
 DTYPES = ("float32", "bfloat16", "int8")
@@ -57,7 +55,7 @@ def main(argv=None):
     variants = {(dtype, xla): square_matmul(args.size, dtype, xla) for dtype in DTYPES for xla in (False, True)}
     seconds = time_interleaved({key: run for key, (run, _) in variants.items()}, args.repeats)
     rates = {key: variants[key][1] / statistics.median(times) / 1e9 for key, times in seconds.items()}
-    command = "PYTHONPATH=. python benchmarks/matmul.py " + shlex.join(argv if argv is not None else sys.argv[1:])
+    command = rerun_command(__file__, argv)
     lines = [
         f"### {started:%Y-%m-%d %H:%M} UTC",
         "",

@@ -2,6 +2,8 @@
 
 import os
 import platform
+import shlex
+import sys
 import time
 
 RESULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "RESULTS.md")
@@ -16,6 +18,12 @@ def machine():
                 model = line.split(":", 1)[1].strip()
                 break
     return f"{len(os.sched_getaffinity(0))} CPUs (nproc), {model}"
+
+
+def rerun_command(script, argv=None):
+    """The command line that reruns benchmark `script` (its `__file__`) with `argv` (default: this process's)."""
+    args = sys.argv[1:] if argv is None else argv
+    return f"PYTHONPATH=. python benchmarks/{os.path.basename(script)} " + shlex.join(args)
 
 
 def publish(block, path, section, record_it=True):

@@ -17,8 +17,6 @@ import argparse
 import datetime
 import json
 import os
-import shlex
-import sys
 import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -26,7 +24,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 import numpy as np
 
 from gtr_keras.index import SearchIndex, scann_params
-from results import RESULTS, machine, publish
+from results import RESULTS, machine, publish, rerun_command
 
 K = 10
 SECTION = "## Search"
@@ -169,7 +167,7 @@ def main(argv=None):
     params = "\n".join(
         f"  - N={r['n']:,}: `{json.dumps(r['params'])}`" for r in rows if r["method"] == "scann"
     )
-    command = "PYTHONPATH=. python benchmarks/search.py " + shlex.join(argv or sys.argv[1:])
+    command = rerun_command(__file__, argv)
     ram_gib = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
     kind = "real" if args.embeddings else "synthetic"
     block = f"""### {started:%Y-%m-%d %H:%M} UTC: {kind} embeddings

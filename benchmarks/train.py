@@ -25,7 +25,6 @@ Usage:
 import argparse
 import datetime
 import os
-import shlex
 import statistics
 import sys
 
@@ -39,7 +38,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from gtr_keras.checkpoints import convert_sentence_transformers  # noqa: E402
 from gtr_keras.tokenizer import EOS_ID  # noqa: E402
 from gtr_keras.training import DualEncoder, make_optimizer  # noqa: E402
-from results import RESULTS, machine, publish, time_interleaved  # noqa: E402
+from results import RESULTS, machine, publish, rerun_command, time_interleaved  # noqa: E402
 from tests.reference_checkpoint import BASE_T5, ST_DIR, TINY_T5, build_checkpoint  # noqa: E402
 
 SECTION = "## Train"
@@ -175,7 +174,7 @@ def main(argv=None):
         print(table(rows), flush=True)
     load_after = os.getloadavg()
 
-    command = "PYTHONPATH=. python benchmarks/train.py " + shlex.join(argv if argv is not None else sys.argv[1:])
+    command = rerun_command(__file__, argv)
     ram_gib = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
     shapes = "; ".join(
         f"{n}: {c['num_layers']} layers, d_model {c['d_model']}, {c['num_heads']} heads x {c['d_kv']}, "
