@@ -25,7 +25,9 @@ import subprocess
 import sys
 import time
 
+from gtr_keras.corpus import load_corpus, load_qrels
 from gtr_keras.data import TrainingData
+from gtr_keras.evaluation import median_length_analysis, read_trec_run
 from gtr_keras.presets import parameter_count, preset_config
 from gtr_keras.tokenizer import train_sentencepiece
 
@@ -123,8 +125,7 @@ class Ladder:
     def model(self, size, stage, dim=768):
         """Trains the `stage` model of `size` (and what it depends on); returns its name."""
         shape = {**SIZES[size], "vocabulary_size": self.args.vocabulary_size + 100, "embedding_dim": dim}
-        suffix = "" if dim == 768 else f"-d{dim}"
-        pretrained = f"{size}-pretrain{suffix}"
+        pretrained = cell_name(size, "pretrain", dim)
         self.train(pretrained, "gtr-small", {**self.pretraining_data, "num_negatives": 0},
                    self.args.pretrain_steps, self.args.pretrain_batch_size, self.args.learning_rate, shape)
         if stage == "pretrain":
@@ -138,7 +139,7 @@ class Ladder:
         ], negatives)
         data = {**self.finetuning_data, "negatives_file": negatives, "num_negatives": 1,
                 "max_positives_per_query": self.args.max_positives_per_query}
-        cell = f"{size}-{stage}{suffix}"
+        cell = cell_name(size, stage, dim)
         steps, batch = self.args.finetune_steps, self.args.finetune_batch_size
         if stage == "multistage":
             self.train(cell, self.path("models", pretrained, "model"), data, steps, batch,
@@ -197,6 +198,26 @@ def split_encoding(cell):
     return (match.group(1), int(match.group(2))) if match else (cell, None)
 
 
+def cell_name(size, stage, dim=768):
+    """`SIZE-STAGE`, with `-dDIM` for an embedding size other than GTR's 768."""
+    return f"{size}-{stage}" + ("" if dim == 768 else f"-d{dim}")
+
+
+def parse_cell(cell):
+    """`(size, stage, dim, document length)` of a cell `SIZE-STAGE[-dDIM][-docN]` (length None without `-docN`).
+
+    Example:
+    >>> parse_cell("small-multistage-10pct"), parse_cell("mini-multistage-d64-doc512")
+    (('small', 'multistage-10pct', 768, None), ('mini', 'multistage', 64, 512))
+    """
+    model, document_length = split_encoding(cell)
+    size, _, stage = model.partition("-")
+    match = re.fullmatch(r"(.+)-d(\d+)", stage)
+    if match:
+        return size, match.group(1), int(match.group(2)), document_length
+    return size, stage, 768, document_length
+
+
 def with_pretraining(cells):
     """`cells` in order, each fine-tuned cell preceded by the pre-training cell it mined its negatives with.
 
@@ -206,8 +227,9 @@ def with_pretraining(cells):
     """
     ordered = []
     for cell in cells:
-        match = re.fullmatch(r"([a-z]+)-(?!pretrain)[a-z0-9-]+?(-d\d+)?", split_encoding(cell)[0])
-        ordered += [f"{match.group(1)}-pretrain{match.group(2) or ''}"] if match and cell != "bm25" else []
+        if cell != "bm25":
+            size, stage, dim, _ = parse_cell(cell)
+            ordered += [] if stage == "pretrain" else [cell_name(size, "pretrain", dim)]
         ordered.append(cell)
     return list(dict.fromkeys(ordered))
 
@@ -279,15 +301,13 @@ def table_doc_length(ladder):
     cells.update({f"{size}, documents encoded at {ENCODING_LENGTH} tokens": f"{cell}-doc{ENCODING_LENGTH}"
                   for size, cell in list(cells.items())})
     rows = []
+    judged = {d: (load_qrels(os.path.join(ladder.data, d), "test"), load_corpus(os.path.join(ladder.data, d)))
+              for d in ladder.zero_shot}
     for name, cell in {**cells, "BM25": "bm25"}.items():
         row = [name, f"{ladder.scores(cell)['zero-shot avg']:.4f}"]
-        for dataset in ladder.zero_shot:
-            result = subprocess.run(
-                ["gtr-keras", "analyze-lengths", "--run", ladder.path("results", cell, f"{dataset}.run"),
-                 "--dataset", os.path.join(ladder.data, dataset)],
-                check=True, capture_output=True, text=True,
-            )
-            lengths = json.loads(result.stdout)
+        for dataset, (qrels, corpus) in judged.items():
+            run = read_trec_run(ladder.path("results", cell, f"{dataset}.run"))
+            lengths = median_length_analysis(run, qrels, corpus)
             row.append(f"{lengths['median_words_top10']:.0f} (relevant {lengths['median_words_relevant']:.0f})")
         rows.append(row)
     note = ("\n\nEach dataset cell: median words of the top-10 retrieved documents (of the relevant documents). "
@@ -345,15 +365,10 @@ def parse_args(argv=None):
 def run_cell(ladder, cell):
     if cell == "bm25":
         return "bm25: " + ", ".join(f"{k} {v:.4f}" for k, v in ladder.scores(cell).items())
-    model, document_length = split_encoding(cell)
-    size, _, rest = model.partition("-")
-    dim = 768
-    if "-d" in rest:
-        rest, _, dim = rest.rpartition("-d")
-        dim = int(dim)
+    size, stage, dim, document_length = parse_cell(cell)
     if size not in SIZES:
         raise SystemExit(f"unknown size {size!r} in cell {cell!r}; expected one of {sorted(SIZES)}")
-    name = ladder.model(size, rest, dim) + (f"-doc{document_length}" if document_length else "")
+    name = ladder.model(size, stage, dim) + (f"-doc{document_length}" if document_length else "")
     return f"{name}: " + ", ".join(f"{k} {v:.4f}" for k, v in ladder.scores(name).items())
 
 
