@@ -3,6 +3,10 @@ import os
 import subprocess
 import sys
 
+from beir_files import write_beir
+
+from gtr_keras.corpus import Corpus
+
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 WORDS = "wing lift drag shock boundary layer heat transfer flutter nozzle jet buckling panel cone mach".split()
 
@@ -42,17 +46,6 @@ def test_notebook_runs_the_recipe_script():
     assert notebook["metadata"]["accelerator"] == "TPU"
 
 
-def write_beir(root, documents, queries, splits):
-    (root / "qrels").mkdir(parents=True)
-    (root / "corpus.jsonl").write_text("".join(
-        json.dumps({"_id": f"d{i}", "title": "", "text": text}) + "\n" for i, text in enumerate(documents)))
-    (root / "queries.jsonl").write_text("".join(
-        json.dumps({"_id": f"q{i}", "text": text}) + "\n" for i, text in enumerate(queries)))
-    for split, pairs in splits.items():
-        (root / "qrels" / f"{split}.tsv").write_text(
-            "query-id\tcorpus-id\tscore\n" + "".join(f"q{q}\td{d}\t1\n" for q, d in pairs))
-
-
 def test_paper_miniature_ladder_makes_a_table_from_logged_cells(tmp_path):
     import gzip
 
@@ -63,10 +56,12 @@ def test_paper_miniature_ladder_makes_a_table_from_logged_cells(tmp_path):
             words = [WORDS[(i * 3 + j) % len(WORDS)] for j in range(5)]
             f.write(json.dumps({"query": " ".join(words[:2]), "positive": " ".join(words) + f" tool {i}"}) + "\n")
     documents = [" ".join(WORDS[(i + j) % len(WORDS)] for j in range(6)) + f" study {i}" for i in range(30)]
-    queries = [" ".join(WORDS[(i + j) % len(WORDS)] for j in range(2)) for i in range(30)]
-    write_beir(data / "nfcorpus", documents, queries,
-               {"train": [(i, d) for i in range(20) for d in (i, i + 1)], "test": [(i, i) for i in range(20, 30)]})
-    write_beir(data / "zs", documents, queries, {"test": [(i, i) for i in range(10)]})
+    corpus = Corpus([f"d{i}" for i in range(30)], [""] * 30, documents)
+    queries = {f"q{i}": " ".join(WORDS[(i + j) % len(WORDS)] for j in range(2)) for i in range(30)}
+    write_beir(data / "nfcorpus", corpus, queries, [(f"q{i}", f"d{d}", 1) for i in range(20) for d in (i, i + 1)],
+               split="train")
+    write_beir(data / "nfcorpus", corpus, queries, [(f"q{i}", f"d{i}", 1) for i in range(20, 30)])
+    write_beir(data / "zs", corpus, queries, [(f"q{i}", f"d{i}", 1) for i in range(10)])
     out = tmp_path / "out"
     script = os.path.join(REPO, "recipes", "paper_miniature", "ladder.py")
     settings = ["--data", str(data), "--out", str(out), "--sizes", "tiny", "--zero-shot", "zs",

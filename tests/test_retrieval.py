@@ -9,6 +9,8 @@ import time
 import numpy as np
 import pytest
 
+from beir_files import write_beir
+
 from gtr_keras.cli import main
 from gtr_keras.corpus import Corpus
 from gtr_keras.index import SearchIndex, ShardWriter
@@ -21,21 +23,6 @@ def _corpus(n=60, seed=0):
     rng = np.random.default_rng(seed)
     texts = [" ".join(rng.choice(WORDS, size=rng.integers(3, 40))) for _ in range(n)]
     return Corpus([f"d{i}" for i in range(n)], [f"title {i}" for i in range(n)], texts)
-
-
-def _write_beir(directory, corpus, queries, qrels_rows):
-    directory.mkdir(parents=True, exist_ok=True)
-    with open(directory / "corpus.jsonl", "w") as f:
-        for i, t, x in zip(corpus.ids, corpus.titles, corpus.texts):
-            f.write(json.dumps({"_id": i, "title": t, "text": x}) + "\n")
-    with open(directory / "queries.jsonl", "w") as f:
-        for qid, text in queries.items():
-            f.write(json.dumps({"_id": qid, "text": text}) + "\n")
-    (directory / "qrels").mkdir(exist_ok=True)
-    (directory / "qrels" / "test.tsv").write_text(
-        "query-id\tcorpus-id\tscore\n" + "".join(f"{q}\t{d}\t{s}\n" for q, d, s in qrels_rows)
-    )
-    return directory
 
 
 def test_index_then_search_returns_the_best_document_with_its_text(tmp_path, tiny_encoder, tiny_model_dir):
@@ -51,7 +38,7 @@ def test_index_then_search_returns_the_best_document_with_its_text(tmp_path, tin
 
 
 def test_search_cli_prints_json(tmp_path, tiny_model_dir, capsys):
-    directory = _write_beir(tmp_path / "beir", _corpus(), {"q1": "wing lift"}, [("q1", "d1", 1)])
+    directory = write_beir(tmp_path / "beir", _corpus(), {"q1": "wing lift"}, [("q1", "d1", 1)])
     assert main(["index", "--model", tiny_model_dir, "--corpus", str(directory), "--out", str(tmp_path / "i")]) == 0
     capsys.readouterr()
     assert main(["search", "--index", str(tmp_path / "i"), "--model", tiny_model_dir, "wing lift", "-k", "4", "--json"]) == 0
@@ -68,7 +55,7 @@ def _index_command(model_dir, corpus_dir, out):
 
 def test_killed_index_resumes_and_matches_an_uninterrupted_one(tmp_path, tiny_model_dir, tiny_encoder):
     corpus = _corpus(n=600, seed=3)
-    directory = _write_beir(tmp_path / "beir", corpus, {"q": "x"}, [("q", "d0", 1)])
+    directory = write_beir(tmp_path / "beir", corpus, {"q": "x"}, [("q", "d0", 1)])
     out = tmp_path / "idx"
     process = subprocess.Popen(_index_command(tiny_model_dir, directory, out), stderr=subprocess.DEVNULL)
     partial = work_dir_for(out)
@@ -134,7 +121,7 @@ def test_evaluate_reports_unknown_qrels_and_writes_json_and_run(tmp_path, tiny_m
     corpus = _corpus()
     queries = {"q1": corpus.texts[3], "q2": corpus.texts[10], "q3": "flutter"}
     qrels = [("q1", "d3", 2), ("q2", "d10", 1), ("q2", "ghost-doc", 1), ("q9", "d1", 1), ("q3", "d5", 1)]
-    directory = _write_beir(tmp_path / "beir", corpus, queries, qrels)
+    directory = write_beir(tmp_path / "beir", corpus, queries, qrels)
     out_json, run = tmp_path / "m.json", tmp_path / "run.trec"
     for retriever in ("gtr", "bm25"):
         assert main(["evaluate", "--model", tiny_model_dir, "--dataset", str(directory), "--retriever", retriever,
@@ -156,7 +143,7 @@ def test_evaluate_reports_unknown_qrels_and_writes_json_and_run(tmp_path, tiny_m
 
 def test_queries_retrieving_themselves_are_ignored(tmp_path, tiny_model_dir, capsys):
     corpus = Corpus(["q1", "d1", "d2"], ["", "", ""], ["wing lift", "wing lift drag", "heat"])
-    directory = _write_beir(tmp_path / "beir", corpus, {"q1": "wing lift"}, [("q1", "d1", 1)])
+    directory = write_beir(tmp_path / "beir", corpus, {"q1": "wing lift"}, [("q1", "d1", 1)])
     run = tmp_path / "run"
     main(["evaluate", "--model", tiny_model_dir, "--dataset", str(directory), "--run-out", str(run)])
     assert "q1 Q0 q1" not in run.read_text()
@@ -167,7 +154,7 @@ def test_queries_retrieving_themselves_are_ignored(tmp_path, tiny_model_dir, cap
 def test_mine_excludes_positives_and_skips_the_top(tmp_path, tiny_model_dir, tiny_encoder):
     corpus = _corpus(n=80, seed=4)
     queries = {"q1": corpus.texts[5], "q2": corpus.texts[9]}
-    directory = _write_beir(tmp_path / "beir", corpus, queries, [("q1", "d5", 1), ("q2", "d9", 2), ("q2", "d1", 0)])
+    directory = write_beir(tmp_path / "beir", corpus, queries, [("q1", "d5", 1), ("q2", "d9", 2), ("q2", "d1", 0)])
     (directory / "qrels" / "train.tsv").write_text((directory / "qrels" / "test.tsv").read_text())
     out = tmp_path / "neg.jsonl"
     assert main(["mine", "--model", tiny_model_dir, "--dataset", str(directory), "--depth", "20",
