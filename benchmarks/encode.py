@@ -74,12 +74,13 @@ def prepare_checkpoints(config_name, corpus_texts, work_dir):
 
 
 def forward_flops(model, batch, length):
-    """FLOPs (2 per multiply-add) of the matmuls of one `GTREncoder` forward pass."""
+    """FLOPs (2 per multiply-add) of the matmuls of one `GTRTextEmbedder` forward pass."""
+    embedding_dim, model = model.embedding_dim, model.backbone
     inner = model.num_heads * model.key_value_dim
     feedforward_in = 2 if model.feedforward == "gated-gelu" else 1
     per_token = 2 * model.hidden_dim * (4 * inner + (feedforward_in + 1) * model.intermediate_dim)
     attention = 2 * 2 * batch * length * length * inner
-    return model.num_layers * (batch * length * per_token + attention) + 2 * batch * model.hidden_dim * model.embedding_dim
+    return model.num_layers * (batch * length * per_token + attention) + 2 * batch * model.hidden_dim * embedding_dim
 
 
 def token_batch(batch, length, vocabulary, seed):
@@ -305,9 +306,9 @@ def main(argv=None):
     ram_gib = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
     flags = sorted({f for f in open("/proc/cpuinfo").read().split() if f in ("avx512_bf16", "amx_bf16", "amx_tile",
                                                                            "avx512_vnni", "avx512f")})
-    m = encoder.model
+    m = encoder.model.backbone
     shape = (f"{m.num_layers} layers, d_model {m.hidden_dim}, {m.num_heads} heads x {m.key_value_dim}, "
-             f"d_ff {m.intermediate_dim}, vocabulary {m.vocabulary_size}, {m.count_params():,} parameters")
+             f"d_ff {m.intermediate_dim}, vocabulary {m.vocabulary_size}, {encoder.model.count_params():,} parameters")
     block = [
         f"### {started:%Y-%m-%d %H:%M} UTC: {'smoke test (tiny model)' if args.smoke else 'GTR-Base shape'}",
         "",

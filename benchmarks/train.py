@@ -73,7 +73,7 @@ def triples(batch, query_length, document_length, vocabulary, seed=0):
 
 def keras_step(st_dir, query, positive, negative, jit_compile):
     """A function running one gtr-keras training step (through `fit`)."""
-    encoder = convert_sentence_transformers(st_dir).model
+    encoder = convert_sentence_transformers(st_dir)
     model = DualEncoder(encoder, temperature=TEMPERATURE)
     model.compile(optimizer=make_optimizer(steps=1000), jit_compile=jit_compile)
     model.optimizer.build(model.trainable_variables)
@@ -163,7 +163,7 @@ def main(argv=None):
             steps["gtr-keras XLA"] = keras_step(st_dir, *data, True)
         seconds = {name: statistics.median(times)
                    for name, times in time_interleaved(steps, args.steps, args.warmup).items()}
-        parameters = convert_sentence_transformers(st_dir).model.count_params()
+        parameters = convert_sentence_transformers(st_dir).count_params()
         for library, median in seconds.items():
             rows.append({
                 "config": name, "parameters": parameters, "batch": args.batch_size,

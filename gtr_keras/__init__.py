@@ -1,17 +1,20 @@
 """gtr-keras: GTR dual-encoder retrievers in Keras 3 on TensorFlow.
 
-The top-level names are imported lazily so that the light modules
-(`gtr_keras.corpus`, `gtr_keras.evaluation`, `gtr_keras.bm25`) do not pull in
-TensorFlow.
+Importing the package registers its keras-hub classes (`GTRBackbone`,
+`GTRTextEmbedder`, `GTRTextEmbedderPreprocessor`, `GTRTokenizer`) with Keras, so
+that `keras_hub.models.TextEmbedder.from_preset(DIR)` and `keras.saving.load_model`
+find them. The other top-level names are imported on first use.
 
 Example:
->>> import gtr_keras
->>> encoder = gtr_keras.load("models/gtr-base")
->>> encoder.encode_queries(["what is a dual encoder?"]).shape
-(1, 768)
+>>> import gtr_keras, keras_hub
+>>> embedder = keras_hub.models.TextEmbedder.from_preset(model_dir)
+>>> embedder.encode_queries(["what is a dual encoder?"]).shape
+(1, 64)
 """
 
 import importlib
+
+from gtr_keras.text_embedder import GTRTextEmbedder  # noqa: F401  (registers the keras-hub classes)
 
 __version__ = "0.1.0"
 
@@ -21,7 +24,9 @@ _EXPORTS = {
     "convert_sentence_transformers": "gtr_keras.checkpoints",
     "CheckpointError": "gtr_keras.checkpoints",
     "Encoder": "gtr_keras.encoder",
-    "GTREncoder": "gtr_keras.model",
+    "GTRBackbone": "gtr_keras.backbone",
+    "GTRTextEmbedder": "gtr_keras.text_embedder",
+    "GTRTextEmbedderPreprocessor": "gtr_keras.preprocessor",
     "GTRTokenizer": "gtr_keras.tokenizer",
     "preset_config": "gtr_keras.presets",
 }

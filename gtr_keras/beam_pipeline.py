@@ -122,14 +122,18 @@ def corpus_file_pattern(path):
 
 
 def _local_model_dir(model_dir):
-    """`model_dir` itself when local; else a local copy of the files `checkpoints.load` reads."""
+    """`model_dir` itself when local; else a local copy of its files (a preset's, weight shards included)."""
     if FileSystems.get_scheme(model_dir) is None:
         return model_dir
     local = tempfile.mkdtemp(prefix="gtr-keras-model-")
-    for name in (checkpoints.CONFIG_FILE, checkpoints.WEIGHTS_FILE, checkpoints.SPIECE_FILE):
-        with FileSystems.open(FileSystems.join(model_dir, name)) as src, open(os.path.join(local, name), "wb") as dst:
-            while chunk := src.read(1 << 24):
-                dst.write(chunk)
+    patterns = [FileSystems.join(model_dir, "*"), FileSystems.join(model_dir, "assets", "*", "*")]
+    for match in FileSystems.match(patterns):
+        for metadata in match.metadata_list:
+            relative = metadata.path[len(model_dir):].lstrip("/")
+            os.makedirs(os.path.join(local, os.path.dirname(relative)), exist_ok=True)
+            with FileSystems.open(metadata.path) as src, open(os.path.join(local, relative), "wb") as dst:
+                while chunk := src.read(1 << 24):
+                    dst.write(chunk)
     return local
 
 

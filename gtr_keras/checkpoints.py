@@ -1,11 +1,14 @@
-"""Model directories, and import of published sentence-transformers GTR checkpoints.
+"""Model directories (keras-hub presets), and import of sentence-transformers GTR checkpoints.
 
-A gtr-keras model directory holds:
+A gtr-keras model directory is a keras-hub preset directory, as
+`GTRTextEmbedder.save_to_preset` writes it: `config.json` + `model.weights.h5`
+(the `GTRBackbone`), `task.json` + `task.weights.h5` (the `GTRTextEmbedder` and
+its projection), `preprocessor.json` (token budgets), `tokenizer.json` +
+`assets/tokenizer/vocabulary.spm` (the SentencePiece model) and `metadata.json`.
+`keras_hub.models.TextEmbedder.from_preset(DIR)` loads it after `import gtr_keras`.
 
-- `config.json`: `{"format": "gtr-keras", "format_version": 1, "model": {...GTREncoder
-  arguments...}, "tokenizer": {"query_length": 64, "document_length": 512, "lowercase": false}}`
-- `model.weights.h5`: the Keras weights,
-- `spiece.model`: the SentencePiece model.
+Directories of gtr-keras' first format (`config.json` with `"format": "gtr-keras"`,
+`model.weights.h5`, `spiece.model`) still load, and `gtr-keras migrate` rewrites them.
 
 `convert_sentence_transformers` reads the layout that `sentence-transformers` writes
 and the Hugging Face Hub serves for `sentence-transformers/gtr-t5-{base,large,xl,xxl}`:
@@ -19,13 +22,15 @@ import os
 
 import numpy as np
 
-from gtr_keras.encoder import Encoder
+from gtr_keras.backbone import GTRBackbone
 from gtr_keras.files import atomic_directory
-from gtr_keras.model import GTREncoder
+from gtr_keras.preprocessor import GTRTextEmbedderPreprocessor
+from gtr_keras.presets import HUB_IDS
 from gtr_keras.tokenizer import DOCUMENT_LENGTH, QUERY_LENGTH, GTRTokenizer
 
-FORMAT = "gtr-keras"
-FORMAT_VERSION = 1
+LEGACY_FORMAT = "gtr-keras"
+LEGACY_FORMAT_VERSION = 1
+HF_PREFIX = "hf://"
 CONFIG_FILE = "config.json"
 WEIGHTS_FILE = "model.weights.h5"
 SPIECE_FILE = "spiece.model"
@@ -39,34 +44,28 @@ class CheckpointError(ValueError):
     """A checkpoint file is missing, unreadable or does not fit the model."""
 
 
-def save(encoder, directory):
-    """Writes an `Encoder` as a model directory (atomically: a crash leaves no half directory).
+def save(model, directory):
+    """Writes a `GTRTextEmbedder` (or an `Encoder`'s) as a model directory, atomically.
+
+    The directory is a keras-hub preset (`save_to_preset`); a crash leaves no half directory.
 
     Example:
     >>> gtr_keras.save(encoder, "models/my-gtr")
     """
+    embedder = getattr(model, "model", model)
     with atomic_directory(directory) as staging:
-        config = {
-            "format": FORMAT,
-            "format_version": FORMAT_VERSION,
-            "model": encoder.model.get_config(),
-            "tokenizer": {
-                "query_length": encoder.query_length,
-                "document_length": encoder.document_length,
-                "lowercase": encoder.tokenizer.lowercase,
-            },
-        }
-        with open(os.path.join(staging, CONFIG_FILE), "w") as f:
-            json.dump(config, f, indent=2)
-        encoder.model.save_weights(os.path.join(staging, WEIGHTS_FILE))
-        encoder.tokenizer.save_assets(str(staging))
+        embedder.save_to_preset(str(staging))
 
 
 def load(directory, jit_compile=False, dtype=None, query_length=None, document_length=None):
-    """Loads a model directory written by `save` or `gtr-keras convert`.
+    """An `Encoder` (numpy batches in, numpy embeddings out) for a model directory or checkpoint.
+
+    A shortcut for `GTRTextEmbedder.from_preset(directory, dtype=dtype)` with
+    other token budgets and XLA; the model is `encoder.model`.
 
     Args:
-        directory: the model directory.
+        directory: a model directory, or anything `GTRTextEmbedder.from_preset`
+            takes (a sentence-transformers checkpoint, `hf://...`).
         jit_compile: compile the forward pass with XLA.
         dtype: optional dtype policy for the model: `"bfloat16"` for
             bfloat16 inference (float32 embeddings out), `"mixed_bfloat16"`
@@ -78,33 +77,138 @@ def load(directory, jit_compile=False, dtype=None, query_length=None, document_l
     >>> encoder = gtr_keras.load("models/gtr-base")
     >>> fast = gtr_keras.load("models/gtr-base", dtype="bfloat16", document_length=256)
     """
+    from gtr_keras.text_embedder import GTRTextEmbedder
+
+    path = os.fspath(directory)
+    if "://" not in path and not os.path.isdir(path) and path not in HUB_IDS:
+        raise CheckpointError(f"{path}: no such model directory")
+    if os.path.isdir(path):
+        config_path = os.path.join(path, CONFIG_FILE)
+        config = _read_json(config_path)
+        known = "registered_name" in config or config.get("format") == LEGACY_FORMAT
+        if not known and not os.path.isfile(os.path.join(path, "modules.json")):
+            raise CheckpointError(
+                f"{config_path}: not a gtr-keras model directory (a keras-hub preset). "
+                "For a Hugging Face T5 checkpoint, use its sentence-transformers repository with "
+                "`gtr-keras convert SRC OUT_DIR`."
+            )
+    try:
+        embedder = GTRTextEmbedder.from_preset(path, dtype=dtype)
+    except CheckpointError:
+        raise
+    except (ValueError, OSError, KeyError, TypeError) as error:
+        raise CheckpointError(f"{path}: cannot load the model ({type(error).__name__}: {error})") from error
+    if query_length:
+        embedder.preprocessor.query_length = query_length
+    if document_length:
+        embedder.preprocessor.sequence_length = document_length
+    return embedder.batch_encoder(jit_compile)
+
+
+def load_foreign_format(preset, load_weights=True, dtype=None, **kwargs):
+    """A `GTRTextEmbedder` from a source that is not a keras-hub preset, or None for a preset.
+
+    Sources: a sentence-transformers checkpoint directory, `hf://ORG/NAME`, a
+    name of `HUB_IDS`, or a model directory of gtr-keras' first format.
+    """
+    preset = os.fspath(preset)
+    if preset.startswith(HF_PREFIX):
+        source = preset[len(HF_PREFIX):]
+    elif preset in HUB_IDS:
+        source = HUB_IDS[preset]
+    elif os.path.isfile(os.path.join(preset, "modules.json")):
+        source = preset
+    elif _is_legacy_directory(preset):
+        return _load_legacy(preset, load_weights, dtype)
+    else:
+        return None
+    if kwargs:
+        raise ValueError(f"{preset}: a sentence-transformers checkpoint takes no {sorted(kwargs)}")
+    return convert_sentence_transformers(source, dtype=dtype, load_weights=load_weights)
+
+
+def migrate(source, directory):
+    """Rewrites a model directory of gtr-keras' first format as a keras-hub preset directory.
+
+    Example:
+    >>> migrate("models/old-gtr", "models/gtr")
+    """
+    if not _is_legacy_directory(source):
+        raise CheckpointError(f"{os.path.join(source, CONFIG_FILE)}: not a model directory of the first format")
+    save(_load_legacy(source), directory)
+
+
+def _is_legacy_directory(directory):
+    path = os.path.join(directory, CONFIG_FILE)
+    if not os.path.isfile(path):
+        return False
+    return _read_json(path).get("format") == LEGACY_FORMAT
+
+
+def _load_legacy(directory, load_weights=True, dtype=None):
+    from gtr_keras.text_embedder import GTRTextEmbedder
+
     config_path = os.path.join(directory, CONFIG_FILE)
     config = _read_json(config_path)
-    if config.get("format") != FORMAT:
-        raise CheckpointError(
-            f"{config_path}: not a gtr-keras model directory (no \"format\": \"gtr-keras\"). "
-            "For a sentence-transformers checkpoint run `gtr-keras convert SRC OUT_DIR` first."
-        )
-    if config.get("format_version", 0) > FORMAT_VERSION:
+    if config.get("format_version", 0) > LEGACY_FORMAT_VERSION:
         raise CheckpointError(f"{config_path}: format_version {config['format_version']} is newer than this gtr-keras")
-    model_args = dict(config["model"])
-    if dtype is not None:
-        model_args["dtype"] = dtype
-    model = GTREncoder(**model_args)
-    weights_path = os.path.join(directory, WEIGHTS_FILE)
-    _require(weights_path)
-    try:
-        model.load_weights(weights_path)
-    except Exception as error:
-        raise CheckpointError(f"{weights_path}: cannot load weights ({error})") from error
+    model_args = {k: v for k, v in config["model"].items() if k != "name"}
     tok = config.get("tokenizer", {})
     tokenizer = GTRTokenizer(_read_spiece(directory), lowercase=tok.get("lowercase", False))
-    return Encoder(
-        model, tokenizer,
-        query_length or tok.get("query_length", QUERY_LENGTH),
-        document_length or tok.get("document_length", DOCUMENT_LENGTH),
-        jit_compile=jit_compile,
+    preprocessor = GTRTextEmbedderPreprocessor(
+        tokenizer, tok.get("document_length", DOCUMENT_LENGTH), tok.get("query_length", QUERY_LENGTH)
     )
+    embedding_dim = model_args.pop("embedding_dim", 768)
+    embedder = GTRTextEmbedder(GTRBackbone(**model_args, dtype=dtype), preprocessor, embedding_dim)
+    if load_weights:
+        weights_path = os.path.join(directory, WEIGHTS_FILE)
+        _require(weights_path)
+        _assign(embedder, _read_legacy_weights(weights_path), weights_path)
+    return embedder
+
+
+def _legacy_path(h5_name):
+    """The variable path of a weight of the first format's `model.weights.h5` (Keras' auto-named layers)."""
+    parts = h5_name.split("/")[1:]
+    layer = parts[0]
+    top = {
+        "embedding": "token_embedding/embeddings",
+        "relative_position_bias": "relative_position_bias/embeddings",
+        "rms_normalization": "final_norm/scale",
+        "dense": "projection/kernel",
+    }
+    if layer in top:
+        return top[layer]
+    block = "block_" + (layer.rsplit("_", 1)[1] if layer != "t5_encoder_block" else "0")
+    sublayer = {
+        "attention/query_dense": "attention/query/kernel",
+        "attention/key_dense": "attention/key/kernel",
+        "attention/value_dense": "attention/value/kernel",
+        "attention/output_dense": "attention/output/kernel",
+        "attention_norm": "attention_norm/scale",
+        "feedforward_norm": "feedforward_norm/scale",
+        "feedforward_block/input_denses/dense": "feedforward/input/kernel",
+        "feedforward_block/input_denses/dense_1": "feedforward/gate/kernel",
+        "feedforward_block/output_dense": "feedforward/output/kernel",
+    }["/".join(parts[1:-2])]
+    return f"{block}/{sublayer}"
+
+
+def _read_legacy_weights(path):
+    import h5py
+
+    tensors = {}
+
+    def collect(name, item):
+        if isinstance(item, h5py.Dataset):
+            tensors[_legacy_path(name)] = item[()]
+
+    try:
+        with h5py.File(path, "r") as f:
+            f.visititems(collect)
+    except (OSError, KeyError, IndexError) as error:
+        raise CheckpointError(f"{path}: unreadable or unexpected weights file ({error})") from error
+    return tensors
 
 
 def resolve_source(source, cache_dir=None):
@@ -114,7 +218,9 @@ def resolve_source(source, cache_dir=None):
     `huggingface_hub`; without network access this fails with a message saying
     how to bring the files by hand.
     """
-    if os.path.isdir(source):
+    if source.startswith(HF_PREFIX):
+        source = source[len(HF_PREFIX):]
+    elif os.path.isdir(source):
         return source
     if os.path.exists(source):
         raise CheckpointError(f"{source}: expected a checkpoint directory, got a file")
@@ -135,19 +241,25 @@ def resolve_source(source, cache_dir=None):
         ) from error
 
 
-def convert_sentence_transformers(source, query_length=QUERY_LENGTH, cache_dir=None):
-    """Builds an `Encoder` from a sentence-transformers GTR checkpoint.
+def convert_sentence_transformers(source, query_length=QUERY_LENGTH, cache_dir=None, dtype=None,
+                                  load_weights=True):
+    """Builds a `GTRTextEmbedder` from a sentence-transformers GTR checkpoint.
 
     Args:
         source: checkpoint directory or Hugging Face repo id.
         query_length: query token budget (sentence-transformers has one length
             for everything; GTR queries use 64).
         cache_dir: Hugging Face cache directory for downloads.
+        dtype: dtype policy of the model.
+        load_weights: read the weights (else: the checkpoint's architecture,
+            randomly initialised).
 
     Example:
-    >>> encoder = convert_sentence_transformers("sentence-transformers/gtr-t5-base")
-    >>> gtr_keras.save(encoder, "models/gtr-base")
+    >>> embedder = convert_sentence_transformers("sentence-transformers/gtr-t5-base")
+    >>> gtr_keras.save(embedder, "models/gtr-base")
     """
+    from gtr_keras.text_embedder import GTRTextEmbedder
+
     root = resolve_source(source, cache_dir)
     modules = _read_json(os.path.join(root, "modules.json"))
     paths = {m.get("type", "").rsplit(".", 1)[-1]: m.get("path", "") for m in modules}
@@ -159,26 +271,25 @@ def convert_sentence_transformers(source, query_length=QUERY_LENGTH, cache_dir=N
             )
     transformer_dir = os.path.join(root, paths["Transformer"])
     hf_config_path = os.path.join(transformer_dir, "config.json")
-    hf_config = _read_json(hf_config_path)
-    model_args = _model_args(hf_config, hf_config_path)
+    model_args = _model_args(_read_json(hf_config_path), hf_config_path)
     _check_pooling(os.path.join(root, paths["Pooling"], "config.json"))
     dense_dir = os.path.join(root, paths["Dense"])
     dense_config_path = os.path.join(dense_dir, "config.json")
     dense_config = _read_json(dense_config_path)
     if dense_config.get("bias", True) or "Identity" not in dense_config.get("activation_function", ""):
         raise CheckpointError(f"{dense_config_path}: GTR's projection has no bias and no activation")
-    model_args["embedding_dim"] = dense_config["out_features"]
-
-    model = GTREncoder(**model_args)
-    tensors = _read_tensors(transformer_dir)
-    tensors.update({f"dense.{k}": v for k, v in _read_tensors(dense_dir).items()})
-    _assign(model, tensors, model_args)
 
     st_config_path = os.path.join(transformer_dir, "sentence_bert_config.json")
     st_config = _read_json(st_config_path) if os.path.exists(st_config_path) else {}
     document_length = st_config.get("max_seq_length") or _tokenizer_max_length(transformer_dir)
     tokenizer = GTRTokenizer(_read_spiece(transformer_dir), lowercase=st_config.get("do_lower_case", False))
-    return Encoder(model, tokenizer, min(query_length, document_length), document_length)
+    preprocessor = GTRTextEmbedderPreprocessor(tokenizer, document_length, min(query_length, document_length))
+    embedder = GTRTextEmbedder(GTRBackbone(**model_args, dtype=dtype), preprocessor, dense_config["out_features"])
+    if load_weights:
+        tensors = _read_tensors(transformer_dir)
+        tensors.update({f"dense.{k}": v for k, v in _read_tensors(dense_dir).items()})
+        _assign(embedder, _hf_tensors_by_path(embedder, tensors, model_args["feedforward"]), root)
+    return embedder
 
 
 def _model_args(hf_config, path):
@@ -251,20 +362,46 @@ def _hf_name(path, feedforward):
     return f"{block}.{name}", transpose
 
 
-def _assign(model, tensors, model_args):
+def _hf_tensors_by_path(model, tensors, feedforward):
+    """The checkpoint's tensors under the model's variable paths (Hugging Face `[out, in]` kernels transposed)."""
     if "shared.weight" not in tensors and "encoder.embed_tokens.weight" in tensors:
         tensors["shared.weight"] = tensors["encoder.embed_tokens.weight"]
-    for variable in model.weights:
-        name, transpose = _hf_name(variable.path, model_args["feedforward"])
+    by_path = {}
+    for path, variable in _weights_by_path(model).items():
+        name, transpose = _hf_name(path, feedforward)
         if name not in tensors:
-            raise CheckpointError(f"checkpoint has no tensor {name!r} (needed for {variable.path})")
-        value = tensors[name].T if transpose else tensors[name]
-        expected = tuple(variable.shape)
-        if value.shape != expected:
-            stored = value.T.shape if transpose else value.shape
+            raise CheckpointError(f"checkpoint has no tensor {name!r} (needed for {path})")
+        stored, expected = tensors[name].shape, tuple(variable.shape)
+        if stored != (expected[::-1] if transpose else expected):
             raise CheckpointError(
                 f"tensor {name!r} has shape {tuple(stored)} in the checkpoint, but the model built from its "
                 f"config expects {expected[::-1] if transpose else expected}"
+            )
+        by_path[path] = tensors[name].T if transpose else tensors[name]
+    return by_path
+
+
+def _weights_by_path(embedder):
+    """The embedder's weights by path below the models (`block_0/attention/query/kernel`, `projection/kernel`)."""
+    by_path = {}
+    for variable in embedder.weights:
+        path = variable.path
+        for owner in (embedder.name, embedder.backbone.name):
+            path = path[len(owner) + 1:] if path.startswith(f"{owner}/") else path
+        by_path[path] = variable
+    return by_path
+
+
+def _assign(model, tensors, source):
+    """Assigns `{weight path: array}` (paths as `_weights_by_path` names them); every weight must be there."""
+    for path, variable in _weights_by_path(model).items():
+        if path not in tensors:
+            raise CheckpointError(f"{source}: no weight for {path}")
+        value = np.asarray(tensors[path])
+        if value.shape != tuple(variable.shape):
+            raise CheckpointError(
+                f"{source}: weight {path} has shape {value.shape}, but the model built from the "
+                f"config expects {tuple(variable.shape)}"
             )
         variable.assign(value.astype(np.float32))
 

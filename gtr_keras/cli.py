@@ -30,13 +30,20 @@ def _encoder(args):
 def convert(args):
     from gtr_keras.checkpoints import convert_sentence_transformers, save
 
-    encoder = convert_sentence_transformers(args.source, query_length=args.query_length)
-    save(encoder, args.out_dir)
+    embedder = convert_sentence_transformers(args.source, query_length=args.query_length)
+    save(embedder, args.out_dir)
     print(
-        f"wrote {args.out_dir}: {encoder.model.num_layers} layers, d_model {encoder.model.hidden_dim}, "
-        f"D {encoder.embedding_dim}, {encoder.model.count_params():,} parameters, "
-        f"query length {encoder.query_length}, document length {encoder.document_length}"
+        f"wrote {args.out_dir}: {embedder.backbone.num_layers} layers, d_model {embedder.backbone.hidden_dim}, "
+        f"D {embedder.embedding_dim}, {embedder.count_params():,} parameters, "
+        f"query length {embedder.query_length}, document length {embedder.document_length}"
     )
+
+
+def migrate(args):
+    from gtr_keras.checkpoints import migrate as migrate_directory
+
+    migrate_directory(args.source, args.out_dir)
+    print(f"wrote {args.out_dir} (keras-hub preset directory)")
 
 
 def encode(args):
@@ -259,6 +266,11 @@ def build_parser():
     p.add_argument("out_dir", help="model directory to write")
     p.add_argument("--query-length", type=int, default=64, help="query token budget (default 64)")
     p.set_defaults(handler=convert)
+
+    p = commands.add_parser("migrate", help="rewrite a model directory of the first format as a keras-hub preset")
+    p.add_argument("source", help="model directory with config.json {\"format\": \"gtr-keras\"}")
+    p.add_argument("out_dir", help="model directory to write")
+    p.set_defaults(handler=migrate)
 
     p = commands.add_parser("encode", help="embed texts from a .txt, corpus.jsonl[.gz] or queries.jsonl file")
     p.add_argument("--model", required=True, help="model directory")

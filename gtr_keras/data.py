@@ -57,7 +57,8 @@ from gtr_keras.corpus import (
     load_qrels,
     load_queries,
 )
-from gtr_keras.tokenizer import DOCUMENT_LENGTH, QUERY_LENGTH, pad_token_ids
+from gtr_keras.preprocessor import GTRTextEmbedderPreprocessor
+from gtr_keras.tokenizer import DOCUMENT_LENGTH, QUERY_LENGTH
 
 FORMATS = ("jsonl", "beir", "msmarco", "tfrecord")
 _SUFFIXES = {
@@ -528,26 +529,17 @@ class TrainingData:
             `negatives` `{"token_ids", "padding_mask"}` int32 `[B, k, L]` and
             `negative_ids` int64 `[B, k]`.
         """
-        k = self.num_negatives
-        query_tokenizer = tokenizer.with_length(self.query_length)
-        document_tokenizer = tokenizer.with_length(self.document_length)
-        query_pad = self.query_length if pad_to_length else None
-        document_pad = self.document_length if pad_to_length else None
+        preprocessor = GTRTextEmbedderPreprocessor(
+            tokenizer, self.document_length, self.query_length, pad_to_length=pad_to_length
+        )
 
         def tokenize(batch):
             features = {
-                "query": pad_token_ids(query_tokenizer.tokenize(batch["query"]), query_pad),
-                "positive": pad_token_ids(document_tokenizer.tokenize(batch["positive"]), document_pad),
+                **preprocessor.tower_features(batch),
                 "positive_id": hash_ids(batch["positive_id"]),
                 "query_id": hash_ids(batch["query_id"]),
             }
-            if k:
-                negatives = document_tokenizer.tokenize(tf.reshape(batch["negatives"], [-1]))
-                flat = pad_token_ids(negatives, document_pad)
-                features["negatives"] = {
-                    name: tf.reshape(value, [-1, k, document_pad or tf.shape(value)[-1]])
-                    for name, value in flat.items()
-                }
+            if self.num_negatives:
                 features["negative_ids"] = hash_ids(batch["negative_ids"])
             return features
 

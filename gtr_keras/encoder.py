@@ -4,7 +4,7 @@ import numpy as np
 import tensorflow as tf
 from tqdm.auto import tqdm
 
-from gtr_keras.tokenizer import DOCUMENT_LENGTH, PAD_ID, QUERY_LENGTH
+from gtr_keras.tokenizer import PAD_ID
 
 LENGTH_BUCKETS = (16, 32, 64, 128, 256, 384, 512)
 PROGRESS_THRESHOLD = 5000
@@ -27,38 +27,33 @@ def bucket_length(length):
 
 
 class Encoder:
-    """Encodes queries and documents with a `GTREncoder` and its tokenizer.
+    """Encodes texts with a `GTRTextEmbedder` in length-sorted batches: numpy in, numpy out.
 
     Texts are tokenised in the graph, sorted by token length and batched, so
-    short texts are not padded to long ones; results come back in input order.
+    short texts are not padded to long ones; results come back in input
+    order. `GTRTextEmbedder.encode_*` run on one of these, and
+    `gtr_keras.load` returns one.
 
     Args:
-        model: a `GTREncoder`.
-        tokenizer: a `GTRTokenizer` (its SentencePiece model is shared by both
-            truncation lengths).
-        query_length: token budget for queries, EOS included.
-        document_length: token budget for documents, EOS included.
+        model: a `GTRTextEmbedder` with a `GTRTextEmbedderPreprocessor`
+            (whose token budgets apply: `query_length`, `document_length`).
         jit_compile: compile the forward pass with XLA (one program per
             padded shape; see `padded_shape`).
 
     Example:
-    >>> encoder = gtr_keras.load("models/gtr-base")
-    >>> q = encoder.encode_queries(["what is a dual encoder?"])
-    >>> d = encoder.encode_documents(["A dual encoder embeds ..."], batch_size=32)
-    >>> scores = q @ d.T
+    >>> encoder = gtr_keras.load(model_dir)
+    >>> q = encoder.encode_queries(["what keeps a wing up?"])
+    >>> d = encoder.encode_documents(["lift on a wing", "boundary layer"], batch_size=32)
+    >>> (q @ d.T).shape
+    (1, 2)
     """
 
-    def __init__(self, model, tokenizer, query_length=QUERY_LENGTH, document_length=DOCUMENT_LENGTH,
-                 jit_compile=False):
+    def __init__(self, model, jit_compile=False):
         self.model = model
-        self.tokenizer = tokenizer
-        self.query_length = query_length
-        self.document_length = document_length
+        self.preprocessor = model.preprocessor
+        self.tokenizer = model.preprocessor.tokenizer
         self.jit_compile = jit_compile
-        self._tokenizers = {
-            "query": tokenizer.with_length(query_length),
-            "document": tokenizer.with_length(document_length),
-        }
+
         def forward(token_ids, padding_mask):
             return model({"token_ids": token_ids, "padding_mask": padding_mask}, training=False)
 
@@ -67,10 +62,17 @@ class Encoder:
             self._forward = tf.function(forward, jit_compile=True)
         else:
             self._forward = tf.function(forward, input_signature=[tf.TensorSpec([None, None], tf.int32)] * 2)
-        self._tokenize = {
-            kind: tf.function(t.tokenize, input_signature=[tf.TensorSpec([None], tf.string)])
-            for kind, t in self._tokenizers.items()
-        }
+        self._tokenize = tf.function(
+            self.tokenizer.token_ids, input_signature=[tf.TensorSpec([None], tf.string), tf.TensorSpec([], tf.int32)]
+        )
+
+    @property
+    def query_length(self):
+        return self.preprocessor.query_length
+
+    @property
+    def document_length(self):
+        return self.preprocessor.sequence_length
 
     @property
     def embedding_dim(self):
@@ -78,12 +80,11 @@ class Encoder:
 
     def tokenize(self, texts, kind="document"):
         """Token id lists (EOS included, truncated to the kind's length)."""
-        if kind not in self._tokenize:
-            raise ValueError(f"kind must be 'query' or 'document', got {kind!r}")
+        length = self.preprocessor.length(kind)
         ids = []
         for start in range(0, len(texts), 4096):
             chunk = tf.constant([_to_bytes(t) for t in texts[start:start + 4096]], tf.string)
-            ids.extend(self._tokenize[kind](chunk).to_list())
+            ids.extend(self._tokenize(chunk, length).to_list())
         return ids
 
     def encode(self, texts, kind="document", batch_size=32, progress=None):

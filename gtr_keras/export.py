@@ -50,18 +50,20 @@ IMPORT_HINT = (
 
 
 class _Embedder(tf.Module):
-    """The encoder and both tokenizers, as trackable TensorFlow objects."""
+    """The model and its tokenizer, as trackable TensorFlow objects."""
 
     def __init__(self, encoder):
         super().__init__()
         self.model = encoder.model
-        self.query_tokenizer = encoder.tokenizer.with_length(encoder.query_length)
-        self.document_tokenizer = encoder.tokenizer.with_length(encoder.document_length)
+        self.tokenizer = encoder.tokenizer
+        self.lengths = {"query": encoder.query_length, "document": encoder.document_length}
         # Keras layers do not expose TF Text's resources to SavedModel tracking; this module does.
-        self.sentencepiece_resources = [self.query_tokenizer.sentencepiece, self.document_tokenizer.sentencepiece]
+        encoder.tokenizer._maybe_initialized_tf()
+        self.sentencepiece_resource = encoder.tokenizer._sentence_piece
 
-    def embed(self, texts, tokenizer):
-        return tf.cast(self.model(pad_token_ids(tokenizer.tokenize(texts)), training=False), tf.float32)
+    def embed(self, texts, kind):
+        token_ids = self.tokenizer.token_ids(texts, self.lengths[kind])
+        return tf.cast(self.model(pad_token_ids(token_ids), training=False), tf.float32)
 
 
 def _version_dir(export_dir, name, version):
@@ -99,10 +101,10 @@ def export_encoder(encoder, export_dir, version=1):
         root = _root(encoder, staging)
         embedder = root.embedder
         root.encode_queries = tf.function(
-            lambda texts: {"embeddings": embedder.embed(texts, embedder.query_tokenizer)}, input_signature=[STRINGS]
+            lambda texts: {"embeddings": embedder.embed(texts, "query")}, input_signature=[STRINGS]
         )
         root.encode_documents = tf.function(
-            lambda texts: {"embeddings": embedder.embed(texts, embedder.document_tokenizer)}, input_signature=[STRINGS]
+            lambda texts: {"embeddings": embedder.embed(texts, "document")}, input_signature=[STRINGS]
         )
         _save(root, staging, {
             "serving_default": root.encode_documents,
@@ -226,7 +228,7 @@ def export_searcher(encoder, index_dir, export_dir, searcher="scann", version=1,
 
         def search(queries, k):
             k = tf.clip_by_value(k, 1, num_docs)
-            neighbors, scores = top_k(root.embedder.embed(queries, root.embedder.query_tokenizer), k)
+            neighbors, scores = top_k(root.embedder.embed(queries, "query"), k)
             return {"ids": tf.gather(root.doc_ids, neighbors), "scores": scores}
 
         root.search = tf.function(search, input_signature=[QUERIES, K])

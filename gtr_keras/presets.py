@@ -43,7 +43,7 @@ HUB_IDS = {
 
 
 def preset_config(name, **overrides):
-    """Returns the `GTREncoder` constructor arguments of a preset.
+    """Returns the architecture arguments of a preset: `GTRBackbone` arguments and `embedding_dim`.
 
     Args:
         name: one of `PRESETS`.
@@ -59,10 +59,10 @@ def preset_config(name, **overrides):
 
 
 def parameter_count(config):
-    """Counts the weights of a `GTREncoder` config without building it.
+    """Counts the weights of a preset config (backbone and projection) without building it.
 
     Args:
-        config: `GTREncoder` constructor arguments (see `preset_config`).
+        config: architecture arguments (see `preset_config`).
 
     Example:
     >>> round(parameter_count(preset_config("gtr-xl")) / 1e9, 2)

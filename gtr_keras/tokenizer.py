@@ -1,17 +1,18 @@
-"""SentencePiece tokenisation in the TensorFlow graph, with T5's conventions."""
+"""SentencePiece tokenisation in the TensorFlow graph, with T5's conventions, as a keras-hub tokenizer."""
 
 import io
 import os
 
 import keras
+import keras_hub
 import sentencepiece as spm
 import tensorflow as tf
-import tensorflow_text as tf_text
 
 PAD_ID = 0
 EOS_ID = 1
 QUERY_LENGTH = 64
 DOCUMENT_LENGTH = 512
+VOCABULARY_FILE = "vocabulary.spm"  # keras-hub's SentencePiece asset name
 
 
 def pad_token_ids(token_ids, length=None):
@@ -29,75 +30,67 @@ def pad_token_ids(token_ids, length=None):
     }
 
 
-class GTRTokenizer(keras.layers.Layer):
-    """Turns raw strings into padded T5 token ids inside the graph.
+@keras.saving.register_keras_serializable(package="gtr_keras")
+class GTRTokenizer(keras_hub.tokenizers.SentencePieceTokenizer):
+    """T5's SentencePiece tokenizer, in the TensorFlow graph, as a keras-hub tokenizer.
 
     Follows Hugging Face's `T5Tokenizer` as sentence-transformers calls it:
-    surrounding whitespace stripped, SentencePiece pieces, EOS (id 1) appended,
-    pad id 0, and truncation that keeps EOS as the last token, so at most
-    `sequence_length - 1` pieces of text are kept. Batches are padded to their
-    longest row, not to `sequence_length`.
+    surrounding whitespace stripped, SentencePiece pieces, and (in
+    `token_ids`, which the preprocessor, the training data and the exports
+    use) EOS (id 1) appended with truncation that keeps EOS as the last
+    token, so at most `sequence_length - 1` pieces of text are kept. Pad id 0.
 
-    Text is tokenised as plain text: a literal `"</s>"` in the input is not
-    turned into EOS (Hugging Face's tokenizer would).
+    `tokenize` gives the pieces alone (keras-hub's convention: special
+    tokens are the preprocessor's business). It always runs TensorFlow ops,
+    eagerly or in a graph. Text is tokenised as plain text: a literal
+    `"</s>"` in the input is not turned into EOS (Hugging Face's tokenizer
+    would). The SentencePiece model is saved as an asset
+    (`assets/tokenizer/vocabulary.spm` in a preset directory).
 
     Args:
         proto: the SentencePiece model, as bytes or a path to `spiece.model`.
-        sequence_length: maximum tokens per text, EOS included (64 for queries,
-            512 for documents in GTR).
         lowercase: lowercase the text first (sentence-transformers'
             `do_lower_case`; False for GTR).
 
     Example:
-    >>> tokenizer = GTRTokenizer("spiece.model", sequence_length=64)
-    >>> batch = tokenizer(tf.constant(["what is a dual encoder?", ""]))
-    >>> batch["token_ids"][1].numpy()[:2]
-    array([1, 0], dtype=int32)
+    >>> tokenizer = GTRTokenizer(spiece_model)
+    >>> tokenizer.token_ids(["what is a dual encoder?", ""], sequence_length=64)[1].numpy()
+    array([1], dtype=int32)
     """
 
-    def __init__(self, proto=None, sequence_length=DOCUMENT_LENGTH, lowercase=False, **kwargs):
-        super().__init__(**kwargs)
-        self.sequence_length = sequence_length
+    def __init__(self, proto=None, lowercase=False, **kwargs):
+        self._add_special_token("</s>", "end_token")
+        self._add_special_token("<pad>", "pad_token")
+        super().__init__(proto=proto, **kwargs)
         self.lowercase = lowercase
-        self.proto = None
-        if proto is not None:
-            self.set_proto(proto)
 
-    def set_proto(self, proto):
-        if isinstance(proto, (str, os.PathLike)):
-            with open(proto, "rb") as f:
-                proto = f.read()
-        self.proto = proto
-        self.sentencepiece = tf_text.SentencepieceTokenizer(model=proto, out_type=tf.int32)
+    def load_assets(self, dir_path):
+        # Reads the bytes here: keras-hub's `load_assets` passes a path, which safe mode refuses.
+        with open(os.path.join(dir_path, VOCABULARY_FILE), "rb") as f:
+            self.set_proto(f.read())
 
-    def with_length(self, sequence_length):
-        """Returns a tokenizer sharing this SentencePiece model with another length."""
-        return GTRTokenizer(self.proto, sequence_length, self.lowercase, name=f"{self.name}_{sequence_length}")
-
-    def tokenize(self, strings):
-        """Token ids as a `tf.RaggedTensor` `[batch, (length)]`, EOS included."""
-        strings = tf.strings.strip(tf.convert_to_tensor(strings, tf.string))
+    def tokenize(self, inputs):
+        """SentencePiece ids of each text, as a `tf.RaggedTensor` `[batch, (pieces)]` (no EOS)."""
+        self._check_vocabulary()
+        self._maybe_initialized_tf()
+        strings = tf.strings.strip(tf.convert_to_tensor(inputs, tf.string))
         if self.lowercase:
             strings = tf.strings.lower(strings, encoding="utf-8")
-        pieces = self.sentencepiece.tokenize(strings)[:, : self.sequence_length - 1]
+        return self._sentence_piece.tokenize(strings)
+
+    def token_ids(self, inputs, sequence_length):
+        """Model token ids: `[batch, (length)]` ragged, truncated to `sequence_length` with EOS kept last.
+
+        Args:
+            inputs: a batch of strings `[batch]`.
+            sequence_length: the token budget, EOS included (>= 2).
+        """
+        pieces = self.tokenize(inputs)[:, : sequence_length - 1]
         eos = tf.fill([pieces.nrows(), 1], tf.constant(EOS_ID, pieces.dtype))
         return tf.concat([pieces, tf.RaggedTensor.from_tensor(eos)], axis=1)
 
-    def call(self, strings):
-        return pad_token_ids(self.tokenize(strings))
-
-    def vocabulary_size(self):
-        return int(self.sentencepiece.vocab_size())
-
     def get_config(self):
-        return {**super().get_config(), "sequence_length": self.sequence_length, "lowercase": self.lowercase}
-
-    def save_assets(self, dir_path):
-        with open(os.path.join(dir_path, "spiece.model"), "wb") as f:
-            f.write(self.proto)
-
-    def load_assets(self, dir_path):
-        self.set_proto(os.path.join(dir_path, "spiece.model"))
+        return {**super().get_config(), "lowercase": self.lowercase}
 
 
 def train_sentencepiece(texts, output_path, vocabulary_size=8000, seed_sentences=200_000):

@@ -1,6 +1,6 @@
 """Training GTR dual encoders: the `DualEncoder` Keras model and the `gtr-keras train` loop.
 
-`DualEncoder` trains a shared `GTREncoder` tower with GTR's bidirectional
+`DualEncoder` trains a shared `GTRTextEmbedder` tower with GTR's bidirectional
 in-batch softmax loss (`gtr_keras.losses`). Under any `tf.distribute`
 strategy the in-batch candidates are those of the GLOBAL batch: each replica
 gathers the embeddings of all replicas (`ReplicaContext.all_gather`, whose
@@ -29,12 +29,13 @@ import keras
 import tensorflow as tf
 import yaml
 
+from gtr_keras.backbone import GTRBackbone
 from gtr_keras.checkpoints import load, save
 from gtr_keras.data import TrainingData
-from gtr_keras.encoder import Encoder
 from gtr_keras.losses import DEFAULT_TEMPERATURE, BidirectionalInBatchLoss
-from gtr_keras.model import GTREncoder
+from gtr_keras.preprocessor import GTRTextEmbedderPreprocessor
 from gtr_keras.presets import PRESETS, preset_config
+from gtr_keras.text_embedder import GTRTextEmbedder
 from gtr_keras.tokenizer import GTRTokenizer, train_sentencepiece
 
 PRECISIONS = {"float32": None, "bfloat16": "mixed_bfloat16"}
@@ -104,7 +105,11 @@ class DualEncoder(keras.Model):
     `"negatives"` `{"token_ids", "padding_mask"}` `[B, k, L]`; and optionally
     `"positive_id"` `[B]` and `"negative_ids"` `[B, k]` document ids and
     `"query_id"` `[B]` query ids (int64 hashes, or strings off XLA) for
-    false-negative masking.
+    false-negative masking. `fit`, `evaluate` and `predict` also take
+    `tf.data` datasets of raw-string batches (`"query"` `[B]`,
+    `"positive"` `[B]`, `"negatives"` `[B, k]` tf.string, ids as they are):
+    the encoder's preprocessor tokenises them in the input pipeline, as
+    keras-hub tasks do.
 
     GradCache (Gao et al. 2021): with `grad_cache_chunk_size=S`, the step
     embeds the batch S examples at a time without keeping activations, takes
@@ -120,7 +125,7 @@ class DualEncoder(keras.Model):
     partial last batch (`drop_remainder=True` for finite data).
 
     Args:
-        encoder: the `GTREncoder` tower shared by queries and passages.
+        encoder: the `GTRTextEmbedder` tower shared by queries and passages.
         temperature: softmax temperature `tau` (0.01 in GTR).
         mask_false_negatives: mask candidates sharing the positive's id, and
             the other positives of the same query (when the batch carries ids).
@@ -128,9 +133,14 @@ class DualEncoder(keras.Model):
             backpropagation.
 
     Example:
-    >>> model = DualEncoder(GTREncoder.from_preset("gtr-tiny"))
-    >>> model.compile(optimizer=make_optimizer(steps=100))
-    >>> model.fit(data.dataset(tokenizer, batch_size=32), steps_per_epoch=100)  # doctest: +SKIP
+    >>> embedder = keras_hub.models.TextEmbedder.from_preset(model_dir)
+    >>> model = DualEncoder(embedder)
+    >>> model.compile(optimizer=make_optimizer(steps=2))
+    >>> texts = {"query": [["lift"], ["drag"]], "positive": [["wing lift"], ["drag force"]]}
+    >>> batches = tf.data.Dataset.from_tensor_slices(texts).map(lambda b: {k: v[0] for k, v in b.items()}).batch(2)
+    >>> history = model.fit(batches, epochs=1, verbose=0)
+    >>> sorted(history.history)
+    ['loss']
     """
 
     def __init__(self, encoder, temperature=DEFAULT_TEMPERATURE, mask_false_negatives=True,
@@ -145,6 +155,23 @@ class DualEncoder(keras.Model):
         self.contrastive_loss = BidirectionalInBatchLoss(temperature)
         self.loss_tracker = keras.metrics.Mean(name="loss")
         self.built = True
+
+    def _tokenized(self, x):
+        """`x` with raw-string towers tokenised in the pipeline (a dataset of token batches is returned as is)."""
+        if not isinstance(x, tf.data.Dataset) or x.element_spec["query"] != tf.TensorSpec([None], tf.string):
+            return x
+        if self.encoder.preprocessor is None:
+            raise ValueError("raw-string batches need an encoder with a preprocessor (GTRTextEmbedderPreprocessor)")
+        tower_features = self.encoder.preprocessor.tower_features
+        return x.map(lambda batch: {**batch, **tower_features(batch)}, num_parallel_calls=tf.data.AUTOTUNE)
+
+    def fit(self, x=None, *args, **kwargs):
+        if "validation_data" in kwargs:
+            kwargs["validation_data"] = self._tokenized(kwargs["validation_data"])
+        return super().fit(self._tokenized(x), *args, **kwargs)
+
+    def evaluate(self, x=None, *args, **kwargs):
+        return super().evaluate(self._tokenized(x), *args, **kwargs)
 
     def call(self, inputs, training=False):
         """Embeds `{"token_ids", "padding_mask"}` inputs with the shared tower."""
@@ -265,7 +292,7 @@ class DualEncoder(keras.Model):
     def get_config(self):
         return {
             **super().get_config(),
-            "encoder": self.encoder.get_config(),
+            "encoder": keras.saving.serialize_keras_object(self.encoder),
             "temperature": self.temperature,
             "mask_false_negatives": self.mask_false_negatives,
             "grad_cache_chunk_size": self.grad_cache_chunk_size,
@@ -274,7 +301,7 @@ class DualEncoder(keras.Model):
     @classmethod
     def from_config(cls, config):
         config = dict(config)
-        config["encoder"] = GTREncoder.from_config(config["encoder"])
+        config["encoder"] = keras.saving.deserialize_keras_object(config["encoder"])
         return cls(**config)
 
 
@@ -286,7 +313,7 @@ class TrainConfig:
         init: a gtr-keras model directory to fine-tune, or a preset name
             (`gtr-tiny`, `gtr-base`, ...) to train from random weights.
         data: a `TrainingData`, or a dict of its arguments.
-        model: `GTREncoder` arguments replacing the preset's when `init` is
+        model: `GTRBackbone` arguments (or `embedding_dim`) replacing the preset's when `init` is
             a preset (e.g. `{"num_layers": 2, "embedding_dim": 128}`).
         output_dir: where checkpoints (`checkpoints/`), TensorBoard logs
             (`logs/`), the config (`train_config.json`) and the final model
@@ -363,7 +390,8 @@ class TrainConfig:
         if self.model:
             if self.init not in PRESETS:
                 raise ValueError(f"model settings {sorted(self.model)} need a preset `init`, got {self.init!r}")
-            unknown = sorted(set(self.model) - set(inspect.signature(GTREncoder).parameters))
+            known = {*inspect.signature(GTRBackbone).parameters, "embedding_dim"}
+            unknown = sorted(set(self.model) - known)
             if unknown:
                 raise ValueError(f"unknown model setting(s) {', '.join(unknown)}")
 
@@ -465,22 +493,25 @@ def _tokenizer(config):
 
 
 def _initial_encoder(config, tokenizer, policy):
-    """The `GTREncoder` to train and its tokenizer (built under the strategy's scope)."""
+    """The `GTRTextEmbedder` to train, with the run's tokenizer and token budgets (built under the strategy's scope)."""
     if os.path.isdir(config.init):
-        loaded = load(config.init, dtype=policy)
-        model, tokenizer = loaded.model, tokenizer or loaded.tokenizer
+        model = load(config.init, dtype=policy).model
+        tokenizer = tokenizer or model.preprocessor.tokenizer
     elif config.init in PRESETS:
-        model = GTREncoder.from_preset(config.init, dtype=policy, **config.model)
+        model = GTRTextEmbedder.from_architecture(config.init, dtype=policy, **config.model)
     else:
         raise ValueError(
             f"init {config.init!r} is neither a model directory nor a preset ({sorted(PRESETS)})"
         )
-    if tokenizer.vocabulary_size() > model.vocabulary_size:
+    if tokenizer.vocabulary_size() > model.backbone.vocabulary_size:
         raise ValueError(
             f"the tokenizer has {tokenizer.vocabulary_size()} pieces but the model only "
-            f"{model.vocabulary_size} embedding rows"
+            f"{model.backbone.vocabulary_size} embedding rows"
         )
-    return model, tokenizer
+    model.preprocessor = GTRTextEmbedderPreprocessor(
+        tokenizer, config.data.document_length, config.data.query_length
+    )
+    return model
 
 
 class _Checkpoints(keras.callbacks.Callback):
@@ -552,7 +583,7 @@ def train(config):
 
     tokenizer = _tokenizer(config)
     with strategy.scope():
-        encoder, tokenizer = _initial_encoder(config, tokenizer, policy)
+        encoder = _initial_encoder(config, tokenizer, policy)
         model = DualEncoder(
             encoder, config.temperature, config.mask_false_negatives, config.grad_cache_chunk_size
         )
@@ -568,7 +599,7 @@ def train(config):
     start = int(optimizer.iterations.numpy())
     if start < config.steps:
         dataset = config.data.dataset(
-            tokenizer, config.batch_size, seed=config.seed, skip_batches=start,
+            encoder.preprocessor.tokenizer, config.batch_size, seed=config.seed, skip_batches=start,
             drop_remainder=True, pad_to_length=config.strategy == "tpu",
         )
         checkpoints = _Checkpoints(manager, start, config.steps)
@@ -598,9 +629,8 @@ def train(config):
                 f"{config.data.source} gave no complete batch of {config.batch_size} examples"
                 + (" with at least one hard negative" if config.data.num_negatives else "")
             )
-    trained = Encoder(encoder, tokenizer, config.data.query_length, config.data.document_length)
-    save(trained, os.path.join(config.output_dir, "model"))
-    return trained
+    save(encoder, os.path.join(config.output_dir, "model"))
+    return encoder.batch_encoder()
 
 
 _FLAGS = (

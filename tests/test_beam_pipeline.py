@@ -9,6 +9,7 @@ import pytest
 
 pytest.importorskip("apache_beam")
 
+from apache_beam.io.filesystem import FileMetadata  # noqa: E402
 from apache_beam.io.localfilesystem import LocalFileSystem  # noqa: E402
 
 from gtr_keras.beam_pipeline import (  # noqa: E402
@@ -142,6 +143,15 @@ class _FakeRemoteFileSystem(LocalFileSystem):
 
     def open(self, path, *args, **kwargs):
         return super().open(path.removeprefix("gtrtest://"), *args, **kwargs)
+
+    def match(self, patterns, limits=None):
+        results = super().match([p.removeprefix("gtrtest://") for p in patterns], limits)
+        for result in results:
+            result.metadata_list = [
+                FileMetadata("gtrtest://" + m.path, m.size_in_bytes, m.last_updated_in_seconds)
+                for m in result.metadata_list
+            ]
+        return results
 
 
 def test_model_handler_stages_a_remote_model_dir(tiny_model_dir, tiny_encoder):

@@ -3,6 +3,7 @@ import os
 import shutil
 import sys
 
+import keras_hub
 import numpy as np
 import pytest
 
@@ -28,21 +29,26 @@ def test_convert_then_encode_matches_sentence_transformers(tmp_path, tiny_model_
     np.testing.assert_allclose(np.load(out), reference, atol=1e-5, rtol=0)
 
 
-@pytest.mark.parametrize("feedforward", ["relu", "gated-gelu"])
-def test_fresh_random_checkpoint_matches_reference_up_to_512_tokens(tmp_path, feedforward):
+@pytest.mark.parametrize("feedforward, heads", [("relu", {}), ("gated-gelu", {}), ("relu", {"d_kv": 32})])
+def test_fresh_random_checkpoint_matches_reference_up_to_512_tokens(tmp_path, feedforward, heads):
+    """Base/Large shapes (heads x d_kv = d_model), T5 v1.1's FFN, and XL/XXL's heads x d_kv != d_model."""
     pytest.importorskip("torch")
     pytest.importorskip("sentence_transformers")
     import reference_checkpoint
 
     st_dir = reference_checkpoint.build_checkpoint(
-        str(tmp_path / "st"), seed=7, feed_forward_proj=feedforward, spiece_path=os.path.join(TINY_ST, "spiece.model")
+        str(tmp_path / "st"), seed=7, feed_forward_proj=feedforward, spiece_path=os.path.join(TINY_ST, "spiece.model"),
+        t5_config={**reference_checkpoint.TINY_T5, **heads},
     )
     words = reference_checkpoint.cranfield_texts()[3].split()
     texts = [" ".join((words * 20)[:n]) for n in (1, 15, 17, 40, 130, 140, 300, 511, 700)]
-    encoder = convert_sentence_transformers(st_dir)
-    assert max(len(ids) for ids in encoder.tokenize(texts)) == 512
+    embedder = convert_sentence_transformers(st_dir)
+    assert max(len(ids) for ids in embedder.batch_encoder().tokenize(texts)) == 512
     expected = reference_checkpoint.reference_embeddings(st_dir, texts)
-    np.testing.assert_allclose(encoder.encode_documents(texts, batch_size=4), expected, atol=1e-5, rtol=0)
+    np.testing.assert_allclose(embedder.encode_documents(texts, batch_size=4), expected, atol=1e-5, rtol=0)
+    save(embedder, tmp_path / "preset")
+    reloaded = keras_hub.models.TextEmbedder.from_preset(str(tmp_path / "preset"))
+    np.testing.assert_allclose(reloaded.encode_documents(texts, batch_size=4), expected, atol=1e-5, rtol=0)
 
 
 def test_save_load_round_trip_gives_identical_embeddings(tmp_path, tiny_encoder):

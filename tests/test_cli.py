@@ -4,6 +4,7 @@ import json
 import numpy as np
 import pytest
 
+import gtr_keras
 from gtr_keras.cli import main
 
 
@@ -82,14 +83,12 @@ def test_encode_in_bfloat16_is_close_to_float32(tmp_path, tiny_model_dir, tiny_e
 
 
 def test_document_length_overrides_the_model_directory(tmp_path, tiny_model_dir, tiny_encoder):
-    from gtr_keras.encoder import Encoder
-
     path = tmp_path / "texts.txt"
     long_text = "boundary layer transition on a swept wing " * 20
     path.write_text(long_text + "\n")
     code, out = _encode(tiny_model_dir, path, "--document-length", "8")
     assert code == 0
-    cut = Encoder(tiny_encoder.model, tiny_encoder.tokenizer, document_length=8).encode_documents([long_text])
+    cut = gtr_keras.load(tiny_model_dir, document_length=8).encode_documents([long_text])
     np.testing.assert_allclose(np.load(out), cut, atol=1e-6)
     assert np.sum(cut * tiny_encoder.encode_documents([long_text])) < 0.999
 

@@ -49,7 +49,7 @@ def test_xla_programs_are_bounded_by_the_buckets(tiny_model_dir, tiny_encoder):
 
 def test_padding_only_where_xla_needs_it(tiny_encoder):
     assert tiny_encoder.padded_shape(3, 70, batch_size=32) == (3, 70)
-    xla_encoder = Encoder(tiny_encoder.model, tiny_encoder.tokenizer, jit_compile=True)
+    xla_encoder = Encoder(tiny_encoder.model, jit_compile=True)
     assert xla_encoder.padded_shape(3, 70, batch_size=32) == (4, 128)
     assert xla_encoder.padded_shape(1, 9, batch_size=32) == (1, 16)
     assert xla_encoder.padded_shape(16, 300, batch_size=16) == (16, 384)

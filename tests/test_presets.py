@@ -1,12 +1,12 @@
 import pytest
 
-from gtr_keras.model import GTREncoder
 from gtr_keras.presets import PRESETS, parameter_count, preset_config
+from gtr_keras.text_embedder import GTRTextEmbedder
 
 
 @pytest.mark.parametrize("name, published", [("gtr-base", 110e6), ("gtr-large", 335e6)])
 def test_built_base_and_large_match_published_sizes(name, published):
-    model = GTREncoder.from_preset(name)
+    model = GTRTextEmbedder.from_architecture(name)
     assert abs(model.count_params() - published) / published < 0.01
     assert model.count_params() == parameter_count(preset_config(name))
 

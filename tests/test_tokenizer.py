@@ -6,6 +6,7 @@ import pytest
 import tensorflow as tf
 
 from conftest import FIXTURES, TINY_ST
+from gtr_keras.preprocessor import GTRTextEmbedderPreprocessor
 from gtr_keras.tokenizer import EOS_ID, GTRTokenizer, train_sentencepiece
 
 SPIECE = os.path.join(TINY_ST, "spiece.model")
@@ -21,7 +22,7 @@ def test_ids_equal_hugging_face_t5_tokenizer_fixture(length):
     reference = np.load(os.path.join(FIXTURES, "tiny-gtr-reference.npz"))[f"token_ids_{length}"]
     texts = _texts()
     assert len(texts) >= 20 and "" in texts
-    batch = GTRTokenizer(SPIECE, sequence_length=length)(tf.constant(texts))
+    batch = GTRTextEmbedderPreprocessor(GTRTokenizer(SPIECE), sequence_length=length)(tf.constant(texts))
     ids = batch["token_ids"].numpy()
     assert ids.shape[1] == length  # the fixture has texts longer than both lengths
     np.testing.assert_array_equal(ids, reference[:, : ids.shape[1]])
@@ -32,13 +33,13 @@ def test_ids_equal_hugging_face_live():
     transformers = pytest.importorskip("transformers")
     hf = transformers.T5Tokenizer.from_pretrained(TINY_ST)
     texts = _texts() + ["  spaced   out  ", "ﬁ ligature ① ＡＢＣ", "x" * 3000]
-    ours = GTRTokenizer(SPIECE, sequence_length=64).tokenize(tf.constant(texts)).to_list()
+    ours = GTRTokenizer(SPIECE).token_ids(tf.constant(texts), 64).to_list()
     assert ours == [hf(t.strip(), truncation=True, max_length=64)["input_ids"] for t in texts]
 
 
 def test_truncation_keeps_eos_last_and_pads_with_zero():
-    tokenizer = GTRTokenizer(SPIECE, sequence_length=8)
-    batch = tokenizer(tf.constant(["word " * 50, "", "wing"]))
+    preprocessor = GTRTextEmbedderPreprocessor(GTRTokenizer(SPIECE), sequence_length=8)
+    batch = preprocessor(tf.constant(["word " * 50, "", "wing"]))
     ids = batch["token_ids"].numpy()
     assert ids.shape == (3, 8)
     assert ids[0, -1] == EOS_ID and (ids[0, :-1] != EOS_ID).all()
@@ -46,23 +47,38 @@ def test_truncation_keeps_eos_last_and_pads_with_zero():
     assert batch["padding_mask"].numpy()[1].tolist() == [1] + [0] * 7
 
 
-def test_with_length_shares_the_model_and_round_trips_config(tmp_path):
-    tokenizer = GTRTokenizer(SPIECE, sequence_length=512, lowercase=True)
-    short = tokenizer.with_length(64)
-    assert short.proto is tokenizer.proto and short.sequence_length == 64 and short.lowercase
+def test_config_and_assets_round_trip(tmp_path):
+    tokenizer = GTRTokenizer(SPIECE, lowercase=True)
     tokenizer.save_assets(str(tmp_path))
     clone = GTRTokenizer.from_config(tokenizer.get_config())
+    assert clone.get_config()["proto"] is None and clone.lowercase
     clone.load_assets(str(tmp_path))
     text = tf.constant(["Upper CASE"])
     assert clone.tokenize(text).to_list() == tokenizer.tokenize(text).to_list()
     assert tokenizer.tokenize(text).to_list() == tokenizer.tokenize(tf.constant(["upper case"])).to_list()
+    assert (tokenizer.end_token_id, tokenizer.pad_token_id) == (EOS_ID, 0)
+
+
+def test_preprocessor_budgets_and_static_padding():
+    preprocessor = GTRTextEmbedderPreprocessor(GTRTokenizer(SPIECE), sequence_length=12, query_length=5,
+                                               pad_to_length=True)
+    assert preprocessor.features(["wing"], kind="query")["token_ids"].shape == (1, 5)
+    assert preprocessor(["wing"])["token_ids"].shape == (1, 12)
+    single = preprocessor("wing lift")
+    assert single["token_ids"].shape == (12,) and single["token_ids"][-1] == 0
+    towers = preprocessor.tower_features({
+        "query": tf.constant(["a", "b"]), "positive": tf.constant(["c", "d"]), "negatives": tf.constant([["e"], ["f"]]),
+    })
+    assert towers["query"]["token_ids"].shape == (2, 5) and towers["negatives"]["padding_mask"].shape == (2, 1, 12)
+    with pytest.raises(ValueError, match="query_length must be an integer of at least 2"):
+        GTRTextEmbedderPreprocessor(GTRTokenizer(SPIECE), query_length=1)
 
 
 def test_trained_model_has_t5_special_ids(tmp_path):
     path = train_sentencepiece(["the wing lift", "boundary layer flow"] * 200, tmp_path / "sp.model", 60)
     tokenizer = GTRTokenizer(str(path))
     assert tokenizer.vocabulary_size() <= 60
-    assert tokenizer.tokenize(tf.constant(["wing"])).to_list()[0][-1] == EOS_ID
+    assert tokenizer.token_ids(tf.constant(["wing"]), 64).to_list()[0][-1] == EOS_ID
     import sentencepiece
 
     sp = sentencepiece.SentencePieceProcessor(model_file=str(path))

@@ -14,7 +14,7 @@ import pytest
 import tensorflow as tf
 
 from gtr_keras.losses import BidirectionalInBatchLoss
-from gtr_keras.model import GTREncoder
+from gtr_keras.text_embedder import GTRTextEmbedder
 from gtr_keras.training import (
     DualEncoder,
     TrainConfig,
@@ -59,7 +59,7 @@ tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfigur
 
 import keras
 from gtr_keras.losses import BidirectionalInBatchLoss
-from gtr_keras.model import GTREncoder
+from gtr_keras.text_embedder import GTRTextEmbedder
 from gtr_keras.training import DualEncoder, make_optimizer
 
 batch = token_batch(0)
@@ -69,7 +69,7 @@ mirrored = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
 
 def build(chunk=None):
     keras.utils.set_random_seed(0)
-    return DualEncoder(GTREncoder.from_preset("gtr-tiny", num_layers=1), grad_cache_chunk_size=chunk)
+    return DualEncoder(GTRTextEmbedder.from_architecture("gtr-tiny", num_layers=1), grad_cache_chunk_size=chunk)
 
 
 def weights(model):
@@ -150,7 +150,7 @@ def test_mirrored_step_uses_global_batch_negatives_and_matches_one_device():
 def one_step(batch, chunk=None, dropout=0.0, graph=False):
     """Loss and weights after one SGD step, eagerly or through a traced `fit`."""
     keras.utils.set_random_seed(0)
-    encoder = GTREncoder.from_preset("gtr-tiny", num_layers=1, dropout=dropout)
+    encoder = GTRTextEmbedder.from_architecture("gtr-tiny", num_layers=1, dropout=dropout)
     model = DualEncoder(encoder, grad_cache_chunk_size=chunk)
     model.compile(optimizer=keras.optimizers.SGD(0.1))
     if graph:
@@ -176,7 +176,7 @@ def test_grad_cache_step_equals_full_batch_step():
 def test_evaluation_loss_and_chunk_errors():
     batch = tf.nest.map_structure(tf.constant, token_batch(4))
     keras.utils.set_random_seed(0)
-    model = DualEncoder(GTREncoder.from_preset("gtr-tiny", num_layers=1), grad_cache_chunk_size=2)
+    model = DualEncoder(GTRTextEmbedder.from_architecture("gtr-tiny", num_layers=1), grad_cache_chunk_size=2)
     embedded = model._embed(batch, training=False)
     want = BidirectionalInBatchLoss()(
         *(embedded[name] for name in ("query", "positive", "negatives")),
@@ -189,7 +189,7 @@ def test_evaluation_loss_and_chunk_errors():
 
 
 def test_config_round_trip():
-    model = DualEncoder(GTREncoder.from_preset("gtr-tiny", num_layers=1), 0.05, False, grad_cache_chunk_size=2)
+    model = DualEncoder(GTRTextEmbedder.from_architecture("gtr-tiny", num_layers=1), 0.05, False, grad_cache_chunk_size=2)
     clone = DualEncoder.from_config(model.get_config())
     assert (clone.temperature, clone.mask_false_negatives, clone.grad_cache_chunk_size) == (0.05, False, 2)
     assert clone.encoder.get_config() == model.encoder.get_config()
@@ -212,7 +212,7 @@ def test_float16_is_refused_with_a_reason(tmp_path):
 
 def test_bfloat16_step_runs():
     keras.utils.set_random_seed(0)
-    model = DualEncoder(GTREncoder.from_preset("gtr-tiny", num_layers=1, dtype=dtype_policy("bfloat16")))
+    model = DualEncoder(GTRTextEmbedder.from_architecture("gtr-tiny", num_layers=1, dtype=dtype_policy("bfloat16")))
     model.compile(optimizer=make_optimizer(10))
     loss = float(model.train_step(tf.nest.map_structure(tf.constant, token_batch(3)))["loss"])
     assert np.isfinite(loss)
@@ -266,7 +266,7 @@ def test_model_settings_change_the_preset_shape(tmp_path):
         data={"source": write_triples(tmp_path / "t.jsonl"), "query_length": 8, "document_length": 16},
     )
     trained = train(config)
-    assert (trained.model.num_layers, trained.model.embedding_dim) == (1, 16)
+    assert (trained.model.backbone.num_layers, trained.model.embedding_dim) == (1, 16)
     assert trained.encode_queries(["what about a cat"]).shape == (1, 16)
 
 
@@ -340,8 +340,9 @@ def final_weights(run_dir):
         if isinstance(item, h5py.Dataset):
             arrays[name] = item[()]
 
-    with h5py.File(os.path.join(run_dir, "model", "model.weights.h5")) as f:
-        f.visititems(collect)
+    for weights_file in ("model.weights.h5", "task.weights.h5"):
+        with h5py.File(os.path.join(run_dir, "model", weights_file)) as f:
+            f.visititems(lambda name, item: collect(f"{weights_file}/{name}", item))
     return arrays
 
 
@@ -375,4 +376,34 @@ def test_resume_after_sigkill_matches_an_uninterrupted_run(tmp_path):
     for name in straight:
         np.testing.assert_allclose(again[name], straight[name], atol=1e-5, rtol=0, err_msg=name)
     # A tokenizer was trained on the data for the preset and reused on resume.
-    assert (resumed / "spiece.model").read_bytes() == (resumed / "model" / "spiece.model").read_bytes()
+    vocabulary = resumed / "model" / "assets" / "tokenizer" / "vocabulary.spm"
+    assert (resumed / "spiece.model").read_bytes() == vocabulary.read_bytes()
+
+
+def test_fit_takes_raw_strings_through_the_preprocessor_like_token_batches(tiny_model_dir):
+    from gtr_keras.checkpoints import load
+
+    texts = {
+        "query": ["wing lift", "drag on a body", "shock waves", "heat transfer"],
+        "positive": ["lift of a wing " * 5, "drag force", "a normal shock", "boundary layer heat"],
+        "negatives": [["flutter"], ["buckling of shells"], ["wing"], ["jets"]],
+        "positive_id": ["d1", "d2", "d3", "d4"],
+        "negative_ids": [["d5"], ["d6"], ["d7"], ["d8"]],
+    }
+    results = []
+    for raw in (True, False):
+        keras.utils.set_random_seed(0)
+        embedder = load(tiny_model_dir).model
+        model = DualEncoder(embedder)
+        model.compile(optimizer=keras.optimizers.SGD(0.1))
+        batches = tf.data.Dataset.from_tensor_slices(texts).batch(4)
+        if not raw:
+            tower_features = embedder.preprocessor.tower_features
+            batches = batches.map(lambda batch: {**batch, **tower_features(batch)})
+        loss = model.fit(batches, epochs=1, shuffle=False, verbose=0).history["loss"][0]
+        results.append((loss, [w.numpy() for w in embedder.weights]))
+    (raw_loss, raw_weights), (token_loss, token_weights) = results
+    assert raw_loss == pytest.approx(token_loss, abs=1e-6) and np.isfinite(raw_loss)
+    for raw_weight, token_weight in zip(raw_weights, token_weights):
+        np.testing.assert_allclose(raw_weight, token_weight, atol=1e-6)
+    assert not np.allclose(raw_weights[0], load(tiny_model_dir).model.weights[0].numpy())

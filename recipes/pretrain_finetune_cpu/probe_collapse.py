@@ -14,7 +14,7 @@ import keras
 import numpy as np
 
 from gtr_keras.data import TrainingData
-from gtr_keras.model import GTREncoder
+from gtr_keras.text_embedder import GTRTextEmbedder
 from gtr_keras.tokenizer import GTRTokenizer
 from gtr_keras.training import DualEncoder, make_optimizer
 
@@ -40,7 +40,7 @@ def main():
     if args.fixed_batches:
         batches = batches.take(args.fixed_batches).cache().repeat()
     batches = iter(batches)
-    tower = GTREncoder.from_preset("gtr-small")
+    tower = GTRTextEmbedder.from_architecture("gtr-small")
     model = DualEncoder(tower, args.temperature)
     optimizer = (make_optimizer(2000, args.learning_rate) if args.optimizer == "adafactor"
                  else keras.optimizers.Adam(args.learning_rate))

@@ -1,0 +1,160 @@
+"""`GTRTextEmbedder`: the GTR tower as a keras-hub `TextEmbedder`."""
+
+import keras
+import keras_hub
+from keras import ops
+
+from gtr_keras.backbone import INPUT_NAMES, GTRBackbone
+from gtr_keras.layers import MaskedMeanPooling
+from gtr_keras.preprocessor import GTRTextEmbedderPreprocessor
+from gtr_keras.presets import preset_config
+
+
+@keras.saving.register_keras_serializable(package="gtr_keras")
+class GTRTextEmbedder(keras_hub.models.TextEmbedder):
+    """GTR's shared query/document tower: T5 encoder, mean pooling, bias-free projection, L2 norm.
+
+    The head lives here, not in `GTRBackbone`: the backbone is the plain T5
+    encoder (usable under other heads, and what `Backbone.from_preset`
+    gives), and the head is the part sentence-transformers keeps in modules
+    of its own (`Pooling`, `Dense`, `Normalize`). The projection's weights
+    are task weights (`task.weights.h5` in a preset directory). The dot
+    product of two outputs is their cosine.
+
+    `encode_queries`, `encode_documents` and `encode_text` take Python
+    strings and return numpy rows in input order; they tokenise in the
+    graph, sort texts by length and batch them so that short texts are not
+    padded to long ones (`gtr_keras.encoder.Encoder`), so they are much
+    faster on a mixed corpus than `predict`, which also works on raw
+    strings through the preprocessor (document budget).
+
+    Args:
+        backbone: a `GTRBackbone`.
+        preprocessor: a `GTRTextEmbedderPreprocessor`, or `None` for a model
+            that takes `{"token_ids", "padding_mask"}` only.
+        embedding_dim: output dimension D of the projection (768 in GTR).
+
+    Inputs: `{"token_ids", "padding_mask"}` int `[batch, length]` (raw
+    strings through `predict`/`fit`/`encode_*` when there is a preprocessor).
+    Output: float32 `[batch, embedding_dim]`, unit-norm rows.
+
+    Example:
+    >>> embedder = keras_hub.models.TextEmbedder.from_preset(model_dir)
+    >>> queries = embedder.encode_queries(["what keeps a wing up?"])
+    >>> documents = embedder.encode_documents(["lift on a wing", "boundary layer"])
+    >>> embedder.similarity(queries, documents).shape
+    (1, 2)
+    """
+
+    backbone_cls = GTRBackbone
+    preprocessor_cls = GTRTextEmbedderPreprocessor
+
+    def __init__(self, backbone, preprocessor=None, embedding_dim=768, **kwargs):
+        # A subclassed model rather than a functional one, so that `keras.models.clone_model`
+        # (which rebuilds functional models as plain `Functional`s) keeps the class.
+        super().__init__(dtype=backbone.dtype_policy, **kwargs)
+
+        # === Layers ===
+        self.backbone = backbone
+        self.preprocessor = preprocessor
+        policy = backbone.dtype_policy
+        self.pooling = MaskedMeanPooling(name="mean_pooling", dtype=policy)
+        self.projection = keras.layers.Dense(embedding_dim, use_bias=False, name="projection", dtype=policy)
+        self.normalization = keras.layers.UnitNormalization(name="l2_normalize", dtype="float32")
+        # Traces `call` symbolically, which builds every sublayer (weights included).
+        self.built = True
+        self.compute_output_spec({name: keras.KerasTensor((None, None), "int32") for name in INPUT_NAMES})
+
+        # === Config ===
+        self.embedding_dim = embedding_dim
+        self._batch_encoders = {}
+
+    def call(self, inputs, training=False):
+        sequence = self.backbone(inputs, training=training)
+        return self.normalization(self.projection(self.pooling(sequence, inputs["padding_mask"])))
+
+    @classmethod
+    def from_architecture(cls, preset, preprocessor=None, dtype=None, **overrides):
+        """A randomly initialised embedder of a preset's shape (`gtr-tiny` ... `gtr-xxl`).
+
+        Args:
+            preset: a name in `gtr_keras.presets.PRESETS`.
+            preprocessor: the `GTRTextEmbedderPreprocessor`, if any.
+            dtype: dtype policy.
+            **overrides: architecture arguments replacing the preset's
+                (`embedding_dim` or any `GTRBackbone` argument).
+        """
+        config = preset_config(preset, **overrides)
+        embedding_dim = config.pop("embedding_dim", 768)
+        return cls(GTRBackbone(**config, dtype=dtype), preprocessor, embedding_dim)
+
+    @classmethod
+    def from_preset(cls, preset, load_weights=True, **kwargs):
+        """Loads a preset directory, or converts a sentence-transformers GTR checkpoint on the way.
+
+        Besides keras-hub's presets (a directory written by `save_to_preset`,
+        `kaggle://`, `gs://`, ...), this takes a sentence-transformers GTR
+        checkpoint: a local directory, a Hugging Face id
+        `hf://sentence-transformers/gtr-t5-base` (downloaded when online) or a
+        preset name of `gtr_keras.presets.HUB_IDS` (`"gtr-base"`), and a model
+        directory of gtr-keras' first format. keras-hub's own Hugging Face
+        loader has a fixed list of architectures without T5, so these go
+        through `gtr_keras.checkpoints`.
+
+        Example:
+        >>> embedder = GTRTextEmbedder.from_preset("hf://sentence-transformers/gtr-t5-base")  # doctest: +SKIP
+        """
+        from gtr_keras.checkpoints import load_foreign_format
+
+        foreign = load_foreign_format(preset, load_weights, **kwargs)
+        if foreign is not None:
+            return foreign
+        return super().from_preset(preset, load_weights=load_weights, **kwargs)
+
+    def get_config(self):
+        return {**super().get_config(), "embedding_dim": self.embedding_dim}
+
+    @property
+    def query_length(self):
+        """Token budget of queries (the preprocessor's), EOS included."""
+        return self.preprocessor.query_length
+
+    @property
+    def document_length(self):
+        """Token budget of documents (the preprocessor's), EOS included."""
+        return self.preprocessor.sequence_length
+
+    def batch_encoder(self, jit_compile=False):
+        """The `Encoder` behind `encode_*` (one per `jit_compile` setting, built once)."""
+        from gtr_keras.encoder import Encoder
+
+        if self.preprocessor is None:
+            raise ValueError("this GTRTextEmbedder has no preprocessor: it embeds token ids only")
+        if jit_compile not in self._batch_encoders:
+            self._batch_encoders[jit_compile] = Encoder(self, jit_compile=jit_compile)
+        return self._batch_encoders[jit_compile]
+
+    def encode_text(self, text, kind="document", batch_size=32, progress=None):
+        """Embeds a string or a list of strings: float32 numpy `[n, D]`, unit rows, in input order.
+
+        Args:
+            text: a string or a list of strings.
+            kind: `"query"` or `"document"`: which token budget applies.
+            batch_size: texts per forward pass.
+            progress: show a progress bar; by default only for long inputs.
+        """
+        texts = [text] if isinstance(text, (str, bytes)) else list(text)
+        return self.batch_encoder().encode(texts, kind, batch_size, progress)
+
+    def encode_queries(self, queries, batch_size=32, progress=None):
+        """Embeds queries (truncated to `query_length` tokens)."""
+        return self.encode_text(queries, "query", batch_size, progress)
+
+    def encode_documents(self, documents, batch_size=32, progress=None):
+        """Embeds documents (truncated to `document_length` tokens)."""
+        return self.encode_text(documents, "document", batch_size, progress)
+
+    def similarity(self, query_embeddings, document_embeddings):
+        """Cosine similarities `[queries, documents]` of unit-norm embeddings."""
+        scores = ops.matmul(ops.convert_to_tensor(query_embeddings), ops.transpose(document_embeddings))
+        return ops.convert_to_numpy(scores)

@@ -1,0 +1,35 @@
+"""The examples in the class docstrings of the Keras-facing classes run as written."""
+
+import doctest
+import os
+
+import keras_hub
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import gtr_keras
+from conftest import TINY_ST
+from gtr_keras.backbone import GTRBackbone
+from gtr_keras.encoder import Encoder
+from gtr_keras.preprocessor import GTRTextEmbedderPreprocessor
+from gtr_keras.text_embedder import GTRTextEmbedder
+from gtr_keras.tokenizer import GTRTokenizer
+from gtr_keras.training import DualEncoder, make_optimizer
+
+
+@pytest.mark.parametrize(
+    "cls", [GTRBackbone, GTRTextEmbedder, GTRTextEmbedderPreprocessor, GTRTokenizer, Encoder, DualEncoder]
+)
+def test_class_docstring_example_runs(cls, tiny_model_dir):
+    globs = {
+        "np": np, "tf": tf, "keras_hub": keras_hub, "gtr_keras": gtr_keras, "make_optimizer": make_optimizer,
+        "spiece_model": os.path.join(TINY_ST, "spiece.model"), "model_dir": tiny_model_dir, cls.__name__: cls,
+        "GTRTokenizer": GTRTokenizer,
+    }
+    tests = doctest.DocTestFinder(recurse=False).find(cls, globs=globs)
+    assert tests and tests[0].examples, f"{cls.__name__} has no example"
+    runner = doctest.DocTestRunner(optionflags=doctest.NORMALIZE_WHITESPACE)
+    for test in tests:
+        runner.run(test)
+    assert runner.summarize(verbose=False).failed == 0
