@@ -29,6 +29,7 @@ _EXPORTS = {
     "GTRTextEmbedderPreprocessor": "gtr_keras.preprocessor",
     "GTRTokenizer": "gtr_keras.tokenizer",
     "preset_config": "gtr_keras.presets",
+    "load_export": "gtr_keras.export",
 }
 
 __all__ = sorted(_EXPORTS)

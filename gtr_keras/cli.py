@@ -248,6 +248,13 @@ def add_encoder_arguments(parser):
                         help="document token budget, EOS included (default: the model's)")
 
 
+def _at_least_one(text):
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
 def _positive_int(text):
     value = int(text)
     if value < 2:
@@ -298,7 +305,7 @@ def build_parser():
     p.add_argument("queries", nargs="+", help="query text(s)")
     p.add_argument("--index", required=True, help="index directory")
     p.add_argument("--model", required=True, help="model directory the index was built with")
-    p.add_argument("-k", type=int, default=10, help="results per query")
+    p.add_argument("-k", type=_at_least_one, default=10, help="results per query (default 10)")
     p.add_argument("--json", action="store_true", help="print JSON")
     p.add_argument("--snippet", type=int, default=160, help="snippet characters")
     p.set_defaults(handler=search)
@@ -347,7 +354,8 @@ def build_parser():
     p.add_argument("--searcher", choices=["scann", "brute-force"], default="scann",
                    help="scann needs ScaNN's ops in the server; brute-force runs on stock TF Serving")
     p.add_argument("--version", type=int, default=1, help="TF Serving version directory")
-    p.add_argument("-k", type=int, default=10, help="results per query of the searcher's serving_default")
+    p.add_argument("-k", type=_at_least_one, default=10,
+                   help="results per query of the searcher's serving_default (default 10)")
     add_encoder_arguments(p)
     p.set_defaults(handler=export)
 

@@ -66,17 +66,9 @@ class Encoder:
             self.tokenizer.token_ids, input_signature=[tf.TensorSpec([None], tf.string), tf.TensorSpec([], tf.int32)]
         )
 
-    @property
-    def query_length(self):
-        return self.preprocessor.query_length
-
-    @property
-    def document_length(self):
-        return self.preprocessor.sequence_length
-
-    @property
-    def embedding_dim(self):
-        return self.model.embedding_dim
+    query_length = property(lambda self: self.model.query_length, doc="Token budget of queries, EOS included.")
+    document_length = property(lambda self: self.model.document_length, doc="Token budget of documents.")
+    embedding_dim = property(lambda self: self.model.embedding_dim, doc="D, the embedding dimension.")
 
     def tokenize(self, texts, kind="document"):
         """Token id lists (EOS included, truncated to the kind's length)."""

@@ -1,26 +1,38 @@
 """SavedModel export: raw strings in, embeddings or search results out.
 
-`export_encoder` writes `EXPORT_DIR/encoder/<version>/` with the signatures
+`export_encoder` writes `EXPORT_DIR/encoder/<version>/`, a TF Hub reusable SavedModel
+(https://www.tensorflow.org/hub/reusable_saved_models) following TF Hub's text-embedding
+convention:
 
-- `serving_default` and `encode_documents`: tf.string `[None]` -> `{"embeddings": float32 [None, D]}`,
-  document truncation;
-- `encode_queries`: the same with query truncation.
+- `obj(texts)` / `obj(texts, training=...)`: tf.string `[batch]` -> float32 `[batch, D]`, with the
+  document budget (`document_length`, 512 tokens for GTR); `training=True` runs dropout;
+- `obj.variables`, `obj.trainable_variables` (each weight stored once) and `obj.regularization_losses`
+  (none), so `hub.KerasLayer(path, trainable=True)` fine-tunes it;
+- signatures for TF Serving and Keras 3's `TFSMLayer`: `serving_default` and `encode_documents`
+  (tf.string `[None]` -> `{"embeddings": float32 [None, D]}`, document budget) and `encode_queries`
+  (query budget).
 
 `export_searcher` writes `EXPORT_DIR/searcher/<version>/` with
 
-- `serving_default`: tf.string `[None]` -> `{"ids": tf.string [None, k], "scores": float32 [None, k]}`
-  for the default `k`;
-- `search`: the same with an int32 scalar `k` input.
+- `serving_default`: `queries` tf.string `[None]` -> `{"ids": tf.string [None, k], "scores": float32
+  [None, k]}` for the export's `k`;
+- `search`: `queries` tf.string `[None]` and `k` int32 `[None]` (one per query, so that TF Serving's
+  batching can merge requests): each row holds its query's top `k` first; a batch is as wide as its
+  largest `k` (at most the number of documents), and a row's places past its own `k` hold id `""` and
+  score `-2.0` (never a real score: scores are cosines). `k < 1` is an error.
 
-The tokenizer (TF Text's SentencePiece op; `spiece.model` is also kept as an
-asset), the encoder weights (as variables, so the model can be reloaded and
-fine-tuned in TF) and the index are inside. The `brute-force` searcher uses
-stock TensorFlow ops only (a matmul and `top_k`) and runs on stock TF Serving;
-the `scann` searcher needs ScaNN's custom ops, and its searcher is rebuilt once
-when the SavedModel is loaded (from the serialized ScaNN assets), never per call.
+An empty batch gives `[0, k]` (`[0, 0]` from `search`, whose `k` has no entries). Text that is not
+valid UTF-8 is read with each invalid byte sequence replaced by U+FFFD, as everywhere in gtr-keras
+(`GTRTokenizer`).
 
-Loading needs `import tensorflow_text` (and `import scann` for a ScaNN
-searcher) first; `load_export` does both.
+The tokenizer (TF Text's SentencePiece op; `spiece.model` is also kept as an asset), the encoder
+weights and the index are inside. The `brute-force` searcher uses stock TensorFlow ops only (a matmul
+and `top_k`) and runs on stock TF Serving; the `scann` searcher needs ScaNN's custom ops, and its
+searcher is rebuilt once when the SavedModel is loaded (from the serialized ScaNN assets), never per
+call.
+
+Loading needs `import tensorflow_text` (and `import scann` for a ScaNN searcher) first;
+`load_export` does both.
 """
 
 import copy
@@ -34,11 +46,12 @@ import tensorflow as tf
 from gtr_keras.files import atomic_directory
 from gtr_keras.index import SearchIndex
 from gtr_keras.retrieval import INDEX_SUBDIR, RETRIEVER_JSON
-from gtr_keras.tokenizer import pad_token_ids
+from gtr_keras.tokenizer import GTRTokenizer, pad_token_ids
 
 STRINGS = tf.TensorSpec([None], tf.string, name="texts")
 QUERIES = tf.TensorSpec([None], tf.string, name="queries")
-K = tf.TensorSpec([], tf.int32, name="k")
+K = tf.TensorSpec([None], tf.int32, name="k")
+PAD_ID, PAD_SCORE = "", -2.0
 SCANN_SUBDIR = "scann"
 SCANN_TENSOR_FILES = ("scann_config.pb", "serialized_partitioner.pb", "ah_codebook.pb")
 SCANN_ARRAY_FILES = ("datapoint_to_token.npy", "hashed_dataset.npy", "dataset.npy")
@@ -49,38 +62,36 @@ IMPORT_HINT = (
 )
 
 
-class _Embedder(tf.Module):
-    """The model and its tokenizer, as trackable TensorFlow objects."""
-
-    def __init__(self, encoder):
-        super().__init__()
-        self.model = encoder.model
-        self.tokenizer = encoder.tokenizer
-        self.lengths = {"query": encoder.query_length, "document": encoder.document_length}
-        # Keras layers do not expose TF Text's resources to SavedModel tracking; this module does.
-        encoder.tokenizer._maybe_initialized_tf()
-        self.sentencepiece_resource = encoder.tokenizer._sentence_piece
-
-    def embed(self, texts, kind):
-        token_ids = self.tokenizer.token_ids(texts, self.lengths[kind])
-        return tf.cast(self.model(pad_token_ids(token_ids), training=False), tf.float32)
-
-
 def _version_dir(export_dir, name, version):
     return os.path.join(export_dir, name, str(version))
 
 
 def _root(encoder, staging):
-    """The object to save: embedder, weights as (trainable) variables, SentencePiece asset."""
+    """The object to save, and the embedding function `embed(texts, kind, training)` for its functions.
+
+    The Keras model is not tracked: its functions capture the weights, which
+    `root.variables` lists, so each is stored once.
+    """
     root = tf.__internal__.tracking.AutoTrackable()
-    root.embedder = _Embedder(encoder)
-    root.variables = [v.value for v in encoder.model.variables]
-    root.trainable_variables = [v.value for v in encoder.model.trainable_variables]
+    model = encoder.model
+    # A tokenizer of the export's own: saving takes over its TF Text resource, which the encoder keeps using.
+    tokenizer = GTRTokenizer(encoder.tokenizer.proto, lowercase=encoder.tokenizer.lowercase)
+    root.variables = [v.value for v in model.variables]
+    root.trainable_variables = [v.value for v in model.trainable_variables]
+    root.regularization_losses = []
+    tokenizer._maybe_initialized_tf()
+    root.sentencepiece = tokenizer._sentence_piece  # TF Text's resource, which Keras layers do not expose
+    lengths = {"query": encoder.query_length, "document": encoder.document_length}
+
+    def embed(texts, kind, training=False):
+        features = pad_token_ids(tokenizer.token_ids(texts, lengths[kind]))
+        return tf.cast(model(features, training=training), tf.float32)
+
     path = os.path.join(staging, "spiece.model")
     with open(path, "wb") as f:
-        f.write(encoder.tokenizer.proto)
+        f.write(tokenizer.proto)
     root.spiece_model = tf.saved_model.Asset(path)
-    return root
+    return root, embed
 
 
 def _save(root, staging, signatures):
@@ -98,13 +109,15 @@ def export_encoder(encoder, export_dir, version=1):
     """
     target = _version_dir(export_dir, "encoder", version)
     with atomic_directory(target) as staging:
-        root = _root(encoder, staging)
-        embedder = root.embedder
+        root, embed = _root(encoder, staging)
+        root.__call__ = tf.function(lambda texts, training=False: embed(texts, "document", training))
+        for training in (False, True):
+            root.__call__.get_concrete_function(STRINGS, training)
         root.encode_queries = tf.function(
-            lambda texts: {"embeddings": embedder.embed(texts, "query")}, input_signature=[STRINGS]
+            lambda texts: {"embeddings": embed(texts, "query")}, input_signature=[STRINGS]
         )
         root.encode_documents = tf.function(
-            lambda texts: {"embeddings": embedder.embed(texts, "document")}, input_signature=[STRINGS]
+            lambda texts: {"embeddings": embed(texts, "document")}, input_signature=[STRINGS]
         )
         _save(root, staging, {
             "serving_default": root.encode_documents,
@@ -197,6 +210,8 @@ def export_searcher(encoder, index_dir, export_dir, searcher="scann", version=1,
     """
     if searcher not in ("scann", "brute-force"):
         raise ValueError(f"searcher must be 'scann' or 'brute-force', got {searcher!r}")
+    if not isinstance(k, int) or k < 1:
+        raise ValueError(f"k must be a positive integer, got {k!r}")
     with open(os.path.join(index_dir, RETRIEVER_JSON), encoding="utf-8") as f:
         if json.load(f)["embedding_dim"] != encoder.embedding_dim:
             raise ValueError(f"{index_dir} was built with another model (embedding size differs)")
@@ -204,7 +219,7 @@ def export_searcher(encoder, index_dir, export_dir, searcher="scann", version=1,
     use_scann = searcher == "scann" and index.kind == "scann"
     target = _version_dir(export_dir, "searcher", version)
     with atomic_directory(target) as staging:
-        root = _root(encoder, staging)
+        root, embed = _root(encoder, staging)
         root.doc_ids = tf.Variable(np.array(index.ids, dtype=object), trainable=False, name="doc_ids")
         num_docs = len(index.ids)
         raw_dir = os.path.join(staging, "scann_raw")
@@ -216,9 +231,10 @@ def export_searcher(encoder, index_dir, export_dir, searcher="scann", version=1,
             reorder, leaves = index.params["reorder_factor"], index.params["num_leaves_to_search"]
 
             def top_k(queries, k):
-                return scann_ops.scann_search_batched(
+                neighbors, scores = scann_ops.scann_search_batched(
                     root.scann.resource_handle, queries, k, reorder * k, leaves, True
                 )
+                return neighbors, scores
         else:
             root.doc_embeddings = tf.Variable(index.embeddings, trainable=False, name="doc_embeddings")
 
@@ -226,13 +242,28 @@ def export_searcher(encoder, index_dir, export_dir, searcher="scann", version=1,
                 scores, neighbors = tf.math.top_k(tf.matmul(queries, root.doc_embeddings, transpose_b=True), k)
                 return neighbors, scores
 
-        def search(queries, k):
-            k = tf.clip_by_value(k, 1, num_docs)
-            neighbors, scores = top_k(root.embedder.embed(queries, "query"), k)
-            return {"ids": tf.gather(root.doc_ids, neighbors), "scores": scores}
+        def search(queries, k, min_width=0):
+            valid = tf.debugging.assert_greater_equal(k, 1, message="k must be at least 1")
+            with tf.control_dependencies([valid]):
+                k = tf.minimum(k, num_docs)
+            width = tf.reduce_max(tf.concat([k, [min_width]], axis=0))
+            query_embeddings = embed(queries, "query")
+            neighbors, scores = tf.cond(
+                tf.shape(queries)[0] > 0,
+                lambda: top_k(query_embeddings, width),
+                lambda: (tf.zeros([0, width], tf.int32), tf.zeros([0, width], tf.float32)),
+            )
+            neighbors, scores = tf.ensure_shape(neighbors, [None, None]), tf.ensure_shape(scores, [None, None])
+            inside = tf.range(width)[None, :] < k[:, None]
+            return {
+                "ids": tf.where(inside, tf.gather(root.doc_ids, neighbors), PAD_ID),
+                "scores": tf.where(inside, scores, PAD_SCORE),
+            }
 
         root.search = tf.function(search, input_signature=[QUERIES, K])
-        root.search_default_k = tf.function(lambda queries: search(queries, tf.constant(k)), input_signature=[QUERIES])
+        root.search_default_k = tf.function(
+            lambda queries: search(queries, tf.fill(tf.shape(queries), k), min(k, num_docs)), input_signature=[QUERIES]
+        )
         _save(root, staging, {"serving_default": root.search_default_k, "search": root.search})
         shutil.rmtree(raw_dir, ignore_errors=True)
     return target
@@ -240,6 +271,10 @@ def export_searcher(encoder, index_dir, export_dir, searcher="scann", version=1,
 
 def load_export(path):
     """Loads an exported SavedModel after registering the custom ops it needs.
+
+    Raises:
+        RuntimeError: the SavedModel needs ops that are not registered (the
+            message says which import brings them).
 
     Example:
     >>> searcher = gtr_keras.load_export("exports/scifact/searcher/1")
@@ -253,7 +288,7 @@ def load_export(path):
         pass
     try:
         return tf.saved_model.load(path)
-    except (tf.errors.NotFoundError, ValueError) as error:
-        if "Op type not registered" in str(error) or "not registered" in str(error):
-            raise RuntimeError(f"{path}: {IMPORT_HINT} ({error})") from error
+    except (tf.errors.NotFoundError, ValueError, RuntimeError, KeyError) as error:
+        if "not registered" in str(error) or "Op type" in str(error):
+            raise RuntimeError(f"{path}: {IMPORT_HINT} ({type(error).__name__}: {error})") from error
         raise

@@ -22,6 +22,13 @@ def _fsync_tree(root):
         _fsync(dirpath)
 
 
+def current_umask():
+    """The process's umask (read by setting it and setting it back)."""
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
 @contextlib.contextmanager
 def atomic_directory(target):
     """Create or replace directory `target` all at once.
@@ -30,7 +37,8 @@ def atomic_directory(target):
     into. When the block ends without an exception, the files are flushed to
     disk and the temporary directory is renamed to `target`; an existing
     `target` is first renamed aside, then deleted. If the block raises, the
-    temporary directory is deleted and `target` is left untouched. A process
+    temporary directory is deleted and `target` is left untouched. The
+    directory gets the mode a plain `mkdir` would (0755 under umask 022). A process
     killed at any point therefore leaves the previous `target` (possibly
     under its `.<name>.tmp-*-old` name, if killed between the two renames) or
     the new one, never a partly written one. Temporary directories of a
@@ -52,6 +60,7 @@ def atomic_directory(target):
         raise ValueError(f"{target} exists and is not a directory.")
     os.makedirs(parent, exist_ok=True)
     tmp = tempfile.mkdtemp(prefix=f".{name}.tmp-", dir=parent)
+    os.chmod(tmp, 0o777 & ~current_umask())  # mkdtemp makes 0700 directories whatever the umask
     old = f"{tmp}-old"
     has_old = False
     try:

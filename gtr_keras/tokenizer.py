@@ -35,7 +35,8 @@ class GTRTokenizer(keras_hub.tokenizers.SentencePieceTokenizer):
     """T5's SentencePiece tokenizer, in the TensorFlow graph, as a keras-hub tokenizer.
 
     Follows Hugging Face's `T5Tokenizer` as sentence-transformers calls it:
-    surrounding whitespace stripped, SentencePiece pieces, and (in
+    invalid UTF-8 replaced by U+FFFD (as Python's `decode(errors="replace")`
+    does), surrounding whitespace stripped, SentencePiece pieces, and (in
     `token_ids`, which the preprocessor, the training data and the exports
     use) EOS (id 1) appended with truncation that keeps EOS as the last
     token, so at most `sequence_length - 1` pieces of text are kept. Pad id 0.
@@ -73,7 +74,9 @@ class GTRTokenizer(keras_hub.tokenizers.SentencePieceTokenizer):
         """SentencePiece ids of each text, as a `tf.RaggedTensor` `[batch, (pieces)]` (no EOS)."""
         self._check_vocabulary()
         self._maybe_initialized_tf()
-        strings = tf.strings.strip(tf.convert_to_tensor(inputs, tf.string))
+        strings = tf.convert_to_tensor(inputs, tf.string)
+        strings = tf.strings.unicode_transcode(strings, "UTF-8", "UTF-8", errors="replace", replacement_char=0xFFFD)
+        strings = tf.strings.strip(strings)
         if self.lowercase:
             strings = tf.strings.lower(strings, encoding="utf-8")
         return self._sentence_piece.tokenize(strings)

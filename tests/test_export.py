@@ -9,8 +9,9 @@ import pytest
 import tensorflow as tf
 from tensorflow.core.protobuf import saved_model_pb2
 
+import gtr_keras
 from gtr_keras.cli import main
-from gtr_keras.export import load_export
+from gtr_keras.export import export_encoder, load_export
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 REQUESTS = os.path.join(REPO, "export", "serving", "requests")
@@ -90,9 +91,14 @@ def test_searcher_returns_the_same_ids_as_the_search_command(exports, tiny_model
     loaded = load_export(str(export_dir / "searcher" / "1"))
     result = loaded.signatures["serving_default"](queries=tf.constant(QUERIES))
     assert [[i.decode() for i in row] for row in result["ids"].numpy()] == expected
-    with_k = loaded.signatures["search"](queries=tf.constant(QUERIES), k=tf.constant(3))
+    with_k = loaded.signatures["search"](queries=tf.constant(QUERIES), k=tf.constant([3, 3, 3]))
     assert [[i.decode() for i in row] for row in with_k["ids"].numpy()] == [row[:3] for row in expected]
     assert with_k["scores"].dtype == tf.float32 and with_k["ids"].shape == (3, 3)
+    # k per query: a batch is as wide as its largest k; a row's places past its k are padding.
+    mixed = loaded.signatures["search"](queries=tf.constant(QUERIES), k=tf.constant([1, 5, 2]))
+    ids, scores = [[i.decode() for i in row] for row in mixed["ids"].numpy()], mixed["scores"].numpy()
+    assert ids == [expected[0][:1] + [""] * 4, expected[1], expected[2][:2] + [""] * 3]
+    assert (scores[0, 1:] == -2.0).all() and (scores[2, 2:] == -2.0).all() and (scores[:, 0] > -1.0001).all()
 
 
 def _tf_text_ops():
@@ -144,7 +150,7 @@ def test_saved_model_cli_show_and_run(exports):
     assert "Result for output key embeddings" in ran
     searcher_dir = str(exports["scann"][0] / "searcher" / "1")
     ran = _cli("run", "--dir", searcher_dir, "--tag_set", "serve", "--signature_def", "search",
-               "--input_exprs", 'queries=["wing lift"];k=3')
+               "--input_exprs", 'queries=["wing lift"];k=[3]')
     assert "Result for output key ids" in ran and ran.count("b'") == 3
 
 
@@ -179,11 +185,36 @@ def test_bad_inputs_have_defined_results(exports):
     assert embeddings.shape == (4, 64)
     np.testing.assert_allclose(np.linalg.norm(embeddings, axis=1), 1.0, rtol=1e-5)
     assert encode(texts=tf.constant([], tf.string))["embeddings"].shape == (0, 64)
-    searcher = load_export(str(exports["brute-force"][0] / "searcher" / "1")).signatures["search"]
-    empty = searcher(queries=tf.constant([], tf.string), k=tf.constant(5))
-    assert empty["ids"].shape == (0, 5)
-    clipped = searcher(queries=tf.constant([b"\xff"]), k=tf.constant(10_000))
-    assert clipped["ids"].shape == (1, 300)
+    for kind in ("scann", "brute-force"):
+        signatures = load_export(str(exports[kind][0] / "searcher" / "1")).signatures
+        empty = signatures["serving_default"](queries=tf.constant([], tf.string))
+        assert empty["ids"].shape == (0, 5) and empty["scores"].shape == (0, 5), kind
+        assert signatures["search"](queries=tf.constant([], tf.string), k=tf.constant([], tf.int32))["ids"].shape == (0, 0)
+        clipped = signatures["search"](queries=tf.constant([b"\xff"]), k=tf.constant([10_000]))
+        assert clipped["ids"].shape == (1, 300), kind
+        for bad_k in (0, -3):
+            with pytest.raises(tf.errors.InvalidArgumentError, match="k must be at least 1"):
+                signatures["search"](queries=tf.constant(["wing"]), k=tf.constant([bad_k]))
+
+
+@pytest.mark.parametrize("flag", ["0", "-1", "x"])
+def test_cli_refuses_k_below_one_before_loading_anything(flag, tmp_path, capsys):
+    for command in (["search", "--index", str(tmp_path), "--model", str(tmp_path), "query"],
+                    ["export", "--model", str(tmp_path), "--out", str(tmp_path / "out")]):
+        with pytest.raises(SystemExit) as exit_info:
+            main([*command, "-k", flag])
+        assert exit_info.value.code == 2 and "-k" in capsys.readouterr().err
+
+
+def test_invalid_utf8_is_read_alike_by_the_export_and_the_cli(exports, tiny_model_dir, tmp_path):
+    texts = [b"bad \xff\xfe bytes", b"cut \xe2\x82", b"ok caf\xc3\xa9", b"\xc0\xaf overlong", b"\xed\xa0\x80 surrogate"]
+    path = tmp_path / "texts.txt"
+    path.write_bytes(b"\n".join(texts) + b"\n")
+    out = tmp_path / "cli.npy"
+    assert main(["encode", "--model", tiny_model_dir, "--input", str(path), "--output", str(out)]) == 0
+    loaded = load_export(str(exports["brute-force"][0] / "encoder" / "1"))
+    exported = loaded.signatures["encode_documents"](texts=tf.constant(texts))["embeddings"].numpy()
+    np.testing.assert_allclose(exported, np.load(out), atol=1e-5)
 
 
 def test_loading_without_load_export_names_the_imports(exports, tmp_path):
@@ -203,3 +234,181 @@ def test_bfloat16_encoder_export_is_close_to_float32(tmp_path, tiny_model_dir, t
     expected = tiny_encoder.encode_documents(TEXTS)
     assert not np.array_equal(embeddings, expected)
     np.testing.assert_allclose(np.sum(embeddings * expected, axis=1), 1.0, atol=1e-3)
+
+
+def _run_fresh(script, cwd=None):
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=cwd, env=env,
+                            timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    return result.stdout
+
+
+def test_encoder_is_a_tf_hub_reusable_saved_model(exports, tiny_model_dir, tmp_path):
+    encoder_dir = exports["brute-force"][0] / "encoder" / "1"
+    expected = gtr_keras.load(tiny_model_dir).encode_documents(TEXTS)
+    np.save(tmp_path / "expected.npy", expected)
+    out = _run_fresh(f"""
+import json, numpy as np, tensorflow as tf, tensorflow_hub as hub, tensorflow_text
+obj = hub.load({str(encoder_dir)!r})
+texts = tf.constant({TEXTS!r})
+expected = np.load({str(tmp_path / "expected.npy")!r})
+for embeddings in (obj(texts), obj(texts, training=False)):
+    assert embeddings.dtype == tf.float32 and embeddings.shape == expected.shape
+    np.testing.assert_allclose(embeddings.numpy(), expected, atol=1e-5)
+print(json.dumps([len(obj.variables), len(obj.trainable_variables), len(obj.regularization_losses),
+                  all(isinstance(v, tf.Variable) for v in obj.trainable_variables)]))
+""")
+    assert json.loads(out.splitlines()[-1]) == [28, 28, 0, True]
+
+
+def test_keras_layer_without_signature_and_trainable_fine_tuning(exports, tmp_path):
+    encoder_dir = exports["brute-force"][0] / "encoder" / "1"
+    out = _run_fresh(f"""
+import json, numpy as np, tensorflow as tf, tensorflow_hub as hub, tensorflow_text, tf_keras
+texts = tf.constant(["wing lift", "boundary layer", "shock wave", "heat transfer"])
+frozen = hub.KerasLayer({str(encoder_dir)!r})
+assert frozen(texts).shape == (4, 64) and not frozen.trainable_weights
+layer = hub.KerasLayer({str(encoder_dir)!r}, trainable=True)
+strings = tf_keras.Input(shape=(), dtype=tf.string)
+model = tf_keras.Model(strings, tf_keras.layers.Dense(1)(layer(strings)))
+before = [w.numpy() for w in layer.trainable_weights]
+outputs_before = layer(texts).numpy()
+model.compile(optimizer=tf_keras.optimizers.SGD(0.5), loss="mse")
+model.fit(texts, tf.constant([[1.0], [-1.0], [1.0], [-1.0]]), epochs=3, batch_size=4, verbose=0)
+moved = sum(not np.array_equal(a, w.numpy()) for a, w in zip(before, layer.trainable_weights))
+print(json.dumps([len(layer.trainable_weights), moved, float(np.abs(layer(texts).numpy() - outputs_before).max())]))
+""")
+    count, moved, change = json.loads(out.splitlines()[-1])
+    assert count == 28 and moved >= 20 and change > 1e-4
+
+
+def test_each_weight_is_stored_once(tmp_path):
+    from gtr_keras.demo import DEMO_MODEL
+
+    encoder = gtr_keras.load(DEMO_MODEL)
+    target = export_encoder(encoder, str(tmp_path))
+    parameters = encoder.model.count_params()
+    assert parameters == 4_894_080
+    stored = sum(os.path.getsize(path) for path in glob.glob(os.path.join(target, "variables", "*")))
+    assert stored <= 1.05 * 4 * parameters, (stored, 4 * parameters)
+
+
+def test_load_export_is_top_level_and_names_the_missing_import(exports):
+    assert gtr_keras.load_export is load_export
+    searcher_dir = exports["scann"][0] / "searcher" / "1"
+    out = _run_fresh(f"""
+import sys
+sys.modules["scann"] = None  # as on a machine without ScaNN
+import gtr_keras
+try:
+    gtr_keras.load_export({str(searcher_dir)!r})
+except RuntimeError as error:
+    print("HINT", error)
+""")
+    assert "HINT" in out and "import scann" in out and "Scann" in out
+
+
+def _readme_section(title):
+    with open(os.path.join(REPO, "README.md"), encoding="utf-8") as f:
+        readme = f.read()
+    section = readme.split(f"## {title}\n", 1)[1].split("\n## ", 1)[0]
+    return [block.split("```", 1)[0] for block in section.split("```python\n")[1:]]
+
+
+def test_readme_tf_hub_client_snippets_run(exports, tmp_path):
+    snippets = _readme_section("Use from TF Hub clients")
+    assert len(snippets) == 3
+    os.makedirs(tmp_path / "exports" / "gtr")
+    os.symlink(exports["brute-force"][0] / "encoder", tmp_path / "exports" / "gtr" / "encoder")
+    for snippet in snippets:
+        _run_fresh(snippet, cwd=tmp_path)
+
+
+def _batching_parameters_class():
+    """TF Serving's `BatchingParameters` (session_bundle_config.proto), which the tensorflow-serving-api
+    wheel does not ship: declared here by its fields' names and types, which is what text format reads."""
+    from google.protobuf import descriptor_pb2, descriptor_pool, message_factory, wrappers_pb2
+
+    proto = descriptor_pb2.FileDescriptorProto(
+        name="gtr_keras_test/batching.proto", package="gtr_keras_test", syntax="proto3",
+        dependency=["google/protobuf/wrappers.proto"],
+    )
+    message = proto.message_type.add(name="BatchingParameters")
+    kinds = descriptor_pb2.FieldDescriptorProto
+    fields = [
+        ("max_batch_size", ".google.protobuf.Int64Value"), ("batch_timeout_micros", ".google.protobuf.Int64Value"),
+        ("max_enqueued_batches", ".google.protobuf.Int64Value"), ("num_batch_threads", ".google.protobuf.Int64Value"),
+        ("thread_pool_name", ".google.protobuf.StringValue"), ("allowed_batch_sizes", None),
+        ("pad_variable_length_inputs", None), ("enable_large_batch_splitting", ".google.protobuf.BoolValue"),
+        ("max_execution_batch_size", ".google.protobuf.Int64Value"),
+    ]
+    for number, (name, type_name) in enumerate(fields, start=1):
+        field = message.field.add(name=name, number=number, label=kinds.LABEL_OPTIONAL)
+        if type_name:
+            field.type, field.type_name = kinds.TYPE_MESSAGE, type_name
+        elif name == "allowed_batch_sizes":
+            field.type, field.label = kinds.TYPE_INT64, kinds.LABEL_REPEATED
+        else:
+            field.type = kinds.TYPE_BOOL
+    pool = descriptor_pool.DescriptorPool()
+    pool.AddSerializedFile(wrappers_pb2.DESCRIPTOR.serialized_pb)
+    pool.Add(proto)
+    return message_factory.GetMessageClass(pool.FindMessageTypeByName("gtr_keras_test.BatchingParameters"))
+
+
+def _grpc_client():
+    sys.path.insert(0, os.path.join(REPO, "export", "serving"))
+    try:
+        import grpc_client
+    finally:
+        sys.path.pop(0)
+    return grpc_client
+
+
+def test_serving_configs_parse_and_fit_every_served_signature(exports):
+    from google.protobuf import text_format
+    from tensorflow_serving.config import model_server_config_pb2
+
+    serving = os.path.join(REPO, "export", "serving")
+    with open(os.path.join(serving, "models.config")) as f:
+        config = text_format.Parse(f.read(), model_server_config_pb2.ModelServerConfig())
+    models = {model.name: model for model in config.model_config_list.config}
+    assert {name: (m.base_path, m.model_platform) for name, m in models.items()} == {
+        "gtr_encoder": ("/models/gtr/encoder", "tensorflow"), "gtr_searcher": ("/models/gtr/searcher", "tensorflow"),
+    }
+    with open(os.path.join(serving, "batching.config")) as f:
+        batching = text_format.Parse(f.read(), _batching_parameters_class()())
+    assert batching.max_batch_size.value == _grpc_client().MAX_BATCH_SIZE == 256
+    assert not batching.enable_large_batch_splitting.value
+    # Batching needs the batch dimension first on every input and output of every served signature.
+    for searcher in ("scann", "brute-force"):
+        for model in ("encoder", "searcher"):
+            for name, signature in load_export(str(exports[searcher][0] / model / "1")).signatures.items():
+                specs = [*signature.structured_input_signature[1].values(), *signature.structured_outputs.values()]
+                assert all(spec.shape.rank >= 1 and spec.shape[0] is None for spec in specs), (model, name)
+
+
+def test_grpc_client_requests_run_against_the_export(exports):
+    grpc_client = _grpc_client()
+    texts = ["wing lift", "boundary layer", "", "shock wave", "heat transfer"]
+    cases = [("gtr_encoder", "encode_queries", None), ("gtr_encoder", "serving_default", None),
+             ("gtr_searcher", "serving_default", None), ("gtr_searcher", "search", 3)]
+    for model, signature_name, k in cases:
+        loaded = load_export(str(exports["brute-force"][0] / model.removeprefix("gtr_") / "1"))
+        signature = loaded.signatures[signature_name]
+        requests = grpc_client.build_requests(model, signature_name, texts, k, chunk_size=2)
+        assert len(requests) == 3
+        rows = 0
+        for request in requests:
+            assert request.model_spec.name == model and request.model_spec.signature_name == signature_name
+            specs = signature.structured_input_signature[1]
+            assert set(request.inputs) == set(specs)
+            inputs = {name: tf.constant(tf.make_ndarray(proto), specs[name].dtype) for name, proto in request.inputs.items()}
+            outputs = signature(**inputs)
+            rows += next(iter(outputs.values())).shape[0]
+            if k:
+                assert outputs["ids"].shape[1] == k
+        assert rows == len(texts)
+    with pytest.raises(ValueError, match="--k"):
+        grpc_client.build_requests("gtr_searcher", "search", texts)

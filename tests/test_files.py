@@ -49,3 +49,52 @@ def test_atomic_file_appears_only_when_complete(tmp_path):
         np.save(f, np.arange(3))
     np.testing.assert_array_equal(np.load(path), np.arange(3))
     assert os.listdir(tmp_path) == ["data.npy"]
+
+
+def _modes(root):
+    modes = {}
+    for directory, subdirectories, files in os.walk(root):
+        for name in subdirectories + files:
+            path = os.path.join(directory, name)
+            modes[os.path.relpath(path, root)] = (os.path.isdir(path), os.stat(path).st_mode & 0o777)
+    return modes
+
+
+def test_everything_written_respects_the_umask(tmp_path, tiny_st_dir):
+    """Models, indexes, exports, embeddings and training outputs: 0755 directories, 0644 files.
+
+    The commands run in a process of their own under umask 022 (the umask is process-wide).
+    """
+    import json
+    import subprocess
+    import sys
+
+    corpus = tmp_path / "in" / "corpus.jsonl"
+    corpus.parent.mkdir()
+    corpus.write_text("".join(json.dumps({"_id": str(i), "text": f"wing lift {i}"}) + "\n" for i in range(20)))
+    triples = tmp_path / "in" / "triples.jsonl"
+    triples.write_text("".join(
+        json.dumps({"query": f"q {i}", "positive": f"wing {i}", "negatives": [f"lift {i}"]}) + "\n" for i in range(8)
+    ))
+    out = tmp_path / "out"
+    commands = [
+        ["convert", tiny_st_dir, str(out / "model")],
+        ["encode", "--model", str(out / "model"), "--input", str(corpus), "--output", str(out / "embeddings.npy")],
+        ["index", "--model", str(out / "model"), "--corpus", str(corpus), "--out", str(out / "index")],
+        ["export", "--model", str(out / "model"), "--index", str(out / "index"), "--searcher", "brute-force",
+         "--out", str(out / "export")],
+        ["train", "--init", str(out / "model"), "--data", str(triples), "--steps", "2", "--batch-size", "4",
+         "--checkpoint-every", "1", "--output-dir", str(out / "run")],
+    ]
+    script = (
+        "import os, sys, json\nos.umask(0o022)\nfrom gtr_keras.cli import main\n"
+        "for command in json.loads(sys.argv[1]):\n    assert main(command) == 0, command\n"
+    )
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
+    result = subprocess.run([sys.executable, "-c", script, json.dumps(commands)], capture_output=True, text=True,
+                            env=env, timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    modes = _modes(out)
+    assert len(modes) > 40 and any(path.startswith("run/checkpoints/") for path in modes)
+    wrong = {path: oct(mode) for path, (is_dir, mode) in modes.items() if mode != (0o755 if is_dir else 0o644)}
+    assert not wrong
