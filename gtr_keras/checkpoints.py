@@ -112,14 +112,13 @@ def load_foreign_format(preset, load_weights=True, dtype=None, **kwargs):
     name of `HUB_IDS`, or a model directory of gtr-keras' first format.
     """
     preset = os.fspath(preset)
-    if preset.startswith(HF_PREFIX):
-        source = preset[len(HF_PREFIX):]
-    elif preset in HUB_IDS:
+    legacy_config = _legacy_config(preset)
+    if legacy_config is not None:
+        return _load_legacy(preset, legacy_config, load_weights, dtype)
+    if preset in HUB_IDS:
         source = HUB_IDS[preset]
-    elif os.path.isfile(os.path.join(preset, "modules.json")):
-        source = preset
-    elif _is_legacy_directory(preset):
-        return _load_legacy(preset, load_weights, dtype)
+    elif preset.startswith(HF_PREFIX) or os.path.isfile(os.path.join(preset, "modules.json")):
+        source = preset  # `resolve_source` takes hf:// ids and directories
     else:
         return None
     if kwargs:
@@ -133,23 +132,25 @@ def migrate(source, directory):
     Example:
     >>> migrate("models/old-gtr", "models/gtr")
     """
-    if not _is_legacy_directory(source):
+    config = _legacy_config(source)
+    if config is None:
         raise CheckpointError(f"{os.path.join(source, CONFIG_FILE)}: not a model directory of the first format")
-    save(_load_legacy(source), directory)
+    save(_load_legacy(source, config), directory)
 
 
-def _is_legacy_directory(directory):
+def _legacy_config(directory):
+    """The `config.json` of a model directory of the first format, or None for anything else."""
     path = os.path.join(directory, CONFIG_FILE)
     if not os.path.isfile(path):
-        return False
-    return _read_json(path).get("format") == LEGACY_FORMAT
+        return None
+    config = _read_json(path)
+    return config if config.get("format") == LEGACY_FORMAT else None
 
 
-def _load_legacy(directory, load_weights=True, dtype=None):
+def _load_legacy(directory, config, load_weights=True, dtype=None):
     from gtr_keras.text_embedder import GTRTextEmbedder
 
     config_path = os.path.join(directory, CONFIG_FILE)
-    config = _read_json(config_path)
     if config.get("format_version", 0) > LEGACY_FORMAT_VERSION:
         raise CheckpointError(f"{config_path}: format_version {config['format_version']} is newer than this gtr-keras")
     model_args = {k: v for k, v in config["model"].items() if k != "name"}

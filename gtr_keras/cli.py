@@ -242,24 +242,27 @@ def add_encoder_arguments(parser):
         help="bfloat16: weights and arithmetic in bfloat16, float32 embeddings out; faster on CPUs with "
              "AVX512-BF16 or AMX (see benchmarks/RESULTS.md)",
     )
-    parser.add_argument("--query-length", type=_positive_int, default=None,
+    parser.add_argument("--query-length", type=_token_budget, default=None,
                         help="query token budget, EOS included (default: the model's)")
-    parser.add_argument("--document-length", type=_positive_int, default=None,
+    parser.add_argument("--document-length", type=_token_budget, default=None,
                         help="document token budget, EOS included (default: the model's)")
 
 
-def _at_least_one(text):
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
-    return value
+def _int_at_least(minimum, why=""):
+    """An argparse type: an integer of at least `minimum` (`why` says what the bound is for)."""
+
+    def parse(text):
+        value = int(text)
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"must be at least {minimum}{why}, got {value}")
+        return value
+
+    parse.__name__ = "int"  # argparse names the type in "invalid int value: ..."
+    return parse
 
 
-def _positive_int(text):
-    value = int(text)
-    if value < 2:
-        raise argparse.ArgumentTypeError(f"must be at least 2 (one token and EOS), got {value}")
-    return value
+_at_least_one = _int_at_least(1)
+_token_budget = _int_at_least(2, " (one token and EOS)")
 
 
 def build_parser():

@@ -79,12 +79,10 @@ def _root(encoder, staging):
     root.variables = [v.value for v in model.variables]
     root.trainable_variables = [v.value for v in model.trainable_variables]
     root.regularization_losses = []
-    tokenizer._maybe_initialized_tf()
     root.sentencepiece = tokenizer._sentence_piece  # TF Text's resource, which Keras layers do not expose
-    lengths = {"query": encoder.query_length, "document": encoder.document_length}
 
     def embed(texts, kind, training=False):
-        features = pad_token_ids(tokenizer.token_ids(texts, lengths[kind]))
+        features = pad_token_ids(tokenizer.token_ids(texts, encoder.preprocessor.length(kind)))
         return tf.cast(model(features, training=training), tf.float32)
 
     path = os.path.join(staging, "spiece.model")
@@ -231,6 +229,7 @@ def export_searcher(encoder, index_dir, export_dir, searcher="scann", version=1,
             reorder, leaves = index.params["reorder_factor"], index.params["num_leaves_to_search"]
 
             def top_k(queries, k):
+                # A plain tuple, not ScaNN's named one: `tf.cond` in `search` pairs it with an empty batch's.
                 neighbors, scores = scann_ops.scann_search_batched(
                     root.scann.resource_handle, queries, k, reorder * k, leaves, True
                 )
