@@ -23,6 +23,7 @@ import os
 import numpy as np
 
 from gtr_keras.backbone import GTRBackbone
+from gtr_keras.errors import CheckpointError
 from gtr_keras.files import atomic_directory
 from gtr_keras.preprocessor import GTRTextEmbedderPreprocessor
 from gtr_keras.presets import HUB_IDS
@@ -38,10 +39,6 @@ HUB_FILES = [
     "modules.json", "config.json", "model.safetensors", "sentence_bert_config.json", "spiece.model",
     "1_Pooling/config.json", "2_Dense/config.json", "2_Dense/model.safetensors",
 ]
-
-
-class CheckpointError(ValueError):
-    """A checkpoint file is missing, unreadable or does not fit the model."""
 
 
 def save(model, directory):

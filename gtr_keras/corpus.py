@@ -15,15 +15,9 @@ import json
 import os
 import warnings
 
+from gtr_keras.errors import DataError, DataWarning  # noqa: F401  (raised by the readers)
+
 _MAX_EXAMPLES = 5
-
-
-class DataError(ValueError):
-    """Malformed input data; the message names the file, line and field."""
-
-
-class DataWarning(UserWarning):
-    """Input that was read, but not verbatim (for example invalid UTF-8)."""
 
 
 @dataclasses.dataclass

@@ -32,6 +32,7 @@ import yaml
 from gtr_keras.backbone import GTRBackbone
 from gtr_keras.checkpoints import load, save
 from gtr_keras.data import TrainingData
+from gtr_keras.errors import TrainingError
 from gtr_keras.losses import DEFAULT_TEMPERATURE, BidirectionalInBatchLoss
 from gtr_keras.preprocessor import GTRTextEmbedderPreprocessor
 from gtr_keras.presets import PRESETS, preset_config
@@ -42,10 +43,6 @@ PRECISIONS = {"float32": None, "bfloat16": "mixed_bfloat16"}
 STRATEGIES = ("default", "mirrored", "tpu")
 _TOWERS = ("query", "positive", "negatives")
 _SENTENCEPIECE_TEXTS = 200_000
-
-
-class TrainingError(RuntimeError):
-    """Training could not go on (NaN loss, data ran out); the message says what to do."""
 
 
 def dtype_policy(precision):
