@@ -17,6 +17,7 @@ and the Hugging Face Hub serves for `sentence-transformers/gtr-t5-{base,large,xl
 `spiece.model`.
 """
 
+import hashlib
 import json
 import os
 
@@ -100,6 +101,34 @@ def load(directory, jit_compile=False, dtype=None, query_length=None, document_l
     if document_length:
         embedder.preprocessor.sequence_length = document_length
     return embedder.batch_encoder(jit_compile)
+
+
+def fingerprint(model):
+    """SHA-256 (hex) of all that determines a GTR model's embeddings.
+
+    Covers every weight (position, shape, dtype, values), the SentencePiece
+    vocabulary, the architecture, the compute dtype and both token budgets;
+    the same model gives the same fingerprint in any directory format.
+    Resumed jobs and indexes record it to detect a changed model.
+
+    Args:
+        model: a `GTRTextEmbedder`, or an `Encoder` (its `.model`).
+
+    Example:
+    >>> fingerprint(gtr_keras.load("models/gtr-base")) == fingerprint(gtr_keras.load("models/copy"))
+    True
+    """
+    embedder = getattr(model, "model", model)
+    settings = {key: value for key, value in embedder.backbone.get_config().items() if key not in ("name", "dtype")}
+    settings.update(embedding_dim=embedder.embedding_dim, compute_dtype=embedder.compute_dtype,
+                    query_length=embedder.query_length, document_length=embedder.document_length)
+    digest = hashlib.sha256(json.dumps(settings, sort_keys=True).encode("utf-8"))
+    digest.update(embedder.preprocessor.tokenizer.proto)
+    for number, weight in enumerate(embedder.weights):
+        value = np.ascontiguousarray(weight.numpy())
+        digest.update(f"{number}:{value.shape}:{value.dtype}".encode("utf-8"))
+        digest.update(value.tobytes())
+    return digest.hexdigest()
 
 
 def load_foreign_format(preset, load_weights=True, dtype=None, **kwargs):
