@@ -111,6 +111,31 @@ class GTRBackbone(keras_hub.models.Backbone):
             x = block(x, attention_bias, training=training)
         return self.final_dropout(self.final_norm(x), training=training)
 
+    def load_weights(self, filepath, skip_mismatch=False, **kwargs):
+        """Loads a weights file, which must hold exactly this model's weights.
+
+        Keras alone ignores weights the model lacks (a 4-block file loads
+        into a 3-block model without a word); keras-hub's loaders call this.
+
+        Args:
+            filepath: a `.weights.h5` file, or the `.weights.json` index of
+                sharded ones.
+            skip_mismatch: load as Keras does, without the check.
+
+        Raises:
+            CheckpointError: a missing, extra or misshapen weight, or a
+                setting of the file's model directory that contradicts its
+                weights (`checkpoints.check_weights_file`).
+
+        Example:
+        >>> backbone.load_weights("models/m/model.weights.h5")  # doctest: +SKIP
+        """
+        if not skip_mismatch:
+            from gtr_keras.checkpoints import check_weights_file
+
+            check_weights_file(self, filepath)
+        super().load_weights(filepath, skip_mismatch=skip_mismatch, **kwargs)
+
     def get_config(self):
         return {
             **super().get_config(),

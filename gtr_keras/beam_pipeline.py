@@ -36,11 +36,10 @@ from apache_beam.ml.inference.base import KeyedModelHandler, ModelHandler, Predi
 from apache_beam.options.pipeline_options import PipelineOptions
 
 from gtr_keras import checkpoints
-from gtr_keras.corpus import Corpus, DataError, id_field, str_field
+from gtr_keras.corpus import CORPUS_FILES, Corpus, DataError, id_field, str_field
 
 SHARD_PREFIX = "embeddings"
 SHARD_PATTERN = re.compile(rf"{SHARD_PREFIX}-(\d+)-of-(\d+)\.npz")
-CORPUS_FILES = ("corpus.jsonl", "corpus.jsonl.gz")
 _EXCERPT_CHARS = 120
 
 

@@ -10,6 +10,12 @@ its projection), `preprocessor.json` (token budgets), `tokenizer.json` +
 Directories of gtr-keras' first format (`config.json` with `"format": "gtr-keras"`,
 `model.weights.h5`, `spiece.model`) still load, and `gtr-keras migrate` rewrites them.
 
+Loading checks the settings against the weights: a setting that the weights
+contradict (`num_layers` one lower than the blocks in `model.weights.h5`, a
+changed `hidden_dim`, a token budget below 2, ...) raises `CheckpointError`
+naming the file and setting, and a weights file must hold exactly the built
+model's weights (Keras alone would ignore extra ones).
+
 `convert_sentence_transformers` reads the layout that `sentence-transformers` writes
 and the Hugging Face Hub serves for `sentence-transformers/gtr-t5-{base,large,xl,xxl}`:
 `modules.json`, `config.json` + `model.safetensors` (T5 encoder), `1_Pooling/config.json`,
@@ -20,6 +26,7 @@ and the Hugging Face Hub serves for `sentence-transformers/gtr-t5-{base,large,xl
 import hashlib
 import json
 import os
+import re
 
 import numpy as np
 
@@ -35,6 +42,10 @@ LEGACY_FORMAT_VERSION = 1
 HF_PREFIX = "hf://"
 CONFIG_FILE = "config.json"
 WEIGHTS_FILE = "model.weights.h5"
+SHARDED_WEIGHTS_FILE = "model.weights.json"
+TASK_FILE = "task.json"
+TASK_WEIGHTS_FILE = "task.weights.h5"
+PREPROCESSOR_FILE = "preprocessor.json"
 SPIECE_FILE = "spiece.model"
 HUB_FILES = [
     "modules.json", "config.json", "model.safetensors", "sentence_bert_config.json", "spiece.model",
@@ -104,12 +115,14 @@ def load(directory, jit_compile=False, dtype=None, query_length=None, document_l
 
 
 def fingerprint(model):
-    """SHA-256 (hex) of all that determines a GTR model's embeddings.
+    """SHA-256 (hex) of a GTR model: its weights, vocabulary and architecture.
 
     Covers every weight (position, shape, dtype, values), the SentencePiece
-    vocabulary, the architecture, the compute dtype and both token budgets;
-    the same model gives the same fingerprint in any directory format.
-    Resumed jobs and indexes record it to detect a changed model.
+    vocabulary and the architecture; the same model gives the same
+    fingerprint in any directory format. The token budgets are not covered
+    (callers record them beside it where they matter); the precision is, as
+    the weights' dtype. Resumed jobs and indexes record it to detect a changed
+    model.
 
     Args:
         model: a `GTRTextEmbedder`, or an `Encoder` (its `.model`).
@@ -120,8 +133,7 @@ def fingerprint(model):
     """
     embedder = getattr(model, "model", model)
     settings = {key: value for key, value in embedder.backbone.get_config().items() if key not in ("name", "dtype")}
-    settings.update(embedding_dim=embedder.embedding_dim, compute_dtype=embedder.compute_dtype,
-                    query_length=embedder.query_length, document_length=embedder.document_length)
+    settings["embedding_dim"] = embedder.embedding_dim
     digest = hashlib.sha256(json.dumps(settings, sort_keys=True).encode("utf-8"))
     digest.update(embedder.preprocessor.tokenizer.proto)
     for number, weight in enumerate(embedder.weights):
@@ -180,62 +192,233 @@ def _load_legacy(directory, config, load_weights=True, dtype=None):
     if config.get("format_version", 0) > LEGACY_FORMAT_VERSION:
         raise CheckpointError(f"{config_path}: format_version {config['format_version']} is newer than this gtr-keras")
     model_args = {k: v for k, v in config["model"].items() if k != "name"}
-    tok = config.get("tokenizer", {})
+    tok = {"document_length": DOCUMENT_LENGTH, "query_length": QUERY_LENGTH, **config.get("tokenizer", {})}
+    _check_budgets(tok, config_path, "tokenizer.")
+    weights_path = os.path.join(directory, WEIGHTS_FILE)
+    tensors = _read_weights(weights_path) if load_weights else {}
+    _check_architecture(model_args, {path: value.shape for path, value in tensors.items()}, config_path,
+                        WEIGHTS_FILE, "model.")
     tokenizer = GTRTokenizer(_read_spiece(directory), lowercase=tok.get("lowercase", False))
-    preprocessor = GTRTextEmbedderPreprocessor(
-        tokenizer, tok.get("document_length", DOCUMENT_LENGTH), tok.get("query_length", QUERY_LENGTH)
-    )
+    preprocessor = GTRTextEmbedderPreprocessor(tokenizer, tok["document_length"], tok["query_length"])
     embedding_dim = model_args.pop("embedding_dim", 768)
     embedder = GTRTextEmbedder(GTRBackbone(**model_args, dtype=dtype), preprocessor, embedding_dim)
     if load_weights:
-        weights_path = os.path.join(directory, WEIGHTS_FILE)
-        _require(weights_path)
-        _assign(embedder, _read_legacy_weights(weights_path), weights_path)
+        _assign(embedder, tensors, weights_path)
     return embedder
 
 
-def _legacy_path(h5_name):
-    """The variable path of a weight of the first format's `model.weights.h5` (Keras' auto-named layers)."""
-    parts = h5_name.split("/")[1:]
-    layer = parts[0]
-    top = {
-        "embedding": "token_embedding/embeddings",
-        "relative_position_bias": "relative_position_bias/embeddings",
-        "rms_normalization": "final_norm/scale",
-        "dense": "projection/kernel",
-    }
-    if layer in top:
-        return top[layer]
-    block = "block_" + (layer.rsplit("_", 1)[1] if layer != "t5_encoder_block" else "0")
-    sublayer = {
-        "attention/query_dense": "attention/query/kernel",
-        "attention/key_dense": "attention/key/kernel",
-        "attention/value_dense": "attention/value/kernel",
-        "attention/output_dense": "attention/output/kernel",
-        "attention_norm": "attention_norm/scale",
-        "feedforward_norm": "feedforward_norm/scale",
-        "feedforward_block/input_denses/dense": "feedforward/input/kernel",
-        "feedforward_block/input_denses/dense_1": "feedforward/gate/kernel",
-        "feedforward_block/output_dense": "feedforward/output/kernel",
-    }["/".join(parts[1:-2])]
-    return f"{block}/{sublayer}"
+def check_model_directory(directory, load_weights=True):
+    """Checks a model directory (keras-hub preset) for settings that contradict its weights or each other.
+
+    Reads the JSON files and the shapes in the weight files; builds no model.
+    The token budgets of `preprocessor.json` and of `task.json`'s
+    preprocessor must be integers of at least 2. Every architecture setting
+    that the weights show (`num_layers`, `vocabulary_size`, `hidden_dim`,
+    `num_heads`, `key_value_dim`, `intermediate_dim`, `feedforward`,
+    `num_buckets`; `embedding_dim` in `task.json`) must match them, in
+    `config.json` (what `Backbone.from_preset` builds) and in `task.json`
+    (what `TextEmbedder.from_preset` builds). `config.json` and
+    `preprocessor.json` must agree with their copies in `task.json`.
+    `GTRBackbone.load_weights` and `GTRTextEmbedder.load_task_weights` run
+    this on the directory of the file they load, then `check_weights_file`.
+
+    Args:
+        directory: the model directory.
+        load_weights: also check the settings against the weight files.
+
+    Raises:
+        CheckpointError: the first problem, naming the file and the setting.
+
+    Example:
+    >>> check_model_directory("models/m")  # doctest: +SKIP
+    CheckpointError: models/m/config.json: num_layers is 3 but model.weights.h5 holds 4 encoder blocks
+    """
+    directory = os.fspath(directory)
+    config_path, task_path, preprocessor_path = (
+        os.path.join(directory, name) for name in (CONFIG_FILE, TASK_FILE, PREPROCESSOR_FILE)
+    )
+    backbone = _read_json(config_path).get("config", {})
+    task = _read_json(task_path).get("config", {}) if os.path.isfile(task_path) else {}
+    task_backbone = (task.get("backbone") or {}).get("config", {})
+    task_preprocessor = (task.get("preprocessor") or {}).get("config", {})
+    preprocessor = _read_json(preprocessor_path).get("config", {}) if os.path.isfile(preprocessor_path) else {}
+    _check_budgets(preprocessor, preprocessor_path)
+    _check_budgets(task_preprocessor, task_path, "preprocessor.")
+    if load_weights:
+        weights_path = os.path.join(directory, WEIGHTS_FILE)
+        if not os.path.isfile(weights_path) and os.path.isfile(os.path.join(directory, SHARDED_WEIGHTS_FILE)):
+            weights_path = os.path.join(directory, SHARDED_WEIGHTS_FILE)
+        shapes = _read_weights(weights_path, values=False)
+        weights_name = os.path.basename(weights_path)
+        _check_architecture(backbone, shapes, config_path, weights_name)
+        _check_architecture(task_backbone, shapes, task_path, weights_name, "backbone.")
+        task_weights_path = os.path.join(directory, TASK_WEIGHTS_FILE)
+        if task and os.path.isfile(task_weights_path):
+            _check_architecture(task, _read_weights(task_weights_path, values=False), task_path, TASK_WEIGHTS_FILE)
+    _check_agreement(config_path, backbone, task_backbone, "backbone")
+    _check_agreement(preprocessor_path, preprocessor, task_preprocessor, "preprocessor")
 
 
-def _read_legacy_weights(path):
+def check_weights_file(model, path):
+    """Checks that a Keras weights file holds exactly a model's weights: each one, in its shape, and no other.
+
+    Keras loads a file that holds more weights than the model (say, a 4-block
+    file into a model whose config asks for 3 blocks) without a word; this
+    refuses it. A model directory's file is first checked with
+    `check_model_directory`, so that the setting at fault is named.
+
+    Args:
+        model: a `GTRBackbone`, or a `GTRTextEmbedder` (its task weights: those
+            outside the backbone, as `task.weights.h5` holds them).
+        path: a `.weights.h5` file, or the `.weights.json` index of sharded ones.
+
+    Raises:
+        CheckpointError: naming the file and the first missing, extra or
+            misshapen weight.
+
+    Example:
+    >>> check_weights_file(backbone, "models/m/model.weights.h5")  # doctest: +SKIP
+    """
+    path = os.fspath(path)
+    directory, name = os.path.split(path)
+    config_path = os.path.join(directory, CONFIG_FILE)
+    model_files = (WEIGHTS_FILE, SHARDED_WEIGHTS_FILE, TASK_WEIGHTS_FILE)
+    if name in model_files and os.path.isfile(config_path) and _read_json(config_path).get("registered_name") == (
+        "gtr_keras>GTRBackbone"
+    ):
+        check_model_directory(directory)
+    weights = _weights_by_path(model)
+    if hasattr(model, "backbone"):
+        backbone_weights = {id(variable) for variable in model.backbone.weights}
+        weights = {key: variable for key, variable in weights.items() if id(variable) not in backbone_weights}
+    _check_shapes({key: tuple(variable.shape) for key, variable in weights.items()},
+                  _read_weights(path, values=False), path)
+
+
+_BUDGETS = ("sequence_length", "document_length", "query_length")
+_ARCHITECTURE = {  # settings that the weights show, and how to say what the weights hold
+    "num_layers": "{} encoder blocks",
+    "vocabulary_size": "{} token embedding rows",
+    "hidden_dim": "{}-dimensional token embeddings",
+    "num_heads": "relative position biases for {} heads",
+    "key_value_dim": "attention projections of {} dimensions per head",
+    "intermediate_dim": "{}-dimensional feed-forward layers",
+    "feedforward": "{} feed-forward layers",
+    "num_buckets": "relative position biases for {} buckets",
+    "embedding_dim": "a projection to {} dimensions",
+}
+_NOT_COMPARED = ("name", "trainable", "dtype", "tokenizer", "config_file")
+_TOP_WEIGHTS = {
+    "embedding": "token_embedding/embeddings",
+    "relative_position_bias": "relative_position_bias/embeddings",
+    "rms_normalization": "final_norm/scale",
+    "final_norm": "final_norm/scale",
+    "dense": "projection/kernel",
+}
+_BLOCK_WEIGHTS = {
+    "attention/query_dense": "attention/query/kernel",
+    "attention/key_dense": "attention/key/kernel",
+    "attention/value_dense": "attention/value/kernel",
+    "attention/output_dense": "attention/output/kernel",
+    "attention_norm": "attention_norm/scale",
+    "feedforward_norm": "feedforward_norm/scale",
+    "feedforward_block/input_denses/dense": "feedforward/input/kernel",
+    "feedforward_block/input_denses/dense_1": "feedforward/gate/kernel",
+    "feedforward_block/output_dense": "feedforward/output/kernel",
+}
+
+
+def _check_budgets(config, path, prefix=""):
+    for key in _BUDGETS:
+        value = config.get(key)
+        if key in config and (isinstance(value, bool) or not isinstance(value, int) or value < 2):
+            raise CheckpointError(f"{path}: {prefix}{key} must be at least 2 (one token and EOS), got {value!r}")
+
+
+def _architecture(shapes):
+    """The architecture settings that weights `{path: shape}` show (those of the weights present)."""
+
+    def matrix(path):
+        shape = tuple(shapes.get(path, ()))
+        return shape if len(shape) == 2 else None
+
+    implied = {}
+    if matrix("token_embedding/embeddings"):
+        implied["vocabulary_size"], implied["hidden_dim"] = matrix("token_embedding/embeddings")
+    if matrix("relative_position_bias/embeddings"):
+        implied["num_buckets"], implied["num_heads"] = matrix("relative_position_bias/embeddings")
+    blocks = {path.split("/")[0] for path in shapes if path.startswith("block_")}
+    if blocks:
+        implied["num_layers"] = len(blocks)
+        implied["feedforward"] = "gated-gelu" if "block_0/feedforward/gate/kernel" in shapes else "relu"
+    if matrix("block_0/attention/query/kernel") and implied.get("num_heads"):
+        implied["key_value_dim"] = matrix("block_0/attention/query/kernel")[1] // implied["num_heads"]
+    if matrix("block_0/feedforward/input/kernel"):
+        implied["intermediate_dim"] = matrix("block_0/feedforward/input/kernel")[1]
+    if matrix("projection/kernel"):
+        implied["embedding_dim"] = matrix("projection/kernel")[1]
+    return implied
+
+
+def _check_architecture(config, shapes, config_path, weights_name, prefix=""):
+    """Raises `CheckpointError` naming the first setting of `config` that weights `{path: shape}` contradict."""
+    implied = _architecture(shapes)
+    for key, holds in _ARCHITECTURE.items():
+        if key in config and key in implied and config[key] != implied[key]:
+            raise CheckpointError(
+                f"{config_path}: {prefix}{key} is {config[key]!r} but {weights_name} holds {holds.format(implied[key])}"
+            )
+
+
+def _check_agreement(path, config, task_copy, part):
+    for key, value in config.items():
+        if key not in _NOT_COMPARED and key in task_copy and task_copy[key] != value:
+            raise CheckpointError(
+                f"{path}: {key} is {value!r} but the {part} in {TASK_FILE} has {task_copy[key]!r} "
+                f"(TextEmbedder.from_preset reads {TASK_FILE}); make them agree"
+            )
+
+
+def _weight_path(h5_name):
+    """The variable path (as `_weights_by_path` names it) of a dataset of a Keras weights file, in the
+    layout of either format; the dataset's own name for one that is no GTR weight."""
+    parts = h5_name.split("/")
+    parts = parts[1:] if parts[0] in ("layers", "encoder_blocks") else parts
+    if parts[-2:] != ["vars", "0"]:
+        return h5_name
+    layer, sublayer = parts[0], "/".join(parts[1:-2])
+    if not sublayer and layer in _TOP_WEIGHTS:
+        return _TOP_WEIGHTS[layer]
+    block = re.fullmatch(r"t5_encoder_block(?:_(\d+))?", layer)
+    if block and sublayer in _BLOCK_WEIGHTS:
+        return f"block_{block.group(1) or 0}/{_BLOCK_WEIGHTS[sublayer]}"
+    return h5_name
+
+
+def _read_weights(path, values=True):
+    """The weights in a Keras weights file (`.weights.h5`, or the `.weights.json` index of sharded ones)
+    by variable path (`_weight_path`): arrays, or their shapes. Optimizer state is left out."""
     import h5py
 
-    tensors = {}
+    files = [path]
+    if path.endswith(".json"):
+        shards = _read_json(path).get("weight_map", {}).values()
+        names = {name for shard in shards for name in (shard if isinstance(shard, list) else [shard])}
+        files = [os.path.join(os.path.dirname(path), name) for name in sorted(names)]
+    weights = {}
 
     def collect(name, item):
-        if isinstance(item, h5py.Dataset):
-            tensors[_legacy_path(name)] = item[()]
+        if isinstance(item, h5py.Dataset) and not name.startswith("optimizer/"):
+            weights[_weight_path(name)] = item[()] if values else item.shape
 
-    try:
-        with h5py.File(path, "r") as f:
-            f.visititems(collect)
-    except (OSError, KeyError, IndexError) as error:
-        raise CheckpointError(f"{path}: unreadable or unexpected weights file ({error})") from error
-    return tensors
+    for file in files:
+        _require(file)
+        try:
+            with h5py.File(file, "r") as f:
+                f.visititems(collect)
+        except (OSError, KeyError) as error:
+            raise CheckpointError(f"{file}: unreadable weights file ({error})") from error
+    return weights
 
 
 def resolve_source(source, cache_dir=None):
@@ -408,29 +591,42 @@ def _hf_tensors_by_path(model, tensors, feedforward):
     return by_path
 
 
-def _weights_by_path(embedder):
-    """The embedder's weights by path below the models (`block_0/attention/query/kernel`, `projection/kernel`)."""
+def _weights_by_path(model):
+    """A model's weights by path below the models (`block_0/attention/query/kernel`, `projection/kernel`)."""
+    owners = (model.name, getattr(model, "backbone", model).name)
     by_path = {}
-    for variable in embedder.weights:
+    for variable in model.weights:
         path = variable.path
-        for owner in (embedder.name, embedder.backbone.name):
+        for owner in owners:
             path = path[len(owner) + 1:] if path.startswith(f"{owner}/") else path
         by_path[path] = variable
     return by_path
 
 
-def _assign(model, tensors, source):
-    """Assigns `{weight path: array}` (paths as `_weights_by_path` names them); every weight must be there."""
-    for path, variable in _weights_by_path(model).items():
-        if path not in tensors:
-            raise CheckpointError(f"{source}: no weight for {path}")
-        value = np.asarray(tensors[path])
-        if value.shape != tuple(variable.shape):
+def _check_shapes(expected, stored, source):
+    """Raises `CheckpointError` unless `stored` `{path: shape}` holds exactly the paths and shapes of `expected`."""
+    missing, extra = sorted(set(expected) - set(stored)), sorted(set(stored) - set(expected))
+    if missing:
+        more = f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""
+        raise CheckpointError(f"{source}: no weight for {missing[0]}{more}")
+    if extra:
+        more = f" (and {len(extra) - 1} more)" if len(extra) > 1 else ""
+        raise CheckpointError(f"{source}: holds {extra[0]}{more}, which the model built from its config does not have")
+    for path, shape in expected.items():
+        if tuple(stored[path]) != tuple(shape):
             raise CheckpointError(
-                f"{source}: weight {path} has shape {value.shape}, but the model built from the "
-                f"config expects {tuple(variable.shape)}"
+                f"{source}: weight {path} has shape {tuple(stored[path])}, but the model built from the "
+                f"config expects {tuple(shape)}"
             )
-        variable.assign(value.astype(np.float32))
+
+
+def _assign(model, tensors, source):
+    """Assigns `{weight path: array}` (paths as `_weights_by_path` names them): exactly the model's weights."""
+    weights = _weights_by_path(model)
+    _check_shapes({path: tuple(v.shape) for path, v in weights.items()},
+                  {path: np.shape(value) for path, value in tensors.items()}, source)
+    for path, variable in weights.items():
+        variable.assign(np.asarray(tensors[path]).astype(np.float32))
 
 
 def _read_tensors(directory):

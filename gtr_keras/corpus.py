@@ -9,11 +9,13 @@ Every problem with the input raises `DataError`, whose message starts with
 fixed without a debugger.
 """
 
+import codecs
 import dataclasses
 import gzip
 import json
 import os
 import warnings
+import zlib
 
 from gtr_keras.errors import DataError, DataWarning  # noqa: F401  (raised by the readers)
 
@@ -50,30 +52,87 @@ class Corpus:
         ]
 
 
-def iter_lines(path):
+def _decode(path, line_no, raw, errors):
+    """Decodes one line; invalid UTF-8 raises, or is replaced with a `DataWarning`."""
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        problem = f"{path}:{line_no}: invalid UTF-8 ({e.reason} at byte {e.start})"
+        if errors == "strict":
+            raise DataError(problem) from None
+        warnings.warn(
+            f"{problem}; undecodable bytes replaced with U+FFFD",
+            DataWarning,
+            stacklevel=4,
+        )
+        return raw.decode("utf-8", errors="replace")
+
+
+def _read_error(path, line_no, error):
+    """The `DataError` for a file that cannot be opened or read to its end."""
+    after = f" after line {line_no}" if line_no else ""
+    if isinstance(error, FileNotFoundError):
+        return DataError(f"{path}: no such file")
+    if isinstance(error, IsADirectoryError):
+        return DataError(f"{path}: is a directory, expected a file")
+    if isinstance(error, PermissionError):
+        return DataError(f"{path}: permission denied")
+    if isinstance(error, EOFError):
+        return DataError(f"{path}: truncated gzip data{after}")
+    if isinstance(error, gzip.BadGzipFile) and not line_no and str(error).startswith(
+        "Not a gzipped file"
+    ):
+        return DataError(f"{path}: not a gzip file")
+    if isinstance(error, (gzip.BadGzipFile, zlib.error)):
+        return DataError(f"{path}: corrupt gzip data{after} ({error})")
+    return DataError(f"{path}: cannot read{after} ({error})")
+
+
+def iter_lines(path, errors="strict"):
     """Yields `(line_no, line)` for every line of a UTF-8 text file.
+
+    Lines end at `"\\n"`. A UTF-8 byte order mark at the start of the file is
+    dropped.
 
     Args:
         path: a text file; gzip-compressed when its name ends with `.gz`.
+        errors: what a line that is not valid UTF-8 gets. `"strict"` raises
+            `DataError`, for files of ids, where a replaced character would
+            make an id silently match nothing. `"replace"` decodes it with
+            the invalid bytes replaced by U+FFFD and emits a `DataWarning`
+            naming the file and line, for files of texts.
 
     Yields:
         `(line_no, str)` with 1-based line numbers and the line ending kept.
 
     Raises:
-        DataError: a line is not valid UTF-8.
+        DataError: a missing or unreadable file, a directory, a file named
+            `.gz` that is not gzip or is truncated or corrupt, or (with
+            `errors="strict"`) a line that is not valid UTF-8.
+
+    Example:
+    >>> for line_no, line in iter_lines("notes.txt.gz", errors="replace"):  # doctest: +SKIP
+    ...     print(line_no, line.rstrip("\\n"))
     """
     path = os.fspath(path)
     opener = gzip.open if path.endswith(".gz") else open
-    with opener(path, "rb") as f:
-        for line_no, raw in enumerate(f, start=1):
-            try:
-                yield line_no, raw.decode("utf-8")
-            except UnicodeDecodeError as e:
-                raise DataError(f"{path}:{line_no}: invalid UTF-8 ({e})") from None
+    line_no = 0
+    try:
+        with opener(path, "rb") as f:
+            for line_no, raw in enumerate(f, start=1):
+                if line_no == 1:
+                    raw = raw.removeprefix(codecs.BOM_UTF8)
+                yield line_no, _decode(path, line_no, raw, errors)
+    except (OSError, EOFError, zlib.error) as e:
+        raise _read_error(path, line_no, e) from None
 
 
 def iter_jsonl(path):
     """Yields `(line_no, record)` for every non-blank line of a JSON Lines file.
+
+    A line that is not valid UTF-8 is decoded with the invalid bytes replaced
+    by U+FFFD and a `DataWarning` naming the file and line, as `.txt` input
+    is; a UTF-8 byte order mark at the start of the file is dropped.
 
     Args:
         path: a `.jsonl` file, or a gzip-compressed `.jsonl.gz` file.
@@ -82,9 +141,14 @@ def iter_jsonl(path):
         `(line_no, dict)` with 1-based line numbers.
 
     Raises:
-        DataError: a line is not valid UTF-8, not valid JSON, or not an object.
+        DataError: the file cannot be read (see `iter_lines`), or a line is
+            not valid JSON or not an object.
+
+    Example:
+    >>> [record["_id"] for _, record in iter_jsonl("queries.jsonl")]  # doctest: +SKIP
+    ['q1', 'q2']
     """
-    for line_no, line in iter_lines(path):
+    for line_no, line in iter_lines(path, errors="replace"):
         if not line.strip():
             continue
         try:
@@ -155,18 +219,35 @@ def _read_records(path):
     return Corpus(ids=ids, titles=titles, texts=texts)
 
 
-def _in_collection(path, names):
-    """Returns `path` itself, or the first of `names` found in directory `path`."""
+CORPUS_FILES = ("corpus.jsonl", "corpus.jsonl.gz")
+QUERIES_FILES = ("queries.jsonl", "queries.jsonl.gz")
+
+
+def in_collection(path, names):
+    """Returns `path` itself, or the first of `names` (e.g. `CORPUS_FILES`) found in directory `path`.
+
+    Raises:
+        DataError: `path` does not exist, or is a directory holding none of `names`.
+    """
     path = os.fspath(path)
     if not os.path.isdir(path):
         if not os.path.exists(path):
-            raise FileNotFoundError(f"{path}: no such file or directory")
+            raise DataError(f"{path}: no such file or directory")
         return path
     for name in names:
         candidate = os.path.join(path, name)
         if os.path.exists(candidate):
             return candidate
-    raise FileNotFoundError(f"{path}: directory has none of {', '.join(names)}")
+    raise DataError(f"{path}: directory has none of {', '.join(names)}")
+
+
+def _read_collection_file(path, names, what):
+    """The records of `path` (or of the first of `names` in it); at least one."""
+    path = in_collection(path, names)
+    records = _read_records(path)
+    if not records:
+        raise DataError(f"{path}: no {what}")
+    return records
 
 
 def load_corpus(path):
@@ -175,37 +256,44 @@ def load_corpus(path):
     Args:
         path: a BEIR directory (holding `corpus.jsonl` or `corpus.jsonl.gz`)
             or a corpus file. Each record needs `_id` (string or integer) and
-            `text`; `title` is optional. Empty documents are kept.
+            `text`; `title` is optional. Empty documents are kept. Invalid
+            UTF-8 is replaced with U+FFFD and a `DataWarning`.
 
     Returns:
         A `Corpus`.
 
     Raises:
-        DataError: malformed record, missing field or duplicate `_id`.
+        DataError: a missing or unreadable file, a file with no record, a
+            malformed record, a missing field or a duplicate `_id`.
 
     Example:
     >>> corpus = load_corpus("data/scifact")  # doctest: +SKIP
     >>> len(corpus), corpus.joined()[0][:20]  # doctest: +SKIP
     """
-    return _read_records(_in_collection(path, ("corpus.jsonl", "corpus.jsonl.gz")))
+    return _read_collection_file(path, CORPUS_FILES, "documents")
 
 
 def load_queries(path):
     """Loads the queries of a BEIR collection.
 
     Args:
-        path: a BEIR directory (holding `queries.jsonl`) or a queries file.
-            Each record needs `_id` and `text`; other fields are ignored.
+        path: a BEIR directory (holding `queries.jsonl` or
+            `queries.jsonl.gz`) or a queries file. Each record needs `_id`
+            and `text`; other fields are ignored. Invalid UTF-8 is replaced
+            with U+FFFD and a `DataWarning`.
 
     Returns:
         A dict from query id to query text, in file order.
 
     Raises:
-        DataError: malformed record, missing field or duplicate `_id`.
+        DataError: a missing or unreadable file, a file with no record, a
+            malformed record, a missing field or a duplicate `_id`.
+
+    Example:
+    >>> load_queries("data/scifact")["1"]  # doctest: +SKIP
+    '0-dimensional biomaterials show inductive properties.'
     """
-    records = _read_records(
-        _in_collection(path, ("queries.jsonl", "queries.jsonl.gz"))
-    )
+    records = _read_collection_file(path, QUERIES_FILES, "queries")
     return dict(zip(records.ids, records.texts))
 
 
@@ -216,8 +304,13 @@ def iter_tsv_rows(path, names):
         path: a `.tsv` or `.tsv.gz` file.
         names: the expected column names (for the error message).
 
+    Yields:
+        `(line_no, list of str)` with 1-based line numbers.
+
     Raises:
-        DataError: a row with another number of columns, naming file and line.
+        DataError: the file cannot be read or is not valid UTF-8 (see
+            `iter_lines`), or a row has another number of columns; the
+            message names the file and line.
     """
     for line_no, line in iter_lines(path):
         line = line.rstrip("\r\n")
@@ -232,12 +325,37 @@ def iter_tsv_rows(path, names):
         yield line_no, columns
 
 
+_QRELS_COLUMNS = ("query-id", "corpus-id", "score")
+
+
+def qrels_file(directory, split):
+    """`directory/qrels/<split>.tsv`, or a `DataError` listing the splits there."""
+    qrels_dir = os.path.join(directory, "qrels")
+    path = os.path.join(qrels_dir, f"{split}.tsv")
+    if os.path.exists(path):
+        return path
+    if not os.path.isdir(qrels_dir):
+        raise DataError(f"{path}: no such file (no qrels directory)")
+    splits = sorted(
+        name.removesuffix(".tsv")
+        for name in os.listdir(qrels_dir)
+        if name.endswith(".tsv")
+    )
+    raise DataError(
+        f"{path}: no such file (splits there: {', '.join(splits) or 'none'})"
+    )
+
+
 def load_qrels(path, split="test"):
     """Loads relevance judgements from a BEIR qrels TSV file.
 
     The file has three tab-separated columns, query id, document id and an
-    integer score, and normally a header row. The first row is taken as a
-    header when its third column is not an integer.
+    integer score (negative grades, found in some TREC qrels, are kept), and
+    normally a header row. The first row is a header when its third column
+    is not an integer; its names must then be `query-id`, `corpus-id`,
+    `score`, so a file whose columns are swapped is not read the wrong way.
+    The file must be valid UTF-8: an id holding a replacement character would
+    silently match no query or document.
 
     Args:
         path: a qrels `.tsv` file, or a BEIR directory, which is read from
@@ -248,27 +366,38 @@ def load_qrels(path, split="test"):
         A dict from query id to a dict from document id to integer score.
 
     Raises:
-        DataError: a row with the wrong number of columns, a non-integer
-            score, or a (query, document) pair judged twice.
+        DataError: a missing or unreadable file (listing the splits there),
+            invalid UTF-8, a header with other column names, a row with the
+            wrong number of columns, a non-integer score, a (query, document)
+            pair judged twice, or no judgement at all.
+
+    Example:
+    >>> load_qrels("data/scifact", "test")["1"]  # doctest: +SKIP
+    {'31715818': 1}
     """
     path = os.fspath(path)
     if os.path.isdir(path):
-        path = os.path.join(path, "qrels", f"{split}.tsv")
+        path = qrels_file(path, split)
     qrels = {}
     first_line = {}
-    seen_row = False
-    for line_no, (query_id, doc_id, score) in iter_tsv_rows(path, ("query-id", "corpus-id", "score")):
+    rows = iter_tsv_rows(path, _QRELS_COLUMNS)
+    for row_index, (line_no, columns) in enumerate(rows):
+        query_id, doc_id, score = columns
         try:
             score = int(score)
         except ValueError:
-            if not seen_row:
-                seen_row = True
+            if row_index == 0:
+                if tuple(columns) != _QRELS_COLUMNS:
+                    raise DataError(
+                        f"{path}:{line_no}: header names columns "
+                        f"({', '.join(columns)}); expected "
+                        f"{', '.join(_QRELS_COLUMNS)}"
+                    ) from None
                 continue
             raise DataError(
                 f"{path}:{line_no}: field `score` must be an integer, got "
                 f"{score!r}"
             ) from None
-        seen_row = True
         pair = (query_id, doc_id)
         if pair in first_line:
             raise DataError(
@@ -277,30 +406,15 @@ def load_qrels(path, split="test"):
             )
         first_line[pair] = line_no
         qrels.setdefault(query_id, {})[doc_id] = score
+    if not qrels:
+        raise DataError(f"{path}: no judgements")
     return qrels
 
 
 def _read_text_lines(path):
-    with open(path, "rb") as f:
-        data = f.read()
-    lines = data.split(b"\n")
-    if lines[-1] == b"":
-        lines.pop()
     texts = []
-    for line_no, raw in enumerate(lines, start=1):
-        raw = raw.removesuffix(b"\r")
-        if line_no == 1:
-            raw = raw.removeprefix(b"\xef\xbb\xbf")
-        try:
-            text = raw.decode("utf-8")
-        except UnicodeDecodeError as e:
-            text = raw.decode("utf-8", errors="replace")
-            warnings.warn(
-                f"{path}:{line_no}: invalid UTF-8 ({e.reason} at byte {e.start}); "
-                "undecodable bytes replaced with U+FFFD",
-                DataWarning,
-                stacklevel=3,
-            )
+    for line_no, line in iter_lines(path, errors="replace"):
+        text = line.removesuffix("\n").removesuffix("\r")
         if "\0" in text:
             warnings.warn(
                 f"{path}:{line_no}: line contains NUL byte(s); kept in the text",
@@ -316,15 +430,18 @@ def read_texts(path):
 
     * `*.txt`: one text per line; the id of a text is its 1-based line number.
       Lines are split on `"\\n"` and a trailing `"\\r"` is removed; blank lines
-      are kept as empty texts so ids stay equal to line numbers, and a UTF-8
-      byte order mark at the start of the file is dropped. A line that is not
-      valid UTF-8 is decoded with invalid bytes replaced by U+FFFD, and a line
-      holding NUL bytes keeps them; both emit a `DataWarning` naming the file
-      and line. An empty file gives no texts.
+      are kept as empty texts so ids stay equal to line numbers. A line
+      holding NUL bytes keeps them, with a `DataWarning` naming the file and
+      line. An empty file gives no texts.
     * `queries.jsonl[.gz]`: BEIR queries, `(ids, texts)`.
     * `corpus.jsonl[.gz]`, or any other `*.jsonl[.gz]` where some record has a
       `title`: BEIR documents, `(ids, Corpus.joined())`.
     * any other `*.jsonl[.gz]`: records with `_id` and `text`, `(ids, texts)`.
+
+    Every kind is decoded alike: a UTF-8 byte order mark at the start of the
+    file is dropped, and a line that is not valid UTF-8 is decoded with the
+    invalid bytes replaced by U+FFFD and a `DataWarning` naming the file and
+    line. An empty `.jsonl` file gives no texts either.
 
     Args:
         path: the input file.
@@ -333,7 +450,8 @@ def read_texts(path):
         `(ids, texts)`, two lists of strings of equal length.
 
     Raises:
-        DataError: unsupported file name or malformed record.
+        DataError: unsupported file name, a missing or unreadable file, a
+            broken gzip file, or a malformed record.
 
     Example:
     >>> ids, texts = read_texts("sentences.txt")  # doctest: +SKIP
@@ -355,14 +473,17 @@ def read_texts(path):
 
 @dataclasses.dataclass
 class QrelsReport:
-    """What `check_qrels` removed from the judgements.
+    """How `check_qrels` matched the judgements with the collection.
 
     Attributes:
-        num_queries: queries in the qrels before filtering.
-        num_judgements: judgements in the qrels before filtering.
+        num_queries: queries in the qrels before checking.
+        num_judgements: judgements in the qrels before checking.
         unknown_query_ids: judged queries missing from the queries, in order.
         unknown_doc_ids: judged documents missing from the corpus, in order.
-        num_dropped_judgements: judgements removed for either reason.
+        num_dropped_judgements: judgements removed from the qrels.
+        num_kept_unknown_doc_judgements: judgements of documents missing
+            from the corpus kept in the qrels (BEIR's rule: relevant
+            documents never retrieved, so misses).
     """
 
     num_queries: int
@@ -370,6 +491,7 @@ class QrelsReport:
     unknown_query_ids: list
     unknown_doc_ids: list
     num_dropped_judgements: int
+    num_kept_unknown_doc_judgements: int
 
     @property
     def ok(self):
@@ -390,40 +512,66 @@ class QrelsReport:
             if ids:
                 examples = ", ".join(repr(i) for i in ids[:_MAX_EXAMPLES])
                 problems.append(f"{len(ids)} {what} (e.g. {examples})")
-        return (
-            f"qrels: {'; '.join(problems)}; dropped "
-            f"{self.num_dropped_judgements} of {self.num_judgements} judgements"
-        )
+        if self.num_dropped_judgements:
+            problems.append(
+                f"dropped {self.num_dropped_judgements} of "
+                f"{self.num_judgements} judgements"
+            )
+        if self.num_kept_unknown_doc_judgements:
+            problems.append(
+                f"kept {self.num_kept_unknown_doc_judgements} judgement(s) of "
+                "absent documents as relevant, counted as misses (BEIR's rule)"
+            )
+        return f"qrels: {'; '.join(problems)}"
 
 
-def check_qrels(qrels, corpus_ids, query_ids):
-    """Drops judgements that refer to unknown queries or documents.
+def check_qrels(qrels, corpus_ids, query_ids, unknown_documents="drop"):
+    """Checks judgements against a collection, dropping what cannot be used.
 
-    Evaluation goes on with what is left; the report says what was dropped.
-    Queries left with no judgement are removed.
+    Judgements of queries missing from `query_ids` are dropped: a query
+    without text has no results, and BEIR scores only queries with results.
+    Judgements of documents missing from the corpus are dropped for training
+    (`unknown_documents="drop"`: there is no text to train on), or kept for
+    evaluation (`"keep"`) as BEIR and MTEB keep them: `pytrec_eval` counts
+    them as relevant documents never retrieved, so dropping them would
+    inflate the scores. Queries left with no judgement are removed. The
+    report says what was found.
 
     Args:
         qrels: dict from query id to a dict from document id to score.
         corpus_ids: the ids of the corpus documents.
         query_ids: the ids of the queries.
+        unknown_documents: `"drop"` or `"keep"` the judgements of documents
+            missing from the corpus.
 
     Returns:
-        `(filtered_qrels, QrelsReport)`.
+        `(checked_qrels, QrelsReport)`.
+
+    Raises:
+        ValueError: `unknown_documents` is neither `"drop"` nor `"keep"`.
 
     Example:
-    >>> qrels, report = check_qrels({"q1": {"d1": 1, "d9": 1}}, ["d1"], ["q1"])
-    >>> qrels
+    >>> qrels = {"q1": {"d1": 1, "d9": 1}, "q7": {"d1": 1}}
+    >>> check_qrels(qrels, ["d1"], ["q1"])[0]
     {'q1': {'d1': 1}}
-    >>> report.unknown_doc_ids
-    ['d9']
+    >>> checked, report = check_qrels(qrels, ["d1"], ["q1"], unknown_documents="keep")
+    >>> checked
+    {'q1': {'d1': 1, 'd9': 1}}
+    >>> report.unknown_query_ids, report.unknown_doc_ids
+    (['q7'], ['d9'])
     """
+    if unknown_documents not in ("drop", "keep"):
+        raise ValueError(
+            f'unknown_documents must be "drop" or "keep", got {unknown_documents!r}'
+        )
     corpus_ids = set(corpus_ids)
     query_ids = set(query_ids)
-    filtered = {}
+    checked = {}
     unknown_queries = []
     unknown_docs = {}
     num_judgements = 0
     num_kept = 0
+    num_kept_unknown = 0
     for query_id, judgements in qrels.items():
         num_judgements += len(judgements)
         if query_id not in query_ids:
@@ -431,12 +579,14 @@ def check_qrels(qrels, corpus_ids, query_ids):
             continue
         kept = {}
         for doc_id, score in judgements.items():
-            if doc_id in corpus_ids:
-                kept[doc_id] = score
-            else:
+            known = doc_id in corpus_ids
+            if not known:
                 unknown_docs.setdefault(doc_id, None)
+            if known or unknown_documents == "keep":
+                kept[doc_id] = score
+                num_kept_unknown += not known
         if kept:
-            filtered[query_id] = kept
+            checked[query_id] = kept
             num_kept += len(kept)
     report = QrelsReport(
         num_queries=len(qrels),
@@ -444,5 +594,6 @@ def check_qrels(qrels, corpus_ids, query_ids):
         unknown_query_ids=unknown_queries,
         unknown_doc_ids=list(unknown_docs),
         num_dropped_judgements=num_judgements - num_kept,
+        num_kept_unknown_doc_judgements=num_kept_unknown,
     )
-    return filtered, report
+    return checked, report

@@ -23,7 +23,10 @@ Cleaning (JSONL, BEIR and MS MARCO): examples whose query or positive is empty
 (or only whitespace) are skipped, and empty hard negatives are dropped from the
 example's list; a `DataWarning` once the source has been read says how many,
 with the first few lines (or query ids). Malformed input raises
-`DataError` naming the file, line and field.
+`DataError` naming the file, line and field: `TrainingData.check` reads the
+source through once so that this happens before training, and inside
+`TrainingData.surface_errors` an error met in the `tf.data` pipeline is raised
+as that `DataError` rather than wrapped in TensorFlow's error.
 
 Negatives: every example gets exactly `num_negatives` (k) hard negatives. From
 a longer list, k are sampled without replacement; from a shorter one, the list
@@ -39,24 +42,32 @@ dropped together, and the same queries are kept on every run and machine
 """
 
 import collections
+import contextlib
 import dataclasses
 import functools
+import itertools
 import os
+import re
 import warnings
 from typing import NamedTuple
 
 import tensorflow as tf
 
 from gtr_keras.corpus import (
+    CORPUS_FILES,
+    QUERIES_FILES,
     DataError,
     DataWarning,
     check_qrels,
+    in_collection,
     iter_jsonl,
     iter_tsv_rows,
     load_corpus,
     load_qrels,
     load_queries,
+    qrels_file,
 )
+from gtr_keras.errors import UserError
 from gtr_keras.preprocessor import GTRTextEmbedderPreprocessor
 from gtr_keras.tokenizer import DOCUMENT_LENGTH, QUERY_LENGTH
 
@@ -408,16 +419,17 @@ class TrainingData:
 
     def __post_init__(self):
         if self.format != "auto" and self.format not in FORMATS:
-            raise ValueError(f"data format must be 'auto' or one of {FORMATS}, got {self.format!r}")
+            raise UserError(f"format must be 'auto' or one of {FORMATS}, got {self.format!r}")
         if self.num_negatives < 0:
-            raise ValueError(f"num_negatives must be >= 0, got {self.num_negatives}")
+            raise UserError(f"num_negatives must be >= 0, got {self.num_negatives}")
         if not 0.0 < self.train_fraction <= 1.0:
-            raise ValueError(f"train_fraction must be in (0, 1], got {self.train_fraction}")
+            raise UserError(f"train_fraction must be in (0, 1], got {self.train_fraction}")
         if self.max_positives_per_query is not None and self.max_positives_per_query < 1:
-            raise ValueError(f"max_positives_per_query must be >= 1, got {self.max_positives_per_query}")
+            raise UserError(f"max_positives_per_query must be >= 1, got {self.max_positives_per_query}")
         for name in ("query_length", "document_length"):
             if getattr(self, name) < 2:
-                raise ValueError(f"{name} must be at least 2 (one token and EOS), got {getattr(self, name)}")
+                raise UserError(f"{name} must be at least 2 (one token and EOS), got {getattr(self, name)}")
+        self._source_error = None
 
     def resolved_format(self):
         """The source's format: `format`, or the one its path implies."""
@@ -427,7 +439,7 @@ class TrainingData:
         if os.path.isdir(source):
             return "beir"
         if not os.path.exists(source):
-            raise FileNotFoundError(f"{source}: no such file or directory")
+            raise DataError(f"{source}: no such file or directory")
         for suffix, name in _SUFFIXES.items():
             if source.endswith(suffix):
                 return name
@@ -435,6 +447,94 @@ class TrainingData:
             f"{source}: cannot tell the training data format from the name; expected a BEIR directory or a "
             f"file ending in {', '.join(_SUFFIXES)} (or set the format explicitly)"
         )
+
+    def files(self):
+        """The files the examples are read from, by role.
+
+        Returns:
+            `{"source": path}`, or for a BEIR directory `{"corpus", "queries",
+            "qrels"}` paths and `"negatives"` with a `negatives_file`.
+
+        Raises:
+            DataError: the source, or a file it needs, does not exist.
+
+        Example:
+        >>> TrainingData("data/scifact", negatives_file="negatives.jsonl").files()  # doctest: +SKIP
+        {'corpus': 'data/scifact/corpus.jsonl', 'queries': 'data/scifact/queries.jsonl',
+         'qrels': 'data/scifact/qrels/train.tsv', 'negatives': 'negatives.jsonl'}
+        """
+        source = os.fspath(self.source)
+        if self.resolved_format() != "beir":
+            if not os.path.isfile(source):
+                raise DataError(f"{source}: not a file (a {self.resolved_format()} source is one file)")
+            return {"source": source}
+        if not os.path.isdir(source):
+            raise DataError(f"{source}: not a directory (a BEIR source is a collection directory)")
+        files = {
+            "corpus": in_collection(source, CORPUS_FILES),
+            "queries": in_collection(source, QUERIES_FILES),
+            "qrels": qrels_file(source, self.split),
+        }
+        if self.negatives_file is not None:
+            negatives = os.fspath(self.negatives_file)
+            if not os.path.isfile(negatives):
+                raise DataError(f"{negatives}: no such file (the negatives_file of {source})")
+            files["negatives"] = negatives
+        return files
+
+    def check(self):
+        """Reads every example once, so that bad data fails before training does.
+
+        TFRecord sources (written by `write_tfrecord` from checked examples)
+        are only checked for a first record: parsing them in full would take
+        as long as an epoch.
+
+        Returns:
+            The number of examples (1 for a TFRecord source that has any).
+
+        Raises:
+            DataError: a missing file, a malformed record (naming the file,
+                line and field), or no example at all.
+
+        Example:
+        >>> TrainingData("train.jsonl").check()  # doctest: +SKIP
+        48
+        """
+        self.files()
+        examples = self.examples()
+        if self.resolved_format() == "tfrecord":
+            examples = itertools.islice(examples, 1)
+        try:
+            count = sum(1 for _ in examples)
+        except tf.errors.OpError as error:
+            reason = re.sub(r"\{\{.*?\}\}|\[Op:.*", "", error.message).strip()
+            raise DataError(f"{self.source}: unreadable TFRecord file ({reason})") from None
+        if not count:
+            raise DataError(
+                f"{self.source}: no training examples (empty, or every example has an empty query or positive)"
+            )
+        return count
+
+    @contextlib.contextmanager
+    def surface_errors(self):
+        """Raises a `DataError` met while a pipeline of this data ran in the block as itself.
+
+        `tf.data` runs Python sources (JSONL, BEIR, MS MARCO) in a generator
+        and reports its exceptions as a `tf.errors.InvalidArgumentError`
+        carrying a traceback; inside this block, such an error is replaced
+        by the one-line `DataError` behind it.
+
+        Example:
+        >>> with data.surface_errors():
+        ...     model.fit(data.dataset(tokenizer, batch_size=32))  # doctest: +SKIP
+        """
+        self._source_error = None
+        try:
+            yield
+        except tf.errors.OpError:
+            if self._source_error is None:
+                raise
+            raise self._source_error from None
 
     def examples(self):
         """Iterates over the cleaned source `Example`s, in file order, at most
@@ -463,9 +563,16 @@ class TrainingData:
     def _source_dataset(self):
         if self.resolved_format() == "tfrecord":
             return _tfrecord_dataset(self.source)
-        return tf.data.Dataset.from_generator(
-            lambda: (example._asdict() for example in self.examples()), output_signature=_SIGNATURE
-        )
+        return tf.data.Dataset.from_generator(self._example_dicts, output_signature=_SIGNATURE)
+
+    def _example_dicts(self):
+        """`examples()` as dicts, keeping a `DataError` for `surface_errors`."""
+        try:
+            for example in self.examples():
+                yield example._asdict()
+        except DataError as error:
+            self._source_error = error
+            raise
 
     def text_batches(self, batch_size, seed=0, repeat=True, skip_batches=0, drop_remainder=False):
         """Batches of raw strings, before tokenisation.

@@ -63,7 +63,10 @@ def per_query_metrics(qrels, run):
 
     Only queries with at least one relevant document (grade >= 1) in `qrels`
     are scored, as BEIR's collections are built; a scored query missing from
-    `run` gets 0 for every metric. nDCG uses the grades as gains; the other
+    `run` gets 0 for every metric. Every judged document counts, retrieved or
+    not: one that is absent from the corpus is a relevant document never
+    retrieved, a miss, as in BEIR and MTEB (`load_dataset` keeps such
+    judgements for this reason). nDCG uses the grades as gains; the other
     metrics count grade >= 1 as relevant. `mrr@10` is `recip_rank` on the run
     cut to its top 10 documents per query; `map` uses the whole run.
 
@@ -154,8 +157,9 @@ def read_trec_run(path):
         A dict from query id to a dict from document id to score.
 
     Raises:
-        DataError: a line without 6 columns, a non-numeric score, or a
-            document listed twice for a query.
+        DataError: a missing or unreadable file, invalid UTF-8, a line
+            without 6 columns, a non-numeric score, or a document listed
+            twice for a query.
     """
     run = {}
     for line_no, line in iter_lines(path):

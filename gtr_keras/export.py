@@ -31,21 +31,23 @@ and `top_k`) and runs on stock TF Serving; the `scann` searcher needs ScaNN's cu
 searcher is rebuilt once when the SavedModel is loaded (from the serialized ScaNN assets), never per
 call.
 
+`export_all` writes both as a unit (they replace their previous versions together), checking
+first that the index was built with the encoder's model.
+
 Loading needs `import tensorflow_text` (and `import scann` for a ScaNN searcher) first;
 `load_export` does both.
 """
 
 import copy
-import json
 import os
 import shutil
 
 import numpy as np
 import tensorflow as tf
 
-from gtr_keras.files import atomic_directory
+from gtr_keras.files import atomic_outputs
 from gtr_keras.index import SearchIndex
-from gtr_keras.retrieval import INDEX_SUBDIR, RETRIEVER_JSON
+from gtr_keras.retrieval import INDEX_SUBDIR, Retriever
 from gtr_keras.tokenizer import GTRTokenizer, pad_token_ids
 
 STRINGS = tf.TensorSpec([None], tf.string, name="texts")
@@ -105,24 +107,23 @@ def export_encoder(encoder, export_dir, version=1):
     >>> model = gtr_keras.load_export("exports/gtr-base/encoder/1")
     >>> model.signatures["encode_queries"](texts=tf.constant(["a query"]))["embeddings"]
     """
-    target = _version_dir(export_dir, "encoder", version)
-    with atomic_directory(target) as staging:
-        root, embed = _root(encoder, staging)
-        root.__call__ = tf.function(lambda texts, training=False: embed(texts, "document", training))
-        for training in (False, True):
-            root.__call__.get_concrete_function(STRINGS, training)
-        root.encode_queries = tf.function(
-            lambda texts: {"embeddings": embed(texts, "query")}, input_signature=[STRINGS]
-        )
-        root.encode_documents = tf.function(
-            lambda texts: {"embeddings": embed(texts, "document")}, input_signature=[STRINGS]
-        )
-        _save(root, staging, {
-            "serving_default": root.encode_documents,
-            "encode_documents": root.encode_documents,
-            "encode_queries": root.encode_queries,
-        })
-    return target
+    return export_all(encoder, export_dir, version=version)["encoder"]
+
+
+def _write_encoder(encoder, staging):
+    root, embed = _root(encoder, staging)
+    root.__call__ = tf.function(lambda texts, training=False: embed(texts, "document", training))
+    for training in (False, True):
+        root.__call__.get_concrete_function(STRINGS, training)
+    root.encode_queries = tf.function(lambda texts: {"embeddings": embed(texts, "query")}, input_signature=[STRINGS])
+    root.encode_documents = tf.function(
+        lambda texts: {"embeddings": embed(texts, "document")}, input_signature=[STRINGS]
+    )
+    _save(root, staging, {
+        "serving_default": root.encode_documents,
+        "encode_documents": root.encode_documents,
+        "encode_queries": root.encode_queries,
+    })
 
 
 class _ScannResource(tf.saved_model.experimental.TrackableResource):
@@ -195,7 +196,7 @@ def export_searcher(encoder, index_dir, export_dir, searcher="scann", version=1,
     """Writes a query-string-to-document-ids SavedModel to `export_dir/searcher/<version>/`.
 
     Args:
-        encoder: the `Encoder` the index was built with.
+        encoder: the `Encoder` the index was built with (checked).
         index_dir: an index directory written by `gtr-keras index`.
         export_dir: the export root.
         searcher: `"scann"` (the index's ScaNN searcher; an exact index is
@@ -206,66 +207,109 @@ def export_searcher(encoder, index_dir, export_dir, searcher="scann", version=1,
     Example:
     >>> export_searcher(encoder, "indexes/scifact", "exports/scifact", searcher="brute-force")
     """
+    _check_searcher(encoder, index_dir, searcher, k)
+    return _write_together(export_dir, version, {
+        "searcher": lambda staging: _write_searcher(encoder, index_dir, staging, searcher, k),
+    })["searcher"]
+
+
+def export_all(encoder, export_dir, index_dir=None, searcher="scann", version=1, k=10):
+    """Writes the encoder export and, given an index, the searcher export, as a unit.
+
+    `export_dir/encoder/<version>/` and `export_dir/searcher/<version>/`
+    replace their previous versions together, once both are written: a
+    failure leaves both as they were (an encoder and a searcher of different
+    models side by side would serve wrong results). The arguments and the
+    index's model are checked before anything is written.
+
+    Args:
+        encoder: the `Encoder` to export.
+        export_dir: the export root.
+        index_dir: an index directory built with `encoder`, or None for the encoder only.
+        searcher, version, k: as for `export_searcher`.
+
+    Returns:
+        A dict from `"encoder"` (and `"searcher"`) to the directory written.
+
+    Example:
+    >>> export_all(encoder, "exports/scifact", "indexes/scifact", searcher="brute-force")["searcher"]
+    'exports/scifact/searcher/1'
+    """
+    writers = {"encoder": lambda staging: _write_encoder(encoder, staging)}
+    if index_dir is not None:
+        _check_searcher(encoder, index_dir, searcher, k)
+        writers["searcher"] = lambda staging: _write_searcher(encoder, index_dir, staging, searcher, k)
+    return _write_together(export_dir, version, writers)
+
+
+def _write_together(export_dir, version, writers):
+    targets = {name: _version_dir(export_dir, name, version) for name in writers}
+    with atomic_outputs(*targets.values()) as staged:
+        for write, staging in zip(writers.values(), staged):
+            staging.mkdir()
+            write(staging)
+    return targets
+
+
+def _check_searcher(encoder, index_dir, searcher, k):
     if searcher not in ("scann", "brute-force"):
         raise ValueError(f"searcher must be 'scann' or 'brute-force', got {searcher!r}")
     if not isinstance(k, int) or k < 1:
         raise ValueError(f"k must be a positive integer, got {k!r}")
-    with open(os.path.join(index_dir, RETRIEVER_JSON), encoding="utf-8") as f:
-        if json.load(f)["embedding_dim"] != encoder.embedding_dim:
-            raise ValueError(f"{index_dir} was built with another model (embedding size differs)")
+    Retriever.check_model(index_dir, encoder)
+
+
+def _write_searcher(encoder, index_dir, staging, searcher, k):
     index = SearchIndex.load(os.path.join(index_dir, INDEX_SUBDIR))
     use_scann = searcher == "scann" and index.kind == "scann"
-    target = _version_dir(export_dir, "searcher", version)
-    with atomic_directory(target) as staging:
-        root, embed = _root(encoder, staging)
-        root.doc_ids = tf.Variable(np.array(index.ids, dtype=object), trainable=False, name="doc_ids")
-        num_docs = len(index.ids)
-        raw_dir = os.path.join(staging, "scann_raw")
-        if use_scann:
-            from scann.scann_ops.py import scann_ops
+    root, embed = _root(encoder, staging)
+    root.doc_ids = tf.Variable(np.array(index.ids, dtype=object), trainable=False, name="doc_ids")
+    num_docs = len(index.ids)
+    raw_dir = os.path.join(staging, "scann_raw")
+    if use_scann:
+        from scann.scann_ops.py import scann_ops
 
-            os.makedirs(raw_dir)
-            root.scann = _ScannResource(os.path.join(index_dir, INDEX_SUBDIR, SCANN_SUBDIR), raw_dir)
-            reorder, leaves = index.params["reorder_factor"], index.params["num_leaves_to_search"]
+        os.makedirs(raw_dir)
+        root.scann = _ScannResource(os.path.join(index_dir, INDEX_SUBDIR, SCANN_SUBDIR), raw_dir)
+        reorder, leaves = index.params["reorder_factor"], index.params["num_leaves_to_search"]
 
-            def top_k(queries, k):
-                # A plain tuple, not ScaNN's named one: `tf.cond` in `search` pairs it with an empty batch's.
-                neighbors, scores = scann_ops.scann_search_batched(
-                    root.scann.resource_handle, queries, k, reorder * k, leaves, True
-                )
-                return neighbors, scores
-        else:
-            root.doc_embeddings = tf.Variable(index.embeddings, trainable=False, name="doc_embeddings")
-
-            def top_k(queries, k):
-                scores, neighbors = tf.math.top_k(tf.matmul(queries, root.doc_embeddings, transpose_b=True), k)
-                return neighbors, scores
-
-        def search(queries, k, min_width=0):
-            valid = tf.debugging.assert_greater_equal(k, 1, message="k must be at least 1")
-            with tf.control_dependencies([valid]):
-                k = tf.minimum(k, num_docs)
-            width = tf.reduce_max(tf.concat([k, [min_width]], axis=0))
-            query_embeddings = embed(queries, "query")
-            neighbors, scores = tf.cond(
-                tf.shape(queries)[0] > 0,
-                lambda: top_k(query_embeddings, width),
-                lambda: (tf.zeros([0, width], tf.int32), tf.zeros([0, width], tf.float32)),
+        def top_k(queries, k):
+            # A plain tuple, not ScaNN's named one: `tf.cond` in `search` pairs it with an empty batch's.
+            neighbors, scores = scann_ops.scann_search_batched(
+                root.scann.resource_handle, queries, k, reorder * k, leaves, True
             )
-            neighbors, scores = tf.ensure_shape(neighbors, [None, None]), tf.ensure_shape(scores, [None, None])
-            inside = tf.range(width)[None, :] < k[:, None]
-            return {
-                "ids": tf.where(inside, tf.gather(root.doc_ids, neighbors), PAD_ID),
-                "scores": tf.where(inside, scores, PAD_SCORE),
-            }
+            return neighbors, scores
+    else:
+        root.doc_embeddings = tf.Variable(index.embeddings, trainable=False, name="doc_embeddings")
 
-        root.search = tf.function(search, input_signature=[QUERIES, K])
-        root.search_default_k = tf.function(
-            lambda queries: search(queries, tf.fill(tf.shape(queries), k), min(k, num_docs)), input_signature=[QUERIES]
+        def top_k(queries, k):
+            scores, neighbors = tf.math.top_k(tf.matmul(queries, root.doc_embeddings, transpose_b=True), k)
+            return neighbors, scores
+
+    def search(queries, k, min_width=0):
+        valid = tf.debugging.assert_greater_equal(k, 1, message="k must be at least 1")
+        with tf.control_dependencies([valid]):
+            k = tf.minimum(k, num_docs)
+        width = tf.reduce_max(tf.concat([k, [min_width]], axis=0))
+        query_embeddings = embed(queries, "query")
+        neighbors, scores = tf.cond(
+            tf.shape(queries)[0] > 0,
+            lambda: top_k(query_embeddings, width),
+            lambda: (tf.zeros([0, width], tf.int32), tf.zeros([0, width], tf.float32)),
         )
-        _save(root, staging, {"serving_default": root.search_default_k, "search": root.search})
-        shutil.rmtree(raw_dir, ignore_errors=True)
-    return target
+        neighbors, scores = tf.ensure_shape(neighbors, [None, None]), tf.ensure_shape(scores, [None, None])
+        inside = tf.range(width)[None, :] < k[:, None]
+        return {
+            "ids": tf.where(inside, tf.gather(root.doc_ids, neighbors), PAD_ID),
+            "scores": tf.where(inside, scores, PAD_SCORE),
+        }
+
+    root.search = tf.function(search, input_signature=[QUERIES, K])
+    root.search_default_k = tf.function(
+        lambda queries: search(queries, tf.fill(tf.shape(queries), k), min(k, num_docs)), input_signature=[QUERIES]
+    )
+    _save(root, staging, {"serving_default": root.search_default_k, "search": root.search})
+    shutil.rmtree(raw_dir, ignore_errors=True)
 
 
 def load_export(path):

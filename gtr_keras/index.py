@@ -6,7 +6,8 @@ passages with the highest dot product, either exactly (batched matmul) or
 approximately with ScaNN (k-means tree + anisotropic AH + exact reordering).
 
 The module also holds `ShardWriter`, the resumable, sharded embedding output of
-the indexing command.
+the indexing command, which refuses to resume from embeddings of other texts,
+ids, settings or another model.
 """
 
 import glob
@@ -14,13 +15,16 @@ import hashlib
 import json
 import math
 import os
+import zipfile
 from typing import NamedTuple
 
 import numpy as np
 
+from gtr_keras.errors import DataError, MismatchError
 from gtr_keras.files import atomic_directory, atomic_file
 
 FORMAT_VERSION = 1
+KINDS = ("auto", "exact", "scann")
 
 # ScaNN's own rule of thumb (scann/docs/algorithms.md): brute force below 20k
 # points. At 20k x 768 float32 the corpus is 61 MB and one batched exact search
@@ -36,6 +40,8 @@ _IDS_TXT = "ids.txt"
 _EMBEDDINGS_NPY = "embeddings.npy"
 _SCANN_DIR = "scann"
 _MANIFEST_JSON = "manifest.json"
+_SHARD_FORMAT = 2
+_MANIFEST_FIELDS = ("shard_format", "num_rows", "shard_size", "ids_sha256")
 
 # ScaNN searchers are built for this many neighbours; `search` passes its own
 # `k`, so this only sizes the default reordering pool.
@@ -88,6 +94,75 @@ def scann_params(n):
     }
 
 
+def check_positive_int(value, name):
+    """Returns `value` as an int if it is a positive integer; else raises `ValueError` naming it.
+
+    Example:
+    >>> check_positive_int(32, "batch_size")
+    32
+    """
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+        raise ValueError(f"{name} must be a positive int, got {value!r}.")
+    return int(value)
+
+
+def read_json_object(path, remedy):
+    """The JSON object stored in `path`.
+
+    Args:
+        path: str or path-like.
+        remedy: what the user should do about a bad file, ending the error.
+
+    Returns:
+        A dict.
+
+    Raises:
+        DataError: the file cannot be read, is not JSON or not a JSON object.
+
+    Example:
+    >>> read_json_object("indexes/scifact/retriever.json", "rebuild the index")["embedding_dim"]
+    768
+    """
+    try:
+        with open(path, encoding="utf-8") as f:
+            value = json.load(f)
+    except (OSError, ValueError) as e:
+        raise DataError(f"{path}: unreadable ({e}); {remedy}") from e
+    if not isinstance(value, dict):
+        raise DataError(f"{path}: holds a JSON {type(value).__name__}, not an object; {remedy}")
+    return value
+
+
+def _shown(value):
+    if isinstance(value, str) and len(value) == 64:  # a SHA-256 hex digest
+        return f"{value[:12]}…"
+    return str(value)
+
+
+def describe_change(recorded, current, current_label="now"):
+    """Names the first field of `current` that `recorded` lacks or holds another value for.
+
+    Args:
+        recorded: dict of what was recorded (a manifest, `retriever.json`).
+        current: dict of the values that must match, in the order to check.
+        current_label: words that introduce the current value.
+
+    Returns:
+        A phrase such as `"document_length 512 recorded, now 256"` (SHA-256
+        digests shortened to 12 digits), or None when all fields match.
+
+    Example:
+    >>> describe_change({"shard_size": 2048}, {"shard_size": 40}, "this run has")
+    'shard_size 2048 recorded, this run has 40'
+    """
+    for field, value in current.items():
+        if field not in recorded:
+            return f"no {field} recorded"
+        if recorded[field] != value:
+            return f"{field} {_shown(recorded[field])} recorded, {current_label} {_shown(value)}"
+    return None
+
+
 def _build_scann(embeddings, params):
     import scann  # Imports TensorFlow: only paid for when ScaNN is used.
 
@@ -134,17 +209,17 @@ def _exact_top_k(embeddings, queries, k):
     return indices, scores
 
 
-def _check_ids(ids, where=lambda i: f"ids[{i}]"):
-    """Returns `ids` as a list after checking them; `where(i)` names id `i` in errors."""
+def _check_ids(ids, where=lambda i: f"ids[{i}]", error=ValueError):
+    """Returns `ids` as a list after checking them; `where(i)` names id `i` in an `error`."""
     ids = list(ids)
     seen = {}
     for i, id_ in enumerate(ids):
         if not isinstance(id_, str) or not id_:
-            raise ValueError(f"{where(i)}: ids must be non-empty strings, got {id_!r}.")
+            raise error(f"{where(i)}: ids must be non-empty strings, got {id_!r}.")
         if "\n" in id_ or "\r" in id_:
-            raise ValueError(f"{where(i)}: id {id_!r} contains a line break.")
+            raise error(f"{where(i)}: id {id_!r} contains a line break.")
         if id_ in seen:
-            raise ValueError(f"{where(i)}: id {id_!r} duplicates {where(seen[id_])}.")
+            raise error(f"{where(i)}: id {id_!r} duplicates {where(seen[id_])}.")
         seen[id_] = i
     return ids
 
@@ -193,6 +268,8 @@ class SearchIndex:
             raise ValueError(f"Got {len(self.ids)} ids for {n} embedding rows.")
         if n == 0:
             raise ValueError("A SearchIndex needs at least one embedding.")
+        if kind not in KINDS:
+            raise ValueError(f"kind must be one of {KINDS}, got {kind!r}.")
         if kind == "auto":
             kind = "exact" if n < EXACT_MAX_N else "scann"
         if kind == "exact":
@@ -200,13 +277,11 @@ class SearchIndex:
                 raise ValueError("`params` and `searcher` only apply to kind='scann'.")
             self.params = None
             self._searcher = None
-        elif kind == "scann":
+        else:
             self.params = dict(scann_params(n) if params is None else params)
             if searcher is None:
                 searcher = _build_scann(self.embeddings, self.params)
             self._searcher = searcher
-        else:
-            raise ValueError(f"kind must be 'auto', 'exact' or 'scann', got {kind!r}.")
         self.kind = kind
 
     def search(self, query_embeddings, k):
@@ -226,9 +301,7 @@ class SearchIndex:
                 f"query_embeddings have {queries.shape[1]} dims, "
                 f"the index has {self.embeddings.shape[1]}."
             )
-        if not isinstance(k, (int, np.integer)) or k < 1:
-            raise ValueError(f"k must be a positive int, got {k!r}.")
-        k = min(int(k), self.embeddings.shape[0])
+        k = min(check_positive_int(k, "k"), self.embeddings.shape[0])
         if self.kind == "exact" or len(queries) == 0:
             return _exact_top_k(self.embeddings, queries, k)
         indices, scores = self._searcher.search_batched_parallel(
@@ -276,25 +349,35 @@ class SearchIndex:
 
     @classmethod
     def load(cls, directory):
-        """Loads an index written by `save`."""
+        """Loads an index written by `save`.
+
+        Raises:
+            DataError: a missing, malformed or inconsistent file.
+            MismatchError: an index written by another format version.
+        """
+        remedy = "rebuild the index"
         config_path = os.path.join(directory, _INDEX_JSON)
-        with open(config_path, encoding="utf-8") as f:
-            config = json.load(f)
+        if not os.path.isfile(config_path):
+            raise DataError(f"{directory}: not a search index (no {_INDEX_JSON}); {remedy}")
+        config = read_json_object(config_path, remedy)
         for field in ("format_version", "kind", "num_embeddings", "dims", "params"):
             if field not in config:
-                raise ValueError(f"{config_path}: missing field {field!r}.")
+                raise DataError(f"{config_path}: missing field {field!r}; {remedy}")
         if config["format_version"] != FORMAT_VERSION:
-            raise ValueError(
+            raise MismatchError(
                 f"{config_path}: field 'format_version' is {config['format_version']!r}, "
-                f"this version of gtr_keras reads {FORMAT_VERSION}."
+                f"this version of gtr_keras reads {FORMAT_VERSION}; {remedy}"
             )
         embeddings_path = os.path.join(directory, _EMBEDDINGS_NPY)
-        embeddings = np.load(embeddings_path)
+        try:
+            embeddings = np.load(embeddings_path)
+        except (OSError, ValueError) as e:
+            raise DataError(f"{embeddings_path}: unreadable ({e}); {remedy}") from e
         expected = (config["num_embeddings"], config["dims"])
         if embeddings.shape != expected:
-            raise ValueError(
+            raise DataError(
                 f"{embeddings_path} has shape {embeddings.shape}, but {config_path} "
-                f"fields 'num_embeddings' and 'dims' say {expected}."
+                f"fields 'num_embeddings' and 'dims' say {expected}; {remedy}"
             )
         ids = _read_ids(os.path.join(directory, _IDS_TXT), config["num_embeddings"])
         searcher = None
@@ -304,23 +387,28 @@ class SearchIndex:
 
 
 def _read_ids(path, expected_count):
-    with open(path, encoding="utf-8", newline="") as f:
-        text = f.read()
+    try:
+        with open(path, encoding="utf-8", newline="") as f:
+            text = f.read()
+    except (OSError, ValueError) as e:
+        raise DataError(f"{path}: unreadable ({e}); rebuild the index") from e
     if text and not text.endswith("\n"):
-        raise ValueError(f"{path}: line {text.count(chr(10)) + 1} is not terminated by a newline.")
-    ids = _check_ids(text.split("\n")[:-1], lambda i: f"{path}: line {i + 1}")
+        raise DataError(f"{path}: line {text.count(chr(10)) + 1} is not terminated by a newline.")
+    ids = _check_ids(text.split("\n")[:-1], lambda i: f"{path}: line {i + 1}", DataError)
     if len(ids) != expected_count:
-        raise ValueError(
+        raise DataError(
             f"{path} has {len(ids)} ids, expected {expected_count} (one per embedding row)."
         )
     return ids
 
 
-def _ids_fingerprint(ids):
+def strings_sha256(strings):
+    """SHA-256 (hex) of a sequence of str or bytes, each prefixed by its length."""
     digest = hashlib.sha256()
-    for id_ in ids:
-        digest.update(id_.encode("utf-8"))
-        digest.update(b"\n")
+    for string in strings:
+        data = string if isinstance(string, bytes) else string.encode("utf-8", "surrogatepass")
+        digest.update(len(data).to_bytes(8, "little"))
+        digest.update(data)
     return digest.hexdigest()
 
 
@@ -336,62 +424,92 @@ class ShardWriter:
     """Resumable storage for the embeddings of a corpus, one file per shard.
 
     Shard `i` holds rows `[i * shard_size, min((i + 1) * shard_size, N))` in
-    `work_dir/shard-0000i.npy`, written through a temporary file and an
-    atomic rename, so a shard file on disk is always complete. The first
-    `ShardWriter` on a directory writes `manifest.json` with N, `shard_size`,
-    a SHA-256 fingerprint of the id list and `metadata`. A later `ShardWriter`
-    on the same directory resumes from the shards already there, but only if
-    all of these match; otherwise it raises a `ValueError` rather than
-    silently mixing embeddings of different corpora or models: delete
-    `work_dir` to start over.
+    `work_dir/shard-0000i.npz`, together with the SHA-256 of the texts those
+    rows were encoded from. Each shard file is written through a temporary file
+    and an atomic rename, so a shard file on disk is always complete. The
+    first `ShardWriter` on a directory writes `manifest.json` with N,
+    `shard_size`, the SHA-256 of the id list and `metadata`. A later
+    `ShardWriter` on the same directory resumes from the shards already there,
+    but only if all of these match and the texts of every finished shard are
+    the ones it was encoded from; otherwise it raises a `MismatchError` that
+    names what changed, rather than silently mixing embeddings of different
+    texts or models: delete `work_dir` to start over.
 
     Args:
         work_dir: str or path-like. Created if missing.
         ids: sequence of str, the corpus ids in row order.
+        texts: sequence of str (or bytes), the exact texts encoded, one per id;
+            shard `i` must be encoded from `texts[shard.start:shard.end]`.
         shard_size: int, rows per shard.
         metadata: JSON-serialisable dict of whatever else determines the
-            embeddings (model, sequence length, ...), checked on resume.
+            embeddings (the model's fingerprint and settings), checked on
+            resume in its order; keys must differ from the manifest's own
+            (`shard_format`, `num_rows`, `shard_size`, `ids_sha256`).
+
+    Raises:
+        MismatchError: `work_dir` holds shards of other ids, texts, shard size
+            or metadata.
+        DataError: a manifest or shard file there cannot be read.
 
     Example:
-    >>> writer = ShardWriter("work_dirs/scifact", ids, shard_size=4096)
+    >>> model = {"model_sha256": fingerprint(encoder)}
+    >>> writer = ShardWriter("work_dirs/scifact", ids, texts, 4096, model)
     >>> for shard in writer.pending_shards():
-    ...     writer.write(shard.number, encode(texts[shard.start : shard.end]))
+    ...     writer.write(shard.number, encoder.encode_documents(texts[shard.start:shard.end]))
     >>> embeddings = writer.assemble()
     """
 
-    def __init__(self, work_dir, ids, shard_size, metadata=None):
-        if not isinstance(shard_size, int) or shard_size < 1:
-            raise ValueError(f"shard_size must be a positive int, got {shard_size!r}.")
+    def __init__(self, work_dir, ids, texts, shard_size, metadata=None):
+        self.shard_size = check_positive_int(shard_size, "shard_size")
         ids = _check_ids(ids)
         if not ids:
             raise ValueError("ShardWriter needs at least one id.")
+        if len(texts) != len(ids):
+            raise ValueError(f"Got {len(texts)} texts for {len(ids)} ids.")
+        metadata = json.loads(json.dumps(metadata or {}))
+        reserved = sorted(set(metadata) & set(_MANIFEST_FIELDS))
+        if reserved:
+            raise ValueError(f"metadata must not hold the manifest's own fields {reserved}.")
         self.work_dir = os.fspath(work_dir)
         self.num_rows = len(ids)
-        self.shard_size = shard_size
+        self._texts = texts
         manifest = {
+            "shard_format": _SHARD_FORMAT,
             "num_rows": self.num_rows,
-            "shard_size": shard_size,
-            "ids_sha256": _ids_fingerprint(ids),
-            "metadata": json.loads(json.dumps(metadata or {})),
+            "shard_size": self.shard_size,
+            "ids_sha256": strings_sha256(ids),
+            **metadata,
         }
         os.makedirs(self.work_dir, exist_ok=True)
-        for stale in glob.glob(os.path.join(glob.escape(self.work_dir), "shard-*.npy.tmp-*")):
+        for stale in glob.glob(os.path.join(glob.escape(self.work_dir), "shard-*.tmp-*")):
             os.remove(stale)
         manifest_path = os.path.join(self.work_dir, _MANIFEST_JSON)
         if os.path.exists(manifest_path):
-            with open(manifest_path, encoding="utf-8") as f:
-                on_disk = json.load(f)
-            for field, value in manifest.items():
-                if on_disk.get(field) != value:
-                    raise ValueError(
-                        f"{manifest_path}: field {field!r} is {on_disk.get(field)!r}, "
-                        f"but this run has {value!r}: the shards there belong to another corpus "
-                        f"or configuration. Delete {self.work_dir} to start over."
-                    )
+            recorded = read_json_object(manifest_path, self._start_over)
+            if recorded.get("shard_format") != _SHARD_FORMAT:
+                raise MismatchError(
+                    f"{self.work_dir}: shards of another version of gtr-keras; {self._start_over}"
+                )
+            change = describe_change(recorded, dict.fromkeys(recorded) | manifest, "this run has")
+            if change:
+                raise MismatchError(
+                    f"{self.work_dir}: these shards were encoded from other inputs or settings "
+                    f"({change}); {self._start_over}"
+                )
+            self._check_finished_shards()
+        elif glob.glob(os.path.join(glob.escape(self.work_dir), "shard-*.npz")):
+            raise MismatchError(
+                f"{self.work_dir}: shard files but no {_MANIFEST_JSON} saying what they were encoded "
+                f"from; {self._start_over}"
+            )
         else:
             payload = json.dumps(manifest, indent=2).encode("utf-8")
             with atomic_file(manifest_path) as f:
                 f.write(payload)
+
+    @property
+    def _start_over(self):
+        return f"delete {self.work_dir} to start over"
 
     @property
     def num_shards(self):
@@ -405,14 +523,36 @@ class ShardWriter:
         return Shard(number, start, min(start + self.shard_size, self.num_rows))
 
     def _path(self, number):
-        return os.path.join(self.work_dir, f"shard-{number:05d}.npy")
+        return os.path.join(self.work_dir, f"shard-{number:05d}.npz")
+
+    def _texts_sha256(self, shard):
+        return strings_sha256(self._texts[shard.start : shard.end])
+
+    def _read(self, number, key):
+        path = self._path(number)
+        try:
+            with np.load(path) as stored:
+                return stored[key]
+        except (OSError, ValueError, KeyError, zipfile.BadZipFile) as e:
+            raise DataError(f"{path}: unreadable shard ({e}); {self._start_over}") from e
+
+    def _check_finished_shards(self):
+        for number in range(self.num_shards):
+            shard = self.shard(number)
+            if not os.path.exists(self._path(number)):
+                continue
+            if str(self._read(number, "texts_sha256")) != self._texts_sha256(shard):
+                raise MismatchError(
+                    f"{self.work_dir}: shard {number} was encoded from other texts (documents "
+                    f"{shard.start}-{shard.end - 1}: one or more changed since); {self._start_over}"
+                )
 
     def pending_shards(self):
         """The `Shard`s not yet written, in order."""
         return [self.shard(i) for i in range(self.num_shards) if not os.path.exists(self._path(i))]
 
     def write(self, number, embeddings):
-        """Stores the `[end - start, D]` embeddings of shard `number`."""
+        """Stores the `[end - start, D]` embeddings of shard `number`, encoded from its texts."""
         shard = self.shard(number)
         embeddings = _check_embeddings(embeddings, f"embeddings for shard {number}")
         if embeddings.shape[0] != shard.end - shard.start:
@@ -421,7 +561,7 @@ class ShardWriter:
                 f"got {embeddings.shape[0]} embedding rows."
             )
         with atomic_file(self._path(number)) as f:
-            np.save(f, embeddings)
+            np.savez(f, embeddings=embeddings, texts_sha256=np.array(self._texts_sha256(shard)))
 
     def assemble(self):
         """Returns all shards concatenated: float32 `[N, D]`."""
@@ -431,12 +571,16 @@ class ShardWriter:
                 f"{len(pending)} of {self.num_shards} shards in {self.work_dir} are not "
                 f"written yet, the first is shard {pending[0].number}."
             )
-        shards = [np.load(self._path(i), mmap_mode="r") for i in range(self.num_shards)]
-        dims = shards[0].shape[1]
-        for i, shard in enumerate(shards):
-            rows = self.shard(i).end - self.shard(i).start
-            if shard.shape != (rows, dims):
-                raise ValueError(
-                    f"{self._path(i)} has shape {shard.shape}, expected {(rows, dims)}."
+        embeddings = None
+        for number in range(self.num_shards):
+            shard, rows = self.shard(number), self._read(number, "embeddings")
+            if embeddings is None:
+                embeddings = np.empty((self.num_rows, rows.shape[-1]), np.float32)
+            expected = (shard.end - shard.start, embeddings.shape[1])
+            if rows.shape != expected:
+                raise DataError(
+                    f"{self._path(number)} has shape {rows.shape}, expected {expected}; "
+                    f"{self._start_over}"
                 )
-        return np.concatenate(shards, axis=0, dtype=np.float32)
+            embeddings[shard.start : shard.end] = rows
+        return embeddings

@@ -1,5 +1,7 @@
 """`GTRTextEmbedder`: the GTR tower as a keras-hub `TextEmbedder`."""
 
+import os
+
 import keras
 import keras_hub
 from keras import ops
@@ -99,17 +101,37 @@ class GTRTextEmbedder(keras_hub.models.TextEmbedder):
         preset name of `gtr_keras.presets.HUB_IDS` (`"gtr-base"`), and a model
         directory of gtr-keras' first format. keras-hub's own Hugging Face
         loader has a fixed list of architectures without T5, so these go
-        through `gtr_keras.checkpoints`.
+        through `gtr_keras.checkpoints`. A model directory whose settings
+        contradict its weights or each other raises `CheckpointError` naming
+        the file and setting (`checkpoints.check_model_directory`).
 
         Example:
         >>> embedder = GTRTextEmbedder.from_preset("hf://sentence-transformers/gtr-t5-base")  # doctest: +SKIP
         """
-        from gtr_keras.checkpoints import load_foreign_format
+        from gtr_keras.checkpoints import check_model_directory, load_foreign_format
 
         foreign = load_foreign_format(preset, load_weights, **kwargs)
         if foreign is not None:
             return foreign
+        if os.path.isdir(preset):
+            check_model_directory(preset, load_weights)
         return super().from_preset(preset, load_weights=load_weights, **kwargs)
+
+    def load_task_weights(self, filepath):
+        """Loads the task weights (the projection), which the file must hold exactly.
+
+        Args:
+            filepath: a `task.weights.h5` file.
+
+        Raises:
+            CheckpointError: a missing, extra or misshapen weight, or a
+                setting of the file's model directory that contradicts its
+                weights (`checkpoints.check_weights_file`).
+        """
+        from gtr_keras.checkpoints import check_weights_file
+
+        check_weights_file(self, filepath)
+        super().load_task_weights(filepath)
 
     def get_config(self):
         return {**super().get_config(), "embedding_dim": self.embedding_dim}

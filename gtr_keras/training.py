@@ -13,26 +13,30 @@ loss on one device.
 `train(config)` is the loop behind `gtr-keras train`: checkpoints every
 `checkpoint_every` steps (model, optimizer and step; the data position is
 recovered by skipping the batches already seen, so a run killed and resumed
-ends with the same weights as an uninterrupted one), TensorBoard logs, a
+ends with the same weights as an uninterrupted one; a rerun whose settings or
+inputs would change the weights is refused), TensorBoard logs, a
 progress bar, a clear stop on a NaN loss, and the final model written as a
 gtr-keras model directory.
 """
 
 import dataclasses
+import hashlib
 import inspect
 import itertools
 import json
 import math
 import os
+import re
 
 import keras
 import tensorflow as tf
 import yaml
 
 from gtr_keras.backbone import GTRBackbone
-from gtr_keras.checkpoints import load, save
+from gtr_keras.checkpoints import fingerprint, load, save
 from gtr_keras.data import TrainingData
-from gtr_keras.errors import TrainingError
+from gtr_keras.files import atomic_file
+from gtr_keras.errors import CheckpointError, MismatchError, TrainingError, UserError
 from gtr_keras.losses import DEFAULT_TEMPERATURE, BidirectionalInBatchLoss
 from gtr_keras.preprocessor import GTRTextEmbedderPreprocessor
 from gtr_keras.presets import PRESETS, preset_config
@@ -43,6 +47,19 @@ PRECISIONS = {"float32": None, "bfloat16": "mixed_bfloat16"}
 STRATEGIES = ("default", "mirrored", "tpu")
 _TOWERS = ("query", "positive", "negatives")
 _SENTENCEPIECE_TEXTS = 200_000
+_INTEGER_SETTINGS = {
+    "steps": 1, "batch_size": 1, "checkpoint_every": 1, "keep_checkpoints": 1, "seed": 0,
+    "grad_cache_chunk_size": 1, "sentencepiece_vocabulary_size": 1,
+}
+_OPTIONAL_SETTINGS = ("grad_cache_chunk_size", "sentencepiece_vocabulary_size")
+RUN_RECORD = "train_config.json"
+NOT_COMPARED = (
+    "output_dir", "checkpoint_every", "keep_checkpoints", "strategy", "tpu", "grad_cache_chunk_size",
+    "deterministic", "verbose",
+    # paths: the files behind them are compared by content
+    "init", "tokenizer", "data.source", "data.split", "data.negatives_file",
+)
+_HASH_CHUNK = 1 << 20
 
 
 def dtype_policy(precision):
@@ -56,17 +73,20 @@ def dtype_policy(precision):
     Returns:
         A dtype policy name, or `None` for float32.
 
+    Raises:
+        UserError: another precision.
+
     Example:
     >>> dtype_policy("bfloat16")
     'mixed_bfloat16'
     """
     if precision == "float16":
-        raise ValueError(
+        raise UserError(
             "precision 'float16' is not supported: T5 activations overflow float16 (max 65504) and the loss "
             "becomes inf/NaN. Use 'bfloat16' (same range as float32) or 'float32'."
         )
     if precision not in PRECISIONS:
-        raise ValueError(f"precision must be one of {sorted(PRECISIONS)}, got {precision!r}")
+        raise UserError(f"precision must be one of {sorted(PRECISIONS)}, got {precision!r}")
     return PRECISIONS[precision]
 
 
@@ -346,6 +366,18 @@ class TrainConfig:
         verbose: Keras `fit` verbosity (1: progress bar, 2: a line per
             checkpoint interval, 0: silent).
 
+    Resuming: `train` records the settings and fingerprints of the inputs in
+    `output_dir/train_config.json` and refuses to resume with any that change
+    the trained weights: every setting except those in `NOT_COMPARED` (where
+    files go, how often checkpoints are saved and kept, and how the same
+    arithmetic is spread over devices, GradCache chunks or nondeterministic
+    kernels, which changes the weights by rounding only), and by content
+    rather than path the initial model, the tokenizer file and the training
+    data files.
+
+    Raises:
+        UserError: a setting of the wrong type or out of range.
+
     Example:
     >>> config = TrainConfig(init="gtr-base", data={"source": "triples.tsv"}, output_dir="runs/gtr")
     >>> config.data.num_negatives
@@ -375,44 +407,70 @@ class TrainConfig:
 
     def __post_init__(self):
         if isinstance(self.data, dict):
-            self.data = TrainingData(**self.data)
+            try:
+                self.data = TrainingData(**self.data)
+            except UserError as error:
+                raise UserError(f"data.{error}") from None
         dtype_policy(self.precision)
         if self.strategy not in STRATEGIES:
-            raise ValueError(f"strategy must be one of {STRATEGIES}, got {self.strategy!r}")
-        for name in ("steps", "batch_size", "checkpoint_every", "keep_checkpoints"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"{name} must be a positive integer, got {getattr(self, name)}")
+            raise UserError(f"strategy must be one of {STRATEGIES}, got {self.strategy!r}")
+        for name, minimum in _INTEGER_SETTINGS.items():
+            value = getattr(self, name)
+            if value is None and name in _OPTIONAL_SETTINGS:
+                continue
+            if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+                raise UserError(f"{name} must be an integer of at least {minimum}, got {value!r}")
+        for name in ("learning_rate", "temperature"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                raise UserError(f"{name} must be a number, got {value!r}")
+        if self.learning_rate < 0:
+            raise UserError(f"learning_rate must not be negative, got {self.learning_rate}")
         if not self.temperature > 0:
-            raise ValueError(f"temperature must be positive, got {self.temperature}")
+            raise UserError(f"temperature must be positive, got {self.temperature}")
         if self.model:
             if self.init not in PRESETS:
-                raise ValueError(f"model settings {sorted(self.model)} need a preset `init`, got {self.init!r}")
+                raise UserError(f"model settings {sorted(self.model)} need a preset `init`, got {self.init!r}")
             known = {*inspect.signature(GTRBackbone).parameters, "embedding_dim"}
             unknown = sorted(set(self.model) - known)
             if unknown:
-                raise ValueError(f"unknown model setting(s) {', '.join(unknown)}")
+                raise UserError(f"unknown model setting(s) {', '.join(unknown)}")
 
     @classmethod
     def from_dict(cls, values, source="config"):
-        """Builds a config from plain values, naming `source` and the key in errors."""
+        """Builds a config from plain values, naming `source` and the key in errors.
+
+        Raises:
+            UserError: an unknown, missing or bad setting; the message starts
+                with `source`.
+        """
         fields = {f.name for f in dataclasses.fields(cls)}
         data_fields = {f.name for f in dataclasses.fields(TrainingData)}
         unknown = sorted(set(values) - fields)
         unknown += sorted(f"data.{key}" for key in set(values.get("data") or {}) - data_fields)
         if unknown:
-            raise ValueError(f"{source}: unknown setting(s) {', '.join(unknown)}")
+            raise UserError(f"{source}: unknown setting(s) {', '.join(unknown)}")
         for name in ("init", "output_dir", "data"):
             if values.get(name) is None:
-                raise ValueError(f"{source}: missing setting `{name}`")
+                raise UserError(f"{source}: missing setting `{name}`")
         if "source" not in values["data"]:
-            raise ValueError(f"{source}: missing setting `data.source`")
+            raise UserError(f"{source}: missing setting `data.source`")
         try:
             return cls(**values)
         except (TypeError, ValueError) as error:
-            raise ValueError(f"{source}: {error}") from None
+            raise UserError(f"{source}: {error}") from None
 
     def to_dict(self):
         return dataclasses.asdict(self)
+
+
+class _ConfigLoader(yaml.SafeLoader):
+    """PyYAML's safe loader, but `1e-3` is a float (YAML 1.2 and JSON) rather than a string (YAML 1.1)."""
+
+
+_ConfigLoader.add_implicit_resolver(
+    "tag:yaml.org,2002:float", re.compile(r"^[-+]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)[eE][-+]?[0-9]+$"), list("-+.0123456789")
+)
 
 
 def load_config(path, overrides=None):
@@ -425,6 +483,9 @@ def load_config(path, overrides=None):
     Returns:
         A `TrainConfig`.
 
+    Raises:
+        UserError: an unreadable file or a bad setting, naming the file.
+
     Example:
     >>> config = load_config("train.yaml", {"steps": 20, "data.train_fraction": 0.1})  # doctest: +SKIP
     """
@@ -432,11 +493,11 @@ def load_config(path, overrides=None):
     if path is not None:
         with open(path, encoding="utf-8") as f:
             try:
-                values = yaml.safe_load(f) or {}
+                values = yaml.load(f, Loader=_ConfigLoader) or {}
             except yaml.YAMLError as error:
-                raise ValueError(f"{path}: not valid YAML/JSON ({error})") from None
+                raise UserError(f"{path}: not valid YAML/JSON ({error})") from None
         if not isinstance(values, dict):
-            raise ValueError(f"{path}: expected a mapping of settings, got {type(values).__name__}")
+            raise UserError(f"{path}: expected a mapping of settings, got {type(values).__name__}")
     values = {**values, "data": dict(values.get("data") or {})}
     for key, value in (overrides or {}).items():
         if key.startswith("data."):
@@ -474,41 +535,124 @@ def _training_texts(data):
     return itertools.islice(distinct, _SENTENCEPIECE_TEXTS)
 
 
-def _tokenizer(config):
-    """The tokenizer of a run; a preset without one gets a SentencePiece model trained on the data."""
-    if config.tokenizer:
-        return GTRTokenizer(config.tokenizer)
-    if os.path.isdir(config.init):
-        return None
+def _tokenizer_file(config):
+    """The run's SentencePiece model file, or None for the initial model directory's own; from a preset
+    without a `tokenizer`, one is trained on the training texts (once: a resumed run reuses it)."""
+    if config.tokenizer or os.path.isdir(config.init):
+        return config.tokenizer
     path = os.path.join(config.output_dir, "spiece.model")
     if not os.path.exists(path):
         preset = preset_config(config.init, **config.model)
         size = config.sentencepiece_vocabulary_size or preset["vocabulary_size"] - 100
         train_sentencepiece(_training_texts(config.data), path + ".tmp", vocabulary_size=size)
         os.replace(path + ".tmp", path)
-    return GTRTokenizer(path)
+    return path
 
 
-def _initial_encoder(config, tokenizer, policy):
-    """The `GTRTextEmbedder` to train, with the run's tokenizer and token budgets (built under the strategy's scope)."""
+def _initial_encoder(config, policy):
+    """The `GTRTextEmbedder` a run starts from (build it under the strategy's scope), and the
+    fingerprint of what determines it: `checkpoints.fingerprint` of a model directory's model, or the
+    SHA-256 of a preset's architecture (the random weights follow from it and `seed`)."""
     if os.path.isdir(config.init):
         model = load(config.init, dtype=policy).model
-        tokenizer = tokenizer or model.preprocessor.tokenizer
-    elif config.init in PRESETS:
-        model = GTRTextEmbedder.from_architecture(config.init, dtype=policy, **config.model)
-    else:
-        raise ValueError(
-            f"init {config.init!r} is neither a model directory nor a preset ({sorted(PRESETS)})"
-        )
+        return model, fingerprint(model)
+    architecture = json.dumps(preset_config(config.init, **config.model), sort_keys=True)
+    model = GTRTextEmbedder.from_architecture(config.init, dtype=policy, **config.model)
+    return model, hashlib.sha256(architecture.encode("utf-8")).hexdigest()
+
+
+def _set_preprocessor(config, model):
+    """Gives the initial model the run's tokenizer (`_tokenizer_file`, else its own) and token budgets."""
+    path = _tokenizer_file(config)
+    tokenizer = GTRTokenizer(path) if path else model.preprocessor.tokenizer
     if tokenizer.vocabulary_size() > model.backbone.vocabulary_size:
-        raise ValueError(
-            f"the tokenizer has {tokenizer.vocabulary_size()} pieces but the model only "
-            f"{model.backbone.vocabulary_size} embedding rows"
+        raise MismatchError(
+            f"{path}: the tokenizer has {tokenizer.vocabulary_size()} pieces but the initial model {config.init} "
+            f"only {model.backbone.vocabulary_size} embedding rows; use a tokenizer with fewer pieces"
         )
-    model.preprocessor = GTRTextEmbedderPreprocessor(
-        tokenizer, config.data.document_length, config.data.query_length
+    model.preprocessor = GTRTextEmbedderPreprocessor(tokenizer, config.data.document_length, config.data.query_length)
+
+
+def _sha256(path):
+    """SHA-256 (hex) of a file's bytes, read 1 MiB at a time."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(_HASH_CHUNK), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def _file_inputs(config):
+    """Fingerprints of the files a run reads, `{name: {"path", "sha256"}}`: `data.<role>` for each file
+    of `TrainingData.files`, and `tokenizer` for a `tokenizer` file."""
+    if config.tokenizer is not None and not os.path.isfile(config.tokenizer):
+        raise CheckpointError(f"{config.tokenizer}: no such SentencePiece model file (the `tokenizer` setting)")
+    files = {f"data.{role}": path for role, path in config.data.files().items()}
+    if config.tokenizer is not None:
+        files["tokenizer"] = os.fspath(config.tokenizer)
+    return {name: {"path": path, "sha256": _sha256(path)} for name, path in files.items()}
+
+
+def _flat_settings(record):
+    settings = dict(record["settings"])
+    data = settings.pop("data")
+    return {**settings, **{f"data.{key}": value for key, value in data.items()}}
+
+
+def _input_change(name, now, then):
+    """What changed in an input (compared by content), in words; `None` if nothing did."""
+    if now and then and now["sha256"] == then["sha256"]:
+        return None
+    what = {"init": "initial model", "tokenizer": "tokenizer", "data.negatives": "mined negatives"}.get(
+        name, "training data"
     )
-    return model
+    if now and then and now["path"] == then["path"]:
+        return f"the {what} {now['path']} changed since the run started"
+    return (
+        f"this run reads the {what} {now['path'] if now else 'none'}, "
+        f"the run being resumed read {then['path'] if then else 'none'}"
+    )
+
+
+def _check_resume(config, record, resumed, parts):
+    """Raises `MismatchError` at the first difference between this run's `record` and the resumed run's,
+    among `parts`: "settings", and the inputs named after "data", "tokenizer" or "init"."""
+    changes = []
+    if "settings" in parts:
+        now, then = _flat_settings(record), _flat_settings(resumed)
+        changes += [
+            f"this run has {key}={now.get(key)}, the run being resumed has {key}={then.get(key)}"
+            for key in {**now, **then}
+            if key not in NOT_COMPARED
+            and json.dumps(now.get(key), sort_keys=True) != json.dumps(then.get(key), sort_keys=True)
+        ]
+    for name in {**record["inputs"], **resumed["inputs"]}:
+        if name.split(".")[0] in parts:
+            changes.append(_input_change(name, record["inputs"].get(name), resumed["inputs"].get(name)))
+    changes = [change for change in changes if change]
+    if changes:
+        raise MismatchError(
+            f"{os.path.join(config.output_dir, RUN_RECORD)}: {changes[0]}; "
+            f"use another --output-dir or delete {config.output_dir} to start over"
+        )
+
+
+def _resumed_record(config):
+    """The record of the run in `output_dir` to resume, or `None` for a new run."""
+    path = os.path.join(config.output_dir, RUN_RECORD)
+    start_over = f"use another --output-dir or delete {config.output_dir} to start over"
+    if not os.path.exists(path):
+        if tf.train.latest_checkpoint(os.path.join(config.output_dir, "checkpoints")):
+            raise MismatchError(f"{path}: missing, so the checkpoints beside it cannot be checked; {start_over}")
+        return None
+    try:
+        with open(path, encoding="utf-8") as f:
+            record = json.load(f)
+    except (json.JSONDecodeError, UnicodeDecodeError) as error:
+        raise MismatchError(f"{path}: unreadable ({error}); {start_over}") from None
+    if not isinstance(record, dict) or not {"settings", "inputs"} <= set(record):
+        raise MismatchError(f"{path}: written by an older gtr-keras, without fingerprints of the inputs; {start_over}")
+    return record
 
 
 class _Checkpoints(keras.callbacks.Callback):
@@ -543,9 +687,16 @@ class _Checkpoints(keras.callbacks.Callback):
 def train(config):
     """Trains a GTR dual encoder and writes the model directory `output_dir/model`.
 
-    Rerunning with the same `output_dir` resumes from the latest checkpoint:
-    the weights, optimizer state and step are restored and the batches
-    already seen are skipped, so the result equals an uninterrupted run's.
+    A new run first reads the training data through once (`TrainingData.check`),
+    then records its settings and fingerprints of its inputs in
+    `output_dir/train_config.json`: the SHA-256 of every training data file
+    (`TrainingData.files`; read in full, the one sure way to see a change) and
+    of the tokenizer file, and the initial model's (`checkpoints.fingerprint`
+    of a model directory, the architecture of a preset). Rerunning with the
+    same `output_dir` resumes from the latest checkpoint once these match
+    (`TrainConfig` says which settings count): the weights, optimizer state
+    and step are restored and the batches already seen are skipped, so the
+    result equals an uninterrupted run's.
 
     Args:
         config: a `TrainConfig`, or a dict of its settings.
@@ -554,6 +705,11 @@ def train(config):
         The trained `Encoder`.
 
     Raises:
+        UserError: a bad setting.
+        DataError: training data that is missing, malformed or empty.
+        CheckpointError: `init` is neither a model directory nor a preset,
+            or the `tokenizer` file is missing.
+        MismatchError: `output_dir` holds a run of other settings or inputs.
         TrainingError: the loss became NaN, or the data ran out.
 
     Example:
@@ -563,7 +719,18 @@ def train(config):
     if isinstance(config, dict):
         config = TrainConfig.from_dict(config)
     policy = dtype_policy(config.precision)
-    os.makedirs(config.output_dir, exist_ok=True)
+    if not os.path.isdir(config.init) and config.init not in PRESETS:
+        raise CheckpointError(f"{config.init}: no such model directory and not a preset name ({', '.join(PRESETS)})")
+    settings = config.to_dict()
+    settings["data"]["format"] = config.data.resolved_format()
+    record, resumed = {"settings": settings, "inputs": {}}, _resumed_record(config)
+    if resumed:
+        _check_resume(config, record, resumed, ("settings",))
+    record["inputs"] = _file_inputs(config)
+    if resumed:
+        _check_resume(config, record, resumed, ("data", "tokenizer"))
+    else:
+        config.data.check()
     if config.deterministic:
         tf.config.experimental.enable_op_determinism()
     keras.utils.set_random_seed(config.seed)
@@ -571,16 +738,22 @@ def train(config):
     replicas = strategy.num_replicas_in_sync
     chunk = config.grad_cache_chunk_size or 1
     if config.batch_size % (replicas * chunk):
-        raise ValueError(
+        raise UserError(
             f"batch_size {config.batch_size} must split evenly over {replicas} replica(s)"
             + (f" into GradCache chunks of {chunk}" if config.grad_cache_chunk_size else "")
         )
-    with open(os.path.join(config.output_dir, "train_config.json"), "w") as f:
-        json.dump(config.to_dict(), f, indent=2)
-
-    tokenizer = _tokenizer(config)
     with strategy.scope():
-        encoder = _initial_encoder(config, tokenizer, policy)
+        encoder, init_fingerprint = _initial_encoder(config, policy)
+    record["inputs"]["init"] = {"path": os.fspath(config.init), "sha256": init_fingerprint}
+    if resumed:
+        _check_resume(config, record, resumed, ("init",))
+    else:
+        os.makedirs(config.output_dir, exist_ok=True)
+        with atomic_file(os.path.join(config.output_dir, RUN_RECORD)) as f:
+            f.write(json.dumps(record, indent=2, default=os.fspath).encode("utf-8"))
+
+    _set_preprocessor(config, encoder)
+    with strategy.scope():
         model = DualEncoder(
             encoder, config.temperature, config.mask_false_negatives, config.grad_cache_chunk_size
         )
@@ -601,19 +774,20 @@ def train(config):
         )
         checkpoints = _Checkpoints(manager, start, config.steps)
         every = config.checkpoint_every
-        model.fit(
-            dataset,
-            initial_epoch=start // every,
-            epochs=math.ceil(config.steps / every),
-            steps_per_epoch=every,
-            callbacks=[
-                keras.callbacks.TerminateOnNaN(),
-                checkpoints,
-                keras.callbacks.TensorBoard(os.path.join(config.output_dir, "logs")),
-            ],
-            shuffle=False,
-            verbose=config.verbose,
-        )
+        with config.data.surface_errors():
+            model.fit(
+                dataset,
+                initial_epoch=start // every,
+                epochs=math.ceil(config.steps / every),
+                steps_per_epoch=every,
+                callbacks=[
+                    keras.callbacks.TerminateOnNaN(),
+                    checkpoints,
+                    keras.callbacks.TensorBoard(os.path.join(config.output_dir, "logs")),
+                ],
+                shuffle=False,
+                verbose=config.verbose,
+            )
         if checkpoints.nan_step is not None:
             last = manager.latest_checkpoint or "none was saved"
             raise TrainingError(
@@ -628,64 +802,3 @@ def train(config):
             )
     save(encoder, os.path.join(config.output_dir, "model"))
     return encoder.batch_encoder()
-
-
-_FLAGS = (
-    ("--init", "init", str, "model directory to fine-tune, or preset name to train from scratch"),
-    ("--output-dir", "output_dir", str, "checkpoints, logs and the final model go here (rerun to resume)"),
-    ("--data", "data.source", str, "JSONL/TSV/TFRecord triples file or BEIR directory"),
-    ("--data-format", "data.format", str, "jsonl, beir, msmarco or tfrecord (default: from the path)"),
-    ("--split", "data.split", str, "qrels split of a BEIR source"),
-    ("--negatives-file", "data.negatives_file", str, "mined-negatives JSONL for a BEIR source"),
-    ("--num-negatives", "data.num_negatives", int, "hard negatives per query"),
-    ("--query-length", "data.query_length", int, "query token budget"),
-    ("--document-length", "data.document_length", int, "passage token budget"),
-    ("--train-fraction", "data.train_fraction", float, "fraction of queries to train on"),
-    ("--max-positives-per-query", "data.max_positives_per_query", int, "examples kept per query id"),
-    ("--tokenizer", "tokenizer", str, "SentencePiece model file"),
-    ("--steps", "steps", int, "optimizer steps"),
-    ("--batch-size", "batch_size", int, "global batch size"),
-    ("--learning-rate", "learning_rate", float, "initial learning rate (linear decay to 0)"),
-    ("--checkpoint-every", "checkpoint_every", int, "steps between checkpoints"),
-    ("--precision", "precision", str, "float32 or bfloat16"),
-    ("--grad-cache-chunk-size", "grad_cache_chunk_size", int, "GradCache chunk size per replica"),
-    ("--strategy", "strategy", str, "default, mirrored or tpu"),
-    ("--tpu", "tpu", str, "TPU address (with --strategy tpu)"),
-    ("--seed", "seed", int, "random seed"),
-    ("--temperature", "temperature", float, "softmax temperature"),
-)
-
-
-def add_train_arguments(parser):
-    """Adds `gtr-keras train` arguments to an `argparse` parser.
-
-    `--config FILE` reads a YAML/JSON `TrainConfig`; every other flag
-    overrides one setting of it.
-
-    Example:
-    >>> parser = argparse.ArgumentParser()
-    >>> add_train_arguments(parser)
-    >>> run_train(parser.parse_args(["--config", "train.yaml", "--steps", "20"]))  # doctest: +SKIP
-    """
-    parser.add_argument("--config", help="YAML or JSON training config (flags override it)")
-    for flag, key, kind, help_text in _FLAGS:
-        parser.add_argument(flag, dest=key, type=kind, help=help_text)
-    parser.add_argument(
-        "--no-mask-false-negatives", dest="mask_false_negatives", action="store_const", const=False,
-        help="do not mask in-batch candidates that share the positive's document id",
-    )
-
-
-def config_from_args(args):
-    """The `TrainConfig` of parsed `add_train_arguments` arguments: `--config` with the flags on top."""
-    keys = [key for _, key, _, _ in _FLAGS] + ["mask_false_negatives"]
-    overrides = {key: getattr(args, key) for key in keys if getattr(args, key, None) is not None}
-    return load_config(args.config, overrides)
-
-
-def run_train(args):
-    """Runs `gtr-keras train` from parsed `add_train_arguments` arguments; returns the exit status."""
-    config = config_from_args(args)
-    train(config)
-    print(f"trained model written to {os.path.join(config.output_dir, 'model')}")
-    return 0

@@ -19,7 +19,7 @@ from gtr_keras.beam_pipeline import (  # noqa: E402
     index_from_shards,
     parse_document,
 )
-from gtr_keras.cli import add_beam_arguments  # noqa: E402
+from gtr_keras_cli import add_beam_arguments  # noqa: E402
 from gtr_keras.corpus import DataError, load_corpus  # noqa: E402
 from gtr_keras.index import SearchIndex  # noqa: E402
 
@@ -185,3 +185,31 @@ def test_index_command_with_direct_runner_equals_the_in_process_index(tmp_path, 
     assert beam.ids == local.ids == load_corpus(str(corpus_path)).ids
     np.testing.assert_allclose(beam.embeddings, local.embeddings, atol=1e-6)
     assert not any(p.name.endswith("-beam") for p in tmp_path.iterdir())
+
+
+def test_finished_beam_shards_are_reused_only_for_the_same_corpus_and_model(tmp_path, tiny_model_dir, monkeypatch,
+                                                                            capsys):
+    from gtr_keras import beam_pipeline, retrieval
+    from gtr_keras.cli import main
+
+    corpus_path = tmp_path / "corpus.jsonl.gz"
+    write_corpus(corpus_path, 20)
+    argv = ["index", "--model", tiny_model_dir, "--corpus", str(corpus_path), "--out", str(tmp_path / "index"),
+            "--runner", "DirectRunner", "--shard-rows", "8"]
+    with monkeypatch.context() as patch:
+        patch.setattr(retrieval, "write_index", lambda *args: (_ for _ in ()).throw(OSError(28, "disk full")))
+        assert main(argv) == 2
+    shard_dir = tmp_path / "index.partial-beam"
+    assert (shard_dir / "inputs.json").is_file()
+    original = corpus_path.read_bytes()
+    with gzip.open(corpus_path, "wt", encoding="utf-8") as f:
+        f.write(gzip.decompress(original).decode("utf-8").replace("Title", "Changed title", 1))
+    assert main(argv) == 2
+    assert "embeddings of other inputs (corpus_sha256" in capsys.readouterr().err
+    corpus_path.write_bytes(original)
+    runs = []
+    real = beam_pipeline.encode_corpus_with_beam
+    monkeypatch.setattr(beam_pipeline, "encode_corpus_with_beam", lambda *a, **k: runs.append(1) or real(*a, **k))
+    assert main(argv) == 0
+    assert runs == [] and not shard_dir.exists()
+    assert SearchIndex.load(str(tmp_path / "index" / "index")).ids == load_corpus(str(corpus_path)).ids

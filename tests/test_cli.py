@@ -94,6 +94,74 @@ def test_document_length_overrides_the_model_directory(tmp_path, tiny_model_dir,
 
 
 def test_token_budget_below_two_is_refused(tmp_path, tiny_model_dir, capsys):
+    (tmp_path / "texts.txt").write_text("a\n")
     with pytest.raises(SystemExit):
         _encode(tiny_model_dir, tmp_path / "texts.txt", "--query-length", "1")
     assert "--query-length: must be at least 2" in capsys.readouterr().err
+
+
+def test_encode_replaces_the_npy_and_ids_together_or_not_at_all(tmp_path, tiny_model_dir, monkeypatch, capsys):
+    import pathlib
+
+    good = tmp_path / "good.txt"
+    good.write_text("a\nb\n")
+    code, out = _encode(tiny_model_dir, good)
+    assert code == 0
+    before = {p.name: p.read_bytes() for p in (out, tmp_path / "out.ids.txt")}
+
+    def failing_write(self, data):
+        raise OSError(28, "No space left on device", str(self))
+
+    monkeypatch.setattr(pathlib.Path, "write_bytes", failing_write)
+    other = tmp_path / "other.txt"
+    other.write_text("c\nd\ne\n")
+    code, _ = _encode(tiny_model_dir, other)
+    assert code == 2
+    assert "No space left on device" in capsys.readouterr().err
+    assert {p.name: p.read_bytes() for p in (out, tmp_path / "out.ids.txt")} == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["good.txt", "other.txt", "out.ids.txt", "out.npy"]
+
+
+def test_evaluate_outputs_survive_a_write_that_fails_midway(tmp_path):
+    """RLIMIT_FSIZE stops the run file midway: the previous run file and JSON stay byte-identical."""
+    import subprocess
+    import sys
+
+    from beir_files import write_beir
+    from gtr_keras.corpus import Corpus
+
+    words = ["wing", "lift", "drag", "flow", "heat", "shock", "layer", "plate", "cone", "jet"]
+    texts = [f"{words[i % 10]} {words[(i * 3) % 10]} {words[(i * 7) % 10]} {i}" for i in range(60)]
+    dataset = write_beir(tmp_path / "beir", Corpus([f"d{i}" for i in range(60)], [""] * 60, texts),
+                         {f"q{i}": words[i] for i in range(10)}, [(f"q{i}", f"d{i}", 1) for i in range(10)])
+    outputs = [tmp_path / "run.trec", tmp_path / "metrics.json"]
+    argv = ["evaluate", "--dataset", str(dataset), "--retriever", "bm25",
+            "--run-out", str(outputs[0]), "--output-json", str(outputs[1])]
+    for path, old in zip(outputs, (b"old run\n", b"{}\n")):
+        path.write_bytes(old)
+    limited = (
+        "import resource, signal, sys\n"
+        "signal.signal(signal.SIGXFSZ, signal.SIG_IGN)\n"
+        "resource.setrlimit(resource.RLIMIT_FSIZE, (4096, 4096))\n"
+        "from gtr_keras_cli import main\n"
+        "sys.exit(main(sys.argv[1:]))\n"
+    )
+    result = subprocess.run([sys.executable, "-c", limited, *argv], capture_output=True, text=True)
+    assert result.returncode == 2, result.stderr
+    assert "File too large" in result.stderr.strip().splitlines()[-1]
+    assert [p.read_bytes() for p in outputs] == [b"old run\n", b"{}\n"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["beir", "metrics.json", "run.trec"]
+    result = subprocess.run([sys.executable, "-c", limited.replace("4096", "10**9"), *argv], capture_output=True,
+                            text=True)
+    assert result.returncode == 0, result.stderr
+    assert outputs[0].stat().st_size > 4096 and json.loads(outputs[1].read_text())["retriever"] == "bm25"
+
+
+def test_a_missing_model_is_exit_2_and_one_line(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "texts.txt").write_text("a\n")
+    assert main(["encode", "--model", "./no-such-dir", "--input", "texts.txt", "--output", "o.npy"]) == 2
+    assert capsys.readouterr().err.strip().splitlines() == [
+        "gtr-keras encode: error: ./no-such-dir: no such model directory"
+    ]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["texts.txt"]

@@ -116,7 +116,9 @@ def test_load_corpus_duplicate_ids_lists_examples_and_lines(tmp_path):
 
 
 def test_load_corpus_missing_directory_file(tmp_path):
-    with pytest.raises(FileNotFoundError, match="corpus.jsonl"):
+    with pytest.raises(
+        DataError, match=located(tmp_path, r": directory has none of corpus.jsonl, corpus.jsonl.gz")
+    ):
         load_corpus(tmp_path)
 
 
@@ -234,6 +236,31 @@ def test_check_qrels_filters_and_reports():
     )
 
 
+def test_check_qrels_keeps_unknown_documents_for_evaluation():
+    qrels = {
+        "q1": {"d1": 1, "dx": 1},
+        "q2": {"dy": 1},
+        "qz": {"d1": 1},
+    }
+    checked, report = check_qrels(qrels, ["d1", "d2"], ["q1", "q2"], unknown_documents="keep")
+    assert checked == {"q1": {"d1": 1, "dx": 1}, "q2": {"dy": 1}}
+    assert report.unknown_query_ids == ["qz"]
+    assert report.unknown_doc_ids == ["dx", "dy"]
+    assert (report.num_dropped_judgements, report.num_kept_unknown_doc_judgements) == (1, 2)
+    assert not report.ok
+    assert str(report) == (
+        "qrels: 1 query id(s) not in the queries (e.g. 'qz'); "
+        "2 document id(s) not in the corpus (e.g. 'dx', 'dy'); "
+        "dropped 1 of 4 judgements; "
+        "kept 2 judgement(s) of absent documents as relevant, counted as misses (BEIR's rule)"
+    )
+
+
+def test_check_qrels_rejects_unknown_policy():
+    with pytest.raises(ValueError, match="unknown_documents"):
+        check_qrels({"q": {"d": 1}}, ["d"], ["q"], unknown_documents="ignore")
+
+
 def test_check_qrels_all_known():
     filtered, report = check_qrels({"q": {"d": 1}}, ["d"], ["q"])
     assert filtered == {"q": {"d": 1}}
@@ -250,3 +277,181 @@ def test_iter_lines_invalid_utf8_names_file_and_line(tmp_path):
     path.write_bytes(b"q1\td1\t1\nq\xff\td2\t1\n")
     with pytest.raises(DataError, match=located(path, r":2: invalid UTF-8")):
         load_qrels(path)
+
+
+@pytest.mark.parametrize("name", ["corpus.jsonl", "corpus.jsonl.gz"])
+def test_jsonl_invalid_utf8_is_replaced_with_a_warning_like_txt(tmp_path, name):
+    lines = b'{"_id": "d1", "text": "ok"}\n{"_id": "d2", "text": "bad \xff byte"}\n'
+    path = tmp_path / name
+    if name.endswith(".gz"):
+        with gzip.open(path, "wb") as f:
+            f.write(lines)
+    else:
+        path.write_bytes(lines)
+    with pytest.warns(DataWarning) as record:
+        corpus = load_corpus(path)
+    assert corpus.texts == ["ok", "bad \ufffd byte"]
+    assert [str(w.message) for w in record] == [
+        f"{path}:2: invalid UTF-8 (invalid start byte at byte 27); "
+        "undecodable bytes replaced with U+FFFD"
+    ]
+    with pytest.warns(DataWarning, match=located(path, r":2: invalid UTF-8")):
+        assert read_texts(path) == (["d1", "d2"], ["ok", "bad \ufffd byte"])
+
+
+def test_queries_jsonl_invalid_utf8_and_bom(tmp_path):
+    path = tmp_path / "queries.jsonl"
+    path.write_bytes(b'\xef\xbb\xbf{"_id": "q1", "text": "caf\xe9"}\n')
+    with pytest.warns(DataWarning, match=located(path, r":1: invalid UTF-8")):
+        assert load_queries(path) == {"q1": "caf\ufffd"}
+
+
+def test_jsonl_byte_order_mark_is_dropped(tmp_path):
+    path = tmp_path / "corpus.jsonl"
+    path.write_bytes(b'\xef\xbb\xbf{"_id": "d1", "text": "x"}\n')
+    assert load_corpus(path).ids == ["d1"]
+
+
+def test_qrels_byte_order_mark_is_dropped(tmp_path):
+    path = tmp_path / "test.tsv"
+    path.write_bytes(b"\xef\xbb\xbfquery-id\tcorpus-id\tscore\nq1\td1\t1\n")
+    assert load_qrels(path) == {"q1": {"d1": 1}}
+
+
+def write_truncated_gzip(path, num_lines):
+    with gzip.open(path, "wb") as f:
+        for i in range(num_lines):
+            f.write(json.dumps({"_id": str(i), "text": f"document {i} " * 4}).encode() + b"\n")
+    data = path.read_bytes()
+    path.write_bytes(data[: len(data) // 2])
+
+
+def test_truncated_gzip_names_file_and_last_line(tmp_path):
+    path = tmp_path / "corpus.jsonl.gz"
+    write_truncated_gzip(path, 20000)
+    with pytest.raises(DataError, match=located(path, r": truncated gzip data after line \d+$")):
+        load_corpus(path)
+
+
+def test_truncated_gzip_header(tmp_path):
+    path = tmp_path / "corpus.jsonl.gz"
+    path.write_bytes(gzip.compress(b'{"_id": "d", "text": "x"}\n')[:5])
+    with pytest.raises(DataError, match=located(path, r": truncated gzip data$")):
+        load_corpus(path)
+
+
+def test_file_named_gz_that_is_not_gzip(tmp_path):
+    path = write_jsonl(tmp_path / "docs.jsonl", [{"_id": "d", "text": "x"}]).rename(
+        tmp_path / "docs.jsonl.gz"
+    )
+    with pytest.raises(DataError, match=located(path, r": not a gzip file$")):
+        read_texts(path)
+
+
+def test_corrupt_gzip(tmp_path):
+    path = tmp_path / "queries.jsonl.gz"
+    data = bytearray(gzip.compress(b'{"_id": "q", "text": "x"}\n'))
+    data[-8] ^= 0xFF
+    path.write_bytes(bytes(data))
+    with pytest.raises(DataError, match=located(path, r": corrupt gzip data after line 1 \(CRC check failed")):
+        load_queries(path)
+
+
+@pytest.mark.parametrize("loader", [load_corpus, load_queries, load_qrels, read_texts])
+def test_missing_file(tmp_path, loader):
+    path = tmp_path / "nowhere" / "corpus.jsonl"
+    with pytest.raises(DataError, match=located(path, r": no such file")):
+        loader(path)
+
+
+def test_missing_queries_file_in_collection(beir_dir):
+    (beir_dir / "queries.jsonl").unlink()
+    with pytest.raises(
+        DataError, match=located(beir_dir, r": directory has none of queries.jsonl, queries.jsonl.gz$")
+    ):
+        load_queries(beir_dir)
+
+
+def test_missing_qrels_split_lists_the_splits_there(beir_dir):
+    (beir_dir / "qrels" / "train.tsv").write_text("q1\td1\t1\n")
+    path = beir_dir / "qrels" / "dev.tsv"
+    with pytest.raises(DataError, match=located(path, r": no such file \(splits there: test, train\)$")):
+        load_qrels(beir_dir, "dev")
+
+
+def test_missing_qrels_directory(tmp_path):
+    path = tmp_path / "qrels" / "test.tsv"
+    with pytest.raises(DataError, match=located(path, r": no such file \(no qrels directory\)$")):
+        load_qrels(tmp_path)
+
+
+@pytest.mark.parametrize(
+    "relative, loader, argument",
+    [
+        ("corpus.jsonl", load_corpus, "."),
+        ("qrels/test.tsv", load_qrels, "."),
+        ("in.txt", read_texts, "in.txt"),
+    ],
+)
+def test_directory_where_a_file_is_expected(tmp_path, relative, loader, argument):
+    (tmp_path / relative).mkdir(parents=True)
+    with pytest.raises(DataError, match=located(tmp_path / relative, r": is a directory, expected a file$")):
+        loader(tmp_path / argument)
+
+
+def test_unreadable_file(beir_dir, monkeypatch):
+    def refuse(path, mode="r", *args, **kwargs):
+        raise PermissionError(13, "Permission denied", path)
+
+    monkeypatch.setattr(gzip, "open", refuse)
+    path = beir_dir / "corpus.jsonl.gz"
+    with pytest.raises(DataError, match=located(path, r": permission denied$")):
+        load_corpus(beir_dir)
+
+
+@pytest.mark.parametrize(
+    "header",
+    ["corpus-id\tquery-id\tscore", "qid\tdocid\trel", "query-id\tcorpus-id\tgrade"],
+)
+def test_qrels_header_must_name_the_columns_in_order(tmp_path, header):
+    path = tmp_path / "test.tsv"
+    path.write_text(f"{header}\nq1\td1\t1\n")
+    names = ", ".join(header.split("\t"))
+    with pytest.raises(
+        DataError,
+        match=located(path, re.escape(f":1: header names columns ({names}); expected query-id, corpus-id, score")),
+    ):
+        load_qrels(path)
+
+
+def test_qrels_second_row_with_a_word_score_is_not_a_header(tmp_path):
+    path = tmp_path / "test.tsv"
+    path.write_text("q1\td1\t1\nq2\td2\tyes\n")
+    with pytest.raises(DataError, match=located(path, r":2: field `score` must be an integer, got 'yes'")):
+        load_qrels(path)
+
+
+@pytest.mark.parametrize("content", ["", "\n", "query-id\tcorpus-id\tscore\n"])
+def test_qrels_without_judgements(tmp_path, content):
+    path = tmp_path / "test.tsv"
+    path.write_text(content)
+    with pytest.raises(DataError, match=located(path, r": no judgements$")):
+        load_qrels(path)
+
+
+@pytest.mark.parametrize(
+    "name, loader, what",
+    [
+        ("corpus.jsonl", load_corpus, "documents"),
+        ("corpus.jsonl.gz", load_corpus, "documents"),
+        ("queries.jsonl", load_queries, "queries"),
+    ],
+)
+def test_empty_corpus_or_queries_file(tmp_path, name, loader, what):
+    path = write_jsonl(tmp_path / name, ["", "  "])
+    with pytest.raises(DataError, match=located(path, f": no {what}$")):
+        loader(tmp_path)
+
+
+def test_read_texts_empty_jsonl_gives_no_texts(tmp_path):
+    assert read_texts(write_jsonl(tmp_path / "corpus.jsonl", [])) == ([], [])

@@ -153,10 +153,38 @@ def test_bad_fields_are_named(tmp_path, record, message):
         list(read_triples(path))
 
 
-def test_bad_line_surfaces_through_the_pipeline(tmp_path):
+def test_bad_line_surfaces_through_the_pipeline_as_the_data_error(tmp_path):
     path = write_jsonl(tmp_path / "bad.jsonl", [triples()[1], {"query": "q"}])
-    with pytest.raises(Exception, match=re.escape(f"{path}:2: missing field `positive`")):
-        list(TrainingData(str(path), num_negatives=0).text_batches(2, repeat=False))
+    data = TrainingData(str(path), num_negatives=0)
+    with pytest.raises(tf.errors.InvalidArgumentError, match=re.escape(f"{path}:2: missing field `positive`")):
+        list(data.text_batches(2, repeat=False))
+    with pytest.raises(DataError, match=f"^{re.escape(str(path))}:2: missing field `positive`$"):
+        with data.surface_errors():
+            list(data.text_batches(2, repeat=False))
+    with pytest.raises(DataError, match=f"^{re.escape(str(path))}:2: missing field `positive`$"):
+        data.check()
+
+
+def test_files_and_check_before_training(beir_dir, tmp_path):
+    negatives = str(beir_dir.parent / "negatives.jsonl")
+    data = TrainingData(str(beir_dir), negatives_file=negatives)
+    assert data.files() == {
+        "corpus": str(beir_dir / "corpus.jsonl"), "queries": str(beir_dir / "queries.jsonl"),
+        "qrels": str(beir_dir / "qrels" / "train.tsv"), "negatives": negatives,
+    }
+    with pytest.warns(DataWarning):
+        assert data.check() == 4
+    with pytest.raises(DataError, match=re.escape(f"{tmp_path / 'nope.jsonl'}: no such file (the negatives_file")):
+        TrainingData(str(beir_dir), negatives_file=str(tmp_path / "nope.jsonl")).files()
+    with pytest.raises(DataError, match=re.escape(f"{tmp_path / 'none.jsonl'}: no such file or directory")):
+        TrainingData(str(tmp_path / "none.jsonl")).files()
+    empty = write_jsonl(tmp_path / "empty.jsonl", [{"query": " ", "positive": "p"}])
+    with pytest.warns(DataWarning), pytest.raises(DataError, match=re.escape(f"{empty}: no training examples")):
+        TrainingData(str(empty)).check()
+    junk = tmp_path / "junk.tfrecord"
+    junk.write_bytes(b"not a record" * 8)
+    with pytest.raises(DataError, match=f"^{re.escape(str(junk))}: unreadable TFRecord file \\(corrupted record"):
+        TrainingData(str(junk)).check()
 
 
 def test_empty_texts_are_skipped_and_counted(tmp_path):

@@ -135,7 +135,7 @@ def test_encoder_and_brute_force_searcher_use_only_stock_serving_ops(exports):
 
 
 def _cli(*args):
-    return subprocess.run([sys.executable, "-m", "gtr_keras.cli", "saved-model-cli", *args],
+    return subprocess.run([sys.executable, "-m", "gtr_keras_cli", "saved-model-cli", *args],
                           check=True, capture_output=True, text=True).stdout
 
 
@@ -412,3 +412,38 @@ def test_grpc_client_requests_run_against_the_export(exports):
         assert rows == len(texts)
     with pytest.raises(ValueError, match="--k"):
         grpc_client.build_requests("gtr_searcher", "search", texts)
+
+
+def test_a_failed_searcher_export_leaves_the_previous_encoder_and_searcher_intact(exports, tiny_model_dir, tmp_path,
+                                                                                    monkeypatch, capsys):
+    import shutil
+
+    from gtr_keras import export
+
+    out, index_dir = tmp_path / "out", exports["brute-force"][1]
+    shutil.copytree(exports["brute-force"][0], out)
+    before = {p.relative_to(out): p.read_bytes() for p in out.rglob("*") if p.is_file()}
+
+    def failing(encoder, index_dir, staging, searcher, k):
+        (staging / "saved_model.pb").write_bytes(b"half")
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(export, "_write_searcher", failing)
+    assert main(["export", "--model", tiny_model_dir, "--index", str(index_dir), "--out", str(out),
+                 "--searcher", "brute-force"]) == 2
+    assert "No space left on device" in capsys.readouterr().err
+    assert {p.relative_to(out): p.read_bytes() for p in out.rglob("*") if p.is_file()} == before
+    assert sorted(os.listdir(out / "encoder")) == ["1"] and sorted(os.listdir(out / "searcher")) == ["1"]
+
+
+def test_export_refuses_an_index_of_another_model_before_writing(exports, tmp_path, capsys):
+    from gtr_keras.checkpoints import load, save
+
+    other_dir = tmp_path / "other-model"
+    other = load(REPO + "/tests/fixtures/tiny-gtr-st")
+    other.model.get_layer("projection").kernel.assign(other.model.get_layer("projection").kernel * 2.0)
+    save(other, other_dir)
+    assert main(["export", "--model", str(other_dir), "--index", str(exports["brute-force"][1]),
+                 "--out", str(tmp_path / "out")]) == 2
+    assert "built with another model" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()

@@ -3,7 +3,8 @@ import os
 import numpy as np
 import pytest
 
-from gtr_keras.files import atomic_directory, atomic_file
+from gtr_keras import files
+from gtr_keras.files import atomic_directory, atomic_file, atomic_outputs
 
 
 def test_atomic_directory_replaces_existing(tmp_path):
@@ -49,6 +50,52 @@ def test_atomic_file_appears_only_when_complete(tmp_path):
         np.save(f, np.arange(3))
     np.testing.assert_array_equal(np.load(path), np.arange(3))
     assert os.listdir(tmp_path) == ["data.npy"]
+
+
+def _snapshot(root):
+    return {p.relative_to(root).as_posix(): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def test_atomic_outputs_replace_a_file_and_a_directory_together(tmp_path):
+    (tmp_path / "emb.npy").write_bytes(b"old npy")
+    with atomic_outputs(tmp_path / "emb.npy", tmp_path / "index") as (npy, index):
+        npy.write_bytes(b"new npy")
+        index.mkdir()
+        (index / "ids.txt").write_text("a\n")
+        assert (tmp_path / "emb.npy").read_bytes() == b"old npy" and not (tmp_path / "index").exists()
+    assert _snapshot(tmp_path) == {"emb.npy": b"new npy", "index/ids.txt": b"a\n"}
+
+
+def test_atomic_outputs_keep_every_old_output_when_the_second_rename_fails(tmp_path, monkeypatch):
+    (tmp_path / "a.npy").write_bytes(b"old a")
+    (tmp_path / "a.ids.txt").write_bytes(b"old ids")
+    before = _snapshot(tmp_path)
+    renames = []
+
+    def failing_rename(source, target):
+        renames.append(target)
+        if str(target).endswith("a.ids.txt") and not str(source).endswith("-old"):
+            raise OSError(28, "No space left on device")
+        real_rename(source, target)
+
+    real_rename = os.rename
+    monkeypatch.setattr(files.os, "rename", failing_rename)
+    with pytest.raises(OSError, match="No space"):
+        with atomic_outputs(tmp_path / "a.npy", tmp_path / "a.ids.txt") as (npy, ids):
+            npy.write_bytes(b"new a")
+            ids.write_bytes(b"new ids")
+    monkeypatch.undo()
+    assert str(tmp_path / "a.npy") in map(str, renames)
+    assert _snapshot(tmp_path) == before
+    assert sorted(os.listdir(tmp_path)) == ["a.ids.txt", "a.npy"]
+
+
+def test_atomic_outputs_refuse_a_target_left_unwritten(tmp_path):
+    (tmp_path / "b.txt").write_bytes(b"old")
+    with pytest.raises(RuntimeError, match="nothing was written"):
+        with atomic_outputs(tmp_path / "a.txt", tmp_path / "b.txt") as (a, _):
+            a.write_bytes(b"new")
+    assert _snapshot(tmp_path) == {"b.txt": b"old"}
 
 
 def _modes(root):

@@ -1,4 +1,3 @@
-import argparse
 import inspect
 import json
 import os
@@ -19,8 +18,6 @@ from gtr_keras.training import (
     DualEncoder,
     TrainConfig,
     TrainingError,
-    add_train_arguments,
-    config_from_args,
     dtype_policy,
     load_config,
     make_optimizer,
@@ -268,24 +265,6 @@ def test_model_settings_change_the_preset_shape(tmp_path):
     trained = train(config)
     assert (trained.model.backbone.num_layers, trained.model.embedding_dim) == (1, 16)
     assert trained.encode_queries(["what about a cat"]).shape == (1, 16)
-
-
-def test_command_line_flags_override_the_config_file(tmp_path):
-    path = tmp_path / "train.json"
-    path.write_text(json.dumps({"init": "gtr-base", "output_dir": "out", "data": {"source": "t.tsv"}}))
-    parser = argparse.ArgumentParser()
-    add_train_arguments(parser)
-    args = parser.parse_args(
-        ["--config", str(path), "--steps", "9", "--num-negatives", "0", "--precision", "bfloat16",
-         "--no-mask-false-negatives"]
-    )
-    config = config_from_args(args)
-    assert (config.init, config.steps, config.precision) == ("gtr-base", 9, "bfloat16")
-    assert config.data.num_negatives == 0
-    assert config.data.source == "t.tsv" and config.mask_false_negatives is False
-    config = config_from_args(parser.parse_args(["--init", "gtr-tiny", "--output-dir", "o", "--data", "x"]))
-    assert (config.init, config.output_dir, config.data.source) == ("gtr-tiny", "o", "x")
-    assert config.batch_size == 128
 
 
 def write_triples(path, count=48):

@@ -1,0 +1,440 @@
+"""The `gtr-keras` command line: arguments, checks of paths and values, and the error path.
+
+This module imports neither TensorFlow nor the `gtr_keras` package (whose
+import loads TensorFlow to register the keras-hub classes), so `--help` and
+every mistake in the arguments are answered at once. Only then is the
+sub-command's handler in `gtr_keras.cli` imported and run.
+
+Every user error ends the command with exit status 2 and one line naming the
+flag, or the file, line and field: argument errors here, the rest as
+`gtr_keras.errors.UserError` from the library. Other exceptions are bugs: one
+line and exit status 1, or the traceback with `--debug`.
+"""
+
+import argparse
+import importlib
+import os
+import sys
+
+PROG = "gtr-keras"
+
+# Inference keeps the weights in bfloat16 too: the same arithmetic as "mixed_bfloat16"
+# without casting every weight on every call.
+INFERENCE_PRECISIONS = {"float32": None, "bfloat16": "bfloat16"}
+BEAM_RUNNERS = ("DirectRunner", "DataflowRunner", "FlinkRunner", "SparkRunner")
+TRAIN_PRECISIONS = ("float32", "bfloat16")
+TRAIN_STRATEGIES = ("default", "mirrored", "tpu")
+TRAIN_DATA_FORMATS = ("auto", "jsonl", "beir", "msmarco", "tfrecord")
+
+
+class _HelpFormatter(argparse.HelpFormatter):
+    """Appends `(default: X)` to a flag's help unless the help already says its default."""
+
+    def _get_help_string(self, action):
+        text = action.help or ""
+        unstated = action.default is None or action.default is False or action.default is argparse.SUPPRESS
+        if "default" in text or not action.option_strings or unstated:
+            return text
+        return f"{text} (default: %(default)s)"
+
+
+class _Parser(argparse.ArgumentParser):
+    """An `ArgumentParser` that reports a bad argument in one line (exit status 2)."""
+
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("formatter_class", _HelpFormatter)
+        super().__init__(*args, **kwargs)
+
+    def error(self, message):
+        self.exit(2, f"{self.prog}: error: {message} (see `{self.prog} --help`)\n")
+
+
+def _int_at_least(minimum, why=""):
+    """An argparse type: an integer of at least `minimum` (`why` says what the bound is for)."""
+
+    def parse(text):
+        value = int(text)
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"must be at least {minimum}{why}, got {value}")
+        return value
+
+    parse.__name__ = "int"  # argparse names the type in "invalid int value: ..."
+    return parse
+
+
+def _positive_float(text):
+    value = float(text)
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"must be positive, got {text}")
+    return value
+
+
+_positive_float.__name__ = "float"
+
+
+def _fraction(text):
+    value = float(text)
+    if not 0 < value <= 1:
+        raise argparse.ArgumentTypeError(f"must be in (0, 1], got {text}")
+    return value
+
+
+_fraction.__name__ = "float"
+
+_at_least_one = _int_at_least(1)
+_at_least_zero = _int_at_least(0)
+_token_budget = _int_at_least(2, " (one token and EOS)")
+
+
+def _is_remote(path):
+    return "://" in path
+
+
+def _input_path(kind):
+    """An argparse type for an input that must exist: `"file"`, `"directory"` or `"path"` (either).
+
+    Paths with a scheme (`gs://...`, `hf://...`) are checked when they are read.
+    """
+
+    def parse(path):
+        if _is_remote(path):
+            return path
+        if not os.path.exists(path):
+            raise argparse.ArgumentTypeError(f"{path}: no such {'file or directory' if kind == 'path' else kind}")
+        if kind == "file" and os.path.isdir(path):
+            raise argparse.ArgumentTypeError(f"{path}: is a directory, expected a file")
+        if kind == "directory" and not os.path.isdir(path):
+            raise argparse.ArgumentTypeError(f"{path}: is a file, expected a directory")
+        if not os.access(path, os.R_OK):
+            raise argparse.ArgumentTypeError(f"{path}: not readable (permission denied)")
+        return path
+
+    parse.__name__ = kind
+    return parse
+
+
+def _output_path(kind, suffix=None):
+    """An argparse type for an output `"file"` or `"directory"`, written (or replaced) at the end.
+
+    The path must not be of the other kind, and its nearest existing parent
+    must be a writable directory (missing parents are created on writing).
+    """
+
+    def parse(path):
+        if _is_remote(path):
+            return path
+        if suffix and not path.endswith(suffix):
+            raise argparse.ArgumentTypeError(f"{path}: must end with {suffix}")
+        if kind == "file" and os.path.isdir(path):
+            raise argparse.ArgumentTypeError(f"{path}: is a directory, expected a file name")
+        if kind == "directory" and os.path.exists(path) and not os.path.isdir(path):
+            raise argparse.ArgumentTypeError(f"{path}: exists and is not a directory")
+        parent = os.path.dirname(os.path.abspath(path))
+        while not os.path.exists(parent):
+            parent = os.path.dirname(parent)
+        if not os.path.isdir(parent):
+            raise argparse.ArgumentTypeError(f"{path}: cannot be created, {parent} is a file")
+        if not os.access(parent, os.W_OK | os.X_OK):
+            raise argparse.ArgumentTypeError(f"{path}: cannot be written, {parent} is not writable")
+        return path
+
+    parse.__name__ = f"output {kind}"
+    return parse
+
+
+def _index_directory(path):
+    path = _input_path("directory")(path)
+    if not _is_remote(path) and not os.path.isfile(os.path.join(path, "retriever.json")):
+        raise argparse.ArgumentTypeError(f"{path}: not an index directory (no retriever.json); build one with "
+                                         f"`{PROG} index`")
+    return path
+
+
+_index_directory.__name__ = "index directory"
+
+_input_file = _input_path("file")
+_input_dir = _input_path("directory")
+_input_any = _input_path("path")
+_output_file = _output_path("file")
+_output_dir = _output_path("directory")
+_MODEL_HELP = "model directory, sentence-transformers checkpoint, hf://ORG/NAME or a known name such as gtr-base"
+
+
+def add_beam_arguments(parser):
+    """Adds `--runner`, `--beam-option`, `--large-model`, `--shard-rows` to a parser.
+
+    `--runner` defaults to None: the caller encodes in-process then.
+
+    Example:
+    >>> parser = argparse.ArgumentParser()
+    >>> add_beam_arguments(parser)
+    >>> parser.parse_args(["--runner", "FlinkRunner", "--beam-option", "parallelism=8"]).beam_option
+    ['parallelism=8']
+    """
+    group = parser.add_argument_group("Apache Beam (scale-out encoding)")
+    group.add_argument("--runner", choices=BEAM_RUNNERS, default=None,
+                       help="encode the corpus with an Apache Beam pipeline on this runner "
+                            "(default: none, encode in this process)")
+    group.add_argument("--beam-option", action="append", default=[], metavar="KEY[=VALUE]",
+                       help="Beam pipeline option, e.g. project=my-project, temp_location=gs://b/tmp; repeatable "
+                            "(default: none)")
+    group.add_argument("--large-model", action="store_true",
+                       help="one model copy per machine, shared by all worker processes (GTR-XL/XXL)")
+    group.add_argument("--shard-rows", type=_at_least_one, default=50_000, help="documents per embedding shard file")
+
+
+def add_encoder_arguments(parser):
+    """Adds `--precision float32|bfloat16` and the token budgets `--query-length`, `--document-length`.
+
+    The budgets default to the model directory's; GTR was trained with 64 and 512.
+
+    Example:
+    >>> parser = argparse.ArgumentParser()
+    >>> add_encoder_arguments(parser)
+    >>> parser.parse_args(["--document-length", "256"]).document_length
+    256
+    """
+    parser.add_argument(
+        "--precision", choices=list(INFERENCE_PRECISIONS), default="float32",
+        help="bfloat16: weights and arithmetic in bfloat16, float32 embeddings out; faster on CPUs with "
+             "AVX512-BF16 or AMX (see benchmarks/RESULTS.md)",
+    )
+    parser.add_argument("--query-length", type=_token_budget, default=None,
+                        help="query token budget, EOS included (default: the model's)")
+    parser.add_argument("--document-length", type=_token_budget, default=None,
+                        help="document token budget, EOS included (default: the model's)")
+
+
+def _add_batch_size(parser, what="texts"):
+    parser.add_argument("--batch-size", type=_at_least_one, default=32, help=f"{what} per forward pass")
+
+
+def _add_progress(parser):
+    parser.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
+                        help="progress bar (default: on for 5000 texts or more)")
+
+
+# (flag, TrainConfig key, argparse type, choices, help with the TrainConfig default)
+TRAIN_FLAGS = (
+    ("--init", "init", str, None, "model directory to fine-tune, or preset name (gtr-tiny, gtr-small, gtr-base, "
+     "gtr-large, gtr-xl, gtr-xxl) to train from scratch (required unless in --config)"),
+    ("--output-dir", "output_dir", _output_dir, None,
+     "checkpoints, logs and the final model go here; rerun to resume (required unless in --config)"),
+    ("--data", "data.source", _input_any, None,
+     "JSONL/TSV/TFRecord triples file or BEIR directory (required unless in --config)"),
+    ("--data-format", "data.format", str, TRAIN_DATA_FORMATS, "format of --data (default: auto, from the path)"),
+    ("--split", "data.split", str, None, "qrels split of a BEIR source (default: train)"),
+    ("--negatives-file", "data.negatives_file", _input_file, None,
+     "mined-negatives JSONL for a BEIR source (default: none)"),
+    ("--num-negatives", "data.num_negatives", _at_least_zero, None, "hard negatives per query (default: 1)"),
+    ("--query-length", "data.query_length", _token_budget, None, "query token budget (default: 64)"),
+    ("--document-length", "data.document_length", _token_budget, None, "passage token budget (default: 512)"),
+    ("--train-fraction", "data.train_fraction", _fraction, None,
+     "fraction of queries to train on, chosen by id hash (default: 1.0)"),
+    ("--max-positives-per-query", "data.max_positives_per_query", _at_least_one, None,
+     "examples kept per query id (default: all)"),
+    ("--tokenizer", "tokenizer", _input_file, None,
+     "SentencePiece model file (default: the model's; with a preset, one trained on the data)"),
+    ("--steps", "steps", _at_least_one, None, "optimizer steps (default: 1000)"),
+    ("--batch-size", "batch_size", _at_least_one, None, "global batch size, queries per step (default: 128)"),
+    ("--learning-rate", "learning_rate", _positive_float, None,
+     "initial Adafactor learning rate, linear decay to 0 (default: 0.001)"),
+    ("--checkpoint-every", "checkpoint_every", _at_least_one, None, "steps between checkpoints (default: 1000)"),
+    ("--precision", "precision", str, TRAIN_PRECISIONS, "bfloat16 trains with mixed_bfloat16 (default: float32)"),
+    ("--grad-cache-chunk-size", "grad_cache_chunk_size", _at_least_one, None,
+     "GradCache chunk size per replica (default: no GradCache)"),
+    ("--strategy", "strategy", str, TRAIN_STRATEGIES, "distribution strategy (default: default, one device)"),
+    ("--tpu", "tpu", str, None, "TPU address with --strategy tpu, `local` on a TPU VM (default: none)"),
+    ("--seed", "seed", int, None, "seed of initialisation, shuffling and negative sampling (default: 0)"),
+    ("--temperature", "temperature", _positive_float, None, "softmax temperature (default: 0.01)"),
+)
+
+
+def add_train_arguments(parser):
+    """Adds `gtr-keras train` arguments to a parser.
+
+    `--config FILE` reads a YAML/JSON `TrainConfig`; every other flag
+    overrides one setting of it (each flag's default is the `TrainConfig` one).
+
+    Example:
+    >>> parser = argparse.ArgumentParser()
+    >>> add_train_arguments(parser)
+    >>> vars(parser.parse_args(["--steps", "20", "--strategy", "tpu"]))["strategy"]
+    'tpu'
+    """
+    parser.add_argument("--config", type=_input_file,
+                        help="YAML or JSON training config; flags override it (default: flags only)")
+    for flag, key, kind, choices, help_text in TRAIN_FLAGS:
+        parser.add_argument(flag, dest=key, type=kind, choices=choices, help=help_text)
+    parser.add_argument(
+        "--no-mask-false-negatives", dest="mask_false_negatives", action="store_const", const=False,
+        help="do not mask in-batch candidates that share the positive's document id (default: masked)",
+    )
+
+
+def build_parser():
+    """The `gtr-keras` argument parser; `args.handler` names the function of `gtr_keras.cli` to run.
+
+    `parser.commands` maps each sub-command's name to its parser.
+    """
+    parser = _Parser(prog=PROG, description="GTR dual-encoder retrieval in Keras 3 on TensorFlow: convert, encode, "
+                                            "index, search, evaluate, train, mine, export.")
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--debug", action="store_true", help="show the traceback of any error")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    parser.commands = commands.choices
+
+    def command(name, summary, description=None):
+        sub = commands.add_parser(name, help=summary, description=description or summary, parents=[common])
+        sub.set_defaults(handler=name.replace("-", "_"))
+        return sub
+
+    p = command("convert", "import a sentence-transformers GTR checkpoint (directory or hub id)",
+                "Reads a sentence-transformers GTR checkpoint (T5 encoder, mean pooling, dense projection) "
+                "and writes a gtr-keras model directory (a keras-hub preset).")
+    p.add_argument("source", help="checkpoint directory or Hugging Face repo id, e.g. sentence-transformers/gtr-t5-base")
+    p.add_argument("out_dir", type=_output_dir, help="model directory to write (replaced if it exists)")
+    p.add_argument("--query-length", type=_token_budget, default=64, help="query token budget, EOS included")
+
+    p = command("migrate", "rewrite a model directory of the first format as a keras-hub preset")
+    p.add_argument("source", type=_input_dir, help="model directory with config.json {\"format\": \"gtr-keras\"}")
+    p.add_argument("out_dir", type=_output_dir, help="model directory to write (replaced if it exists)")
+
+    p = command("encode", "embed texts from a .txt, corpus.jsonl[.gz] or queries.jsonl file",
+                "Embeds every text of the input and writes OUTPUT (.npy, float32 [N, D]) and OUTPUT.ids.txt "
+                "(one id a line; for .txt input, the line numbers) together.")
+    p.add_argument("--model", required=True, help=_MODEL_HELP)
+    p.add_argument("--input", required=True, type=_input_file, help=".txt (a text a line) or .jsonl[.gz] records")
+    p.add_argument("--output", required=True, type=_output_path("file", ".npy"),
+                   help="output .npy (ids go to OUTPUT.ids.txt)")
+    p.add_argument("--kind", choices=["query", "document"],
+                   help="query or document budget (default: query for queries.jsonl, else document)")
+    _add_batch_size(p)
+    _add_progress(p)
+    add_encoder_arguments(p)
+
+    p = command("index", "encode a corpus and build a search index (resumable)",
+                "Encodes the corpus shard by shard (a killed run resumes if nothing it depends on changed) and "
+                "writes the index directory at the end.")
+    p.add_argument("--model", required=True, help=_MODEL_HELP)
+    p.add_argument("--corpus", required=True, type=_input_any, help="BEIR directory or corpus.jsonl[.gz]")
+    p.add_argument("--out", required=True, type=_output_dir, help="index directory to write (replaced if it exists)")
+    p.add_argument("--exact", action="store_true", help="exact brute-force search even for large corpora")
+    _add_batch_size(p, "documents")
+    p.add_argument("--shard-size", type=_at_least_one, default=2048, help="documents per resumable shard")
+    _add_progress(p)
+    add_beam_arguments(p)
+
+    p = command("search", "query an index")
+    p.add_argument("queries", nargs="+", help="query text(s)")
+    p.add_argument("--index", required=True, type=_index_directory, help="index directory")
+    p.add_argument("--model", required=True, help="the model the index was built with (checked)")
+    p.add_argument("-k", type=_at_least_one, default=10, help="results per query")
+    p.add_argument("--json", action="store_true", help="print JSON")
+    p.add_argument("--snippet", type=_at_least_zero, default=160, help="characters of text shown per hit")
+
+    p = command("evaluate", "BEIR-style evaluation (NDCG@10, MRR@10, R@100, R@1000, MAP)",
+                "Retrieves for every judged query of the split and scores the run with pytrec_eval. As in BEIR, "
+                "judged documents missing from the corpus count as misses.")
+    p.add_argument("--dataset", required=True, type=_input_dir,
+                   help="BEIR directory (corpus.jsonl[.gz], queries.jsonl, qrels/SPLIT.tsv)")
+    p.add_argument("--model", help=f"{_MODEL_HELP} (required with --retriever gtr; default: none)")
+    p.add_argument("--split", default="test", help="qrels split")
+    p.add_argument("--retriever", choices=["gtr", "bm25"], default="gtr", help="dense GTR or the bm25s baseline")
+    _add_batch_size(p)
+    p.add_argument("--run-out", type=_output_file, help="also write the run as a TREC run file (default: none)")
+    p.add_argument("--output-json", type=_output_file, help="also write the metrics as JSON (default: none)")
+    p.add_argument("--keep-identical-ids", action="store_true",
+                   help="keep documents whose id equals the query id (BEIR drops them)")
+    add_encoder_arguments(p)
+
+    p = command("analyze-lengths", "median words of top-10 vs relevant documents (GTR paper 6.4)")
+    p.add_argument("--run", required=True, type=_input_file, help="TREC run file")
+    p.add_argument("--dataset", required=True, type=_input_dir, help="BEIR directory")
+    p.add_argument("--split", default="test", help="qrels split")
+    p.add_argument("-k", type=_at_least_one, default=10, help="top documents per query")
+
+    p = command("train", "train or fine-tune with the bidirectional in-batch loss (resumable)",
+                "Trains with Adafactor and the bidirectional in-batch softmax loss; rerunning with the same "
+                "--output-dir resumes from the last checkpoint if the settings, model and data are unchanged.")
+    add_train_arguments(p)
+
+    p = command("mine", "hard negatives from the model's own retrieval (for `train`)")
+    p.add_argument("--model", required=True, help=_MODEL_HELP)
+    p.add_argument("--dataset", required=True, type=_input_dir, help="BEIR directory")
+    p.add_argument("--split", default="train", help="qrels split")
+    p.add_argument("--depth", type=_at_least_one, default=100, help="documents retrieved per query")
+    p.add_argument("--skip-top", type=_at_least_zero, default=0, help="non-positive documents skipped at the top")
+    p.add_argument("--per-query", type=_at_least_one, default=10, help="negatives kept per query")
+    _add_batch_size(p)
+    _add_progress(p)
+    p.add_argument("--out", required=True, type=_output_file,
+                   help="negatives JSONL ({\"query_id\", \"negative_ids\"} a line)")
+    add_encoder_arguments(p)
+
+    p = command("export", "SavedModels for hub.load, Keras 3 TFSMLayer and TF Serving",
+                "Writes OUT/encoder/VERSION (strings in, embeddings out) and, with --index, OUT/searcher/VERSION "
+                "(strings in, document ids and scores out), replacing both together.")
+    p.add_argument("--model", required=True, help=_MODEL_HELP)
+    p.add_argument("--out", required=True, type=_output_dir,
+                   help="export root: writes OUT/encoder/VERSION (and OUT/searcher/VERSION)")
+    p.add_argument("--index", type=_index_directory, help="index directory: also export a searcher (default: none)")
+    p.add_argument("--searcher", choices=["scann", "brute-force"], default="scann",
+                   help="scann needs ScaNN's ops in the server; brute-force runs on stock TF Serving")
+    p.add_argument("--version", type=_at_least_one, default=1, help="TF Serving version directory")
+    p.add_argument("-k", type=_at_least_one, default=10, help="results per query of the searcher's serving_default")
+    add_encoder_arguments(p)
+
+    p = command("demo", "the main job: index, search, evaluate vs BM25 and export, offline")
+    p.add_argument("--out", type=_output_dir, default="gtr-demo", help="where the index and exports go")
+    p.add_argument("--model", type=_input_dir, default=None, help="model directory (default: the bundled small GTR)")
+    p.add_argument("--dataset", type=_input_dir, default=None, help="BEIR directory (default: the bundled Cranfield)")
+
+    command("saved-model-cli", "TensorFlow's saved_model_cli with the TF Text and ScaNN ops loaded",
+            "Runs TensorFlow's saved_model_cli (all its arguments pass through, e.g. `show --dir D --all`) "
+            "after loading the TF Text and ScaNN ops that gtr-keras exports use.")
+    return parser
+
+
+def _run(args):
+    handler = getattr(importlib.import_module("gtr_keras.cli"), args.handler)
+    from gtr_keras.errors import UserError
+
+    try:
+        handler(args)
+    except (UserError, OSError) as error:
+        if args.debug:
+            raise
+        print(f"{PROG} {args.command}: error: {error}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(f"{PROG} {args.command}: interrupted", file=sys.stderr)
+        return 130
+    except Exception as error:  # a bug: one line, the traceback with --debug
+        if args.debug:
+            raise
+        first_line = (str(error).strip().splitlines() or [""])[0]
+        print(f"{PROG} {args.command}: internal error: {type(error).__name__}: {first_line} "
+              f"(a bug; rerun with --debug for the traceback and report it)", file=sys.stderr)
+        return 1
+    return 0
+
+
+def main(argv=None):
+    """Runs `gtr-keras` with `argv` (default: `sys.argv[1:]`); returns the exit status."""
+    argv = sys.argv[1:] if argv is None else list(argv)
+    parser = build_parser()
+    args = None if argv[:1] == ["saved-model-cli"] else parser.parse_args(argv)
+    if args is not None and args.command == "evaluate" and args.retriever == "gtr" and not args.model:
+        parser.commands["evaluate"].error("argument --model: required with --retriever gtr")
+    if args is None or not args.debug:
+        os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")  # TensorFlow's C++ start-up lines (CUDA probing, oneDNN)
+    if args is None:
+        from gtr_keras.cli import saved_model_cli
+
+        return saved_model_cli(argv[1:])
+    return _run(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
