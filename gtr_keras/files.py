@@ -1,10 +1,154 @@
-"""Crash-safe writing: a file, a directory or a set of outputs appears whole or not at all."""
+"""All file access of gtr-keras: `tf.io.gfile` paths, and outputs that appear whole or not at all.
+
+Every path may be local or use a scheme TensorFlow's file systems know
+(`gs://` on Cloud TPU VMs, `ram://` in tests, `s3://`/`hdfs://` where the
+plugins are installed). A scheme TensorFlow does not know is a `DataError`
+naming the path, never a local folder named after it.
+
+Reading: `open` (any file), `open_decompressed` (gunzips `*.gz`), `exists`,
+`isdir`, `isfile`, `listdir`, `glob`, `size`, and `local_copy` for code that
+needs a local path (Keras weights files, ScaNN assets). Writing goes through
+`atomic_outputs` / `atomic_directory` / `atomic_file`: the caller writes to a
+local staging path, which then replaces the target (by a rename on a local
+file system; by an upload to a sibling staging name and per-file renames
+elsewhere).
+"""
 
 import contextlib
+import functools
+import gzip
 import os
 import pathlib
 import shutil
 import tempfile
+
+import tensorflow as tf
+
+from gtr_keras.errors import DataError
+
+
+def is_local(path):
+    """True for a path of the local file system (no scheme, or `file://`)."""
+    path = os.fspath(path)
+    return "://" not in path or path.startswith("file://")
+
+
+def _named_errors(function):
+    """Turns TensorFlow's file-system errors about a path into one-line `DataError`s naming it."""
+
+    @functools.wraps(function)
+    def wrapper(path, *args, **kwargs):
+        try:
+            return function(os.fspath(path), *args, **kwargs)
+        except tf.errors.UnimplementedError:
+            scheme = os.fspath(path).split("://")[0]
+            raise DataError(f"{path}: TensorFlow has no file system for {scheme}:// (local paths, gs://, ram:// "
+                            "and those of installed plugins such as tensorflow-io work)") from None
+        except tf.errors.NotFoundError:
+            raise DataError(f"{path}: no such file or directory") from None
+        except tf.errors.PermissionDeniedError:
+            raise DataError(f"{path}: permission denied") from None
+        except tf.errors.OpError as error:
+            raise DataError(f"{path}: {error.message.splitlines()[0]}") from None
+
+    return wrapper
+
+
+@_named_errors
+def exists(path):
+    return tf.io.gfile.exists(path)
+
+
+@_named_errors
+def isdir(path):
+    return tf.io.gfile.isdir(path)
+
+
+def isfile(path):
+    return exists(path) and not isdir(path)
+
+
+@_named_errors
+def listdir(path):
+    return sorted(name.rstrip("/") for name in tf.io.gfile.listdir(path))
+
+
+@_named_errors
+def glob(pattern):
+    """The paths matching `pattern` (`*`, `?`, `[...]` within one path component), sorted."""
+    return sorted(tf.io.gfile.glob(pattern))
+
+
+@_named_errors
+def size(path):
+    return tf.io.gfile.stat(path).length
+
+
+@_named_errors
+def makedirs(path):
+    tf.io.gfile.makedirs(path)
+
+
+@_named_errors
+def remove(path):
+    """Deletes a file or a directory tree; nothing happens if it does not exist."""
+    if not tf.io.gfile.exists(path):
+        return
+    if tf.io.gfile.isdir(path):
+        for file in _files_under(path):
+            tf.io.gfile.remove(file)
+        tf.io.gfile.rmtree(path)
+    else:
+        tf.io.gfile.remove(path)
+
+
+def _files_under(directory):
+    return [os.path.join(root, name) for root, _, names in tf.io.gfile.walk(directory) for name in names]
+
+
+@_named_errors
+def open(path, mode="rb"):  # noqa: A001  (the module's counterpart of the builtin)
+    """A file object (`tf.io.gfile.GFile`) for `path`; `mode` as for the builtin `open`."""
+    if "r" in mode and not tf.io.gfile.exists(path):
+        raise tf.errors.NotFoundError(None, None, path)
+    if "r" in mode and tf.io.gfile.isdir(path):
+        raise DataError(f"{path}: is a directory, expected a file")
+    return tf.io.gfile.GFile(path, mode)
+
+
+def open_decompressed(path):
+    """A binary file object for `path`, decompressed on the fly when the name ends with `.gz`."""
+    raw = open(path, "rb")
+    return gzip.GzipFile(fileobj=raw, mode="rb") if os.fspath(path).endswith(".gz") else raw
+
+
+def read_bytes(path):
+    with open(path, "rb") as f:
+        return f.read()
+
+
+@contextlib.contextmanager
+def local_copy(path):
+    """A local path holding `path`'s file or directory tree: `path` itself when local, else a temporary copy.
+
+    Example:
+    >>> with local_copy("gs://bucket/models/gtr-base") as directory:
+    ...     model = GTRTextEmbedder.from_preset(directory)
+    """
+    path = os.fspath(path)
+    if is_local(path):
+        yield path.removeprefix("file://")
+        return
+    with tempfile.TemporaryDirectory(prefix="gtr-keras-") as scratch:
+        local = os.path.join(scratch, os.path.basename(path.rstrip("/")) or "copy")
+        if isdir(path):
+            for file in _files_under(path):
+                destination = os.path.join(local, os.path.relpath(file, path))
+                os.makedirs(os.path.dirname(destination), exist_ok=True)
+                tf.io.gfile.copy(file, destination, overwrite=True)
+        else:
+            _named_errors(tf.io.gfile.copy)(path, local, overwrite=True)
+        yield local
 
 
 def _fsync(path):
@@ -57,19 +201,60 @@ def _commit(pairs):
         _remove(f"{staged}-old")
 
 
+def _upload_and_commit(pairs):
+    """`_commit` for targets on another file system: each staged tree is uploaded next to its target
+    (`.<name>.upload-*`), then moved into place file by file once all are uploaded."""
+    uploads = []
+    try:
+        for staged, target in pairs:
+            parent, name = target.rsplit("/", 1)
+            upload = f"{parent}/.{name}.upload-{os.getpid()}-{os.path.basename(staged)}"
+            is_file = os.path.isfile(staged)
+            files = [staged] if is_file else [
+                os.path.join(root, file) for root, _, names in os.walk(staged) for file in names
+            ]
+            for file in files:
+                destination = upload if is_file else f"{upload}/{os.path.relpath(file, staged)}"
+                tf.io.gfile.makedirs(destination.rsplit("/", 1)[0])
+                tf.io.gfile.copy(file, destination, overwrite=True)
+            uploads.append((upload, target, is_file))
+        for upload, target, is_file in uploads:
+            remove(target)
+            if is_file:
+                tf.io.gfile.rename(upload, target, overwrite=True)
+                continue
+            for file in _files_under(upload):
+                destination = f"{target}/{os.path.relpath(file, upload)}"
+                tf.io.gfile.makedirs(destination.rsplit("/", 1)[0])
+                tf.io.gfile.rename(file, destination, overwrite=True)
+            remove(upload)
+    except BaseException:
+        for upload, _, _ in uploads:
+            remove(upload)
+        raise
+
+
 @contextlib.contextmanager
 def atomic_outputs(*targets):
     """Staging paths for several outputs (files or directories) that replace them together.
 
-    Yields one path per target, a sibling named `.<name>.tmp-*` that does not
-    exist yet: the block creates a file or a directory there. When the block
-    ends without an exception, everything staged is flushed to disk and
-    renamed over its target, existing targets being first renamed aside and
-    then deleted; if the block or a rename fails, all targets are left as they
-    were and the staged paths are deleted. Missing parent directories are
-    created. A process killed during the renames leaves the old outputs under
-    their `.<name>.tmp-*-old` names, never a half-written one. Use it for
-    outputs that only make sense together, such as `emb.npy` and `emb.ids.txt`.
+    Yields one local path per target, which does not exist yet: the block
+    creates a file or a directory there. When the block ends without an
+    exception, everything staged replaces its target; if the block raises,
+    all targets are left as they were and the staged paths are deleted.
+    Missing parent directories are created. Use it for outputs that only make
+    sense together, such as `emb.npy` and `emb.ids.txt`.
+
+    On a local file system, the staging path is a sibling named
+    `.<name>.tmp-*`; it is flushed to disk and renamed over its target, an
+    existing target being first renamed aside and then deleted (if a rename
+    fails, the old outputs are put back; a process killed during the renames
+    leaves them under their `.<name>.tmp-*-old` names, never half-written
+    ones). For a target on another file system (`gs://...`), the staging path
+    is local; once the block ends, it is uploaded next to the target
+    (`.<name>.upload-*`) and then moved into place file by file: a failure
+    before that last step leaves the old outputs as they were, a kill during
+    it can leave a target partly replaced (rerun the command).
 
     Args:
         *targets: str or path-like. The outputs to create or replace.
@@ -82,29 +267,40 @@ def atomic_outputs(*targets):
     ...     np.save(npy, embeddings)
     ...     ids.write_text("".join(f"{i}\\n" for i in doc_ids))
     """
-    targets = [os.path.abspath(os.fspath(target)) for target in targets]
+    targets = [os.fspath(target) for target in targets]
+    local = [os.path.abspath(target.removeprefix("file://")) if is_local(target) else None for target in targets]
+    for target, path in zip(targets, local):
+        if path is None and not exists(target) and not exists(target.rsplit("/", 1)[0]):
+            makedirs(target.rsplit("/", 1)[0])
     staging = []
-    try:
-        for target in targets:
-            parent, name = os.path.split(target)
-            os.makedirs(parent, exist_ok=True)
-            staged = tempfile.mkdtemp(prefix=f".{name}.tmp-", dir=parent)
-            os.rmdir(staged)
-            staging.append(staged)
-        yield [pathlib.Path(path) for path in staging]
-        missing = [target for staged, target in zip(staging, targets) if not os.path.exists(staged)]
-        if missing:
-            raise RuntimeError(f"nothing was written for {', '.join(missing)}")
-        for staged in staging:
-            if os.path.isdir(staged):
-                _fsync_tree(staged)
-            else:
-                _fsync(staged)
-        _commit(list(zip(staging, targets)))
-    except BaseException:
-        for staged in staging:
-            _remove(staged)
-        raise
+    with tempfile.TemporaryDirectory(prefix="gtr-keras-staging-") as scratch:
+        try:
+            for target, path in zip(targets, local):
+                if path is None:
+                    staging.append(os.path.join(scratch, f"{len(staging)}-{os.path.basename(target)}"))
+                    continue
+                parent, name = os.path.split(path)
+                os.makedirs(parent, exist_ok=True)
+                staged = tempfile.mkdtemp(prefix=f".{name}.tmp-", dir=parent)
+                os.rmdir(staged)
+                staging.append(staged)
+            yield [pathlib.Path(path) for path in staging]
+            missing = [target for staged, target in zip(staging, targets) if not os.path.exists(staged)]
+            if missing:
+                raise RuntimeError(f"nothing was written for {', '.join(missing)}")
+            local_pairs = [(staged, path) for staged, path in zip(staging, local) if path is not None]
+            for staged, _ in local_pairs:
+                if os.path.isdir(staged):
+                    _fsync_tree(staged)
+                else:
+                    _fsync(staged)
+            _upload_and_commit([(staged, target) for staged, target, path in zip(staging, targets, local)
+                                if path is None])
+            _commit(local_pairs)
+        except BaseException:
+            for staged in staging:
+                _remove(staged)
+            raise
 
 
 @contextlib.contextmanager
@@ -127,8 +323,8 @@ def atomic_directory(target):
     ...     np.save(tmp / "embeddings.npy", embeddings)
     """
     target = os.fspath(target)
-    if os.path.exists(target) and not os.path.isdir(target):
-        raise ValueError(f"{target} exists and is not a directory.")
+    if isfile(target):
+        raise DataError(f"{target}: exists and is not a directory")
     with atomic_outputs(target) as (staging,):
         staging.mkdir()
         yield staging
@@ -145,5 +341,5 @@ def atomic_file(path):
     ...     np.save(f, embeddings)
     """
     with atomic_outputs(path) as (staging,):
-        with open(staging, "wb") as f:
+        with staging.open("wb") as f:
             yield f

@@ -145,3 +145,34 @@ def test_everything_written_respects_the_umask(tmp_path, tiny_st_dir):
     assert len(modes) > 40 and any(path.startswith("run/checkpoints/") for path in modes)
     wrong = {path: oct(mode) for path, (is_dir, mode) in modes.items() if mode != (0o755 if is_dir else 0o644)}
     assert not wrong
+
+
+def test_outputs_on_ram_filesystem_replace_together_and_survive_a_failure():
+    root = "ram://test_files/outputs"
+    with atomic_outputs(f"{root}/emb.npy", f"{root}/index") as (npy, index):
+        np.save(npy, np.arange(3))
+        index.mkdir()
+        (index / "sub").mkdir()
+        (index / "sub" / "ids.txt").write_text("a\n")
+    assert files.glob(f"{root}/*") == [f"{root}/emb.npy", f"{root}/index"]
+    assert files.read_bytes(f"{root}/index/sub/ids.txt") == b"a\n"
+    with pytest.raises(RuntimeError):
+        with atomic_file(f"{root}/emb.npy") as f:
+            f.write(b"half")
+            raise RuntimeError
+    with files.open(f"{root}/emb.npy") as f:
+        np.testing.assert_array_equal(np.load(f), np.arange(3))
+    with files.local_copy(f"{root}/index") as local:
+        assert open(os.path.join(local, "sub", "ids.txt")).read() == "a\n"
+
+
+def test_unknown_scheme_and_missing_file_are_data_errors_naming_the_path():
+    from gtr_keras.errors import DataError
+
+    with pytest.raises(DataError, match=r"^foo://bucket/x: TensorFlow has no file system for foo://"):
+        files.exists("foo://bucket/x")
+    with pytest.raises(DataError, match=r"^ram://test_files/none: no such file or directory$"):
+        files.read_bytes("ram://test_files/none")
+    with pytest.raises(DataError, match="foo://b/out.npy: TensorFlow has no file system"):
+        with atomic_file("foo://b/out.npy") as f:
+            f.write(b"x")
