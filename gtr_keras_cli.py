@@ -3,7 +3,10 @@
 This module imports neither TensorFlow nor the `gtr_keras` package (whose
 import loads TensorFlow to register the keras-hub classes), so `--help` and
 every mistake in the arguments are answered at once. Only then is the
-sub-command's handler in `gtr_keras.cli` imported and run.
+sub-command's handler in `gtr_keras.cli` imported and run. Path arguments
+with a scheme (`gs://...`; not `hf://` model ids) are checked then, through
+`tf.io.gfile`, before any work: a scheme TensorFlow has no file system for,
+or a missing input, is refused like a bad flag.
 
 Every user error ends the command with exit status 2 and one line naming the
 flag, or the file, line and field: argument errors here, the rest as
@@ -93,7 +96,7 @@ def _is_remote(path):
 def _input_path(kind):
     """An argparse type for an input that must exist: `"file"`, `"directory"` or `"path"` (either).
 
-    Paths with a scheme (`gs://...`, `hf://...`) are checked when they are read.
+    Paths with a scheme (`gs://...`) are checked by `_check_remote_paths` once TensorFlow is loaded.
     """
 
     def parse(path):
@@ -110,6 +113,7 @@ def _input_path(kind):
         return path
 
     parse.__name__ = kind
+    parse.path_check = ("input", kind)
     return parse
 
 
@@ -118,13 +122,14 @@ def _output_path(kind, suffix=None):
 
     The path must not be of the other kind, and its nearest existing parent
     must be a writable directory (missing parents are created on writing).
+    Paths with a scheme (`gs://...`) are checked by `_check_remote_paths`.
     """
 
     def parse(path):
-        if _is_remote(path):
-            return path
         if suffix and not path.endswith(suffix):
             raise argparse.ArgumentTypeError(f"{path}: must end with {suffix}")
+        if _is_remote(path):
+            return path
         if kind == "file" and os.path.isdir(path):
             raise argparse.ArgumentTypeError(f"{path}: is a directory, expected a file name")
         if kind == "directory" and os.path.exists(path) and not os.path.isdir(path):
@@ -139,6 +144,7 @@ def _output_path(kind, suffix=None):
         return path
 
     parse.__name__ = f"output {kind}"
+    parse.path_check = ("output", kind)
     return parse
 
 
@@ -151,10 +157,24 @@ def _index_directory(path):
 
 
 _index_directory.__name__ = "index directory"
+_index_directory.path_check = ("input", "index")
 
 _input_file = _input_path("file")
 _input_dir = _input_path("directory")
 _input_any = _input_path("path")
+_GLOB_CHARACTERS = "*?["
+
+
+def _corpus_source(path):
+    """A BEIR directory or corpus file that must exist, or a glob of corpus files (checked by `index`)."""
+    if any(c in path for c in _GLOB_CHARACTERS) and not (not _is_remote(path) and os.path.exists(path)):
+        return path
+    return _input_any(path)
+
+
+_corpus_source.__name__ = "corpus"
+_corpus_source.path_check = _input_any.path_check
+_corpus_source.allows_glob = True
 _output_file = _output_path("file")
 _output_dir = _output_path("directory")
 _MODEL_HELP = "model directory, sentence-transformers checkpoint, hf://ORG/NAME or a known name such as gtr-base"
@@ -247,6 +267,21 @@ TRAIN_FLAGS = (
     ("--tpu", "tpu", str, None, "TPU address with --strategy tpu, `local` on a TPU VM (default: none)"),
     ("--seed", "seed", int, None, "seed of initialisation, shuffling and negative sampling (default: 0)"),
     ("--temperature", "temperature", _positive_float, None, "softmax temperature (default: 0.01)"),
+    ("--steps-per-execution", "steps_per_execution", _at_least_one, None,
+     "training steps per call into the device (a loop there); must divide --checkpoint-every and --validate-every "
+     "(default: 1, or with --strategy tpu the largest divisor of those up to 100)"),
+    ("--log-every", "log_every", _at_least_one, None,
+     "steps between TensorBoard points of loss, in-batch accuracy and learning rate (default: 100)"),
+    ("--validation-data", "validation_data", _input_dir, None,
+     "small BEIR directory to validate on while training: NDCG@10 and Recall@100 to TensorBoard and the console "
+     "(default: none)"),
+    ("--validation-split", "validation_split", str, None, "qrels split of --validation-data (default: dev)"),
+    ("--validate-every", "validate_every", _at_least_one, None,
+     "steps between validations (default: at each checkpoint)"),
+    ("--validation-max-queries", "validation_max_queries", _at_least_one, None,
+     "validate on the first N judged queries only (default: all)"),
+    ("--keep-best", "keep_best", bool, None,
+     "keep the model of the best validation NDCG@10 as the model directory OUT/best_model (default: False)"),
 )
 
 
@@ -265,7 +300,10 @@ def add_train_arguments(parser):
     parser.add_argument("--config", type=_input_file,
                         help="YAML or JSON training config; flags override it (default: flags only)")
     for flag, key, kind, choices, help_text in TRAIN_FLAGS:
-        parser.add_argument(flag, dest=key, type=kind, choices=choices, help=help_text)
+        if kind is bool:  # a switch; None when absent, so that it does not override --config
+            parser.add_argument(flag, dest=key, action="store_const", const=True, help=help_text)
+        else:
+            parser.add_argument(flag, dest=key, type=kind, choices=choices, help=help_text)
     parser.add_argument(
         "--no-mask-false-negatives", dest="mask_false_negatives", action="store_const", const=False,
         help="do not mask in-batch candidates that share the positive's document id (default: masked)",
@@ -317,7 +355,9 @@ def build_parser():
                 "Encodes the corpus shard by shard (a killed run resumes if nothing it depends on changed) and "
                 "writes the index directory at the end.")
     p.add_argument("--model", required=True, help=_MODEL_HELP)
-    p.add_argument("--corpus", required=True, type=_input_any, help="BEIR directory or corpus.jsonl[.gz]")
+    p.add_argument("--corpus", required=True, type=_corpus_source,
+                   help="BEIR directory or corpus.jsonl[.gz]; with --runner also a glob of such files, e.g. "
+                        "'gs://b/corpus-*.jsonl.gz'")
     p.add_argument("--out", required=True, type=_output_dir, help="index directory to write (replaced if it exists)")
     p.add_argument("--exact", action="store_true", help="exact brute-force search even for large corpora")
     _add_batch_size(p, "documents")
@@ -396,10 +436,71 @@ def build_parser():
     return parser
 
 
-def _run(args):
+# Arguments without a path type that name a model: a model directory may be remote (`gs://...`), but
+# `hf://ORG/NAME` is a Hugging Face id, read by the model loader.
+_MODEL_DESTS = ("model", "source", "init")
+_NOT_FILE_SCHEMES = ("hf://",)
+
+
+def _remote_path_problem(path, check):
+    """What is wrong with remote path argument `path` (`None`: nothing), or a `DataError` for a scheme
+    TensorFlow has no file system for. `check` is `("input" | "output" | "model", kind)`."""
+    from gtr_keras import files
+
+    role, kind = check
+    exists = files.exists(path)  # an unknown scheme raises here
+    if role == "input":
+        if not exists:
+            return f"{path}: no such {'file or directory' if kind in ('path', 'index') else kind}"
+        if kind == "file" and files.isdir(path):
+            return f"{path}: is a directory, expected a file"
+        if kind in ("directory", "index") and not files.isdir(path):
+            return f"{path}: is a file, expected a directory"
+        if kind == "index" and not files.exists(f"{path.rstrip('/')}/retriever.json"):
+            return f"{path}: not an index directory (no retriever.json); build one with `{PROG} index`"
+    elif role == "model" and not exists:
+        return f"{path}: no such model directory"
+    elif role == "output" and exists:
+        if kind == "file" and files.isdir(path):
+            return f"{path}: is a directory, expected a file name"
+        if kind == "directory" and not files.isdir(path):
+            return f"{path}: exists and is not a directory"
+    return None
+
+
+def _check_remote_paths(args, parser):
+    """Checks the path arguments with a scheme (`gs://...`) the argparse types let through, as they check
+    local ones, before the handler does any work; a problem ends the command like a bad flag (exit status 2).
+
+    Needs TensorFlow (`tf.io.gfile`): call it once the handler's module is imported.
+    """
+    from gtr_keras.errors import DataError
+
+    for action in parser._actions:
+        value = getattr(args, action.dest, None)
+        if not isinstance(value, str) or not _is_remote(value):
+            continue
+        check = getattr(action.type, "path_check", None)
+        if getattr(action.type, "allows_glob", False) and any(c in value for c in _GLOB_CHARACTERS):
+            continue
+        if check is None and action.dest in _MODEL_DESTS and not value.startswith(_NOT_FILE_SCHEMES):
+            check = ("model", "directory")
+        if check is None:
+            continue
+        try:
+            problem = _remote_path_problem(value, check)
+        except DataError as error:
+            problem = str(error)
+        if problem:
+            name = "/".join(action.option_strings) or action.dest
+            parser.error(f"argument {name}: {problem}")
+
+
+def _run(args, parser=None):
     handler = getattr(importlib.import_module("gtr_keras.cli"), args.handler)
     from gtr_keras.errors import UserError
 
+    _check_remote_paths(args, parser or build_parser().commands[args.command])
     try:
         handler(args)
     except (UserError, OSError) as error:
@@ -433,7 +534,7 @@ def main(argv=None):
         from gtr_keras.cli import saved_model_cli
 
         return saved_model_cli(argv[1:])
-    return _run(args)
+    return _run(args, parser.commands[args.command])
 
 
 if __name__ == "__main__":

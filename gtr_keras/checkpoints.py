@@ -21,8 +21,14 @@ and the Hugging Face Hub serves for `sentence-transformers/gtr-t5-{base,large,xl
 `modules.json`, `config.json` + `model.safetensors` (T5 encoder), `1_Pooling/config.json`,
 `2_Dense/config.json` + `2_Dense/model.safetensors`, `sentence_bert_config.json` and
 `spiece.model`.
+
+Model directories may be local or on any file system TensorFlow knows
+(`gs://...`, `ram://...`): a remote one is copied to a temporary local
+directory to load (`local_model_directory`), and `save` writes locally and
+uploads.
 """
 
+import contextlib
 import hashlib
 import json
 import os
@@ -30,8 +36,9 @@ import re
 
 import numpy as np
 
+from gtr_keras import files
 from gtr_keras.backbone import GTRBackbone
-from gtr_keras.errors import CheckpointError
+from gtr_keras.errors import CheckpointError, UserError
 from gtr_keras.files import atomic_directory
 from gtr_keras.preprocessor import GTRTextEmbedderPreprocessor
 from gtr_keras.presets import HUB_IDS
@@ -47,16 +54,57 @@ TASK_FILE = "task.json"
 TASK_WEIGHTS_FILE = "task.weights.h5"
 PREPROCESSOR_FILE = "preprocessor.json"
 SPIECE_FILE = "spiece.model"
+# Schemes whose sources are not file systems: keras-hub's or `resolve_source`'s downloads.
+DOWNLOAD_PREFIXES = (HF_PREFIX, "kaggle://", "modelscope://")
 HUB_FILES = [
     "modules.json", "config.json", "model.safetensors", "sentence_bert_config.json", "spiece.model",
     "1_Pooling/config.json", "2_Dense/config.json", "2_Dense/model.safetensors",
 ]
 
 
+def is_remote(path):
+    """True for a path on a file system other than the local one (`gs://`, `ram://`, ...), which
+    `local_model_directory` copies; False for local paths and download ids (`hf://`, `kaggle://`)."""
+    return isinstance(path, (str, os.PathLike)) and not files.is_local(path) and not (
+        os.fspath(path).startswith(DOWNLOAD_PREFIXES)
+    )
+
+
+@contextlib.contextmanager
+def local_model_directory(directory):
+    """A local directory holding model directory `directory`: itself when local, else a temporary copy.
+
+    Errors about the copy's files raised in the block name them under
+    `directory`, not under the temporary copy.
+
+    Raises:
+        CheckpointError: `directory` does not exist.
+        DataError: its file system is one TensorFlow does not know.
+
+    Example:
+    >>> with local_model_directory("gs://bucket/models/gtr-base") as local:  # doctest: +SKIP
+    ...     embedder = GTRTextEmbedder.from_preset(local)
+    """
+    path = os.fspath(directory)
+    if not is_remote(path):
+        yield path.removeprefix("file://")
+        return
+    path = path.rstrip("/")
+    if not files.exists(path) or not files.isdir(path):
+        raise CheckpointError(f"{path}: no such model directory")
+    with files.local_copy(path) as local:
+        try:
+            yield local
+        except UserError as error:
+            raise type(error)(str(error).replace(local, path)) from error
+
+
 def save(model, directory):
     """Writes a `GTRTextEmbedder` (or an `Encoder`'s) as a model directory, atomically.
 
-    The directory is a keras-hub preset (`save_to_preset`); a crash leaves no half directory.
+    The directory is a keras-hub preset (`save_to_preset`); a crash leaves no
+    half directory. A directory on another file system (`gs://...`) is
+    written locally, then uploaded.
 
     Example:
     >>> gtr_keras.save(encoder, "models/my-gtr")
@@ -89,13 +137,17 @@ def load(directory, jit_compile=False, dtype=None, query_length=None, document_l
     from gtr_keras.text_embedder import GTRTextEmbedder
 
     path = os.fspath(directory)
-    if "://" not in path and not os.path.isdir(path) and path not in HUB_IDS:
+    if is_remote(path):
+        with local_model_directory(path) as local:
+            return load(local, jit_compile, dtype, query_length, document_length)
+    path = path.removeprefix("file://")
+    if "://" not in path and not files.isdir(path) and path not in HUB_IDS:
         raise CheckpointError(f"{path}: no such model directory")
-    if os.path.isdir(path):
+    if "://" not in path and files.isdir(path):
         config_path = os.path.join(path, CONFIG_FILE)
         config = _read_json(config_path)
         known = "registered_name" in config or config.get("format") == LEGACY_FORMAT
-        if not known and not os.path.isfile(os.path.join(path, "modules.json")):
+        if not known and not files.isfile(os.path.join(path, "modules.json")):
             raise CheckpointError(
                 f"{config_path}: not a gtr-keras model directory (a keras-hub preset). "
                 "For a Hugging Face T5 checkpoint, use its sentence-transformers repository with "
@@ -150,12 +202,16 @@ def load_foreign_format(preset, load_weights=True, dtype=None, **kwargs):
     name of `HUB_IDS`, or a model directory of gtr-keras' first format.
     """
     preset = os.fspath(preset)
-    legacy_config = _legacy_config(preset)
+    if is_remote(preset):
+        with local_model_directory(preset) as local:
+            return load_foreign_format(local, load_weights, dtype, **kwargs)
+    directory = not preset.startswith(DOWNLOAD_PREFIXES)
+    legacy_config = _legacy_config(preset) if directory else None
     if legacy_config is not None:
         return _load_legacy(preset, legacy_config, load_weights, dtype)
     if preset in HUB_IDS:
         source = HUB_IDS[preset]
-    elif preset.startswith(HF_PREFIX) or os.path.isfile(os.path.join(preset, "modules.json")):
+    elif preset.startswith(HF_PREFIX) or (directory and files.isfile(os.path.join(preset, "modules.json"))):
         source = preset  # `resolve_source` takes hf:// ids and directories
     else:
         return None
@@ -170,16 +226,19 @@ def migrate(source, directory):
     Example:
     >>> migrate("models/old-gtr", "models/gtr")
     """
-    config = _legacy_config(source)
-    if config is None:
-        raise CheckpointError(f"{os.path.join(source, CONFIG_FILE)}: not a model directory of the first format")
-    save(_load_legacy(source, config), directory)
+    source = os.fspath(source)
+    with local_model_directory(source) as local:
+        config = _legacy_config(local)
+        if config is None:
+            raise CheckpointError(f"{os.path.join(local, CONFIG_FILE)}: not a model directory of the first format")
+        embedder = _load_legacy(local, config)
+    save(embedder, directory)
 
 
 def _legacy_config(directory):
     """The `config.json` of a model directory of the first format, or None for anything else."""
     path = os.path.join(directory, CONFIG_FILE)
-    if not os.path.isfile(path):
+    if not files.isfile(path):
         return None
     config = _read_json(path)
     return config if config.get("format") == LEGACY_FORMAT else None
@@ -234,26 +293,29 @@ def check_model_directory(directory, load_weights=True):
     CheckpointError: models/m/config.json: num_layers is 3 but model.weights.h5 holds 4 encoder blocks
     """
     directory = os.fspath(directory)
+    if is_remote(directory):
+        with local_model_directory(directory) as local:
+            return check_model_directory(local, load_weights)
     config_path, task_path, preprocessor_path = (
         os.path.join(directory, name) for name in (CONFIG_FILE, TASK_FILE, PREPROCESSOR_FILE)
     )
     backbone = _read_json(config_path).get("config", {})
-    task = _read_json(task_path).get("config", {}) if os.path.isfile(task_path) else {}
+    task = _read_json(task_path).get("config", {}) if files.isfile(task_path) else {}
     task_backbone = (task.get("backbone") or {}).get("config", {})
     task_preprocessor = (task.get("preprocessor") or {}).get("config", {})
-    preprocessor = _read_json(preprocessor_path).get("config", {}) if os.path.isfile(preprocessor_path) else {}
+    preprocessor = _read_json(preprocessor_path).get("config", {}) if files.isfile(preprocessor_path) else {}
     _check_budgets(preprocessor, preprocessor_path)
     _check_budgets(task_preprocessor, task_path, "preprocessor.")
     if load_weights:
         weights_path = os.path.join(directory, WEIGHTS_FILE)
-        if not os.path.isfile(weights_path) and os.path.isfile(os.path.join(directory, SHARDED_WEIGHTS_FILE)):
+        if not files.isfile(weights_path) and files.isfile(os.path.join(directory, SHARDED_WEIGHTS_FILE)):
             weights_path = os.path.join(directory, SHARDED_WEIGHTS_FILE)
         shapes = _read_weights(weights_path, values=False)
         weights_name = os.path.basename(weights_path)
         _check_architecture(backbone, shapes, config_path, weights_name)
         _check_architecture(task_backbone, shapes, task_path, weights_name, "backbone.")
         task_weights_path = os.path.join(directory, TASK_WEIGHTS_FILE)
-        if task and os.path.isfile(task_weights_path):
+        if task and files.isfile(task_weights_path):
             _check_architecture(task, _read_weights(task_weights_path, values=False), task_path, TASK_WEIGHTS_FILE)
     _check_agreement(config_path, backbone, task_backbone, "backbone")
     _check_agreement(preprocessor_path, preprocessor, task_preprocessor, "preprocessor")
@@ -283,10 +345,13 @@ def check_weights_file(model, path):
     directory, name = os.path.split(path)
     config_path = os.path.join(directory, CONFIG_FILE)
     model_files = (WEIGHTS_FILE, SHARDED_WEIGHTS_FILE, TASK_WEIGHTS_FILE)
-    if name in model_files and os.path.isfile(config_path) and _read_json(config_path).get("registered_name") == (
+    if name in model_files and files.isfile(config_path) and _read_json(config_path).get("registered_name") == (
         "gtr_keras>GTRBackbone"
     ):
-        check_model_directory(directory)
+        # keras-hub's download cache of a remote preset (`keras_hub.models.TextEmbedder.from_preset("gs://...")`)
+        # holds no backbone weights yet when the task weights load: those are checked when they load.
+        complete = any(files.isfile(os.path.join(directory, file)) for file in (WEIGHTS_FILE, SHARDED_WEIGHTS_FILE))
+        check_model_directory(directory, load_weights=complete)
     weights = _weights_by_path(model)
     if hasattr(model, "backbone"):
         backbone_weights = {id(variable) for variable in model.backbone.weights}
@@ -430,9 +495,9 @@ def resolve_source(source, cache_dir=None):
     """
     if source.startswith(HF_PREFIX):
         source = source[len(HF_PREFIX):]
-    elif os.path.isdir(source):
+    elif files.isdir(source):
         return source
-    if os.path.exists(source):
+    if files.exists(source):
         raise CheckpointError(f"{source}: expected a checkpoint directory, got a file")
     if source.count("/") != 1 or source.startswith((".", "/")):
         raise CheckpointError(f"{source}: no such directory (and not a Hugging Face repo id like org/name)")
@@ -470,7 +535,10 @@ def convert_sentence_transformers(source, query_length=QUERY_LENGTH, cache_dir=N
     """
     from gtr_keras.text_embedder import GTRTextEmbedder
 
-    root = resolve_source(source, cache_dir)
+    if is_remote(source):
+        with local_model_directory(source) as local:
+            return convert_sentence_transformers(local, query_length, cache_dir, dtype, load_weights)
+    root = resolve_source(os.fspath(source), cache_dir)
     modules = _read_json(os.path.join(root, "modules.json"))
     paths = {m.get("type", "").rsplit(".", 1)[-1]: m.get("path", "") for m in modules}
     for required in ("Transformer", "Pooling", "Dense"):
@@ -490,7 +558,7 @@ def convert_sentence_transformers(source, query_length=QUERY_LENGTH, cache_dir=N
         raise CheckpointError(f"{dense_config_path}: GTR's projection has no bias and no activation")
 
     st_config_path = os.path.join(transformer_dir, "sentence_bert_config.json")
-    st_config = _read_json(st_config_path) if os.path.exists(st_config_path) else {}
+    st_config = _read_json(st_config_path) if files.exists(st_config_path) else {}
     document_length = st_config.get("max_seq_length") or _tokenizer_max_length(transformer_dir)
     tokenizer = GTRTokenizer(_read_spiece(transformer_dir), lowercase=st_config.get("do_lower_case", False))
     preprocessor = GTRTextEmbedderPreprocessor(tokenizer, document_length, min(query_length, document_length))
@@ -525,12 +593,12 @@ def _model_args(hf_config, path):
 
 def _tokenizer_max_length(directory):
     path = os.path.join(directory, "tokenizer_config.json")
-    length = _read_json(path).get("model_max_length") if os.path.exists(path) else None
+    length = _read_json(path).get("model_max_length") if files.exists(path) else None
     return length if isinstance(length, int) and length <= 100_000 else DOCUMENT_LENGTH
 
 
 def _check_pooling(path):
-    if not os.path.exists(path):
+    if not files.exists(path):
         return
     pooling = _read_json(path)
     if "pooling_mode" in pooling:  # sentence-transformers >= 6
@@ -631,7 +699,7 @@ def _assign(model, tensors, source):
 
 def _read_tensors(directory):
     safetensors_path = os.path.join(directory, "model.safetensors")
-    if os.path.exists(safetensors_path):
+    if files.exists(safetensors_path):
         from safetensors import SafetensorError
         from safetensors.numpy import load_file
 
@@ -640,7 +708,7 @@ def _read_tensors(directory):
         except (SafetensorError, OSError, ValueError) as error:
             raise CheckpointError(f"{safetensors_path}: corrupt or unreadable safetensors file ({error})") from error
     bin_path = os.path.join(directory, "pytorch_model.bin")
-    if os.path.exists(bin_path):
+    if files.exists(bin_path):
         try:
             import torch
         except ImportError as error:
@@ -659,8 +727,7 @@ def _read_tensors(directory):
 def _read_spiece(directory):
     path = os.path.join(directory, SPIECE_FILE)
     _require(path)
-    with open(path, "rb") as f:
-        proto = f.read()
+    proto = files.read_bytes(path)
     try:
         import sentencepiece
 
@@ -673,12 +740,11 @@ def _read_spiece(directory):
 def _read_json(path):
     _require(path)
     try:
-        with open(path, encoding="utf-8") as f:
-            return json.load(f)
+        return json.loads(files.read_bytes(path).decode("utf-8"))
     except (json.JSONDecodeError, UnicodeDecodeError) as error:
         raise CheckpointError(f"{path}: corrupt JSON ({error})") from error
 
 
 def _require(path):
-    if not os.path.exists(path):
+    if not files.exists(path):
         raise CheckpointError(f"{path}: missing")

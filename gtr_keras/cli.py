@@ -9,7 +9,6 @@ status 2 and one line.
 import argparse
 import json
 import os
-import shutil
 import sys
 
 import numpy as np
@@ -66,60 +65,54 @@ def encode(args):
 
 
 def index(args):
-    from gtr_keras.corpus import load_corpus
-    from gtr_keras.retrieval import build_index
-
-    corpus = load_corpus(args.corpus)
     kind = "exact" if args.exact else "auto"
     if args.runner:
-        built = _index_with_beam(args, corpus, kind)
+        built = _index_with_beam(args, kind)
     else:
+        from gtr_keras import files
+        from gtr_keras.corpus import load_corpus
+        from gtr_keras.retrieval import build_index
+
+        if any(char in args.corpus for char in "*?[") and not files.exists(args.corpus):
+            raise DataError(f"{args.corpus}: a glob of corpus files needs --runner (e.g. --runner DirectRunner)")
+        corpus = load_corpus(args.corpus)
         built = build_index(
             _encoder(args), corpus, args.out, model_dir=args.model, kind=kind,
             batch_size=args.batch_size, shard_size=args.shard_size, progress=args.progress,
         )
-    print(f"wrote {args.out}: {len(corpus)} documents, {built.kind} search")
+    print(f"wrote {args.out}: {len(built.ids)} documents, {built.kind} search")
 
 
-def _index_with_beam(args, corpus, kind):
-    """Encodes with an Apache Beam pipeline, then indexes the shards in corpus order.
+def _index_with_beam(args, kind):
+    """Encodes with an Apache Beam pipeline that reads the corpus itself, then indexes in corpus order.
 
-    The shards of a finished pipeline are kept until the index is written, with
-    `inputs.json` (the model's `MODEL_FIELDS` and a SHA-256 of the corpus): a
-    rerun reuses them only if those are unchanged. Shards of an unfinished
-    pipeline are deleted.
+    This process lists the corpus files (a glob that matches none is an error
+    before the model loads) but never reads them: the pipeline stores each
+    document's id, title, text and place (file, line) with its embedding, and
+    the index is assembled from those shards (`corpus_from_shards`). Every run
+    starts the pipeline afresh (runners retry failed work themselves), so no
+    embedding of other texts or of another model is ever reused: the shard
+    directory `OUT.partial-beam` is deleted before the pipeline starts, and
+    again once the index is written (a failed run leaves it for inspection).
     """
-    from gtr_keras.beam_pipeline import beam_pipeline_args, encode_corpus_with_beam, index_from_shards
-    from gtr_keras.errors import MismatchError
-    from gtr_keras.index import SearchIndex, describe_change, read_json_object, strings_sha256
-    from gtr_keras.retrieval import MODEL_FIELDS, index_metadata, work_dir_for, write_index
+    from gtr_keras import files
+    from gtr_keras.beam_pipeline import beam_pipeline_args, corpus_files, corpus_from_shards, encode_corpus_with_beam
+    from gtr_keras.index import SearchIndex
+    from gtr_keras.retrieval import index_metadata, work_dir_for, write_index
 
-    encoder = _encoder(args)
-    metadata = index_metadata(encoder, args.model)
-    inputs = {**{field: metadata[field] for field in MODEL_FIELDS},
-              "corpus_sha256": strings_sha256([*corpus.ids, *corpus.joined()])}
+    corpus_files(args.corpus)
+    pipeline_args = beam_pipeline_args(args.beam_option)
+    metadata = index_metadata(_encoder(args), args.model)
     shard_dir = work_dir_for(args.out) + "-beam"
-    inputs_path = os.path.join(shard_dir, "inputs.json")
-    if os.path.isfile(inputs_path):
-        change = describe_change(read_json_object(inputs_path, f"delete {shard_dir}"), inputs, "this run has")
-        if change:
-            raise MismatchError(f"{shard_dir}: embeddings of other inputs ({change}); delete {shard_dir} to start over")
-    else:
-        shutil.rmtree(shard_dir, ignore_errors=True)
-        encode_corpus_with_beam(
-            args.model, args.corpus, shard_dir, runner=args.runner, batch_size=args.batch_size,
-            pipeline_args=beam_pipeline_args(args.beam_option), shard_rows=args.shard_rows,
-            large_model=args.large_model,
-        )
-        with atomic_file(inputs_path) as f:
-            f.write(json.dumps(inputs, indent=2).encode("utf-8"))
-    ids, embeddings = index_from_shards(shard_dir)
-    rows = {doc_id: i for i, doc_id in enumerate(ids)}
-    if set(rows) != set(corpus.ids):
-        raise DataError(f"{shard_dir}: the embedding shards do not hold the ids of {args.corpus}; delete it")
-    built = SearchIndex(corpus.ids, embeddings[[rows[i] for i in corpus.ids]], kind=kind)
+    files.remove(shard_dir)
+    encode_corpus_with_beam(
+        args.model, args.corpus, shard_dir, runner=args.runner, batch_size=args.batch_size,
+        pipeline_args=pipeline_args, shard_rows=args.shard_rows, large_model=args.large_model,
+    )
+    corpus, embeddings = corpus_from_shards(shard_dir)
+    built = SearchIndex(corpus.ids, embeddings, kind=kind)
     write_index(args.out, built, corpus, metadata)
-    shutil.rmtree(shard_dir)
+    files.remove(shard_dir)
     return built
 
 

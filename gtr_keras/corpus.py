@@ -7,16 +7,24 @@ records and `qrels/<split>.tsv` with a `query-id  corpus-id  score` header.
 Every problem with the input raises `DataError`, whose message starts with
 `FILE:LINE:` and names the offending field, so a bad record can be found and
 fixed without a debugger.
+
+Paths may be local or use any scheme `tf.io.gfile` knows (`gs://` on Cloud
+TPU VMs, `ram://`): files are read through `gtr_keras.files`, streamed, and
+`*.gz` files gunzipped on the fly.
 """
 
 import codecs
 import dataclasses
 import gzip
+import io
 import json
 import os
 import warnings
 import zlib
 
+import tensorflow as tf
+
+from gtr_keras import files
 from gtr_keras.errors import DataError, DataWarning  # noqa: F401  (raised by the readers)
 
 _MAX_EXAMPLES = 5
@@ -68,15 +76,47 @@ def _decode(path, line_no, raw, errors):
         return raw.decode("utf-8", errors="replace")
 
 
+class _GFileReader(io.RawIOBase):
+    """A `tf.io.gfile.GFile` as a raw stream, so `io.BufferedReader` splits its lines (10x faster than
+    `GFile.readline`)."""
+
+    def __init__(self, gfile):
+        super().__init__()
+        self._gfile = gfile
+
+    def readable(self):
+        return True
+
+    def readinto(self, buffer):
+        data = self._gfile.read(len(buffer))
+        buffer[: len(data)] = data
+        return len(data)
+
+    def close(self):
+        if not self.closed:
+            self._gfile.close()
+        super().close()
+
+
+def _open_lines(path):
+    """A buffered binary reader of `path` (local, `gs://`, `ram://`, ...), gunzipped when named `*.gz`."""
+    if path.endswith(".gz"):
+        return files.open_decompressed(path)  # GzipFile buffers its reads itself
+    return io.BufferedReader(_GFileReader(files.open(path, "rb")), buffer_size=1 << 20)
+
+
 def _read_error(path, line_no, error):
     """The `DataError` for a file that cannot be opened or read to its end."""
     after = f" after line {line_no}" if line_no else ""
-    if isinstance(error, FileNotFoundError):
+    if isinstance(error, (FileNotFoundError, tf.errors.NotFoundError)):
         return DataError(f"{path}: no such file")
     if isinstance(error, IsADirectoryError):
         return DataError(f"{path}: is a directory, expected a file")
-    if isinstance(error, PermissionError):
+    if isinstance(error, (PermissionError, tf.errors.PermissionDeniedError)):
         return DataError(f"{path}: permission denied")
+    if isinstance(error, tf.errors.OpError):
+        reason = (error.message.strip().splitlines() or [type(error).__name__])[0]
+        return DataError(f"{path}: cannot read{after} ({reason})")
     if isinstance(error, EOFError):
         return DataError(f"{path}: truncated gzip data{after}")
     if isinstance(error, gzip.BadGzipFile) and not line_no and str(error).startswith(
@@ -95,7 +135,8 @@ def iter_lines(path, errors="strict"):
     dropped.
 
     Args:
-        path: a text file; gzip-compressed when its name ends with `.gz`.
+        path: a text file, local or `gs://...` (any `tf.io.gfile` path);
+            gzip-compressed when its name ends with `.gz`.
         errors: what a line that is not valid UTF-8 gets. `"strict"` raises
             `DataError`, for files of ids, where a replaced character would
             make an id silently match nothing. `"replace"` decodes it with
@@ -115,15 +156,14 @@ def iter_lines(path, errors="strict"):
     ...     print(line_no, line.rstrip("\\n"))
     """
     path = os.fspath(path)
-    opener = gzip.open if path.endswith(".gz") else open
     line_no = 0
     try:
-        with opener(path, "rb") as f:
+        with _open_lines(path) as f:
             for line_no, raw in enumerate(f, start=1):
                 if line_no == 1:
                     raw = raw.removeprefix(codecs.BOM_UTF8)
                 yield line_no, _decode(path, line_no, raw, errors)
-    except (OSError, EOFError, zlib.error) as e:
+    except (OSError, EOFError, zlib.error, tf.errors.OpError) as e:
         raise _read_error(path, line_no, e) from None
 
 
@@ -230,14 +270,16 @@ def in_collection(path, names):
         DataError: `path` does not exist, or is a directory holding none of `names`.
     """
     path = os.fspath(path)
-    if not os.path.isdir(path):
-        if not os.path.exists(path):
+    if not files.isdir(path):
+        if not files.exists(path):
             raise DataError(f"{path}: no such file or directory")
         return path
+    # Names listed, not `exists` probed: TensorFlow's `ram://` counts every prefix of a file's path
+    # (`corpus.jsonl` of `corpus.jsonl.gz`) as an existing directory.
+    present = set(files.listdir(path))
     for name in names:
-        candidate = os.path.join(path, name)
-        if os.path.exists(candidate):
-            return candidate
+        if name in present:
+            return os.path.join(path, name)
     raise DataError(f"{path}: directory has none of {', '.join(names)}")
 
 
@@ -332,13 +374,13 @@ def qrels_file(directory, split):
     """`directory/qrels/<split>.tsv`, or a `DataError` listing the splits there."""
     qrels_dir = os.path.join(directory, "qrels")
     path = os.path.join(qrels_dir, f"{split}.tsv")
-    if os.path.exists(path):
+    if files.exists(path):
         return path
-    if not os.path.isdir(qrels_dir):
+    if not files.isdir(qrels_dir):
         raise DataError(f"{path}: no such file (no qrels directory)")
     splits = sorted(
         name.removesuffix(".tsv")
-        for name in os.listdir(qrels_dir)
+        for name in files.listdir(qrels_dir)
         if name.endswith(".tsv")
     )
     raise DataError(
@@ -376,7 +418,7 @@ def load_qrels(path, split="test"):
     {'31715818': 1}
     """
     path = os.fspath(path)
-    if os.path.isdir(path):
+    if files.isdir(path):
         path = qrels_file(path, split)
     qrels = {}
     first_line = {}

@@ -16,6 +16,10 @@ Sources (`TrainingData.format`; by default chosen from the path):
 - `"tfrecord"` (`*.tfrecord`, `*.tfrecords`, `*.tfrecord.gz`): `tf.train.Example`
   records written by `write_tfrecord` (GZIP-compressed when the name ends in `.gz`).
 
+Every path may be local or use a scheme `tf.io.gfile` knows (`gs://` on
+Cloud TPU VMs, `ram://`): JSONL, TSV and BEIR files are streamed through
+`gtr_keras.files`, TFRecord files through `tf.data`.
+
 Where a source has no ids, a text is its own id, so identical passages share
 an id for false-negative masking and identical queries one for `train_fraction`.
 
@@ -53,6 +57,7 @@ from typing import NamedTuple
 
 import tensorflow as tf
 
+from gtr_keras import files
 from gtr_keras.corpus import (
     CORPUS_FILES,
     QUERIES_FILES,
@@ -329,7 +334,9 @@ def write_tfrecord(examples, path):
 
     Args:
         examples: an iterable of `Example` (e.g. from `read_triples`).
-        path: the output file.
+        path: the output file, local or `gs://...` (any `tf.io.gfile` path).
+            It appears whole or not at all: if reading `examples` raises,
+            an existing file is left as it was.
 
     Returns:
         The number of records written.
@@ -342,7 +349,9 @@ def write_tfrecord(examples, path):
         return tf.train.Feature(bytes_list=tf.train.BytesList(value=[v.encode("utf-8") for v in values]))
 
     count = 0
-    with tf.io.TFRecordWriter(os.fspath(path), options=_compression(path)) as writer:
+    with files.atomic_outputs(path) as (staged,), tf.io.TFRecordWriter(
+        str(staged), options=_compression(path)
+    ) as writer:
         for example in examples:
             features = {name: feature([getattr(example, name)]) for name in _STRING_FIELDS}
             features.update({name: feature(getattr(example, name)) for name in _LIST_FIELDS})
@@ -436,9 +445,9 @@ class TrainingData:
         if self.format != "auto":
             return self.format
         source = os.fspath(self.source)
-        if os.path.isdir(source):
+        if files.isdir(source):
             return "beir"
-        if not os.path.exists(source):
+        if not files.exists(source):
             raise DataError(f"{source}: no such file or directory")
         for suffix, name in _SUFFIXES.items():
             if source.endswith(suffix):
@@ -465,22 +474,22 @@ class TrainingData:
         """
         source = os.fspath(self.source)
         if self.resolved_format() != "beir":
-            if not os.path.isfile(source):
+            if not files.isfile(source):
                 raise DataError(f"{source}: not a file (a {self.resolved_format()} source is one file)")
             return {"source": source}
-        if not os.path.isdir(source):
+        if not files.isdir(source):
             raise DataError(f"{source}: not a directory (a BEIR source is a collection directory)")
-        files = {
+        paths = {
             "corpus": in_collection(source, CORPUS_FILES),
             "queries": in_collection(source, QUERIES_FILES),
             "qrels": qrels_file(source, self.split),
         }
         if self.negatives_file is not None:
             negatives = os.fspath(self.negatives_file)
-            if not os.path.isfile(negatives):
+            if not files.isfile(negatives):
                 raise DataError(f"{negatives}: no such file (the negatives_file of {source})")
-            files["negatives"] = negatives
-        return files
+            paths["negatives"] = negatives
+        return paths
 
     def check(self):
         """Reads every example once, so that bad data fails before training does.

@@ -6,7 +6,9 @@ query id to a dict from document id to an integer relevance grade.
 
 import numpy as np
 import pytrec_eval
+import tensorflow as tf
 
+from gtr_keras import files
 from gtr_keras.corpus import DataError, iter_lines
 
 METRICS = ("ndcg@10", "mrr@10", "recall@100", "recall@1000", "map")
@@ -135,23 +137,38 @@ def write_trec_run(path, run, tag="gtr-keras"):
     Scores are written with full float precision.
 
     Args:
-        path: the output file.
+        path: the output file, local or `gs://...` (any `tf.io.gfile` path),
+            written in place; wrap the call in `gtr_keras.files.atomic_file`
+            or `atomic_outputs` for a file that appears whole or not at all.
         run: dict from query id to a dict from document id to score.
         tag: the run name written in the last column (no whitespace).
+
+    Raises:
+        DataError: the file cannot be written (the message names it and
+            says why, e.g. `No space left on device`).
     """
     if not tag or any(c.isspace() for c in tag):
         raise ValueError(f"run tag must be a non-empty word, got {tag!r}")
-    with open(path, "w", encoding="utf-8") as f:
-        for query_id, scores in run.items():
-            for rank, doc_id in enumerate(rank_documents(scores), start=1):
-                f.write(f"{query_id} Q0 {doc_id} {rank} {float(scores[doc_id])!r} {tag}\n")
+    path = str(path)
+    try:
+        with files.open(path, "wb") as f:
+            for query_id, scores in run.items():
+                lines = (
+                    f"{query_id} Q0 {doc_id} {rank} {float(scores[doc_id])!r} {tag}\n"
+                    for rank, doc_id in enumerate(rank_documents(scores), start=1)
+                )
+                f.write("".join(lines).encode("utf-8"))
+    except tf.errors.OpError as error:
+        reason = (error.message.strip().splitlines() or [type(error).__name__])[0]
+        raise DataError(f"{path}: cannot write ({reason})") from None
 
 
 def read_trec_run(path):
     """Reads a TREC run file written by `write_trec_run` or any TREC tool.
 
     Args:
-        path: a file of `qid Q0 docid rank score tag` lines.
+        path: a file of `qid Q0 docid rank score tag` lines, local or
+            `gs://...` (any `tf.io.gfile` path).
 
     Returns:
         A dict from query id to a dict from document id to score.

@@ -36,8 +36,13 @@ first that the index was built with the encoder's model.
 
 Loading needs `import tensorflow_text` (and `import scann` for a ScaNN searcher) first;
 `load_export` does both.
+
+Export and index directories may be local or on any file system TensorFlow knows (`gs://...`,
+`ram://...`): exports are written locally and uploaded, a remote index's ScaNN assets are copied
+locally to be read.
 """
 
+import contextlib
 import copy
 import os
 import shutil
@@ -45,6 +50,8 @@ import shutil
 import numpy as np
 import tensorflow as tf
 
+from gtr_keras import files
+from gtr_keras.errors import DataError
 from gtr_keras.files import atomic_outputs
 from gtr_keras.index import SearchIndex
 from gtr_keras.retrieval import INDEX_SUBDIR, Retriever
@@ -260,6 +267,11 @@ def _check_searcher(encoder, index_dir, searcher, k):
 
 
 def _write_searcher(encoder, index_dir, staging, searcher, k):
+    with contextlib.ExitStack() as scann_files:  # a local copy of a remote index's ScaNN files, until saved
+        _write_searcher_using(encoder, index_dir, staging, searcher, k, scann_files)
+
+
+def _write_searcher_using(encoder, index_dir, staging, searcher, k, scann_files):
     index = SearchIndex.load(os.path.join(index_dir, INDEX_SUBDIR))
     use_scann = searcher == "scann" and index.kind == "scann"
     root, embed = _root(encoder, staging)
@@ -270,7 +282,8 @@ def _write_searcher(encoder, index_dir, staging, searcher, k):
         from scann.scann_ops.py import scann_ops
 
         os.makedirs(raw_dir)
-        root.scann = _ScannResource(os.path.join(index_dir, INDEX_SUBDIR, SCANN_SUBDIR), raw_dir)
+        scann_dir = scann_files.enter_context(files.local_copy(os.path.join(index_dir, INDEX_SUBDIR, SCANN_SUBDIR)))
+        root.scann = _ScannResource(scann_dir, raw_dir)
         reorder, leaves = index.params["reorder_factor"], index.params["num_leaves_to_search"]
 
         def top_k(queries, k):
@@ -315,7 +328,11 @@ def _write_searcher(encoder, index_dir, staging, searcher, k):
 def load_export(path):
     """Loads an exported SavedModel after registering the custom ops it needs.
 
+    Args:
+        path: a SavedModel directory, local or on a file system TensorFlow knows (`gs://...`).
+
     Raises:
+        DataError: `path` does not exist, or is on a file system TensorFlow does not know.
         RuntimeError: the SavedModel needs ops that are not registered (the
             message says which import brings them).
 
@@ -329,6 +346,9 @@ def load_export(path):
         import scann  # noqa: F401  (registers the ScaNN ops)
     except ImportError:
         pass
+    path = os.fspath(path)
+    if not files.exists(path):  # (`exists` names a file system TensorFlow does not know)
+        raise DataError(f"{path}: no such file or directory")
     try:
         return tf.saved_model.load(path)
     except (tf.errors.NotFoundError, ValueError, RuntimeError, KeyError) as error:

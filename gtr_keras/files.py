@@ -61,7 +61,7 @@ def exists(path):
 
 @_named_errors
 def isdir(path):
-    return tf.io.gfile.isdir(path)
+    return tf.io.gfile.exists(path) and tf.io.gfile.isdir(path)  # `exists` raises for an unknown scheme
 
 
 def isfile(path):
@@ -94,16 +94,32 @@ def remove(path):
     """Deletes a file or a directory tree; nothing happens if it does not exist."""
     if not tf.io.gfile.exists(path):
         return
-    if tf.io.gfile.isdir(path):
-        for file in _files_under(path):
-            tf.io.gfile.remove(file)
-        tf.io.gfile.rmtree(path)
-    else:
+    if not tf.io.gfile.isdir(path):
         tf.io.gfile.remove(path)
+        return
+    for file in _files_under(path):
+        tf.io.gfile.remove(file)
+    with contextlib.suppress(tf.errors.NotFoundError):  # ram:// has no directories left once empty
+        tf.io.gfile.rmtree(path)
 
 
 def _files_under(directory):
-    return [os.path.join(root, name) for root, _, names in tf.io.gfile.walk(directory) for name in names]
+    """The files below `directory`, at any depth.
+
+    `ram://` lists no subdirectories (and calls any prefix of a path a
+    directory), so there the tree is globbed depth by depth: a match is a file
+    unless a deeper match lies below it.
+    """
+    if not directory.startswith("ram://"):
+        return [os.path.join(root, name) for root, _, names in tf.io.gfile.walk(directory) for name in names]
+    files, matches, pattern = [], tf.io.gfile.glob(f"{directory.rstrip('/')}/*"), directory.rstrip("/")
+    while matches:
+        pattern += "/*"
+        deeper = tf.io.gfile.glob(f"{pattern}/*")
+        parents = {match.rsplit("/", 1)[0] for match in deeper}
+        files += [match for match in matches if match not in parents]
+        matches = deeper
+    return sorted(files)
 
 
 @_named_errors

@@ -8,9 +8,12 @@ approximately with ScaNN (k-means tree + anisotropic AH + exact reordering).
 The module also holds `ShardWriter`, the resumable, sharded embedding output of
 the indexing command, which refuses to resume from embeddings of other texts,
 ids, settings or another model.
+
+Both live on any file system TensorFlow knows (local, `gs://`, `ram://`):
+files are read through `gtr_keras.files`, and written locally and uploaded.
 """
 
-import glob
+import fnmatch
 import hashlib
 import json
 import math
@@ -20,6 +23,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from gtr_keras import files
 from gtr_keras.errors import DataError, MismatchError
 from gtr_keras.files import atomic_directory, atomic_file
 
@@ -41,6 +45,9 @@ _EMBEDDINGS_NPY = "embeddings.npy"
 _SCANN_DIR = "scann"
 _MANIFEST_JSON = "manifest.json"
 _SHARD_FORMAT = 2
+# What a killed shard write leaves: staging files (`atomic_file`'s names, and earlier versions')
+# and, on another file system, an upload not yet moved into place.
+_STALE_SHARDS = ("shard-*.tmp-*", ".shard-*.tmp-*", ".shard-*.upload-*")
 _MANIFEST_FIELDS = ("shard_format", "num_rows", "shard_size", "ids_sha256")
 
 # ScaNN searchers are built for this many neighbours; `search` passes its own
@@ -124,13 +131,17 @@ def read_json_object(path, remedy):
     768
     """
     try:
-        with open(path, encoding="utf-8") as f:
-            value = json.load(f)
+        value = json.loads(files.read_bytes(path).decode("utf-8"))
     except (OSError, ValueError) as e:
-        raise DataError(f"{path}: unreadable ({e}); {remedy}") from e
+        raise DataError(f"{path}: unreadable ({_reason(e, path)}); {remedy}") from e
     if not isinstance(value, dict):
         raise DataError(f"{path}: holds a JSON {type(value).__name__}, not an object; {remedy}")
     return value
+
+
+def _reason(error, path):
+    """An error's message without the path it starts with (`gtr_keras.files`' errors name it)."""
+    return str(error).removeprefix(f"{path}: ")
 
 
 def _shown(value):
@@ -356,8 +367,9 @@ class SearchIndex:
             MismatchError: an index written by another format version.
         """
         remedy = "rebuild the index"
+        directory = os.fspath(directory)
         config_path = os.path.join(directory, _INDEX_JSON)
-        if not os.path.isfile(config_path):
+        if not files.isfile(config_path):
             raise DataError(f"{directory}: not a search index (no {_INDEX_JSON}); {remedy}")
         config = read_json_object(config_path, remedy)
         for field in ("format_version", "kind", "num_embeddings", "dims", "params"):
@@ -370,9 +382,10 @@ class SearchIndex:
             )
         embeddings_path = os.path.join(directory, _EMBEDDINGS_NPY)
         try:
-            embeddings = np.load(embeddings_path)
+            with files.open(embeddings_path) as f:
+                embeddings = np.load(f)
         except (OSError, ValueError) as e:
-            raise DataError(f"{embeddings_path}: unreadable ({e}); {remedy}") from e
+            raise DataError(f"{embeddings_path}: unreadable ({_reason(e, embeddings_path)}); {remedy}") from e
         expected = (config["num_embeddings"], config["dims"])
         if embeddings.shape != expected:
             raise DataError(
@@ -382,16 +395,16 @@ class SearchIndex:
         ids = _read_ids(os.path.join(directory, _IDS_TXT), config["num_embeddings"])
         searcher = None
         if config["kind"] == "scann":
-            searcher = _load_scann(os.path.join(directory, _SCANN_DIR))
+            with files.local_copy(os.path.join(directory, _SCANN_DIR)) as scann_dir:
+                searcher = _load_scann(scann_dir)
         return cls(ids, embeddings, kind=config["kind"], params=config["params"], searcher=searcher)
 
 
 def _read_ids(path, expected_count):
     try:
-        with open(path, encoding="utf-8", newline="") as f:
-            text = f.read()
+        text = files.read_bytes(path).decode("utf-8")
     except (OSError, ValueError) as e:
-        raise DataError(f"{path}: unreadable ({e}); rebuild the index") from e
+        raise DataError(f"{path}: unreadable ({_reason(e, path)}); rebuild the index") from e
     if text and not text.endswith("\n"):
         raise DataError(f"{path}: line {text.count(chr(10)) + 1} is not terminated by a newline.")
     ids = _check_ids(text.split("\n")[:-1], lambda i: f"{path}: line {i + 1}", DataError)
@@ -480,11 +493,13 @@ class ShardWriter:
             "ids_sha256": strings_sha256(ids),
             **metadata,
         }
-        os.makedirs(self.work_dir, exist_ok=True)
-        for stale in glob.glob(os.path.join(glob.escape(self.work_dir), "shard-*.tmp-*")):
-            os.remove(stale)
+        files.makedirs(self.work_dir)
+        names = files.listdir(self.work_dir)
+        for stale in names:
+            if any(fnmatch.fnmatchcase(stale, pattern) for pattern in _STALE_SHARDS):
+                files.remove(os.path.join(self.work_dir, stale))
         manifest_path = os.path.join(self.work_dir, _MANIFEST_JSON)
-        if os.path.exists(manifest_path):
+        if files.exists(manifest_path):
             recorded = read_json_object(manifest_path, self._start_over)
             if recorded.get("shard_format") != _SHARD_FORMAT:
                 raise MismatchError(
@@ -497,7 +512,7 @@ class ShardWriter:
                     f"({change}); {self._start_over}"
                 )
             self._check_finished_shards()
-        elif glob.glob(os.path.join(glob.escape(self.work_dir), "shard-*.npz")):
+        elif any(fnmatch.fnmatchcase(name, "shard-*.npz") for name in names):
             raise MismatchError(
                 f"{self.work_dir}: shard files but no {_MANIFEST_JSON} saying what they were encoded "
                 f"from; {self._start_over}"
@@ -531,15 +546,15 @@ class ShardWriter:
     def _read(self, number, key):
         path = self._path(number)
         try:
-            with np.load(path) as stored:
+            with files.open(path) as f, np.load(f) as stored:
                 return stored[key]
         except (OSError, ValueError, KeyError, zipfile.BadZipFile) as e:
-            raise DataError(f"{path}: unreadable shard ({e}); {self._start_over}") from e
+            raise DataError(f"{path}: unreadable shard ({_reason(e, path)}); {self._start_over}") from e
 
     def _check_finished_shards(self):
         for number in range(self.num_shards):
             shard = self.shard(number)
-            if not os.path.exists(self._path(number)):
+            if not files.exists(self._path(number)):
                 continue
             if str(self._read(number, "texts_sha256")) != self._texts_sha256(shard):
                 raise MismatchError(
@@ -549,7 +564,8 @@ class ShardWriter:
 
     def pending_shards(self):
         """The `Shard`s not yet written, in order."""
-        return [self.shard(i) for i in range(self.num_shards) if not os.path.exists(self._path(i))]
+        done = set(files.listdir(self.work_dir))
+        return [self.shard(i) for i in range(self.num_shards) if os.path.basename(self._path(i)) not in done]
 
     def write(self, number, embeddings):
         """Stores the `[end - start, D]` embeddings of shard `number`, encoded from its texts."""

@@ -6,17 +6,20 @@ An index directory (written by `build_index`, atomically) holds:
   `checkpoints.fingerprint`), the index kind and the number of documents;
 - `documents.jsonl.gz`: the indexed documents (`_id`, `title`, `text`) for display;
 - `index/`: the `SearchIndex` (embeddings, ids, ScaNN searcher when approximate).
+
+Index directories, and the work directories beside them, may be local or on
+any file system TensorFlow knows (`gs://...`, `ram://...`).
 """
 
 import gzip
 import json
 import os
-import shutil
 
 from tqdm.auto import tqdm
 
 from gtr_keras.checkpoints import fingerprint
 from gtr_keras.corpus import check_qrels, load_corpus, load_qrels, load_queries
+from gtr_keras import files
 from gtr_keras.errors import DataError, MismatchError
 from gtr_keras.evaluation import cut_run, results_from_scores
 from gtr_keras.files import atomic_directory
@@ -34,8 +37,12 @@ SEARCH_FIELDS = ("embedding_dim", "compute_dtype", "model_sha256")
 
 
 def work_dir_for(index_dir):
-    """Where `build_index` keeps finished shards until the index is complete."""
-    return os.path.abspath(index_dir).rstrip(os.sep) + ".partial"
+    """Where `build_index` keeps finished shards until the index is complete: `<index_dir>.partial`
+    (an absolute path for a local `index_dir`; a URL such as `gs://...` stays one)."""
+    path = os.fspath(index_dir)
+    if files.is_local(path):
+        return os.path.abspath(path.removeprefix("file://")).rstrip(os.sep) + ".partial"
+    return path.rstrip("/") + ".partial"
 
 
 def build_index(encoder, corpus, index_dir, model_dir=None, kind="auto", batch_size=32, shard_size=2048,
@@ -91,7 +98,7 @@ def build_index(encoder, corpus, index_dir, model_dir=None, kind="auto", batch_s
             bar.update(shard.end - shard.start)
     index = SearchIndex(corpus.ids, writer.assemble(), kind=kind)
     write_index(index_dir, index, corpus, metadata)
-    shutil.rmtree(writer.work_dir)
+    files.remove(writer.work_dir)
     return index
 
 
@@ -120,7 +127,7 @@ def write_index(index_dir, index, corpus, metadata):
     missing = [field for field in MODEL_FIELDS if field not in metadata]
     if missing:
         raise ValueError(f"metadata lacks {missing}: pass index_metadata(encoder, model_dir)")
-    with atomic_directory(index_dir) as staging:
+    with atomic_directory(index_dir) as staging:  # a local directory, uploaded after for a remote index_dir
         index.save(os.path.join(staging, INDEX_SUBDIR))
         with gzip.open(os.path.join(staging, DOCUMENTS_FILE), "wt", encoding="utf-8") as f:
             for doc_id, title, text in zip(corpus.ids, corpus.titles, corpus.texts):
@@ -134,7 +141,8 @@ def index_metadata(encoder, model_dir):
 
     Args:
         encoder: the `Encoder` that encodes the documents.
-        model_dir: its model directory (recorded as an absolute path), or None.
+        model_dir: its model directory (recorded as an absolute path, or as
+            given for one on another file system such as `gs://...`), or None.
 
     Returns:
         A JSON-serialisable dict: `model_dir` and the `MODEL_FIELDS`, among
@@ -144,7 +152,9 @@ def index_metadata(encoder, model_dir):
     >>> index_metadata(gtr_keras.load("models/gtr-base"), "models/gtr-base")["embedding_dim"]
     768
     """
-    return {"model_dir": os.path.abspath(model_dir) if model_dir else None,
+    if model_dir and files.is_local(model_dir):
+        model_dir = os.path.abspath(os.fspath(model_dir).removeprefix("file://"))
+    return {"model_dir": os.fspath(model_dir) if model_dir else None,
             "embedding_dim": encoder.embedding_dim, "document_length": encoder.document_length,
             "query_length": encoder.query_length, "compute_dtype": encoder.model.compute_dtype,
             "model_sha256": fingerprint(encoder)}
@@ -198,7 +208,7 @@ class Retriever:
         'exact'
         """
         path = os.path.join(index_dir, RETRIEVER_JSON)
-        if not os.path.isfile(path):
+        if not files.isfile(path):
             raise DataError(f"{index_dir}: not an index directory (no {RETRIEVER_JSON}); "
                             f"build one with `gtr-keras index`")
         recorded = read_json_object(path, "rebuild the index with `gtr-keras index`")

@@ -95,8 +95,9 @@ class GTRTextEmbedder(keras_hub.models.TextEmbedder):
         """Loads a preset directory, or converts a sentence-transformers GTR checkpoint on the way.
 
         Besides keras-hub's presets (a directory written by `save_to_preset`,
-        `kaggle://`, `gs://`, ...), this takes a sentence-transformers GTR
-        checkpoint: a local directory, a Hugging Face id
+        local or on a file system TensorFlow knows, such as `gs://` or
+        `ram://`, copied locally first; `kaggle://`), this takes a
+        sentence-transformers GTR checkpoint: a directory, a Hugging Face id
         `hf://sentence-transformers/gtr-t5-base` (downloaded when online) or a
         preset name of `gtr_keras.presets.HUB_IDS` (`"gtr-base"`), and a model
         directory of gtr-keras' first format. keras-hub's own Hugging Face
@@ -108,8 +109,11 @@ class GTRTextEmbedder(keras_hub.models.TextEmbedder):
         Example:
         >>> embedder = GTRTextEmbedder.from_preset("hf://sentence-transformers/gtr-t5-base")  # doctest: +SKIP
         """
-        from gtr_keras.checkpoints import check_model_directory, load_foreign_format
+        from gtr_keras.checkpoints import check_model_directory, is_remote, load_foreign_format, local_model_directory
 
+        if is_remote(preset):  # `gs://`, `ram://`, ...: loaded from a fresh local copy (keras-hub's cache goes stale)
+            with local_model_directory(preset) as local:
+                return cls.from_preset(local, load_weights, **kwargs)
         foreign = load_foreign_format(preset, load_weights, **kwargs)
         if foreign is not None:
             return foreign

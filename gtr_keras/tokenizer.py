@@ -1,5 +1,6 @@
 """SentencePiece tokenisation in the TensorFlow graph, with T5's conventions, as a keras-hub tokenizer."""
 
+import hashlib
 import io
 import os
 
@@ -7,6 +8,9 @@ import keras
 import keras_hub
 import sentencepiece as spm
 import tensorflow as tf
+from tensorflow_text.python.ops import sentencepiece_tokenizer
+
+from gtr_keras import files
 
 PAD_ID = 0
 EOS_ID = 1
@@ -67,8 +71,11 @@ class GTRTokenizer(keras_hub.tokenizers.SentencePieceTokenizer):
 
     def load_assets(self, dir_path):
         # Reads the bytes here: keras-hub's `load_assets` passes a path, which safe mode refuses.
-        with open(os.path.join(dir_path, VOCABULARY_FILE), "rb") as f:
-            self.set_proto(f.read())
+        self.set_proto(files.read_bytes(os.path.join(dir_path, VOCABULARY_FILE)))
+
+    def _set_proto_tf(self, proto):
+        super()._set_proto_tf(proto)
+        self._sentence_piece._model_resource = _NamedSentencepieceModel(self._sentence_piece._model_resource._model)
 
     def tokenize(self, inputs):
         """SentencePiece ids of each text, as a `tf.RaggedTensor` `[batch, (pieces)]` (no EOS)."""
@@ -94,6 +101,26 @@ class GTRTokenizer(keras_hub.tokenizers.SentencePieceTokenizer):
 
     def get_config(self):
         return {**super().get_config(), "lowercase": self.lowercase}
+
+
+class _NamedSentencepieceModel(sentencepiece_tokenizer._SentencepieceModelResource):
+    """TF Text's SentencePiece model resource, named after the model's SHA-256.
+
+    TF Text names the resource after a counter (its TODO b/318839908) that
+    restarts after `keras.utils.set_random_seed`: a tokenizer made then, once
+    garbage-collected, deleted the resource of one made before ("Resource
+    .../_0_SentencepieceOp ... does not exist"). A named resource is shared by
+    the tokenizers of the same model and never deleted by one of them.
+    """
+
+    def __init__(self, model):
+        super().__init__(model, name=None)
+
+    def _create_resource(self):
+        digest = hashlib.sha256(tf.get_static_value(self._model) if tf.is_tensor(self._model) else self._model)
+        return sentencepiece_tokenizer.gen_sentencepiece_tokenizer.sentencepiece_op(
+            model=self._model, shared_name=f"gtr_keras_spm_{digest.hexdigest()[:32]}"
+        )
 
 
 def train_sentencepiece(texts, output_path, vocabulary_size=8000, seed_sentences=200_000):

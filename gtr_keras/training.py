@@ -14,9 +14,14 @@ loss on one device.
 `checkpoint_every` steps (model, optimizer and step; the data position is
 recovered by skipping the batches already seen, so a run killed and resumed
 ends with the same weights as an uninterrupted one; a rerun whose settings or
-inputs would change the weights is refused), TensorBoard logs, a
-progress bar, a clear stop on a NaN loss, and the final model written as a
-gtr-keras model directory.
+inputs would change the weights is refused), `steps_per_execution` steps per
+call into the device, TensorBoard scalars every `log_every` steps against the
+global step (loss, in-batch top-1 accuracy, learning rate), validation on a
+small BEIR dev set (NDCG@10, Recall@100; optionally keeping the best model),
+a progress bar, a clear stop on a NaN loss, and the final model written as a
+gtr-keras model directory. Nothing is read back from the device between
+executions but the metrics Keras itself hands to callbacks; the step count,
+the checkpoint and NaN checks and validation happen between Keras epochs.
 """
 
 import dataclasses
@@ -27,17 +32,21 @@ import json
 import math
 import os
 import re
+import sys
+import time
+import warnings
 
 import keras
 import tensorflow as tf
 import yaml
 
+from gtr_keras import files as fs
 from gtr_keras.backbone import GTRBackbone
 from gtr_keras.checkpoints import fingerprint, load, save
 from gtr_keras.data import TrainingData
-from gtr_keras.files import atomic_file
-from gtr_keras.errors import CheckpointError, MismatchError, TrainingError, UserError
-from gtr_keras.losses import DEFAULT_TEMPERATURE, BidirectionalInBatchLoss
+from gtr_keras.files import atomic_file, atomic_outputs
+from gtr_keras.errors import CheckpointError, DataError, MismatchError, TrainingError, UserError
+from gtr_keras.losses import DEFAULT_TEMPERATURE, BidirectionalInBatchLoss, _mask, _same
 from gtr_keras.preprocessor import GTRTextEmbedderPreprocessor
 from gtr_keras.presets import PRESETS, preset_config
 from gtr_keras.text_embedder import GTRTextEmbedder
@@ -49,13 +58,25 @@ _TOWERS = ("query", "positive", "negatives")
 _SENTENCEPIECE_TEXTS = 200_000
 _INTEGER_SETTINGS = {
     "steps": 1, "batch_size": 1, "checkpoint_every": 1, "keep_checkpoints": 1, "seed": 0,
-    "grad_cache_chunk_size": 1, "sentencepiece_vocabulary_size": 1,
+    "grad_cache_chunk_size": 1, "sentencepiece_vocabulary_size": 1, "steps_per_execution": 1, "log_every": 1,
+    "validate_every": 1, "validation_max_queries": 1,
 }
-_OPTIONAL_SETTINGS = ("grad_cache_chunk_size", "sentencepiece_vocabulary_size")
+_OPTIONAL_SETTINGS = (
+    "grad_cache_chunk_size", "sentencepiece_vocabulary_size", "steps_per_execution", "validate_every",
+    "validation_max_queries",
+)
+_VALIDATION_SETTINGS = ("validate_every", "validation_max_queries", "keep_best")
+TPU_STEPS_PER_EXECUTION = 100
+VALIDATION_DEPTH = 100
+BEST_MODEL = "best_model"
+BEST_MODEL_RECORD = "validation.json"
 RUN_RECORD = "train_config.json"
 NOT_COMPARED = (
     "output_dir", "checkpoint_every", "keep_checkpoints", "strategy", "tpu", "grad_cache_chunk_size",
     "deterministic", "verbose",
+    # how steps are dispatched and what is logged or evaluated on the side: the weights stay the same
+    "steps_per_execution", "log_every", "validation_data", "validation_split", "validate_every",
+    "validation_max_queries", "keep_best",
     # paths: the files behind them are compared by content
     "init", "tokenizer", "data.source", "data.split", "data.negatives_file",
 )
@@ -113,6 +134,47 @@ def _towers(batch):
     return {name: batch[name] for name in _TOWERS if name in batch}
 
 
+def in_batch_hits(queries, positives, negatives=None, positive_ids=None, negative_ids=None, rows=None,
+                  query_ids=None):
+    """How many queries score their own positive above every other in-batch candidate (query -> passage).
+
+    The candidates and the masking are those of the loss's query -> passage
+    direction (`gtr_keras.losses.bidirectional_softmax_terms`, same
+    arguments): every positive and hard negative of the batch, less those
+    sharing the positive's document id or belonging to the same query id.
+    Divided by the number of queries, this is the in-batch top-1 accuracy
+    `DualEncoder` reports as its `accuracy` metric.
+
+    Returns:
+        A float32 scalar: the number of queries among `rows` (default: all)
+        whose highest-scoring candidate is their positive.
+
+    Example:
+    >>> q = tf.math.l2_normalize(tf.random.normal([4, 8]), -1)
+    >>> float(in_batch_hits(q, q))
+    4.0
+    """
+    queries = tf.cast(queries, tf.float32)
+    positives = tf.cast(positives, tf.float32)
+    start, stop = rows if rows is not None else (0, tf.shape(queries)[0])
+    candidates, candidate_ids = positives, positive_ids
+    if negatives is not None:
+        flat = tf.reshape(tf.cast(negatives, tf.float32), [-1, tf.shape(negatives)[-1]])
+        candidates = tf.concat([positives, flat], axis=0)
+        if positive_ids is not None and negative_ids is not None:
+            candidate_ids = tf.concat([positive_ids, tf.reshape(negative_ids, [-1])], axis=0)
+    scores = tf.matmul(queries[start:stop], candidates, transpose_b=True)
+    masked = tf.zeros_like(scores, tf.bool)
+    if positive_ids is not None and (negatives is None or negative_ids is not None):
+        masked |= _same(positive_ids[start:stop], candidate_ids)
+    if query_ids is not None:
+        same_query = _same(query_ids[start:stop], query_ids)
+        masked |= tf.pad(same_query, [[0, 0], [0, tf.shape(scores)[1] - tf.shape(same_query)[1]]])
+    labels = tf.range(start, stop)
+    best = tf.argmax(_mask(scores, masked, labels), axis=1, output_type=labels.dtype)
+    return tf.reduce_sum(tf.cast(tf.equal(best, labels), tf.float32))
+
+
 @keras.saving.register_keras_serializable(package="gtr_keras")
 class DualEncoder(keras.Model):
     """Trains a shared GTR tower on (query, positive, hard negatives) batches.
@@ -141,6 +203,11 @@ class DualEncoder(keras.Model):
     examples: a global batch divisible by the number of replicas, and no
     partial last batch (`drop_remainder=True` for finite data).
 
+    Metrics: `loss`, and `accuracy`, the in-batch top-1 accuracy (the share of
+    the global batch's queries whose best-scoring candidate is their positive,
+    `in_batch_hits`); both are computed and averaged on the device, so `fit`
+    with `steps_per_execution` > 1 reads nothing back between executions.
+
     Args:
         encoder: the `GTRTextEmbedder` tower shared by queries and passages.
         temperature: softmax temperature `tau` (0.01 in GTR).
@@ -157,7 +224,7 @@ class DualEncoder(keras.Model):
     >>> batches = tf.data.Dataset.from_tensor_slices(texts).map(lambda b: {k: v[0] for k, v in b.items()}).batch(2)
     >>> history = model.fit(batches, epochs=1, verbose=0)
     >>> sorted(history.history)
-    ['loss']
+    ['accuracy', 'loss']
     """
 
     def __init__(self, encoder, temperature=DEFAULT_TEMPERATURE, mask_false_negatives=True,
@@ -171,6 +238,7 @@ class DualEncoder(keras.Model):
         self.grad_cache_chunk_size = grad_cache_chunk_size
         self.contrastive_loss = BidirectionalInBatchLoss(temperature)
         self.loss_tracker = keras.metrics.Mean(name="loss")
+        self.accuracy_tracker = keras.metrics.Mean(name="accuracy")
         self.built = True
 
     def _tokenized(self, x):
@@ -182,12 +250,34 @@ class DualEncoder(keras.Model):
         tower_features = self.encoder.preprocessor.tower_features
         return x.map(lambda batch: {**batch, **tower_features(batch)}, num_parallel_calls=tf.data.AUTOTUNE)
 
+    def _preprocessing_built(self):
+        """Marks the preprocessor and its tokenizer built: they have no weights and run in the input
+        pipeline, but an unbuilt layer makes Keras, under a distribution strategy, build the model by
+        calling it on a whole batch (which `call` does not take) before `fit` or `evaluate`."""
+        preprocessor = getattr(self.encoder, "preprocessor", None)
+        for layer in (preprocessor, getattr(preprocessor, "tokenizer", None)):
+            if layer is not None and not layer.built:
+                layer.built = True
+
+    def _maybe_symbolic_build(self, iterator=None, data_batch=None):
+        """Keras' TensorFlow trainer, under a distribution strategy, takes a batch from a first iterator
+        over the data to build the model before `fit` iterates the data again. A dataset that reshuffles
+        on each iteration (`TrainingData`) would then train on another order than with the default
+        strategy, after skipping the batches of a resumed run twice; so a model whose layers and
+        optimizer are built already (as `train` builds them) skips that step."""
+        built = all(layer.built for layer in self._flatten_layers())
+        if built and (self.optimizer is None or self.optimizer.built):
+            return
+        super()._maybe_symbolic_build(iterator=iterator, data_batch=data_batch)
+
     def fit(self, x=None, *args, **kwargs):
+        self._preprocessing_built()
         if "validation_data" in kwargs:
             kwargs["validation_data"] = self._tokenized(kwargs["validation_data"])
         return super().fit(self._tokenized(x), *args, **kwargs)
 
     def evaluate(self, x=None, *args, **kwargs):
+        self._preprocessing_built()
         return super().evaluate(self._tokenized(x), *args, **kwargs)
 
     def call(self, inputs, training=False):
@@ -196,7 +286,7 @@ class DualEncoder(keras.Model):
 
     @property
     def metrics(self):
-        return [self.loss_tracker]
+        return [self.loss_tracker, self.accuracy_tracker]
 
     def _embed(self, batch, training):
         """Embeddings of the towers present in `batch`: `[B, D]`, negatives `[B, k, D]`."""
@@ -210,7 +300,8 @@ class DualEncoder(keras.Model):
         return embeddings
 
     def _replica_loss(self, batch, embeddings):
-        """This replica's share of the loss of the global batch (replicas hold equal batches)."""
+        """This replica's share of the loss of the global batch (replicas hold equal batches), and how
+        many of its queries rank their positive first among the global batch's candidates (`in_batch_hits`)."""
         context = tf.distribute.get_replica_context()
         local = {"queries": embeddings["query"], "positives": embeddings["positive"],
                  "negatives": embeddings.get("negatives")}
@@ -220,30 +311,36 @@ class DualEncoder(keras.Model):
         gathered = {name: None if x is None else context.all_gather(x, axis=0) for name, x in local.items()}
         size = tf.shape(embeddings["query"])[0]
         start = context.replica_id_in_sync_group * size
-        return self.contrastive_loss(**gathered, rows=(start, start + size))
+        rows = (start, start + size)
+        return self.contrastive_loss(**gathered, rows=rows), in_batch_hits(**gathered, rows=rows)
 
-    def _track(self, loss):
-        total = tf.distribute.get_replica_context().all_reduce(tf.distribute.ReduceOp.SUM, loss)
+    def _track(self, loss, hits, batch):
+        """Updates the loss and in-batch accuracy of the global batch, summed over replicas on device."""
+        count = tf.cast(tf.shape(batch["query"]["token_ids"])[0], hits.dtype)
+        total, hits, count = tf.distribute.get_replica_context().all_reduce(
+            tf.distribute.ReduceOp.SUM, [loss, hits, count]
+        )
         self.loss_tracker.update_state(total)
-        return {"loss": self.loss_tracker.result()}
+        self.accuracy_tracker.update_state(hits / count)
+        return {"loss": self.loss_tracker.result(), "accuracy": self.accuracy_tracker.result()}
 
     def train_step(self, batch):
         variables = self.trainable_variables
         if self.grad_cache_chunk_size:
-            loss, gradients = self._grad_cache_gradients(batch, variables)
+            (loss, hits), gradients = self._grad_cache_gradients(batch, variables)
         else:
             with tf.GradientTape() as tape:
-                loss = self._replica_loss(batch, self._embed(batch, training=True))
+                loss, hits = self._replica_loss(batch, self._embed(batch, training=True))
             gradients = tape.gradient(loss, variables)
         # Keras' Adafactor squares `IndexedSlices` values before summing duplicate indices
         # (embedding rows looked up more than once), so it gets dense gradients.
         gradients = [tf.convert_to_tensor(g) for g in gradients]
         self.optimizer.apply_gradients(zip(gradients, variables))
-        return self._track(loss)
+        return self._track(loss, hits, batch)
 
     def test_step(self, batch):
         embed = self._embed_in_chunks if self.grad_cache_chunk_size else self._embed
-        return self._track(self._replica_loss(batch, embed(batch, training=False)))
+        return self._track(*self._replica_loss(batch, embed(batch, training=False)), batch)
 
     def _chunked(self, tensors):
         """Reshapes every `[B, ...]` tensor to `[B / S, S, ...]`."""
@@ -279,13 +376,13 @@ class DualEncoder(keras.Model):
         }
 
     def _grad_cache_gradients(self, batch, variables):
-        """GradCache's loss and gradients, equal to those of `_embed` on the whole batch."""
+        """GradCache's `(loss, hits)` and gradients, equal to those of `_embed` on the whole batch."""
         seeds = [v for v in self.encoder.non_trainable_variables if v.name == "seed_generator_state"]
         initial_seeds = [tf.identity(v.value) for v in seeds]
         embeddings = self._embed_in_chunks(batch, training=True)
         with tf.GradientTape() as tape:
             tape.watch(embeddings)
-            loss = self._replica_loss(batch, embeddings)
+            loss, hits = self._replica_loss(batch, embeddings)
         embedding_gradients = tape.gradient(loss, embeddings)
         for seed, value in zip(seeds, initial_seeds):
             seed.assign(value)
@@ -304,7 +401,7 @@ class DualEncoder(keras.Model):
             initializer=[tf.zeros(v.shape, v.dtype) for v in variables],
             parallel_iterations=1,
         )
-        return loss, gradients
+        return (loss, hits), gradients
 
     def get_config(self):
         return {
@@ -346,7 +443,7 @@ class TrainConfig:
         batch_size: global batch size (queries per step, over all replicas).
         learning_rate: initial Adafactor learning rate, decayed linearly to 0.
         checkpoint_every: steps between checkpoints (also the length of a
-            Keras epoch in the logs).
+            Keras epoch, or its greatest common divisor with `validate_every`).
         keep_checkpoints: checkpoints kept on disk.
         precision: `"float32"` or `"bfloat16"` (`"float16"` is refused).
         grad_cache_chunk_size: examples per GradCache chunk on each replica
@@ -364,14 +461,53 @@ class TrainConfig:
         deterministic: enable TensorFlow op determinism (needed for
             bit-for-bit resumes).
         verbose: Keras `fit` verbosity (1: progress bar, 2: a line per
-            checkpoint interval, 0: silent).
+            checkpoint interval, 0: silent; validation lines unless 0).
+        steps_per_execution: training steps the device runs per call from
+            Python (Keras `compile(steps_per_execution=...)`, a loop on the
+            device): the host reads metrics, writes TensorBoard points and
+            checks for the end of the run only between calls. It must divide
+            `checkpoint_every` (and `validate_every`). Default (`None`): 1
+            with the `default` and `mirrored` strategies; with `tpu`, the
+            largest divisor of `checkpoint_every` (and `validate_every`) up to
+            100, so 100 for the usual multiples of 100. The weights are those
+            of any other setting.
+        log_every: steps between TensorBoard points in `output_dir/logs`,
+            plotted against the global step: `train/loss` and
+            `train/accuracy` (the in-batch top-1 accuracy), each the mean over
+            the steps since the previous point (or the start of the checkpoint
+            interval), and `train/learning_rate`. A point is written when an
+            execution reaches a multiple of `log_every` (exactly there when
+            `steps_per_execution` divides it), from the values Keras already
+            fetches between executions, on a background thread.
+        validation_data: a BEIR directory to validate on during training
+            (read with `gtr_keras.retrieval.load_dataset`): NDCG@10 and
+            Recall@100 (`gtr_keras.evaluation.evaluate_run`) of exact search
+            over its whole corpus with the weights being trained, written to
+            TensorBoard (`val/ndcg@10`, `val/recall@100`) and printed. Each
+            validation encodes the corpus and queries outside the training
+            step (with `tpu`, with a copy of the weights on the host CPU), so
+            use a small collection (thousands of documents, hundreds of
+            queries) or cap the queries with `validation_max_queries`.
+            Default: no validation.
+        validation_split: the qrels split of `validation_data` (`"dev"`).
+        validate_every: steps between validations (default: at each
+            checkpoint); the last step is always validated. Validation runs
+            between Keras epochs, whose length becomes the greatest common
+            divisor of `checkpoint_every` and `validate_every`.
+        validation_max_queries: validate on the first N judged queries of the
+            split (default: all).
+        keep_best: keep the model of the best validation NDCG@10 so far as a
+            model directory `output_dir/best_model` (like `output_dir/model`,
+            with `validation.json`: its step and metrics), replaced when a
+            later validation does better. Needs `validation_data`.
 
     Resuming: `train` records the settings and fingerprints of the inputs in
     `output_dir/train_config.json` and refuses to resume with any that change
     the trained weights: every setting except those in `NOT_COMPARED` (where
-    files go, how often checkpoints are saved and kept, and how the same
-    arithmetic is spread over devices, GradCache chunks or nondeterministic
-    kernels, which changes the weights by rounding only), and by content
+    files go, how often checkpoints are saved and kept, how the same
+    arithmetic is spread over devices, device loops (`steps_per_execution`),
+    GradCache chunks or nondeterministic kernels, which changes the weights
+    by rounding only, and what is logged and validated), and by content
     rather than path the initial model, the tokenizer file and the training
     data files.
 
@@ -404,6 +540,13 @@ class TrainConfig:
     mask_false_negatives: bool = True
     deterministic: bool = True
     verbose: int = 1
+    steps_per_execution: int = None
+    log_every: int = 100
+    validation_data: str = None
+    validation_split: str = "dev"
+    validate_every: int = None
+    validation_max_queries: int = None
+    keep_best: bool = False
 
     def __post_init__(self):
         if isinstance(self.data, dict):
@@ -435,6 +578,52 @@ class TrainConfig:
             unknown = sorted(set(self.model) - known)
             if unknown:
                 raise UserError(f"unknown model setting(s) {', '.join(unknown)}")
+        self._check_loop_settings()
+
+    def _check_loop_settings(self):
+        if not isinstance(self.keep_best, bool):
+            raise UserError(f"keep_best must be true or false, got {self.keep_best!r}")
+        if not isinstance(self.validation_split, str) or not self.validation_split:
+            raise UserError(f"validation_split must be a qrels split name, got {self.validation_split!r}")
+        if self.validation_data is None:
+            named = [name for name in _VALIDATION_SETTINGS if getattr(self, name) not in (None, False)]
+            if named:
+                raise UserError(f"{named[0]} needs validation_data (a BEIR directory)")
+        elif not isinstance(self.validation_data, (str, os.PathLike)):
+            raise UserError(f"validation_data must be a BEIR directory, got {self.validation_data!r}")
+        if self.steps_per_execution is not None and self.epoch_length() % self.steps_per_execution:
+            also = f" and validate_every {self.validate_every}" if self.validate_every else ""
+            raise UserError(
+                f"steps_per_execution {self.steps_per_execution} must divide checkpoint_every {self.checkpoint_every}"
+                + also
+            )
+
+    def epoch_length(self):
+        """Steps of a Keras epoch of `train`: `checkpoint_every`, or its gcd with `validate_every`.
+
+        Example:
+        >>> TrainConfig("gtr-tiny", {"source": "t.jsonl"}, "out", checkpoint_every=1000).epoch_length()
+        1000
+        """
+        if self.validate_every is None:
+            return self.checkpoint_every
+        return math.gcd(self.checkpoint_every, self.validate_every)
+
+    def resolved_steps_per_execution(self):
+        """`steps_per_execution`, or its default: 1, or with `tpu` the largest divisor of
+        `epoch_length()` up to 100.
+
+        Example:
+        >>> TrainConfig("gtr-tiny", {"source": "t.jsonl"}, "out", strategy="tpu", checkpoint_every=250
+        ...             ).resolved_steps_per_execution()
+        50
+        """
+        if self.steps_per_execution is not None:
+            return self.steps_per_execution
+        if self.strategy != "tpu":
+            return 1
+        length = self.epoch_length()
+        return max(k for k in range(1, min(length, TPU_STEPS_PER_EXECUTION) + 1) if length % k == 0)
 
     @classmethod
     def from_dict(cls, values, source="config"):
@@ -491,7 +680,7 @@ def load_config(path, overrides=None):
     """
     values = {}
     if path is not None:
-        with open(path, encoding="utf-8") as f:
+        with fs.open(path, "r") as f:
             try:
                 values = yaml.load(f, Loader=_ConfigLoader) or {}
             except yaml.YAMLError as error:
@@ -535,17 +724,22 @@ def _training_texts(data):
     return itertools.islice(distinct, _SENTENCEPIECE_TEXTS)
 
 
+def _is_directory(path):
+    """True for a directory on any file system (a `DataError` for a file system TensorFlow does not know)."""
+    return fs.exists(path) and fs.isdir(path)
+
+
 def _tokenizer_file(config):
     """The run's SentencePiece model file, or None for the initial model directory's own; from a preset
     without a `tokenizer`, one is trained on the training texts (once: a resumed run reuses it)."""
-    if config.tokenizer or os.path.isdir(config.init):
+    if config.tokenizer or _is_directory(config.init):
         return config.tokenizer
     path = os.path.join(config.output_dir, "spiece.model")
-    if not os.path.exists(path):
+    if not fs.exists(path):
         preset = preset_config(config.init, **config.model)
         size = config.sentencepiece_vocabulary_size or preset["vocabulary_size"] - 100
-        train_sentencepiece(_training_texts(config.data), path + ".tmp", vocabulary_size=size)
-        os.replace(path + ".tmp", path)
+        with atomic_outputs(path) as (staged,):
+            train_sentencepiece(_training_texts(config.data), str(staged), vocabulary_size=size)
     return path
 
 
@@ -553,7 +747,7 @@ def _initial_encoder(config, policy):
     """The `GTRTextEmbedder` a run starts from (build it under the strategy's scope), and the
     fingerprint of what determines it: `checkpoints.fingerprint` of a model directory's model, or the
     SHA-256 of a preset's architecture (the random weights follow from it and `seed`)."""
-    if os.path.isdir(config.init):
+    if _is_directory(config.init):
         model = load(config.init, dtype=policy).model
         return model, fingerprint(model)
     architecture = json.dumps(preset_config(config.init, **config.model), sort_keys=True)
@@ -564,7 +758,7 @@ def _initial_encoder(config, policy):
 def _set_preprocessor(config, model):
     """Gives the initial model the run's tokenizer (`_tokenizer_file`, else its own) and token budgets."""
     path = _tokenizer_file(config)
-    tokenizer = GTRTokenizer(path) if path else model.preprocessor.tokenizer
+    tokenizer = GTRTokenizer(fs.read_bytes(path)) if path else model.preprocessor.tokenizer
     if tokenizer.vocabulary_size() > model.backbone.vocabulary_size:
         raise MismatchError(
             f"{path}: the tokenizer has {tokenizer.vocabulary_size()} pieces but the initial model {config.init} "
@@ -576,7 +770,7 @@ def _set_preprocessor(config, model):
 def _sha256(path):
     """SHA-256 (hex) of a file's bytes, read 1 MiB at a time."""
     digest = hashlib.sha256()
-    with open(path, "rb") as f:
+    with fs.open(path, "rb") as f:
         for chunk in iter(lambda: f.read(_HASH_CHUNK), b""):
             digest.update(chunk)
     return digest.hexdigest()
@@ -585,7 +779,7 @@ def _sha256(path):
 def _file_inputs(config):
     """Fingerprints of the files a run reads, `{name: {"path", "sha256"}}`: `data.<role>` for each file
     of `TrainingData.files`, and `tokenizer` for a `tokenizer` file."""
-    if config.tokenizer is not None and not os.path.isfile(config.tokenizer):
+    if config.tokenizer is not None and not fs.isfile(config.tokenizer):
         raise CheckpointError(f"{config.tokenizer}: no such SentencePiece model file (the `tokenizer` setting)")
     files = {f"data.{role}": path for role, path in config.data.files().items()}
     if config.tokenizer is not None:
@@ -641,13 +835,12 @@ def _resumed_record(config):
     """The record of the run in `output_dir` to resume, or `None` for a new run."""
     path = os.path.join(config.output_dir, RUN_RECORD)
     start_over = f"use another --output-dir or delete {config.output_dir} to start over"
-    if not os.path.exists(path):
+    if not fs.exists(path):
         if tf.train.latest_checkpoint(os.path.join(config.output_dir, "checkpoints")):
             raise MismatchError(f"{path}: missing, so the checkpoints beside it cannot be checked; {start_over}")
         return None
     try:
-        with open(path, encoding="utf-8") as f:
-            record = json.load(f)
+        record = json.loads(fs.read_bytes(path))
     except (json.JSONDecodeError, UnicodeDecodeError) as error:
         raise MismatchError(f"{path}: unreadable ({error}); {start_over}") from None
     if not isinstance(record, dict) or not {"settings", "inputs"} <= set(record):
@@ -655,33 +848,210 @@ def _resumed_record(config):
     return record
 
 
-class _Checkpoints(keras.callbacks.Callback):
-    """Saves a checkpoint after each epoch (`checkpoint_every` steps) unless the weights are not
-    finite, stops at `steps`, and notes the step where the loss or weights became NaN."""
+def _learning_rate_at(optimizer, step):
+    """The optimizer's learning rate at `step`, computed on the host from its schedule (no device read)."""
+    rate = getattr(optimizer, "_learning_rate", None)
+    with tf.device("/cpu:0"):
+        if isinstance(rate, keras.optimizers.schedules.LearningRateSchedule):
+            return float(rate(step))
+        return float(optimizer.learning_rate)
 
-    def __init__(self, manager, start, steps):
+
+class _Checkpoints(keras.callbacks.Callback):
+    """Runs at the end of each Keras epoch only (`TrainConfig.epoch_length` steps), never between
+    batches: reads the step (the one device read of the interval), stops at `steps` or when the data
+    ran out, notes a NaN loss (the epoch's mean, averaged on the device) or non-finite weights, and
+    saves a checkpoint when the epoch reached a multiple of `checkpoint_every` or the end of the run."""
+
+    def __init__(self, manager, start, steps, every, epoch_length):
         super().__init__()
         self.manager = manager
         self.steps = steps
-        self.step = self.saved_step = start
+        self.every = every
+        self.epoch_length = epoch_length
+        self.step = self.saved_step = self.epoch_start = start
         self.nan_step = None
 
-    def on_train_batch_end(self, batch, logs=None):
-        self.step = int(self.model.optimizer.iterations.numpy())
-        if self.nan_step is None and not math.isfinite(logs["loss"]):
-            self.nan_step = self.step
-        if self.step >= self.steps:
-            self.model.stop_training = True
+    def on_epoch_begin(self, epoch, logs=None):
+        self.epoch_start = self.step
 
     def on_epoch_end(self, epoch, logs=None):
-        if self.nan_step is not None or self.step == self.saved_step:
+        self.step = int(self.model.optimizer.iterations.numpy())
+        if self.step >= self.steps or self.step < self.epoch_start + self.epoch_length:
+            self.model.stop_training = True  # the end (the dataset holds the steps left), or the data ran out
+        loss = (logs or {}).get("loss")
+        if self.nan_step is None and loss is not None and not math.isfinite(loss):
+            self.nan_step = self.step
+        if self.nan_step is not None:
+            self.model.stop_training = True
             return
-        if all(bool(tf.reduce_all(tf.math.is_finite(v))) for v in self.model.trainable_variables):
+        due = self.step // self.every > self.epoch_start // self.every or self.model.stop_training
+        if not due or self.step == self.saved_step:
+            return
+        variables = self.model.trainable_variables
+        if bool(tf.reduce_all(tf.stack([tf.reduce_all(tf.math.is_finite(v)) for v in variables]))):
             self.manager.save(checkpoint_number=self.step)
             self.saved_step = self.step
         else:
             self.nan_step = self.step
             self.model.stop_training = True
+
+
+class _Scalars(keras.callbacks.Callback):
+    """TensorBoard points every `log_every` steps against the global step: `train/loss` and
+    `train/accuracy`, the means over the steps since the previous point, and `train/learning_rate`.
+
+    It reads nothing from the device: Keras hands every callback the metrics of each execution
+    (`steps_per_execution` steps) as Python numbers, the running means `m_n` of the epoch's first `n`
+    steps, so a window's sum is `m_n * n - m_p * p`; the step is counted on the host. A loss that is
+    not finite stops the run at the end of the execution.
+    """
+
+    def __init__(self, writer, clock, steps, log_every, steps_per_execution):
+        super().__init__()
+        self.writer = writer
+        self.clock = clock
+        self.steps = steps
+        self.log_every = log_every
+        self.steps_per_execution = steps_per_execution
+        self.carried = (0, 0.0, 0.0)  # steps, loss sum, accuracy sum since the last point, from past epochs
+
+    def on_epoch_begin(self, epoch, logs=None):
+        self.start = self.clock.step
+        self.last = (0, 0.0, 0.0)  # the epoch's steps, loss mean and accuracy mean at its last point
+
+    def _since_last(self, done, loss, accuracy):
+        """(steps, loss sum, accuracy sum) since the last point, given the epoch's means after `done` steps."""
+        seen, seen_loss, seen_accuracy = self.last
+        count, loss_sum, accuracy_sum = self.carried
+        return (count + done - seen, loss_sum + loss * done - seen_loss * seen,
+                accuracy_sum + accuracy * done - seen_accuracy * seen)
+
+    def on_train_batch_end(self, batch, logs=None):
+        done = min(batch + 1, self.steps - self.start)  # steps of the epoch so far (the last execution may be short)
+        previous = (done - 1) // self.steps_per_execution * self.steps_per_execution
+        step = self.start + done
+        if step // self.log_every == (self.start + previous) // self.log_every or not logs or "loss" not in logs:
+            return
+        loss, accuracy = logs["loss"], logs.get("accuracy", math.nan)
+        if not math.isfinite(loss):
+            self.model.stop_training = True
+        count, loss_sum, accuracy_sum = self._since_last(done, loss, accuracy)
+        with self.writer.as_default(step=step), tf.device("/cpu:0"):
+            tf.summary.scalar("train/loss", loss_sum / count)
+            tf.summary.scalar("train/accuracy", accuracy_sum / count)
+            tf.summary.scalar("train/learning_rate", _learning_rate_at(self.model.optimizer, step))
+        self.last, self.carried = (done, loss, accuracy), (0, 0.0, 0.0)
+
+    def on_epoch_end(self, epoch, logs=None):
+        done = self.clock.step - self.start
+        if logs and "loss" in logs and done > self.last[0]:
+            self.carried = self._since_last(done, logs["loss"], logs.get("accuracy", math.nan))
+        self.writer.flush()
+
+
+class _Validation(keras.callbacks.Callback):
+    """Validates at the end of the Keras epochs that reach a multiple of `every` steps, and at the end
+    of the run: NDCG@10 and Recall@100 of exact search over the validation corpus with the weights
+    being trained, written to TensorBoard (`val/ndcg@10`, `val/recall@100`) and printed; with
+    `keep_best`, the best model so far is kept in `output_dir/best_model`."""
+
+    def __init__(self, config, clock, writer, collection, best):
+        super().__init__()
+        self.config = config
+        self.clock = clock
+        self.writer = writer
+        self.corpus, self.queries, self.qrels = collection
+        self.every = config.validate_every or config.checkpoint_every
+        self.best = best
+        self.validated_step = None
+        self._host_model = None
+
+    def _embedder(self):
+        """The embedder to encode with: the one being trained, or under a TPU strategy a host copy of it."""
+        embedder = self.model.encoder
+        if self.config.strategy != "tpu":
+            return embedder
+        with tf.device("/cpu:0"):
+            if self._host_model is None:
+                backbone = GTRBackbone.from_config(embedder.backbone.get_config())
+                self._host_model = GTRTextEmbedder(backbone, embedder.preprocessor, embedder.embedding_dim)
+            self._host_model.set_weights(embedder.get_weights())
+        return self._host_model
+
+    def validate(self):
+        """`{"ndcg@10", "recall@100"}` of the model as it is now."""
+        from gtr_keras.evaluation import evaluate_run
+        from gtr_keras.retrieval import gtr_run
+
+        embedder = self._embedder()
+        run = gtr_run(embedder.batch_encoder(), self.corpus, self.queries, depth=VALIDATION_DEPTH, progress=False)
+        metrics = evaluate_run(self.qrels, run)
+        return embedder, {"ndcg@10": metrics["ndcg@10"], "recall@100": metrics["recall@100"]}
+
+    def on_epoch_end(self, epoch, logs=None):
+        step = self.clock.step
+        due = step // self.every > self.clock.epoch_start // self.every or step >= self.config.steps
+        if self.clock.nan_step is not None or not due or step == self.validated_step:
+            return
+        began = time.perf_counter()
+        embedder, metrics = self.validate()
+        self.validated_step = step
+        with self.writer.as_default(step=step), tf.device("/cpu:0"):
+            for name, value in metrics.items():
+                tf.summary.scalar(f"val/{name}", value)
+        self.writer.flush()
+        if logs is not None:
+            logs.update({f"val_{name}": value for name, value in metrics.items()})
+        line = (f"validation at step {step}: ndcg@10 {metrics['ndcg@10']:.4f}, recall@100 "
+                f"{metrics['recall@100']:.4f} ({len(self.queries)} queries, {len(self.corpus)} documents, "
+                f"{time.perf_counter() - began:.1f} s)")
+        if self.config.keep_best and (self.best is None or metrics["ndcg@10"] > self.best):
+            self.best = metrics["ndcg@10"]
+            record = {"step": step, **metrics, **_validation_settings(self.config)}
+            with fs.atomic_directory(os.path.join(self.config.output_dir, BEST_MODEL)) as staging:
+                embedder.save_to_preset(str(staging))
+                (staging / BEST_MODEL_RECORD).write_text(json.dumps(record, indent=2, default=os.fspath) + "\n")
+            line += f"; best so far, saved to {os.path.join(self.config.output_dir, BEST_MODEL)}"
+        if self.config.verbose:
+            print(line, flush=True)
+
+
+def _validation_settings(config):
+    return {"validation_data": config.validation_data, "validation_split": config.validation_split,
+            "validation_max_queries": config.validation_max_queries}
+
+
+def _validation_collection(config):
+    """`(corpus, queries, qrels)` of `validation_data` (at most `validation_max_queries` queries), or None."""
+    if config.validation_data is None:
+        return None
+    from gtr_keras.retrieval import load_dataset
+
+    corpus, queries, qrels, report = load_dataset(config.validation_data, config.validation_split)
+    if not report.ok:
+        print(f"warning: validation data: {report}", file=sys.stderr)
+    queries = dict(itertools.islice(queries.items(), config.validation_max_queries))
+    qrels = {qid: qrels[qid] for qid in queries}
+    if not any(grade >= 1 for judgements in qrels.values() for grade in judgements.values()):
+        raise DataError(f"{config.validation_data}: no judged query of split {config.validation_split!r} has a "
+                        f"relevant document (the validation_data setting)")
+    return corpus, queries, qrels
+
+
+def _best_so_far(config):
+    """The NDCG@10 of `output_dir/best_model` when kept with the same validation settings, else None."""
+    path = os.path.join(config.output_dir, BEST_MODEL, BEST_MODEL_RECORD)
+    if not config.keep_best or not fs.exists(path):
+        return None
+    record = json.loads(fs.read_bytes(path))
+    same = json.dumps(_validation_settings(config), default=os.fspath) == json.dumps(
+        {key: record.get(key) for key in _validation_settings(config)}, default=os.fspath)
+    return record.get("ndcg@10") if same else None
+
+
+class _Progress(keras.callbacks.ProgbarLogger):
+    """Keras' progress bar, listed first so that its line ends before validation prints."""
 
 
 def train(config):
@@ -698,6 +1068,14 @@ def train(config):
     and step are restored and the batches already seen are skipped, so the
     result equals an uninterrupted run's.
 
+    Keras epochs are `TrainConfig.epoch_length()` steps; the step, a NaN
+    loss (the epoch's mean) and the weights are checked, checkpoints saved
+    and `validation_data` evaluated only between epochs, and TensorBoard
+    points (`output_dir/logs`) are written from the metrics Keras fetches
+    after each execution of `steps_per_execution` steps. With `keep_best`,
+    `output_dir/best_model` holds the model of the best validation NDCG@10
+    (a resumed run keeps competing with it).
+
     Args:
         config: a `TrainConfig`, or a dict of its settings.
 
@@ -706,7 +1084,8 @@ def train(config):
 
     Raises:
         UserError: a bad setting.
-        DataError: training data that is missing, malformed or empty.
+        DataError: training or validation data that is missing, malformed
+            or empty.
         CheckpointError: `init` is neither a model directory nor a preset,
             or the `tokenizer` file is missing.
         MismatchError: `output_dir` holds a run of other settings or inputs.
@@ -719,7 +1098,7 @@ def train(config):
     if isinstance(config, dict):
         config = TrainConfig.from_dict(config)
     policy = dtype_policy(config.precision)
-    if not os.path.isdir(config.init) and config.init not in PRESETS:
+    if config.init not in PRESETS and not _is_directory(config.init):
         raise CheckpointError(f"{config.init}: no such model directory and not a preset name ({', '.join(PRESETS)})")
     settings = config.to_dict()
     settings["data"]["format"] = config.data.resolved_format()
@@ -731,6 +1110,7 @@ def train(config):
         _check_resume(config, record, resumed, ("data", "tokenizer"))
     else:
         config.data.check()
+    validation = _validation_collection(config)
     if config.deterministic:
         tf.config.experimental.enable_op_determinism()
     keras.utils.set_random_seed(config.seed)
@@ -748,7 +1128,7 @@ def train(config):
     if resumed:
         _check_resume(config, record, resumed, ("init",))
     else:
-        os.makedirs(config.output_dir, exist_ok=True)
+        fs.makedirs(config.output_dir)
         with atomic_file(os.path.join(config.output_dir, RUN_RECORD)) as f:
             f.write(json.dumps(record, indent=2, default=os.fspath).encode("utf-8"))
 
@@ -758,7 +1138,7 @@ def train(config):
             encoder, config.temperature, config.mask_false_negatives, config.grad_cache_chunk_size
         )
         optimizer = make_optimizer(config.steps, config.learning_rate)
-        model.compile(optimizer=optimizer)
+        model.compile(optimizer=optimizer, steps_per_execution=config.resolved_steps_per_execution())
         optimizer.build(model.trainable_variables)
         checkpoint = tf.train.Checkpoint(model=model, optimizer=optimizer)
         manager = tf.train.CheckpointManager(
@@ -768,26 +1148,38 @@ def train(config):
             checkpoint.restore(manager.latest_checkpoint).assert_existing_objects_matched()
     start = int(optimizer.iterations.numpy())
     if start < config.steps:
+        # The batches already seen are skipped and the dataset ends with the last step: the final epoch
+        # (and the first, when checkpoint_every changed on resume) may be shorter, and the run stops there.
         dataset = config.data.dataset(
             encoder.preprocessor.tokenizer, config.batch_size, seed=config.seed, skip_batches=start,
             drop_remainder=True, pad_to_length=config.strategy == "tpu",
-        )
-        checkpoints = _Checkpoints(manager, start, config.steps)
-        every = config.checkpoint_every
-        with config.data.surface_errors():
-            model.fit(
-                dataset,
-                initial_epoch=start // every,
-                epochs=math.ceil(config.steps / every),
-                steps_per_epoch=every,
-                callbacks=[
-                    keras.callbacks.TerminateOnNaN(),
-                    checkpoints,
-                    keras.callbacks.TensorBoard(os.path.join(config.output_dir, "logs")),
-                ],
-                shuffle=False,
-                verbose=config.verbose,
-            )
+        ).take(config.steps - start)
+        length = config.epoch_length()
+        checkpoints = _Checkpoints(manager, start, config.steps, config.checkpoint_every, length)
+        writer = tf.summary.create_file_writer(os.path.join(config.output_dir, "logs"))
+        callbacks = [
+            checkpoints,
+            _Scalars(writer, checkpoints, config.steps, config.log_every, config.resolved_steps_per_execution()),
+        ]
+        if validation:
+            callbacks.append(_Validation(config, checkpoints, writer, validation, _best_so_far(config)))
+        if config.verbose:
+            callbacks.insert(0, _Progress())
+        first_epoch = start // length
+        try:
+            with config.data.surface_errors(), warnings.catch_warnings():
+                warnings.filterwarnings("ignore", message="Your input ran out of data")  # the run's last epoch
+                model.fit(
+                    dataset,
+                    initial_epoch=first_epoch,
+                    epochs=first_epoch + math.ceil((config.steps - start) / length),
+                    steps_per_epoch=length,
+                    callbacks=callbacks,
+                    shuffle=False,
+                    verbose=config.verbose,
+                )
+        finally:
+            writer.close()
         if checkpoints.nan_step is not None:
             last = manager.latest_checkpoint or "none was saved"
             raise TrainingError(

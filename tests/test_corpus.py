@@ -399,14 +399,52 @@ def test_directory_where_a_file_is_expected(tmp_path, relative, loader, argument
         loader(tmp_path / argument)
 
 
-def test_unreadable_file(beir_dir, monkeypatch):
-    def refuse(path, mode="r", *args, **kwargs):
-        raise PermissionError(13, "Permission denied", path)
+class _RefusingGFile:
+    """A `tf.io.gfile.GFile` whose reads fail as TensorFlow's do on an unreadable file (or a 403 on gs://)."""
 
-    monkeypatch.setattr(gzip, "open", refuse)
-    path = beir_dir / "corpus.jsonl.gz"
+    def __init__(self, name, mode="r"):
+        self.name = name
+
+    def read(self, n=-1):
+        import tensorflow as tf
+
+        raise tf.errors.PermissionDeniedError(None, None, f"{self.name}; Permission denied")
+
+    def close(self):
+        pass
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc_info):
+        self.close()
+
+
+@pytest.mark.parametrize("name", ["corpus.jsonl.gz", "corpus.jsonl"])
+def test_unreadable_file(tmp_path, monkeypatch, name):
+    import tensorflow as tf
+
+    path = write_jsonl(tmp_path / name, [{"_id": "d1", "text": "x"}])
+    monkeypatch.setattr(tf.io.gfile, "GFile", _RefusingGFile)
     with pytest.raises(DataError, match=located(path, r": permission denied$")):
-        load_corpus(beir_dir)
+        load_corpus(tmp_path)
+
+
+def test_read_error_midway_names_file_and_line(tmp_path, monkeypatch):
+    import tensorflow as tf
+
+    path = write_jsonl(tmp_path / "queries.jsonl", [{"_id": f"q{i}", "text": "x" * 100} for i in range(3)])
+    real = tf.io.gfile.GFile
+
+    class Flaky(real):
+        def read(self, n=-1):
+            if self.tell() > 0:
+                raise tf.errors.UnavailableError(None, None, "connection reset\nretry later")
+            return super().read(min(n, 200))  # line 1 (126 bytes) and part of line 2
+
+    monkeypatch.setattr(tf.io.gfile, "GFile", Flaky)
+    with pytest.raises(DataError, match=located(path, r": cannot read after line 1 \(connection reset\)$")):
+        load_queries(path)
 
 
 @pytest.mark.parametrize(

@@ -28,22 +28,75 @@ def test_msmarco_tpu_recipe_runs_on_cpu_with_gtr_tiny(tmp_path):
     out = tmp_path / "run"
     command = [sys.executable, os.path.join(REPO, "recipes", "msmarco_tpu", "train_msmarco.py"),
                "--init", "gtr-tiny", "--triples", str(triples), "--output-dir", str(out), "--steps", "4",
-               "--batch-size", "8", "--document-length", "32", "--query-length", "16", "--eval-dataset", str(beir)]
+               "--batch-size", "8", "--document-length", "32", "--query-length", "16", "--eval-dataset", str(beir),
+               "--checkpoint-every", "2", "--steps-per-execution", "2", "--validation-data", str(beir),
+               "--validation-split", "test", "--keep-best"]
     result = subprocess.run(command, capture_output=True, text=True, timeout=600,
                             env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"})
     assert result.returncode == 0, result.stderr[-3000:]
     assert os.path.exists(out / "model" / "model.weights.h5")
+    assert "validation at step 2: ndcg@10" in result.stdout and "validation at step 4: ndcg@10" in result.stdout
+    assert os.path.exists(out / "best_model" / "validation.json")
     metrics = json.loads((out / "eval.json").read_text())["metrics"]
     assert set(metrics) == {"ndcg@10", "mrr@10", "recall@100", "recall@1000", "map"}
     assert metrics["recall@100"] == 1.0  # 64 documents: all retrieved
 
 
-def test_notebook_runs_the_recipe_script():
-    with open(os.path.join(REPO, "recipes", "msmarco_tpu", "msmarco_tpu.ipynb")) as f:
+NOTEBOOK = os.path.join(REPO, "recipes", "msmarco_tpu", "msmarco_tpu.ipynb")
+
+
+def notebook_code_cells():
+    with open(NOTEBOOK) as f:
         notebook = json.load(f)
-    source = "".join("".join(cell["source"]) for cell in notebook["cells"] if cell["cell_type"] == "code")
-    assert "recipes/msmarco_tpu/train_msmarco.py" in source and "--strategy tpu" in source
     assert notebook["metadata"]["accelerator"] == "TPU"
+    return ["".join(cell["source"]) for cell in notebook["cells"] if cell["cell_type"] == "code"]
+
+
+def test_notebook_has_one_place_for_its_settings_and_installs_the_runtime_only():
+    cells = notebook_code_cells()
+    settings = cells[0]
+    assert settings.startswith("# Settings") and '\nTPU = ""' in settings and "\nRUNNING_IN_CI = False" in settings
+    rest = "\n".join(cells[1:])
+    for hard_coded in ("--tpu", "local", "tpu=\"", "gs://", "YOUR_", "gtr-t5-base", "\nTPU =", "20000"):
+        assert hard_coded not in rest, hard_coded
+    assert "tpu=TPU" in rest and '"tpu": TPU' in rest and '"steps_per_execution": STEPS_PER_EXECUTION' in rest
+    everything = "\n".join(cells)
+    assert "[test]" not in everything and "YOUR_ORG" not in everything
+    assert '"pip", "install", "-q", GTR_KERAS_SOURCE' in everything and "if not RUNNING_IN_CI:" in everything
+
+
+def test_notebook_cells_run_top_to_bottom_on_cpu_with_gtr_tiny(tmp_path):
+    """The code cells in order, `!` and `%` lines (shell, IPython magics) left out, the settings overridden."""
+    triples = tmp_path / "triples.tsv"
+    n = len(WORDS)
+    triples.write_text("".join(f"what {WORDS[i % n]} {i}\tthe {WORDS[i % n]} passage {i}\tother {WORDS[(i + 5) % n]}\n"
+                               for i in range(32)))
+    documents = [f"the {WORDS[i]} passage {i}" for i in range(n)]
+    beir = write_beir(tmp_path / "beir", Corpus([f"d{i}" for i in range(n)], [""] * n, documents),
+                      {f"q{i}": f"what {WORDS[i]}" for i in range(8)}, [(f"q{i}", f"d{i}", 1) for i in range(8)])
+    overrides = f"""
+RUNNING_IN_CI = True
+STRATEGY, TPU = "default", None
+TRIPLES, OUTPUT_DIR, INIT = {str(triples)!r}, {str(tmp_path / "run")!r}, "gtr-tiny"
+STEPS, BATCH_SIZE, PRECISION = 4, 8, "float32"
+QUERY_LENGTH, DOCUMENT_LENGTH = 16, 32
+CHECKPOINT_EVERY, STEPS_PER_EXECUTION, LOG_EVERY = 2, 2, 2
+VALIDATION_DATA, VALIDATION_SPLIT = {str(beir)!r}, "test"
+EVAL_DATA = "cranfield"
+"""
+    cells = notebook_code_cells()
+    cells.insert(1, overrides)
+    script = "\n\n".join(
+        "\n".join(line for line in cell.splitlines() if not line.lstrip().startswith(("!", "%"))) for cell in cells
+    )
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=600,
+                            cwd=tmp_path, env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"})
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "validation at step 2: ndcg@10" in result.stdout and "validation at step 4: ndcg@10" in result.stdout
+    assert "cranfield test" in result.stdout and "ndcg@10" in result.stdout.split("cranfield test")[0]
+    for path in ("model/model.weights.h5", "best_model/validation.json", "checkpoints/checkpoint"):
+        assert (tmp_path / "run" / path).exists(), path
+    assert any(name.startswith("events.out.tfevents") for name in os.listdir(tmp_path / "run" / "logs"))
 
 
 def test_paper_miniature_ladder_makes_a_table_from_logged_cells(tmp_path):

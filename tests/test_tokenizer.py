@@ -83,3 +83,19 @@ def test_trained_model_has_t5_special_ids(tmp_path):
 
     sp = sentencepiece.SentencePieceProcessor(model_file=str(path))
     assert [sp.id_to_piece(i) for i in range(3)] == ["<pad>", "</s>", "<unk>"]
+
+
+def test_a_tokenizer_survives_one_made_after_a_seed_being_garbage_collected():
+    """TF Text's counter-named resource restarted after `set_random_seed`; a named one is shared and kept."""
+    import gc
+
+    import keras
+
+    first = GTRTokenizer(SPIECE)
+    expected = first.tokenize(["heat transfer in a wing"]).to_list()
+    keras.utils.set_random_seed(0)
+    second = GTRTokenizer(SPIECE)
+    assert second.tokenize(["heat transfer in a wing"]).to_list() == expected
+    del second
+    gc.collect()
+    assert first.tokenize(["heat transfer in a wing"]).to_list() == expected

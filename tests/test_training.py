@@ -12,13 +12,16 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+import gtr_keras
 from gtr_keras.losses import BidirectionalInBatchLoss
 from gtr_keras.text_embedder import GTRTextEmbedder
+from gtr_keras.errors import UserError
 from gtr_keras.training import (
     DualEncoder,
     TrainConfig,
     TrainingError,
     dtype_policy,
+    in_batch_hits,
     load_config,
     make_optimizer,
     train,
@@ -386,3 +389,109 @@ def test_fit_takes_raw_strings_through_the_preprocessor_like_token_batches(tiny_
     for raw_weight, token_weight in zip(raw_weights, token_weights):
         np.testing.assert_allclose(raw_weight, token_weight, atol=1e-6)
     assert not np.allclose(raw_weights[0], load(tiny_model_dir).model.weights[0].numpy())
+
+
+def test_in_batch_hits_count_top1_positives_with_the_loss_masking():
+    e = np.eye(4, dtype="float32")
+    queries = np.stack([e[0], e[1], e[0], e[3]])
+    # Query 0's best candidate is positive 2, the same document (id 7) as its own positive.
+    positives = np.stack([0.8 * e[0] + 0.6 * e[1], e[1], e[0], 0.9 * e[3]])
+    ids = np.array([7, 8, 7, 9])
+    assert float(in_batch_hits(queries, positives)) == 3
+    assert float(in_batch_hits(queries, positives, positive_ids=ids)) == 4
+    # A hard negative of query 3 scores above its positive; another query's is a candidate too.
+    negatives = np.stack([-e[0], -e[1], -e[2], e[3]])[:, None, :]
+    negative_ids = np.arange(4)[:, None] + 100
+    assert float(in_batch_hits(queries, positives, negatives, ids, negative_ids)) == 3
+    assert float(in_batch_hits(queries, positives, negatives, ids, negative_ids, rows=(2, 4))) == 1
+    # Rows 1 and 2 are the same query (ids 5, 6, 6, 8) with two judged passages: the other one is masked.
+    queries = np.stack([e[0], e[1], e[1], e[3]])
+    positives = np.stack([e[0], 0.8 * e[1] + 0.6 * e[2], e[1], e[3]])
+    assert float(in_batch_hits(queries, positives)) == 3
+    assert float(in_batch_hits(queries, positives, query_ids=np.array([5, 6, 6, 8]))) == 4
+
+
+def test_accuracy_is_a_metric_of_the_step():
+    batch = tf.nest.map_structure(tf.constant, token_batch(5))
+    keras.utils.set_random_seed(0)
+    model = DualEncoder(GTRTextEmbedder.from_architecture("gtr-tiny", num_layers=1))
+    embedded = model._embed(batch, training=False)
+    hits = in_batch_hits(embedded["query"], embedded["positive"], embedded["negatives"], batch["positive_id"],
+                         batch["negative_ids"], query_ids=batch["query_id"])
+    logs = model.test_step(batch)
+    assert sorted(logs) == ["accuracy", "loss"] and [m.name for m in model.metrics] == ["loss", "accuracy"]
+    assert float(logs["accuracy"]) == pytest.approx(float(hits) / 4)
+
+
+def test_loop_settings_defaults_and_errors():
+    def config(**settings):
+        return TrainConfig(init="gtr-tiny", data={"source": "t.jsonl"}, output_dir="o", **settings)
+
+    assert config().resolved_steps_per_execution() == 1
+    assert config(strategy="mirrored").resolved_steps_per_execution() == 1
+    assert config(strategy="tpu").resolved_steps_per_execution() == 100
+    assert config(strategy="tpu", checkpoint_every=250).resolved_steps_per_execution() == 50
+    assert config(strategy="tpu", checkpoint_every=64).resolved_steps_per_execution() == 64
+    with_validation = config(strategy="tpu", validation_data="dev", validate_every=300)
+    assert (with_validation.epoch_length(), with_validation.resolved_steps_per_execution()) == (100, 100)
+    with pytest.raises(UserError, match="^steps_per_execution 3 must divide checkpoint_every 1000$"):
+        config(steps_per_execution=3)
+    with pytest.raises(UserError, match="must divide checkpoint_every 1000 and validate_every 300$"):
+        config(steps_per_execution=200, validation_data="dev", validate_every=300)
+    for name, value in [("keep_best", True), ("validate_every", 10), ("validation_max_queries", 5)]:
+        with pytest.raises(UserError, match=f"^{name} needs validation_data"):
+            config(**{name: value})
+    with pytest.raises(UserError, match="log_every must be an integer of at least 1, got 0"):
+        config(log_every=0)
+
+
+def tensorboard_scalars(log_dir):
+    """`{tag: [(step, value), ...]}` of the scalars written to `log_dir`."""
+    scalars = {}
+    for path in sorted(tf.io.gfile.glob(os.path.join(log_dir, "events.out.tfevents.*"))):
+        for event in tf.compat.v1.train.summary_iterator(path):
+            for value in event.summary.value:
+                scalars.setdefault(value.tag, []).append((event.step, float(tf.make_ndarray(value.tensor))))
+    return scalars
+
+
+def test_loop_logs_against_the_global_step_validates_and_keeps_the_best(tmp_path, capsys):
+    from beir_files import write_beir
+    from gtr_keras.corpus import Corpus
+
+    texts = [f"the {a} and {b} {i}" for i, (a, b) in enumerate(zip(WORDS, WORDS[3:] + WORDS[:3]))]
+    corpus = Corpus([f"d{i}" for i in range(len(texts))], [""] * len(texts), texts)
+    queries = {f"q{i}": f"what about {WORDS[i]}" for i in range(8)}
+    dev = write_beir(tmp_path / "dev", corpus, queries, [(f"q{i}", f"d{i}", 1) for i in range(8)], split="dev")
+    data = {"source": write_triples(tmp_path / "t.jsonl"), "query_length": 8, "document_length": 16}
+    base = dict(init="gtr-tiny", tokenizer=SPIECE, model={"num_layers": 1}, steps=5, batch_size=4, data=data)
+    # Epochs of 2 steps (the gcd of checkpoint_every and validate_every), 2 steps per execution, a last
+    # epoch of 1: checkpoints at 2, 4 and 5, validation at 4 and 5, TensorBoard points at 2 and 4; under
+    # MirroredStrategy (one replica here), whose variables validation reads outside the step.
+    looped = train({**base, "output_dir": str(tmp_path / "looped"), "checkpoint_every": 2, "steps_per_execution": 2,
+                    "log_every": 2, "validation_data": str(dev), "validate_every": 4, "strategy": "mirrored",
+                    "validation_max_queries": 6, "keep_best": True, "verbose": 2})
+    printed = capsys.readouterr().out
+    plain = train({**base, "output_dir": str(tmp_path / "plain"), "checkpoint_every": 5, "verbose": 0})
+    for a, b in zip(looped.model.weights, plain.model.weights):
+        np.testing.assert_allclose(a.numpy(), b.numpy(), atol=1e-6, rtol=0, err_msg=a.path)
+
+    run = tmp_path / "looped"
+    scalars = tensorboard_scalars(str(run / "logs"))
+    assert {tag: [step for step, _ in points] for tag, points in scalars.items()} == {
+        "train/loss": [2, 4], "train/accuracy": [2, 4], "train/learning_rate": [2, 4],
+        "val/ndcg@10": [4, 5], "val/recall@100": [4, 5],
+    }
+    assert [rate for _, rate in scalars["train/learning_rate"]] == pytest.approx([6e-4, 2e-4])
+    assert all(np.isfinite(loss) for _, loss in scalars["train/loss"])
+    assert all(0 <= accuracy <= 1 for _, accuracy in scalars["train/accuracy"])
+    assert all(value == 1.0 for _, value in scalars["val/recall@100"])  # 16 documents, all retrieved
+    assert sorted(p for p in os.listdir(run / "checkpoints") if p.endswith(".index")) == [
+        "ckpt-2.index", "ckpt-4.index", "ckpt-5.index"]
+    for step, value in scalars["val/ndcg@10"]:
+        assert f"validation at step {step}: ndcg@10 {value:.4f}, recall@100 1.0000 (6 queries, 16 documents" in printed
+    best = json.loads((run / "best_model" / "validation.json").read_text())
+    best_step, best_ndcg = max(scalars["val/ndcg@10"], key=lambda point: (point[1], -point[0]))
+    assert (best["step"], best["validation_max_queries"]) == (best_step, 6)
+    assert best["ndcg@10"] == pytest.approx(best_ndcg)
+    assert gtr_keras.load(str(run / "best_model")).encode_queries(["what about a cat"]).shape == (1, 64)

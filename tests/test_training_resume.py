@@ -9,7 +9,9 @@ import numpy as np
 import pytest
 
 import gtr_keras
+from beir_files import write_beir
 from gtr_keras import training
+from gtr_keras.corpus import Corpus
 from gtr_keras.errors import MismatchError
 from gtr_keras.training import train
 from test_training import SPIECE, write_triples
@@ -87,7 +89,10 @@ def test_other_files_are_refused_by_content_and_moved_ones_resume(finished_run, 
     moved = tmp_path / "moved.jsonl"
     moved.write_text(original)
     record = open(f"{finished_run['output_dir']}/train_config.json", "rb").read()
-    not_compared = {"checkpoint_every": 1, "keep_checkpoints": 1, "verbose": 2, "deterministic": False}
+    dev = write_beir(tmp_path / "dev", Corpus(["d1"], [""], ["a cat"]), {"q1": "cat"}, [("q1", "d1", 1)], "dev")
+    not_compared = {"checkpoint_every": 1, "keep_checkpoints": 1, "verbose": 2, "deterministic": False,
+                    "steps_per_execution": 1, "log_every": 7, "validation_data": str(dev), "validation_split": "dev",
+                    "validate_every": 3, "validation_max_queries": 2, "keep_best": True}
     train({**finished_run, **not_compared, "data": {**finished_run["data"], "source": str(moved)}})
     assert open(f"{finished_run['output_dir']}/train_config.json", "rb").read() == record
 
@@ -141,3 +146,17 @@ def test_resume_with_another_checkpoint_interval_equals_an_uninterrupted_run(fin
     straight = gtr_keras.load(f"{finished_run['output_dir']}/model")
     for a, b in zip(straight.model.weights, resumed.model.weights):
         np.testing.assert_allclose(b.numpy(), a.numpy(), atol=1e-6, rtol=0, err_msg=a.path)
+
+
+def test_a_resumed_run_competes_with_the_best_model_it_kept(tmp_path):
+    config = training.TrainConfig.from_dict(tiny_run(tmp_path, validation_data="dev", keep_best=True))
+    assert training._best_so_far(config) is None
+    kept = tmp_path / "run" / "best_model"
+    kept.mkdir(parents=True)
+    record = {"step": 2, "ndcg@10": 0.25, "recall@100": 1.0, "validation_data": "dev", "validation_split": "dev",
+              "validation_max_queries": None}
+    (kept / "validation.json").write_text(json.dumps(record))
+    assert training._best_so_far(config) == 0.25
+    # Validated on other data: not comparable, so the next validation replaces it.
+    (kept / "validation.json").write_text(json.dumps({**record, "validation_split": "test"}))
+    assert training._best_so_far(config) is None

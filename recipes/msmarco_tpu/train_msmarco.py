@@ -1,11 +1,13 @@
 """Fine-tune GTR on MS MARCO triples (query, positive, hard negative) with `model.fit`, on a TPU.
 
-On a Colab / Cloud TPU VM (the published GTR-Base, global batch 512 over 8 cores, bf16):
+On a Colab / Cloud TPU VM (the published GTR-Base, global batch 512 over 8 cores, bf16, 100 steps per
+call into the TPU, validation on a small BEIR dev set at each checkpoint):
 
     python recipes/msmarco_tpu/train_msmarco.py \
-        --init sentence-transformers/gtr-t5-base --triples triples.train.small.tsv.gz \
+        --init sentence-transformers/gtr-t5-base --triples gs://BUCKET/triples.train.small.tsv.gz \
         --output-dir gs://BUCKET/gtr-base-msmarco --strategy tpu --tpu local \
-        --batch-size 512 --steps 20000 --precision bfloat16 --eval-dataset msmarco-dl19-subset
+        --batch-size 512 --steps 20000 --precision bfloat16 --steps-per-execution 100 \
+        --validation-data msmarco-dev-small --keep-best --eval-dataset msmarco-dl19-subset
 
 The same script runs on a CPU with a random `gtr-tiny` (the CI test does this):
 
@@ -15,15 +17,17 @@ The same script runs on a CPU with a random `gtr-tiny` (the CI test does this):
 Steps: a sentence-transformers checkpoint (hub id or directory) is converted to a gtr-keras
 model directory; `gtr_keras.training.train` fine-tunes it with the bidirectional in-batch loss,
 the global batch's positives and hard negatives as candidates (gathered across TPU cores), Adafactor
-with linear decay, checkpoints (rerun the same command to resume); the model is then evaluated on a
-BEIR-layout dataset if one is given. TPU runs pad every batch to the fixed query/passage lengths so
-XLA compiles one program.
+with linear decay, checkpoints (rerun the same command to resume), TensorBoard scalars in
+OUTPUT_DIR/logs and, with --validation-data, NDCG@10 / Recall@100 on a small BEIR dev set during
+training; the model is then evaluated on a BEIR-layout dataset if one is given. TPU runs pad every
+batch to the fixed query/passage lengths so XLA compiles one program. Every path may be local or
+`gs://...`: files are read and written through `gtr_keras.files` (`tf.io.gfile`).
 """
 
 import argparse
 import json
-import os
 
+from gtr_keras import files
 from gtr_keras.checkpoints import convert_sentence_transformers, save
 from gtr_keras.evaluation import evaluate_run, format_table
 from gtr_keras.presets import PRESETS
@@ -31,12 +35,18 @@ from gtr_keras.retrieval import gtr_run, load_dataset
 from gtr_keras.training import train
 
 
+def join(directory, name):
+    """`directory/name` for a local or `gs://` directory."""
+    return f"{str(directory).rstrip('/')}/{name}"
+
+
 def model_init(init, output_dir):
-    """A preset name or model directory as is; a sentence-transformers checkpoint converted first."""
-    if init in PRESETS or os.path.exists(os.path.join(init, "model.weights.h5")):
+    """A preset name or model directory (local or `gs://`) as is; a sentence-transformers checkpoint
+    (hub id, `hf://` id or directory) converted first, once, to `output_dir/initial_model`."""
+    if init in PRESETS or (not init.startswith("hf://") and files.exists(join(init, "model.weights.h5"))):
         return init
-    converted = os.path.join(output_dir, "initial_model")
-    if not os.path.exists(converted):
+    converted = join(output_dir, "initial_model")
+    if not files.exists(converted):
         save(convert_sentence_transformers(init), converted)
     return converted
 
@@ -48,7 +58,7 @@ def main(argv=None):
     parser.add_argument("--triples", required=True, help="MS MARCO triples TSV[.gz]: query, positive, negative")
     parser.add_argument("--output-dir", required=True)
     parser.add_argument("--strategy", default="default", choices=["default", "mirrored", "tpu"])
-    parser.add_argument("--tpu", default=None, help="TPU address ('local' on a TPU VM)")
+    parser.add_argument("--tpu", default=None, help="TPU address ('local' on a TPU VM, '' on Colab)")
     parser.add_argument("--steps", type=int, default=20000)
     parser.add_argument("--batch-size", type=int, default=512, help="global batch (queries per step)")
     parser.add_argument("--learning-rate", type=float, default=1e-3)
@@ -56,11 +66,20 @@ def main(argv=None):
     parser.add_argument("--query-length", type=int, default=64)
     parser.add_argument("--document-length", type=int, default=256)
     parser.add_argument("--checkpoint-every", type=int, default=1000)
+    parser.add_argument("--steps-per-execution", type=int, default=None,
+                        help="steps per call into the device (default: 1, or up to 100 with --strategy tpu)")
+    parser.add_argument("--log-every", type=int, default=100, help="steps between TensorBoard points")
+    parser.add_argument("--validation-data", help="small BEIR directory to validate on during training")
+    parser.add_argument("--validation-split", default="dev")
+    parser.add_argument("--validate-every", type=int, default=None, help="default: at each checkpoint")
+    parser.add_argument("--validation-max-queries", type=int, default=None)
+    parser.add_argument("--keep-best", action="store_true", help="keep the best validated model as best_model")
     parser.add_argument("--eval-dataset", help="BEIR directory to evaluate on afterwards")
     parser.add_argument("--eval-split", default="test")
     args = parser.parse_args(argv)
 
-    os.makedirs(args.output_dir, exist_ok=True)
+    files.makedirs(args.output_dir)
+    checkpoint_every = min(args.checkpoint_every, args.steps)
     encoder = train({
         "init": model_init(args.init, args.output_dir),
         "output_dir": args.output_dir,
@@ -72,16 +91,24 @@ def main(argv=None):
         "precision": args.precision,
         "strategy": args.strategy,
         "tpu": args.tpu,
-        "checkpoint_every": min(args.checkpoint_every, args.steps),
+        "checkpoint_every": checkpoint_every,
+        "steps_per_execution": args.steps_per_execution,
+        "log_every": args.log_every,
+        "validation_data": args.validation_data,
+        "validation_split": args.validation_split,
+        "validate_every": args.validate_every,
+        "validation_max_queries": args.validation_max_queries,
+        "keep_best": args.keep_best,
         "verbose": 2,
     })
-    print(f"model directory: {os.path.join(args.output_dir, 'model')}")
+    print(f"model directory: {join(args.output_dir, 'model')}")
     if args.eval_dataset:
         corpus, queries, qrels, report = load_dataset(args.eval_dataset, args.eval_split)
         metrics = evaluate_run(qrels, gtr_run(encoder, corpus, queries))
-        print(format_table([(os.path.basename(os.path.normpath(args.eval_dataset)), metrics)]))
-        with open(os.path.join(args.output_dir, "eval.json"), "w") as f:
-            json.dump({"dataset": args.eval_dataset, "split": args.eval_split, "metrics": metrics}, f, indent=2)
+        print(format_table([(args.eval_dataset.rstrip("/").rsplit("/", 1)[-1], metrics)]))
+        result = {"dataset": args.eval_dataset, "split": args.eval_split, "metrics": metrics}
+        with files.atomic_file(join(args.output_dir, "eval.json")) as f:
+            f.write(json.dumps(result, indent=2).encode("utf-8"))
 
 
 if __name__ == "__main__":
