@@ -6,6 +6,7 @@ import keras
 import keras_hub
 from keras import ops
 
+from gtr_keras import files
 from gtr_keras.backbone import INPUT_NAMES, GTRBackbone
 from gtr_keras.layers import MaskedMeanPooling
 from gtr_keras.preprocessor import GTRTextEmbedderPreprocessor
@@ -117,7 +118,8 @@ class GTRTextEmbedder(keras_hub.models.TextEmbedder):
         foreign = load_foreign_format(preset, load_weights, **kwargs)
         if foreign is not None:
             return foreign
-        if os.path.isdir(preset):
+        local = isinstance(preset, (str, os.PathLike)) and files.is_local(preset)  # not kaggle:// or hf://
+        if local and files.isdir(preset):
             check_model_directory(preset, load_weights)
         return super().from_preset(preset, load_weights=load_weights, **kwargs)
 

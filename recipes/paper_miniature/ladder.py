@@ -25,6 +25,7 @@ import subprocess
 import sys
 import time
 
+from gtr_keras import files
 from gtr_keras.corpus import load_corpus, load_qrels
 from gtr_keras.data import TrainingData
 from gtr_keras.evaluation import median_length_analysis, read_trec_run
@@ -56,39 +57,39 @@ class Ladder:
             ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
             cwd=os.path.dirname(os.path.abspath(__file__)),
         ).stdout.strip() or "unknown"
-        os.makedirs(self.out, exist_ok=True)
+        files.makedirs(self.out)
 
     def path(self, *parts):
         return os.path.join(self.out, *parts)
 
     def execute(self, cell, command, done):
         """Runs `command` unless its output `done` exists; logs it with its wall time."""
-        if os.path.exists(done):
+        if files.exists(done):
             return
         print("+ " + " ".join(command), flush=True)
         start = time.time()
         subprocess.run(command, check=True)
         record = {"cell": cell, "command": " ".join(command), "seconds": round(time.time() - start, 1),
                   "commit": self.commit}
-        with open(self.path("log.jsonl"), "a") as f:
+        with files.open(self.path("log.jsonl"), "a") as f:
             f.write(json.dumps(record) + "\n")
 
     def log(self):
-        if not os.path.exists(self.path("log.jsonl")):
+        if not files.exists(self.path("log.jsonl")):
             return []
-        with open(self.path("log.jsonl")) as f:
+        with files.open(self.path("log.jsonl"), "r") as f:
             return [json.loads(line) for line in f]
 
     def tokenizer(self):
         """One SentencePiece model for every size, trained on both stages' texts."""
         path = self.path("spiece.model")
-        if not os.path.exists(path):
+        if not files.exists(path):
             texts = []
             for data in (self.pretraining_data, self.finetuning_data):
                 examples = TrainingData(**data, num_negatives=0).examples()
                 texts += [text for e in examples for text in (e.query, e.positive)]
-            train_sentencepiece(list(dict.fromkeys(texts)), path + ".tmp", self.args.vocabulary_size)
-            os.replace(path + ".tmp", path)
+            with files.atomic_outputs(path) as (staged,):
+                train_sentencepiece(list(dict.fromkeys(texts)), str(staged), self.args.vocabulary_size)
         return path
 
     @property
@@ -110,14 +111,14 @@ class Ladder:
             **({"model": model} if model else {}),
         }
         config_path = self.path("configs", f"{cell}.json")
-        os.makedirs(os.path.dirname(config_path), exist_ok=True)
-        if os.path.exists(config_path):
-            with open(config_path) as f:
+        files.makedirs(os.path.dirname(config_path))
+        if files.exists(config_path):
+            with files.open(config_path, "r") as f:
                 if json.load(f) != config:
                     raise SystemExit(f"{config_path}: cell {cell!r} was made with other settings; "
                                      f"use another --out, or delete {self.path('models', cell)}")
-        with open(config_path, "w") as f:
-            json.dump(config, f, indent=2)
+        with files.atomic_file(config_path) as f:
+            f.write(json.dumps(config, indent=2).encode())
         self.execute(cell, ["gtr-keras", "train", "--config", config_path],
                      self.path("models", cell, "model", "config.json"))
         return self.path("models", cell, "model")
@@ -131,7 +132,7 @@ class Ladder:
         if stage == "pretrain":
             return pretrained
         negatives = self.path("negatives", f"{pretrained}.jsonl")
-        os.makedirs(os.path.dirname(negatives), exist_ok=True)
+        files.makedirs(os.path.dirname(negatives))
         self.execute(pretrained, [
             "gtr-keras", "mine", "--model", self.path("models", pretrained, "model"),
             "--dataset", os.path.join(self.data, IN_DOMAIN), "--split", "train", "--depth", "100",
@@ -159,7 +160,7 @@ class Ladder:
         `MODEL-docN` is cell MODEL's model encoding documents cut at N tokens instead of at its training length.
         """
         out = self.path("results", cell, f"{dataset}.json")
-        os.makedirs(os.path.dirname(out), exist_ok=True)
+        files.makedirs(os.path.dirname(out))
         command = ["gtr-keras", "evaluate", "--dataset", os.path.join(self.data, dataset),
                    "--output-json", out, "--run-out", out[:-len(".json")] + ".run"]
         model, document_length = split_encoding(cell)
@@ -169,7 +170,7 @@ class Ladder:
             command += ["--model", self.path("models", model, "model")]
             command += ["--document-length", str(document_length)] if document_length else []
         self.execute(cell, command, out)
-        with open(out) as f:
+        with files.open(out, "r") as f:
             return json.load(f)["metrics"]
 
     def scores(self, cell):
@@ -382,9 +383,8 @@ def main(argv=None):
     notes = "\n".join(f"- {cell}: {ladder.cell_note(cell)}" for cell in with_pretraining([*cells, "bm25"]))
     text = (f"{table}\n\nCells (command, wall time of the cell's own commands, commit; a fine-tuned cell's "
             f"pre-training and mining are its SIZE-pretrain[-dD] cell's):\n\n{notes}\n")
-    os.makedirs(ladder.path("tables"), exist_ok=True)
-    with open(ladder.path("tables", f"{args.table}.md"), "w") as f:
-        f.write(text)
+    with files.atomic_file(ladder.path("tables", f"{args.table}.md")) as f:
+        f.write(text.encode())
     print(text)
 
 

@@ -7,6 +7,8 @@ import json
 import os
 import sys
 
+from gtr_keras import files
+
 DATASETS = ("nfcorpus", "scifact", "cranfield", "cisi")
 METRICS = ("ndcg@10", "mrr@10", "recall@100", "recall@1000", "map")
 
@@ -16,9 +18,9 @@ def main(out_dir):
 
     def metrics(name):
         path = os.path.join(results, f"{name}.json")
-        if not os.path.exists(path):
+        if not files.exists(path):
             return None
-        with open(path) as f:
+        with files.open(path, "r") as f:
             return json.load(f)["metrics"]
 
     print("| model | dataset | " + " | ".join(METRICS) + " |")
@@ -33,7 +35,7 @@ def main(out_dir):
     if all(zero_shot) and all(bm25):
         print(f"\nzero-shot average NDCG@10 (scifact, cranfield, cisi): multistage "
               f"{sum(m['ndcg@10'] for m in zero_shot) / 3:.4f}, BM25 {sum(m['ndcg@10'] for m in bm25) / 3:.4f}")
-    with open(os.path.join(results, "times.txt")) as f:
+    with files.open(os.path.join(results, "times.txt"), "r") as f:
         print("\nwall times:\n\n" + "".join(f"- {line}" for line in f))
 
 
