@@ -32,11 +32,11 @@ DEFAULT_TEMPERATURE = 0.01
 _MASKED_LOGIT = -1e9
 
 
-def bidirectional_softmax_terms(
+def in_batch_logits(
     queries, positives, negatives=None, temperature=DEFAULT_TEMPERATURE,
     positive_ids=None, negative_ids=None, rows=None, query_ids=None,
 ):
-    """Per-query cross-entropies of both directions of the GTR loss.
+    """The masked logits of both directions of the GTR loss, and their target columns.
 
     Args:
         queries: float `[B, D]` unit-norm query embeddings.
@@ -56,15 +56,17 @@ def bidirectional_softmax_terms(
             on masking of the other positives of the same query.
 
     Returns:
-        `(query_to_passage, passage_to_query)`: `[stop - start]` cross-entropies
-        `L_qp(i)` and `L_pq(i)`, in float32 (float64 when `queries` are float64).
+        `(query_logits, passage_logits, labels)`: `[stop - start, B(1 + k)]`
+        query -> passage and `[stop - start, B]` passage -> query similarities
+        over `temperature`, masked candidates set to a large negative logit,
+        and the `[stop - start]` target column of each row (its own positive,
+        or its own query), in float32 (float64 when `queries` are float64).
 
     Example:
     >>> q = tf.math.l2_normalize(tf.random.normal([4, 8]), -1)
-    >>> p = tf.math.l2_normalize(tf.random.normal([4, 8]), -1)
-    >>> qp, pq = bidirectional_softmax_terms(q, p)
-    >>> qp.shape, pq.shape
-    (TensorShape([4]), TensorShape([4]))
+    >>> query_logits, passage_logits, labels = in_batch_logits(q, q, rows=(2, 4))
+    >>> query_logits.shape, labels.numpy().tolist()
+    (TensorShape([2, 4]), [2, 3])
     """
     if negatives is not None and positive_ids is not None and negative_ids is None:
         raise ValueError("false-negative masking needs `negative_ids` [B, k] along with `positive_ids`")
@@ -94,11 +96,66 @@ def bidirectional_softmax_terms(
         num_negatives = tf.shape(query_logits)[1] - tf.shape(same_query)[1]
         query_masked |= tf.pad(same_query, [[0, 0], [0, num_negatives]], constant_values=False)
         passage_masked |= same_query
-    query_logits = _mask(query_logits, query_masked, labels)
-    passage_logits = _mask(passage_logits, passage_masked, labels)
-    query_to_passage = tf.nn.sparse_softmax_cross_entropy_with_logits(labels, query_logits)
-    passage_to_query = tf.nn.sparse_softmax_cross_entropy_with_logits(labels, passage_logits)
-    return query_to_passage, passage_to_query
+    return _mask(query_logits, query_masked, labels), _mask(passage_logits, passage_masked, labels), labels
+
+
+def bidirectional_softmax_terms(
+    queries, positives, negatives=None, temperature=DEFAULT_TEMPERATURE,
+    positive_ids=None, negative_ids=None, rows=None, query_ids=None,
+):
+    """Per-query cross-entropies of both directions of the GTR loss.
+
+    Args: as for `in_batch_logits`.
+
+    Returns:
+        `(query_to_passage, passage_to_query)`: `[stop - start]` cross-entropies
+        `L_qp(i)` and `L_pq(i)`, in float32 (float64 when `queries` are float64).
+
+    Example:
+    >>> q = tf.math.l2_normalize(tf.random.normal([4, 8]), -1)
+    >>> p = tf.math.l2_normalize(tf.random.normal([4, 8]), -1)
+    >>> qp, pq = bidirectional_softmax_terms(q, p)
+    >>> qp.shape, pq.shape
+    (TensorShape([4]), TensorShape([4]))
+    """
+    return _cross_entropies(*in_batch_logits(
+        queries, positives, negatives, temperature, positive_ids, negative_ids, rows, query_ids
+    ))
+
+
+def in_batch_hits(queries, positives, negatives=None, positive_ids=None, negative_ids=None, rows=None,
+                  query_ids=None, temperature=DEFAULT_TEMPERATURE):
+    """How many queries score their own positive above every other in-batch candidate (query -> passage).
+
+    The candidates and the masking are the loss's (`in_batch_logits`, same
+    arguments): every positive and hard negative of the batch, less those
+    sharing the positive's document id or belonging to the same query id.
+    Divided by the number of queries, this is the in-batch top-1 accuracy
+    `DualEncoder` reports as its `accuracy` metric.
+
+    Returns:
+        A float32 scalar: the number of queries among `rows` (default: all)
+        whose highest-scoring candidate is their positive.
+
+    Example:
+    >>> q = tf.math.l2_normalize(tf.random.normal([4, 8]), -1)
+    >>> float(in_batch_hits(q, q))
+    4.0
+    """
+    query_logits, _, labels = in_batch_logits(
+        queries, positives, negatives, temperature, positive_ids, negative_ids, rows, query_ids
+    )
+    return _top1_hits(query_logits, labels)
+
+
+def _cross_entropies(query_logits, passage_logits, labels):
+    return (tf.nn.sparse_softmax_cross_entropy_with_logits(labels, query_logits),
+            tf.nn.sparse_softmax_cross_entropy_with_logits(labels, passage_logits))
+
+
+def _top1_hits(logits, labels):
+    best = tf.argmax(logits, axis=1, output_type=labels.dtype)
+    return tf.reduce_sum(tf.cast(tf.equal(best, labels), tf.float32))
 
 
 def _same(row_ids, column_ids):
@@ -138,11 +195,18 @@ class BidirectionalInBatchLoss:
     def __call__(self, queries, positives, negatives=None, positive_ids=None, negative_ids=None, rows=None,
                  query_ids=None):
         """Returns the scalar loss (or the share of `rows`); arguments as in `bidirectional_softmax_terms`."""
-        query_to_passage, passage_to_query = bidirectional_softmax_terms(
+        return self.loss_and_hits(queries, positives, negatives, positive_ids, negative_ids, rows, query_ids)[0]
+
+    def loss_and_hits(self, queries, positives, negatives=None, positive_ids=None, negative_ids=None, rows=None,
+                      query_ids=None):
+        """The loss (or the share of `rows`) and `in_batch_hits`, from one computation of the logits."""
+        query_logits, passage_logits, labels = in_batch_logits(
             queries, positives, negatives, self.temperature, positive_ids, negative_ids, rows, query_ids
         )
+        query_to_passage, passage_to_query = _cross_entropies(query_logits, passage_logits, labels)
         batch_size = tf.cast(tf.shape(queries)[0], query_to_passage.dtype)
-        return (tf.reduce_sum(query_to_passage) + tf.reduce_sum(passage_to_query)) / (2.0 * batch_size)
+        loss = (tf.reduce_sum(query_to_passage) + tf.reduce_sum(passage_to_query)) / (2.0 * batch_size)
+        return loss, _top1_hits(query_logits, labels)
 
     def get_config(self):
         return {"temperature": self.temperature}

@@ -46,7 +46,7 @@ from gtr_keras.checkpoints import fingerprint, load, save
 from gtr_keras.data import TrainingData
 from gtr_keras.files import atomic_file, atomic_outputs
 from gtr_keras.errors import CheckpointError, DataError, MismatchError, TrainingError, UserError
-from gtr_keras.losses import DEFAULT_TEMPERATURE, BidirectionalInBatchLoss, _mask, _same
+from gtr_keras.losses import DEFAULT_TEMPERATURE, BidirectionalInBatchLoss
 from gtr_keras.preprocessor import GTRTextEmbedderPreprocessor
 from gtr_keras.presets import PRESETS, preset_config
 from gtr_keras.text_embedder import GTRTextEmbedder
@@ -132,47 +132,6 @@ def make_optimizer(steps, learning_rate=1e-3):
 def _towers(batch):
     """The encoder inputs of a batch: `query`, `positive` and, if present, `negatives`."""
     return {name: batch[name] for name in _TOWERS if name in batch}
-
-
-def in_batch_hits(queries, positives, negatives=None, positive_ids=None, negative_ids=None, rows=None,
-                  query_ids=None):
-    """How many queries score their own positive above every other in-batch candidate (query -> passage).
-
-    The candidates and the masking are those of the loss's query -> passage
-    direction (`gtr_keras.losses.bidirectional_softmax_terms`, same
-    arguments): every positive and hard negative of the batch, less those
-    sharing the positive's document id or belonging to the same query id.
-    Divided by the number of queries, this is the in-batch top-1 accuracy
-    `DualEncoder` reports as its `accuracy` metric.
-
-    Returns:
-        A float32 scalar: the number of queries among `rows` (default: all)
-        whose highest-scoring candidate is their positive.
-
-    Example:
-    >>> q = tf.math.l2_normalize(tf.random.normal([4, 8]), -1)
-    >>> float(in_batch_hits(q, q))
-    4.0
-    """
-    queries = tf.cast(queries, tf.float32)
-    positives = tf.cast(positives, tf.float32)
-    start, stop = rows if rows is not None else (0, tf.shape(queries)[0])
-    candidates, candidate_ids = positives, positive_ids
-    if negatives is not None:
-        flat = tf.reshape(tf.cast(negatives, tf.float32), [-1, tf.shape(negatives)[-1]])
-        candidates = tf.concat([positives, flat], axis=0)
-        if positive_ids is not None and negative_ids is not None:
-            candidate_ids = tf.concat([positive_ids, tf.reshape(negative_ids, [-1])], axis=0)
-    scores = tf.matmul(queries[start:stop], candidates, transpose_b=True)
-    masked = tf.zeros_like(scores, tf.bool)
-    if positive_ids is not None and (negatives is None or negative_ids is not None):
-        masked |= _same(positive_ids[start:stop], candidate_ids)
-    if query_ids is not None:
-        same_query = _same(query_ids[start:stop], query_ids)
-        masked |= tf.pad(same_query, [[0, 0], [0, tf.shape(scores)[1] - tf.shape(same_query)[1]]])
-    labels = tf.range(start, stop)
-    best = tf.argmax(_mask(scores, masked, labels), axis=1, output_type=labels.dtype)
-    return tf.reduce_sum(tf.cast(tf.equal(best, labels), tf.float32))
 
 
 @keras.saving.register_keras_serializable(package="gtr_keras")
@@ -312,7 +271,7 @@ class DualEncoder(keras.Model):
         size = tf.shape(embeddings["query"])[0]
         start = context.replica_id_in_sync_group * size
         rows = (start, start + size)
-        return self.contrastive_loss(**gathered, rows=rows), in_batch_hits(**gathered, rows=rows)
+        return self.contrastive_loss.loss_and_hits(**gathered, rows=rows)
 
     def _track(self, loss, hits, batch):
         """Updates the loss and in-batch accuracy of the global batch, summed over replicas on device."""
@@ -1105,12 +1064,12 @@ def train(config):
     record, resumed = {"settings": settings, "inputs": {}}, _resumed_record(config)
     if resumed:
         _check_resume(config, record, resumed, ("settings",))
+    validation = _validation_collection(config)  # small: read before the training data is hashed and checked
     record["inputs"] = _file_inputs(config)
     if resumed:
         _check_resume(config, record, resumed, ("data", "tokenizer"))
     else:
         config.data.check()
-    validation = _validation_collection(config)
     if config.deterministic:
         tf.config.experimental.enable_op_determinism()
     keras.utils.set_random_seed(config.seed)

@@ -13,7 +13,7 @@ import pytest
 import tensorflow as tf
 
 import gtr_keras
-from gtr_keras.losses import BidirectionalInBatchLoss
+from gtr_keras.losses import BidirectionalInBatchLoss, in_batch_hits
 from gtr_keras.text_embedder import GTRTextEmbedder
 from gtr_keras.errors import UserError
 from gtr_keras.training import (
@@ -21,7 +21,6 @@ from gtr_keras.training import (
     TrainConfig,
     TrainingError,
     dtype_policy,
-    in_batch_hits,
     load_config,
     make_optimizer,
     train,
@@ -58,7 +57,7 @@ cpu = tf.config.list_physical_devices("CPU")[0]
 tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
 
 import keras
-from gtr_keras.losses import BidirectionalInBatchLoss
+from gtr_keras.losses import BidirectionalInBatchLoss, in_batch_hits
 from gtr_keras.text_embedder import GTRTextEmbedder
 from gtr_keras.training import DualEncoder, make_optimizer
 
