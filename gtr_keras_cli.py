@@ -437,9 +437,8 @@ def build_parser():
 
 
 # Arguments without a path type that name a model: a model directory may be remote (`gs://...`), but
-# `hf://ORG/NAME` is a Hugging Face id, read by the model loader.
+# `hf://ORG/NAME` (and keras-hub's other download ids, `checkpoints.DOWNLOAD_PREFIXES`) are read by the loader.
 _MODEL_DESTS = ("model", "source", "init")
-_NOT_FILE_SCHEMES = ("hf://",)
 
 
 def _remote_path_problem(path, check):
@@ -474,6 +473,7 @@ def _check_remote_paths(args, parser):
 
     Needs TensorFlow (`tf.io.gfile`): call it once the handler's module is imported.
     """
+    from gtr_keras.checkpoints import DOWNLOAD_PREFIXES
     from gtr_keras.errors import DataError
 
     for action in parser._actions:
@@ -483,7 +483,7 @@ def _check_remote_paths(args, parser):
         check = getattr(action.type, "path_check", None)
         if getattr(action.type, "allows_glob", False) and any(c in value for c in _GLOB_CHARACTERS):
             continue
-        if check is None and action.dest in _MODEL_DESTS and not value.startswith(_NOT_FILE_SCHEMES):
+        if check is None and action.dest in _MODEL_DESTS and not value.startswith(DOWNLOAD_PREFIXES):
             check = ("model", "directory")
         if check is None:
             continue
@@ -496,11 +496,11 @@ def _check_remote_paths(args, parser):
             parser.error(f"argument {name}: {problem}")
 
 
-def _run(args, parser=None):
+def _run(args, parser):
     handler = getattr(importlib.import_module("gtr_keras.cli"), args.handler)
     from gtr_keras.errors import UserError
 
-    _check_remote_paths(args, parser or build_parser().commands[args.command])
+    _check_remote_paths(args, parser)
     try:
         handler(args)
     except (UserError, OSError) as error:
@@ -524,16 +524,18 @@ def _run(args, parser=None):
 def main(argv=None):
     """Runs `gtr-keras` with `argv` (default: `sys.argv[1:]`); returns the exit status."""
     argv = sys.argv[1:] if argv is None else list(argv)
-    parser = build_parser()
-    args = None if argv[:1] == ["saved-model-cli"] else parser.parse_args(argv)
-    if args is not None and args.command == "evaluate" and args.retriever == "gtr" and not args.model:
-        parser.commands["evaluate"].error("argument --model: required with --retriever gtr")
-    if args is None or not args.debug:
-        os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")  # TensorFlow's C++ start-up lines (CUDA probing, oneDNN)
-    if args is None:
+    quiet_tensorflow = ("TF_CPP_MIN_LOG_LEVEL", "3")  # TensorFlow's C++ start-up lines (CUDA probing, oneDNN)
+    if argv[:1] == ["saved-model-cli"]:
+        os.environ.setdefault(*quiet_tensorflow)
         from gtr_keras.cli import saved_model_cli
 
         return saved_model_cli(argv[1:])
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command == "evaluate" and args.retriever == "gtr" and not args.model:
+        parser.commands["evaluate"].error("argument --model: required with --retriever gtr")
+    if not args.debug:
+        os.environ.setdefault(*quiet_tensorflow)
     return _run(args, parser.commands[args.command])
 
 

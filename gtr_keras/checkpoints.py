@@ -465,18 +465,18 @@ def _read_weights(path, values=True):
     by variable path (`_weight_path`): arrays, or their shapes. Optimizer state is left out."""
     import h5py
 
-    files = [path]
+    paths = [path]
     if path.endswith(".json"):
         shards = _read_json(path).get("weight_map", {}).values()
         names = {name for shard in shards for name in (shard if isinstance(shard, list) else [shard])}
-        files = [os.path.join(os.path.dirname(path), name) for name in sorted(names)]
+        paths = [os.path.join(os.path.dirname(path), name) for name in sorted(names)]
     weights = {}
 
     def collect(name, item):
         if isinstance(item, h5py.Dataset) and not name.startswith("optimizer/"):
             weights[_weight_path(name)] = item[()] if values else item.shape
 
-    for file in files:
+    for file in paths:
         _require(file)
         try:
             with h5py.File(file, "r") as f:

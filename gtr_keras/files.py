@@ -6,7 +6,7 @@ plugins are installed). A scheme TensorFlow does not know is a `DataError`
 naming the path, never a local folder named after it.
 
 Reading: `open` (any file), `open_decompressed` (gunzips `*.gz`), `exists`,
-`isdir`, `isfile`, `listdir`, `glob`, `size`, and `local_copy` for code that
+`isdir`, `isfile`, `listdir`, `glob`, and `local_copy` for code that
 needs a local path (Keras weights files, ScaNN assets). Writing goes through
 `atomic_outputs` / `atomic_directory` / `atomic_file`: the caller writes to a
 local staging path, which then replaces the target (by a rename on a local
@@ -49,7 +49,7 @@ def _named_errors(function):
         except tf.errors.PermissionDeniedError:
             raise DataError(f"{path}: permission denied") from None
         except tf.errors.OpError as error:
-            raise DataError(f"{path}: {error.message.splitlines()[0]}") from None
+            raise DataError(f"{path}: {(error.message.strip().splitlines() or [type(error).__name__])[0]}") from None
 
     return wrapper
 
@@ -77,11 +77,6 @@ def listdir(path):
 def glob(pattern):
     """The paths matching `pattern` (`*`, `?`, `[...]` within one path component), sorted."""
     return sorted(tf.io.gfile.glob(pattern))
-
-
-@_named_errors
-def size(path):
-    return tf.io.gfile.stat(path).length
 
 
 @_named_errors

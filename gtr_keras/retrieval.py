@@ -83,6 +83,7 @@ def build_index(encoder, corpus, index_dir, model_dir=None, kind="auto", batch_s
     if kind not in KINDS:
         raise ValueError(f"kind must be one of {KINDS}, got {kind!r}.")
     check_positive_int(batch_size, "batch_size")
+    check_positive_int(shard_size, "shard_size")
     if not len(corpus):
         raise ValueError("the corpus is empty: nothing to index")
     texts = corpus.joined()

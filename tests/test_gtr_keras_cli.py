@@ -243,7 +243,8 @@ def test_remote_paths_are_checked_like_local_ones(tmp_path, capsys, no_model_loa
         assert message in _one_line_error(capsys), argv
 
 
-def test_hf_model_ids_are_left_to_the_model_loader(tmp_path, monkeypatch, capsys):
+@pytest.mark.parametrize("model_id", ["hf://org/name", "kaggle://keras/gtr/keras/base", "modelscope://org/name"])
+def test_hf_model_ids_are_left_to_the_model_loader(tmp_path, monkeypatch, capsys, model_id):
     import gtr_keras.checkpoints
     from gtr_keras.errors import CheckpointError
 
@@ -252,7 +253,6 @@ def test_hf_model_ids_are_left_to_the_model_loader(tmp_path, monkeypatch, capsys
 
     monkeypatch.setattr(gtr_keras.checkpoints, "load", load)
     (tmp_path / "x.txt").write_text("a\n")
-    argv = ["encode", "--model", "hf://org/name", "--input", str(tmp_path / "x.txt"), "--output",
-            str(tmp_path / "o.npy")]
+    argv = ["encode", "--model", model_id, "--input", str(tmp_path / "x.txt"), "--output", str(tmp_path / "o.npy")]
     assert main(argv) == 2
-    assert _one_line_error(capsys) == "gtr-keras encode: error: hf://org/name: reached the loader"
+    assert _one_line_error(capsys) == f"gtr-keras encode: error: {model_id}: reached the loader"

@@ -26,6 +26,7 @@ batch to the fixed query/passage lengths so XLA compiles one program. Every path
 
 import argparse
 import json
+import os
 
 from gtr_keras import files
 from gtr_keras.checkpoints import convert_sentence_transformers, save
@@ -35,17 +36,12 @@ from gtr_keras.retrieval import gtr_run, load_dataset
 from gtr_keras.training import train
 
 
-def join(directory, name):
-    """`directory/name` for a local or `gs://` directory."""
-    return f"{str(directory).rstrip('/')}/{name}"
-
-
 def model_init(init, output_dir):
     """A preset name or model directory (local or `gs://`) as is; a sentence-transformers checkpoint
     (hub id, `hf://` id or directory) converted first, once, to `output_dir/initial_model`."""
-    if init in PRESETS or (not init.startswith("hf://") and files.exists(join(init, "model.weights.h5"))):
+    if init in PRESETS or (not init.startswith("hf://") and files.exists(os.path.join(init, "model.weights.h5"))):
         return init
-    converted = join(output_dir, "initial_model")
+    converted = os.path.join(output_dir, "initial_model")
     if not files.exists(converted):
         save(convert_sentence_transformers(init), converted)
     return converted
@@ -101,13 +97,13 @@ def main(argv=None):
         "keep_best": args.keep_best,
         "verbose": 2,
     })
-    print(f"model directory: {join(args.output_dir, 'model')}")
+    print(f"model directory: {os.path.join(args.output_dir, 'model')}")
     if args.eval_dataset:
         corpus, queries, qrels, report = load_dataset(args.eval_dataset, args.eval_split)
         metrics = evaluate_run(qrels, gtr_run(encoder, corpus, queries))
         print(format_table([(args.eval_dataset.rstrip("/").rsplit("/", 1)[-1], metrics)]))
         result = {"dataset": args.eval_dataset, "split": args.eval_split, "metrics": metrics}
-        with files.atomic_file(join(args.output_dir, "eval.json")) as f:
+        with files.atomic_file(os.path.join(args.output_dir, "eval.json")) as f:
             f.write(json.dumps(result, indent=2).encode("utf-8"))
 
 
