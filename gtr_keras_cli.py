@@ -502,6 +502,10 @@ def _run(args, parser):
 
     _check_remote_paths(args, parser)
     try:
+        if getattr(args, "model", None):
+            from gtr_keras.checkpoints import check_model_source
+
+            check_model_source(args.model)  # before the handler reads its inputs
         handler(args)
     except (UserError, OSError) as error:
         if args.debug:

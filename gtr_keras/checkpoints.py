@@ -114,6 +114,17 @@ def save(model, directory):
         embedder.save_to_preset(str(staging))
 
 
+def check_model_source(path):
+    """Raises `CheckpointError` for a local model path that is neither a directory nor a name of `HUB_IDS`.
+
+    Cheap (no model is read), so commands call it before reading their inputs.
+    Ids with a scheme (`hf://`, `gs://`, ...) are checked where they are read.
+    """
+    path = os.fspath(path).removeprefix("file://")
+    if "://" not in path and not files.isdir(path) and path not in HUB_IDS:
+        raise CheckpointError(f"{path}: no such model directory")
+
+
 def load(directory, jit_compile=False, dtype=None, query_length=None, document_length=None):
     """An `Encoder` (numpy batches in, numpy embeddings out) for a model directory or checkpoint.
 
@@ -140,9 +151,8 @@ def load(directory, jit_compile=False, dtype=None, query_length=None, document_l
     if is_remote(path):
         with local_model_directory(path) as local:
             return load(local, jit_compile, dtype, query_length, document_length)
+    check_model_source(path)
     path = path.removeprefix("file://")
-    if "://" not in path and not files.isdir(path) and path not in HUB_IDS:
-        raise CheckpointError(f"{path}: no such model directory")
     if "://" not in path and files.isdir(path):
         config_path = os.path.join(path, CONFIG_FILE)
         config = _read_json(config_path)

@@ -42,7 +42,6 @@ Export and index directories may be local or on any file system TensorFlow knows
 locally to be read.
 """
 
-import contextlib
 import copy
 import os
 import shutil
@@ -267,62 +266,58 @@ def _check_searcher(encoder, index_dir, searcher, k):
 
 
 def _write_searcher(encoder, index_dir, staging, searcher, k):
-    with contextlib.ExitStack() as scann_files:  # a local copy of a remote index's ScaNN files, until saved
-        _write_searcher_using(encoder, index_dir, staging, searcher, k, scann_files)
+    # One local copy of a remote index (the ScaNN assets are read again when the SavedModel is saved).
+    with files.local_copy(os.path.join(index_dir, INDEX_SUBDIR)) as local_index:
+        index = SearchIndex.load(local_index)
+        use_scann = searcher == "scann" and index.kind == "scann"
+        root, embed = _root(encoder, staging)
+        root.doc_ids = tf.Variable(np.array(index.ids, dtype=object), trainable=False, name="doc_ids")
+        num_docs = len(index.ids)
+        raw_dir = os.path.join(staging, "scann_raw")
+        if use_scann:
+            from scann.scann_ops.py import scann_ops
 
+            os.makedirs(raw_dir)
+            root.scann = _ScannResource(os.path.join(local_index, SCANN_SUBDIR), raw_dir)
+            reorder, leaves = index.params["reorder_factor"], index.params["num_leaves_to_search"]
 
-def _write_searcher_using(encoder, index_dir, staging, searcher, k, scann_files):
-    index = SearchIndex.load(os.path.join(index_dir, INDEX_SUBDIR))
-    use_scann = searcher == "scann" and index.kind == "scann"
-    root, embed = _root(encoder, staging)
-    root.doc_ids = tf.Variable(np.array(index.ids, dtype=object), trainable=False, name="doc_ids")
-    num_docs = len(index.ids)
-    raw_dir = os.path.join(staging, "scann_raw")
-    if use_scann:
-        from scann.scann_ops.py import scann_ops
+            def top_k(queries, k):
+                # A plain tuple, not ScaNN's named one: `tf.cond` in `search` pairs it with an empty batch's.
+                neighbors, scores = scann_ops.scann_search_batched(
+                    root.scann.resource_handle, queries, k, reorder * k, leaves, True
+                )
+                return neighbors, scores
+        else:
+            root.doc_embeddings = tf.Variable(index.embeddings, trainable=False, name="doc_embeddings")
 
-        os.makedirs(raw_dir)
-        scann_dir = scann_files.enter_context(files.local_copy(os.path.join(index_dir, INDEX_SUBDIR, SCANN_SUBDIR)))
-        root.scann = _ScannResource(scann_dir, raw_dir)
-        reorder, leaves = index.params["reorder_factor"], index.params["num_leaves_to_search"]
+            def top_k(queries, k):
+                scores, neighbors = tf.math.top_k(tf.matmul(queries, root.doc_embeddings, transpose_b=True), k)
+                return neighbors, scores
 
-        def top_k(queries, k):
-            # A plain tuple, not ScaNN's named one: `tf.cond` in `search` pairs it with an empty batch's.
-            neighbors, scores = scann_ops.scann_search_batched(
-                root.scann.resource_handle, queries, k, reorder * k, leaves, True
+        def search(queries, k, min_width=0):
+            valid = tf.debugging.assert_greater_equal(k, 1, message="k must be at least 1")
+            with tf.control_dependencies([valid]):
+                k = tf.minimum(k, num_docs)
+            width = tf.reduce_max(tf.concat([k, [min_width]], axis=0))
+            query_embeddings = embed(queries, "query")
+            neighbors, scores = tf.cond(
+                tf.shape(queries)[0] > 0,
+                lambda: top_k(query_embeddings, width),
+                lambda: (tf.zeros([0, width], tf.int32), tf.zeros([0, width], tf.float32)),
             )
-            return neighbors, scores
-    else:
-        root.doc_embeddings = tf.Variable(index.embeddings, trainable=False, name="doc_embeddings")
+            neighbors, scores = tf.ensure_shape(neighbors, [None, None]), tf.ensure_shape(scores, [None, None])
+            inside = tf.range(width)[None, :] < k[:, None]
+            return {
+                "ids": tf.where(inside, tf.gather(root.doc_ids, neighbors), PAD_ID),
+                "scores": tf.where(inside, scores, PAD_SCORE),
+            }
 
-        def top_k(queries, k):
-            scores, neighbors = tf.math.top_k(tf.matmul(queries, root.doc_embeddings, transpose_b=True), k)
-            return neighbors, scores
-
-    def search(queries, k, min_width=0):
-        valid = tf.debugging.assert_greater_equal(k, 1, message="k must be at least 1")
-        with tf.control_dependencies([valid]):
-            k = tf.minimum(k, num_docs)
-        width = tf.reduce_max(tf.concat([k, [min_width]], axis=0))
-        query_embeddings = embed(queries, "query")
-        neighbors, scores = tf.cond(
-            tf.shape(queries)[0] > 0,
-            lambda: top_k(query_embeddings, width),
-            lambda: (tf.zeros([0, width], tf.int32), tf.zeros([0, width], tf.float32)),
+        root.search = tf.function(search, input_signature=[QUERIES, K])
+        root.search_default_k = tf.function(
+            lambda queries: search(queries, tf.fill(tf.shape(queries), k), min(k, num_docs)), input_signature=[QUERIES]
         )
-        neighbors, scores = tf.ensure_shape(neighbors, [None, None]), tf.ensure_shape(scores, [None, None])
-        inside = tf.range(width)[None, :] < k[:, None]
-        return {
-            "ids": tf.where(inside, tf.gather(root.doc_ids, neighbors), PAD_ID),
-            "scores": tf.where(inside, scores, PAD_SCORE),
-        }
-
-    root.search = tf.function(search, input_signature=[QUERIES, K])
-    root.search_default_k = tf.function(
-        lambda queries: search(queries, tf.fill(tf.shape(queries), k), min(k, num_docs)), input_signature=[QUERIES]
-    )
-    _save(root, staging, {"serving_default": root.search_default_k, "search": root.search})
-    shutil.rmtree(raw_dir, ignore_errors=True)
+        _save(root, staging, {"serving_default": root.search_default_k, "search": root.search})
+        shutil.rmtree(raw_dir, ignore_errors=True)
 
 
 def load_export(path):

@@ -511,7 +511,7 @@ class ShardWriter:
                     f"{self.work_dir}: these shards were encoded from other inputs or settings "
                     f"({change}); {self._start_over}"
                 )
-            self._check_finished_shards()
+            self._check_finished_shards(set(names))
         elif any(fnmatch.fnmatchcase(name, "shard-*.npz") for name in names):
             raise MismatchError(
                 f"{self.work_dir}: shard files but no {_MANIFEST_JSON} saying what they were encoded "
@@ -551,10 +551,11 @@ class ShardWriter:
         except (OSError, ValueError, KeyError, zipfile.BadZipFile) as e:
             raise DataError(f"{path}: unreadable shard ({_reason(e, path)}); {self._start_over}") from e
 
-    def _check_finished_shards(self):
+    def _check_finished_shards(self, names):
+        """Checks the texts of every finished shard; `names` lists the work directory."""
         for number in range(self.num_shards):
             shard = self.shard(number)
-            if not files.exists(self._path(number)):
+            if os.path.basename(self._path(number)) not in names:
                 continue
             if str(self._read(number, "texts_sha256")) != self._texts_sha256(shard):
                 raise MismatchError(

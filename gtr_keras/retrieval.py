@@ -278,11 +278,10 @@ def load_dataset(dataset, split="test"):
     >>> print(report)  # doctest: +SKIP
     qrels: all 300 queries and 339 judgements match the collection
     """
+    qrels = load_qrels(dataset, split)  # small: a wrong split fails before the corpus is read
     corpus = load_corpus(dataset)
     queries = load_queries(dataset)
-    qrels, report = check_qrels(
-        load_qrels(dataset, split), corpus.ids, queries, unknown_documents="keep"
-    )
+    qrels, report = check_qrels(qrels, corpus.ids, queries, unknown_documents="keep")
     return corpus, {qid: queries[qid] for qid in qrels}, qrels, report
 
 

@@ -165,3 +165,13 @@ def test_a_missing_model_is_exit_2_and_one_line(tmp_path, monkeypatch, capsys):
         "gtr-keras encode: error: ./no-such-dir: no such model directory"
     ]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["texts.txt"]
+
+
+def test_a_missing_model_is_named_before_the_input_is_read(tmp_path, monkeypatch, capsys):
+    import gtr_keras.corpus
+
+    monkeypatch.setattr(gtr_keras.corpus, "read_texts", lambda path: pytest.fail("the input was read"))
+    (tmp_path / "texts.txt").write_text("a\n")
+    assert main(["encode", "--model", str(tmp_path / "typo"), "--input", str(tmp_path / "texts.txt"),
+                 "--output", str(tmp_path / "o.npy")]) == 2
+    assert capsys.readouterr().err.strip() == f"gtr-keras encode: error: {tmp_path / 'typo'}: no such model directory"

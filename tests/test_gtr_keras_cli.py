@@ -129,7 +129,7 @@ def test_user_error_is_exit_2_one_line_and_debug_shows_the_traceback(tmp_path, m
 
     monkeypatch.setattr(cli, "encode", failing)
     (tmp_path / "x.txt").write_text("a\n")
-    argv = ["encode", "--model", "m", "--input", str(tmp_path / "x.txt"), "--output", str(tmp_path / "o.npy")]
+    argv = ["encode", "--model", str(tmp_path), "--input", str(tmp_path / "x.txt"), "--output", str(tmp_path / "o.npy")]
     assert main(argv) == 2
     assert _one_line_error(capsys) == "gtr-keras encode: error: corpus.jsonl:3: missing field `text`"
     with pytest.raises(DataError):
@@ -144,7 +144,7 @@ def test_a_bug_is_exit_1_with_one_line_pointing_to_debug(tmp_path, monkeypatch, 
 
     monkeypatch.setattr(cli, "encode", failing)
     (tmp_path / "x.txt").write_text("a\n")
-    assert main(["encode", "--model", "m", "--input", str(tmp_path / "x.txt"), "--output",
+    assert main(["encode", "--model", str(tmp_path), "--input", str(tmp_path / "x.txt"), "--output",
                  str(tmp_path / "o.npy")]) == 1
     line = _one_line_error(capsys)
     assert "internal error: KeyError" in line and "--debug" in line
@@ -229,7 +229,7 @@ def test_remote_paths_are_checked_like_local_ones(tmp_path, capsys, no_model_loa
          f"argument --input: {root}/not-an-index: is a directory, expected a file"),
         (["encode", "--model", f"{root}/no-model", "--input", str(tmp_path / "x.txt"), "--output",
           str(tmp_path / "o.npy")], f"argument --model: {root}/no-model: no such model directory"),
-        (["encode", "--model", "m", "--input", str(tmp_path / "x.txt"), "--output", f"{root}/not-an-index"],
+        (["encode", "--model", str(tmp_path), "--input", str(tmp_path / "x.txt"), "--output", f"{root}/not-an-index"],
          f"argument --output: {root}/not-an-index: must end with .npy"),
         (["search", "q", "--index", f"{root}/not-an-index", "--model", "m"],
          f"argument --index: {root}/not-an-index: not an index directory (no retriever.json)"),
