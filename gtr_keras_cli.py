@@ -75,6 +75,16 @@ def _positive_float(text):
 _positive_float.__name__ = "float"
 
 
+def _at_least_zero_float(text):
+    value = float(text)
+    if not value >= 0:
+        raise argparse.ArgumentTypeError(f"must be at least 0, got {text}")
+    return value
+
+
+_at_least_zero_float.__name__ = "float"
+
+
 def _fraction(text):
     value = float(text)
     if not 0 < value <= 1:
@@ -235,38 +245,25 @@ def _add_progress(parser):
 
 
 # (flag, TrainConfig key, argparse type, choices, help with the TrainConfig default)
-TRAIN_FLAGS = (
-    ("--init", "init", str, None, "model directory to fine-tune, or preset name (gtr-tiny, gtr-small, gtr-base, "
-     "gtr-large, gtr-xl, gtr-xxl) to train from scratch (required unless in --config)"),
+_LOOP_FLAGS = (  # the training loop's settings, shared by `train` and `distill`
     ("--output-dir", "output_dir", _output_dir, None,
      "checkpoints, logs and the final model go here; rerun to resume (required unless in --config)"),
-    ("--data", "data.source", _input_any, None,
-     "JSONL/TSV/TFRecord triples file or BEIR directory (required unless in --config)"),
-    ("--data-format", "data.format", str, TRAIN_DATA_FORMATS, "format of --data (default: auto, from the path)"),
-    ("--split", "data.split", str, None, "qrels split of a BEIR source (default: train)"),
-    ("--negatives-file", "data.negatives_file", _input_file, None,
-     "mined-negatives JSONL for a BEIR source (default: none)"),
-    ("--num-negatives", "data.num_negatives", _at_least_zero, None, "hard negatives per query (default: 1)"),
-    ("--query-length", "data.query_length", _token_budget, None, "query token budget (default: 64)"),
-    ("--document-length", "data.document_length", _token_budget, None, "passage token budget (default: 512)"),
-    ("--train-fraction", "data.train_fraction", _fraction, None,
-     "fraction of queries to train on, chosen by id hash (default: 1.0)"),
-    ("--max-positives-per-query", "data.max_positives_per_query", _at_least_one, None,
-     "examples kept per query id (default: all)"),
     ("--tokenizer", "tokenizer", _input_file, None,
      "SentencePiece model file (default: the model's; with a preset, one trained on the data)"),
+    ("--sentencepiece-vocabulary-size", "sentencepiece_vocabulary_size", _at_least_one, None,
+     "pieces of the SentencePiece model trained for a preset (default: the preset's vocabulary size - 100)"),
+    ("--case-folding", "sentencepiece_case_folding", bool, None,
+     "train that SentencePiece model with NFKC and case folding, so UPPER and lower case read alike "
+     "(default: False)"),
     ("--steps", "steps", _at_least_one, None, "optimizer steps (default: 1000)"),
     ("--batch-size", "batch_size", _at_least_one, None, "global batch size, queries per step (default: 128)"),
     ("--learning-rate", "learning_rate", _positive_float, None,
      "initial Adafactor learning rate, linear decay to 0 (default: 0.001)"),
     ("--checkpoint-every", "checkpoint_every", _at_least_one, None, "steps between checkpoints (default: 1000)"),
     ("--precision", "precision", str, TRAIN_PRECISIONS, "bfloat16 trains with mixed_bfloat16 (default: float32)"),
-    ("--grad-cache-chunk-size", "grad_cache_chunk_size", _at_least_one, None,
-     "GradCache chunk size per replica (default: no GradCache)"),
     ("--strategy", "strategy", str, TRAIN_STRATEGIES, "distribution strategy (default: default, one device)"),
     ("--tpu", "tpu", str, None, "TPU address with --strategy tpu, `local` on a TPU VM (default: none)"),
     ("--seed", "seed", int, None, "seed of initialisation, shuffling and negative sampling (default: 0)"),
-    ("--temperature", "temperature", _positive_float, None, "softmax temperature (default: 0.01)"),
     ("--steps-per-execution", "steps_per_execution", _at_least_one, None,
      "training steps per call into the device (a loop there); must divide --checkpoint-every and --validate-every "
      "(default: 1, or with --strategy tpu the largest divisor of those up to 100)"),
@@ -284,12 +281,60 @@ TRAIN_FLAGS = (
      "keep the model of the best validation NDCG@10 as the model directory OUT/best_model (default: False)"),
 )
 
+TRAIN_FLAGS = (
+    ("--init", "init", str, None, "model directory to fine-tune, or preset name (gtr-tiny, gtr-small, gtr-base, "
+     "gtr-large, gtr-xl, gtr-xxl) to train from scratch (required unless in --config)"),
+    ("--data", "data.source", _input_any, None,
+     "JSONL/TSV/TFRecord triples file or BEIR directory (required unless in --config)"),
+    ("--data-format", "data.format", str, TRAIN_DATA_FORMATS, "format of --data (default: auto, from the path)"),
+    ("--split", "data.split", str, None, "qrels split of a BEIR source (default: train)"),
+    ("--negatives-file", "data.negatives_file", _input_file, None,
+     "mined-negatives JSONL for a BEIR source (default: none)"),
+    ("--num-negatives", "data.num_negatives", _at_least_zero, None, "hard negatives per query (default: 1)"),
+    ("--query-length", "data.query_length", _token_budget, None, "query token budget (default: 64)"),
+    ("--document-length", "data.document_length", _token_budget, None, "passage token budget (default: 512)"),
+    ("--train-fraction", "data.train_fraction", _fraction, None,
+     "fraction of queries to train on, chosen by id hash (default: 1.0)"),
+    ("--max-positives-per-query", "data.max_positives_per_query", _at_least_one, None,
+     "examples kept per query id (default: all)"),
+    ("--grad-cache-chunk-size", "grad_cache_chunk_size", _at_least_one, None,
+     "GradCache chunk size per replica (default: no GradCache)"),
+    ("--temperature", "temperature", _positive_float, None, "softmax temperature (default: 0.01)"),
+    *_LOOP_FLAGS,
+)
 
-def add_train_arguments(parser):
-    """Adds `gtr-keras train` arguments to a parser.
+DISTILL_FLAGS = (
+    ("--teacher", "teacher", str, None,
+     "the teacher: a GTR model directory, or a keras-hub TextEmbedder preset directory such as a "
+     "sentence-transformers BERT checkpoint (required unless in --config)"),
+    ("--student", "init", str, None, "the student: a model directory, or a preset name (gtr-tiny, gtr-small, ...) "
+     "to start from random weights (required unless in --config)"),
+    ("--texts", "data.texts", _input_file, None,
+     "files of texts: .txt (a text a line) or .jsonl[.gz] of {query, positive} pairs or {text[, title]} "
+     "records (required unless in --config)"),
+    ("--query-length", "data.query_length", _token_budget, None, "the student's query token budget (default: 64)"),
+    ("--document-length", "data.document_length", _token_budget, None,
+     "the student's document token budget (default: 512)"),
+    ("--temperature", "temperature", _positive_float, None,
+     "the student's softmax temperature over in-batch scores (default: 0.05)"),
+    ("--teacher-temperature", "teacher_temperature", _positive_float, None,
+     "the teacher's softmax temperature over in-batch scores (default: 0.05)"),
+    ("--mse-weight", "mse_weight", _at_least_zero_float, None,
+     "weight of the embedding MSE to the teacher's embeddings, through a learned projection when the sizes "
+     "differ (default: 0.0)"),
+    ("--teacher-batch-size", "teacher_batch_size", _at_least_one, None, "texts per teacher pass (default: 64)"),
+    ("--teacher-shard-size", "teacher_shard_size", _at_least_one, None,
+     "texts per shard of the resumable teacher-embedding cache (default: 4096)"),
+    *_LOOP_FLAGS,
+)
+_LIST_SETTINGS = ("data.texts",)
 
-    `--config FILE` reads a YAML/JSON `TrainConfig`; every other flag
-    overrides one setting of it (each flag's default is the `TrainConfig` one).
+
+def add_train_arguments(parser, flags=TRAIN_FLAGS):
+    """Adds `gtr-keras train` (or, with `DISTILL_FLAGS`, `distill`) arguments to a parser.
+
+    `--config FILE` reads a YAML/JSON config; every other flag
+    overrides one setting of it (each flag's default is the config's).
 
     Example:
     >>> parser = argparse.ArgumentParser()
@@ -299,15 +344,18 @@ def add_train_arguments(parser):
     """
     parser.add_argument("--config", type=_input_file,
                         help="YAML or JSON training config; flags override it (default: flags only)")
-    for flag, key, kind, choices, help_text in TRAIN_FLAGS:
+    for flag, key, kind, choices, help_text in flags:
         if kind is bool:  # a switch; None when absent, so that it does not override --config
             parser.add_argument(flag, dest=key, action="store_const", const=True, help=help_text)
         else:
-            parser.add_argument(flag, dest=key, type=kind, choices=choices, help=help_text)
-    parser.add_argument(
-        "--no-mask-false-negatives", dest="mask_false_negatives", action="store_const", const=False,
-        help="do not mask in-batch candidates that share the positive's document id (default: masked)",
-    )
+            metavar = None if choices else flag.removeprefix("--").upper().replace("-", "_")
+            parser.add_argument(flag, dest=key, type=kind, choices=choices, help=help_text, metavar=metavar,
+                                nargs="+" if key in _LIST_SETTINGS else None)
+    if flags is TRAIN_FLAGS:
+        parser.add_argument(
+            "--no-mask-false-negatives", dest="mask_false_negatives", action="store_const", const=False,
+            help="do not mask in-batch candidates that share the positive's document id (default: masked)",
+        )
 
 
 def build_parser():
@@ -399,6 +447,12 @@ def build_parser():
                 "--output-dir resumes from the last checkpoint if the settings, model and data are unchanged.")
     add_train_arguments(p)
 
+    p = command("distill", "distil a teacher into a small GTR student (resumable)",
+                "Trains a GTR student to give the teacher's in-batch similarity distributions (KL divergence, "
+                "optionally with an embedding MSE) on the --texts; the teacher embeds each text once into a "
+                "resumable cache under --output-dir, and the training loop is `train`'s (rerun to resume).")
+    add_train_arguments(p, DISTILL_FLAGS)
+
     p = command("mine", "hard negatives from the model's own retrieval (for `train`)")
     p.add_argument("--model", required=True, help=_MODEL_HELP)
     p.add_argument("--dataset", required=True, type=_input_dir, help="BEIR directory")
@@ -438,7 +492,7 @@ def build_parser():
 
 # Arguments without a path type that name a model: a model directory may be remote (`gs://...`), but
 # `hf://ORG/NAME` (and keras-hub's other download ids, `checkpoints.DOWNLOAD_PREFIXES`) are read by the loader.
-_MODEL_DESTS = ("model", "source", "init")
+_MODEL_DESTS = ("model", "source", "init", "teacher")
 
 
 def _remote_path_problem(path, check):

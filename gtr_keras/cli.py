@@ -15,7 +15,7 @@ import numpy as np
 
 from gtr_keras.errors import DataError
 from gtr_keras.files import atomic_file, atomic_outputs
-from gtr_keras_cli import INFERENCE_PRECISIONS, TRAIN_FLAGS, main  # noqa: F401  (main: `gtr_keras.cli.main` entry)
+from gtr_keras_cli import DISTILL_FLAGS, INFERENCE_PRECISIONS, TRAIN_FLAGS, main  # noqa: F401  (main: `gtr_keras.cli.main` entry)
 
 
 def _encoder(args):
@@ -199,13 +199,13 @@ def export(args):
     print("\n".join(f"wrote {path}" for path in written.values()))
 
 
-def config_from_args(args):
-    """The `TrainConfig` of parsed `train` arguments: `--config` with the flags on top."""
-    from gtr_keras.training import load_config
+def config_from_args(args, flags=TRAIN_FLAGS, config_class=None):
+    """The config of parsed `train` (or `distill`) arguments: `--config` with the flags on top."""
+    from gtr_keras.training import TrainConfig, load_config
 
-    keys = [key for _, key, _, _, _ in TRAIN_FLAGS] + ["mask_false_negatives"]
+    keys = [key for _, key, _, _, _ in flags] + ["mask_false_negatives"]
     overrides = {key: getattr(args, key) for key in keys if getattr(args, key, None) is not None}
-    return load_config(args.config, overrides)
+    return load_config(args.config, overrides, config_class or TrainConfig)
 
 
 def train(args):
@@ -214,6 +214,19 @@ def train(args):
     config = config_from_args(args)
     run_training(config)
     print(f"trained model written to {os.path.join(config.output_dir, 'model')}")
+
+
+def distill(args):
+    from gtr_keras.checkpoints import check_model_source
+    from gtr_keras.distillation import DistillConfig, distill as run_distillation
+    from gtr_keras.presets import PRESETS
+
+    config = config_from_args(args, DISTILL_FLAGS, DistillConfig)
+    check_model_source(config.teacher)
+    if config.init not in PRESETS:
+        check_model_source(config.init)
+    run_distillation(config)
+    print(f"distilled model written to {os.path.join(config.output_dir, 'model')}")
 
 
 def saved_model_cli(argv):

@@ -214,3 +214,109 @@ class BidirectionalInBatchLoss:
     @classmethod
     def from_config(cls, config):
         return cls(**config)
+
+
+class SimilarityDistillationLoss:
+    """In-batch similarity distillation: the student's score matrix learns the teacher's.
+
+    A batch holds `B` documents `d_i` and their anchors `a_i`: the query of a
+    (query, document) pair, or for a single text the text itself. With the
+    student's unit embeddings `S = a . d^T` and the teacher's scores `T` of the
+    same texts (`[B, B]`), each row (an anchor against the batch's documents)
+    and each column (a document against the batch's anchors) is turned into a
+    distribution, `p_T = softmax(T / tau_t)` and `p_S = softmax(S / tau_s)`,
+    and the loss is the mean of their KL divergences over rows and columns:
+
+        L_kl = 1 / (2B) * sum_i [ KL(p_T(row i) || p_S(row i)) + KL(p_T(col i) || p_S(col i)) ]
+
+    A single text's own entry `(i, i)` is left out of its row and column (it
+    would be trivially the best). With `mse_weight` w > 0 the loss adds
+    `w * mean ||P s - t||^2`, the squared distance between each student
+    embedding mapped into the teacher's space (`P`: a learned projection, or
+    none when the dimensions agree) and the teacher's embedding, over the
+    batch's documents and the queries of its pairs.
+
+    Called with `rows=(start, stop)`, it returns the share of the batch loss
+    of those rows, so that replicas holding disjoint rows of a gathered
+    global batch add up to the loss of the whole batch.
+
+    Args:
+        student_temperature: `tau_s`.
+        teacher_temperature: `tau_t`.
+        mse_weight: `w` (0: similarity distillation only).
+
+    Example:
+    >>> loss = SimilarityDistillationLoss(0.05, 0.05)
+    >>> a = tf.math.l2_normalize(tf.random.normal([4, 8]), -1)
+    >>> loss(a, a, a, a, single=tf.zeros([4], tf.bool)).numpy() < 1e-6
+    True
+    """
+
+    def __init__(self, student_temperature=0.05, teacher_temperature=0.05, mse_weight=0.0):
+        self.student_temperature = student_temperature
+        self.teacher_temperature = teacher_temperature
+        self.mse_weight = mse_weight
+
+    def __call__(self, student_anchors, student_documents, teacher_anchors, teacher_documents, single,
+                 projected_anchors=None, projected_documents=None, rows=None):
+        """The scalar loss (or the share of `rows`); arguments as in `loss_and_hits`."""
+        return self.loss_and_hits(student_anchors, student_documents, teacher_anchors, teacher_documents, single,
+                                  projected_anchors, projected_documents, rows)[0]
+
+    def loss_and_hits(self, student_anchors, student_documents, teacher_anchors, teacher_documents, single,
+                      projected_anchors=None, projected_documents=None, rows=None):
+        """The loss (or the share of `rows`) and how many rows' best document is the teacher's best.
+
+        Args:
+            student_anchors, student_documents: float `[B, D]` unit student embeddings.
+            teacher_anchors, teacher_documents: float `[B, Dt]` teacher embeddings (their dot
+                products are the teacher's scores).
+            single: bool `[B]`, True where the example is a single text (anchor = document).
+            projected_anchors, projected_documents: `[B, Dt]` student embeddings in the teacher's
+                space, for the MSE term (default: the student embeddings themselves).
+            rows: optional `(start, stop)`: the rows this call accounts for.
+
+        Returns:
+            `(loss, hits)` float32 scalars; `hits` counts the rows among `rows` whose
+            highest-scoring document under the student is the teacher's.
+        """
+        student_anchors, student_documents, teacher_anchors, teacher_documents = (
+            tf.cast(x, tf.float32) for x in (student_anchors, student_documents, teacher_anchors, teacher_documents)
+        )
+        start, stop = rows if rows is not None else (0, tf.shape(student_anchors)[0])
+        batch_size = tf.cast(tf.shape(student_anchors)[0], tf.float32)
+        own = tf.range(start, stop)
+        masked = tf.equal(own[:, None], tf.range(tf.shape(student_anchors)[0])[None, :]) & single[start:stop, None]
+
+        def logits(rows_of, columns_of, temperature):
+            scores = tf.matmul(rows_of[start:stop], columns_of, transpose_b=True) / temperature
+            return tf.where(masked, tf.constant(_MASKED_LOGIT, tf.float32), scores)
+
+        def kl_sum(teacher_logits, student_logits):
+            return tf.reduce_sum(tf.nn.softmax(teacher_logits) * (
+                tf.nn.log_softmax(teacher_logits) - tf.nn.log_softmax(student_logits)))
+
+        teacher_rows = logits(teacher_anchors, teacher_documents, self.teacher_temperature)
+        student_rows = logits(student_anchors, student_documents, self.student_temperature)
+        kl = kl_sum(teacher_rows, student_rows) + kl_sum(
+            logits(teacher_documents, teacher_anchors, self.teacher_temperature),
+            logits(student_documents, student_anchors, self.student_temperature),
+        )
+        hits = tf.reduce_sum(tf.cast(tf.equal(tf.argmax(student_rows, 1), tf.argmax(teacher_rows, 1)), tf.float32))
+        loss = kl / (2.0 * batch_size)
+        if self.mse_weight:
+            anchors = student_anchors if projected_anchors is None else tf.cast(projected_anchors, tf.float32)
+            documents = student_documents if projected_documents is None else tf.cast(projected_documents, tf.float32)
+            paired = 1.0 - tf.cast(single, tf.float32)
+            squared = (tf.reduce_sum(tf.square(documents - teacher_documents), 1)
+                       + paired * tf.reduce_sum(tf.square(anchors - teacher_anchors), 1))
+            loss += self.mse_weight * tf.reduce_sum(squared[start:stop]) / (batch_size + tf.reduce_sum(paired))
+        return loss, hits
+
+    def get_config(self):
+        return {"student_temperature": self.student_temperature, "teacher_temperature": self.teacher_temperature,
+                "mse_weight": self.mse_weight}
+
+    @classmethod
+    def from_config(cls, config):
+        return cls(**config)

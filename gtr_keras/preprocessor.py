@@ -75,7 +75,7 @@ class GTRTextEmbedderPreprocessor(keras_hub.models.TextEmbedderPreprocessor):
         """Model inputs of the text towers of a training batch; other entries are left out.
 
         Args:
-            batch: a dict with tf.string `"query"` `[B]` (query budget),
+            batch: a dict with tf.string `"query"` `[B]` (query budget; optional),
                 `"positive"` `[B]` and optionally `"negatives"` `[B, k]`
                 (document budget).
 
@@ -83,7 +83,9 @@ class GTRTextEmbedderPreprocessor(keras_hub.models.TextEmbedderPreprocessor):
             `{"query", "positive"[, "negatives"]}`, each `{"token_ids",
             "padding_mask"}` int32, `[B, L]` (negatives `[B, k, L]`).
         """
-        features = {"query": self.features(batch["query"], "query"), "positive": self.features(batch["positive"])}
+        features = {"positive": self.features(batch["positive"])}
+        if "query" in batch:
+            features["query"] = self.features(batch["query"], "query")
         if "negatives" in batch:
             k = tf.shape(batch["negatives"])[1]
             flat = self.features(tf.reshape(batch["negatives"], [-1]))

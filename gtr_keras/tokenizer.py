@@ -123,7 +123,7 @@ class _NamedSentencepieceModel(sentencepiece_tokenizer._SentencepieceModelResour
         )
 
 
-def train_sentencepiece(texts, output_path, vocabulary_size=8000, seed_sentences=200_000):
+def train_sentencepiece(texts, output_path, vocabulary_size=8000, seed_sentences=200_000, case_folding=False):
     """Trains a T5-style SentencePiece unigram model on `texts`.
 
     The special pieces sit where T5's do (`<pad>` 0, `</s>` 1, `<unk>` 2, no
@@ -135,6 +135,9 @@ def train_sentencepiece(texts, output_path, vocabulary_size=8000, seed_sentences
         output_path: where to write the `.model` file.
         vocabulary_size: pieces in the model (T5 adds 100 sentinel ids on top).
         seed_sentences: at most this many texts are sampled for training.
+        case_folding: normalise with NFKC and Unicode case folding
+            (`nmt_nfkc_cf`) instead: the model, and every tokenizer that
+            loads it, then maps "WING", "Wing" and "wing" to the same pieces.
 
     Example:
     >>> train_sentencepiece(corpus_texts, "spiece.model", vocabulary_size=1000)
@@ -149,7 +152,7 @@ def train_sentencepiece(texts, output_path, vocabulary_size=8000, seed_sentences
         eos_id=EOS_ID,
         unk_id=2,
         bos_id=-1,
-        normalization_rule_name="nmt_nfkc",
+        normalization_rule_name="nmt_nfkc_cf" if case_folding else "nmt_nfkc",
         character_coverage=0.9995,
         input_sentence_size=seed_sentences,
         shuffle_input_sentence=True,

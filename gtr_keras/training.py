@@ -35,6 +35,7 @@ import re
 import sys
 import time
 import warnings
+from typing import ClassVar
 
 import keras
 import tensorflow as tf
@@ -78,7 +79,9 @@ NOT_COMPARED = (
     "steps_per_execution", "log_every", "validation_data", "validation_split", "validate_every",
     "validation_max_queries", "keep_best",
     # paths: the files behind them are compared by content
-    "init", "tokenizer", "data.source", "data.split", "data.negatives_file",
+    "init", "tokenizer", "data.source", "data.split", "data.negatives_file", "teacher", "data.texts",
+    # distillation: the teacher's batches change its embeddings by rounding only; the cache checks its shards
+    "teacher_batch_size", "teacher_shard_size",
 )
 _HASH_CHUNK = 1 << 20
 
@@ -202,7 +205,7 @@ class DualEncoder(keras.Model):
 
     def _tokenized(self, x):
         """`x` with raw-string towers tokenised in the pipeline (a dataset of token batches is returned as is)."""
-        if not isinstance(x, tf.data.Dataset) or x.element_spec["query"] != tf.TensorSpec([None], tf.string):
+        if not isinstance(x, tf.data.Dataset) or x.element_spec.get("positive") != tf.TensorSpec([None], tf.string):
             return x
         if self.encoder.preprocessor is None:
             raise ValueError("raw-string batches need an encoder with a preprocessor (GTRTextEmbedderPreprocessor)")
@@ -275,7 +278,7 @@ class DualEncoder(keras.Model):
 
     def _track(self, loss, hits, batch):
         """Updates the loss and in-batch accuracy of the global batch, summed over replicas on device."""
-        count = tf.cast(tf.shape(batch["query"]["token_ids"])[0], hits.dtype)
+        count = tf.cast(tf.shape(batch["positive"]["token_ids"])[0], hits.dtype)
         total, hits, count = tf.distribute.get_replica_context().all_reduce(
             tf.distribute.ReduceOp.SUM, [loss, hits, count]
         )
@@ -398,6 +401,11 @@ class TrainConfig:
         sentencepiece_vocabulary_size: pieces of a trained SentencePiece
             model (default: the preset's vocabulary size minus T5's 100
             sentinel ids).
+        sentencepiece_case_folding: train the SentencePiece model with NFKC
+            and Unicode case folding (`nmt_nfkc_cf`), so that the model sees
+            "LIFT", "Lift" and "lift" as the same pieces; the normalisation is
+            part of the SentencePiece model, so every tokenizer of it (in the
+            graph, in exports, Hugging Face's) folds case alike.
         steps: optimizer steps.
         batch_size: global batch size (queries per step, over all replicas).
         learning_rate: initial Adafactor learning rate, decayed linearly to 0.
@@ -485,6 +493,7 @@ class TrainConfig:
     model: dict = dataclasses.field(default_factory=dict)
     tokenizer: str = None
     sentencepiece_vocabulary_size: int = None
+    sentencepiece_case_folding: bool = False
     steps: int = 1000
     batch_size: int = 128
     learning_rate: float = 1e-3
@@ -507,10 +516,13 @@ class TrainConfig:
     validation_max_queries: int = None
     keep_best: bool = False
 
+    data_class: ClassVar[type] = TrainingData
+    required_data: ClassVar[str] = "source"
+
     def __post_init__(self):
         if isinstance(self.data, dict):
             try:
-                self.data = TrainingData(**self.data)
+                self.data = self.data_class(**self.data)
             except UserError as error:
                 raise UserError(f"data.{error}") from None
         dtype_policy(self.precision)
@@ -540,8 +552,9 @@ class TrainConfig:
         self._check_loop_settings()
 
     def _check_loop_settings(self):
-        if not isinstance(self.keep_best, bool):
-            raise UserError(f"keep_best must be true or false, got {self.keep_best!r}")
+        for name in ("keep_best", "sentencepiece_case_folding"):
+            if not isinstance(getattr(self, name), bool):
+                raise UserError(f"{name} must be true or false, got {getattr(self, name)!r}")
         if not isinstance(self.validation_split, str) or not self.validation_split:
             raise UserError(f"validation_split must be a qrels split name, got {self.validation_split!r}")
         if self.validation_data is None:
@@ -593,7 +606,7 @@ class TrainConfig:
                 with `source`.
         """
         fields = {f.name for f in dataclasses.fields(cls)}
-        data_fields = {f.name for f in dataclasses.fields(TrainingData)}
+        data_fields = {f.name for f in dataclasses.fields(cls.data_class)}
         unknown = sorted(set(values) - fields)
         unknown += sorted(f"data.{key}" for key in set(values.get("data") or {}) - data_fields)
         if unknown:
@@ -601,8 +614,8 @@ class TrainConfig:
         for name in ("init", "output_dir", "data"):
             if values.get(name) is None:
                 raise UserError(f"{source}: missing setting `{name}`")
-        if "source" not in values["data"]:
-            raise UserError(f"{source}: missing setting `data.source`")
+        if cls.required_data not in values["data"]:
+            raise UserError(f"{source}: missing setting `data.{cls.required_data}`")
         try:
             return cls(**values)
         except (TypeError, ValueError) as error:
@@ -621,15 +634,16 @@ _ConfigLoader.add_implicit_resolver(
 )
 
 
-def load_config(path, overrides=None):
+def load_config(path, overrides=None, config_class=None):
     """Reads a YAML (or JSON) training config, with `overrides` on top.
 
     Args:
         path: the config file, or `None` to build from `overrides` only.
         overrides: a dict of settings; `"data.<name>"` keys set data settings.
+        config_class: `TrainConfig` (default) or a subclass (`DistillConfig`).
 
     Returns:
-        A `TrainConfig`.
+        A `config_class`.
 
     Raises:
         UserError: an unreadable file or a bad setting, naming the file.
@@ -652,7 +666,7 @@ def load_config(path, overrides=None):
             values["data"][key[len("data."):]] = value
         else:
             values[key] = value
-    return TrainConfig.from_dict(values, source=path or "training settings")
+    return (config_class or TrainConfig).from_dict(values, source=path or "training settings")
 
 
 def make_strategy(name, tpu=None):
@@ -698,7 +712,8 @@ def _tokenizer_file(config):
         preset = preset_config(config.init, **config.model)
         size = config.sentencepiece_vocabulary_size or preset["vocabulary_size"] - 100
         with atomic_outputs(path) as (staged,):
-            train_sentencepiece(_training_texts(config.data), str(staged), vocabulary_size=size)
+            train_sentencepiece(_training_texts(config.data), str(staged), vocabulary_size=size,
+                                case_folding=config.sentencepiece_case_folding)
     return path
 
 
@@ -756,7 +771,8 @@ def _input_change(name, now, then):
     """What changed in an input (compared by content), in words; `None` if nothing did."""
     if now and then and now["sha256"] == then["sha256"]:
         return None
-    what = {"init": "initial model", "tokenizer": "tokenizer", "data.negatives": "mined negatives"}.get(
+    what = {"init": "initial model", "tokenizer": "tokenizer", "data.negatives": "mined negatives",
+            "teacher": "teacher model"}.get(
         name, "training data"
     )
     if now and then and now["path"] == then["path"]:
@@ -1056,6 +1072,30 @@ def train(config):
     """
     if isinstance(config, dict):
         config = TrainConfig.from_dict(config)
+
+    def dual_encoder(encoder):
+        return DualEncoder(encoder, config.temperature, config.mask_false_negatives, config.grad_cache_chunk_size)
+
+    return run_training(config, dual_encoder, config.data.dataset)
+
+
+def run_training(config, make_model, make_dataset, inputs=None):
+    """The loop of `train`, for any Keras model that trains a `GTRTextEmbedder` (`distill` uses it too).
+
+    Args:
+        config: a `TrainConfig` (or a subclass's instance).
+        make_model: `make_model(encoder)` -> the model to `fit`, with the
+            initial `GTRTextEmbedder` as its `encoder`; called under the
+            strategy's scope.
+        make_dataset: `make_dataset(tokenizer, batch_size, seed=, skip_batches=,
+            drop_remainder=, pad_to_length=)` -> the training batches.
+        inputs: optional `inputs()` -> `{name: {"path", "sha256"}}` of further
+            inputs to record and compare on resume (called once the data is
+            checked, before the model is built).
+
+    Returns:
+        The trained `Encoder`.
+    """
     policy = dtype_policy(config.precision)
     if config.init not in PRESETS and not _is_directory(config.init):
         raise CheckpointError(f"{config.init}: no such model directory and not a preset name ({', '.join(PRESETS)})")
@@ -1070,6 +1110,11 @@ def train(config):
         _check_resume(config, record, resumed, ("data", "tokenizer"))
     else:
         config.data.check()
+    if inputs:
+        further = inputs()
+        record["inputs"].update(further)
+        if resumed:
+            _check_resume(config, record, resumed, tuple(further))
     if config.deterministic:
         tf.config.experimental.enable_op_determinism()
     keras.utils.set_random_seed(config.seed)
@@ -1093,9 +1138,7 @@ def train(config):
 
     _set_preprocessor(config, encoder)
     with strategy.scope():
-        model = DualEncoder(
-            encoder, config.temperature, config.mask_false_negatives, config.grad_cache_chunk_size
-        )
+        model = make_model(encoder)
         optimizer = make_optimizer(config.steps, config.learning_rate)
         model.compile(optimizer=optimizer, steps_per_execution=config.resolved_steps_per_execution())
         optimizer.build(model.trainable_variables)
@@ -1109,7 +1152,7 @@ def train(config):
     if start < config.steps:
         # The batches already seen are skipped and the dataset ends with the last step: the final epoch
         # (and the first, when checkpoint_every changed on resume) may be shorter, and the run stops there.
-        dataset = config.data.dataset(
+        dataset = make_dataset(
             encoder.preprocessor.tokenizer, config.batch_size, seed=config.seed, skip_batches=start,
             drop_remainder=True, pad_to_length=config.strategy == "tpu",
         ).take(config.steps - start)

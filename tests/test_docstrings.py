@@ -11,6 +11,7 @@ import tensorflow as tf
 import gtr_keras
 from conftest import TINY_ST
 from gtr_keras.backbone import GTRBackbone
+from gtr_keras.distillation import DistilledDualEncoder
 from gtr_keras.encoder import Encoder
 from gtr_keras.preprocessor import GTRTextEmbedderPreprocessor
 from gtr_keras.text_embedder import GTRTextEmbedder
@@ -19,7 +20,8 @@ from gtr_keras.training import DualEncoder, make_optimizer
 
 
 @pytest.mark.parametrize(
-    "cls", [GTRBackbone, GTRTextEmbedder, GTRTextEmbedderPreprocessor, GTRTokenizer, Encoder, DualEncoder]
+    "cls",
+    [GTRBackbone, GTRTextEmbedder, GTRTextEmbedderPreprocessor, GTRTokenizer, Encoder, DualEncoder, DistilledDualEncoder],
 )
 def test_class_docstring_example_runs(cls, tiny_model_dir):
     globs = {

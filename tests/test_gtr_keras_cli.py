@@ -57,14 +57,22 @@ def test_every_flag_has_help_that_states_its_default(name):
             assert "default" in text or "required" in text, f"{name} {action.option_strings[0]}: no default in help"
 
 
-def test_train_flag_defaults_in_help_are_the_config_defaults():
-    from gtr_keras.data import TrainingData
+def test_train_and_distill_flag_defaults_in_help_are_the_config_defaults():
+    from gtr_keras.distillation import DistillConfig
     from gtr_keras.training import TrainConfig
 
-    defaults = {f.name: f.default for f in dataclasses.fields(TrainConfig)}
-    defaults.update({f"data.{f.name}": f.default for f in dataclasses.fields(TrainingData)})
     checked = 0
-    for flag, key, _, _, text in gtr_keras_cli.TRAIN_FLAGS:
+    for flags, config_class in ((gtr_keras_cli.TRAIN_FLAGS, TrainConfig),
+                                (gtr_keras_cli.DISTILL_FLAGS, DistillConfig)):
+        checked += _check_stated_defaults(flags, config_class)
+    assert checked >= 30
+
+
+def _check_stated_defaults(flags, config_class):
+    defaults = {f.name: f.default for f in dataclasses.fields(config_class)}
+    defaults.update({f"data.{f.name}": f.default for f in dataclasses.fields(config_class.data_class)})
+    checked = 0
+    for flag, key, _, _, text in flags:
         stated = re.search(r"\(default: ([^)]*)\)", text)
         if "required" in text:
             continue
@@ -73,9 +81,9 @@ def test_train_flag_defaults_in_help_are_the_config_defaults():
         default = defaults[key]
         if default is None or isinstance(default, str) and default not in ("float32", "default", "auto", "train"):
             continue
-        assert value == str(default), f"{flag}: help says {value}, TrainConfig has {default!r}"
+        assert value == str(default), f"{flag}: help says {value}, {config_class.__name__} has {default!r}"
         checked += 1
-    assert checked >= 12
+    return checked
 
 
 @pytest.mark.parametrize(

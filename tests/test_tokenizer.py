@@ -85,6 +85,19 @@ def test_trained_model_has_t5_special_ids(tmp_path):
     assert [sp.id_to_piece(i) for i in range(3)] == ["<pad>", "</s>", "<unk>"]
 
 
+def test_a_case_folding_model_reads_upper_and_lower_case_alike(tmp_path):
+    texts = ["The wing lift of a Boundary Layer", "flow over a WING", "Heat transfer in jets"] * 200
+    folded = GTRTokenizer(str(train_sentencepiece(texts, tmp_path / "cf.model", 80, case_folding=True)))
+    plain = GTRTokenizer(str(train_sentencepiece(texts, tmp_path / "plain.model", 80)))
+    lower, upper = ["boundary layer of a wing"], ["BOUNDARY LAYER OF A WING"]
+    assert folded.token_ids(upper, 64).to_list() == folded.token_ids(lower, 64).to_list()
+    assert plain.token_ids(upper, 64).to_list() != plain.token_ids(lower, 64).to_list()
+    import sentencepiece  # the folding is in the model file: any SentencePiece reader applies it
+
+    sp = sentencepiece.SentencePieceProcessor(model_file=str(tmp_path / "cf.model"))
+    assert sp.encode(upper[0]) + [EOS_ID] == folded.token_ids(upper, 64).to_list()[0]
+
+
 def test_a_tokenizer_survives_one_made_after_a_seed_being_garbage_collected():
     """TF Text's counter-named resource restarted after `set_random_seed`; a named one is shared and kept."""
     import gc

