@@ -30,6 +30,9 @@ _EXPORTS = {
     "GTRTokenizer": "gtr_keras.tokenizer",
     "preset_config": "gtr_keras.presets",
     "load_export": "gtr_keras.export",
+    "train": "gtr_keras.training",
+    "distill": "gtr_keras.distillation",
+    "load_teacher": "gtr_keras.teachers",
 }
 
 __all__ = sorted(_EXPORTS)

@@ -12,6 +12,7 @@ gtr-keras model directory `output_dir/model`; the projection into the
 teacher's space (for the embedding MSE) is a training aid and is not kept.
 """
 
+import contextlib
 import dataclasses
 import os
 import warnings
@@ -51,7 +52,9 @@ class DistillationTexts:
     A pair's query is embedded with the query budget and scored against the
     batch's documents; a single text is its own anchor (see
     `SimilarityDistillationLoss`). Pairs or single texts with an empty text
-    are skipped, with a `DataWarning` naming the first few lines.
+    are skipped, with a `DataWarning` naming the first few lines. The texts
+    are held in memory (with the teacher's embeddings of each distinct text:
+    N x Dt x 4 bytes).
 
     Args:
         texts: the files, local or on any file system `tf.io.gfile` knows.
@@ -117,8 +120,8 @@ class DistillationTexts:
         return (Example(query or "", document, (), "", "", ()) for query, document in self.read())
 
     def surface_errors(self):
-        """A no-op context: the texts are read before the pipeline starts."""
-        return _NoErrorsToSurface()
+        """A context that does nothing: the texts are read and checked before the pipeline starts."""
+        return contextlib.nullcontext()
 
     def distinct_texts(self):
         """`(queries, documents)`: the distinct query texts of the pairs and the distinct documents, in
@@ -178,14 +181,6 @@ class DistillationTexts:
             dataset = dataset.repeat()
         dataset = dataset.batch(batch_size, drop_remainder=drop_remainder).skip(skip_batches)
         return dataset.map(features, num_parallel_calls=tf.data.AUTOTUNE).prefetch(tf.data.AUTOTUNE)
-
-
-class _NoErrorsToSurface:
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc_info):
-        return False
 
 
 def _read_texts_file(path):
@@ -248,7 +243,6 @@ class DistilledDualEncoder(DualEncoder):
     """
 
     def __init__(self, encoder, teacher_dim, temperature=0.05, teacher_temperature=0.05, mse_weight=0.0, **kwargs):
-        kwargs.pop("mask_false_negatives", None)
         super().__init__(encoder, temperature, mask_false_negatives=False, **kwargs)
         if self.grad_cache_chunk_size:
             raise ValueError("DistilledDualEncoder does not support GradCache")

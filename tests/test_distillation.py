@@ -295,3 +295,21 @@ def test_the_cli_distils_and_bad_inputs_are_exit_2_and_one_line(tiny_model_dir, 
         assert result.returncode == 2 and len(lines) == 1 and re.search(message, lines[0]), (argv, result.stderr)
         assert not (tmp_path / f"bad{number}" / "model").exists()
     assert main  # the in-process entry point is the console script's
+
+
+def test_bfloat16_validation_and_keep_best_work_as_in_train(tiny_model_dir, tmp_path, capsys):
+    from beir_files import write_beir
+
+    from gtr_keras.corpus import Corpus
+
+    corpus = Corpus([f"d{i}" for i in range(8)], [""] * 8, [f"the {w} and the river" for w in WORDS[:8]])
+    validation = write_beir(tmp_path / "dev", corpus, {"q1": "cat", "q2": "dog"}, [("q1", "d0", 1), ("q2", "d1", 1)],
+                            split="dev")
+    config = tiny_distillation(tmp_path, tiny_model_dir, precision="bfloat16", validation_data=str(validation),
+                               keep_best=True, verbose=2)
+    student = distill(config)
+    assert np.isfinite(student.encode_documents(["cat"])).all()
+    out = capsys.readouterr().out
+    assert "validation at step 2: ndcg@10" in out and "validation at step 4: ndcg@10" in out
+    assert (tmp_path / "run" / "best_model" / "validation.json").exists()
+    assert json.loads((tmp_path / "run" / "train_config.json").read_text())["settings"]["precision"] == "bfloat16"

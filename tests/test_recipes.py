@@ -153,3 +153,30 @@ def test_paper_miniature_ladder_makes_a_table_from_logged_cells(tmp_path):
     assert all(r["command"].endswith("--document-length 512") for r in added)
     evaluated = json.loads((out / "results" / "tiny-multistage-doc512" / "zs.json").read_text())
     assert evaluated["document_length"] == 512
+
+
+def test_distill_cpu_evaluates_any_teacher_or_student_and_reports_a_table(tmp_path, tiny_model_dir):
+    from test_teachers import write_bert_text_embedder
+
+    corpus = Corpus([f"d{i}" for i in range(12)], [""] * 12, [f"{WORDS[i]} {WORDS[i + 1]} flow" for i in range(12)])
+    queries = {f"q{i}": f"{WORDS[i]} {WORDS[i + 1]}" for i in range(0, 12, 3)}
+    collection = write_beir(tmp_path / "toy", corpus, queries, [(f"q{i}", f"d{i}", 1) for i in range(0, 12, 3)])
+    write_bert_text_embedder(tmp_path / "bert")
+    results = tmp_path / "out" / "results"
+    results.mkdir(parents=True)
+    for name, model in (("student", tiny_model_dir), ("teacher", str(tmp_path / "bert"))):
+        done = subprocess.run(
+            [sys.executable, "recipes/distill_cpu/evaluate.py", model, str(collection), str(results / f"{name}.json")],
+            cwd=REPO, capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, done.stderr[-2000:]
+        record = (results / f"{name}.json").read_text()
+        assert 0.0 <= json.loads(record)["ndcg@10"] <= 1.0 and json.loads(record)["documents"] == 12
+        for dataset in ("scifact", "nfcorpus", "cranfield", "cisi", "cranfield-upper"):  # the report's inputs
+            (results / f"{name}-{dataset}.json").write_text(record)
+    (results / "times.txt").write_text("distill: 5 s\n")
+    report = subprocess.run([sys.executable, "recipes/distill_cpu/report.py", str(tmp_path / "out")], cwd=REPO,
+                            capture_output=True, text=True, timeout=60)
+    assert report.returncode == 0, report.stderr
+    student = json.loads((results / "student-scifact.json").read_text())["ndcg@10"]
+    assert f"| distilled student | {student:.4f} |" in report.stdout
+    assert "| teacher all-MiniLM-L6-v2 |" in report.stdout and "- distill: 5 s" in report.stdout
