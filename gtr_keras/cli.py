@@ -220,9 +220,10 @@ def distill(args):
     from gtr_keras.checkpoints import check_model_source
     from gtr_keras.distillation import DistillConfig, distill as run_distillation
     from gtr_keras.presets import PRESETS
+    from gtr_keras.teachers import check_teacher_source
 
     config = config_from_args(args, DISTILL_FLAGS, DistillConfig)
-    check_model_source(config.teacher)
+    check_teacher_source(config.teacher)
     if config.init not in PRESETS:
         check_model_source(config.init)
     run_distillation(config)

@@ -14,8 +14,8 @@ teacher's space (for the embedding MSE) is a training aid and is not kept.
 
 import contextlib
 import dataclasses
+import math
 import os
-import warnings
 from typing import ClassVar
 
 import keras
@@ -23,8 +23,8 @@ import numpy as np
 import tensorflow as tf
 
 from gtr_keras import files
-from gtr_keras.corpus import DataWarning, iter_jsonl, iter_lines, str_field
-from gtr_keras.data import Example
+from gtr_keras.corpus import iter_jsonl, read_texts
+from gtr_keras.data import Example, read_triples
 from gtr_keras.errors import DataError, UserError
 from gtr_keras.index import ShardWriter
 from gtr_keras.losses import SimilarityDistillationLoss
@@ -34,27 +34,28 @@ from gtr_keras.training import DualEncoder, TrainConfig, run_training
 
 TEXT_SUFFIXES = (".txt", ".jsonl", ".jsonl.gz")
 TEACHER_EMBEDDINGS = "teacher_embeddings"
-_MAX_EXAMPLES = 5
 
 
 @dataclasses.dataclass
 class DistillationTexts:
     """The texts a student is distilled on, and how they become batches.
 
-    Files (any mix):
+    Files (any mix), read by the project's readers:
 
-    - `.txt`: a single text a line (blank lines skipped).
-    - `.jsonl`, `.jsonl.gz`: a record a line, either a pair
-      `{"query": str, "positive": str}` (the training-data JSONL format; other
-      fields are ignored) or a single text `{"text": str}` with an optional
-      `"title"` (a BEIR corpus; embedded as `"title text"`).
+    - `.txt`: a single text a line (`corpus.read_texts`; blank lines skipped).
+    - `.jsonl`, `.jsonl.gz` whose first record has a `"query"`: pairs in the
+      training-data format, `{"query": str, "positive": str, ...}`
+      (`data.read_triples`; negatives are not used; pairs with an empty text
+      are skipped with a `DataWarning`).
+    - other `.jsonl`, `.jsonl.gz`: single texts, `{"_id", "text"[, "title"]}`
+      records (`corpus.read_texts`: a BEIR corpus, embedded as
+      `"title text"`; empty texts skipped).
 
     A pair's query is embedded with the query budget and scored against the
     batch's documents; a single text is its own anchor (see
-    `SimilarityDistillationLoss`). Pairs or single texts with an empty text
-    are skipped, with a `DataWarning` naming the first few lines. The texts
-    are held in memory (with the teacher's embeddings of each distinct text:
-    N x Dt x 4 bytes).
+    `SimilarityDistillationLoss`). The texts and the teacher's embeddings of
+    each distinct text (N x Dt x 4 bytes) are held in memory, in TensorFlow
+    variables that the input pipeline reads from.
 
     Args:
         texts: the files, local or on any file system `tf.io.gfile` knows.
@@ -77,7 +78,8 @@ class DistillationTexts:
     def __post_init__(self):
         if isinstance(self.texts, (str, os.PathLike)):
             self.texts = [self.texts]
-        if not isinstance(self.texts, (list, tuple)) or not self.texts:
+        if (not isinstance(self.texts, (list, tuple)) or not self.texts
+                or not all(isinstance(path, (str, os.PathLike)) for path in self.texts)):
             raise UserError(f"texts must be a list of files, got {self.texts!r}")
         self.texts = [os.fspath(path) for path in self.texts]
         for name in ("query_length", "document_length"):
@@ -152,30 +154,37 @@ class DistillationTexts:
         query_row = {text: row for row, text in enumerate(queries)}
         document_row = {text: row for row, text in enumerate(documents)}
         examples = self.read()
-        slices = {
-            "positive": [document for _, document in examples],
-            "single": np.array([query is None for query, _ in examples]),
-            "document_row": np.array([document_row[document] for _, document in examples], np.int64),
-            "query_row": np.array([-1 if query is None else query_row[query] for query, _ in examples], np.int64),
-        }
-        if queries:
-            slices["query"] = [query or "" for query, _ in examples]
+        with tf.device("/cpu:0"):  # variables, not constants: a graph holds at most 2 GB
+            table = {
+                "positive": tf.Variable(documents, trainable=False, dtype=tf.string),
+                "query": tf.Variable(queries or [""], trainable=False, dtype=tf.string),
+                "teacher_positive": tf.Variable(np.asarray(teacher_documents, np.float32), trainable=False),
+                "teacher_query": tf.Variable(np.asarray(teacher_queries, np.float32), trainable=False),
+                "document_row": tf.Variable(
+                    np.array([document_row[document] for _, document in examples], np.int64), trainable=False),
+                "query_row": tf.Variable(
+                    np.array([-1 if query is None else query_row[query] for query, _ in examples], np.int64),
+                    trainable=False),
+            }
         preprocessor = GTRTextEmbedderPreprocessor(
             tokenizer, self.document_length, self.query_length, pad_to_length=pad_to_length
         )
-        query_table = tf.constant(np.asarray(teacher_queries, np.float32))
-        document_table = tf.constant(np.asarray(teacher_documents, np.float32))
 
-        def features(batch):
-            teacher_positive = tf.gather(document_table, batch["document_row"])
+        def features(positions):
+            document_rows = tf.gather(table["document_row"], positions)
+            query_rows = tf.gather(table["query_row"], positions)
+            single = query_rows < 0
+            texts = {"positive": tf.gather(table["positive"], document_rows)}
+            teacher_positive = tf.gather(table["teacher_positive"], document_rows)
             teacher_query = teacher_positive
             if queries:
-                own = tf.gather(query_table, tf.maximum(batch["query_row"], 0))
-                teacher_query = tf.where(batch["single"][:, None], teacher_positive, own)
-            return {**preprocessor.tower_features(batch), "single": batch["single"],
+                own_rows = tf.maximum(query_rows, 0)
+                texts["query"] = tf.where(single, "", tf.gather(table["query"], own_rows))
+                teacher_query = tf.where(single[:, None], teacher_positive, tf.gather(table["teacher_query"], own_rows))
+            return {**preprocessor.tower_features(texts), "single": single,
                     "teacher_positive": teacher_positive, "teacher_query": teacher_query}
 
-        dataset = tf.data.Dataset.from_tensor_slices(slices)
+        dataset = tf.data.Dataset.range(len(examples))
         dataset = dataset.shuffle(self.shuffle_buffer, seed=seed, reshuffle_each_iteration=True)
         if repeat:
             dataset = dataset.repeat()
@@ -184,32 +193,12 @@ class DistillationTexts:
 
 
 def _read_texts_file(path):
-    """`[(query or None, document)]` of one texts file, empty texts skipped with a warning."""
-    examples, skipped = [], []
-    if path.endswith(".txt"):
-        for _, line in iter_lines(path, errors="replace"):
-            text = line.removesuffix("\n").removesuffix("\r")
-            if text.strip():
-                examples.append((None, text))
-        return examples
-    for line_no, record in iter_jsonl(path):
-        if "query" in record or "positive" in record:
-            query = str_field(path, line_no, record, "query", required=True)
-            document = str_field(path, line_no, record, "positive", required=True)
-        else:
-            query = None
-            if "text" not in record:
-                raise DataError(f"{path}:{line_no}: missing field `text` (or `query` and `positive` for a pair)")
-            title = str_field(path, line_no, record, "title", required=False)
-            document = f"{title} {str_field(path, line_no, record, 'text', required=True)}".strip()
-        if document.strip() and (query is None or query.strip()):
-            examples.append((query, document))
-        else:
-            skipped.append(f"line {line_no}")
-    if skipped:
-        warnings.warn(f"{path}: skipped {len(skipped)} record(s) with an empty text "
-                      f"(e.g. {', '.join(skipped[:_MAX_EXAMPLES])})", DataWarning, stacklevel=2)
-    return examples
+    """`[(query or None, document)]` of one texts file (see `DistillationTexts`)."""
+    if path.endswith((".jsonl", ".jsonl.gz")):
+        first = next(iter_jsonl(path), (None, {}))[1]
+        if "query" in first:
+            return [(example.query, example.positive) for example in read_triples(path)]
+    return [(None, text) for text in read_texts(path)[1] if text.strip()]
 
 
 @keras.saving.register_keras_serializable(package="gtr_keras")
@@ -321,7 +310,8 @@ class DistillConfig(TrainConfig):
     teacher_shard_size: int = 4096
 
     data_class: ClassVar[type] = DistillationTexts
-    required_data: ClassVar[str] = "texts"
+    flags: ClassVar[dict] = {"teacher": "--teacher", "init": "--student", "output_dir": "--output-dir",
+                             "data.texts": "--texts"}
 
     def __post_init__(self):
         super().__post_init__()
@@ -335,8 +325,8 @@ class DistillConfig(TrainConfig):
                 raise UserError(f"{name} must be an integer of at least 1, got {value!r}")
         for name in ("teacher_temperature", "mse_weight"):
             value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, (int, float)):
-                raise UserError(f"{name} must be a number, got {value!r}")
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+                raise UserError(f"{name} must be a finite number, got {value!r}")
         if not self.teacher_temperature > 0:
             raise UserError(f"teacher_temperature must be positive, got {self.teacher_temperature}")
         if self.mse_weight < 0:

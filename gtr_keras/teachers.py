@@ -161,6 +161,23 @@ class Teacher:
         return self.encode(texts, "document", batch_size, progress)
 
 
+def check_teacher_source(source):
+    """Raises `CheckpointError` for a local teacher path that is no directory, nor a GTR hub name
+    (`gtr-base`, ...) or keras-hub `TextEmbedder` preset name (`all_minilm_l6_v2_en`, ...); cheap.
+
+    Returns:
+        `source` as a string.
+    """
+    import keras_hub
+
+    source = os.fspath(source)
+    local = "://" not in source or source.startswith("file://")
+    known = source in HUB_IDS or source in keras_hub.models.TextEmbedder.presets
+    if local and not known and not files.isdir(source.removeprefix("file://")):
+        raise CheckpointError(f"{source}: no such teacher model directory (nor a preset name)")
+    return source
+
+
 def load_teacher(source):
     """Loads a teacher: a GTR model (any source `gtr_keras.load` takes) or a keras-hub `TextEmbedder` preset.
 
@@ -169,7 +186,8 @@ def load_teacher(source):
             a keras-hub `TextEmbedder` preset directory, including a
             sentence-transformers BERT checkpoint directory (keras-hub reads
             `config.json`, `model.safetensors`, the tokenizer files and the
-            pooling settings); or a hub id (`hf://...`).
+            pooling settings); a keras-hub preset name
+            (`all_minilm_l6_v2_en`) or hub id (`hf://...`), downloaded.
 
     Raises:
         CheckpointError: nothing loadable as a text embedder there.
@@ -179,10 +197,8 @@ def load_teacher(source):
     """
     import keras_hub
 
-    source = os.fspath(source)
+    source = check_teacher_source(source)
     local = "://" not in source or source.startswith("file://")
-    if local and not files.isdir(source.removeprefix("file://")) and source not in HUB_IDS:
-        raise CheckpointError(f"{source}: no such teacher model directory")
     if _is_gtr(source.removeprefix("file://") if local else source):
         return Teacher(load(source).model, source)
     with _functional_models_contained():
@@ -191,7 +207,8 @@ def load_teacher(source):
         except (ValueError, OSError, KeyError, TypeError, AttributeError) as error:
             reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
             raise CheckpointError(
-                f"{source}: not a text embedder that gtr-keras or keras-hub can load ({reason})"
+                f"{source}: not a text embedder that gtr-keras or keras-hub can load ({reason}); a GTR checkpoint "
+                f"under another name: `gtr-keras convert` it first"
             ) from None
         if embedder.preprocessor is None:
             raise CheckpointError(f"{source}: the text embedder has no preprocessor, so it cannot read text")

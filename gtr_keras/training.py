@@ -80,8 +80,8 @@ NOT_COMPARED = (
     "validation_max_queries", "keep_best",
     # paths: the files behind them are compared by content
     "init", "tokenizer", "data.source", "data.split", "data.negatives_file", "teacher", "data.texts",
-    # distillation: the teacher's batches change its embeddings by rounding only; the cache checks its shards
-    "teacher_batch_size", "teacher_shard_size",
+    # distillation: the teacher's batches change its embeddings by rounding only
+    "teacher_batch_size",
 )
 _HASH_CHUNK = 1 << 20
 
@@ -517,7 +517,7 @@ class TrainConfig:
     keep_best: bool = False
 
     data_class: ClassVar[type] = TrainingData
-    required_data: ClassVar[str] = "source"
+    flags: ClassVar[dict] = {"init": "--init", "output_dir": "--output-dir", "data.source": "--data"}
 
     def __post_init__(self):
         if isinstance(self.data, dict):
@@ -550,6 +550,16 @@ class TrainConfig:
             if unknown:
                 raise UserError(f"unknown model setting(s) {', '.join(unknown)}")
         self._check_loop_settings()
+        self._check_tokenizer_settings()
+
+    def _check_tokenizer_settings(self):
+        if self.tokenizer is None and self.init in PRESETS:
+            return
+        uses = f"the tokenizer {self.tokenizer}" if self.tokenizer else f"the tokenizer of {self.init}"
+        for name in ("sentencepiece_case_folding", "sentencepiece_vocabulary_size"):
+            if getattr(self, name) not in (None, False):
+                raise UserError(f"{name} applies only to the SentencePiece model trained for a preset `init` "
+                                f"without a `tokenizer`; this run uses {uses}")
 
     def _check_loop_settings(self):
         for name in ("keep_best", "sentencepiece_case_folding"):
@@ -611,11 +621,11 @@ class TrainConfig:
         unknown += sorted(f"data.{key}" for key in set(values.get("data") or {}) - data_fields)
         if unknown:
             raise UserError(f"{source}: unknown setting(s) {', '.join(unknown)}")
-        for name in ("init", "output_dir", "data"):
-            if values.get(name) is None:
-                raise UserError(f"{source}: missing setting `{name}`")
-        if cls.required_data not in values["data"]:
-            raise UserError(f"{source}: missing setting `data.{cls.required_data}`")
+        for name, flag in cls.flags.items():
+            group, _, key = name.rpartition(".")
+            holder = (values.get(group) or {}) if group else values
+            if holder.get(key) is None:
+                raise UserError(f"{source}: missing setting `{name}` ({flag})")
         try:
             return cls(**values)
         except (TypeError, ValueError) as error:
@@ -1110,15 +1120,15 @@ def run_training(config, make_model, make_dataset, inputs=None):
         _check_resume(config, record, resumed, ("data", "tokenizer"))
     else:
         config.data.check()
-    if inputs:
-        further = inputs()
-        record["inputs"].update(further)
-        if resumed:
-            _check_resume(config, record, resumed, tuple(further))
     if config.deterministic:
         tf.config.experimental.enable_op_determinism()
     keras.utils.set_random_seed(config.seed)
     strategy = make_strategy(config.strategy, config.tpu)
+    if inputs:  # after the strategy: connecting to a TPU resets TensorFlow's state
+        further = inputs()
+        record["inputs"].update(further)
+        if resumed:
+            _check_resume(config, record, resumed, tuple(further))
     replicas = strategy.num_replicas_in_sync
     chunk = config.grad_cache_chunk_size or 1
     if config.batch_size % (replicas * chunk):

@@ -41,7 +41,7 @@ def main(out):
             continue
         upper = metrics(model, "cranfield-upper")
         print(f"| {label} | " + ", ".join(str(v["documents_per_second"]) for v in speeds)
-              + f" | {upper['ndcg@10']:.4f} |" if upper else " | |")
+              + (f" | {upper['ndcg@10']:.4f} |" if upper else " | |"))
     times = os.path.join(results, "times.txt")
     if os.path.exists(times):
         print("\nWall times (s):")
