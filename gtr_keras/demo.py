@@ -1,8 +1,8 @@
 """`gtr-keras demo`: the whole product on a bundled collection, offline, in minutes.
 
-It loads the small GTR bundled with the package (trained by
-`recipes/pretrain_finetune_cpu`: pre-trained on Debian package descriptions,
-fine-tuned on NFCorpus, never trained on Cranfield), indexes the bundled
+It loads the small GTR bundled with the package (distilled from
+all-MiniLM-L6-v2 by `recipes/distill_cpu` on Debian package descriptions and
+MS MARCO passages, never trained on Cranfield), indexes the bundled
 Cranfield collection, answers example queries, evaluates the model zero-shot next
 to BM25, and exports SavedModels that answer a raw query string.
 """
@@ -18,7 +18,7 @@ from gtr_keras.export import export_encoder, export_searcher, load_export
 from gtr_keras.retrieval import Retriever, bm25_run, build_index, gtr_run, load_dataset
 
 ASSETS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "assets")
-DEMO_MODEL = os.path.join(ASSETS, "gtr-small-demo")
+DEMO_MODEL = os.path.join(ASSETS, "gtr-small-distilled")
 DEMO_DATASET = os.path.join(ASSETS, "cranfield")
 EXAMPLE_QUERIES = ("1", "23", "157")
 

@@ -21,7 +21,8 @@ def main(out):
         if not os.path.exists(path):
             return None
         with open(path) as f:
-            return json.load(f)
+            record = json.load(f)
+        return {**record, **record.get("metrics", {})}  # `gtr-keras evaluate` nests its metrics
 
     print("| model | " + " | ".join(DATASETS) + " | zero-shot average (scifact, cranfield, cisi) |")
     print("|---|" + "---:|" * (len(DATASETS) + 1))

@@ -17,7 +17,9 @@ DATA=${1:-../shared/data}
 OUT=${2:-runs/distill_cpu}
 DEBIAN_PAIRS=${DEBIAN_PAIRS:-30000}
 HERE=$(cd "$(dirname "$0")" && pwd)
-BUNDLED=${BUNDLED:-$(python -c "import gtr_keras.demo as d; print(d.DEMO_MODEL)")}
+# The model bundled before this recipe's (gtr-small-demo), for its column: a checkout of commit 0bc1316, e.g.
+#   git worktree add /tmp/gtr-keras-0bc1316 0bc1316 && BUNDLED=/tmp/gtr-keras-0bc1316/gtr_keras/assets/gtr-small-demo
+BUNDLED=${BUNDLED:-}
 mkdir -p "$OUT/results" "$OUT/texts"
 timed() { local name=$1; shift; local start=$SECONDS; "$@"; echo "$name: $((SECONDS - start)) s" | tee -a "$OUT/results/times.txt"; }
 
@@ -78,13 +80,14 @@ PY
 
 for dataset in scifact nfcorpus cranfield cisi; do
   timed "student $dataset" python "$HERE/evaluate.py" "$OUT/student/model" "$DATA/$dataset" "$OUT/results/student-$dataset.json"
-  timed "bundled $dataset" python "$HERE/evaluate.py" "$BUNDLED" "$DATA/$dataset" "$OUT/results/bundled-$dataset.json"
+  [ -z "$BUNDLED" ] || \
+    timed "bundled $dataset" python "$HERE/evaluate.py" "$BUNDLED" "$DATA/$dataset" "$OUT/results/bundled-$dataset.json"
   [ -f "$OUT/results/teacher-$dataset.json" ] || \
     timed "teacher $dataset" python "$HERE/evaluate.py" "$OUT/teacher" "$DATA/$dataset" "$OUT/results/teacher-$dataset.json"
   timed "bm25 $dataset" gtr-keras evaluate --dataset "$DATA/$dataset" --retriever bm25 \
     --output-json "$OUT/results/bm25-$dataset.json"
 done
-for model in student bundled; do
-  path="$OUT/student/model"; [ "$model" = bundled ] && path="$BUNDLED"
-  timed "$model cranfield-upper" python "$HERE/evaluate.py" "$path" "$OUT/cranfield-upper" "$OUT/results/$model-cranfield-upper.json"
-done
+timed "student cranfield-upper" python "$HERE/evaluate.py" "$OUT/student/model" "$OUT/cranfield-upper" \
+  "$OUT/results/student-cranfield-upper.json"
+[ -z "$BUNDLED" ] || timed "bundled cranfield-upper" python "$HERE/evaluate.py" "$BUNDLED" "$OUT/cranfield-upper" \
+  "$OUT/results/bundled-cranfield-upper.json"
