@@ -48,11 +48,14 @@ def migrate(args):
 
 
 def encode(args):
+    from gtr_keras import files
     from gtr_keras.corpus import read_texts
 
+    ids_path = f"{os.path.splitext(args.output)[0]}.ids.txt"
+    if files.isdir(ids_path):
+        raise DataError(f"{ids_path}: is a directory, expected a file name (the ids written beside --output)")
     ids, texts = read_texts(args.input)
     kind = args.kind or ("query" if os.path.basename(args.input).startswith("queries.") else "document")
-    ids_path = f"{os.path.splitext(args.output)[0]}.ids.txt"
     if any("\n" in i or "\r" in i for i in ids):
         raise DataError(f"{args.input}: ids must not contain line breaks (needed for {ids_path})")
     encoder = _encoder(args)

@@ -46,6 +46,7 @@ from gtr_keras.backbone import GTRBackbone
 from gtr_keras.checkpoints import fingerprint, load, save
 from gtr_keras.data import TrainingData
 from gtr_keras.files import atomic_file, atomic_outputs
+from gtr_keras.index import read_json_object
 from gtr_keras.errors import CheckpointError, DataError, MismatchError, TrainingError, UserError
 from gtr_keras.losses import DEFAULT_TEMPERATURE, BidirectionalInBatchLoss
 from gtr_keras.preprocessor import GTRTextEmbedderPreprocessor
@@ -1029,7 +1030,7 @@ def _best_so_far(config):
     path = os.path.join(config.output_dir, BEST_MODEL, BEST_MODEL_RECORD)
     if not config.keep_best or not fs.exists(path):
         return None
-    record = json.loads(fs.read_bytes(path))
+    record = read_json_object(path, f"delete {os.path.dirname(path)} to start the best model over")
     same = json.dumps(_validation_settings(config), default=os.fspath) == json.dumps(
         {key: record.get(key) for key in _validation_settings(config)}, default=os.fspath)
     return record.get("ndcg@10") if same else None

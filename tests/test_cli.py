@@ -122,6 +122,16 @@ def test_encode_replaces_the_npy_and_ids_together_or_not_at_all(tmp_path, tiny_m
     assert sorted(p.name for p in tmp_path.iterdir()) == ["good.txt", "other.txt", "out.ids.txt", "out.npy"]
 
 
+def test_encode_refuses_a_directory_where_its_ids_file_goes(tmp_path, tiny_model_dir, capsys):
+    good = tmp_path / "good.txt"
+    good.write_text("a\nb\n")
+    (tmp_path / "out.ids.txt").mkdir()
+    (tmp_path / "out.ids.txt" / "keep.me").write_text("user data")
+    code, out = _encode(tiny_model_dir, good)
+    assert code == 2 and "out.ids.txt: is a directory, expected a file name" in capsys.readouterr().err
+    assert (tmp_path / "out.ids.txt" / "keep.me").read_text() == "user data" and not out.exists()
+
+
 def test_evaluate_outputs_survive_a_write_that_fails_midway(tmp_path):
     """RLIMIT_FSIZE stops the run file midway: the previous run file and JSON stay byte-identical."""
     import subprocess

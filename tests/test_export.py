@@ -285,11 +285,12 @@ print(json.dumps([len(layer.trainable_weights), moved, float(np.abs(layer(texts)
 
 def test_each_weight_is_stored_once(tmp_path):
     from gtr_keras.demo import DEMO_MODEL
+    from gtr_keras.presets import parameter_count, preset_config
 
     encoder = gtr_keras.load(DEMO_MODEL)
     target = export_encoder(encoder, str(tmp_path))
     parameters = encoder.model.count_params()
-    assert parameters == 4_894_080
+    assert parameters == parameter_count(preset_config("gtr-small", vocabulary_size=16_100)) == 6_942_080
     stored = sum(os.path.getsize(path) for path in glob.glob(os.path.join(target, "variables", "*")))
     assert stored <= 1.05 * 4 * parameters, (stored, 4 * parameters)
 

@@ -178,5 +178,5 @@ def test_distill_cpu_evaluates_any_teacher_or_student_and_reports_a_table(tmp_pa
                             capture_output=True, text=True, timeout=60)
     assert report.returncode == 0, report.stderr
     student = json.loads((results / "student-scifact.json").read_text())["ndcg@10"]
-    assert f"| distilled student | {student:.4f} |" in report.stdout
+    assert f"| distilled student, stage 1 | {student:.4f} |" in report.stdout
     assert "| teacher all-MiniLM-L6-v2 |" in report.stdout and "- distill: 5 s" in report.stdout

@@ -12,7 +12,7 @@ import gtr_keras
 from beir_files import write_beir
 from gtr_keras import training
 from gtr_keras.corpus import Corpus
-from gtr_keras.errors import MismatchError
+from gtr_keras.errors import DataError, MismatchError
 from gtr_keras.training import train
 from test_training import SPIECE, write_triples
 
@@ -160,3 +160,7 @@ def test_a_resumed_run_competes_with_the_best_model_it_kept(tmp_path):
     # Validated on other data: not comparable, so the next validation replaces it.
     (kept / "validation.json").write_text(json.dumps({**record, "validation_split": "test"}))
     assert training._best_so_far(config) is None
+    # A record cut short (a full disk) is one line naming it, not a traceback.
+    (kept / "validation.json").write_text(json.dumps(record)[:20])
+    with pytest.raises(DataError, match=r"best_model/validation\.json: unreadable .*; delete .*best_model to start"):
+        training._best_so_far(config)

@@ -9,7 +9,8 @@ import sys
 
 DATASETS = ("scifact", "nfcorpus", "cranfield", "cisi")
 ZERO_SHOT = ("scifact", "cranfield", "cisi")
-MODELS = (("student", "distilled student"), ("teacher", "teacher all-MiniLM-L6-v2"),
+MODELS = (("student", "distilled student, stage 1"), ("student2", "distilled student, stage 2"),
+          ("teacher", "teacher all-MiniLM-L6-v2"),
           ("bm25", "BM25 (bm25s)"), ("bundled", "previous bundled gtr-small-demo"))
 
 
