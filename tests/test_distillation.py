@@ -73,7 +73,7 @@ def test_the_student_gets_closer_to_the_teacher_on_held_texts(tiny_model_dir, tm
         "checkpoint_every": 60, "learning_rate": 0.01, "verbose": 0, "output_dir": str(tmp_path / "run"),
     })
     after = distance(student)
-    assert after < 0.5 * before, (before, after)  # measured: 1.72 -> 0.30
+    assert after < 0.5 * before, (before, after)  # measured: 1.72 -> 0.27
 
 
 def test_a_rerun_with_changed_texts_is_refused_before_the_teacher_runs(tiny_model_dir, tmp_path, monkeypatch):
