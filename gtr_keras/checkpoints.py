@@ -198,11 +198,16 @@ def fingerprint(model):
     settings["embedding_dim"] = embedder.embedding_dim
     digest = hashlib.sha256(json.dumps(settings, sort_keys=True).encode("utf-8"))
     digest.update(embedder.preprocessor.tokenizer.proto)
-    for number, weight in enumerate(embedder.weights):
+    update_with_weights(digest, embedder.weights)
+    return digest.hexdigest()
+
+
+def update_with_weights(digest, weights):
+    """Feeds every weight (position, shape, dtype, values) into a `hashlib` digest."""
+    for number, weight in enumerate(weights):
         value = np.ascontiguousarray(weight.numpy())
         digest.update(f"{number}:{value.shape}:{value.dtype}".encode("utf-8"))
         digest.update(value.tobytes())
-    return digest.hexdigest()
 
 
 def load_foreign_format(preset, load_weights=True, dtype=None, **kwargs):

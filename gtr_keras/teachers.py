@@ -18,7 +18,9 @@ import numpy as np
 import tensorflow as tf
 
 from gtr_keras import files
-from gtr_keras.checkpoints import CONFIG_FILE, DOWNLOAD_PREFIXES, HUB_IDS, LEGACY_FORMAT, fingerprint, load
+from gtr_keras.checkpoints import (
+    CONFIG_FILE, DOWNLOAD_PREFIXES, HUB_IDS, LEGACY_FORMAT, fingerprint, load, update_with_weights,
+)
 from gtr_keras.errors import CheckpointError
 from gtr_keras.index import strings_sha256
 
@@ -122,10 +124,7 @@ class Teacher:
             digest = hashlib.sha256(type(embedder).__name__.encode("utf-8"))
             digest.update(json.dumps(config, sort_keys=True, default=str).encode("utf-8"))
             digest.update(strings_sha256(embedder.preprocessor.tokenizer.get_vocabulary()).encode("utf-8"))
-            for number, weight in enumerate(embedder.weights):
-                value = np.ascontiguousarray(weight.numpy())
-                digest.update(f"{number}:{value.shape}:{value.dtype}".encode("utf-8"))
-                digest.update(value.tobytes())
+            update_with_weights(digest, embedder.weights)
         self._fingerprint = digest.hexdigest()
 
     def fingerprint(self):
