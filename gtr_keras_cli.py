@@ -3,7 +3,7 @@
 This module imports neither TensorFlow nor the `gtr_keras` package (whose
 import loads TensorFlow to register the keras-hub classes), so `--help` and
 every mistake in the arguments are answered at once. Only then is the
-sub-command's handler in `gtr_keras.cli` imported and run. Path arguments
+sub-command's handler in `gtr_keras.cli.commands` imported and run. Path arguments
 with a scheme (`gs://...`; not `hf://` model ids) are checked then, through
 `tf.io.gfile`, before any work: a scheme TensorFlow has no file system for,
 or a missing input, is refused like a bad flag.
@@ -21,9 +21,7 @@ import sys
 
 PROG = "gtr-keras"
 
-# Inference keeps the weights in bfloat16 too: the same arithmetic as "mixed_bfloat16"
-# without casting every weight on every call.
-INFERENCE_PRECISIONS = {"float32": None, "bfloat16": "bfloat16"}
+INFERENCE_PRECISIONS = ("float32", "bfloat16")
 BEAM_RUNNERS = ("DirectRunner", "DataflowRunner", "FlinkRunner", "SparkRunner")
 TRAIN_PRECISIONS = ("float32", "bfloat16")
 TRAIN_STRATEGIES = ("default", "mirrored", "tpu")
@@ -187,7 +185,8 @@ _corpus_source.path_check = _input_any.path_check
 _corpus_source.allows_glob = True
 _output_file = _output_path("file")
 _output_dir = _output_path("directory")
-_MODEL_HELP = "model directory, sentence-transformers checkpoint, hf://ORG/NAME or a known name such as gtr-base"
+_MODEL_HELP = ("model directory, sentence-transformers checkpoint, hf://ORG/NAME, a bundled model (gtr-small-distilled) "
+               "or a published one by name (gtr-base ... gtr-xxl)")
 
 
 def add_beam_arguments(parser):
@@ -225,7 +224,7 @@ def add_encoder_arguments(parser):
     256
     """
     parser.add_argument(
-        "--precision", choices=list(INFERENCE_PRECISIONS), default="float32",
+        "--precision", choices=INFERENCE_PRECISIONS, default="float32",
         help="bfloat16: weights and arithmetic in bfloat16, float32 embeddings out; faster on CPUs with "
              "AVX512-BF16 or AMX (see benchmarks/RESULTS.md)",
     )
@@ -351,15 +350,18 @@ def add_train_arguments(parser, flags=TRAIN_FLAGS):
             metavar = None if choices else flag.removeprefix("--").upper().replace("-", "_")
             parser.add_argument(flag, dest=key, type=kind, choices=choices, help=help_text, metavar=metavar,
                                 nargs="+" if key in _LIST_SETTINGS else None)
+    keys = [key for _, key, _, _, _ in flags]
     if flags is TRAIN_FLAGS:
         parser.add_argument(
             "--no-mask-false-negatives", dest="mask_false_negatives", action="store_const", const=False,
             help="do not mask in-batch candidates that share the positive's document id (default: masked)",
         )
+        keys.append("mask_false_negatives")
+    parser.set_defaults(setting_keys=keys)
 
 
 def build_parser():
-    """The `gtr-keras` argument parser; `args.handler` names the function of `gtr_keras.cli` to run.
+    """The `gtr-keras` argument parser; `args.handler` names the function of `gtr_keras.cli.commands` to run.
 
     `parser.commands` maps each sub-command's name to its parser.
     """
@@ -481,7 +483,7 @@ def build_parser():
 
     p = command("demo", "the main job: index, search, evaluate vs BM25 and export, offline")
     p.add_argument("--out", type=_output_dir, default="gtr-demo", help="where the index and exports go")
-    p.add_argument("--model", type=_input_dir, default=None, help="model directory (default: the bundled small GTR)")
+    p.add_argument("--model", default=None, help="model directory or bundled model name (default: gtr-small-distilled)")
     p.add_argument("--dataset", type=_input_dir, default=None, help="BEIR directory (default: the bundled Cranfield)")
 
     command("saved-model-cli", "TensorFlow's saved_model_cli with the TF Text and ScaNN ops loaded",
@@ -491,14 +493,14 @@ def build_parser():
 
 
 # Arguments without a path type that name a model: a model directory may be remote (`gs://...`), but
-# `hf://ORG/NAME` (and keras-hub's other download ids, `checkpoints.DOWNLOAD_PREFIXES`) are read by the loader.
+# `hf://ORG/NAME` (and keras-hub's other download ids, `model_directory.DOWNLOAD_PREFIXES`) are read by the loader.
 _MODEL_DESTS = ("model", "source", "init", "teacher")
 
 
 def _remote_path_problem(path, check):
     """What is wrong with remote path argument `path` (`None`: nothing), or a `DataError` for a scheme
     TensorFlow has no file system for. `check` is `("input" | "output" | "model", kind)`."""
-    from gtr_keras import files
+    from gtr_keras.utils import files
 
     role, kind = check
     exists = files.exists(path)  # an unknown scheme raises here
@@ -527,8 +529,8 @@ def _check_remote_paths(args, parser):
 
     Needs TensorFlow (`tf.io.gfile`): call it once the handler's module is imported.
     """
-    from gtr_keras.checkpoints import DOWNLOAD_PREFIXES
     from gtr_keras.errors import DataError
+    from gtr_keras.models.gtr.model_directory import DOWNLOAD_PREFIXES
 
     for action in parser._actions:
         value = getattr(args, action.dest, None)
@@ -550,21 +552,37 @@ def _check_remote_paths(args, parser):
             parser.error(f"argument {name}: {problem}")
 
 
+def _one_line(message):
+    """A message on one line: its lines joined with "; " (a library's multi-line error, e.g. huggingface_hub's)."""
+    return "; ".join(line.strip() for line in message.splitlines() if line.strip())
+
+
+def _missing_local_model(path):
+    """True for a local model path (one with a path separator or a leading dot) that names no directory:
+    found here, without TensorFlow's import. A bare name may be a preset's: the library checks it."""
+    local = path.removeprefix("file://")
+    return "://" not in local and (os.sep in local or local.startswith(".")) and not os.path.isdir(local)
+
+
 def _run(args, parser):
-    handler = getattr(importlib.import_module("gtr_keras.cli"), args.handler)
+    model = getattr(args, "model", None)
+    if model and _missing_local_model(model):
+        print(f"{PROG} {args.command}: error: {model}: no such model directory", file=sys.stderr)
+        return 2
+    handler = getattr(importlib.import_module("gtr_keras.cli.commands"), args.handler)
     from gtr_keras.errors import UserError
 
     _check_remote_paths(args, parser)
     try:
         if getattr(args, "model", None):
-            from gtr_keras.checkpoints import check_model_source
+            from gtr_keras.models.gtr.model_directory import check_model_source
 
             check_model_source(args.model)  # before the handler reads its inputs
         handler(args)
     except (UserError, OSError) as error:
         if args.debug:
             raise
-        print(f"{PROG} {args.command}: error: {error}", file=sys.stderr)
+        print(f"{PROG} {args.command}: error: {_one_line(str(error))}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print(f"{PROG} {args.command}: interrupted", file=sys.stderr)
@@ -585,7 +603,7 @@ def main(argv=None):
     quiet_tensorflow = ("TF_CPP_MIN_LOG_LEVEL", "3")  # TensorFlow's C++ start-up lines (CUDA probing, oneDNN)
     if argv[:1] == ["saved-model-cli"]:
         os.environ.setdefault(*quiet_tensorflow)
-        from gtr_keras.cli import saved_model_cli
+        from gtr_keras.cli.commands import saved_model_cli
 
         return saved_model_cli(argv[1:])
     parser = build_parser()

@@ -42,11 +42,16 @@ import tensorflow as tf
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from gtr_keras.checkpoints import convert_sentence_transformers, load, save  # noqa: E402
-from gtr_keras.corpus import load_corpus  # noqa: E402
-from gtr_keras.tokenizer import EOS_ID, train_sentencepiece  # noqa: E402
 from matmul import square_matmul  # noqa: E402
 from results import RESULTS, machine, publish, rerun_command, time_interleaved  # noqa: E402
+
+from gtr_keras.models.gtr.saving import (
+    convert_sentence_transformers,  # noqa: E402
+    load,
+    save,
+)
+from gtr_keras.models.gtr.tokenizer import EOS_ID, train_sentencepiece  # noqa: E402
+from gtr_keras.retrieval.readers import load_corpus  # noqa: E402
 from tests.reference_checkpoint import BASE_T5, TINY_T5, build_checkpoint  # noqa: E402
 
 SECTION = "## Encode"
@@ -163,9 +168,9 @@ def corpus_rows(st, encoders, texts, batch_size):
 
 def trained_model_rows(model_dir, dataset, batch_size):
     """NDCG@10 on `dataset`'s test split with the trained model in float32 and bfloat16."""
-    from gtr_keras.evaluation import evaluate_run
-    from gtr_keras.index import SearchIndex
-    from gtr_keras.retrieval import gtr_run, load_dataset
+    from gtr_keras.retrieval.evaluation import evaluate_run
+    from gtr_keras.retrieval.index import SearchIndex
+    from gtr_keras.retrieval.runs import gtr_run, load_dataset
 
     corpus, queries, qrels, _ = load_dataset(dataset, "test")
     rows, embeddings = [], {}

@@ -1,4 +1,4 @@
-"""Benchmarks exact and ScaNN search of `gtr_keras.index.SearchIndex`.
+"""Benchmarks exact and ScaNN search of `gtr_keras.retrieval.index.SearchIndex`.
 
 For each corpus size, builds both kinds of index over the same embeddings and
 reports build time, batched and single-query throughput, and ScaNN's
@@ -22,9 +22,9 @@ import time
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import numpy as np
-
-from gtr_keras.index import SearchIndex, scann_params
 from results import RESULTS, machine, publish, rerun_command
+
+from gtr_keras.retrieval.index import SearchIndex, scann_params
 
 K = 10
 SECTION = "## Search"

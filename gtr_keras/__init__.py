@@ -5,6 +5,10 @@ Importing the package registers its keras-hub classes (`GTRBackbone`,
 that `keras_hub.models.TextEmbedder.from_preset(DIR)` and `keras.saving.load_model`
 find them. The other top-level names are imported on first use.
 
+TensorFlow's C++ start-up lines (CUDA probing on a machine without a GPU,
+oneDNN notices) are silenced unless `TF_CPP_MIN_LOG_LEVEL` is set: set it (to 0
+for everything) before the first import of TensorFlow to see them.
+
 Example:
 >>> import gtr_keras, keras_hub
 >>> embedder = keras_hub.models.TextEmbedder.from_preset(model_dir)
@@ -13,26 +17,38 @@ Example:
 """
 
 import importlib
+import os
 
-from gtr_keras.text_embedder import GTRTextEmbedder  # noqa: F401  (registers the keras-hub classes)
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")  # before TensorFlow's first import (below)
+
+from gtr_keras.models.gtr.text_embedder import GTRTextEmbedder  # noqa: E402,F401  (registers the keras-hub classes)
 
 __version__ = "0.1.0"
 
 _EXPORTS = {
-    "load": "gtr_keras.checkpoints",
-    "save": "gtr_keras.checkpoints",
-    "convert_sentence_transformers": "gtr_keras.checkpoints",
-    "CheckpointError": "gtr_keras.checkpoints",
-    "Encoder": "gtr_keras.encoder",
-    "GTRBackbone": "gtr_keras.backbone",
-    "GTRTextEmbedder": "gtr_keras.text_embedder",
-    "GTRTextEmbedderPreprocessor": "gtr_keras.preprocessor",
-    "GTRTokenizer": "gtr_keras.tokenizer",
-    "preset_config": "gtr_keras.presets",
-    "load_export": "gtr_keras.export",
-    "train": "gtr_keras.training",
-    "distill": "gtr_keras.distillation",
-    "load_teacher": "gtr_keras.teachers",
+    "load": "gtr_keras.models.gtr.saving",
+    "save": "gtr_keras.models.gtr.saving",
+    "migrate": "gtr_keras.models.gtr.saving",
+    "convert_sentence_transformers": "gtr_keras.models.gtr.saving",
+    "fingerprint": "gtr_keras.models.gtr.fingerprint",
+    "CheckpointError": "gtr_keras.errors",
+    "UserError": "gtr_keras.errors",
+    "Encoder": "gtr_keras.models.gtr.encoder",
+    "GTRBackbone": "gtr_keras.models.gtr.backbone",
+    "GTRTextEmbedder": "gtr_keras.models.gtr.text_embedder",
+    "GTRTextEmbedderPreprocessor": "gtr_keras.models.gtr.preprocessor",
+    "GTRTokenizer": "gtr_keras.models.gtr.tokenizer",
+    "preset_config": "gtr_keras.models.gtr.presets",
+    "SearchIndex": "gtr_keras.retrieval.index",
+    "build_index": "gtr_keras.retrieval.retriever",
+    "Retriever": "gtr_keras.retrieval.retriever",
+    "load_export": "gtr_keras.serving.export",
+    "export_all": "gtr_keras.serving.export",
+    "train": "gtr_keras.training.loop",
+    "TrainConfig": "gtr_keras.training.config",
+    "DualEncoder": "gtr_keras.training.dual_encoder",
+    "distill": "gtr_keras.training.distillation",
+    "load_teacher": "gtr_keras.training.teachers",
 }
 
 __all__ = sorted(_EXPORTS)

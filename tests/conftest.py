@@ -4,7 +4,8 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import pytest  # noqa: E402
 
-FIXTURES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures")
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+FIXTURES = os.path.join(REPO, "tests", "fixtures")
 TINY_ST = os.path.join(FIXTURES, "tiny-gtr-st")
 
 
@@ -17,7 +18,7 @@ def tiny_st_dir():
 @pytest.fixture(scope="session")
 def tiny_model_dir(tmp_path_factory):
     """The committed tiny checkpoint converted to a gtr-keras model directory."""
-    from gtr_keras.cli import main
+    from gtr_keras_cli import main
 
     out = str(tmp_path_factory.mktemp("models") / "tiny")
     assert main(["convert", TINY_ST, out]) == 0
@@ -26,6 +27,12 @@ def tiny_model_dir(tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def tiny_encoder(tiny_model_dir):
-    from gtr_keras.checkpoints import load
+    from gtr_keras.models.gtr.saving import load
 
     return load(tiny_model_dir)
+
+
+def pytest_collection_modifyitems(items):
+    """Runs the tests marked `slow` first, so that the parallel workers (pytest-xdist) end together on
+    short tests instead of one of them waiting for the other's last long test."""
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)

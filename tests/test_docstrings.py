@@ -7,16 +7,16 @@ import keras_hub
 import numpy as np
 import pytest
 import tensorflow as tf
+from conftest import TINY_ST
 
 import gtr_keras
-from conftest import TINY_ST
-from gtr_keras.backbone import GTRBackbone
-from gtr_keras.distillation import DistilledDualEncoder
-from gtr_keras.encoder import Encoder
-from gtr_keras.preprocessor import GTRTextEmbedderPreprocessor
-from gtr_keras.text_embedder import GTRTextEmbedder
-from gtr_keras.tokenizer import GTRTokenizer
-from gtr_keras.training import DualEncoder, make_optimizer
+from gtr_keras.models.gtr.backbone import GTRBackbone
+from gtr_keras.models.gtr.encoder import Encoder
+from gtr_keras.models.gtr.preprocessor import GTRTextEmbedderPreprocessor
+from gtr_keras.models.gtr.text_embedder import GTRTextEmbedder
+from gtr_keras.models.gtr.tokenizer import GTRTokenizer
+from gtr_keras.training.distillation import DistilledDualEncoder
+from gtr_keras.training.dual_encoder import DualEncoder, make_optimizer
 
 
 @pytest.mark.parametrize(

@@ -19,17 +19,22 @@ import pytest
 import tensorflow as tf
 
 import gtr_keras
-from gtr_keras import files
-from gtr_keras.checkpoints import check_model_directory, convert_sentence_transformers, fingerprint
-from gtr_keras.cli import main
-from gtr_keras.corpus import Corpus
 from gtr_keras.errors import CheckpointError, DataError
-from gtr_keras.evaluation import evaluate_run
-from gtr_keras.export import export_all, load_export
-from gtr_keras.index import SearchIndex, ShardWriter
-from gtr_keras.retrieval import Retriever, build_index, gtr_run, load_dataset, work_dir_for
-from gtr_keras.text_embedder import GTRTextEmbedder
-from gtr_keras.training import RUN_RECORD, train
+from gtr_keras.models.gtr.fingerprint import fingerprint
+from gtr_keras.models.gtr.model_directory import check_model_directory
+from gtr_keras.models.gtr.saving import convert_sentence_transformers
+from gtr_keras.models.gtr.text_embedder import GTRTextEmbedder
+from gtr_keras.retrieval.evaluation import evaluate_run
+from gtr_keras.retrieval.index import SearchIndex
+from gtr_keras.retrieval.readers import Corpus
+from gtr_keras.retrieval.retriever import Retriever, build_index, work_dir_for
+from gtr_keras.retrieval.runs import gtr_run, load_dataset
+from gtr_keras.retrieval.shards import ShardWriter
+from gtr_keras.serving.export import export_all, load_export
+from gtr_keras.training.loop import train
+from gtr_keras.training.resume import RUN_RECORD
+from gtr_keras.utils import files
+from gtr_keras_cli import main
 
 WORDS = "wing lift drag shock boundary layer heat transfer flutter nozzle jet buckling panel cone mach".split()
 NUM_DOCS = 40
@@ -115,6 +120,7 @@ def test_errors_about_a_remote_model_directory_name_its_remote_files(ram_model_d
         gtr_keras.load(f"{root}/none")
 
 
+@pytest.mark.slow
 def test_train_index_export_and_evaluate_all_on_ram(ram_model_dir, root, monkeypatch):
     # A collection and training data on ram://.
     corpus = _corpus()
@@ -140,7 +146,7 @@ def test_train_index_export_and_evaluate_all_on_ram(ram_model_dir, root, monkeyp
     assert fingerprint(encoder) == fingerprint(trained)
 
     # An index on ram://, interrupted after one shard and resumed from its ram:// work directory.
-    monkeypatch.setattr("gtr_keras.index.EXACT_MAX_N", 10)  # ScaNN even for 40 documents
+    monkeypatch.setattr("gtr_keras.retrieval.index.EXACT_MAX_N", 10)  # ScaNN even for 40 documents
     index_dir = f"{root}/index"
     work_dir = work_dir_for(index_dir)
     assert work_dir == f"{index_dir}.partial"

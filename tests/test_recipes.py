@@ -3,14 +3,16 @@ import os
 import subprocess
 import sys
 
+import pytest
 from beir_files import write_beir
 
-from gtr_keras.corpus import Corpus
+from gtr_keras.retrieval.readers import Corpus
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 WORDS = "wing lift drag shock boundary layer heat transfer flutter nozzle jet buckling panel cone mach".split()
 
 
+@pytest.mark.slow
 def test_msmarco_tpu_recipe_runs_on_cpu_with_gtr_tiny(tmp_path):
     triples = tmp_path / "triples.tsv"
     lines = []
@@ -65,6 +67,7 @@ def test_notebook_has_one_place_for_its_settings_and_installs_the_runtime_only()
     assert '"pip", "install", "-q", GTR_KERAS_SOURCE' in everything and "if not RUNNING_IN_CI:" in everything
 
 
+@pytest.mark.slow
 def test_notebook_cells_run_top_to_bottom_on_cpu_with_gtr_tiny(tmp_path):
     """The code cells in order, `!` and `%` lines (shell, IPython magics) left out, the settings overridden."""
     triples = tmp_path / "triples.tsv"
@@ -99,6 +102,7 @@ EVAL_DATA = "cranfield"
     assert any(name.startswith("events.out.tfevents") for name in os.listdir(tmp_path / "run" / "logs"))
 
 
+@pytest.mark.slow
 def test_paper_miniature_ladder_makes_a_table_from_logged_cells(tmp_path):
     import gzip
 
@@ -155,8 +159,9 @@ def test_paper_miniature_ladder_makes_a_table_from_logged_cells(tmp_path):
     assert evaluated["document_length"] == 512
 
 
+@pytest.mark.slow
 def test_distill_cpu_evaluates_any_teacher_or_student_and_reports_a_table(tmp_path, tiny_model_dir):
-    from test_teachers import write_bert_text_embedder
+    from training_inputs import write_bert_text_embedder
 
     corpus = Corpus([f"d{i}" for i in range(12)], [""] * 12, [f"{WORDS[i]} {WORDS[i + 1]} flow" for i in range(12)])
     queries = {f"q{i}": f"{WORDS[i]} {WORDS[i + 1]}" for i in range(0, 12, 3)}

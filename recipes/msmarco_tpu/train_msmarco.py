@@ -21,19 +21,19 @@ with linear decay, checkpoints (rerun the same command to resume), TensorBoard s
 OUTPUT_DIR/logs and, with --validation-data, NDCG@10 / Recall@100 on a small BEIR dev set during
 training; the model is then evaluated on a BEIR-layout dataset if one is given. TPU runs pad every
 batch to the fixed query/passage lengths so XLA compiles one program. Every path may be local or
-`gs://...`: files are read and written through `gtr_keras.files` (`tf.io.gfile`).
+`gs://...`: files are read and written through `gtr_keras.utils.files` (`tf.io.gfile`).
 """
 
 import argparse
 import json
 import os
 
-from gtr_keras import files
-from gtr_keras.checkpoints import convert_sentence_transformers, save
-from gtr_keras.evaluation import evaluate_run, format_table
-from gtr_keras.presets import PRESETS
-from gtr_keras.retrieval import gtr_run, load_dataset
-from gtr_keras.training import train
+from gtr_keras.models.gtr.presets import PRESETS
+from gtr_keras.models.gtr.saving import convert_sentence_transformers, save
+from gtr_keras.retrieval.evaluation import evaluate_run, format_table
+from gtr_keras.retrieval.runs import gtr_run, load_dataset
+from gtr_keras.training.loop import train
+from gtr_keras.utils import files
 
 
 def model_init(init, output_dir):

@@ -25,12 +25,12 @@ import subprocess
 import sys
 import time
 
-from gtr_keras import files
-from gtr_keras.corpus import load_corpus, load_qrels
-from gtr_keras.data import TrainingData
-from gtr_keras.evaluation import median_length_analysis, read_trec_run
-from gtr_keras.presets import parameter_count, preset_config
-from gtr_keras.tokenizer import train_sentencepiece
+from gtr_keras.models.gtr.presets import parameter_count, preset_config
+from gtr_keras.models.gtr.tokenizer import train_sentencepiece
+from gtr_keras.retrieval.evaluation import median_length_analysis, read_trec_run
+from gtr_keras.retrieval.readers import load_corpus, load_qrels
+from gtr_keras.training.data import TrainingData
+from gtr_keras.utils import files
 
 SIZES = {
     "tiny": dict(num_layers=1, hidden_dim=32, key_value_dim=8, num_heads=4, intermediate_dim=64),

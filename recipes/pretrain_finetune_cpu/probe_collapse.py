@@ -13,10 +13,10 @@ import argparse
 import keras
 import numpy as np
 
-from gtr_keras.data import TrainingData
-from gtr_keras.text_embedder import GTRTextEmbedder
-from gtr_keras.tokenizer import GTRTokenizer
-from gtr_keras.training import DualEncoder, make_optimizer
+from gtr_keras.models.gtr.text_embedder import GTRTextEmbedder
+from gtr_keras.models.gtr.tokenizer import GTRTokenizer
+from gtr_keras.training.data import TrainingData
+from gtr_keras.training.dual_encoder import DualEncoder, make_optimizer
 
 
 def main():

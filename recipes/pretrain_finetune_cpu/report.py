@@ -7,7 +7,7 @@ import json
 import os
 import sys
 
-from gtr_keras import files
+from gtr_keras.utils import files
 
 DATASETS = ("nfcorpus", "scifact", "cranfield", "cisi")
 METRICS = ("ndcg@10", "mrr@10", "recall@100", "recall@1000", "map")

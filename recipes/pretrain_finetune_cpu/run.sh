@@ -51,9 +51,9 @@ timed "finetune-only nfcorpus" gtr-keras evaluate --dataset "$DATA/nfcorpus" --m
 python - "$OUT" <<'PY'
 import sys
 import keras
-from gtr_keras.checkpoints import load, save
+from gtr_keras.models.gtr.saving import load, save
 from gtr_keras.model import GTREncoder
-from gtr_keras.encoder import Encoder
+from gtr_keras.models.gtr.encoder import Encoder
 out = sys.argv[1]
 trained = load(f"{out}/finetune/model")
 keras.utils.set_random_seed(0)

@@ -1,0 +1,273 @@
+"""The handlers of the `gtr-keras` sub-commands, one function each (`gtr_keras_cli` parses and dispatches).
+
+Each is a thin shell over the library: the work happens in the module
+responsible for it. Arguments arrive checked (paths, ranges, choices); errors
+found later are `gtr_keras.errors.UserError`s, which end the command with exit
+status 2 and one line.
+"""
+
+import argparse
+import json
+import os
+import sys
+
+import numpy as np
+
+from gtr_keras.errors import DataError
+from gtr_keras.utils.files import atomic_file, atomic_outputs
+
+
+def _encoder(args):
+    """The `--model` encoder, with the `add_encoder_arguments` settings where the sub-command has them."""
+    from gtr_keras.models.gtr.saving import load
+
+    # float32 loads the model as saved; bfloat16 keeps the weights in bfloat16 too (the arithmetic of
+    # "mixed_bfloat16" without casting every weight on every call).
+    dtype = "bfloat16" if getattr(args, "precision", "float32") == "bfloat16" else None
+    return load(
+        args.model, dtype=dtype,
+        query_length=getattr(args, "query_length", None), document_length=getattr(args, "document_length", None),
+    )
+
+
+def convert(args):
+    from gtr_keras.models.gtr.saving import convert_sentence_transformers, save
+
+    embedder = convert_sentence_transformers(args.source, query_length=args.query_length)
+    save(embedder, args.out_dir)
+    print(
+        f"wrote {args.out_dir}: {embedder.backbone.num_layers} layers, d_model {embedder.backbone.hidden_dim}, "
+        f"D {embedder.embedding_dim}, {embedder.count_params():,} parameters, "
+        f"query length {embedder.query_length}, document length {embedder.document_length}"
+    )
+
+
+def migrate(args):
+    from gtr_keras.models.gtr.saving import migrate as migrate_directory
+
+    migrate_directory(args.source, args.out_dir)
+    print(f"wrote {args.out_dir} (keras-hub preset directory)")
+
+
+def encode(args):
+    from gtr_keras.retrieval.readers import read_texts
+    from gtr_keras.utils import files
+
+    ids_path = f"{os.path.splitext(args.output)[0]}.ids.txt"
+    if files.isdir(ids_path):
+        raise DataError(f"{ids_path}: is a directory, expected a file name (the ids written beside --output)")
+    ids, texts = read_texts(args.input)
+    kind = args.kind or ("query" if os.path.basename(args.input).startswith("queries.") else "document")
+    if any("\n" in i or "\r" in i for i in ids):
+        raise DataError(f"{args.input}: ids must not contain line breaks (needed for {ids_path})")
+    encoder = _encoder(args)
+    embeddings = encoder.encode(texts, kind=kind, batch_size=args.batch_size, progress=args.progress)
+    with atomic_outputs(args.output, ids_path) as (npy_path, staged_ids_path):
+        with open(npy_path, "wb") as f:
+            np.save(f, embeddings)
+        staged_ids_path.write_bytes("".join(f"{i}\n" for i in ids).encode("utf-8"))
+    print(f"wrote {args.output} {embeddings.shape} ({kind} encoding, {args.precision}) and {ids_path}")
+
+
+def index(args):
+    kind = "exact" if args.exact else "auto"
+    if args.runner:
+        built = _index_with_beam(args, kind)
+    else:
+        from gtr_keras.retrieval.readers import load_corpus
+        from gtr_keras.retrieval.retriever import build_index
+        from gtr_keras.utils import files
+
+        if any(char in args.corpus for char in "*?[") and not files.exists(args.corpus):
+            raise DataError(f"{args.corpus}: a glob of corpus files needs --runner (e.g. --runner DirectRunner)")
+        corpus = load_corpus(args.corpus)
+        built = build_index(
+            _encoder(args), corpus, args.out, model_dir=args.model, kind=kind,
+            batch_size=args.batch_size, shard_size=args.shard_size, progress=args.progress,
+        )
+    print(f"wrote {args.out}: {len(built.ids)} documents, {built.kind} search")
+
+
+def _index_with_beam(args, kind):
+    """Encodes with an Apache Beam pipeline that reads the corpus itself, then indexes in corpus order.
+
+    This process lists the corpus files (a glob that matches none is an error
+    before the model loads) but never reads them: the pipeline stores each
+    document's id, title, text and place (file, line) with its embedding, and
+    the index is assembled from those shards (`corpus_from_shards`). Every run
+    starts the pipeline afresh (runners retry failed work themselves), so no
+    embedding of other texts or of another model is ever reused: the shard
+    directory `OUT.partial-beam` is deleted before the pipeline starts, and
+    again once the index is written (a failed run leaves it for inspection).
+    """
+    from gtr_keras.retrieval.beam_pipeline import (
+        beam_pipeline_args,
+        corpus_files,
+        corpus_from_shards,
+        encode_corpus_with_beam,
+    )
+    from gtr_keras.retrieval.index import SearchIndex
+    from gtr_keras.retrieval.retriever import index_metadata, work_dir_for, write_index
+    from gtr_keras.utils import files
+
+    corpus_files(args.corpus)
+    pipeline_args = beam_pipeline_args(args.beam_option)
+    metadata = index_metadata(_encoder(args), args.model)
+    shard_dir = work_dir_for(args.out) + "-beam"
+    files.remove(shard_dir)
+    encode_corpus_with_beam(
+        args.model, args.corpus, shard_dir, runner=args.runner, batch_size=args.batch_size,
+        pipeline_args=pipeline_args, shard_rows=args.shard_rows, large_model=args.large_model,
+    )
+    corpus, embeddings = corpus_from_shards(shard_dir)
+    built = SearchIndex(corpus.ids, embeddings, kind=kind)
+    write_index(args.out, built, corpus, metadata)
+    files.remove(shard_dir)
+    return built
+
+
+def search(args):
+    from gtr_keras.retrieval.retriever import Retriever
+
+    hits = Retriever.load(args.index, _encoder(args)).search(args.queries, args.k)
+    if args.json:
+        print(json.dumps([{"query": q, "hits": h} for q, h in zip(args.queries, hits)], ensure_ascii=False, indent=2))
+        return
+    for query, row in zip(args.queries, hits):
+        print(f"query: {query}")
+        for rank, hit in enumerate(row, start=1):
+            snippet = " ".join(hit.get("text", "").split())
+            snippet = snippet[: args.snippet] + ("..." if len(snippet) > args.snippet else "")
+            print(f"{rank:3d}. [{hit['score']:.4f}] {hit['id']}  {hit.get('title', '')}")
+            if snippet:
+                print(f"       {snippet}")
+
+
+def evaluate(args):
+    from gtr_keras.retrieval.evaluation import evaluate_run, format_table, write_trec_run
+    from gtr_keras.retrieval.runs import bm25_run, gtr_run, load_dataset
+
+    corpus, queries, qrels, report = load_dataset(args.dataset, args.split)
+    if not report.ok:
+        print(f"warning: {report}", file=sys.stderr)
+    ignore = not args.keep_identical_ids
+    settings = {}
+    if args.retriever == "gtr":
+        encoder = _encoder(args)
+        settings = {"precision": args.precision, "query_length": encoder.query_length,
+                    "document_length": encoder.document_length}
+        run = gtr_run(encoder, corpus, queries, batch_size=args.batch_size, ignore_identical_ids=ignore)
+    else:
+        run = bm25_run(corpus, queries, ignore_identical_ids=ignore)
+    metrics = evaluate_run(qrels, run)
+    name = os.path.basename(os.path.normpath(args.dataset))
+    print(format_table([(f"{name} {args.split} {args.retriever}", metrics)]))
+    outputs = {path: kind for path, kind in ((args.run_out, "run"), (args.output_json, "json")) if path}
+    with atomic_outputs(*outputs) as staged:
+        for path, staged_path in zip(outputs, staged):
+            if outputs[path] == "run":
+                write_trec_run(staged_path, run, tag=f"gtr-keras-{args.retriever}")
+            else:
+                result = {"dataset": name, "split": args.split, "retriever": args.retriever, **settings,
+                          "metrics": metrics, "num_queries": len(qrels)}
+                staged_path.write_text(json.dumps(result, indent=2), encoding="utf-8")
+
+
+def analyze_lengths(args):
+    from gtr_keras.retrieval.evaluation import median_length_analysis, read_trec_run
+    from gtr_keras.retrieval.readers import load_corpus, load_qrels
+
+    result = median_length_analysis(read_trec_run(args.run), load_qrels(args.dataset, args.split),
+                                    load_corpus(args.dataset), k=args.k)
+    print(json.dumps({"run": args.run, "dataset": args.dataset, **result}, indent=2))
+
+
+def mine(args):
+    from gtr_keras.retrieval.runs import load_dataset, mine_negatives
+
+    corpus, queries, qrels, report = load_dataset(args.dataset, args.split)
+    if not report.ok:
+        print(f"warning: {report}", file=sys.stderr)
+    mined = mine_negatives(_encoder(args), corpus, queries, qrels, args.depth, args.skip_top, args.per_query,
+                           args.batch_size, progress=args.progress)
+    with atomic_file(args.out) as f:
+        for qid, negative_ids in mined.items():
+            f.write((json.dumps({"query_id": qid, "negative_ids": negative_ids}) + "\n").encode("utf-8"))
+    print(f"wrote {args.out}: {sum(map(len, mined.values()))} negatives for {len(mined)} queries")
+
+
+def demo(args):
+    from gtr_keras.cli.demo import DEMO_DATASET, DEMO_MODEL, run_demo
+
+    run_demo(args.out, args.model or DEMO_MODEL, args.dataset or DEMO_DATASET)
+
+
+def export(args):
+    from gtr_keras.serving.export import export_all
+
+    written = export_all(_encoder(args), args.out, args.index, args.searcher, args.version, args.k)
+    print("\n".join(f"wrote {path}" for path in written.values()))
+
+
+def config_from_args(args, config_class=None):
+    """The config of parsed `train` (or `distill`) arguments: `--config` with the flags on top.
+
+    `args.setting_keys` names the settings that the parser has flags for (`gtr_keras_cli.add_train_arguments`).
+    """
+    from gtr_keras.training.config import TrainConfig, load_config
+
+    overrides = {key: getattr(args, key) for key in args.setting_keys if getattr(args, key, None) is not None}
+    return load_config(args.config, overrides, config_class or TrainConfig)
+
+
+def train(args):
+    from gtr_keras.training.loop import train as run_training
+
+    config = config_from_args(args)
+    run_training(config)
+    print(f"trained model written to {os.path.join(config.output_dir, 'model')}")
+
+
+def distill(args):
+    from gtr_keras.models.gtr.model_directory import check_model_source
+    from gtr_keras.models.gtr.presets import PRESETS
+    from gtr_keras.training.distillation import DistillConfig
+    from gtr_keras.training.distillation import distill as run_distillation
+    from gtr_keras.training.teachers import check_teacher_source
+
+    config = config_from_args(args, DistillConfig)
+    check_teacher_source(config.teacher)
+    if config.init not in PRESETS:
+        check_model_source(config.init)
+    run_distillation(config)
+    print(f"distilled model written to {os.path.join(config.output_dir, 'model')}")
+
+
+def saved_model_cli(argv):
+    """TensorFlow's saved_model_cli on `argv`, with the TF Text and ScaNN ops registered; returns its status.
+
+    `--help` (absl would exit 1 and show no sub-command) prints the tool's help and its flags.
+    """
+    import scann  # noqa: F401
+    import tensorflow_text  # noqa: F401
+    from absl import flags
+    from tensorflow.python.tools import saved_model_cli as tf_saved_model_cli
+
+    prog = "gtr-keras saved-model-cli"
+    if "-h" in argv or "--help" in argv:
+        parser = tf_saved_model_cli.create_parser()
+        parser.prog = prog
+        commands = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices
+        command = commands.get(argv[0]) if argv else None
+        if command:
+            command.prog = f"{prog} {argv[0]}"
+        (command or parser).print_help()
+        print(f"\nflags:\n{flags.FLAGS.module_help(tf_saved_model_cli.__name__)}")
+        return 0
+    sys.argv = [prog, *argv]
+    try:
+        tf_saved_model_cli.main()
+    except SystemExit as exit_:
+        return exit_.code or 0
+    return 0
+

@@ -1,0 +1,220 @@
+"""sentence-transformers GTR checkpoints in: the layout that `sentence-transformers` writes and the
+Hugging Face Hub serves for `sentence-transformers/gtr-t5-{base,large,xl,xxl}`: `modules.json`,
+`config.json` + `model.safetensors` (T5 encoder), `1_Pooling/config.json`, `2_Dense/config.json` +
+`2_Dense/model.safetensors`, `sentence_bert_config.json` and `spiece.model`. Hub ids are downloaded with
+`huggingface_hub` when online; PyTorch files are read only where PyTorch is installed.
+"""
+
+import os
+
+from gtr_keras.errors import CheckpointError
+from gtr_keras.models.gtr.model_directory import (
+    HF_PREFIX,
+    assign_weights,
+    is_remote,
+    local_model_directory,
+    read_json,
+    read_spiece,
+    weights_by_path,
+)
+from gtr_keras.models.gtr.tokenizer import DOCUMENT_LENGTH, QUERY_LENGTH
+from gtr_keras.utils import files
+
+HUB_FILES = [
+    "modules.json", "config.json", "model.safetensors", "sentence_bert_config.json", "spiece.model",
+    "1_Pooling/config.json", "2_Dense/config.json", "2_Dense/model.safetensors",
+]
+
+
+def resolve_source(source, cache_dir=None):
+    """A local checkpoint directory for `source`: a path, or a Hugging Face Hub repo id.
+
+    Hub ids (e.g. `sentence-transformers/gtr-t5-base`) are downloaded with
+    `huggingface_hub`; without network access this fails with a message saying
+    how to bring the files by hand.
+    """
+    if source.startswith(HF_PREFIX):
+        source = source[len(HF_PREFIX):]
+    elif files.isdir(source):
+        return source
+    if files.exists(source):
+        raise CheckpointError(f"{source}: expected a checkpoint directory, got a file")
+    if source.count("/") != 1 or source.startswith((".", "/")):
+        raise CheckpointError(f"{source}: no such directory (and not a Hugging Face repo id like org/name)")
+    from huggingface_hub import snapshot_download
+
+    try:
+        return snapshot_download(
+            source, cache_dir=cache_dir,
+            allow_patterns=HUB_FILES + ["pytorch_model.bin", "2_Dense/pytorch_model.bin"],
+        )
+    except Exception as error:
+        raise CheckpointError(
+            f"could not download {source!r} from the Hugging Face Hub ({type(error).__name__}: {error}). "
+            "If this machine is offline, download the repository elsewhere (e.g. `huggingface-cli download "
+            f"{source}`) and pass its directory instead."
+        ) from error
+
+
+def load_sentence_transformers(embedder_cls, source, query_length=QUERY_LENGTH, cache_dir=None, dtype=None,
+                               load_weights=True):
+    """Builds an `embedder_cls` (a `GTRTextEmbedder` class) from a sentence-transformers GTR checkpoint.
+
+    Args:
+        embedder_cls: the class to build (as keras-hub's converters take the backbone class).
+        source, query_length, cache_dir, dtype, load_weights: as for
+            `gtr_keras.convert_sentence_transformers`, which calls this with `GTRTextEmbedder`.
+
+    Example:
+    >>> embedder = load_sentence_transformers(GTRTextEmbedder, "sentence-transformers/gtr-t5-base")
+    """
+    if is_remote(source):
+        with local_model_directory(source) as local:
+            return load_sentence_transformers(embedder_cls, local, query_length, cache_dir, dtype, load_weights)
+    root = resolve_source(os.fspath(source), cache_dir)
+    modules = read_json(os.path.join(root, "modules.json"))
+    paths = {m.get("type", "").rsplit(".", 1)[-1]: m.get("path", "") for m in modules}
+    for required in ("Transformer", "Pooling", "Dense"):
+        if required not in paths:
+            raise CheckpointError(
+                f"{os.path.join(root, 'modules.json')}: no {required} module; a GTR checkpoint has "
+                "Transformer, Pooling (mean), Dense (no bias) and Normalize"
+            )
+    transformer_dir = os.path.join(root, paths["Transformer"])
+    hf_config_path = os.path.join(transformer_dir, "config.json")
+    model_args = _model_args(read_json(hf_config_path), hf_config_path)
+    _check_pooling(os.path.join(root, paths["Pooling"], "config.json"))
+    dense_dir = os.path.join(root, paths["Dense"])
+    dense_config_path = os.path.join(dense_dir, "config.json")
+    dense_config = read_json(dense_config_path)
+    if dense_config.get("bias", True) or "Identity" not in dense_config.get("activation_function", ""):
+        raise CheckpointError(f"{dense_config_path}: GTR's projection has no bias and no activation")
+
+    st_config_path = os.path.join(transformer_dir, "sentence_bert_config.json")
+    st_config = read_json(st_config_path) if files.exists(st_config_path) else {}
+    document_length = st_config.get("max_seq_length") or _tokenizer_max_length(transformer_dir)
+    embedder = embedder_cls.from_parts(
+        model_args, read_spiece(transformer_dir), document_length, min(query_length, document_length),
+        dense_config["out_features"], lowercase=st_config.get("do_lower_case", False), dtype=dtype,
+    )
+    if load_weights:
+        tensors = _read_tensors(transformer_dir)
+        tensors.update({f"dense.{k}": v for k, v in _read_tensors(dense_dir).items()})
+        assign_weights(embedder, _hf_tensors_by_path(embedder, tensors, model_args["feedforward"]), root)
+    return embedder
+
+
+def _model_args(hf_config, path):
+    if hf_config.get("model_type") != "t5":
+        arch = hf_config.get("architectures") or hf_config.get("model_type")
+        raise CheckpointError(f"{path}: unknown architecture {arch!r}; gtr-keras reads T5 encoders (model_type 't5')")
+    feedforward = hf_config.get("feed_forward_proj", "relu")
+    if feedforward not in ("relu", "gated-gelu"):
+        raise CheckpointError(f"{path}: feed_forward_proj {feedforward!r} is not supported (relu, gated-gelu)")
+    return dict(
+        vocabulary_size=hf_config["vocab_size"],
+        num_layers=hf_config["num_layers"],
+        hidden_dim=hf_config["d_model"],
+        key_value_dim=hf_config["d_kv"],
+        num_heads=hf_config["num_heads"],
+        intermediate_dim=hf_config["d_ff"],
+        feedforward=feedforward,
+        num_buckets=hf_config.get("relative_attention_num_buckets", 32),
+        max_distance=hf_config.get("relative_attention_max_distance", 128),
+        layer_norm_epsilon=hf_config.get("layer_norm_epsilon", 1e-6),
+    )
+
+
+def _tokenizer_max_length(directory):
+    path = os.path.join(directory, "tokenizer_config.json")
+    length = read_json(path).get("model_max_length") if files.exists(path) else None
+    return length if isinstance(length, int) and length <= 100_000 else DOCUMENT_LENGTH
+
+
+def _check_pooling(path):
+    if not files.exists(path):
+        return
+    pooling = read_json(path)
+    if "pooling_mode" in pooling:  # sentence-transformers >= 6
+        modes = [pooling["pooling_mode"]]
+    else:
+        modes = [k[len("pooling_mode_"):] for k, v in pooling.items() if k.startswith("pooling_mode_") and v]
+    if modes not in (["mean"], ["mean_tokens"]):
+        raise CheckpointError(f"{path}: GTR uses mean pooling only, this checkpoint uses {modes or 'none'}")
+
+
+def _hf_name(path, feedforward):
+    """The Hugging Face T5 tensor name for a Keras weight path, and whether to transpose."""
+    parts = path.split("/")
+    if path == "token_embedding/embeddings":
+        return "shared.weight", False
+    if path == "relative_position_bias/embeddings":
+        return "encoder.block.0.layer.0.SelfAttention.relative_attention_bias.weight", False
+    if path == "final_norm/scale":
+        return "encoder.final_layer_norm.weight", False
+    if path == "projection/kernel":
+        return "dense.linear.weight", True
+    block = f"encoder.block.{parts[0].split('_')[1]}"
+    sublayer = "/".join(parts[1:])
+    names = {
+        "attention_norm/scale": ("layer.0.layer_norm.weight", False),
+        "attention/query/kernel": ("layer.0.SelfAttention.q.weight", True),
+        "attention/key/kernel": ("layer.0.SelfAttention.k.weight", True),
+        "attention/value/kernel": ("layer.0.SelfAttention.v.weight", True),
+        "attention/output/kernel": ("layer.0.SelfAttention.o.weight", True),
+        "feedforward_norm/scale": ("layer.1.layer_norm.weight", False),
+        "feedforward/output/kernel": ("layer.1.DenseReluDense.wo.weight", True),
+        "feedforward/input/kernel": (
+            "layer.1.DenseReluDense.wi.weight" if feedforward == "relu" else "layer.1.DenseReluDense.wi_1.weight",
+            True,
+        ),
+        "feedforward/gate/kernel": ("layer.1.DenseReluDense.wi_0.weight", True),
+    }
+    name, transpose = names[sublayer]
+    return f"{block}.{name}", transpose
+
+
+def _hf_tensors_by_path(model, tensors, feedforward):
+    """The checkpoint's tensors under the model's variable paths (Hugging Face `[out, in]` kernels transposed)."""
+    if "shared.weight" not in tensors and "encoder.embed_tokens.weight" in tensors:
+        tensors["shared.weight"] = tensors["encoder.embed_tokens.weight"]
+    by_path = {}
+    for path, variable in weights_by_path(model).items():
+        name, transpose = _hf_name(path, feedforward)
+        if name not in tensors:
+            raise CheckpointError(f"checkpoint has no tensor {name!r} (needed for {path})")
+        stored, expected = tensors[name].shape, tuple(variable.shape)
+        if stored != (expected[::-1] if transpose else expected):
+            raise CheckpointError(
+                f"tensor {name!r} has shape {tuple(stored)} in the checkpoint, but the model built from its "
+                f"config expects {expected[::-1] if transpose else expected}"
+            )
+        by_path[path] = tensors[name].T if transpose else tensors[name]
+    return by_path
+
+
+def _read_tensors(directory):
+    safetensors_path = os.path.join(directory, "model.safetensors")
+    if files.exists(safetensors_path):
+        from safetensors import SafetensorError
+        from safetensors.numpy import load_file
+
+        try:
+            return load_file(safetensors_path)
+        except (SafetensorError, OSError, ValueError) as error:
+            raise CheckpointError(f"{safetensors_path}: corrupt or unreadable safetensors file ({error})") from error
+    bin_path = os.path.join(directory, "pytorch_model.bin")
+    if files.exists(bin_path):
+        try:
+            import torch
+        except ImportError as error:
+            raise CheckpointError(
+                f"{bin_path}: reading pytorch_model.bin needs PyTorch, which gtr-keras does not require. Use the "
+                "checkpoint's model.safetensors files, or install the [reference] extra."
+            ) from error
+        try:
+            state = torch.load(bin_path, map_location="cpu", weights_only=True)
+        except Exception as error:
+            raise CheckpointError(f"{bin_path}: corrupt or unreadable PyTorch file ({error})") from error
+        return {k: v.float().numpy() for k, v in state.items()}
+    raise CheckpointError(f"{safetensors_path}: missing (no model.safetensors or pytorch_model.bin in {directory})")

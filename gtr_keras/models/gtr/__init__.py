@@ -1,0 +1,10 @@
+"""The GTR model family as keras-hub classes, one responsibility a module.
+
+From the bottom up: `layers` (T5 encoder layers, exact relative-position buckets), `presets`
+(architectures and Hugging Face ids), `tokenizer` (`GTRTokenizer`, SentencePiece in the graph),
+`backbone` (`GTRBackbone`, the T5 encoder), `preprocessor` (`GTRTextEmbedderPreprocessor`, query and
+document budgets), `model_directory` (a preset directory's files and the checks of its settings against
+its weights), `encoder` (`Encoder`, numpy batches bucketed by length), `text_embedder`
+(`GTRTextEmbedder`: pooling, projection, L2 norm), `fingerprint` (SHA-256 of a model), and `saving`
+(`load`, `save`, `migrate`, `convert_sentence_transformers`).
+"""

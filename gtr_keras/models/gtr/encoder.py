@@ -1,0 +1,140 @@
+"""`Encoder`: texts in, L2-normalised embeddings out, in length-sorted batches."""
+
+import numpy as np
+import tensorflow as tf
+from tqdm.auto import tqdm
+
+from gtr_keras.models.gtr.tokenizer import PAD_ID
+
+LENGTH_BUCKETS = (16, 32, 64, 128, 256, 384, 512)
+PROGRESS_THRESHOLD = 5000
+
+
+def bucket_length(length):
+    """Rounds a token length up to the next padding bucket.
+
+    Padding to a few fixed lengths keeps the number of distinct input shapes
+    (and so of compiled XLA programs) bounded; past 512, to multiples of 256.
+
+    Example:
+    >>> bucket_length(70), bucket_length(600)
+    (128, 768)
+    """
+    for bucket in LENGTH_BUCKETS:
+        if length <= bucket:
+            return bucket
+    return -(-length // 256) * 256
+
+
+class Encoder:
+    """Encodes texts with a `GTRTextEmbedder` in length-sorted batches: numpy in, numpy out.
+
+    Texts are tokenised in the graph, sorted by token length and batched, so
+    short texts are not padded to long ones; results come back in input
+    order. `GTRTextEmbedder.encode_*` run on one of these, and
+    `gtr_keras.load` returns one.
+
+    Args:
+        model: a `GTRTextEmbedder` with a `GTRTextEmbedderPreprocessor`
+            (whose token budgets apply: `query_length`, `document_length`).
+        jit_compile: compile the forward pass with XLA (one program per
+            padded shape; see `padded_shape`).
+
+    Example:
+    >>> encoder = gtr_keras.load(model_dir)
+    >>> q = encoder.encode_queries(["what keeps a wing up?"])
+    >>> d = encoder.encode_documents(["lift on a wing", "boundary layer"], batch_size=32)
+    >>> (q @ d.T).shape
+    (1, 2)
+    """
+
+    def __init__(self, model, jit_compile=False):
+        self.model = model
+        self.preprocessor = model.preprocessor
+        self.tokenizer = model.preprocessor.tokenizer
+        self.jit_compile = jit_compile
+
+        def forward(token_ids, padding_mask):
+            return model({"token_ids": token_ids, "padding_mask": padding_mask}, training=False)
+
+        if jit_compile:
+            # Traced once per padded shape, so the trace count is the number of XLA programs.
+            self._forward = tf.function(forward, jit_compile=True)
+        else:
+            self._forward = tf.function(forward, input_signature=[tf.TensorSpec([None, None], tf.int32)] * 2)
+        self._tokenize = tf.function(
+            self.tokenizer.token_ids, input_signature=[tf.TensorSpec([None], tf.string), tf.TensorSpec([], tf.int32)]
+        )
+
+    query_length = property(lambda self: self.model.query_length, doc="Token budget of queries, EOS included.")
+    document_length = property(lambda self: self.model.document_length, doc="Token budget of documents.")
+    embedding_dim = property(lambda self: self.model.embedding_dim, doc="D, the embedding dimension.")
+
+    def tokenize(self, texts, kind="document"):
+        """Token id lists (EOS included, truncated to the kind's length)."""
+        length = self.preprocessor.length(kind)
+        ids = []
+        for start in range(0, len(texts), 4096):
+            chunk = tf.constant([_to_bytes(t) for t in texts[start:start + 4096]], tf.string)
+            ids.extend(self._tokenize(chunk, length).to_list())
+        return ids
+
+    def encode(self, texts, kind="document", batch_size=32, progress=None):
+        """Embeds texts as float32 `[len(texts), D]`, L2-normalised rows.
+
+        Args:
+            texts: a list of strings (or UTF-8 bytes).
+            kind: `"query"` or `"document"`: which truncation length applies.
+            batch_size: texts per forward pass.
+            progress: show a progress bar; by default only for long inputs.
+        """
+        output = np.zeros((len(texts), self.embedding_dim), np.float32)
+        if not len(texts):
+            return output
+        token_ids = self.tokenize(list(texts), kind)
+        lengths = np.array([len(row) for row in token_ids])
+        order = np.argsort(lengths, kind="stable")
+        show = progress if progress is not None else len(texts) >= PROGRESS_THRESHOLD
+        with tqdm(total=len(texts), disable=not show, desc=f"encoding {kind}s", unit=kind) as bar:
+            for start in range(0, len(texts), batch_size):
+                rows = order[start:start + batch_size]
+                batch = np.full(self.padded_shape(len(rows), lengths[rows].max(), batch_size), PAD_ID, np.int32)
+                mask = np.zeros_like(batch)
+                for i, row in enumerate(rows):
+                    batch[i, : lengths[row]] = token_ids[row]
+                    mask[i, : lengths[row]] = 1
+                output[rows] = self.embed_tokens(batch, mask)[: len(rows)]
+                bar.update(len(rows))
+        return output
+
+    def padded_shape(self, rows, length, batch_size):
+        """The `[rows, length]` shape a batch of `rows` texts, the longest `length` tokens, is padded to.
+
+        Off XLA, one graph takes every shape and batches are not padded at
+        all. Under XLA each shape is a compiled program, so rows round up to
+        a power of two (at most `batch_size`) and lengths to `bucket_length`:
+        a bounded set of programs for any input.
+
+        Example:
+        >>> Encoder(model, tokenizer, jit_compile=True).padded_shape(3, 70, batch_size=32)
+        (4, 128)
+        """
+        if not self.jit_compile:
+            return rows, length
+        return min(batch_size, 1 << (rows - 1).bit_length()), bucket_length(length)
+
+    def embed_tokens(self, token_ids, padding_mask):
+        """Embeddings of a tokenised batch: int32 `[B, L]` ids and mask in, float32 `[B, D]` numpy out."""
+        return self._forward(token_ids, padding_mask).numpy()
+
+    def encode_queries(self, texts, batch_size=32, progress=None):
+        """Embeds queries (truncated to `query_length` tokens)."""
+        return self.encode(texts, "query", batch_size, progress)
+
+    def encode_documents(self, texts, batch_size=32, progress=None):
+        """Embeds documents (truncated to `document_length` tokens)."""
+        return self.encode(texts, "document", batch_size, progress)
+
+
+def _to_bytes(text):
+    return text if isinstance(text, bytes) else text.encode("utf-8")

@@ -1,0 +1,124 @@
+"""Every way into and out of a model directory, as users call it: `load`, `save`, `migrate` and
+`convert_sentence_transformers`.
+
+A model directory is a keras-hub preset (`GTRTextEmbedder.save_to_preset`), local or on any file
+system TensorFlow knows; `load` also takes what `GTRTextEmbedder.from_preset` converts on the way
+(sentence-transformers checkpoints, `hf://` ids, the first format). The files and their checks are
+`model_directory`'s; the readers of other formats live in `gtr_keras.convert`.
+"""
+
+import os
+
+from gtr_keras.convert.first_format import LEGACY_FORMAT, first_format_config, load_first_format
+from gtr_keras.convert.sentence_transformers import load_sentence_transformers
+from gtr_keras.errors import CheckpointError
+from gtr_keras.models.gtr.model_directory import (
+    CONFIG_FILE,
+    check_model_source,
+    is_remote,
+    local_model_directory,
+    read_json,
+)
+from gtr_keras.models.gtr.presets import resolve_bundled
+from gtr_keras.models.gtr.text_embedder import GTRTextEmbedder
+from gtr_keras.models.gtr.tokenizer import QUERY_LENGTH
+from gtr_keras.utils import files
+from gtr_keras.utils.files import atomic_directory
+
+
+def save(model, directory):
+    """Writes a `GTRTextEmbedder` (or an `Encoder`'s) as a model directory, atomically.
+
+    The directory is a keras-hub preset (`save_to_preset`); a crash leaves no
+    half directory. A directory on another file system (`gs://...`) is
+    written locally, then uploaded.
+
+    Example:
+    >>> gtr_keras.save(encoder, "models/my-gtr")
+    """
+    embedder = getattr(model, "model", model)
+    with atomic_directory(directory) as staging:
+        embedder.save_to_preset(str(staging))
+
+
+def load(directory, jit_compile=False, dtype=None, query_length=None, document_length=None):
+    """An `Encoder` (numpy batches in, numpy embeddings out) for a model directory or checkpoint.
+
+    A shortcut for `GTRTextEmbedder.from_preset(directory, dtype=dtype)` with
+    other token budgets and XLA; the model is `encoder.model`.
+
+    Args:
+        directory: a model directory, or anything `GTRTextEmbedder.from_preset`
+            takes (a sentence-transformers checkpoint, `hf://...`).
+        jit_compile: compile the forward pass with XLA.
+        dtype: optional dtype policy for the model: `"bfloat16"` for
+            bfloat16 inference (float32 embeddings out), `"mixed_bfloat16"`
+            to train in bfloat16.
+        query_length: token budget for queries instead of the saved one.
+        document_length: token budget for documents instead of the saved one.
+
+    Example:
+    >>> encoder = gtr_keras.load("models/gtr-base")
+    >>> fast = gtr_keras.load("models/gtr-base", dtype="bfloat16", document_length=256)
+    """
+    path = resolve_bundled(os.fspath(directory))
+    if is_remote(path):
+        with local_model_directory(path) as local:
+            return load(local, jit_compile, dtype, query_length, document_length)
+    check_model_source(path)
+    path = path.removeprefix("file://")
+    if "://" not in path and files.isdir(path):
+        config_path = os.path.join(path, CONFIG_FILE)
+        config = read_json(config_path)
+        known = "registered_name" in config or config.get("format") == LEGACY_FORMAT
+        if not known and not files.isfile(os.path.join(path, "modules.json")):
+            raise CheckpointError(
+                f"{config_path}: not a gtr-keras model directory (a keras-hub preset). "
+                "For a Hugging Face T5 checkpoint, use its sentence-transformers repository with "
+                "`gtr-keras convert SRC OUT_DIR`."
+            )
+    try:
+        embedder = GTRTextEmbedder.from_preset(path, dtype=dtype)
+    except CheckpointError:
+        raise
+    except (ValueError, OSError, KeyError, TypeError) as error:
+        raise CheckpointError(f"{path}: cannot load the model ({type(error).__name__}: {error})") from error
+    if query_length:
+        embedder.preprocessor.query_length = query_length
+    if document_length:
+        embedder.preprocessor.sequence_length = document_length
+    return embedder.batch_encoder(jit_compile)
+
+
+def migrate(source, directory):
+    """Rewrites a model directory of gtr-keras' first format as a keras-hub preset directory.
+
+    Example:
+    >>> migrate("models/old-gtr", "models/gtr")
+    """
+    source = os.fspath(source)
+    with local_model_directory(source) as local:
+        config = first_format_config(local)
+        if config is None:
+            raise CheckpointError(f"{os.path.join(local, CONFIG_FILE)}: not a model directory of the first format")
+        embedder = load_first_format(GTRTextEmbedder, local, config)
+    save(embedder, directory)
+
+
+def convert_sentence_transformers(source, query_length=QUERY_LENGTH, cache_dir=None, dtype=None, load_weights=True):
+    """Builds a `GTRTextEmbedder` from a sentence-transformers GTR checkpoint.
+
+    Args:
+        source: checkpoint directory or Hugging Face repo id.
+        query_length: query token budget (sentence-transformers has one length
+            for everything; GTR queries use 64).
+        cache_dir: Hugging Face cache directory for downloads.
+        dtype: dtype policy of the model.
+        load_weights: read the weights (else: the checkpoint's architecture,
+            randomly initialised).
+
+    Example:
+    >>> embedder = convert_sentence_transformers("sentence-transformers/gtr-t5-base")
+    >>> gtr_keras.save(embedder, "models/gtr-base")
+    """
+    return load_sentence_transformers(GTRTextEmbedder, source, query_length, cache_dir, dtype, load_weights)

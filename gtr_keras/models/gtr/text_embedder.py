@@ -1,0 +1,213 @@
+"""`GTRTextEmbedder`: the GTR tower as a keras-hub `TextEmbedder`."""
+
+import os
+
+import keras
+import keras_hub
+from keras import ops
+
+from gtr_keras.convert.preset_loader import load_foreign_format
+from gtr_keras.models.gtr.backbone import GTRBackbone
+from gtr_keras.models.gtr.encoder import Encoder
+from gtr_keras.models.gtr.layers import MaskedMeanPooling
+from gtr_keras.models.gtr.model_directory import (
+    check_model_directory,
+    check_weights_file,
+    is_remote,
+    local_model_directory,
+)
+from gtr_keras.models.gtr.preprocessor import GTRTextEmbedderPreprocessor
+from gtr_keras.models.gtr.presets import preset_config, resolve_bundled
+from gtr_keras.utils import files
+
+
+@keras.saving.register_keras_serializable(package="gtr_keras")
+class GTRTextEmbedder(keras_hub.models.TextEmbedder):
+    """GTR's shared query/document tower: T5 encoder, mean pooling, bias-free projection, L2 norm.
+
+    The head lives here, not in `GTRBackbone`: the backbone is the plain T5
+    encoder (usable under other heads, and what `Backbone.from_preset`
+    gives), and the head is the part sentence-transformers keeps in modules
+    of its own (`Pooling`, `Dense`, `Normalize`). The projection's weights
+    are task weights (`task.weights.h5` in a preset directory). The dot
+    product of two outputs is their cosine.
+
+    `encode_queries`, `encode_documents` and `encode_text` take Python
+    strings and return numpy rows in input order; they tokenise in the
+    graph, sort texts by length and batch them so that short texts are not
+    padded to long ones (`gtr_keras.models.gtr.encoder.Encoder`), so they are much
+    faster on a mixed corpus than `predict`, which also works on raw
+    strings through the preprocessor (document budget).
+
+    Args:
+        backbone: a `GTRBackbone`.
+        preprocessor: a `GTRTextEmbedderPreprocessor`, or `None` for a model
+            that takes `{"token_ids", "padding_mask"}` only.
+        embedding_dim: output dimension D of the projection (768 in GTR).
+
+    Inputs: `{"token_ids", "padding_mask"}` int `[batch, length]` (raw
+    strings through `predict`/`fit`/`encode_*` when there is a preprocessor).
+    Output: float32 `[batch, embedding_dim]`, unit-norm rows.
+
+    Example:
+    >>> embedder = keras_hub.models.TextEmbedder.from_preset(model_dir)
+    >>> queries = embedder.encode_queries(["what keeps a wing up?"])
+    >>> documents = embedder.encode_documents(["lift on a wing", "boundary layer"])
+    >>> embedder.similarity(queries, documents).shape
+    (1, 2)
+    """
+
+    backbone_cls = GTRBackbone
+    preprocessor_cls = GTRTextEmbedderPreprocessor
+
+    def __init__(self, backbone, preprocessor=None, embedding_dim=768, **kwargs):
+        # A subclassed model rather than a functional one, so that `keras.models.clone_model`
+        # (which rebuilds functional models as plain `Functional`s) keeps the class.
+        super().__init__(dtype=backbone.dtype_policy, **kwargs)
+
+        # === Layers ===
+        self.backbone = backbone
+        self.preprocessor = preprocessor
+        policy = backbone.dtype_policy
+        self.pooling = MaskedMeanPooling(name="mean_pooling", dtype=policy)
+        self.projection = keras.layers.Dense(embedding_dim, use_bias=False, name="projection", dtype=policy)
+        self.normalization = keras.layers.UnitNormalization(name="l2_normalize", dtype="float32")
+        self.pooling.build((None, None, backbone.hidden_dim))
+        self.projection.build((None, backbone.hidden_dim))
+        self.normalization.build((None, embedding_dim))
+        self.built = True
+
+        # === Config ===
+        self.embedding_dim = embedding_dim
+        self._batch_encoders = {}
+
+    def call(self, inputs, training=False):
+        sequence = self.backbone(inputs, training=training)
+        return self.normalization(self.projection(self.pooling(sequence, inputs["padding_mask"])))
+
+    @classmethod
+    def from_architecture(cls, preset, preprocessor=None, dtype=None, **overrides):
+        """A randomly initialised embedder of a preset's shape (`gtr-tiny` ... `gtr-xxl`).
+
+        Args:
+            preset: a name in `gtr_keras.models.gtr.presets.PRESETS`.
+            preprocessor: the `GTRTextEmbedderPreprocessor`, if any.
+            dtype: dtype policy.
+            **overrides: architecture arguments replacing the preset's
+                (`embedding_dim` or any `GTRBackbone` argument).
+        """
+        config = preset_config(preset, **overrides)
+        embedding_dim = config.pop("embedding_dim", 768)
+        return cls(cls.backbone_cls(**config, dtype=dtype), preprocessor, embedding_dim)
+
+    @classmethod
+    def from_parts(cls, backbone_config, vocabulary, document_length, query_length, embedding_dim, lowercase=False,
+                   dtype=None):
+        """A randomly initialised embedder from its parts, as the converters of other formats read them.
+
+        Args:
+            backbone_config: `GTRBackbone` arguments.
+            vocabulary: the SentencePiece model (serialized proto bytes).
+            document_length: the document token budget, EOS included.
+            query_length: the query token budget, EOS included.
+            embedding_dim: the projection's output size.
+            lowercase: lower-case texts before tokenizing.
+            dtype: dtype policy.
+
+        Example:
+        >>> embedder = GTRTextEmbedder.from_parts(preset_config("gtr-tiny"), proto, 512, 64, 768)  # doctest: +SKIP
+        """
+        tokenizer = cls.preprocessor_cls.tokenizer_cls(vocabulary, lowercase=lowercase)
+        preprocessor = cls.preprocessor_cls(tokenizer, document_length, query_length)
+        return cls(cls.backbone_cls(**backbone_config, dtype=dtype), preprocessor, embedding_dim)
+
+    @classmethod
+    def from_preset(cls, preset, load_weights=True, **kwargs):
+        """Loads a preset directory, or converts a sentence-transformers GTR checkpoint on the way.
+
+        Besides keras-hub's presets (a directory written by `save_to_preset`,
+        local or on a file system TensorFlow knows, such as `gs://` or
+        `ram://`, copied locally first; `kaggle://`), this takes a
+        sentence-transformers GTR checkpoint: a directory, a Hugging Face id
+        `hf://sentence-transformers/gtr-t5-base` (downloaded when online) or a
+        preset name of `gtr_keras.models.gtr.presets.HUB_IDS` (`"gtr-base"`), and a model
+        directory of gtr-keras' first format. keras-hub's own Hugging Face
+        loader has a fixed list of architectures without T5, so these go
+        through `gtr_keras.convert`. A model directory whose settings
+        contradict its weights or each other raises `CheckpointError` naming
+        the file and setting (`model_directory.check_model_directory`).
+
+        Example:
+        >>> embedder = GTRTextEmbedder.from_preset("hf://sentence-transformers/gtr-t5-base")  # doctest: +SKIP
+        """
+        preset = resolve_bundled(preset)
+        if is_remote(preset):  # `gs://`, `ram://`, ...: loaded from a fresh local copy (keras-hub's cache goes stale)
+            with local_model_directory(preset) as local:
+                return cls.from_preset(local, load_weights, **kwargs)
+        foreign = load_foreign_format(cls, preset, load_weights, **kwargs)
+        if foreign is not None:
+            return foreign
+        local = isinstance(preset, (str, os.PathLike)) and files.is_local(preset)  # not kaggle:// or hf://
+        if local and files.isdir(preset):
+            check_model_directory(preset, load_weights)
+        return super().from_preset(preset, load_weights=load_weights, **kwargs)
+
+    def load_task_weights(self, filepath):
+        """Loads the task weights (the projection), which the file must hold exactly.
+
+        Args:
+            filepath: a `task.weights.h5` file.
+
+        Raises:
+            CheckpointError: a missing, extra or misshapen weight, or a
+                setting of the file's model directory that contradicts its
+                weights (`model_directory.check_weights_file`).
+        """
+        check_weights_file(self, filepath)
+        super().load_task_weights(filepath)
+
+    def get_config(self):
+        return {**super().get_config(), "embedding_dim": self.embedding_dim}
+
+    @property
+    def query_length(self):
+        """Token budget of queries (the preprocessor's), EOS included."""
+        return self.preprocessor.query_length
+
+    @property
+    def document_length(self):
+        """Token budget of documents (the preprocessor's), EOS included."""
+        return self.preprocessor.sequence_length
+
+    def batch_encoder(self, jit_compile=False):
+        """The `Encoder` behind `encode_*` (one per `jit_compile` setting, built once)."""
+        if self.preprocessor is None:
+            raise ValueError("this GTRTextEmbedder has no preprocessor: it embeds token ids only")
+        if jit_compile not in self._batch_encoders:
+            self._batch_encoders[jit_compile] = Encoder(self, jit_compile=jit_compile)
+        return self._batch_encoders[jit_compile]
+
+    def encode_text(self, text, kind="document", batch_size=32, progress=None):
+        """Embeds a string or a list of strings: float32 numpy `[n, D]`, unit rows, in input order.
+
+        Args:
+            text: a string or a list of strings.
+            kind: `"query"` or `"document"`: which token budget applies.
+            batch_size: texts per forward pass.
+            progress: show a progress bar; by default only for long inputs.
+        """
+        texts = [text] if isinstance(text, (str, bytes)) else list(text)
+        return self.batch_encoder().encode(texts, kind, batch_size, progress)
+
+    def encode_queries(self, queries, batch_size=32, progress=None):
+        """Embeds queries (truncated to `query_length` tokens)."""
+        return self.encode_text(queries, "query", batch_size, progress)
+
+    def encode_documents(self, documents, batch_size=32, progress=None):
+        """Embeds documents (truncated to `document_length` tokens)."""
+        return self.encode_text(documents, "document", batch_size, progress)
+
+    def similarity(self, query_embeddings, document_embeddings):
+        """Cosine similarities `[queries, documents]` of unit-norm embeddings."""
+        scores = ops.matmul(ops.convert_to_tensor(query_embeddings), ops.transpose(document_embeddings))
+        return ops.convert_to_numpy(scores)

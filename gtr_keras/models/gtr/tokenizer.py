@@ -1,0 +1,166 @@
+"""SentencePiece tokenisation in the TensorFlow graph, with T5's conventions, as a keras-hub tokenizer."""
+
+import hashlib
+import io
+import os
+
+import keras
+import keras_hub
+import sentencepiece as spm
+import tensorflow as tf
+from tensorflow_text.python.ops import sentencepiece_tokenizer
+
+from gtr_keras.utils import files
+
+PAD_ID = 0
+EOS_ID = 1
+QUERY_LENGTH = 64
+DOCUMENT_LENGTH = 512
+VOCABULARY_FILE = "vocabulary.spm"  # keras-hub's SentencePiece asset name
+
+
+def pad_token_ids(token_ids, length=None):
+    """Model inputs from ragged token ids: `{"token_ids", "padding_mask"}` int `[batch, length]`.
+
+    Args:
+        token_ids: a `tf.RaggedTensor` `[batch, (length)]`.
+        length: pad to this length (static shapes, e.g. for TPUs); by default
+            to the longest row.
+    """
+    shape = [None, length]
+    return {
+        "token_ids": token_ids.to_tensor(default_value=PAD_ID, shape=shape),
+        "padding_mask": tf.ones_like(token_ids).to_tensor(default_value=0, shape=shape),
+    }
+
+
+@keras.saving.register_keras_serializable(package="gtr_keras")
+class GTRTokenizer(keras_hub.tokenizers.SentencePieceTokenizer):
+    """T5's SentencePiece tokenizer, in the TensorFlow graph, as a keras-hub tokenizer.
+
+    Follows Hugging Face's `T5Tokenizer` as sentence-transformers calls it:
+    invalid UTF-8 replaced by U+FFFD (as Python's `decode(errors="replace")`
+    does), surrounding whitespace stripped, SentencePiece pieces, and (in
+    `token_ids`, which the preprocessor, the training data and the exports
+    use) EOS (id 1) appended with truncation that keeps EOS as the last
+    token, so at most `sequence_length - 1` pieces of text are kept. Pad id 0.
+
+    `tokenize` gives the pieces alone (keras-hub's convention: special
+    tokens are the preprocessor's business). It always runs TensorFlow ops,
+    eagerly or in a graph. Text is tokenised as plain text: a literal
+    `"</s>"` in the input is not turned into EOS (Hugging Face's tokenizer
+    would). The SentencePiece model is saved as an asset
+    (`assets/tokenizer/vocabulary.spm` in a preset directory).
+
+    Args:
+        proto: the SentencePiece model, as bytes or a path to `spiece.model`.
+        lowercase: lowercase the text first (sentence-transformers'
+            `do_lower_case`; False for GTR).
+
+    Example:
+    >>> tokenizer = GTRTokenizer(spiece_model)
+    >>> tokenizer.token_ids(["what is a dual encoder?", ""], sequence_length=64)[1].numpy()
+    array([1], dtype=int32)
+    """
+
+    def __init__(self, proto=None, lowercase=False, **kwargs):
+        self._add_special_token("</s>", "end_token")
+        self._add_special_token("<pad>", "pad_token")
+        super().__init__(proto=proto, **kwargs)
+        self.lowercase = lowercase
+
+    def load_assets(self, dir_path):
+        # Reads the bytes here: keras-hub's `load_assets` passes a path, which safe mode refuses.
+        self.set_proto(files.read_bytes(os.path.join(dir_path, VOCABULARY_FILE)))
+
+    def _set_proto_tf(self, proto):
+        super()._set_proto_tf(proto)
+        self._sentence_piece._model_resource = _NamedSentencepieceModel(self._sentence_piece._model_resource._model)
+
+    def tokenize(self, inputs):
+        """SentencePiece ids of each text, as a `tf.RaggedTensor` `[batch, (pieces)]` (no EOS)."""
+        self._check_vocabulary()
+        self._maybe_initialized_tf()
+        strings = tf.convert_to_tensor(inputs, tf.string)
+        strings = tf.strings.unicode_transcode(strings, "UTF-8", "UTF-8", errors="replace", replacement_char=0xFFFD)
+        strings = tf.strings.strip(strings)
+        if self.lowercase:
+            strings = tf.strings.lower(strings, encoding="utf-8")
+        return self._sentence_piece.tokenize(strings)
+
+    def token_ids(self, inputs, sequence_length):
+        """Model token ids: `[batch, (length)]` ragged, truncated to `sequence_length` with EOS kept last.
+
+        Args:
+            inputs: a batch of strings `[batch]`.
+            sequence_length: the token budget, EOS included (>= 2).
+        """
+        pieces = self.tokenize(inputs)[:, : sequence_length - 1]
+        eos = tf.fill([pieces.nrows(), 1], tf.constant(EOS_ID, pieces.dtype))
+        return tf.concat([pieces, tf.RaggedTensor.from_tensor(eos)], axis=1)
+
+    def get_config(self):
+        return {**super().get_config(), "lowercase": self.lowercase}
+
+
+class _NamedSentencepieceModel(sentencepiece_tokenizer._SentencepieceModelResource):
+    """TF Text's SentencePiece model resource, named after the model's SHA-256.
+
+    TF Text names the resource after a counter (its TODO b/318839908) that
+    restarts after `keras.utils.set_random_seed`: a tokenizer made then, once
+    garbage-collected, deleted the resource of one made before ("Resource
+    .../_0_SentencepieceOp ... does not exist"). A named resource is shared by
+    the tokenizers of the same model and never deleted by one of them.
+    """
+
+    def __init__(self, model):
+        super().__init__(model, name=None)
+
+    def _create_resource(self):
+        digest = hashlib.sha256(tf.get_static_value(self._model) if tf.is_tensor(self._model) else self._model)
+        return sentencepiece_tokenizer.gen_sentencepiece_tokenizer.sentencepiece_op(
+            model=self._model, shared_name=f"gtr_keras_spm_{digest.hexdigest()[:32]}"
+        )
+
+
+def train_sentencepiece(texts, output_path, vocabulary_size=8000, seed_sentences=200_000, case_folding=False):
+    """Trains a T5-style SentencePiece unigram model on `texts`.
+
+    The special pieces sit where T5's do (`<pad>` 0, `</s>` 1, `<unk>` 2, no
+    BOS), with T5's `nmt_nfkc` normalisation, so the result works with
+    `GTRTokenizer` and with Hugging Face's `T5Tokenizer`.
+
+    Args:
+        texts: an iterable of training strings.
+        output_path: where to write the `.model` file.
+        vocabulary_size: pieces in the model (T5 adds 100 sentinel ids on top).
+        seed_sentences: at most this many texts are sampled for training.
+        case_folding: normalise with NFKC and Unicode case folding
+            (`nmt_nfkc_cf`) instead: the model, and every tokenizer that
+            loads it, then maps "WING", "Wing" and "wing" to the same pieces.
+
+    Example:
+    >>> train_sentencepiece(corpus_texts, "spiece.model", vocabulary_size=1000)
+    """
+    model = io.BytesIO()
+    spm.SentencePieceTrainer.train(
+        sentence_iterator=(t for t in texts if t.strip()),
+        model_writer=model,
+        vocab_size=vocabulary_size,
+        model_type="unigram",
+        pad_id=PAD_ID,
+        eos_id=EOS_ID,
+        unk_id=2,
+        bos_id=-1,
+        normalization_rule_name="nmt_nfkc_cf" if case_folding else "nmt_nfkc",
+        character_coverage=0.9995,
+        input_sentence_size=seed_sentences,
+        shuffle_input_sentence=True,
+        max_sentence_length=16384,
+        hard_vocab_limit=False,
+        minloglevel=2,
+        num_threads=os.cpu_count() or 1,
+    )
+    with open(output_path, "wb") as f:
+        f.write(model.getvalue())
+    return output_path

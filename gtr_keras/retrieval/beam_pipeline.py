@@ -1,0 +1,449 @@
+"""Corpus encoding with Apache Beam, for corpora too large for one machine.
+
+`encode_corpus_with_beam` runs a pipeline on any Beam runner (`DirectRunner`
+locally; `DataflowRunner`, `FlinkRunner`, `SparkRunner` on a cluster):
+
+1. list the corpus files (`corpus_files`: a BEIR directory, a file or a glob,
+   on any `tf.io.gfile` file system) and spread them over the workers; each
+   worker reads whole files, streamed, with the parser of `load_corpus`,
+2. embed documents with `RunInference` and `GTRModelHandler`, which loads the
+   model once per worker process (once per machine with `large_model=True`)
+   and hands the encoder groups of documents that it sorts by token length,
+3. write `embeddings-SSSSS-of-NNNNN.npz` shards: per document its id, its
+   place in the corpus (file number, line number), its float32 embedding, and
+   its title and text (gzipped JSON Lines), so the index can be assembled in
+   corpus order without reading the corpus again,
+4. write `corpus_files.json` (the corpus files, in order) once the pipeline
+   has succeeded.
+
+`corpus_from_shards` reads the shards back as a `Corpus` and its embeddings in
+corpus order, ready for `SearchIndex` and `retrieval.write_index`;
+`index_from_shards` returns only the ids and embeddings.
+
+Example:
+>>> encode_corpus_with_beam("models/gtr-base", "data/corpus/part-*.jsonl.gz", "work/beam")  # doctest: +SKIP
+>>> corpus, embeddings = corpus_from_shards("work/beam")  # doctest: +SKIP
+>>> index = SearchIndex(corpus.ids, embeddings)  # doctest: +SKIP
+"""
+
+import gzip
+import io
+import json
+import os
+import re
+import tempfile
+
+import apache_beam as beam
+import numpy as np
+from apache_beam.io.filebasedsink import FileBasedSink
+from apache_beam.io.filesystem import CompressionTypes
+from apache_beam.io.filesystems import FileSystems
+from apache_beam.ml.inference.base import KeyedModelHandler, ModelHandler, PredictionResult, RunInference
+from apache_beam.options.pipeline_options import PipelineOptions
+
+from gtr_keras.errors import DataError, UserError
+from gtr_keras.models.gtr import saving
+from gtr_keras.retrieval.readers import CORPUS_FILES, Corpus, in_collection
+from gtr_keras.utils import files
+from gtr_keras.utils.text_files import id_field, iter_jsonl, str_field
+
+SHARD_PREFIX = "embeddings"
+SHARD_PATTERN = re.compile(rf"{SHARD_PREFIX}-(\d+)-of-(\d+)\.npz")
+MANIFEST = "corpus_files.json"
+SHARD_ARRAYS = ("ids", "files", "lines", "embeddings", "documents")
+_GLOB_CHARS = "*?["
+_MAX_EXAMPLES = 5
+
+
+def beam_pipeline_args(options):
+    """Turns `KEY=VALUE` (or bare `KEY` flag) strings into Beam's `--KEY=VALUE` arguments.
+
+    Example:
+    >>> beam_pipeline_args(["project=p", "save_main_session"])
+    ['--project=p', '--save_main_session']
+    """
+    args = []
+    for option in options:
+        key = option.split("=", 1)[0]
+        if not key or key.startswith("-") or key.strip() != key:
+            raise UserError(f"--beam-option {option!r}: expected KEY=VALUE or KEY, e.g. region=us-central1")
+        args.append(f"--{option}")
+    return args
+
+
+def corpus_files(path):
+    """The corpus files `path` names, in corpus order, listed without being read.
+
+    Works for local paths and any `tf.io.gfile` scheme (`gs://`, `ram://`, ...).
+
+    Args:
+        path: a BEIR directory (its `corpus.jsonl[.gz]`), a corpus file, or a
+            glob of corpus files (`*`, `?`, `[...]`), e.g.
+            `gs://b/corpus/part-*.jsonl.gz`. The files matched are sorted by
+            name: that order, then line order, is the corpus order.
+
+    Returns:
+        A list of file paths.
+
+    Raises:
+        DataError: no such file or directory, a directory without a corpus
+            file, or a glob that matches no file.
+
+    Example:
+    >>> corpus_files("data/corpus/part-*.jsonl.gz")  # doctest: +SKIP
+    ['data/corpus/part-00000.jsonl.gz', 'data/corpus/part-00001.jsonl.gz']
+    """
+    path = os.fspath(path)
+    if any(char in path for char in _GLOB_CHARS) and not files.exists(path):
+        matches = files.glob(path)
+        if not matches:
+            raise DataError(f"{path}: no file matches this pattern")
+        return matches
+    return [in_collection(path, CORPUS_FILES)]
+
+
+def read_documents(file_number, path):
+    """Reads one corpus file, streamed: what the pipeline encodes, keyed by what the index needs.
+
+    Records are parsed as `load_corpus` parses them (same fields, same
+    `FILE:LINE:` errors, invalid UTF-8 replaced with U+FFFD).
+
+    Args:
+        file_number: the file's place in the corpus order (`corpus_files`).
+        path: the file (local or any `tf.io.gfile` path).
+
+    Yields:
+        `((id, file_number, line_no, title, text), "title text")`, the text
+        joined like `Corpus.joined()`.
+
+    Raises:
+        DataError: an unreadable file, malformed JSON, or a missing or
+            mistyped `_id`, `title` or `text`.
+
+    Example:
+    >>> next(read_documents(0, "corpus.jsonl"))  # doctest: +SKIP
+    (('d1', 0, 1, 'A title', 'Body.'), 'A title Body.')
+    """
+    for line_no, record in iter_jsonl(path):
+        doc_id = id_field(path, line_no, record)
+        title = str_field(path, line_no, record, "title", required=False)
+        text = str_field(path, line_no, record, "text", required=True)
+        yield (doc_id, file_number, line_no, title, text), Corpus([doc_id], [title], [text]).joined()[0]
+
+
+def _local_model_dir(model_dir):
+    """`model_dir` itself when local; else a local copy of its files (a preset's, weight shards included)."""
+    if FileSystems.get_scheme(model_dir) is None:
+        return model_dir
+    local = tempfile.mkdtemp(prefix="gtr-keras-model-")
+    patterns = [FileSystems.join(model_dir, "*"), FileSystems.join(model_dir, "assets", "*", "*")]
+    for match in FileSystems.match(patterns):
+        for metadata in match.metadata_list:
+            relative = metadata.path[len(model_dir):].lstrip("/")
+            os.makedirs(os.path.join(local, os.path.dirname(relative)), exist_ok=True)
+            with FileSystems.open(metadata.path) as src, open(os.path.join(local, relative), "wb") as dst:
+                while chunk := src.read(1 << 24):
+                    dst.write(chunk)
+    return local
+
+
+class GTRModelHandler(ModelHandler):
+    """A `RunInference` model handler that embeds document texts with a gtr-keras model.
+
+    Each `RunInference` batch is a group of `group_size` documents; the
+    `Encoder` sorts a group by token length and runs forward passes of
+    `batch_size`, so a larger group wastes less compute on padding.
+
+    Args:
+        model_dir: a gtr-keras model directory, local or on a Beam filesystem
+            (`gs://...`: copied to local disk on each worker).
+        batch_size: documents per forward pass.
+        group_size: documents per `RunInference` batch; default `16 * batch_size`.
+        large_model: load one model per machine, shared by all SDK worker
+            processes, instead of one per process.
+
+    Example:
+    >>> handler = KeyedModelHandler(GTRModelHandler("models/gtr-base"))  # doctest: +SKIP
+    >>> pairs | RunInference(handler)  # (id, text) -> (id, PredictionResult)  # doctest: +SKIP
+    """
+
+    def __init__(self, model_dir, batch_size=32, group_size=None, large_model=False):
+        group_size = group_size or 16 * batch_size
+        super().__init__(min_batch_size=group_size, max_batch_size=group_size, large_model=large_model)
+        self.model_dir = model_dir
+        self.batch_size = batch_size
+
+    def load_model(self):
+        return saving.load(_local_model_dir(self.model_dir))
+
+    def run_inference(self, batch, model, inference_args=None):
+        embeddings = model.encode_documents(list(batch), self.batch_size, progress=False)
+        return [PredictionResult(text, embedding) for text, embedding in zip(batch, embeddings)]
+
+    def get_num_bytes(self, batch):
+        return sum(len(text.encode("utf-8")) for text in batch)
+
+    def get_metrics_namespace(self):
+        return "gtr_keras"
+
+
+class _NpzShard:
+    """Collects `(key, embedding)` rows (key as `read_documents` makes it); `close()` writes one `.npz` file.
+
+    Rows are written in corpus order. The file holds `ids` (str), `files`
+    (int32 file numbers), `lines` (int64 line numbers), float32 `embeddings`
+    `[n, D]`, and `documents`: the rows' `{"_id", "title", "text"}` records
+    as gzipped JSON Lines, stored as a uint8 array.
+    """
+
+    def __init__(self, file_handle):
+        self.file_handle = file_handle
+        self.rows = []
+
+    def close(self):
+        self.rows.sort(key=lambda row: row[0][1:3])
+        keys = [key for key, _ in self.rows]
+        embeddings = np.stack([e for _, e in self.rows]) if self.rows else np.zeros((0, 0), np.float32)
+        documents = "".join(
+            json.dumps({"_id": doc_id, "title": title, "text": text}, ensure_ascii=False) + "\n"
+            for doc_id, _, _, title, text in keys
+        )
+        self.rows = []  # the stacked embeddings and the documents string hold the rows now
+        buffer = io.BytesIO()
+        np.savez(
+            buffer, ids=np.array([key[0] for key in keys], dtype=str),
+            files=np.array([key[1] for key in keys], np.int32), lines=np.array([key[2] for key in keys], np.int64),
+            embeddings=embeddings.astype(np.float32, copy=False),
+            documents=np.frombuffer(gzip.compress(documents.encode("utf-8"), compresslevel=6), np.uint8),
+        )
+        del keys, embeddings, documents
+        self.file_handle.write(buffer.getvalue())
+        self.file_handle.close()
+
+
+class EmbeddingShardSink(FileBasedSink):
+    """Writes `(key, embedding)` rows to `PREFIX-SSSSS-of-NNNNN.npz` files (see `_NpzShard`).
+
+    A shard is held in memory until written: `shard_rows` x (`D * 4` bytes
+    plus the document), about twice that while it is written.
+
+    Args:
+        file_path_prefix: path prefix of the shards, e.g. `gs://b/out/embeddings`.
+        shard_rows: most rows per shard.
+    """
+
+    def __init__(self, file_path_prefix, shard_rows):
+        super().__init__(
+            file_path_prefix, coder=None, file_name_suffix=".npz", max_records_per_shard=shard_rows,
+            compression_type=CompressionTypes.UNCOMPRESSED,
+        )
+
+    def open(self, temp_path):
+        return _NpzShard(super().open(temp_path))
+
+    def write_record(self, shard, row):
+        shard.rows.append(row)
+
+    def close(self, shard):
+        shard.close()
+
+
+def _shard_paths(shard_dir):
+    """`{shard number: path}` and the shard count, checking the set is one complete run."""
+    pattern = FileSystems.join(shard_dir, f"{SHARD_PREFIX}-*-of-*.npz")
+    paths = [m.path for m in FileSystems.match([pattern])[0].metadata_list]
+    numbered = {}
+    totals = set()
+    for path in paths:
+        match = SHARD_PATTERN.fullmatch(path.rsplit("/", 1)[-1])
+        if match:
+            numbered[int(match[1])] = path
+            totals.add(int(match[2]))
+    if not numbered:
+        raise FileNotFoundError(f"{shard_dir}: no {SHARD_PREFIX}-SSSSS-of-NNNNN.npz shards")
+    if len(totals) != 1:
+        raise ValueError(f"{shard_dir}: shards of different runs (totals {sorted(totals)}); delete the stale ones.")
+    total = totals.pop()
+    missing = sorted(set(range(total)) - set(numbered))
+    if missing:
+        raise ValueError(f"{shard_dir}: {len(missing)} of {total} shards missing, the first is shard {missing[0]}.")
+    return numbered, total
+
+
+def encode_corpus_with_beam(model_dir, corpus_path, output_dir, runner="DirectRunner", batch_size=32,
+                            pipeline_args=(), group_size=None, shard_rows=50_000, large_model=False):
+    """Encodes a BEIR corpus with an Apache Beam pipeline into embedding shards.
+
+    This process only lists the corpus files (`corpus_files`); the pipeline's
+    workers read them, through `tf.io.gfile`, one file per unit of work.
+
+    Args:
+        model_dir: gtr-keras model directory, readable by every worker.
+        corpus_path: BEIR directory, `corpus.jsonl[.gz]` file or glob of such
+            files, local or on any `tf.io.gfile` file system.
+        output_dir: directory for the shards and `corpus_files.json`, on a
+            Beam file system every worker can write; must not hold the
+            output of an earlier run.
+        runner: Beam runner name, e.g. `"DataflowRunner"`.
+        batch_size: documents per forward pass.
+        pipeline_args: further Beam arguments, e.g. `["--project=p"]`.
+        group_size: documents per `RunInference` batch (see `GTRModelHandler`).
+        shard_rows: most documents per shard file.
+        large_model: share one model per machine across worker processes.
+
+    Returns:
+        The finished `PipelineResult`.
+
+    Raises:
+        DataError: no corpus file (before the pipeline starts), or (from the
+            running pipeline) an unreadable file or a malformed record.
+        FileExistsError: `output_dir` already holds shards or a manifest.
+
+    Example:
+    >>> encode_corpus_with_beam("gs://b/models/gtr-base", "gs://b/corpus/part-*.jsonl.gz", "gs://b/emb",
+    ...                         runner="DataflowRunner", pipeline_args=["--region=us-central1"])  # doctest: +SKIP
+    """
+    paths = corpus_files(corpus_path)
+    existing = FileSystems.match([FileSystems.join(output_dir, f"{SHARD_PREFIX}-*.npz")])[0].metadata_list
+    manifest_path = FileSystems.join(output_dir, MANIFEST)
+    if existing or FileSystems.exists(manifest_path):
+        raise FileExistsError(
+            f"{output_dir}: holds the output of an earlier run ({len(existing)} embedding shard(s)); delete it first."
+        )
+    handler = KeyedModelHandler(GTRModelHandler(model_dir, batch_size, group_size, large_model))
+    options = PipelineOptions(list(pipeline_args), runner=runner)
+    pipeline = beam.Pipeline(options=options)
+    sink = EmbeddingShardSink(FileSystems.join(output_dir, SHARD_PREFIX), shard_rows)
+    _ = (
+        pipeline
+        | "ListCorpusFiles" >> beam.Create(list(enumerate(paths)))
+        | "SpreadFiles" >> beam.Reshuffle()
+        | "ReadCorpus" >> beam.FlatMapTuple(read_documents)
+        | "Encode" >> RunInference(handler)
+        | "Embeddings" >> beam.MapTuple(lambda key, result: (key, result.inference))
+        | "WriteShards" >> beam.io.Write(sink)
+    )
+    result = pipeline.run()
+    result.wait_until_finish()
+    manifest = {"corpus": os.fspath(corpus_path), "files": paths}
+    with FileSystems.create(manifest_path, compression_type=CompressionTypes.UNCOMPRESSED) as f:
+        f.write(json.dumps(manifest, indent=1, ensure_ascii=False).encode("utf-8"))
+    return result
+
+
+def _read_manifest(shard_dir):
+    path = FileSystems.join(shard_dir, MANIFEST)
+    if not FileSystems.exists(path):
+        raise FileNotFoundError(f"{shard_dir}: no {MANIFEST}; not the output of a finished encode_corpus_with_beam")
+    with FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED) as f:
+        return json.loads(f.read().decode("utf-8"))
+
+
+def _load_shards(shard_dir, with_documents):
+    """Ids, embeddings, and (with documents) titles and texts of every shard, in corpus order."""
+    manifest = _read_manifest(shard_dir)
+    paths = manifest["files"]
+    numbered, total = _shard_paths(shard_dir)
+    arrays = {name: [] for name in ("ids", "files", "lines", "embeddings")}
+    titles, texts = [], []
+    for number in range(total):
+        with FileSystems.open(numbered[number], compression_type=CompressionTypes.UNCOMPRESSED) as f:
+            with np.load(io.BytesIO(f.read()), allow_pickle=False) as shard:
+                if set(SHARD_ARRAYS) - set(shard.files):
+                    raise ValueError(f"{numbered[number]}: written by an older gtr-keras (no document positions); "
+                                     f"encode the corpus again.")
+                if not len(shard["ids"]):
+                    continue
+                for name, parts in arrays.items():
+                    parts.append(shard[name])
+                if with_documents:
+                    for line in gzip.decompress(shard["documents"].tobytes()).splitlines():
+                        record = json.loads(line)
+                        titles.append(record["title"])
+                        texts.append(record["text"])
+    if not arrays["ids"]:
+        raise DataError(f"{manifest['corpus']}: no documents")
+    dims = {e.shape[1] for e in arrays["embeddings"]}
+    if len(dims) != 1:
+        raise ValueError(f"{shard_dir}: shards have different embedding sizes {sorted(dims)}.")
+    file_numbers, lines = np.concatenate(arrays.pop("files")), np.concatenate(arrays.pop("lines"))
+    if file_numbers.min() < 0 or file_numbers.max() >= len(paths):
+        raise ValueError(f"{shard_dir}: shards name file numbers missing from {MANIFEST}; delete {shard_dir}.")
+    order = np.lexsort((lines, file_numbers))
+    file_numbers, lines = file_numbers[order], lines[order]
+    ids = np.concatenate(arrays.pop("ids"))[order]
+    repeated = np.flatnonzero((file_numbers[1:] == file_numbers[:-1]) & (lines[1:] == lines[:-1]))
+    if len(repeated):
+        first = repeated[0]
+        raise ValueError(f"{shard_dir}: {paths[file_numbers[first]]}:{lines[first]} is in more than one row "
+                         f"(shards of different runs?); delete {shard_dir} and encode again.")
+    _check_unique_ids(manifest["corpus"], ids, [paths[n] for n in file_numbers], lines)
+    embeddings = np.concatenate(arrays.pop("embeddings"))
+    embeddings = embeddings[order].astype(np.float32, copy=False)
+    if with_documents:
+        titles = [titles[i] for i in order]
+        texts = [texts[i] for i in order]
+    return ids.tolist(), embeddings, titles, texts
+
+
+def _check_unique_ids(corpus_path, ids, paths, lines):
+    """A `DataError` naming the first repeated ids and where they occur, as `load_corpus` names them."""
+    by_id = np.argsort(ids, kind="stable")
+    sorted_ids = ids[by_id]
+    repeated = np.flatnonzero(sorted_ids[1:] == sorted_ids[:-1])
+    if not len(repeated):
+        return
+    first_seen = repeated[np.argsort(by_id[repeated + 1], kind="stable")][:_MAX_EXAMPLES]
+    examples = ", ".join(
+        f"{str(sorted_ids[k])!r} ({paths[by_id[k]]}:{lines[by_id[k]]} and "
+        f"{paths[by_id[k + 1]]}:{lines[by_id[k + 1]]})"
+        for k in first_seen
+    )
+    raise DataError(f"{corpus_path}: {len(repeated)} duplicate `_id` value(s), e.g. {examples}")
+
+
+def corpus_from_shards(shard_dir):
+    """Reads the output of `encode_corpus_with_beam` into memory, in corpus order.
+
+    Corpus order is the order of the corpus files (`corpus_files.json`: a
+    glob's matches sorted by name), then line order: the order `load_corpus`
+    gives a single file holding them all. Everything is held in memory: the
+    embeddings (`N * D * 4` bytes, twice while ordering them) and the
+    documents (about their size in UTF-8 plus 150 bytes each).
+
+    Args:
+        shard_dir: the `output_dir` of `encode_corpus_with_beam`.
+
+    Returns:
+        `(corpus, embeddings)`: a `Corpus` and float32 `[N, D]` embeddings,
+        row `i` belonging to `corpus.ids[i]`.
+
+    Raises:
+        FileNotFoundError: no shards, or no `corpus_files.json` (the run did
+            not finish).
+        ValueError: shards missing or of different runs, or mismatched
+            dimensions.
+        DataError: an id occurs more than once (named with its files and
+            lines), or the corpus holds no document.
+
+    Example:
+    >>> corpus, embeddings = corpus_from_shards("work/beam")  # doctest: +SKIP
+    >>> write_index("indexes/big", SearchIndex(corpus.ids, embeddings), corpus, metadata)  # doctest: +SKIP
+    """
+    ids, embeddings, titles, texts = _load_shards(shard_dir, with_documents=True)
+    return Corpus(ids=ids, titles=titles, texts=texts), embeddings
+
+
+def index_from_shards(shard_dir):
+    """The ids and embeddings of `corpus_from_shards`, without decoding the documents.
+
+    Returns:
+        `(ids, embeddings)`: a list of N str ids in corpus order and float32
+        `[N, D]` embeddings.
+
+    Example:
+    >>> ids, embeddings = index_from_shards("work/beam")  # doctest: +SKIP
+    >>> index = SearchIndex(ids, embeddings)  # doctest: +SKIP
+    """
+    ids, embeddings, _, _ = _load_shards(shard_dir, with_documents=False)
+    return ids, embeddings

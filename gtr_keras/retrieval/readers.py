@@ -1,0 +1,434 @@
+"""Readers for BEIR collections and for the texts that `gtr-keras encode` embeds.
+
+A BEIR collection is a directory holding `corpus.jsonl` (or `corpus.jsonl.gz`)
+with `{"_id", "title", "text"}` records, `queries.jsonl` with `{"_id", "text"}`
+records and `qrels/<split>.tsv` with a `query-id  corpus-id  score` header.
+
+Every problem with the input raises `DataError`, whose message starts with
+`FILE:LINE:` and names the offending field, so a bad record can be found and
+fixed without a debugger. Files are read through `gtr_keras.utils.text_files`.
+"""
+
+import dataclasses
+import os
+import warnings
+
+from gtr_keras.errors import DataError, DataWarning
+from gtr_keras.utils import files
+from gtr_keras.utils.text_files import id_field, iter_jsonl, iter_lines, iter_tsv_rows, str_field
+
+_MAX_EXAMPLES = 5
+
+
+@dataclasses.dataclass
+class Corpus:
+    """Documents of a collection, in file order.
+
+    Attributes:
+        ids: document ids.
+        titles: document titles, `""` where the record has none.
+        texts: document bodies.
+    """
+
+    ids: list
+    titles: list
+    texts: list
+
+    def __len__(self):
+        return len(self.ids)
+
+    def joined(self):
+        """The strings BEIR embeds for each document: `"title text"`, stripped.
+
+        Example:
+        >>> Corpus(["d1"], ["A title"], ["Body."]).joined()
+        ['A title Body.']
+        """
+        return [
+            f"{title} {text}".strip()
+            for title, text in zip(self.titles, self.texts)
+        ]
+
+
+def _check_unique(path, ids, line_numbers):
+    first_line = {}
+    duplicates = []
+    for doc_id, line_no in zip(ids, line_numbers):
+        if doc_id in first_line:
+            duplicates.append((doc_id, first_line[doc_id], line_no))
+        else:
+            first_line[doc_id] = line_no
+    if duplicates:
+        examples = ", ".join(
+            f"{doc_id!r} (lines {first} and {again})"
+            for doc_id, first, again in duplicates[:_MAX_EXAMPLES]
+        )
+        raise DataError(
+            f"{path}: {len(duplicates)} duplicate `_id` value(s), e.g. {examples}"
+        )
+
+
+def _read_records(path):
+    """Reads `_id`, `title`, `text` of every record, checking ids are unique."""
+    ids, titles, texts, line_numbers = [], [], [], []
+    for line_no, record in iter_jsonl(path):
+        ids.append(id_field(path, line_no, record))
+        titles.append(str_field(path, line_no, record, "title", required=False))
+        texts.append(str_field(path, line_no, record, "text", required=True))
+        line_numbers.append(line_no)
+    _check_unique(path, ids, line_numbers)
+    return Corpus(ids=ids, titles=titles, texts=texts)
+
+
+CORPUS_FILES = ("corpus.jsonl", "corpus.jsonl.gz")
+QUERIES_FILES = ("queries.jsonl", "queries.jsonl.gz")
+
+
+def in_collection(path, names):
+    """Returns `path` itself, or the first of `names` (e.g. `CORPUS_FILES`) found in directory `path`.
+
+    Raises:
+        DataError: `path` does not exist, or is a directory holding none of `names`.
+    """
+    path = os.fspath(path)
+    if not files.isdir(path):
+        if not files.exists(path):
+            raise DataError(f"{path}: no such file or directory")
+        return path
+    # Names listed, not `exists` probed: TensorFlow's `ram://` counts every prefix of a file's path
+    # (`corpus.jsonl` of `corpus.jsonl.gz`) as an existing directory.
+    present = set(files.listdir(path))
+    for name in names:
+        if name in present:
+            return os.path.join(path, name)
+    raise DataError(f"{path}: directory has none of {', '.join(names)}")
+
+
+def _read_collection_file(path, names, what):
+    """The records of `path` (or of the first of `names` in it); at least one."""
+    path = in_collection(path, names)
+    records = _read_records(path)
+    if not records:
+        raise DataError(f"{path}: no {what}")
+    return records
+
+
+def load_corpus(path):
+    """Loads the documents of a BEIR collection.
+
+    Args:
+        path: a BEIR directory (holding `corpus.jsonl` or `corpus.jsonl.gz`)
+            or a corpus file. Each record needs `_id` (string or integer) and
+            `text`; `title` is optional. Empty documents are kept. Invalid
+            UTF-8 is replaced with U+FFFD and a `DataWarning`.
+
+    Returns:
+        A `Corpus`.
+
+    Raises:
+        DataError: a missing or unreadable file, a file with no record, a
+            malformed record, a missing field or a duplicate `_id`.
+
+    Example:
+    >>> corpus = load_corpus("data/scifact")  # doctest: +SKIP
+    >>> len(corpus), corpus.joined()[0][:20]  # doctest: +SKIP
+    """
+    return _read_collection_file(path, CORPUS_FILES, "documents")
+
+
+def load_queries(path):
+    """Loads the queries of a BEIR collection.
+
+    Args:
+        path: a BEIR directory (holding `queries.jsonl` or
+            `queries.jsonl.gz`) or a queries file. Each record needs `_id`
+            and `text`; other fields are ignored. Invalid UTF-8 is replaced
+            with U+FFFD and a `DataWarning`.
+
+    Returns:
+        A dict from query id to query text, in file order.
+
+    Raises:
+        DataError: a missing or unreadable file, a file with no record, a
+            malformed record, a missing field or a duplicate `_id`.
+
+    Example:
+    >>> load_queries("data/scifact")["1"]  # doctest: +SKIP
+    '0-dimensional biomaterials show inductive properties.'
+    """
+    records = _read_collection_file(path, QUERIES_FILES, "queries")
+    return dict(zip(records.ids, records.texts))
+
+
+_QRELS_COLUMNS = ("query-id", "corpus-id", "score")
+
+
+def qrels_file(directory, split):
+    """`directory/qrels/<split>.tsv`, or a `DataError` listing the splits there."""
+    qrels_dir = os.path.join(directory, "qrels")
+    path = os.path.join(qrels_dir, f"{split}.tsv")
+    if files.exists(path):
+        return path
+    if not files.isdir(qrels_dir):
+        raise DataError(f"{path}: no such file (no qrels directory)")
+    splits = sorted(
+        name.removesuffix(".tsv")
+        for name in files.listdir(qrels_dir)
+        if name.endswith(".tsv")
+    )
+    raise DataError(
+        f"{path}: no such file (splits there: {', '.join(splits) or 'none'})"
+    )
+
+
+def load_qrels(path, split="test"):
+    """Loads relevance judgements from a BEIR qrels TSV file.
+
+    The file has three tab-separated columns, query id, document id and an
+    integer score (negative grades, found in some TREC qrels, are kept), and
+    normally a header row. The first row is a header when its third column
+    is not an integer; its names must then be `query-id`, `corpus-id`,
+    `score`, so a file whose columns are swapped is not read the wrong way.
+    The file must be valid UTF-8: an id holding a replacement character would
+    silently match no query or document.
+
+    Args:
+        path: a qrels `.tsv` file, or a BEIR directory, which is read from
+            `qrels/<split>.tsv`.
+        split: the split to read when `path` is a directory.
+
+    Returns:
+        A dict from query id to a dict from document id to integer score.
+
+    Raises:
+        DataError: a missing or unreadable file (listing the splits there),
+            invalid UTF-8, a header with other column names, a row with the
+            wrong number of columns, a non-integer score, a (query, document)
+            pair judged twice, or no judgement at all.
+
+    Example:
+    >>> load_qrels("data/scifact", "test")["1"]  # doctest: +SKIP
+    {'31715818': 1}
+    """
+    path = os.fspath(path)
+    if files.isdir(path):
+        path = qrels_file(path, split)
+    qrels = {}
+    first_line = {}
+    rows = iter_tsv_rows(path, _QRELS_COLUMNS)
+    for row_index, (line_no, columns) in enumerate(rows):
+        query_id, doc_id, score = columns
+        try:
+            score = int(score)
+        except ValueError:
+            if row_index == 0:
+                if tuple(columns) != _QRELS_COLUMNS:
+                    raise DataError(
+                        f"{path}:{line_no}: header names columns "
+                        f"({', '.join(columns)}); expected "
+                        f"{', '.join(_QRELS_COLUMNS)}"
+                    ) from None
+                continue
+            raise DataError(
+                f"{path}:{line_no}: field `score` must be an integer, got "
+                f"{score!r}"
+            ) from None
+        pair = (query_id, doc_id)
+        if pair in first_line:
+            raise DataError(
+                f"{path}:{line_no}: query {query_id!r} and document "
+                f"{doc_id!r} already judged on line {first_line[pair]}"
+            )
+        first_line[pair] = line_no
+        qrels.setdefault(query_id, {})[doc_id] = score
+    if not qrels:
+        raise DataError(f"{path}: no judgements")
+    return qrels
+
+
+def _read_text_lines(path):
+    texts = []
+    for line_no, line in iter_lines(path, errors="replace"):
+        text = line.removesuffix("\n").removesuffix("\r")
+        if "\0" in text:
+            warnings.warn(
+                f"{path}:{line_no}: line contains NUL byte(s); kept in the text",
+                DataWarning,
+                stacklevel=3,
+            )
+        texts.append(text)
+    return [str(i) for i in range(1, len(texts) + 1)], texts
+
+
+def read_texts(path):
+    """Reads the texts to embed from a file, choosing the reader by file name.
+
+    * `*.txt`: one text per line; the id of a text is its 1-based line number.
+      Lines are split on `"\\n"` and a trailing `"\\r"` is removed; blank lines
+      are kept as empty texts so ids stay equal to line numbers. A line
+      holding NUL bytes keeps them, with a `DataWarning` naming the file and
+      line. An empty file gives no texts.
+    * `queries.jsonl[.gz]`: BEIR queries, `(ids, texts)`.
+    * `corpus.jsonl[.gz]`, or any other `*.jsonl[.gz]` where some record has a
+      `title`: BEIR documents, `(ids, Corpus.joined())`.
+    * any other `*.jsonl[.gz]`: records with `_id` and `text`, `(ids, texts)`.
+
+    Every kind is decoded alike: a UTF-8 byte order mark at the start of the
+    file is dropped, and a line that is not valid UTF-8 is decoded with the
+    invalid bytes replaced by U+FFFD and a `DataWarning` naming the file and
+    line. An empty `.jsonl` file gives no texts either.
+
+    Args:
+        path: the input file.
+
+    Returns:
+        `(ids, texts)`, two lists of strings of equal length.
+
+    Raises:
+        DataError: unsupported file name, a missing or unreadable file, a
+            broken gzip file, or a malformed record.
+
+    Example:
+    >>> ids, texts = read_texts("sentences.txt")  # doctest: +SKIP
+    """
+    path = os.fspath(path)
+    name = os.path.basename(path)
+    if name.endswith(".txt"):
+        return _read_text_lines(path)
+    if not name.endswith((".jsonl", ".jsonl.gz")):
+        raise DataError(
+            f"{path}: unsupported input; expected a .txt, .jsonl or .jsonl.gz file"
+        )
+    records = _read_records(path)
+    is_corpus = name.startswith("corpus.") or (
+        not name.startswith("queries.") and any(records.titles)
+    )
+    return records.ids, (records.joined() if is_corpus else records.texts)
+
+
+@dataclasses.dataclass
+class QrelsReport:
+    """How `check_qrels` matched the judgements with the collection.
+
+    Attributes:
+        num_queries: queries in the qrels before checking.
+        num_judgements: judgements in the qrels before checking.
+        unknown_query_ids: judged queries missing from the queries, in order.
+        unknown_doc_ids: judged documents missing from the corpus, in order.
+        num_dropped_judgements: judgements removed from the qrels.
+        num_kept_unknown_doc_judgements: judgements of documents missing
+            from the corpus kept in the qrels (BEIR's rule: relevant
+            documents never retrieved, so misses).
+    """
+
+    num_queries: int
+    num_judgements: int
+    unknown_query_ids: list
+    unknown_doc_ids: list
+    num_dropped_judgements: int
+    num_kept_unknown_doc_judgements: int
+
+    @property
+    def ok(self):
+        """True when every judged query and document is known."""
+        return not (self.unknown_query_ids or self.unknown_doc_ids)
+
+    def __str__(self):
+        if self.ok:
+            return (
+                f"qrels: all {self.num_queries} queries and "
+                f"{self.num_judgements} judgements match the collection"
+            )
+        problems = []
+        for ids, what in (
+            (self.unknown_query_ids, "query id(s) not in the queries"),
+            (self.unknown_doc_ids, "document id(s) not in the corpus"),
+        ):
+            if ids:
+                examples = ", ".join(repr(i) for i in ids[:_MAX_EXAMPLES])
+                problems.append(f"{len(ids)} {what} (e.g. {examples})")
+        if self.num_dropped_judgements:
+            problems.append(
+                f"dropped {self.num_dropped_judgements} of "
+                f"{self.num_judgements} judgements"
+            )
+        if self.num_kept_unknown_doc_judgements:
+            problems.append(
+                f"kept {self.num_kept_unknown_doc_judgements} judgement(s) of "
+                "absent documents as relevant, counted as misses (BEIR's rule)"
+            )
+        return f"qrels: {'; '.join(problems)}"
+
+
+def check_qrels(qrels, corpus_ids, query_ids, unknown_documents="drop"):
+    """Checks judgements against a collection, dropping what cannot be used.
+
+    Judgements of queries missing from `query_ids` are dropped: a query
+    without text has no results, and BEIR scores only queries with results.
+    Judgements of documents missing from the corpus are dropped for training
+    (`unknown_documents="drop"`: there is no text to train on), or kept for
+    evaluation (`"keep"`) as BEIR and MTEB keep them: `pytrec_eval` counts
+    them as relevant documents never retrieved, so dropping them would
+    inflate the scores. Queries left with no judgement are removed. The
+    report says what was found.
+
+    Args:
+        qrels: dict from query id to a dict from document id to score.
+        corpus_ids: the ids of the corpus documents.
+        query_ids: the ids of the queries.
+        unknown_documents: `"drop"` or `"keep"` the judgements of documents
+            missing from the corpus.
+
+    Returns:
+        `(checked_qrels, QrelsReport)`.
+
+    Raises:
+        ValueError: `unknown_documents` is neither `"drop"` nor `"keep"`.
+
+    Example:
+    >>> qrels = {"q1": {"d1": 1, "d9": 1}, "q7": {"d1": 1}}
+    >>> check_qrels(qrels, ["d1"], ["q1"])[0]
+    {'q1': {'d1': 1}}
+    >>> checked, report = check_qrels(qrels, ["d1"], ["q1"], unknown_documents="keep")
+    >>> checked
+    {'q1': {'d1': 1, 'd9': 1}}
+    >>> report.unknown_query_ids, report.unknown_doc_ids
+    (['q7'], ['d9'])
+    """
+    if unknown_documents not in ("drop", "keep"):
+        raise ValueError(
+            f'unknown_documents must be "drop" or "keep", got {unknown_documents!r}'
+        )
+    corpus_ids = set(corpus_ids)
+    query_ids = set(query_ids)
+    checked = {}
+    unknown_queries = []
+    unknown_docs = {}
+    num_judgements = 0
+    num_kept = 0
+    num_kept_unknown = 0
+    for query_id, judgements in qrels.items():
+        num_judgements += len(judgements)
+        if query_id not in query_ids:
+            unknown_queries.append(query_id)
+            continue
+        kept = {}
+        for doc_id, score in judgements.items():
+            known = doc_id in corpus_ids
+            if not known:
+                unknown_docs.setdefault(doc_id, None)
+            if known or unknown_documents == "keep":
+                kept[doc_id] = score
+                num_kept_unknown += not known
+        if kept:
+            checked[query_id] = kept
+            num_kept += len(kept)
+    report = QrelsReport(
+        num_queries=len(qrels),
+        num_judgements=num_judgements,
+        unknown_query_ids=unknown_queries,
+        unknown_doc_ids=list(unknown_docs),
+        num_dropped_judgements=num_judgements - num_kept,
+        num_kept_unknown_doc_judgements=num_kept_unknown,
+    )
+    return checked, report

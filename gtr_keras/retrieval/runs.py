@@ -1,0 +1,100 @@
+"""Runs over a BEIR collection: loading its judged queries, GTR's and BM25's runs for evaluation,
+and hard negatives mined from the model's own retrieval.
+"""
+
+from gtr_keras.retrieval.evaluation import cut_run, results_from_scores
+from gtr_keras.retrieval.index import SearchIndex
+from gtr_keras.retrieval.readers import check_qrels, load_corpus, load_qrels, load_queries
+
+EVALUATION_DEPTH = 1000
+
+
+def load_dataset(dataset, split="test"):
+    """A BEIR dataset's corpus, the judged queries of `split`, and checked qrels.
+
+    The qrels are evaluated as BEIR does: judgements of documents missing
+    from the corpus are kept, and count as relevant documents never
+    retrieved. Judgements of queries missing from the queries file are
+    dropped, as such a query has no text to search with. Both are reported
+    in the returned `QrelsReport` (`report.ok` is false).
+
+    Args:
+        dataset: a BEIR directory.
+        split: the qrels split, read from `qrels/<split>.tsv`.
+
+    Returns:
+        `(corpus, queries, qrels, report)`: the `Corpus`, `{qid: text}` of the
+        judged queries in qrels order, `{qid: {docid: score}}` and the
+        `QrelsReport`.
+
+    Raises:
+        DataError: a missing, unreadable, empty or malformed file.
+
+    Example:
+    >>> corpus, queries, qrels, report = load_dataset("data/scifact")  # doctest: +SKIP
+    >>> print(report)  # doctest: +SKIP
+    qrels: all 300 queries and 339 judgements match the collection
+    """
+    qrels = load_qrels(dataset, split)  # small: a wrong split fails before the corpus is read
+    corpus = load_corpus(dataset)
+    queries = load_queries(dataset)
+    qrels, report = check_qrels(qrels, corpus.ids, queries, unknown_documents="keep")
+    return corpus, {qid: queries[qid] for qid in qrels}, qrels, report
+
+
+def gtr_run(encoder, corpus, queries, depth=EVALUATION_DEPTH, batch_size=32, ignore_identical_ids=True,
+            progress=None, index=None):
+    """A run `{qid: {docid: score}}` from GTR search of `corpus` (exact, unless `index` is given)."""
+    query_ids = list(queries)
+    if index is None:
+        index = SearchIndex(corpus.ids, encoder.encode_documents(corpus.joined(), batch_size, progress), "exact")
+    indices, scores = index.search(encoder.encode_queries([queries[q] for q in query_ids], batch_size), depth + 1)
+    return cut_run(results_from_scores(query_ids, corpus.ids, indices, scores, ignore_identical_ids), depth)
+
+
+def bm25_run(corpus, queries, depth=EVALUATION_DEPTH, ignore_identical_ids=True):
+    """A run from the `bm25s` baseline (English stemming and stopwords)."""
+    from gtr_keras.retrieval.bm25 import BM25Retriever
+
+    retriever = BM25Retriever()
+    retriever.index(corpus.joined(), corpus.ids)
+    query_ids = list(queries)
+    ids, scores = retriever.search([queries[q] for q in query_ids], depth + 1)
+    run = {}
+    for qid, row_ids, row_scores in zip(query_ids, ids, scores):
+        run[qid] = {d: float(s) for d, s in zip(row_ids, row_scores) if not (ignore_identical_ids and d == qid)}
+    return cut_run(run, depth)
+
+
+def mine_negatives(encoder, corpus, queries, qrels, depth=100, skip_top=0, per_query=10, batch_size=32,
+                   progress=None):
+    """Hard negatives from the model's own retrieval, judged positives excluded.
+
+    For each judged query, the top `depth` documents of exact GTR search are
+    taken, documents judged relevant (score > 0) are removed, the first
+    `skip_top` of the rest are skipped (they are the likeliest unjudged
+    positives), and the next `per_query` are kept.
+
+    Args:
+        encoder: the `Encoder` to retrieve with.
+        corpus: the `Corpus`.
+        queries: `{qid: text}` of the queries to mine for.
+        qrels: `{qid: {docid: score}}`.
+        depth: documents retrieved per query.
+        skip_top: non-positive documents skipped at the top of each ranking.
+        per_query: negatives kept per query.
+
+    Returns:
+        `{qid: [docid, ...]}` in rank order.
+
+    Example:
+    >>> corpus, queries, qrels, _ = load_dataset("nfcorpus", "train")
+    >>> mined = mine_negatives(encoder, corpus, queries, qrels, depth=100, skip_top=3, per_query=5)
+    """
+    run = gtr_run(encoder, corpus, queries, depth, batch_size, ignore_identical_ids=True, progress=progress)
+    mined = {}
+    for qid in queries:
+        positives = {d for d, score in qrels.get(qid, {}).items() if score > 0}
+        ranked = [d for d in sorted(run[qid], key=lambda d: -run[qid][d]) if d not in positives]
+        mined[qid] = ranked[skip_top:skip_top + per_query]
+    return mined

@@ -1,0 +1,352 @@
+"""SavedModel export: raw strings in, embeddings or search results out.
+
+`export_encoder` writes `EXPORT_DIR/encoder/<version>/`, a TF Hub reusable SavedModel
+(https://www.tensorflow.org/hub/reusable_saved_models) following TF Hub's text-embedding
+convention:
+
+- `obj(texts)` / `obj(texts, training=...)`: tf.string `[batch]` -> float32 `[batch, D]`, with the
+  document budget (`document_length`, 512 tokens for GTR); `training=True` runs dropout;
+- `obj.variables`, `obj.trainable_variables` (each weight stored once) and `obj.regularization_losses`
+  (none), so `hub.KerasLayer(path, trainable=True)` fine-tunes it;
+- signatures for TF Serving and Keras 3's `TFSMLayer`: `serving_default` and `encode_documents`
+  (tf.string `[None]` -> `{"embeddings": float32 [None, D]}`, document budget) and `encode_queries`
+  (query budget).
+
+`export_searcher` writes `EXPORT_DIR/searcher/<version>/` with
+
+- `serving_default`: `queries` tf.string `[None]` -> `{"ids": tf.string [None, k], "scores": float32
+  [None, k]}` for the export's `k`;
+- `search`: `queries` tf.string `[None]` and `k` int32 `[None]` (one per query, so that TF Serving's
+  batching can merge requests): each row holds its query's top `k` first; a batch is as wide as its
+  largest `k` (at most the number of documents), and a row's places past its own `k` hold id `""` and
+  score `-2.0` (never a real score: scores are cosines). `k < 1` is an error.
+
+An empty batch gives `[0, k]` (`[0, 0]` from `search`, whose `k` has no entries). Text that is not
+valid UTF-8 is read with each invalid byte sequence replaced by U+FFFD, as everywhere in gtr-keras
+(`GTRTokenizer`).
+
+The tokenizer (TF Text's SentencePiece op; `spiece.model` is also kept as an asset), the encoder
+weights and the index are inside. The `brute-force` searcher uses stock TensorFlow ops only (a matmul
+and `top_k`) and runs on stock TF Serving; the `scann` searcher needs ScaNN's custom ops, and its
+searcher is rebuilt once when the SavedModel is loaded (from the serialized ScaNN assets), never per
+call.
+
+`export_all` writes both as a unit (they replace their previous versions together), checking
+first that the index was built with the encoder's model.
+
+Loading needs `import tensorflow_text` (and `import scann` for a ScaNN searcher) first;
+`load_export` does both.
+
+Export and index directories may be local or on any file system TensorFlow knows (`gs://...`,
+`ram://...`): exports are written locally and uploaded, a remote index's ScaNN assets are copied
+locally to be read.
+"""
+
+import copy
+import os
+import shutil
+
+import numpy as np
+import tensorflow as tf
+
+from gtr_keras.errors import DataError
+from gtr_keras.models.gtr.tokenizer import GTRTokenizer, pad_token_ids
+from gtr_keras.retrieval.index import SearchIndex
+from gtr_keras.retrieval.retriever import INDEX_SUBDIR, Retriever
+from gtr_keras.utils import files
+from gtr_keras.utils.files import atomic_outputs
+
+STRINGS = tf.TensorSpec([None], tf.string, name="texts")
+QUERIES = tf.TensorSpec([None], tf.string, name="queries")
+K = tf.TensorSpec([None], tf.int32, name="k")
+PAD_ID, PAD_SCORE = "", -2.0
+SCANN_SUBDIR = "scann"
+SCANN_TENSOR_FILES = ("scann_config.pb", "serialized_partitioner.pb", "ah_codebook.pb")
+SCANN_ARRAY_FILES = ("datapoint_to_token.npy", "hashed_dataset.npy", "dataset.npy")
+IMPORT_HINT = (
+    "GTR SavedModels use TF Text's SentencePiece ops (and the ScaNN searcher uses ScaNN's ops): run "
+    "`import tensorflow_text` (and `import scann`) before `tf.saved_model.load`/`hub.load`, or load with "
+    "`gtr_keras.load_export(path)`."
+)
+
+
+def _version_dir(export_dir, name, version):
+    return os.path.join(export_dir, name, str(version))
+
+
+def _root(encoder, staging):
+    """The object to save, and the embedding function `embed(texts, kind, training)` for its functions.
+
+    The Keras model is not tracked: its functions capture the weights, which
+    `root.variables` lists, so each is stored once.
+    """
+    root = tf.__internal__.tracking.AutoTrackable()
+    model = encoder.model
+    # A tokenizer of the export's own: saving takes over its TF Text resource, which the encoder keeps using.
+    tokenizer = GTRTokenizer(encoder.tokenizer.proto, lowercase=encoder.tokenizer.lowercase)
+    root.variables = [v.value for v in model.variables]
+    root.trainable_variables = [v.value for v in model.trainable_variables]
+    root.regularization_losses = []
+    root.sentencepiece = tokenizer._sentence_piece  # TF Text's resource, which Keras layers do not expose
+
+    def embed(texts, kind, training=False):
+        features = pad_token_ids(tokenizer.token_ids(texts, encoder.preprocessor.length(kind)))
+        return tf.cast(model(features, training=training), tf.float32)
+
+    path = os.path.join(staging, "spiece.model")
+    with open(path, "wb") as f:
+        f.write(tokenizer.proto)
+    root.spiece_model = tf.saved_model.Asset(path)
+    return root, embed
+
+
+def _save(root, staging, signatures):
+    tf.saved_model.save(root, str(staging), signatures=signatures)
+    os.remove(os.path.join(staging, "spiece.model"))
+
+
+def export_encoder(encoder, export_dir, version=1):
+    """Writes the encoder SavedModel to `export_dir/encoder/<version>/`.
+
+    Example:
+    >>> export_encoder(gtr_keras.load("models/gtr-base"), "exports/gtr-base")
+    >>> model = gtr_keras.load_export("exports/gtr-base/encoder/1")
+    >>> model.signatures["encode_queries"](texts=tf.constant(["a query"]))["embeddings"]
+    """
+    return export_all(encoder, export_dir, version=version)["encoder"]
+
+
+def _write_encoder(encoder, staging):
+    root, embed = _root(encoder, staging)
+    root.__call__ = tf.function(lambda texts, training=False: embed(texts, "document", training))
+    for training in (False, True):
+        root.__call__.get_concrete_function(STRINGS, training)
+    root.encode_queries = tf.function(lambda texts: {"embeddings": embed(texts, "query")}, input_signature=[STRINGS])
+    root.encode_documents = tf.function(
+        lambda texts: {"embeddings": embed(texts, "document")}, input_signature=[STRINGS]
+    )
+    _save(root, staging, {
+        "serving_default": root.encode_documents,
+        "encode_documents": root.encode_documents,
+        "encode_queries": root.encode_queries,
+    })
+
+
+class _ScannResource(tf.saved_model.experimental.TrackableResource):
+    """A ScaNN searcher rebuilt from its serialized assets once per SavedModel load.
+
+    The searcher's protos and arrays travel as SavedModel assets; the resource
+    reads them when it is created (once, at load), so a search call never
+    rebuilds the index.
+
+    Args:
+        scann_dir: a ScaNN searcher serialized by `scann_ops_pybind` (`SearchIndex.save`).
+        raw_dir: a scratch directory for raw copies of its `.npy` arrays, which
+            the graph reads with `tf.io.decode_raw`.
+    """
+
+    def __init__(self, scann_dir, raw_dir):
+        from scann.scann_ops.py import scann_ops
+
+        self._tensors_to_scann = scann_ops.tensors_to_scann
+        self._files = {name: tf.saved_model.Asset(os.path.join(scann_dir, name)) for name in SCANN_TENSOR_FILES}
+        self._specs = {}
+        for name in SCANN_ARRAY_FILES:
+            array = np.ascontiguousarray(np.load(os.path.join(scann_dir, name)))
+            raw_path = os.path.join(raw_dir, name.replace(".npy", ".raw"))
+            array.tofile(raw_path)
+            self._files[name] = tf.saved_model.Asset(raw_path)
+            self._specs[name] = (array.dtype.name, list(array.shape))
+        super().__init__()
+
+    def _build(self, path_of):
+        def read(name):
+            return tf.io.read_file(path_of(self._files[name]))
+
+        def array(name):
+            dtype, shape = self._specs[name]
+            return tf.reshape(tf.io.decode_raw(read(name), tf.as_dtype(dtype)), shape)
+
+        return self._tensors_to_scann(
+            array("dataset.npy"), tf.reshape(read("scann_config.pb"), [1]),
+            tf.reshape(read("serialized_partitioner.pb"), [1]), array("datapoint_to_token.npy"),
+            tf.reshape(read("ah_codebook.pb"), [1]), array("hashed_dataset.npy"),
+            tf.constant(0, tf.int8), tf.constant(0.0), tf.constant(0.0),
+        )
+
+    def _create_resource(self):
+        return self._build(lambda asset: asset.asset_path)
+
+    def _named_assets(self):
+        return {f"asset_{name.split('.')[0]}": asset for name, asset in self._files.items()}
+
+    def _trackable_children(self, save_type="checkpoint", **kwargs):
+        return {**super()._trackable_children(save_type, **kwargs), **self._named_assets()}
+
+    def _deserialization_dependencies(self, children):
+        return self._named_assets()
+
+    def _export_to_saved_model_graph(self, object_map, tensor_map, **unused_kwargs):
+        # The graph for TF Serving's loader reads the assets through their
+        # exported path variables (mapped first: see _deserialization_dependencies).
+        exported = copy.copy(self)
+        with tf.device(self._resource_device):
+            handle = self._build(lambda asset: tensor_map[asset.asset_path])
+        exported._resource_handle = handle
+        object_map[self] = exported
+        tensor_map[self.resource_handle] = handle
+        return [self.resource_handle]
+
+
+def export_searcher(encoder, index_dir, export_dir, searcher="scann", version=1, k=10):
+    """Writes a query-string-to-document-ids SavedModel to `export_dir/searcher/<version>/`.
+
+    Args:
+        encoder: the `Encoder` the index was built with (checked).
+        index_dir: an index directory written by `gtr-keras index`.
+        export_dir: the export root.
+        searcher: `"scann"` (the index's ScaNN searcher; an exact index is
+            exported as brute force) or `"brute-force"` (stock ops only).
+        version: the TF Serving version directory.
+        k: results per query of `serving_default`.
+
+    Example:
+    >>> export_searcher(encoder, "indexes/scifact", "exports/scifact", searcher="brute-force")
+    """
+    _check_searcher(encoder, index_dir, searcher, k)
+    return _write_together(export_dir, version, {
+        "searcher": lambda staging: _write_searcher(encoder, index_dir, staging, searcher, k),
+    })["searcher"]
+
+
+def export_all(encoder, export_dir, index_dir=None, searcher="scann", version=1, k=10):
+    """Writes the encoder export and, given an index, the searcher export, as a unit.
+
+    `export_dir/encoder/<version>/` and `export_dir/searcher/<version>/`
+    replace their previous versions together, once both are written: a
+    failure leaves both as they were (an encoder and a searcher of different
+    models side by side would serve wrong results). The arguments and the
+    index's model are checked before anything is written.
+
+    Args:
+        encoder: the `Encoder` to export.
+        export_dir: the export root.
+        index_dir: an index directory built with `encoder`, or None for the encoder only.
+        searcher, version, k: as for `export_searcher`.
+
+    Returns:
+        A dict from `"encoder"` (and `"searcher"`) to the directory written.
+
+    Example:
+    >>> export_all(encoder, "exports/scifact", "indexes/scifact", searcher="brute-force")["searcher"]
+    'exports/scifact/searcher/1'
+    """
+    writers = {"encoder": lambda staging: _write_encoder(encoder, staging)}
+    if index_dir is not None:
+        _check_searcher(encoder, index_dir, searcher, k)
+        writers["searcher"] = lambda staging: _write_searcher(encoder, index_dir, staging, searcher, k)
+    return _write_together(export_dir, version, writers)
+
+
+def _write_together(export_dir, version, writers):
+    targets = {name: _version_dir(export_dir, name, version) for name in writers}
+    with atomic_outputs(*targets.values()) as staged:
+        for write, staging in zip(writers.values(), staged):
+            staging.mkdir()
+            write(staging)
+    return targets
+
+
+def _check_searcher(encoder, index_dir, searcher, k):
+    if searcher not in ("scann", "brute-force"):
+        raise ValueError(f"searcher must be 'scann' or 'brute-force', got {searcher!r}")
+    if not isinstance(k, int) or k < 1:
+        raise ValueError(f"k must be a positive integer, got {k!r}")
+    Retriever.check_model(index_dir, encoder)
+
+
+def _write_searcher(encoder, index_dir, staging, searcher, k):
+    # One local copy of a remote index (the ScaNN assets are read again when the SavedModel is saved).
+    with files.local_copy(os.path.join(index_dir, INDEX_SUBDIR)) as local_index:
+        index = SearchIndex.load(local_index)
+        use_scann = searcher == "scann" and index.kind == "scann"
+        root, embed = _root(encoder, staging)
+        root.doc_ids = tf.Variable(np.array(index.ids, dtype=object), trainable=False, name="doc_ids")
+        num_docs = len(index.ids)
+        raw_dir = os.path.join(staging, "scann_raw")
+        if use_scann:
+            from scann.scann_ops.py import scann_ops
+
+            os.makedirs(raw_dir)
+            root.scann = _ScannResource(os.path.join(local_index, SCANN_SUBDIR), raw_dir)
+            reorder, leaves = index.params["reorder_factor"], index.params["num_leaves_to_search"]
+
+            def top_k(queries, k):
+                # A plain tuple, not ScaNN's named one: `tf.cond` in `search` pairs it with an empty batch's.
+                neighbors, scores = scann_ops.scann_search_batched(
+                    root.scann.resource_handle, queries, k, reorder * k, leaves, True
+                )
+                return neighbors, scores
+        else:
+            root.doc_embeddings = tf.Variable(index.embeddings, trainable=False, name="doc_embeddings")
+
+            def top_k(queries, k):
+                scores, neighbors = tf.math.top_k(tf.matmul(queries, root.doc_embeddings, transpose_b=True), k)
+                return neighbors, scores
+
+        def search(queries, k, min_width=0):
+            valid = tf.debugging.assert_greater_equal(k, 1, message="k must be at least 1")
+            with tf.control_dependencies([valid]):
+                k = tf.minimum(k, num_docs)
+            width = tf.reduce_max(tf.concat([k, [min_width]], axis=0))
+            query_embeddings = embed(queries, "query")
+            neighbors, scores = tf.cond(
+                tf.shape(queries)[0] > 0,
+                lambda: top_k(query_embeddings, width),
+                lambda: (tf.zeros([0, width], tf.int32), tf.zeros([0, width], tf.float32)),
+            )
+            neighbors, scores = tf.ensure_shape(neighbors, [None, None]), tf.ensure_shape(scores, [None, None])
+            inside = tf.range(width)[None, :] < k[:, None]
+            return {
+                "ids": tf.where(inside, tf.gather(root.doc_ids, neighbors), PAD_ID),
+                "scores": tf.where(inside, scores, PAD_SCORE),
+            }
+
+        root.search = tf.function(search, input_signature=[QUERIES, K])
+        root.search_default_k = tf.function(
+            lambda queries: search(queries, tf.fill(tf.shape(queries), k), min(k, num_docs)), input_signature=[QUERIES]
+        )
+        _save(root, staging, {"serving_default": root.search_default_k, "search": root.search})
+        shutil.rmtree(raw_dir, ignore_errors=True)
+
+
+def load_export(path):
+    """Loads an exported SavedModel after registering the custom ops it needs.
+
+    Args:
+        path: a SavedModel directory, local or on a file system TensorFlow knows (`gs://...`).
+
+    Raises:
+        DataError: `path` does not exist, or is on a file system TensorFlow does not know.
+        RuntimeError: the SavedModel needs ops that are not registered (the
+            message says which import brings them).
+
+    Example:
+    >>> searcher = gtr_keras.load_export("exports/scifact/searcher/1")
+    >>> searcher.signatures["serving_default"](queries=tf.constant(["vitamin D"]))["ids"]
+    """
+    import tensorflow_text  # noqa: F401  (registers the SentencePiece ops)
+
+    try:
+        import scann  # noqa: F401  (registers the ScaNN ops)
+    except ImportError:
+        pass
+    path = os.fspath(path)
+    if not files.exists(path):  # (`exists` names a file system TensorFlow does not know)
+        raise DataError(f"{path}: no such file or directory")
+    try:
+        return tf.saved_model.load(path)
+    except (tf.errors.NotFoundError, ValueError, RuntimeError, KeyError) as error:
+        if "not registered" in str(error) or "Op type" in str(error):
+            raise RuntimeError(f"{path}: {IMPORT_HINT} ({type(error).__name__}: {error})") from error
+        raise

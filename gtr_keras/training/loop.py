@@ -1,0 +1,259 @@
+"""`train(config)`, the loop behind `gtr-keras train`, and `run_training`, the loop that `distill` shares.
+
+Checkpoints every `checkpoint_every` steps (model, optimizer and step; the data position is
+recovered by skipping the batches already seen, so a run killed and resumed ends with the same
+weights as an uninterrupted one; a rerun whose settings or inputs would change the weights is
+refused, `resume`), `steps_per_execution` steps per call into the device, TensorBoard scalars,
+validation and keep-best (`callbacks`), a clear stop on a NaN loss, and the final model written as
+a gtr-keras model directory.
+"""
+
+import hashlib
+import itertools
+import json
+import math
+import os
+import warnings
+
+import keras
+import tensorflow as tf
+
+from gtr_keras.errors import CheckpointError, MismatchError, TrainingError, UserError
+from gtr_keras.models.gtr.fingerprint import fingerprint
+from gtr_keras.models.gtr.preprocessor import GTRTextEmbedderPreprocessor
+from gtr_keras.models.gtr.presets import PRESETS, preset_config, resolve_bundled
+from gtr_keras.models.gtr.saving import load, save
+from gtr_keras.models.gtr.text_embedder import GTRTextEmbedder
+from gtr_keras.models.gtr.tokenizer import GTRTokenizer, train_sentencepiece
+from gtr_keras.training.callbacks import Checkpoints, Progress, Scalars, Validation, best_so_far, validation_collection
+from gtr_keras.training.config import TrainConfig, dtype_policy, make_strategy
+from gtr_keras.training.dual_encoder import DualEncoder, make_optimizer
+from gtr_keras.training.resume import RUN_RECORD, check_resume, file_inputs, resumed_record
+from gtr_keras.utils import files as fs
+from gtr_keras.utils.files import atomic_file, atomic_outputs
+
+_SENTENCEPIECE_TEXTS = 200_000
+
+
+def _training_texts(data):
+    """Distinct texts of the training data: a BEIR collection repeats each document once per query
+    that judged it (NFCorpus: 31 times on average), which would multiply SentencePiece's work."""
+    texts = itertools.chain.from_iterable((e.query, e.positive, *e.negatives) for e in data.examples())
+    seen = set()
+    distinct = (t for t in texts if not (t in seen or seen.add(t)))
+    return itertools.islice(distinct, _SENTENCEPIECE_TEXTS)
+
+
+def _is_directory(path):
+    """True for a directory on any file system, or a bundled model's name (a `DataError` for a file system
+    TensorFlow does not know)."""
+    path = resolve_bundled(path)
+    return fs.exists(path) and fs.isdir(path)
+
+
+def _tokenizer_file(config):
+    """The run's SentencePiece model file, or None for the initial model directory's own; from a preset
+    without a `tokenizer`, one is trained on the training texts (once: a resumed run reuses it)."""
+    if config.tokenizer or _is_directory(config.init):
+        return config.tokenizer
+    path = os.path.join(config.output_dir, "spiece.model")
+    if not fs.exists(path):
+        preset = preset_config(config.init, **config.model)
+        size = config.sentencepiece_vocabulary_size or preset["vocabulary_size"] - 100
+        with atomic_outputs(path) as (staged,):
+            train_sentencepiece(_training_texts(config.data), str(staged), vocabulary_size=size,
+                                case_folding=config.sentencepiece_case_folding)
+    return path
+
+
+def _initial_encoder(config, policy):
+    """The `GTRTextEmbedder` a run starts from (build it under the strategy's scope), and the
+    fingerprint of what determines it: `fingerprint.fingerprint` of a model directory's model, or the
+    SHA-256 of a preset's architecture (the random weights follow from it and `seed`)."""
+    if _is_directory(config.init):
+        model = load(config.init, dtype=policy).model
+        return model, fingerprint(model)
+    architecture = json.dumps(preset_config(config.init, **config.model), sort_keys=True)
+    model = GTRTextEmbedder.from_architecture(config.init, dtype=policy, **config.model)
+    return model, hashlib.sha256(architecture.encode("utf-8")).hexdigest()
+
+
+def _set_preprocessor(config, model):
+    """Gives the initial model the run's tokenizer (`_tokenizer_file`, else its own) and token budgets."""
+    path = _tokenizer_file(config)
+    tokenizer = GTRTokenizer(fs.read_bytes(path)) if path else model.preprocessor.tokenizer
+    if tokenizer.vocabulary_size() > model.backbone.vocabulary_size:
+        raise MismatchError(
+            f"{path}: the tokenizer has {tokenizer.vocabulary_size()} pieces but the initial model {config.init} "
+            f"only {model.backbone.vocabulary_size} embedding rows; use a tokenizer with fewer pieces"
+        )
+    model.preprocessor = GTRTextEmbedderPreprocessor(tokenizer, config.data.document_length, config.data.query_length)
+
+
+def train(config):
+    """Trains a GTR dual encoder and writes the model directory `output_dir/model`.
+
+    A new run first reads the training data through once (`TrainingData.check`),
+    then records its settings and fingerprints of its inputs in
+    `output_dir/train_config.json`: the SHA-256 of every training data file
+    (`TrainingData.files`; read in full, the one sure way to see a change) and
+    of the tokenizer file, and the initial model's (`fingerprint.fingerprint`
+    of a model directory, the architecture of a preset). Rerunning with the
+    same `output_dir` resumes from the latest checkpoint once these match
+    (`TrainConfig` says which settings count): the weights, optimizer state
+    and step are restored and the batches already seen are skipped, so the
+    result equals an uninterrupted run's.
+
+    Keras epochs are `TrainConfig.epoch_length()` steps; the step, a NaN
+    loss (the epoch's mean) and the weights are checked, checkpoints saved
+    and `validation_data` evaluated only between epochs, and TensorBoard
+    points (`output_dir/logs`) are written from the metrics Keras fetches
+    after each execution of `steps_per_execution` steps. With `keep_best`,
+    `output_dir/best_model` holds the model of the best validation NDCG@10
+    (a resumed run keeps competing with it).
+
+    Args:
+        config: a `TrainConfig`, or a dict of its settings.
+
+    Returns:
+        The trained `Encoder`.
+
+    Raises:
+        UserError: a bad setting.
+        DataError: training or validation data that is missing, malformed
+            or empty.
+        CheckpointError: `init` is neither a model directory nor a preset,
+            or the `tokenizer` file is missing.
+        MismatchError: `output_dir` holds a run of other settings or inputs.
+        TrainingError: the loss became NaN, or the data ran out.
+
+    Example:
+    >>> encoder = train({"init": "gtr-base", "output_dir": "runs/gtr",
+    ...                  "data": {"source": "triples.tsv"}, "steps": 20000})  # doctest: +SKIP
+    """
+    if isinstance(config, dict):
+        config = TrainConfig.from_dict(config)
+
+    def dual_encoder(encoder):
+        return DualEncoder(encoder, config.temperature, config.mask_false_negatives, config.grad_cache_chunk_size)
+
+    return run_training(config, dual_encoder, config.data.dataset)
+
+
+def run_training(config, make_model, make_dataset, inputs=None):
+    """The loop of `train`, for any Keras model that trains a `GTRTextEmbedder` (`distill` uses it too).
+
+    Args:
+        config: a `TrainConfig` (or a subclass's instance).
+        make_model: `make_model(encoder)` -> the model to `fit`, with the
+            initial `GTRTextEmbedder` as its `encoder`; called under the
+            strategy's scope.
+        make_dataset: `make_dataset(tokenizer, batch_size, seed=, skip_batches=,
+            drop_remainder=, pad_to_length=)` -> the training batches.
+        inputs: optional `inputs()` -> `{name: {"path", "sha256"}}` of further
+            inputs to record and compare on resume (called once the data is
+            checked, before the model is built).
+
+    Returns:
+        The trained `Encoder`.
+    """
+    policy = dtype_policy(config.precision)
+    if config.init not in PRESETS and not _is_directory(config.init):
+        raise CheckpointError(f"{config.init}: no such model directory and not a preset name ({', '.join(PRESETS)})")
+    settings = config.to_dict()
+    settings["data"]["format"] = config.data.resolved_format()
+    record, resumed = {"settings": settings, "inputs": {}}, resumed_record(config)
+    if resumed:
+        check_resume(config, record, resumed, ("settings",))
+    validation = validation_collection(config)  # small: read before the training data is hashed and checked
+    record["inputs"] = file_inputs(config)
+    if resumed:
+        check_resume(config, record, resumed, ("data", "tokenizer"))
+    else:
+        config.data.check()
+    if config.deterministic:
+        tf.config.experimental.enable_op_determinism()
+    keras.utils.set_random_seed(config.seed)
+    strategy = make_strategy(config.strategy, config.tpu)
+    if inputs:  # after the strategy: connecting to a TPU resets TensorFlow's state
+        further = inputs()
+        record["inputs"].update(further)
+        if resumed:
+            check_resume(config, record, resumed, tuple(further))
+    replicas = strategy.num_replicas_in_sync
+    chunk = config.grad_cache_chunk_size or 1
+    if config.batch_size % (replicas * chunk):
+        raise UserError(
+            f"batch_size {config.batch_size} must split evenly over {replicas} replica(s)"
+            + (f" into GradCache chunks of {chunk}" if config.grad_cache_chunk_size else "")
+        )
+    with strategy.scope():
+        encoder, init_fingerprint = _initial_encoder(config, policy)
+    record["inputs"]["init"] = {"path": os.fspath(config.init), "sha256": init_fingerprint}
+    if resumed:
+        check_resume(config, record, resumed, ("init",))
+    else:
+        fs.makedirs(config.output_dir)
+        with atomic_file(os.path.join(config.output_dir, RUN_RECORD)) as f:
+            f.write(json.dumps(record, indent=2, default=os.fspath).encode("utf-8"))
+
+    _set_preprocessor(config, encoder)
+    with strategy.scope():
+        model = make_model(encoder)
+        optimizer = make_optimizer(config.steps, config.learning_rate)
+        model.compile(optimizer=optimizer, steps_per_execution=config.resolved_steps_per_execution())
+        optimizer.build(model.trainable_variables)
+        checkpoint = tf.train.Checkpoint(model=model, optimizer=optimizer)
+        manager = tf.train.CheckpointManager(
+            checkpoint, os.path.join(config.output_dir, "checkpoints"), max_to_keep=config.keep_checkpoints
+        )
+        if manager.latest_checkpoint:
+            checkpoint.restore(manager.latest_checkpoint).assert_existing_objects_matched()
+    start = int(optimizer.iterations.numpy())
+    if start < config.steps:
+        # The batches already seen are skipped and the dataset ends with the last step: the final epoch
+        # (and the first, when checkpoint_every changed on resume) may be shorter, and the run stops there.
+        dataset = make_dataset(
+            encoder.preprocessor.tokenizer, config.batch_size, seed=config.seed, skip_batches=start,
+            drop_remainder=True, pad_to_length=config.strategy == "tpu",
+        ).take(config.steps - start)
+        length = config.epoch_length()
+        checkpoints = Checkpoints(manager, start, config.steps, config.checkpoint_every, length)
+        writer = tf.summary.create_file_writer(os.path.join(config.output_dir, "logs"))
+        callbacks = [
+            checkpoints,
+            Scalars(writer, checkpoints, config.steps, config.log_every, config.resolved_steps_per_execution()),
+        ]
+        if validation:
+            callbacks.append(Validation(config, checkpoints, writer, validation, best_so_far(config)))
+        if config.verbose:
+            callbacks.insert(0, Progress())
+        first_epoch = start // length
+        try:
+            with config.data.surface_errors(), warnings.catch_warnings():
+                warnings.filterwarnings("ignore", message="Your input ran out of data")  # the run's last epoch
+                model.fit(
+                    dataset,
+                    initial_epoch=first_epoch,
+                    epochs=first_epoch + math.ceil((config.steps - start) / length),
+                    steps_per_epoch=length,
+                    callbacks=callbacks,
+                    shuffle=False,
+                    verbose=config.verbose,
+                )
+        finally:
+            writer.close()
+        if checkpoints.nan_step is not None:
+            last = manager.latest_checkpoint or "none was saved"
+            raise TrainingError(
+                f"training stopped: the loss or the weights became NaN by step {checkpoints.nan_step} "
+                f"(last good checkpoint: {last}); lower learning_rate, train in float32, or check the data."
+            )
+        if checkpoints.step < config.steps:
+            raise TrainingError(
+                f"the training data ran out after {checkpoints.step} of {config.steps} steps: "
+                f"{config.data.source} gave no complete batch of {config.batch_size} examples"
+                + (" with at least one hard negative" if config.data.num_negatives else "")
+            )
+    save(encoder, os.path.join(config.output_dir, "model"))
+    return encoder.batch_encoder()

@@ -1,0 +1,3 @@
+"""Plumbing shared by every concern: paths through `tf.io.gfile` with atomic outputs (`files`), and JSON
+records, change descriptions and hashes of strings (`records`). Imports nothing else of gtr-keras but
+`gtr_keras.errors`."""

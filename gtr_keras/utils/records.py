@@ -1,0 +1,95 @@
+"""JSON records and what they say: reading a JSON object with a one-line error, describing what
+changed between a recorded setting and the current one, hashing sequences of strings, and the
+checks of small values that resumable outputs record.
+"""
+
+import hashlib
+import json
+
+import numpy as np
+
+from gtr_keras.errors import DataError
+from gtr_keras.utils import files
+
+
+def check_positive_int(value, name):
+    """Returns `value` as an int if it is a positive integer; else raises `ValueError` naming it.
+
+    Example:
+    >>> check_positive_int(32, "batch_size")
+    32
+    """
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+        raise ValueError(f"{name} must be a positive int, got {value!r}.")
+    return int(value)
+
+
+def read_json_object(path, remedy):
+    """The JSON object stored in `path`.
+
+    Args:
+        path: str or path-like.
+        remedy: what the user should do about a bad file, ending the error.
+
+    Returns:
+        A dict.
+
+    Raises:
+        DataError: the file cannot be read, is not JSON or not a JSON object.
+
+    Example:
+    >>> read_json_object("indexes/scifact/retriever.json", "rebuild the index")["embedding_dim"]
+    768
+    """
+    try:
+        value = json.loads(files.read_bytes(path).decode("utf-8"))
+    except (OSError, ValueError) as e:
+        raise DataError(f"{path}: unreadable ({unreadable_reason(e, path)}); {remedy}") from e
+    if not isinstance(value, dict):
+        raise DataError(f"{path}: holds a JSON {type(value).__name__}, not an object; {remedy}")
+    return value
+
+
+def unreadable_reason(error, path):
+    """An error's message without the path it starts with (`gtr_keras.utils.files`' errors name it)."""
+    return str(error).removeprefix(f"{path}: ")
+
+
+def _shown(value):
+    if isinstance(value, str) and len(value) == 64:  # a SHA-256 hex digest
+        return f"{value[:12]}…"
+    return str(value)
+
+
+def describe_change(recorded, current, current_label="now"):
+    """Names the first field of `current` that `recorded` lacks or holds another value for.
+
+    Args:
+        recorded: dict of what was recorded (a manifest, `retriever.json`).
+        current: dict of the values that must match, in the order to check.
+        current_label: words that introduce the current value.
+
+    Returns:
+        A phrase such as `"document_length 512 recorded, now 256"` (SHA-256
+        digests shortened to 12 digits), or None when all fields match.
+
+    Example:
+    >>> describe_change({"shard_size": 2048}, {"shard_size": 40}, "this run has")
+    'shard_size 2048 recorded, this run has 40'
+    """
+    for field, value in current.items():
+        if field not in recorded:
+            return f"no {field} recorded"
+        if recorded[field] != value:
+            return f"{field} {_shown(recorded[field])} recorded, {current_label} {_shown(value)}"
+    return None
+
+
+def strings_sha256(strings):
+    """SHA-256 (hex) of a sequence of str or bytes, each prefixed by its length."""
+    digest = hashlib.sha256()
+    for string in strings:
+        data = string if isinstance(string, bytes) else string.encode("utf-8", "surrogatepass")
+        digest.update(len(data).to_bytes(8, "little"))
+        digest.update(data)
+    return digest.hexdigest()

@@ -1,0 +1,188 @@
+import gzip
+import json
+
+import numpy as np
+import pytest
+
+import gtr_keras
+from gtr_keras_cli import main
+
+
+def _encode(model_dir, path, *extra):
+    out = path.parent / "out.npy"
+    code = main(["encode", "--model", model_dir, "--input", str(path), "--output", str(out), *extra])
+    return code, out
+
+
+def test_encode_beir_corpus_joins_title_and_text_and_writes_ids(tmp_path, tiny_model_dir, tiny_encoder):
+    path = tmp_path / "corpus.jsonl.gz"
+    with gzip.open(path, "wt") as f:
+        f.write(json.dumps({"_id": "d2", "title": "Wing", "text": "lift in a slipstream"}) + "\n")
+        f.write(json.dumps({"_id": "d1", "title": "", "text": "heat transfer"}) + "\n")
+    code, out = _encode(tiny_model_dir, path)
+    assert code == 0
+    assert (tmp_path / "out.ids.txt").read_text().split() == ["d2", "d1"]
+    expected = tiny_encoder.encode_documents(["Wing lift in a slipstream", "heat transfer"])
+    np.testing.assert_allclose(np.load(out), expected, atol=1e-6)
+
+
+def test_queries_file_defaults_to_query_kind(tmp_path, tiny_model_dir, tiny_encoder):
+    path = tmp_path / "queries.jsonl"
+    text = "what is the lift " * 20
+    path.write_text(json.dumps({"_id": "q1", "text": text}) + "\n")
+    code, out = _encode(tiny_model_dir, path)
+    assert code == 0
+    np.testing.assert_allclose(np.load(out), tiny_encoder.encode_queries([text]), atol=1e-6)
+
+
+def test_empty_input_file_gives_empty_output(tmp_path, tiny_model_dir):
+    path = tmp_path / "empty.txt"
+    path.write_bytes(b"")
+    code, out = _encode(tiny_model_dir, path)
+    assert code == 0
+    assert np.load(out).shape == (0, 64)
+    assert (tmp_path / "out.ids.txt").read_text() == ""
+
+
+def test_non_utf8_line_and_nul_byte_are_kept_with_warnings(tmp_path, tiny_model_dir):
+    path = tmp_path / "texts.txt"
+    path.write_bytes(b"good line\nbad \xff\xfe byte\nnul \x00 inside\n")
+    with pytest.warns(UserWarning) as record:
+        code, out = _encode(tiny_model_dir, path)
+    assert code == 0
+    messages = " ".join(str(w.message) for w in record)
+    assert f"{path}:2" in messages and f"{path}:3" in messages
+    assert np.load(out).shape == (3, 64)
+
+
+def test_malformed_json_names_file_and_line_and_keeps_earlier_output(tmp_path, tiny_model_dir, capsys):
+    good = tmp_path / "good.txt"
+    good.write_text("a\nb\n")
+    code, out = _encode(tiny_model_dir, good)
+    assert code == 0
+    before = np.load(out)
+    bad = tmp_path / "corpus.jsonl"
+    bad.write_text('{"_id": "1", "text": "ok"}\n{"_id": "2", "text": \n')
+    code, _ = _encode(tiny_model_dir, bad)
+    assert code == 2
+    assert f"{bad}:2" in capsys.readouterr().err
+    np.testing.assert_array_equal(np.load(out), before)  # the earlier output is intact
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["corpus.jsonl", "good.txt", "out.ids.txt", "out.npy"]
+
+
+def test_encode_in_bfloat16_is_close_to_float32(tmp_path, tiny_model_dir, tiny_encoder):
+    path = tmp_path / "texts.txt"
+    texts = ["what is the lift of a wing?", "boundary layer transition " * 30]
+    path.write_text("\n".join(texts) + "\n")
+    code, out = _encode(tiny_model_dir, path, "--precision", "bfloat16")
+    assert code == 0
+    embeddings, expected = np.load(out), tiny_encoder.encode_documents(texts)
+    assert embeddings.dtype == np.float32
+    assert not np.array_equal(embeddings, expected)
+    np.testing.assert_allclose(np.sum(embeddings * expected, axis=1), 1.0, atol=1e-3)
+
+
+def test_document_length_overrides_the_model_directory(tmp_path, tiny_model_dir, tiny_encoder):
+    path = tmp_path / "texts.txt"
+    long_text = "boundary layer transition on a swept wing " * 20
+    path.write_text(long_text + "\n")
+    code, out = _encode(tiny_model_dir, path, "--document-length", "8")
+    assert code == 0
+    cut = gtr_keras.load(tiny_model_dir, document_length=8).encode_documents([long_text])
+    np.testing.assert_allclose(np.load(out), cut, atol=1e-6)
+    assert np.sum(cut * tiny_encoder.encode_documents([long_text])) < 0.999
+
+
+def test_token_budget_below_two_is_refused(tmp_path, tiny_model_dir, capsys):
+    (tmp_path / "texts.txt").write_text("a\n")
+    with pytest.raises(SystemExit):
+        _encode(tiny_model_dir, tmp_path / "texts.txt", "--query-length", "1")
+    assert "--query-length: must be at least 2" in capsys.readouterr().err
+
+
+def test_encode_replaces_the_npy_and_ids_together_or_not_at_all(tmp_path, tiny_model_dir, monkeypatch, capsys):
+    import pathlib
+
+    good = tmp_path / "good.txt"
+    good.write_text("a\nb\n")
+    code, out = _encode(tiny_model_dir, good)
+    assert code == 0
+    before = {p.name: p.read_bytes() for p in (out, tmp_path / "out.ids.txt")}
+
+    def failing_write(self, data):
+        raise OSError(28, "No space left on device", str(self))
+
+    monkeypatch.setattr(pathlib.Path, "write_bytes", failing_write)
+    other = tmp_path / "other.txt"
+    other.write_text("c\nd\ne\n")
+    code, _ = _encode(tiny_model_dir, other)
+    assert code == 2
+    assert "No space left on device" in capsys.readouterr().err
+    assert {p.name: p.read_bytes() for p in (out, tmp_path / "out.ids.txt")} == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["good.txt", "other.txt", "out.ids.txt", "out.npy"]
+
+
+def test_encode_refuses_a_directory_where_its_ids_file_goes(tmp_path, tiny_model_dir, capsys):
+    good = tmp_path / "good.txt"
+    good.write_text("a\nb\n")
+    (tmp_path / "out.ids.txt").mkdir()
+    (tmp_path / "out.ids.txt" / "keep.me").write_text("user data")
+    code, out = _encode(tiny_model_dir, good)
+    assert code == 2 and "out.ids.txt: is a directory, expected a file name" in capsys.readouterr().err
+    assert (tmp_path / "out.ids.txt" / "keep.me").read_text() == "user data" and not out.exists()
+
+
+def test_evaluate_outputs_survive_a_write_that_fails_midway(tmp_path):
+    """RLIMIT_FSIZE stops the run file midway: the previous run file and JSON stay byte-identical."""
+    import subprocess
+    import sys
+
+    from beir_files import write_beir
+
+    from gtr_keras.retrieval.readers import Corpus
+
+    words = ["wing", "lift", "drag", "flow", "heat", "shock", "layer", "plate", "cone", "jet"]
+    texts = [f"{words[i % 10]} {words[(i * 3) % 10]} {words[(i * 7) % 10]} {i}" for i in range(60)]
+    dataset = write_beir(tmp_path / "beir", Corpus([f"d{i}" for i in range(60)], [""] * 60, texts),
+                         {f"q{i}": words[i] for i in range(10)}, [(f"q{i}", f"d{i}", 1) for i in range(10)])
+    outputs = [tmp_path / "run.trec", tmp_path / "metrics.json"]
+    argv = ["evaluate", "--dataset", str(dataset), "--retriever", "bm25",
+            "--run-out", str(outputs[0]), "--output-json", str(outputs[1])]
+    for path, old in zip(outputs, (b"old run\n", b"{}\n")):
+        path.write_bytes(old)
+    limited = (
+        "import resource, signal, sys\n"
+        "signal.signal(signal.SIGXFSZ, signal.SIG_IGN)\n"
+        "resource.setrlimit(resource.RLIMIT_FSIZE, (4096, 4096))\n"
+        "from gtr_keras_cli import main\n"
+        "sys.exit(main(sys.argv[1:]))\n"
+    )
+    result = subprocess.run([sys.executable, "-c", limited, *argv], capture_output=True, text=True)
+    assert result.returncode == 2, result.stderr
+    assert "File too large" in result.stderr.strip().splitlines()[-1]
+    assert [p.read_bytes() for p in outputs] == [b"old run\n", b"{}\n"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["beir", "metrics.json", "run.trec"]
+    result = subprocess.run([sys.executable, "-c", limited.replace("4096", "10**9"), *argv], capture_output=True,
+                            text=True)
+    assert result.returncode == 0, result.stderr
+    assert outputs[0].stat().st_size > 4096 and json.loads(outputs[1].read_text())["retriever"] == "bm25"
+
+
+def test_a_missing_model_is_exit_2_and_one_line(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "texts.txt").write_text("a\n")
+    assert main(["encode", "--model", "./no-such-dir", "--input", "texts.txt", "--output", "o.npy"]) == 2
+    assert capsys.readouterr().err.strip().splitlines() == [
+        "gtr-keras encode: error: ./no-such-dir: no such model directory"
+    ]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["texts.txt"]
+
+
+def test_a_missing_model_is_named_before_the_input_is_read(tmp_path, monkeypatch, capsys):
+    import gtr_keras.retrieval.readers
+
+    monkeypatch.setattr(gtr_keras.retrieval.readers, "read_texts", lambda path: pytest.fail("the input was read"))
+    (tmp_path / "texts.txt").write_text("a\n")
+    assert main(["encode", "--model", str(tmp_path / "typo"), "--input", str(tmp_path / "texts.txt"),
+                 "--output", str(tmp_path / "o.npy")]) == 2
+    assert capsys.readouterr().err.strip() == f"gtr-keras encode: error: {tmp_path / 'typo'}: no such model directory"

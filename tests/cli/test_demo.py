@@ -1,0 +1,35 @@
+import os
+import subprocess
+import sys
+
+import pytest
+
+from gtr_keras.cli.demo import DEMO_MODEL
+
+
+def _run_demo(tmp_path, *extra):
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TF_CPP_MIN_LOG_LEVEL": "3"}
+    command = [sys.executable, "-m", "gtr_keras_cli", "demo", "--out", str(tmp_path / "demo"), *extra]
+    result = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=900)
+    assert result.returncode == 0, result.stderr[-3000:]
+    return result.stdout
+
+
+def _check_output(out, tmp_path):
+    assert "query 1: what similarity laws must be obeyed" in out
+    assert out.count("  1. ") == 3 and out.count("  3. ") == 3  # three example queries, three hits each
+    assert "GTR (this model)" in out and "BM25 (bm25s)" in out and "ndcg@10" in out
+    assert "the searcher SavedModel answers query 1 with documents" in out
+    assert os.path.exists(tmp_path / "demo" / "export" / "encoder" / "1" / "saved_model.pb")
+    assert os.path.exists(tmp_path / "demo" / "export" / "searcher" / "1" / "saved_model.pb")
+
+
+@pytest.mark.slow
+def test_demo_with_the_bundled_model_runs_offline_from_any_directory(tmp_path):
+    assert os.path.exists(os.path.join(DEMO_MODEL, "model.weights.h5"))
+    _check_output(_run_demo(tmp_path), tmp_path)
+
+
+@pytest.mark.slow
+def test_demo_with_another_model(tmp_path, tiny_model_dir):
+    _check_output(_run_demo(tmp_path, "--model", tiny_model_dir), tmp_path)

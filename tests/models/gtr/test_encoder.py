@@ -1,0 +1,55 @@
+import numpy as np
+
+from gtr_keras.models.gtr.encoder import Encoder, bucket_length
+
+
+def test_bucket_lengths_are_few():
+    assert [bucket_length(n) for n in (1, 16, 17, 64, 65, 500, 512, 513, 1000)] == [
+        16, 16, 32, 64, 128, 512, 512, 768, 1024,
+    ]
+    assert len({bucket_length(n) for n in range(1, 513)}) == 7
+
+
+def test_results_come_back_in_input_order(tiny_encoder):
+    texts = ["boundary layer " * n for n in (30, 1, 12, 0, 50, 3)]
+    together = tiny_encoder.encode_documents(texts, batch_size=2)
+    one_by_one = np.concatenate([tiny_encoder.encode_documents([t]) for t in texts])
+    np.testing.assert_allclose(together, one_by_one, atol=1e-6)
+
+
+def test_queries_are_truncated_shorter_than_documents(tiny_encoder):
+    long_text = "shock wave " * 100
+    query, document = tiny_encoder.encode_queries([long_text]), tiny_encoder.encode_documents([long_text])
+    assert not np.allclose(query, document)
+    assert len(tiny_encoder.tokenize([long_text], "query")[0]) == 64
+
+
+def test_empty_input_gives_empty_array(tiny_encoder):
+    assert tiny_encoder.encode_documents([]).shape == (0, 64)
+
+
+def test_one_graph_for_many_lengths(tiny_encoder):
+    texts = ["lift " * n for n in range(0, 300, 7)]
+    tiny_encoder.encode_documents(texts, batch_size=5)
+    tiny_encoder.encode_queries(texts, batch_size=3)
+    assert tiny_encoder._forward.experimental_get_tracing_count() == 1
+
+
+def test_xla_programs_are_bounded_by_the_buckets(tiny_model_dir, tiny_encoder):
+    from gtr_keras.models.gtr.saving import load
+
+    xla_encoder = load(tiny_model_dir, jit_compile=True)
+    texts = ["lift " * n for n in range(0, 300, 7)]
+    lengths = [len(ids) for ids in xla_encoder.tokenize(texts)]
+    embeddings = xla_encoder.encode_documents(texts, batch_size=4)
+    # One program per length bucket, plus one for the short last batch.
+    assert xla_encoder._forward.experimental_get_tracing_count() <= len({bucket_length(n) for n in lengths}) + 1
+    np.testing.assert_allclose(embeddings, tiny_encoder.encode_documents(texts, batch_size=4), atol=1e-5)
+
+
+def test_padding_only_where_xla_needs_it(tiny_encoder):
+    assert tiny_encoder.padded_shape(3, 70, batch_size=32) == (3, 70)
+    xla_encoder = Encoder(tiny_encoder.model, jit_compile=True)
+    assert xla_encoder.padded_shape(3, 70, batch_size=32) == (4, 128)
+    assert xla_encoder.padded_shape(1, 9, batch_size=32) == (1, 16)
+    assert xla_encoder.padded_shape(16, 300, batch_size=16) == (16, 384)

@@ -1,0 +1,117 @@
+"""A model directory whose settings contradict its weights (or each other) does not load: the error names the
+file and the setting, whichever loader reads it."""
+
+import json
+import re
+import shutil
+
+import h5py
+import keras_hub
+import numpy as np
+import pytest
+from conftest import FIXTURES
+
+import gtr_keras
+from gtr_keras.errors import CheckpointError
+
+LOADERS = {
+    "gtr_keras.load": gtr_keras.load,
+    "TextEmbedder.from_preset": keras_hub.models.TextEmbedder.from_preset,
+    "Backbone.from_preset": keras_hub.models.Backbone.from_preset,
+}
+
+
+def edited(source, directory, file, keys, value):
+    """A copy of model directory `source` with the setting at `keys` of JSON `file` set to `value`."""
+    copy = shutil.copytree(source, directory)
+    config = json.loads((copy / file).read_text())
+    node = config
+    for key in keys[:-1]:
+        node = node[key]
+    node[keys[-1]] = value
+    (copy / file).write_text(json.dumps(config))
+    return copy
+
+
+def assert_refused(directory, message, load=gtr_keras.load):
+    with pytest.raises(CheckpointError, match=f"^{re.escape(f'{directory}/{message}')}$"):
+        load(str(directory))
+
+
+@pytest.mark.parametrize("loader", sorted(LOADERS))
+def test_fewer_layers_than_the_weights_hold_fail_in_every_loader(tiny_model_dir, tmp_path, loader):
+    directory = edited(tiny_model_dir, tmp_path / "m", "config.json", ["config", "num_layers"], 2)
+    assert_refused(directory, "config.json: num_layers is 2 but model.weights.h5 holds 3 encoder blocks",
+                   LOADERS[loader])
+
+
+BACKBONE = ["config", "backbone", "config"]
+
+
+@pytest.mark.parametrize("file, keys, value, message", [
+    ("config.json", ["config", "num_layers"], 4,
+     "config.json: num_layers is 4 but model.weights.h5 holds 3 encoder blocks"),
+    ("config.json", ["config", "vocabulary_size"], 1000,
+     "config.json: vocabulary_size is 1000 but model.weights.h5 holds 1100 token embedding rows"),
+    ("config.json", ["config", "intermediate_dim"], 64,
+     "config.json: intermediate_dim is 64 but model.weights.h5 holds 128-dimensional feed-forward layers"),
+    ("config.json", ["config", "feedforward"], "gated-gelu",
+     "config.json: feedforward is 'gated-gelu' but model.weights.h5 holds relu feed-forward layers"),
+    ("task.json", BACKBONE + ["num_layers"], 2,
+     "task.json: backbone.num_layers is 2 but model.weights.h5 holds 3 encoder blocks"),
+    ("task.json", BACKBONE + ["hidden_dim"], 32,
+     "task.json: backbone.hidden_dim is 32 but model.weights.h5 holds 64-dimensional token embeddings"),
+    ("task.json", BACKBONE + ["num_heads"], 8,
+     "task.json: backbone.num_heads is 8 but model.weights.h5 holds relative position biases for 4 heads"),
+    ("task.json", BACKBONE + ["key_value_dim"], 4,
+     "task.json: backbone.key_value_dim is 4 but model.weights.h5 holds attention projections of 8 dimensions "
+     "per head"),
+    ("task.json", ["config", "embedding_dim"], 32,
+     "task.json: embedding_dim is 32 but task.weights.h5 holds a projection to 64 dimensions"),
+    ("task.json", ["config", "preprocessor", "config", "sequence_length"], 1,
+     "task.json: preprocessor.sequence_length must be at least 2 (one token and EOS), got 1"),
+    ("preprocessor.json", ["config", "sequence_length"], 1,
+     "preprocessor.json: sequence_length must be at least 2 (one token and EOS), got 1"),
+    ("preprocessor.json", ["config", "query_length"], 0,
+     "preprocessor.json: query_length must be at least 2 (one token and EOS), got 0"),
+    ("preprocessor.json", ["config", "query_length"], 32,
+     "preprocessor.json: query_length is 32 but the preprocessor in task.json has 64 "
+     "(TextEmbedder.from_preset reads task.json); make them agree"),
+    ("config.json", ["config", "layer_norm_epsilon"], 1e-5,
+     "config.json: layer_norm_epsilon is 1e-05 but the backbone in task.json has 1e-06 "
+     "(TextEmbedder.from_preset reads task.json); make them agree"),
+])
+def test_a_setting_that_contradicts_the_weights_is_named(tiny_model_dir, tmp_path, file, keys, value, message):
+    assert_refused(edited(tiny_model_dir, tmp_path / "m", file, keys, value), message)
+
+
+def test_weights_files_must_hold_exactly_the_models_weights(tiny_model_dir, tmp_path):
+    extra = shutil.copytree(tiny_model_dir, tmp_path / "extra")
+    with h5py.File(extra / "model.weights.h5", "a") as f:
+        f["junk/vars/0"] = np.zeros(3)
+    assert_refused(extra, "model.weights.h5: holds junk/vars/0, which the model built from its config does not have")
+    missing = shutil.copytree(tiny_model_dir, tmp_path / "missing")
+    with h5py.File(missing / "model.weights.h5", "a") as f:
+        del f["final_norm/vars/0"]
+    assert_refused(missing, "model.weights.h5: no weight for final_norm/scale")
+
+
+def test_sharded_weights_are_checked_too(tiny_model_dir, tmp_path):
+    embedder = gtr_keras.load(tiny_model_dir).model
+    embedder.save_to_preset(str(tmp_path / "sharded"), max_shard_size=0.0003)
+    assert (tmp_path / "sharded" / "model_00001.weights.h5").exists()
+    again = keras_hub.models.TextEmbedder.from_preset(str(tmp_path / "sharded"))
+    np.testing.assert_array_equal(again.encode_documents(["wing lift"]), embedder.encode_documents(["wing lift"]))
+    directory = edited(tmp_path / "sharded", tmp_path / "m", "config.json", ["config", "num_layers"], 2)
+    assert_refused(directory, "config.json: num_layers is 2 but model.weights.json holds 3 encoder blocks",
+                   keras_hub.models.Backbone.from_preset)
+
+
+@pytest.mark.parametrize("keys, value, message", [
+    (["model", "num_layers"], 2, "config.json: model.num_layers is 2 but model.weights.h5 holds 3 encoder blocks"),
+    (["tokenizer", "document_length"], 1,
+     "config.json: tokenizer.document_length must be at least 2 (one token and EOS), got 1"),
+])
+def test_first_format_settings_are_checked(tmp_path, keys, value, message):
+    source = f"{FIXTURES}/tiny-gtr-legacy"
+    assert_refused(edited(source, tmp_path / "m", "config.json", keys, value), message)

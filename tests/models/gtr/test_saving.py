@@ -1,0 +1,61 @@
+"""`gtr_keras.load`/`save` and model names: presets written before the package was re-laid still load,
+and the bundled model answers to its name everywhere a model directory does."""
+
+import json
+import os
+
+import keras_hub
+import numpy as np
+import pytest
+from conftest import FIXTURES
+
+import gtr_keras
+from gtr_keras.errors import CheckpointError
+from gtr_keras.models.gtr.fingerprint import fingerprint
+from gtr_keras.models.gtr.model_directory import check_model_source
+from gtr_keras.models.gtr.presets import BUNDLED
+from gtr_keras_cli import main
+
+OLD_PRESET = os.path.join(FIXTURES, "tiny-gtr-preset-0.1")
+
+
+def reference():
+    with open(os.path.join(FIXTURES, "tiny-gtr-texts.json"), encoding="utf-8") as f:
+        texts = json.load(f)
+    return texts, np.load(os.path.join(FIXTURES, "tiny-gtr-reference.npz"))["embeddings"]
+
+
+def test_a_preset_written_before_the_relayout_names_the_old_modules_and_still_loads():
+    with open(os.path.join(OLD_PRESET, "task.json"), encoding="utf-8") as f:
+        task = json.load(f)
+    assert task["module"] == "gtr_keras.text_embedder" and task["registered_name"] == "gtr_keras>GTRTextEmbedder"
+    texts, expected = reference()
+    embedder = keras_hub.models.TextEmbedder.from_preset(OLD_PRESET)
+    assert type(embedder) is gtr_keras.GTRTextEmbedder
+    np.testing.assert_allclose(embedder.encode_documents(texts), expected, atol=1e-5, rtol=0)
+    np.testing.assert_allclose(gtr_keras.load(OLD_PRESET).encode_documents(texts), expected, atol=1e-5, rtol=0)
+    assert type(keras_hub.models.Backbone.from_preset(OLD_PRESET)) is gtr_keras.GTRBackbone
+    # The fingerprint recorded by indexes and runs made before the re-layout (same weights, same order).
+    assert fingerprint(embedder) == "a0b6f2023edb2bac3286337b7a9e310ae9cf4fb49ad6e97a50c93662d85f9e66"
+
+
+def test_the_bundled_model_loads_by_name():
+    name = "gtr-small-distilled"
+    check_model_source(name)
+    by_name = gtr_keras.load(name).encode_queries(["lift on a wing"])
+    by_path = gtr_keras.load(BUNDLED[name]).encode_queries(["lift on a wing"])
+    np.testing.assert_array_equal(by_name, by_path)
+    assert type(gtr_keras.GTRTextEmbedder.from_preset(name)) is gtr_keras.GTRTextEmbedder
+
+
+def test_the_bundled_name_works_as_a_command_line_model(tmp_path):
+    (tmp_path / "q.txt").write_text("lift on a wing\n")
+    out = tmp_path / "q.npy"
+    assert main(["encode", "--model", "gtr-small-distilled", "--input", str(tmp_path / "q.txt"), "--output",
+                 str(out)]) == 0
+    assert np.load(out).shape == (1, 768)
+
+
+def test_an_unknown_name_is_no_model_directory():
+    with pytest.raises(CheckpointError, match="gtr-small-distiled: no such model directory"):
+        check_model_source("gtr-small-distiled")

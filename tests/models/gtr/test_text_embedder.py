@@ -1,0 +1,72 @@
+import numpy as np
+
+from gtr_keras.models.gtr.backbone import GTRBackbone
+from gtr_keras.models.gtr.text_embedder import GTRTextEmbedder
+
+
+def _inputs():
+    return {
+        "token_ids": np.array([[5, 6, 7, 1, 0, 0], [9, 1, 0, 0, 0, 0]], "int32"),
+        "padding_mask": np.array([[1, 1, 1, 1, 0, 0], [1, 1, 0, 0, 0, 0]], "int32"),
+    }
+
+
+def test_outputs_are_unit_norm_and_projected_to_embedding_dim():
+    model = GTRTextEmbedder.from_architecture("gtr-tiny", embedding_dim=32)
+    out = model(_inputs()).numpy()
+    assert out.shape == (2, 32)
+    np.testing.assert_allclose(np.linalg.norm(out, axis=-1), 1.0, rtol=1e-6)
+    assert model.get_layer("projection").use_bias is False
+    assert isinstance(model.backbone, GTRBackbone)
+    assert model.backbone(_inputs()).shape == (2, 6, 64)
+
+
+def test_padding_does_not_change_embeddings():
+    model = GTRTextEmbedder.from_architecture("gtr-tiny")
+    inputs = _inputs()
+    trimmed = {k: v[:, :4] for k, v in inputs.items()}
+    np.testing.assert_allclose(model(inputs).numpy(), model(trimmed).numpy(), atol=1e-6)
+
+
+def test_config_round_trip_rebuilds_the_same_architecture():
+    model = GTRTextEmbedder.from_architecture("gtr-tiny", feedforward="gated-gelu", dropout=0.1)
+    clone = GTRTextEmbedder.from_config(model.get_config())
+    assert type(clone) is GTRTextEmbedder and type(clone.backbone) is GTRBackbone
+    assert clone.backbone.get_config() == model.backbone.get_config()
+    assert clone.embedding_dim == model.embedding_dim
+    clone.set_weights(model.get_weights())
+    np.testing.assert_allclose(clone(_inputs()).numpy(), model(_inputs()).numpy(), atol=1e-6)
+
+
+def test_dropout_only_in_training():
+    model = GTRTextEmbedder.from_architecture("gtr-tiny", dropout=0.5)
+    a, b = model(_inputs(), training=False), model(_inputs(), training=False)
+    np.testing.assert_array_equal(a, b)
+    assert not np.allclose(model(_inputs(), training=True), a)
+
+
+def test_bfloat16_policy_keeps_float32_unit_norm_output():
+    model = GTRTextEmbedder.from_architecture("gtr-tiny", dtype="mixed_bfloat16")
+    out = model(_inputs())
+    assert out.dtype == "float32"
+    assert model.backbone.get_layer("block_0").compute_dtype == "bfloat16"
+    assert model.get_layer("projection").compute_dtype == "bfloat16"
+    np.testing.assert_allclose(np.linalg.norm(out.numpy(), axis=-1), 1.0, rtol=1e-3)
+
+
+def test_encode_methods_take_strings_and_keep_order(tiny_encoder):
+    embedder = tiny_encoder.model
+    texts = ["boundary layer " * 40, "wing lift", ""]
+    documents = embedder.encode_documents(texts)
+    np.testing.assert_array_equal(documents, tiny_encoder.encode_documents(texts))
+    np.testing.assert_array_equal(embedder.encode_text(texts), documents)
+    np.testing.assert_allclose(embedder.encode_text("wing lift"), documents[1:2], atol=1e-6)
+    queries = embedder.encode_queries(texts)
+    assert not np.allclose(queries[0], documents[0])  # truncated at 64 tokens, documents at 512
+    np.testing.assert_allclose(embedder.similarity(queries, documents), queries @ documents.T, atol=1e-6)
+
+
+def test_predict_on_raw_strings_uses_the_document_budget(tiny_encoder):
+    embedder = tiny_encoder.model
+    texts = ["boundary layer " * 300, "wing lift"]
+    np.testing.assert_allclose(embedder.predict(texts, verbose=0), embedder.encode_documents(texts), atol=1e-6)

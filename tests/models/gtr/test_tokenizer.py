@@ -1,0 +1,114 @@
+import json
+import os
+
+import numpy as np
+import pytest
+import tensorflow as tf
+from conftest import FIXTURES, TINY_ST
+
+from gtr_keras.models.gtr.preprocessor import GTRTextEmbedderPreprocessor
+from gtr_keras.models.gtr.tokenizer import EOS_ID, GTRTokenizer, train_sentencepiece
+
+SPIECE = os.path.join(TINY_ST, "spiece.model")
+
+
+def _texts():
+    with open(os.path.join(FIXTURES, "tiny-gtr-texts.json"), encoding="utf-8") as f:
+        return json.load(f)
+
+
+@pytest.mark.parametrize("length", [64, 512])
+def test_ids_equal_hugging_face_t5_tokenizer_fixture(length):
+    reference = np.load(os.path.join(FIXTURES, "tiny-gtr-reference.npz"))[f"token_ids_{length}"]
+    texts = _texts()
+    assert len(texts) >= 20 and "" in texts
+    batch = GTRTextEmbedderPreprocessor(GTRTokenizer(SPIECE), sequence_length=length)(tf.constant(texts))
+    ids = batch["token_ids"].numpy()
+    assert ids.shape[1] == length  # the fixture has texts longer than both lengths
+    np.testing.assert_array_equal(ids, reference[:, : ids.shape[1]])
+    np.testing.assert_array_equal(batch["padding_mask"].numpy(), (reference != 0).astype("int32"))
+
+
+def test_ids_equal_hugging_face_live():
+    transformers = pytest.importorskip("transformers")
+    hf = transformers.T5Tokenizer.from_pretrained(TINY_ST)
+    texts = _texts() + ["  spaced   out  ", "ﬁ ligature ① ＡＢＣ", "x" * 3000]
+    ours = GTRTokenizer(SPIECE).token_ids(tf.constant(texts), 64).to_list()
+    assert ours == [hf(t.strip(), truncation=True, max_length=64)["input_ids"] for t in texts]
+
+
+def test_truncation_keeps_eos_last_and_pads_with_zero():
+    preprocessor = GTRTextEmbedderPreprocessor(GTRTokenizer(SPIECE), sequence_length=8)
+    batch = preprocessor(tf.constant(["word " * 50, "", "wing"]))
+    ids = batch["token_ids"].numpy()
+    assert ids.shape == (3, 8)
+    assert ids[0, -1] == EOS_ID and (ids[0, :-1] != EOS_ID).all()
+    assert ids[1].tolist() == [EOS_ID] + [0] * 7
+    assert batch["padding_mask"].numpy()[1].tolist() == [1] + [0] * 7
+
+
+def test_config_and_assets_round_trip(tmp_path):
+    tokenizer = GTRTokenizer(SPIECE, lowercase=True)
+    tokenizer.save_assets(str(tmp_path))
+    clone = GTRTokenizer.from_config(tokenizer.get_config())
+    assert clone.get_config()["proto"] is None and clone.lowercase
+    clone.load_assets(str(tmp_path))
+    text = tf.constant(["Upper CASE"])
+    assert clone.tokenize(text).to_list() == tokenizer.tokenize(text).to_list()
+    assert tokenizer.tokenize(text).to_list() == tokenizer.tokenize(tf.constant(["upper case"])).to_list()
+    assert (tokenizer.end_token_id, tokenizer.pad_token_id) == (EOS_ID, 0)
+
+
+def test_preprocessor_budgets_and_static_padding():
+    preprocessor = GTRTextEmbedderPreprocessor(GTRTokenizer(SPIECE), sequence_length=12, query_length=5,
+                                               pad_to_length=True)
+    assert preprocessor.features(["wing"], kind="query")["token_ids"].shape == (1, 5)
+    assert preprocessor(["wing"])["token_ids"].shape == (1, 12)
+    single = preprocessor("wing lift")
+    assert single["token_ids"].shape == (12,) and single["token_ids"][-1] == 0
+    towers = preprocessor.tower_features({
+        "query": tf.constant(["a", "b"]), "positive": tf.constant(["c", "d"]), "negatives": tf.constant([["e"], ["f"]]),
+    })
+    assert towers["query"]["token_ids"].shape == (2, 5) and towers["negatives"]["padding_mask"].shape == (2, 1, 12)
+    with pytest.raises(ValueError, match="query_length must be an integer of at least 2"):
+        GTRTextEmbedderPreprocessor(GTRTokenizer(SPIECE), query_length=1)
+
+
+def test_trained_model_has_t5_special_ids(tmp_path):
+    path = train_sentencepiece(["the wing lift", "boundary layer flow"] * 200, tmp_path / "sp.model", 60)
+    tokenizer = GTRTokenizer(str(path))
+    assert tokenizer.vocabulary_size() <= 60
+    assert tokenizer.token_ids(tf.constant(["wing"]), 64).to_list()[0][-1] == EOS_ID
+    import sentencepiece
+
+    sp = sentencepiece.SentencePieceProcessor(model_file=str(path))
+    assert [sp.id_to_piece(i) for i in range(3)] == ["<pad>", "</s>", "<unk>"]
+
+
+def test_a_case_folding_model_reads_upper_and_lower_case_alike(tmp_path):
+    texts = ["The wing lift of a Boundary Layer", "flow over a WING", "Heat transfer in jets"] * 200
+    folded = GTRTokenizer(str(train_sentencepiece(texts, tmp_path / "cf.model", 80, case_folding=True)))
+    plain = GTRTokenizer(str(train_sentencepiece(texts, tmp_path / "plain.model", 80)))
+    lower, upper = ["boundary layer of a wing"], ["BOUNDARY LAYER OF A WING"]
+    assert folded.token_ids(upper, 64).to_list() == folded.token_ids(lower, 64).to_list()
+    assert plain.token_ids(upper, 64).to_list() != plain.token_ids(lower, 64).to_list()
+    import sentencepiece  # the folding is in the model file: any SentencePiece reader applies it
+
+    sp = sentencepiece.SentencePieceProcessor(model_file=str(tmp_path / "cf.model"))
+    assert sp.encode(upper[0]) + [EOS_ID] == folded.token_ids(upper, 64).to_list()[0]
+
+
+def test_a_tokenizer_survives_one_made_after_a_seed_being_garbage_collected():
+    """TF Text's counter-named resource restarted after `set_random_seed`; a named one is shared and kept."""
+    import gc
+
+    import keras
+
+    first = GTRTokenizer(SPIECE)
+    expected = first.tokenize(["heat transfer in a wing"]).to_list()
+    keras.utils.set_random_seed(0)
+    second = GTRTokenizer(SPIECE)
+    assert second.tokenize(["heat transfer in a wing"]).to_list() == expected
+    del second
+    gc.collect()
+    assert first.tokenize(["heat transfer in a wing"]).to_list() == expected

@@ -1,0 +1,366 @@
+import argparse
+import gzip
+import json
+import os
+import re
+import uuid
+
+import numpy as np
+import pytest
+
+pytest.importorskip("apache_beam")
+
+import tensorflow as tf  # noqa: E402
+from apache_beam.io.filesystem import FileMetadata  # noqa: E402
+from apache_beam.io.localfilesystem import LocalFileSystem  # noqa: E402
+
+import gtr_keras  # noqa: E402
+from gtr_keras.errors import DataError  # noqa: E402
+from gtr_keras.retrieval.beam_pipeline import (
+    MANIFEST,
+    GTRModelHandler,
+    beam_pipeline_args,
+    corpus_files,
+    corpus_from_shards,
+    encode_corpus_with_beam,
+    index_from_shards,
+    read_documents,
+)
+from gtr_keras.retrieval.index import SearchIndex  # noqa: E402
+from gtr_keras.retrieval.readers import load_corpus
+from gtr_keras_cli import (
+    add_beam_arguments,  # noqa: E402
+    main,  # noqa: E402
+)
+
+WORDS = "retrieval dense encoder passage query neural sparse index token corpus".split()
+CRANFIELD = os.path.join(os.path.dirname(gtr_keras.__file__), "assets", "cranfield", "corpus.jsonl.gz")
+CRANFIELD_DOCS = 240
+CRANFIELD_SPLIT = (70, 50, 80, 40)  # documents per shard file, in order
+
+
+def write_corpus(path, num_docs):
+    """A corpus with varied lengths, optional titles and integer ids."""
+    records = []
+    for i in range(num_docs):
+        record = {"_id": i if i % 5 == 0 else f"doc-{i}", "text": " ".join(WORDS[j % 10] for j in range(i, 3 * i + 1))}
+        if i % 3:
+            record["title"] = f"Title {WORDS[i % 10]}"
+        records.append(record)
+    with gzip.open(path, "wt", encoding="utf-8") as f:
+        f.writelines(json.dumps(r) + "\n" for r in records)
+
+
+def write_shard(directory, number, total, ids, files=None, lines=None, dims=4):
+    """A shard of `encode_corpus_with_beam`'s format (documents: text = id)."""
+    files = [0] * len(ids) if files is None else files
+    lines = list(range(1, len(ids) + 1)) if lines is None else lines
+    documents = "".join(json.dumps({"_id": i, "title": "", "text": i}) + "\n" for i in ids)
+    np.savez(
+        os.path.join(directory, f"embeddings-{number:05d}-of-{total:05d}.npz"),
+        ids=np.array(ids, dtype=str), files=np.array(files, np.int32), lines=np.array(lines, np.int64),
+        embeddings=np.ones((len(ids), dims), np.float32),
+        documents=np.frombuffer(gzip.compress(documents.encode("utf-8")), np.uint8),
+    )
+
+
+def write_manifest(directory, paths):
+    with open(os.path.join(directory, MANIFEST), "w", encoding="utf-8") as f:
+        json.dump({"corpus": "CORPUS", "files": paths}, f)
+
+
+def cranfield_lines():
+    with gzip.open(CRANFIELD, "rb") as f:
+        return [next(f) for _ in range(CRANFIELD_DOCS)]
+
+
+def write_cranfield_shards(directory):
+    """The first `CRANFIELD_DOCS` Cranfield documents as `corpus-0000{i}.jsonl.gz` files (any tf.io.gfile path)."""
+    lines, start = cranfield_lines(), 0
+    for number, size in enumerate(CRANFIELD_SPLIT):
+        with tf.io.gfile.GFile(f"{directory}/corpus-{number:05d}.jsonl.gz", "wb") as f:
+            f.write(gzip.compress(b"".join(lines[start:start + size])))
+        start += size
+    assert start == CRANFIELD_DOCS
+    return f"{directory}/corpus-*.jsonl.gz"
+
+
+def index_contents(index_dir):
+    """`(ids, embeddings, documents.jsonl.gz uncompressed)` of an index directory."""
+    index = SearchIndex.load(os.path.join(index_dir, "index"))
+    with gzip.open(os.path.join(index_dir, "documents.jsonl.gz"), "rb") as f:
+        return index.ids, index.embeddings, f.read()
+
+
+@pytest.fixture(scope="module")
+def cranfield_in_process(tmp_path_factory, tiny_model_dir):
+    """The in-process `gtr-keras index` of the unsplit Cranfield sample: `(ids, embeddings, documents)`."""
+    from gtr_keras_cli import main
+
+    root = tmp_path_factory.mktemp("cranfield")
+    (root / "corpus.jsonl.gz").write_bytes(gzip.compress(b"".join(cranfield_lines())))
+    assert main(["index", "--model", tiny_model_dir, "--corpus", str(root / "corpus.jsonl.gz"),
+                 "--out", str(root / "index")]) == 0
+    return index_contents(root / "index")
+
+
+@pytest.fixture
+def launcher_never_loads_the_corpus(monkeypatch):
+    """`load_corpus` raises: the launching process must only list the corpus files (the pipeline's
+    readers, in-process under the DirectRunner, stream them with `iter_jsonl`)."""
+    from gtr_keras.retrieval import readers as corpus
+    from gtr_keras.retrieval import runs
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("the launcher loaded the corpus")
+
+    monkeypatch.setattr(corpus, "load_corpus", refuse)
+    monkeypatch.setattr(runs, "load_corpus", refuse)
+
+
+def beam_index_argv(model_dir, corpus, out, *extra):
+    return ["index", "--model", model_dir, "--corpus", corpus, "--out", out, "--runner", "DirectRunner",
+            "--shard-rows", "64", *extra]
+
+
+def test_direct_runner_matches_in_process_encoder(tmp_path, tiny_model_dir, tiny_encoder):
+    collection = tmp_path / "collection"
+    collection.mkdir()
+    write_corpus(collection / "corpus.jsonl.gz", 60)
+    out = tmp_path / "shards"
+
+    encode_corpus_with_beam(tiny_model_dir, str(collection), str(out), batch_size=8, group_size=8, shard_rows=16)
+    corpus, embeddings = corpus_from_shards(str(out))
+
+    expected = load_corpus(collection)
+    shards = sorted(name for name in os.listdir(out) if name != MANIFEST)
+    assert len(shards) >= 4 and shards == [f"embeddings-{i:05d}-of-{len(shards):05d}.npz" for i in range(len(shards))]
+    assert all(len(np.load(out / name)["ids"]) <= 16 for name in shards)
+    assert corpus == expected
+    assert embeddings.dtype == np.float32
+    np.testing.assert_allclose(embeddings, tiny_encoder.encode_documents(expected.joined(), batch_size=8),
+                               atol=1e-6, rtol=0)
+    ids, same_embeddings = index_from_shards(str(out))
+    assert ids == expected.ids
+    np.testing.assert_array_equal(same_embeddings, embeddings)
+    hits, _ = SearchIndex(ids, embeddings, kind="exact").search_ids(embeddings[:5], k=1)
+    assert hits == [[i] for i in ids[:5]]
+
+
+def test_index_of_sharded_cranfield_equals_the_in_process_index(tmp_path, tiny_model_dir, cranfield_in_process,
+                                                                launcher_never_loads_the_corpus):
+    from gtr_keras_cli import main
+
+    (tmp_path / "shards").mkdir()
+    pattern = write_cranfield_shards(str(tmp_path / "shards"))
+    assert main(beam_index_argv(tiny_model_dir, pattern, str(tmp_path / "index"))) == 0
+
+    ids, embeddings, documents = index_contents(tmp_path / "index")
+    expected_ids, expected_embeddings, expected_documents = cranfield_in_process
+    assert len(ids) == CRANFIELD_DOCS and ids == expected_ids
+    np.testing.assert_allclose(embeddings, expected_embeddings, atol=1e-6, rtol=0)
+    assert documents == expected_documents
+    assert not any(p.name.endswith("-beam") for p in tmp_path.iterdir())
+
+
+def test_index_reads_corpus_shards_on_any_gfile_file_system(tmp_path, tiny_model_dir, cranfield_in_process,
+                                                            launcher_never_loads_the_corpus):
+    from gtr_keras_cli import main
+
+    pattern = write_cranfield_shards(f"ram://cranfield-{uuid.uuid4().hex}")
+    assert corpus_files(pattern) == [pattern.replace("*", f"{n:05d}") for n in range(len(CRANFIELD_SPLIT))]
+    assert main(beam_index_argv(tiny_model_dir, pattern, str(tmp_path / "index"))) == 0
+
+    ids, embeddings, documents = index_contents(tmp_path / "index")
+    expected_ids, expected_embeddings, expected_documents = cranfield_in_process
+    assert ids == expected_ids
+    np.testing.assert_allclose(embeddings, expected_embeddings, atol=1e-6, rtol=0)
+    assert documents == expected_documents
+
+
+def _error_lines(capsys):
+    return [line for line in capsys.readouterr().err.splitlines() if line.startswith("gtr-keras index: error:")]
+
+
+def test_duplicate_ids_across_corpus_files_end_the_command_with_one_line(tmp_path, tiny_model_dir, capsys):
+    from gtr_keras_cli import main
+
+    (tmp_path / "corpus-00000.jsonl").write_text('{"_id": "a", "text": "x"}\n{"_id": 7, "text": "y"}\n')
+    (tmp_path / "corpus-00001.jsonl").write_text('{"_id": "b", "text": "z"}\n\n{"_id": "7", "text": "w"}\n')
+    pattern = str(tmp_path / "corpus-*.jsonl")
+
+    assert main(beam_index_argv(tiny_model_dir, pattern, str(tmp_path / "index"))) == 2
+    first, again = tmp_path / "corpus-00000.jsonl", tmp_path / "corpus-00001.jsonl"
+    assert _error_lines(capsys) == [
+        f"gtr-keras index: error: {pattern}: 1 duplicate `_id` value(s), e.g. '7' ({first}:2 and {again}:3)"
+    ]
+    assert not (tmp_path / "index").exists()
+
+
+@pytest.mark.parametrize("where", ["local", "ram"])
+def test_a_glob_matching_nothing_fails_before_the_model_loads(tmp_path, tiny_model_dir, monkeypatch, capsys, where):
+    from gtr_keras.cli import commands
+
+    monkeypatch.setattr(commands, "_encoder", lambda args: pytest.fail("the model was loaded"))
+    directory = str(tmp_path) if where == "local" else f"ram://empty-{uuid.uuid4().hex}"
+    pattern = f"{directory}/corpus-*.jsonl.gz"
+
+    assert main(beam_index_argv(tiny_model_dir, pattern, str(tmp_path / "index"))) == 2
+    assert _error_lines(capsys) == [f"gtr-keras index: error: {pattern}: no file matches this pattern"]
+
+
+def test_a_glob_without_runner_is_refused_naming_the_flag(tmp_path, tiny_model_dir, monkeypatch, capsys):
+    from gtr_keras.cli import commands
+
+    monkeypatch.setattr(commands, "_encoder", lambda args: pytest.fail("the model was loaded"))
+    write_corpus(tmp_path / "corpus-00000.jsonl.gz", 3)
+    pattern = str(tmp_path / "corpus-*.jsonl.gz")
+    assert main(["index", "--model", tiny_model_dir, "--corpus", pattern, "--out", str(tmp_path / "index")]) == 2
+    assert _error_lines(capsys) == [f"gtr-keras index: error: {pattern}: a glob of corpus files needs --runner "
+                                    f"(e.g. --runner DirectRunner)"]
+
+
+def test_a_rerun_after_a_failure_encodes_afresh(tmp_path, tiny_model_dir, tiny_encoder, monkeypatch):
+    from gtr_keras.retrieval import retriever
+    from gtr_keras_cli import main
+
+    corpus_path = tmp_path / "corpus.jsonl.gz"
+    write_corpus(corpus_path, 20)
+    argv = beam_index_argv(tiny_model_dir, str(corpus_path), str(tmp_path / "index"))
+    with monkeypatch.context() as patch:
+        patch.setattr(retriever, "write_index", lambda *args: (_ for _ in ()).throw(OSError(28, "disk full")))
+        assert main(argv) == 2
+    shard_dir = tmp_path / "index.partial-beam"
+    assert (shard_dir / MANIFEST).is_file()
+    original = gzip.decompress(corpus_path.read_bytes()).decode("utf-8")
+    with gzip.open(corpus_path, "wt", encoding="utf-8") as f:
+        f.write(original.replace("Title", "Changed title", 1))
+
+    assert main(argv) == 0
+    corpus = load_corpus(str(corpus_path))
+    ids, embeddings, documents = index_contents(tmp_path / "index")
+    assert ids == corpus.ids and b"Changed title" in documents
+    np.testing.assert_allclose(embeddings, tiny_encoder.encode_documents(corpus.joined()), atol=1e-6, rtol=0)
+    assert not shard_dir.exists()
+
+
+def test_malformed_line_fails_naming_file_and_line(tmp_path, tiny_model_dir):
+    corpus = tmp_path / "bad.jsonl"
+    corpus.write_text('{"_id": "a", "text": "fine"}\n{"_id": "b", "text": "unterminated\n', encoding="utf-8")
+    with pytest.raises(DataError, match=rf"^{re.escape(str(corpus))}:2: malformed JSON"):
+        encode_corpus_with_beam(tiny_model_dir, str(corpus), str(tmp_path / "out"))
+    assert not (tmp_path / "out" / MANIFEST).exists()
+
+
+def test_refuses_output_dir_with_the_output_of_an_earlier_run(tmp_path, tiny_model_dir):
+    write_corpus(tmp_path / "corpus.jsonl.gz", 3)
+    write_shard(tmp_path, 0, 1, ["a"])
+    with pytest.raises(FileExistsError, match="earlier run"):
+        encode_corpus_with_beam(tiny_model_dir, str(tmp_path / "corpus.jsonl.gz"), str(tmp_path))
+
+
+def test_corpus_files_of_a_directory_a_file_and_a_glob(tmp_path):
+    write_corpus(tmp_path / "corpus.jsonl.gz", 1)
+    (tmp_path / "part-1.jsonl").write_text("")
+    (tmp_path / "part-0.jsonl").write_text("")
+    assert corpus_files(tmp_path) == [str(tmp_path / "corpus.jsonl.gz")]
+    assert corpus_files(str(tmp_path / "part-1.jsonl")) == [str(tmp_path / "part-1.jsonl")]
+    assert corpus_files(str(tmp_path / "part-?.jsonl")) == [str(tmp_path / f"part-{i}.jsonl") for i in (0, 1)]
+    with pytest.raises(DataError, match="no such file or directory"):
+        corpus_files(str(tmp_path / "missing.jsonl"))
+
+
+def test_read_documents_parses_like_load_corpus(tmp_path):
+    path = tmp_path / "corpus.jsonl"
+    path.write_bytes(b'\xef\xbb\xbf{"_id": 3, "title": "A title", "text": "  Body. "}\n\n'
+                     b'{"_id": "d2", "title": null, "text": ""}\n')
+    assert list(read_documents(4, str(path))) == [
+        (("3", 4, 1, "A title", "  Body. "), "A title   Body."),  # as Corpus.joined()
+        (("d2", 4, 3, "", ""), ""),
+    ]
+
+
+@pytest.mark.parametrize(
+    "line, message",
+    [
+        (b'["d1", "text"]', "expected a JSON object, got list"),
+        (b'{"text": "no id"}', "missing field `_id`"),
+        (b'{"_id": true, "text": "x"}', "field `_id` must be a string or an integer"),
+        (b'{"_id": "d1"}', "missing field `text`"),
+        (b'{"_id": "d1", "title": 5, "text": "x"}', "field `title` must be a string"),
+    ],
+)
+def test_read_documents_errors_name_file_line_and_field(tmp_path, line, message):
+    path = tmp_path / "corpus.jsonl"
+    path.write_bytes(b'{"_id": "ok", "text": "x"}\n' + line + b"\n")
+    with pytest.raises(DataError, match=rf"^{re.escape(str(path))}:2: {re.escape(message)}"):
+        list(read_documents(0, str(path)))
+
+
+def test_shards_are_read_back_complete_or_not_at_all(tmp_path):
+    with pytest.raises(FileNotFoundError, match=f"no {MANIFEST}"):
+        index_from_shards(str(tmp_path))
+    write_manifest(tmp_path, ["f0"])
+    with pytest.raises(FileNotFoundError, match="no embeddings-SSSSS-of-NNNNN.npz shards"):
+        index_from_shards(str(tmp_path))
+    write_shard(tmp_path, 0, 3, ["a"])
+    write_shard(tmp_path, 2, 3, ["c"], lines=[2])
+    with pytest.raises(ValueError, match="1 of 3 shards missing, the first is shard 1"):
+        index_from_shards(str(tmp_path))
+    write_shard(tmp_path, 1, 2, ["b"], lines=[3])
+    with pytest.raises(ValueError, match=r"shards of different runs \(totals \[2, 3\]\)"):
+        index_from_shards(str(tmp_path))
+
+
+def test_shards_are_assembled_in_corpus_order_and_duplicate_ids_named(tmp_path):
+    write_manifest(tmp_path, ["f0.jsonl", "f1.jsonl"])
+    write_shard(tmp_path, 0, 2, ["b", "a"], files=[1, 0], lines=[1, 4])
+    write_shard(tmp_path, 1, 2, ["c", "b"], files=[0, 1], lines=[2, 5])
+    with pytest.raises(DataError, match=re.escape("CORPUS: 1 duplicate `_id` value(s), e.g. 'b' (f1.jsonl:1 and "
+                                                  "f1.jsonl:5)")):
+        index_from_shards(str(tmp_path))
+    write_shard(tmp_path, 1, 2, ["c", "aa"], files=[0, 1], lines=[2, 5])
+    corpus, embeddings = corpus_from_shards(str(tmp_path))
+    assert corpus.ids == ["c", "a", "b", "aa"] == index_from_shards(str(tmp_path))[0]
+    assert corpus.texts == corpus.ids and corpus.titles == [""] * 4
+    assert embeddings.shape == (4, 4)
+
+
+class _FakeRemoteFileSystem(LocalFileSystem):
+    """`gtrtest://PATH` is the local PATH, standing in for `gs://` and the like."""
+
+    @classmethod
+    def scheme(cls):
+        return "gtrtest"
+
+    def open(self, path, *args, **kwargs):
+        return super().open(path.removeprefix("gtrtest://"), *args, **kwargs)
+
+    def match(self, patterns, limits=None):
+        results = super().match([p.removeprefix("gtrtest://") for p in patterns], limits)
+        for result in results:
+            result.metadata_list = [
+                FileMetadata("gtrtest://" + m.path, m.size_in_bytes, m.last_updated_in_seconds)
+                for m in result.metadata_list
+            ]
+        return results
+
+
+def test_model_handler_stages_a_remote_model_dir(tiny_model_dir, tiny_encoder):
+    encoder = GTRModelHandler("gtrtest://" + tiny_model_dir).load_model()
+    texts = ["a short document", "a somewhat longer document about dense retrieval"]
+    np.testing.assert_allclose(encoder.encode_documents(texts), tiny_encoder.encode_documents(texts), atol=1e-6)
+
+
+def test_beam_arguments_become_pipeline_args():
+    parser = argparse.ArgumentParser()
+    add_beam_arguments(parser)
+    args = parser.parse_args(
+        ["--runner", "DataflowRunner", "--beam-option", "region=us-central1", "--beam-option", "save_main_session"]
+    )
+    assert args.runner == "DataflowRunner"
+    assert beam_pipeline_args(args.beam_option) == ["--region=us-central1", "--save_main_session"]
+    with pytest.raises(ValueError, match="expected KEY=VALUE"):
+        beam_pipeline_args(["--region=us-central1"])
+
+

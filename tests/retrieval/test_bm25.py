@@ -1,0 +1,54 @@
+import pytest
+
+from gtr_keras.retrieval.bm25 import BM25Retriever
+
+DOCS = {
+    "cats": "Cats purr when they are happy and sleep all day.",
+    "rockets": "Rockets burn liquid fuel to reach orbit around the Earth.",
+    "bread": "Bakers knead dough and bake bread in a hot oven.",
+    "tides": "The Moon's gravity pulls the oceans and causes tides.",
+}
+
+
+@pytest.fixture
+def retriever():
+    retriever = BM25Retriever()
+    retriever.index(list(DOCS.values()), list(DOCS))
+    return retriever
+
+
+def test_search_finds_the_obvious_document(retriever):
+    ids, scores = retriever.search(
+        ["baking breads in ovens", "why do cats purr", "what causes the tides"], k=2
+    )
+    assert [row[0] for row in ids] == ["bread", "cats", "tides"]
+    assert all(row == sorted(row, reverse=True) for row in scores)
+    assert all(s > 0 for row in scores for s in row)
+
+
+def test_search_stems_and_drops_stopwords(retriever):
+    ids, _ = retriever.search(["the knead", "kneading"], k=1)
+    assert ids == [["bread"], ["bread"]]
+
+
+def test_search_returns_only_matching_documents_even_for_large_k(retriever):
+    ids, scores = retriever.search(["rocket orbit", "zebra", "the and"], k=100)
+    assert ids == [["rockets"], [], []]
+    assert len(scores[0]) == 1 and scores[1:] == [[], []]
+
+
+def test_search_with_k_larger_than_corpus_returns_all_matches(retriever):
+    ids, _ = retriever.search(["cats rockets bread tides"], k=10)
+    assert sorted(ids[0]) == sorted(DOCS)
+
+
+def test_search_before_index_raises():
+    with pytest.raises(RuntimeError, match="index"):
+        BM25Retriever().search(["q"], k=1)
+
+
+def test_index_checks_inputs():
+    with pytest.raises(ValueError, match="2 texts but 1 ids"):
+        BM25Retriever().index(["a", "b"], ["a"])
+    with pytest.raises(ValueError, match="empty corpus"):
+        BM25Retriever().index([], [])

@@ -1,0 +1,305 @@
+import json
+import os
+import re
+
+import numpy as np
+import pytest
+
+from gtr_keras.errors import DataError, MismatchError
+from gtr_keras.retrieval.index import SearchIndex, scann_params
+from gtr_keras.retrieval.shards import ShardWriter
+
+DIMS = 64
+
+
+def _unit_rows(x):
+    return (x / np.linalg.norm(x, axis=1, keepdims=True)).astype(np.float32)
+
+
+def _clustered(n, seed, num_clusters=50, noise=1.0):
+    """Unit vectors scattered around `num_clusters` fixed random centres."""
+    centres = _unit_rows(np.random.default_rng(0).standard_normal((num_clusters, DIMS)))
+    rng = np.random.default_rng(seed)
+    points = centres[rng.integers(num_clusters, size=n)]
+    return _unit_rows(points + noise * rng.standard_normal((n, DIMS)) / np.sqrt(DIMS))
+
+
+def _ids(n):
+    return [f"doc-{i}" for i in range(n)]
+
+
+@pytest.fixture(scope="module")
+def corpus():
+    return _clustered(3000, seed=1)
+
+
+@pytest.fixture(scope="module")
+def queries():
+    return _clustered(200, seed=2)
+
+
+@pytest.fixture(scope="module")
+def scann_index(corpus):
+    return SearchIndex(_ids(len(corpus)), corpus, kind="scann")
+
+
+def test_exact_search_matches_naive_argsort(corpus, queries):
+    index = SearchIndex(_ids(len(corpus)), corpus, kind="exact")
+    indices, scores = index.search(queries, k=10)
+    all_scores = queries @ corpus.T
+    expected = np.argsort(-all_scores, axis=1, kind="stable")[:, :10]
+    np.testing.assert_array_equal(indices, expected)
+    np.testing.assert_allclose(scores, np.take_along_axis(all_scores, expected, axis=1), rtol=1e-6)
+    assert indices.dtype == np.int64 and scores.dtype == np.float32
+
+
+def test_exact_search_chunks_queries(corpus, queries, monkeypatch):
+    index = SearchIndex(_ids(len(corpus)), corpus, kind="exact")
+    expected = index.search(queries, k=5)
+    monkeypatch.setattr("gtr_keras.retrieval.index._EXACT_CHUNK_SCORES", 7 * len(corpus))
+    for want, got in zip(expected, index.search(queries, k=5)):
+        np.testing.assert_array_equal(want, got)
+
+
+def test_exact_search_breaks_ties_by_row():
+    embeddings = np.array([[1, 0], [0, 1], [1, 0], [1, 0]], dtype=np.float32)
+    indices, _ = SearchIndex(_ids(4), embeddings, kind="exact").search(embeddings[:1], k=2)
+    np.testing.assert_array_equal(indices, [[0, 2]])
+
+
+def test_scann_recall_at_10(corpus, queries, scann_index):
+    exact, _ = SearchIndex(_ids(len(corpus)), corpus, kind="exact").search(queries, k=10)
+    approx, scores = scann_index.search(queries, k=10)
+    recall = np.mean([len(set(a) & set(e)) / 10 for a, e in zip(approx, exact)])
+    assert scann_index.kind == "scann"
+    assert recall >= 0.95
+    expected_scores = np.sum(queries[:, None] * corpus[approx], axis=-1)
+    np.testing.assert_allclose(scores, expected_scores, atol=1e-5)
+
+
+def test_scann_reads_search_params_at_search_time(corpus, queries):
+    exact, _ = SearchIndex(_ids(len(corpus)), corpus, kind="exact").search(queries, k=10)
+    params = {**scann_params(len(corpus)), "num_leaves_to_search": 1, "reorder_factor": 1}
+    index = SearchIndex(_ids(len(corpus)), corpus, kind="scann", params=params)
+    narrow, _ = index.search(queries, k=10)
+    index.params.update(num_leaves_to_search=params["num_leaves"], reorder_factor=100)
+    wide, _ = index.search(queries, k=10)
+    assert np.sum(narrow != exact) > 100
+    np.testing.assert_array_equal(wide, exact)
+
+
+@pytest.mark.parametrize("kind", ["exact", "scann"])
+def test_k_larger_than_corpus_returns_every_row(kind):
+    corpus = _clustered(300, seed=3)
+    index = SearchIndex(_ids(300), corpus, kind=kind)
+    indices, scores = index.search(corpus[:4], k=1000)
+    assert indices.shape == scores.shape == (4, 300)
+    assert all(sorted(row) == list(range(300)) for row in indices)
+    assert np.all(np.diff(scores, axis=1) <= 1e-6)
+
+
+def test_search_ids_maps_rows_to_ids(corpus):
+    index = SearchIndex(_ids(len(corpus)), corpus, kind="exact")
+    ids, scores = index.search_ids(corpus[[7, 42]], k=1)
+    assert ids == [["doc-7"], ["doc-42"]]
+    np.testing.assert_allclose(scores, 1.0, rtol=1e-5)
+
+
+def test_auto_kind_uses_exact_for_small_corpora(corpus):
+    assert SearchIndex(_ids(len(corpus)), corpus).kind == "exact"
+
+
+def test_scann_params_follow_corpus_size():
+    assert scann_params(1_000_000)["num_leaves"] == 1000
+    assert scann_params(1_000_000)["num_leaves_to_search"] == 100
+    assert scann_params(3000)["num_leaves"] == 30
+    assert scann_params(3000)["num_leaves_to_search"] == 30
+    assert scann_params(100_000)["num_leaves_to_search"] == 64
+    assert scann_params(50)["num_leaves"] == scann_params(50)["num_leaves_to_search"] == 1
+
+
+@pytest.mark.parametrize("kind", ["exact", "scann"])
+def test_save_load_round_trip(kind, corpus, queries, scann_index, tmp_path):
+    index = scann_index if kind == "scann" else SearchIndex(_ids(len(corpus)), corpus, kind="exact")
+    index.save(tmp_path / "index")
+    loaded = SearchIndex.load(tmp_path / "index")
+    assert loaded.kind == kind
+    assert loaded.ids == index.ids
+    assert loaded.params == index.params
+    np.testing.assert_array_equal(loaded.embeddings, corpus)
+    for want, got in zip(index.search(queries, k=10), loaded.search(queries, k=10)):
+        np.testing.assert_array_equal(want, got)
+    assert os.listdir(tmp_path) == ["index"]
+
+
+def test_load_names_bad_format_version(corpus, tmp_path):
+    directory = tmp_path / "index"
+    SearchIndex(_ids(len(corpus)), corpus, kind="exact").save(directory)
+    config = json.loads((directory / "index.json").read_text())
+    (directory / "index.json").write_text(json.dumps({**config, "format_version": 99}))
+    with pytest.raises(ValueError, match=r"index\.json: field 'format_version'"):
+        SearchIndex.load(directory)
+
+
+@pytest.mark.parametrize(
+    "text, error",
+    [
+        ("doc-0\n\ndoc-2\n", r"ids\.txt: line 2: ids must be non-empty"),
+        ("doc-0\ndoc-1\ndoc-0\n", r"ids\.txt: line 3: id 'doc-0' duplicates .*ids\.txt: line 1"),
+        ("doc-0\ndoc-1", r"ids\.txt: line 2 is not terminated"),
+        ("doc-0\ndoc-1\n", r"ids\.txt has 2 ids, expected 3"),
+    ],
+)
+def test_load_names_bad_ids_file(tmp_path, text, error):
+    directory = tmp_path / "index"
+    SearchIndex(_ids(3), np.eye(3, dtype=np.float32), kind="exact").save(directory)
+    (directory / "ids.txt").write_text(text)
+    with pytest.raises(ValueError, match=error):
+        SearchIndex.load(directory)
+
+
+@pytest.mark.parametrize("bad_id", ["a\nb", "a\rb", ""])
+def test_rejects_unstorable_ids(bad_id):
+    with pytest.raises(ValueError, match=r"ids\[1\]"):
+        SearchIndex(["ok", bad_id], np.eye(2, dtype=np.float32))
+
+
+def test_rejects_duplicate_ids():
+    with pytest.raises(ValueError, match=r"ids\[1\]: id 'a' duplicates ids\[0\]"):
+        SearchIndex(["a", "a"], np.eye(2, dtype=np.float32))
+
+
+def test_rejects_mismatched_queries(corpus):
+    index = SearchIndex(_ids(len(corpus)), corpus, kind="exact")
+    with pytest.raises(ValueError, match="dims"):
+        index.search(np.ones((1, DIMS + 1), np.float32), k=1)
+    with pytest.raises(ValueError, match="k must be"):
+        index.search(corpus[:1], k=0)
+
+
+def _encode(rows):
+    return _clustered(len(rows), seed=rows.start)
+
+
+def _texts(n):
+    return [f"text of document {i}" for i in range(n)]
+
+
+MODEL = {"model_sha256": "a" * 64}
+
+
+def test_shard_writer_resumes_after_interruption(tmp_path):
+    ids, texts = _ids(1050), _texts(1050)
+    writer = ShardWriter(tmp_path, ids, texts, shard_size=100, metadata=MODEL)
+    assert [s.number for s in writer.pending_shards()] == list(range(11))
+    assert writer.pending_shards()[-1] == (10, 1000, 1050)
+    for shard in writer.pending_shards()[:4]:
+        writer.write(shard.number, _encode(range(shard.start, shard.end)))
+    (tmp_path / "shard-00004.npz.tmp-123").write_bytes(b"killed mid-write")
+
+    resumed = ShardWriter(tmp_path, ids, texts, shard_size=100, metadata=MODEL)
+    pending = resumed.pending_shards()
+    assert [s.number for s in pending] == list(range(4, 11))
+    for shard in pending:
+        resumed.write(shard.number, _encode(range(shard.start, shard.end)))
+
+    uninterrupted = ShardWriter(tmp_path / "fresh", ids, texts, shard_size=100)
+    for shard in uninterrupted.pending_shards():
+        uninterrupted.write(shard.number, _encode(range(shard.start, shard.end)))
+    np.testing.assert_array_equal(resumed.assemble(), uninterrupted.assemble())
+    assert resumed.assemble().shape == (1050, DIMS)
+    assert not list(tmp_path.glob("*.tmp-*"))
+
+
+@pytest.mark.parametrize(
+    "change, what",
+    [
+        ({"ids": _ids(999) + ["other"]}, r"ids_sha256 \w{12}… recorded, this run has \w{12}…"),
+        ({"ids": _ids(1001), "texts": _texts(1001)}, "num_rows 1000 recorded, this run has 1001"),
+        ({"shard_size": 200}, "shard_size 100 recorded, this run has 200"),
+        ({"metadata": {"model_sha256": "b" * 64}}, "model_sha256 a{12}… recorded, this run has b{12}…"),
+        ({"metadata": {}}, "model_sha256 a{12}… recorded, this run has None"),
+        ({"metadata": {**MODEL, "document_length": 256}}, "no document_length recorded"),
+    ],
+)
+def test_shard_writer_refuses_to_resume_another_run(tmp_path, change, what):
+    args = {"ids": _ids(1000), "texts": _texts(1000), "shard_size": 100, "metadata": MODEL}
+    ShardWriter(tmp_path, **args).write(0, _encode(range(0, 100)))
+    with pytest.raises(MismatchError) as error:
+        ShardWriter(tmp_path, **{**args, **change})
+    message = f"{tmp_path}: these shards were encoded from other inputs or settings ({what}); " \
+              f"delete {tmp_path} to start over"
+    assert re.fullmatch(message.replace("(", r"\(").replace(")", r"\)"), str(error.value))
+
+
+def _move_a_word(texts):
+    texts[101], texts[102] = texts[101] + " " + texts[102].split()[0], " ".join(texts[102].split()[1:])
+
+
+@pytest.mark.parametrize("edit", [lambda t: t.__setitem__(150, "edited"), _move_a_word])
+def test_shard_writer_refuses_finished_shards_of_changed_texts(tmp_path, edit):
+    texts = _texts(250)
+    writer = ShardWriter(tmp_path, _ids(250), texts, 100, MODEL)
+    for shard in writer.pending_shards()[:2]:
+        writer.write(shard.number, _encode(range(shard.start, shard.end)))
+    changed = list(texts)
+    changed[220] = "a document of a shard not encoded yet"
+    assert [s.number for s in ShardWriter(tmp_path, _ids(250), changed, 100, MODEL).pending_shards()] == [2]
+    edit(changed)
+    with pytest.raises(MismatchError, match=re.escape(
+        f"{tmp_path}: shard 1 was encoded from other texts (documents 100-199: one or more changed since); "
+        f"delete {tmp_path} to start over"
+    )):
+        ShardWriter(tmp_path, _ids(250), changed, 100, MODEL)
+
+
+def test_shard_writer_refuses_shards_it_cannot_vouch_for(tmp_path):
+    writer = ShardWriter(tmp_path, _ids(150), _texts(150), 100, MODEL)
+    writer.write(0, _encode(range(0, 100)))
+    manifest = tmp_path / "manifest.json"
+    manifest.write_text(json.dumps({"num_rows": 150, "shard_size": 100, "metadata": MODEL}))
+    with pytest.raises(MismatchError, match="shards of another version of gtr-keras; delete .* to start over"):
+        ShardWriter(tmp_path, _ids(150), _texts(150), 100, MODEL)
+    manifest.unlink()
+    with pytest.raises(MismatchError, match="shard files but no manifest.json"):
+        ShardWriter(tmp_path, _ids(150), _texts(150), 100, MODEL)
+
+
+def test_shard_writer_checks_arguments(tmp_path):
+    for shard_size in (0, -1, 2.0, True):
+        with pytest.raises(ValueError, match="shard_size must be a positive int"):
+            ShardWriter(tmp_path, _ids(3), _texts(3), shard_size)
+    with pytest.raises(ValueError, match="Got 2 texts for 3 ids"):
+        ShardWriter(tmp_path, _ids(3), _texts(2), 2)
+    with pytest.raises(ValueError, match=r"manifest's own fields \['shard_size'\]"):
+        ShardWriter(tmp_path, _ids(3), _texts(3), 2, {"shard_size": 4})
+
+
+def test_shard_writer_checks_rows_and_completeness(tmp_path):
+    writer = ShardWriter(tmp_path, _ids(150), _texts(150), shard_size=100)
+    with pytest.raises(ValueError, match=r"rows \[100, 150\), got 100"):
+        writer.write(1, _encode(range(0, 100)))
+    writer.write(1, _encode(range(100, 150)))
+    with pytest.raises(ValueError, match="1 of 2 shards"):
+        writer.assemble()
+
+
+@pytest.mark.parametrize(
+    "name, content, message",
+    [
+        ("index.json", None, r"index: not a search index \(no index\.json\); rebuild the index"),
+        ("index.json", "{", r"index\.json: unreadable \(.*\); rebuild the index"),
+        ("index.json", "[]", r"index\.json: holds a JSON list, not an object; rebuild the index"),
+        ("embeddings.npy", "x", r"embeddings\.npy: unreadable \(.*\); rebuild the index"),
+        ("ids.txt", None, r"ids\.txt: unreadable \(.*\); rebuild the index"),
+    ],
+)
+def test_load_names_a_damaged_index(tmp_path, name, content, message):
+    directory = tmp_path / "index"
+    SearchIndex(_ids(3), np.eye(3, dtype=np.float32), kind="exact").save(directory)
+    if content is None:
+        (directory / name).unlink()
+    else:
+        (directory / name).write_text(content)
+    with pytest.raises(DataError, match=message):
+        SearchIndex.load(directory)

@@ -1,0 +1,453 @@
+import glob
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import tensorflow as tf
+from conftest import REPO
+from tensorflow.core.protobuf import saved_model_pb2
+
+import gtr_keras
+from gtr_keras.serving.export import export_encoder, load_export
+from gtr_keras_cli import main
+
+REQUESTS = os.path.join(REPO, "export", "serving", "requests")
+TEXTS = ["what is the lift of a wing?", "", "boundary layer " * 400, "Ünïcödé 北京"]
+QUERIES = ["wing lift", "heat transfer at hypersonic speed", "buckling of thin cylinders"]
+
+
+@pytest.fixture(scope="module")
+def exports(tmp_path_factory, tiny_model_dir):
+    """Encoder + searcher exports over a 300-document slice of the bundled Cranfield corpus."""
+    from gtr_keras.retrieval.readers import load_corpus
+
+    root = tmp_path_factory.mktemp("exports")
+    corpus = load_corpus(os.path.join(REPO, "gtr_keras", "assets", "cranfield"))
+    with open(root / "corpus.jsonl", "w") as f:
+        for doc_id, title, text in list(zip(corpus.ids, corpus.titles, corpus.texts))[:300]:
+            f.write(json.dumps({"_id": doc_id, "title": title, "text": text}) + "\n")
+    out = {}
+    for searcher, index_flags in (("scann", []), ("brute-force", ["--exact"])):
+        index_dir = root / f"index-{searcher}"
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr("gtr_keras.retrieval.index.EXACT_MAX_N", 10)  # ScaNN even for 300 documents
+            assert main(["index", "--model", tiny_model_dir, "--corpus", str(root / "corpus.jsonl"),
+                         "--out", str(index_dir), *index_flags]) == 0
+        assert main(["export", "--model", tiny_model_dir, "--index", str(index_dir), "--searcher", searcher,
+                     "--out", str(root / searcher), "-k", "5"]) == 0
+        out[searcher] = (root / searcher, index_dir)
+    return out
+
+
+@pytest.mark.slow
+def test_hub_load_tfsmlayer_and_keraslayer_in_fresh_process_match_cli_encode(exports, tiny_model_dir, tmp_path):
+    encoder_dir = exports["scann"][0] / "encoder" / "1"
+    texts_file = tmp_path / "texts.txt"
+    texts_file.write_text("\n".join(TEXTS) + "\n")
+    expected = {}
+    for kind in ("query", "document"):
+        out = tmp_path / f"{kind}.npy"
+        assert main(["encode", "--model", tiny_model_dir, "--input", str(texts_file), "--output", str(out),
+                     "--kind", kind]) == 0
+        expected[kind] = np.load(out)
+    script = f"""
+import json, sys, numpy as np, tensorflow as tf, tensorflow_text, tensorflow_hub as hub, keras
+texts = tf.constant(json.loads(sys.argv[1]))
+hub_model = hub.load({str(encoder_dir)!r})
+np.save({str(tmp_path / 'hub_q.npy')!r}, hub_model.signatures["encode_queries"](texts=texts)["embeddings"].numpy())
+np.save({str(tmp_path / 'hub_d.npy')!r}, hub_model.signatures["serving_default"](texts=texts)["embeddings"].numpy())
+inputs = keras.Input(shape=(), dtype="string")
+layer = keras.layers.TFSMLayer({str(encoder_dir)!r}, call_endpoint="encode_queries")
+model = keras.Model(inputs, layer(inputs))
+np.save({str(tmp_path / 'tfsm_q.npy')!r}, model(texts)["embeddings"].numpy())
+import tf_keras
+hub_layer = hub.KerasLayer({str(encoder_dir)!r}, signature="encode_queries", output_key="embeddings")
+strings = tf_keras.Input(shape=(), dtype=tf.string)
+np.save({str(tmp_path / 'keraslayer_q.npy')!r}, tf_keras.Model(strings, hub_layer(strings))(texts).numpy())
+"""
+    result = subprocess.run([sys.executable, "-c", script, json.dumps(TEXTS)], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr[-3000:]
+    np.testing.assert_allclose(np.load(tmp_path / "hub_q.npy"), expected["query"], atol=1e-5)
+    np.testing.assert_allclose(np.load(tmp_path / "hub_d.npy"), expected["document"], atol=1e-5)
+    np.testing.assert_allclose(np.load(tmp_path / "tfsm_q.npy"), expected["query"], atol=1e-5)
+    np.testing.assert_allclose(np.load(tmp_path / "keraslayer_q.npy"), expected["query"], atol=1e-5)
+
+
+def test_encoder_export_keeps_trainable_variables_and_the_spiece_asset(exports):
+    encoder_dir = exports["scann"][0] / "encoder" / "1"
+    loaded = load_export(str(encoder_dir))
+    assert len(loaded.trainable_variables) == 28  # 3 blocks x 8 + embedding + bias + final norm + projection
+    assert os.path.exists(encoder_dir / "assets" / "spiece.model")
+
+
+@pytest.mark.parametrize("searcher", ["scann", "brute-force"])
+def test_searcher_returns_the_same_ids_as_the_search_command(exports, tiny_model_dir, capsys, searcher):
+    export_dir, index_dir = exports[searcher]
+    capsys.readouterr()
+    assert main(["search", "--index", str(index_dir), "--model", tiny_model_dir, *QUERIES, "-k", "5", "--json"]) == 0
+    expected = [[hit["id"] for hit in row["hits"]] for row in json.loads(capsys.readouterr().out)]
+    loaded = load_export(str(export_dir / "searcher" / "1"))
+    result = loaded.signatures["serving_default"](queries=tf.constant(QUERIES))
+    assert [[i.decode() for i in row] for row in result["ids"].numpy()] == expected
+    with_k = loaded.signatures["search"](queries=tf.constant(QUERIES), k=tf.constant([3, 3, 3]))
+    assert [[i.decode() for i in row] for row in with_k["ids"].numpy()] == [row[:3] for row in expected]
+    assert with_k["scores"].dtype == tf.float32 and with_k["ids"].shape == (3, 3)
+    # k per query: a batch is as wide as its largest k; a row's places past its k are padding.
+    mixed = loaded.signatures["search"](queries=tf.constant(QUERIES), k=tf.constant([1, 5, 2]))
+    ids, scores = [[i.decode() for i in row] for row in mixed["ids"].numpy()], mixed["scores"].numpy()
+    assert ids == [expected[0][:1] + [""] * 4, expected[1], expected[2][:2] + [""] * 3]
+    assert (scores[0, 1:] == -2.0).all() and (scores[2, 2:] == -2.0).all() and (scores[:, 0] > -1.0001).all()
+
+
+def _tf_text_ops():
+    import tensorflow_text
+
+    names = set()
+    for library in glob.glob(os.path.join(os.path.dirname(tensorflow_text.__file__), "python", "ops", "_*.so")):
+        module = tf.load_op_library(library)
+        # Generated op modules expose each op under its CamelCase op name.
+        names.update(n for n in dir(module) if n[0].isupper() and callable(getattr(module, n)) and n != "Annotated")
+    return names
+
+
+def _ops_in_saved_model(path):
+    proto = saved_model_pb2.SavedModel()
+    with open(os.path.join(path, "saved_model.pb"), "rb") as f:
+        proto.ParseFromString(f.read())
+    graph = proto.meta_graphs[0].graph_def
+    ops = {node.op for node in graph.node}
+    for function in graph.library.function:
+        ops.update(node.op for node in function.node_def)
+    return ops
+
+
+def test_encoder_and_brute_force_searcher_use_only_stock_serving_ops(exports):
+    allowed = (set(dir(tf.raw_ops)) | _tf_text_ops()) - {"PyFunc", "PyFuncStateless", "EagerPyFunc"}
+    export_dir = exports["brute-force"][0]
+    for model in ("encoder", "searcher"):
+        ops = _ops_in_saved_model(export_dir / model / "1")
+        assert "SentencepieceTokenizeOp" in ops  # the walk does see the graph's ops
+        assert ops <= allowed, ops - allowed
+    scann_ops = _ops_in_saved_model(exports["scann"][0] / "searcher" / "1") - allowed
+    assert scann_ops and all(op.startswith("Scann") for op in scann_ops), scann_ops
+
+
+def _cli(*args):
+    return subprocess.run([sys.executable, "-m", "gtr_keras_cli", "saved-model-cli", *args],
+                          check=True, capture_output=True, text=True).stdout
+
+
+@pytest.mark.slow
+def test_saved_model_cli_show_and_run(exports):
+    encoder_dir = str(exports["brute-force"][0] / "encoder" / "1")
+    shown = _cli("show", "--dir", encoder_dir, "--all")
+    for signature in ("serving_default", "encode_queries", "encode_documents"):
+        assert f"signature_def['{signature}']" in shown
+    assert "DT_STRING" in shown and "outputs['embeddings']" in shown
+    ran = _cli("run", "--dir", encoder_dir, "--tag_set", "serve", "--signature_def", "encode_queries",
+               "--input_exprs", 'texts=["wing lift", ""]')
+    assert "Result for output key embeddings" in ran
+    searcher_dir = str(exports["scann"][0] / "searcher" / "1")
+    ran = _cli("run", "--dir", searcher_dir, "--tag_set", "serve", "--signature_def", "search",
+               "--input_exprs", 'queries=["wing lift"];k=[3]')
+    assert "Result for output key ids" in ran and ran.count("b'") == 3
+
+
+@pytest.mark.parametrize(
+    "request_file, model",
+    [("encoder_rest.json", "encoder"), ("searcher_rest.json", "searcher"), ("searcher_k_rest.json", "searcher")],
+)
+def test_documented_rest_requests_fit_the_signatures(exports, request_file, model):
+    with open(os.path.join(REQUESTS, request_file)) as f:
+        request = json.load(f)
+    loaded = load_export(str(exports["brute-force"][0] / model / "1"))
+    signature = loaded.signatures[request["signature_name"]]
+    specs = signature.structured_input_signature[1]
+    if "instances" in request:  # row format: one input, one instance per row
+        assert len(specs) == 1
+        (name, spec), = specs.items()
+        inputs = {name: tf.constant(request["instances"])}
+    else:  # columnar format
+        assert set(request["inputs"]) == set(specs)
+        inputs = {name: tf.constant(value, dtype=specs[name].dtype) for name, value in request["inputs"].items()}
+    for name, value in inputs.items():
+        assert value.dtype == specs[name].dtype and specs[name].shape.is_compatible_with(value.shape)
+    outputs = signature(**inputs)
+    assert outputs
+
+
+def test_bad_inputs_have_defined_results(exports):
+    loaded = load_export(str(exports["brute-force"][0] / "encoder" / "1"))
+    encode = loaded.signatures["encode_documents"]
+    texts = tf.constant([b"", b"x " * 5000, b"bad \xff\xfe bytes", b"nul \x00 byte"])
+    embeddings = encode(texts=texts)["embeddings"].numpy()
+    assert embeddings.shape == (4, 64)
+    np.testing.assert_allclose(np.linalg.norm(embeddings, axis=1), 1.0, rtol=1e-5)
+    assert encode(texts=tf.constant([], tf.string))["embeddings"].shape == (0, 64)
+    for kind in ("scann", "brute-force"):
+        signatures = load_export(str(exports[kind][0] / "searcher" / "1")).signatures
+        empty = signatures["serving_default"](queries=tf.constant([], tf.string))
+        assert empty["ids"].shape == (0, 5) and empty["scores"].shape == (0, 5), kind
+        assert signatures["search"](queries=tf.constant([], tf.string), k=tf.constant([], tf.int32))["ids"].shape == (0, 0)
+        clipped = signatures["search"](queries=tf.constant([b"\xff"]), k=tf.constant([10_000]))
+        assert clipped["ids"].shape == (1, 300), kind
+        for bad_k in (0, -3):
+            with pytest.raises(tf.errors.InvalidArgumentError, match="k must be at least 1"):
+                signatures["search"](queries=tf.constant(["wing"]), k=tf.constant([bad_k]))
+
+
+@pytest.mark.parametrize("flag", ["0", "-1", "x"])
+def test_cli_refuses_k_below_one_before_loading_anything(flag, tmp_path, capsys):
+    for command in (["search", "--index", str(tmp_path), "--model", str(tmp_path), "query"],
+                    ["export", "--model", str(tmp_path), "--out", str(tmp_path / "out")]):
+        with pytest.raises(SystemExit) as exit_info:
+            main([*command, "-k", flag])
+        assert exit_info.value.code == 2 and "-k" in capsys.readouterr().err
+
+
+def test_invalid_utf8_is_read_alike_by_the_export_and_the_cli(exports, tiny_model_dir, tmp_path):
+    texts = [b"bad \xff\xfe bytes", b"cut \xe2\x82", b"ok caf\xc3\xa9", b"\xc0\xaf overlong", b"\xed\xa0\x80 surrogate"]
+    path = tmp_path / "texts.txt"
+    path.write_bytes(b"\n".join(texts) + b"\n")
+    out = tmp_path / "cli.npy"
+    assert main(["encode", "--model", tiny_model_dir, "--input", str(path), "--output", str(out)]) == 0
+    loaded = load_export(str(exports["brute-force"][0] / "encoder" / "1"))
+    exported = loaded.signatures["encode_documents"](texts=tf.constant(texts))["embeddings"].numpy()
+    np.testing.assert_allclose(exported, np.load(out), atol=1e-5)
+
+
+def test_loading_without_load_export_names_the_imports(exports, tmp_path):
+    script = (
+        "import tensorflow as tf\n"
+        f"tf.saved_model.load({str(exports['brute-force'][0] / 'encoder' / '1')!r})\n"
+    )
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    # TF names the first unregistered TF Text op: SentencepieceOp or SentencepieceTokenizeOp.
+    assert result.returncode != 0 and "Op type not registered 'Sentencepiece" in result.stderr
+
+
+def test_bfloat16_encoder_export_is_close_to_float32(tmp_path, tiny_model_dir, tiny_encoder):
+    assert main(["export", "--model", tiny_model_dir, "--out", str(tmp_path), "--precision", "bfloat16"]) == 0
+    loaded = load_export(str(tmp_path / "encoder" / "1"))
+    embeddings = loaded.signatures["encode_documents"](texts=tf.constant(TEXTS))["embeddings"].numpy()
+    expected = tiny_encoder.encode_documents(TEXTS)
+    assert not np.array_equal(embeddings, expected)
+    np.testing.assert_allclose(np.sum(embeddings * expected, axis=1), 1.0, atol=1e-3)
+
+
+def _run_fresh(script, cwd=None):
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=cwd, env=env,
+                            timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    return result.stdout
+
+
+def test_encoder_is_a_tf_hub_reusable_saved_model(exports, tiny_model_dir, tmp_path):
+    encoder_dir = exports["brute-force"][0] / "encoder" / "1"
+    expected = gtr_keras.load(tiny_model_dir).encode_documents(TEXTS)
+    np.save(tmp_path / "expected.npy", expected)
+    out = _run_fresh(f"""
+import json, numpy as np, tensorflow as tf, tensorflow_hub as hub, tensorflow_text
+obj = hub.load({str(encoder_dir)!r})
+texts = tf.constant({TEXTS!r})
+expected = np.load({str(tmp_path / "expected.npy")!r})
+for embeddings in (obj(texts), obj(texts, training=False)):
+    assert embeddings.dtype == tf.float32 and embeddings.shape == expected.shape
+    np.testing.assert_allclose(embeddings.numpy(), expected, atol=1e-5)
+print(json.dumps([len(obj.variables), len(obj.trainable_variables), len(obj.regularization_losses),
+                  all(isinstance(v, tf.Variable) for v in obj.trainable_variables)]))
+""")
+    assert json.loads(out.splitlines()[-1]) == [28, 28, 0, True]
+
+
+def test_keras_layer_without_signature_and_trainable_fine_tuning(exports, tmp_path):
+    encoder_dir = exports["brute-force"][0] / "encoder" / "1"
+    out = _run_fresh(f"""
+import json, numpy as np, tensorflow as tf, tensorflow_hub as hub, tensorflow_text, tf_keras
+texts = tf.constant(["wing lift", "boundary layer", "shock wave", "heat transfer"])
+frozen = hub.KerasLayer({str(encoder_dir)!r})
+assert frozen(texts).shape == (4, 64) and not frozen.trainable_weights
+layer = hub.KerasLayer({str(encoder_dir)!r}, trainable=True)
+strings = tf_keras.Input(shape=(), dtype=tf.string)
+model = tf_keras.Model(strings, tf_keras.layers.Dense(1)(layer(strings)))
+before = [w.numpy() for w in layer.trainable_weights]
+outputs_before = layer(texts).numpy()
+model.compile(optimizer=tf_keras.optimizers.SGD(0.5), loss="mse")
+model.fit(texts, tf.constant([[1.0], [-1.0], [1.0], [-1.0]]), epochs=3, batch_size=4, verbose=0)
+moved = sum(not np.array_equal(a, w.numpy()) for a, w in zip(before, layer.trainable_weights))
+print(json.dumps([len(layer.trainable_weights), moved, float(np.abs(layer(texts).numpy() - outputs_before).max())]))
+""")
+    count, moved, change = json.loads(out.splitlines()[-1])
+    assert count == 28 and moved >= 20 and change > 1e-4
+
+
+def test_each_weight_is_stored_once(tmp_path):
+    from gtr_keras.cli.demo import DEMO_MODEL
+    from gtr_keras.models.gtr.presets import parameter_count, preset_config
+
+    encoder = gtr_keras.load(DEMO_MODEL)
+    target = export_encoder(encoder, str(tmp_path))
+    parameters = encoder.model.count_params()
+    assert parameters == parameter_count(preset_config("gtr-small", vocabulary_size=16_100)) == 6_942_080
+    stored = sum(os.path.getsize(path) for path in glob.glob(os.path.join(target, "variables", "*")))
+    assert stored <= 1.05 * 4 * parameters, (stored, 4 * parameters)
+
+
+def test_load_export_is_top_level_and_names_the_missing_import(exports):
+    assert gtr_keras.load_export is load_export
+    searcher_dir = exports["scann"][0] / "searcher" / "1"
+    out = _run_fresh(f"""
+import sys
+sys.modules["scann"] = None  # as on a machine without ScaNN
+import gtr_keras
+try:
+    gtr_keras.load_export({str(searcher_dir)!r})
+except RuntimeError as error:
+    print("HINT", error)
+""")
+    assert "HINT" in out and "import scann" in out and "Scann" in out
+
+
+def _readme_section(title):
+    with open(os.path.join(REPO, "README.md"), encoding="utf-8") as f:
+        readme = f.read()
+    section = readme.split(f"## {title}\n", 1)[1].split("\n## ", 1)[0]
+    return [block.split("```", 1)[0] for block in section.split("```python\n")[1:]]
+
+
+@pytest.mark.slow
+def test_readme_tf_hub_client_snippets_run(exports, tmp_path):
+    snippets = _readme_section("Use from TF Hub clients")
+    assert len(snippets) == 3
+    os.makedirs(tmp_path / "exports" / "gtr")
+    os.symlink(exports["brute-force"][0] / "encoder", tmp_path / "exports" / "gtr" / "encoder")
+    for snippet in snippets:
+        _run_fresh(snippet, cwd=tmp_path)
+
+
+def _batching_parameters_class():
+    """TF Serving's `BatchingParameters` (session_bundle_config.proto), which the tensorflow-serving-api
+    wheel does not ship: declared here by its fields' names and types, which is what text format reads."""
+    from google.protobuf import descriptor_pb2, descriptor_pool, message_factory, wrappers_pb2
+
+    proto = descriptor_pb2.FileDescriptorProto(
+        name="gtr_keras_test/batching.proto", package="gtr_keras_test", syntax="proto3",
+        dependency=["google/protobuf/wrappers.proto"],
+    )
+    message = proto.message_type.add(name="BatchingParameters")
+    kinds = descriptor_pb2.FieldDescriptorProto
+    fields = [
+        ("max_batch_size", ".google.protobuf.Int64Value"), ("batch_timeout_micros", ".google.protobuf.Int64Value"),
+        ("max_enqueued_batches", ".google.protobuf.Int64Value"), ("num_batch_threads", ".google.protobuf.Int64Value"),
+        ("thread_pool_name", ".google.protobuf.StringValue"), ("allowed_batch_sizes", None),
+        ("pad_variable_length_inputs", None), ("enable_large_batch_splitting", ".google.protobuf.BoolValue"),
+        ("max_execution_batch_size", ".google.protobuf.Int64Value"),
+    ]
+    for number, (name, type_name) in enumerate(fields, start=1):
+        field = message.field.add(name=name, number=number, label=kinds.LABEL_OPTIONAL)
+        if type_name:
+            field.type, field.type_name = kinds.TYPE_MESSAGE, type_name
+        elif name == "allowed_batch_sizes":
+            field.type, field.label = kinds.TYPE_INT64, kinds.LABEL_REPEATED
+        else:
+            field.type = kinds.TYPE_BOOL
+    pool = descriptor_pool.DescriptorPool()
+    pool.AddSerializedFile(wrappers_pb2.DESCRIPTOR.serialized_pb)
+    pool.Add(proto)
+    return message_factory.GetMessageClass(pool.FindMessageTypeByName("gtr_keras_test.BatchingParameters"))
+
+
+def _grpc_client():
+    sys.path.insert(0, os.path.join(REPO, "export", "serving"))
+    try:
+        import grpc_client
+    finally:
+        sys.path.pop(0)
+    return grpc_client
+
+
+def test_serving_configs_parse_and_fit_every_served_signature(exports):
+    from google.protobuf import text_format
+    from tensorflow_serving.config import model_server_config_pb2
+
+    serving = os.path.join(REPO, "export", "serving")
+    with open(os.path.join(serving, "models.config")) as f:
+        config = text_format.Parse(f.read(), model_server_config_pb2.ModelServerConfig())
+    models = {model.name: model for model in config.model_config_list.config}
+    assert {name: (m.base_path, m.model_platform) for name, m in models.items()} == {
+        "gtr_encoder": ("/models/gtr/encoder", "tensorflow"), "gtr_searcher": ("/models/gtr/searcher", "tensorflow"),
+    }
+    with open(os.path.join(serving, "batching.config")) as f:
+        batching = text_format.Parse(f.read(), _batching_parameters_class()())
+    assert batching.max_batch_size.value == _grpc_client().MAX_BATCH_SIZE == 256
+    assert not batching.enable_large_batch_splitting.value
+    # Batching needs the batch dimension first on every input and output of every served signature.
+    for searcher in ("scann", "brute-force"):
+        for model in ("encoder", "searcher"):
+            for name, signature in load_export(str(exports[searcher][0] / model / "1")).signatures.items():
+                specs = [*signature.structured_input_signature[1].values(), *signature.structured_outputs.values()]
+                assert all(spec.shape.rank >= 1 and spec.shape[0] is None for spec in specs), (model, name)
+
+
+def test_grpc_client_requests_run_against_the_export(exports):
+    grpc_client = _grpc_client()
+    texts = ["wing lift", "boundary layer", "", "shock wave", "heat transfer"]
+    cases = [("gtr_encoder", "encode_queries", None), ("gtr_encoder", "serving_default", None),
+             ("gtr_searcher", "serving_default", None), ("gtr_searcher", "search", 3)]
+    for model, signature_name, k in cases:
+        loaded = load_export(str(exports["brute-force"][0] / model.removeprefix("gtr_") / "1"))
+        signature = loaded.signatures[signature_name]
+        requests = grpc_client.build_requests(model, signature_name, texts, k, chunk_size=2)
+        assert len(requests) == 3
+        rows = 0
+        for request in requests:
+            assert request.model_spec.name == model and request.model_spec.signature_name == signature_name
+            specs = signature.structured_input_signature[1]
+            assert set(request.inputs) == set(specs)
+            inputs = {name: tf.constant(tf.make_ndarray(proto), specs[name].dtype) for name, proto in request.inputs.items()}
+            outputs = signature(**inputs)
+            rows += next(iter(outputs.values())).shape[0]
+            if k:
+                assert outputs["ids"].shape[1] == k
+        assert rows == len(texts)
+    with pytest.raises(ValueError, match="--k"):
+        grpc_client.build_requests("gtr_searcher", "search", texts)
+
+
+def test_a_failed_searcher_export_leaves_the_previous_encoder_and_searcher_intact(exports, tiny_model_dir, tmp_path,
+                                                                                    monkeypatch, capsys):
+    import shutil
+
+    from gtr_keras.serving import export
+
+    out, index_dir = tmp_path / "out", exports["brute-force"][1]
+    shutil.copytree(exports["brute-force"][0], out)
+    before = {p.relative_to(out): p.read_bytes() for p in out.rglob("*") if p.is_file()}
+
+    def failing(encoder, index_dir, staging, searcher, k):
+        (staging / "saved_model.pb").write_bytes(b"half")
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(export, "_write_searcher", failing)
+    assert main(["export", "--model", tiny_model_dir, "--index", str(index_dir), "--out", str(out),
+                 "--searcher", "brute-force"]) == 2
+    assert "No space left on device" in capsys.readouterr().err
+    assert {p.relative_to(out): p.read_bytes() for p in out.rglob("*") if p.is_file()} == before
+    assert sorted(os.listdir(out / "encoder")) == ["1"] and sorted(os.listdir(out / "searcher")) == ["1"]
+
+
+def test_export_refuses_an_index_of_another_model_before_writing(exports, tmp_path, capsys):
+    from gtr_keras.models.gtr.saving import load, save
+
+    other_dir = tmp_path / "other-model"
+    other = load(REPO + "/tests/fixtures/tiny-gtr-st")
+    other.model.get_layer("projection").kernel.assign(other.model.get_layer("projection").kernel * 2.0)
+    save(other, other_dir)
+    assert main(["export", "--model", str(other_dir), "--index", str(exports["brute-force"][1]),
+                 "--out", str(tmp_path / "out")]) == 2
+    assert "built with another model" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
