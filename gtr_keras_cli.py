@@ -15,6 +15,7 @@ line and exit status 1, or the traceback with `--debug`.
 """
 
 import argparse
+import fnmatch
 import importlib
 import os
 import sys
@@ -497,6 +498,59 @@ def build_parser():
 _MODEL_DESTS = ("model", "source", "init", "teacher")
 
 
+def _path_arguments(args, parser, role):
+    """`[(flag, path)]` of the parsed arguments that are `role` paths (`"input"` or `"output"`): those of a
+    path type, and for inputs the model arguments that name an existing path (not a preset name or hub id)."""
+    found = []
+    for action in parser._actions:
+        value = getattr(args, action.dest, None)
+        check = getattr(action.type, "path_check", None)
+        model = role == "input" and action.dest in _MODEL_DESTS
+        if value is None or not ((check and check[0] == role) or model):
+            continue
+        for path in value if isinstance(value, list) else [value]:
+            if model and not (_is_remote(path) or os.path.exists(path)):
+                continue
+            found.append(("/".join(action.option_strings) or action.dest, path))
+    if role == "output" and args.command == "encode":
+        found.append(("--output", f"{os.path.splitext(args.output)[0]}.ids.txt"))
+    return found
+
+
+def _comparable(path):
+    """`(path, separator)` for comparing paths: local ones absolute with links resolved."""
+    if _is_remote(path) and not path.startswith("file://"):
+        return path.rstrip("/"), "/"
+    return os.path.realpath(path.removeprefix("file://")), os.sep
+
+
+def _overlap(output, pattern):
+    """True when `output` is, contains or lies inside `pattern` (a path, or a glob of corpus files)."""
+    (out, sep), (given, _) = _comparable(output), _comparable(pattern)
+    if any(c in pattern for c in _GLOB_CHARACTERS) and not os.path.exists(pattern):
+        folder = given[: min(given.index(c) for c in _GLOB_CHARACTERS if c in given)].rpartition(sep)[0]
+        return fnmatch.fnmatch(out, given) or out == folder or folder.startswith(out + sep)
+    return out == given or out.startswith(given + sep) or given.startswith(out + sep)
+
+
+def _check_outputs(args, parser, standalone):
+    """Refuses (exit status 2, before any work) an output that is, contains or lies inside one of the
+    command's inputs or another of its outputs, and, when the command is the process (`standalone`), an
+    output on `ram://`, which lives only as long as the process that writes it."""
+    outputs = _path_arguments(args, parser, "output")
+    inputs = _path_arguments(args, parser, "input")
+    for number, (flag, path) in enumerate(outputs):
+        if standalone and path.startswith("ram://"):
+            parser.error(f"argument {flag}: {path}: ram:// lives inside one process only: the output would vanish "
+                         f"when {PROG} exits")
+        others = [(f"input {name}", given) for name, given in inputs] + [
+            (f"output {name}", given) for name, given in outputs[number + 1:]]
+        for other, given in others:
+            if _overlap(path, given):
+                parser.error(f"argument {flag}: {path} overlaps {other} {given} (an output may not be, contain or "
+                             "lie inside an input or another output)")
+
+
 def _remote_path_problem(path, check):
     """What is wrong with remote path argument `path` (`None`: nothing), or a `DataError` for a scheme
     TensorFlow has no file system for. `check` is `("input" | "output" | "model", kind)`."""
@@ -599,6 +653,7 @@ def _run(args, parser):
 
 def main(argv=None):
     """Runs `gtr-keras` with `argv` (default: `sys.argv[1:]`); returns the exit status."""
+    standalone = argv is None  # the command is the process: what it leaves on ram:// dies with it
     argv = sys.argv[1:] if argv is None else list(argv)
     quiet_tensorflow = ("TF_CPP_MIN_LOG_LEVEL", "3")  # TensorFlow's C++ start-up lines (CUDA probing, oneDNN)
     if argv[:1] == ["saved-model-cli"]:
@@ -610,6 +665,7 @@ def main(argv=None):
     args = parser.parse_args(argv)
     if args.command == "evaluate" and args.retriever == "gtr" and not args.model:
         parser.commands["evaluate"].error("argument --model: required with --retriever gtr")
+    _check_outputs(args, parser.commands[args.command], standalone)
     if not args.debug:
         os.environ.setdefault(*quiet_tensorflow)
     return _run(args, parser.commands[args.command])

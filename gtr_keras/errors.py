@@ -29,3 +29,7 @@ class MismatchError(UserError):
 
 class TrainingError(UserError):
     """Training could not go on (NaN loss, data ran out); the message says what to do."""
+
+
+class BusyError(UserError):
+    """An output is in use by another run; the message names that run."""

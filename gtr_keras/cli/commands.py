@@ -15,6 +15,7 @@ import numpy as np
 
 from gtr_keras.errors import DataError
 from gtr_keras.utils.files import atomic_file, atomic_outputs
+from gtr_keras.utils.locks import locks_output, remove_stale_staging
 
 
 def _encoder(args):
@@ -30,6 +31,7 @@ def _encoder(args):
     )
 
 
+@locks_output("args.out_dir")
 def convert(args):
     from gtr_keras.models.gtr.saving import convert_sentence_transformers, save
 
@@ -42,6 +44,7 @@ def convert(args):
     )
 
 
+@locks_output("args.out_dir")
 def migrate(args):
     from gtr_keras.models.gtr.saving import migrate as migrate_directory
 
@@ -49,6 +52,7 @@ def migrate(args):
     print(f"wrote {args.out_dir} (keras-hub preset directory)")
 
 
+@locks_output("args.output")
 def encode(args):
     from gtr_keras.retrieval.readers import read_texts
     from gtr_keras.utils import files
@@ -56,6 +60,7 @@ def encode(args):
     ids_path = f"{os.path.splitext(args.output)[0]}.ids.txt"
     if files.isdir(ids_path):
         raise DataError(f"{ids_path}: is a directory, expected a file name (the ids written beside --output)")
+    remove_stale_staging(ids_path)  # the lock of --output covers its ids file
     ids, texts = read_texts(args.input)
     kind = args.kind or ("query" if os.path.basename(args.input).startswith("queries.") else "document")
     if any("\n" in i or "\r" in i for i in ids):
@@ -88,6 +93,7 @@ def index(args):
     print(f"wrote {args.out}: {len(built.ids)} documents, {built.kind} search")
 
 
+@locks_output("args.out")
 def _index_with_beam(args, kind):
     """Encodes with an Apache Beam pipeline that reads the corpus itself, then indexes in corpus order.
 
@@ -144,12 +150,21 @@ def search(args):
 
 
 def evaluate(args):
-    from gtr_keras.retrieval.evaluation import evaluate_run, format_table, write_trec_run
+    from gtr_keras.retrieval.evaluation import (
+        evaluate_run,
+        format_table,
+        write_trec_run,
+    )
+    from gtr_keras.retrieval.readers import evaluated_queries, qrels_file
     from gtr_keras.retrieval.runs import bm25_run, gtr_run, load_dataset
 
     corpus, queries, qrels, report = load_dataset(args.dataset, args.split)
     if not report.ok:
         print(f"warning: {report}", file=sys.stderr)
+    evaluated = evaluated_queries(qrels, qrels_file(args.dataset, args.split))
+    if len(evaluated) < len(qrels):
+        print(f"warning: {len(qrels) - len(evaluated)} of {len(qrels)} judged queries have no document of grade 1 "
+              "or more and are left out of the means, as in BEIR", file=sys.stderr)
     ignore = not args.keep_identical_ids
     settings = {}
     if args.retriever == "gtr":
@@ -169,16 +184,17 @@ def evaluate(args):
                 write_trec_run(staged_path, run, tag=f"gtr-keras-{args.retriever}")
             else:
                 result = {"dataset": name, "split": args.split, "retriever": args.retriever, **settings,
-                          "metrics": metrics, "num_queries": len(qrels)}
+                          "metrics": metrics, "num_queries": len(evaluated), "num_judged_queries": len(qrels)}
                 staged_path.write_text(json.dumps(result, indent=2), encoding="utf-8")
 
 
 def analyze_lengths(args):
     from gtr_keras.retrieval.evaluation import median_length_analysis, read_trec_run
-    from gtr_keras.retrieval.readers import load_corpus, load_qrels
+    from gtr_keras.retrieval.readers import evaluated_queries, load_corpus, load_qrels, qrels_file
 
-    result = median_length_analysis(read_trec_run(args.run), load_qrels(args.dataset, args.split),
-                                    load_corpus(args.dataset), k=args.k)
+    qrels = load_qrels(args.dataset, args.split)
+    evaluated_queries(qrels, qrels_file(args.dataset, args.split))
+    result = median_length_analysis(read_trec_run(args.run), qrels, load_corpus(args.dataset), k=args.k)
     print(json.dumps({"run": args.run, "dataset": args.dataset, **result}, indent=2))
 
 

@@ -6,7 +6,12 @@ import os
 
 from gtr_keras.convert.first_format import first_format_config, load_first_format
 from gtr_keras.convert.sentence_transformers import load_sentence_transformers
-from gtr_keras.models.gtr.model_directory import DOWNLOAD_PREFIXES, HF_PREFIX, is_remote, local_model_directory
+from gtr_keras.models.gtr.model_directory import (
+    DOWNLOAD_PREFIXES,
+    HF_PREFIX,
+    is_remote,
+    local_model_directory,
+)
 from gtr_keras.models.gtr.presets import HUB_IDS
 from gtr_keras.utils import files
 

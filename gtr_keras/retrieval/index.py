@@ -7,6 +7,7 @@ approximately with ScaNN (k-means tree + anisotropic AH + exact reordering).
 It lives on any file system TensorFlow knows (local, `gs://`, `ram://`).
 """
 
+import functools
 import json
 import math
 import os
@@ -16,7 +17,11 @@ import numpy as np
 from gtr_keras.errors import DataError, MismatchError
 from gtr_keras.utils import files
 from gtr_keras.utils.files import atomic_directory
-from gtr_keras.utils.records import check_positive_int, read_json_object, unreadable_reason
+from gtr_keras.utils.records import (
+    check_positive_int,
+    read_json_object,
+    unreadable_reason,
+)
 
 FORMAT_VERSION = 1
 KINDS = ("auto", "exact", "scann")
@@ -106,10 +111,13 @@ def _load_scann(directory):
     return scann.scann_ops_pybind.load_searcher(directory)
 
 
-def _exact_top_k(embeddings, queries, k):
+def _exact_top_k(embeddings, queries, k, tie_ranks):
     """Top-`k` rows of `embeddings` by dot product, best first.
 
-    Ties are broken by the lower row index, as a stable argsort would.
+    Equal scores are ordered by `tie_ranks` (lower first), also at the cut:
+    with `tie_ranks` from the ids in descending order this is trec_eval's
+    order, so which of several tied rows make the top `k` depends on their
+    ids, never on their position in the corpus.
     """
     n = embeddings.shape[0]
     indices = np.empty((len(queries), k), dtype=np.int64)
@@ -117,14 +125,12 @@ def _exact_top_k(embeddings, queries, k):
     chunk = max(1, _EXACT_CHUNK_SCORES // n)
     for start in range(0, len(queries), chunk):
         block = queries[start : start + chunk] @ embeddings.T
-        if k < n:
-            candidates = np.argpartition(-block, k - 1, axis=1)[:, :k]
-        else:
-            candidates = np.broadcast_to(np.arange(n), block.shape)
-        candidate_scores = np.take_along_axis(block, candidates, axis=1)
-        order = np.lexsort((candidates, -candidate_scores), axis=-1)
-        indices[start : start + chunk] = np.take_along_axis(candidates, order, axis=1)
-        scores[start : start + chunk] = np.take_along_axis(candidate_scores, order, axis=1)
+        cut = np.partition(block, n - k, axis=1)[:, n - k]  # each row's k-th best score
+        for row, (row_scores, lowest) in enumerate(zip(block, cut)):
+            candidates = np.flatnonzero(row_scores >= lowest)  # ties at the cut included
+            order = np.lexsort((tie_ranks[candidates], -row_scores[candidates]))[:k]
+            indices[start + row] = candidates[order]
+            scores[start + row] = row_scores[candidates[order]]
     return indices, scores
 
 
@@ -203,8 +209,20 @@ class SearchIndex:
             self._searcher = searcher
         self.kind = kind
 
+    @functools.cached_property
+    def tie_ranks(self):
+        """Each row's place when the ids are sorted in descending order: exact search orders equal scores
+        by it, as trec_eval (and `pytrec_eval`) rank tied documents."""
+        ranks = np.empty(len(self.ids), dtype=np.int64)
+        ranks[sorted(range(len(self.ids)), key=self.ids.__getitem__, reverse=True)] = np.arange(len(self.ids))
+        return ranks
+
     def search(self, query_embeddings, k):
         """Finds the `k` best-scoring embedding rows for each query.
+
+        Exact search orders equal scores by id, descending, as trec_eval
+        does, also where ties straddle the `k`-th place; ScaNN's order among
+        equal scores is its own.
 
         Args:
             query_embeddings: float array of shape `[n, D]`.
@@ -222,7 +240,7 @@ class SearchIndex:
             )
         k = min(check_positive_int(k, "k"), self.embeddings.shape[0])
         if self.kind == "exact" or len(queries) == 0:
-            return _exact_top_k(self.embeddings, queries, k)
+            return _exact_top_k(self.embeddings, queries, k, self.tie_ranks)
         indices, scores = self._searcher.search_batched_parallel(
             queries,
             final_num_neighbors=k,
@@ -233,7 +251,7 @@ class SearchIndex:
         scores = scores.astype(np.float32, copy=False)
         unfilled = np.isnan(scores).any(axis=1)
         if unfilled.any():
-            exact = _exact_top_k(self.embeddings, queries[unfilled], k)
+            exact = _exact_top_k(self.embeddings, queries[unfilled], k, self.tie_ranks)
             indices[unfilled], scores[unfilled] = exact
         return indices, scores
 

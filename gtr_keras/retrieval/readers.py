@@ -15,7 +15,14 @@ import warnings
 
 from gtr_keras.errors import DataError, DataWarning
 from gtr_keras.utils import files
-from gtr_keras.utils.text_files import id_field, iter_jsonl, iter_lines, iter_tsv_rows, str_field
+from gtr_keras.utils.text_files import (
+    check_id_text,
+    id_field,
+    iter_jsonl,
+    iter_lines,
+    iter_tsv_rows,
+    str_field,
+)
 
 _MAX_EXAMPLES = 5
 
@@ -181,6 +188,23 @@ def qrels_file(directory, split):
     )
 
 
+def evaluated_queries(qrels, path):
+    """The ids of the queries with a document of grade 1 or more: the queries that BEIR's means (and
+    `evaluate_run`'s) are over.
+
+    Raises:
+        DataError: naming `path` (the qrels file) when there is none: nothing to evaluate.
+
+    Example:
+    >>> evaluated_queries({"q1": {"d1": 1}, "q2": {"d2": 0}}, "qrels/test.tsv")
+    ['q1']
+    """
+    evaluated = [qid for qid, judgements in qrels.items() if any(grade >= 1 for grade in judgements.values())]
+    if not evaluated:
+        raise DataError(f"{path}: no judgement of grade 1 or more: no query to evaluate")
+    return evaluated
+
+
 def load_qrels(path, split="test"):
     """Loads relevance judgements from a BEIR qrels TSV file.
 
@@ -233,6 +257,8 @@ def load_qrels(path, split="test"):
                 f"{path}:{line_no}: field `score` must be an integer, got "
                 f"{score!r}"
             ) from None
+        check_id_text(path, line_no, query_id, "query-id")
+        check_id_text(path, line_no, doc_id, "corpus-id")
         pair = (query_id, doc_id)
         if pair in first_line:
             raise DataError(

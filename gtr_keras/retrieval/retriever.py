@@ -25,7 +25,12 @@ from gtr_keras.retrieval.readers import load_corpus
 from gtr_keras.retrieval.shards import ShardWriter
 from gtr_keras.utils import files
 from gtr_keras.utils.files import atomic_directory
-from gtr_keras.utils.records import check_positive_int, describe_change, read_json_object
+from gtr_keras.utils.locks import locks_output
+from gtr_keras.utils.records import (
+    check_positive_int,
+    describe_change,
+    read_json_object,
+)
 
 RETRIEVER_JSON = "retriever.json"
 DOCUMENTS_FILE = "documents.jsonl.gz"
@@ -46,6 +51,7 @@ def work_dir_for(index_dir):
     return path.rstrip("/") + ".partial"
 
 
+@locks_output("index_dir")
 def build_index(encoder, corpus, index_dir, model_dir=None, kind="auto", batch_size=32, shard_size=2048,
                 progress=None):
     """Encodes `corpus` and writes a searchable index directory.

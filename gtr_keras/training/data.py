@@ -35,7 +35,12 @@ import tensorflow as tf
 from gtr_keras.errors import DataError, UserError
 from gtr_keras.models.gtr.preprocessor import GTRTextEmbedderPreprocessor
 from gtr_keras.models.gtr.tokenizer import DOCUMENT_LENGTH, QUERY_LENGTH
-from gtr_keras.retrieval.readers import CORPUS_FILES, QUERIES_FILES, in_collection, qrels_file
+from gtr_keras.retrieval.readers import (
+    CORPUS_FILES,
+    QUERIES_FILES,
+    in_collection,
+    qrels_file,
+)
 from gtr_keras.training.examples import (
     FORMATS,
     LIST_FIELDS,

@@ -25,12 +25,25 @@ from gtr_keras.models.gtr.presets import PRESETS, preset_config, resolve_bundled
 from gtr_keras.models.gtr.saving import load, save
 from gtr_keras.models.gtr.text_embedder import GTRTextEmbedder
 from gtr_keras.models.gtr.tokenizer import GTRTokenizer, train_sentencepiece
-from gtr_keras.training.callbacks import Checkpoints, Progress, Scalars, Validation, best_so_far, validation_collection
+from gtr_keras.training.callbacks import (
+    Checkpoints,
+    Progress,
+    Scalars,
+    Validation,
+    best_so_far,
+    validation_collection,
+)
 from gtr_keras.training.config import TrainConfig, dtype_policy, make_strategy
 from gtr_keras.training.dual_encoder import DualEncoder, make_optimizer
-from gtr_keras.training.resume import RUN_RECORD, check_resume, file_inputs, resumed_record
+from gtr_keras.training.resume import (
+    RUN_RECORD,
+    check_resume,
+    file_inputs,
+    resumed_record,
+)
 from gtr_keras.utils import files as fs
 from gtr_keras.utils.files import atomic_file, atomic_outputs
+from gtr_keras.utils.locks import locks_output
 
 _SENTENCEPIECE_TEXTS = 200_000
 
@@ -140,6 +153,7 @@ def train(config):
     return run_training(config, dual_encoder, config.data.dataset)
 
 
+@locks_output("config.output_dir", working_directory=True)
 def run_training(config, make_model, make_dataset, inputs=None):
     """The loop of `train`, for any Keras model that trains a `GTRTextEmbedder` (`distill` uses it too).
 

@@ -245,6 +245,14 @@ def _upload_and_commit(pairs):
         raise
 
 
+def _remote_parent(path):
+    """The parent of a path with a scheme, or None for one at the root (`ram://x`: its parent `ram:/` would
+    name a local folder)."""
+    scheme, rest = path.split("://", 1)
+    head = rest.rstrip("/").rpartition("/")[0]
+    return f"{scheme}://{head}" if head else None
+
+
 @contextlib.contextmanager
 def atomic_outputs(*targets):
     """Staging paths for several outputs (files or directories) that replace them together.
@@ -281,8 +289,9 @@ def atomic_outputs(*targets):
     targets = [os.fspath(target) for target in targets]
     local = [os.path.abspath(target.removeprefix("file://")) if is_local(target) else None for target in targets]
     for target, path in zip(targets, local):
-        if path is None and not exists(target) and not exists(target.rsplit("/", 1)[0]):
-            makedirs(target.rsplit("/", 1)[0])
+        parent = None if path else _remote_parent(target)
+        if parent and not exists(target) and not exists(parent):
+            makedirs(parent)
     staging = []
     with tempfile.TemporaryDirectory(prefix="gtr-keras-staging-") as scratch:
         try:

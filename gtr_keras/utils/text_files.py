@@ -171,7 +171,16 @@ def id_field(path, line_no, record):
             f"{path}:{line_no}: field `_id` must be a string or an integer, got "
             f"{type(value).__name__}"
         )
-    return str(value)
+    return check_id_text(path, line_no, str(value), "`_id`")
+
+
+def check_id_text(path, line_no, value, field):
+    """`value`, an id, unless it holds whitespace, which a TREC run line (`qid Q0 docid rank score tag`)
+    cannot keep: a `DataError` naming the file, line and field then."""
+    if any(character.isspace() for character in value):
+        raise DataError(f"{path}:{line_no}: {field} {value!r} holds whitespace, which TREC run files (and so "
+                        "evaluation) cannot keep")
+    return value
 
 
 def str_field(path, line_no, record, field, required):

@@ -186,3 +186,50 @@ def test_a_missing_model_is_named_before_the_input_is_read(tmp_path, monkeypatch
     assert main(["encode", "--model", str(tmp_path / "typo"), "--input", str(tmp_path / "texts.txt"),
                  "--output", str(tmp_path / "o.npy")]) == 2
     assert capsys.readouterr().err.strip() == f"gtr-keras encode: error: {tmp_path / 'typo'}: no such model directory"
+
+
+def _collection(tmp_path, grades, doc_ids=("d0", "d1", "d2")):
+    from beir_files import write_beir
+
+    from gtr_keras.retrieval.readers import Corpus
+
+    corpus = Corpus(list(doc_ids), [""] * len(doc_ids), [f"text {i}" for i in range(len(doc_ids))])
+    queries = {f"q{i}": f"query {i}" for i in range(len(grades))}
+    return write_beir(tmp_path / "ds", corpus, queries, [(f"q{i}", "d0", g) for i, g in enumerate(grades)])
+
+
+def test_qrels_without_a_relevant_document_are_exit_2_before_any_encoding(tmp_path, monkeypatch, capsys):
+    from gtr_keras.cli import commands
+
+    monkeypatch.setattr(commands, "_encoder", lambda args: pytest.fail("the model was loaded"))
+    dataset = _collection(tmp_path, [0, 0])
+    (tmp_path / "run.trec").write_text("q0 Q0 d0 1 0.5 x\n")
+    qrels = dataset / "qrels" / "test.tsv"
+    for argv in (["evaluate", "--dataset", str(dataset), "--model", str(tmp_path)],
+                 ["analyze-lengths", "--run", str(tmp_path / "run.trec"), "--dataset", str(dataset)]):
+        assert main(argv) == 2
+        assert capsys.readouterr().err.strip().endswith(
+            f"error: {qrels}: no judgement of grade 1 or more: no query to evaluate")
+
+
+def test_the_metrics_say_how_many_queries_the_means_are_over_and_warn_of_the_rest(tmp_path, capsys):
+    dataset = _collection(tmp_path, [1, 0, 2])
+    out = tmp_path / "m.json"
+    assert main(["evaluate", "--dataset", str(dataset), "--retriever", "bm25", "--output-json", str(out)]) == 0
+    result = json.loads(out.read_text())
+    assert (result["num_queries"], result["num_judged_queries"]) == (2, 3)
+    assert "warning: 1 of 3 judged queries have no document of grade 1 or more" in capsys.readouterr().err
+
+
+def test_ids_holding_whitespace_are_refused_at_read_naming_the_line(tmp_path, capsys):
+    dataset = _collection(tmp_path, [1], doc_ids=("d0", "d 1"))
+    assert main(["evaluate", "--dataset", str(dataset), "--retriever", "bm25"]) == 2
+    assert capsys.readouterr().err.strip().endswith(
+        f"error: {dataset / 'corpus.jsonl'}:2: `_id` 'd 1' holds whitespace, which TREC run files (and so "
+        "evaluation) cannot keep")
+    (dataset / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\nq0\td0 x\t1\n")
+    from gtr_keras.errors import DataError
+    from gtr_keras.retrieval.readers import load_qrels
+
+    with pytest.raises(DataError, match=r"test.tsv:2: corpus-id 'd0 x' holds whitespace"):
+        load_qrels(str(dataset))

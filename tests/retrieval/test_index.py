@@ -61,10 +61,28 @@ def test_exact_search_chunks_queries(corpus, queries, monkeypatch):
         np.testing.assert_array_equal(want, got)
 
 
-def test_exact_search_breaks_ties_by_row():
+def test_exact_search_breaks_ties_by_id_descending_as_trec_eval():
     embeddings = np.array([[1, 0], [0, 1], [1, 0], [1, 0]], dtype=np.float32)
-    indices, _ = SearchIndex(_ids(4), embeddings, kind="exact").search(embeddings[:1], k=2)
-    np.testing.assert_array_equal(indices, [[0, 2]])
+    index = SearchIndex(["b", "x", "a", "c"], embeddings, kind="exact")
+    indices, _ = index.search(embeddings[:1], k=2)
+    np.testing.assert_array_equal(indices, [[3, 0]])  # c, then b; a is cut
+
+
+def test_ties_at_the_depth_cut_do_not_depend_on_corpus_order():
+    """1,005 documents tied for every query, one judged relevant: the metrics at depth 1,000 are those of
+    pytrec_eval on the full ranking, whatever the order of the corpus file."""
+    import pytrec_eval
+
+    from gtr_keras.retrieval.evaluation import evaluate_run, results_from_scores
+
+    ids = [f"d{i:04d}" for i in range(1005)]
+    qrels = {"q": {"d1004": 1}}
+    full = pytrec_eval.RelevanceEvaluator(qrels, {"ndcg_cut.10"}).evaluate({"q": {i: 1.0 for i in ids}})
+    for order in (ids, ids[::-1], list(np.random.default_rng(0).permutation(ids))):
+        index = SearchIndex(order, np.tile([[1.0, 0.0]], (1005, 1)).astype("float32"), kind="exact")
+        indices, scores = index.search(np.array([[1.0, 0.0]], "float32"), k=1000)
+        metrics = evaluate_run(qrels, results_from_scores(["q"], order, indices, scores))
+        assert metrics["ndcg@10"] == full["q"]["ndcg_cut_10"] == 1.0
 
 
 def test_scann_recall_at_10(corpus, queries, scann_index):

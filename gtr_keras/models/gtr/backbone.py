@@ -4,7 +4,11 @@ import keras
 import keras_hub
 
 from gtr_keras.models.gtr.layers import RelativePositionBias, T5EncoderBlock
-from gtr_keras.models.gtr.model_directory import check_weights_file
+from gtr_keras.models.gtr.model_directory import (
+    check_finite,
+    check_weights_file,
+    weights_by_path,
+)
 
 INPUT_NAMES = ("token_ids", "padding_mask")
 
@@ -131,9 +135,9 @@ class GTRBackbone(keras_hub.models.Backbone):
             skip_mismatch: load as Keras does, without the check.
 
         Raises:
-            CheckpointError: a missing, extra or misshapen weight, or a
-                setting of the file's model directory that contradicts its
-                weights (`model_directory.check_weights_file`).
+            CheckpointError: a missing, extra, misshapen or non-finite weight,
+                or a setting of the file's model directory that contradicts
+                its weights (`model_directory.check_weights_file`).
 
         Example:
         >>> backbone.load_weights("models/m/model.weights.h5")  # doctest: +SKIP
@@ -141,6 +145,7 @@ class GTRBackbone(keras_hub.models.Backbone):
         if not skip_mismatch:
             check_weights_file(self, filepath)
         super().load_weights(filepath, skip_mismatch=skip_mismatch, **kwargs)
+        check_finite(weights_by_path(self), filepath)
 
     def get_config(self):
         return {

@@ -4,6 +4,7 @@ import numpy as np
 import tensorflow as tf
 from tqdm.auto import tqdm
 
+from gtr_keras.errors import CheckpointError
 from gtr_keras.models.gtr.tokenizer import PAD_ID
 
 LENGTH_BUCKETS = (16, 32, 64, 128, 256, 384, 512)
@@ -105,6 +106,12 @@ class Encoder:
                     mask[i, : lengths[row]] = 1
                 output[rows] = self.embed_tokens(batch, mask)[: len(rows)]
                 bar.update(len(rows))
+        broken = np.flatnonzero(~np.isfinite(output).all(axis=1))
+        if broken.size:
+            raise CheckpointError(
+                f"the model gives non-finite embeddings (NaN or infinity) for {broken.size} of {len(texts)} "
+                f"{kind}s (the first: number {broken[0]}); nothing was written"
+            )
         return output
 
     def padded_shape(self, rows, length, batch_size):

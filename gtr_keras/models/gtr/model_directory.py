@@ -141,7 +141,12 @@ def check_model_directory(directory, load_weights=True):
         check_architecture(backbone, shapes, config_path, weights_name)
         check_architecture(task_backbone, shapes, task_path, weights_name, "backbone.")
         task_weights_path = os.path.join(directory, TASK_WEIGHTS_FILE)
-        if task and files.isfile(task_weights_path):
+        if task and not files.isfile(task_weights_path):
+            raise CheckpointError(
+                f"{task_weights_path}: missing ({TASK_FILE} is there: the projection's weights would be random); "
+                "copy the whole model directory again"
+            )
+        if task:
             check_architecture(task, read_weights(task_weights_path, values=False), task_path, TASK_WEIGHTS_FILE)
     _check_agreement(config_path, backbone, task_backbone, "backbone")
     _check_agreement(preprocessor_path, preprocessor, task_preprocessor, "preprocessor")
@@ -346,8 +351,19 @@ def assign_weights(model, tensors, source):
     weights = weights_by_path(model)
     check_shapes({path: tuple(v.shape) for path, v in weights.items()},
                   {path: np.shape(value) for path, value in tensors.items()}, source)
+    check_finite(tensors, source)
     for path, variable in weights.items():
         variable.assign(np.asarray(tensors[path]).astype(np.float32))
+
+
+def check_finite(weights, source):
+    """Raises `CheckpointError` naming `source` and the first weight of `{path: array or variable}` that holds
+    NaN or infinity (a damaged or diverged model would give NaN embeddings and rankings without a word)."""
+    for path, value in weights.items():
+        array = np.asarray(value.numpy() if hasattr(value, "numpy") else value)
+        if np.issubdtype(array.dtype, np.floating) and not np.isfinite(array).all():
+            count = int(array.size - np.isfinite(array).sum())
+            raise CheckpointError(f"{source}: weight {path} holds {count} non-finite values (NaN or infinity)")
 
 
 def read_spiece(directory):

@@ -6,7 +6,12 @@ import tensorflow as tf
 from keras_hub.src.utils.tensor_utils import preprocessing_function
 
 from gtr_keras.models.gtr.backbone import GTRBackbone
-from gtr_keras.models.gtr.tokenizer import DOCUMENT_LENGTH, QUERY_LENGTH, GTRTokenizer, pad_token_ids
+from gtr_keras.models.gtr.tokenizer import (
+    DOCUMENT_LENGTH,
+    QUERY_LENGTH,
+    GTRTokenizer,
+    pad_token_ids,
+)
 
 KINDS = ("query", "document")
 

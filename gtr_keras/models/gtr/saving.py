@@ -9,7 +9,11 @@ system TensorFlow knows; `load` also takes what `GTRTextEmbedder.from_preset` co
 
 import os
 
-from gtr_keras.convert.first_format import LEGACY_FORMAT, first_format_config, load_first_format
+from gtr_keras.convert.first_format import (
+    LEGACY_FORMAT,
+    first_format_config,
+    load_first_format,
+)
 from gtr_keras.convert.sentence_transformers import load_sentence_transformers
 from gtr_keras.errors import CheckpointError
 from gtr_keras.models.gtr.model_directory import (
@@ -23,22 +27,22 @@ from gtr_keras.models.gtr.presets import resolve_bundled
 from gtr_keras.models.gtr.text_embedder import GTRTextEmbedder
 from gtr_keras.models.gtr.tokenizer import QUERY_LENGTH
 from gtr_keras.utils import files
-from gtr_keras.utils.files import atomic_directory
+from gtr_keras.utils.locks import locks_output
 
 
+@locks_output("directory")
 def save(model, directory):
     """Writes a `GTRTextEmbedder` (or an `Encoder`'s) as a model directory, atomically.
 
-    The directory is a keras-hub preset (`save_to_preset`); a crash leaves no
-    half directory. A directory on another file system (`gs://...`) is
-    written locally, then uploaded.
+    The directory is a keras-hub preset (`GTRTextEmbedder.save_to_preset`,
+    which replaces it as a unit: a crash leaves no half directory). A directory
+    on another file system (`gs://...`) is written locally, then uploaded. A
+    second run writing the same directory meanwhile is refused (`output_lock`).
 
     Example:
     >>> gtr_keras.save(encoder, "models/my-gtr")
     """
-    embedder = getattr(model, "model", model)
-    with atomic_directory(directory) as staging:
-        embedder.save_to_preset(str(staging))
+    getattr(model, "model", model).save_to_preset(directory)
 
 
 def load(directory, jit_compile=False, dtype=None, query_length=None, document_length=None):

@@ -1,5 +1,6 @@
 """`GTRTextEmbedder`: the GTR tower as a keras-hub `TextEmbedder`."""
 
+import json
 import os
 
 import keras
@@ -11,14 +12,17 @@ from gtr_keras.models.gtr.backbone import GTRBackbone
 from gtr_keras.models.gtr.encoder import Encoder
 from gtr_keras.models.gtr.layers import MaskedMeanPooling
 from gtr_keras.models.gtr.model_directory import (
+    check_finite,
     check_model_directory,
     check_weights_file,
     is_remote,
     local_model_directory,
+    weights_by_path,
 )
 from gtr_keras.models.gtr.preprocessor import GTRTextEmbedderPreprocessor
 from gtr_keras.models.gtr.presets import preset_config, resolve_bundled
 from gtr_keras.utils import files
+from gtr_keras.utils.files import atomic_directory
 
 
 @keras.saving.register_keras_serializable(package="gtr_keras")
@@ -152,6 +156,28 @@ class GTRTextEmbedder(keras_hub.models.TextEmbedder):
             check_model_directory(preset, load_weights)
         return super().from_preset(preset, load_weights=load_weights, **kwargs)
 
+    def save_to_preset(self, preset_dir, max_shard_size=10):
+        """keras-hub's `save_to_preset`, replacing `preset_dir` as a unit (as `gtr_keras.save` does).
+
+        keras-hub writes the files one by one into the directory: killed midway,
+        it would leave a directory that loads as a mix of the old and the new
+        model. Here they are written to a staging directory that then replaces
+        `preset_dir` (other files there go with it), local or on any file system.
+        A model of a mixed precision policy (trained with `mixed_bfloat16`) is
+        recorded with its weights' dtype (float32), which keras-hub's loader
+        reads (it refuses mixed policies); load it with `dtype="bfloat16"` to
+        run in bfloat16.
+
+        Example:
+        >>> embedder.save_to_preset("models/my-gtr")  # doctest: +SKIP
+        """
+        with atomic_directory(preset_dir) as staging:
+            super().save_to_preset(str(staging), max_shard_size=max_shard_size)
+            for name in ("config.json", "task.json", "preprocessor.json"):
+                path = staging / name
+                if path.exists():
+                    path.write_text(json.dumps(_weights_dtypes(json.loads(path.read_text())), indent=4))
+
     def load_task_weights(self, filepath):
         """Loads the task weights (the projection), which the file must hold exactly.
 
@@ -159,12 +185,14 @@ class GTRTextEmbedder(keras_hub.models.TextEmbedder):
             filepath: a `task.weights.h5` file.
 
         Raises:
-            CheckpointError: a missing, extra or misshapen weight, or a
-                setting of the file's model directory that contradicts its
-                weights (`model_directory.check_weights_file`).
+            CheckpointError: a missing, extra, misshapen or non-finite weight,
+                or a setting of the file's model directory that contradicts
+                its weights (`model_directory.check_weights_file`).
         """
         check_weights_file(self, filepath)
         super().load_task_weights(filepath)
+        backbone_weights = {id(variable) for variable in self.backbone.weights}
+        check_finite({path: v for path, v in weights_by_path(self).items() if id(v) not in backbone_weights}, filepath)
 
     def get_config(self):
         return {**super().get_config(), "embedding_dim": self.embedding_dim}
@@ -211,3 +239,15 @@ class GTRTextEmbedder(keras_hub.models.TextEmbedder):
         """Cosine similarities `[queries, documents]` of unit-norm embeddings."""
         scores = ops.matmul(ops.convert_to_tensor(query_embeddings), ops.transpose(document_embeddings))
         return ops.convert_to_numpy(scores)
+
+
+def _weights_dtypes(config):
+    """A saved config with every mixed dtype policy (`mixed_bfloat16`) replaced by its weights' dtype."""
+    if isinstance(config, list):
+        return [_weights_dtypes(item) for item in config]
+    if not isinstance(config, dict):
+        return config
+    if config.get("class_name") == "DTypePolicy" and config.get("config", {}).get("name", "").startswith("mixed_"):
+        policy = keras.DTypePolicy(config["config"]["name"])
+        return {**config, "config": {**config["config"], "name": policy.variable_dtype}}
+    return {key: _weights_dtypes(value) for key, value in config.items()}

@@ -115,3 +115,45 @@ def test_sharded_weights_are_checked_too(tiny_model_dir, tmp_path):
 def test_first_format_settings_are_checked(tmp_path, keys, value, message):
     source = f"{FIXTURES}/tiny-gtr-legacy"
     assert_refused(edited(source, tmp_path / "m", "config.json", keys, value), message)
+
+
+@pytest.mark.parametrize("loader", sorted(LOADERS))
+def test_a_directory_without_its_task_weights_does_not_load_with_a_random_projection(tiny_model_dir, tmp_path,
+                                                                                     loader):
+    copy = shutil.copytree(tiny_model_dir, tmp_path / "m")
+    (copy / "task.weights.h5").unlink()
+    with pytest.raises(CheckpointError, match=f"^{re.escape(str(copy / 'task.weights.h5'))}: missing"):
+        LOADERS[loader](str(copy))
+
+
+@pytest.mark.parametrize("file, dataset, weight", [
+    ("model.weights.h5", "layers/embedding/vars/0", "token_embedding/embeddings"),
+    ("task.weights.h5", "layers/dense/vars/0", "projection/kernel"),
+])
+@pytest.mark.parametrize("loader", sorted(LOADERS))
+def test_non_finite_weights_are_refused_naming_the_file_and_the_weight(tiny_model_dir, tmp_path, file, dataset,
+                                                                       weight, loader):
+    if loader == "Backbone.from_preset" and file == "task.weights.h5":
+        pytest.skip("the backbone holds no task weights")
+    copy = shutil.copytree(tiny_model_dir, tmp_path / "m")
+    with h5py.File(copy / file, "r+") as f:
+        values = f[dataset][()]
+        values.flat[3], values.flat[5] = np.nan, np.inf
+        f[dataset][...] = values
+    with pytest.raises(CheckpointError, match=f"{re.escape(str(copy / file))}: weight {weight} holds 2 non-finite"):
+        LOADERS[loader](str(copy))
+
+
+def test_a_model_giving_non_finite_embeddings_writes_nothing(tiny_model_dir, tmp_path, capsys):
+    from gtr_keras_cli import main
+
+    encoder = gtr_keras.load(tiny_model_dir)
+    kernel = encoder.model.projection.kernel
+    kernel.assign(np.full(kernel.shape, 3e38, "float32"))  # finite weights whose sums overflow
+    with pytest.raises(CheckpointError, match="non-finite embeddings .* for 2 of 2 documents"):
+        encoder.encode(["a", "b"])
+    gtr_keras.save(encoder, tmp_path / "m")
+    (tmp_path / "t.txt").write_text("a\nb\n")
+    argv = ["encode", "--model", str(tmp_path / "m"), "--input", str(tmp_path / "t.txt"), "--output"]
+    assert main([*argv, str(tmp_path / "e.npy")]) == 2
+    assert "non-finite embeddings" in capsys.readouterr().err and not (tmp_path / "e.npy").exists()

@@ -59,3 +59,20 @@ def test_the_bundled_name_works_as_a_command_line_model(tmp_path):
 def test_an_unknown_name_is_no_model_directory():
     with pytest.raises(CheckpointError, match="gtr-small-distiled: no such model directory"):
         check_model_source("gtr-small-distiled")
+
+
+@pytest.mark.parametrize("loader", ["gtr_keras.load", "TextEmbedder.from_preset", "Backbone.from_preset"])
+def test_a_model_of_a_mixed_policy_saves_as_a_preset_every_loader_reads(tmp_path, loader):
+    config = {k: v for k, v in gtr_keras.preset_config("gtr-tiny").items() if k != "embedding_dim"}
+    with open(os.path.join(FIXTURES, "tiny-gtr-st", "spiece.model"), "rb") as f:
+        embedder = gtr_keras.GTRTextEmbedder.from_parts(config, f.read(), 32, 16, 64, dtype="mixed_bfloat16")
+    gtr_keras.save(embedder, tmp_path / "m")
+    load = {"gtr_keras.load": lambda path: gtr_keras.load(path).model,
+            "TextEmbedder.from_preset": keras_hub.models.TextEmbedder.from_preset,
+            "Backbone.from_preset": keras_hub.models.Backbone.from_preset}[loader]
+    loaded = load(str(tmp_path / "m"))
+    assert loaded.dtype_policy.name == "float32"  # the weights' dtype: float32 under mixed_bfloat16
+    for saved, read in zip(getattr(embedder, "backbone" if "Backbone" in loader else "model", embedder).weights,
+                           loaded.weights):
+        np.testing.assert_array_equal(saved.numpy(), read.numpy())
+    assert gtr_keras.load(str(tmp_path / "m"), dtype="bfloat16").model.dtype_policy.name == "bfloat16"

@@ -1,0 +1,203 @@
+"""One writer at a time per output: a second run on the same output is refused, naming the first.
+
+`output_lock(path)` is held by every command that writes a resumable or
+replaced output (index, train, distill, export, encode, convert, migrate), for
+the whole run. Its lock file is `.NAME.lock` beside the output, and notes the
+holder's host, process id and command line for the message another run gets.
+
+- Local file systems: an exclusive `fcntl.flock` on the lock file. The kernel
+  drops it when the holder exits, however it ends (SIGKILL included), so a
+  killed run leaves no lock behind, and a lock is never taken over while its
+  holder lives.
+- Other file systems (`gs://`, `ram://`): `tf.io.gfile` has no exclusive
+  create, so the lock is an object written when absent and read back to check
+  that this run's note is the one there. Two runs starting within that moment
+  could both pass; a run that died on another machine leaves its lock object,
+  which later runs name: delete it once that run is gone. A lock left on this
+  machine by a process that no longer exists is taken over.
+
+While it holds the lock, a run removes the staging files that a killed run of
+the same output left (`.NAME.tmp-*`, `.NAME.upload-*`, and for a working
+directory such as a training run's, those inside it): no other run can be
+using them.
+"""
+
+import contextlib
+import fcntl
+import functools
+import inspect
+import json
+import os
+import socket
+import sys
+import time
+import uuid
+
+from gtr_keras.errors import BusyError
+from gtr_keras.utils import files
+
+_HELD = {}  # lock path -> how many blocks of this process hold it
+_STAGING = (".{name}.tmp-*", ".{name}.upload-*")
+
+
+def _lock_path(path):
+    path = os.fspath(path).rstrip("/")
+    if files.is_local(path):
+        path = os.path.abspath(path.removeprefix("file://"))
+        parent, name = os.path.split(path)
+        return os.path.join(parent, f".{name}.lock")
+    parent, _, name = path.rpartition("/")
+    return f"{parent}/.{name}.lock"
+
+
+def _note():
+    command = " ".join([os.path.basename(sys.argv[0]) if sys.argv else "python", *sys.argv[1:]])
+    return {"host": socket.gethostname(), "pid": os.getpid(), "command": command[:300],
+            "started": time.strftime("%Y-%m-%d %H:%M:%S"), "token": uuid.uuid4().hex}
+
+
+def _describe(text):
+    try:
+        note = json.loads(text)
+        return f"{note['command']}, pid {note['pid']} on {note['host']}, started {note['started']}"
+    except (ValueError, KeyError, TypeError):
+        return "a run that has not said who it is yet"
+
+
+def _busy(path, holder):
+    return BusyError(f"{path}: in use by another gtr-keras run ({holder}); wait for it to end or stop it, "
+                     "then rerun")
+
+
+def _lock_local(path, lock):
+    os.makedirs(os.path.dirname(lock), exist_ok=True)
+    while True:
+        descriptor = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            with open(lock, encoding="utf-8", errors="replace") as f:
+                holder = _describe(f.read())
+            os.close(descriptor)
+            raise _busy(path, holder) from None
+        try:
+            if os.fstat(descriptor).st_ino == os.stat(lock).st_ino:
+                break  # the file locked is still the lock file (its last holder may have removed it meanwhile)
+        except FileNotFoundError:
+            pass
+        os.close(descriptor)
+    os.ftruncate(descriptor, 0)
+    os.write(descriptor, json.dumps(_note()).encode("utf-8"))
+    return descriptor
+
+
+def _alive_here(note):
+    if note.get("host") != socket.gethostname():
+        return True  # another machine's process: cannot be checked from here
+    try:
+        os.kill(int(note["pid"]), 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, ValueError, KeyError):
+        return True
+    return True
+
+
+def _lock_remote(path, lock):
+    if files.exists(lock):
+        text = files.read_bytes(lock).decode("utf-8", "replace")
+        try:
+            note = json.loads(text)
+        except ValueError:
+            note = {}
+        if _alive_here(note):
+            raise _busy(path, _describe(text) + f"; if it is gone, delete {lock}")
+        files.remove(lock)  # its process is gone (some file systems, ram:// among them, append on "wb")
+    note = _note()
+    with files.open(lock, "wb") as f:
+        f.write(json.dumps(note).encode("utf-8"))
+    if json.loads(files.read_bytes(lock).decode("utf-8")).get("token") != note["token"]:
+        raise _busy(path, _describe(files.read_bytes(lock).decode("utf-8", "replace")))
+
+
+def remove_stale_staging(path, inside=False):
+    """Removes what killed runs left while staging `path` (and, with `inside`, the outputs inside it); call it
+    only while holding `output_lock` of `path` or of a directory above it."""
+    path = os.fspath(path).rstrip("/")
+    if files.is_local(path):
+        path = os.path.abspath(path.removeprefix("file://"))
+        (parent, name), join = os.path.split(path), os.path.join
+    else:
+        (parent, _, name), join = path.rpartition("/"), "{}/{}".format
+    patterns = [join(parent, pattern.format(name=name)) for pattern in _STAGING]
+    if inside:
+        patterns += [join(path, pattern.format(name="*")) for pattern in _STAGING]
+    for pattern in patterns:
+        for stale in files.glob(pattern):
+            files.remove(stale)
+
+
+@contextlib.contextmanager
+def output_lock(path, working_directory=False):
+    """Holds the lock of output `path` for the block; reentrant within a process.
+
+    Args:
+        path: the output (file or directory), local or on any file system.
+        working_directory: `path` is a directory the run works inside (a training run's):
+            stale staging files inside it are removed too.
+
+    Raises:
+        BusyError: another run holds it; the message names that run.
+
+    Example:
+    >>> with output_lock("runs/index"):
+    ...     build()
+    """
+    lock = _lock_path(path)
+    if _HELD.get(lock):
+        _HELD[lock] += 1
+        try:
+            yield
+        finally:
+            _HELD[lock] -= 1
+        return
+    local = files.is_local(lock)
+    descriptor = _lock_local(path, lock) if local else _lock_remote(path, lock)
+    _HELD[lock] = 1
+    try:
+        remove_stale_staging(path, working_directory and files.isdir(path))
+        yield
+    finally:
+        del _HELD[lock]
+        if local:
+            os.unlink(lock)
+            fcntl.flock(descriptor, fcntl.LOCK_UN)
+            os.close(descriptor)
+        else:
+            files.remove(lock)
+
+
+def locks_output(argument, working_directory=False):
+    """Decorates a function that writes an output: it runs holding `output_lock` of the argument named
+    `argument` (`"index_dir"`; `"config.output_dir"` for an attribute of one).
+
+    Example:
+    >>> @locks_output("index_dir")
+    ... def build_index(encoder, corpus, index_dir): ...
+    """
+    name, *attributes = argument.split(".")
+
+    def decorate(function):
+        signature = inspect.signature(function)
+
+        @functools.wraps(function)
+        def locked(*args, **kwargs):
+            path = signature.bind(*args, **kwargs).arguments[name]
+            for attribute in attributes:
+                path = getattr(path, attribute)
+            with output_lock(path, working_directory):
+                return function(*args, **kwargs)
+
+        return locked
+
+    return decorate
