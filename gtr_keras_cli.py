@@ -18,6 +18,7 @@ import argparse
 import fnmatch
 import importlib
 import os
+import re
 import sys
 
 PROG = "gtr-keras"
@@ -606,6 +607,20 @@ def _check_remote_paths(args, parser):
             parser.error(f"argument {name}: {problem}")
 
 
+def _resource_problem(error):
+    """One line for a TensorFlow error that is the machine's limit rather than a bug (a full disk, a file-size
+    limit, memory), naming the file where TensorFlow does; None for anything else."""
+    if not type(error).__module__.startswith("tensorflow"):
+        return None
+    message = _one_line(getattr(error, "message", "") or str(error))
+    message = re.sub(r"\s*\[Op:\w+\].*$", "", re.sub(r"\{\{function_node [^}]*\}\}\s*", "", message))
+    if type(error).__name__ == "ResourceExhaustedError" and ("OOM" in message or "memory" in message.lower()):
+        return f"out of memory ({message[:200]}); lower --batch-size (or the token budgets)"
+    if any(limit in message for limit in ("File too large", "No space left on device", "Disk quota exceeded")):
+        return message.replace("; ", ": ")
+    return None
+
+
 def _one_line(message):
     """A message on one line: its lines joined with "; " (a library's multi-line error, e.g. huggingface_hub's)."""
     return "; ".join(line.strip() for line in message.splitlines() if line.strip())
@@ -641,9 +656,13 @@ def _run(args, parser):
     except KeyboardInterrupt:
         print(f"{PROG} {args.command}: interrupted", file=sys.stderr)
         return 130
-    except Exception as error:  # a bug: one line, the traceback with --debug
+    except Exception as error:  # a bug: one line, the traceback with --debug; or the machine's limits
         if args.debug:
             raise
+        problem = _resource_problem(error)
+        if problem:
+            print(f"{PROG} {args.command}: error: {problem}", file=sys.stderr)
+            return 2
         first_line = (str(error).strip().splitlines() or [""])[0]
         print(f"{PROG} {args.command}: internal error: {type(error).__name__}: {first_line} "
               f"(a bug; rerun with --debug for the traceback and report it)", file=sys.stderr)

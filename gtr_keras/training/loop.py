@@ -218,9 +218,12 @@ def run_training(config, make_model, make_dataset, inputs=None):
         model.compile(optimizer=optimizer, steps_per_execution=config.resolved_steps_per_execution())
         optimizer.build(model.trainable_variables)
         checkpoint = tf.train.Checkpoint(model=model, optimizer=optimizer)
-        manager = tf.train.CheckpointManager(
-            checkpoint, os.path.join(config.output_dir, "checkpoints"), max_to_keep=config.keep_checkpoints
-        )
+        checkpoints = os.path.join(config.output_dir, "checkpoints")
+        # TensorFlow's staging of a checkpoint write that was killed or failed (no other run writes here: this
+        # one holds the output's lock).
+        for stale in fs.glob(os.path.join(checkpoints, "*_temp")):
+            fs.remove(stale)
+        manager = tf.train.CheckpointManager(checkpoint, checkpoints, max_to_keep=config.keep_checkpoints)
         if manager.latest_checkpoint:
             checkpoint.restore(manager.latest_checkpoint).assert_existing_objects_matched()
     start = int(optimizer.iterations.numpy())

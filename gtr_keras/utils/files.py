@@ -226,7 +226,7 @@ def _upload_and_commit(pairs):
             ]
             for file in files:
                 destination = upload if is_file else f"{upload}/{os.path.relpath(file, staged)}"
-                tf.io.gfile.makedirs(destination.rsplit("/", 1)[0])
+                _make_parent(destination)
                 tf.io.gfile.copy(file, destination, overwrite=True)
             uploads.append((upload, target, is_file))
         for upload, target, is_file in uploads:
@@ -236,13 +236,19 @@ def _upload_and_commit(pairs):
                 continue
             for file in _files_under(upload):
                 destination = f"{target}/{os.path.relpath(file, upload)}"
-                tf.io.gfile.makedirs(destination.rsplit("/", 1)[0])
+                _make_parent(destination)
                 tf.io.gfile.rename(file, destination, overwrite=True)
             remove(upload)
     except BaseException:
         for upload, _, _ in uploads:
             remove(upload)
         raise
+
+
+def _make_parent(path):
+    parent = _remote_parent(path)
+    if parent:
+        tf.io.gfile.makedirs(parent)
 
 
 def _remote_parent(path):

@@ -104,6 +104,7 @@ def _alive_here(note):
 
 
 def _lock_remote(path, lock):
+    files.exists(path)  # a file system TensorFlow does not know is a `DataError` naming the output
     if files.exists(lock):
         text = files.read_bytes(lock).decode("utf-8", "replace")
         try:

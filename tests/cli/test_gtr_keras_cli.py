@@ -19,6 +19,12 @@ def _subparsers():
     return build_parser().commands
 
 
+def _model_dir(tmp_path):
+    """An (empty) model directory beside the test's other files, never containing them."""
+    (tmp_path / "model").mkdir(exist_ok=True)
+    return str(tmp_path / "model")
+
+
 def _one_line_error(capsys):
     err = capsys.readouterr().err
     lines = err.strip().splitlines()
@@ -137,7 +143,7 @@ def test_user_error_is_exit_2_one_line_and_debug_shows_the_traceback(tmp_path, m
 
     monkeypatch.setattr(commands, "encode", failing)
     (tmp_path / "x.txt").write_text("a\n")
-    argv = ["encode", "--model", str(tmp_path), "--input", str(tmp_path / "x.txt"), "--output", str(tmp_path / "o.npy")]
+    argv = ["encode", "--model", _model_dir(tmp_path), "--input", str(tmp_path / "x.txt"), "--output", str(tmp_path / "o.npy")]
     assert main(argv) == 2
     assert _one_line_error(capsys) == "gtr-keras encode: error: corpus.jsonl:3: missing field `text`"
     with pytest.raises(DataError):
@@ -152,7 +158,7 @@ def test_a_bug_is_exit_1_with_one_line_pointing_to_debug(tmp_path, monkeypatch, 
 
     monkeypatch.setattr(commands, "encode", failing)
     (tmp_path / "x.txt").write_text("a\n")
-    assert main(["encode", "--model", str(tmp_path), "--input", str(tmp_path / "x.txt"), "--output",
+    assert main(["encode", "--model", _model_dir(tmp_path), "--input", str(tmp_path / "x.txt"), "--output",
                  str(tmp_path / "o.npy")]) == 1
     line = _one_line_error(capsys)
     assert "internal error: KeyError" in line and "--debug" in line
@@ -237,7 +243,7 @@ def test_remote_paths_are_checked_like_local_ones(tmp_path, capsys, no_model_loa
          f"argument --input: {root}/not-an-index: is a directory, expected a file"),
         (["encode", "--model", f"{root}/no-model", "--input", str(tmp_path / "x.txt"), "--output",
           str(tmp_path / "o.npy")], f"argument --model: {root}/no-model: no such model directory"),
-        (["encode", "--model", str(tmp_path), "--input", str(tmp_path / "x.txt"), "--output", f"{root}/not-an-index"],
+        (["encode", "--model", _model_dir(tmp_path), "--input", str(tmp_path / "x.txt"), "--output", f"{root}/not-an-index"],
          f"argument --output: {root}/not-an-index: must end with .npy"),
         (["search", "q", "--index", f"{root}/not-an-index", "--model", "m"],
          f"argument --index: {root}/not-an-index: not an index directory (no retriever.json)"),
@@ -278,3 +284,27 @@ def test_a_multi_line_user_error_is_printed_on_one_line(tmp_path, monkeypatch, c
     assert _one_line_error(capsys) == (
         "gtr-keras convert: error: could not download 'org/name' (ConnectError; An error happened while trying.)"
     )
+
+
+@pytest.mark.parametrize("error, expected", [
+    ("ResourceExhaustedError", "out of memory (OOM when allocating tensor with shape[4096,512,768]); lower "
+                               "--batch-size (or the token budgets)"),
+    ("OutOfRangeError", "out/checkpoints/ckpt-2_temp/part-00000: File too large"),
+])
+def test_the_machines_limits_are_exit_2_and_one_line_not_a_bug(tmp_path, monkeypatch, capsys, error, expected):
+    import tensorflow as tf
+
+    from gtr_keras.cli import commands
+
+    message = {"ResourceExhaustedError": "OOM when allocating tensor with shape[4096,512,768] [Op:MatMul]",
+               "OutOfRangeError": "{{function_node __wrapped__SaveV2}} out/checkpoints/ckpt-2_temp/part-00000; "
+                                  "File too large [Op:SaveV2]"}[error]
+
+    def failing(args):
+        raise getattr(tf.errors, error)(None, None, message)
+
+    monkeypatch.setattr(commands, "encode", failing)
+    (tmp_path / "x.txt").write_text("a\n")
+    argv = ["encode", "--model", _model_dir(tmp_path), "--input", str(tmp_path / "x.txt"), "--output", str(tmp_path / "o.npy")]
+    assert main(argv) == 2
+    assert _one_line_error(capsys) == f"gtr-keras encode: error: {expected}"

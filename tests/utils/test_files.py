@@ -177,3 +177,14 @@ def test_unknown_scheme_and_missing_file_are_data_errors_naming_the_path():
     with pytest.raises(DataError, match="foo://b/out.npy: TensorFlow has no file system"):
         with atomic_file("foo://b/out.npy") as f:
             f.write(b"x")
+
+
+def test_an_output_at_the_root_of_another_file_system_leaves_no_local_folder(tmp_path, monkeypatch, tiny_encoder):
+    import gtr_keras
+
+    monkeypatch.chdir(tmp_path)
+    gtr_keras.save(tiny_encoder, "ram://saved-at-the-root")
+    with atomic_file("ram://a-file-at-the-root") as f:
+        f.write(b"x")
+    assert list(tmp_path.iterdir()) == []  # no "ram:" folder made for the parent "ram:/"
+    assert gtr_keras.load("ram://saved-at-the-root").encode_queries(["a"]).shape == (1, 64)

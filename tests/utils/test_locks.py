@@ -167,3 +167,35 @@ def test_a_run_holding_the_lock_removes_the_staging_that_killed_runs_left(tmp_pa
     assert main(["export", "--model", tiny_model_dir, "--out", str(out)]) == 0
     assert not any(path.exists() for path in stale) and keep.exists()
     assert sorted(p.name for p in (out / "encoder").iterdir()) == ["1"]
+
+
+KILLED_EXPORT = """
+import sys, time
+from gtr_keras.serving import export
+write = export._write_encoder
+
+def pausing(encoder, staging):
+    write(encoder, staging)
+    print("staged", flush=True)
+    time.sleep(600)  # killed here, its staging written and not yet moved into place
+
+export._write_encoder = pausing
+from gtr_keras_cli import main
+main(sys.argv[1:])
+"""
+
+
+@pytest.mark.slow
+def test_a_killed_export_leaves_staging_that_the_next_export_removes(tmp_path, tiny_model_dir):
+    out = tmp_path / "exports"
+    process = subprocess.Popen([sys.executable, "-c", KILLED_EXPORT, "export", "--model", tiny_model_dir, "--out",
+                                str(out)], cwd=REPO, stdout=subprocess.PIPE, text=True)
+    selector = selectors.DefaultSelector()
+    selector.register(process.stdout, selectors.EVENT_READ)
+    assert selector.select(timeout=300), "the export did not reach its staging in 300 s"
+    kill(process)
+    left = list((out / "encoder").glob(".1.tmp-*"))
+    assert len(left) == 1 and (left[0] / "saved_model.pb").exists() and not (out / "encoder" / "1").exists()
+    assert main(["export", "--model", tiny_model_dir, "--out", str(out)]) == 0
+    assert sorted(p.name for p in (out / "encoder").iterdir()) == ["1"]
+    assert not list(tmp_path.glob(".*.lock")) and not list(out.glob(".*.lock"))

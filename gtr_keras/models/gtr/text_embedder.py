@@ -1,5 +1,6 @@
 """`GTRTextEmbedder`: the GTR tower as a keras-hub `TextEmbedder`."""
 
+import hashlib
 import json
 import os
 
@@ -8,6 +9,7 @@ import keras_hub
 from keras import ops
 
 from gtr_keras.convert.preset_loader import load_foreign_format
+from gtr_keras.errors import CheckpointError
 from gtr_keras.models.gtr.backbone import GTRBackbone
 from gtr_keras.models.gtr.encoder import Encoder
 from gtr_keras.models.gtr.layers import MaskedMeanPooling
@@ -21,6 +23,7 @@ from gtr_keras.models.gtr.model_directory import (
 )
 from gtr_keras.models.gtr.preprocessor import GTRTextEmbedderPreprocessor
 from gtr_keras.models.gtr.presets import preset_config, resolve_bundled
+from gtr_keras.models.gtr.tokenizer import METADATA_FILE, VOCABULARY_FILE, VOCABULARY_SHA256
 from gtr_keras.utils import files
 from gtr_keras.utils.files import atomic_directory
 
@@ -177,6 +180,10 @@ class GTRTextEmbedder(keras_hub.models.TextEmbedder):
                 path = staging / name
                 if path.exists():
                     path.write_text(json.dumps(_weights_dtypes(json.loads(path.read_text())), indent=4))
+            if self.preprocessor is not None:
+                metadata = json.loads((staging / METADATA_FILE).read_text())
+                metadata[VOCABULARY_SHA256] = hashlib.sha256(self.preprocessor.tokenizer.proto).hexdigest()
+                (staging / METADATA_FILE).write_text(json.dumps(metadata, indent=4))
 
     def load_task_weights(self, filepath):
         """Loads the task weights (the projection), which the file must hold exactly.
@@ -185,11 +192,20 @@ class GTRTextEmbedder(keras_hub.models.TextEmbedder):
             filepath: a `task.weights.h5` file.
 
         Raises:
-            CheckpointError: a missing, extra, misshapen or non-finite weight,
+            CheckpointError: a missing, extra, misshapen or non-finite weight, a
+                vocabulary with more pieces than the model has embedding rows,
                 or a setting of the file's model directory that contradicts
                 its weights (`model_directory.check_weights_file`).
         """
         check_weights_file(self, filepath)
+        tokenizer = self.preprocessor.tokenizer if self.preprocessor is not None else None
+        if tokenizer is not None and tokenizer.vocabulary_size() > self.backbone.vocabulary_size:
+            directory = os.path.dirname(os.fspath(filepath))
+            raise CheckpointError(
+                f"{directory}/assets/tokenizer/{VOCABULARY_FILE}: {tokenizer.vocabulary_size()} pieces, but the "
+                f"model has {self.backbone.vocabulary_size} token embedding rows (config.json vocabulary_size): "
+                "the vocabulary is another model's"
+            )
         super().load_task_weights(filepath)
         backbone_weights = {id(variable) for variable in self.backbone.weights}
         check_finite({path: v for path, v in weights_by_path(self).items() if id(v) not in backbone_weights}, filepath)

@@ -2,14 +2,17 @@
 
 import hashlib
 import io
+import json
 import os
 
 import keras
 import keras_hub
 import sentencepiece as spm
 import tensorflow as tf
+from keras_hub.src.utils import preset_utils
 from tensorflow_text.python.ops import sentencepiece_tokenizer
 
+from gtr_keras.errors import CheckpointError
 from gtr_keras.utils import files
 
 PAD_ID = 0
@@ -17,6 +20,8 @@ EOS_ID = 1
 QUERY_LENGTH = 64
 DOCUMENT_LENGTH = 512
 VOCABULARY_FILE = "vocabulary.spm"  # keras-hub's SentencePiece asset name
+METADATA_FILE = "metadata.json"  # keras-hub's preset metadata, where the vocabulary's SHA-256 is recorded
+VOCABULARY_SHA256 = "vocabulary_sha256"
 
 
 def pad_token_ids(token_ids, length=None):
@@ -69,9 +74,36 @@ class GTRTokenizer(keras_hub.tokenizers.SentencePieceTokenizer):
         super().__init__(proto=proto, **kwargs)
         self.lowercase = lowercase
 
+    def load_preset_assets(self, preset):
+        """Reads the vocabulary of a preset: its own `assets/tokenizer/vocabulary.spm`, whose SHA-256 must be
+        the one its `metadata.json` records (presets saved before it was recorded are not checked)."""
+        if self.config_file != os.path.basename(self.config_file) or self.config_file.startswith("."):
+            raise CheckpointError(
+                f"{preset}: the tokenizer's config_file {self.config_file!r} is not a file name: a model "
+                "directory reads only its own files"
+            )
+        super().load_preset_assets(preset)
+        if preset_utils.check_file_exists(preset, METADATA_FILE):
+            with open(preset_utils.get_file(preset, METADATA_FILE), encoding="utf-8") as f:
+                recorded = json.load(f).get(VOCABULARY_SHA256)
+            if recorded and recorded != hashlib.sha256(self.proto).hexdigest():
+                raise CheckpointError(
+                    f"{preset}/assets/tokenizer/{VOCABULARY_FILE}: not the vocabulary this model was saved with "
+                    f"({METADATA_FILE} records SHA-256 {recorded[:12]}..., the file has "
+                    f"{hashlib.sha256(self.proto).hexdigest()[:12]}...)"
+                )
+
     def load_assets(self, dir_path):
         # Reads the bytes here: keras-hub's `load_assets` passes a path, which safe mode refuses.
-        self.set_proto(files.read_bytes(os.path.join(dir_path, VOCABULARY_FILE)))
+        path = os.path.join(dir_path, VOCABULARY_FILE)
+        proto = files.read_bytes(path)
+        if not proto:
+            raise CheckpointError(f"{path}: empty (no SentencePiece model)")
+        try:
+            spm.SentencePieceProcessor(model_proto=proto)
+        except Exception as error:  # sentencepiece raises RuntimeError or its own errors
+            raise CheckpointError(f"{path}: not a SentencePiece model ({error})") from None
+        self.set_proto(proto)
 
     def _set_proto_tf(self, proto):
         super()._set_proto_tf(proto)

@@ -157,3 +157,79 @@ def test_a_model_giving_non_finite_embeddings_writes_nothing(tiny_model_dir, tmp
     argv = ["encode", "--model", str(tmp_path / "m"), "--input", str(tmp_path / "t.txt"), "--output"]
     assert main([*argv, str(tmp_path / "e.npy")]) == 2
     assert "non-finite embeddings" in capsys.readouterr().err and not (tmp_path / "e.npy").exists()
+
+
+def _edit_tokenizer_config(directory, key, value):
+    for name in ("tokenizer.json", "preprocessor.json", "task.json"):
+        config = json.loads((directory / name).read_text())
+
+        def walk(node):
+            if isinstance(node, dict):
+                if node.get("class_name") == "GTRTokenizer":
+                    node["config"][key] = value
+                for child in node.values():
+                    walk(child)
+
+        walk(config)
+        (directory / name).write_text(json.dumps(config))
+
+
+def _another_vocabulary(tmp_path, size):
+    from gtr_keras.models.gtr.tokenizer import train_sentencepiece
+
+    letters = np.array(list("abcdefghijklmnopqrstuvwxyz"))
+    words = ["".join(np.random.default_rng(i).choice(letters, 7)) for i in range(6000)]
+    texts = [" ".join(words[i:i + 6]) for i in range(0, 6000, 6)]
+    return train_sentencepiece(texts, str(tmp_path / "other.model"), vocabulary_size=size)
+
+
+@pytest.mark.parametrize("damage", ["more pieces than rows", "empty vocabulary", "config_file outside",
+                                    "proto outside", "task class from another module"])
+def test_a_hostile_or_damaged_preset_is_exit_2_and_one_line(tiny_model_dir, tmp_path, capsys, damage):
+    from gtr_keras_cli import main
+
+    copy = shutil.copytree(tiny_model_dir, tmp_path / "m")
+    vocabulary = copy / "assets" / "tokenizer" / "vocabulary.spm"
+    outside = tmp_path / "outside"
+    (outside / "x").mkdir(parents=True)
+    shutil.copy(FIXTURES + "/tiny-gtr-st/spiece.model", outside / "x" / "vocabulary.spm")
+    if damage == "more pieces than rows":
+        vocabulary.write_bytes(open(_another_vocabulary(tmp_path, 1500), "rb").read())
+        metadata = json.loads((copy / "metadata.json").read_text())
+        del metadata["vocabulary_sha256"]  # as in a preset saved before the hash was recorded
+        (copy / "metadata.json").write_text(json.dumps(metadata))
+        expected = "pieces, but the model has 1100 token embedding rows (config.json vocabulary_size)"
+    elif damage == "empty vocabulary":
+        vocabulary.write_bytes(b"")
+        expected = f"{vocabulary}: empty (no SentencePiece model)"
+    elif damage == "config_file outside":
+        _edit_tokenizer_config(copy, "config_file", str(outside / "x.json"))
+        expected = "is not a file name: a model directory reads only its own files"
+    elif damage == "proto outside":
+        _edit_tokenizer_config(copy, "proto", str(outside / "x" / "vocabulary.spm"))
+        expected = "outside of the model archive"
+    else:
+        task = json.loads((copy / "task.json").read_text())
+        task.update(module="os", class_name="system", registered_name=None)
+        (copy / "task.json").write_text(json.dumps(task))
+        expected = "cannot load the model"
+    (tmp_path / "t.txt").write_text("a\n")
+    assert main(["encode", "--model", str(copy), "--input", str(tmp_path / "t.txt"), "--output",
+                 str(tmp_path / "e.npy")]) == 2
+    error = capsys.readouterr().err.strip()
+    assert len(error.splitlines()) == 1 and expected in error, error
+
+
+def test_a_vocabulary_swapped_for_another_models_is_refused_by_its_recorded_hash(tiny_model_dir, tmp_path):
+    copy = shutil.copytree(tiny_model_dir, tmp_path / "m")
+    recorded = json.loads((copy / "metadata.json").read_text())["vocabulary_sha256"]
+    vocabulary = copy / "assets" / "tokenizer" / "vocabulary.spm"
+    import hashlib
+
+    assert recorded == hashlib.sha256(vocabulary.read_bytes()).hexdigest()
+    vocabulary.write_bytes(open(_another_vocabulary(tmp_path, 500), "rb").read())  # fewer pieces: fits the rows
+    for name, loader in LOADERS.items():
+        if name == "Backbone.from_preset":
+            continue  # a backbone has no tokenizer
+        with pytest.raises(CheckpointError, match=f"{re.escape(str(vocabulary))}: not the vocabulary this model"):
+            loader(str(copy))

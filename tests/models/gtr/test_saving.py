@@ -76,3 +76,47 @@ def test_a_model_of_a_mixed_policy_saves_as_a_preset_every_loader_reads(tmp_path
                            loaded.weights):
         np.testing.assert_array_equal(saved.numpy(), read.numpy())
     assert gtr_keras.load(str(tmp_path / "m"), dtype="bfloat16").model.dtype_policy.name == "bfloat16"
+
+
+KILLED_SAVE = """
+import sys, time
+import keras_hub
+import gtr_keras
+
+embedder = gtr_keras.load(sys.argv[1]).model
+embedder.projection.kernel.assign(embedder.projection.kernel * 2.0)  # another model
+save_weights = keras_hub.models.Task.save_task_weights
+
+def pausing(self, filepath):
+    save_weights(self, filepath)
+    print("half-written", flush=True)  # the backbone and task weights of the new model are written
+    time.sleep(600)
+
+keras_hub.models.Task.save_task_weights = pausing
+embedder.save_to_preset(sys.argv[2])
+"""
+
+
+@pytest.mark.slow
+def test_save_to_preset_killed_midway_leaves_the_previous_model_whole(tmp_path, tiny_model_dir):
+    import selectors
+    import shutil
+    import signal
+    import subprocess
+    import sys
+
+    from conftest import REPO
+
+    target = shutil.copytree(tiny_model_dir, tmp_path / "m")
+    before = gtr_keras.load(str(target)).encode_documents(["lift on a wing", "boundary layer"])
+    process = subprocess.Popen([sys.executable, "-c", KILLED_SAVE, tiny_model_dir, str(target)], cwd=REPO,
+                               stdout=subprocess.PIPE, text=True)
+    selector = selectors.DefaultSelector()
+    selector.register(process.stdout, selectors.EVENT_READ)
+    assert selector.select(timeout=300) and process.stdout.readline() == "half-written\n"
+    process.send_signal(signal.SIGKILL)
+    process.wait(timeout=60)
+    after = gtr_keras.load(str(target)).encode_documents(["lift on a wing", "boundary layer"])
+    np.testing.assert_array_equal(before, after)
+    gtr_keras.save(gtr_keras.load(str(target)), target)  # the next writer removes the killed one's staging
+    assert not list(tmp_path.glob(".m.tmp-*"))
