@@ -100,8 +100,8 @@ def test_atomic_outputs_refuse_a_target_left_unwritten(tmp_path):
 
 def _modes(root):
     modes = {}
-    for directory, subdirectories, files in os.walk(root):
-        for name in subdirectories + files:
+    for directory, subdirectories, file_names in os.walk(root):
+        for name in subdirectories + file_names:
             path = os.path.join(directory, name)
             modes[os.path.relpath(path, root)] = (os.path.isdir(path), os.stat(path).st_mode & 0o777)
     return modes
