@@ -379,11 +379,16 @@ def build_parser():
         sub.set_defaults(handler=name.replace("-", "_"))
         return sub
 
-    p = command("convert", "import a sentence-transformers GTR checkpoint (directory or hub id)",
+    p = command("convert", "import a sentence-transformers GTR checkpoint, or export a model to one",
                 "Reads a sentence-transformers GTR checkpoint (T5 encoder, mean pooling, dense projection) "
-                "and writes a gtr-keras model directory (a keras-hub preset).")
-    p.add_argument("source", help="checkpoint directory or Hugging Face repo id, e.g. sentence-transformers/gtr-t5-base")
-    p.add_argument("out_dir", type=_output_dir, help="model directory to write (replaced if it exists)")
+                "and writes a gtr-keras model directory (a keras-hub preset); with --to sentence-transformers, "
+                "reads a model directory and writes the sentence-transformers layout.")
+    p.add_argument("source", help="checkpoint directory or Hugging Face repo id, e.g. sentence-transformers/gtr-t5-base; "
+                                  "with --to sentence-transformers, " + _MODEL_HELP)
+    p.add_argument("out_dir", type=_output_dir, help="directory to write (replaced if it exists)")
+    p.add_argument("--to", choices=["gtr-keras", "sentence-transformers"], default="gtr-keras",
+                   help="what to write: a gtr-keras model directory, or the sentence-transformers layout "
+                        "(SentenceTransformer(OUT_DIR) loads it)")
     p.add_argument("--query-length", type=_token_budget, default=64, help="query token budget, EOS included")
 
     p = command("migrate", "rewrite a model directory of the first format as a keras-hub preset")
@@ -503,19 +508,42 @@ def _path_arguments(args, parser, role):
     """`[(flag, path)]` of the parsed arguments that are `role` paths (`"input"` or `"output"`): those of a
     path type, and for inputs the model arguments that name an existing path (not a preset name or hub id)."""
     found = []
+    config = _config_settings(args)
     for action in parser._actions:
-        value = getattr(args, action.dest, None)
+        value, name = getattr(args, action.dest, None), "/".join(action.option_strings) or action.dest
+        if value is None and action.dest in config:
+            value, name = config[action.dest], f"{action.dest} of {args.config}"
         check = getattr(action.type, "path_check", None)
         model = role == "input" and action.dest in _MODEL_DESTS
         if value is None or not ((check and check[0] == role) or model):
             continue
         for path in value if isinstance(value, list) else [value]:
-            if model and not (_is_remote(path) or os.path.exists(path)):
+            if not isinstance(path, str) or (model and not (_is_remote(path) or os.path.exists(path))):
                 continue
-            found.append(("/".join(action.option_strings) or action.dest, path))
+            found.append((name, path))
     if role == "output" and args.command == "encode":
         found.append(("--output", f"{os.path.splitext(args.output)[0]}.ids.txt"))
     return found
+
+
+def _config_settings(args):
+    """`{dotted key: value}` of a `train`/`distill` `--config` file (`{}` without one, or for one the library
+    will refuse with its file and line), so that its paths are checked like the flags'."""
+    if not getattr(args, "config", None) or _is_remote(args.config):
+        return {}
+    import yaml
+
+    try:
+        with open(args.config, encoding="utf-8") as f:
+            config = yaml.safe_load(f)
+    except (OSError, ValueError, yaml.YAMLError):
+        return {}
+    if not isinstance(config, dict):
+        return {}
+    flat = {key: value for key, value in config.items() if not isinstance(value, dict)}
+    flat.update({f"{key}.{inner}": value for key, value in config.items() if isinstance(value, dict)
+                 for inner, value in value.items()})
+    return flat
 
 
 def _comparable(path):

@@ -131,3 +131,11 @@ def test_the_parser_answers_without_tensorflow_and_the_package_imports_quietly()
     assert result.returncode == 0, result.stderr
     assert result.stdout == ""
     assert result.stderr == "gtr-keras encode: error: ./no-such-dir: no such model directory\n"
+
+
+def test_the_top_level_modules_import_what_the_architecture_says():
+    graph = imports(module_names())
+    assert graph["gtr_keras.errors"] == set()
+    assert graph["gtr_keras_cli"] <= {"gtr_keras.errors", "gtr_keras.utils", "gtr_keras.utils.files",
+                                      "gtr_keras.models.gtr.model_directory", "gtr_keras.cli.commands"}
+    assert graph["gtr_keras"] == {"gtr_keras.models.gtr.text_embedder"}  # the rest is imported on first use

@@ -33,8 +33,14 @@ def _encoder(args):
 
 @locks_output("args.out_dir")
 def convert(args):
-    from gtr_keras.models.gtr.saving import convert_sentence_transformers, save
+    from gtr_keras.models.gtr.saving import convert_sentence_transformers, load, save
 
+    if args.to == "sentence-transformers":
+        embedder = load(args.source).model
+        save(embedder, args.out_dir, format="sentence-transformers")
+        print(f"wrote {args.out_dir} (sentence-transformers; queries there are truncated at "
+              f"{embedder.document_length} tokens, not {embedder.query_length})")
+        return
     embedder = convert_sentence_transformers(args.source, query_length=args.query_length)
     save(embedder, args.out_dir)
     print(

@@ -2,14 +2,19 @@
 Hugging Face Hub serves for `sentence-transformers/gtr-t5-{base,large,xl,xxl}`: `modules.json`,
 `config.json` + `model.safetensors` (T5 encoder), `1_Pooling/config.json`, `2_Dense/config.json` +
 `2_Dense/model.safetensors`, `sentence_bert_config.json` and `spiece.model`. Hub ids are downloaded with
-`huggingface_hub` when online; PyTorch files are read only where PyTorch is installed.
+`huggingface_hub` when online; PyTorch files are read only where PyTorch is installed. And out:
+`save_sentence_transformers` writes that layout back, for sentence-transformers and the Hugging Face Hub.
 """
 
+import json
 import os
+
+import numpy as np
 
 from gtr_keras.errors import CheckpointError
 from gtr_keras.models.gtr.model_directory import (
     HF_PREFIX,
+    SPIECE_FILE,
     assign_weights,
     is_remote,
     local_model_directory,
@@ -17,8 +22,9 @@ from gtr_keras.models.gtr.model_directory import (
     read_spiece,
     weights_by_path,
 )
-from gtr_keras.models.gtr.tokenizer import DOCUMENT_LENGTH, QUERY_LENGTH
+from gtr_keras.models.gtr.tokenizer import DOCUMENT_LENGTH, EOS_ID, PAD_ID, QUERY_LENGTH
 from gtr_keras.utils import files
+from gtr_keras.utils.files import atomic_directory
 
 HUB_FILES = [
     "modules.json", "config.json", "model.safetensors", "sentence_bert_config.json", "spiece.model",
@@ -218,3 +224,77 @@ def _read_tensors(directory):
             raise CheckpointError(f"{bin_path}: corrupt or unreadable PyTorch file ({error})") from error
         return {k: v.float().numpy() for k, v in state.items()}
     raise CheckpointError(f"{safetensors_path}: missing (no model.safetensors or pytorch_model.bin in {directory})")
+
+
+def save_sentence_transformers(embedder, directory):
+    """Writes a `GTRTextEmbedder` in the layout `load_sentence_transformers` reads and sentence-transformers
+    loads (`SentenceTransformer(directory)`), replacing `directory` as a unit.
+
+    The T5 encoder goes to `config.json` + `model.safetensors` (Hugging Face's `T5EncoderModel` names,
+    `[out, in]` kernels), the projection to `2_Dense/` (no bias, identity activation), mean pooling to
+    `1_Pooling/`, then `3_Normalize/`; the SentencePiece model (case folding, if trained with it, is
+    inside it) to `spiece.model` with a `tokenizer_config.json` for `T5Tokenizer`. sentence-transformers
+    has one token budget: the document budget (`max_seq_length`); queries there are truncated at it
+    too, where GTR truncates them at `query_length` (`convert` reads it back with `--query-length`).
+
+    Example:
+    >>> save_sentence_transformers(gtr_keras.load("models/gtr").model, "hf/my-gtr")  # doctest: +SKIP
+    """
+    from safetensors.numpy import save_file
+
+    backbone = embedder.backbone
+    if embedder.preprocessor is None:
+        raise CheckpointError("the model has no preprocessor (no SentencePiece model) to save with it")
+    tokenizer = embedder.preprocessor.tokenizer
+    tensors, dense = {}, {}
+    for path, variable in weights_by_path(embedder).items():
+        name, transpose = _hf_name(path, backbone.feedforward)
+        value = np.asarray(variable.numpy(), np.float32)
+        value = np.ascontiguousarray(value.T if transpose else value)
+        if name.startswith("dense."):
+            dense[name.removeprefix("dense.")] = value
+        else:
+            tensors[name] = value
+    pieces = tokenizer.vocabulary_size()
+    config = {
+        "architectures": ["T5EncoderModel"], "model_type": "t5", "d_model": backbone.hidden_dim,
+        "d_kv": backbone.key_value_dim, "d_ff": backbone.intermediate_dim, "num_layers": backbone.num_layers,
+        "num_decoder_layers": backbone.num_layers, "num_heads": backbone.num_heads,
+        "vocab_size": backbone.vocabulary_size, "relative_attention_num_buckets": backbone.num_buckets,
+        "relative_attention_max_distance": backbone.max_distance, "layer_norm_epsilon": backbone.layer_norm_epsilon,
+        "feed_forward_proj": backbone.feedforward, "dropout_rate": backbone.dropout, "initializer_factor": 1.0,
+        "is_encoder_decoder": False, "use_cache": False, "pad_token_id": PAD_ID, "eos_token_id": EOS_ID,
+        "tie_word_embeddings": True, "torch_dtype": "float32",
+    }
+    tokenizer_config = {
+        "tokenizer_class": "T5Tokenizer", "model_max_length": embedder.document_length, "eos_token": "</s>",
+        "pad_token": "<pad>", "unk_token": "<unk>", "extra_ids": max(0, min(100, backbone.vocabulary_size - pieces)),
+        "legacy": True,
+    }
+    documents = {
+        "modules.json": [
+            {"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
+            {"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"},
+            {"idx": 2, "name": "2", "path": "2_Dense", "type": "sentence_transformers.models.Dense"},
+            {"idx": 3, "name": "3", "path": "3_Normalize", "type": "sentence_transformers.models.Normalize"},
+        ],
+        "config.json": config,
+        "sentence_bert_config.json": {"max_seq_length": embedder.document_length, "do_lower_case": tokenizer.lowercase},
+        "config_sentence_transformers.json": {"prompts": {}, "default_prompt_name": None,
+                                              "similarity_fn_name": "cosine"},
+        "tokenizer_config.json": tokenizer_config,
+        "special_tokens_map.json": {"eos_token": "</s>", "pad_token": "<pad>", "unk_token": "<unk>"},
+        "1_Pooling/config.json": {"word_embedding_dimension": backbone.hidden_dim, "pooling_mode_cls_token": False,
+                                  "pooling_mode_mean_tokens": True, "pooling_mode_max_tokens": False,
+                                  "pooling_mode_mean_sqrt_len_tokens": False},
+        "2_Dense/config.json": {"in_features": backbone.hidden_dim, "out_features": embedder.embedding_dim,
+                                "bias": False, "activation_function": "torch.nn.modules.linear.Identity"},
+        "3_Normalize/config.json": {},
+    }
+    with atomic_directory(directory) as staging:
+        for name, document in documents.items():
+            (staging / name).parent.mkdir(parents=True, exist_ok=True)
+            (staging / name).write_text(json.dumps(document, indent=2) + "\n", encoding="utf-8")
+        save_file(tensors, str(staging / "model.safetensors"), metadata={"format": "pt"})
+        save_file(dense, str(staging / "2_Dense" / "model.safetensors"), metadata={"format": "pt"})
+        (staging / SPIECE_FILE).write_bytes(tokenizer.proto)

@@ -17,7 +17,7 @@ locally; `DataflowRunner`, `FlinkRunner`, `SparkRunner` on a cluster):
    has succeeded.
 
 `corpus_from_shards` reads the shards back as a `Corpus` and its embeddings in
-corpus order, ready for `SearchIndex` and `retrieval.write_index`;
+corpus order, ready for `SearchIndex` and `retriever.write_index`;
 `index_from_shards` returns only the ids and embeddings.
 
 Example:

@@ -155,6 +155,8 @@ def check_embeddings(embeddings, where):
         raise ValueError(f"{where} must have shape [N, D], got shape {embeddings.shape}.")
     if not np.issubdtype(embeddings.dtype, np.floating):
         raise ValueError(f"{where} must be floating point, got dtype {embeddings.dtype}.")
+    if not np.isfinite(embeddings).all():
+        raise ValueError(f"{where} hold NaN or infinity in {int((~np.isfinite(embeddings).all(axis=1)).sum())} rows.")
     return np.ascontiguousarray(embeddings, dtype=np.float32)
 
 
@@ -318,6 +320,9 @@ class SearchIndex:
                 f"{embeddings_path} has shape {embeddings.shape}, but {config_path} "
                 f"fields 'num_embeddings' and 'dims' say {expected}; {remedy}"
             )
+        broken = int((~np.isfinite(embeddings).all(axis=1)).sum()) if np.issubdtype(embeddings.dtype, np.floating) else 0
+        if broken:
+            raise DataError(f"{embeddings_path}: {broken} rows hold NaN or infinity; {remedy}")
         ids = _read_ids(os.path.join(directory, _IDS_TXT), config["num_embeddings"])
         searcher = None
         if config["kind"] == "scann":

@@ -6,7 +6,7 @@ single texts, `DistillationTexts`) are read and checked, the teacher
 resumable files under `output_dir/teacher_embeddings` (each shard records the
 SHA-256 of its texts and the teacher's fingerprint, checked on resume), and
 the student trains with `SimilarityDistillationLoss` in `train`'s own loop
-(`training.run_training`: strategies with the global batch, bf16, resume after
+(`loop.run_training`: strategies with the global batch, bf16, resume after
 a kill, TensorBoard, validation, keep-best). The student is written as a
 gtr-keras model directory `output_dir/model`; the projection into the
 teacher's space (for the embedding MSE) is a training aid and is not kept.
@@ -45,13 +45,13 @@ class DistillationTexts:
 
     Files (any mix), read by the project's readers:
 
-    - `.txt`: a single text a line (`corpus.read_texts`; blank lines skipped).
+    - `.txt`: a single text a line (`readers.read_texts`; blank lines skipped).
     - `.jsonl`, `.jsonl.gz` whose first record has a `"query"`: pairs in the
       training-data format, `{"query": str, "positive": str, ...}`
-      (`data.read_triples`; negatives are not used; pairs with an empty text
+      (`examples.read_triples`; negatives are not used; pairs with an empty text
       are skipped with a `DataWarning`).
     - other `.jsonl`, `.jsonl.gz`: single texts, `{"_id", "text"[, "title"]}`
-      records (`corpus.read_texts`: a BEIR corpus, embedded as
+      records (`readers.read_texts`: a BEIR corpus, embedded as
       `"title text"`; empty texts skipped).
 
     A pair's query is embedded with the query budget and scored against the
@@ -121,7 +121,7 @@ class DistillationTexts:
         return len(self.read())
 
     def examples(self):
-        """The examples as `data.Example`s (a single text as the positive of an empty query)."""
+        """The examples as `examples.Example`s (a single text as the positive of an empty query)."""
         return (Example(query or "", document, (), "", "", ()) for query, document in self.read())
 
     def surface_errors(self):
@@ -377,7 +377,7 @@ def distill(config):
     are checked (a bad input fails here, in seconds); the teacher is loaded
     and fingerprinted; the student is built; the teacher embeds the distinct
     texts into `output_dir/teacher_embeddings/{queries,documents}` (resumable,
-    reused by a rerun); then the student trains (`training.run_training`).
+    reused by a rerun); then the student trains (`loop.run_training`).
 
     Args:
         config: a `DistillConfig`, or a dict of its settings.

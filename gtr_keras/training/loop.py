@@ -26,6 +26,7 @@ from gtr_keras.models.gtr.saving import load, save
 from gtr_keras.models.gtr.text_embedder import GTRTextEmbedder
 from gtr_keras.models.gtr.tokenizer import GTRTokenizer, train_sentencepiece
 from gtr_keras.training.callbacks import (
+    BEST_MODEL,
     Checkpoints,
     Progress,
     Scalars,
@@ -153,7 +154,7 @@ def train(config):
     return run_training(config, dual_encoder, config.data.dataset)
 
 
-@locks_output("config.output_dir", working_directory=True)
+@locks_output("config.output_dir", inside=("model", BEST_MODEL, RUN_RECORD, "spiece.model"))
 def run_training(config, make_model, make_dataset, inputs=None):
     """The loop of `train`, for any Keras model that trains a `GTRTextEmbedder` (`distill` uses it too).
 

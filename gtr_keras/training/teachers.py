@@ -154,7 +154,7 @@ class Teacher:
         return rows
 
     def encode_queries(self, texts, batch_size=64, progress=None):
-        """`encode(texts, "query", ...)`: a teacher searches like an `Encoder` (`retrieval.gtr_run`)."""
+        """`encode(texts, "query", ...)`: a teacher searches like an `Encoder` (`runs.gtr_run`)."""
         return self.encode(texts, "query", batch_size, progress)
 
     def encode_documents(self, texts, batch_size=64, progress=None):

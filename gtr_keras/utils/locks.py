@@ -18,8 +18,9 @@ holder's host, process id and command line for the message another run gets.
 
 While it holds the lock, a run removes the staging files that a killed run of
 the same output left (`.NAME.tmp-*`, `.NAME.upload-*`, and for a working
-directory such as a training run's, those inside it): no other run can be
-using them.
+directory such as a training run's, those of the outputs it writes inside it):
+no other run can be using them. A previous output that a run killed in the
+middle of its commit had moved aside is put back instead.
 """
 
 import contextlib
@@ -37,13 +38,12 @@ from gtr_keras.errors import BusyError
 from gtr_keras.utils import files
 
 _HELD = {}  # lock path -> how many blocks of this process hold it
-_STAGING = (".{name}.tmp-*", ".{name}.upload-*")
 
 
 def _lock_path(path):
     path = os.fspath(path).rstrip("/")
     if files.is_local(path):
-        path = os.path.abspath(path.removeprefix("file://"))
+        path = os.path.realpath(path.removeprefix("file://"))  # one lock for every spelling of the path
         parent, name = os.path.split(path)
         return os.path.join(parent, f".{name}.lock")
     parent, _, name = path.rpartition("/")
@@ -121,31 +121,46 @@ def _lock_remote(path, lock):
         raise _busy(path, _describe(files.read_bytes(lock).decode("utf-8", "replace")))
 
 
-def remove_stale_staging(path, inside=False):
-    """Removes what killed runs left while staging `path` (and, with `inside`, the outputs inside it); call it
-    only while holding `output_lock` of `path` or of a directory above it."""
+def remove_stale_staging(path, inside=()):
+    """Removes what killed runs left while staging output `path` (and the outputs named `inside` it), or
+    puts back a previous output that a run killed while committing had moved aside (`.NAME.tmp-*-old`).
+
+    Call it only while holding `output_lock` of `path` or of a directory above it. Names are matched
+    literally (no glob), so the staging of another output is never touched.
+    """
     path = os.fspath(path).rstrip("/")
     if files.is_local(path):
         path = os.path.abspath(path.removeprefix("file://"))
         (parent, name), join = os.path.split(path), os.path.join
     else:
         (parent, _, name), join = path.rpartition("/"), "{}/{}".format
-    patterns = [join(parent, pattern.format(name=name)) for pattern in _STAGING]
-    if inside:
-        patterns += [join(path, pattern.format(name="*")) for pattern in _STAGING]
-    for pattern in patterns:
-        for stale in files.glob(pattern):
+    _remove_staging_of(parent, name, join)
+    for inner in inside:
+        _remove_staging_of(path, inner, join)
+
+
+def _remove_staging_of(parent, name, join):
+    if not files.isdir(parent):
+        return
+    target = join(parent, name)
+    for entry in sorted(entry.rstrip("/") for entry in files.listdir(parent)):
+        if not entry.startswith((f".{name}.tmp-", f".{name}.upload-")):
+            continue
+        stale = join(parent, entry)
+        if entry.endswith("-old") and files.is_local(target) and not os.path.exists(target):
+            os.rename(stale, target)  # the previous output, moved aside by a commit killed before it ended
+        else:
             files.remove(stale)
 
 
 @contextlib.contextmanager
-def output_lock(path, working_directory=False):
+def output_lock(path, inside=()):
     """Holds the lock of output `path` for the block; reentrant within a process.
 
     Args:
         path: the output (file or directory), local or on any file system.
-        working_directory: `path` is a directory the run works inside (a training run's):
-            stale staging files inside it are removed too.
+        inside: names of the outputs the run writes inside `path` (a working directory, such as a
+            training run's), whose stale staging is removed too.
 
     Raises:
         BusyError: another run holds it; the message names that run.
@@ -166,19 +181,20 @@ def output_lock(path, working_directory=False):
     descriptor = _lock_local(path, lock) if local else _lock_remote(path, lock)
     _HELD[lock] = 1
     try:
-        remove_stale_staging(path, working_directory and files.isdir(path))
+        remove_stale_staging(path, inside)
         yield
     finally:
         del _HELD[lock]
         if local:
-            os.unlink(lock)
+            with contextlib.suppress(FileNotFoundError):  # removed by hand meanwhile
+                os.unlink(lock)
             fcntl.flock(descriptor, fcntl.LOCK_UN)
             os.close(descriptor)
         else:
             files.remove(lock)
 
 
-def locks_output(argument, working_directory=False):
+def locks_output(argument, inside=()):
     """Decorates a function that writes an output: it runs holding `output_lock` of the argument named
     `argument` (`"index_dir"`; `"config.output_dir"` for an attribute of one).
 
@@ -196,7 +212,7 @@ def locks_output(argument, working_directory=False):
             path = signature.bind(*args, **kwargs).arguments[name]
             for attribute in attributes:
                 path = getattr(path, attribute)
-            with output_lock(path, working_directory):
+            with output_lock(path, inside):
                 return function(*args, **kwargs)
 
         return locked

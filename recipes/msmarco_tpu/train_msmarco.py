@@ -15,7 +15,7 @@ The same script runs on a CPU with a random `gtr-tiny` (the CI test does this):
         --output-dir /tmp/msmarco-tiny --steps 4 --batch-size 8
 
 Steps: a sentence-transformers checkpoint (hub id or directory) is converted to a gtr-keras
-model directory; `gtr_keras.training.train` fine-tunes it with the bidirectional in-batch loss,
+model directory; `gtr_keras.train` fine-tunes it with the bidirectional in-batch loss,
 the global batch's positives and hard negatives as candidates (gathered across TPU cores), Adafactor
 with linear decay, checkpoints (rerun the same command to resume), TensorBoard scalars in
 OUTPUT_DIR/logs and, with --validation-data, NDCG@10 / Recall@100 on a small BEIR dev set during

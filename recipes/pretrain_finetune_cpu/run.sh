@@ -51,14 +51,11 @@ timed "finetune-only nfcorpus" gtr-keras evaluate --dataset "$DATA/nfcorpus" --m
 python - "$OUT" <<'PY'
 import sys
 import keras
-from gtr_keras.models.gtr.saving import load, save
-from gtr_keras.model import GTREncoder
-from gtr_keras.models.gtr.encoder import Encoder
+from gtr_keras import GTRTextEmbedder, load, save
 out = sys.argv[1]
-trained = load(f"{out}/finetune/model")
+trained = load(f"{out}/finetune/model").model
 keras.utils.set_random_seed(0)
-untrained = GTREncoder.from_preset("gtr-small")
-save(Encoder(untrained, trained.tokenizer, trained.query_length, trained.document_length), f"{out}/untrained")
+save(GTRTextEmbedder.from_architecture("gtr-small", preprocessor=trained.preprocessor), f"{out}/untrained")
 PY
 timed "untrained nfcorpus" gtr-keras evaluate --dataset "$DATA/nfcorpus" --model "$OUT/untrained" \
   --output-json "$OUT/results/untrained-nfcorpus.json"

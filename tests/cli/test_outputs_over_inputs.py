@@ -88,12 +88,35 @@ def test_an_output_over_an_input_is_exit_2_before_any_work(tmp_path, monkeypatch
         given = next(str(p) for p in (tmp_path / f"input{number}").iterdir())
     else:
         given = str(tmp_path / f"output{number}{SUFFIX[kind]}")
-    path = {"equal": given, "inside": os.path.join(given, "sub"), "containing": os.path.dirname(given)}[relation]
+    path = {"equal": given, "inside": os.path.join(given, "sub" + SUFFIX.get(output_kind, "")),
+            "containing": os.path.dirname(given)}[relation]
     with pytest.raises(SystemExit) as exit_:
         gtr_keras_cli.main(argv_for(command, tmp_path, path, output_flag))
     assert exit_.value.code == 2
     error = capsys.readouterr().err.strip()
     assert len(error.splitlines()) == 1 and error.startswith(f"gtr-keras {command}: error: argument")
+    if passes_its_type(command, output_flag, path):  # else its type refused it first, as the message says
+        assert f" overlaps {'input' if role == 'input' else 'output'} " in error, error
+
+
+def passes_its_type(command, flag, path):
+    action = next(a for a in gtr_keras_cli.build_parser().commands[command]._actions
+                  if (a.option_strings and a.option_strings[0] == flag) or (flag.isupper() and a.dest == "out_dir"))
+    try:
+        action.type(path)
+    except Exception:  # argparse.ArgumentTypeError
+        return False
+    return True
+
+
+def test_encode_refuses_an_input_that_its_ids_file_would_replace(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(gtr_keras_cli, "_run", lambda *args: pytest.fail("the command started its work"))
+    (tmp_path / "e.ids.txt").write_text("text\n")
+    (tmp_path / "m").mkdir()
+    with pytest.raises(SystemExit):
+        gtr_keras_cli.main(["encode", "--model", str(tmp_path / "m"), "--input", str(tmp_path / "e.ids.txt"),
+                            "--output", str(tmp_path / "e.npy")])
+    assert f"argument --output: {tmp_path / 'e.ids.txt'} overlaps input --input" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("command", sorted(COMMANDS))

@@ -2,6 +2,7 @@ import json
 import os
 import shutil
 import sys
+from pathlib import Path
 
 import keras_hub
 import numpy as np
@@ -144,3 +145,45 @@ def test_cli_reports_checkpoint_errors_with_exit_2(tmp_path, capsys):
     assert main(["convert", str(tmp_path / "nowhere"), str(tmp_path / "out")]) == 2
     assert "nowhere" in capsys.readouterr().err
     assert not (tmp_path / "out").exists()
+
+
+def test_to_sentence_transformers_round_trips_the_published_layout(tmp_path, tiny_model_dir):
+    from safetensors.numpy import load_file
+
+    out = tmp_path / "st"
+    assert main(["convert", "--to", "sentence-transformers", tiny_model_dir, str(out)]) == 0
+    for weights in ("model.safetensors", "2_Dense/model.safetensors"):
+        written, published = load_file(out / weights), load_file(os.path.join(TINY_ST, weights))
+        assert written.keys() == published.keys(), weights
+        for name in published:
+            np.testing.assert_array_equal(written[name], published[name], err_msg=name)
+    config, published = (json.loads((path / "config.json").read_text()) for path in (out, Path(TINY_ST)))
+    for key in ("model_type", "d_model", "d_kv", "d_ff", "num_layers", "num_heads", "vocab_size",
+                "feed_forward_proj", "relative_attention_num_buckets", "relative_attention_max_distance"):
+        assert config[key] == published[key], key
+    assert (out / "spiece.model").read_bytes() == Path(TINY_ST, "spiece.model").read_bytes()
+    assert json.loads((out / "sentence_bert_config.json").read_text()) == {"max_seq_length": 512,
+                                                                          "do_lower_case": False}
+    back = tmp_path / "back"
+    assert main(["convert", str(out), str(back)]) == 0
+    texts = _texts()
+    np.testing.assert_array_equal(load(str(back)).encode_documents(texts), load(tiny_model_dir).encode_documents(texts))
+
+
+def test_to_sentence_transformers_loads_in_sentence_transformers(tmp_path, tiny_model_dir):
+    pytest.importorskip("torch")
+    sentence_transformers = pytest.importorskip("sentence_transformers")
+    out = tmp_path / "st"
+    gtr_keras.save(load(tiny_model_dir), out, format="sentence-transformers")
+    texts = _texts()
+    reference = sentence_transformers.SentenceTransformer(str(out), device="cpu").encode(texts)
+    np.testing.assert_allclose(reference, load(tiny_model_dir).encode_documents(texts), atol=1e-5, rtol=0)
+
+
+def test_to_sentence_transformers_refuses_what_is_no_model(tmp_path, capsys):
+    (tmp_path / "empty").mkdir()
+    assert main(["convert", "--to", "sentence-transformers", str(tmp_path / "empty"), str(tmp_path / "out")]) == 2
+    assert capsys.readouterr().err.strip() == f"gtr-keras convert: error: {tmp_path / 'empty' / 'config.json'}: missing"
+    assert not (tmp_path / "out").exists()
+    with pytest.raises(gtr_keras.UserError, match="format must be"):
+        gtr_keras.save(load(os.path.join(FIXTURES, "tiny-gtr-preset-0.1")), tmp_path / "x", format="onnx")

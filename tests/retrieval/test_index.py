@@ -321,3 +321,15 @@ def test_load_names_a_damaged_index(tmp_path, name, content, message):
         (directory / name).write_text(content)
     with pytest.raises(DataError, match=message):
         SearchIndex.load(directory)
+
+
+def test_a_stored_index_with_non_finite_rows_is_refused_naming_the_file(tmp_path):
+    index = SearchIndex(_ids(3), np.eye(3, dtype=np.float32), kind="exact")
+    index.save(str(tmp_path / "index"))
+    embeddings = np.load(tmp_path / "index" / "embeddings.npy")
+    embeddings[1, 0] = np.nan
+    np.save(tmp_path / "index" / "embeddings.npy", embeddings)
+    with pytest.raises(DataError, match=r"embeddings.npy: 1 rows hold NaN or infinity; rebuild the index"):
+        SearchIndex.load(str(tmp_path / "index"))
+    with pytest.raises(ValueError, match="hold NaN or infinity in 1 rows"):
+        SearchIndex(_ids(3), embeddings, kind="exact")

@@ -39,6 +39,7 @@ TASK_FILE = "task.json"
 TASK_WEIGHTS_FILE = "task.weights.h5"
 PREPROCESSOR_FILE = "preprocessor.json"
 SPIECE_FILE = "spiece.model"
+TEXT_EMBEDDER = "gtr_keras>GTRTextEmbedder"  # the registered name of the task a model directory holds
 # Schemes whose sources are not file systems: keras-hub's or `resolve_source`'s downloads.
 DOWNLOAD_PREFIXES = (HF_PREFIX, "kaggle://", "modelscope://")
 
@@ -126,7 +127,14 @@ def check_model_directory(directory, load_weights=True):
         os.path.join(directory, name) for name in (CONFIG_FILE, TASK_FILE, PREPROCESSOR_FILE)
     )
     backbone = read_json(config_path).get("config", {})
-    task = read_json(task_path).get("config", {}) if files.isfile(task_path) else {}
+    task_file = read_json(task_path) if files.isfile(task_path) else None
+    if task_file is None and files.isfile(preprocessor_path):
+        raise CheckpointError(f"{task_path}: missing (the model directory has a preprocessor, so a text embedder; "
+                              "without its task, keras-hub would build a random projection)")
+    if task_file is not None and task_file.get("registered_name") != TEXT_EMBEDDER:
+        raise CheckpointError(f"{task_path}: names {task_file.get('registered_name')!r}, not {TEXT_EMBEDDER!r} "
+                              "(keras-hub would build a random projection in its place)")
+    task = (task_file or {}).get("config", {})
     task_backbone = (task.get("backbone") or {}).get("config", {})
     task_preprocessor = (task.get("preprocessor") or {}).get("config", {})
     preprocessor = read_json(preprocessor_path).get("config", {}) if files.isfile(preprocessor_path) else {}
@@ -361,8 +369,11 @@ def check_finite(weights, source):
     NaN or infinity (a damaged or diverged model would give NaN embeddings and rankings without a word)."""
     for path, value in weights.items():
         array = np.asarray(value.numpy() if hasattr(value, "numpy") else value)
-        if np.issubdtype(array.dtype, np.floating) and not np.isfinite(array).all():
-            count = int(array.size - np.isfinite(array).sum())
+        if array.dtype.kind not in "fV":  # "V": bfloat16 (ml_dtypes), which numpy does not count as floating
+            continue
+        finite = np.isfinite(array.astype(np.float32))
+        if not finite.all():
+            count = int(array.size - finite.sum())
             raise CheckpointError(f"{source}: weight {path} holds {count} non-finite values (NaN or infinity)")
 
 

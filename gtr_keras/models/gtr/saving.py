@@ -14,8 +14,8 @@ from gtr_keras.convert.first_format import (
     first_format_config,
     load_first_format,
 )
-from gtr_keras.convert.sentence_transformers import load_sentence_transformers
-from gtr_keras.errors import CheckpointError
+from gtr_keras.convert.sentence_transformers import load_sentence_transformers, save_sentence_transformers
+from gtr_keras.errors import CheckpointError, UserError
 from gtr_keras.models.gtr.model_directory import (
     CONFIG_FILE,
     check_model_source,
@@ -31,18 +31,33 @@ from gtr_keras.utils.locks import locks_output
 
 
 @locks_output("directory")
-def save(model, directory):
+def save(model, directory, format="keras-hub"):  # noqa: A002  (the name users know from Keras' `save`)
     """Writes a `GTRTextEmbedder` (or an `Encoder`'s) as a model directory, atomically.
 
-    The directory is a keras-hub preset (`GTRTextEmbedder.save_to_preset`,
-    which replaces it as a unit: a crash leaves no half directory). A directory
-    on another file system (`gs://...`) is written locally, then uploaded. A
-    second run writing the same directory meanwhile is refused (`output_lock`).
+    The directory replaces any previous one as a unit: a crash leaves no half
+    directory. A directory on another file system (`gs://...`) is written
+    locally, then uploaded. A second run writing the same directory meanwhile
+    is refused (`output_lock`).
+
+    Args:
+        model: a `GTRTextEmbedder`, or an `Encoder`.
+        directory: where to write.
+        format: `"keras-hub"`, a keras-hub preset (`GTRTextEmbedder.save_to_preset`),
+            what every gtr-keras command reads; or `"sentence-transformers"`, the
+            Hugging Face layout that `SentenceTransformer(directory)` loads and
+            `convert` reads back (`convert.sentence_transformers.save_sentence_transformers`).
 
     Example:
     >>> gtr_keras.save(encoder, "models/my-gtr")
+    >>> gtr_keras.save(encoder, "hf/my-gtr", format="sentence-transformers")
     """
-    getattr(model, "model", model).save_to_preset(directory)
+    embedder = getattr(model, "model", model)
+    if format == "keras-hub":
+        embedder.save_to_preset(directory)
+    elif format == "sentence-transformers":
+        save_sentence_transformers(embedder, directory)
+    else:
+        raise UserError(f"format must be 'keras-hub' or 'sentence-transformers', got {format!r}")
 
 
 def load(directory, jit_compile=False, dtype=None, query_length=None, document_length=None):

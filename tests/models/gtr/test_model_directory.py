@@ -118,11 +118,13 @@ def test_first_format_settings_are_checked(tmp_path, keys, value, message):
 
 
 @pytest.mark.parametrize("loader", sorted(LOADERS))
-def test_a_directory_without_its_task_weights_does_not_load_with_a_random_projection(tiny_model_dir, tmp_path,
-                                                                                     loader):
+@pytest.mark.parametrize("removed", ["task.weights.h5", "task.json"])
+def test_a_directory_without_its_task_does_not_load_with_a_random_projection(tiny_model_dir, tmp_path, loader,
+                                                                           removed):
     copy = shutil.copytree(tiny_model_dir, tmp_path / "m")
-    (copy / "task.weights.h5").unlink()
-    with pytest.raises(CheckpointError, match=f"^{re.escape(str(copy / 'task.weights.h5'))}: missing"):
+    for name in ("task.weights.h5", "task.json")[: 1 + (removed == "task.json")]:
+        (copy / name).unlink()
+    with pytest.raises(CheckpointError, match=f"^{re.escape(str(copy / removed))}: missing"):
         LOADERS[loader](str(copy))
 
 
@@ -212,7 +214,7 @@ def test_a_hostile_or_damaged_preset_is_exit_2_and_one_line(tiny_model_dir, tmp_
         task = json.loads((copy / "task.json").read_text())
         task.update(module="os", class_name="system", registered_name=None)
         (copy / "task.json").write_text(json.dumps(task))
-        expected = "cannot load the model"
+        expected = f"{copy / 'task.json'}: names None, not 'gtr_keras>GTRTextEmbedder'"
     (tmp_path / "t.txt").write_text("a\n")
     assert main(["encode", "--model", str(copy), "--input", str(tmp_path / "t.txt"), "--output",
                  str(tmp_path / "e.npy")]) == 2
@@ -233,3 +235,15 @@ def test_a_vocabulary_swapped_for_another_models_is_refused_by_its_recorded_hash
             continue  # a backbone has no tokenizer
         with pytest.raises(CheckpointError, match=f"{re.escape(str(vocabulary))}: not the vocabulary this model"):
             loader(str(copy))
+
+
+def test_non_finite_bfloat16_weights_are_found_too():
+    import ml_dtypes
+
+    from gtr_keras.models.gtr.model_directory import check_finite
+
+    weights = np.ones((2, 3), ml_dtypes.bfloat16)
+    check_finite({"w": weights}, "f.h5")
+    weights[1, 2] = np.nan
+    with pytest.raises(CheckpointError, match="f.h5: weight w holds 1 non-finite"):
+        check_finite({"w": weights}, "f.h5")
