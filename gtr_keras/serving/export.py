@@ -61,6 +61,9 @@ STRINGS = tf.TensorSpec([None], tf.string, name="texts")
 QUERIES = tf.TensorSpec([None], tf.string, name="queries")
 K = tf.TensorSpec([None], tf.int32, name="k")
 PAD_ID, PAD_SCORE = "", -2.0
+WARMUP_FILE = "tf_serving_warmup_requests"
+WARMUP_TEXTS = ("what keeps a wing up?", "GTR is a dual encoder for retrieval.")
+WARMUP_K = 3
 SCANN_SUBDIR = "scann"
 SCANN_TENSOR_FILES = ("scann_config.pb", "serialized_partitioner.pb", "ah_codebook.pb")
 SCANN_ARRAY_FILES = ("datapoint_to_token.npy", "hashed_dataset.npy", "dataset.npy")
@@ -101,9 +104,27 @@ def _root(encoder, staging):
     return root, embed
 
 
-def _save(root, staging, signatures):
+def _save(root, staging, signatures, model_name):
     tf.saved_model.save(root, str(staging), signatures=signatures)
     os.remove(os.path.join(staging, "spiece.model"))
+    _write_warmup(staging, signatures, model_name)
+
+
+def _write_warmup(staging, signatures, model_name):
+    """TF Serving's warmup file, `assets.extra/tf_serving_warmup_requests`: a request to each signature
+    (`PredictionLog` records), which TF Serving replays when it loads the model, so that the first
+    client's call does not pay for tracing and TF Text's initialisation."""
+    from tensorflow_serving.apis import model_pb2, predict_pb2, prediction_log_pb2
+
+    os.makedirs(os.path.join(staging, "assets.extra"))
+    with tf.io.TFRecordWriter(os.path.join(staging, "assets.extra", WARMUP_FILE)) as writer:
+        for name, function in signatures.items():
+            request = predict_pb2.PredictRequest(model_spec=model_pb2.ModelSpec(name=model_name, signature_name=name))
+            for spec in function.input_signature:
+                values = list(WARMUP_TEXTS) if spec.dtype == tf.string else [WARMUP_K] * len(WARMUP_TEXTS)
+                request.inputs[spec.name].CopyFrom(tf.make_tensor_proto(values, dtype=spec.dtype))
+            log = prediction_log_pb2.PredictionLog(predict_log=prediction_log_pb2.PredictLog(request=request))
+            writer.write(log.SerializeToString())
 
 
 def export_encoder(encoder, export_dir, version=1):
@@ -130,7 +151,7 @@ def _write_encoder(encoder, staging):
         "serving_default": root.encode_documents,
         "encode_documents": root.encode_documents,
         "encode_queries": root.encode_queries,
-    })
+    }, "gtr_encoder")
 
 
 class _ScannResource(tf.saved_model.experimental.TrackableResource):
@@ -320,7 +341,7 @@ def _write_searcher(encoder, index_dir, staging, searcher, k):
         root.search_default_k = tf.function(
             lambda queries: search(queries, tf.fill(tf.shape(queries), k), min(k, num_docs)), input_signature=[QUERIES]
         )
-        _save(root, staging, {"serving_default": root.search_default_k, "search": root.search})
+        _save(root, staging, {"serving_default": root.search_default_k, "search": root.search}, "gtr_searcher")
         shutil.rmtree(raw_dir, ignore_errors=True)
 
 

@@ -451,3 +451,20 @@ def test_export_refuses_an_index_of_another_model_before_writing(exports, tmp_pa
                  "--out", str(tmp_path / "out")]) == 2
     assert "built with another model" in capsys.readouterr().err
     assert not (tmp_path / "out").exists()
+
+
+def test_exports_carry_tf_serving_warmup_requests_for_every_signature(exports):
+    from tensorflow_serving.apis import prediction_log_pb2
+
+    for kind, model in (("encoder", "gtr_encoder"), ("searcher", "gtr_searcher")):
+        directory = exports["brute-force"][0] / kind / "1"
+        loaded = load_export(str(directory))
+        logs = [prediction_log_pb2.PredictionLog.FromString(record.numpy()) for record in
+                tf.data.TFRecordDataset(str(directory / "assets.extra" / "tf_serving_warmup_requests"))]
+        requests = {log.predict_log.request.model_spec.signature_name: log.predict_log.request for log in logs}
+        assert set(requests) == set(loaded.signatures), kind
+        for name, request in requests.items():
+            assert request.model_spec.name == model
+            specs = loaded.signatures[name].structured_input_signature[1]
+            inputs = {key: tf.constant(tf.make_ndarray(proto), specs[key].dtype) for key, proto in request.inputs.items()}
+            assert next(iter(loaded.signatures[name](**inputs).values())).shape[0] == 2, (kind, name)
