@@ -155,6 +155,8 @@ def search(args):
                 print(f"       {snippet}")
 
 
+@locks_output("args.run_out")
+@locks_output("args.output_json")
 def evaluate(args):
     from gtr_keras.retrieval.evaluation import (
         evaluate_run,
@@ -204,6 +206,7 @@ def analyze_lengths(args):
     print(json.dumps({"run": args.run, "dataset": args.dataset, **result}, indent=2))
 
 
+@locks_output("args.out")
 def mine(args):
     from gtr_keras.retrieval.runs import load_dataset, mine_negatives
 

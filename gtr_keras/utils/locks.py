@@ -1,7 +1,7 @@
 """One writer at a time per output: a second run on the same output is refused, naming the first.
 
 `output_lock(path)` is held by every command that writes a resumable or
-replaced output (index, train, distill, export, encode, convert, migrate), for
+replaced output (index, train, distill, export, encode, convert, migrate, evaluate, mine), for
 the whole run. Its lock file is `.NAME.lock` beside the output, and notes the
 holder's host, process id and command line for the message another run gets.
 
@@ -196,7 +196,7 @@ def output_lock(path, inside=()):
 
 def locks_output(argument, inside=()):
     """Decorates a function that writes an output: it runs holding `output_lock` of the argument named
-    `argument` (`"index_dir"`; `"config.output_dir"` for an attribute of one).
+    `argument` (`"index_dir"`; `"config.output_dir"` for an attribute of one; None: no output, no lock).
 
     Example:
     >>> @locks_output("index_dir")
@@ -212,6 +212,8 @@ def locks_output(argument, inside=()):
             path = signature.bind(*args, **kwargs).arguments[name]
             for attribute in attributes:
                 path = getattr(path, attribute)
+            if path is None:
+                return function(*args, **kwargs)
             with output_lock(path, inside):
                 return function(*args, **kwargs)
 

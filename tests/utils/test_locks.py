@@ -4,6 +4,7 @@ killed holder leaves nothing that blocks the next run, and stale staging of kill
 import json
 import os
 import selectors
+import shutil
 import signal
 import subprocess
 import sys
@@ -100,6 +101,10 @@ def inputs(tmp_path_factory, tiny_model_dir):
     corpus = root / "corpus.jsonl"
     corpus.write_text("".join(json.dumps({"_id": f"d{i}", "text": f"text {i}"}) + "\n" for i in range(5)))
     assert main(["index", "--model", tiny_model_dir, "--corpus", str(corpus), "--out", str(root / "index")]) == 0
+    (root / "ds" / "qrels").mkdir(parents=True)
+    shutil.copy(corpus, root / "ds" / "corpus.jsonl")
+    (root / "ds" / "queries.jsonl").write_text(json.dumps({"_id": "q", "text": "text 1"}) + "\n")
+    (root / "ds" / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\nq\td1\t1\n")
     return root
 
 
@@ -112,6 +117,8 @@ def commands(model, inputs, out):
         "migrate": ["migrate", os.path.join(REPO, "tests", "fixtures", "tiny-gtr-legacy"), out],
         "train": ["train", "--init", "gtr-tiny", "--tokenizer", SPIECE, "--data", write_triples(inputs / "t.jsonl"),
                   "--output-dir", out, "--steps", "2", "--batch-size", "4"],
+        "evaluate": ["evaluate", "--dataset", str(inputs / "ds"), "--retriever", "bm25", "--run-out", out],
+        "mine": ["mine", "--model", model, "--dataset", str(inputs / "ds"), "--split", "test", "--out", out],
         "distill": ["distill", "--teacher", model, "--student", "gtr-tiny", "--tokenizer", SPIECE, "--texts",
                     str(inputs / "texts.txt"), "--output-dir", out, "--steps", "2", "--batch-size", "2"],
     }
