@@ -112,3 +112,27 @@ def test_a_tokenizer_survives_one_made_after_a_seed_being_garbage_collected():
     del second
     gc.collect()
     assert first.tokenize(["heat transfer in a wing"]).to_list() == expected
+
+
+def test_the_graph_tokenizer_differs_from_sentencepiece_only_on_exact_ties():
+    """TF Text's op and the `sentencepiece` library break ties between segmentations of equal score
+    differently (README; benchmarks/tokenizer_ties.py): on the 1,625 texts of the bundled Cranfield with the
+    bundled vocabulary, exactly 2 texts differ, and both differences are ties."""
+    import sentencepiece
+
+    import gtr_keras
+    from gtr_keras.cli.demo import DEMO_DATASET
+    from gtr_keras.retrieval.readers import load_corpus, load_queries
+
+    texts = load_corpus(DEMO_DATASET).joined() + list(load_queries(DEMO_DATASET).values())
+    proto = gtr_keras.load("gtr-small-distilled").tokenizer.proto
+    library = sentencepiece.SentencePieceProcessor(model_proto=proto)
+    graph = GTRTokenizer(proto).tokenize(texts).to_list()
+    differ = [i for i, text in enumerate(texts) if graph[i] != library.encode(text.strip())]
+    assert len(texts) == 1625 and len(differ) == 2
+
+    def score(ids):
+        return sum(library.get_score(piece) for piece in ids)
+
+    for i in differ:
+        assert score(graph[i]) == pytest.approx(score(library.encode(texts[i].strip())), abs=1e-4)
