@@ -15,7 +15,8 @@ import os
 
 ASSETS_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "assets")
 BUNDLED = {
-    "gtr-small-distilled": os.path.join(ASSETS_DIR, "gtr-small-distilled"),
+    "gtr_small_distilled_en": os.path.join(ASSETS_DIR, "gtr-small-distilled"),
+    "gtr-small-distilled": os.path.join(ASSETS_DIR, "gtr-small-distilled"),  # the name before keras-hub's
 }
 
 PRESETS = {
@@ -46,6 +47,11 @@ PRESETS = {
 }
 
 HUB_IDS = {
+    "gtr_t5_base_en": "sentence-transformers/gtr-t5-base",
+    "gtr_t5_large_en": "sentence-transformers/gtr-t5-large",
+    "gtr_t5_xl_en": "sentence-transformers/gtr-t5-xl",
+    "gtr_t5_xxl_en": "sentence-transformers/gtr-t5-xxl",
+    # the names before keras-hub's
     "gtr-base": "sentence-transformers/gtr-t5-base",
     "gtr-large": "sentence-transformers/gtr-t5-large",
     "gtr-xl": "sentence-transformers/gtr-t5-xl",
@@ -102,3 +108,25 @@ def resolve_bundled(source):
     'models/gtr-base'
     """
     return BUNDLED.get(source, source) if isinstance(source, str) else source
+
+
+def keras_hub_presets():
+    """keras-hub's preset records (`keras_hub.src.utils.preset_utils.register_presets`) of the published
+    checkpoints (their Hugging Face ids, converted on the way by `GTRTextEmbedder.from_preset`) and of the
+    bundled model (its directory), so that `GTRTextEmbedder.presets` lists them."""
+    sizes = {"gtr_t5_base_en": "gtr-base", "gtr_t5_large_en": "gtr-large", "gtr_t5_xl_en": "gtr-xl",
+             "gtr_t5_xxl_en": "gtr-xxl"}
+    records = {
+        name: {"metadata": {"description": f"GTR-{size.split('-')[1].upper()} (Ni et al., 2022), sentence-"
+                                           f"transformers checkpoint {HUB_IDS[name]}, converted on loading",
+                            "params": parameter_count(preset_config(size)), "path": "gtr"},
+               "kaggle_handle": f"hf://{HUB_IDS[name]}"}
+        for name, size in sizes.items()
+    }
+    records["gtr_small_distilled_en"] = {
+        "metadata": {"description": "gtr-keras' bundled small GTR, distilled from all-MiniLM-L6-v2 on CPU "
+                                    "(recipes/distill_cpu; assets/gtr-small-distilled/MODEL_CARD.md)",
+                     "params": parameter_count(preset_config("gtr-small", vocabulary_size=16_100)), "path": "gtr"},
+        "kaggle_handle": BUNDLED["gtr_small_distilled_en"],
+    }
+    return records

@@ -7,6 +7,7 @@ import os
 import keras
 import keras_hub
 from keras import ops
+from keras_hub.src.utils.preset_utils import register_presets
 
 from gtr_keras.convert.preset_loader import load_foreign_format
 from gtr_keras.errors import CheckpointError
@@ -22,7 +23,7 @@ from gtr_keras.models.gtr.model_directory import (
     weights_by_path,
 )
 from gtr_keras.models.gtr.preprocessor import GTRTextEmbedderPreprocessor
-from gtr_keras.models.gtr.presets import preset_config, resolve_bundled
+from gtr_keras.models.gtr.presets import keras_hub_presets, preset_config, resolve_bundled
 from gtr_keras.models.gtr.tokenizer import METADATA_FILE, VOCABULARY_FILE, VOCABULARY_SHA256
 from gtr_keras.utils import files
 from gtr_keras.utils.files import atomic_directory
@@ -267,3 +268,6 @@ def _weights_dtypes(config):
         policy = keras.DTypePolicy(config["config"]["name"])
         return {**config, "config": {**config["config"], "name": policy.variable_dtype}}
     return {key: _weights_dtypes(value) for key, value in config.items()}
+
+
+register_presets(keras_hub_presets(), GTRBackbone)

@@ -1,3 +1,4 @@
+import numpy as np
 import pytest
 
 from gtr_keras.models.gtr.presets import PRESETS, parameter_count, preset_config
@@ -26,3 +27,41 @@ def test_every_preset_projects_to_768_except_tiny():
 def test_unknown_preset_lists_the_known_ones():
     with pytest.raises(ValueError, match="gtr-base"):
         preset_config("gtr-huge")
+
+
+def test_keras_hub_lists_the_published_and_the_bundled_presets_by_name():
+    import keras_hub
+
+    import gtr_keras
+    from gtr_keras.models.gtr.presets import BUNDLED
+
+    presets = gtr_keras.GTRTextEmbedder.presets
+    assert set(presets) == {"gtr_t5_base_en", "gtr_t5_large_en", "gtr_t5_xl_en", "gtr_t5_xxl_en",
+                            "gtr_small_distilled_en"}
+    assert presets["gtr_t5_base_en"]["kaggle_handle"] == "hf://sentence-transformers/gtr-t5-base"
+    assert presets["gtr_t5_xxl_en"]["metadata"]["params"] == parameter_count(preset_config("gtr-xxl"))
+    assert set(presets) <= set(keras_hub.models.Backbone.presets)
+    bundled = gtr_keras.load(BUNDLED["gtr-small-distilled"]).encode_queries(["lift on a wing"])
+    for load in (keras_hub.models.TextEmbedder.from_preset, gtr_keras.GTRTextEmbedder.from_preset):
+        np.testing.assert_array_equal(load("gtr_small_distilled_en").encode_queries(["lift on a wing"]), bundled)
+    assert type(keras_hub.models.Backbone.from_preset("gtr_small_distilled_en")) is gtr_keras.GTRBackbone
+
+
+@pytest.mark.parametrize("name, repo", [("gtr_t5_base_en", "sentence-transformers/gtr-t5-base"),
+                                        ("gtr-xl", "sentence-transformers/gtr-t5-xl")])
+def test_a_published_preset_name_is_downloaded_from_its_hugging_face_id(monkeypatch, name, repo):
+    import huggingface_hub
+
+    import gtr_keras
+    from gtr_keras.errors import CheckpointError
+
+    asked = []
+
+    def offline(repo_id, **kwargs):
+        asked.append(repo_id)
+        raise OSError("offline")
+
+    monkeypatch.setattr(huggingface_hub, "snapshot_download", offline)
+    with pytest.raises(CheckpointError, match=f"could not download '{repo}'"):
+        gtr_keras.GTRTextEmbedder.from_preset(name)
+    assert asked == [repo]
