@@ -167,7 +167,8 @@ class GTRTextEmbedder(keras_hub.models.TextEmbedder):
         it would leave a directory that loads as a mix of the old and the new
         model. Here they are written to a staging directory that then replaces
         `preset_dir` (other files there go with it), local or on any file system.
-        A model of a mixed precision policy (trained with `mixed_bfloat16`) is
+        A quantized model (`quantize("int8")`) is refused, as its weights would
+        not load back. A model of a mixed precision policy (trained with `mixed_bfloat16`) is
         recorded with its weights' dtype (float32), which keras-hub's loader
         reads (it refuses mixed policies); load it with `dtype="bfloat16"` to
         run in bfloat16.
@@ -175,6 +176,13 @@ class GTRTextEmbedder(keras_hub.models.TextEmbedder):
         Example:
         >>> embedder.save_to_preset("models/my-gtr")  # doctest: +SKIP
         """
+        quantized = sorted({layer.dtype_policy.name for layer in self._flatten_layers()
+                            if getattr(layer.dtype_policy, "quantization_mode", None)})
+        if quantized:
+            raise CheckpointError(
+                f"{preset_dir}: a quantized model ({', '.join(quantized)}) is not saved as a model directory "
+                "(its weights would not load back); save the float model, and quantize after loading"
+            )
         with atomic_directory(preset_dir) as staging:
             super().save_to_preset(str(staging), max_shard_size=max_shard_size)
             for name in ("config.json", "task.json", "preprocessor.json"):

@@ -120,3 +120,12 @@ def test_save_to_preset_killed_midway_leaves_the_previous_model_whole(tmp_path, 
     np.testing.assert_array_equal(before, after)
     gtr_keras.save(gtr_keras.load(str(target)), target)  # the next writer removes the killed one's staging
     assert not list(tmp_path.glob(".m.tmp-*"))
+
+
+def test_a_quantized_model_is_refused_at_save_with_one_line(tmp_path):
+    embedder = gtr_keras.load(OLD_PRESET).model
+    embedder.backbone.quantize("int8")
+    with pytest.raises(CheckpointError, match=r"a quantized model \(int8_from_float32\) is not saved as a model "
+                                              "directory"):
+        gtr_keras.save(embedder, tmp_path / "m")
+    assert not (tmp_path / "m").exists()
