@@ -220,6 +220,7 @@ class _ScannResource(tf.saved_model.experimental.TrackableResource):
         return [self.resource_handle]
 
 
+@locks_output("export_dir")
 def export_searcher(encoder, index_dir, export_dir, searcher="scann", version=1, k=10):
     """Writes a query-string-to-document-ids SavedModel to `export_dir/searcher/<version>/`.
 
