@@ -222,8 +222,9 @@ def run_training(config, make_model, make_dataset, inputs=None):
         checkpoints = os.path.join(config.output_dir, "checkpoints")
         # TensorFlow's staging of a checkpoint write that was killed or failed (no other run writes here: this
         # one holds the output's lock).
-        for stale in fs.glob(os.path.join(checkpoints, "*_temp")):
-            fs.remove(stale)
+        for stale in fs.listdir(checkpoints) if fs.isdir(checkpoints) else []:
+            if stale.rstrip("/").endswith("_temp"):
+                fs.remove(os.path.join(checkpoints, stale.rstrip("/")))
         manager = tf.train.CheckpointManager(checkpoint, checkpoints, max_to_keep=config.keep_checkpoints)
         if manager.latest_checkpoint:
             checkpoint.restore(manager.latest_checkpoint).assert_existing_objects_matched()
