@@ -76,7 +76,7 @@ class Encoder:
         length = self.preprocessor.length(kind)
         ids = []
         for start in range(0, len(texts), 4096):
-            chunk = tf.constant([_to_bytes(t) for t in texts[start:start + 4096]], tf.string)
+            chunk = tf.constant([to_bytes(t) for t in texts[start:start + 4096]], tf.string)
             ids.extend(self._tokenize(chunk, length).to_list())
         return ids
 
@@ -143,5 +143,6 @@ class Encoder:
         return self.encode(texts, "document", batch_size, progress)
 
 
-def _to_bytes(text):
+def to_bytes(text):
+    """A text as UTF-8 bytes (bytes as they are), for a `tf.string` batch."""
     return text if isinstance(text, bytes) else text.encode("utf-8")

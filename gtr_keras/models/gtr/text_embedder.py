@@ -6,13 +6,15 @@ import os
 
 import keras
 import keras_hub
+import numpy as np
+import tensorflow as tf
 from keras import ops
 from keras_hub.src.utils.preset_utils import register_presets
 
 from gtr_keras.convert.preset_loader import load_foreign_format
 from gtr_keras.errors import CheckpointError
 from gtr_keras.models.gtr.backbone import GTRBackbone
-from gtr_keras.models.gtr.encoder import Encoder
+from gtr_keras.models.gtr.encoder import Encoder, to_bytes
 from gtr_keras.models.gtr.layers import MaskedMeanPooling
 from gtr_keras.models.gtr.model_directory import (
     check_finite,
@@ -24,7 +26,7 @@ from gtr_keras.models.gtr.model_directory import (
 )
 from gtr_keras.models.gtr.preprocessor import GTRTextEmbedderPreprocessor
 from gtr_keras.models.gtr.presets import keras_hub_presets, preset_config, resolve_bundled
-from gtr_keras.models.gtr.tokenizer import METADATA_FILE, VOCABULARY_FILE, VOCABULARY_SHA256
+from gtr_keras.models.gtr.tokenizer import METADATA_FILE, VOCABULARY_FILE, VOCABULARY_SHA256, pad_token_ids
 from gtr_keras.utils import files
 from gtr_keras.utils.files import atomic_directory
 
@@ -250,7 +252,21 @@ class GTRTextEmbedder(keras_hub.models.TextEmbedder):
             progress: show a progress bar; by default only for long inputs.
         """
         texts = [text] if isinstance(text, (str, bytes)) else list(text)
+        if keras.backend.backend() != "tensorflow":
+            return self._encode_through_the_backend(texts, kind, batch_size)
         return self.batch_encoder().encode(texts, kind, batch_size, progress)
+
+    def _encode_through_the_backend(self, texts, kind, batch_size):
+        """`encode_text` on the JAX or PyTorch backend, where the `Encoder`'s traced TensorFlow path is not
+        available: tokens from the graph tokenizer (TF Text, eagerly), the model called by the backend."""
+        if self.preprocessor is None:
+            raise ValueError("this GTRTextEmbedder has no preprocessor: it embeds token ids only")
+        rows = [np.zeros((0, self.embedding_dim), np.float32)]
+        for start in range(0, len(texts), batch_size):
+            batch = tf.constant([to_bytes(text) for text in texts[start:start + batch_size]], tf.string)
+            features = pad_token_ids(self.preprocessor.token_ids(batch, kind))
+            rows.append(ops.convert_to_numpy(self({key: value.numpy() for key, value in features.items()})))
+        return np.concatenate(rows).astype(np.float32)
 
     def encode_queries(self, queries, batch_size=32, progress=None):
         """Embeds queries (truncated to `query_length` tokens)."""

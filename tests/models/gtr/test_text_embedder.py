@@ -1,4 +1,5 @@
 import numpy as np
+import pytest
 
 from gtr_keras.models.gtr.backbone import GTRBackbone
 from gtr_keras.models.gtr.text_embedder import GTRTextEmbedder
@@ -70,3 +71,37 @@ def test_predict_on_raw_strings_uses_the_document_budget(tiny_encoder):
     embedder = tiny_encoder.model
     texts = ["boundary layer " * 300, "wing lift"]
     np.testing.assert_allclose(embedder.predict(texts, verbose=0), embedder.encode_documents(texts), atol=1e-6)
+
+
+BACKEND_SCRIPT = """
+import json, sys
+import numpy as np
+import keras, gtr_keras
+assert keras.backend.backend() == sys.argv[1]
+embedder = gtr_keras.GTRTextEmbedder.from_preset("gtr_small_distilled_en")
+texts = json.loads(sys.argv[2])
+np.save(sys.argv[3], np.stack([embedder.encode_queries(texts), embedder.encode_documents(texts)]))
+"""
+
+
+@pytest.mark.parametrize("backend, module", [("jax", "jax"), ("torch", "torch")])
+def test_encode_works_on_the_jax_and_pytorch_backends_as_on_tensorflow(tmp_path, backend, module):
+    import importlib.util
+    import json
+    import os
+    import subprocess
+    import sys
+
+    from conftest import REPO
+
+    if importlib.util.find_spec(module) is None:
+        pytest.skip(f"{module} is not installed")
+    texts = ["what keeps a wing up?", "", "機械学習 🚀", "boundary layer " * 200]
+    result = subprocess.run([sys.executable, "-c", BACKEND_SCRIPT, backend, json.dumps(texts), str(tmp_path / "e.npy")],
+                            cwd=REPO, env={**os.environ, "KERAS_BACKEND": backend}, capture_output=True, text=True,
+                            timeout=300)
+    assert result.returncode == 0, result.stderr[-2000:]
+    other = np.load(tmp_path / "e.npy")
+    embedder = GTRTextEmbedder.from_preset("gtr_small_distilled_en")
+    np.testing.assert_allclose(other[0], embedder.encode_queries(texts), atol=1e-5, rtol=0)
+    np.testing.assert_allclose(other[1], embedder.encode_documents(texts), atol=1e-5, rtol=0)
