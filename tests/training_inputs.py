@@ -9,7 +9,6 @@ import sys
 import h5py
 import numpy as np
 
-from gtr_keras.training.teachers import _functional_models_contained
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SPIECE = os.path.join(ROOT, "tests", "fixtures", "tiny-gtr-st", "spiece.model")
@@ -52,14 +51,13 @@ def write_bert_text_embedder(path):
     keras-hub loads); returns its embeddings of `TEXTS` by keras-hub's own `predict`."""
     import keras_hub
 
-    with _functional_models_contained():  # building a functional keras-hub model outside it would leak
-        tokenizer = keras_hub.models.BertTokenizer(vocabulary=["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *WORDS])
-        preprocessor = keras_hub.models.BertTextEmbedderPreprocessor(tokenizer, sequence_length=32)
-        backbone = keras_hub.models.BertBackbone(
-            vocabulary_size=len(WORDS) + 5, num_layers=1, num_heads=2, hidden_dim=8, intermediate_dim=16,
-            max_sequence_length=32,
-        )
-        embedder = keras_hub.models.BertTextEmbedder(backbone, preprocessor)
-        expected = embedder.predict(TEXTS, verbose=0)
-        embedder.save_to_preset(str(path))
+    tokenizer = keras_hub.models.BertTokenizer(vocabulary=["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *WORDS])
+    preprocessor = keras_hub.models.BertTextEmbedderPreprocessor(tokenizer, sequence_length=32)
+    backbone = keras_hub.models.BertBackbone(
+        vocabulary_size=len(WORDS) + 5, num_layers=1, num_heads=2, hidden_dim=8, intermediate_dim=16,
+        max_sequence_length=32,
+    )
+    embedder = keras_hub.models.BertTextEmbedder(backbone, preprocessor)
+    expected = embedder.predict(TEXTS, verbose=0)
+    embedder.save_to_preset(str(path))
     return expected

@@ -198,7 +198,12 @@ def evaluate(args):
 
 def analyze_lengths(args):
     from gtr_keras.retrieval.evaluation import median_length_analysis, read_trec_run
-    from gtr_keras.retrieval.readers import evaluated_queries, load_corpus, load_qrels, qrels_file
+    from gtr_keras.retrieval.readers import (
+        evaluated_queries,
+        load_corpus,
+        load_qrels,
+        qrels_file,
+    )
 
     qrels = load_qrels(args.dataset, args.split)
     evaluated_queries(qrels, qrels_file(args.dataset, args.split))

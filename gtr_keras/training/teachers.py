@@ -54,47 +54,13 @@ def _embed_texts(embedder, texts):
     return tf.cast(embedder(features, training=False), tf.float32)
 
 
-def _keras_model_classes():
-    """Every subclass of `keras.Model` defined so far."""
-    classes, stack = set(), [keras.Model]
-    while stack:
-        for subclass in stack.pop().__subclasses__():
-            if subclass not in classes:
-                classes.add(subclass)
-                stack.append(subclass)
-    return classes
-
-
-@contextlib.contextmanager
-def _functional_models_contained():
-    """Puts back the base classes that building a functional keras-hub model rewrites.
-
-    Keras builds a functional model of a `keras.Model` subclass by inserting
-    `Functional` among the bases of every class up its hierarchy
-    (`inject_functional_model_class`), keras-hub's `Backbone` and `Task`
-    included, for the rest of the process; a subclassed model of those
-    classes built afterwards (`GTRBackbone`, `GTRTextEmbedder`) then fails in
-    `Functional.__init__`. Inside this block the keras-hub teacher is built
-    and traced into a concrete function; the bases are restored after it, so
-    the teacher must not be called through its Python classes again.
-    """
-    saved = {cls: cls.__bases__ for cls in _keras_model_classes()}
-    try:
-        yield
-    finally:
-        for cls, bases in saved.items():
-            if cls.__bases__ != bases:
-                cls.__bases__ = bases
-
-
 class Teacher:
     """A frozen text embedder that encodes the texts a student is distilled from.
 
     Texts are encoded in batches of similar length, padded to the longest
     text of the batch rather than to the model's budget (exact for models
     whose attention masks padding, as BERT's and T5's do). A keras-hub
-    teacher is traced into a concrete TensorFlow function when made (build
-    it inside `_functional_models_contained`, as `load_teacher` does).
+    teacher is traced into a concrete TensorFlow function when made.
 
     Args:
         embedder: a keras-hub `TextEmbedder` with its preprocessor: a
@@ -202,15 +168,14 @@ def load_teacher(source):
     local = "://" not in source or source.startswith("file://")
     if _is_gtr(source.removeprefix("file://") if local else source):
         return Teacher(load(source).model, source)
-    with _functional_models_contained():
-        try:
-            embedder = keras_hub.models.TextEmbedder.from_preset(source)
-        except (ValueError, OSError, KeyError, TypeError, AttributeError) as error:
-            reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
-            raise CheckpointError(
-                f"{source}: not a text embedder that gtr-keras or keras-hub can load ({reason}); a GTR checkpoint "
-                f"under another name: `gtr-keras convert` it first"
-            ) from None
-        if embedder.preprocessor is None:
-            raise CheckpointError(f"{source}: the text embedder has no preprocessor, so it cannot read text")
-        return Teacher(embedder, source)
+    try:
+        embedder = keras_hub.models.TextEmbedder.from_preset(source)
+    except (ValueError, OSError, KeyError, TypeError, AttributeError) as error:
+        reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        raise CheckpointError(
+            f"{source}: not a text embedder that gtr-keras or keras-hub can load ({reason}); a GTR checkpoint "
+            f"under another name: `gtr-keras convert` it first"
+        ) from None
+    if embedder.preprocessor is None:
+        raise CheckpointError(f"{source}: the text embedder has no preprocessor, so it cannot read text")
+    return Teacher(embedder, source)

@@ -14,7 +14,10 @@ from gtr_keras.convert.first_format import (
     first_format_config,
     load_first_format,
 )
-from gtr_keras.convert.sentence_transformers import load_sentence_transformers, save_sentence_transformers
+from gtr_keras.convert.sentence_transformers import (
+    load_sentence_transformers,
+    save_sentence_transformers,
+)
 from gtr_keras.errors import CheckpointError, UserError
 from gtr_keras.models.gtr.model_directory import (
     CONFIG_FILE,

@@ -13,6 +13,7 @@ from keras_hub.src.utils.preset_utils import register_presets
 
 from gtr_keras.convert.preset_loader import load_foreign_format
 from gtr_keras.errors import CheckpointError
+from gtr_keras.models.gtr import functional_models
 from gtr_keras.models.gtr.backbone import GTRBackbone
 from gtr_keras.models.gtr.encoder import Encoder, to_bytes
 from gtr_keras.models.gtr.layers import MaskedMeanPooling
@@ -25,8 +26,17 @@ from gtr_keras.models.gtr.model_directory import (
     weights_by_path,
 )
 from gtr_keras.models.gtr.preprocessor import GTRTextEmbedderPreprocessor
-from gtr_keras.models.gtr.presets import keras_hub_presets, preset_config, resolve_bundled
-from gtr_keras.models.gtr.tokenizer import METADATA_FILE, VOCABULARY_FILE, VOCABULARY_SHA256, pad_token_ids
+from gtr_keras.models.gtr.presets import (
+    keras_hub_presets,
+    preset_config,
+    resolve_bundled,
+)
+from gtr_keras.models.gtr.tokenizer import (
+    METADATA_FILE,
+    VOCABULARY_FILE,
+    VOCABULARY_SHA256,
+    pad_token_ids,
+)
 from gtr_keras.utils import files
 from gtr_keras.utils.files import atomic_directory
 
@@ -295,3 +305,4 @@ def _weights_dtypes(config):
 
 
 register_presets(keras_hub_presets(), GTRBackbone)
+functional_models.install()
