@@ -9,7 +9,6 @@ import sys
 import h5py
 import numpy as np
 
-
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SPIECE = os.path.join(ROOT, "tests", "fixtures", "tiny-gtr-st", "spiece.model")
 WORDS = "cat dog bird fish tree river mountain city music paper light sound water fire stone cloud".split()

@@ -8,12 +8,10 @@ directory gives a `BertTextEmbedder` with the checkpoint's pooling and
 normalisation), with no PyTorch.
 """
 
-import contextlib
 import hashlib
 import json
 import os
 
-import keras
 import numpy as np
 import tensorflow as tf
 
