@@ -27,6 +27,8 @@ from gtr_keras.models.gtr.model_directory import (
 )
 from gtr_keras.models.gtr.preprocessor import GTRTextEmbedderPreprocessor
 from gtr_keras.models.gtr.presets import (
+    HUB_IDS,
+    PRESETS,
     keras_hub_presets,
     preset_config,
     resolve_bundled,
@@ -153,14 +155,20 @@ class GTRTextEmbedder(keras_hub.models.TextEmbedder):
         preset name of `gtr_keras.models.gtr.presets.HUB_IDS` (`"gtr-base"`), and a model
         directory of gtr-keras' first format. keras-hub's own Hugging Face
         loader has a fixed list of architectures without T5, so these go
-        through `gtr_keras.convert`. A model directory whose settings
-        contradict its weights or each other raises `CheckpointError` naming
-        the file and setting (`model_directory.check_model_directory`).
+        through `gtr_keras.convert`. An architecture-only size of
+        `gtr_keras.models.gtr.presets.PRESETS` (`"gtr-tiny"`, `"gtr-small"`: the
+        others name published checkpoints) gives a randomly initialised model without a preprocessor, as
+        `from_architecture` does (no weights exist for it). A model directory
+        whose settings contradict its weights or each other raises
+        `CheckpointError` naming the file and setting
+        (`model_directory.check_model_directory`).
 
         Example:
         >>> embedder = GTRTextEmbedder.from_preset("hf://sentence-transformers/gtr-t5-base")  # doctest: +SKIP
         """
         preset = resolve_bundled(preset)
+        if isinstance(preset, str) and preset in PRESETS and preset not in HUB_IDS and not os.path.exists(preset):
+            return cls.from_architecture(preset, **kwargs)
         if is_remote(preset):  # `gs://`, `ram://`, ...: loaded from a fresh local copy (keras-hub's cache goes stale)
             with local_model_directory(preset) as local:
                 return cls.from_preset(local, load_weights, **kwargs)

@@ -65,3 +65,8 @@ def test_a_published_preset_name_is_downloaded_from_its_hugging_face_id(monkeypa
     with pytest.raises(CheckpointError, match=f"could not download '{repo}'"):
         gtr_keras.GTRTextEmbedder.from_preset(name)
     assert asked == [repo]
+
+
+def test_an_architecture_only_size_gives_a_randomly_initialised_model_by_name():
+    embedder = GTRTextEmbedder.from_preset("gtr-tiny")
+    assert embedder.preprocessor is None and embedder.count_params() == parameter_count(preset_config("gtr-tiny"))
