@@ -15,7 +15,7 @@ import numpy as np
 
 from gtr_keras.errors import DataError
 from gtr_keras.utils.files import atomic_file, atomic_outputs
-from gtr_keras.utils.locks import locks_output, remove_stale_staging
+from gtr_keras.utils.locks import locks_output
 
 
 def _encoder(args):
@@ -66,7 +66,7 @@ def encode(args):
     ids_path = f"{os.path.splitext(args.output)[0]}.ids.txt"
     if files.isdir(ids_path):
         raise DataError(f"{ids_path}: is a directory, expected a file name (the ids written beside --output)")
-    remove_stale_staging(ids_path)  # the lock of --output covers its ids file
+    files.remove_staging(ids_path)  # the lock of --output covers its ids file
     ids, texts = read_texts(args.input)
     kind = args.kind or ("query" if os.path.basename(args.input).startswith("queries.") else "document")
     if any("\n" in i or "\r" in i for i in ids):

@@ -55,7 +55,7 @@ from gtr_keras.retrieval.index import SearchIndex
 from gtr_keras.retrieval.retriever import INDEX_SUBDIR, Retriever
 from gtr_keras.utils import files
 from gtr_keras.utils.files import atomic_outputs
-from gtr_keras.utils.locks import locks_output, remove_stale_staging
+from gtr_keras.utils.locks import locks_output
 
 STRINGS = tf.TensorSpec([None], tf.string, name="texts")
 QUERIES = tf.TensorSpec([None], tf.string, name="queries")
@@ -275,7 +275,7 @@ def export_all(encoder, export_dir, index_dir=None, searcher="scann", version=1,
 def _write_together(export_dir, version, writers):
     targets = {name: _version_dir(export_dir, name, version) for name in writers}
     for target in targets.values():
-        remove_stale_staging(target)  # `export_all` holds the export root's lock
+        files.remove_staging(target)  # `export_all` holds the export root's lock
     with atomic_outputs(*targets.values()) as staged:
         for write, staging in zip(writers.values(), staged):
             staging.mkdir()

@@ -218,7 +218,7 @@ def _upload_and_commit(pairs):
     uploads = []
     try:
         for staged, target in pairs:
-            parent, name = target.rsplit("/", 1)
+            parent, name = parent_and_name(target)
             upload = f"{parent}/.{name}.upload-{os.getpid()}-{os.path.basename(staged)}"
             is_file = os.path.isfile(staged)
             files = [staged] if is_file else [
@@ -243,6 +243,40 @@ def _upload_and_commit(pairs):
         for upload, _, _ in uploads:
             remove(upload)
         raise
+
+
+def parent_and_name(path):
+    """`(parent, name)` of an output path as the staging beside it is named: a local path made absolute.
+
+    Example:
+    >>> parent_and_name("gs://bucket/runs/index")
+    ('gs://bucket/runs', 'index')
+    """
+    path = os.fspath(path).rstrip("/")
+    if is_local(path):
+        return os.path.split(os.path.abspath(path.removeprefix("file://")))
+    parent, _, name = path.rpartition("/")
+    return parent, name
+
+
+def remove_staging(target):
+    """Removes what runs killed while writing `target` through `atomic_outputs` left beside it
+    (`.NAME.tmp-*`, `.NAME.upload-*`), or puts back the previous `target` that a commit killed between its
+    renames had moved aside (`.NAME.tmp-*-old`). Names are matched literally (no glob).
+
+    Only for a caller that knows no other run is writing `target` (`locks.output_lock` holds it).
+    """
+    parent, name = parent_and_name(target)
+    if not isdir(parent):
+        return
+    for entry in sorted(entry.rstrip("/") for entry in listdir(parent)):
+        if not entry.startswith((f".{name}.tmp-", f".{name}.upload-")):
+            continue
+        stale = f"{parent}/{entry}"
+        if entry.endswith("-old") and is_local(parent) and not os.path.exists(f"{parent}/{name}"):
+            os.rename(stale, f"{parent}/{name}")
+        else:
+            remove(stale)
 
 
 def _make_parent(path):
@@ -305,7 +339,7 @@ def atomic_outputs(*targets):
                 if path is None:
                     staging.append(os.path.join(scratch, f"{len(staging)}-{os.path.basename(target)}"))
                     continue
-                parent, name = os.path.split(path)
+                parent, name = parent_and_name(path)
                 os.makedirs(parent, exist_ok=True)
                 staged = tempfile.mkdtemp(prefix=f".{name}.tmp-", dir=parent)
                 os.rmdir(staged)

@@ -41,12 +41,10 @@ _HELD = {}  # lock path -> how many blocks of this process hold it
 
 
 def _lock_path(path):
-    path = os.fspath(path).rstrip("/")
+    path = os.fspath(path)
     if files.is_local(path):
         path = os.path.realpath(path.removeprefix("file://"))  # one lock for every spelling of the path
-        parent, name = os.path.split(path)
-        return os.path.join(parent, f".{name}.lock")
-    parent, _, name = path.rpartition("/")
+    parent, name = files.parent_and_name(path)
     return f"{parent}/.{name}.lock"
 
 
@@ -121,38 +119,6 @@ def _lock_remote(path, lock):
         raise _busy(path, _describe(files.read_bytes(lock).decode("utf-8", "replace")))
 
 
-def remove_stale_staging(path, inside=()):
-    """Removes what killed runs left while staging output `path` (and the outputs named `inside` it), or
-    puts back a previous output that a run killed while committing had moved aside (`.NAME.tmp-*-old`).
-
-    Call it only while holding `output_lock` of `path` or of a directory above it. Names are matched
-    literally (no glob), so the staging of another output is never touched.
-    """
-    path = os.fspath(path).rstrip("/")
-    if files.is_local(path):
-        path = os.path.abspath(path.removeprefix("file://"))
-        (parent, name), join = os.path.split(path), os.path.join
-    else:
-        (parent, _, name), join = path.rpartition("/"), "{}/{}".format
-    _remove_staging_of(parent, name, join)
-    for inner in inside:
-        _remove_staging_of(path, inner, join)
-
-
-def _remove_staging_of(parent, name, join):
-    if not files.isdir(parent):
-        return
-    target = join(parent, name)
-    for entry in sorted(entry.rstrip("/") for entry in files.listdir(parent)):
-        if not entry.startswith((f".{name}.tmp-", f".{name}.upload-")):
-            continue
-        stale = join(parent, entry)
-        if entry.endswith("-old") and files.is_local(target) and not os.path.exists(target):
-            os.rename(stale, target)  # the previous output, moved aside by a commit killed before it ended
-        else:
-            files.remove(stale)
-
-
 @contextlib.contextmanager
 def output_lock(path, inside=()):
     """Holds the lock of output `path` for the block; reentrant within a process.
@@ -181,7 +147,8 @@ def output_lock(path, inside=()):
     descriptor = _lock_local(path, lock) if local else _lock_remote(path, lock)
     _HELD[lock] = 1
     try:
-        remove_stale_staging(path, inside)
+        for target in (path, *(f"{os.fspath(path).rstrip('/')}/{name}" for name in inside)):
+            files.remove_staging(target)
         yield
     finally:
         del _HELD[lock]

@@ -209,19 +209,20 @@ def test_a_killed_export_leaves_staging_that_the_next_export_removes(tmp_path, t
 
 
 def test_stale_staging_is_matched_literally_and_a_previous_output_moved_aside_is_put_back(tmp_path):
-    from gtr_keras.utils.locks import remove_stale_staging
+    from gtr_keras.utils.files import remove_staging
 
     for folder in ("run[1]", "run1"):
         (tmp_path / folder / ".out.tmp-killed").mkdir(parents=True)
-    remove_stale_staging(tmp_path / "run[1]" / "out")
+    remove_staging(tmp_path / "run[1]" / "out")
     assert not (tmp_path / "run[1]" / ".out.tmp-killed").exists()
     assert (tmp_path / "run1" / ".out.tmp-killed").exists()  # another output's, though the glob would match it
     aside = tmp_path / "run1" / ".model.tmp-abc-old"  # a commit killed between its two renames
     aside.mkdir()
     (aside / "config.json").write_text("{}")
-    remove_stale_staging(tmp_path / "run1" / "model")
+    remove_staging(tmp_path / "run1" / "model")
     assert (tmp_path / "run1" / "model" / "config.json").read_text() == "{}" and not aside.exists()
     (tmp_path / "run1" / ".best_model.tmp-x").mkdir()
     (tmp_path / "run1" / ".export.tmp-y").mkdir()  # another command's output inside the run directory
-    remove_stale_staging(tmp_path / "run1", inside=("best_model",))
+    with output_lock(tmp_path / "run1", inside=("best_model",)):
+        pass
     assert not (tmp_path / "run1" / ".best_model.tmp-x").exists() and (tmp_path / "run1" / ".export.tmp-y").exists()
