@@ -7,7 +7,7 @@ from gtr_keras.models.gtr.layers import RelativePositionBias, T5EncoderBlock
 from gtr_keras.models.gtr.model_directory import (
     check_finite,
     check_weights_file,
-    weights_by_path,
+    file_weights_by_path,
 )
 
 INPUT_NAMES = ("token_ids", "padding_mask")
@@ -145,7 +145,7 @@ class GTRBackbone(keras_hub.models.Backbone):
         if not skip_mismatch:
             check_weights_file(self, filepath)
         super().load_weights(filepath, skip_mismatch=skip_mismatch, **kwargs)
-        check_finite(weights_by_path(self), filepath)
+        check_finite(file_weights_by_path(self), filepath)
 
     def get_config(self):
         return {

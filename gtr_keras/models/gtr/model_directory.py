@@ -191,10 +191,7 @@ def check_weights_file(model, path):
         # holds no backbone weights yet when the task weights load: those are checked when they load.
         complete = any(files.isfile(os.path.join(directory, file)) for file in (WEIGHTS_FILE, SHARDED_WEIGHTS_FILE))
         check_model_directory(directory, load_weights=complete)
-    weights = weights_by_path(model)
-    if hasattr(model, "backbone"):
-        backbone_weights = {id(variable) for variable in model.backbone.weights}
-        weights = {key: variable for key, variable in weights.items() if id(variable) not in backbone_weights}
+    weights = file_weights_by_path(model)
     check_shapes({key: tuple(variable.shape) for key, variable in weights.items()},
                   read_weights(path, values=False), path)
 
@@ -352,6 +349,16 @@ def check_shapes(expected, stored, source):
                 f"{source}: weight {path} has shape {tuple(stored[path])}, but the model built from the "
                 f"config expects {tuple(shape)}"
             )
+
+
+def file_weights_by_path(model):
+    """The weights that a Keras weights file of `model` holds, by path (`weights_by_path`): all of a
+    `GTRBackbone`'s; of a `GTRTextEmbedder`, those outside its backbone (its `task.weights.h5`)."""
+    weights = weights_by_path(model)
+    if hasattr(model, "backbone"):
+        backbone_weights = {id(variable) for variable in model.backbone.weights}
+        weights = {key: variable for key, variable in weights.items() if id(variable) not in backbone_weights}
+    return weights
 
 
 def assign_weights(model, tensors, source):

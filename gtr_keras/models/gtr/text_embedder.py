@@ -21,9 +21,9 @@ from gtr_keras.models.gtr.model_directory import (
     check_finite,
     check_model_directory,
     check_weights_file,
+    file_weights_by_path,
     is_remote,
     local_model_directory,
-    weights_by_path,
 )
 from gtr_keras.models.gtr.preprocessor import GTRTextEmbedderPreprocessor
 from gtr_keras.models.gtr.presets import (
@@ -236,8 +236,7 @@ class GTRTextEmbedder(keras_hub.models.TextEmbedder):
                 "the vocabulary is another model's"
             )
         super().load_task_weights(filepath)
-        backbone_weights = {id(variable) for variable in self.backbone.weights}
-        check_finite({path: v for path, v in weights_by_path(self).items() if id(v) not in backbone_weights}, filepath)
+        check_finite(file_weights_by_path(self), filepath)
 
     def get_config(self):
         return {**super().get_config(), "embedding_dim": self.embedding_dim}
