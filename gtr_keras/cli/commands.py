@@ -80,6 +80,7 @@ def encode(args):
     print(f"wrote {args.output} {embeddings.shape} ({kind} encoding, {args.precision}) and {ids_path}")
 
 
+@locks_output("args.out")  # before the corpus and the model load: a second run is refused at once
 def index(args):
     kind = "exact" if args.exact else "auto"
     if args.runner:
@@ -99,7 +100,6 @@ def index(args):
     print(f"wrote {args.out}: {len(built.ids)} documents, {built.kind} search")
 
 
-@locks_output("args.out")
 def _index_with_beam(args, kind):
     """Encodes with an Apache Beam pipeline that reads the corpus itself, then indexes in corpus order.
 
@@ -232,6 +232,7 @@ def demo(args):
     run_demo(args.out, args.model or DEMO_MODEL, args.dataset or DEMO_DATASET)
 
 
+@locks_output("args.out")  # before the model loads
 def export(args):
     from gtr_keras.serving.export import export_all
 
