@@ -185,6 +185,16 @@ def _corpus_source(path):
 _corpus_source.__name__ = "corpus"
 _corpus_source.path_check = _input_any.path_check
 _corpus_source.allows_glob = True
+
+
+def _embedding_source(path):
+    """An embedding file, or a glob of them (matched by `index`)."""
+    return _corpus_source(path)
+
+
+_embedding_source.__name__ = "embeddings"
+_embedding_source.path_check = _input_any.path_check
+_embedding_source.allows_glob = True
 _output_file = _output_path("file")
 _output_dir = _output_path("directory")
 _MODEL_HELP = ("model directory, sentence-transformers checkpoint, hf://ORG/NAME, a bundled model (gtr-small-distilled) "
@@ -396,25 +406,32 @@ def build_parser():
     p.add_argument("out_dir", type=_output_dir, help="model directory to write (replaced if it exists)")
 
     p = command("encode", "embed texts from a .txt, corpus.jsonl[.gz] or queries.jsonl file",
-                "Embeds every text of the input and writes OUTPUT (.npy, float32 [N, D]) and OUTPUT.ids.txt "
-                "(one id a line; for .txt input, the line numbers) together.")
+                "Embeds every text of the input and writes OUTPUT (.npy, float32 [N, D]), OUTPUT.ids.txt "
+                "(one id a line; for .txt input, the line numbers) and OUTPUT.json (the model and settings) "
+                "together; `index --embeddings` reads them.")
     p.add_argument("--model", required=True, help=_MODEL_HELP)
     p.add_argument("--input", required=True, type=_input_file, help=".txt (a text a line) or .jsonl[.gz] records")
     p.add_argument("--output", required=True, type=_output_path("file", ".npy"),
-                   help="output .npy (ids go to OUTPUT.ids.txt)")
+                   help="output .npy (ids go to OUTPUT.ids.txt, the model record to OUTPUT.json)")
     p.add_argument("--kind", choices=["query", "document"],
                    help="query or document budget (default: query for queries.jsonl, else document)")
     _add_batch_size(p)
     _add_progress(p)
     add_encoder_arguments(p)
 
-    p = command("index", "encode a corpus and build a search index (resumable)",
-                "Encodes the corpus shard by shard (a killed run resumes if nothing it depends on changed) and "
-                "writes the index directory at the end.")
-    p.add_argument("--model", required=True, help=_MODEL_HELP)
-    p.add_argument("--corpus", required=True, type=_corpus_source,
+    p = command("index", "encode a corpus, or take precomputed embeddings, and build a search index (resumable)",
+                "With --model and --corpus: encodes the corpus shard by shard (a killed run resumes if nothing it "
+                "depends on changed) and writes the index directory at the end. With --embeddings: indexes "
+                "embedding shards (encode's NAME.npy + NAME.ids.txt, or the Beam pipeline's .npz), checked before "
+                "any index work, a chunk at a time (memory: see README, Large corpora).")
+    p.add_argument("--model", help=_MODEL_HELP + "; required with --corpus; with --embeddings, declares or checks "
+                                                 "their model (default: the model encode recorded, if any)")
+    p.add_argument("--corpus", type=_corpus_source,
                    help="BEIR directory or corpus.jsonl[.gz]; with --runner also a glob of such files, e.g. "
-                        "'gs://b/corpus-*.jsonl.gz'")
+                        "'gs://b/corpus-*.jsonl.gz' (required unless --embeddings)")
+    p.add_argument("--embeddings", type=_embedding_source, metavar="GLOB",
+                   help="precomputed embedding shards instead of --corpus, e.g. 'emb/part-*.npy' (quote the glob), "
+                        "in file-name order (default: none)")
     p.add_argument("--out", required=True, type=_output_dir, help="index directory to write (replaced if it exists)")
     p.add_argument("--exact", action="store_true", help="exact brute-force search even for large corpora")
     _add_batch_size(p, "documents")
@@ -523,6 +540,7 @@ def _path_arguments(args, parser, role):
             found.append((name, path))
     if role == "output" and args.command == "encode":
         found.append(("--output", f"{os.path.splitext(args.output)[0]}.ids.txt"))
+        found.append(("--output", f"{os.path.splitext(args.output)[0]}.json"))
     return found
 
 
@@ -544,6 +562,16 @@ def _config_settings(args):
     flat.update({f"{key}.{inner}": value for key, value in config.items() if isinstance(value, dict)
                  for inner, value in value.items()})
     return flat
+
+
+def _check_index_sources(args, parser):
+    """`index` takes `--corpus` (with `--model`) or `--embeddings`, not both."""
+    if (args.corpus is None) == (args.embeddings is None):
+        parser.error("one of the arguments --corpus (with --model) or --embeddings is required, not both")
+    if args.corpus is not None and not args.model:
+        parser.error("argument --model: required with --corpus")
+    if args.embeddings is not None and args.runner:
+        parser.error("argument --runner: encodes a corpus; --embeddings are encoded already")
 
 
 def _comparable(path):
@@ -712,6 +740,8 @@ def main(argv=None):
     args = parser.parse_args(argv)
     if args.command == "evaluate" and args.retriever == "gtr" and not args.model:
         parser.commands["evaluate"].error("argument --model: required with --retriever gtr")
+    if args.command == "index":
+        _check_index_sources(args, parser.commands["index"])
     _check_outputs(args, parser.commands[args.command], standalone)
     if not args.debug:
         os.environ.setdefault(*quiet_tensorflow)

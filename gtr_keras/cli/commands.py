@@ -60,31 +60,42 @@ def migrate(args):
 
 @locks_output("args.output")
 def encode(args):
+    from gtr_keras.retrieval.embedding_files import ids_path_for, model_path_for
     from gtr_keras.retrieval.readers import read_texts
+    from gtr_keras.retrieval.retriever import index_metadata
     from gtr_keras.utils import files
 
-    ids_path = f"{os.path.splitext(args.output)[0]}.ids.txt"
-    if files.isdir(ids_path):
-        raise DataError(f"{ids_path}: is a directory, expected a file name (the ids written beside --output)")
-    files.remove_staging(ids_path)  # the lock of --output covers its ids file
+    ids_path, record_path = ids_path_for(args.output), model_path_for(args.output)
+    for path in (ids_path, record_path):
+        if files.isdir(path):
+            raise DataError(f"{path}: is a directory, expected a file name (written beside --output)")
+        files.remove_staging(path)  # the lock of --output covers the files beside it
     ids, texts = read_texts(args.input)
     kind = args.kind or ("query" if os.path.basename(args.input).startswith("queries.") else "document")
     if any("\n" in i or "\r" in i for i in ids):
         raise DataError(f"{args.input}: ids must not contain line breaks (needed for {ids_path})")
     encoder = _encoder(args)
     embeddings = encoder.encode(texts, kind=kind, batch_size=args.batch_size, progress=args.progress)
-    with atomic_outputs(args.output, ids_path) as (npy_path, staged_ids_path):
+    record = {"model": index_metadata(encoder, args.model), "kind": kind, "num_rows": len(ids)}
+    with atomic_outputs(args.output, ids_path, record_path) as (npy_path, staged_ids_path, staged_record_path):
         with open(npy_path, "wb") as f:
             np.save(f, embeddings)
         staged_ids_path.write_bytes("".join(f"{i}\n" for i in ids).encode("utf-8"))
-    print(f"wrote {args.output} {embeddings.shape} ({kind} encoding, {args.precision}) and {ids_path}")
+        staged_record_path.write_text(json.dumps(record, indent=2), encoding="utf-8")
+    print(f"wrote {args.output} {embeddings.shape} ({kind} encoding, {args.precision}), {ids_path} and {record_path}")
 
 
 @locks_output("args.out")  # before the corpus and the model load: a second run is refused at once
 def index(args):
     kind = "exact" if args.exact else "auto"
-    if args.runner:
-        built = _index_with_beam(args, kind)
+    if args.embeddings:
+        from gtr_keras.retrieval.embedding_files import EmbeddingFiles
+        from gtr_keras.retrieval.retriever import index_embeddings
+
+        shards = EmbeddingFiles.open(args.embeddings)  # every shard checked before the model loads
+        num_rows, kind = index_embeddings(shards, args.out, args.model and _encoder(args), args.model, kind)
+    elif args.runner:
+        num_rows, kind = _index_with_beam(args, kind)
     else:
         from gtr_keras.retrieval.readers import load_corpus
         from gtr_keras.retrieval.retriever import build_index
@@ -93,11 +104,11 @@ def index(args):
         if any(char in args.corpus for char in "*?[") and not files.exists(args.corpus):
             raise DataError(f"{args.corpus}: a glob of corpus files needs --runner (e.g. --runner DirectRunner)")
         corpus = load_corpus(args.corpus)
-        built = build_index(
+        num_rows, kind = len(corpus), build_index(
             _encoder(args), corpus, args.out, model_dir=args.model, kind=kind,
             batch_size=args.batch_size, shard_size=args.shard_size, progress=args.progress,
-        )
-    print(f"wrote {args.out}: {len(built.ids)} documents, {built.kind} search")
+        ).kind
+    print(f"wrote {args.out}: {num_rows} documents, {kind} search")
 
 
 def _index_with_beam(args, kind):
@@ -118,7 +129,7 @@ def _index_with_beam(args, kind):
         corpus_from_shards,
         encode_corpus_with_beam,
     )
-    from gtr_keras.retrieval.index import SearchIndex
+    from gtr_keras.retrieval.index import ArrayRows
     from gtr_keras.retrieval.retriever import index_metadata, work_dir_for, write_index
     from gtr_keras.utils import files
 
@@ -132,10 +143,9 @@ def _index_with_beam(args, kind):
         pipeline_args=pipeline_args, shard_rows=args.shard_rows, large_model=args.large_model,
     )
     corpus, embeddings = corpus_from_shards(shard_dir)
-    built = SearchIndex(corpus.ids, embeddings, kind=kind)
-    write_index(args.out, built, corpus, metadata)
+    kind = write_index(args.out, ArrayRows(corpus.ids, embeddings), corpus, metadata, kind)
     files.remove(shard_dir)
-    return built
+    return len(corpus), kind
 
 
 def search(args):

@@ -2,15 +2,28 @@
 
 GTR scores a query against a passage by the dot product of their unit-norm
 embeddings, i.e. their cosine similarity. `SearchIndex` returns the `k`
-passages with the highest dot product, either exactly (batched matmul) or
-approximately with ScaNN (k-means tree + anisotropic AH + exact reordering).
-It lives on any file system TensorFlow knows (local, `gs://`, `ram://`).
+passages with the highest dot product, either exactly (batched matmul over
+the stored float32 vectors, read in chunks) or approximately with ScaNN
+(k-means tree + anisotropic AH + reordering on int8 vectors).
+
+Building never holds every vector in memory: `write_search_index` reads its
+source a chunk at a time. ScaNN's tree and quantisers are trained on a random
+sample, then each chunk is added to the trained searcher, its ScaNN arrays
+(leaf of each point, AH codes, int8 vectors) are appended to the index's
+files, and it is removed again; the result is byte for byte the searcher
+ScaNN builds from the same sample with every point added at once. An index
+keeps one copy of the vectors: float32 (`embeddings.npy`, memory-mapped when
+local) for exact search, ScaNN's int8 copy (1 byte per dimension plus 1/4 for
+AH codes) for approximate search. It lives on any file system TensorFlow knows
+(local, `gs://`, `ram://`).
 """
 
 import functools
 import json
 import math
 import os
+import shutil
+import tempfile
 
 import numpy as np
 
@@ -23,7 +36,7 @@ from gtr_keras.utils.records import (
     unreadable_reason,
 )
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
 KINDS = ("auto", "exact", "scann")
 # ScaNN's own rule of thumb (scann/docs/algorithms.md): brute force below 20k
 # points. At 20k x 768 float32 the corpus is 61 MB and one batched exact search
@@ -32,13 +45,18 @@ EXACT_MAX_N = 20_000
 # Exact search scores at most this many (query, passage) pairs at a time:
 # 2**25 float32 scores is 128 MiB, whatever the corpus size.
 _EXACT_CHUNK_SCORES = 2**25
+# ... and reads at most this many stored vectors at a time (24 MiB at D=768).
+_EXACT_ROW_BLOCK = 8192
 _INDEX_JSON = "index.json"
 _IDS_TXT = "ids.txt"
 _EMBEDDINGS_NPY = "embeddings.npy"
 _SCANN_DIR = "scann"
+# ScaNN's arrays with a row per indexed point (the others are the same whatever the points).
+_SCANN_PER_POINT = ("datapoint_to_token.npy", "hashed_dataset.npy", "int8_dataset.npy")
 # ScaNN searchers are built for this many neighbours; `search` passes its own
 # `k`, so this only sizes the default reordering pool.
 _DEFAULT_K = 10
+_BUILD_CHUNK_ROWS = 65_536
 
 
 def scann_params(n):
@@ -47,19 +65,19 @@ def scann_params(n):
     The tree has about `sqrt(n)` leaves (ScaNN's rule of thumb), but never
     fewer than 100 points per leaf on average, so small corpora still get
     well-populated leaves. The leaves are trained by spherical k-means, which
-    suits unit-norm embeddings scored by dot product, on at most 100k points.
-    A query searches 10% of the leaves, and at least 64 (or all of them when
-    there are fewer): on real GTR embeddings of the shared BEIR collections
-    (16,676 documents, 129 leaves, queries of those collections) 13 leaves
-    gave recall@10 0.62, 32 gave 0.85 and 64 gave 0.97, because queries fall
-    between the document partitions far more than in clustered synthetic data. Scoring uses anisotropic AH with 2 dimensions per block
-    and threshold 0.2, as ScaNN recommends, and the best `40 * k` AH
-    candidates are rescored exactly: on clustered 768-d data at N=1M,
-    `10 * k` lost recall@10 in reordering, not in the tree.
-    `benchmarks/RESULTS.md` records these measurements, including plain
-    k-means and fewer leaves searched. `num_leaves_to_search` and
-    `reorder_factor` apply at search time, so they can be changed on a built
-    index.
+    suits unit-norm embeddings scored by dot product, on a random sample of
+    100 points per leaf (at least 100k, at most `n`). A query searches 10% of
+    the leaves, and at least 64 (or all of them when there are fewer): on real
+    GTR embeddings of the shared BEIR collections (16,676 documents, 129
+    leaves, queries of those collections) 13 leaves gave recall@10 0.62, 32
+    gave 0.85 and 64 gave 0.97, because queries fall between the document
+    partitions far more than in clustered synthetic data. Scoring uses
+    anisotropic AH with 2 dimensions per block and threshold 0.2, as ScaNN
+    recommends, and the best `40 * k` AH candidates are rescored on int8
+    vectors (`reorder: "int8"`): on clustered 768-d data at N=1M, `10 * k`
+    lost recall@10 in reordering, not in the tree. `benchmarks/RESULTS.md`
+    records these measurements. `num_leaves_to_search` and `reorder_factor`
+    apply at search time, so they can be changed on a built index.
 
     Args:
         n: int. Number of embeddings in the corpus.
@@ -67,7 +85,7 @@ def scann_params(n):
     Returns:
         A JSON-serialisable dict: `num_leaves`, `num_leaves_to_search`,
         `spherical`, `training_sample_size`, `dimensions_per_block`,
-        `anisotropic_quantization_threshold`, `reorder_factor`.
+        `anisotropic_quantization_threshold`, `reorder_factor`, `reorder`.
 
     Example:
     >>> scann_params(1_000_000)["num_leaves"]
@@ -80,72 +98,158 @@ def scann_params(n):
         "num_leaves": num_leaves,
         "num_leaves_to_search": min(num_leaves, max(64, math.ceil(0.1 * num_leaves))),
         "spherical": True,
-        "training_sample_size": min(n, 100_000),
+        "training_sample_size": min(n, max(100_000, 100 * num_leaves)),
         "dimensions_per_block": 2,
         "anisotropic_quantization_threshold": 0.2,
         "reorder_factor": 40,
+        "reorder": "int8",
     }
 
 
-def _build_scann(embeddings, params):
+def _scann():
     import scann  # Imports TensorFlow: only paid for when ScaNN is used.
 
-    builder = scann.scann_ops_pybind.builder(embeddings, _DEFAULT_K, "dot_product")
-    builder = builder.tree(
+    return scann
+
+
+def _scann_config(sample, params):
+    scann = _scann()
+    builder = scann.scann_ops_pybind.builder(sample, _DEFAULT_K, "dot_product").tree(
         num_leaves=params["num_leaves"],
         num_leaves_to_search=params["num_leaves_to_search"],
         spherical=params["spherical"],
-        training_sample_size=params["training_sample_size"],
+        training_sample_size=len(sample),
     )
     builder = builder.score_ah(
         params["dimensions_per_block"],
         anisotropic_quantization_threshold=params["anisotropic_quantization_threshold"],
-        training_sample_size=params["training_sample_size"],
+        training_sample_size=len(sample),
     )
-    return builder.reorder(params["reorder_factor"] * _DEFAULT_K).build()
+    reorder = {"int8": scann.ReorderType.INT8, "bfloat16": scann.ReorderType.BFLOAT16}[params["reorder"]]
+    return builder.reorder(params["reorder_factor"] * _DEFAULT_K, quantize=reorder).create_config()
+
+
+def take_rows(chunks, rows, dims):
+    """The vectors at the sorted row numbers `rows` of a stream of `[n_i, dims]` chunks, as one array."""
+    out, done, first = np.empty((len(rows), dims), np.float32), 0, 0
+    for chunk in chunks:
+        picked = rows[done:][rows[done:] < first + len(chunk)] - first
+        out[done : done + len(picked)] = chunk[picked]
+        done, first = done + len(picked), first + len(chunk)
+    return out
+
+
+def _build_scann(source, params, scann_dir):
+    """Writes a ScaNN searcher over `source`'s vectors to `scann_dir`, a chunk at a time.
+
+    The searcher is trained on a random sample of `params["training_sample_size"]`
+    rows, emptied, and then given each chunk in turn: its per-point arrays are
+    appended to `scann_dir`'s files, and the chunk is deleted again, so ScaNN
+    holds one chunk at a time. The arrays that do not depend on the points
+    (config, tree, codebooks, int8 multipliers) must be the same after every
+    chunk; they are checked, so a ScaNN that retrained on its own would be an
+    error rather than an index of mixed codes.
+    """
+    scann = _scann()
+    rng = np.random.default_rng(0)
+    rows = np.sort(rng.choice(source.num_rows, params["training_sample_size"], replace=False))
+    sample = take_rows(source.chunks(), rows, source.dims)
+    config = _scann_config(sample, params)
+    searcher = scann.scann_ops_pybind.create_searcher(sample, config).searcher
+    searcher.delete(list(range(len(sample) - 1, -1, -1)))
+    del sample
+    outputs, fixed, written = {}, {}, 0
+    with tempfile.TemporaryDirectory(prefix="gtr-keras-scann-") as scratch:
+        try:
+            for chunk in source.chunks():
+                searcher.upsert([None] * len(chunk), chunk, 256)
+                part = os.path.join(scratch, "part")
+                shutil.rmtree(part, ignore_errors=True)
+                os.mkdir(part)
+                searcher.serialize(part, True)
+                searcher.delete(list(range(len(chunk) - 1, -1, -1)))
+                for name in sorted(os.listdir(part)):
+                    path = os.path.join(part, name)
+                    if name in _SCANN_PER_POINT:
+                        array = np.load(path)
+                        if name not in outputs:
+                            outputs[name] = open(os.path.join(scann_dir, name), "wb")  # noqa: SIM115
+                            header = np.lib.format.header_data_from_array_1_0(array)
+                            np.lib.format.write_array_header_2_0(
+                                outputs[name], {**header, "shape": (source.num_rows, *array.shape[1:])})
+                        outputs[name].write(np.ascontiguousarray(array).tobytes())
+                        continue
+                    with open(path, "rb") as f:
+                        content = f.read()
+                    if fixed.setdefault(name, content) != content:
+                        raise RuntimeError(f"ScaNN changed {name} while points were added; the index is not written")
+                written += len(chunk)
+        finally:
+            for output in outputs.values():
+                output.close()
+    if written != source.num_rows or sorted(outputs) != sorted(_SCANN_PER_POINT):
+        raise RuntimeError(f"ScaNN wrote {written} of {source.num_rows} points ({sorted(outputs)})")
+    for name, content in fixed.items():
+        with open(os.path.join(scann_dir, name), "wb") as f:
+            f.write(content)
 
 
 def _load_scann(directory):
-    import scann
-
-    return scann.scann_ops_pybind.load_searcher(directory)
+    return _scann().scann_ops_pybind.load_searcher(directory)
 
 
-def _exact_top_k(embeddings, queries, k, tie_ranks):
-    """Top-`k` rows of `embeddings` by dot product, best first.
+def _merge_top_k(best, candidates, scores, tie_ranks, k):
+    """The best `k` of two candidate lists, by score and then `tie_ranks` (lower first)."""
+    if best is not None:
+        candidates, scores = np.concatenate([best[0], candidates]), np.concatenate([best[1], scores])
+    order = np.lexsort((tie_ranks[candidates], -scores))[:k]
+    return candidates[order], scores[order]
 
-    Equal scores are ordered by `tie_ranks` (lower first), also at the cut:
-    with `tie_ranks` from the ids in descending order this is trec_eval's
-    order, so which of several tied rows make the top `k` depends on their
-    ids, never on their position in the corpus.
+
+def _exact_top_k(vectors, queries, k, tie_ranks):
+    """Top-`k` rows of `vectors` by dot product, best first.
+
+    `vectors` is read a block of rows at a time (it may be memory-mapped),
+    and the scores held at once stay under `_EXACT_CHUNK_SCORES`. Equal scores
+    are ordered by `tie_ranks` (lower first), also at the cut: with
+    `tie_ranks` from the ids in descending order this is trec_eval's order, so
+    which of several tied rows make the top `k` depends on their ids, never on
+    their position in the corpus.
     """
-    n = embeddings.shape[0]
+    n = vectors.shape[0]
     indices = np.empty((len(queries), k), dtype=np.int64)
     scores = np.empty((len(queries), k), dtype=np.float32)
-    chunk = max(1, _EXACT_CHUNK_SCORES // n)
-    for start in range(0, len(queries), chunk):
-        block = queries[start : start + chunk] @ embeddings.T
-        cut = np.partition(block, n - k, axis=1)[:, n - k]  # each row's k-th best score
-        for row, (row_scores, lowest) in enumerate(zip(block, cut)):
-            candidates = np.flatnonzero(row_scores >= lowest)  # ties at the cut included
-            order = np.lexsort((tie_ranks[candidates], -row_scores[candidates]))[:k]
-            indices[start + row] = candidates[order]
-            scores[start + row] = row_scores[candidates[order]]
+    row_chunk = max(k, min(n, _EXACT_ROW_BLOCK))
+    query_chunk = max(1, min(len(queries), _EXACT_CHUNK_SCORES // row_chunk))
+    for q_start in range(0, len(queries), query_chunk):
+        block_queries = queries[q_start : q_start + query_chunk]
+        best = [None] * len(block_queries)
+        for r_start in range(0, n, row_chunk):
+            block = block_queries @ np.asarray(vectors[r_start : r_start + row_chunk], dtype=np.float32).T
+            width = block.shape[1]
+            cut = np.partition(block, width - k, axis=1)[:, width - k] if width > k else block.min(axis=1)
+            for row, (row_scores, lowest) in enumerate(zip(block, cut)):
+                candidates = np.flatnonzero(row_scores >= lowest)  # ties at the cut included
+                best[row] = _merge_top_k(best[row], candidates + r_start, row_scores[candidates], tie_ranks, k)
+        for row, (row_indices, row_scores) in enumerate(best):
+            indices[q_start + row], scores[q_start + row] = row_indices, row_scores
     return indices, scores
 
 
 def check_ids(ids, where=lambda i: f"ids[{i}]", error=ValueError):
     """Returns `ids` as a list after checking them; `where(i)` names id `i` in an `error`."""
     ids = list(ids)
-    seen = {}
     for i, id_ in enumerate(ids):
         if not isinstance(id_, str) or not id_:
             raise error(f"{where(i)}: ids must be non-empty strings, got {id_!r}.")
         if "\n" in id_ or "\r" in id_:
             raise error(f"{where(i)}: id {id_!r} contains a line break.")
-        if id_ in seen:
-            raise error(f"{where(i)}: id {id_!r} duplicates {where(seen[id_])}.")
-        seen[id_] = i
+    if len(set(ids)) != len(ids):  # a set of the ids only: a million ids need no dict of positions
+        seen = {}
+        for i, id_ in enumerate(ids):
+            if id_ in seen:
+                raise error(f"{where(i)}: id {id_!r} duplicates {where(seen[id_])}.")
+            seen[id_] = i
     return ids
 
 
@@ -160,26 +264,111 @@ def check_embeddings(embeddings, where):
     return np.ascontiguousarray(embeddings, dtype=np.float32)
 
 
-class SearchIndex:
-    """Top-k dot-product search over L2-normalised float32 embeddings.
+class ArrayRows:
+    """An in-memory `[N, D]` array as a source for `write_search_index`: `ids`, `dims`, `num_rows`, `chunks()`."""
 
-    With `kind="exact"`, queries are scored against every embedding by a
-    batched matrix product. With `kind="scann"`, a ScaNN searcher is built
-    with `params` (default `scann_params(N)`); query rows that ScaNN cannot
-    fill with `k` results (`k` close to `N`) are answered exactly.
-    `kind="auto"` is `"exact"` below `EXACT_MAX_N` embeddings and `"scann"`
-    from there on. `num_leaves_to_search` and `reorder_factor` are read from
-    `index.params` at each search, so they can be tuned without a rebuild.
+    def __init__(self, ids, embeddings, chunk_rows=_BUILD_CHUNK_ROWS):
+        self.ids = check_ids(ids)
+        self.embeddings = check_embeddings(embeddings, "embeddings")
+        if self.embeddings.shape[0] != len(self.ids):
+            raise ValueError(f"Got {len(self.ids)} ids for {self.embeddings.shape[0]} embedding rows.")
+        if not self.ids:
+            raise ValueError("A SearchIndex needs at least one embedding.")
+        self.num_rows, self.dims = self.embeddings.shape
+        self.chunk_rows = chunk_rows
+
+    def chunks(self):
+        for start in range(0, self.num_rows, self.chunk_rows):
+            yield self.embeddings[start : start + self.chunk_rows]
+
+
+def _resolve(kind, params, n):
+    if kind not in KINDS:
+        raise ValueError(f"kind must be one of {KINDS}, got {kind!r}.")
+    if kind == "auto":
+        kind = "exact" if n < EXACT_MAX_N else "scann"
+    if kind == "exact" and params is not None:
+        raise ValueError("`params` only apply to kind='scann'.")
+    return kind, (dict(scann_params(n), **(params or {})) if kind == "scann" else None)
+
+
+def write_search_index(source, directory, kind="auto", params=None):
+    """Builds a `SearchIndex` over `source` a chunk at a time and writes it to `directory`, atomically.
+
+    No more than one chunk of float32 vectors (and ScaNN's training sample)
+    is held in memory: exact indexes copy the chunks into `embeddings.npy`;
+    ScaNN indexes are built as the module docstring says. The directory
+    appears only when complete; a previous index there stays until then.
+
+    Args:
+        source: the vectors and their ids: `ids` (list of str), `dims`,
+            `num_rows` and `chunks()` (float32 `[n_i, dims]` arrays in row
+            order, readable more than once), such as an `EmbeddingFiles` or
+            an `ArrayRows`.
+        directory: the index directory to write.
+        kind: `"auto"`, `"exact"` or `"scann"`, as for `SearchIndex`.
+        params: overrides of `scann_params(N)`, for ScaNN.
+
+    Returns:
+        The kind written, `"exact"` or `"scann"` (`SearchIndex.load` reads the index).
+
+    Example:
+    >>> write_search_index(EmbeddingFiles.open("embeddings/*.npy"), "indexes/msmarco")
+    'scann'
+    """
+    kind, params = _resolve(kind, params, source.num_rows)
+    ids = check_ids(source.ids)
+    with atomic_directory(directory) as tmp:
+        if kind == "scann":
+            os.mkdir(tmp / _SCANN_DIR)
+            _build_scann(source, params, tmp / _SCANN_DIR)
+        else:
+            with open(tmp / _EMBEDDINGS_NPY, "wb") as f:
+                np.lib.format.write_array_header_2_0(
+                    f, {"descr": "<f4", "fortran_order": False, "shape": (source.num_rows, source.dims)})
+                for chunk in source.chunks():
+                    f.write(np.ascontiguousarray(chunk, dtype="<f4").tobytes())
+        _write_description(tmp, ids, kind, params, source.dims)
+    return kind
+
+
+def _write_description(directory, ids, kind, params, dims):
+    with open(directory / _IDS_TXT, "w", encoding="utf-8", newline="") as f:
+        f.writelines(f"{id_}\n" for id_ in ids)
+    config = {"format_version": FORMAT_VERSION, "kind": kind, "num_embeddings": len(ids), "dims": dims,
+              "params": params}
+    with open(directory / _INDEX_JSON, "w", encoding="utf-8") as f:
+        json.dump(config, f, indent=2)
+
+
+class SearchIndex:
+    """Top-k dot-product search over L2-normalised embeddings.
+
+    With `kind="exact"`, queries are scored against every float32 embedding
+    by batched matrix products, a block of rows at a time. With
+    `kind="scann"`, a ScaNN searcher is built with `params` (default
+    `scann_params(N)`), reordering on int8 vectors; query rows that ScaNN
+    cannot fill with `k` results from the leaves searched (`k` close to `N`)
+    are searched again over every leaf. `kind="auto"` is `"exact"` below
+    `EXACT_MAX_N` embeddings and `"scann"` from there on.
+    `num_leaves_to_search` and `reorder_factor` are read from `index.params`
+    at each search, so they can be tuned without a rebuild. For corpora too
+    large for memory, `write_search_index` builds from shards and `load`
+    memory-maps what it can.
 
     Args:
         ids: sequence of str, one per embedding row; non-empty, unique and
             without line breaks.
         embeddings: float array of shape `[N, D]`, rows L2-normalised.
         kind: `"auto"`, `"exact"` or `"scann"`.
-        params: dict of ScaNN parameters (see `scann_params`); only for
+        params: dict of overrides of `scann_params(N)`; only for
             `kind="scann"` (or `"auto"` resolving to it).
-        searcher: a ScaNN searcher already built over `embeddings` with
-            `params`, as `load` restores it; built when None.
+
+    Attributes:
+        ids, kind, params, dims.
+        embeddings: the float32 `[N, D]` vectors of an exact index (a
+            read-only memory map for one loaded from a local directory);
+            None for ScaNN, which keeps its own int8 copy.
 
     Example:
     >>> index = SearchIndex(["d0", "d1"], np.eye(2, dtype="float32"))
@@ -187,29 +376,19 @@ class SearchIndex:
     ([['d1']], array([[1.]], dtype=float32))
     """
 
-    def __init__(self, ids, embeddings, kind="auto", params=None, searcher=None):
-        self.ids = check_ids(ids)
-        self.embeddings = check_embeddings(embeddings, "embeddings")
-        n = self.embeddings.shape[0]
-        if n != len(self.ids):
-            raise ValueError(f"Got {len(self.ids)} ids for {n} embedding rows.")
-        if n == 0:
-            raise ValueError("A SearchIndex needs at least one embedding.")
-        if kind not in KINDS:
-            raise ValueError(f"kind must be one of {KINDS}, got {kind!r}.")
-        if kind == "auto":
-            kind = "exact" if n < EXACT_MAX_N else "scann"
-        if kind == "exact":
-            if params is not None or searcher is not None:
-                raise ValueError("`params` and `searcher` only apply to kind='scann'.")
-            self.params = None
-            self._searcher = None
-        else:
-            self.params = dict(scann_params(n) if params is None else params)
-            if searcher is None:
-                searcher = _build_scann(self.embeddings, self.params)
-            self._searcher = searcher
-        self.kind = kind
+    def __init__(self, ids, embeddings, kind="auto", params=None):
+        source = ArrayRows(ids, embeddings)
+        kind, params = _resolve(kind, params, source.num_rows)
+        searcher = None
+        if kind == "scann":
+            with tempfile.TemporaryDirectory(prefix="gtr-keras-scann-") as scratch:
+                _build_scann(source, params, scratch)
+                searcher = _load_scann(scratch)
+        self._set(source.ids, kind, params, source.dims, source.embeddings if kind == "exact" else None, searcher)
+
+    def _set(self, ids, kind, params, dims, embeddings, searcher):
+        self.ids, self.kind, self.params, self.dims = ids, kind, params, dims
+        self.embeddings, self._searcher = embeddings, searcher
 
     @functools.cached_property
     def tie_ranks(self):
@@ -232,30 +411,28 @@ class SearchIndex:
 
         Returns:
             `(indices, scores)`: int64 `[n, min(k, N)]` row indices into
-            `embeddings` and their float32 dot products, best first.
+            `ids` and their float32 dot products, best first.
         """
         queries = check_embeddings(query_embeddings, "query_embeddings")
-        if queries.shape[1] != self.embeddings.shape[1]:
-            raise ValueError(
-                f"query_embeddings have {queries.shape[1]} dims, "
-                f"the index has {self.embeddings.shape[1]}."
-            )
-        k = min(check_positive_int(k, "k"), self.embeddings.shape[0])
+        if queries.shape[1] != self.dims:
+            raise ValueError(f"query_embeddings have {queries.shape[1]} dims, the index has {self.dims}.")
+        k = min(check_positive_int(k, "k"), len(self.ids))
         if self.kind == "exact" or len(queries) == 0:
+            if self.kind != "exact":
+                return np.empty((0, k), np.int64), np.empty((0, k), np.float32)
             return _exact_top_k(self.embeddings, queries, k, self.tie_ranks)
-        indices, scores = self._searcher.search_batched_parallel(
-            queries,
-            final_num_neighbors=k,
-            pre_reorder_num_neighbors=self.params["reorder_factor"] * k,
-            leaves_to_search=self.params["num_leaves_to_search"],
-        )
-        indices = indices.astype(np.int64)
-        scores = scores.astype(np.float32, copy=False)
+        indices, scores = self._scann_search(queries, k, self.params["num_leaves_to_search"])
         unfilled = np.isnan(scores).any(axis=1)
         if unfilled.any():
-            exact = _exact_top_k(self.embeddings, queries[unfilled], k, self.tie_ranks)
-            indices[unfilled], scores[unfilled] = exact
+            indices[unfilled], scores[unfilled] = self._scann_search(queries[unfilled], k, self.params["num_leaves"])
         return indices, scores
+
+    def _scann_search(self, queries, k, leaves):
+        indices, scores = self._searcher.search_batched_parallel(
+            queries, final_num_neighbors=k, pre_reorder_num_neighbors=self.params["reorder_factor"] * k,
+            leaves_to_search=leaves,
+        )
+        return indices.astype(np.int64), scores.astype(np.float32, copy=False)
 
     def search_ids(self, query_embeddings, k):
         """Like `search`, but returns ids: `(list of lists of str, scores)`."""
@@ -265,30 +442,26 @@ class SearchIndex:
     def save(self, directory):
         """Writes the index to `directory`, atomically replacing it.
 
-        Files: `embeddings.npy`, `ids.txt` (one id per line), `index.json`
-        (format version, kind, N, dims, ScaNN params) and, for ScaNN, the
-        serialized searcher in `scann/`.
+        Files: `ids.txt` (one id per line), `index.json` (format version,
+        kind, N, dims, ScaNN params) and either `embeddings.npy` (exact) or
+        the ScaNN searcher in `scann/`.
         """
         with atomic_directory(directory) as tmp:
-            np.save(tmp / _EMBEDDINGS_NPY, self.embeddings)
-            with open(tmp / _IDS_TXT, "w", encoding="utf-8", newline="") as f:
-                f.writelines(f"{id_}\n" for id_ in self.ids)
             if self.kind == "scann":
                 os.mkdir(tmp / _SCANN_DIR)
                 self._searcher.serialize(str(tmp / _SCANN_DIR), relative_path=True)
-            config = {
-                "format_version": FORMAT_VERSION,
-                "kind": self.kind,
-                "num_embeddings": self.embeddings.shape[0],
-                "dims": self.embeddings.shape[1],
-                "params": self.params,
-            }
-            with open(tmp / _INDEX_JSON, "w", encoding="utf-8") as f:
-                json.dump(config, f, indent=2)
+            else:
+                np.save(tmp / _EMBEDDINGS_NPY, self.embeddings)
+            _write_description(tmp, self.ids, self.kind, self.params, self.dims)
 
     @classmethod
     def load(cls, directory):
-        """Loads an index written by `save`.
+        """Loads an index written by `save` or `write_search_index`.
+
+        `directory` may also be an index directory of `gtr-keras index` (its
+        `index/` subdirectory is loaded). A local exact index is memory-mapped
+        (searches read it a block at a time); ScaNN reads its own files into
+        memory (about 1 KB per 768-d vector).
 
         Raises:
             DataError: a missing, malformed or inconsistent file.
@@ -297,6 +470,8 @@ class SearchIndex:
         remedy = "rebuild the index"
         directory = os.fspath(directory)
         config_path = os.path.join(directory, _INDEX_JSON)
+        if not files.isfile(config_path) and files.isfile(os.path.join(directory, "index", _INDEX_JSON)):
+            directory, config_path = os.path.join(directory, "index"), os.path.join(directory, "index", _INDEX_JSON)
         if not files.isfile(config_path):
             raise DataError(f"{directory}: not a search index (no {_INDEX_JSON}); {remedy}")
         config = read_json_object(config_path, remedy)
@@ -306,29 +481,56 @@ class SearchIndex:
         if config["format_version"] != FORMAT_VERSION:
             raise MismatchError(
                 f"{config_path}: field 'format_version' is {config['format_version']!r}, "
-                f"this version of gtr_keras reads {FORMAT_VERSION}; {remedy}"
+                f"this version of gtr_keras reads {FORMAT_VERSION} (one int8 copy of the vectors for ScaNN); "
+                f"{remedy}"
             )
-        embeddings_path = os.path.join(directory, _EMBEDDINGS_NPY)
-        try:
-            with files.open(embeddings_path) as f:
-                embeddings = np.load(f)
-        except (OSError, ValueError) as e:
-            raise DataError(f"{embeddings_path}: unreadable ({unreadable_reason(e, embeddings_path)}); {remedy}") from e
-        expected = (config["num_embeddings"], config["dims"])
-        if embeddings.shape != expected:
-            raise DataError(
-                f"{embeddings_path} has shape {embeddings.shape}, but {config_path} "
-                f"fields 'num_embeddings' and 'dims' say {expected}; {remedy}"
-            )
-        broken = int((~np.isfinite(embeddings).all(axis=1)).sum()) if np.issubdtype(embeddings.dtype, np.floating) else 0
-        if broken:
-            raise DataError(f"{embeddings_path}: {broken} rows hold NaN or infinity; {remedy}")
+        if config["kind"] not in ("exact", "scann"):
+            raise DataError(f"{config_path}: field 'kind' is {config['kind']!r}, not 'exact' or 'scann'; {remedy}")
         ids = _read_ids(os.path.join(directory, _IDS_TXT), config["num_embeddings"])
-        searcher = None
+        index = cls.__new__(cls)
         if config["kind"] == "scann":
             with files.local_copy(os.path.join(directory, _SCANN_DIR)) as scann_dir:
+                _check_scann_rows(scann_dir, config, remedy)
                 searcher = _load_scann(scann_dir)
-        return cls(ids, embeddings, kind=config["kind"], params=config["params"], searcher=searcher)
+            index._set(ids, "scann", config["params"], config["dims"], None, searcher)
+        else:
+            embeddings = _load_embeddings(os.path.join(directory, _EMBEDDINGS_NPY), config, config_path, remedy)
+            index._set(ids, "exact", None, config["dims"], embeddings, None)
+        return index
+
+
+def _load_embeddings(path, config, config_path, remedy):
+    """The float32 vectors of an exact index: memory-mapped when local, checked a block at a time."""
+    try:
+        if files.is_local(path):
+            embeddings = np.load(path.removeprefix("file://"), mmap_mode="r")
+        else:
+            with files.open(path) as f:
+                embeddings = np.load(f)
+    except (OSError, ValueError) as e:
+        raise DataError(f"{path}: unreadable ({unreadable_reason(e, path)}); {remedy}") from e
+    expected = (config["num_embeddings"], config["dims"])
+    if embeddings.shape != expected or embeddings.dtype != np.float32:
+        raise DataError(
+            f"{path} has shape {embeddings.shape} ({embeddings.dtype}), but {config_path} "
+            f"fields 'num_embeddings' and 'dims' say float32 {expected}; {remedy}"
+        )
+    step = max(1, _EXACT_CHUNK_SCORES // max(1, expected[1]))
+    broken = sum(int((~np.isfinite(embeddings[i : i + step]).all(axis=1)).sum()) for i in range(0, expected[0], step))
+    if broken:
+        raise DataError(f"{path}: {broken} rows hold NaN or infinity; {remedy}")
+    return embeddings
+
+
+def _check_scann_rows(scann_dir, config, remedy):
+    for name in _SCANN_PER_POINT:
+        path = os.path.join(scann_dir, name)
+        try:
+            rows = np.load(path, mmap_mode="r").shape[0]
+        except (OSError, ValueError) as e:
+            raise DataError(f"{path}: unreadable ({unreadable_reason(e, path)}); {remedy}") from e
+        if rows != config["num_embeddings"]:
+            raise DataError(f"{path}: {rows} rows, but 'num_embeddings' is {config['num_embeddings']}; {remedy}")
 
 
 def _read_ids(path, expected_count):

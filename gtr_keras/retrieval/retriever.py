@@ -4,9 +4,11 @@
 An index directory (written by `build_index`, atomically) holds:
 
 - `retriever.json`: the model it was built with (directory, settings and
-  `fingerprint.fingerprint`), the index kind and the number of documents;
-- `documents.jsonl.gz`: the indexed documents (`_id`, `title`, `text`) for display;
-- `index/`: the `SearchIndex` (embeddings, ids, ScaNN searcher when approximate).
+  `fingerprint.fingerprint`; null fields for embeddings of an unknown model),
+  the index kind and the number of documents;
+- `documents.jsonl.gz`: the indexed documents (`_id`, `title`, `text`) for
+  display; absent for an index of precomputed embeddings (`index_embeddings`);
+- `index/`: the `SearchIndex` (ids, and float32 vectors or a ScaNN searcher).
 
 Index directories, and the work directories beside them, may be local or on
 any file system TensorFlow knows (`gs://...`, `ram://...`).
@@ -20,7 +22,8 @@ from tqdm.auto import tqdm
 
 from gtr_keras.errors import DataError, MismatchError
 from gtr_keras.models.gtr.fingerprint import fingerprint
-from gtr_keras.retrieval.index import KINDS, SearchIndex
+from gtr_keras.retrieval.embedding_files import EmbeddingFiles
+from gtr_keras.retrieval.index import KINDS, SearchIndex, write_search_index
 from gtr_keras.retrieval.readers import load_corpus
 from gtr_keras.retrieval.shards import ShardWriter
 from gtr_keras.utils import files
@@ -104,44 +107,101 @@ def build_index(encoder, corpus, index_dir, model_dir=None, kind="auto", batch_s
         for shard in pending:
             writer.write(shard.number, encoder.encode_documents(texts[shard.start:shard.end], batch_size, False))
             bar.update(shard.end - shard.start)
-    index = SearchIndex(corpus.ids, writer.assemble(), kind=kind)
-    write_index(index_dir, index, corpus, metadata)
+    write_index(index_dir, writer, corpus, metadata, kind)  # the shards are read back one at a time
     files.remove(writer.work_dir)
-    return index
+    return SearchIndex.load(os.path.join(index_dir, INDEX_SUBDIR))
 
 
-def write_index(index_dir, index, corpus, metadata):
-    """Writes an index directory for a `SearchIndex` over `corpus`, atomically.
+@locks_output("index_dir")
+def index_embeddings(source, index_dir, encoder=None, model_dir=None, kind="auto"):
+    """Writes an index directory from precomputed embedding shards, a chunk at a time.
+
+    The model is the one `gtr-keras encode` recorded beside the shards
+    (`NAME.json`); with `encoder` given it must be that one (shards without
+    a record take it as declared). Without either, the index searches query
+    vectors (`SearchIndex.load`), but `search` and `export` refuse it: they
+    cannot check that queries are encoded by the model of the documents.
+
+    Args:
+        source: a glob of shards or an opened `EmbeddingFiles`.
+        index_dir: the index directory to write (atomically).
+        encoder: the `Encoder` of the embeddings, or None.
+        model_dir: its model directory, recorded for the user.
+        kind: `"auto"`, `"exact"` or `"scann"`.
+
+    Returns:
+        `(number of embeddings, kind)`.
+
+    Raises:
+        DataError: a bad shard, named with its file (before any index work).
+        MismatchError: `encoder` is not the model the shards record.
+
+    Example:
+    >>> index_embeddings("embeddings/part-*.npy", "indexes/msmarco", gtr_keras.load("gtr-base"), "gtr-base")
+    (8841823, 'scann')
+    """
+    shards = source if isinstance(source, EmbeddingFiles) else EmbeddingFiles.open(source)
+    recorded = shards.model
+    if recorded is not None and recorded.get("embedding_dim") != shards.dims:
+        raise DataError(f"{shards.paths[0]}: {shards.dims} dims, but its model record says "
+                        f"{recorded.get('embedding_dim')}")
+    metadata = recorded or {"model_dir": None, **dict.fromkeys(MODEL_FIELDS), "embedding_dim": shards.dims}
+    if encoder is not None:
+        given = index_metadata(encoder, model_dir)
+        change = describe_change(metadata, {field: given[field] for field in MODEL_FIELDS}, "the model given has")
+        if recorded is not None and change:
+            raise MismatchError(f"{shards.paths[0]}: encoded by another model than --model ({change}; recorded "
+                                f"model_dir: {recorded.get('model_dir')})")
+        if given["embedding_dim"] != shards.dims:
+            raise MismatchError(f"{shards.paths[0]}: {shards.dims} dims, the model given makes "
+                                f"{given['embedding_dim']}")
+        metadata = given
+    return shards.num_rows, write_index(index_dir, shards, None, metadata, kind)
+
+
+def write_index(index_dir, source, corpus, metadata, kind="auto"):
+    """Writes an index directory over `source`'s vectors (and `corpus`'s documents), atomically.
 
     Every file is written into a temporary sibling directory that replaces
     `index_dir` only once complete: a failure or a kill leaves the previous
-    `index_dir` (or none) as it was.
+    `index_dir` (or none) as it was. The vectors are read a chunk at a time
+    (`write_search_index`).
 
     Args:
         index_dir: the directory to create or replace.
-        index: a `SearchIndex` whose ids are `corpus.ids`, in order.
-        corpus: the indexed `Corpus`, stored for titles and snippets.
+        source: the vectors: an `EmbeddingFiles`, `ArrayRows`, `ShardWriter`
+            or anything with `ids`, `dims`, `num_rows` and `chunks()`.
+        corpus: the indexed `Corpus` (its ids those of `source`, in order),
+            stored for titles and snippets; or None.
         metadata: `index_metadata` of the encoder that made the embeddings.
+        kind: `"auto"`, `"exact"` or `"scann"`.
+
+    Returns:
+        The index kind written (`"exact"` or `"scann"`).
 
     Raises:
-        ValueError: the index and the corpus hold other ids, or `metadata`
+        ValueError: the source and the corpus hold other ids, or `metadata`
             lacks a field of `MODEL_FIELDS`.
 
     Example:
-    >>> write_index("indexes/scifact", index, corpus, index_metadata(encoder, "models/gtr-base"))
+    >>> write_index("indexes/scifact", ArrayRows(corpus.ids, embeddings), corpus,
+    ...             index_metadata(encoder, "models/gtr-base"))
+    'exact'
     """
-    if index.ids != list(corpus.ids):
+    if corpus is not None and list(source.ids) != list(corpus.ids):
         raise ValueError("the index rows must hold the corpus documents, in corpus order")
     missing = [field for field in MODEL_FIELDS if field not in metadata]
     if missing:
         raise ValueError(f"metadata lacks {missing}: pass index_metadata(encoder, model_dir)")
     with atomic_directory(index_dir) as staging:  # a local directory, uploaded after for a remote index_dir
-        index.save(os.path.join(staging, INDEX_SUBDIR))
-        with gzip.open(os.path.join(staging, DOCUMENTS_FILE), "wt", encoding="utf-8") as f:
-            for doc_id, title, text in zip(corpus.ids, corpus.titles, corpus.texts):
-                f.write(json.dumps({"_id": doc_id, "title": title, "text": text}, ensure_ascii=False) + "\n")
+        kind = write_search_index(source, os.path.join(staging, INDEX_SUBDIR), kind)
+        if corpus is not None:
+            with gzip.open(os.path.join(staging, DOCUMENTS_FILE), "wt", encoding="utf-8") as f:
+                for doc_id, title, text in zip(corpus.ids, corpus.titles, corpus.texts):
+                    f.write(json.dumps({"_id": doc_id, "title": title, "text": text}, ensure_ascii=False) + "\n")
         with open(os.path.join(staging, RETRIEVER_JSON), "w", encoding="utf-8") as f:
-            json.dump({**metadata, "kind": index.kind, "num_documents": len(corpus)}, f, indent=2)
+            json.dump({**metadata, "kind": kind, "num_documents": source.num_rows}, f, indent=2)
+    return kind
 
 
 def index_metadata(encoder, model_dir):
@@ -220,6 +280,10 @@ class Retriever:
             raise DataError(f"{index_dir}: not an index directory (no {RETRIEVER_JSON}); "
                             f"build one with `gtr-keras index`")
         recorded = read_json_object(path, "rebuild the index with `gtr-keras index`")
+        if recorded.get("model_sha256", "") is None:
+            raise MismatchError(f"{index_dir}: built from embeddings with no record of their model (no NAME.json "
+                                f"from `gtr-keras encode` beside them); rebuild it with `gtr-keras index --embeddings "
+                                f"... --model MODEL` to declare the model that encoded them")
         if "model_sha256" not in recorded:
             raise MismatchError(f"{index_dir}: built by an older gtr-keras that did not record the model's "
                                 f"fingerprint; rebuild the index with `gtr-keras index`")
@@ -241,7 +305,8 @@ class Retriever:
         """
         cls.check_model(index_dir, encoder)
         index = SearchIndex.load(os.path.join(index_dir, INDEX_SUBDIR))
-        return cls(encoder, index, load_corpus(os.path.join(index_dir, DOCUMENTS_FILE)))
+        documents = os.path.join(index_dir, DOCUMENTS_FILE)
+        return cls(encoder, index, load_corpus(documents) if files.exists(documents) else None)
 
     def search(self, queries, k=10):
         """Top-`k` hits per query: lists of `{"id", "score", "title", "text"}`."""

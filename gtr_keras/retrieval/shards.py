@@ -76,7 +76,7 @@ class ShardWriter:
     >>> writer = ShardWriter("work_dirs/scifact", ids, texts, 4096, model)
     >>> for shard in writer.pending_shards():
     ...     writer.write(shard.number, encoder.encode_documents(texts[shard.start:shard.end]))
-    >>> embeddings = writer.assemble()
+    >>> write_search_index(writer, "indexes/scifact")  # reads the shards back one at a time
     """
 
     def __init__(self, work_dir, ids, texts, shard_size, metadata=None):
@@ -91,6 +91,7 @@ class ShardWriter:
         if reserved:
             raise ValueError(f"metadata must not hold the manifest's own fields {reserved}.")
         self.work_dir = os.fspath(work_dir)
+        self.ids = ids
         self.num_rows = len(ids)
         self._texts = texts
         manifest = {
@@ -187,24 +188,31 @@ class ShardWriter:
         with atomic_file(self._path(number)) as f:
             np.savez(f, embeddings=embeddings, texts_sha256=np.array(self._texts_sha256(shard)))
 
-    def assemble(self):
-        """Returns all shards concatenated: float32 `[N, D]`."""
+    def chunks(self):
+        """Each shard's float32 `[rows, D]` embeddings in order, read one at a time (all must be written)."""
         pending = self.pending_shards()
         if pending:
             raise ValueError(
                 f"{len(pending)} of {self.num_shards} shards in {self.work_dir} are not "
                 f"written yet, the first is shard {pending[0].number}."
             )
-        embeddings = None
+        dims = None
         for number in range(self.num_shards):
             shard, rows = self.shard(number), self._read(number, "embeddings")
-            if embeddings is None:
-                embeddings = np.empty((self.num_rows, rows.shape[-1]), np.float32)
-            expected = (shard.end - shard.start, embeddings.shape[1])
+            dims = rows.shape[-1] if dims is None else dims
+            expected = (shard.end - shard.start, dims)
             if rows.shape != expected:
                 raise DataError(
                     f"{self._path(number)} has shape {rows.shape}, expected {expected}; "
                     f"{self._start_over}"
                 )
-            embeddings[shard.start : shard.end] = rows
-        return embeddings
+            yield rows
+
+    @property
+    def dims(self):
+        """D, the embedding size of the written shards."""
+        return self._read(0, "embeddings").shape[-1]
+
+    def assemble(self):
+        """Returns all shards concatenated: float32 `[N, D]` (`chunks` reads them without holding them all)."""
+        return np.concatenate(list(self.chunks()))

@@ -66,7 +66,7 @@ WARMUP_TEXTS = ("what keeps a wing up?", "GTR is a dual encoder for retrieval.")
 WARMUP_K = 3
 SCANN_SUBDIR = "scann"
 SCANN_TENSOR_FILES = ("scann_config.pb", "serialized_partitioner.pb", "ah_codebook.pb")
-SCANN_ARRAY_FILES = ("datapoint_to_token.npy", "hashed_dataset.npy", "dataset.npy")
+SCANN_ARRAY_FILES = ("datapoint_to_token.npy", "hashed_dataset.npy", "int8_dataset.npy", "int8_multipliers.npy")
 IMPORT_HINT = (
     "GTR SavedModels use TF Text's SentencePiece ops (and the ScaNN searcher uses ScaNN's ops): run "
     "`import tensorflow_text` (and `import scann`) before `tf.saved_model.load`/`hub.load`, or load with "
@@ -189,11 +189,12 @@ class _ScannResource(tf.saved_model.experimental.TrackableResource):
             dtype, shape = self._specs[name]
             return tf.reshape(tf.io.decode_raw(read(name), tf.as_dtype(dtype)), shape)
 
+        none = tf.constant(0.0)  # no float32 dataset (reordering is on int8) and no norms (dot product)
         return self._tensors_to_scann(
-            array("dataset.npy"), tf.reshape(read("scann_config.pb"), [1]),
+            none, tf.reshape(read("scann_config.pb"), [1]),
             tf.reshape(read("serialized_partitioner.pb"), [1]), array("datapoint_to_token.npy"),
             tf.reshape(read("ah_codebook.pb"), [1]), array("hashed_dataset.npy"),
-            tf.constant(0, tf.int8), tf.constant(0.0), tf.constant(0.0),
+            array("int8_dataset.npy"), array("int8_multipliers.npy"), none,
         )
 
     def _create_resource(self):
@@ -288,7 +289,10 @@ def _check_searcher(encoder, index_dir, searcher, k):
         raise ValueError(f"searcher must be 'scann' or 'brute-force', got {searcher!r}")
     if not isinstance(k, int) or k < 1:
         raise ValueError(f"k must be a positive integer, got {k!r}")
-    Retriever.check_model(index_dir, encoder)
+    recorded = Retriever.check_model(index_dir, encoder)
+    if searcher == "brute-force" and recorded.get("kind") == "scann":
+        raise DataError(f"{index_dir}: a ScaNN index keeps only int8 vectors; the brute-force searcher needs the "
+                        f"float32 ones of an exact index (`gtr-keras index --exact`)")
 
 
 def _write_searcher(encoder, index_dir, staging, searcher, k):

@@ -67,7 +67,7 @@ def test_malformed_json_names_file_and_line_and_keeps_earlier_output(tmp_path, t
     assert code == 2
     assert f"{bad}:2" in capsys.readouterr().err
     np.testing.assert_array_equal(np.load(out), before)  # the earlier output is intact
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["corpus.jsonl", "good.txt", "out.ids.txt", "out.npy"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["corpus.jsonl", "good.txt", "out.ids.txt", "out.json", "out.npy"]
 
 
 def test_encode_in_bfloat16_is_close_to_float32(tmp_path, tiny_model_dir, tiny_encoder):
@@ -119,7 +119,7 @@ def test_encode_replaces_the_npy_and_ids_together_or_not_at_all(tmp_path, tiny_m
     assert code == 2
     assert "No space left on device" in capsys.readouterr().err
     assert {p.name: p.read_bytes() for p in (out, tmp_path / "out.ids.txt")} == before
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["good.txt", "other.txt", "out.ids.txt", "out.npy"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["good.txt", "other.txt", "out.ids.txt", "out.json", "out.npy"]
 
 
 def test_encode_refuses_a_directory_where_its_ids_file_goes(tmp_path, tiny_model_dir, capsys):

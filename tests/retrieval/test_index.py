@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from gtr_keras.errors import DataError, MismatchError
-from gtr_keras.retrieval.index import SearchIndex, scann_params
+from gtr_keras.retrieval.index import ArrayRows, SearchIndex, scann_params, write_search_index
 from gtr_keras.retrieval.shards import ShardWriter
 
 DIMS = 64
@@ -22,6 +22,10 @@ def _clustered(n, seed, num_clusters=50, noise=1.0):
     rng = np.random.default_rng(seed)
     points = centres[rng.integers(num_clusters, size=n)]
     return _unit_rows(points + noise * rng.standard_normal((n, DIMS)) / np.sqrt(DIMS))
+
+
+def _recall(found, exact):
+    return np.mean([len(set(a) & set(e)) / len(e) for a, e in zip(found, exact)])
 
 
 def _ids(n):
@@ -92,7 +96,7 @@ def test_scann_recall_at_10(corpus, queries, scann_index):
     assert scann_index.kind == "scann"
     assert recall >= 0.95
     expected_scores = np.sum(queries[:, None] * corpus[approx], axis=-1)
-    np.testing.assert_allclose(scores, expected_scores, atol=1e-5)
+    np.testing.assert_allclose(scores, expected_scores, atol=5e-3)  # reordered on int8 vectors
 
 
 def test_scann_reads_search_params_at_search_time(corpus, queries):
@@ -102,8 +106,8 @@ def test_scann_reads_search_params_at_search_time(corpus, queries):
     narrow, _ = index.search(queries, k=10)
     index.params.update(num_leaves_to_search=params["num_leaves"], reorder_factor=100)
     wide, _ = index.search(queries, k=10)
-    assert np.sum(narrow != exact) > 100
-    np.testing.assert_array_equal(wide, exact)
+    assert _recall(narrow, exact) < 0.9
+    assert _recall(wide, exact) > 0.98  # all leaves, 1000 candidates reordered on int8 vectors
 
 
 @pytest.mark.parametrize("kind", ["exact", "scann"])
@@ -144,10 +148,70 @@ def test_save_load_round_trip(kind, corpus, queries, scann_index, tmp_path):
     assert loaded.kind == kind
     assert loaded.ids == index.ids
     assert loaded.params == index.params
-    np.testing.assert_array_equal(loaded.embeddings, corpus)
+    if kind == "exact":
+        assert isinstance(loaded.embeddings, np.memmap)
+        np.testing.assert_array_equal(loaded.embeddings, corpus)
+    else:
+        assert loaded.embeddings is None
+        assert not (tmp_path / "index" / "embeddings.npy").exists()
     for want, got in zip(index.search(queries, k=10), loaded.search(queries, k=10)):
         np.testing.assert_array_equal(want, got)
     assert os.listdir(tmp_path) == ["index"]
+
+
+def test_exact_search_reads_the_vectors_in_row_blocks(corpus, queries, monkeypatch):
+    index = SearchIndex(_ids(len(corpus)), corpus, kind="exact")
+    expected = index.search(queries, k=10)
+    monkeypatch.setattr("gtr_keras.retrieval.index._EXACT_ROW_BLOCK", 97)
+    blocks = []
+
+    class Recorded:
+        shape = corpus.shape
+
+        def __getitem__(self, rows):
+            blocks.append(rows.stop - rows.start)
+            return corpus[rows]
+
+    index.embeddings = Recorded()
+    got = index.search(queries, k=10)
+    assert max(blocks) < len(corpus) // 10
+    for want, have in zip(expected, got):
+        np.testing.assert_array_equal(want, have)
+
+
+def test_row_blocks_keep_trec_ties_across_block_edges(monkeypatch):
+    vectors = np.tile(np.eye(4, dtype=np.float32)[:1], (40, 1))
+    ids = [f"d{i:02d}" for i in range(40)]
+    monkeypatch.setattr("gtr_keras.retrieval.index._EXACT_ROW_BLOCK", 7)
+    got, _ = SearchIndex(ids, vectors, kind="exact").search_ids(vectors[:1], k=5)
+    assert got == [["d39", "d38", "d37", "d36", "d35"]]
+
+
+@pytest.mark.parametrize("kind", ["exact", "scann"])
+def test_streamed_build_equals_the_in_memory_index(kind, corpus, queries, tmp_path, monkeypatch):
+    monkeypatch.setattr("gtr_keras.retrieval.index._BUILD_CHUNK_ROWS", 700)  # 5 chunks, the last one short
+    params = None if kind == "exact" else {"num_leaves_to_search": 30, "reorder_factor": 300}
+    assert write_search_index(ArrayRows(_ids(len(corpus)), corpus), tmp_path / "index", kind, params) == kind
+    written = SearchIndex.load(tmp_path / "index")
+    exact, _ = SearchIndex(_ids(len(corpus)), corpus, kind="exact").search(queries, k=10)
+    indices, scores = written.search(queries, k=10)
+    if kind == "exact":
+        np.testing.assert_array_equal(indices, exact)
+    else:
+        assert _recall(indices, exact) > 0.98  # int8 reordering swaps near-equal scores at the cut
+        np.testing.assert_allclose(scores, np.sum(queries[:, None] * corpus[indices], axis=-1), atol=5e-3)
+    scann_files = sorted(os.listdir(tmp_path / "index" / "scann")) if kind == "scann" else []
+    assert "dataset.npy" not in scann_files  # one copy of the vectors: ScaNN's int8 one
+    assert sorted(os.listdir(tmp_path)) == ["index"]
+
+
+def test_an_index_of_format_1_is_refused_with_the_remedy(corpus, tmp_path):
+    directory = tmp_path / "index"
+    SearchIndex(_ids(len(corpus)), corpus, kind="exact").save(directory)
+    config = json.loads((directory / "index.json").read_text())
+    (directory / "index.json").write_text(json.dumps({**config, "format_version": 1}))
+    with pytest.raises(MismatchError, match=r"'format_version' is 1, .* reads 2 .*; rebuild the index"):
+        SearchIndex.load(directory)
 
 
 def test_load_names_bad_format_version(corpus, tmp_path):

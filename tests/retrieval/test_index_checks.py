@@ -12,7 +12,7 @@ import pytest
 
 from gtr_keras.errors import DataError, MismatchError
 from gtr_keras.models.gtr.saving import load
-from gtr_keras.retrieval.index import SearchIndex
+from gtr_keras.retrieval.index import ArrayRows
 from gtr_keras.retrieval.readers import Corpus
 from gtr_keras.retrieval.retriever import (
     RETRIEVER_JSON,
@@ -179,16 +179,16 @@ def _snapshot(directory):
             for root, _, names in os.walk(directory) for name in names}
 
 
-def _unit_index(corpus, kind, seed):
+def _unit_rows(corpus, seed):
     embeddings = np.random.default_rng(seed).standard_normal((len(corpus), 16)).astype(np.float32)
-    return SearchIndex(corpus.ids, embeddings / np.linalg.norm(embeddings, axis=1, keepdims=True), kind=kind)
+    return ArrayRows(corpus.ids, embeddings / np.linalg.norm(embeddings, axis=1, keepdims=True))
 
 
 @pytest.mark.parametrize("kind", ["exact", "scann"])
 def test_a_failed_write_leaves_the_previous_index_byte_identical(tmp_path, tiny_encoder, monkeypatch, kind):
     metadata = index_metadata(tiny_encoder, None)
     old = _corpus(300, seed=1)
-    write_index(tmp_path / "idx", _unit_index(old, kind, seed=1), old, metadata)
+    write_index(tmp_path / "idx", _unit_rows(old, seed=1), old, metadata, kind)
     assert os.listdir(tmp_path) == ["idx"]  # every file, ScaNN assets included, is inside the index
     before = _snapshot(tmp_path / "idx")
     assert ("index/scann/scann_assets.pbtxt" in before) == (kind == "scann")
@@ -205,7 +205,7 @@ def test_a_failed_write_leaves_the_previous_index_byte_identical(tmp_path, tiny_
 
     monkeypatch.setattr(gzip.GzipFile, "write", write_until_the_disk_is_full)
     with pytest.raises(OSError, match="No space left"):
-        write_index(tmp_path / "idx", _unit_index(new, kind, seed=2), new, metadata)
+        write_index(tmp_path / "idx", _unit_rows(new, seed=2), new, metadata, kind)
     assert written  # the new index and part of its documents were written before the failure
     assert _snapshot(tmp_path / "idx") == before
     assert os.listdir(tmp_path) == ["idx"]

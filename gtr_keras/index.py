@@ -1,0 +1,10 @@
+"""`gtr_keras.index`: the name under which earlier releases kept `SearchIndex` (now `gtr_keras.retrieval.index`).
+
+Example:
+>>> from gtr_keras.index import SearchIndex
+>>> SearchIndex.load("indexes/msmarco").search_ids(query_embeddings, 10)
+"""
+
+from gtr_keras.retrieval.index import SearchIndex, scann_params, write_search_index  # noqa: F401
+
+__all__ = ["SearchIndex", "scann_params", "write_search_index"]
