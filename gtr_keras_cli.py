@@ -641,7 +641,6 @@ def _check_remote_paths(args, parser):
     Needs TensorFlow (`tf.io.gfile`): call it once the handler's module is imported.
     """
     from gtr_keras.errors import DataError
-    from gtr_keras.models.gtr.model_directory import DOWNLOAD_PREFIXES
 
     for action in parser._actions:
         value = getattr(args, action.dest, None)
@@ -650,8 +649,11 @@ def _check_remote_paths(args, parser):
         check = getattr(action.type, "path_check", None)
         if getattr(action.type, "allows_glob", False) and any(c in value for c in _GLOB_CHARACTERS):
             continue
-        if check is None and action.dest in _MODEL_DESTS and not value.startswith(DOWNLOAD_PREFIXES):
-            check = ("model", "directory")
+        if check is None and action.dest in _MODEL_DESTS:
+            from gtr_keras.models.gtr.model_directory import DOWNLOAD_PREFIXES  # Keras: only for a remote model
+
+            if not value.startswith(DOWNLOAD_PREFIXES):
+                check = ("model", "directory")
         if check is None:
             continue
         try:

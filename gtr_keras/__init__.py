@@ -3,7 +3,10 @@
 Importing the package registers its keras-hub classes (`GTRBackbone`,
 `GTRTextEmbedder`, `GTRTextEmbedderPreprocessor`, `GTRTokenizer`) with Keras, so
 that `keras_hub.models.TextEmbedder.from_preset(DIR)` and `keras.saving.load_model`
-find them. The other top-level names are imported on first use.
+find them: at once when Keras is imported already, else as soon as it is
+(a post-import hook), so that a process that only searches an index
+(`gtr_keras.index.SearchIndex`) never loads Keras or TensorFlow. The other
+top-level names are imported on first use.
 
 TensorFlow's C++ start-up lines (CUDA probing on a machine without a GPU,
 oneDNN notices) are silenced unless `TF_CPP_MIN_LOG_LEVEL` is set: set it (to 0
@@ -18,10 +21,24 @@ Example:
 
 import importlib
 import os
+import sys
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")  # before TensorFlow's first import (below)
+import wrapt
 
-from gtr_keras.models.gtr.text_embedder import GTRTextEmbedder  # noqa: E402,F401  (registers the keras-hub classes)
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")  # before TensorFlow's first import
+
+
+def _register_keras_classes(module):
+    if "gtr_keras.models.gtr.text_embedder" in sys.modules:
+        return  # imported, or being imported (the model family's `__init__` starts with it)
+    keras_hub = sys.modules.get("keras_hub")
+    if module.__name__ == "keras" and keras_hub is not None and getattr(keras_hub.__spec__, "_initializing", False):
+        return  # Keras was imported by keras_hub's import: registered by keras_hub's hook
+    importlib.import_module("gtr_keras.models.gtr.text_embedder")
+
+
+for _name in ("keras", "keras_hub"):
+    wrapt.register_post_import_hook(_register_keras_classes, _name)  # runs now if `_name` is imported already
 
 __version__ = "0.1.0"
 
@@ -40,6 +57,9 @@ _EXPORTS = {
     "GTRTokenizer": "gtr_keras.models.gtr.tokenizer",
     "preset_config": "gtr_keras.models.gtr.presets",
     "SearchIndex": "gtr_keras.retrieval.index",
+    "write_search_index": "gtr_keras.retrieval.index",
+    "EmbeddingFiles": "gtr_keras.retrieval.embedding_files",
+    "index_embeddings": "gtr_keras.retrieval.retriever",
     "build_index": "gtr_keras.retrieval.retriever",
     "Retriever": "gtr_keras.retrieval.retriever",
     "load_export": "gtr_keras.serving.export",

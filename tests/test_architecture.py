@@ -6,6 +6,7 @@ import os
 import subprocess
 import sys
 
+import pytest
 from conftest import REPO
 
 PACKAGE = os.path.join(REPO, "gtr_keras")
@@ -52,7 +53,8 @@ def imports(modules):
             for candidate in candidates:
                 while candidate and candidate not in modules:
                     candidate = candidate.rpartition(".")[0]
-                if candidate and candidate != name:
+                # A module's own packages are imported before it: importing them back is no cycle.
+                if candidate and candidate != name and not name.startswith(f"{candidate}."):
                     targets.add(candidate)
         graph[name] = targets
     return graph
@@ -111,11 +113,46 @@ def test_folders_import_only_the_layers_beneath_them():
     assert wrong == []
 
 
-def test_only_the_top_level_package_imports_in_its_init():
+def test_only_the_top_level_package_and_the_model_family_import_in_their_init():
     for directory, _, file_names in os.walk(PACKAGE):
         if "__init__.py" in file_names and directory != PACKAGE:
             tree = ast.parse(open(os.path.join(directory, "__init__.py"), encoding="utf-8").read())
-            assert not any(isinstance(n, (ast.Import, ast.ImportFrom)) for n in ast.walk(tree)), directory
+            imported = [ast.unparse(n) for n in ast.walk(tree) if isinstance(n, (ast.Import, ast.ImportFrom))]
+            allowed = ["from gtr_keras.models.gtr import text_embedder"] if directory.endswith("gtr") else []
+            assert imported == allowed, directory
+
+
+@pytest.mark.parametrize("imports", [
+    "import gtr_keras, keras_hub", "import gtr_keras, keras", "import keras_hub, gtr_keras",
+    "import gtr_keras; from gtr_keras.models.gtr.backbone import GTRBackbone",
+])
+def test_the_keras_classes_are_registered_whatever_is_imported_first(imports):
+    script = (f"{imports}\nimport keras\n"
+              "assert keras.saving.get_registered_object('gtr_keras>GTRTextEmbedder') is not None\n"
+              "assert keras.saving.get_registered_object('gtr_keras>GTRTokenizer') is not None\n")
+    result = subprocess.run([sys.executable, "-c", script], cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr[-2000:]
+
+
+def test_a_process_that_searches_a_local_index_loads_neither_keras_nor_tensorflow(tmp_path):
+    import numpy as np
+
+    from gtr_keras.retrieval.index import ArrayRows, write_search_index
+
+    vectors = np.random.default_rng(0).standard_normal((30, 8)).astype(np.float32)
+    vectors[0] = np.eye(1, 8) * 2
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    for kind in ("exact", "scann"):
+        write_search_index(ArrayRows([f"d{i}" for i in range(30)], vectors), tmp_path / kind, kind)
+    script = (
+        "import sys, numpy as np\nfrom gtr_keras.index import SearchIndex\n"
+        f"for kind in ('exact', 'scann'):\n"
+        f"    index = SearchIndex.load({str(tmp_path)!r} + '/' + kind)\n"
+        "    assert index.search_ids(np.eye(1, 8, dtype=np.float32), 1)[0] == [['d0']], kind\n"
+        "assert not {'tensorflow', 'keras'} & set(sys.modules), sorted({'tensorflow', 'keras'} & set(sys.modules))\n"
+    )
+    result = subprocess.run([sys.executable, "-c", script], cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr[-2000:]
 
 
 def test_the_parser_answers_without_tensorflow_and_the_package_imports_quietly():
@@ -138,4 +175,5 @@ def test_the_top_level_modules_import_what_the_architecture_says():
     assert graph["gtr_keras.errors"] == set()
     assert graph["gtr_keras_cli"] <= {"gtr_keras.errors", "gtr_keras.utils", "gtr_keras.utils.files",
                                       "gtr_keras.models.gtr.model_directory", "gtr_keras.cli.commands"}
-    assert graph["gtr_keras"] == {"gtr_keras.models.gtr.text_embedder"}  # the rest is imported on first use
+    assert graph["gtr_keras"] == set()  # the keras-hub classes once Keras is imported, the rest on first use
+    assert graph["gtr_keras.index"] == {"gtr_keras.retrieval.index"}  # the name of earlier releases

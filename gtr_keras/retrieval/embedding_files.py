@@ -101,7 +101,7 @@ class EmbeddingFiles:
 
     Args:
         paths: the shard files (`.npy` with `.ids.txt` beside, or Beam `.npz`).
-        chunk_rows: most vectors of a `.npy` shard held in memory at once.
+        chunk_rows: most vectors of a `.npy` shard held in memory at once (default 65,536).
 
     Attributes:
         paths: the shard files, in row order.
@@ -118,9 +118,9 @@ class EmbeddingFiles:
     (65536, 768)
     """
 
-    def __init__(self, paths, chunk_rows=_CHUNK_ROWS):
+    def __init__(self, paths, chunk_rows=None):
         self.paths = list(paths)
-        self.chunk_rows = chunk_rows
+        self.chunk_rows = chunk_rows or _CHUNK_ROWS
         self._shards = [_NpzShard(p) if p.endswith(".npz") else _NpyShard(p) for p in self.paths]
         dims = {shard.dims for shard in self._shards if shard.num_rows}
         if len(dims) > 1:
@@ -135,7 +135,7 @@ class EmbeddingFiles:
             raise DataError(f"{self.paths[0]}: the shards hold no embeddings")
 
     @classmethod
-    def open(cls, pattern, chunk_rows=_CHUNK_ROWS):
+    def open(cls, pattern, chunk_rows=None):
         """Opens and checks the shards matching `pattern` (a glob, or one file).
 
         Raises:
@@ -155,7 +155,7 @@ class EmbeddingFiles:
         return len(self.ids)
 
     def _read_ids(self):
-        ids, seen = [], {}
+        ids, places = [], []  # places: (first row, where(i)) of each shard, to name a duplicate's line
         for shard in self._shards:
             if isinstance(shard, _NpzShard):
                 shard_ids, where = shard.ids(), lambda i, s=shard: f"{s.path}: ids[{i}]"
@@ -165,12 +165,17 @@ class EmbeddingFiles:
                 if len(shard_ids) != shard.num_rows:
                     raise DataError(f"{path}: {len(shard_ids)} ids for the {shard.num_rows} rows of {shard.path}")
             for i, id_ in enumerate(shard_ids):
-                if not id_ or id_ != id_.strip() or "\n" in id_ or "\r" in id_:
-                    raise DataError(f"{where(i)}: id {id_!r} is empty or holds whitespace at an end or a line break")
-                if id_ in seen:
-                    raise DataError(f"{where(i)}: id {id_!r} is also {seen[id_]}")
-                seen[id_] = where(i)
+                if not id_ or id_ != id_.strip() or "\n" in id_ or "\r" in id_ or "\0" in id_:
+                    raise DataError(f"{where(i)}: id {id_!r} is empty or holds whitespace at an end, a line break "
+                                    f"or a NUL")
+            places.append((len(ids), where))
             ids += shard_ids
+        if len(set(ids)) != len(ids):  # a set only: a dict of places would cost ~150 bytes an id
+            first = {}
+            for row, id_ in enumerate(ids):
+                if id_ in first:
+                    raise DataError(f"{_place(places, row)}: id {id_!r} is also {_place(places, first[id_])}")
+                first[id_] = row
         return ids
 
     def _read_models(self):
@@ -232,6 +237,11 @@ class EmbeddingFiles:
                 done += len(picked)
             first = last
         return out
+
+
+def _place(places, row):
+    start, where = next((start, where) for start, where in reversed(places) if start <= row)
+    return where(row - start)
 
 
 def _read_ids_file(path):

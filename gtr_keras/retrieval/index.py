@@ -18,11 +18,14 @@ AH codes) for approximate search. It lives on any file system TensorFlow knows
 (local, `gs://`, `ram://`).
 """
 
+import collections.abc
 import functools
+import importlib.util
 import json
 import math
 import os
 import shutil
+import sys
 import tempfile
 
 import numpy as np
@@ -72,10 +75,14 @@ def scann_params(n):
     leaves, queries of those collections) 13 leaves gave recall@10 0.62, 32
     gave 0.85 and 64 gave 0.97, because queries fall between the document
     partitions far more than in clustered synthetic data. Scoring uses
-    anisotropic AH with 2 dimensions per block and threshold 0.2, as ScaNN
-    recommends, and the best `40 * k` AH candidates are rescored on int8
-    vectors (`reorder: "int8"`): on clustered 768-d data at N=1M, `10 * k`
-    lost recall@10 in reordering, not in the tree. `benchmarks/RESULTS.md`
+    anisotropic AH with threshold 0.2, as ScaNN recommends, on blocks of 4
+    dimensions (ScaNN suggests 2: at 4 the codes take 1/8 byte per dimension
+    instead of 1/4, ScaNN's memory per 768-d vector falls from ~1.0 to ~0.9 KB and
+    AH scoring is twice as fast), and the best `100 * k` AH candidates are
+    rescored on int8 vectors (`reorder: "int8"`): on clustered 768-d data at
+    N=1M, recall@10 was 0.82 with `40 * k`, 0.971 with `100 * k` and 0.972
+    with `200 * k`, whether 64 or 100 leaves were searched: the coarser AH
+    codes need the larger pool. `benchmarks/RESULTS.md`
     records these measurements. `num_leaves_to_search` and `reorder_factor`
     apply at search time, so they can be changed on a built index.
 
@@ -99,22 +106,36 @@ def scann_params(n):
         "num_leaves_to_search": min(num_leaves, max(64, math.ceil(0.1 * num_leaves))),
         "spherical": True,
         "training_sample_size": min(n, max(100_000, 100 * num_leaves)),
-        "dimensions_per_block": 2,
+        "dimensions_per_block": 4,
         "anisotropic_quantization_threshold": 0.2,
-        "reorder_factor": 40,
+        "reorder_factor": 100,
         "reorder": "int8",
     }
 
 
+@functools.cache
 def _scann():
-    import scann  # Imports TensorFlow: only paid for when ScaNN is used.
-
-    return scann
+    """ScaNN's pybind extension and its config builder, loaded without the `scann` package, whose import
+    loads TensorFlow for ScaNN's TF ops: only exports need those (`serving.export` imports them)."""
+    spec = importlib.util.find_spec("scann")
+    if spec is None:
+        raise ImportError("ScaNN is not installed: pip install scann==1.4.2")
+    loaded = []
+    for name, relative in (("scann_pybind", "scann_ops/cc/python/scann_pybind.so"),  # the name `scann` gives it
+                           ("_gtr_keras_scann_builder", "scann_ops/py/scann_builder.py")):
+        if name not in sys.modules:
+            module_spec = importlib.util.spec_from_file_location(
+                name, os.path.join(spec.submodule_search_locations[0], relative))
+            module = importlib.util.module_from_spec(module_spec)
+            module_spec.loader.exec_module(module)
+            sys.modules[name] = module
+        loaded.append(sys.modules[name])
+    return loaded
 
 
 def _scann_config(sample, params):
-    scann = _scann()
-    builder = scann.scann_ops_pybind.builder(sample, _DEFAULT_K, "dot_product").tree(
+    _, scann_builder = _scann()
+    builder = scann_builder.ScannBuilder(sample, _DEFAULT_K, "dot_product").tree(
         num_leaves=params["num_leaves"],
         num_leaves_to_search=params["num_leaves_to_search"],
         spherical=params["spherical"],
@@ -125,7 +146,7 @@ def _scann_config(sample, params):
         anisotropic_quantization_threshold=params["anisotropic_quantization_threshold"],
         training_sample_size=len(sample),
     )
-    reorder = {"int8": scann.ReorderType.INT8, "bfloat16": scann.ReorderType.BFLOAT16}[params["reorder"]]
+    reorder = {"int8": scann_builder.ReorderType.INT8, "bfloat16": scann_builder.ReorderType.BFLOAT16}[params["reorder"]]
     return builder.reorder(params["reorder_factor"] * _DEFAULT_K, quantize=reorder).create_config()
 
 
@@ -150,16 +171,17 @@ def _build_scann(source, params, scann_dir):
     chunk; they are checked, so a ScaNN that retrained on its own would be an
     error rather than an index of mixed codes.
     """
-    scann = _scann()
+    scann_pybind, _ = _scann()
     rng = np.random.default_rng(0)
     rows = np.sort(rng.choice(source.num_rows, params["training_sample_size"], replace=False))
     sample = take_rows(source.chunks(), rows, source.dims)
     config = _scann_config(sample, params)
-    searcher = scann.scann_ops_pybind.create_searcher(sample, config).searcher
+    searcher = scann_pybind.ScannNumpy(sample, config, 0)
     searcher.delete(list(range(len(sample) - 1, -1, -1)))
     del sample
     outputs, fixed, written = {}, {}, 0
-    with tempfile.TemporaryDirectory(prefix="gtr-keras-scann-") as scratch:
+    # Beside `scann_dir` (in the output's staging), so a killed build leaves nothing elsewhere.
+    with tempfile.TemporaryDirectory(prefix=".chunk-", dir=os.path.dirname(os.fspath(scann_dir))) as scratch:
         try:
             for chunk in source.chunks():
                 searcher.upsert([None] * len(chunk), chunk, 256)
@@ -195,7 +217,9 @@ def _build_scann(source, params, scann_dir):
 
 
 def _load_scann(directory):
-    return _scann().scann_ops_pybind.load_searcher(directory)
+    scann_pybind, _ = _scann()
+    with open(os.path.join(directory, "scann_assets.pbtxt"), encoding="utf-8") as f:
+        return scann_pybind.ScannNumpy(os.fspath(directory), f.read())
 
 
 def _merge_top_k(best, candidates, scores, tie_ranks, k):
@@ -236,14 +260,42 @@ def _exact_top_k(vectors, queries, k, tie_ranks):
     return indices, scores
 
 
+class Ids(collections.abc.Sequence):
+    """A sequence of str ids kept as UTF-8 in one numpy bytes array: about their length in bytes each (a
+    Python str costs ~60 more), which matters at millions of ids. Sorting the bytes sorts the ids.
+
+    Example:
+    >>> Ids(["d1", "d0"])[1]
+    'd0'
+    """
+
+    def __init__(self, ids):
+        self.array = ids if isinstance(ids, np.ndarray) else np.array([i.encode("utf-8") for i in ids], dtype="S")
+
+    def __len__(self):
+        return len(self.array)
+
+    def __getitem__(self, i):
+        return self.array[i].decode("utf-8")
+
+    def __iter__(self):
+        return (raw.decode("utf-8") for raw in self.array)
+
+    def __eq__(self, other):
+        return list(self) == list(other)
+
+    def __repr__(self):
+        return f"Ids({list(self)!r})"
+
+
 def check_ids(ids, where=lambda i: f"ids[{i}]", error=ValueError):
     """Returns `ids` as a list after checking them; `where(i)` names id `i` in an `error`."""
     ids = list(ids)
     for i, id_ in enumerate(ids):
         if not isinstance(id_, str) or not id_:
             raise error(f"{where(i)}: ids must be non-empty strings, got {id_!r}.")
-        if "\n" in id_ or "\r" in id_:
-            raise error(f"{where(i)}: id {id_!r} contains a line break.")
+        if "\n" in id_ or "\r" in id_ or "\0" in id_:
+            raise error(f"{where(i)}: id {id_!r} contains a line break or a NUL character.")
     if len(set(ids)) != len(ids):  # a set of the ids only: a million ids need no dict of positions
         seen = {}
         for i, id_ in enumerate(ids):
@@ -267,7 +319,7 @@ def check_embeddings(embeddings, where):
 class ArrayRows:
     """An in-memory `[N, D]` array as a source for `write_search_index`: `ids`, `dims`, `num_rows`, `chunks()`."""
 
-    def __init__(self, ids, embeddings, chunk_rows=_BUILD_CHUNK_ROWS):
+    def __init__(self, ids, embeddings, chunk_rows=None):
         self.ids = check_ids(ids)
         self.embeddings = check_embeddings(embeddings, "embeddings")
         if self.embeddings.shape[0] != len(self.ids):
@@ -275,7 +327,7 @@ class ArrayRows:
         if not self.ids:
             raise ValueError("A SearchIndex needs at least one embedding.")
         self.num_rows, self.dims = self.embeddings.shape
-        self.chunk_rows = chunk_rows
+        self.chunk_rows = chunk_rows or _BUILD_CHUNK_ROWS
 
     def chunks(self):
         for start in range(0, self.num_rows, self.chunk_rows):
@@ -387,7 +439,7 @@ class SearchIndex:
         self._set(source.ids, kind, params, source.dims, source.embeddings if kind == "exact" else None, searcher)
 
     def _set(self, ids, kind, params, dims, embeddings, searcher):
-        self.ids, self.kind, self.params, self.dims = ids, kind, params, dims
+        self.ids, self.kind, self.params, self.dims = Ids(ids), kind, params, dims
         self.embeddings, self._searcher = embeddings, searcher
 
     @functools.cached_property
@@ -395,7 +447,7 @@ class SearchIndex:
         """Each row's place when the ids are sorted in descending order: exact search orders equal scores
         by it, as trec_eval (and `pytrec_eval`) rank tied documents."""
         ranks = np.empty(len(self.ids), dtype=np.int64)
-        ranks[sorted(range(len(self.ids)), key=self.ids.__getitem__, reverse=True)] = np.arange(len(self.ids))
+        ranks[np.argsort(self.ids.array, kind="stable")[::-1]] = np.arange(len(self.ids))
         return ranks
 
     def search(self, query_embeddings, k):
@@ -428,9 +480,8 @@ class SearchIndex:
         return indices, scores
 
     def _scann_search(self, queries, k, leaves):
-        indices, scores = self._searcher.search_batched_parallel(
-            queries, final_num_neighbors=k, pre_reorder_num_neighbors=self.params["reorder_factor"] * k,
-            leaves_to_search=leaves,
+        indices, scores = self._searcher.search_batched(
+            queries, k, self.params["reorder_factor"] * k, leaves, True, 256  # in parallel, 256 queries a task
         )
         return indices.astype(np.int64), scores.astype(np.float32, copy=False)
 
@@ -449,7 +500,7 @@ class SearchIndex:
         with atomic_directory(directory) as tmp:
             if self.kind == "scann":
                 os.mkdir(tmp / _SCANN_DIR)
-                self._searcher.serialize(str(tmp / _SCANN_DIR), relative_path=True)
+                self._searcher.serialize(str(tmp / _SCANN_DIR), True)
             else:
                 np.save(tmp / _EMBEDDINGS_NPY, self.embeddings)
             _write_description(tmp, self.ids, self.kind, self.params, self.dims)
@@ -534,15 +585,21 @@ def _check_scann_rows(scann_dir, config, remedy):
 
 
 def _read_ids(path, expected_count):
+    """The ids of `ids.txt` as `Ids`, without a Python str per id unless one is bad (then named by line)."""
     try:
-        text = files.read_bytes(path).decode("utf-8")
+        data = files.read_bytes(path)
+        data.decode("utf-8")
     except (OSError, ValueError) as e:
         raise DataError(f"{path}: unreadable ({unreadable_reason(e, path)}); rebuild the index") from e
-    if text and not text.endswith("\n"):
-        raise DataError(f"{path}: line {text.count(chr(10)) + 1} is not terminated by a newline.")
-    ids = check_ids(text.split("\n")[:-1], lambda i: f"{path}: line {i + 1}", DataError)
-    if len(ids) != expected_count:
+    if data and not data.endswith(b"\n"):
+        line = data.count(b"\n") + 1
+        raise DataError(f"{path}: line {line} is not terminated by a newline.")
+    lines = data.split(b"\n")[:-1]
+    array = np.array(lines, dtype="S") if lines else np.array([], dtype="S1")
+    if b"\r" in data or b"\0" in data or (np.char.str_len(array) == 0).any() or len(np.unique(array)) != len(array):
+        check_ids([line.decode("utf-8") for line in lines], lambda i: f"{path}: line {i + 1}", DataError)
+    if len(array) != expected_count:
         raise DataError(
-            f"{path} has {len(ids)} ids, expected {expected_count} (one per embedding row)."
+            f"{path} has {len(array)} ids, expected {expected_count} (one per embedding row)."
         )
-    return ids
+    return Ids(array)

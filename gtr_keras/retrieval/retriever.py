@@ -21,7 +21,6 @@ import os
 from tqdm.auto import tqdm
 
 from gtr_keras.errors import DataError, MismatchError
-from gtr_keras.models.gtr.fingerprint import fingerprint
 from gtr_keras.retrieval.embedding_files import EmbeddingFiles
 from gtr_keras.retrieval.index import KINDS, SearchIndex, write_search_index
 from gtr_keras.retrieval.readers import load_corpus
@@ -220,6 +219,8 @@ def index_metadata(encoder, model_dir):
     >>> index_metadata(gtr_keras.load("models/gtr-base"), "models/gtr-base")["embedding_dim"]
     768
     """
+    from gtr_keras.models.gtr.fingerprint import fingerprint  # Keras: not needed to index embeddings alone
+
     if model_dir and files.is_local(model_dir):
         model_dir = os.path.abspath(os.fspath(model_dir).removeprefix("file://"))
     return {"model_dir": os.fspath(model_dir) if model_dir else None,

@@ -368,7 +368,7 @@ def load_export(path):
     import tensorflow_text  # noqa: F401  (registers the SentencePiece ops)
 
     try:
-        import scann  # noqa: F401  (registers the ScaNN ops)
+        from scann.scann_ops.py import scann_ops  # noqa: F401  (registers the ScaNN ops, also after a TF-free load)
     except ImportError:
         pass
     path = os.fspath(path)

@@ -108,8 +108,9 @@ class DualEncoder(keras.Model):
 
     def _tokenized(self, x):
         """`x` with raw-string towers tokenised in the pipeline (a dataset of token batches is returned as is)."""
-        if not isinstance(x, tf.data.Dataset) or x.element_spec.get("positive") != tf.TensorSpec([None], tf.string):
-            return x
+        spec = x.element_spec.get("positive") if isinstance(x, tf.data.Dataset) else None
+        if not (isinstance(spec, tf.TensorSpec) and spec.dtype == tf.string and spec.shape.rank == 1):
+            return x  # token batches; raw strings are `[B]` or `[None]` (batched with `drop_remainder=True` or not)
         if self.encoder.preprocessor is None:
             raise ValueError("raw-string batches need an encoder with a preprocessor (GTRTextEmbedderPreprocessor)")
         tower_features = self.encoder.preprocessor.tower_features

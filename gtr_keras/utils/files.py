@@ -1,5 +1,10 @@
 """All file access of gtr-keras: `tf.io.gfile` paths, and outputs that appear whole or not at all.
 
+TensorFlow is imported on first use, so that what reads local files only
+(`exists`, `isdir`, `isfile`, binary `open`, `read_bytes` and `local_copy` of a
+local path) runs without it: loading and searching a local `SearchIndex` needs
+no TensorFlow (a process saves its ~500 MB).
+
 Every path may be local or use a scheme TensorFlow's file systems know
 (`gs://` on Cloud TPU VMs, `ram://` in tests, `s3://`/`hdfs://` where the
 plugins are installed). A scheme TensorFlow does not know is a `DataError`
@@ -14,17 +19,29 @@ file system; by an upload to a sibling staging name and per-file renames
 elsewhere).
 """
 
+import builtins
 import contextlib
 import functools
+import glob as globbing
 import gzip
 import os
 import pathlib
 import shutil
 import tempfile
 
-import tensorflow as tf
-
 from gtr_keras.errors import DataError
+
+
+class _TensorFlow:
+    """The `tensorflow` module, imported on first attribute access."""
+
+    def __getattr__(self, name):
+        import tensorflow
+
+        return getattr(tensorflow, name)
+
+
+tf = _TensorFlow()
 
 
 def is_local(path):
@@ -40,6 +57,10 @@ def _named_errors(function):
     def wrapper(path, *args, **kwargs):
         try:
             return function(os.fspath(path), *args, **kwargs)
+        except FileNotFoundError:  # a local path read without TensorFlow
+            raise DataError(f"{path}: no such file or directory") from None
+        except PermissionError:
+            raise DataError(f"{path}: permission denied") from None
         except tf.errors.UnimplementedError:
             scheme = os.fspath(path).split("://")[0]
             raise DataError(f"{path}: TensorFlow has no file system for {scheme}:// (local paths, gs://, ram:// "
@@ -54,13 +75,22 @@ def _named_errors(function):
     return wrapper
 
 
+def _local(path):
+    """`path` on the local file system (`file://` removed), or None for another file system's."""
+    return path.removeprefix("file://") if is_local(path) else None
+
+
 @_named_errors
 def exists(path):
-    return tf.io.gfile.exists(path)
+    local = _local(path)
+    return os.path.exists(local) if local is not None else tf.io.gfile.exists(path)
 
 
 @_named_errors
 def isdir(path):
+    local = _local(path)
+    if local is not None:
+        return os.path.isdir(local)
     return tf.io.gfile.exists(path) and tf.io.gfile.isdir(path)  # `exists` raises for an unknown scheme
 
 
@@ -70,23 +100,38 @@ def isfile(path):
 
 @_named_errors
 def listdir(path):
+    if _local(path) is not None:
+        return sorted(os.listdir(_local(path)))
     return sorted(name.rstrip("/") for name in tf.io.gfile.listdir(path))
 
 
 @_named_errors
 def glob(pattern):
-    """The paths matching `pattern` (`*`, `?`, `[...]` within one path component), sorted."""
+    """The paths matching `pattern` (`*`, `?`, `[...]` within one path component, names starting with a dot
+    included, as TensorFlow matches them), sorted."""
+    if _local(pattern) is not None:
+        return sorted(globbing.glob(_local(pattern), include_hidden=True))
     return sorted(tf.io.gfile.glob(pattern))
 
 
 @_named_errors
 def makedirs(path):
+    if _local(path) is not None:
+        os.makedirs(_local(path), exist_ok=True)
+        return
     tf.io.gfile.makedirs(path)
 
 
 @_named_errors
 def remove(path):
     """Deletes a file or a directory tree; nothing happens if it does not exist."""
+    local = _local(path)
+    if local is not None:
+        if os.path.isdir(local) and not os.path.islink(local):
+            shutil.rmtree(local)
+        elif os.path.lexists(local):
+            os.remove(local)
+        return
     if not tf.io.gfile.exists(path):
         return
     if not tf.io.gfile.isdir(path):
@@ -119,7 +164,12 @@ def _files_under(directory):
 
 @_named_errors
 def open(path, mode="rb"):  # noqa: A001  (the module's counterpart of the builtin)
-    """A file object (`tf.io.gfile.GFile`) for `path`; `mode` as for the builtin `open`."""
+    """A file object (`tf.io.gfile.GFile`; the builtin one to read a local file in binary) for `path`; `mode` as
+    for the builtin `open`."""
+    if mode == "rb" and _local(path) is not None:
+        if os.path.isdir(_local(path)):
+            raise DataError(f"{path}: is a directory, expected a file")
+        return builtins.open(_local(path), "rb")
     if "r" in mode and not tf.io.gfile.exists(path):
         raise tf.errors.NotFoundError(None, None, path)
     if "r" in mode and tf.io.gfile.isdir(path):
@@ -127,10 +177,22 @@ def open(path, mode="rb"):  # noqa: A001  (the module's counterpart of the built
     return tf.io.gfile.GFile(path, mode)
 
 
+class _GzipReader(gzip.GzipFile):
+    """A `GzipFile` that closes the file it reads when it is closed."""
+
+    def close(self):
+        raw = self.fileobj
+        try:
+            super().close()
+        finally:
+            if raw is not None:
+                raw.close()
+
+
 def open_decompressed(path):
     """A binary file object for `path`, decompressed on the fly when the name ends with `.gz`."""
     raw = open(path, "rb")
-    return gzip.GzipFile(fileobj=raw, mode="rb") if os.fspath(path).endswith(".gz") else raw
+    return _GzipReader(fileobj=raw, mode="rb") if os.fspath(path).endswith(".gz") else raw
 
 
 def read_bytes(path):
@@ -282,7 +344,7 @@ def remove_staging(target):
 def _make_parent(path):
     parent = _remote_parent(path)
     if parent:
-        tf.io.gfile.makedirs(parent)
+        makedirs(parent)
 
 
 def _remote_parent(path):

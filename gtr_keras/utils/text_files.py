@@ -13,10 +13,9 @@ import os
 import warnings
 import zlib
 
-import tensorflow as tf
-
 from gtr_keras.errors import DataError, DataWarning
 from gtr_keras.utils import files
+from gtr_keras.utils.files import tf  # TensorFlow on first use
 
 
 def _decode(path, line_no, raw, errors):

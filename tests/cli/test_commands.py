@@ -233,3 +233,85 @@ def test_ids_holding_whitespace_are_refused_at_read_naming_the_line(tmp_path, ca
 
     with pytest.raises(DataError, match=r"test.tsv:2: corpus-id 'd0 x' holds whitespace"):
         load_qrels(str(dataset))
+
+
+def _corpus_file(path, n=30):
+    words = "wing lift drag shock boundary layer heat transfer flutter nozzle jet buckling panel cone mach".split()
+    with open(path, "w") as f:
+        for i in range(n):
+            text = " ".join(words[(i * 7 + j) % len(words)] for j in range(3 + i % 5))
+            f.write(json.dumps({"_id": f"d{i}", "title": f"title {i}", "text": text}) + "\n")
+    return path
+
+
+def _search(index, model_dir, capsys, query="boundary layer heat transfer"):
+    capsys.readouterr()
+    assert main(["search", query, "--index", str(index), "--model", model_dir, "-k", "5", "--json"]) == 0
+    return [(hit["id"], round(hit["score"], 5)) for hit in json.loads(capsys.readouterr().out)[0]["hits"]]
+
+
+def test_index_from_embeddings_equals_index_from_the_corpus(tmp_path, tiny_model_dir, capsys):
+    corpus = _corpus_file(tmp_path / "corpus.jsonl")
+    (tmp_path / "emb").mkdir()
+    assert main(["encode", "--model", tiny_model_dir, "--input", str(corpus),
+                 "--output", str(tmp_path / "emb" / "part-0.npy")]) == 0
+    assert json.loads((tmp_path / "emb" / "part-0.json").read_text())["kind"] == "document"
+    assert main(["index", "--embeddings", str(tmp_path / "emb" / "*.npy"), "--out", str(tmp_path / "by-emb")]) == 0
+    assert main(["index", "--model", tiny_model_dir, "--corpus", str(corpus), "--out", str(tmp_path / "by-corpus")]) == 0
+    assert "wrote" in capsys.readouterr().out
+    assert _search(tmp_path / "by-emb", tiny_model_dir, capsys) == _search(tmp_path / "by-corpus", tiny_model_dir,
+                                                                           capsys)
+    from gtr_keras.index import SearchIndex
+
+    queries = np.load(tmp_path / "emb" / "part-0.npy")[:4]
+    by_emb, by_corpus = SearchIndex.load(tmp_path / "by-emb"), SearchIndex.load(tmp_path / "by-corpus")
+    assert by_emb.search_ids(queries, 3)[0] == by_corpus.search_ids(queries, 3)[0]
+
+
+def test_embeddings_without_a_model_record_index_but_search_needs_the_model_declared(tmp_path, tiny_model_dir,
+                                                                                      tiny_encoder, capsys):
+    texts = ["wing lift", "heat transfer", "shock cone"]
+    np.save(tmp_path / "part.npy", tiny_encoder.encode_documents(texts))
+    (tmp_path / "part.ids.txt").write_text("a\nb\nc\n")
+    assert main(["index", "--embeddings", str(tmp_path / "part.npy"), "--out", str(tmp_path / "idx")]) == 0
+    capsys.readouterr()
+    assert main(["search", "heat", "--index", str(tmp_path / "idx"), "--model", tiny_model_dir]) == 2
+    assert "built from embeddings with no record of their model" in capsys.readouterr().err
+    assert main(["index", "--embeddings", str(tmp_path / "part.npy"), "--model", tiny_model_dir,
+                 "--out", str(tmp_path / "idx")]) == 0
+    assert _search(tmp_path / "idx", tiny_model_dir, capsys, "heat transfer")[0][0] == "b"
+
+
+def test_embeddings_of_another_model_are_refused(tmp_path, tiny_model_dir, capsys):
+    corpus = _corpus_file(tmp_path / "corpus.jsonl", n=3)
+    assert main(["encode", "--model", tiny_model_dir, "--input", str(corpus), "--output", str(tmp_path / "e.npy")]) == 0
+    capsys.readouterr()
+    assert main(["index", "--embeddings", str(tmp_path / "e.npy"), "--model", "gtr-small-distilled",
+                 "--out", str(tmp_path / "idx")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "e.npy" in err and ("another model" in err or "dims" in err)
+    assert not (tmp_path / "idx").exists()
+
+
+def test_a_bad_shard_is_exit_2_naming_it_before_the_model_loads(tmp_path, tiny_model_dir, capsys, monkeypatch):
+    np.save(tmp_path / "e.npy", np.full((2, 4), 0.5, np.float32))
+    (tmp_path / "e.ids.txt").write_text("a\na\n")
+    monkeypatch.setattr("gtr_keras.cli.commands._encoder", lambda args: pytest.fail("the model was loaded"))
+    assert main(["index", "--embeddings", str(tmp_path / "e.npy"), "--model", tiny_model_dir,
+                 "--out", str(tmp_path / "idx")]) == 2
+    assert f"{tmp_path / 'e.ids.txt'}:2: id 'a' is also" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("flags, message", [
+    (["--embeddings", "e.npy", "--corpus", "c.jsonl", "--model", "m"], "one of the arguments --corpus"),
+    ([], "one of the arguments --corpus"),
+    (["--corpus", "c.jsonl"], "argument --model: required with --corpus"),
+    (["--embeddings", "e.npy", "--runner", "DirectRunner"], "argument --runner: encodes a corpus"),
+])
+def test_index_takes_a_corpus_or_embeddings(tmp_path, monkeypatch, capsys, flags, message):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "e.npy").write_bytes(b"")
+    (tmp_path / "c.jsonl").write_text("")
+    with pytest.raises(SystemExit) as exit_:
+        main(["index", *flags, "--out", "idx"])
+    assert exit_.value.code == 2 and message in capsys.readouterr().err

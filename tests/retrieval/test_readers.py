@@ -412,20 +412,42 @@ class _RefusingGFile:
         self.close()
 
 
+def _on_ram(path):
+    """A copy of local file `path` on ram://, which TensorFlow's file systems read (local files are read
+    without TensorFlow)."""
+    import tensorflow as tf
+
+    copy = f"ram://readers-{path.parent.name}/{path.name}"
+    tf.io.gfile.makedirs(copy.rpartition("/")[0])
+    tf.io.gfile.copy(str(path), copy, overwrite=True)
+    return copy
+
+
+def test_a_local_file_that_cannot_be_read_is_named(tmp_path, monkeypatch):
+    path = write_jsonl(tmp_path / "corpus.jsonl", [{"_id": "d1", "text": "x"}])
+
+    def refuse(*args, **kwargs):
+        raise PermissionError(13, "Permission denied")
+
+    monkeypatch.setattr("gtr_keras.utils.files.builtins.open", refuse)
+    with pytest.raises(DataError, match=located(path, r": permission denied$")):
+        load_corpus(tmp_path)
+
+
 @pytest.mark.parametrize("name", ["corpus.jsonl.gz", "corpus.jsonl"])
 def test_unreadable_file(tmp_path, monkeypatch, name):
     import tensorflow as tf
 
-    path = write_jsonl(tmp_path / name, [{"_id": "d1", "text": "x"}])
+    path = _on_ram(write_jsonl(tmp_path / name, [{"_id": "d1", "text": "x"}]))  # read through TensorFlow
     monkeypatch.setattr(tf.io.gfile, "GFile", _RefusingGFile)
     with pytest.raises(DataError, match=located(path, r": permission denied$")):
-        load_corpus(tmp_path)
+        load_corpus(path.rpartition("/")[0])
 
 
 def test_read_error_midway_names_file_and_line(tmp_path, monkeypatch):
     import tensorflow as tf
 
-    path = write_jsonl(tmp_path / "queries.jsonl", [{"_id": f"q{i}", "text": "x" * 100} for i in range(3)])
+    path = _on_ram(write_jsonl(tmp_path / "queries.jsonl", [{"_id": f"q{i}", "text": "x" * 100} for i in range(3)]))
     real = tf.io.gfile.GFile
 
     class Flaky(real):

@@ -26,19 +26,30 @@ def exports(tmp_path_factory, tiny_model_dir):
 
     root = tmp_path_factory.mktemp("exports")
     corpus = load_corpus(os.path.join(REPO, "gtr_keras", "assets", "cranfield"))
-    with open(root / "corpus.jsonl", "w") as f:
-        for doc_id, title, text in list(zip(corpus.ids, corpus.titles, corpus.texts))[:300]:
-            f.write(json.dumps({"_id": doc_id, "title": title, "text": text}) + "\n")
+    lines = [json.dumps({"_id": doc_id, "title": title, "text": text}) + "\n"
+             for doc_id, title, text in list(zip(corpus.ids, corpus.titles, corpus.texts))[:300]]
+    (root / "corpus.jsonl").write_text("".join(lines))
+    # The same documents encoded in two shards, for `index --embeddings`.
+    (root / "emb").mkdir()
+    for half, rows in enumerate((lines[:170], lines[170:])):
+        (root / f"half-{half}.jsonl").write_text("".join(rows))
+        assert main(["encode", "--model", tiny_model_dir, "--input", str(root / f"half-{half}.jsonl"),
+                     "--output", str(root / "emb" / f"part-{half}.npy")]) == 0
     out = {}
-    for searcher, index_flags in (("scann", []), ("brute-force", ["--exact"])):
-        index_dir = root / f"index-{searcher}"
+    for name, searcher, source, index_flags in (
+        ("scann", "scann", ["--model", tiny_model_dir, "--corpus", str(root / "corpus.jsonl")], []),
+        ("brute-force", "brute-force", ["--model", tiny_model_dir, "--corpus", str(root / "corpus.jsonl")],
+         ["--exact"]),
+        ("scann-embeddings", "scann", ["--embeddings", str(root / "emb" / "*.npy")], []),
+    ):
+        index_dir = root / f"index-{name}"
         with pytest.MonkeyPatch.context() as patch:
             patch.setattr("gtr_keras.retrieval.index.EXACT_MAX_N", 10)  # ScaNN even for 300 documents
-            assert main(["index", "--model", tiny_model_dir, "--corpus", str(root / "corpus.jsonl"),
-                         "--out", str(index_dir), *index_flags]) == 0
+            patch.setattr("gtr_keras.retrieval.embedding_files._CHUNK_ROWS", 128)  # ScaNN fed in 3 chunks
+            assert main(["index", *source, "--out", str(index_dir), *index_flags]) == 0
         assert main(["export", "--model", tiny_model_dir, "--index", str(index_dir), "--searcher", searcher,
-                     "--out", str(root / searcher), "-k", "5"]) == 0
-        out[searcher] = (root / searcher, index_dir)
+                     "--out", str(root / name), "-k", "5"]) == 0
+        out[name] = (root / name, index_dir)
     return out
 
 
@@ -83,7 +94,7 @@ def test_encoder_export_keeps_trainable_variables_and_the_spiece_asset(exports):
     assert os.path.exists(encoder_dir / "assets" / "spiece.model")
 
 
-@pytest.mark.parametrize("searcher", ["scann", "brute-force"])
+@pytest.mark.parametrize("searcher", ["scann", "brute-force", "scann-embeddings"])
 def test_searcher_returns_the_same_ids_as_the_search_command(exports, tiny_model_dir, capsys, searcher):
     export_dir, index_dir = exports[searcher]
     capsys.readouterr()
@@ -100,6 +111,13 @@ def test_searcher_returns_the_same_ids_as_the_search_command(exports, tiny_model
     ids, scores = [[i.decode() for i in row] for row in mixed["ids"].numpy()], mixed["scores"].numpy()
     assert ids == [expected[0][:1] + [""] * 4, expected[1], expected[2][:2] + [""] * 3]
     assert (scores[0, 1:] == -2.0).all() and (scores[2, 2:] == -2.0).all() and (scores[:, 0] > -1.0001).all()
+
+
+def test_a_scann_index_has_no_float_vectors_for_a_brute_force_searcher(exports, tiny_model_dir, tmp_path, capsys):
+    assert main(["export", "--model", tiny_model_dir, "--index", str(exports["scann"][1]), "--searcher",
+                 "brute-force", "--out", str(tmp_path / "out")]) == 2
+    assert "a ScaNN index keeps only int8 vectors" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
 
 
 def _tf_text_ops():

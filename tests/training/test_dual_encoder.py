@@ -337,7 +337,7 @@ def test_fit_takes_raw_strings_through_the_preprocessor_like_token_batches(tiny_
         embedder = load(tiny_model_dir).model
         model = DualEncoder(embedder)
         model.compile(optimizer=keras.optimizers.SGD(0.1))
-        batches = tf.data.Dataset.from_tensor_slices(texts).batch(4)
+        batches = tf.data.Dataset.from_tensor_slices(texts).batch(4, drop_remainder=raw)  # [4] or [None] strings
         if not raw:
             tower_features = embedder.preprocessor.tower_features
             batches = batches.map(lambda batch: {**batch, **tower_features(batch)})

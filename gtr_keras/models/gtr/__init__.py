@@ -8,3 +8,7 @@ its weights), `encoder` (`Encoder`, numpy batches bucketed by length), `text_emb
 (`GTRTextEmbedder`: pooling, projection, L2 norm), `fingerprint` (SHA-256 of a model), and `saving`
 (`load`, `save`, `migrate`, `convert_sentence_transformers`).
 """
+
+# Any module of the family registers them all with Keras (`keras_hub` presets name every class): this runs
+# before the module asked for, so the classes never meet a half-imported module of their own.
+from gtr_keras.models.gtr import text_embedder  # noqa: E402,F401

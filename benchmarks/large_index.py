@@ -1,0 +1,222 @@
+"""Corpus-scale search: `gtr-keras index --embeddings` and `SearchIndex.load` on millions of vectors.
+
+Writes synthetic embedding shards in `gtr-keras encode`'s format (unit
+vectors around `--clusters` random centres, generated shard by shard so the
+generator stays small), then measures, each in its own process under
+`/usr/bin/time -v`:
+
+1. the build: `gtr-keras index --embeddings 'WORK/shards/*.npy' --out WORK/index`
+   (peak RSS, wall time, index size on disk);
+2. a search process: `gtr_keras.index.SearchIndex.load(WORK/index)` and
+   `.search_ids(queries, 10)` on `--num-queries` queries in one call (batched
+   QPS), then the first `--single-queries` one call each (latency), peak RSS;
+3. exact search for the recall@10 reference: with `--exact-index`, an exact
+   index built and searched the same way (its batched QPS is the baseline);
+   otherwise exact top-10 computed from the shards, a chunk at a time.
+
+Results are printed and appended to the "## Large corpora" section of
+`benchmarks/RESULTS.md`. Shards and indexes stay in `--work` for reruns
+(delete it to start over; shards are rewritten when the generator's
+settings differ).
+
+Usage:
+    PYTHONPATH=. python benchmarks/large_index.py --n 1000000 --exact-index --work /tmp/large-1m
+    PYTHONPATH=. python benchmarks/large_index.py --n 8841823 --shards 90 --work /tmp/large-msmarco
+"""
+
+import argparse
+import datetime
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+
+import numpy as np
+from results import RESULTS, machine, publish, rerun_command
+from search import _normalise, synthetic
+
+K = 10
+SECTION = "## Large corpora"
+
+
+def write_shards(args, shard_dir):
+    """Writes `args.shards` shards of synthetic unit vectors (and the queries), unless already there."""
+    settings = {key: getattr(args, key) for key in ("n", "shards", "dims", "clusters", "noise", "seed", "num_queries")}
+    record = os.path.join(shard_dir, "generator.json")
+    if os.path.exists(record) and json.load(open(record)) == settings:
+        return
+    shutil.rmtree(shard_dir, ignore_errors=True)
+    os.makedirs(shard_dir)
+    rng = np.random.default_rng(args.seed)
+    centres = _normalise(rng.standard_normal((args.clusters, args.dims), dtype=np.float32))
+    np.save(os.path.join(shard_dir, "..", "queries.npy"), synthetic(args.num_queries, centres, args.noise, rng))
+    bounds = np.linspace(0, args.n, args.shards + 1).astype(int)
+    for number, (start, stop) in enumerate(zip(bounds[:-1], bounds[1:])):
+        shard_rng = np.random.default_rng([args.seed, number])
+        base = os.path.join(shard_dir, f"part-{number:05d}")
+        np.save(f"{base}.npy", synthetic(stop - start, centres, args.noise, shard_rng))
+        with open(f"{base}.ids.txt", "w") as f:
+            f.writelines(f"p{row}\n" for row in range(start, stop))
+        print(f"wrote {base}.npy ({stop - start} rows)", flush=True)
+    with open(record, "w") as f:
+        json.dump(settings, f)
+
+
+def timed_process(command, env=None):
+    """Runs `command` under `/usr/bin/time -v`: (stdout, peak RSS in bytes, wall seconds)."""
+    result = subprocess.run(["/usr/bin/time", "-v", *command], capture_output=True, text=True, env=env)
+    if result.returncode:
+        sys.exit(f"{' '.join(command)} failed:\n{result.stderr[-3000:]}")
+    peak_kib = int(re.search(r"Maximum resident set size \(kbytes\): (\d+)", result.stderr).group(1))
+    clock = re.search(r"Elapsed \(wall clock\) time \(h:mm:ss or m:ss\): ([\d:.]+)", result.stderr).group(1)
+    seconds = sum(float(part) * 60**i for i, part in enumerate(reversed(clock.split(":"))))
+    return result.stdout, peak_kib * 1024, seconds
+
+
+def build(shard_dir, index_dir, exact):
+    command = ["gtr-keras", "index", "--embeddings", os.path.join(shard_dir, "*.npy"), "--out", index_dir]
+    _, peak, seconds = timed_process(command + (["--exact"] if exact else []))
+    size = sum(os.path.getsize(os.path.join(root, name)) for root, _, names in os.walk(index_dir) for name in names)
+    return {"build_peak_rss": peak, "build_s": seconds, "disk_bytes": size}
+
+
+def search_child(index_dir, queries_path, out_path, single):
+    """The measured search process: load, one batched call, then `single` calls of one query."""
+    from gtr_keras.index import SearchIndex
+
+    queries = np.load(queries_path)
+    start = time.perf_counter()
+    index = SearchIndex.load(index_dir)
+    load_s = time.perf_counter() - start
+    start = time.perf_counter()
+    ids, _ = index.search_ids(queries, K)
+    batched_s = time.perf_counter() - start
+    latencies = []
+    for row in range(min(single, len(queries))):
+        start = time.perf_counter()
+        index.search_ids(queries[row : row + 1], K)
+        latencies.append(time.perf_counter() - start)
+    np.save(out_path, np.array(ids, dtype=object), allow_pickle=True)
+    print(json.dumps({"load_s": load_s, "batched_qps": len(queries) / batched_s,
+                      "latency_ms_p50": 1000 * float(np.median(latencies)) if latencies else None,
+                      "latency_ms_p99": 1000 * float(np.percentile(latencies, 99)) if latencies else None,
+                      "kind": index.kind, "params": index.params}))
+
+
+def search(index_dir, queries_path, out_path, single):
+    command = [sys.executable, __file__, "--search-child", index_dir, queries_path, out_path, str(single)]
+    env = {**os.environ, "PYTHONPATH": os.path.dirname(os.path.abspath(__file__))}
+    stdout, peak, seconds = timed_process(command, env)
+    return {**json.loads(stdout.strip().splitlines()[-1]), "search_peak_rss": peak, "search_process_s": seconds}
+
+
+def exact_from_shards(shard_dir, queries, out_path):
+    """Exact top-10 ids per query, scoring the shards a chunk at a time (the recall reference)."""
+    from gtr_keras.retrieval.embedding_files import EmbeddingFiles
+
+    shards = EmbeddingFiles(sorted(os.path.join(shard_dir, n) for n in os.listdir(shard_dir) if n.endswith(".npy")))
+    best_scores = np.full((len(queries), K), -np.inf, np.float32)
+    best_rows = np.zeros((len(queries), K), np.int64)
+    first = 0
+    for chunk in shards.chunks():
+        scores = queries @ chunk.T
+        top = np.argpartition(-scores, K, axis=1)[:, :K]
+        merged_scores = np.concatenate([best_scores, np.take_along_axis(scores, top, 1)], axis=1)
+        merged_rows = np.concatenate([best_rows, top + first], axis=1)
+        order = np.argsort(-merged_scores, axis=1, kind="stable")[:, :K]
+        best_scores = np.take_along_axis(merged_scores, order, 1)
+        best_rows = np.take_along_axis(merged_rows, order, 1)
+        first += len(chunk)
+    ids = np.array(shards.ids, dtype=object)[best_rows]
+    np.save(out_path, ids, allow_pickle=True)
+
+
+def recall(found_path, exact_path):
+    found, exact = np.load(found_path, allow_pickle=True), np.load(exact_path, allow_pickle=True)
+    return float(np.mean([len(set(a) & set(e)) / K for a, e in zip(found, exact)]))
+
+
+def table(row):
+    gib = 2**30
+    lines = [
+        "| N | D | shards | build peak RSS | build | index on disk | search peak RSS | load | QPS batched | "
+        "latency p50 / p99 | recall@10 | exact QPS batched |",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        f"| {row['n']:,} | {row['dims']} | {row['shards']} | {row['build_peak_rss'] / gib:.2f} GiB | "
+        f"{row['build_s'] / 60:.1f} min | {row['disk_bytes'] / gib:.2f} GiB | {row['search_peak_rss'] / gib:.2f} GiB | "
+        f"{row['load_s']:.1f} s | {row['batched_qps']:,.0f} | {row['latency_ms_p50']:.1f} / "
+        f"{row['latency_ms_p99']:.1f} ms | {row['recall']:.4f} | "
+        + (f"{row['exact_qps']:,.1f} |" if row.get("exact_qps") else "not run |"),
+    ]
+    return "\n".join(lines)
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--n", type=int, default=1_000_000)
+    parser.add_argument("--shards", type=int, default=10)
+    parser.add_argument("--dims", type=int, default=768)
+    parser.add_argument("--clusters", type=int, default=1000)
+    parser.add_argument("--noise", type=float, default=1.0, help="noise norm around a centre")
+    parser.add_argument("--num-queries", type=int, default=1000)
+    parser.add_argument("--single-queries", type=int, default=200, help="queries timed one call each")
+    parser.add_argument("--exact-index", action="store_true", help="also build and search an exact index")
+    parser.add_argument("--work", required=True, help="directory for shards and indexes (kept for reruns)")
+    parser.add_argument("--results", default=RESULTS, help="markdown file to append to")
+    parser.add_argument("--no-record", action="store_true", help="print only")
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args(argv)
+
+    started = datetime.datetime.now(datetime.timezone.utc)
+    load_before = os.getloadavg()
+    shard_dir, index_dir = os.path.join(args.work, "shards"), os.path.join(args.work, "index")
+    queries_path = os.path.join(args.work, "queries.npy")
+    write_shards(args, shard_dir)
+    row = {"n": args.n, "dims": args.dims, "shards": args.shards}
+    row.update(build(shard_dir, index_dir, exact=False))
+    print(json.dumps(row), flush=True)
+    row.update(search(index_dir, queries_path, os.path.join(args.work, "found.npy"), args.single_queries))
+    print(json.dumps(row), flush=True)
+    exact_path = os.path.join(args.work, "exact.npy")
+    if args.exact_index:
+        exact_dir = os.path.join(args.work, "exact-index")
+        exact_build = build(shard_dir, exact_dir, exact=True)
+        exact = search(exact_dir, queries_path, exact_path, 0)
+        row.update(exact_qps=exact["batched_qps"], exact_search_peak_rss=exact["search_peak_rss"],
+                   exact_disk_bytes=exact_build["disk_bytes"])
+        shutil.rmtree(exact_dir)
+    else:
+        exact_from_shards(shard_dir, np.load(queries_path), exact_path)
+    row["recall"] = recall(os.path.join(args.work, "found.npy"), exact_path)
+    print(table(row), flush=True)
+
+    load_after = os.getloadavg()
+    block = f"""### {started:%Y-%m-%d %H:%M} UTC: {args.n:,} x {args.dims} synthetic vectors
+
+Command: `{rerun_command(__file__, argv)}`
+
+- Machine: {machine()}, 1-min load average {load_before[0]:.2f} before and {load_after[0]:.2f} after.
+- Data: {args.shards} shards in `gtr-keras encode`'s format, unit vectors around {args.clusters} random centres,
+  noise norm {args.noise}; {args.num_queries} queries drawn the same way (not from the corpus).
+- Build: `gtr-keras index --embeddings 'shards/*.npy' --out index` under `/usr/bin/time -v` (peak RSS = its
+  "Maximum resident set size"). Search: a fresh process that runs `gtr_keras.index.SearchIndex.load(index)`,
+  one `search_ids(queries, 10)` call with all queries (QPS batched), then {args.single_queries} calls of one
+  query (latency). Recall@10 against exact search
+  ({"an exact index searched the same way" if args.exact_index else "top-10 computed from the shards"}).
+- ScaNN parameters: `{json.dumps(row["params"])}`
+- Exact index (float32, memory-mapped): {f"{row['exact_disk_bytes'] / 2**30:.2f} GiB on disk, search peak RSS "
+  f"{row['exact_search_peak_rss'] / 2**30:.2f} GiB" if args.exact_index else "not built"}.
+
+{table(row)}
+"""
+    publish(block, args.results, SECTION, record_it=not args.no_record)
+
+
+if __name__ == "__main__":
+    if sys.argv[1:2] == ["--search-child"]:
+        search_child(sys.argv[2], sys.argv[3], sys.argv[4], int(sys.argv[5]))
+    else:
+        main()

@@ -1,0 +1,123 @@
+import json
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from gtr_keras.errors import DataError
+from gtr_keras.retrieval.embedding_files import EmbeddingFiles
+
+DIMS = 16
+
+
+def _unit(n, seed):
+    x = np.random.default_rng(seed).standard_normal((n, DIMS)).astype(np.float32)
+    return x / np.linalg.norm(x, axis=1, keepdims=True)
+
+
+def _shard(directory, name, ids, vectors=None, seed=0):
+    vectors = _unit(len(ids), seed) if vectors is None else vectors
+    with tf.io.gfile.GFile(f"{directory}/{name}.npy", "wb") as f:
+        np.save(f, vectors)
+    with tf.io.gfile.GFile(f"{directory}/{name}.ids.txt", "w") as f:
+        f.write("".join(f"{i}\n" for i in ids))
+    return vectors
+
+
+@pytest.fixture(params=["local", "ram"])
+def directory(request, tmp_path):
+    if request.param == "local":
+        yield str(tmp_path)
+        return
+    path = f"ram://embedding-files-{id(request)}"
+    tf.io.gfile.makedirs(path)
+    yield path
+    tf.io.gfile.rmtree(path)
+
+
+def test_shards_are_read_in_file_name_order_a_chunk_at_a_time(directory):
+    second = _shard(directory, "part-1", ["c", "d", "e"], seed=2)
+    first = _shard(directory, "part-0", ["a", "b"], seed=1)
+    shards = EmbeddingFiles.open(f"{directory}/part-*.npy", chunk_rows=2)
+    assert shards.ids == ["a", "b", "c", "d", "e"] and shards.num_rows == 5 and shards.dims == DIMS
+    chunks = list(shards.chunks())
+    assert [len(c) for c in chunks] == [2, 2, 1]
+    np.testing.assert_array_equal(np.concatenate(chunks), np.concatenate([first, second]))
+    assert shards.model is None
+
+
+def test_beam_npz_shards_are_read_the_same_way(tmp_path):
+    vectors = _unit(3, 1)
+    with open(tmp_path / "embeddings-00000-of-00001.npz", "wb") as f:
+        np.savez(f, ids=np.array(["x", "y", "z"]), embeddings=vectors, files=np.zeros(3), lines=np.arange(3))
+    shards = EmbeddingFiles.open(str(tmp_path / "embeddings-*.npz"))
+    assert shards.ids == ["x", "y", "z"]
+    np.testing.assert_array_equal(np.concatenate(list(shards.chunks())), vectors)
+
+
+def _bad(tmp_path, case):
+    """Writes shards with one fault; returns the message expected, naming its file (and line or row)."""
+    good = _shard(tmp_path, "a", ["a0", "a1", "a2"])
+    if case == "rows":
+        (tmp_path / "a.ids.txt").write_text("a0\na1\n")
+        return r"a\.ids\.txt: 2 ids for the 3 rows of .*a\.npy"
+    if case == "dims":
+        np.save(tmp_path / "b.npy", np.eye(2, 8, dtype=np.float32))
+        (tmp_path / "b.ids.txt").write_text("b0\nb1\n")
+        return r"b\.npy: 8 dims, but .*a\.npy has 16"
+    if case == "nan":
+        good[1, 3] = np.nan
+        np.save(tmp_path / "a.npy", good)
+        return r"a\.npy: row 1 holds NaN or infinity"
+    if case == "norm":
+        good[2] *= 2
+        np.save(tmp_path / "a.npy", good)
+        return r"a\.npy: row 2 has norm 2, not 1"
+    if case == "duplicate":
+        _shard(tmp_path, "b", ["b0", "a1"])
+        return r"b\.ids\.txt:2: id 'a1' is also .*a\.ids\.txt:2"
+    if case == "whitespace":
+        (tmp_path / "a.ids.txt").write_text("a0\na1 \na2\n")
+        return r"a\.ids\.txt:2: id 'a1 ' is empty or holds whitespace"
+    if case == "no ids":
+        (tmp_path / "a.ids.txt").unlink()
+        return r"a\.ids\.txt: unreadable ids file"
+    if case == "float64":
+        np.save(tmp_path / "a.npy", good.astype(np.float64))
+        return r"a\.npy: expected a float32 \[n, D\] array"
+    if case == "not npy":
+        (tmp_path / "a.npy").write_bytes(b"PK\x03\x04 not an array")
+        return r"a\.npy: not a \.npy array"
+    if case == "truncated":
+        (tmp_path / "a.npy").write_bytes((tmp_path / "a.npy").read_bytes()[:-8])
+        return r"a\.npy: truncated"
+    if case == "one model record":
+        _shard(tmp_path, "b", ["b0"])
+        (tmp_path / "b.json").write_text(json.dumps({"model": {"model_sha256": "x"}}))
+        return r"a\.npy: no model record .* while other shards have one"
+    if case == "two models":
+        _shard(tmp_path, "b", ["b0"])
+        (tmp_path / "a.json").write_text(json.dumps({"model": {"model_sha256": "x"}}))
+        (tmp_path / "b.json").write_text(json.dumps({"model": {"model_sha256": "y"}}))
+        return r"b\.json: embeddings of another model than .*a\.json"
+    raise AssertionError(case)
+
+
+@pytest.mark.parametrize("case", ["rows", "dims", "nan", "norm", "duplicate", "whitespace", "no ids", "float64",
+                                  "not npy", "truncated", "one model record", "two models"])
+def test_a_bad_shard_is_named_before_any_index_work(tmp_path, case):
+    message = _bad(tmp_path, case)
+    with pytest.raises(DataError, match=message):
+        EmbeddingFiles.open(str(tmp_path / "*.npy"))
+
+
+def test_a_glob_that_matches_nothing_is_named(tmp_path):
+    with pytest.raises(DataError, match=r"part-\*\.npy: matches no \.npy or \.npz embedding file"):
+        EmbeddingFiles.open(str(tmp_path / "part-*.npy"))
+
+
+def test_the_model_record_of_encode_is_shared_by_the_shards(tmp_path):
+    for name in ("a", "b"):
+        _shard(tmp_path, name, [f"{name}0"])
+        (tmp_path / f"{name}.json").write_text(json.dumps({"model": {"model_sha256": "m"}, "kind": "document"}))
+    assert EmbeddingFiles.open(str(tmp_path / "*.npy")).model == {"model_sha256": "m"}
