@@ -10,6 +10,7 @@ device.
 """
 
 import keras
+import keras_hub
 import tensorflow as tf
 
 from gtr_keras.training.losses import DEFAULT_TEMPERATURE, BidirectionalInBatchLoss
@@ -117,12 +118,13 @@ class DualEncoder(keras.Model):
         return x.map(lambda batch: {**batch, **tower_features(batch)}, num_parallel_calls=tf.data.AUTOTUNE)
 
     def _preprocessing_built(self):
-        """Marks the preprocessor and its tokenizer built: they have no weights and run in the input
+        """Marks the preprocessors and their tokenizers built: they have no weights and run in the input
         pipeline, but an unbuilt layer makes Keras, under a distribution strategy, build the model by
-        calling it on a whole batch (which `call` does not take) before `fit` or `evaluate`."""
-        preprocessor = getattr(self.encoder, "preprocessor", None)
-        for layer in (preprocessor, getattr(preprocessor, "tokenizer", None)):
-            if layer is not None and not layer.built:
+        calling it on a whole batch (which `call` does not take) before `fit` or `evaluate`. Every
+        preprocessor the encoder tracks counts: `train` gives a loaded model a new one, and Keras keeps
+        tracking the one it replaced."""
+        for layer in self._flatten_layers(include_self=False):  # `Model.layers` leaves a Task's preprocessor out
+            if isinstance(layer, (keras_hub.models.Preprocessor, keras_hub.tokenizers.Tokenizer)) and not layer.built:
                 layer.built = True
 
     def _maybe_symbolic_build(self, iterator=None, data_batch=None):

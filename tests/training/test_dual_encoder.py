@@ -455,3 +455,13 @@ def test_loop_logs_against_the_global_step_validates_and_keeps_the_best(tmp_path
     assert (best["step"], best["validation_max_queries"]) == (best_step, 6)
     assert best["ndcg@10"] == pytest.approx(best_ndcg)
     assert gtr_keras.load(str(run / "best_model")).encode_queries(["what about a cat"]).shape == (1, 64)
+
+
+@pytest.mark.slow
+def test_fine_tuning_a_model_directory_under_mirrored_equals_the_default_strategy(tiny_model_dir, tmp_path):
+    data = {"source": write_triples(tmp_path / "t.jsonl"), "query_length": 8, "document_length": 16}
+    base = dict(init=tiny_model_dir, steps=2, batch_size=4, data=data, checkpoint_every=2, verbose=0)
+    mirrored_run = train({**base, "output_dir": str(tmp_path / "mirrored"), "strategy": "mirrored"})
+    default_run = train({**base, "output_dir": str(tmp_path / "default")})
+    for a, b in zip(mirrored_run.model.weights, default_run.model.weights):
+        np.testing.assert_allclose(a.numpy(), b.numpy(), atol=1e-6, rtol=0, err_msg=a.path)
