@@ -78,11 +78,14 @@ def scann_params(n):
     anisotropic AH with threshold 0.2, as ScaNN recommends, on blocks of 4
     dimensions (ScaNN suggests 2: at 4 the codes take 1/8 byte per dimension
     instead of 1/4, ScaNN's memory per 768-d vector falls from ~1.0 to ~0.9 KB and
-    AH scoring is twice as fast), and the best `100 * k` AH candidates are
-    rescored on int8 vectors (`reorder: "int8"`): on clustered 768-d data at
-    N=1M, recall@10 was 0.82 with `40 * k`, 0.971 with `100 * k` and 0.972
-    with `200 * k`, whether 64 or 100 leaves were searched: the coarser AH
-    codes need the larger pool. `benchmarks/RESULTS.md`
+    AH scoring is twice as fast), and the best `reorder_factor * k` AH
+    candidates are rescored on int8 vectors (`reorder: "int8"`), with
+    `reorder_factor` 100 per million points (at least 100): the true top 10
+    must be among those candidates, and the denser the corpus the more points
+    AH cannot tell from them. On clustered 768-d data recall@10 was 0.82 with
+    `40 * k` and 0.971 with `100 * k` at N=1M; at N=8.8M 0.49 with `100 * k`,
+    0.89 with `400 * k` and 0.967 with `800 * k`, whether 5%, 10% or 30% of
+    the leaves were searched. `benchmarks/RESULTS.md`
     records these measurements. `num_leaves_to_search` and `reorder_factor`
     apply at search time, so they can be changed on a built index.
 
@@ -95,8 +98,8 @@ def scann_params(n):
         `anisotropic_quantization_threshold`, `reorder_factor`, `reorder`.
 
     Example:
-    >>> scann_params(1_000_000)["num_leaves"]
-    1000
+    >>> scann_params(1_000_000)["num_leaves"], scann_params(8_841_823)["reorder_factor"]
+    (1000, 885)
     """
     if n < 1:
         raise ValueError(f"A ScaNN index needs at least one embedding, got n={n}.")
@@ -108,7 +111,7 @@ def scann_params(n):
         "training_sample_size": min(n, max(100_000, 100 * num_leaves)),
         "dimensions_per_block": 4,
         "anisotropic_quantization_threshold": 0.2,
-        "reorder_factor": 100,
+        "reorder_factor": max(100, math.ceil(100 * n / 1_000_000)),
         "reorder": "int8",
     }
 
@@ -150,7 +153,7 @@ def _scann_config(sample, params):
     return builder.reorder(params["reorder_factor"] * _DEFAULT_K, quantize=reorder).create_config()
 
 
-def take_rows(chunks, rows, dims):
+def _take_rows(chunks, rows, dims):
     """The vectors at the sorted row numbers `rows` of a stream of `[n_i, dims]` chunks, as one array."""
     out, done, first = np.empty((len(rows), dims), np.float32), 0, 0
     for chunk in chunks:
@@ -174,7 +177,7 @@ def _build_scann(source, params, scann_dir):
     scann_pybind, _ = _scann()
     rng = np.random.default_rng(0)
     rows = np.sort(rng.choice(source.num_rows, params["training_sample_size"], replace=False))
-    sample = take_rows(source.chunks(), rows, source.dims)
+    sample = _take_rows(source.chunks(), rows, source.dims)
     config = _scann_config(sample, params)
     searcher = scann_pybind.ScannNumpy(sample, config, 0)
     searcher.delete(list(range(len(sample) - 1, -1, -1)))

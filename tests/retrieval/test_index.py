@@ -138,6 +138,8 @@ def test_scann_params_follow_corpus_size():
     assert scann_params(3000)["num_leaves_to_search"] == 30
     assert scann_params(100_000)["num_leaves_to_search"] == 64
     assert scann_params(50)["num_leaves"] == scann_params(50)["num_leaves_to_search"] == 1
+    assert scann_params(3000)["reorder_factor"] == scann_params(1_000_000)["reorder_factor"] == 100
+    assert scann_params(8_841_823)["reorder_factor"] == 885  # the candidate pool grows with the corpus
 
 
 @pytest.mark.parametrize("kind", ["exact", "scann"])
