@@ -123,7 +123,7 @@ def test_only_the_top_level_package_and_the_model_family_import_in_their_init():
 
 
 @pytest.mark.parametrize("imports", [
-    "import gtr_keras, keras_hub", "import gtr_keras, keras", "import keras_hub, gtr_keras",
+    "import gtr_keras, keras", "import keras_hub, gtr_keras",
     "import gtr_keras; from gtr_keras.models.gtr.backbone import GTRBackbone",
 ])
 def test_the_keras_classes_are_registered_whatever_is_imported_first(imports):
