@@ -121,3 +121,19 @@ def test_the_model_record_of_encode_is_shared_by_the_shards(tmp_path):
         _shard(tmp_path, name, [f"{name}0"])
         (tmp_path / f"{name}.json").write_text(json.dumps({"model": {"model_sha256": "m"}, "kind": "document"}))
     assert EmbeddingFiles.open(str(tmp_path / "*.npy")).model == {"model_sha256": "m"}
+
+
+@pytest.mark.parametrize("kind", ["exact", "scann"])
+def test_index_embeddings_on_each_file_system_searches_as_the_in_memory_index(directory, kind):
+    from gtr_keras.retrieval.index import SearchIndex
+    from gtr_keras.retrieval.retriever import index_embeddings
+
+    first = _shard(directory, "part-0", [f"a{i}" for i in range(150)], seed=1)
+    second = _shard(directory, "part-1", [f"b{i}" for i in range(120)], seed=2)
+    assert index_embeddings(f"{directory}/part-*.npy", f"{directory}/idx", kind=kind) == (270, kind)
+    loaded = SearchIndex.load(f"{directory}/idx")
+    vectors = np.concatenate([first, second])
+    in_memory = SearchIndex(list(loaded.ids), vectors, kind="exact")
+    found, expected = loaded.search_ids(vectors[::9], 5)[0], in_memory.search_ids(vectors[::9], 5)[0]
+    assert [row[0] for row in found] == [row[0] for row in expected]  # each query is a row of the index
+    assert np.mean([len(set(a) & set(b)) / 5 for a, b in zip(found, expected)]) > 0.9
