@@ -299,7 +299,7 @@ def test_a_bad_shard_is_exit_2_naming_it_before_the_model_loads(tmp_path, tiny_m
     monkeypatch.setattr("gtr_keras.cli.commands._encoder", lambda args: pytest.fail("the model was loaded"))
     assert main(["index", "--embeddings", str(tmp_path / "e.npy"), "--model", tiny_model_dir,
                  "--out", str(tmp_path / "idx")]) == 2
-    assert f"{tmp_path / 'e.ids.txt'}:2: id 'a' is also" in capsys.readouterr().err
+    assert f"{tmp_path / 'e.ids.txt'}:2: id 'a' duplicates" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("flags, message", [

@@ -75,10 +75,10 @@ def _bad(tmp_path, case):
         return r"a\.npy: row 2 has norm 2, not 1"
     if case == "duplicate":
         _shard(tmp_path, "b", ["b0", "a1"])
-        return r"b\.ids\.txt:2: id 'a1' is also .*a\.ids\.txt:2"
+        return r"b\.ids\.txt:2: id 'a1' duplicates .*a\.ids\.txt:2"
     if case == "whitespace":
         (tmp_path / "a.ids.txt").write_text("a0\na1 \na2\n")
-        return r"a\.ids\.txt:2: id 'a1 ' is empty or holds whitespace"
+        return r"a\.ids\.txt:2: id 'a1 ' holds whitespace at an end"
     if case == "no ids":
         (tmp_path / "a.ids.txt").unlink()
         return r"a\.ids\.txt: unreadable ids file"
