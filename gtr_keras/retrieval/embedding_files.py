@@ -196,9 +196,9 @@ class EmbeddingFiles:
         return model["model"]
 
     def _read(self, shard):
-        step = shard.num_rows if isinstance(shard, _NpzShard) else self.chunk_rows
-        for start in range(0, shard.num_rows, max(step, 1)):
-            yield start, shard.read(start, min(start + self.chunk_rows, shard.num_rows))
+        step = max(1, shard.num_rows if isinstance(shard, _NpzShard) else self.chunk_rows)
+        for start in range(0, shard.num_rows, step):
+            yield start, shard.read(start, min(start + step, shard.num_rows))
 
     def check_vectors(self):
         """Reads every shard once: finite rows of unit norm, or a `DataError` naming the first bad row."""
@@ -217,20 +217,6 @@ class EmbeddingFiles:
         for shard in self._shards:
             for _, chunk in self._read(shard):
                 yield np.ascontiguousarray(chunk, dtype=np.float32)
-
-    def take(self, rows):
-        """The vectors of the sorted row numbers `rows`, as one float32 array."""
-        rows = np.asarray(rows)
-        out, done, first = np.empty((len(rows), self.dims), np.float32), 0, 0
-        for shard in self._shards:
-            last = first + shard.num_rows
-            mine = rows[(rows >= first) & (rows < last)] - first
-            for start, chunk in self._read(shard) if len(mine) else ():
-                picked = mine[(mine >= start) & (mine < start + len(chunk))] - start
-                out[done : done + len(picked)] = chunk[picked]
-                done += len(picked)
-            first = last
-        return out
 
 
 def _place(places, row):

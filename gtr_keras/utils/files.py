@@ -1,9 +1,11 @@
 """All file access of gtr-keras: `tf.io.gfile` paths, and outputs that appear whole or not at all.
 
-TensorFlow is imported on first use, so that what reads local files only
-(`exists`, `isdir`, `isfile`, binary `open`, `read_bytes` and `local_copy` of a
-local path) runs without it: loading and searching a local `SearchIndex` needs
-no TensorFlow (a process saves its ~500 MB).
+TensorFlow is imported on first use: local paths are handled by the OS directly
+(`exists`, `isdir`, `isfile`, `listdir`, `glob`, `makedirs`, `remove`, binary
+`open`, `read_bytes`, `local_copy`; text and write modes of `open` still go
+through `tf.io.gfile`), so that loading and searching a local
+`SearchIndex`, or `index --embeddings`, needs no TensorFlow (a process saves its
+~500 MB).
 
 Every path may be local or use a scheme TensorFlow's file systems know
 (`gs://` on Cloud TPU VMs, `ram://` in tests, `s3://`/`hdfs://` where the

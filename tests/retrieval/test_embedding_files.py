@@ -137,3 +137,16 @@ def test_index_embeddings_on_each_file_system_searches_as_the_in_memory_index(di
     found, expected = loaded.search_ids(vectors[::9], 5)[0], in_memory.search_ids(vectors[::9], 5)[0]
     assert [row[0] for row in found] == [row[0] for row in expected]  # each query is a row of the index
     assert np.mean([len(set(a) & set(b)) / 5 for a, b in zip(found, expected)]) > 0.9
+
+
+def test_a_beam_shard_larger_than_a_chunk_is_read_whole(tmp_path):
+    vectors = _unit(7, 3)
+    with open(tmp_path / "embeddings-00000-of-00001.npz", "wb") as f:
+        np.savez(f, ids=np.array([f"x{i}" for i in range(7)]), embeddings=vectors)
+    vectors[5, 0] = np.nan
+    with open(tmp_path / "embeddings-00000-of-00002.npz", "wb") as f:
+        np.savez(f, ids=np.array([f"y{i}" for i in range(7)]), embeddings=vectors)
+    shards = EmbeddingFiles([str(tmp_path / "embeddings-00000-of-00001.npz")], chunk_rows=3)
+    np.testing.assert_array_equal(np.concatenate(list(shards.chunks())), _unit(7, 3))
+    with pytest.raises(DataError, match=r"of-00002\.npz: row 5 holds NaN"):  # past the first chunk_rows rows
+        EmbeddingFiles([str(tmp_path / "embeddings-00000-of-00002.npz")], chunk_rows=3).check_vectors()
