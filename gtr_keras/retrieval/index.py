@@ -76,17 +76,18 @@ def scann_params(n):
     gave 0.85 and 64 gave 0.97, because queries fall between the document
     partitions far more than in clustered synthetic data. Scoring uses
     anisotropic AH with threshold 0.2, as ScaNN recommends, on blocks of 4
-    dimensions (ScaNN suggests 2: at 4 the codes take half the memory, and on
-    200k clustered 768-d vectors AH search ran 1.8x faster for the same
-    recall@10, 0.980, with a `200 * k` pool), and the best `reorder_factor * k` AH
-    candidates are rescored on int8 vectors (`reorder: "int8"`), with
-    `reorder_factor` 100 per million points (at least 100): the true top 10
-    must be among those candidates, and the denser the corpus the more points
-    AH cannot tell from them. On clustered 768-d data recall@10 was 0.82 with
-    `40 * k` and 0.971 with `100 * k` at N=1M; at N=8.8M 0.49 with `100 * k`,
-    0.89 with `400 * k` and 0.967 with `800 * k`, whether 5%, 10% or 30% of
-    the leaves were searched. `benchmarks/RESULTS.md`
-    records these measurements. `num_leaves_to_search` and `reorder_factor`
+    dimensions (ScaNN suggests 2; at 4 the codes take half the memory, and
+    the larger reorder pool below makes up the recall), and the best
+    `reorder_factor * k` AH candidates are rescored on int8 vectors
+    (`reorder: "int8"`), with `reorder_factor` 100 per million points (at
+    least 100): the true top 10 must be among those candidates, and the
+    denser the corpus the more points AH cannot tell from them. On clustered
+    768-d data (`benchmarks/reorder_pool.py` over `benchmarks/large_index.py`
+    indexes, 300 queries) recall@10 was 0.81 with `40 * k`, 0.974 with
+    `100 * k` and 0.975 with `200 * k` at N=1M; 0.49 with `100 * k`, 0.89
+    with `400 * k` and 0.968 with `800 * k` at N=8.8M, whether 5% or 10% of
+    the leaves were searched (the full runs are in `benchmarks/RESULTS.md`).
+    `num_leaves_to_search` and `reorder_factor`
     apply at search time, so they can be changed on a built index.
 
     Args:
