@@ -26,7 +26,7 @@ PROG = "gtr-keras"
 INFERENCE_PRECISIONS = ("float32", "bfloat16")
 BEAM_RUNNERS = ("DirectRunner", "DataflowRunner", "FlinkRunner", "SparkRunner")
 TRAIN_PRECISIONS = ("float32", "bfloat16")
-TRAIN_STRATEGIES = ("default", "mirrored", "tpu")
+TRAIN_STRATEGIES = ("default", "mirrored", "tpu", "multi-worker")
 TRAIN_DATA_FORMATS = ("auto", "jsonl", "beir", "msmarco", "tfrecord")
 
 
@@ -272,8 +272,14 @@ _LOOP_FLAGS = (  # the training loop's settings, shared by `train` and `distill`
      "initial Adafactor learning rate, linear decay to 0 (default: 0.001)"),
     ("--checkpoint-every", "checkpoint_every", _at_least_one, None, "steps between checkpoints (default: 1000)"),
     ("--precision", "precision", str, TRAIN_PRECISIONS, "bfloat16 trains with mixed_bfloat16 (default: float32)"),
-    ("--strategy", "strategy", str, TRAIN_STRATEGIES, "distribution strategy (default: default, one device)"),
+    ("--strategy", "strategy", str, TRAIN_STRATEGIES,
+     "distribution strategy: default (one device), mirrored (this machine's GPUs), tpu, or multi-worker (run the "
+     "same command on every worker, each with its own TF_CONFIG; the chief writes --output-dir; see README "
+     "'Training on many machines') (default: default)"),
     ("--tpu", "tpu", str, None, "TPU address with --strategy tpu, `local` on a TPU VM (default: none)"),
+    ("--worker-timeout", "worker_timeout", _at_least_one, None,
+     "with --strategy multi-worker: seconds to wait for the other workers to start, and for a silent one before "
+     "the run ends naming it (default: 120)"),
     ("--seed", "seed", int, None, "seed of initialisation, shuffling and negative sampling (default: 0)"),
     ("--steps-per-execution", "steps_per_execution", _at_least_one, None,
      "training steps per call into the device (a loop there); must divide --checkpoint-every and --validate-every "

@@ -1,8 +1,10 @@
 """Inputs that the training, distillation and recipe tests share: a tiny SentencePiece model, words
-and triples made of them, a small keras-hub BERT text embedder, and a Python subprocess runner."""
+and triples made of them, a small keras-hub BERT text embedder, a Python subprocess runner and free
+local ports."""
 
 import json
 import os
+import socket
 import subprocess
 import sys
 
@@ -13,6 +15,17 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SPIECE = os.path.join(ROOT, "tests", "fixtures", "tiny-gtr-st", "spiece.model")
 WORDS = "cat dog bird fish tree river mountain city music paper light sound water fire stone cloud".split()
 TEXTS = ["cat and dog", "the river under a mountain " * 5, "", "FIRE stone", "music"]
+
+
+def free_ports(count):
+    """`count` distinct ports of 127.0.0.1 that were free a moment ago."""
+    sockets = [socket.socket() for _ in range(count)]
+    for s in sockets:
+        s.bind(("127.0.0.1", 0))
+    ports = [s.getsockname()[1] for s in sockets]
+    for s in sockets:
+        s.close()
+    return ports
 
 
 def run_python(script, *args, **kwargs):

@@ -266,7 +266,7 @@ def train(args):
 
     config = config_from_args(args)
     run_training(config)
-    print(f"trained model written to {os.path.join(config.output_dir, 'model')}")
+    _say_where(config, "trained")
 
 
 def distill(args):
@@ -281,7 +281,17 @@ def distill(args):
     if config.init not in PRESETS:
         check_model_source(config.init)
     run_distillation(config)
-    print(f"distilled model written to {os.path.join(config.output_dir, 'model')}")
+    _say_where(config, "distilled")
+
+
+def _say_where(config, what):
+    from gtr_keras.training.distributed import Cluster
+
+    path = os.path.join(config.output_dir, "model")
+    if config.strategy == "multi-worker" and not Cluster.from_environment().is_chief:
+        print(f"{what} with the chief, which wrote the model to {path}")
+    else:
+        print(f"{what} model written to {path}")
 
 
 def saved_model_cli(argv):

@@ -16,15 +16,16 @@ from gtr_keras.errors import UserError
 from gtr_keras.models.gtr.backbone import GTRBackbone
 from gtr_keras.models.gtr.presets import PRESETS
 from gtr_keras.training.data import TrainingData
+from gtr_keras.training.distributed import multi_worker_strategy
 from gtr_keras.training.losses import DEFAULT_TEMPERATURE
 from gtr_keras.utils import files as fs
 
 PRECISIONS = {"float32": None, "bfloat16": "mixed_bfloat16"}
-STRATEGIES = ("default", "mirrored", "tpu")
+STRATEGIES = ("default", "mirrored", "tpu", "multi-worker")
 _INTEGER_SETTINGS = {
     "steps": 1, "batch_size": 1, "checkpoint_every": 1, "keep_checkpoints": 1, "seed": 0,
     "grad_cache_chunk_size": 1, "sentencepiece_vocabulary_size": 1, "steps_per_execution": 1, "log_every": 1,
-    "validate_every": 1, "validation_max_queries": 1,
+    "validate_every": 1, "validation_max_queries": 1, "worker_timeout": 1,
 }
 _OPTIONAL_SETTINGS = (
     "grad_cache_chunk_size", "sentencepiece_vocabulary_size", "steps_per_execution", "validate_every",
@@ -96,12 +97,20 @@ class TrainConfig:
         precision: `"float32"` or `"bfloat16"` (`"float16"` is refused).
         grad_cache_chunk_size: examples per GradCache chunk on each replica
             (`None`: no GradCache).
-        strategy: `"default"` (one device), `"mirrored"` (all local GPUs) or
-            `"tpu"` (batches padded to the token budgets, for static shapes).
+        strategy: `"default"` (one device), `"mirrored"` (all local GPUs),
+            `"tpu"` (batches padded to the token budgets, for static shapes)
+            or `"multi-worker"` (every device of several processes, each
+            started with its own `TF_CONFIG`; `distributed`). Every strategy
+            but the default reads its input with one pipeline per worker or
+            TPU host, each keeping its replicas' rows of the same global
+            batches (`distributed.distributed_batches`).
             JSONL, MS MARCO and BEIR sources are read by Python on the host
             (`tf.data.Dataset.from_generator`), which a TPU Node's remote
             host cannot run: there, write TFRecords with `write_tfrecord`.
         tpu: TPU address for `TPUClusterResolver` (`"local"` on a TPU VM).
+        worker_timeout: with `multi-worker`, seconds a worker waits for the
+            others to start, and for a silent one before the run ends naming
+            it (a worker that dies ends the others at once).
         seed: seed of initialisation, shuffling and negative sampling.
         temperature: softmax temperature (0.01).
         mask_false_negatives: mask in-batch candidates that share the
@@ -184,6 +193,7 @@ class TrainConfig:
     grad_cache_chunk_size: int = None
     strategy: str = "default"
     tpu: str = None
+    worker_timeout: int = 120
     seed: int = 0
     temperature: float = DEFAULT_TEMPERATURE
     mask_false_negatives: bool = True
@@ -360,8 +370,9 @@ def load_config(path, overrides=None, config_class=None):
     return (config_class or TrainConfig).from_dict(values, source=path or "training settings")
 
 
-def make_strategy(name, tpu=None):
-    """The `tf.distribute` strategy for `TrainConfig.strategy`.
+def make_strategy(name, tpu=None, cluster=None, worker_timeout=120):
+    """The `tf.distribute` strategy for `TrainConfig.strategy` (`"multi-worker"` needs the `cluster` of
+    `distributed.Cluster.from_environment`).
 
     Example:
     >>> make_strategy("default").num_replicas_in_sync
@@ -376,4 +387,6 @@ def make_strategy(name, tpu=None):
         tf.config.experimental_connect_to_cluster(resolver)
         tf.tpu.experimental.initialize_tpu_system(resolver)
         return tf.distribute.TPUStrategy(resolver)
+    if name == "multi-worker":
+        return multi_worker_strategy(cluster, worker_timeout)
     raise ValueError(f"strategy must be one of {STRATEGIES}, got {name!r}")

@@ -65,6 +65,14 @@ _SIGNATURE = {
 }
 
 
+def slice_rows(batches, rows):
+    """`batches` with only the rows `[start, stop)` of each batch kept (all of them for `rows=None`)."""
+    if rows is None:
+        return batches
+    start, stop = rows
+    return batches.map(lambda batch: tf.nest.map_structure(lambda x: x[start:stop], batch))
+
+
 def hash_ids(ids):
     """Maps string ids to int64 FarmHash fingerprints, for masking on XLA devices.
 
@@ -271,7 +279,7 @@ class TrainingData:
             self._source_error = error
             raise
 
-    def text_batches(self, batch_size, seed=0, repeat=True, skip_batches=0, drop_remainder=False):
+    def text_batches(self, batch_size, seed=0, repeat=True, skip_batches=0, drop_remainder=False, rows=None):
         """Batches of raw strings, before tokenisation.
 
         Args:
@@ -282,6 +290,9 @@ class TrainingData:
             skip_batches: batches to skip at the start, to resume a run.
             drop_remainder: drop a last partial batch, so the batch size is
                 static (TPUs).
+            rows: `(start, stop)`: keep these rows of each batch only (an
+                input pipeline's share of the global batch under a
+                distribution strategy, `distributed.distributed_batches`).
 
         Returns:
             A `tf.data.Dataset` of dicts: `query`, `positive`, `query_id`,
@@ -312,17 +323,17 @@ class TrainingData:
             return {**example, **{name: tf.gather(example[name], picks) for name in LIST_FIELDS}}
 
         dataset = dataset.enumerate().map(pick_negatives, num_parallel_calls=tf.data.AUTOTUNE)
-        return dataset.batch(batch_size, drop_remainder=drop_remainder).skip(skip_batches)
+        return slice_rows(dataset.batch(batch_size, drop_remainder=drop_remainder).skip(skip_batches), rows)
 
     def dataset(self, tokenizer, batch_size, seed=0, repeat=True, skip_batches=0, drop_remainder=False,
-                pad_to_length=False):
+                pad_to_length=False, rows=None):
         """Tokenised training batches for `DualEncoder.fit`.
 
         Args:
             tokenizer: a `GTRTokenizer` (its lengths are replaced by
                 `query_length` and `document_length`).
-            batch_size, seed, repeat, skip_batches, drop_remainder: as in
-                `text_batches`.
+            batch_size, seed, repeat, skip_batches, drop_remainder, rows: as
+                in `text_batches` (the rows are taken before tokenisation).
             pad_to_length: pad to `query_length` / `document_length` instead
                 of the batch's longest text, for static shapes (TPUs).
 
@@ -347,5 +358,5 @@ class TrainingData:
                 features["negative_ids"] = hash_ids(batch["negative_ids"])
             return features
 
-        batches = self.text_batches(batch_size, seed, repeat, skip_batches, drop_remainder)
+        batches = self.text_batches(batch_size, seed, repeat, skip_batches, drop_remainder, rows)
         return batches.map(tokenize, num_parallel_calls=tf.data.AUTOTUNE).prefetch(tf.data.AUTOTUNE)

@@ -14,6 +14,7 @@ teacher's space (for the embedding MSE) is a training aid and is not kept.
 
 import contextlib
 import dataclasses
+import functools
 import math
 import os
 from typing import ClassVar
@@ -28,7 +29,8 @@ from gtr_keras.models.gtr.tokenizer import DOCUMENT_LENGTH, QUERY_LENGTH
 from gtr_keras.retrieval.readers import read_texts
 from gtr_keras.retrieval.shards import ShardWriter
 from gtr_keras.training.config import TrainConfig
-from gtr_keras.training.dual_encoder import DualEncoder
+from gtr_keras.training.data import slice_rows
+from gtr_keras.training.dual_encoder import DualEncoder, gather
 from gtr_keras.training.examples import Example, read_triples
 from gtr_keras.training.loop import run_training
 from gtr_keras.training.losses import SimilarityDistillationLoss
@@ -136,7 +138,7 @@ class DistillationTexts:
         return list(queries), list(documents)
 
     def dataset(self, tokenizer, teacher_queries, teacher_documents, batch_size, seed=0, repeat=True,
-                skip_batches=0, drop_remainder=False, pad_to_length=False):
+                skip_batches=0, drop_remainder=False, pad_to_length=False, rows=None):
         """Tokenised batches with the teacher's embeddings, for `DistilledDualEncoder.fit`.
 
         Args:
@@ -145,7 +147,7 @@ class DistillationTexts:
                 `distinct_texts()[0]` (`[0, Dt]` without pairs).
             teacher_documents: float32 `[len(documents), Dt]` of `distinct_texts()[1]`.
             batch_size, seed, repeat, skip_batches, drop_remainder,
-                pad_to_length: as in `TrainingData.dataset`.
+                pad_to_length, rows: as in `TrainingData.dataset`.
 
         Returns:
             A `tf.data.Dataset` of dicts: `positive` (and with pairs `query`,
@@ -191,7 +193,7 @@ class DistillationTexts:
         dataset = dataset.shuffle(self.shuffle_buffer, seed=seed, reshuffle_each_iteration=True)
         if repeat:
             dataset = dataset.repeat()
-        dataset = dataset.batch(batch_size, drop_remainder=drop_remainder).skip(skip_batches)
+        dataset = slice_rows(dataset.batch(batch_size, drop_remainder=drop_remainder).skip(skip_batches), rows)
         return dataset.map(features, num_parallel_calls=tf.data.AUTOTUNE).prefetch(tf.data.AUTOTUNE)
 
 
@@ -263,7 +265,7 @@ class DistilledDualEncoder(DualEncoder):
                  "single": tf.cast(single, tf.int32)}
         if self.projection is not None:
             local.update(projected_anchors=self.projection(anchors), projected_documents=self.projection(documents))
-        gathered = {name: context.all_gather(x, axis=0) for name, x in local.items()}
+        gathered = {name: gather(context, x) for name, x in local.items()}
         gathered["single"] = tf.cast(gathered["single"], tf.bool)
         size = tf.shape(documents)[0]
         start = context.replica_id_in_sync_group * size
@@ -409,18 +411,17 @@ def distill(config):
         return DistilledDualEncoder(encoder, loaded["teacher"].embedding_dim, config.temperature,
                                     config.teacher_temperature, config.mse_weight)
 
-    def make_dataset(tokenizer, batch_size, **kwargs):
+    def make_dataset(run, tokenizer, batch_size, **kwargs):
         teacher = loaded.pop("teacher")
-        cache = os.path.join(config.output_dir, TEACHER_EMBEDDINGS)
-        queries, documents = config.data.distinct_texts()
-        common = dict(batch_size=config.teacher_batch_size, shard_size=config.teacher_shard_size,
-                      verbose=config.verbose)
+        cache = os.path.join(run.output_dir, TEACHER_EMBEDDINGS)
+        queries, documents = run.data.distinct_texts()
+        common = dict(batch_size=run.teacher_batch_size, shard_size=run.teacher_shard_size, verbose=run.verbose)
         query_rows = np.zeros([0, teacher.embedding_dim], np.float32)
         if queries:
             query_rows = teacher_embeddings(teacher, queries, "query", os.path.join(cache, "queries"), **common)
         document_rows = teacher_embeddings(teacher, documents, "document", os.path.join(cache, "documents"),
                                            **common)
-        return config.data.dataset(tokenizer, query_rows, document_rows, batch_size, **kwargs)
+        return functools.partial(run.data.dataset, tokenizer, query_rows, document_rows, batch_size, **kwargs)
 
     return run_training(config, make_model, make_dataset, inputs)
 

@@ -13,6 +13,7 @@ import keras
 import keras_hub
 import tensorflow as tf
 
+from gtr_keras.training.distributed import is_multi_worker
 from gtr_keras.training.losses import DEFAULT_TEMPERATURE, BidirectionalInBatchLoss
 
 _TOWERS = ("query", "positive", "negatives")
@@ -34,6 +35,12 @@ def make_optimizer(steps, learning_rate=1e-3):
         learning_rate, decay_steps=steps, end_learning_rate=0.0, power=1.0
     )
     return keras.optimizers.Adafactor(learning_rate=schedule)
+
+
+def gather(context, x):
+    """`x` of every replica of `context`, concatenated in replica order. Through `tf.identity`: an input
+    tensor of a multi-worker step has no device, which the collective needs to name."""
+    return context.all_gather(tf.identity(x), axis=0)
 
 
 def _towers(batch):
@@ -176,7 +183,7 @@ class DualEncoder(keras.Model):
         if self.mask_false_negatives:
             local.update(positive_ids=batch.get("positive_id"), negative_ids=batch.get("negative_ids"),
                          query_ids=batch.get("query_id"))
-        gathered = {name: None if x is None else context.all_gather(x, axis=0) for name, x in local.items()}
+        gathered = {name: None if x is None else gather(context, x) for name, x in local.items()}
         size = tf.shape(embeddings["query"])[0]
         start = context.replica_id_in_sync_group * size
         rows = (start, start + size)
@@ -190,7 +197,12 @@ class DualEncoder(keras.Model):
         )
         self.loss_tracker.update_state(total)
         self.accuracy_tracker.update_state(hits / count)
-        return {"loss": self.loss_tracker.result(), "accuracy": self.accuracy_tracker.result()}
+        logs = {"loss": self.loss_tracker.result(), "accuracy": self.accuracy_tracker.result()}
+        if is_multi_worker(self.distribute_strategy):
+            # Keras 3 reduces the logs of a multi-worker step with `strategy.reduce(MEAN, axis=0)`, which a scalar
+            # fails; the replicas' values are equal (all-reduced above), so a [1] vector reduces to the same scalar.
+            logs = {name: tf.reshape(value, [1]) for name, value in logs.items()}
+        return logs
 
     def train_step(self, batch):
         variables = self.trainable_variables

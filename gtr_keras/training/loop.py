@@ -8,6 +8,9 @@ validation and keep-best (`callbacks`), a clear stop on a NaN loss, and the fina
 a gtr-keras model directory.
 """
 
+import contextlib
+import dataclasses
+import functools
 import hashlib
 import itertools
 import json
@@ -35,12 +38,23 @@ from gtr_keras.training.callbacks import (
     validation_collection,
 )
 from gtr_keras.training.config import TrainConfig, dtype_policy, make_strategy
+from gtr_keras.training.distributed import (
+    Cluster,
+    broadcast_bytes,
+    broadcast_variables,
+    check_same_run,
+    distributed_batches,
+    lost_worker_error,
+    watching,
+    worker_directory,
+)
 from gtr_keras.training.dual_encoder import DualEncoder, make_optimizer
 from gtr_keras.training.resume import (
     RUN_RECORD,
     check_resume,
     file_inputs,
     resumed_record,
+    worker_identity,
 )
 from gtr_keras.utils import files as fs
 from gtr_keras.utils.files import atomic_file, atomic_outputs
@@ -92,14 +106,20 @@ def _initial_encoder(config, policy):
     return model, hashlib.sha256(architecture.encode("utf-8")).hexdigest()
 
 
-def _set_preprocessor(config, model):
-    """Gives the initial model the run's tokenizer (`_tokenizer_file`, else its own) and token budgets."""
-    path = _tokenizer_file(config)
-    tokenizer = GTRTokenizer(fs.read_bytes(path)) if path else model.preprocessor.tokenizer
+def _set_preprocessor(config, model, strategy, cluster):
+    """Gives the initial model the run's tokenizer (`_tokenizer_file`, else its own) and token budgets. In a
+    multi-worker run, a tokenizer trained for a preset is the chief's, sent to the others."""
+    path = None
+    if cluster is not None and not config.tokenizer and not _is_directory(config.init):
+        proto = fs.read_bytes(_tokenizer_file(config)) if cluster.is_chief else b""
+        tokenizer = GTRTokenizer(broadcast_bytes(strategy, cluster, proto))
+    else:
+        path = _tokenizer_file(config)
+        tokenizer = GTRTokenizer(fs.read_bytes(path)) if path else model.preprocessor.tokenizer
     if tokenizer.vocabulary_size() > model.backbone.vocabulary_size:
         raise MismatchError(
-            f"{path}: the tokenizer has {tokenizer.vocabulary_size()} pieces but the initial model {config.init} "
-            f"only {model.backbone.vocabulary_size} embedding rows; use a tokenizer with fewer pieces"
+            f"{path or 'the tokenizer'}: the tokenizer has {tokenizer.vocabulary_size()} pieces but the initial model "
+            f"{config.init} only {model.backbone.vocabulary_size} embedding rows; use a tokenizer with fewer pieces"
         )
     model.preprocessor = GTRTextEmbedderPreprocessor(tokenizer, config.data.document_length, config.data.query_length)
 
@@ -151,20 +171,31 @@ def train(config):
     def dual_encoder(encoder):
         return DualEncoder(encoder, config.temperature, config.mask_false_negatives, config.grad_cache_chunk_size)
 
-    return run_training(config, dual_encoder, config.data.dataset)
+    def make_dataset(run, tokenizer, batch_size, **kwargs):
+        return functools.partial(run.data.dataset, tokenizer, batch_size, **kwargs)
+
+    return run_training(config, dual_encoder, make_dataset)
 
 
-@locks_output("config.output_dir", inside=("model", BEST_MODEL, RUN_RECORD, "spiece.model"))
 def run_training(config, make_model, make_dataset, inputs=None):
     """The loop of `train`, for any Keras model that trains a `GTRTextEmbedder` (`distill` uses it too).
+
+    With the `multi-worker` strategy, every worker runs this with the same
+    config: the chief (`distributed.Cluster`) as any run does; the others
+    with their output in a temporary directory that is removed at the end
+    (`distributed.worker_directory`), the chief's tokenizer, restored
+    weights and step, and no validation or final model.
 
     Args:
         config: a `TrainConfig` (or a subclass's instance).
         make_model: `make_model(encoder)` -> the model to `fit`, with the
             initial `GTRTextEmbedder` as its `encoder`; called under the
             strategy's scope.
-        make_dataset: `make_dataset(tokenizer, batch_size, seed=, skip_batches=,
-            drop_remainder=, pad_to_length=)` -> the training batches.
+        make_dataset: `make_dataset(config, tokenizer, batch_size, seed=,
+            skip_batches=, drop_remainder=, pad_to_length=)` -> `batches`,
+            where `batches(rows=)` is the dataset of the rows `(start, stop)`
+            of every global batch (all of them for `None`); `config` is the
+            run's (a worker's output directory is its own).
         inputs: optional `inputs()` -> `{name: {"path", "sha256"}}` of further
             inputs to record and compare on resume (called once the data is
             checked, before the model is built).
@@ -172,6 +203,28 @@ def run_training(config, make_model, make_dataset, inputs=None):
     Returns:
         The trained `Encoder`.
     """
+    if config.strategy != "multi-worker":
+        return _run_training(config, make_model, make_dataset, inputs)
+    cluster = Cluster.from_environment()
+    try:
+        if cluster.is_chief:
+            return _run_training(config, make_model, make_dataset, inputs, cluster)
+        with worker_directory(cluster) as scratch:
+            return _run_training(dataclasses.replace(config, output_dir=scratch), make_model, make_dataset, inputs,
+                                 cluster)
+    except tf.errors.OpError as error:
+        kept = "the chief keeps the last checkpoint"
+        if cluster.is_chief:
+            latest = tf.train.latest_checkpoint(os.path.join(config.output_dir, "checkpoints"))
+            kept = f"the last checkpoint is {latest or 'none yet'}"
+        lost = lost_worker_error(cluster, error, kept)
+        if lost is None:
+            raise
+        raise lost from None
+
+
+@locks_output("config.output_dir", inside=("model", BEST_MODEL, RUN_RECORD, "spiece.model"))
+def _run_training(config, make_model, make_dataset, inputs=None, cluster=None):
     policy = dtype_policy(config.precision)
     if config.init not in PRESETS and not _is_directory(config.init):
         raise CheckpointError(f"{config.init}: no such model directory and not a preset name ({', '.join(PRESETS)})")
@@ -180,7 +233,9 @@ def run_training(config, make_model, make_dataset, inputs=None):
     record, resumed = {"settings": settings, "inputs": {}}, resumed_record(config)
     if resumed:
         check_resume(config, record, resumed, ("settings",))
-    validation = validation_collection(config)  # small: read before the training data is hashed and checked
+    chief = cluster is None or cluster.is_chief
+    # small: read before the training data is hashed and checked; validated by the chief only
+    validation = validation_collection(config) if chief else None
     record["inputs"] = file_inputs(config)
     if resumed:
         check_resume(config, record, resumed, ("data", "tokenizer"))
@@ -189,7 +244,7 @@ def run_training(config, make_model, make_dataset, inputs=None):
     if config.deterministic:
         tf.config.experimental.enable_op_determinism()
     keras.utils.set_random_seed(config.seed)
-    strategy = make_strategy(config.strategy, config.tpu)
+    strategy = make_strategy(config.strategy, config.tpu, cluster, config.worker_timeout)
     if inputs:  # after the strategy: connecting to a TPU resets TensorFlow's state
         further = inputs()
         record["inputs"].update(further)
@@ -205,6 +260,8 @@ def run_training(config, make_model, make_dataset, inputs=None):
     with strategy.scope():
         encoder, init_fingerprint = _initial_encoder(config, policy)
     record["inputs"]["init"] = {"path": os.fspath(config.init), "sha256": init_fingerprint}
+    if cluster is not None:
+        check_same_run(strategy, cluster, worker_identity(record))
     if resumed:
         check_resume(config, record, resumed, ("init",))
     else:
@@ -212,13 +269,16 @@ def run_training(config, make_model, make_dataset, inputs=None):
         with atomic_file(os.path.join(config.output_dir, RUN_RECORD)) as f:
             f.write(json.dumps(record, indent=2, default=os.fspath).encode("utf-8"))
 
-    _set_preprocessor(config, encoder)
+    _set_preprocessor(config, encoder, strategy, cluster)
     with strategy.scope():
         model = make_model(encoder)
         optimizer = make_optimizer(config.steps, config.learning_rate)
         model.compile(optimizer=optimizer, steps_per_execution=config.resolved_steps_per_execution())
         optimizer.build(model.trainable_variables)
         checkpoint = tf.train.Checkpoint(model=model, optimizer=optimizer)
+        # Created now on every worker: `restore` (the chief's) or the first `save` would create it later, and
+        # creating a variable under a multi-worker strategy is a collective that every worker must join.
+        checkpoint.save_counter  # noqa: B018
         checkpoints = os.path.join(config.output_dir, "checkpoints")
         # TensorFlow's staging of a checkpoint write that was killed or failed (no other run writes here: this
         # one holds the output's lock).
@@ -228,14 +288,19 @@ def run_training(config, make_model, make_dataset, inputs=None):
         manager = tf.train.CheckpointManager(checkpoint, checkpoints, max_to_keep=config.keep_checkpoints)
         if manager.latest_checkpoint:
             checkpoint.restore(manager.latest_checkpoint).assert_existing_objects_matched()
+    if cluster is not None:
+        broadcast_variables(strategy, [*model.variables, *optimizer.variables])
     start = int(optimizer.iterations.numpy())
     if start < config.steps:
         # The batches already seen are skipped and the dataset ends with the last step: the final epoch
         # (and the first, when checkpoint_every changed on resume) may be shorter, and the run stops there.
-        dataset = make_dataset(
-            encoder.preprocessor.tokenizer, config.batch_size, seed=config.seed, skip_batches=start,
+        batches = make_dataset(
+            config, encoder.preprocessor.tokenizer, config.batch_size, seed=config.seed, skip_batches=start,
             drop_remainder=True, pad_to_length=config.strategy == "tpu",
-        ).take(config.steps - start)
+        )
+        dataset = distributed_batches(
+            strategy, lambda rows: batches(rows=rows).take(config.steps - start), config.batch_size
+        )
         length = config.epoch_length()
         checkpoints = Checkpoints(manager, start, config.steps, config.checkpoint_every, length)
         writer = tf.summary.create_file_writer(os.path.join(config.output_dir, "logs"))
@@ -249,7 +314,8 @@ def run_training(config, make_model, make_dataset, inputs=None):
             callbacks.insert(0, Progress())
         first_epoch = start // length
         try:
-            with config.data.surface_errors(), warnings.catch_warnings():
+            watch = watching(cluster) if cluster is not None else contextlib.nullcontext()
+            with config.data.surface_errors(), warnings.catch_warnings(), watch:
                 warnings.filterwarnings("ignore", message="Your input ran out of data")  # the run's last epoch
                 model.fit(
                     dataset,
@@ -274,5 +340,6 @@ def run_training(config, make_model, make_dataset, inputs=None):
                 f"{config.data.source} gave no complete batch of {config.batch_size} examples"
                 + (" with at least one hard negative" if config.data.num_negatives else "")
             )
-    save(encoder, os.path.join(config.output_dir, "model"))
+    if chief:
+        save(encoder, os.path.join(config.output_dir, "model"))
     return encoder.batch_encoder()

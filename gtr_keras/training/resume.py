@@ -13,7 +13,7 @@ from gtr_keras.utils import files as fs
 
 RUN_RECORD = "train_config.json"
 NOT_COMPARED = (
-    "output_dir", "checkpoint_every", "keep_checkpoints", "strategy", "tpu", "grad_cache_chunk_size",
+    "output_dir", "checkpoint_every", "keep_checkpoints", "strategy", "tpu", "worker_timeout", "grad_cache_chunk_size",
     "deterministic", "verbose",
     # how steps are dispatched and what is logged or evaluated on the side: the weights stay the same
     "steps_per_execution", "log_every", "validation_data", "validation_split", "validate_every",
@@ -44,6 +44,18 @@ def file_inputs(config):
     if config.tokenizer is not None:
         files["tokenizer"] = os.fspath(config.tokenizer)
     return {name: {"path": path, "sha256": file_sha256(path)} for name, path in files.items()}
+
+
+# Settings that may differ between the workers of one run: where its files are, what it prints.
+_WORKER_SETTINGS = ("output_dir", "verbose", "tpu", "worker_timeout", "init", "tokenizer", "data.source",
+                    "data.negatives_file", "teacher", "data.texts", "validation_data")
+
+
+def worker_identity(record):
+    """What every worker of a multi-worker run must share, from its run `record`: the settings but
+    `_WORKER_SETTINGS`, and the inputs by content."""
+    settings = {key: value for key, value in _flat_settings(record).items() if key not in _WORKER_SETTINGS}
+    return {**settings, **{f"{name} (SHA-256)": value["sha256"] for name, value in record["inputs"].items()}}
 
 
 def _flat_settings(record):

@@ -1,0 +1,351 @@
+"""Training across processes: the cluster a `TF_CONFIG` describes, the multi-worker strategy, the input
+pipelines of any strategy, and the collectives that keep the workers of a run in step.
+
+Every worker runs the same command with its own `TF_CONFIG` (the TensorFlow convention that Vertex AI,
+Kubernetes TFJob and GKE follow). The chief (the `chief` task, else worker 0) owns the output
+directory; the other workers write theirs to a temporary directory (`worker_directory`) and
+receive the chief's tokenizer, restored weights and step (`broadcast_bytes`, `broadcast_variables`)
+after checking that they run the same settings on the same inputs (`check_same_run`).
+
+Input (`distributed_batches`): every input pipeline (one per worker, one per TPU host) reads the
+same stream of global batches and keeps only the rows of its own replicas, so that the union of
+the replicas' batches at a step is the global batch one process would train on at that step, in
+the same order.
+"""
+
+import contextlib
+import dataclasses
+import json
+import os
+import re
+import shutil
+import socket
+import tempfile
+import threading
+
+from gtr_keras.errors import MismatchError, TrainingError, UserError
+
+TF_CONFIG = "TF_CONFIG"
+_JOBS = ("chief", "worker")
+_EXAMPLE = ('TF_CONFIG=\'{"cluster": {"worker": ["host0:2222", "host1:2222"]}, '
+            '"task": {"type": "worker", "index": 0}}\'')
+_LOST_ERRORS = ("UnavailableError", "AbortedError", "DeadlineExceededError", "CancelledError", "InternalError")
+
+
+def _config_error(what):
+    return UserError(f"{TF_CONFIG}: {what}; --strategy multi-worker needs it on every worker, e.g. {_EXAMPLE}")
+
+
+def _address(job, index, address):
+    host, _, port = address.rpartition(":") if isinstance(address, str) else ("", "", "")
+    if not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise _config_error(f'cluster.{job}[{index}] must be "host:port", got {address!r}')
+    return address
+
+
+@dataclasses.dataclass(frozen=True)
+class Cluster:
+    """The tasks of a multi-worker run and this process's place among them, as `TF_CONFIG` gives them.
+
+    Args:
+        jobs: `{"chief": [address], "worker": [address, ...]}` ("host:port";
+            the `chief` job is optional).
+        task_type: this process's job, `"chief"` or `"worker"`.
+        task_index: this process's index in its job.
+
+    Example:
+    >>> cluster = Cluster.from_environment({"TF_CONFIG": json.dumps({
+    ...     "cluster": {"worker": ["127.0.0.1:2222", "127.0.0.1:2223"]}, "task": {"type": "worker", "index": 1}})})
+    >>> cluster.is_chief, cluster.describe(0)
+    (False, 'worker 0 (127.0.0.1:2222)')
+    """
+
+    jobs: dict
+    task_type: str
+    task_index: int
+
+    @classmethod
+    def from_environment(cls, environ=None):
+        """The cluster of `environ[TF_CONFIG]` (default: `os.environ`).
+
+        Raises:
+            UserError: `TF_CONFIG` missing or malformed, naming what is wrong.
+        """
+        text = (os.environ if environ is None else environ).get(TF_CONFIG, "")
+        if not text.strip():
+            raise _config_error("not set")
+        try:
+            config = json.loads(text)
+        except json.JSONDecodeError as error:
+            raise _config_error(f"not valid JSON ({error})") from None
+        if not isinstance(config, dict) or not isinstance(config.get("cluster"), dict):
+            raise _config_error('needs a "cluster" object of task addresses')
+        cluster, task = config["cluster"], config.get("task")
+        unknown = sorted(set(cluster) - set(_JOBS))
+        if unknown:
+            raise _config_error(f"job {unknown[0]!r} is not supported (multi-worker training has "
+                                f"{' and '.join(_JOBS)} tasks only, no parameter servers or evaluators)")
+        if not cluster.get("worker") and not cluster.get("chief"):
+            raise _config_error('cluster has no "worker" list')
+        jobs = {}
+        for job in _JOBS:
+            addresses = cluster.get(job, [])
+            if not isinstance(addresses, list) or (job in cluster and not addresses):
+                raise _config_error(f'cluster.{job} must be a non-empty list of "host:port" addresses')
+            if job in cluster:
+                jobs[job] = [_address(job, index, address) for index, address in enumerate(addresses)]
+        if len(jobs.get("chief", [])) > 1:
+            raise _config_error("cluster.chief must list one address")
+        every = [address for addresses in jobs.values() for address in addresses]
+        repeated = sorted({address for address in every if every.count(address) > 1})
+        if repeated:
+            raise _config_error(f"the address {repeated[0]} is given to two tasks")
+        if not isinstance(task, dict):
+            raise _config_error('needs a "task" object {"type", "index"} naming this process')
+        task_type, task_index = task.get("type"), task.get("index", 0)
+        if task_type not in jobs:
+            raise _config_error(f"task.type must be one of {sorted(jobs)}, got {task_type!r}")
+        if isinstance(task_index, bool) or not isinstance(task_index, int) or not 0 <= task_index < len(
+                jobs[task_type]):
+            raise _config_error(f"task.index must be 0 to {len(jobs[task_type]) - 1} for the "
+                                f"{len(jobs[task_type])} {task_type} task(s), got {task_index!r}")
+        return cls(jobs, task_type, task_index)
+
+    @property
+    def tasks(self):
+        """`[(job, index, address)]` in replica order: the chief, then the workers."""
+        return [(job, index, address) for job in _JOBS for index, address in enumerate(self.jobs.get(job, []))]
+
+    @property
+    def task_number(self):
+        """This task's position in `tasks`."""
+        return self.tasks.index((self.task_type, self.task_index, self.jobs[self.task_type][self.task_index]))
+
+    @property
+    def is_chief(self):
+        """True for the task that writes the output: the chief, or worker 0 without one."""
+        return self.task_number == 0
+
+    def describe(self, number):
+        """`"worker 1 (host:port)"` for the task at `tasks[number]`."""
+        job, index, address = self.tasks[number]
+        return f"{job} {index} ({address})"
+
+    @property
+    def others(self):
+        """The positions in `tasks` of the other tasks."""
+        return [number for number in range(len(self.tasks)) if number != self.task_number]
+
+    def lost_task(self, message):
+        """The task a collective error `message` is about, else one whose port no longer answers, else None."""
+        for number in self.others:
+            job, index, address = self.tasks[number]
+            if re.search(rf"/job:{job}/replica:0/task:{index}\b", message) or address in message:
+                return number
+        return next((number for number in self.others if not self.answers(number)), None)
+
+    def answers(self, number):
+        """True when the port of `tasks[number]` accepts a connection (a process that died closed it)."""
+        host, _, port = self.tasks[number][2].rpartition(":")
+        try:
+            socket.create_connection((host, int(port)), timeout=2).close()
+        except OSError:
+            return False
+        return True
+
+
+def multi_worker_strategy(cluster, timeout):
+    """A `tf.distribute.MultiWorkerMirroredStrategy` over `cluster` (whose `TF_CONFIG` is set): it waits
+    up to `timeout` seconds for every task to start, and a task silent for `timeout` seconds (its
+    coordination-service heartbeats stop) fails the run on the others; a task that dies closes its
+    connections and fails them at once."""
+    import tensorflow as tf
+    from tensorflow.compiler.xla.tsl.protobuf import coordination_config_pb2
+    from tensorflow.python.eager import context
+
+    leader = "chief" if "chief" in cluster.jobs else "worker"
+    context.context().configure_coordination_service(
+        service_type="standalone",
+        service_leader=f"/job:{leader}/replica:0/task:0",
+        cluster_register_timeout_in_ms=int(timeout * 1000),
+        heartbeat_timeout_in_ms=int(timeout * 1000),
+        shutdown_barrier_timeout_in_ms=int(timeout * 1000),
+        coordinated_jobs=[coordination_config_pb2.CoordinatedJob(name=job, num_tasks=len(addresses))
+                          for job, addresses in cluster.jobs.items()],
+    )
+    try:
+        return tf.distribute.MultiWorkerMirroredStrategy()
+    except tf.errors.OpError as error:
+        number = cluster.lost_task(str(error))
+        who = cluster.describe(number) if number is not None else "a task"
+        raise TrainingError(
+            f"{TF_CONFIG}: {who} did not join the cluster within {timeout:g} s ({type(error).__name__}); start "
+            "every worker it lists with the same command, or raise --worker-timeout"
+        ) from None
+
+
+@contextlib.contextmanager
+def watching(cluster, interval=1.0):
+    """While the block runs, a thread knocks on the other tasks' ports every `interval` seconds; when one
+    is closed (its process died), it aborts this process's collectives naming that task, so that a step
+    waiting for it fails at once rather than after the heartbeat timeout (a task that hangs keeps its
+    port open: the coordination service's heartbeats catch it)."""
+    import tensorflow as tf
+    from tensorflow.python.eager import context
+
+    stop = threading.Event()
+
+    def watch():
+        while not stop.wait(interval):
+            lost = next((number for number in cluster.others if not cluster.answers(number)), None)
+            if lost is not None:
+                context.context().abort_collective_ops(
+                    tf.errors.UNAVAILABLE, f"{cluster.describe(lost)} is gone: its port is closed")
+                return
+
+    thread = threading.Thread(target=watch, name="gtr-keras-watch-workers", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join()
+
+
+def is_multi_worker(strategy):
+    """True for a strategy whose replicas span processes (Keras' own test, `_collective_all_reduce_multi_worker`)."""
+    import tensorflow as tf
+
+    return isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy) and strategy.extended._in_multi_worker_mode()
+
+
+def distributed_batches(strategy, make_batches, batch_size):
+    """The training input of `strategy`, one pipeline per worker or TPU host.
+
+    Args:
+        strategy: any `tf.distribute.Strategy`.
+        make_batches: `make_batches(rows)` -> a `tf.data.Dataset` of the rows
+            `[start, stop)` of every global batch of the stream (the same
+            stream on every pipeline).
+        batch_size: the global batch size.
+
+    Returns:
+        What `strategy.distribute_datasets_from_function` returns: each
+        replica's batch is its `batch_size / replicas` consecutive rows of the
+        global batch, in replica order (the default strategy's is the dataset
+        of whole global batches).
+    """
+    def dataset_fn(context):
+        local_replicas = context.num_replicas_in_sync // context.num_input_pipelines
+        size = context.get_per_replica_batch_size(batch_size)
+        start = context.input_pipeline_id * local_replicas * size
+        batches = make_batches((start, start + local_replicas * size))
+        return batches.rebatch(size, drop_remainder=True) if local_replicas > 1 else batches
+
+    return strategy.distribute_datasets_from_function(dataset_fn)
+
+
+def _gather_int32(strategy, values):
+    """Every replica's int32 `values` `[n]` (the same `n` everywhere), `[replicas, n]` in replica order."""
+    import tensorflow as tf
+
+    def gather():
+        return tf.distribute.get_replica_context().all_gather(tf.constant(values, tf.int32)[None], axis=0)
+
+    return strategy.experimental_local_results(strategy.run(gather))[0].numpy()
+
+
+def gather_bytes(strategy, cluster, data):
+    """Each worker's `data` (bytes), a list in task order (`Cluster.tasks`)."""
+    import numpy as np
+
+    per_worker = strategy.num_replicas_in_sync // len(cluster.tasks)
+    lengths = _gather_int32(strategy, [len(data)])[::per_worker, 0]
+    padded = np.zeros(max(lengths), np.int32)
+    padded[:len(data)] = np.frombuffer(data, np.uint8)
+    rows = _gather_int32(strategy, padded)[::per_worker]
+    return [row[:length].astype(np.uint8).tobytes() for row, length in zip(rows, lengths)]
+
+
+def broadcast_bytes(strategy, cluster, data):
+    """The chief's `data` (bytes), on every worker."""
+    return gather_bytes(strategy, cluster, data)[0]
+
+
+def broadcast_variables(strategy, variables):
+    """Sets every worker's `variables` (Keras or `tf` variables created under `strategy`'s scope) to the
+    chief's values: an all-reduce of the chief's values and zeros elsewhere, exact."""
+    import tensorflow as tf
+
+    variables = [getattr(variable, "value", variable) for variable in variables]
+
+    @tf.function
+    def chief_values():
+        context = tf.distribute.get_replica_context()
+        first = tf.equal(context.replica_id_in_sync_group, 0)
+        return [context.all_reduce(tf.distribute.ReduceOp.SUM, tf.where(first, v, tf.zeros_like(v)))
+                for v in variables]
+
+    values = strategy.run(chief_values)
+    for variable, value in zip(variables, values):
+        variable.assign(strategy.experimental_local_results(value)[0])
+
+
+def check_same_run(strategy, cluster, record):
+    """Raises `MismatchError`, on every worker, when a worker's `record` (JSON-able: the settings and input
+    fingerprints that decide the weights) differs from the chief's, naming the worker and the first
+    difference."""
+    mine = json.dumps(record, sort_keys=True).encode("utf-8")
+    records = [json.loads(data) for data in gather_bytes(strategy, cluster, mine)]
+    for number, other in enumerate(records[1:], start=1):
+        keys = sorted({*records[0], *other}, key=str)
+        different = [key for key in keys if json.dumps(records[0].get(key), sort_keys=True)
+                     != json.dumps(other.get(key), sort_keys=True)]
+        if different:
+            key = different[0]
+            raise MismatchError(
+                f"{TF_CONFIG}: {cluster.describe(number)} runs with {key}={other.get(key)}, the chief "
+                f"{cluster.describe(0)} with {key}={records[0].get(key)}; start every worker with the same "
+                "command and inputs"
+            )
+
+
+def lost_worker_error(cluster, error, kept):
+    """The `TrainingError` for a step that failed because a task was lost (None for other errors); `kept`
+    says where the last complete checkpoint is."""
+    if type(error).__name__ not in _LOST_ERRORS:
+        return None
+    number = cluster.lost_task(str(error))
+    who = cluster.describe(number) if number is not None else "another task of the cluster"
+    return TrainingError(
+        f"lost {who} ({type(error).__name__} in a collective of the training step); {kept}: rerun every "
+        "worker with the same command to resume from it"
+    )
+
+
+@contextlib.contextmanager
+def worker_directory(cluster):
+    """A temporary local directory for what a worker other than the chief writes (its checkpoints,
+    logs), removed afterwards; one that a killed worker of this host left is removed first."""
+    prefix = f"gtr-keras-{cluster.task_type}{cluster.task_index}-"
+    root = tempfile.gettempdir()
+    for name in os.listdir(root):
+        if name.startswith(prefix) and not _alive(name[len(prefix):].split("-")[0]):
+            shutil.rmtree(os.path.join(root, name), ignore_errors=True)
+    path = tempfile.mkdtemp(prefix=f"{prefix}{os.getpid()}-", dir=root)
+    try:
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
+
+
+def _alive(pid):
+    if not pid.isdigit():
+        return False
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True

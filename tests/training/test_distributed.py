@@ -1,0 +1,214 @@
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+from training_inputs import ROOT, final_weights, free_ports, write_triples
+
+from gtr_keras.errors import UserError
+from gtr_keras.training.distributed import (
+    Cluster,
+    distributed_batches,
+    worker_directory,
+)
+from gtr_keras_cli import main
+
+TWO_WORKERS = {"cluster": {"worker": ["127.0.0.1:2222", "127.0.0.1:2223"]}, "task": {"type": "worker", "index": 1}}
+
+
+def cluster_of(config):
+    return Cluster.from_environment({"TF_CONFIG": config if isinstance(config, str) else json.dumps(config)})
+
+
+def test_cluster_from_tf_config_names_the_chief_and_the_tasks():
+    cluster = cluster_of(TWO_WORKERS)
+    assert not cluster.is_chief and cluster.task_number == 1
+    assert [cluster.describe(n) for n in (0, 1)] == ["worker 0 (127.0.0.1:2222)", "worker 1 (127.0.0.1:2223)"]
+    with_chief = cluster_of({"cluster": {"chief": ["a:1"], "worker": ["b:1"]}, "task": {"type": "chief", "index": 0}})
+    assert with_chief.is_chief and with_chief.tasks == [("chief", 0, "a:1"), ("worker", 0, "b:1")]
+    assert cluster_of({**TWO_WORKERS, "task": {"type": "worker", "index": 0}}).is_chief
+
+
+@pytest.mark.parametrize("config, message", [
+    ("", "not set"),
+    ("{cluster", "not valid JSON"),
+    ({"cluster": {"worker": ["a:1"], "ps": ["b:1"]}, "task": {"type": "worker", "index": 0}}, "job 'ps' is not"),
+    ({"cluster": {"worker": ["a"]}, "task": {"type": "worker", "index": 0}}, r'worker\[0\] must be "host:port"'),
+    ({"cluster": {"worker": ["a:1", "a:1"]}, "task": {"type": "worker", "index": 0}}, "a:1 is given to two tasks"),
+    ({"cluster": {"worker": ["a:1"]}}, 'needs a "task" object'),
+    ({"cluster": {"worker": ["a:1"]}, "task": {"type": "evaluator", "index": 0}}, "task.type must be one of"),
+    ({"cluster": {"worker": ["a:1", "b:1"]}, "task": {"type": "worker", "index": 2}}, "task.index must be 0 to 1"),
+])
+def test_a_missing_or_malformed_tf_config_names_the_variable_and_the_fault(config, message):
+    with pytest.raises(UserError, match=f"^TF_CONFIG: .*{message}.*--strategy multi-worker needs it"):
+        cluster_of(config)
+
+
+def test_the_lost_task_is_named_from_the_error_or_by_its_silent_port():
+    cluster = cluster_of({**TWO_WORKERS, "task": {"type": "worker", "index": 0}})
+    assert cluster.lost_task("from remote target /job:worker/replica:0/task:1 while calling") == 1
+    with socket.socket() as probe:  # a port that nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        free = probe.getsockname()[1]
+    silent = cluster_of({"cluster": {"worker": ["127.0.0.1:1", f"127.0.0.1:{free}"]},
+                         "task": {"type": "worker", "index": 0}})
+    assert silent.lost_task("Connection reset by peer") == 1
+
+
+def test_a_worker_directory_is_removed_and_a_killed_workers_is_cleared(tmp_path, monkeypatch):
+    monkeypatch.setattr("tempfile.tempdir", str(tmp_path))
+    stale = tmp_path / "gtr-keras-worker1-999999999-abc"  # no such process
+    stale.mkdir()
+    live = tmp_path / f"gtr-keras-worker1-{os.getppid()}-abc"
+    live.mkdir()
+    with worker_directory(cluster_of(TWO_WORKERS)) as path:
+        assert os.path.isdir(path) and not stale.exists() and live.exists()
+    assert not os.path.exists(path)
+
+
+def rows_of(dataset):
+    return [int(batch.numpy()[0]) for batch in dataset]
+
+
+def test_each_replica_gets_its_rows_of_the_global_batch_in_order():
+    def make_batches(rows):
+        batches = tf.data.Dataset.range(24).batch(8)
+        return batches if rows is None else batches.map(lambda b: b[rows[0]:rows[1]])
+
+    default = distributed_batches(tf.distribute.get_strategy(), make_batches, 8)
+    assert [list(b.numpy()) for b in default] == [list(range(i, i + 8)) for i in (0, 8, 16)]
+    mirrored = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
+    seen = [[list(part.numpy()) for part in mirrored.experimental_local_results(batch)]
+            for batch in distributed_batches(mirrored, make_batches, 8)]
+    assert seen == [[list(range(i, i + 4)), list(range(i + 4, i + 8))] for i in (0, 8, 16)]
+
+
+# Runs `gtr-keras train ARGS`; with DIE_AT=N, this process SIGKILLs itself once step N's checkpoint is saved.
+WORKER = """
+import os, signal, sys
+from gtr_keras.training import callbacks
+die_at = int(os.environ.get("DIE_AT", 0))
+save = callbacks.Checkpoints.on_epoch_end
+def on_epoch_end(self, epoch, logs=None):
+    save(self, epoch, logs)
+    if self.step == die_at:
+        os.kill(os.getpid(), signal.SIGKILL)
+callbacks.Checkpoints.on_epoch_end = on_epoch_end
+from gtr_keras_cli import main
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def start_workers(args, die_at=None, timeout=60):
+    addresses = [f"127.0.0.1:{port}" for port in free_ports(2)]
+    processes = []
+    for index in (0, 1):
+        env = {**os.environ, "PYTHONPATH": ROOT, "TF_CPP_MIN_LOG_LEVEL": "2",
+               "TF_CONFIG": json.dumps({"cluster": {"worker": addresses}, "task": {"type": "worker", "index": index}})}
+        if die_at and index == 1:
+            env["DIE_AT"] = str(die_at)
+        processes.append(subprocess.Popen(
+            [sys.executable, "-c", WORKER, "train", *args, "--strategy", "multi-worker",
+             "--worker-timeout", str(timeout)],
+            cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
+    return processes, addresses
+
+
+def finish(process, timeout=240):
+    try:
+        output, _ = process.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        raise
+    return process.returncode, output
+
+
+def train_losses(log_dir):
+    from training.test_dual_encoder import tensorboard_scalars
+
+    return dict(tensorboard_scalars(log_dir)["train/loss"])
+
+
+def step_one_losses(model_dir, data):
+    """The loss of the first global batch of 8 under the initial weights: with the global batch's candidates,
+    and with each half's own (what per-worker negatives would give)."""
+    from gtr_keras.models.gtr.saving import load
+    from gtr_keras.training.data import TrainingData
+    from gtr_keras.training.dual_encoder import DualEncoder
+
+    keras.utils.set_random_seed(0)  # as `train` does: the shuffle's order depends on the global seed
+    encoder = load(model_dir).model
+    training_data = TrainingData(source=data, query_length=16, document_length=32)
+    batch = next(iter(training_data.dataset(encoder.preprocessor.tokenizer, 8, drop_remainder=True)))
+    model = DualEncoder(encoder)
+    embeddings = model._embed(batch, training=False)
+
+    def loss(rows):
+        part = {name: value[rows] for name, value in embeddings.items()}
+        return float(model.contrastive_loss(part["query"], part["positive"], part["negatives"],
+                                            batch["positive_id"][rows], batch["negative_ids"][rows],
+                                            query_ids=batch["query_id"][rows]))
+
+    return loss(slice(0, 8)), (loss(slice(0, 4)) + loss(slice(4, 8))) / 2
+
+
+@pytest.mark.slow
+def test_two_workers_train_like_one_process_write_only_the_chiefs_output_and_survive_a_lost_worker(
+        tiny_model_dir, tmp_path):
+    data = write_triples(tmp_path / "data.jsonl", 48)
+    args = ["--init", tiny_model_dir, "--data", data, "--steps", "12", "--batch-size", "8", "--seed", "0",
+            "--checkpoint-every", "3", "--log-every", "1", "--query-length", "16", "--document-length", "32"]
+    single = tmp_path / "single"
+    assert main(["train", *args, "--output-dir", str(single)]) == 0
+
+    # Worker 1 is SIGKILLed at step 6: the chief ends, naming it, with its checkpoint of step 6 kept.
+    out = tmp_path / "multi"
+    processes, addresses = start_workers([*args, "--output-dir", str(out)], die_at=6)
+    began = time.time()
+    status, output = finish(processes[0])
+    assert processes[1].wait(timeout=60) == -signal.SIGKILL
+    assert status == 2 and time.time() - began < 200, output
+    last = output.strip().splitlines()[-1]
+    assert f"lost worker 1 ({addresses[1]})" in last and "checkpoints/ckpt-6" in last, last
+    assert not (out / "model").exists()
+    assert tf.train.latest_checkpoint(str(out / "checkpoints")).endswith("ckpt-6")
+
+    # Rerun: the workers resume from the chief's checkpoint and end with the single process's weights.
+    processes, _ = start_workers([*args, "--output-dir", str(out)])
+    results = [finish(process) for process in processes]
+    assert [status for status, _ in results] == [0, 0], results
+    assert "which wrote the model to" in results[1][1]
+    reference, trained = final_weights(single), final_weights(out)
+    assert trained.keys() == reference.keys() and len(reference) > 5
+    for key in reference:
+        np.testing.assert_allclose(trained[key], reference[key], atol=1e-5, rtol=0, err_msg=key)
+
+    # Every step's loss is the one process's (the global batch's negatives); per-worker negatives would differ.
+    single_losses, multi_losses = train_losses(single / "logs"), train_losses(out / "logs")
+    assert sorted(multi_losses) == sorted(single_losses) == list(range(1, 13))
+    np.testing.assert_allclose([multi_losses[s] for s in range(1, 13)], [single_losses[s] for s in range(1, 13)],
+                               atol=1e-5, rtol=0)
+    global_loss, per_worker_loss = step_one_losses(tiny_model_dir, data)
+    assert abs(multi_losses[1] - global_loss) < 1e-4 and abs(per_worker_loss - global_loss) > 1e-2
+
+    # Only the chief wrote the output directory; worker 1's temporary directories are gone.
+    assert sorted(os.listdir(out)) == sorted(os.listdir(single))
+    assert not [name for name in os.listdir(tempfile.gettempdir()) if name.startswith("gtr-keras-worker1-")]
+
+
+def test_multi_worker_without_tf_config_is_exit_2_before_reading_the_data(tmp_path, capsys, monkeypatch):
+    monkeypatch.delenv("TF_CONFIG", raising=False)
+    data = write_triples(tmp_path / "data.jsonl", 8)
+    status = main(["train", "--init", "gtr-tiny", "--data", data, "--output-dir", str(tmp_path / "out"),
+                   "--strategy", "multi-worker"])
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert status == 2 and len(lines) == 1 and lines[0].startswith("gtr-keras train: error: TF_CONFIG: not set")
+    assert not (tmp_path / "out").exists()
