@@ -91,7 +91,7 @@ def test_each_replica_gets_its_rows_of_the_global_batch_in_order():
     assert seen == [[list(range(i, i + 4)), list(range(i + 4, i + 8))] for i in (0, 8, 16)]
 
 
-# Runs `gtr-keras train ARGS`; with DIE_AT=N, this process SIGKILLs itself once step N's checkpoint is saved.
+# Runs `gtr-keras ARGS`; with DIE_AT=N, this process SIGKILLs itself once step N's checkpoint is saved.
 WORKER = """
 import os, signal, sys
 from gtr_keras.training import callbacks
@@ -116,7 +116,7 @@ def start_workers(args, die_at=None, timeout=60):
         if die_at and index == 1:
             env["DIE_AT"] = str(die_at)
         processes.append(subprocess.Popen(
-            [sys.executable, "-c", WORKER, "train", *args, "--strategy", "multi-worker",
+            [sys.executable, "-c", WORKER, *args, "--strategy", "multi-worker",
              "--worker-timeout", str(timeout)],
             cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
     return processes, addresses
@@ -171,7 +171,7 @@ def test_two_workers_train_like_one_process_write_only_the_chiefs_output_and_sur
 
     # Worker 1 is SIGKILLed at step 6: the chief ends, naming it, with its checkpoint of step 6 kept.
     out = tmp_path / "multi"
-    processes, addresses = start_workers([*args, "--output-dir", str(out)], die_at=6)
+    processes, addresses = start_workers(["train", *args, "--output-dir", str(out)], die_at=6)
     began = time.time()
     status, output = finish(processes[0])
     assert processes[1].wait(timeout=60) == -signal.SIGKILL
@@ -182,7 +182,7 @@ def test_two_workers_train_like_one_process_write_only_the_chiefs_output_and_sur
     assert tf.train.latest_checkpoint(str(out / "checkpoints")).endswith("ckpt-6")
 
     # Rerun: the workers resume from the chief's checkpoint and end with the single process's weights.
-    processes, _ = start_workers([*args, "--output-dir", str(out)])
+    processes, _ = start_workers(["train", *args, "--output-dir", str(out)])
     results = [finish(process) for process in processes]
     assert [status for status, _ in results] == [0, 0], results
     assert "which wrote the model to" in results[1][1]
@@ -202,6 +202,23 @@ def test_two_workers_train_like_one_process_write_only_the_chiefs_output_and_sur
     # Only the chief wrote the output directory; worker 1's temporary directories are gone.
     assert sorted(os.listdir(out)) == sorted(os.listdir(single))
     assert not [name for name in os.listdir(tempfile.gettempdir()) if name.startswith("gtr-keras-worker1-")]
+
+
+@pytest.mark.slow
+def test_two_workers_distill_the_weights_of_one_process(tiny_model_dir, tmp_path):
+    from training.test_distillation import tiny_distillation
+
+    config = tmp_path / "distill.json"
+    config.write_text(json.dumps(tiny_distillation(tmp_path, tiny_model_dir)))
+    assert main(["distill", "--config", str(config), "--output-dir", str(tmp_path / "single")]) == 0
+    processes, _ = start_workers(["distill", "--config", str(config), "--output-dir", str(tmp_path / "multi")])
+    results = [finish(process) for process in processes]
+    assert [status for status, _ in results] == [0, 0], results
+    reference, trained = final_weights(tmp_path / "single"), final_weights(tmp_path / "multi")
+    assert trained.keys() == reference.keys() and len(reference) > 5
+    for key in reference:
+        np.testing.assert_allclose(trained[key], reference[key], atol=1e-5, rtol=0, err_msg=key)
+    assert sorted(os.listdir(tmp_path / "multi")) == sorted(os.listdir(tmp_path / "single"))
 
 
 def test_multi_worker_without_tf_config_is_exit_2_before_reading_the_data(tmp_path, capsys, monkeypatch):
