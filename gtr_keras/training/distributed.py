@@ -157,8 +157,8 @@ class Cluster:
 def multi_worker_strategy(cluster, timeout):
     """A `tf.distribute.MultiWorkerMirroredStrategy` over `cluster` (whose `TF_CONFIG` is set): it waits
     up to `timeout` seconds for every task to start, and a task silent for `timeout` seconds (its
-    coordination-service heartbeats stop) fails the run on the others; a task that dies closes its
-    connections and fails them at once."""
+    coordination-service heartbeats stop) fails the run on the others (one that dies fails them at once
+    inside `watching`). A task that does not join is a `TrainingError` naming it."""
     import tensorflow as tf
     from tensorflow.compiler.xla.tsl.protobuf import coordination_config_pb2
     from tensorflow.python.eager import context
