@@ -93,11 +93,9 @@ def run(args, out, workers):
 
 
 def parameters(preset):
-    from gtr_keras.models.gtr.presets import preset_config
     from gtr_keras.models.gtr.text_embedder import GTRTextEmbedder
 
-    config = preset_config(preset)
-    return GTRTextEmbedder.from_architecture(preset).count_params(), config
+    return GTRTextEmbedder.from_architecture(preset).count_params()
 
 
 def main():
@@ -120,7 +118,7 @@ def main():
                   str(args.query_length), "--document-length", str(args.document_length), "--seed", "0"]
     one = run(train_args, os.path.join(args.work, "one"), 0)
     two = run(train_args, os.path.join(args.work, "two"), 2)
-    count, _ = parameters(args.preset)
+    count = parameters(args.preset)
     rows = [("1 process (default strategy)", 1, args.batch_size, one), ("2 workers on 127.0.0.1", 2,
                                                                          args.batch_size // 2, two)]
     now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")

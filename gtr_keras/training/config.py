@@ -370,9 +370,9 @@ def load_config(path, overrides=None, config_class=None):
     return (config_class or TrainConfig).from_dict(values, source=path or "training settings")
 
 
-def make_strategy(name, tpu=None, cluster=None, worker_timeout=120):
+def make_strategy(name, tpu=None, cluster=None, worker_timeout=None):
     """The `tf.distribute` strategy for `TrainConfig.strategy` (`"multi-worker"` needs the `cluster` of
-    `distributed.Cluster.from_environment`).
+    `distributed.Cluster.from_environment` and `TrainConfig.worker_timeout`).
 
     Example:
     >>> make_strategy("default").num_replicas_in_sync

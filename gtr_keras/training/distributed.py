@@ -145,12 +145,15 @@ class Cluster:
         return next((number for number in self.others if not self.answers(number)), None)
 
     def answers(self, number):
-        """True when the port of `tasks[number]` accepts a connection (a process that died closed it)."""
+        """False when the port of `tasks[number]` refuses connections (the process that listened there is
+        gone); True when it accepts one, or does not say in 2 s (a slow network: the heartbeats decide)."""
         host, _, port = self.tasks[number][2].rpartition(":")
         try:
             socket.create_connection((host, int(port)), timeout=2).close()
-        except OSError:
+        except ConnectionRefusedError:
             return False
+        except OSError:
+            return True
         return True
 
 
@@ -187,7 +190,7 @@ def multi_worker_strategy(cluster, timeout):
 @contextlib.contextmanager
 def watching(cluster, interval=1.0):
     """While the block runs, a thread knocks on the other tasks' ports every `interval` seconds; when one
-    is closed (its process died), it aborts this process's collectives naming that task, so that a step
+    refuses twice in a row (its process died), it aborts this process's collectives naming that task, so a step
     waiting for it fails at once rather than after the heartbeat timeout (a task that hangs keeps its
     port open: the coordination service's heartbeats catch it)."""
     import tensorflow as tf
@@ -196,12 +199,15 @@ def watching(cluster, interval=1.0):
     stop = threading.Event()
 
     def watch():
+        refused = set()  # tasks whose port refused the last knock: a second refusal in a row is a death
         while not stop.wait(interval):
-            lost = next((number for number in cluster.others if not cluster.answers(number)), None)
-            if lost is not None:
+            now = {number for number in cluster.others if not cluster.answers(number)}
+            lost = sorted(now & refused)
+            if lost:
                 context.context().abort_collective_ops(
-                    tf.errors.UNAVAILABLE, f"{cluster.describe(lost)} is gone: its port is closed")
+                    tf.errors.UNAVAILABLE, f"{cluster.describe(lost[0])} is gone: its port is closed")
                 return
+            refused = now
 
     thread = threading.Thread(target=watch, name="gtr-keras-watch-workers", daemon=True)
     thread.start()
@@ -273,11 +279,11 @@ def broadcast_bytes(strategy, cluster, data):
 
 
 def broadcast_variables(strategy, variables):
-    """Sets every worker's `variables` (Keras or `tf` variables created under `strategy`'s scope) to the
-    chief's values: an all-reduce of the chief's values and zeros elsewhere, exact."""
+    """Sets every worker's Keras `variables` (created under `strategy`'s scope) to the chief's values: an
+    all-reduce of the chief's values and zeros elsewhere, exact."""
     import tensorflow as tf
 
-    variables = [getattr(variable, "value", variable) for variable in variables]
+    variables = [variable.value for variable in variables]
 
     @tf.function
     def chief_values():
@@ -291,34 +297,49 @@ def broadcast_variables(strategy, variables):
         variable.assign(strategy.experimental_local_results(value)[0])
 
 
-def check_same_run(strategy, cluster, record):
-    """Raises `MismatchError`, on every worker, when a worker's `record` (JSON-able: the settings and input
-    fingerprints that decide the weights) differs from the chief's, naming the worker and the first
-    difference."""
-    mine = json.dumps(record, sort_keys=True).encode("utf-8")
-    records = [json.loads(data) for data in gather_bytes(strategy, cluster, mine)]
-    for number, other in enumerate(records[1:], start=1):
-        keys = sorted({*records[0], *other}, key=str)
-        different = [key for key in keys if json.dumps(records[0].get(key), sort_keys=True)
-                     != json.dumps(other.get(key), sort_keys=True)]
+def check_same_run(strategy, cluster, identity, failure=None):
+    """Compares the workers of a multi-worker run, on every worker alike (a barrier too).
+
+    Args:
+        strategy: the multi-worker strategy.
+        cluster: its `Cluster`.
+        identity: a JSON-able dict of what decides the weights (settings, input
+            fingerprints), which every worker must share.
+        failure: the `UserError` this worker met in its checks, or None.
+
+    Raises:
+        `failure` on its worker; on the others a `TrainingError` naming the
+        worker that failed and its message; else `MismatchError` naming the
+        first worker whose `identity` differs from the chief's, and the key.
+    """
+    mine = json.dumps({"identity": identity, "failure": str(failure) if failure else None}, sort_keys=True)
+    records = [json.loads(data) for data in gather_bytes(strategy, cluster, mine.encode("utf-8"))]
+    if failure is not None:
+        raise failure
+    for number, other in enumerate(records):
+        if other["failure"]:
+            raise TrainingError(f"{cluster.describe(number)} stopped: {other['failure']}")
+    chief = records[0]["identity"]
+    for number, other in enumerate(record["identity"] for record in records[1:]):
+        different = [key for key in sorted({*chief, *other})
+                     if json.dumps(chief.get(key), sort_keys=True) != json.dumps(other.get(key), sort_keys=True)]
         if different:
             key = different[0]
             raise MismatchError(
-                f"{TF_CONFIG}: {cluster.describe(number)} runs with {key}={other.get(key)}, the chief "
-                f"{cluster.describe(0)} with {key}={records[0].get(key)}; start every worker with the same "
-                "command and inputs"
+                f"{TF_CONFIG}: {cluster.describe(number + 1)} runs with {key}={other.get(key)}, the chief "
+                f"{cluster.describe(0)} with {key}={chief.get(key)}; start every worker with the same command "
+                "and inputs"
             )
 
 
 def lost_worker_error(cluster, error, kept):
-    """The `TrainingError` for a step that failed because a task was lost (None for other errors); `kept`
-    says where the last complete checkpoint is."""
-    if type(error).__name__ not in _LOST_ERRORS:
+    """The `TrainingError` for a collective that failed because a task it names (or whose port is closed)
+    was lost, else None; `kept` says where the last complete checkpoint is."""
+    number = cluster.lost_task(str(error)) if type(error).__name__ in _LOST_ERRORS else None
+    if number is None:
         return None
-    number = cluster.lost_task(str(error))
-    who = cluster.describe(number) if number is not None else "another task of the cluster"
     return TrainingError(
-        f"lost {who} ({type(error).__name__} in a collective of the training step); {kept}: rerun every "
+        f"lost {cluster.describe(number)} ({type(error).__name__} in a collective); {kept}: rerun every "
         "worker with the same command to resume from it"
     )
 
@@ -326,12 +347,18 @@ def lost_worker_error(cluster, error, kept):
 @contextlib.contextmanager
 def worker_directory(cluster):
     """A temporary local directory for what a worker other than the chief writes (its checkpoints,
-    logs), removed afterwards; one that a killed worker of this host left is removed first."""
+    logs), removed afterwards; one that a killed worker of this host left, and its lock file, are removed
+    first."""
     prefix = f"gtr-keras-{cluster.task_type}{cluster.task_index}-"
     root = tempfile.gettempdir()
     for name in os.listdir(root):
-        if name.startswith(prefix) and not _alive(name[len(prefix):].split("-")[0]):
-            shutil.rmtree(os.path.join(root, name), ignore_errors=True)
+        bare = name.removeprefix(".")  # `.NAME.lock`: the output lock beside the directory
+        if bare.startswith(prefix) and not _alive(bare[len(prefix):].split("-")[0]):
+            path = os.path.join(root, name)
+            if os.path.isdir(path):
+                shutil.rmtree(path, ignore_errors=True)
+            else:
+                os.remove(path)
     path = tempfile.mkdtemp(prefix=f"{prefix}{os.getpid()}-", dir=root)
     try:
         yield path

@@ -8,7 +8,6 @@ validation and keep-best (`callbacks`), a clear stop on a NaN loss, and the fina
 a gtr-keras model directory.
 """
 
-import contextlib
 import dataclasses
 import functools
 import hashlib
@@ -124,6 +123,33 @@ def _set_preprocessor(config, model, strategy, cluster):
     model.preprocessor = GTRTextEmbedderPreprocessor(tokenizer, config.data.document_length, config.data.query_length)
 
 
+def _checked_start(config, record, inputs, chief, strategy):
+    """The checks of a run's start, in the order that fails fastest, filling `record`'s inputs; returns
+    `(resumed run record or None, validation collection or None, strategy)` (the strategy is created here
+    unless given). Only the chief of a multi-worker run validates and reads the data through: the others'
+    inputs are compared with the chief's by their SHA-256 (`check_same_run`)."""
+    resumed = resumed_record(config)
+    if resumed:
+        check_resume(config, record, resumed, ("settings",))
+    validation = validation_collection(config) if chief else None  # small: read before the data is hashed
+    record["inputs"] = file_inputs(config)
+    if resumed:
+        check_resume(config, record, resumed, ("data", "tokenizer"))
+    elif chief:
+        config.data.check()
+    if config.deterministic:
+        tf.config.experimental.enable_op_determinism()
+    keras.utils.set_random_seed(config.seed)
+    if strategy is None:
+        strategy = make_strategy(config.strategy, config.tpu)
+    if inputs:  # after the strategy: connecting to a TPU resets TensorFlow's state
+        further = inputs()
+        record["inputs"].update(further)
+        if resumed:
+            check_resume(config, record, resumed, tuple(further))
+    return resumed, validation, strategy
+
+
 def train(config):
     """Trains a GTR dual encoder and writes the model directory `output_dir/model`.
 
@@ -206,12 +232,17 @@ def run_training(config, make_model, make_dataset, inputs=None):
     if config.strategy != "multi-worker":
         return _run_training(config, make_model, make_dataset, inputs)
     cluster = Cluster.from_environment()
+    # First: the strategy configures collectives, which TensorFlow allows only before its runtime starts
+    # (reading a TFRecord file to check it would start it).
+    strategy = make_strategy(config.strategy, cluster=cluster, worker_timeout=config.worker_timeout)
     try:
-        if cluster.is_chief:
-            return _run_training(config, make_model, make_dataset, inputs, cluster)
-        with worker_directory(cluster) as scratch:
-            return _run_training(dataclasses.replace(config, output_dir=scratch), make_model, make_dataset, inputs,
-                                 cluster)
+        with watching(cluster):
+            if cluster.is_chief:
+                return _run_training(config, make_model, make_dataset, inputs, cluster, strategy)
+            with worker_directory(cluster) as scratch:
+                # A worker keeps one checkpoint: its copies only match the chief's collectives.
+                worker = dataclasses.replace(config, output_dir=scratch, keep_checkpoints=1)
+                return _run_training(worker, make_model, make_dataset, inputs, cluster, strategy)
     except tf.errors.OpError as error:
         kept = "the chief keeps the last checkpoint"
         if cluster.is_chief:
@@ -224,32 +255,23 @@ def run_training(config, make_model, make_dataset, inputs=None):
 
 
 @locks_output("config.output_dir", inside=("model", BEST_MODEL, RUN_RECORD, "spiece.model"))
-def _run_training(config, make_model, make_dataset, inputs=None, cluster=None):
+def _run_training(config, make_model, make_dataset, inputs=None, cluster=None, strategy=None):
     policy = dtype_policy(config.precision)
     if config.init not in PRESETS and not _is_directory(config.init):
         raise CheckpointError(f"{config.init}: no such model directory and not a preset name ({', '.join(PRESETS)})")
     settings = config.to_dict()
     settings["data"]["format"] = config.data.resolved_format()
-    record, resumed = {"settings": settings, "inputs": {}}, resumed_record(config)
-    if resumed:
-        check_resume(config, record, resumed, ("settings",))
+    record = {"settings": settings, "inputs": {}}
     chief = cluster is None or cluster.is_chief
-    # small: read before the training data is hashed and checked; validated by the chief only
-    validation = validation_collection(config) if chief else None
-    record["inputs"] = file_inputs(config)
-    if resumed:
-        check_resume(config, record, resumed, ("data", "tokenizer"))
-    else:
-        config.data.check()
-    if config.deterministic:
-        tf.config.experimental.enable_op_determinism()
-    keras.utils.set_random_seed(config.seed)
-    strategy = make_strategy(config.strategy, config.tpu, cluster, config.worker_timeout)
-    if inputs:  # after the strategy: connecting to a TPU resets TensorFlow's state
-        further = inputs()
-        record["inputs"].update(further)
-        if resumed:
-            check_resume(config, record, resumed, tuple(further))
+    failure = None
+    try:
+        resumed, validation, strategy = _checked_start(config, record, inputs, chief, strategy)
+    except UserError as error:  # in a multi-worker run, every worker is told, then raises
+        if cluster is None:
+            raise
+        failure, resumed, validation = error, None, None
+    if cluster is not None:
+        check_same_run(strategy, cluster, worker_identity(record) if failure is None else {}, failure)
     replicas = strategy.num_replicas_in_sync
     chunk = config.grad_cache_chunk_size or 1
     if config.batch_size % (replicas * chunk):
@@ -260,11 +282,16 @@ def _run_training(config, make_model, make_dataset, inputs=None, cluster=None):
     with strategy.scope():
         encoder, init_fingerprint = _initial_encoder(config, policy)
     record["inputs"]["init"] = {"path": os.fspath(config.init), "sha256": init_fingerprint}
+    try:
+        if resumed:
+            check_resume(config, record, resumed, ("init",))
+    except MismatchError as error:
+        if cluster is None:
+            raise
+        failure = error
     if cluster is not None:
-        check_same_run(strategy, cluster, worker_identity(record))
-    if resumed:
-        check_resume(config, record, resumed, ("init",))
-    else:
+        check_same_run(strategy, cluster, {"init (SHA-256)": init_fingerprint}, failure)
+    if not resumed:
         fs.makedirs(config.output_dir)
         with atomic_file(os.path.join(config.output_dir, RUN_RECORD)) as f:
             f.write(json.dumps(record, indent=2, default=os.fspath).encode("utf-8"))
@@ -314,8 +341,7 @@ def _run_training(config, make_model, make_dataset, inputs=None, cluster=None):
             callbacks.insert(0, Progress())
         first_epoch = start // length
         try:
-            watch = watching(cluster) if cluster is not None else contextlib.nullcontext()
-            with config.data.surface_errors(), warnings.catch_warnings(), watch:
+            with config.data.surface_errors(), warnings.catch_warnings():
                 warnings.filterwarnings("ignore", message="Your input ran out of data")  # the run's last epoch
                 model.fit(
                     dataset,
@@ -342,4 +368,6 @@ def _run_training(config, make_model, make_dataset, inputs=None, cluster=None):
             )
     if chief:
         save(encoder, os.path.join(config.output_dir, "model"))
+    if cluster is not None:  # the others wait for the chief's model: every worker ends together
+        check_same_run(strategy, cluster, {})
     return encoder.batch_encoder()

@@ -46,9 +46,11 @@ def file_inputs(config):
     return {name: {"path": path, "sha256": file_sha256(path)} for name, path in files.items()}
 
 
-# Settings that may differ between the workers of one run: where its files are, what it prints.
-_WORKER_SETTINGS = ("output_dir", "verbose", "tpu", "worker_timeout", "init", "tokenizer", "data.source",
-                    "data.negatives_file", "teacher", "data.texts", "validation_data")
+# Settings that may differ between the workers of one run: where their files are, what they print. Unlike
+# `NOT_COMPARED` (what a resume may change), the strategy and the checkpoint and validation steps must agree:
+# every worker runs the same collectives at the same steps.
+_WORKER_SETTINGS = ("output_dir", "keep_checkpoints", "verbose", "tpu", "worker_timeout", "init", "tokenizer",
+                    "data.source", "data.negatives_file", "teacher", "data.texts", "validation_data")
 
 
 def worker_identity(record):

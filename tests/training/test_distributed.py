@@ -107,7 +107,8 @@ sys.exit(main(sys.argv[1:]))
 """
 
 
-def start_workers(args, die_at=None, timeout=60):
+def start_workers(args, logs, die_at=None, timeout=60):
+    """Starts `gtr-keras ARGS` as 2 workers on 127.0.0.1, their output in `logs`/worker{0,1}.log."""
     addresses = [f"127.0.0.1:{port}" for port in free_ports(2)]
     processes = []
     for index in (0, 1):
@@ -115,20 +116,22 @@ def start_workers(args, die_at=None, timeout=60):
                "TF_CONFIG": json.dumps({"cluster": {"worker": addresses}, "task": {"type": "worker", "index": index}})}
         if die_at and index == 1:
             env["DIE_AT"] = str(die_at)
-        processes.append(subprocess.Popen(
-            [sys.executable, "-c", WORKER, *args, "--strategy", "multi-worker",
-             "--worker-timeout", str(timeout)],
-            cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
+        with open(os.path.join(logs, f"worker{index}.log"), "w") as log:
+            processes.append(subprocess.Popen(
+                [sys.executable, "-c", WORKER, *args, "--strategy", "multi-worker", "--worker-timeout", str(timeout)],
+                cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT))
     return processes, addresses
 
 
-def finish(process, timeout=240):
+def finish(processes, logs, timeout=240):
+    """`[(status, output)]` of the workers, waiting at most `timeout` seconds in all."""
+    deadline = time.time() + timeout
     try:
-        output, _ = process.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        process.kill()
-        raise
-    return process.returncode, output
+        statuses = [process.wait(timeout=max(1, deadline - time.time())) for process in processes]
+    finally:
+        for process in processes:
+            process.kill()
+    return [(status, open(os.path.join(logs, f"worker{index}.log")).read()) for index, status in enumerate(statuses)]
 
 
 def train_losses(log_dir):
@@ -171,19 +174,18 @@ def test_two_workers_train_like_one_process_write_only_the_chiefs_output_and_sur
 
     # Worker 1 is SIGKILLed at step 6: the chief ends, naming it, with its checkpoint of step 6 kept.
     out = tmp_path / "multi"
-    processes, addresses = start_workers(["train", *args, "--output-dir", str(out)], die_at=6)
+    processes, addresses = start_workers(["train", *args, "--output-dir", str(out)], tmp_path, die_at=6)
     began = time.time()
-    status, output = finish(processes[0])
-    assert processes[1].wait(timeout=60) == -signal.SIGKILL
+    (status, output), (killed, _) = finish(processes, tmp_path)
+    assert killed == -signal.SIGKILL
     assert status == 2 and time.time() - began < 200, output
-    last = output.strip().splitlines()[-1]
-    assert f"lost worker 1 ({addresses[1]})" in last and "checkpoints/ckpt-6" in last, last
+    last = [line for line in output.splitlines() if line.startswith("gtr-keras train: error:")]
+    assert len(last) == 1 and f"lost worker 1 ({addresses[1]})" in last[0] and "checkpoints/ckpt-6" in last[0], output
     assert not (out / "model").exists()
     assert tf.train.latest_checkpoint(str(out / "checkpoints")).endswith("ckpt-6")
 
     # Rerun: the workers resume from the chief's checkpoint and end with the single process's weights.
-    processes, _ = start_workers(["train", *args, "--output-dir", str(out)])
-    results = [finish(process) for process in processes]
+    results = finish(start_workers(["train", *args, "--output-dir", str(out)], tmp_path)[0], tmp_path)
     assert [status for status, _ in results] == [0, 0], results
     assert "which wrote the model to" in results[1][1]
     reference, trained = final_weights(single), final_weights(out)
@@ -199,20 +201,32 @@ def test_two_workers_train_like_one_process_write_only_the_chiefs_output_and_sur
     global_loss, per_worker_loss = step_one_losses(tiny_model_dir, data)
     assert abs(multi_losses[1] - global_loss) < 1e-4 and abs(per_worker_loss - global_loss) > 1e-2
 
-    # Only the chief wrote the output directory; worker 1's temporary directories are gone.
+    # Only the chief wrote the output directory; worker 1's temporary directories and locks are gone.
     assert sorted(os.listdir(out)) == sorted(os.listdir(single))
-    assert not [name for name in os.listdir(tempfile.gettempdir()) if name.startswith("gtr-keras-worker1-")]
+    assert not [name for name in os.listdir(tempfile.gettempdir()) if "gtr-keras-worker1-" in name]
+
+    # A check that fails on the chief alone (a resume with other settings) ends every worker with its line.
+    processes, addresses = start_workers(["train", *args, "--steps", "13", "--output-dir", str(out)], tmp_path)
+    results = finish(processes, tmp_path)
+    errors = [[line for line in output.splitlines() if line.startswith("gtr-keras train: error:")]
+              for _, output in results]
+    assert [status for status, _ in results] == [2, 2] and all(len(lines) == 1 for lines in errors), results
+    assert "this run has steps=13, the run being resumed has steps=12" in errors[0][0]
+    assert errors[1][0].startswith(f"gtr-keras train: error: worker 0 ({addresses[0]}) stopped: ")
 
 
 @pytest.mark.slow
 def test_two_workers_distill_the_weights_of_one_process(tiny_model_dir, tmp_path):
     from training.test_distillation import tiny_distillation
 
+    # From a preset without a tokenizer: the chief trains the SentencePiece model and sends it to worker 1.
+    settings = tiny_distillation(tmp_path, tiny_model_dir, sentencepiece_vocabulary_size=60)
+    del settings["tokenizer"]
     config = tmp_path / "distill.json"
-    config.write_text(json.dumps(tiny_distillation(tmp_path, tiny_model_dir)))
+    config.write_text(json.dumps(settings))
     assert main(["distill", "--config", str(config), "--output-dir", str(tmp_path / "single")]) == 0
-    processes, _ = start_workers(["distill", "--config", str(config), "--output-dir", str(tmp_path / "multi")])
-    results = [finish(process) for process in processes]
+    results = finish(start_workers(["distill", "--config", str(config), "--output-dir", str(tmp_path / "multi")],
+                                   tmp_path)[0], tmp_path)
     assert [status for status, _ in results] == [0, 0], results
     reference, trained = final_weights(tmp_path / "single"), final_weights(tmp_path / "multi")
     assert trained.keys() == reference.keys() and len(reference) > 5
