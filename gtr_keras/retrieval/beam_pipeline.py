@@ -26,6 +26,7 @@ Example:
 >>> index = SearchIndex(corpus.ids, embeddings)  # doctest: +SKIP
 """
 
+import contextlib
 import gzip
 import io
 import json
@@ -136,20 +137,23 @@ def read_documents(file_number, path):
         yield (doc_id, file_number, line_no, title, text), Corpus([doc_id], [title], [text]).joined()[0]
 
 
+@contextlib.contextmanager
 def _local_model_dir(model_dir):
-    """`model_dir` itself when local; else a local copy of its files (a preset's, weight shards included)."""
+    """`model_dir` itself when local; else a temporary local copy of its files (a preset's, weight shards
+    included), removed when the block ends (the model is in memory by then)."""
     if FileSystems.get_scheme(model_dir) is None:
-        return model_dir
-    local = tempfile.mkdtemp(prefix="gtr-keras-model-")
-    patterns = [FileSystems.join(model_dir, "*"), FileSystems.join(model_dir, "assets", "*", "*")]
-    for match in FileSystems.match(patterns):
-        for metadata in match.metadata_list:
-            relative = metadata.path[len(model_dir):].lstrip("/")
-            os.makedirs(os.path.join(local, os.path.dirname(relative)), exist_ok=True)
-            with FileSystems.open(metadata.path) as src, open(os.path.join(local, relative), "wb") as dst:
-                while chunk := src.read(1 << 24):
-                    dst.write(chunk)
-    return local
+        yield model_dir
+        return
+    with tempfile.TemporaryDirectory(prefix="gtr-keras-model-") as local:
+        patterns = [FileSystems.join(model_dir, "*"), FileSystems.join(model_dir, "assets", "*", "*")]
+        for match in FileSystems.match(patterns):
+            for metadata in match.metadata_list:
+                relative = metadata.path[len(model_dir):].lstrip("/")
+                os.makedirs(os.path.join(local, os.path.dirname(relative)), exist_ok=True)
+                with FileSystems.open(metadata.path) as src, open(os.path.join(local, relative), "wb") as dst:
+                    while chunk := src.read(1 << 24):
+                        dst.write(chunk)
+        yield local
 
 
 class GTRModelHandler(ModelHandler):
@@ -179,7 +183,8 @@ class GTRModelHandler(ModelHandler):
         self.batch_size = batch_size
 
     def load_model(self):
-        return saving.load(_local_model_dir(self.model_dir))
+        with _local_model_dir(self.model_dir) as local:
+            return saving.load(local)
 
     def run_inference(self, batch, model, inference_args=None):
         embeddings = model.encode_documents(list(batch), self.batch_size, progress=False)

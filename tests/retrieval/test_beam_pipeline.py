@@ -346,10 +346,13 @@ class _FakeRemoteFileSystem(LocalFileSystem):
         return results
 
 
-def test_model_handler_stages_a_remote_model_dir(tiny_model_dir, tiny_encoder):
+def test_model_handler_stages_a_remote_model_dir_and_removes_the_copy(tiny_model_dir, tiny_encoder, tmp_path,
+                                                                      monkeypatch):
+    monkeypatch.setattr("tempfile.tempdir", str(tmp_path))
     encoder = GTRModelHandler("gtrtest://" + tiny_model_dir).load_model()
     texts = ["a short document", "a somewhat longer document about dense retrieval"]
     np.testing.assert_allclose(encoder.encode_documents(texts), tiny_encoder.encode_documents(texts), atol=1e-6)
+    assert not [name for name in os.listdir(tmp_path) if name.startswith("gtr-keras-")]  # the copy is gone
 
 
 def test_beam_arguments_become_pipeline_args():
