@@ -33,3 +33,27 @@ class TrainingError(UserError):
 
 class BusyError(UserError):
     """An output is in use by another run; the message names that run."""
+
+
+def run_script(main):
+    """Runs a recipe's or benchmark's `main()` as `gtr-keras` runs a command: a `UserError` or
+    `OSError` ends the script with exit status 2 and one line on stderr, `SCRIPT: error: MESSAGE`;
+    any other exception is a bug and keeps its traceback. `main`'s return value is the exit status.
+
+    Args:
+        main: a function of no arguments (it parses `sys.argv` itself).
+
+    Example:
+    >>> if __name__ == "__main__":  # doctest: +SKIP
+    ...     run_script(main)
+    """
+    import os
+    import sys
+
+    try:
+        status = main()
+    except (UserError, OSError) as error:
+        message = "; ".join(line.strip() for line in str(error).splitlines() if line.strip())
+        print(f"{os.path.basename(sys.argv[0])}: error: {message}", file=sys.stderr)
+        sys.exit(2)
+    sys.exit(status)

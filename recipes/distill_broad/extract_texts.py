@@ -24,7 +24,7 @@ Cleaning: markup stripped, whitespace collapsed, documents of fewer than 3 words
 Order: sorted by (query, document) / text, then permuted with `random.Random(0)` (the distillation input
 pipeline's shuffle buffer holds 100,000 examples, fewer than a file, so an alphabetical file would give
 alphabetical batches); `--max-records N` keeps a seeded sample of N records a file. Files are gzip'd with
-mtime 0 and written atomically (`NAME.partial`, then renamed): the same packages give the same bytes.
+mtime 0 and written atomically: the same packages give the same bytes.
 """
 
 import argparse
@@ -34,8 +34,10 @@ import json
 import os
 import random
 import re
-import sys
 import unicodedata
+
+from gtr_keras.errors import UserError, run_script
+from gtr_keras.utils import files
 
 PACKAGES = ("wordnet-base", "dict-gcide", "dict-foldoc", "dict-jargon", "manpages")
 SEED = 0
@@ -48,6 +50,18 @@ _B64 = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
 
 
 # ---------------------------------------------------------------------------------------------- common
+
+
+def write_jsonl_gz(path, records):
+    """Writes `records` as gzip'd JSON Lines, mtime 0 and no name in the gzip header (the same records give
+    the same bytes), atomically (`gtr_keras.utils.files.atomic_file`). Returns how many were written."""
+    count = 0
+    with files.atomic_file(path) as raw, gzip.GzipFile(filename="", fileobj=raw, mode="wb", mtime=0) as packed, \
+            io.TextIOWrapper(packed, encoding="utf-8", newline="\n") as f:
+        for record in records:
+            f.write(json.dumps(record, ensure_ascii=False) + "\n")
+            count += 1
+    return count
 
 
 def squash(text):
@@ -111,13 +125,7 @@ class Collector:
         if max_records is not None and len(records) > max_records:
             records = records[:max_records]  # the shuffle is seeded: a seeded sample
         path = os.path.join(out_dir, f"{self.name}.jsonl.gz")
-        with open(path + ".partial", "wb") as raw:
-            with gzip.GzipFile(filename="", fileobj=raw, mode="wb", mtime=0) as packed, \
-                    io.TextIOWrapper(packed, encoding="utf-8", newline="\n") as f:
-                for record in records:
-                    f.write(json.dumps(record, ensure_ascii=False) + "\n")
-        os.replace(path + ".partial", path)
-        self.counts["written"] = len(records)
+        self.counts["written"] = write_jsonl_gz(path, records)
         return path
 
 
@@ -561,7 +569,7 @@ def main(argv=None):
                                                               for name in ("gcide", "foldoc", "jargon")))
                if not os.path.exists(path)]
     if missing:
-        sys.exit(f"missing {', '.join(missing)}: apt-get install -y {' '.join(PACKAGES)}")
+        raise UserError(f"missing {', '.join(missing)}: apt-get install -y {' '.join(PACKAGES)}")
     jobs = [  # (extractor, the files it fills)
         (wordnet, [Collector("wordnet-pairs", True), Collector("wordnet-examples", False)]),
         (gcide, [Collector("gcide-pairs", True)]),
@@ -583,4 +591,4 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run_script(main)

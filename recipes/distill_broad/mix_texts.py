@@ -9,30 +9,34 @@ Debian package (short -> long description) pair of DATA_DIR/debian-descriptions.
 DATA_DIR/msmarco-dl19-subset. A pair or text equal (case-folded, whitespace collapsed) to a query, title
 or document of an evaluation collection (SciFact, NFCorpus, Cranfield, CISI in DATA_DIR) is dropped.
 Each file is permuted with `random.Random(0)` (the distillation's shuffle buffer then mixes sources from
-the first batch), gzip'd with mtime 0 and written atomically: the same inputs give the same bytes. Counts
+the first batch), gzip'd with mtime 0 and no name in the header and written atomically: the same inputs
+give the same bytes. A missing file or a record without its fields is exit 2, one line naming it. Counts
 per source are printed.
 """
 
 import argparse
-import gzip
-import io
-import json
 import os
 import random
+
+from extract_texts import write_jsonl_gz
+
+from gtr_keras.errors import run_script
+from gtr_keras.retrieval.readers import load_corpus, load_queries
+from gtr_keras.utils.text_files import iter_jsonl, str_field
 
 EVALUATION = ("scifact", "nfcorpus", "cranfield", "cisi")
 BROAD_PAIRS = ("wordnet-pairs", "gcide-pairs", "foldoc-pairs", "jargon-pairs", "manpages-pairs")
 
 
-def read_jsonl(path):
-    opener = gzip.open if path.endswith(".gz") else open
-    with opener(path, "rt", encoding="utf-8") as f:
-        return [json.loads(line) for line in f if line.strip()]
-
-
-def collection_file(directory, name):
-    return next(os.path.join(directory, f"{name}{suffix}") for suffix in (".jsonl", ".jsonl.gz")
-                if os.path.exists(os.path.join(directory, f"{name}{suffix}")))
+def read_records(path, fields):
+    """The records of a `.jsonl[.gz]` file, each with the string `fields` (a `DataError` naming the file, line
+    and field otherwise)."""
+    records = []
+    for line_no, record in iter_jsonl(path):
+        for field in fields:
+            str_field(path, line_no, record, field, required=True)
+        records.append(record)
+    return records
 
 
 def key(text):
@@ -43,10 +47,9 @@ def evaluation_texts(data):
     """Every query, title and document text of the evaluation collections, case-folded."""
     seen = set()
     for name in EVALUATION:
-        for record in read_jsonl(collection_file(os.path.join(data, name), "queries")):
-            seen.add(key(record["text"]))
-        for record in read_jsonl(collection_file(os.path.join(data, name), "corpus")):
-            seen.update(key(record.get(field) or "") for field in ("title", "text"))
+        seen.update(key(text) for text in load_queries(os.path.join(data, name)).values())
+        corpus = load_corpus(os.path.join(data, name))
+        seen.update(key(text) for text in corpus.titles + corpus.texts)
     seen.discard("")
     return seen
 
@@ -54,11 +57,7 @@ def evaluation_texts(data):
 def write(path, records):
     records = list(records)
     random.Random(0).shuffle(records)
-    with open(f"{path}.partial", "wb") as raw:
-        with gzip.GzipFile(fileobj=raw, mode="wb", mtime=0) as packed, io.TextIOWrapper(packed, "utf-8") as f:
-            f.writelines(json.dumps(record, ensure_ascii=False) + "\n" for record in records)
-    os.replace(f"{path}.partial", path)
-    return len(records)
+    return write_jsonl_gz(path, records)
 
 
 def main():
@@ -79,17 +78,18 @@ def main():
         return kept
 
     for name in BROAD_PAIRS:
-        records = read_jsonl(os.path.join(args.broad, f"{name}.jsonl.gz"))
+        records = read_records(os.path.join(args.broad, f"{name}.jsonl.gz"), ("_id", "query", "positive"))
         if name == "gcide-pairs" and len(records) > args.gcide:
             records = random.Random(0).sample(sorted(records, key=lambda r: r["_id"]), args.gcide)
         pairs += take(name, records, ("query", "positive"))
-    debian = read_jsonl(os.path.join(args.data, "debian-descriptions", "pairs.jsonl.gz"))
+    debian = read_records(os.path.join(args.data, "debian-descriptions", "pairs.jsonl.gz"), ("query", "positive"))
     pairs += take("debian-pairs", [{"_id": f"debian:{r['_id']}", "query": r["query"], "positive": r["positive"]}
                                    for r in debian], ("query", "positive"))
-    singles += take("wordnet-examples", read_jsonl(os.path.join(args.broad, "wordnet-examples.jsonl.gz")), ("text",))
-    msmarco = read_jsonl(collection_file(os.path.join(args.data, "msmarco-dl19-subset"), "corpus"))
-    singles += take("msmarco-passages", [{"_id": f"msmarco:{r['_id']}", "text": r["text"]} for r in msmarco],
-                    ("text",))
+    singles += take("wordnet-examples", read_records(os.path.join(args.broad, "wordnet-examples.jsonl.gz"),
+                                                     ("_id", "text")), ("text",))
+    msmarco = load_corpus(os.path.join(args.data, "msmarco-dl19-subset"))
+    singles += take("msmarco-passages", [{"_id": f"msmarco:{i}", "text": text} for i, text in
+                                         zip(msmarco.ids, msmarco.texts)], ("text",))
     for source, (read, kept) in counts.items():
         print(f"{source}: {kept:,} of {read:,} kept")
     print(f"{write(os.path.join(args.out, 'pairs.jsonl.gz'), pairs):,} pairs, "
@@ -97,4 +97,4 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    run_script(main)

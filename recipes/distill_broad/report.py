@@ -3,10 +3,10 @@
     python recipes/distill_broad/report.py OUT_DIR DATA_DIR [--bundled MODEL_DIR]
 
 Tables: zero-shot NDCG@10 per collection (the student of the best NFCorpus dev validation, the last
-student, the teacher, BM25 and, with --bundled, the previously bundled model); encoding speed; the
-training loss (means over 1,000 steps) and the NFCorpus dev validations, from the run's TensorBoard logs;
-pieces per word of the student's tokenizer (and the bundled one's) on each collection's first 2,000
-documents.
+student, the teacher, BM25 and the previously bundled model, whose results `run.sh` writes when `BUNDLED`
+is set); encoding speed; the training loss (means over 1,000 steps) and the NFCorpus dev validations, from
+the run's TensorBoard logs; pieces per word of the student's tokenizer (and, with --bundled, of that model's)
+on each collection's first 2,000 documents.
 """
 
 import argparse
@@ -16,6 +16,8 @@ import os
 
 import sentencepiece as spm
 from vocab_study import corpus_file, joined, pieces_per_word, records
+
+from gtr_keras.errors import UserError, run_script
 
 DATASETS = ("scifact", "nfcorpus", "cranfield", "cisi")
 ZERO_SHOT = ("scifact", "cranfield", "cisi")
@@ -44,15 +46,19 @@ def scalars(log_dir):
 
 
 def tokenizer_file(model_dir):
-    return next(path for path in (os.path.join(model_dir, "assets", "tokenizer", "vocabulary.spm"),
-                                  os.path.join(model_dir, "spiece.model")) if os.path.exists(path))
+    candidates = (os.path.join(model_dir, "assets", "tokenizer", "vocabulary.spm"),
+                  os.path.join(model_dir, "spiece.model"))
+    found = [path for path in candidates if os.path.exists(path)]
+    if not found:
+        raise UserError(f"{model_dir}: no SentencePiece model (assets/tokenizer/vocabulary.spm or spiece.model)")
+    return found[0]
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("out")
     parser.add_argument("data")
-    parser.add_argument("--bundled")
+    parser.add_argument("--bundled", help="the previously bundled model's directory (its tokenizer's row)")
     args = parser.parse_args()
 
     print("| model | " + " | ".join(DATASETS) + " | average (scifact, cranfield, cisi) |")
@@ -83,7 +89,7 @@ def main():
         print("NFCorpus dev NDCG@10 by step: " + ", ".join(f"{step} {value:.4f}" for step, value in
                                                            sorted(validation.items())))
 
-    tokenizers = {"student": tokenizer_file(os.path.join(args.out, "student", "model"))}
+    tokenizers = {"student": tokenizer_file(os.path.join(args.out, "student", "best_model"))}
     if args.bundled:
         tokenizers["bundled"] = tokenizer_file(args.bundled)
     print("\n| tokenizer | pieces per word: " + ", ".join(DATASETS) + " |\n|---|---|")
@@ -97,4 +103,4 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    run_script(main)

@@ -15,11 +15,14 @@
 #    MS MARCO passages of DATA_DIR; nothing equal to an evaluation text).
 # 3. gtr-keras distill with distill.yaml, validating on NFCorpus dev: OUT_DIR/student/best_model is the
 #    checkpoint of the best NFCorpus dev NDCG@10, OUT_DIR/student/model the last.
-# 4. Evaluation (recipes/distill_cpu/evaluate.py, exact search) and BM25 (gtr-keras evaluate).
-# Then: python recipes/distill_broad/report.py OUT_DIR DATA_DIR [--bundled PREVIOUS_MODEL_DIR]
+# 4. Evaluation (recipes/distill_cpu/evaluate.py, exact search) and BM25 (gtr-keras evaluate); with BUNDLED set,
+#    also the model bundled before this recipe's (16k vocabulary), for its row: a checkout of commit 72ca01a, e.g.
+#    git worktree add /tmp/gtr-keras-72ca01a 72ca01a && BUNDLED=/tmp/gtr-keras-72ca01a/gtr_keras/assets/gtr-small-distilled
+# Then: python recipes/distill_broad/report.py OUT_DIR DATA_DIR [--bundled "$BUNDLED"]
 set -euo pipefail
 DATA=${1:-../shared/data}
 OUT=${2:-runs/distill_broad}
+BUNDLED=${BUNDLED:-}
 HERE=$(cd "$(dirname "$0")" && pwd)
 CPU="$HERE/../distill_cpu"
 mkdir -p "$OUT/results"
@@ -41,6 +44,7 @@ for dataset in scifact nfcorpus cranfield cisi; do
   evaluate best "$OUT/student/best_model" "$dataset"
   evaluate last "$OUT/student/model" "$dataset"
   evaluate teacher "$OUT/teacher" "$dataset"
+  [ -z "$BUNDLED" ] || evaluate bundled "$BUNDLED" "$dataset"
   [ -f "$OUT/results/bm25-$dataset.json" ] || timed "bm25 $dataset" gtr-keras evaluate --dataset "$DATA/$dataset" \
     --retriever bm25 --output-json "$OUT/results/bm25-$dataset.json"
 done

@@ -1,29 +1,27 @@
-"""Vocabulary study: SentencePiece pieces per whitespace word, bundled tokenizer vs broad-text vocabularies.
+"""Vocabulary study: SentencePiece pieces per whitespace word, the bundled tokenizer's texts vs broad text.
 
     nice -n 19 python recipes/distill_broad/vocab_study.py --broad BROAD_DIR [--data ../shared/data]
-        [--work /tmp/vocab_study] [--sizes 16000 24000 32000] [--markdown recipes/distill_broad/VOCAB.md]
+        [--work /tmp/vocab_study] [--sizes 16000 24000 32000] [--markdown TABLES.md] [--compare SPM_FILE]
 
-BROAD_DIR is what `extract_texts.py` wrote. Trains case-folded unigram SentencePiece models with the options
-of `gtr_keras.models.gtr.tokenizer.train_sentencepiece(..., case_folding=True)` (T5 special ids, `nmt_nfkc_cf`,
-character coverage 0.9995, 200,000 input sentences shuffled, hard_vocab_limit off), except `num_threads=1`,
+BROAD_DIR is what `extract_texts.py` wrote. Trains case-folded unigram SentencePiece models with
+`gtr_keras.models.gtr.tokenizer.train_sentencepiece(..., case_folding=True, num_threads=1)` (T5 special ids,
+`nmt_nfkc_cf`, character coverage 0.9995, 200,000 input sentences shuffled, hard_vocab_limit off)
 on a seeded sample (`random.Random(0)`) of the distinct texts (queries and documents) of:
 
 - the broad texts (every file of BROAD_DIR),
 - all Debian description pairs (DATA/debian-descriptions/pairs.jsonl.gz, query and long description),
 - the MS MARCO passages of DATA/msmarco-dl19-subset/corpus.jsonl ("title text"),
 
-and, as a control, the texts the bundled tokenizer was trained on (recipes/distill_cpu/run.sh: 30,000 Debian
-pairs sampled with seed 0, then the MS MARCO passages, all distinct texts). Then it counts pieces per whitespace
-word (`len(pieces) / len(text.split())`, summed over texts) on the first 2,000 documents ("title text") of each
-evaluation collection's corpus and of the Debian descriptions (long descriptions), for each model and for the
-bundled `gtr-small-distilled` tokenizer. Evaluation texts are only measured, never trained on.
+and, as a control, the texts the 16k tokenizer bundled until issue #26 was trained on
+(recipes/distill_cpu/run.sh: 30,000 Debian pairs sampled with seed 0, then the MS MARCO passages, all
+distinct texts). Then it counts pieces per whitespace word (`len(pieces) / len(text.split())`, summed over
+texts) on the first 2,000 documents ("title text") of each evaluation collection's corpus and of the Debian
+descriptions (long descriptions), for each model and for `--compare`'s. Evaluation texts are only measured,
+never trained on.
 """
 
 import argparse
-import gzip
 import hashlib
-import io
-import json
 import os
 import random
 import sys
@@ -31,9 +29,13 @@ import time
 
 import sentencepiece as spm
 
+from gtr_keras.errors import run_script
+from gtr_keras.models.gtr.tokenizer import train_sentencepiece
+from gtr_keras.retrieval.readers import CORPUS_FILES, in_collection
+from gtr_keras.utils.text_files import iter_jsonl
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
-BUNDLED = os.path.join(ROOT, "gtr_keras", "assets", "gtr-small-distilled", "assets", "tokenizer", "vocabulary.spm")
 COLLECTIONS = ("scifact", "nfcorpus", "cranfield", "cisi")
 MEASURED = 2000
 SENTENCES = 200_000  # train_sentencepiece's seed_sentences and the distill loop's _SENTENCEPIECE_TEXTS
@@ -41,18 +43,12 @@ SEED = 0
 
 
 def records(path):
-    opener = gzip.open if path.endswith(".gz") else open
-    with opener(path, "rt", encoding="utf-8") as f:
-        for line in f:
-            if line.strip():
-                yield json.loads(line)
+    """The JSON objects of a `.jsonl[.gz]` file (a `DataError` naming the file and line for a bad one)."""
+    return (record for _, record in iter_jsonl(path))
 
 
 def corpus_file(directory):
-    for name in ("corpus.jsonl", "corpus.jsonl.gz"):
-        if os.path.exists(os.path.join(directory, name)):
-            return os.path.join(directory, name)
-    sys.exit(f"{directory}: no corpus.jsonl[.gz]")
+    return in_collection(directory, CORPUS_FILES)
 
 
 def joined(record):
@@ -77,17 +73,9 @@ def distinct(texts):
 
 
 def train(texts, path, size):
-    """A case-folded unigram model, with train_sentencepiece's options (one thread). Returns seconds."""
+    """A case-folded unigram model as `gtr-keras distill` trains one, on one thread. Returns seconds."""
     start = time.time()
-    model = io.BytesIO()
-    spm.SentencePieceTrainer.train(
-        sentence_iterator=iter(texts), model_writer=model, vocab_size=size, model_type="unigram",
-        pad_id=0, eos_id=1, unk_id=2, bos_id=-1, normalization_rule_name="nmt_nfkc_cf",
-        character_coverage=0.9995, input_sentence_size=SENTENCES, shuffle_input_sentence=True,
-        max_sentence_length=16384, hard_vocab_limit=False, minloglevel=2, num_threads=1,
-    )
-    with open(path + ".partial", "wb") as f:
-        f.write(model.getvalue())
+    train_sentencepiece(texts, path + ".partial", size, seed_sentences=SENTENCES, case_folding=True, num_threads=1)
     os.replace(path + ".partial", path)
     return time.time() - start
 
@@ -107,6 +95,9 @@ def main(argv=None):
     parser.add_argument("--work", default="/tmp/vocab_study", help="where the trained models go")
     parser.add_argument("--sizes", type=int, nargs="+", default=[16000, 24000, 32000])
     parser.add_argument("--markdown", help="also write the table and the command into this file")
+    parser.add_argument("--compare", metavar="SPM_FILE", help="also measure this SentencePiece model (e.g. the "
+                        "16k vocabulary bundled until issue #26: `git show 72ca01a:gtr_keras/assets/"
+                        "gtr-small-distilled/assets/tokenizer/vocabulary.spm > bundled-16k.spm`)")
     args = parser.parse_args(argv)
     os.makedirs(args.work, exist_ok=True)
     data = os.path.normpath(args.data)
@@ -129,7 +120,7 @@ def main(argv=None):
           f"trained on a sample of {len(broad_texts)} (sha256 {digest}); control: {len(control_texts)} texts")
 
     # Models.
-    models = [("bundled gtr-small-distilled (16k; Debian 30k + MS MARCO)", BUNDLED, None)]
+    models = [(f"compare: {args.compare}", args.compare, None)] if args.compare else []
     jobs = [("control: Debian 30k + MS MARCO, 16k (this script)", "control-16000.model", control_texts, 16000)]
     jobs += [(f"broad + Debian + MS MARCO, {size // 1000}k", f"broad-{size}.model", broad_texts, size)
              for size in args.sizes]
@@ -176,4 +167,4 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run_script(main)

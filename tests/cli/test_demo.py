@@ -7,6 +7,21 @@ import pytest
 from gtr_keras.cli.demo import DEMO_MODEL
 
 
+def _card_cranfield_ndcg(row):
+    """Cranfield NDCG@10 of one row of the bundled model card's table (`this model`, `BM25 (bm25s)`)."""
+    with open(os.path.join(DEMO_MODEL, "MODEL_CARD.md")) as f:
+        lines = [[cell.strip() for cell in line.strip().strip("|").split("|")] for line in f if line.startswith("|")]
+    column = lines[0].index("Cranfield")
+    return next(float(cells[column]) for cells in lines if cells[0] == row)
+
+
+def _demo_ndcg(out, row):
+    lines = out.split("zero-shot evaluation")[1].splitlines()
+    header = next(line.split() for line in lines if line.startswith("run "))
+    values = next(line[len(row):].split() for line in lines if line.startswith(row))
+    return float(values[header.index("ndcg@10") - 1])
+
+
 def _run_demo(tmp_path, *extra):
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TF_CPP_MIN_LOG_LEVEL": "3"}
     command = [sys.executable, "-m", "gtr_keras_cli", "demo", "--out", str(tmp_path / "demo"), *extra]
@@ -27,7 +42,10 @@ def _check_output(out, tmp_path):
 @pytest.mark.slow
 def test_demo_with_the_bundled_model_runs_offline_from_any_directory(tmp_path):
     assert os.path.exists(os.path.join(DEMO_MODEL, "model.weights.h5"))
-    _check_output(_run_demo(tmp_path), tmp_path)
+    out = _run_demo(tmp_path)
+    _check_output(out, tmp_path)
+    assert _demo_ndcg(out, "GTR (this model)") == _card_cranfield_ndcg("this model")  # the card's number is the demo's
+    assert _demo_ndcg(out, "BM25 (bm25s)") == _card_cranfield_ndcg("BM25 (bm25s)")
 
 
 @pytest.mark.slow

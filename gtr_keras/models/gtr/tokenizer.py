@@ -155,7 +155,8 @@ class _NamedSentencepieceModel(sentencepiece_tokenizer._SentencepieceModelResour
         )
 
 
-def train_sentencepiece(texts, output_path, vocabulary_size=8000, seed_sentences=200_000, case_folding=False):
+def train_sentencepiece(texts, output_path, vocabulary_size=8000, seed_sentences=200_000, case_folding=False,
+                        num_threads=None):
     """Trains a T5-style SentencePiece unigram model on `texts`.
 
     The special pieces sit where T5's do (`<pad>` 0, `</s>` 1, `<unk>` 2, no
@@ -170,6 +171,7 @@ def train_sentencepiece(texts, output_path, vocabulary_size=8000, seed_sentences
         case_folding: normalise with NFKC and Unicode case folding
             (`nmt_nfkc_cf`) instead: the model, and every tokenizer that
             loads it, then maps "WING", "Wing" and "wing" to the same pieces.
+        num_threads: SentencePiece's training threads (default: one a CPU core).
 
     Example:
     >>> train_sentencepiece(corpus_texts, "spiece.model", vocabulary_size=1000)
@@ -191,7 +193,7 @@ def train_sentencepiece(texts, output_path, vocabulary_size=8000, seed_sentences
         max_sentence_length=16384,
         hard_vocab_limit=False,
         minloglevel=2,
-        num_threads=os.cpu_count() or 1,
+        num_threads=num_threads or os.cpu_count() or 1,
     )
     with open(output_path, "wb") as f:
         f.write(model.getvalue())

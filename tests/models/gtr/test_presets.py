@@ -24,6 +24,16 @@ def test_every_preset_projects_to_768_except_tiny():
         assert preset_config(name).get("embedding_dim", 768) == (64 if name == "gtr-tiny" else 768)
 
 
+def test_the_bundled_model_stays_under_50_mb():
+    import os
+
+    from gtr_keras.models.gtr.presets import BUNDLED
+
+    root = BUNDLED["gtr-small-distilled"]
+    size = sum(os.path.getsize(os.path.join(d, f)) for d, _, names in os.walk(root) for f in names)
+    assert size <= 50e6, size  # issue #26: the package ships it
+
+
 def test_unknown_preset_lists_the_known_ones():
     with pytest.raises(ValueError, match="gtr-base"):
         preset_config("gtr-huge")
