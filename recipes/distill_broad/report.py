@@ -2,11 +2,12 @@
 
     python recipes/distill_broad/report.py OUT_DIR DATA_DIR [--bundled MODEL_DIR]
 
-Tables: zero-shot NDCG@10 per collection (the student of the best NFCorpus dev validation, the last
-student, the teacher, BM25 and the previously bundled model, whose results `run.sh` writes when `BUNDLED`
-is set); encoding speed; the training loss (means over 1,000 steps) and the NFCorpus dev validations, from
-the run's TensorBoard logs; pieces per word of the student's tokenizer (and, with --bundled, of that model's)
-on each collection's first 2,000 documents.
+Tables: zero-shot NDCG@10 per collection (each stage's student of the best NFCorpus dev validation and of
+the last step, the teacher, BM25 and the previously bundled model, whose results `run.sh` writes when
+`BUNDLED` is set; rows without results are left out); encoding speed; per stage, the training loss (means
+over 500 steps) and the NFCorpus dev validations from the run's TensorBoard logs, and the chosen step;
+pieces per word of the student's tokenizer (and, with --bundled, of that model's) on each collection's
+first 2,000 documents.
 """
 
 import argparse
@@ -21,8 +22,11 @@ from gtr_keras.errors import UserError, run_script
 
 DATASETS = ("scifact", "nfcorpus", "cranfield", "cisi")
 ZERO_SHOT = ("scifact", "cranfield", "cisi")
-MODELS = (("best", "student, best NFCorpus dev checkpoint"), ("last", "student, last step"),
-          ("teacher", "teacher all-MiniLM-L6-v2"), ("bm25", "BM25 (bm25s)"), ("bundled", "previous bundled model"))
+MODELS = (("best", "student, stage 1, best NFCorpus dev checkpoint"), ("last", "student, stage 1, last step"),
+          ("best2", "student, stage 2 (documents 256 tokens), best NFCorpus dev checkpoint"),
+          ("last2", "student, stage 2, last step"), ("teacher", "teacher all-MiniLM-L6-v2"),
+          ("bm25", "BM25 (bm25s)"), ("bundled", "previous bundled model"))
+STAGES = (("stage 1", "student"), ("stage 2", "student2"))
 
 
 def result(out, model, dataset):
@@ -78,16 +82,25 @@ def main():
         if model != "bm25" and any(speeds):
             print(f"| {label} | " + ", ".join(f"{v['documents_per_second']}" if v else "" for v in speeds) + " |")
 
-    points = scalars(os.path.join(args.out, "student", "logs"))
-    loss = points.get("train/loss", {})
-    if loss:
-        print("\nTraining loss, mean of the TensorBoard points of each 1,000 steps: " + ", ".join(
-            f"{sum(v for s, v in loss.items() if end - 1000 < s <= end) / sum(end - 1000 < s <= end for s in loss):.3f}"
-            for end in range(1000, max(loss) + 1, 1000)))
-    validation = points.get("val/ndcg@10", {})
-    if validation:
-        print("NFCorpus dev NDCG@10 by step: " + ", ".join(f"{step} {value:.4f}" for step, value in
-                                                           sorted(validation.items())))
+    for stage, directory in STAGES:
+        if not os.path.isdir(os.path.join(args.out, directory, "logs")):
+            continue
+        points = scalars(os.path.join(args.out, directory, "logs"))
+        loss = points.get("train/loss", {})
+        if loss:
+            means = [sum(v for s, v in loss.items() if end - 500 < s <= end) / sum(end - 500 < s <= end for s in loss)
+                     for end in range(500, max(loss) + 1, 500)]
+            print(f"\n{stage}: training loss, mean of the TensorBoard points of each 500 steps: "
+                  + ", ".join(f"{value:.3f}" for value in means))
+        validation = points.get("val/ndcg@10", {})
+        if validation:
+            print(f"{stage}: NFCorpus dev NDCG@10 by step: " + ", ".join(
+                f"{step} {value:.4f}" for step, value in sorted(validation.items())))
+        chosen = os.path.join(args.out, directory, "best_model", "validation.json")
+        if os.path.exists(chosen):
+            with open(chosen) as f:
+                best = json.load(f)
+            print(f"{stage}: best_model is step {best['step']}, NFCorpus dev NDCG@10 {best['ndcg@10']:.4f}")
 
     tokenizers = {"student": tokenizer_file(os.path.join(args.out, "student", "best_model"))}
     if args.bundled:

@@ -14,7 +14,8 @@
 #    manpages: apt-get install them first; SOURCES.md) and mix_texts.py (plus the Debian descriptions and
 #    MS MARCO passages of DATA_DIR; nothing equal to an evaluation text).
 # 3. gtr-keras distill with distill.yaml, validating on NFCorpus dev: OUT_DIR/student/best_model is the
-#    checkpoint of the best NFCorpus dev NDCG@10, OUT_DIR/student/model the last.
+#    checkpoint of the best NFCorpus dev NDCG@10, OUT_DIR/student/model the last. Stage 2
+#    (distill_stage2.yaml): that best student goes on with documents at 256 tokens into OUT_DIR/student2.
 # 4. Evaluation (recipes/distill_cpu/evaluate.py, exact search) and BM25 (gtr-keras evaluate); with BUNDLED set,
 #    also the model bundled before this recipe's (16k vocabulary), for its row: a checkout of commit 72ca01a, e.g.
 #    git worktree add /tmp/gtr-keras-72ca01a 72ca01a && BUNDLED=/tmp/gtr-keras-72ca01a/gtr_keras/assets/gtr-small-distilled
@@ -35,6 +36,15 @@ python "$CPU/fetch_teacher.py" "$OUT/teacher"
 timed distill gtr-keras distill --config "$HERE/distill.yaml" --teacher "$OUT/teacher" \
   --texts "$OUT/texts/pairs.jsonl.gz" "$OUT/texts/singles.jsonl.gz" --validation-data "$DATA/nfcorpus" \
   --output-dir "$OUT/student"
+mkdir -p "$OUT/student2"
+if [ ! -d "$OUT/student2/teacher_embeddings" ]; then  # copied whole or not at all
+  rm -rf "$OUT/student2/teacher_embeddings.partial"
+  cp -r "$OUT/student/teacher_embeddings" "$OUT/student2/teacher_embeddings.partial"
+  mv "$OUT/student2/teacher_embeddings.partial" "$OUT/student2/teacher_embeddings"
+fi
+timed distill_stage2 gtr-keras distill --config "$HERE/distill_stage2.yaml" --teacher "$OUT/teacher" \
+  --student "$OUT/student/best_model" --texts "$OUT/texts/pairs.jsonl.gz" "$OUT/texts/singles.jsonl.gz" \
+  --validation-data "$DATA/nfcorpus" --output-dir "$OUT/student2"
 
 # Each evaluation is skipped when its result exists (delete OUT/results to redo them).
 evaluate() {  # NAME MODEL DATASET
@@ -43,6 +53,8 @@ evaluate() {  # NAME MODEL DATASET
 for dataset in scifact nfcorpus cranfield cisi; do
   evaluate best "$OUT/student/best_model" "$dataset"
   evaluate last "$OUT/student/model" "$dataset"
+  evaluate best2 "$OUT/student2/best_model" "$dataset"
+  evaluate last2 "$OUT/student2/model" "$dataset"
   evaluate teacher "$OUT/teacher" "$dataset"
   [ -z "$BUNDLED" ] || evaluate bundled "$BUNDLED" "$dataset"
   [ -f "$OUT/results/bm25-$dataset.json" ] || timed "bm25 $dataset" gtr-keras evaluate --dataset "$DATA/$dataset" \
