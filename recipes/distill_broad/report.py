@@ -102,6 +102,11 @@ def main():
                 best = json.load(f)
             print(f"{stage}: best_model is step {best['step']}, NFCorpus dev NDCG@10 {best['ndcg@10']:.4f}")
 
+    dev = {label: result(args.out, model, "nfcorpus-dev") for model, label in MODELS}
+    if any(dev.values()):
+        print("\nNFCorpus dev NDCG@10 (recipes/distill_cpu/evaluate.py --split dev; the choice of the model to "
+              "bundle): " + ", ".join(f"{label} {v['ndcg@10']:.4f}" for label, v in dev.items() if v))
+
     tokenizers = {"student": tokenizer_file(os.path.join(args.out, "student", "best_model"))}
     if args.bundled:
         tokenizers["bundled"] = tokenizer_file(args.bundled)

@@ -47,8 +47,9 @@ timed distill_stage2 gtr-keras distill --config "$HERE/distill_stage2.yaml" --te
   --validation-data "$DATA/nfcorpus" --output-dir "$OUT/student2"
 
 # Each evaluation is skipped when its result exists (delete OUT/results to redo them).
-evaluate() {  # NAME MODEL DATASET
-  [ -f "$OUT/results/$1-$3.json" ] || timed "$1 $3" python "$CPU/evaluate.py" "$2" "$DATA/$3" "$OUT/results/$1-$3.json"
+evaluate() {  # NAME MODEL DATASET [SPLIT, default test]
+  local result="$OUT/results/$1-$3${4:+-$4}.json"
+  [ -f "$result" ] || timed "$1 $3 ${4:-test}" python "$CPU/evaluate.py" "$2" "$DATA/$3" "$result" --split "${4:-test}"
 }
 for dataset in scifact nfcorpus cranfield cisi; do
   evaluate best "$OUT/student/best_model" "$dataset"
@@ -60,3 +61,7 @@ for dataset in scifact nfcorpus cranfield cisi; do
   [ -f "$OUT/results/bm25-$dataset.json" ] || timed "bm25 $dataset" gtr-keras evaluate --dataset "$DATA/$dataset" \
     --retriever bm25 --output-json "$OUT/results/bm25-$dataset.json"
 done
+# NFCorpus dev, the same way, for the choice of the model to bundle (never made on a test split).
+evaluate best "$OUT/student/best_model" nfcorpus dev
+evaluate best2 "$OUT/student2/best_model" nfcorpus dev
+[ -z "$BUNDLED" ] || evaluate bundled "$BUNDLED" nfcorpus dev
