@@ -1,8 +1,8 @@
 """`gtr-keras demo`: the whole product on a bundled collection, offline, in minutes.
 
 It loads the small GTR bundled with the package (distilled from
-all-MiniLM-L6-v2 by `recipes/distill_cpu` on Debian package descriptions and
-MS MARCO passages, never trained on Cranfield), indexes the bundled
+all-MiniLM-L6-v2 by `recipes/distill_broad` on dictionaries, manual pages, Debian
+package descriptions and MS MARCO passages, never trained on Cranfield), indexes the bundled
 Cranfield collection, answers example queries, evaluates the model zero-shot next
 to BM25, and exports SavedModels that answer a raw query string.
 """

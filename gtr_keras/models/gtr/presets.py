@@ -125,8 +125,8 @@ def keras_hub_presets():
     }
     records["gtr_small_distilled_en"] = {
         "metadata": {"description": "gtr-keras' bundled small GTR, distilled from all-MiniLM-L6-v2 on CPU "
-                                    "(recipes/distill_cpu; assets/gtr-small-distilled/MODEL_CARD.md)",
-                     "params": parameter_count(preset_config("gtr-small", vocabulary_size=16_100)), "path": "gtr"},
+                                    "(recipes/distill_broad; assets/gtr-small-distilled/MODEL_CARD.md)",
+                     "params": parameter_count(preset_config("gtr-small", vocabulary_size=32_100)), "path": "gtr"},
         "kaggle_handle": BUNDLED["gtr_small_distilled_en"],
     }
     return records

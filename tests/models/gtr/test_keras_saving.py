@@ -120,7 +120,7 @@ def test_bundled_demo_model_is_a_preset():
     with open(os.path.join(DEMO_MODEL, "config.json")) as f:
         assert json.load(f)["registered_name"] == "gtr_keras>GTRBackbone"
     embedder = keras_hub.models.TextEmbedder.from_preset(DEMO_MODEL)
-    assert (embedder.query_length, embedder.document_length, embedder.embedding_dim) == (32, 128, 768)
+    assert (embedder.query_length, embedder.document_length, embedder.embedding_dim) == (64, 128, 768)
 
 
 def test_hub_ids_go_through_the_converter(monkeypatch, tiny_model_dir):
