@@ -185,3 +185,19 @@ def test_distill_cpu_evaluates_any_teacher_or_student_and_reports_a_table(tmp_pa
     student = json.loads((results / "student-scifact.json").read_text())["ndcg@10"]
     assert f"| distilled student, stage 1 | {student:.4f} |" in report.stdout
     assert "| teacher all-MiniLM-L6-v2 |" in report.stdout and "- distill: 5 s" in report.stdout
+
+
+def test_distill_cpu_evaluate_names_a_bad_dataset_line_before_loading_the_model(tmp_path):
+    collection = tmp_path / "broken"
+    (collection / "qrels").mkdir(parents=True)
+    (collection / "corpus.jsonl").write_text('{"_id": "d1", "text": "flow"}\n{"_id": "d2", "text": \n')
+    (collection / "queries.jsonl").write_text('{"_id": "q1", "text": "flow"}\n')
+    (collection / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\nq1\td1\t1\n")
+    out = tmp_path / "result.json"
+    done = subprocess.run(
+        [sys.executable, "recipes/distill_cpu/evaluate.py", str(tmp_path / "no-such-model"), str(collection), str(out)],
+        cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2, done.stderr[-2000:]
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("evaluate.py: error: ") and "corpus.jsonl:2" in lines[0], lines
+    assert not out.exists()

@@ -16,7 +16,8 @@
 # 3. gtr-keras distill with distill.yaml, validating on NFCorpus dev: OUT_DIR/student/best_model is the
 #    checkpoint of the best NFCorpus dev NDCG@10, OUT_DIR/student/model the last. Stage 2
 #    (distill_stage2.yaml): that best student goes on with documents at 256 tokens into OUT_DIR/student2.
-# 4. Evaluation (recipes/distill_cpu/evaluate.py, exact search) and BM25 (gtr-keras evaluate); with BUNDLED set,
+# 4. Evaluation (recipes/distill_cpu/evaluate.py, exact search) of each stage once it is trained (stage 1's
+#    before stage 2 starts) and BM25 (gtr-keras evaluate); with BUNDLED set,
 #    also the model bundled before this recipe's (16k vocabulary), for its row: a checkout of commit 72ca01a, e.g.
 #    git worktree add /tmp/gtr-keras-72ca01a 72ca01a && BUNDLED=/tmp/gtr-keras-72ca01a/gtr_keras/assets/gtr-small-distilled
 # Then: python recipes/distill_broad/report.py OUT_DIR DATA_DIR [--bundled "$BUNDLED"]
@@ -36,15 +37,6 @@ python "$CPU/fetch_teacher.py" "$OUT/teacher"
 timed distill gtr-keras distill --config "$HERE/distill.yaml" --teacher "$OUT/teacher" \
   --texts "$OUT/texts/pairs.jsonl.gz" "$OUT/texts/singles.jsonl.gz" --validation-data "$DATA/nfcorpus" \
   --output-dir "$OUT/student"
-mkdir -p "$OUT/student2"
-if [ ! -d "$OUT/student2/teacher_embeddings" ]; then  # copied whole or not at all
-  rm -rf "$OUT/student2/teacher_embeddings.partial"
-  cp -r "$OUT/student/teacher_embeddings" "$OUT/student2/teacher_embeddings.partial"
-  mv "$OUT/student2/teacher_embeddings.partial" "$OUT/student2/teacher_embeddings"
-fi
-timed distill_stage2 gtr-keras distill --config "$HERE/distill_stage2.yaml" --teacher "$OUT/teacher" \
-  --student "$OUT/student/best_model" --texts "$OUT/texts/pairs.jsonl.gz" "$OUT/texts/singles.jsonl.gz" \
-  --validation-data "$DATA/nfcorpus" --output-dir "$OUT/student2"
 
 # Each evaluation is skipped when its result exists (delete OUT/results to redo them).
 evaluate() {  # NAME MODEL DATASET [SPLIT, default test]
@@ -54,8 +46,6 @@ evaluate() {  # NAME MODEL DATASET [SPLIT, default test]
 for dataset in scifact nfcorpus cranfield cisi; do
   evaluate best "$OUT/student/best_model" "$dataset"
   evaluate last "$OUT/student/model" "$dataset"
-  evaluate best2 "$OUT/student2/best_model" "$dataset"
-  evaluate last2 "$OUT/student2/model" "$dataset"
   evaluate teacher "$OUT/teacher" "$dataset"
   [ -z "$BUNDLED" ] || evaluate bundled "$BUNDLED" "$dataset"
   [ -f "$OUT/results/bm25-$dataset.json" ] || timed "bm25 $dataset" gtr-keras evaluate --dataset "$DATA/$dataset" \
@@ -63,5 +53,19 @@ for dataset in scifact nfcorpus cranfield cisi; do
 done
 # NFCorpus dev, the same way, for the choice of the model to bundle (never made on a test split).
 evaluate best "$OUT/student/best_model" nfcorpus dev
-evaluate best2 "$OUT/student2/best_model" nfcorpus dev
 [ -z "$BUNDLED" ] || evaluate bundled "$BUNDLED" nfcorpus dev
+
+mkdir -p "$OUT/student2"
+if [ ! -d "$OUT/student2/teacher_embeddings" ]; then  # copied whole or not at all
+  rm -rf "$OUT/student2/teacher_embeddings.partial"
+  cp -r "$OUT/student/teacher_embeddings" "$OUT/student2/teacher_embeddings.partial"
+  mv "$OUT/student2/teacher_embeddings.partial" "$OUT/student2/teacher_embeddings"
+fi
+timed distill_stage2 gtr-keras distill --config "$HERE/distill_stage2.yaml" --teacher "$OUT/teacher" \
+  --student "$OUT/student/best_model" --texts "$OUT/texts/pairs.jsonl.gz" "$OUT/texts/singles.jsonl.gz" \
+  --validation-data "$DATA/nfcorpus" --output-dir "$OUT/student2"
+for dataset in scifact nfcorpus cranfield cisi; do
+  evaluate best2 "$OUT/student2/best_model" "$dataset"
+  evaluate last2 "$OUT/student2/model" "$dataset"
+done
+evaluate best2 "$OUT/student2/best_model" nfcorpus dev

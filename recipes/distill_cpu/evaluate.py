@@ -5,13 +5,15 @@
 MODEL is anything `gtr_keras.training.teachers.load_teacher` loads: a GTR model directory or a keras-hub
 `TextEmbedder` preset (e.g. the all-MiniLM-L6-v2 checkpoint directory). Exact search, depth 1000,
 metrics by `gtr_keras.retrieval.evaluation.evaluate_run` (pytrec_eval), the same as `gtr-keras evaluate`.
-The JSON holds the metrics and the wall time and speed of encoding the corpus.
+The JSON holds the metrics and the wall time and speed of encoding the corpus. The dataset is read before
+the model is loaded; a bad one ends the script with exit 2 and one line naming the file and line.
 """
 
 import argparse
 import json
 import time
 
+from gtr_keras.errors import run_script
 from gtr_keras.retrieval.evaluation import evaluate_run
 from gtr_keras.retrieval.index import SearchIndex
 from gtr_keras.retrieval.runs import gtr_run, load_dataset
@@ -26,8 +28,8 @@ def main():
     parser.add_argument("out")
     parser.add_argument("--split", default="test")
     args = parser.parse_args()
-    model = load_teacher(args.model)
     corpus, queries, qrels, _ = load_dataset(args.dataset, args.split)
+    model = load_teacher(args.model)
     began = time.perf_counter()
     documents = model.encode_documents(corpus.joined(), batch_size=64, progress=False)
     encode_seconds = time.perf_counter() - began
@@ -43,4 +45,4 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    run_script(main)
