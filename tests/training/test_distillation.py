@@ -342,3 +342,25 @@ def test_bfloat16_validation_and_keep_best_work_as_in_train(tiny_model_dir, tmp_
     assert "validation at step 2: ndcg@10" in out and "validation at step 4: ndcg@10" in out
     assert (tmp_path / "run" / "best_model" / "validation.json").exists()
     assert json.loads((tmp_path / "run" / "train_config.json").read_text())["settings"]["precision"] == "bfloat16"
+
+
+def test_validation_of_a_student_from_a_directory_uses_the_runs_token_budgets(tiny_model_dir, tmp_path):
+    from beir_files import write_beir
+
+    from gtr_keras.retrieval.evaluation import evaluate_run
+    from gtr_keras.retrieval.readers import Corpus
+    from gtr_keras.retrieval.runs import gtr_run, load_dataset
+
+    # The student's directory keeps documents at 512 tokens; the run's are 16, which cut these documents.
+    texts = [" ".join(WORDS[(i + j) % len(WORDS)] for j in range(30)) for i in range(12)]
+    corpus = Corpus([f"d{i}" for i in range(12)], [""] * 12, texts)
+    queries = {f"q{i}": " ".join(WORDS[(i + j) % len(WORDS)] for j in (20, 21, 22)) for i in range(12)}
+    dev = write_beir(tmp_path / "dev", corpus, queries, [(f"q{i}", f"d{i}", 1) for i in range(12)], split="dev")
+    config = tiny_distillation(tmp_path, tiny_model_dir, init=tiny_model_dir, tokenizer=None, model={}, steps=2,
+                               validation_data=str(dev), keep_best=True)
+    distill(config)
+    best = json.loads((tmp_path / "run" / "best_model" / "validation.json").read_text())
+    saved = load_teacher(str(tmp_path / "run" / "best_model"))
+    assert saved._encoder.document_length == 16
+    corpus, queries, qrels, _ = load_dataset(str(dev), "dev")
+    assert evaluate_run(qrels, gtr_run(saved, corpus, queries))["ndcg@10"] == pytest.approx(best["ndcg@10"])

@@ -51,9 +51,8 @@ class Encoder:
 
     def __init__(self, model, jit_compile=False):
         self.model = model
-        self.preprocessor = model.preprocessor
-        self.tokenizer = model.preprocessor.tokenizer
         self.jit_compile = jit_compile
+        self._tokenize, self._tokenize_for = None, None
 
         def forward(token_ids, padding_mask):
             return model({"token_ids": token_ids, "padding_mask": padding_mask}, training=False)
@@ -63,10 +62,11 @@ class Encoder:
             self._forward = tf.function(forward, jit_compile=True)
         else:
             self._forward = tf.function(forward, input_signature=[tf.TensorSpec([None, None], tf.int32)] * 2)
-        self._tokenize = tf.function(
-            self.tokenizer.token_ids, input_signature=[tf.TensorSpec([None], tf.string), tf.TensorSpec([], tf.int32)]
-        )
 
+    # Read through the model at each call: a preprocessor set on the model later (a training run's token
+    # budgets or tokenizer) applies to an `Encoder` made before it.
+    preprocessor = property(lambda self: self.model.preprocessor, doc="The model's `GTRTextEmbedderPreprocessor`.")
+    tokenizer = property(lambda self: self.model.preprocessor.tokenizer, doc="The model's `GTRTokenizer`.")
     query_length = property(lambda self: self.model.query_length, doc="Token budget of queries, EOS included.")
     document_length = property(lambda self: self.model.document_length, doc="Token budget of documents.")
     embedding_dim = property(lambda self: self.model.embedding_dim, doc="D, the embedding dimension.")
@@ -74,6 +74,10 @@ class Encoder:
     def tokenize(self, texts, kind="document"):
         """Token id lists (EOS included, truncated to the kind's length)."""
         length = self.preprocessor.length(kind)
+        if self._tokenize_for is not self.tokenizer:
+            self._tokenize_for = self.tokenizer
+            self._tokenize = tf.function(self.tokenizer.token_ids, input_signature=[
+                tf.TensorSpec([None], tf.string), tf.TensorSpec([], tf.int32)])
         ids = []
         for start in range(0, len(texts), 4096):
             chunk = tf.constant([to_bytes(t) for t in texts[start:start + 4096]], tf.string)

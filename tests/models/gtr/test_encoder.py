@@ -53,3 +53,22 @@ def test_padding_only_where_xla_needs_it(tiny_encoder):
     assert xla_encoder.padded_shape(3, 70, batch_size=32) == (4, 128)
     assert xla_encoder.padded_shape(1, 9, batch_size=32) == (1, 16)
     assert xla_encoder.padded_shape(16, 300, batch_size=16) == (16, 384)
+
+
+def test_a_preprocessor_set_on_the_model_later_applies_to_its_encoder(tiny_model_dir):
+    from gtr_keras.models.gtr.preprocessor import GTRTextEmbedderPreprocessor
+    from gtr_keras.models.gtr.saving import load
+    from gtr_keras.models.gtr.tokenizer import GTRTokenizer
+
+    encoder = load(tiny_model_dir)
+    texts = ["Shock Wave " * 40, "Boundary Layer"]
+    assert encoder.model.batch_encoder() is encoder and len(encoder.tokenize(texts)[0]) > 16
+    model = encoder.model
+    model.preprocessor = GTRTextEmbedderPreprocessor(model.preprocessor.tokenizer, 16, 8)
+    assert len(encoder.tokenize(texts)[0]) == 16
+    np.testing.assert_allclose(encoder.encode_documents(texts),
+                               load(tiny_model_dir, document_length=16).encode_documents(texts), atol=1e-6)
+    lowercase = GTRTokenizer(model.preprocessor.tokenizer.proto, lowercase=True)
+    model.preprocessor = GTRTextEmbedderPreprocessor(lowercase, 16, 8)
+    assert encoder.tokenize(texts) == encoder.tokenize([text.lower() for text in texts]) != load(
+        tiny_model_dir, document_length=16).tokenize(texts)
