@@ -109,8 +109,9 @@ class EmbeddingFiles:
         ids: every row's id, in row order.
         dims: D.
         model: the model record the shards share (`NAME.json` beside every
-            `.npy`, as `gtr-keras encode` writes it), or None when no shard
-            has one.
+            `.npy`, as `gtr-keras encode` writes it, whose `kind` must be
+            `"document"`: query embeddings are refused), or None when no
+            shard has one.
 
     Example:
     >>> shards = EmbeddingFiles.open("embeddings/part-*.npy")
@@ -188,6 +189,10 @@ class EmbeddingFiles:
         if missing:
             raise DataError(f"{missing[0]}: no model record ({model_path_for(missing[0])}) while other shards have "
                             f"one; encode every shard with `gtr-keras encode`, or give shards of one kind")
+        for path, record in records.items():
+            if record.get("kind", "document") != "document":
+                raise DataError(f"{path}: embeddings of {record['kind']} texts (field 'kind'); an index holds "
+                                f"documents: encode the corpus with `gtr-keras encode --kind document`")
         (first, model), *rest = records.items()
         for path, other in rest:
             if other.get("model") != model.get("model"):

@@ -100,11 +100,17 @@ def _bad(tmp_path, case):
         (tmp_path / "a.json").write_text(json.dumps({"model": {"model_sha256": "x"}}))
         (tmp_path / "b.json").write_text(json.dumps({"model": {"model_sha256": "y"}}))
         return r"b\.json: embeddings of another model than .*a\.json"
+    if case == "query embeddings":
+        _shard(tmp_path, "b", ["b0"])
+        for name, kind in (("a", "document"), ("b", "query")):
+            (tmp_path / f"{name}.json").write_text(json.dumps({"model": {"model_sha256": "x"}, "kind": kind}))
+        return r"b\.json: embeddings of query texts \(field 'kind'\); an index holds documents"
     raise AssertionError(case)
 
 
 @pytest.mark.parametrize("case", ["rows", "dims", "nan", "norm", "duplicate", "whitespace", "no ids", "float64",
-                                  "not npy", "truncated", "one model record", "two models"])
+                                  "not npy", "truncated", "one model record", "two models",
+                                  "query embeddings"])
 def test_a_bad_shard_is_named_before_any_index_work(tmp_path, case):
     message = _bad(tmp_path, case)
     with pytest.raises(DataError, match=message):
