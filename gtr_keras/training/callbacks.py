@@ -17,7 +17,7 @@ from gtr_keras.errors import DataError
 from gtr_keras.models.gtr.backbone import GTRBackbone
 from gtr_keras.models.gtr.text_embedder import GTRTextEmbedder
 from gtr_keras.utils import files as fs
-from gtr_keras.utils.records import read_json_object
+from gtr_keras.utils.records import read_json_object, strings_sha256
 
 VALIDATION_DEPTH = 100
 BEST_MODEL = "best_model"
@@ -138,6 +138,7 @@ class Validation(keras.callbacks.Callback):
         self.clock = clock
         self.writer = writer
         self.corpus, self.queries, self.qrels = collection
+        self.collection_sha256 = collection_sha256(collection)
         self.every = config.validate_every or config.checkpoint_every
         self.best = best
         self.validated_step = None
@@ -184,7 +185,8 @@ class Validation(keras.callbacks.Callback):
                 f"{time.perf_counter() - began:.1f} s)")
         if self.config.keep_best and (self.best is None or metrics["ndcg@10"] > self.best):
             self.best = metrics["ndcg@10"]
-            record = {"step": step, **metrics, **_validation_settings(self.config)}
+            record = {"step": step, **metrics, **_validation_settings(self.config),
+                      "validation_sha256": self.collection_sha256}
             with fs.atomic_directory(os.path.join(self.config.output_dir, BEST_MODEL)) as staging:
                 embedder.save_to_preset(str(staging))
                 (staging / BEST_MODEL_RECORD).write_text(json.dumps(record, indent=2, default=os.fspath) + "\n")
@@ -215,15 +217,24 @@ def validation_collection(config):
     return corpus, queries, qrels
 
 
-def best_so_far(config):
-    """The NDCG@10 of `output_dir/best_model` when kept with the same validation settings, else None."""
+def collection_sha256(collection):
+    """SHA-256 (hex) of a validation collection's content: document ids and texts, queries, judgements."""
+    corpus, queries, qrels = collection
+    judgements = [f"{q}\t{d}\t{grade}" for q in sorted(qrels) for d, grade in sorted(qrels[q].items())]
+    return strings_sha256([*corpus.ids, *corpus.joined(), *itertools.chain.from_iterable(sorted(queries.items())),
+                           *judgements])
+
+
+def best_so_far(config, collection):
+    """The NDCG@10 of `output_dir/best_model` when kept with the same validation settings on the same
+    `collection` (by content: `collection_sha256`), else None (the next validation replaces it)."""
     path = os.path.join(config.output_dir, BEST_MODEL, BEST_MODEL_RECORD)
     if not config.keep_best or not fs.exists(path):
         return None
     record = read_json_object(path, f"delete {os.path.dirname(path)} to start the best model over")
     same = json.dumps(_validation_settings(config), default=os.fspath) == json.dumps(
         {key: record.get(key) for key in _validation_settings(config)}, default=os.fspath)
-    return record.get("ndcg@10") if same else None
+    return record.get("ndcg@10") if same and record.get("validation_sha256") == collection_sha256(collection) else None
 
 
 class Progress(keras.callbacks.ProgbarLogger):

@@ -114,7 +114,9 @@ def _set_preprocessor(config, model, strategy, cluster):
         tokenizer = GTRTokenizer(broadcast_bytes(strategy, cluster, proto))
     else:
         path = _tokenizer_file(config)
-        tokenizer = GTRTokenizer(fs.read_bytes(path)) if path else model.preprocessor.tokenizer
+        # A tokenizer file carries no lowercasing: a model directory's (a converted do_lower_case checkpoint) stays.
+        lowercase = model.preprocessor is not None and model.preprocessor.tokenizer.lowercase
+        tokenizer = GTRTokenizer(fs.read_bytes(path), lowercase=lowercase) if path else model.preprocessor.tokenizer
     if tokenizer.vocabulary_size() > model.backbone.vocabulary_size:
         raise MismatchError(
             f"{path or 'the tokenizer'}: the tokenizer has {tokenizer.vocabulary_size()} pieces but the initial model "
@@ -336,7 +338,7 @@ def _run_training(config, make_model, make_dataset, inputs=None, cluster=None, s
             Scalars(writer, checkpoints, config.steps, config.log_every, config.resolved_steps_per_execution()),
         ]
         if validation:
-            callbacks.append(Validation(config, checkpoints, writer, validation, best_so_far(config)))
+            callbacks.append(Validation(config, checkpoints, writer, validation, best_so_far(config, validation)))
         if config.verbose:
             callbacks.insert(0, Progress())
         first_epoch = start // length

@@ -12,6 +12,7 @@ from gtr_keras.errors import CheckpointError, MismatchError
 from gtr_keras.utils import files as fs
 
 RUN_RECORD = "train_config.json"
+LEFTOVERS = ("best_model", "spiece.model", "logs", "model")
 NOT_COMPARED = (
     "output_dir", "checkpoint_every", "keep_checkpoints", "strategy", "tpu", "worker_timeout", "grad_cache_chunk_size",
     "deterministic", "verbose",
@@ -112,6 +113,12 @@ def resumed_record(config):
     if not fs.exists(path):
         if tf.train.latest_checkpoint(os.path.join(config.output_dir, "checkpoints")):
             raise MismatchError(f"{path}: missing, so the checkpoints beside it cannot be checked; {start_over}")
+        # A new run writes its record first: these are another run's, which a new one would compete with
+        # (best_model), reuse (spiece.model) or log beside (logs).
+        for name in LEFTOVERS:
+            if fs.exists(os.path.join(config.output_dir, name)):
+                raise MismatchError(f"{os.path.join(config.output_dir, name)}: left by another run ({path} is "
+                                    f"missing), which a new run would mix with its own; {start_over}")
         return None
     try:
         record = json.loads(fs.read_bytes(path))

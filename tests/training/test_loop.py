@@ -1,6 +1,6 @@
 """`gtr-keras train` end to end where the machine or the precision get in the way: a file-size limit at a
-checkpoint is exit 2 naming the file (and a rerun resumes), and a model trained in bfloat16 loads with every
-command."""
+checkpoint is exit 2 naming the file (and a rerun resumes), a model trained in bfloat16 loads with every
+command, and the run's tokenizer keeps what a tokenizer file cannot carry (lowercasing)."""
 
 import subprocess
 import sys
@@ -46,3 +46,20 @@ def test_a_model_trained_in_bfloat16_loads_with_every_command(tmp_path):
     np.testing.assert_allclose(np.load(tmp_path / "q-float32.npy"), np.load(tmp_path / "q-bfloat16.npy"), atol=0.05)
     assert main(["export", "--model", model, "--out", str(tmp_path / "exports")]) == 0
     assert gtr_keras.load(model).model.dtype_policy.name == "float32"
+
+
+def test_a_tokenizer_file_keeps_the_lowercasing_of_the_initial_model_directory(tiny_model_dir, tmp_path):
+    from gtr_keras.models.gtr.preprocessor import GTRTextEmbedderPreprocessor
+    from gtr_keras.models.gtr.tokenizer import GTRTokenizer
+    from gtr_keras.training.config import TrainConfig
+    from gtr_keras.training.loop import _set_preprocessor
+
+    config = TrainConfig.from_dict({"init": tiny_model_dir, "tokenizer": SPIECE, "output_dir": str(tmp_path / "run"),
+                                    "data": {"source": write_triples(tmp_path / "t.jsonl"), "query_length": 8,
+                                             "document_length": 16}})
+    model = gtr_keras.load(tiny_model_dir).model
+    for lowercase in (False, True):
+        model.preprocessor = GTRTextEmbedderPreprocessor(GTRTokenizer(model.preprocessor.tokenizer.proto, lowercase))
+        _set_preprocessor(config, model, None, None)
+        assert model.preprocessor.tokenizer.lowercase is lowercase
+        assert (model.preprocessor.sequence_length, model.preprocessor.query_length) == (16, 8)

@@ -107,6 +107,20 @@ def test_a_run_without_fingerprints_is_not_resumed(finished_run, tmp_path):
     (copy / "train_config.json").unlink()
     with pytest.raises(MismatchError, match="train_config.json: missing, so the checkpoints beside it cannot be"):
         train(config)
+    # Without checkpoints, what another run left is named too: a new run would compete with its best model,
+    # reuse its tokenizer or log beside it.
+    shutil.rmtree(copy / "checkpoints")
+    for leftover in ("logs", "model"):
+        with pytest.raises(MismatchError, match=rf"run/{leftover}: left by another run \(.*train_config.json is "
+                                                rf"missing\).*delete .* to start over"):
+            train(config)
+        shutil.rmtree(copy / leftover)
+    for name in ("best_model", "spiece.model"):
+        (copy / name).mkdir() if name == "best_model" else (copy / name).write_bytes(b"old")
+        with pytest.raises(MismatchError, match=rf"run/{name}: left by another run"):
+            train(config)
+        shutil.rmtree(copy / name) if name == "best_model" else (copy / name).unlink()
+    train(config)
 
 
 class Stop(Exception):
@@ -151,17 +165,24 @@ def test_resume_with_another_checkpoint_interval_equals_an_uninterrupted_run(fin
 
 def test_a_resumed_run_competes_with_the_best_model_it_kept(tmp_path):
     config = TrainConfig.from_dict(tiny_run(tmp_path, validation_data="dev", keep_best=True))
-    assert callbacks.best_so_far(config) is None
+    collection = (Corpus(["d1", "d2"], ["", ""], ["a cat", "a dog"]), {"q1": "cat"}, {"q1": {"d1": 1}})
+    assert callbacks.best_so_far(config, collection) is None
     kept = tmp_path / "run" / "best_model"
     kept.mkdir(parents=True)
     record = {"step": 2, "ndcg@10": 0.25, "recall@100": 1.0, "validation_data": "dev", "validation_split": "dev",
-              "validation_max_queries": None}
+              "validation_max_queries": None, "validation_sha256": callbacks.collection_sha256(collection)}
     (kept / "validation.json").write_text(json.dumps(record))
-    assert callbacks.best_so_far(config) == 0.25
-    # Validated on other data: not comparable, so the next validation replaces it.
-    (kept / "validation.json").write_text(json.dumps({**record, "validation_split": "test"}))
-    assert callbacks.best_so_far(config) is None
+    assert callbacks.best_so_far(config, collection) == 0.25
+    # Validated on other data: not comparable, so the next validation replaces it. Other settings, other
+    # content at the same path (a judgement, a text, a query changed), or a record of no content.
+    corpus, queries, qrels = collection
+    for other in [(corpus, queries, {"q1": {"d2": 1}}), (Corpus(["d1", "d2"], ["", ""], ["a cat", "a cow"]), queries,
+                                                        qrels), (corpus, {"q1": "dog"}, qrels)]:
+        assert callbacks.best_so_far(config, other) is None
+    for changed in [{"validation_split": "test"}, {"validation_sha256": None}]:
+        (kept / "validation.json").write_text(json.dumps({**record, **changed}))
+        assert callbacks.best_so_far(config, collection) is None
     # A record cut short (a full disk) is one line naming it, not a traceback.
     (kept / "validation.json").write_text(json.dumps(record)[:20])
     with pytest.raises(DataError, match=r"best_model/validation\.json: unreadable .*; delete .*best_model to start"):
-        callbacks.best_so_far(config)
+        callbacks.best_so_far(config, collection)

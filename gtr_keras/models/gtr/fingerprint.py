@@ -12,7 +12,7 @@ def fingerprint(model):
     """SHA-256 (hex) of a GTR model: its weights, vocabulary and architecture.
 
     Covers every weight (position, shape, dtype, values), the SentencePiece
-    vocabulary and the architecture; the same model gives the same
+    vocabulary (and the tokenizer's lowercasing) and the architecture; the same model gives the same
     fingerprint in any directory format. The token budgets are not covered
     (callers record them beside it where they matter); the precision is, as
     the weights' dtype. Resumed jobs and indexes record it to detect a changed
@@ -30,6 +30,8 @@ def fingerprint(model):
     settings["embedding_dim"] = embedder.embedding_dim
     digest = hashlib.sha256(json.dumps(settings, sort_keys=True).encode("utf-8"))
     digest.update(embedder.preprocessor.tokenizer.proto)
+    if embedder.preprocessor.tokenizer.lowercase:  # only when on: the fingerprints of other models stay as they were
+        digest.update(b"lowercase")
     update_with_weights(digest, embedder.weights)
     return digest.hexdigest()
 

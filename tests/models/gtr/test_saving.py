@@ -37,6 +37,10 @@ def test_a_preset_written_before_the_relayout_names_the_old_modules_and_still_lo
     assert type(keras_hub.models.Backbone.from_preset(OLD_PRESET)) is gtr_keras.GTRBackbone
     # The fingerprint recorded by indexes and runs made before the re-layout (same weights, same order).
     assert fingerprint(embedder) == "a0b6f2023edb2bac3286337b7a9e310ae9cf4fb49ad6e97a50c93662d85f9e66"
+    # Lowercasing changes every token of a capitalised text, so it changes the fingerprint.
+    tokenizer = gtr_keras.GTRTokenizer(embedder.preprocessor.tokenizer.proto, lowercase=True)
+    embedder.preprocessor = gtr_keras.GTRTextEmbedderPreprocessor(tokenizer)
+    assert fingerprint(embedder) != "a0b6f2023edb2bac3286337b7a9e310ae9cf4fb49ad6e97a50c93662d85f9e66"
 
 
 def test_the_bundled_model_loads_by_name():
