@@ -141,6 +141,7 @@ def _index_with_beam(args, kind):
     encode_corpus_with_beam(
         args.model, args.corpus, shard_dir, runner=args.runner, batch_size=args.batch_size,
         pipeline_args=pipeline_args, shard_rows=args.shard_rows, large_model=args.large_model,
+        model_sha256=metadata["model_sha256"],
     )
     corpus, embeddings = corpus_from_shards(shard_dir)
     kind = write_index(args.out, ArrayRows(corpus.ids, embeddings), corpus, metadata, kind)

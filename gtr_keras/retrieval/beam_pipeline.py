@@ -47,8 +47,9 @@ from apache_beam.ml.inference.base import (
 )
 from apache_beam.options.pipeline_options import PipelineOptions
 
-from gtr_keras.errors import DataError, UserError
+from gtr_keras.errors import CheckpointError, DataError, UserError
 from gtr_keras.models.gtr import saving
+from gtr_keras.models.gtr.fingerprint import fingerprint
 from gtr_keras.retrieval.readers import CORPUS_FILES, Corpus, in_collection
 from gtr_keras.utils import files
 from gtr_keras.utils.text_files import id_field, iter_jsonl, str_field
@@ -170,21 +171,33 @@ class GTRModelHandler(ModelHandler):
         group_size: documents per `RunInference` batch; default `16 * batch_size`.
         large_model: load one model per machine, shared by all SDK worker
             processes, instead of one per process.
+        model_sha256: the model's fingerprint (`fingerprint.fingerprint`) as
+            the pipeline's driver read it: a worker that loads another model
+            from `model_dir` (replaced while the pipeline runs) fails instead
+            of embedding with it.
 
     Example:
     >>> handler = KeyedModelHandler(GTRModelHandler("models/gtr-base"))  # doctest: +SKIP
     >>> pairs | RunInference(handler)  # (id, text) -> (id, PredictionResult)  # doctest: +SKIP
     """
 
-    def __init__(self, model_dir, batch_size=32, group_size=None, large_model=False):
+    def __init__(self, model_dir, batch_size=32, group_size=None, large_model=False, model_sha256=None):
         group_size = group_size or 16 * batch_size
         super().__init__(min_batch_size=group_size, max_batch_size=group_size, large_model=large_model)
         self.model_dir = model_dir
         self.batch_size = batch_size
+        self.model_sha256 = model_sha256
 
     def load_model(self):
         with _local_model_dir(self.model_dir) as local:
-            return saving.load(local)
+            encoder = saving.load(local)
+        found = fingerprint(encoder) if self.model_sha256 is not None else None
+        if found != self.model_sha256:
+            raise CheckpointError(
+                f"{self.model_dir}: the model changed while the pipeline ran (fingerprint {found}, "
+                f"{self.model_sha256} when it started); rerun once the model directory stays the same"
+            )
+        return encoder
 
     def run_inference(self, batch, model, inference_args=None):
         embeddings = model.encode_documents(list(batch), self.batch_size, progress=False)
@@ -281,7 +294,8 @@ def _shard_paths(shard_dir):
 
 
 def encode_corpus_with_beam(model_dir, corpus_path, output_dir, runner="DirectRunner", batch_size=32,
-                            pipeline_args=(), group_size=None, shard_rows=50_000, large_model=False):
+                            pipeline_args=(), group_size=None, shard_rows=50_000, large_model=False,
+                            model_sha256=None):
     """Encodes a BEIR corpus with an Apache Beam pipeline into embedding shards.
 
     This process only lists the corpus files (`corpus_files`); the pipeline's
@@ -300,6 +314,8 @@ def encode_corpus_with_beam(model_dir, corpus_path, output_dir, runner="DirectRu
         group_size: documents per `RunInference` batch (see `GTRModelHandler`).
         shard_rows: most documents per shard file.
         large_model: share one model per machine across worker processes.
+        model_sha256: the fingerprint every worker's model must have (the
+            one the index records); by default not checked.
 
     Returns:
         The finished `PipelineResult`.
@@ -320,7 +336,7 @@ def encode_corpus_with_beam(model_dir, corpus_path, output_dir, runner="DirectRu
         raise FileExistsError(
             f"{output_dir}: holds the output of an earlier run ({len(existing)} embedding shard(s)); delete it first."
         )
-    handler = KeyedModelHandler(GTRModelHandler(model_dir, batch_size, group_size, large_model))
+    handler = KeyedModelHandler(GTRModelHandler(model_dir, batch_size, group_size, large_model, model_sha256))
     options = PipelineOptions(list(pipeline_args), runner=runner)
     pipeline = beam.Pipeline(options=options)
     sink = EmbeddingShardSink(FileSystems.join(output_dir, SHARD_PREFIX), shard_rows)

@@ -355,6 +355,17 @@ def test_model_handler_stages_a_remote_model_dir_and_removes_the_copy(tiny_model
     assert not [name for name in os.listdir(tmp_path) if name.startswith("gtr-keras-")]  # the copy is gone
 
 
+def test_a_worker_that_loads_another_model_than_the_driver_fails(tiny_model_dir, tiny_encoder):
+    from gtr_keras.errors import CheckpointError
+    from gtr_keras.models.gtr.fingerprint import fingerprint
+
+    expected = fingerprint(tiny_encoder)
+    assert GTRModelHandler(tiny_model_dir, model_sha256=expected).load_model() is not None
+    with pytest.raises(CheckpointError, match=r"the model changed while the pipeline ran \(fingerprint "
+                                              rf"{expected}, {'0' * 64} when it started\)"):
+        GTRModelHandler(tiny_model_dir, model_sha256="0" * 64).load_model()
+
+
 def test_beam_arguments_become_pipeline_args():
     parser = argparse.ArgumentParser()
     add_beam_arguments(parser)
