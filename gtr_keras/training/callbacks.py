@@ -186,7 +186,7 @@ class Validation(keras.callbacks.Callback):
         if self.config.keep_best and (self.best is None or metrics["ndcg@10"] > self.best):
             self.best = metrics["ndcg@10"]
             record = {"step": step, **metrics, **_validation_settings(self.config),
-                      "validation_sha256": self.collection_sha256}
+                      "validation_sha256": self.collection_sha256, "precision": self.config.precision}
             with fs.atomic_directory(os.path.join(self.config.output_dir, BEST_MODEL)) as staging:
                 embedder.save_to_preset(str(staging))
                 (staging / BEST_MODEL_RECORD).write_text(json.dumps(record, indent=2, default=os.fspath) + "\n")

@@ -340,7 +340,7 @@ def test_bfloat16_validation_and_keep_best_work_as_in_train(tiny_model_dir, tmp_
     assert np.isfinite(student.encode_documents(["cat"])).all()
     out = capsys.readouterr().out
     assert "validation at step 2: ndcg@10" in out and "validation at step 4: ndcg@10" in out
-    assert (tmp_path / "run" / "best_model" / "validation.json").exists()
+    assert json.loads((tmp_path / "run" / "best_model" / "validation.json").read_text())["precision"] == "bfloat16"
     assert json.loads((tmp_path / "run" / "train_config.json").read_text())["settings"]["precision"] == "bfloat16"
 
 
