@@ -190,8 +190,10 @@ class EmbeddingFiles:
             raise DataError(f"{missing[0]}: no model record ({model_path_for(missing[0])}) while other shards have "
                             f"one; encode every shard with `gtr-keras encode`, or give shards of one kind")
         for path, record in records.items():
+            if not isinstance(record, dict):
+                raise DataError(f"{path}: not a JSON object (the model record `gtr-keras encode` writes)")
             if record.get("kind", "document") != "document":
-                raise DataError(f"{path}: embeddings of {record['kind']} texts (field 'kind'); an index holds "
+                raise DataError(f"{path}: field 'kind' is {record['kind']!r}, not 'document'; an index holds "
                                 f"documents: encode the corpus with `gtr-keras encode --kind document`")
         (first, model), *rest = records.items()
         for path, other in rest:

@@ -132,15 +132,15 @@ class Validation(keras.callbacks.Callback):
     being trained, written to TensorBoard (`val/ndcg@10`, `val/recall@100`) and printed; with
     `keep_best`, the best model so far is kept in `output_dir/best_model`."""
 
-    def __init__(self, config, clock, writer, collection, best):
+    def __init__(self, config, clock, writer, collection):
         super().__init__()
         self.config = config
         self.clock = clock
         self.writer = writer
         self.corpus, self.queries, self.qrels = collection
-        self.collection_sha256 = collection_sha256(collection)
+        self.collection_sha256 = collection_sha256(collection) if config.keep_best else None
         self.every = config.validate_every or config.checkpoint_every
-        self.best = best
+        self.best = best_so_far(config, self.collection_sha256)
         self.validated_step = None
         self._host_model = None
 
@@ -225,16 +225,17 @@ def collection_sha256(collection):
                            *judgements])
 
 
-def best_so_far(config, collection):
-    """The NDCG@10 of `output_dir/best_model` when kept with the same validation settings on the same
-    `collection` (by content: `collection_sha256`), else None (the next validation replaces it)."""
+def best_so_far(config, sha256):
+    """The NDCG@10 of `output_dir/best_model` when kept with the same validation settings on a collection
+    of the same content (`sha256`, its `collection_sha256`), else None (the next validation replaces it).
+    A record written before records held the content's SHA-256 is compared by its settings alone."""
     path = os.path.join(config.output_dir, BEST_MODEL, BEST_MODEL_RECORD)
     if not config.keep_best or not fs.exists(path):
         return None
     record = read_json_object(path, f"delete {os.path.dirname(path)} to start the best model over")
     same = json.dumps(_validation_settings(config), default=os.fspath) == json.dumps(
         {key: record.get(key) for key in _validation_settings(config)}, default=os.fspath)
-    return record.get("ndcg@10") if same and record.get("validation_sha256") == collection_sha256(collection) else None
+    return record.get("ndcg@10") if same and record.get("validation_sha256", sha256) == sha256 else None
 
 
 class Progress(keras.callbacks.ProgbarLogger):

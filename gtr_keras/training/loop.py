@@ -33,7 +33,6 @@ from gtr_keras.training.callbacks import (
     Progress,
     Scalars,
     Validation,
-    best_so_far,
     validation_collection,
 )
 from gtr_keras.training.config import TrainConfig, dtype_policy, make_strategy
@@ -338,7 +337,7 @@ def _run_training(config, make_model, make_dataset, inputs=None, cluster=None, s
             Scalars(writer, checkpoints, config.steps, config.log_every, config.resolved_steps_per_execution()),
         ]
         if validation:
-            callbacks.append(Validation(config, checkpoints, writer, validation, best_so_far(config, validation)))
+            callbacks.append(Validation(config, checkpoints, writer, validation))
         if config.verbose:
             callbacks.insert(0, Progress())
         first_epoch = start // length

@@ -104,13 +104,16 @@ def _bad(tmp_path, case):
         _shard(tmp_path, "b", ["b0"])
         for name, kind in (("a", "document"), ("b", "query")):
             (tmp_path / f"{name}.json").write_text(json.dumps({"model": {"model_sha256": "x"}, "kind": kind}))
-        return r"b\.json: embeddings of query texts \(field 'kind'\); an index holds documents"
+        return r"b\.json: field 'kind' is 'query', not 'document'; an index holds documents"
+    if case == "record not an object":
+        (tmp_path / "a.json").write_text("[1, 2]")
+        return r"a\.json: not a JSON object"
     raise AssertionError(case)
 
 
 @pytest.mark.parametrize("case", ["rows", "dims", "nan", "norm", "duplicate", "whitespace", "no ids", "float64",
                                   "not npy", "truncated", "one model record", "two models",
-                                  "query embeddings"])
+                                  "query embeddings", "record not an object"])
 def test_a_bad_shard_is_named_before_any_index_work(tmp_path, case):
     message = _bad(tmp_path, case)
     with pytest.raises(DataError, match=message):

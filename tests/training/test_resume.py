@@ -166,23 +166,26 @@ def test_resume_with_another_checkpoint_interval_equals_an_uninterrupted_run(fin
 def test_a_resumed_run_competes_with_the_best_model_it_kept(tmp_path):
     config = TrainConfig.from_dict(tiny_run(tmp_path, validation_data="dev", keep_best=True))
     collection = (Corpus(["d1", "d2"], ["", ""], ["a cat", "a dog"]), {"q1": "cat"}, {"q1": {"d1": 1}})
-    assert callbacks.best_so_far(config, collection) is None
+    digest = callbacks.collection_sha256(collection)
+    assert callbacks.best_so_far(config, digest) is None
     kept = tmp_path / "run" / "best_model"
     kept.mkdir(parents=True)
     record = {"step": 2, "ndcg@10": 0.25, "recall@100": 1.0, "validation_data": "dev", "validation_split": "dev",
-              "validation_max_queries": None, "validation_sha256": callbacks.collection_sha256(collection)}
+              "validation_max_queries": None, "validation_sha256": digest}
     (kept / "validation.json").write_text(json.dumps(record))
-    assert callbacks.best_so_far(config, collection) == 0.25
-    # Validated on other data: not comparable, so the next validation replaces it. Other settings, other
-    # content at the same path (a judgement, a text, a query changed), or a record of no content.
+    assert callbacks.best_so_far(config, digest) == 0.25
+    # Validated on other data: not comparable, so the next validation replaces it. Other content at the same
+    # path (a judgement, a text, a query changed), or other settings.
     corpus, queries, qrels = collection
     for other in [(corpus, queries, {"q1": {"d2": 1}}), (Corpus(["d1", "d2"], ["", ""], ["a cat", "a cow"]), queries,
                                                         qrels), (corpus, {"q1": "dog"}, qrels)]:
-        assert callbacks.best_so_far(config, other) is None
-    for changed in [{"validation_split": "test"}, {"validation_sha256": None}]:
-        (kept / "validation.json").write_text(json.dumps({**record, **changed}))
-        assert callbacks.best_so_far(config, collection) is None
+        assert callbacks.best_so_far(config, callbacks.collection_sha256(other)) is None
+    (kept / "validation.json").write_text(json.dumps({**record, "validation_split": "test"}))
+    assert callbacks.best_so_far(config, digest) is None
+    # A record from before records held the content's SHA-256 keeps its model: compared by its settings.
+    (kept / "validation.json").write_text(json.dumps({k: v for k, v in record.items() if k != "validation_sha256"}))
+    assert callbacks.best_so_far(config, digest) == 0.25
     # A record cut short (a full disk) is one line naming it, not a traceback.
     (kept / "validation.json").write_text(json.dumps(record)[:20])
     with pytest.raises(DataError, match=r"best_model/validation\.json: unreadable .*; delete .*best_model to start"):
-        callbacks.best_so_far(config, collection)
+        callbacks.best_so_far(config, digest)

@@ -52,7 +52,7 @@ class Encoder:
     def __init__(self, model, jit_compile=False):
         self.model = model
         self.jit_compile = jit_compile
-        self._tokenize, self._tokenize_for = None, None
+        self._tokenize = (None, None)  # (tokenizer, its traced `token_ids`), replaced as a whole: thread-safe
 
         def forward(token_ids, padding_mask):
             return model({"token_ids": token_ids, "padding_mask": padding_mask}, training=False)
@@ -73,15 +73,20 @@ class Encoder:
 
     def tokenize(self, texts, kind="document"):
         """Token id lists (EOS included, truncated to the kind's length)."""
-        length = self.preprocessor.length(kind)
-        if self._tokenize_for is not self.tokenizer:
-            self._tokenize_for = self.tokenizer
-            self._tokenize = tf.function(self.tokenizer.token_ids, input_signature=[
+        preprocessor = self.preprocessor
+        if preprocessor is None:
+            raise ValueError("the model has no preprocessor now: it embeds token ids only")
+        length = preprocessor.length(kind)
+        tokenizer, token_ids = self._tokenize
+        if tokenizer is not preprocessor.tokenizer:
+            tokenizer = preprocessor.tokenizer
+            token_ids = tf.function(tokenizer.token_ids, input_signature=[
                 tf.TensorSpec([None], tf.string), tf.TensorSpec([], tf.int32)])
+            self._tokenize = (tokenizer, token_ids)
         ids = []
         for start in range(0, len(texts), 4096):
             chunk = tf.constant([to_bytes(t) for t in texts[start:start + 4096]], tf.string)
-            ids.extend(self._tokenize(chunk, length).to_list())
+            ids.extend(token_ids(chunk, length).to_list())
         return ids
 
     def encode(self, texts, kind="document", batch_size=32, progress=None):
@@ -127,7 +132,7 @@ class Encoder:
         a bounded set of programs for any input.
 
         Example:
-        >>> Encoder(model, tokenizer, jit_compile=True).padded_shape(3, 70, batch_size=32)
+        >>> Encoder(model, jit_compile=True).padded_shape(3, 70, batch_size=32)
         (4, 128)
         """
         if not self.jit_compile:
