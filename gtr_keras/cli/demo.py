@@ -43,7 +43,8 @@ def run_demo(out_dir="gtr-demo", model_dir=DEMO_MODEL, dataset=DEMO_DATASET, k=3
     index = build_index(encoder, corpus, index_dir, model_dir=model_dir, progress=True)
     retriever = Retriever.load(index_dir, encoder)
     print(f"indexed into {index_dir} ({index.kind} search)\n")
-    for qid in EXAMPLE_QUERIES:
+    examples = [qid for qid in EXAMPLE_QUERIES if qid in queries] or list(queries)[:len(EXAMPLE_QUERIES)]
+    for qid in examples:
         print(f"query {qid}: {queries[qid]}")
         for rank, hit in enumerate(retriever.search([queries[qid]], k)[0], start=1):
             mark = "relevant" if qrels[qid].get(hit["id"], 0) > 0 else "        "
@@ -54,15 +55,17 @@ def run_demo(out_dir="gtr-demo", model_dir=DEMO_MODEL, dataset=DEMO_DATASET, k=3
         "gtr": evaluate_run(qrels, gtr_run(encoder, corpus, queries, index=index)),
         "bm25": evaluate_run(qrels, bm25_run(corpus, queries)),
     }
-    print("zero-shot evaluation on all judged Cranfield queries (pytrec_eval):")
+    search = "exact search" if index.kind == "exact" else "ScaNN search, approximate"
+    print(f"zero-shot evaluation on all judged queries of {os.path.basename(os.path.normpath(dataset))} "
+          f"(pytrec_eval; GTR by {search}):")
     print(format_table([("GTR (this model)", metrics["gtr"]), ("BM25 (bm25s)", metrics["bm25"])]) + "\n")
 
     export_dir = os.path.join(out_dir, "export")
     export_encoder(encoder, export_dir)
     searcher_dir = export_searcher(encoder, index_dir, export_dir, searcher="brute-force", k=k)
-    answer = load_export(searcher_dir).signatures["serving_default"](queries=tf.constant([queries["1"]]))
+    answer = load_export(searcher_dir).signatures["serving_default"](queries=tf.constant([queries[examples[0]]]))
     ids = [i.decode() for i in answer["ids"].numpy()[0]]
     print(f"exported SavedModels to {export_dir}/encoder/1 and {searcher_dir}")
-    print(f"the searcher SavedModel answers query 1 with documents {ids}")
+    print(f"the searcher SavedModel answers query {examples[0]} with documents {ids}")
     print(f"\ndone in {time.perf_counter() - start:.0f} s")
     return metrics

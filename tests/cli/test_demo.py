@@ -49,5 +49,19 @@ def test_demo_with_the_bundled_model_runs_offline_from_any_directory(tmp_path):
 
 
 @pytest.mark.slow
-def test_demo_with_another_model(tmp_path, tiny_model_dir):
-    _check_output(_run_demo(tmp_path, "--model", tiny_model_dir), tmp_path)
+def test_demo_with_another_model_and_collection(tmp_path, tiny_model_dir):
+    from beir_files import write_beir
+
+    from gtr_keras.retrieval.readers import Corpus
+
+    words = ["wing", "lift", "drag", "shock", "flow", "heat", "plate", "cone"]
+    corpus = Corpus([f"d{i}" for i in range(8)], [f"on {w}" for w in words], [f"the {w} of a body" for w in words])
+    queries = {f"q{i}": f"what {w}" for i, w in enumerate(words[:4])}
+    mini = write_beir(tmp_path / "mini", corpus, queries, [(f"q{i}", f"d{i}", 1) for i in range(4)])
+    out = _run_demo(tmp_path, "--model", tiny_model_dir, "--dataset", str(mini))
+    # Its own first judged queries are the examples (the bundled Cranfield's ids are not there).
+    assert "query q0: what wing" in out and "query q2: what drag" in out and "query 1:" not in out
+    assert out.count("  1. ") == 3 and out.count("  3. ") == 3
+    assert "zero-shot evaluation on all judged queries of mini (pytrec_eval; GTR by exact search):" in out
+    assert "the searcher SavedModel answers query q0 with documents" in out
+    assert os.path.exists(tmp_path / "demo" / "export" / "searcher" / "1" / "saved_model.pb")
