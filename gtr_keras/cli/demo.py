@@ -43,7 +43,7 @@ def run_demo(out_dir="gtr-demo", model_dir=DEMO_MODEL, dataset=DEMO_DATASET, k=3
     index = build_index(encoder, corpus, index_dir, model_dir=model_dir, progress=True)
     retriever = Retriever.load(index_dir, encoder)
     print(f"indexed into {index_dir} ({index.kind} search)\n")
-    examples = [qid for qid in EXAMPLE_QUERIES if qid in queries] or list(queries)[:len(EXAMPLE_QUERIES)]
+    examples = list(EXAMPLE_QUERIES if set(EXAMPLE_QUERIES) <= set(queries) else queries)[:len(EXAMPLE_QUERIES)]
     for qid in examples:
         print(f"query {qid}: {queries[qid]}")
         for rank, hit in enumerate(retriever.search([queries[qid]], k)[0], start=1):

@@ -56,12 +56,13 @@ def test_demo_with_another_model_and_collection(tmp_path, tiny_model_dir):
 
     words = ["wing", "lift", "drag", "shock", "flow", "heat", "plate", "cone"]
     corpus = Corpus([f"d{i}" for i in range(8)], [f"on {w}" for w in words], [f"the {w} of a body" for w in words])
-    queries = {f"q{i}": f"what {w}" for i, w in enumerate(words[:4])}
-    mini = write_beir(tmp_path / "mini", corpus, queries, [(f"q{i}", f"d{i}", 1) for i in range(4)])
+    ids = ["1", "q1", "q2", "q3"]  # one of the bundled Cranfield's example ids, not all
+    queries = {qid: f"what {w}" for qid, w in zip(ids, words)}
+    mini = write_beir(tmp_path / "mini", corpus, queries, [(qid, f"d{i}", 1) for i, qid in enumerate(ids)])
     out = _run_demo(tmp_path, "--model", tiny_model_dir, "--dataset", str(mini))
-    # Its own first judged queries are the examples (the bundled Cranfield's ids are not there).
-    assert "query q0: what wing" in out and "query q2: what drag" in out and "query 1:" not in out
+    # Its own first three judged queries are the examples.
+    assert "query 1: what wing" in out and "query q2: what drag" in out and "query q3:" not in out
     assert out.count("  1. ") == 3 and out.count("  3. ") == 3
     assert "zero-shot evaluation on all judged queries of mini (pytrec_eval; GTR by exact search):" in out
-    assert "the searcher SavedModel answers query q0 with documents" in out
+    assert "the searcher SavedModel answers query 1 with documents" in out
     assert os.path.exists(tmp_path / "demo" / "export" / "searcher" / "1" / "saved_model.pb")
