@@ -355,6 +355,19 @@ def test_model_handler_stages_a_remote_model_dir_and_removes_the_copy(tiny_model
     assert not [name for name in os.listdir(tmp_path) if name.startswith("gtr-keras-")]  # the copy is gone
 
 
+def test_the_index_command_passes_the_model_it_records_to_the_workers(tmp_path, tiny_model_dir, monkeypatch,
+                                                                       capsys):
+    from gtr_keras.retrieval import beam_pipeline
+    from gtr_keras_cli import main
+
+    corpus_path = tmp_path / "corpus.jsonl.gz"
+    write_corpus(corpus_path, 8)
+    monkeypatch.setattr(beam_pipeline, "fingerprint", lambda encoder: "0" * 64)  # what the workers load differs
+    assert main(beam_index_argv(tiny_model_dir, str(corpus_path), str(tmp_path / "index"))) == 2
+    assert "the model changed while the pipeline ran (fingerprint " + "0" * 64 in capsys.readouterr().err
+    assert not (tmp_path / "index").exists()
+
+
 def test_a_worker_that_loads_another_model_than_the_driver_fails(tiny_model_dir, tiny_encoder):
     from gtr_keras.errors import CheckpointError
     from gtr_keras.models.gtr.fingerprint import fingerprint
