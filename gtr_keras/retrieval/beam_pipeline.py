@@ -191,12 +191,13 @@ class GTRModelHandler(ModelHandler):
     def load_model(self):
         with _local_model_dir(self.model_dir) as local:
             encoder = saving.load(local)
-        found = fingerprint(encoder) if self.model_sha256 is not None else None
-        if found != self.model_sha256:
-            raise CheckpointError(
-                f"{self.model_dir}: the model changed while the pipeline ran (fingerprint {found}, "
-                f"{self.model_sha256} when it started); rerun once the model directory stays the same"
-            )
+        if self.model_sha256 is not None:
+            found = fingerprint(encoder)
+            if found != self.model_sha256:
+                raise CheckpointError(
+                    f"{self.model_dir}: the model changed while the pipeline ran (fingerprint {found}, "
+                    f"{self.model_sha256} when it started); rerun once the model directory stays the same"
+                )
         return encoder
 
     def run_inference(self, batch, model, inference_args=None):

@@ -115,11 +115,14 @@ def test_a_run_without_fingerprints_is_not_resumed(finished_run, tmp_path):
                                                 rf"missing\).*delete .* to start over"):
             train(config)
         shutil.rmtree(copy / leftover)
-    for name in ("best_model", "spiece.model"):
-        (copy / name).mkdir() if name == "best_model" else (copy / name).write_bytes(b"old")
-        with pytest.raises(MismatchError, match=rf"run/{name}: left by another run"):
-            train(config)
-        shutil.rmtree(copy / name) if name == "best_model" else (copy / name).unlink()
+    (copy / "best_model").mkdir()
+    with pytest.raises(MismatchError, match=r"run/best_model: left by another run"):
+        train(config)
+    (copy / "best_model").rmdir()
+    (copy / "spiece.model").write_bytes(b"old")
+    with pytest.raises(MismatchError, match=r"run/spiece\.model: left by another run"):
+        train(config)
+    (copy / "spiece.model").unlink()
     train(config)
 
 

@@ -12,11 +12,11 @@ def fingerprint(model):
     """SHA-256 (hex) of a GTR model: its weights, vocabulary and architecture.
 
     Covers every weight (position, shape, dtype, values), the SentencePiece
-    vocabulary (and the tokenizer's lowercasing) and the architecture; the same model gives the same
-    fingerprint in any directory format. The token budgets are not covered
-    (callers record them beside it where they matter); the precision is, as
-    the weights' dtype. Resumed jobs and indexes record it to detect a changed
-    model.
+    vocabulary (and the tokenizer's lowercasing) and the architecture; the
+    same model gives the same fingerprint in any directory format. The token
+    budgets are not covered (callers record them beside it where they
+    matter); the precision is, as the weights' dtype. Resumed jobs and
+    indexes record it to detect a changed model.
 
     Args:
         model: a `GTRTextEmbedder`, or an `Encoder` (its `.model`).
