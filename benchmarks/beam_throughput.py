@@ -1,7 +1,7 @@
 """Documents/s of in-process encoding vs the Beam DirectRunner pipeline on one corpus.
 
 Only shows the overhead of the Beam path on this machine; worker throughput on a
-cluster must be measured there (see docs/beam.md).
+cluster must be measured there (see docs/large-corpora.md, "Throughput arithmetic").
 
     gtr-keras convert tests/fixtures/tiny-gtr-st /tmp/tiny
     python benchmarks/beam_throughput.py /tmp/tiny ../shared/data/scifact /tmp/scifact-beam

@@ -1,0 +1,76 @@
+"""The READMEs and docs/ pages: size, links that resolve, and a command-line page that names every flag."""
+
+import argparse
+import glob
+import importlib
+import os
+import re
+import tomllib
+
+import pytest
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+PAGES = [os.path.join(REPO, name) for name in ("README.md", "export/serving/README.md")]
+PAGES += sorted(glob.glob(os.path.join(REPO, "docs", "*.md")))
+LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")
+
+
+def _without_code(text):
+    return re.sub(r"```.*?```", "", text, flags=re.DOTALL)
+
+
+def _anchors(path):
+    """GitHub's anchors of the headings of the markdown file `path`."""
+    with open(path, encoding="utf-8") as f:
+        headings = re.findall(r"^#+ (.+)$", _without_code(f.read()), flags=re.MULTILINE)
+    return {re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-") for heading in headings}
+
+
+def _relative_links(path):
+    with open(path, encoding="utf-8") as f:
+        links = LINK.findall(_without_code(f.read()))
+    return [link for link in links if not re.match(r"[a-z]+:", link)]
+
+
+def test_the_readme_is_at_most_12000_bytes():
+    assert os.path.getsize(os.path.join(REPO, "README.md")) <= 12_000
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda path: os.path.relpath(path, REPO))
+def test_every_relative_link_points_to_a_file_and_heading_that_exist(page):
+    broken = []
+    for link in _relative_links(page):
+        target, _, anchor = link.partition("#")
+        target = os.path.normpath(os.path.join(os.path.dirname(page), target)) if target else page
+        if not os.path.exists(target) or (anchor and target.endswith(".md") and anchor not in _anchors(target)):
+            broken.append(link)
+    assert not broken
+
+
+def test_links_and_headings_are_read_outside_code_blocks(tmp_path):
+    (tmp_path / "a.md").write_text("# A\n\n## Some part\n\n[ok](#some-part) [gone](b.md) [no](#other) [web](https://x.org)\n"
+                                   "```\n[in code](c.md)\n# not a heading\n```\n")
+    assert _relative_links(str(tmp_path / "a.md")) == ["#some-part", "b.md", "#other"]
+    assert _anchors(str(tmp_path / "a.md")) == {"a", "some-part"}
+
+
+def _command_parser():
+    """The parser of the `gtr-keras` console script named in pyproject.toml."""
+    with open(os.path.join(REPO, "pyproject.toml"), "rb") as f:
+        module_name = tomllib.load(f)["project"]["scripts"]["gtr-keras"].split(":")[0]
+    return importlib.import_module(module_name).build_parser()
+
+
+def test_the_command_line_page_names_every_command_and_flag():
+    with open(os.path.join(REPO, "docs", "cli.md"), encoding="utf-8") as f:
+        page = f.read()
+    sub_commands = next(a for a in _command_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    missing = []
+    for name, parser in sub_commands.choices.items():
+        assert f"gtr-keras {name}" in page
+        if name == "saved-model-cli":
+            continue  # its arguments are TensorFlow's saved_model_cli's
+        section = page.split(f"\n### {name}\n", 1)[1].split("\n#", 1)[0]
+        flags = [flag for action in parser._actions for flag in action.option_strings]
+        missing += [f"{name} {flag}" for flag in flags if flag not in ("-h", "--help", "--debug") and f"`{flag}" not in section]
+    assert not missing
