@@ -7,6 +7,7 @@ import os
 import re
 import tomllib
 
+import numpy as np
 import pytest
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -74,3 +75,14 @@ def test_the_command_line_page_names_every_command_and_flag():
         flags = [flag for action in parser._actions for flag in action.option_strings]
         missing += [f"{name} {flag}" for flag in flags if flag not in ("-h", "--help", "--debug") and f"`{flag}" not in section]
     assert not missing
+
+
+def test_the_readme_python_examples_run():
+    with open(os.path.join(REPO, "README.md"), encoding="utf-8") as f:
+        blocks = re.findall(r"```python\n(.*?)```", f.read(), flags=re.DOTALL)
+    namespace = {}
+    for block in blocks:
+        exec(compile(block, "README.md", "exec"), namespace)
+    assert namespace["d"].shape == (2, namespace["q"].shape[1]) and namespace["scores"].shape == (1, 2)
+    assert type(namespace["embedder"]).__name__ == "GTRTextEmbedder"
+    assert np.allclose(namespace["q"] @ namespace["d"].T, namespace["scores"], atol=1e-5)  # one model, two APIs
