@@ -46,7 +46,7 @@ from gtr_keras.training.distributed import (
     watching,
     worker_directory,
 )
-from gtr_keras.training.dual_encoder import DualEncoder, make_optimizer
+from gtr_keras.training.dual_encoder import DualEncoder, make_optimizer, require_tensorflow_backend
 from gtr_keras.training.resume import (
     RUN_RECORD,
     check_resume,
@@ -180,7 +180,7 @@ def train(config):
         The trained `Encoder`.
 
     Raises:
-        UserError: a bad setting.
+        UserError: a bad setting, or Keras on a backend other than TensorFlow.
         DataError: training or validation data that is missing, malformed
             or empty.
         CheckpointError: `init` is neither a model directory nor a preset,
@@ -230,6 +230,7 @@ def run_training(config, make_model, make_dataset, inputs=None):
     Returns:
         The trained `Encoder`.
     """
+    require_tensorflow_backend("gtr-keras training")
     if config.strategy != "multi-worker":
         return _run_training(config, make_model, make_dataset, inputs)
     cluster = Cluster.from_environment()

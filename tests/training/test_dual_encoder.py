@@ -350,6 +350,69 @@ def test_fit_takes_raw_strings_through_the_preprocessor_like_token_batches(tiny_
     assert not np.allclose(raw_weights[0], load(tiny_model_dir).model.weights[0].numpy())
 
 
+@pytest.mark.slow
+def test_fit_takes_query_document_tuples_like_dicts(tiny_model_dir):
+    from gtr_keras.models.gtr.saving import load
+
+    queries = ["wing lift", "drag on a body", "shock waves", "heat transfer"]
+    documents = ["lift of a wing", "drag force", "a normal shock", "boundary layer heat"]
+    results = []
+    for batches in ({"query": queries, "positive": documents}, (queries, documents)):
+        keras.utils.set_random_seed(0)
+        embedder = load(tiny_model_dir).model
+        model = DualEncoder(embedder, mask_false_negatives=False)
+        model.compile(optimizer=keras.optimizers.SGD(0.1))
+        dataset = tf.data.Dataset.from_tensor_slices(batches).batch(4)
+        loss = model.fit(dataset, epochs=1, shuffle=False, verbose=0).history["loss"][0]
+        results.append((loss, [w.numpy() for w in embedder.weights]))
+    (dict_loss, dict_weights), (tuple_loss, tuple_weights) = results
+    assert tuple_loss == pytest.approx(dict_loss, abs=1e-6) and np.isfinite(tuple_loss)
+    for tuple_weight, dict_weight in zip(tuple_weights, dict_weights):
+        np.testing.assert_allclose(tuple_weight, dict_weight, atol=1e-6)
+
+    expected = r'^DualEncoder batches are dicts of "query", .* or \(query, document\[, negatives\]\) tuples.*'
+    for structure, got in [
+        ((queries, documents, documents, documents), "; got a tuple of 4: "),
+        ({"query": queries, "document": documents}, r"; got a dict of \['document', 'query'\]$"),
+        (queries, "; got TensorSpec"),
+    ]:
+        with pytest.raises(UserError, match=expected + got):
+            model.fit(tf.data.Dataset.from_tensor_slices(structure).batch(4), verbose=0)
+    with pytest.raises(UserError, match=r"hold \[B\] texts per tower \(batch the dataset\), got \(\)$"):
+        model.fit(tf.data.Dataset.from_tensor_slices((queries, documents)), verbose=0)
+
+
+def test_steps_take_tower_tuples_and_refuse_other_structures():
+    batch = tf.nest.map_structure(tf.constant, token_batch(6))
+    keras.utils.set_random_seed(0)
+    model = DualEncoder(GTRTextEmbedder.from_architecture("gtr-tiny", num_layers=1), mask_false_negatives=False)
+
+    def loss(batch):
+        model.reset_metrics()
+        return float(model.test_step(batch)["loss"])
+
+    for towers in (("query", "positive"), ("query", "positive", "negatives")):
+        as_dict = {name: batch[name] for name in towers}
+        assert loss(tuple(as_dict.values())) == pytest.approx(loss(as_dict))
+    with pytest.raises(UserError, match="got a tuple of 2: .*a dict of .*token_ids.*, <tf.Tensor"):
+        model.test_step((batch["query"], batch["positive_id"]))  # Keras' (x, y), not two towers
+    with pytest.raises(UserError, match="raw-string batches need an encoder with a preprocessor"):
+        model.fit(tf.data.Dataset.from_tensor_slices((["a"], ["b"])).batch(1), verbose=0)
+    with pytest.raises(UserError, match="^grad_cache_chunk_size must be a positive integer, got 0$"):
+        DualEncoder(model.encoder, grad_cache_chunk_size=0)
+
+
+def test_training_refuses_a_backend_other_than_tensorflow(monkeypatch, tmp_path):
+    model = DualEncoder(GTRTextEmbedder.from_architecture("gtr-tiny", num_layers=1))
+    monkeypatch.setattr(keras.config, "backend", lambda: "jax")
+    message = r"needs Keras' TensorFlow backend \(KERAS_BACKEND=tensorflow\), not 'jax'$"
+    with pytest.raises(UserError, match="^DualEncoder training " + message):
+        model.compile(optimizer=make_optimizer(10))
+    with pytest.raises(UserError, match="^gtr-keras training " + message):
+        train({"init": "gtr-tiny", "output_dir": str(tmp_path / "run"), "data": {"source": str(tmp_path / "none")}})
+    assert not (tmp_path / "run").exists()
+
+
 def test_in_batch_hits_count_top1_positives_with_the_loss_masking():
     e = np.eye(4, dtype="float32")
     queries = np.stack([e[0], e[1], e[0], e[3]])
