@@ -234,7 +234,7 @@ def test_config_file_overrides_and_errors(tmp_path):
     path.write_text("init: gtr-tiny\noutput_dir: out\ndata: {}\n")
     with pytest.raises(ValueError, match="missing setting `data.source`"):
         load_config(path)
-    with pytest.raises(ValueError, match="strategy must be one of"):
+    with pytest.raises(UserError, match="strategy must be one of"):
         load_config(None, {"init": "gtr-tiny", "output_dir": "o", "data.source": "t", "strategy": "gpu"})
     with pytest.raises(ValueError, match="unknown model setting.*layers"):
         load_config(None, {"init": "gtr-tiny", "output_dir": "o", "data.source": "t", "model": {"layers": 2}})
