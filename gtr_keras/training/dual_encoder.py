@@ -82,7 +82,7 @@ def as_batch(batch):
 
 
 def _is_tower(x):
-    return isinstance(x, dict) and {"token_ids", "padding_mask"} <= x.keys() or getattr(x, "dtype", None) == tf.string
+    return (isinstance(x, dict) and {"token_ids", "padding_mask"} <= x.keys()) or getattr(x, "dtype", None) == tf.string
 
 
 def _structure(batch):
@@ -174,7 +174,7 @@ class DualEncoder(keras.Model):
         tokenised in the pipeline; any other `x` is returned as it is."""
         if not isinstance(x, tf.data.Dataset):
             return x
-        as_batch(x.element_spec)
+        as_batch(x.element_spec)  # refuses another structure before Keras reads it
         if not isinstance(x.element_spec, dict):
             x = x.map(lambda *towers: as_batch(towers))
         spec = x.element_spec["positive"]
