@@ -523,7 +523,7 @@ def build_parser():
 
 
 # Arguments without a path type that name a model: a model directory may be remote (`gs://...`), but
-# `hf://ORG/NAME` (and keras-hub's other download ids, `model_directory.DOWNLOAD_PREFIXES`) are read by the loader.
+# `hf://ORG/NAME` (and keras-hub's other download ids, `model_source.DOWNLOAD_PREFIXES`) are read by the loader.
 _MODEL_DESTS = ("model", "source", "init", "teacher")
 
 
@@ -656,7 +656,7 @@ def _check_remote_paths(args, parser):
         if getattr(action.type, "allows_glob", False) and any(c in value for c in _GLOB_CHARACTERS):
             continue
         if check is None and action.dest in _MODEL_DESTS:
-            from gtr_keras.models.gtr.model_directory import DOWNLOAD_PREFIXES  # Keras: only for a remote model
+            from gtr_keras.models.gtr.model_source import DOWNLOAD_PREFIXES  # Keras: only for a remote model
 
             if not value.startswith(DOWNLOAD_PREFIXES):
                 check = ("model", "directory")
@@ -708,9 +708,9 @@ def _run(args, parser):
     _check_remote_paths(args, parser)
     try:
         if getattr(args, "model", None):
-            from gtr_keras.models.gtr.model_directory import check_model_source
+            from gtr_keras.models.gtr.model_source import resolve_model_source
 
-            check_model_source(args.model)  # before the handler reads its inputs
+            args.model = resolve_model_source(args.model)  # once, before the handler reads its inputs
         handler(args)
     except (UserError, OSError) as error:
         if args.debug:

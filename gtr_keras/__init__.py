@@ -29,12 +29,12 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")  # before TensorFlow's first 
 
 
 def _register_keras_classes(module):
-    if "gtr_keras.models.gtr.text_embedder" in sys.modules:
-        return  # imported, or being imported (the model family's `__init__` starts with it)
+    if "gtr_keras.models.gtr" in sys.modules:
+        return  # imported, or being imported
     keras_hub = sys.modules.get("keras_hub")
     if module.__name__ == "keras" and keras_hub is not None and getattr(keras_hub.__spec__, "_initializing", False):
         return  # Keras was imported by keras_hub's import: registered by keras_hub's hook
-    importlib.import_module("gtr_keras.models.gtr.text_embedder")
+    importlib.import_module("gtr_keras.models.gtr")
 
 
 for _name in ("keras", "keras_hub"):

@@ -139,7 +139,7 @@ def _index_with_beam(args, kind):
     shard_dir = work_dir_for(args.out) + "-beam"
     files.remove(shard_dir)
     encode_corpus_with_beam(
-        args.model, args.corpus, shard_dir, runner=args.runner, batch_size=args.batch_size,
+        os.fspath(args.model), args.corpus, shard_dir, runner=args.runner, batch_size=args.batch_size,
         pipeline_args=pipeline_args, shard_rows=args.shard_rows, large_model=args.large_model,
         model_sha256=metadata["model_sha256"],
     )
@@ -271,7 +271,7 @@ def train(args):
 
 
 def distill(args):
-    from gtr_keras.models.gtr.model_directory import check_model_source
+    from gtr_keras.models.gtr.model_source import resolve_model_source
     from gtr_keras.models.gtr.presets import PRESETS
     from gtr_keras.training.distillation import DistillConfig
     from gtr_keras.training.distillation import distill as run_distillation
@@ -280,7 +280,7 @@ def distill(args):
     config = config_from_args(args, DistillConfig)
     check_teacher_source(config.teacher)
     if config.init not in PRESETS:
-        check_model_source(config.init)
+        resolve_model_source(config.init)
     run_distillation(config)
     _say_where(config, "distilled")
 

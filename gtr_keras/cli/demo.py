@@ -12,14 +12,14 @@ import time
 
 import tensorflow as tf
 
-from gtr_keras.models.gtr.presets import ASSETS_DIR, BUNDLED
+from gtr_keras.models.gtr.presets import ASSETS_DIR, BUNDLED_MODEL_DIR
 from gtr_keras.models.gtr.saving import load
 from gtr_keras.retrieval.evaluation import evaluate_run, format_table
 from gtr_keras.retrieval.retriever import Retriever, build_index
 from gtr_keras.retrieval.runs import bm25_run, gtr_run, load_dataset
 from gtr_keras.serving.export import export_encoder, export_searcher, load_export
 
-DEMO_MODEL = BUNDLED["gtr-small-distilled"]
+DEMO_MODEL = BUNDLED_MODEL_DIR
 DEMO_DATASET = os.path.join(ASSETS_DIR, "cranfield")
 EXAMPLE_QUERIES = ("1", "23", "157")
 

@@ -8,6 +8,7 @@ import os
 from gtr_keras.errors import CheckpointError
 from gtr_keras.models.gtr.model_directory import (
     CONFIG_FILE,
+    LEGACY_FORMAT,
     WEIGHTS_FILE,
     assign_weights,
     check_architecture,
@@ -19,7 +20,6 @@ from gtr_keras.models.gtr.model_directory import (
 from gtr_keras.models.gtr.tokenizer import DOCUMENT_LENGTH, QUERY_LENGTH
 from gtr_keras.utils import files
 
-LEGACY_FORMAT = "gtr-keras"
 LEGACY_FORMAT_VERSION = 1
 
 

@@ -1,41 +1,63 @@
-"""Which reader loads a source that is not a keras-hub preset (keras-hub's `get_preset_loader`, for
-gtr-keras' other formats): `GTRTextEmbedder.from_preset` asks `load_foreign_format` first.
+"""One loader per model format: `load_embedder` reads a resolved `ModelSource` with the loader of its format
+(keras-hub's `get_preset_loader`, for gtr-keras' formats).
 """
 
-import os
+from keras_hub.src.utils import preset_utils
 
 from gtr_keras.convert.first_format import first_format_config, load_first_format
 from gtr_keras.convert.sentence_transformers import load_sentence_transformers
-from gtr_keras.models.gtr.model_directory import (
+from gtr_keras.models.gtr.model_directory import check_model_directory
+from gtr_keras.models.gtr.model_source import (
+    ARCHITECTURE,
     DOWNLOAD_PREFIXES,
-    HF_PREFIX,
-    is_remote,
-    local_model_directory,
+    FIRST_FORMAT,
+    KERAS_HUB,
+    SENTENCE_TRANSFORMERS,
 )
-from gtr_keras.models.gtr.presets import HUB_IDS
-from gtr_keras.utils import files
 
 
-def load_foreign_format(embedder_cls, preset, load_weights=True, dtype=None, **kwargs):
-    """An `embedder_cls` (a `GTRTextEmbedder` class) from a source that is not a keras-hub preset, or None for a preset.
+def _architecture(embedder_cls, name, load_weights=True, **kwargs):
+    return embedder_cls.from_architecture(name, **kwargs)
 
-    Sources: a sentence-transformers checkpoint directory, `hf://ORG/NAME`, a
-    name of `HUB_IDS`, or a model directory of gtr-keras' first format.
-    """
-    preset = os.fspath(preset)
-    if is_remote(preset):
-        with local_model_directory(preset) as local:
-            return load_foreign_format(embedder_cls, local, load_weights, dtype, **kwargs)
-    directory = not preset.startswith(DOWNLOAD_PREFIXES)
-    legacy_config = first_format_config(preset) if directory else None
-    if legacy_config is not None:
-        return load_first_format(embedder_cls, preset, legacy_config, load_weights, dtype)
-    if preset in HUB_IDS:
-        source = HUB_IDS[preset]
-    elif preset.startswith(HF_PREFIX) or (directory and files.isfile(os.path.join(preset, "modules.json"))):
-        source = preset  # `resolve_source` takes hf:// ids and directories
-    else:
-        return None
+
+def _first_format(embedder_cls, directory, load_weights=True, dtype=None):
+    return load_first_format(embedder_cls, directory, first_format_config(directory), load_weights, dtype)
+
+
+def _sentence_transformers(embedder_cls, source, load_weights=True, dtype=None, **kwargs):
     if kwargs:
-        raise ValueError(f"{preset}: a sentence-transformers checkpoint takes no {sorted(kwargs)}")
+        raise ValueError(f"{source}: a sentence-transformers checkpoint takes no {sorted(kwargs)}")
     return load_sentence_transformers(embedder_cls, source, dtype=dtype, load_weights=load_weights)
+
+
+def _keras_hub(embedder_cls, preset, load_weights=True, **kwargs):
+    """keras-hub's own loader (`Task.from_preset`'s), after the checks of a model directory's settings."""
+    if not preset.startswith(DOWNLOAD_PREFIXES):
+        check_model_directory(preset, load_weights)
+    return preset_utils.get_preset_loader(preset).load_task(embedder_cls, load_weights, True, **kwargs)
+
+
+_LOADERS = {
+    ARCHITECTURE: _architecture,
+    FIRST_FORMAT: _first_format,
+    SENTENCE_TRANSFORMERS: _sentence_transformers,
+    KERAS_HUB: _keras_hub,
+}
+
+
+def load_embedder(embedder_cls, source, load_weights=True, **kwargs):
+    """An `embedder_cls` (a `GTRTextEmbedder` class) from a resolved `ModelSource`, in its format.
+
+    A remote directory is copied locally for the load (`ModelSource.local`).
+
+    Args:
+        embedder_cls: the class to build (as keras-hub's converters take the backbone class).
+        source: a `gtr_keras.models.gtr.model_source.ModelSource`.
+        load_weights: read the weights (else randomly initialised, of the source's architecture).
+        **kwargs: what `from_preset` passes on (`dtype`, and for keras-hub presets any of its arguments).
+
+    Example:
+    >>> embedder = load_embedder(GTRTextEmbedder, resolve_model_source("gtr-small-distilled"))  # doctest: +SKIP
+    """
+    with source.local() as path:
+        return _LOADERS[source.format](embedder_cls, path, load_weights, **kwargs)

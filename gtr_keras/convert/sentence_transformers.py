@@ -13,15 +13,13 @@ import numpy as np
 
 from gtr_keras.errors import CheckpointError
 from gtr_keras.models.gtr.model_directory import (
-    HF_PREFIX,
     SPIECE_FILE,
     assign_weights,
-    is_remote,
-    local_model_directory,
     read_json,
     read_spiece,
     weights_by_path,
 )
+from gtr_keras.models.gtr.model_source import HF_PREFIX
 from gtr_keras.models.gtr.tokenizer import DOCUMENT_LENGTH, EOS_ID, PAD_ID, QUERY_LENGTH
 from gtr_keras.utils import files
 from gtr_keras.utils.files import atomic_directory
@@ -68,15 +66,13 @@ def load_sentence_transformers(embedder_cls, source, query_length=QUERY_LENGTH, 
 
     Args:
         embedder_cls: the class to build (as keras-hub's converters take the backbone class).
-        source, query_length, cache_dir, dtype, load_weights: as for
+        source: a local checkpoint directory, or a Hugging Face repo id (`hf://` optional).
+        query_length, cache_dir, dtype, load_weights: as for
             `gtr_keras.convert_sentence_transformers`, which calls this with `GTRTextEmbedder`.
 
     Example:
     >>> embedder = load_sentence_transformers(GTRTextEmbedder, "sentence-transformers/gtr-t5-base")
     """
-    if is_remote(source):
-        with local_model_directory(source) as local:
-            return load_sentence_transformers(embedder_cls, local, query_length, cache_dir, dtype, load_weights)
     root = resolve_source(os.fspath(source), cache_dir)
     modules = read_json(os.path.join(root, "modules.json"))
     paths = {m.get("type", "").rsplit(".", 1)[-1]: m.get("path", "") for m in modules}

@@ -4,6 +4,8 @@ import bm25s
 import numpy as np
 import Stemmer
 
+from gtr_keras.errors import UserError
+
 
 class BM25Retriever:
     """Lexical BM25 retrieval with English stopwords and Snowball stemming.
@@ -46,11 +48,11 @@ class BM25Retriever:
         corpus_ids = list(corpus_ids)
         corpus_texts = list(corpus_texts)
         if len(corpus_texts) != len(corpus_ids):
-            raise ValueError(
+            raise UserError(
                 f"got {len(corpus_texts)} texts but {len(corpus_ids)} ids"
             )
         if not corpus_ids:
-            raise ValueError("cannot index an empty corpus")
+            raise UserError("cannot index an empty corpus")
         self._bm25.index(
             self._tokenize(corpus_texts), show_progress=self._show_progress
         )

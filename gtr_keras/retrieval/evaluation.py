@@ -8,7 +8,7 @@ import numpy as np
 import pytrec_eval
 import tensorflow as tf
 
-from gtr_keras.errors import DataError
+from gtr_keras.errors import DataError, UserError
 from gtr_keras.utils import files
 from gtr_keras.utils.text_files import iter_lines
 
@@ -124,7 +124,7 @@ def evaluate_run(qrels, run):
     """
     per_query = per_query_metrics(qrels, run)
     if not per_query:
-        raise ValueError("no query in the qrels has a relevant document")
+        raise UserError("no query in the qrels has a relevant document")
     return {
         name: float(np.mean([values[name] for values in per_query.values()]))
         for name in METRICS
@@ -149,7 +149,7 @@ def write_trec_run(path, run, tag="gtr-keras"):
             says why, e.g. `No space left on device`).
     """
     if not tag or any(c.isspace() for c in tag):
-        raise ValueError(f"run tag must be a non-empty word, got {tag!r}")
+        raise UserError(f"run tag must be a non-empty word, got {tag!r}")
     path = str(path)
     try:
         with files.open(path, "wb") as f:
@@ -233,7 +233,7 @@ def results_from_scores(
     if top_indices.shape != top_scores.shape or top_indices.shape[:1] != (
         len(query_ids),
     ):
-        raise ValueError(
+        raise UserError(
             f"expected top_indices and top_scores of shape [{len(query_ids)}, k], "
             f"got {top_indices.shape} and {top_scores.shape}"
         )
@@ -302,7 +302,7 @@ def median_length_analysis(run, qrels, corpus, k=10):
         "num_queries": int}`.
 
     Raises:
-        ValueError: no query has both relevant documents and results.
+        UserError: no query has both relevant documents and results.
     """
     words = dict(zip(corpus.ids, (len(text.split()) for text in corpus.joined())))
     retrieved, relevant = [], []
@@ -316,7 +316,7 @@ def median_length_analysis(run, qrels, corpus, k=10):
         retrieved.extend(words[d] for d in top if d in words)
         relevant.extend(words[d] for d in gold if d in words)
     if not num_queries:
-        raise ValueError("no query has both relevant documents and retrieved results")
+        raise UserError("no query has both relevant documents and retrieved results")
     return {
         f"median_words_top{k}": float(np.median(retrieved)),
         "median_words_relevant": float(np.median(relevant)),

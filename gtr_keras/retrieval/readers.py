@@ -13,7 +13,7 @@ import dataclasses
 import os
 import warnings
 
-from gtr_keras.errors import DataError, DataWarning
+from gtr_keras.errors import DataError, DataWarning, UserError
 from gtr_keras.utils import files
 from gtr_keras.utils.text_files import (
     check_id_text,
@@ -409,7 +409,7 @@ def check_qrels(qrels, corpus_ids, query_ids, unknown_documents="drop"):
         `(checked_qrels, QrelsReport)`.
 
     Raises:
-        ValueError: `unknown_documents` is neither `"drop"` nor `"keep"`.
+        UserError: `unknown_documents` is neither `"drop"` nor `"keep"`.
 
     Example:
     >>> qrels = {"q1": {"d1": 1, "d9": 1}, "q7": {"d1": 1}}
@@ -422,7 +422,7 @@ def check_qrels(qrels, corpus_ids, query_ids, unknown_documents="drop"):
     (['q7'], ['d9'])
     """
     if unknown_documents not in ("drop", "keep"):
-        raise ValueError(
+        raise UserError(
             f'unknown_documents must be "drop" or "keep", got {unknown_documents!r}'
         )
     corpus_ids = set(corpus_ids)

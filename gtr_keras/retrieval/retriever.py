@@ -20,7 +20,7 @@ import os
 
 from tqdm.auto import tqdm
 
-from gtr_keras.errors import DataError, MismatchError
+from gtr_keras.errors import DataError, MismatchError, UserError
 from gtr_keras.retrieval.embedding_files import EmbeddingFiles
 from gtr_keras.retrieval.index import KINDS, SearchIndex, write_search_index
 from gtr_keras.retrieval.readers import load_corpus
@@ -83,18 +83,18 @@ def build_index(encoder, corpus, index_dir, model_dir=None, kind="auto", batch_s
     Raises:
         MismatchError: the work directory holds shards of another model,
             other ids, another shard size or other texts.
-        ValueError: an empty corpus, an unknown `kind`, a `batch_size` or
+        UserError: an empty corpus, an unknown `kind`, a `batch_size` or
             `shard_size` that is not a positive int.
 
     Example:
     >>> build_index(gtr_keras.load("models/gtr-base"), load_corpus("scifact"), "indexes/scifact")
     """
     if kind not in KINDS:
-        raise ValueError(f"kind must be one of {KINDS}, got {kind!r}.")
+        raise UserError(f"kind must be one of {KINDS}, got {kind!r}.")
     check_positive_int(batch_size, "batch_size")
     check_positive_int(shard_size, "shard_size")
     if not len(corpus):
-        raise ValueError("the corpus is empty: nothing to index")
+        raise UserError("the corpus is empty: nothing to index")
     texts = corpus.joined()
     metadata = index_metadata(encoder, model_dir)
     model = {field: metadata[field] for field in MODEL_FIELDS}
@@ -179,7 +179,7 @@ def write_index(index_dir, source, corpus, metadata, kind="auto"):
         The index kind written (`"exact"` or `"scann"`).
 
     Raises:
-        ValueError: the source and the corpus hold other ids, or `metadata`
+        UserError: the source and the corpus hold other ids, or `metadata`
             lacks a field of `MODEL_FIELDS`.
 
     Example:
@@ -188,10 +188,10 @@ def write_index(index_dir, source, corpus, metadata, kind="auto"):
     'exact'
     """
     if corpus is not None and list(source.ids) != list(corpus.ids):
-        raise ValueError("the index rows must hold the corpus documents, in corpus order")
+        raise UserError("the index rows must hold the corpus documents, in corpus order")
     missing = [field for field in MODEL_FIELDS if field not in metadata]
     if missing:
-        raise ValueError(f"metadata lacks {missing}: pass index_metadata(encoder, model_dir)")
+        raise UserError(f"metadata lacks {missing}: pass index_metadata(encoder, model_dir)")
     with atomic_directory(index_dir) as staging:  # a local directory, uploaded after for a remote index_dir
         kind = write_search_index(source, os.path.join(staging, INDEX_SUBDIR), kind)
         if corpus is not None:

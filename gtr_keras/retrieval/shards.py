@@ -12,7 +12,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from gtr_keras.errors import DataError, MismatchError
+from gtr_keras.errors import DataError, MismatchError, UserError
 from gtr_keras.retrieval.index import check_embeddings, check_ids
 from gtr_keras.utils import files
 from gtr_keras.utils.files import atomic_file
@@ -83,13 +83,13 @@ class ShardWriter:
         self.shard_size = check_positive_int(shard_size, "shard_size")
         ids = check_ids(ids)
         if not ids:
-            raise ValueError("ShardWriter needs at least one id.")
+            raise UserError("ShardWriter needs at least one id.")
         if len(texts) != len(ids):
-            raise ValueError(f"Got {len(texts)} texts for {len(ids)} ids.")
+            raise UserError(f"Got {len(texts)} texts for {len(ids)} ids.")
         metadata = json.loads(json.dumps(metadata or {}))
         reserved = sorted(set(metadata) & set(_MANIFEST_FIELDS))
         if reserved:
-            raise ValueError(f"metadata must not hold the manifest's own fields {reserved}.")
+            raise UserError(f"metadata must not hold the manifest's own fields {reserved}.")
         self.work_dir = os.fspath(work_dir)
         self.ids = ids
         self.num_rows = len(ids)
@@ -181,7 +181,7 @@ class ShardWriter:
         shard = self.shard(number)
         embeddings = check_embeddings(embeddings, f"embeddings for shard {number}")
         if embeddings.shape[0] != shard.end - shard.start:
-            raise ValueError(
+            raise UserError(
                 f"Shard {number} holds rows [{shard.start}, {shard.end}), "
                 f"got {embeddings.shape[0]} embedding rows."
             )
@@ -192,7 +192,7 @@ class ShardWriter:
         """Each shard's float32 `[rows, D]` embeddings in order, read one at a time (all must be written)."""
         pending = self.pending_shards()
         if pending:
-            raise ValueError(
+            raise UserError(
                 f"{len(pending)} of {self.num_shards} shards in {self.work_dir} are not "
                 f"written yet, the first is shard {pending[0].number}."
             )

@@ -49,7 +49,7 @@ import shutil
 import numpy as np
 import tensorflow as tf
 
-from gtr_keras.errors import DataError
+from gtr_keras.errors import DataError, UserError
 from gtr_keras.models.gtr.tokenizer import GTRTokenizer, pad_token_ids
 from gtr_keras.retrieval.index import SearchIndex
 from gtr_keras.retrieval.retriever import INDEX_SUBDIR, Retriever
@@ -286,9 +286,9 @@ def _write_together(export_dir, version, writers):
 
 def _check_searcher(encoder, index_dir, searcher, k):
     if searcher not in ("scann", "brute-force"):
-        raise ValueError(f"searcher must be 'scann' or 'brute-force', got {searcher!r}")
+        raise UserError(f"searcher must be 'scann' or 'brute-force', got {searcher!r}")
     if not isinstance(k, int) or k < 1:
-        raise ValueError(f"k must be a positive integer, got {k!r}")
+        raise UserError(f"k must be a positive integer, got {k!r}")
     recorded = Retriever.check_model(index_dir, encoder)
     if searcher == "brute-force" and recorded.get("kind") == "scann":
         raise DataError(f"{index_dir}: a ScaNN index keeps only int8 vectors; the brute-force searcher needs the "

@@ -389,4 +389,4 @@ def make_strategy(name, tpu=None, cluster=None, worker_timeout=None):
         return tf.distribute.TPUStrategy(resolver)
     if name == "multi-worker":
         return multi_worker_strategy(cluster, worker_timeout)
-    raise ValueError(f"strategy must be one of {STRATEGIES}, got {name!r}")
+    raise UserError(f"strategy must be one of {STRATEGIES}, got {name!r}")

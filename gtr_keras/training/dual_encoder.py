@@ -13,6 +13,7 @@ import keras
 import keras_hub
 import tensorflow as tf
 
+from gtr_keras.errors import UserError
 from gtr_keras.training.distributed import is_multi_worker
 from gtr_keras.training.losses import DEFAULT_TEMPERATURE, BidirectionalInBatchLoss
 
@@ -37,10 +38,60 @@ def make_optimizer(steps, learning_rate=1e-3):
     return keras.optimizers.Adafactor(learning_rate=schedule)
 
 
+def require_tensorflow_backend(what):
+    """Raises a `UserError` unless Keras runs on TensorFlow: `what` (a training path) is written with
+    `tf.GradientTape` and `tf.distribute`.
+
+    Args:
+        what: what needs the backend, as the message names it (e.g. `"DualEncoder training"`).
+
+    Example:
+    >>> require_tensorflow_backend("DualEncoder training")  # KERAS_BACKEND=tensorflow
+    """
+    backend = keras.config.backend()
+    if backend != "tensorflow":
+        raise UserError(f"{what} needs Keras' TensorFlow backend (KERAS_BACKEND=tensorflow), not {backend!r}")
+
+
 def gather(context, x):
     """`x` of every replica of `context`, concatenated in replica order. Through `tf.identity`: an input
     tensor of a multi-worker step has no device, which the collective needs to name."""
     return context.all_gather(tf.identity(x), axis=0)
+
+
+def as_batch(batch):
+    """`batch` (or a dataset's `element_spec`) as the dict the model's steps take: a `(query, positive[,
+    negatives])` tuple, each tower tf.string texts or `{"token_ids", "padding_mask"}`, names its towers; a
+    dict holding `"positive"` is returned as it is; any other structure is refused with a `UserError`.
+
+    Args:
+        batch: a batch, or the `element_spec` of a `tf.data` dataset of batches.
+
+    Example:
+    >>> sorted(as_batch((tf.constant(["lift"]), tf.constant(["wing lift"]))))
+    ['positive', 'query']
+    """
+    if isinstance(batch, dict) and "positive" in batch:
+        return batch
+    if isinstance(batch, (tuple, list)) and len(batch) in (2, 3) and all(_is_tower(tower) for tower in batch):
+        return dict(zip(_TOWERS, batch))
+    raise UserError(
+        'DualEncoder batches are dicts of "query", "positive" (optionally "negatives" and ids) or (query, '
+        f"document[, negatives]) tuples of tf.string texts or token dicts; got {_structure(batch)}"
+    )
+
+
+def _is_tower(x):
+    return (isinstance(x, dict) and {"token_ids", "padding_mask"} <= x.keys()) or getattr(x, "dtype", None) == tf.string
+
+
+def _structure(batch):
+    """A one-line description of a batch's structure, for an error message."""
+    if isinstance(batch, dict):
+        return f"a dict of {sorted(batch)}"
+    if isinstance(batch, (tuple, list)):
+        return f"a {type(batch).__name__} of {len(batch)}: ({', '.join(_structure(x) for x in batch)})"
+    return " ".join(repr(batch).split())
 
 
 def _towers(batch):
@@ -61,7 +112,12 @@ class DualEncoder(keras.Model):
     `tf.data` datasets of raw-string batches (`"query"` `[B]`,
     `"positive"` `[B]`, `"negatives"` `[B, k]` tf.string, ids as they are):
     the encoder's preprocessor tokenises them in the input pipeline, as
-    keras-hub tasks do.
+    keras-hub tasks do. A batch may also be a `(query, positive)` or
+    `(query, positive, negatives)` tuple of such towers (texts or token
+    dicts); any other structure is refused with a `UserError` naming these.
+
+    Training is written for Keras' TensorFlow backend: `compile` refuses
+    another one with a `UserError`.
 
     GradCache (Gao et al. 2021): with `grad_cache_chunk_size=S`, the step
     embeds the batch S examples at a time without keeping activations, takes
@@ -93,9 +149,8 @@ class DualEncoder(keras.Model):
     >>> embedder = keras_hub.models.TextEmbedder.from_preset(model_dir)
     >>> model = DualEncoder(embedder)
     >>> model.compile(optimizer=make_optimizer(steps=2))
-    >>> texts = {"query": [["lift"], ["drag"]], "positive": [["wing lift"], ["drag force"]]}
-    >>> batches = tf.data.Dataset.from_tensor_slices(texts).map(lambda b: {k: v[0] for k, v in b.items()}).batch(2)
-    >>> history = model.fit(batches, epochs=1, verbose=0)
+    >>> pairs = tf.data.Dataset.from_tensor_slices((["lift", "drag"], ["wing lift", "drag force"])).batch(2)
+    >>> history = model.fit(pairs, epochs=1, verbose=0)
     >>> sorted(history.history)
     ['accuracy', 'loss']
     """
@@ -104,7 +159,7 @@ class DualEncoder(keras.Model):
                  grad_cache_chunk_size=None, **kwargs):
         super().__init__(**kwargs)
         if grad_cache_chunk_size is not None and grad_cache_chunk_size < 1:
-            raise ValueError(f"grad_cache_chunk_size must be a positive integer, got {grad_cache_chunk_size}")
+            raise UserError(f"grad_cache_chunk_size must be a positive integer, got {grad_cache_chunk_size}")
         self.encoder = encoder
         self.temperature = temperature
         self.mask_false_negatives = mask_false_negatives
@@ -114,13 +169,21 @@ class DualEncoder(keras.Model):
         self.accuracy_tracker = keras.metrics.Mean(name="accuracy")
         self.built = True
 
-    def _tokenized(self, x):
-        """`x` with raw-string towers tokenised in the pipeline (a dataset of token batches is returned as is)."""
-        spec = x.element_spec.get("positive") if isinstance(x, tf.data.Dataset) else None
-        if not (isinstance(spec, tf.TensorSpec) and spec.dtype == tf.string and spec.shape.rank == 1):
-            return x  # token batches; raw strings are `[B]` or `[None]` (batched with `drop_remainder=True` or not)
+    def _batches(self, x):
+        """A `tf.data` dataset `x` as the steps take it: tuples named (`as_batch`), raw-string towers
+        tokenised in the pipeline; any other `x` is returned as it is."""
+        if not isinstance(x, tf.data.Dataset):
+            return x
+        as_batch(x.element_spec)  # refuses another structure before Keras reads it
+        if not isinstance(x.element_spec, dict):
+            x = x.map(lambda *towers: as_batch(towers))
+        spec = x.element_spec["positive"]
+        if not (isinstance(spec, tf.TensorSpec) and spec.dtype == tf.string):
+            return x
+        if spec.shape.rank != 1:
+            raise UserError(f"raw-string batches hold [B] texts per tower (batch the dataset), got {spec.shape}")
         if self.encoder.preprocessor is None:
-            raise ValueError("raw-string batches need an encoder with a preprocessor (GTRTextEmbedderPreprocessor)")
+            raise UserError("raw-string batches need an encoder with a preprocessor (GTRTextEmbedderPreprocessor)")
         tower_features = self.encoder.preprocessor.tower_features
         return x.map(lambda batch: {**batch, **tower_features(batch)}, num_parallel_calls=tf.data.AUTOTUNE)
 
@@ -148,12 +211,12 @@ class DualEncoder(keras.Model):
     def fit(self, x=None, *args, **kwargs):
         self._preprocessing_built()
         if "validation_data" in kwargs:
-            kwargs["validation_data"] = self._tokenized(kwargs["validation_data"])
-        return super().fit(self._tokenized(x), *args, **kwargs)
+            kwargs["validation_data"] = self._batches(kwargs["validation_data"])
+        return super().fit(self._batches(x), *args, **kwargs)
 
     def evaluate(self, x=None, *args, **kwargs):
         self._preprocessing_built()
-        return super().evaluate(self._tokenized(x), *args, **kwargs)
+        return super().evaluate(self._batches(x), *args, **kwargs)
 
     def call(self, inputs, training=False):
         """Embeds `{"token_ids", "padding_mask"}` inputs with the shared tower."""
@@ -204,7 +267,12 @@ class DualEncoder(keras.Model):
             logs = {name: tf.reshape(value, [1]) for name, value in logs.items()}
         return logs
 
+    def compile(self, *args, **kwargs):
+        require_tensorflow_backend(f"{type(self).__name__} training")
+        super().compile(*args, **kwargs)
+
     def train_step(self, batch):
+        batch = as_batch(batch)
         variables = self.trainable_variables
         if self.grad_cache_chunk_size:
             (loss, hits), gradients = self._grad_cache_gradients(batch, variables)
@@ -219,6 +287,7 @@ class DualEncoder(keras.Model):
         return self._track(loss, hits, batch)
 
     def test_step(self, batch):
+        batch = as_batch(batch)
         embed = self._embed_in_chunks if self.grad_cache_chunk_size else self._embed
         return self._track(*self._replica_loss(batch, embed(batch, training=False)), batch)
 

@@ -23,7 +23,8 @@ import tensorflow as tf
 from gtr_keras.errors import CheckpointError, MismatchError, TrainingError, UserError
 from gtr_keras.models.gtr.fingerprint import fingerprint
 from gtr_keras.models.gtr.preprocessor import GTRTextEmbedderPreprocessor
-from gtr_keras.models.gtr.presets import PRESETS, preset_config, resolve_bundled
+from gtr_keras.models.gtr.model_source import DOWNLOAD_PREFIXES
+from gtr_keras.models.gtr.presets import PRESET_SOURCES, PRESETS, preset_config
 from gtr_keras.models.gtr.saving import load, save
 from gtr_keras.models.gtr.text_embedder import GTRTextEmbedder
 from gtr_keras.models.gtr.tokenizer import GTRTokenizer, train_sentencepiece
@@ -46,7 +47,7 @@ from gtr_keras.training.distributed import (
     watching,
     worker_directory,
 )
-from gtr_keras.training.dual_encoder import DualEncoder, make_optimizer
+from gtr_keras.training.dual_encoder import DualEncoder, make_optimizer, require_tensorflow_backend
 from gtr_keras.training.resume import (
     RUN_RECORD,
     check_resume,
@@ -71,10 +72,10 @@ def _training_texts(data):
 
 
 def _is_directory(path):
-    """True for a directory on any file system, or a bundled model's name (a `DataError` for a file system
-    TensorFlow does not know)."""
-    path = resolve_bundled(path)
-    return fs.exists(path) and fs.isdir(path)
+    """True for a directory on any file system, or a trained model's name that names one (the bundled model's; a
+    `DataError` for a file system TensorFlow does not know)."""
+    path = PRESET_SOURCES.get(path, path)
+    return not path.startswith(DOWNLOAD_PREFIXES) and fs.exists(path) and fs.isdir(path)
 
 
 def _tokenizer_file(config):
@@ -180,7 +181,7 @@ def train(config):
         The trained `Encoder`.
 
     Raises:
-        UserError: a bad setting.
+        UserError: a bad setting, or Keras on a backend other than TensorFlow.
         DataError: training or validation data that is missing, malformed
             or empty.
         CheckpointError: `init` is neither a model directory nor a preset,
@@ -230,6 +231,7 @@ def run_training(config, make_model, make_dataset, inputs=None):
     Returns:
         The trained `Encoder`.
     """
+    require_tensorflow_backend("gtr-keras training")
     if config.strategy != "multi-worker":
         return _run_training(config, make_model, make_dataset, inputs)
     cluster = Cluster.from_environment()

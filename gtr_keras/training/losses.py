@@ -28,6 +28,8 @@ queries `q_j` equal to `q_i` are left out of `Z_pq(i)`.
 
 import tensorflow as tf
 
+from gtr_keras.errors import UserError
+
 DEFAULT_TEMPERATURE = 0.01
 _MASKED_LOGIT = -1e9
 
@@ -69,7 +71,7 @@ def in_batch_logits(
     (TensorShape([2, 4]), [2, 3])
     """
     if negatives is not None and positive_ids is not None and negative_ids is None:
-        raise ValueError("false-negative masking needs `negative_ids` [B, k] along with `positive_ids`")
+        raise UserError("false-negative masking needs `negative_ids` [B, k] along with `positive_ids`")
     queries = tf.convert_to_tensor(queries)
     dtype = tf.float64 if queries.dtype == tf.float64 else tf.float32
     queries, positives = tf.cast(queries, dtype), tf.cast(positives, dtype)

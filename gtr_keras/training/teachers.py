@@ -15,33 +15,13 @@ import os
 import numpy as np
 import tensorflow as tf
 
-from gtr_keras.convert.first_format import LEGACY_FORMAT
 from gtr_keras.errors import CheckpointError
 from gtr_keras.models.gtr.fingerprint import fingerprint, update_with_weights
-from gtr_keras.models.gtr.model_directory import CONFIG_FILE, DOWNLOAD_PREFIXES
-from gtr_keras.models.gtr.presets import HUB_IDS
+from gtr_keras.models.gtr.model_source import is_gtr_source
+from gtr_keras.models.gtr.presets import PRESET_SOURCES
 from gtr_keras.models.gtr.saving import load
 from gtr_keras.utils import files
 from gtr_keras.utils.records import strings_sha256
-
-
-def _is_gtr(source):
-    """True when `source` holds a GTR model (gtr-keras preset, first format, or sentence-transformers T5)."""
-    if source in HUB_IDS or source.startswith(DOWNLOAD_PREFIXES):
-        return source in HUB_IDS or "gtr-t5" in source
-    config_path = os.path.join(source, CONFIG_FILE)
-    if not files.isfile(config_path):
-        return False
-    try:
-        config = json.loads(files.read_bytes(config_path))
-    except (json.JSONDecodeError, UnicodeDecodeError) as error:
-        raise CheckpointError(f"{config_path}: not valid JSON ({error})") from None
-    if not isinstance(config, dict):
-        return False
-    registered = str(config.get("registered_name", ""))
-    return registered.startswith("gtr_keras>") or config.get("format") == LEGACY_FORMAT or (
-        config.get("model_type") == "t5" and files.isfile(os.path.join(source, "modules.json"))
-    )
 
 
 def _embed_texts(embedder, texts):
@@ -137,7 +117,7 @@ def check_teacher_source(source):
 
     source = os.fspath(source)
     local = "://" not in source or source.startswith("file://")
-    known = source in HUB_IDS or source in keras_hub.models.TextEmbedder.presets
+    known = source in PRESET_SOURCES or source in keras_hub.models.TextEmbedder.presets
     if local and not known and not files.isdir(source.removeprefix("file://")):
         raise CheckpointError(f"{source}: no such teacher model directory (nor a preset name)")
     return source
@@ -164,7 +144,7 @@ def load_teacher(source):
 
     source = check_teacher_source(source)
     local = "://" not in source or source.startswith("file://")
-    if _is_gtr(source.removeprefix("file://") if local else source):
+    if is_gtr_source(source.removeprefix("file://") if local else source):
         return Teacher(load(source).model, source)
     try:
         embedder = keras_hub.models.TextEmbedder.from_preset(source)

@@ -8,19 +8,19 @@ import json
 
 import numpy as np
 
-from gtr_keras.errors import DataError
+from gtr_keras.errors import DataError, UserError
 from gtr_keras.utils import files
 
 
 def check_positive_int(value, name):
-    """Returns `value` as an int if it is a positive integer; else raises `ValueError` naming it.
+    """Returns `value` as an int if it is a positive integer; else raises a `UserError` naming it.
 
     Example:
     >>> check_positive_int(32, "batch_size")
     32
     """
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-        raise ValueError(f"{name} must be a positive int, got {value!r}.")
+        raise UserError(f"{name} must be a positive int, got {value!r}.")
     return int(value)
 
 

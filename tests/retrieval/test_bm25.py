@@ -1,5 +1,6 @@
 import pytest
 
+from gtr_keras.errors import UserError
 from gtr_keras.retrieval.bm25 import BM25Retriever
 
 DOCS = {
@@ -48,7 +49,7 @@ def test_search_before_index_raises():
 
 
 def test_index_checks_inputs():
-    with pytest.raises(ValueError, match="2 texts but 1 ids"):
+    with pytest.raises(UserError, match="2 texts but 1 ids"):
         BM25Retriever().index(["a", "b"], ["a"])
-    with pytest.raises(ValueError, match="empty corpus"):
+    with pytest.raises(UserError, match="empty corpus"):
         BM25Retriever().index([], [])

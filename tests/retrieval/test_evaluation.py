@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 import pytrec_eval
 
-from gtr_keras.errors import DataError
+from gtr_keras.errors import DataError, UserError
 from gtr_keras.retrieval.evaluation import (
     METRICS,
     evaluate_run,
@@ -95,7 +95,7 @@ def test_write_trec_run_ranks_by_score_then_docid_and_round_trips(tmp_path):
 
 
 def test_write_trec_run_rejects_tag_with_space(tmp_path):
-    with pytest.raises(ValueError, match="run tag"):
+    with pytest.raises(UserError, match="run tag"):
         write_trec_run(tmp_path / "run.trec", {}, tag="my run")
 
 
@@ -126,7 +126,7 @@ def test_queries_without_relevant_documents_are_not_averaged():
 
 
 def test_evaluate_run_without_relevant_documents_raises():
-    with pytest.raises(ValueError, match="no query"):
+    with pytest.raises(UserError, match="^no query in the qrels has a relevant document$"):
         evaluate_run({"q": {"a": 0}}, {"q": {"a": 1.0}})
 
 
@@ -155,7 +155,7 @@ def test_results_from_scores_drops_identical_ids_and_padding():
 
 
 def test_results_from_scores_checks_shapes():
-    with pytest.raises(ValueError, match=r"shape \[2, k\]"):
+    with pytest.raises(UserError, match=r"shape \[2, k\]"):
         results_from_scores(["q1", "q2"], ["d"], [[0]], [[1.0]])
 
 
@@ -198,3 +198,5 @@ def test_median_length_analysis():
     }
     # top-10 pool: 10, 1, 2, 3, 4.
     assert median_length_analysis(run, qrels, corpus)["median_words_top10"] == 3.0
+    with pytest.raises(UserError, match="^no query has both relevant documents and retrieved results$"):
+        median_length_analysis({"q4": {}}, qrels, corpus)

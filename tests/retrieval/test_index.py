@@ -5,7 +5,7 @@ import re
 import numpy as np
 import pytest
 
-from gtr_keras.errors import DataError, MismatchError
+from gtr_keras.errors import DataError, MismatchError, UserError
 from gtr_keras.retrieval.index import ArrayRows, SearchIndex, scann_params, write_search_index
 from gtr_keras.retrieval.shards import ShardWriter
 
@@ -351,20 +351,22 @@ def test_shard_writer_refuses_shards_it_cannot_vouch_for(tmp_path):
 
 def test_shard_writer_checks_arguments(tmp_path):
     for shard_size in (0, -1, 2.0, True):
-        with pytest.raises(ValueError, match="shard_size must be a positive int"):
+        with pytest.raises(UserError, match="shard_size must be a positive int"):
             ShardWriter(tmp_path, _ids(3), _texts(3), shard_size)
-    with pytest.raises(ValueError, match="Got 2 texts for 3 ids"):
+    with pytest.raises(UserError, match="^ShardWriter needs at least one id.$"):
+        ShardWriter(tmp_path, [], [], 2)
+    with pytest.raises(UserError, match="Got 2 texts for 3 ids"):
         ShardWriter(tmp_path, _ids(3), _texts(2), 2)
-    with pytest.raises(ValueError, match=r"manifest's own fields \['shard_size'\]"):
+    with pytest.raises(UserError, match=r"manifest's own fields \['shard_size'\]"):
         ShardWriter(tmp_path, _ids(3), _texts(3), 2, {"shard_size": 4})
 
 
 def test_shard_writer_checks_rows_and_completeness(tmp_path):
     writer = ShardWriter(tmp_path, _ids(150), _texts(150), shard_size=100)
-    with pytest.raises(ValueError, match=r"rows \[100, 150\), got 100"):
+    with pytest.raises(UserError, match=r"rows \[100, 150\), got 100"):
         writer.write(1, _encode(range(0, 100)))
     writer.write(1, _encode(range(100, 150)))
-    with pytest.raises(ValueError, match="1 of 2 shards"):
+    with pytest.raises(UserError, match="1 of 2 shards"):
         writer.assemble()
 
 

@@ -10,7 +10,7 @@ import shutil
 import numpy as np
 import pytest
 
-from gtr_keras.errors import DataError, MismatchError
+from gtr_keras.errors import DataError, MismatchError, UserError
 from gtr_keras.models.gtr.saving import load
 from gtr_keras.retrieval.index import ArrayRows
 from gtr_keras.retrieval.readers import Corpus
@@ -114,9 +114,23 @@ def test_resume_with_another_model_is_refused(tmp_path, tiny_encoder, other_enco
 )
 def test_build_index_checks_arguments_before_encoding(tmp_path, tiny_encoder, monkeypatch, arguments, message):
     calls = _count_encodes(monkeypatch, tiny_encoder)
-    with pytest.raises(ValueError, match=message):
+    with pytest.raises(UserError, match=message):
         build_index(tiny_encoder, _corpus(3), tmp_path / "idx", **arguments)
     assert calls == [] and not os.path.exists(work_dir_for(tmp_path / "idx"))
+
+
+def test_build_and_write_index_refuse_an_empty_corpus_other_rows_and_incomplete_metadata(tmp_path, tiny_encoder):
+    with pytest.raises(UserError, match="^the corpus is empty: nothing to index$"):
+        build_index(tiny_encoder, _corpus(0), tmp_path / "idx")
+    corpus = _corpus(3)
+    rows = _unit_rows(corpus, seed=0)
+    metadata = index_metadata(tiny_encoder, None)
+    with pytest.raises(UserError, match="^the index rows must hold the corpus documents, in corpus order$"):
+        write_index(tmp_path / "idx", ArrayRows(rows.ids[::-1], rows.embeddings), corpus, metadata)
+    del metadata["model_sha256"]
+    with pytest.raises(UserError, match=r"^metadata lacks \['model_sha256'\]: pass index_metadata"):
+        write_index(tmp_path / "idx", rows, corpus, metadata)
+    assert not os.path.exists(tmp_path / "idx")
 
 
 @pytest.fixture(scope="module")
@@ -147,7 +161,7 @@ def test_search_with_another_model_of_the_same_size_is_refused(built_index, tiny
         Retriever.load(built_index, other_encoder)
     retriever = Retriever.load(built_index, tiny_encoder)
     assert len(retriever.search(["wing lift"], k=3)[0]) == 3
-    with pytest.raises(ValueError, match="k must be a positive int, got 0"):
+    with pytest.raises(UserError, match="k must be a positive int, got 0"):
         retriever.search(["wing lift"], k=0)
 
 

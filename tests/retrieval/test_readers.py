@@ -4,7 +4,7 @@ import re
 
 import pytest
 
-from gtr_keras.errors import DataError, DataWarning
+from gtr_keras.errors import DataError, DataWarning, UserError
 from gtr_keras.retrieval.readers import Corpus, check_qrels, load_corpus, load_qrels, load_queries, read_texts
 from gtr_keras.utils.text_files import iter_jsonl
 
@@ -249,7 +249,7 @@ def test_check_qrels_keeps_unknown_documents_for_evaluation():
 
 
 def test_check_qrels_rejects_unknown_policy():
-    with pytest.raises(ValueError, match="unknown_documents"):
+    with pytest.raises(UserError, match="unknown_documents"):
         check_qrels({"q": {"d": 1}}, ["d"], ["q"], unknown_documents="ignore")
 
 

@@ -11,7 +11,8 @@ from conftest import REPO
 from tensorflow.core.protobuf import saved_model_pb2
 
 import gtr_keras
-from gtr_keras.serving.export import export_encoder, load_export
+from gtr_keras.errors import UserError
+from gtr_keras.serving.export import export_encoder, export_searcher, load_export
 from gtr_keras_cli import main
 
 REQUESTS = os.path.join(REPO, "export", "serving", "requests")
@@ -487,3 +488,11 @@ def test_exports_carry_tf_serving_warmup_requests_for_every_signature(exports):
             specs = loaded.signatures[name].structured_input_signature[1]
             inputs = {key: tf.constant(tf.make_ndarray(proto), specs[key].dtype) for key, proto in request.inputs.items()}
             assert next(iter(loaded.signatures[name](**inputs).values())).shape[0] == 2, (kind, name)
+
+
+def test_export_searcher_checks_its_arguments_first(tmp_path):
+    with pytest.raises(UserError, match="^searcher must be 'scann' or 'brute-force', got 'hnsw'$"):
+        export_searcher(None, tmp_path / "index", tmp_path / "exports", searcher="hnsw")
+    with pytest.raises(UserError, match="^k must be a positive integer, got 0$"):
+        export_searcher(None, tmp_path / "index", tmp_path / "exports", k=0)
+    assert not (tmp_path / "exports").exists()

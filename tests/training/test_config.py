@@ -6,9 +6,14 @@ import pytest
 from training_inputs import SPIECE, write_triples
 
 from gtr_keras.errors import CheckpointError, DataError, UserError
-from gtr_keras.training.config import TrainConfig, load_config
+from gtr_keras.training.config import TrainConfig, load_config, make_strategy
 from gtr_keras.training.data import TrainingData
 from gtr_keras.training.loop import train
+
+
+def test_make_strategy_refuses_an_unknown_name():
+    with pytest.raises(UserError, match=r"^strategy must be one of \('default', .*\), got 'gpu'$"):
+        make_strategy("gpu")
 
 
 def preset_run(tmp_path, source, **settings):

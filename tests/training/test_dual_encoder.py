@@ -144,9 +144,21 @@ def one_step(batch, chunk=None, dropout=0.0, graph=False):
     return loss, [w.numpy() for w in model.encoder.weights]
 
 
-def assert_same_step(a, b):
-    assert a[0] == pytest.approx(b[0], abs=1e-5)
-    assert max(np.abs(x - y).max() for x, y in zip(a[1], b[1])) <= 1e-5
+def assert_same_step(a, b, atol=1e-5):
+    assert a[0] == pytest.approx(b[0], abs=atol)
+    assert max(np.abs(x - y).max() for x, y in zip(a[1], b[1])) <= atol
+
+
+def fit_tiny_model(model_dir, batches, **settings):
+    """Loss and weights after one epoch of SGD `fit` on `batches`, from the model in `model_dir` and seed 0."""
+    from gtr_keras.models.gtr.saving import load
+
+    keras.utils.set_random_seed(0)
+    embedder = load(model_dir).model
+    model = DualEncoder(embedder, **settings)
+    model.compile(optimizer=keras.optimizers.SGD(0.1))
+    loss = model.fit(batches, epochs=1, shuffle=False, verbose=0).history["loss"][0]
+    return loss, [w.numpy() for w in embedder.weights]
 
 
 def test_grad_cache_step_equals_full_batch_step():
@@ -234,7 +246,7 @@ def test_config_file_overrides_and_errors(tmp_path):
     path.write_text("init: gtr-tiny\noutput_dir: out\ndata: {}\n")
     with pytest.raises(ValueError, match="missing setting `data.source`"):
         load_config(path)
-    with pytest.raises(ValueError, match="strategy must be one of"):
+    with pytest.raises(UserError, match="strategy must be one of"):
         load_config(None, {"init": "gtr-tiny", "output_dir": "o", "data.source": "t", "strategy": "gpu"})
     with pytest.raises(ValueError, match="unknown model setting.*layers"):
         load_config(None, {"init": "gtr-tiny", "output_dir": "o", "data.source": "t", "model": {"layers": 2}})
@@ -331,23 +343,70 @@ def test_fit_takes_raw_strings_through_the_preprocessor_like_token_batches(tiny_
         "positive_id": ["d1", "d2", "d3", "d4"],
         "negative_ids": [["d5"], ["d6"], ["d7"], ["d8"]],
     }
-    results = []
-    for raw in (True, False):
-        keras.utils.set_random_seed(0)
-        embedder = load(tiny_model_dir).model
-        model = DualEncoder(embedder)
-        model.compile(optimizer=keras.optimizers.SGD(0.1))
-        batches = tf.data.Dataset.from_tensor_slices(texts).batch(4, drop_remainder=raw)  # [4] or [None] strings
-        if not raw:
-            tower_features = embedder.preprocessor.tower_features
-            batches = batches.map(lambda batch: {**batch, **tower_features(batch)})
-        loss = model.fit(batches, epochs=1, shuffle=False, verbose=0).history["loss"][0]
-        results.append((loss, [w.numpy() for w in embedder.weights]))
-    (raw_loss, raw_weights), (token_loss, token_weights) = results
-    assert raw_loss == pytest.approx(token_loss, abs=1e-6) and np.isfinite(raw_loss)
-    for raw_weight, token_weight in zip(raw_weights, token_weights):
-        np.testing.assert_allclose(raw_weight, token_weight, atol=1e-6)
-    assert not np.allclose(raw_weights[0], load(tiny_model_dir).model.weights[0].numpy())
+    tower_features = load(tiny_model_dir).model.preprocessor.tower_features
+    dataset = tf.data.Dataset.from_tensor_slices(texts)
+    raw = fit_tiny_model(tiny_model_dir, dataset.batch(4, drop_remainder=True))  # [4] strings
+    tokens = fit_tiny_model(tiny_model_dir, dataset.batch(4).map(lambda batch: {**batch, **tower_features(batch)}))
+    assert np.isfinite(raw[0])
+    assert_same_step(raw, tokens, atol=1e-6)
+    assert not np.allclose(raw[1][0], load(tiny_model_dir).model.weights[0].numpy())
+
+
+@pytest.mark.slow
+def test_fit_takes_query_document_tuples_like_dicts(tiny_model_dir):
+    from gtr_keras.models.gtr.saving import load
+
+    queries = ["wing lift", "drag on a body", "shock waves", "heat transfer"]
+    documents = ["lift of a wing", "drag force", "a normal shock", "boundary layer heat"]
+    as_dicts = tf.data.Dataset.from_tensor_slices({"query": queries, "positive": documents}).batch(4)
+    as_tuples = tf.data.Dataset.from_tensor_slices((queries, documents)).batch(4)
+    from_tuples = fit_tiny_model(tiny_model_dir, as_tuples, mask_false_negatives=False)
+    assert np.isfinite(from_tuples[0])
+    assert_same_step(from_tuples, fit_tiny_model(tiny_model_dir, as_dicts, mask_false_negatives=False), atol=1e-6)
+
+    model = DualEncoder(load(tiny_model_dir).model)
+    model.compile(optimizer=keras.optimizers.SGD(0.1))
+    expected = r'^DualEncoder batches are dicts of "query", .* or \(query, document\[, negatives\]\) tuples.*'
+    for structure, got in [
+        ((queries, documents, documents, documents), "; got a tuple of 4: "),
+        ({"query": queries, "document": documents}, r"; got a dict of \['document', 'query'\]$"),
+        (queries, "; got TensorSpec"),
+    ]:
+        with pytest.raises(UserError, match=expected + got):
+            model.fit(tf.data.Dataset.from_tensor_slices(structure).batch(4), verbose=0)
+    with pytest.raises(UserError, match=r"hold \[B\] texts per tower \(batch the dataset\), got \(\)$"):
+        model.fit(tf.data.Dataset.from_tensor_slices((queries, documents)), verbose=0)
+
+
+def test_steps_take_tower_tuples_and_refuse_other_structures():
+    batch = tf.nest.map_structure(tf.constant, token_batch(6))
+    keras.utils.set_random_seed(0)
+    model = DualEncoder(GTRTextEmbedder.from_architecture("gtr-tiny", num_layers=1), mask_false_negatives=False)
+
+    def loss(batch):
+        model.reset_metrics()
+        return float(model.test_step(batch)["loss"])
+
+    for towers in (("query", "positive"), ("query", "positive", "negatives")):
+        as_dict = {name: batch[name] for name in towers}
+        assert loss(tuple(as_dict.values())) == pytest.approx(loss(as_dict))
+    with pytest.raises(UserError, match="got a tuple of 2: .*a dict of .*token_ids.*, <tf.Tensor"):
+        model.test_step((batch["query"], batch["positive_id"]))  # Keras' (x, y), not two towers
+    with pytest.raises(UserError, match="raw-string batches need an encoder with a preprocessor"):
+        model.fit(tf.data.Dataset.from_tensor_slices((["a"], ["b"])).batch(1), verbose=0)
+    with pytest.raises(UserError, match="^grad_cache_chunk_size must be a positive integer, got 0$"):
+        DualEncoder(model.encoder, grad_cache_chunk_size=0)
+
+
+def test_training_refuses_a_backend_other_than_tensorflow(monkeypatch, tmp_path):
+    model = DualEncoder(GTRTextEmbedder.from_architecture("gtr-tiny", num_layers=1))
+    monkeypatch.setattr(keras.config, "backend", lambda: "jax")
+    message = r"needs Keras' TensorFlow backend \(KERAS_BACKEND=tensorflow\), not 'jax'$"
+    with pytest.raises(UserError, match="^DualEncoder training " + message):
+        model.compile(optimizer=make_optimizer(10))
+    with pytest.raises(UserError, match="^gtr-keras training " + message):
+        train({"init": "gtr-tiny", "output_dir": str(tmp_path / "run"), "data": {"source": str(tmp_path / "none")}})
+    assert not (tmp_path / "run").exists()
 
 
 def test_in_batch_hits_count_top1_positives_with_the_loss_masking():

@@ -2,6 +2,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from gtr_keras.errors import UserError
 from gtr_keras.training.losses import BidirectionalInBatchLoss, bidirectional_softmax_terms
 
 
@@ -147,7 +148,7 @@ def test_gradient_is_finite_with_masking_and_compiles_with_xla():
 
 def test_masking_needs_negative_ids_with_negatives():
     q, p, n, pos_ids, _ = batch(1)
-    with pytest.raises(ValueError, match="negative_ids"):
+    with pytest.raises(UserError, match="^false-negative masking needs `negative_ids`"):
         bidirectional_softmax_terms(q, p, n, positive_ids=tf.constant(pos_ids))
 
 

@@ -4,7 +4,7 @@ import numpy as np
 import tensorflow as tf
 from tqdm.auto import tqdm
 
-from gtr_keras.errors import CheckpointError
+from gtr_keras.errors import CheckpointError, UserError
 from gtr_keras.models.gtr.tokenizer import PAD_ID
 
 LENGTH_BUCKETS = (16, 32, 64, 128, 256, 384, 512)
@@ -75,7 +75,7 @@ class Encoder:
         """Token id lists (EOS included, truncated to the kind's length)."""
         preprocessor = self.preprocessor
         if preprocessor is None:
-            raise ValueError("the model has no preprocessor now: it embeds token ids only")
+            raise UserError("the model has no preprocessor now: it embeds token ids only")
         length = preprocessor.length(kind)
         tokenizer, token_ids = self._tokenize
         if tokenizer is not preprocessor.tokenizer:

@@ -5,11 +5,12 @@ into the class hierarchy (`inject_functional_model_class`): it rewrites the
 bases of every class on the way up, so building one `BertBackbone` turns
 `keras_hub.models.Backbone` (and `Task`) into subclasses of `Functional` for the
 rest of the process, and every subclassed model of them, GTR's included, then
-runs `Functional.__init__` and fails. `install()` (called when `gtr_keras` is
-imported) makes Keras add `Functional` to the bases of the class being built
+runs `Functional.__init__` and fails. `install()` (run when the model family
+`gtr_keras.models.gtr` is imported, which `import gtr_keras` does as soon as
+Keras is imported) makes Keras add `Functional` to the bases of the class being built
 instead, leaving the shared keras-hub classes as they are: the functional model
 gets the same method order, and GTR's classes keep theirs. A functional
-keras-hub model built before `gtr_keras` is imported has already rewritten the
+keras-hub model built before the family is imported has already rewritten the
 shared classes: import `gtr_keras` first.
 """
 

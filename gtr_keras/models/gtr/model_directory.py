@@ -1,5 +1,4 @@
-"""A model directory's files: their names, local copies of remote ones, reading weights, and the
-checks of settings against weights.
+"""A model directory's files: their names, reading weights, and the checks of settings against weights.
 
 A gtr-keras model directory is a keras-hub preset directory, as
 `GTRTextEmbedder.save_to_preset` writes it: `config.json` + `model.weights.h5`
@@ -15,23 +14,18 @@ model's weights (Keras alone would ignore extra ones). `GTRBackbone` and
 `GTRTextEmbedder` call these checks when they load; this module imports no model
 class.
 
-Model directories may be local or on any file system TensorFlow knows
-(`gs://...`, `ram://...`): a remote one is copied to a temporary local
-directory to load (`local_model_directory`).
+The checks read local files: `model_source.ModelSource.local` copies a remote directory first.
 """
 
-import contextlib
 import json
 import os
 import re
 
 import numpy as np
 
-from gtr_keras.errors import CheckpointError, UserError
-from gtr_keras.models.gtr.presets import HUB_IDS, resolve_bundled
+from gtr_keras.errors import CheckpointError
 from gtr_keras.utils import files
 
-HF_PREFIX = "hf://"
 CONFIG_FILE = "config.json"
 WEIGHTS_FILE = "model.weights.h5"
 SHARDED_WEIGHTS_FILE = "model.weights.json"
@@ -40,57 +34,7 @@ TASK_WEIGHTS_FILE = "task.weights.h5"
 PREPROCESSOR_FILE = "preprocessor.json"
 SPIECE_FILE = "spiece.model"
 TEXT_EMBEDDER = "gtr_keras>GTRTextEmbedder"  # the registered name of the task a model directory holds
-# Schemes whose sources are not file systems: keras-hub's or `resolve_source`'s downloads.
-DOWNLOAD_PREFIXES = (HF_PREFIX, "kaggle://", "modelscope://")
-
-
-def is_remote(path):
-    """True for a path on a file system other than the local one (`gs://`, `ram://`, ...), which
-    `local_model_directory` copies; False for local paths and download ids (`hf://`, `kaggle://`)."""
-    return isinstance(path, (str, os.PathLike)) and not files.is_local(path) and not (
-        os.fspath(path).startswith(DOWNLOAD_PREFIXES)
-    )
-
-
-@contextlib.contextmanager
-def local_model_directory(directory):
-    """A local directory holding model directory `directory`: itself when local, else a temporary copy.
-
-    Errors about the copy's files raised in the block name them under
-    `directory`, not under the temporary copy.
-
-    Raises:
-        CheckpointError: `directory` does not exist.
-        DataError: its file system is one TensorFlow does not know.
-
-    Example:
-    >>> with local_model_directory("gs://bucket/models/gtr-base") as local:  # doctest: +SKIP
-    ...     embedder = GTRTextEmbedder.from_preset(local)
-    """
-    path = os.fspath(directory)
-    if not is_remote(path):
-        yield path.removeprefix("file://")
-        return
-    path = path.rstrip("/")
-    if not files.exists(path) or not files.isdir(path):
-        raise CheckpointError(f"{path}: no such model directory")
-    with files.local_copy(path) as local:
-        try:
-            yield local
-        except UserError as error:
-            raise type(error)(str(error).replace(local, path)) from error
-
-
-def check_model_source(path):
-    """Raises `CheckpointError` for a local model path that is neither a directory nor a name of `HUB_IDS`
-    or `BUNDLED`.
-
-    Cheap (no model is read), so commands call it before reading their inputs.
-    Ids with a scheme (`hf://`, `gs://`, ...) are checked where they are read.
-    """
-    path = resolve_bundled(os.fspath(path)).removeprefix("file://")
-    if "://" not in path and not files.isdir(path) and path not in HUB_IDS:
-        raise CheckpointError(f"{path}: no such model directory")
+LEGACY_FORMAT = "gtr-keras"  # `config.json`'s "format" in a model directory of gtr-keras' first format
 
 
 def check_model_directory(directory, load_weights=True):
@@ -120,9 +64,6 @@ def check_model_directory(directory, load_weights=True):
     CheckpointError: models/m/config.json: num_layers is 3 but model.weights.h5 holds 4 encoder blocks
     """
     directory = os.fspath(directory)
-    if is_remote(directory):
-        with local_model_directory(directory) as local:
-            return check_model_directory(local, load_weights)
     config_path, task_path, preprocessor_path = (
         os.path.join(directory, name) for name in (CONFIG_FILE, TASK_FILE, PREPROCESSOR_FILE)
     )

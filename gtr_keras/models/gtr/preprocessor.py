@@ -5,6 +5,7 @@ import keras_hub
 import tensorflow as tf
 from keras_hub.src.utils.tensor_utils import preprocessing_function
 
+from gtr_keras.errors import UserError
 from gtr_keras.models.gtr.backbone import GTRBackbone
 from gtr_keras.models.gtr.tokenizer import (
     DOCUMENT_LENGTH,
@@ -54,7 +55,7 @@ class GTRTextEmbedderPreprocessor(keras_hub.models.TextEmbedderPreprocessor):
         super().__init__(tokenizer, sequence_length=sequence_length, **kwargs)
         for name, length in (("sequence_length", sequence_length), ("query_length", query_length)):
             if not isinstance(length, int) or length < 2:
-                raise ValueError(f"{name} must be an integer of at least 2 (one token and EOS), got {length!r}")
+                raise UserError(f"{name} must be an integer of at least 2 (one token and EOS), got {length!r}")
         self.query_length = query_length
         self.pad_to_length = pad_to_length
 
@@ -65,7 +66,7 @@ class GTRTextEmbedderPreprocessor(keras_hub.models.TextEmbedderPreprocessor):
     def length(self, kind):
         """The token budget of `"query"` or `"document"` texts."""
         if kind not in KINDS:
-            raise ValueError(f"kind must be 'query' or 'document', got {kind!r}")
+            raise UserError(f"kind must be 'query' or 'document', got {kind!r}")
         return self.query_length if kind == "query" else self.sequence_length
 
     def token_ids(self, texts, kind="document"):

@@ -6,18 +6,17 @@ size projects to a 768-d embedding. `gtr-small` (4.9M parameters, an 8k
 SentencePiece vocabulary) is what the CPU recipes train from scratch, and
 `gtr-tiny` is for tests.
 
-`BUNDLED` names the trained models that ship inside the package: a name there is
-accepted wherever a model directory is (`gtr_keras.load`, `from_preset`, every
-`--model`).
+`PRESET_SOURCES` is the one table of trained models by name: keras-hub's preset names
+(`gtr_t5_base_en` ... `gtr_t5_xxl_en`, the published checkpoints; `gtr_small_distilled_en`, the model
+that ships inside the package) and the older names that stay their aliases. Every name there is
+accepted wherever a model directory is (`gtr_keras.load`, `GTRTextEmbedder.from_preset`,
+`keras_hub.models.TextEmbedder.from_preset`, `keras_hub.models.Backbone.from_preset`, every `--model`).
 """
 
 import os
 
 ASSETS_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "assets")
-BUNDLED = {
-    "gtr_small_distilled_en": os.path.join(ASSETS_DIR, "gtr-small-distilled"),
-    "gtr-small-distilled": os.path.join(ASSETS_DIR, "gtr-small-distilled"),  # the name before keras-hub's
-}
+BUNDLED_MODEL_DIR = os.path.join(ASSETS_DIR, "gtr-small-distilled")
 
 PRESETS = {
     "gtr-base": dict(
@@ -46,16 +45,30 @@ PRESETS = {
     ),
 }
 
-HUB_IDS = {
-    "gtr_t5_base_en": "sentence-transformers/gtr-t5-base",
-    "gtr_t5_large_en": "sentence-transformers/gtr-t5-large",
-    "gtr_t5_xl_en": "sentence-transformers/gtr-t5-xl",
-    "gtr_t5_xxl_en": "sentence-transformers/gtr-t5-xxl",
-    # the names before keras-hub's
-    "gtr-base": "sentence-transformers/gtr-t5-base",
-    "gtr-large": "sentence-transformers/gtr-t5-large",
-    "gtr-xl": "sentence-transformers/gtr-t5-xl",
-    "gtr-xxl": "sentence-transformers/gtr-t5-xxl",
+_PUBLISHED = ("base", "large", "xl", "xxl")
+
+# keras-hub name: (source, architecture, older names, description).
+_TRAINED = {
+    **{
+        f"gtr_t5_{size}_en": (
+            f"hf://sentence-transformers/gtr-t5-{size}", f"gtr-{size}", (f"gtr-{size}",),
+            f"GTR-{size.upper()} (Ni et al., 2022), sentence-transformers checkpoint sentence-transformers/gtr-t5-"
+            f"{size}, converted on loading",
+        )
+        for size in _PUBLISHED
+    },
+    "gtr_small_distilled_en": (
+        BUNDLED_MODEL_DIR, "gtr-small", ("gtr-small-distilled",),
+        "gtr-keras' bundled small GTR, distilled from all-MiniLM-L6-v2 on CPU (recipes/distill_broad; "
+        "assets/gtr-small-distilled/MODEL_CARD.md)",
+    ),
+}
+_ARCHITECTURE_OVERRIDES = {"gtr_small_distilled_en": {"vocabulary_size": 32_100}}
+
+PRESET_SOURCES = {
+    name: source
+    for preset, (source, _, aliases, _) in _TRAINED.items()
+    for name in (preset, *aliases)
 }
 
 
@@ -98,35 +111,22 @@ def parameter_count(config):
     )
 
 
-def resolve_bundled(source):
-    """The directory of a bundled model's name (`BUNDLED`); any other source unchanged.
+def keras_hub_presets():
+    """keras-hub's preset records (`keras_hub.src.utils.preset_utils.register_presets`) of the trained
+    models under their keras-hub names, so that `GTRTextEmbedder.presets` lists them; the aliases load
+    through `gtr_keras.models.gtr.keras_hub_loader`, unlisted.
 
     Example:
-    >>> os.path.basename(resolve_bundled("gtr-small-distilled"))
-    'gtr-small-distilled'
-    >>> resolve_bundled("models/gtr-base")
-    'models/gtr-base'
+    >>> keras_hub_presets()["gtr_t5_base_en"]["kaggle_handle"]
+    'hf://sentence-transformers/gtr-t5-base'
     """
-    return BUNDLED.get(source, source) if isinstance(source, str) else source
-
-
-def keras_hub_presets():
-    """keras-hub's preset records (`keras_hub.src.utils.preset_utils.register_presets`) of the published
-    checkpoints (their Hugging Face ids, converted on the way by `GTRTextEmbedder.from_preset`) and of the
-    bundled model (its directory), so that `GTRTextEmbedder.presets` lists them."""
-    sizes = {"gtr_t5_base_en": "gtr-base", "gtr_t5_large_en": "gtr-large", "gtr_t5_xl_en": "gtr-xl",
-             "gtr_t5_xxl_en": "gtr-xxl"}
-    records = {
-        name: {"metadata": {"description": f"GTR-{size.split('-')[1].upper()} (Ni et al., 2022), sentence-"
-                                           f"transformers checkpoint {HUB_IDS[name]}, converted on loading",
-                            "params": parameter_count(preset_config(size)), "path": "gtr"},
-               "kaggle_handle": f"hf://{HUB_IDS[name]}"}
-        for name, size in sizes.items()
+    return {
+        name: {
+            "metadata": {
+                "description": description, "path": "gtr",
+                "params": parameter_count(preset_config(architecture, **_ARCHITECTURE_OVERRIDES.get(name, {}))),
+            },
+            "kaggle_handle": source,
+        }
+        for name, (source, architecture, _, description) in _TRAINED.items()
     }
-    records["gtr_small_distilled_en"] = {
-        "metadata": {"description": "gtr-keras' bundled small GTR, distilled from all-MiniLM-L6-v2 on CPU "
-                                    "(recipes/distill_broad; assets/gtr-small-distilled/MODEL_CARD.md)",
-                     "params": parameter_count(preset_config("gtr-small", vocabulary_size=32_100)), "path": "gtr"},
-        "kaggle_handle": BUNDLED["gtr_small_distilled_en"],
-    }
-    return records

@@ -9,24 +9,17 @@ system TensorFlow knows; `load` also takes what `GTRTextEmbedder.from_preset` co
 
 import os
 
-from gtr_keras.convert.first_format import (
-    LEGACY_FORMAT,
-    first_format_config,
-    load_first_format,
-)
-from gtr_keras.convert.sentence_transformers import (
-    load_sentence_transformers,
-    save_sentence_transformers,
-)
+from gtr_keras.convert.first_format import first_format_config, load_first_format
+from gtr_keras.convert.sentence_transformers import load_sentence_transformers, save_sentence_transformers
 from gtr_keras.errors import CheckpointError, UserError
-from gtr_keras.models.gtr.model_directory import (
-    CONFIG_FILE,
-    check_model_source,
-    is_remote,
-    local_model_directory,
-    read_json,
+from gtr_keras.models.gtr.model_directory import CONFIG_FILE
+from gtr_keras.models.gtr.model_source import (
+    ARCHITECTURE,
+    FIRST_FORMAT,
+    HF_PREFIX,
+    SENTENCE_TRANSFORMERS,
+    resolve_model_source,
 )
-from gtr_keras.models.gtr.presets import resolve_bundled
 from gtr_keras.models.gtr.text_embedder import GTRTextEmbedder
 from gtr_keras.models.gtr.tokenizer import QUERY_LENGTH
 from gtr_keras.utils import files
@@ -83,28 +76,16 @@ def load(directory, jit_compile=False, dtype=None, query_length=None, document_l
     >>> encoder = gtr_keras.load("models/gtr-base")
     >>> fast = gtr_keras.load("models/gtr-base", dtype="bfloat16", document_length=256)
     """
-    path = resolve_bundled(os.fspath(directory))
-    if is_remote(path):
-        with local_model_directory(path) as local:
-            return load(local, jit_compile, dtype, query_length, document_length)
-    check_model_source(path)
-    path = path.removeprefix("file://")
-    if "://" not in path and files.isdir(path):
-        config_path = os.path.join(path, CONFIG_FILE)
-        config = read_json(config_path)
-        known = "registered_name" in config or config.get("format") == LEGACY_FORMAT
-        if not known and not files.isfile(os.path.join(path, "modules.json")):
-            raise CheckpointError(
-                f"{config_path}: not a gtr-keras model directory (a keras-hub preset). "
-                "For a Hugging Face T5 checkpoint, use its sentence-transformers repository with "
-                "`gtr-keras convert SRC OUT_DIR`."
-            )
+    source = resolve_model_source(directory)
+    if source.format == ARCHITECTURE:
+        raise CheckpointError(f"{source.path}: no such model directory (the name of an architecture without "
+                              "weights: `GTRTextEmbedder.from_architecture`)")
     try:
-        embedder = GTRTextEmbedder.from_preset(path, dtype=dtype)
+        embedder = GTRTextEmbedder.from_preset(source, dtype=dtype)
     except CheckpointError:
         raise
     except (ValueError, OSError, KeyError, TypeError) as error:
-        raise CheckpointError(f"{path}: cannot load the model ({type(error).__name__}: {error})") from error
+        raise CheckpointError(f"{source.path}: cannot load the model ({type(error).__name__}: {error})") from error
     if query_length:
         embedder.preprocessor.query_length = query_length
     if document_length:
@@ -118,8 +99,7 @@ def migrate(source, directory):
     Example:
     >>> migrate("models/old-gtr", "models/gtr")
     """
-    source = os.fspath(source)
-    with local_model_directory(source) as local:
+    with resolve_model_source(source, FIRST_FORMAT).local() as local:
         config = first_format_config(local)
         if config is None:
             raise CheckpointError(f"{os.path.join(local, CONFIG_FILE)}: not a model directory of the first format")
@@ -143,4 +123,8 @@ def convert_sentence_transformers(source, query_length=QUERY_LENGTH, cache_dir=N
     >>> embedder = convert_sentence_transformers("sentence-transformers/gtr-t5-base")
     >>> gtr_keras.save(embedder, "models/gtr-base")
     """
-    return load_sentence_transformers(GTRTextEmbedder, source, query_length, cache_dir, dtype, load_weights)
+    source = os.fspath(source)
+    if files.is_local(source) and not files.exists(source) and source.count("/") == 1 and source[0] not in "./":
+        source = HF_PREFIX + source  # a Hugging Face repo id
+    with resolve_model_source(source, SENTENCE_TRANSFORMERS).local() as local:
+        return load_sentence_transformers(GTRTextEmbedder, local, query_length, cache_dir, dtype, load_weights)

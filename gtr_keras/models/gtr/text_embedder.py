@@ -1,7 +1,6 @@
 """`GTRTextEmbedder`: the GTR tower as a keras-hub `TextEmbedder`."""
 
-import hashlib
-import json
+import functools
 import os
 
 import keras
@@ -9,38 +8,17 @@ import keras_hub
 import numpy as np
 import tensorflow as tf
 from keras import ops
-from keras_hub.src.utils.preset_utils import register_presets
 
-from gtr_keras.convert.preset_loader import load_foreign_format
 from gtr_keras.errors import CheckpointError
-from gtr_keras.models.gtr import functional_models
 from gtr_keras.models.gtr.backbone import GTRBackbone
 from gtr_keras.models.gtr.encoder import Encoder, to_bytes
 from gtr_keras.models.gtr.layers import MaskedMeanPooling
-from gtr_keras.models.gtr.model_directory import (
-    check_finite,
-    check_model_directory,
-    check_weights_file,
-    file_weights_by_path,
-    is_remote,
-    local_model_directory,
-)
+from gtr_keras.models.gtr.model_directory import check_finite, check_weights_file, file_weights_by_path
+from gtr_keras.models.gtr.model_source import resolve_model_source
 from gtr_keras.models.gtr.preprocessor import GTRTextEmbedderPreprocessor
-from gtr_keras.models.gtr.presets import (
-    HUB_IDS,
-    PRESETS,
-    keras_hub_presets,
-    preset_config,
-    resolve_bundled,
-)
-from gtr_keras.models.gtr.tokenizer import (
-    METADATA_FILE,
-    VOCABULARY_FILE,
-    VOCABULARY_SHA256,
-    pad_token_ids,
-)
-from gtr_keras.utils import files
-from gtr_keras.utils.files import atomic_directory
+from gtr_keras.models.gtr.presets import preset_config
+from gtr_keras.models.gtr.preset_writer import write_preset
+from gtr_keras.models.gtr.tokenizer import VOCABULARY_FILE, pad_token_ids
 
 
 @keras.saving.register_keras_serializable(package="gtr_keras")
@@ -147,38 +125,34 @@ class GTRTextEmbedder(keras_hub.models.TextEmbedder):
     def from_preset(cls, preset, load_weights=True, **kwargs):
         """Loads a preset directory, or converts a sentence-transformers GTR checkpoint on the way.
 
-        Besides keras-hub's presets (a directory written by `save_to_preset`,
-        local or on a file system TensorFlow knows, such as `gs://` or
-        `ram://`, copied locally first; `kaggle://`), this takes a
-        sentence-transformers GTR checkpoint: a directory, a Hugging Face id
-        `hf://sentence-transformers/gtr-t5-base` (downloaded when online) or a
-        preset name of `gtr_keras.models.gtr.presets.HUB_IDS` (`"gtr-base"`), and a model
-        directory of gtr-keras' first format. keras-hub's own Hugging Face
-        loader has a fixed list of architectures without T5, so these go
-        through `gtr_keras.convert`. An architecture-only size of
-        `gtr_keras.models.gtr.presets.PRESETS` (`"gtr-tiny"`, `"gtr-small"`: the
-        others name published checkpoints) gives a randomly initialised model without a preprocessor, as
-        `from_architecture` does (no weights exist for it). A model directory
+        The source is resolved once (`model_source.resolve_model_source`), then
+        read by the loader of its format (`gtr_keras.convert.preset_loader`):
+        a keras-hub preset (a directory written by `save_to_preset`, local or
+        on a file system TensorFlow knows, such as `gs://` or `ram://`, copied
+        locally first; `kaggle://`); a sentence-transformers GTR checkpoint (a
+        directory, or a Hugging Face id `hf://sentence-transformers/gtr-t5-base`,
+        downloaded when online); a model directory of gtr-keras' first format;
+        a trained model's name or alias of `presets.PRESET_SOURCES`
+        (`"gtr_t5_base_en"`, `"gtr-base"`, `"gtr-small-distilled"`); or an
+        architecture's name of `presets.PRESETS` without published weights
+        (`"gtr-tiny"`, `"gtr-small"`), which gives a randomly initialised model
+        without a preprocessor, as `from_architecture` does. A model directory
         whose settings contradict its weights or each other raises
         `CheckpointError` naming the file and setting
         (`model_directory.check_model_directory`).
 
+        Args:
+            preset: a name, id, directory or resolved `ModelSource`.
+            load_weights: read the weights (else randomly initialised).
+            **kwargs: keras-hub's `from_preset` arguments (`dtype`, ...).
+
         Example:
         >>> embedder = GTRTextEmbedder.from_preset("hf://sentence-transformers/gtr-t5-base")  # doctest: +SKIP
         """
-        preset = resolve_bundled(preset)
-        if isinstance(preset, str) and preset in PRESETS and preset not in HUB_IDS and not os.path.exists(preset):
-            return cls.from_architecture(preset, **kwargs)
-        if is_remote(preset):  # `gs://`, `ram://`, ...: loaded from a fresh local copy (keras-hub's cache goes stale)
-            with local_model_directory(preset) as local:
-                return cls.from_preset(local, load_weights, **kwargs)
-        foreign = load_foreign_format(cls, preset, load_weights, **kwargs)
-        if foreign is not None:
-            return foreign
-        local = isinstance(preset, (str, os.PathLike)) and files.is_local(preset)  # not kaggle:// or hf://
-        if local and files.isdir(preset):
-            check_model_directory(preset, load_weights)
-        return super().from_preset(preset, load_weights=load_weights, **kwargs)
+        # Imported here: the converters import the model family's modules, whose `__init__` imports this one.
+        from gtr_keras.convert.preset_loader import load_embedder
+
+        return load_embedder(cls, resolve_model_source(preset), load_weights, **kwargs)
 
     def save_to_preset(self, preset_dir, max_shard_size=10):
         """keras-hub's `save_to_preset`, replacing `preset_dir` as a unit (as `gtr_keras.save` does).
@@ -196,23 +170,7 @@ class GTRTextEmbedder(keras_hub.models.TextEmbedder):
         Example:
         >>> embedder.save_to_preset("models/my-gtr")  # doctest: +SKIP
         """
-        quantized = sorted({layer.dtype_policy.name for layer in self._flatten_layers()
-                            if getattr(layer.dtype_policy, "quantization_mode", None)})
-        if quantized:
-            raise CheckpointError(
-                f"{preset_dir}: a quantized model ({', '.join(quantized)}) is not saved as a model directory "
-                "(its weights would not load back); save the float model, and quantize after loading"
-            )
-        with atomic_directory(preset_dir) as staging:
-            super().save_to_preset(str(staging), max_shard_size=max_shard_size)
-            for name in ("config.json", "task.json", "preprocessor.json"):
-                path = staging / name
-                if path.exists():
-                    path.write_text(json.dumps(_weights_dtypes(json.loads(path.read_text())), indent=4))
-            if self.preprocessor is not None:
-                metadata = json.loads((staging / METADATA_FILE).read_text())
-                metadata[VOCABULARY_SHA256] = hashlib.sha256(self.preprocessor.tokenizer.proto).hexdigest()
-                (staging / METADATA_FILE).write_text(json.dumps(metadata, indent=4))
+        write_preset(self, preset_dir, functools.partial(super().save_to_preset, max_shard_size=max_shard_size))
 
     def load_task_weights(self, filepath):
         """Loads the task weights (the projection), which the file must hold exactly.
@@ -298,18 +256,3 @@ class GTRTextEmbedder(keras_hub.models.TextEmbedder):
         scores = ops.matmul(ops.convert_to_tensor(query_embeddings), ops.transpose(document_embeddings))
         return ops.convert_to_numpy(scores)
 
-
-def _weights_dtypes(config):
-    """A saved config with every mixed dtype policy (`mixed_bfloat16`) replaced by its weights' dtype."""
-    if isinstance(config, list):
-        return [_weights_dtypes(item) for item in config]
-    if not isinstance(config, dict):
-        return config
-    if config.get("class_name") == "DTypePolicy" and config.get("config", {}).get("name", "").startswith("mixed_"):
-        policy = keras.DTypePolicy(config["config"]["name"])
-        return {**config, "config": {**config["config"], "name": policy.variable_dtype}}
-    return {key: _weights_dtypes(value) for key, value in config.items()}
-
-
-register_presets(keras_hub_presets(), GTRBackbone)
-functional_models.install()

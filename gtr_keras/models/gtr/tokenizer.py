@@ -13,6 +13,7 @@ from keras_hub.src.utils import preset_utils
 from tensorflow_text.python.ops import sentencepiece_tokenizer
 
 from gtr_keras.errors import CheckpointError
+from gtr_keras.models.gtr.backbone import GTRBackbone
 from gtr_keras.utils import files
 
 PAD_ID = 0
@@ -67,6 +68,8 @@ class GTRTokenizer(keras_hub.tokenizers.SentencePieceTokenizer):
     >>> tokenizer.token_ids(["what is a dual encoder?", ""], sequence_length=64)[1].numpy()
     array([1], dtype=int32)
     """
+
+    backbone_cls = GTRBackbone
 
     def __init__(self, proto=None, lowercase=False, **kwargs):
         self._add_special_token("</s>", "end_token")

@@ -1,6 +1,7 @@
 import numpy as np
 import pytest
 
+from gtr_keras.errors import UserError
 from gtr_keras.models.gtr.encoder import Encoder, bucket_length
 
 
@@ -74,5 +75,5 @@ def test_a_preprocessor_set_on_the_model_later_applies_to_its_encoder(tiny_model
     assert encoder.tokenize(texts) == encoder.tokenize([text.lower() for text in texts]) != load(
         tiny_model_dir, document_length=16).tokenize(texts)
     model.preprocessor = None
-    with pytest.raises(ValueError, match="the model has no preprocessor now: it embeds token ids only"):
+    with pytest.raises(UserError, match="the model has no preprocessor now: it embeds token ids only"):
         encoder.encode_documents(texts)

@@ -27,9 +27,9 @@ def test_every_preset_projects_to_768_except_tiny():
 def test_the_bundled_model_stays_under_50_mb():
     import os
 
-    from gtr_keras.models.gtr.presets import BUNDLED
+    from gtr_keras.models.gtr.presets import BUNDLED_MODEL_DIR
 
-    root = BUNDLED["gtr-small-distilled"]
+    root = BUNDLED_MODEL_DIR
     size = sum(os.path.getsize(os.path.join(d, f)) for d, _, names in os.walk(root) for f in names)
     assert size <= 50e6, size  # issue #26: the package ships it
 
@@ -43,7 +43,7 @@ def test_keras_hub_lists_the_published_and_the_bundled_presets_by_name():
     import keras_hub
 
     import gtr_keras
-    from gtr_keras.models.gtr.presets import BUNDLED
+    from gtr_keras.models.gtr.presets import BUNDLED_MODEL_DIR
 
     presets = gtr_keras.GTRTextEmbedder.presets
     assert set(presets) == {"gtr_t5_base_en", "gtr_t5_large_en", "gtr_t5_xl_en", "gtr_t5_xxl_en",
@@ -51,7 +51,7 @@ def test_keras_hub_lists_the_published_and_the_bundled_presets_by_name():
     assert presets["gtr_t5_base_en"]["kaggle_handle"] == "hf://sentence-transformers/gtr-t5-base"
     assert presets["gtr_t5_xxl_en"]["metadata"]["params"] == parameter_count(preset_config("gtr-xxl"))
     assert set(presets) <= set(keras_hub.models.Backbone.presets)
-    bundled = gtr_keras.load(BUNDLED["gtr-small-distilled"]).encode_queries(["lift on a wing"])
+    bundled = gtr_keras.load(BUNDLED_MODEL_DIR).encode_queries(["lift on a wing"])
     for load in (keras_hub.models.TextEmbedder.from_preset, gtr_keras.GTRTextEmbedder.from_preset):
         np.testing.assert_array_equal(load("gtr_small_distilled_en").encode_queries(["lift on a wing"]), bundled)
     assert type(keras_hub.models.Backbone.from_preset("gtr_small_distilled_en")) is gtr_keras.GTRBackbone

@@ -12,8 +12,8 @@ from conftest import FIXTURES
 import gtr_keras
 from gtr_keras.errors import CheckpointError
 from gtr_keras.models.gtr.fingerprint import fingerprint
-from gtr_keras.models.gtr.model_directory import check_model_source
-from gtr_keras.models.gtr.presets import BUNDLED
+from gtr_keras.models.gtr.model_source import resolve_model_source
+from gtr_keras.models.gtr.presets import BUNDLED_MODEL_DIR
 from gtr_keras_cli import main
 
 OLD_PRESET = os.path.join(FIXTURES, "tiny-gtr-preset-0.1")
@@ -45,9 +45,9 @@ def test_a_preset_written_before_the_relayout_names_the_old_modules_and_still_lo
 
 def test_the_bundled_model_loads_by_name():
     name = "gtr-small-distilled"
-    check_model_source(name)
+    resolve_model_source(name)
     by_name = gtr_keras.load(name).encode_queries(["lift on a wing"])
-    by_path = gtr_keras.load(BUNDLED[name]).encode_queries(["lift on a wing"])
+    by_path = gtr_keras.load(BUNDLED_MODEL_DIR).encode_queries(["lift on a wing"])
     np.testing.assert_array_equal(by_name, by_path)
     assert type(gtr_keras.GTRTextEmbedder.from_preset(name)) is gtr_keras.GTRTextEmbedder
 
@@ -62,7 +62,7 @@ def test_the_bundled_name_works_as_a_command_line_model(tmp_path):
 
 def test_an_unknown_name_is_no_model_directory():
     with pytest.raises(CheckpointError, match="gtr-small-distiled: no such model directory"):
-        check_model_source("gtr-small-distiled")
+        resolve_model_source("gtr-small-distiled")
 
 
 @pytest.mark.parametrize("loader", ["gtr_keras.load", "TextEmbedder.from_preset", "Backbone.from_preset"])

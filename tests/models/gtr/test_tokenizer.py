@@ -6,6 +6,7 @@ import pytest
 import tensorflow as tf
 from conftest import FIXTURES, TINY_ST
 
+from gtr_keras.errors import UserError
 from gtr_keras.models.gtr.preprocessor import GTRTextEmbedderPreprocessor
 from gtr_keras.models.gtr.tokenizer import EOS_ID, GTRTokenizer, train_sentencepiece
 
@@ -70,8 +71,10 @@ def test_preprocessor_budgets_and_static_padding():
         "query": tf.constant(["a", "b"]), "positive": tf.constant(["c", "d"]), "negatives": tf.constant([["e"], ["f"]]),
     })
     assert towers["query"]["token_ids"].shape == (2, 5) and towers["negatives"]["padding_mask"].shape == (2, 1, 12)
-    with pytest.raises(ValueError, match="query_length must be an integer of at least 2"):
+    with pytest.raises(UserError, match="query_length must be an integer of at least 2"):
         GTRTextEmbedderPreprocessor(GTRTokenizer(SPIECE), query_length=1)
+    with pytest.raises(UserError, match="^kind must be 'query' or 'document', got 'passage'$"):
+        preprocessor.features(["wing"], kind="passage")
 
 
 def test_trained_model_has_t5_special_ids(tmp_path):

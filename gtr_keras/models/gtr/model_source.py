@@ -1,0 +1,174 @@
+"""Where a model comes from, decided once: `resolve_model_source` and the `ModelSource` it returns.
+
+A model source is what a user names: a trained model's name (`presets.PRESET_SOURCES`), an
+architecture's (`gtr-tiny`, randomly initialised), a Hugging Face id (`hf://ORG/NAME`), a keras-hub
+download handle (`kaggle://...`), or a directory, local or on any file system TensorFlow knows (`gs://`,
+`ram://`). `resolve_model_source` turns it into a `ModelSource`: the path to read, the format found there
+and whether the directory must be copied locally first (`ModelSource.local`, the one place that copies).
+The loaders (`gtr_keras.convert.preset_loader`) take that value; nothing resolves the source again.
+"""
+
+import contextlib
+import dataclasses
+import json
+import os
+
+from gtr_keras.errors import CheckpointError, UserError
+from gtr_keras.models.gtr.model_directory import CONFIG_FILE, LEGACY_FORMAT, read_json
+from gtr_keras.models.gtr.presets import PRESET_SOURCES, PRESETS
+from gtr_keras.utils import files
+
+HF_PREFIX = "hf://"
+# Schemes whose sources are not file systems: keras-hub's or `huggingface_hub`'s downloads.
+DOWNLOAD_PREFIXES = (HF_PREFIX, "kaggle://", "modelscope://")
+SENTENCE_TRANSFORMERS_MODULES = "modules.json"
+
+KERAS_HUB = "keras-hub"  # a preset directory that `save_to_preset` wrote, or a keras-hub download handle
+SENTENCE_TRANSFORMERS = "sentence-transformers"  # that library's layout of a T5 GTR checkpoint
+FIRST_FORMAT = "first-format"  # gtr-keras' first model directories (`gtr-keras migrate` rewrites them)
+ARCHITECTURE = "architecture"  # a name of `presets.PRESETS` with no weights: randomly initialised
+
+
+@dataclasses.dataclass(frozen=True)
+class ModelSource:
+    """A resolved model source.
+
+    Args:
+        name: the source as the user gave it (for messages).
+        path: what is read: a directory (local, or remote when `remote`), a download id (`hf://...`,
+            `kaggle://...`), or an architecture's name.
+        format: `KERAS_HUB`, `SENTENCE_TRANSFORMERS`, `FIRST_FORMAT` or `ARCHITECTURE`.
+        remote: `path` is a directory on a file system other than the local one.
+
+    `os.fspath(source)` is its `path`, so a resolved source stands wherever a path does, and `str(source)`
+    its `name`, for messages.
+
+    Example:
+    >>> source = resolve_model_source("gtr-small-distilled")
+    >>> source.format, os.path.basename(source.path)
+    ('keras-hub', 'gtr-small-distilled')
+    """
+
+    name: str
+    path: str
+    format: str
+    remote: bool = False
+
+    def __fspath__(self):
+        return self.path
+
+    def __str__(self):
+        return self.name
+
+    @property
+    def directory(self):
+        """True for a source that is a directory (local or remote), not a download id or an architecture."""
+        return self.format != ARCHITECTURE and not self.path.startswith(DOWNLOAD_PREFIXES)
+
+    @contextlib.contextmanager
+    def local(self):
+        """The source's path with a remote directory copied to a temporary local one for the block.
+
+        Errors about the copy's files raised in the block name them under the remote path.
+
+        Example:
+        >>> with resolve_model_source("gs://bucket/models/gtr-base").local() as path:  # doctest: +SKIP
+        ...     print(path)
+        /tmp/gtr-keras-.../gtr-base
+        """
+        if not self.remote:
+            yield self.path
+            return
+        with files.local_copy(self.path) as local:
+            try:
+                yield local
+            except UserError as error:
+                raise type(error)(str(error).replace(local, self.path)) from error
+
+
+def resolve_model_source(source, expected_format=None):
+    """The `ModelSource` of a model name, id or directory; a `ModelSource` is returned as it is.
+
+    Reads at most a directory's `config.json` and looks for `modules.json`: no weights, no download.
+
+    Args:
+        source: a trained model's name or alias, an architecture's name, `hf://ORG/NAME`, a keras-hub
+            download handle, or a model directory (a `str` or path-like, `file://` allowed).
+        expected_format: the format a directory must be read in (its loader then names what is
+            missing), instead of the one `directory_format` finds.
+
+    Raises:
+        CheckpointError: no such directory, or a directory of no format gtr-keras reads, naming it.
+        DataError: a file system TensorFlow does not know.
+
+    Example:
+    >>> resolve_model_source("gtr_t5_base_en")
+    ModelSource(name='gtr_t5_base_en', path='hf://sentence-transformers/gtr-t5-base', format='sentence-transformers', remote=False)
+    """
+    if isinstance(source, ModelSource):
+        return source
+    name = os.fspath(source)
+    path = PRESET_SOURCES.get(name, name).removeprefix("file://")
+    if path.startswith(HF_PREFIX):
+        return ModelSource(name, path, SENTENCE_TRANSFORMERS)
+    if path.startswith(DOWNLOAD_PREFIXES):
+        return ModelSource(name, path, KERAS_HUB)
+    remote = not files.is_local(path)
+    if not remote and path in PRESETS and not os.path.exists(path):
+        return ModelSource(name, path, ARCHITECTURE)
+    if remote:
+        path = path.rstrip("/")
+    if not files.isdir(path):
+        raise CheckpointError(f"{path}: no such model directory")
+    return ModelSource(name, path, expected_format or directory_format(path), remote)
+
+
+def directory_format(directory):
+    """The format of a model directory (`KERAS_HUB`, `SENTENCE_TRANSFORMERS` or `FIRST_FORMAT`).
+
+    Raises:
+        CheckpointError: `config.json` missing or unreadable, or a directory of no format gtr-keras reads.
+    """
+    config_path = os.path.join(directory, CONFIG_FILE)
+    config = read_json(config_path)
+    if not isinstance(config, dict):
+        raise CheckpointError(f"{config_path}: expected a JSON object, got {type(config).__name__}")
+    if config.get("format") == LEGACY_FORMAT:
+        return FIRST_FORMAT
+    if "registered_name" in config:
+        return KERAS_HUB
+    if files.isfile(os.path.join(directory, SENTENCE_TRANSFORMERS_MODULES)):
+        return SENTENCE_TRANSFORMERS
+    raise CheckpointError(
+        f"{config_path}: not a gtr-keras model directory (a keras-hub preset). For a Hugging Face T5 checkpoint, "
+        "use its sentence-transformers repository with `gtr-keras convert SRC OUT_DIR`."
+    )
+
+
+def is_gtr_source(source):
+    """True for a source that holds a GTR model: a name of `PRESET_SOURCES`, its `hf://` id, or a directory
+    of a gtr-keras preset, the first format or a sentence-transformers T5 checkpoint; False for anything else
+    (another keras-hub model, a missing path), without raising.
+
+    Example:
+    >>> is_gtr_source("gtr-base"), is_gtr_source("bert_base_en")
+    (True, False)
+    """
+    name = os.fspath(source)
+    if name in PRESET_SOURCES or name in PRESET_SOURCES.values():
+        return True
+    path = name.removeprefix("file://")
+    if path.startswith(DOWNLOAD_PREFIXES):
+        return path.startswith(HF_PREFIX) and "gtr-t5" in path
+    config_path = os.path.join(path, CONFIG_FILE)
+    try:
+        if not files.isfile(config_path):
+            return False
+        config = json.loads(files.read_bytes(config_path))
+    except (UserError, OSError, ValueError):
+        return False
+    if not isinstance(config, dict):
+        return False
+    return str(config.get("registered_name", "")).startswith("gtr_keras>") or config.get("format") == LEGACY_FORMAT or (
+        config.get("model_type") == "t5" and files.isfile(os.path.join(path, SENTENCE_TRANSFORMERS_MODULES))
+    )

@@ -1,0 +1,43 @@
+"""`load_embedder`: one loader per format, each given the resolved source."""
+
+import json
+import shutil
+
+import numpy as np
+import pytest
+from conftest import FIXTURES, TINY_ST
+
+from gtr_keras.convert.preset_loader import load_embedder
+from gtr_keras.errors import CheckpointError
+from gtr_keras.models.gtr.model_source import resolve_model_source
+from gtr_keras.models.gtr.presets import parameter_count, preset_config
+from gtr_keras.models.gtr.text_embedder import GTRTextEmbedder
+
+TEXT = ["lift on a wing"]
+
+
+def test_each_format_loads_to_the_same_embeddings():
+    # The three fixtures hold the same tiny model in three formats.
+    loaded = [load_embedder(GTRTextEmbedder, resolve_model_source(path)).encode_queries(TEXT)
+              for path in (TINY_ST, f"{FIXTURES}/tiny-gtr-legacy", f"{FIXTURES}/tiny-gtr-preset-0.1")]
+    for other in loaded[1:]:
+        np.testing.assert_allclose(other, loaded[0], atol=1e-6, rtol=0)
+
+
+def test_an_architecture_loads_randomly_initialised_without_a_preprocessor():
+    embedder = load_embedder(GTRTextEmbedder, resolve_model_source("gtr-tiny"))
+    assert embedder.preprocessor is None and embedder.count_params() == parameter_count(preset_config("gtr-tiny"))
+
+
+def test_a_keras_hub_preset_is_checked_before_keras_hub_reads_it(tmp_path):
+    copy = shutil.copytree(f"{FIXTURES}/tiny-gtr-preset-0.1", tmp_path / "preset")
+    config = json.loads((copy / "config.json").read_text())
+    config["config"]["num_layers"] = 2
+    (copy / "config.json").write_text(json.dumps(config))
+    with pytest.raises(CheckpointError, match=r"preset/config\.json: num_layers is 2 but model\.weights\.h5 holds 3"):
+        load_embedder(GTRTextEmbedder, resolve_model_source(copy))
+
+
+def test_a_sentence_transformers_checkpoint_takes_no_keras_hub_arguments():
+    with pytest.raises(ValueError, match="takes no \\['num_classes'\\]"):
+        load_embedder(GTRTextEmbedder, resolve_model_source(TINY_ST), num_classes=2)
