@@ -16,7 +16,7 @@ from gtr_keras.errors import CheckpointError
 from gtr_keras.models.gtr import functional_models
 from gtr_keras.models.gtr.backbone import GTRBackbone
 from gtr_keras.models.gtr.encoder import Encoder, to_bytes
-from gtr_keras.models.gtr.layers import MaskedMeanPooling
+from gtr_keras.models.gtr.gtr_masked_mean_pooling import MaskedMeanPooling
 from gtr_keras.models.gtr.model_directory import (
     check_finite,
     check_model_directory,
