@@ -129,8 +129,8 @@ def _index_with_beam(args, kind):
         corpus_from_shards,
         encode_corpus_with_beam,
     )
-    from gtr_keras.retrieval.index import ArrayRows
     from gtr_keras.retrieval.retriever import index_metadata, work_dir_for, write_index
+    from gtr_keras.retrieval.search_index import ArrayRows
     from gtr_keras.utils import files
 
     corpus_files(args.corpus)
