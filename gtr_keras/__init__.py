@@ -67,7 +67,7 @@ _EXPORTS = {
     "train": "gtr_keras.training.loop",
     "TrainConfig": "gtr_keras.training.config",
     "DualEncoder": "gtr_keras.training.dual_encoder",
-    "distill": "gtr_keras.training.distillation",
+    "distill": "gtr_keras.training.distillation_loop",
     "load_teacher": "gtr_keras.training.teachers",
 }
 

@@ -273,8 +273,8 @@ def train(args):
 def distill(args):
     from gtr_keras.models.gtr.model_directory import check_model_source
     from gtr_keras.models.gtr.presets import PRESETS
-    from gtr_keras.training.distillation import DistillConfig
-    from gtr_keras.training.distillation import distill as run_distillation
+    from gtr_keras.training.distillation_config import DistillConfig
+    from gtr_keras.training.distillation_loop import distill as run_distillation
     from gtr_keras.training.teachers import check_teacher_source
 
     config = config_from_args(args, DistillConfig)
