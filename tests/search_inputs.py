@@ -24,3 +24,8 @@ def recall(found, exact):
 
 def doc_ids(n):
     return [f"doc-{i}" for i in range(n)]
+
+
+# Shared by the tests of search indexes, which only read them.
+CORPUS = clustered(3000, seed=1)
+QUERIES = clustered(200, seed=2)

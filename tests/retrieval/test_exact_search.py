@@ -1,26 +1,15 @@
 """Exact search: every stored vector scored, a block at a time, ties in trec_eval's order."""
 
 import numpy as np
-import pytest
-from search_inputs import clustered, doc_ids
+from search_inputs import CORPUS, QUERIES, doc_ids
 
 from gtr_keras.retrieval.search_index import SearchIndex
 
 
-@pytest.fixture(scope="module")
-def corpus():
-    return clustered(3000, seed=1)
-
-
-@pytest.fixture(scope="module")
-def queries():
-    return clustered(200, seed=2)
-
-
-def test_exact_search_matches_naive_argsort(corpus, queries):
-    index = SearchIndex(doc_ids(len(corpus)), corpus, kind="exact")
-    indices, scores = index.search(queries, k=10)
-    all_scores = queries @ corpus.T
+def test_exact_search_matches_naive_argsort():
+    index = SearchIndex(doc_ids(len(CORPUS)), CORPUS, kind="exact")
+    indices, scores = index.search(QUERIES, k=10)
+    all_scores = QUERIES @ CORPUS.T
     expected = np.argsort(-all_scores, axis=1, kind="stable")[:, :10]
     np.testing.assert_array_equal(indices, expected)
     np.testing.assert_allclose(scores, np.take_along_axis(all_scores, expected, axis=1), rtol=1e-6)
@@ -34,11 +23,11 @@ def _assert_same_results(expected, got):
     np.testing.assert_allclose(expected[1], got[1], rtol=0, atol=1e-6)
 
 
-def test_exact_search_chunks_queries(corpus, queries, monkeypatch):
-    index = SearchIndex(doc_ids(len(corpus)), corpus, kind="exact")
-    expected = index.search(queries, k=5)
-    monkeypatch.setattr("gtr_keras.retrieval.exact_search._CHUNK_SCORES", 7 * len(corpus))
-    _assert_same_results(expected, index.search(queries, k=5))
+def test_exact_search_chunks_queries(monkeypatch):
+    index = SearchIndex(doc_ids(len(CORPUS)), CORPUS, kind="exact")
+    expected = index.search(QUERIES, k=5)
+    monkeypatch.setattr("gtr_keras.retrieval.exact_search._CHUNK_SCORES", 7 * len(CORPUS))
+    _assert_same_results(expected, index.search(QUERIES, k=5))
 
 
 def test_exact_search_breaks_ties_by_id_descending_as_trec_eval():
@@ -65,22 +54,22 @@ def test_ties_at_the_depth_cut_do_not_depend_on_corpus_order():
         assert metrics["ndcg@10"] == full["q"]["ndcg_cut_10"] == 1.0
 
 
-def test_exact_search_reads_the_vectors_in_row_blocks(corpus, queries, monkeypatch):
-    index = SearchIndex(doc_ids(len(corpus)), corpus, kind="exact")
-    expected = index.search(queries, k=10)
+def test_exact_search_reads_the_vectors_in_row_blocks(monkeypatch):
+    index = SearchIndex(doc_ids(len(CORPUS)), CORPUS, kind="exact")
+    expected = index.search(QUERIES, k=10)
     monkeypatch.setattr("gtr_keras.retrieval.exact_search._ROW_BLOCK", 97)
     blocks = []
 
     class Recorded:
-        shape = corpus.shape
+        shape = CORPUS.shape
 
         def __getitem__(self, rows):
             blocks.append(rows.stop - rows.start)
-            return corpus[rows]
+            return CORPUS[rows]
 
     index.embeddings = Recorded()
-    got = index.search(queries, k=10)
-    assert max(blocks) < len(corpus) // 10
+    got = index.search(QUERIES, k=10)
+    assert max(blocks) < len(CORPUS) // 10
     _assert_same_results(expected, got)
 
 

@@ -2,45 +2,30 @@
 
 import numpy as np
 import pytest
-from search_inputs import clustered, doc_ids, recall
+from search_inputs import CORPUS, QUERIES, doc_ids, recall
 
 from gtr_keras.errors import UserError
 from gtr_keras.retrieval.scann_builder import scann_params
 from gtr_keras.retrieval.search_index import SearchIndex
 
 
-@pytest.fixture(scope="module")
-def corpus():
-    return clustered(3000, seed=1)
-
-
-@pytest.fixture(scope="module")
-def queries():
-    return clustered(200, seed=2)
-
-
-@pytest.fixture(scope="module")
-def scann_index(corpus):
-    return SearchIndex(doc_ids(len(corpus)), corpus, kind="scann")
-
-
-def test_scann_recall_at_10(corpus, queries, scann_index):
-    exact, _ = SearchIndex(doc_ids(len(corpus)), corpus, kind="exact").search(queries, k=10)
-    approx, scores = scann_index.search(queries, k=10)
-    recall = np.mean([len(set(a) & set(e)) / 10 for a, e in zip(approx, exact)])
+def test_scann_recall_at_10():
+    scann_index = SearchIndex(doc_ids(len(CORPUS)), CORPUS, kind="scann")
+    exact, _ = SearchIndex(doc_ids(len(CORPUS)), CORPUS, kind="exact").search(QUERIES, k=10)
+    approx, scores = scann_index.search(QUERIES, k=10)
     assert scann_index.kind == "scann"
-    assert recall >= 0.95
-    expected_scores = np.sum(queries[:, None] * corpus[approx], axis=-1)
+    assert recall(approx, exact) >= 0.95
+    expected_scores = np.sum(QUERIES[:, None] * CORPUS[approx], axis=-1)
     np.testing.assert_allclose(scores, expected_scores, atol=5e-3)  # reordered on int8 vectors
 
 
-def test_scann_reads_search_params_at_search_time(corpus, queries):
-    exact, _ = SearchIndex(doc_ids(len(corpus)), corpus, kind="exact").search(queries, k=10)
-    params = {**scann_params(len(corpus)), "num_leaves_to_search": 1, "reorder_factor": 1}
-    index = SearchIndex(doc_ids(len(corpus)), corpus, kind="scann", params=params)
-    narrow, _ = index.search(queries, k=10)
+def test_scann_reads_search_params_at_search_time():
+    exact, _ = SearchIndex(doc_ids(len(CORPUS)), CORPUS, kind="exact").search(QUERIES, k=10)
+    params = {**scann_params(len(CORPUS)), "num_leaves_to_search": 1, "reorder_factor": 1}
+    index = SearchIndex(doc_ids(len(CORPUS)), CORPUS, kind="scann", params=params)
+    narrow, _ = index.search(QUERIES, k=10)
     index.params.update(num_leaves_to_search=params["num_leaves"], reorder_factor=100)
-    wide, _ = index.search(queries, k=10)
+    wide, _ = index.search(QUERIES, k=10)
     assert recall(narrow, exact) < 0.9
     assert recall(wide, exact) > 0.98  # all leaves, 1000 candidates reordered on int8 vectors
 
