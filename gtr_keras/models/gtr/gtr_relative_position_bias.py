@@ -59,7 +59,7 @@ class RelativePositionBias(keras.layers.Layer):
 
     Example:
     >>> bias = RelativePositionBias(num_heads=4)
-    >>> bias(np.array([[1, 1, 1, 0, 0]])).shape
+    >>> tuple(bias(np.array([[1, 1, 1, 0, 0]])).shape)
     (1, 4, 5, 5)
     """
 

@@ -20,7 +20,7 @@ class T5Attention(keras.layers.Layer):
     >>> attention = T5Attention(hidden_dim=16, num_heads=2, key_value_dim=4)
     >>> x = np.ones((1, 3, 16), "float32")
     >>> bias = np.zeros((1, 2, 3, 3), "float32")
-    >>> attention(x, bias).shape
+    >>> tuple(attention(x, bias).shape)
     (1, 3, 16)
     """
 

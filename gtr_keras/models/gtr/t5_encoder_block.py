@@ -20,7 +20,7 @@ class T5EncoderBlock(keras.layers.Layer):
 
     Example:
     >>> block = T5EncoderBlock(16, num_heads=2, key_value_dim=8, intermediate_dim=32)
-    >>> block(np.ones((1, 3, 16), "float32"), np.zeros((1, 2, 3, 3), "float32")).shape
+    >>> tuple(block(np.ones((1, 3, 16), "float32"), np.zeros((1, 2, 3, 3), "float32")).shape)
     (1, 3, 16)
     """
 

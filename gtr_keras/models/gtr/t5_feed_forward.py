@@ -15,7 +15,7 @@ class T5FeedForward(keras.layers.Layer):
 
     Example:
     >>> ffn = T5FeedForward(hidden_dim=16, intermediate_dim=32, activation="gated-gelu")
-    >>> ffn(np.ones((2, 3, 16), "float32")).shape
+    >>> tuple(ffn(np.ones((2, 3, 16), "float32")).shape)
     (2, 3, 16)
     """
 
