@@ -169,8 +169,8 @@ def corpus_rows(st, encoders, texts, batch_size):
 def trained_model_rows(model_dir, dataset, batch_size):
     """NDCG@10 on `dataset`'s test split with the trained model in float32 and bfloat16."""
     from gtr_keras.retrieval.evaluation import evaluate_run
-    from gtr_keras.retrieval.index import SearchIndex
     from gtr_keras.retrieval.runs import gtr_run, load_dataset
+    from gtr_keras.retrieval.search_index import SearchIndex
 
     corpus, queries, qrels, _ = load_dataset(dataset, "test")
     rows, embeddings = [], {}

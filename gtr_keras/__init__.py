@@ -56,8 +56,8 @@ _EXPORTS = {
     "GTRTextEmbedderPreprocessor": "gtr_keras.models.gtr.preprocessor",
     "GTRTokenizer": "gtr_keras.models.gtr.tokenizer",
     "preset_config": "gtr_keras.models.gtr.presets",
-    "SearchIndex": "gtr_keras.retrieval.index",
-    "write_search_index": "gtr_keras.retrieval.index",
+    "SearchIndex": "gtr_keras.retrieval.search_index",
+    "write_search_index": "gtr_keras.retrieval.search_index",
     "EmbeddingFiles": "gtr_keras.retrieval.embedding_files",
     "index_embeddings": "gtr_keras.retrieval.retriever",
     "build_index": "gtr_keras.retrieval.retriever",
@@ -67,7 +67,7 @@ _EXPORTS = {
     "train": "gtr_keras.training.loop",
     "TrainConfig": "gtr_keras.training.config",
     "DualEncoder": "gtr_keras.training.dual_encoder",
-    "distill": "gtr_keras.training.distillation",
+    "distill": "gtr_keras.training.distillation_loop",
     "load_teacher": "gtr_keras.training.teachers",
 }
 

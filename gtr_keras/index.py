@@ -1,10 +1,11 @@
-"""`gtr_keras.index`: the name under which earlier releases kept `SearchIndex` (now `gtr_keras.retrieval.index`).
+"""`gtr_keras.index`: the name under which earlier releases kept `SearchIndex` (now `gtr_keras.retrieval.search_index`).
 
 Example:
 >>> from gtr_keras.index import SearchIndex
 >>> SearchIndex.load("indexes/msmarco").search_ids(query_embeddings, 10)
 """
 
-from gtr_keras.retrieval.index import SearchIndex, scann_params, write_search_index  # noqa: F401
+from gtr_keras.retrieval.scann_builder import scann_params  # noqa: F401
+from gtr_keras.retrieval.search_index import SearchIndex, write_search_index  # noqa: F401
 
 __all__ = ["SearchIndex", "scann_params", "write_search_index"]

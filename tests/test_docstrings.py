@@ -15,7 +15,7 @@ from gtr_keras.models.gtr.encoder import Encoder
 from gtr_keras.models.gtr.preprocessor import GTRTextEmbedderPreprocessor
 from gtr_keras.models.gtr.text_embedder import GTRTextEmbedder
 from gtr_keras.models.gtr.tokenizer import GTRTokenizer
-from gtr_keras.training.distillation import DistilledDualEncoder
+from gtr_keras.training.distilled_dual_encoder import DistilledDualEncoder
 from gtr_keras.training.dual_encoder import DualEncoder, make_optimizer
 
 

@@ -129,8 +129,8 @@ def _index_with_beam(args, kind):
         corpus_from_shards,
         encode_corpus_with_beam,
     )
-    from gtr_keras.retrieval.index import ArrayRows
     from gtr_keras.retrieval.retriever import index_metadata, work_dir_for, write_index
+    from gtr_keras.retrieval.search_index import ArrayRows
     from gtr_keras.utils import files
 
     corpus_files(args.corpus)
@@ -273,8 +273,8 @@ def train(args):
 def distill(args):
     from gtr_keras.models.gtr.model_source import resolve_model_source
     from gtr_keras.models.gtr.presets import PRESETS
-    from gtr_keras.training.distillation import DistillConfig
-    from gtr_keras.training.distillation import distill as run_distillation
+    from gtr_keras.training.distillation_config import DistillConfig
+    from gtr_keras.training.distillation_loop import distill as run_distillation
     from gtr_keras.training.teachers import check_teacher_source
 
     config = config_from_args(args, DistillConfig)

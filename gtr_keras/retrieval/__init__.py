@@ -1,5 +1,8 @@
-"""Retrieval: `readers` (BEIR collections and text files), `index` (`SearchIndex`: exact or ScaNN),
-`shards` (`ShardWriter`, resumable encode shards), `retriever` (index directories: build, load, search),
-`runs` (runs over a collection, BM25 beside GTR, hard-negative mining), `evaluation` (pytrec_eval
-metrics, TREC run files), `bm25` (the bm25s baseline) and `beam_pipeline` (corpus encoding with Apache
-Beam)."""
+"""Retrieval: `readers` (BEIR collections and text files), the search index in `index_format` (its
+files: ids, vectors, the format version), `exact_search` (batched dot products, ties in trec_eval's order),
+`scann_builder` (ScaNN's parameters, built a chunk at a time) and `search_index` (`SearchIndex`:
+exact or ScaNN, and `write_search_index`), `embedding_files` (`EmbeddingFiles`, precomputed embedding
+shards as an index's source), `shards` (`ShardWriter`, resumable encode shards), `retriever` (index
+directories: build, load, search), `runs` (runs over a collection, BM25 beside GTR, hard-negative mining),
+`evaluation` (pytrec_eval metrics, TREC run files), `bm25` (the bm25s baseline) and `beam_pipeline` (corpus
+encoding with Apache Beam)."""

@@ -22,7 +22,7 @@ import os
 import numpy as np
 
 from gtr_keras.errors import DataError
-from gtr_keras.retrieval.index import check_ids
+from gtr_keras.retrieval.index_format import check_ids
 from gtr_keras.utils import files
 from gtr_keras.utils.records import unreadable_reason
 

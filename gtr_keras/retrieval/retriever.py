@@ -22,8 +22,8 @@ from tqdm.auto import tqdm
 
 from gtr_keras.errors import DataError, MismatchError, UserError
 from gtr_keras.retrieval.embedding_files import EmbeddingFiles
-from gtr_keras.retrieval.index import KINDS, SearchIndex, write_search_index
 from gtr_keras.retrieval.readers import load_corpus
+from gtr_keras.retrieval.search_index import KINDS, SearchIndex, write_search_index
 from gtr_keras.retrieval.shards import ShardWriter
 from gtr_keras.utils import files
 from gtr_keras.utils.files import atomic_directory

@@ -3,13 +3,13 @@ and hard negatives mined from the model's own retrieval.
 """
 
 from gtr_keras.retrieval.evaluation import cut_run, results_from_scores
-from gtr_keras.retrieval.index import SearchIndex
 from gtr_keras.retrieval.readers import (
     check_qrels,
     load_corpus,
     load_qrels,
     load_queries,
 )
+from gtr_keras.retrieval.search_index import SearchIndex
 
 EVALUATION_DEPTH = 1000
 

@@ -51,8 +51,8 @@ import tensorflow as tf
 
 from gtr_keras.errors import DataError, UserError
 from gtr_keras.models.gtr.tokenizer import GTRTokenizer, pad_token_ids
-from gtr_keras.retrieval.index import SearchIndex
 from gtr_keras.retrieval.retriever import INDEX_SUBDIR, Retriever
+from gtr_keras.retrieval.search_index import SearchIndex
 from gtr_keras.utils import files
 from gtr_keras.utils.files import atomic_outputs
 from gtr_keras.utils.locks import locks_output

@@ -1,6 +1,9 @@
-"""Training: `losses` (bidirectional in-batch softmax, similarity distillation), `data` (training
-examples from JSONL, BEIR, MS MARCO and TFRecord), `dual_encoder` (`DualEncoder`, the Keras model that
-`fit` trains), `config` (`TrainConfig`, YAML, precisions, strategies), `distributed` (`TF_CONFIG`, the
+"""Training: `losses` (bidirectional in-batch softmax, similarity distillation), `examples` (training
+examples, (query, positive, hard negatives), read from JSONL, BEIR, MS MARCO and TFRecord), `data`
+(`TrainingData`, the tf.data pipeline over them), `dual_encoder` (`DualEncoder`, the Keras model that `fit`
+trains), `config` (`TrainConfig`, YAML, precisions, strategies), `distributed` (`TF_CONFIG`, the
 multi-worker strategy, each replica's share of the global batch, the collectives that keep workers in
 step), `resume` (the run record and its checks), `callbacks` (checkpoints, TensorBoard scalars,
-validation, progress), `loop` (`train`), `teachers` and `distillation` (`distill`)."""
+validation, progress), `loop` (`train`), `teachers`, and distillation laid out as training is:
+`distillation_data` (`DistillationTexts`), `distilled_dual_encoder` (`DistilledDualEncoder`),
+`distillation_config` (`DistillConfig`) and `distillation_loop` (`distill`)."""

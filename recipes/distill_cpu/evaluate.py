@@ -15,8 +15,8 @@ import time
 
 from gtr_keras.errors import run_script
 from gtr_keras.retrieval.evaluation import evaluate_run
-from gtr_keras.retrieval.index import SearchIndex
 from gtr_keras.retrieval.runs import gtr_run, load_dataset
+from gtr_keras.retrieval.search_index import SearchIndex
 from gtr_keras.training.teachers import load_teacher
 from gtr_keras.utils import files
 

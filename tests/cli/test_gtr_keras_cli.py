@@ -65,7 +65,7 @@ def test_every_flag_has_help_that_states_its_default(name):
 
 def test_train_and_distill_flag_defaults_in_help_are_the_config_defaults():
     from gtr_keras.training.config import TrainConfig
-    from gtr_keras.training.distillation import DistillConfig
+    from gtr_keras.training.distillation_config import DistillConfig
 
     checked = 0
     for flags, config_class in ((gtr_keras_cli.TRAIN_FLAGS, TrainConfig),

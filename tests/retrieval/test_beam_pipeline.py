@@ -26,8 +26,8 @@ from gtr_keras.retrieval.beam_pipeline import (
     index_from_shards,
     read_documents,
 )
-from gtr_keras.retrieval.index import SearchIndex  # noqa: E402
 from gtr_keras.retrieval.readers import load_corpus
+from gtr_keras.retrieval.search_index import SearchIndex  # noqa: E402
 from gtr_keras_cli import (
     add_beam_arguments,  # noqa: E402
     main,  # noqa: E402

@@ -134,8 +134,8 @@ def test_the_model_record_of_encode_is_shared_by_the_shards(tmp_path):
 
 @pytest.mark.parametrize("kind", ["exact", "scann"])
 def test_index_embeddings_on_each_file_system_searches_as_the_in_memory_index(directory, kind):
-    from gtr_keras.retrieval.index import SearchIndex
     from gtr_keras.retrieval.retriever import index_embeddings
+    from gtr_keras.retrieval.search_index import SearchIndex
 
     first = _shard(directory, "part-0", [f"a{i}" for i in range(150)], seed=1)
     second = _shard(directory, "part-1", [f"b{i}" for i in range(120)], seed=2)

@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 from beir_files import write_beir
 
-from gtr_keras.retrieval.index import SearchIndex
 from gtr_keras.retrieval.readers import Corpus
 from gtr_keras.retrieval.retriever import MODEL_FIELDS, Retriever, build_index, work_dir_for
+from gtr_keras.retrieval.search_index import SearchIndex
 from gtr_keras.retrieval.shards import ShardWriter
 from gtr_keras_cli import main
 

@@ -45,7 +45,7 @@ def exports(tmp_path_factory, tiny_model_dir):
     ):
         index_dir = root / f"index-{name}"
         with pytest.MonkeyPatch.context() as patch:
-            patch.setattr("gtr_keras.retrieval.index.EXACT_MAX_N", 10)  # ScaNN even for 300 documents
+            patch.setattr("gtr_keras.retrieval.search_index.EXACT_MAX_N", 10)  # ScaNN even for 300 documents
             patch.setattr("gtr_keras.retrieval.embedding_files._CHUNK_ROWS", 128)  # ScaNN fed in 3 chunks
             assert main(["index", *source, "--out", str(index_dir), *index_flags]) == 0
         assert main(["export", "--model", tiny_model_dir, "--index", str(index_dir), "--searcher", searcher,

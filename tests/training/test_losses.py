@@ -3,7 +3,11 @@ import pytest
 import tensorflow as tf
 
 from gtr_keras.errors import UserError
-from gtr_keras.training.losses import BidirectionalInBatchLoss, bidirectional_softmax_terms
+from gtr_keras.training.losses import (
+    BidirectionalInBatchLoss,
+    SimilarityDistillationLoss,
+    bidirectional_softmax_terms,
+)
 
 
 def unit(rng, *shape):
@@ -155,3 +159,40 @@ def test_masking_needs_negative_ids_with_negatives():
 def test_config_round_trip():
     loss = BidirectionalInBatchLoss(temperature=0.05)
     assert BidirectionalInBatchLoss.from_config(loss.get_config()).temperature == 0.05
+
+
+def test_the_loss_is_zero_for_the_teachers_own_embeddings_and_splits_over_rows():
+    rng = np.random.default_rng(0)
+    unit = lambda n, d: tf.math.l2_normalize(tf.constant(rng.normal(size=(n, d)), tf.float32), -1)  # noqa: E731
+    anchors, documents, single = unit(6, 8), unit(6, 8), tf.constant([False, True, False, True, False, False])
+    value, hits = SimilarityDistillationLoss(0.1, 0.1, mse_weight=0.5).loss_and_hits(
+        anchors, documents, anchors, documents, single)
+    assert float(value) == pytest.approx(0.0, abs=1e-6) and float(hits) == 6.0
+    loss = SimilarityDistillationLoss(0.05, 0.1, mse_weight=0.5)
+    student_anchors, student_documents = unit(6, 8), unit(6, 8)
+    whole = float(loss(student_anchors, student_documents, anchors, documents, single))
+    parts = sum(float(loss(student_anchors, student_documents, anchors, documents, single, rows=rows))
+                for rows in ((0, 2), (2, 6)))
+    assert whole == pytest.approx(parts, rel=1e-6) and whole > 0.1
+
+
+def test_the_loss_is_the_kl_from_the_teacher_with_a_single_texts_own_score_left_out():
+    rng = np.random.default_rng(1)
+    s_a, s_d, t_a, t_d = (rng.normal(size=(4, 3)).astype("float32") for _ in range(4))
+    single = np.array([False, True, False, True])
+    tau_s, tau_t = 0.5, 0.2
+
+    def softmax_rows(logits, masked):
+        logits = np.where(masked, -np.inf, logits)
+        e = np.exp(logits - logits.max(1, keepdims=True))
+        return e / e.sum(1, keepdims=True)
+
+    masked = np.eye(4, dtype=bool) & single[:, None]
+    expected = 0.0
+    for student, teacher in (((s_a, s_d), (t_a, t_d)), ((s_d, s_a), (t_d, t_a))):
+        p = softmax_rows(teacher[0] @ teacher[1].T / tau_t, masked)
+        q = softmax_rows(student[0] @ student[1].T / tau_s, masked)
+        kept = ~masked
+        expected += np.sum(p[kept] * (np.log(p[kept]) - np.log(q[kept])))  # KL(teacher || student)
+    loss = SimilarityDistillationLoss(tau_s, tau_t)
+    assert float(loss(s_a, s_d, t_a, t_d, tf.constant(single))) == pytest.approx(expected / 8, rel=1e-5)

@@ -1,6 +1,8 @@
 """The GTR model family as keras-hub classes, one responsibility a module.
 
-From the bottom up: `layers` (T5 encoder layers, exact relative-position buckets), `presets`
+From the bottom up: the T5 encoder layers, one a module (`gtr_relative_position_bias`, exact
+relative-position buckets; `t5_attention`, `t5_feed_forward`, `t5_encoder_block`; and the head's
+`gtr_masked_mean_pooling`), `presets`
 (architectures, and the one table of trained models' names), `model_directory` (a preset directory's
 files and the checks of its settings against its weights), `model_source` (a name, id or directory
 resolved once into its path and format), `tokenizer` (`GTRTokenizer`, SentencePiece in the graph),

@@ -3,12 +3,13 @@
 import keras
 import keras_hub
 
-from gtr_keras.models.gtr.layers import RelativePositionBias, T5EncoderBlock
+from gtr_keras.models.gtr.gtr_relative_position_bias import RelativePositionBias
 from gtr_keras.models.gtr.model_directory import (
     check_finite,
     check_weights_file,
     file_weights_by_path,
 )
+from gtr_keras.models.gtr.t5_encoder_block import T5EncoderBlock
 
 INPUT_NAMES = ("token_ids", "padding_mask")
 
@@ -19,7 +20,7 @@ class GTRBackbone(keras_hub.models.Backbone):
 
     Token embedding, pre-norm T5 blocks with one relative position bias shared
     by all of them, final RMS norm: the reference T5 arithmetic
-    (`gtr_keras.models.gtr.layers`), exact at every relative distance, which keras-hub's
+    (`t5_encoder_block`, `gtr_relative_position_bias`), exact at every relative distance, which keras-hub's
     own T5 layers are not. The GTR head (mean pooling, projection, L2 norm)
     lives in `GTRTextEmbedder`, as sentence-transformers keeps it in modules of
     its own.

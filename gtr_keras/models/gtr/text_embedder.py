@@ -12,7 +12,7 @@ from keras import ops
 from gtr_keras.errors import CheckpointError
 from gtr_keras.models.gtr.backbone import GTRBackbone
 from gtr_keras.models.gtr.encoder import Encoder, to_bytes
-from gtr_keras.models.gtr.layers import MaskedMeanPooling
+from gtr_keras.models.gtr.gtr_masked_mean_pooling import MaskedMeanPooling
 from gtr_keras.models.gtr.model_directory import check_finite, check_weights_file, file_weights_by_path
 from gtr_keras.models.gtr.model_source import resolve_model_source
 from gtr_keras.models.gtr.preprocessor import GTRTextEmbedderPreprocessor

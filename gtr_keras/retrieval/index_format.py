@@ -1,0 +1,230 @@
+"""The files of a search index directory, and the checks of the ids and vectors that go into one.
+
+An index directory holds `index.json` (format version, kind, N, dims, ScaNN
+params), `ids.txt` (one id a line, in row order) and one copy of the
+vectors: float32 `embeddings.npy` (memory-mapped when local) for exact
+search, or ScaNN's searcher in `scann/` (its int8 copy, 1 byte per
+dimension, plus AH codes of 1/4 byte per dimension on disk, 1/8 in memory)
+for approximate search. It lives on any file system TensorFlow knows
+(local, `gs://`, `ram://`).
+"""
+
+import collections.abc
+import json
+import os
+
+import numpy as np
+
+from gtr_keras.errors import DataError, MismatchError, UserError
+from gtr_keras.utils import files
+from gtr_keras.utils.records import read_json_object, unreadable_reason
+
+FORMAT_VERSION = 2
+INDEX_JSON = "index.json"
+IDS_TXT = "ids.txt"
+EMBEDDINGS_NPY = "embeddings.npy"
+SCANN_DIR = "scann"
+# ScaNN's arrays with a row per indexed point (the others are the same whatever the points).
+SCANN_PER_POINT = ("datapoint_to_token.npy", "hashed_dataset.npy", "int8_dataset.npy")
+REMEDY = "rebuild the index"
+# Stored vectors are checked for NaN this many values at a time (128 MiB of float32).
+_CHECK_VALUES = 2**25
+
+
+class Ids(collections.abc.Sequence):
+    """A sequence of str ids kept as UTF-8 in one numpy bytes array: about their length in bytes each (a
+    Python str costs ~60 more), which matters at millions of ids. Sorting the bytes sorts the ids.
+
+    Args:
+        ids: a sequence of str, or a numpy bytes array of their UTF-8.
+
+    Example:
+    >>> Ids(["d1", "d0"])[1]
+    'd0'
+    """
+
+    def __init__(self, ids):
+        self.array = ids if isinstance(ids, np.ndarray) else np.array([i.encode("utf-8") for i in ids], dtype="S")
+
+    def __len__(self):
+        return len(self.array)
+
+    def __getitem__(self, i):
+        return self.array[i].decode("utf-8")
+
+    def __iter__(self):
+        return (raw.decode("utf-8") for raw in self.array)
+
+    def __eq__(self, other):
+        return list(self) == list(other)
+
+    def __repr__(self):
+        return f"Ids({list(self)!r})"
+
+
+def check_ids(ids, where=lambda i: f"ids[{i}]", error=UserError):
+    """Returns `ids` as a list after checking that they can be stored one a line, each once.
+
+    Args:
+        ids: the ids, in row order.
+        where: `where(i)` names id `i` in a message.
+        error: the exception class raised.
+
+    Example:
+    >>> check_ids(["d0", "d0"])
+    Traceback (most recent call last):
+    ...
+    gtr_keras.errors.UserError: ids[1]: id 'd0' duplicates ids[0].
+    """
+    ids = list(ids)
+    for i, id_ in enumerate(ids):
+        if not isinstance(id_, str) or not id_:
+            raise error(f"{where(i)}: ids must be non-empty strings, got {id_!r}.")
+        if "\n" in id_ or "\r" in id_ or "\0" in id_:
+            raise error(f"{where(i)}: id {id_!r} contains a line break or a NUL character.")
+    if len(set(ids)) != len(ids):  # a set of the ids only: a million ids need no dict of positions
+        seen = {}
+        for i, id_ in enumerate(ids):
+            if id_ in seen:
+                raise error(f"{where(i)}: id {id_!r} duplicates {where(seen[id_])}.")
+            seen[id_] = i
+    return ids
+
+
+def check_embeddings(embeddings, where):
+    """Returns `embeddings` as a contiguous float32 `[N, D]` array; raises `UserError` naming `where` if it
+    is not a finite floating-point matrix.
+
+    Example:
+    >>> check_embeddings([[1, 0]], "queries")
+    Traceback (most recent call last):
+    ...
+    gtr_keras.errors.UserError: queries must be floating point, got dtype int64.
+    """
+    embeddings = np.asarray(embeddings)
+    if embeddings.ndim != 2:
+        raise UserError(f"{where} must have shape [N, D], got shape {embeddings.shape}.")
+    if not np.issubdtype(embeddings.dtype, np.floating):
+        raise UserError(f"{where} must be floating point, got dtype {embeddings.dtype}.")
+    if not np.isfinite(embeddings).all():
+        raise UserError(f"{where} hold NaN or infinity in {int((~np.isfinite(embeddings).all(axis=1)).sum())} rows.")
+    return np.ascontiguousarray(embeddings, dtype=np.float32)
+
+
+def write_embeddings(path, chunks, num_rows, dims):
+    """Writes the float32 `[num_rows, dims]` vectors of an exact index to `path` (`.npy`), a chunk at a time."""
+    with open(path, "wb") as f:
+        np.lib.format.write_array_header_2_0(f, {"descr": "<f4", "fortran_order": False, "shape": (num_rows, dims)})
+        for chunk in chunks:
+            f.write(np.ascontiguousarray(chunk, dtype="<f4").tobytes())
+
+
+def write_description(directory, ids, kind, params, dims):
+    """Writes `ids.txt` and `index.json` of an index of `kind` into `directory` (a `pathlib.Path`)."""
+    with open(directory / IDS_TXT, "w", encoding="utf-8", newline="") as f:
+        f.writelines(f"{id_}\n" for id_ in ids)
+    config = {"format_version": FORMAT_VERSION, "kind": kind, "num_embeddings": len(ids), "dims": dims,
+              "params": params}
+    with open(directory / INDEX_JSON, "w", encoding="utf-8") as f:
+        json.dump(config, f, indent=2)
+
+
+def read_description(directory):
+    """Finds and checks an index's `index.json`.
+
+    Args:
+        directory: an index directory, or an index directory of `gtr-keras
+            index` (whose `index/` subdirectory holds the index).
+
+    Returns:
+        `(directory, config_path, config)`: the directory that holds the
+        index, its `index.json` and that file's fields.
+
+    Raises:
+        DataError: no `index.json`, or one that is malformed.
+        MismatchError: an index written by another format version.
+    """
+    directory = os.fspath(directory)
+    config_path = os.path.join(directory, INDEX_JSON)
+    if not files.isfile(config_path) and files.isfile(os.path.join(directory, "index", INDEX_JSON)):
+        directory, config_path = os.path.join(directory, "index"), os.path.join(directory, "index", INDEX_JSON)
+    if not files.isfile(config_path):
+        raise DataError(f"{directory}: not a search index (no {INDEX_JSON}); {REMEDY}")
+    config = read_json_object(config_path, REMEDY)
+    for field in ("format_version", "kind", "num_embeddings", "dims", "params"):
+        if field not in config:
+            raise DataError(f"{config_path}: missing field {field!r}; {REMEDY}")
+    if config["format_version"] != FORMAT_VERSION:
+        raise MismatchError(
+            f"{config_path}: field 'format_version' is {config['format_version']!r}, "
+            f"this version of gtr_keras reads {FORMAT_VERSION} (one int8 copy of the vectors for ScaNN); "
+            f"{REMEDY}"
+        )
+    if config["kind"] not in ("exact", "scann"):
+        raise DataError(f"{config_path}: field 'kind' is {config['kind']!r}, not 'exact' or 'scann'; {REMEDY}")
+    return directory, config_path, config
+
+
+def read_ids(path, expected_count):
+    """The ids of `ids.txt` as `Ids`, without a Python str per id unless one is bad (then named by line).
+
+    Raises:
+        DataError: an unreadable file, a bad or duplicate id, or not `expected_count` of them.
+    """
+    try:
+        data = files.read_bytes(path)
+        data.decode("utf-8")
+    except (OSError, ValueError) as e:
+        raise DataError(f"{path}: unreadable ({unreadable_reason(e, path)}); {REMEDY}") from e
+    if data and not data.endswith(b"\n"):
+        line = data.count(b"\n") + 1
+        raise DataError(f"{path}: line {line} is not terminated by a newline.")
+    lines = data.split(b"\n")[:-1]
+    array = np.array(lines, dtype="S") if lines else np.array([], dtype="S1")
+    if b"\r" in data or b"\0" in data or (np.char.str_len(array) == 0).any() or len(np.unique(array)) != len(array):
+        check_ids([line.decode("utf-8") for line in lines], lambda i: f"{path}: line {i + 1}", DataError)
+    if len(array) != expected_count:
+        raise DataError(
+            f"{path} has {len(array)} ids, expected {expected_count} (one per embedding row)."
+        )
+    return Ids(array)
+
+
+def read_embeddings(path, config, config_path):
+    """The float32 vectors of an exact index: memory-mapped when local, checked a block at a time.
+
+    Raises:
+        DataError: an unreadable file, one of another shape or dtype than
+            `config` says, or rows that hold NaN or infinity.
+    """
+    try:
+        if files.is_local(path):
+            embeddings = np.load(path.removeprefix("file://"), mmap_mode="r")
+        else:
+            with files.open(path) as f:
+                embeddings = np.load(f)
+    except (OSError, ValueError) as e:
+        raise DataError(f"{path}: unreadable ({unreadable_reason(e, path)}); {REMEDY}") from e
+    expected = (config["num_embeddings"], config["dims"])
+    if embeddings.shape != expected or embeddings.dtype != np.float32:
+        raise DataError(
+            f"{path} has shape {embeddings.shape} ({embeddings.dtype}), but {config_path} "
+            f"fields 'num_embeddings' and 'dims' say float32 {expected}; {REMEDY}"
+        )
+    step = max(1, _CHECK_VALUES // max(1, expected[1]))
+    broken = sum(int((~np.isfinite(embeddings[i : i + step]).all(axis=1)).sum()) for i in range(0, expected[0], step))
+    if broken:
+        raise DataError(f"{path}: {broken} rows hold NaN or infinity; {REMEDY}")
+    return embeddings
+
+
+def check_scann_rows(scann_dir, config):
+    """Raises `DataError` unless each per-point array of ScaNN in `scann_dir` has a row per indexed vector."""
+    for name in SCANN_PER_POINT:
+        path = os.path.join(scann_dir, name)
+        try:
+            rows = np.load(path, mmap_mode="r").shape[0]
+        except (OSError, ValueError) as e:
+            raise DataError(f"{path}: unreadable ({unreadable_reason(e, path)}); {REMEDY}") from e
+        if rows != config["num_embeddings"]:
+            raise DataError(f"{path}: {rows} rows, but 'num_embeddings' is {config['num_embeddings']}; {REMEDY}")
