@@ -1,10 +1,9 @@
-import gzip
-import json
 import re
 
 import numpy as np
 import pytest
 import tensorflow as tf
+from conftest import write_jsonl
 from training_inputs import SPIECE
 
 from gtr_keras.errors import DataError, DataWarning
@@ -17,16 +16,6 @@ from gtr_keras.training.examples import (
     read_triples,
     write_tfrecord,
 )
-
-
-def write_jsonl(path, records):
-    text = "".join((r if isinstance(r, str) else json.dumps(r)) + "\n" for r in records)
-    if str(path).endswith(".gz"):
-        with gzip.open(path, "wt", encoding="utf-8") as f:
-            f.write(text)
-    else:
-        path.write_text(text, encoding="utf-8")
-    return path
 
 
 def triples(num_examples=12):
