@@ -157,6 +157,7 @@ distillation.distill(config)
 """
 
 
+@pytest.mark.large
 @pytest.mark.slow
 def test_resume_after_sigkill_and_mirrored_runs_equal_an_uninterrupted_run(tiny_model_dir, tmp_path):
     base = tiny_distillation(tmp_path, tiny_model_dir, steps=8, seed=3)
@@ -294,6 +295,7 @@ def test_the_loss_is_the_kl_from_the_teacher_with_a_single_texts_own_score_left_
     assert float(loss(s_a, s_d, t_a, t_d, tf.constant(single))) == pytest.approx(expected / 8, rel=1e-5)
 
 
+@pytest.mark.large
 @pytest.mark.slow
 def test_the_cli_distils_and_bad_inputs_are_exit_2_and_one_line(tiny_model_dir, tmp_path):
     pairs = write_jsonl(tmp_path / "pairs.jsonl", word_pairs(16, 0))
