@@ -27,7 +27,7 @@ def test_iter_lines_numbers_lines_from_one_and_keeps_their_endings(tmp_path):
 
 def test_iter_lines_gunzips_a_file_named_gz(tmp_path):
     path = tmp_path / "notes.txt.gz"
-    path.write_bytes(gzip.compress("wing\nlift\n".encode()))
+    path.write_bytes(gzip.compress(b"wing\nlift\n"))
     assert list(iter_lines(path)) == [(1, "wing\n"), (2, "lift\n")]
 
 
