@@ -5,14 +5,7 @@ import pytest
 from conftest import write_jsonl
 
 from gtr_keras.errors import DataError, DataWarning
-from gtr_keras.utils.text_files import (
-    check_id_text,
-    id_field,
-    iter_jsonl,
-    iter_lines,
-    iter_tsv_rows,
-    str_field,
-)
+from gtr_keras.utils.text_files import check_id_text, id_field, iter_jsonl, iter_lines, iter_tsv_rows, str_field
 
 
 def located(path, pattern):
