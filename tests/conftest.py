@@ -1,3 +1,5 @@
+import gzip
+import json
 import os
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -7,6 +9,17 @@ import pytest  # noqa: E402
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FIXTURES = os.path.join(REPO, "tests", "fixtures")
 TINY_ST = os.path.join(FIXTURES, "tiny-gtr-st")
+
+
+def write_jsonl(path, records):
+    """Writes `records` to `path` one a line (a dict as JSON, a str as it is), gzipped when named `*.gz`."""
+    text = "".join((r if isinstance(r, str) else json.dumps(r)) + "\n" for r in records)
+    if str(path).endswith(".gz"):
+        with gzip.open(path, "wt", encoding="utf-8") as f:
+            f.write(text)
+    else:
+        path.write_text(text, encoding="utf-8")
+    return path
 
 
 @pytest.fixture(scope="session")

@@ -122,6 +122,7 @@ def test_only_the_top_level_package_and_the_model_family_import_in_their_init():
             assert imported == allowed, directory
 
 
+@pytest.mark.large
 @pytest.mark.parametrize("imports", [
     "import gtr_keras, keras", "import keras_hub, gtr_keras",
     "import gtr_keras; from gtr_keras.models.gtr.backbone import GTRBackbone",

@@ -149,6 +149,7 @@ def _mix(broad, data, out):
                           cwd=REPO, capture_output=True, text=True, timeout=120)
 
 
+@pytest.mark.large
 def test_the_mix_drops_evaluation_texts_and_gives_the_same_bytes_twice(tmp_path):
     broad, data = _toy_inputs(tmp_path)
     done = _mix(broad, data, tmp_path / "one")
@@ -163,6 +164,7 @@ def test_the_mix_drops_evaluation_texts_and_gives_the_same_bytes_twice(tmp_path)
         assert (tmp_path / "one" / name).read_bytes() == (tmp_path / "two" / name).read_bytes()
 
 
+@pytest.mark.large
 def test_the_mix_names_the_file_line_and_field_of_a_bad_record(tmp_path):
     broad, data = _toy_inputs(tmp_path)
     with gzip.open(broad / "jargon-pairs.jsonl.gz", "wt", encoding="utf-8") as f:

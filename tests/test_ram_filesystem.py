@@ -120,6 +120,7 @@ def test_errors_about_a_remote_model_directory_name_its_remote_files(ram_model_d
         gtr_keras.load(f"{root}/none")
 
 
+@pytest.mark.large
 @pytest.mark.slow
 def test_train_index_export_and_evaluate_all_on_ram(ram_model_dir, root, monkeypatch):
     # A collection and training data on ram://.

@@ -12,6 +12,7 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 WORDS = "wing lift drag shock boundary layer heat transfer flutter nozzle jet buckling panel cone mach".split()
 
 
+@pytest.mark.large
 @pytest.mark.slow
 def test_msmarco_tpu_recipe_runs_on_cpu_with_gtr_tiny(tmp_path):
     triples = tmp_path / "triples.tsv"
@@ -67,6 +68,7 @@ def test_notebook_has_one_place_for_its_settings_and_installs_the_runtime_only()
     assert '"pip", "install", "-q", GTR_KERAS_SOURCE' in everything and "if not RUNNING_IN_CI:" in everything
 
 
+@pytest.mark.large
 @pytest.mark.slow
 def test_notebook_cells_run_top_to_bottom_on_cpu_with_gtr_tiny(tmp_path):
     """The code cells in order, `!` and `%` lines (shell, IPython magics) left out, the settings overridden."""
@@ -102,6 +104,7 @@ EVAL_DATA = "cranfield"
     assert any(name.startswith("events.out.tfevents") for name in os.listdir(tmp_path / "run" / "logs"))
 
 
+@pytest.mark.large
 @pytest.mark.slow
 def test_paper_miniature_ladder_makes_a_table_from_logged_cells(tmp_path):
     import gzip
@@ -159,6 +162,7 @@ def test_paper_miniature_ladder_makes_a_table_from_logged_cells(tmp_path):
     assert evaluated["document_length"] == 512
 
 
+@pytest.mark.large
 @pytest.mark.slow
 def test_distill_cpu_evaluates_any_teacher_or_student_and_reports_a_table(tmp_path, tiny_model_dir):
     from training_inputs import write_bert_text_embedder
@@ -187,6 +191,7 @@ def test_distill_cpu_evaluates_any_teacher_or_student_and_reports_a_table(tmp_pa
     assert "| teacher all-MiniLM-L6-v2 |" in report.stdout and "- distill: 5 s" in report.stdout
 
 
+@pytest.mark.large
 def test_distill_cpu_evaluate_names_a_bad_dataset_line_before_loading_the_model(tmp_path):
     collection = tmp_path / "broken"
     (collection / "qrels").mkdir(parents=True)

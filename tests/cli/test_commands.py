@@ -132,6 +132,7 @@ def test_encode_refuses_a_directory_where_its_ids_file_goes(tmp_path, tiny_model
     assert (tmp_path / "out.ids.txt" / "keep.me").read_text() == "user data" and not out.exists()
 
 
+@pytest.mark.large
 def test_evaluate_outputs_survive_a_write_that_fails_midway(tmp_path):
     """RLIMIT_FSIZE stops the run file midway: the previous run file and JSON stay byte-identical."""
     import subprocess

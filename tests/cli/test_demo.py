@@ -39,6 +39,7 @@ def _check_output(out, tmp_path):
     assert os.path.exists(tmp_path / "demo" / "export" / "searcher" / "1" / "saved_model.pb")
 
 
+@pytest.mark.large
 @pytest.mark.slow
 def test_demo_with_the_bundled_model_runs_offline_from_any_directory(tmp_path):
     assert os.path.exists(os.path.join(DEMO_MODEL, "model.weights.h5"))
@@ -48,6 +49,7 @@ def test_demo_with_the_bundled_model_runs_offline_from_any_directory(tmp_path):
     assert _demo_ndcg(out, "BM25 (bm25s)") == _card_cranfield_ndcg("BM25 (bm25s)")
 
 
+@pytest.mark.large
 @pytest.mark.slow
 def test_demo_with_another_model_and_collection(tmp_path, tiny_model_dir):
     from beir_files import write_beir

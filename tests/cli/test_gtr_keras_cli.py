@@ -183,6 +183,7 @@ def test_train_flags_override_the_config_file(tmp_path):
     assert config.batch_size == 128
 
 
+@pytest.mark.large
 def test_saved_model_cli_help_works():
     result = subprocess.run([sys.executable, "-m", "gtr_keras_cli", "saved-model-cli", "--help"],
                             capture_output=True, text=True)

@@ -3,22 +3,10 @@ import json
 import re
 
 import pytest
+from conftest import write_jsonl
 
 from gtr_keras.errors import DataError, DataWarning, UserError
 from gtr_keras.retrieval.readers import Corpus, check_qrels, load_corpus, load_qrels, load_queries, read_texts
-from gtr_keras.utils.text_files import iter_jsonl
-
-
-def write_jsonl(path, records):
-    lines = "".join(
-        (r if isinstance(r, str) else json.dumps(r)) + "\n" for r in records
-    )
-    if str(path).endswith(".gz"):
-        with gzip.open(path, "wt", encoding="utf-8") as f:
-            f.write(lines)
-    else:
-        path.write_text(lines, encoding="utf-8")
-    return path
 
 
 def located(path, pattern):
@@ -45,23 +33,6 @@ def beir_dir(tmp_path):
         "query-id\tcorpus-id\tscore\nq1\td1\t2\nq1\t2\t0\nq2\t2\t1\n"
     )
     return tmp_path
-
-
-def test_iter_jsonl_skips_blank_lines_and_numbers_lines(tmp_path):
-    path = write_jsonl(tmp_path / "x.jsonl", [{"a": 1}, "", "  ", {"b": 2}])
-    assert list(iter_jsonl(path)) == [(1, {"a": 1}), (4, {"b": 2})]
-
-
-def test_iter_jsonl_malformed_json_names_file_and_line(tmp_path):
-    path = write_jsonl(tmp_path / "x.jsonl", [{"a": 1}, '{"a": '])
-    with pytest.raises(DataError, match=located(path, r":2: malformed JSON")):
-        list(iter_jsonl(path))
-
-
-def test_iter_jsonl_rejects_non_object(tmp_path):
-    path = write_jsonl(tmp_path / "x.jsonl", ["[1, 2]"])
-    with pytest.raises(DataError, match=located(path, r":1: expected a JSON object, got list")):
-        list(iter_jsonl(path))
 
 
 def test_load_corpus_from_directory(beir_dir):

@@ -51,14 +51,3 @@ def test_ndcg_counts_absent_documents_as_misses(collection):
     )
     assert evaluate_run(dropped, RUN)["ndcg@10"] == pytest.approx((1 + q2) / 2)
     assert evaluate_run(dropped, RUN)["ndcg@10"] > ndcg
-
-
-def test_a_missing_split_is_named_before_the_corpus_is_read(tmp_path, monkeypatch):
-    import gtr_keras.retrieval.runs
-    from gtr_keras.errors import DataError
-
-    (tmp_path / "qrels").mkdir()
-    (tmp_path / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\nq1\td1\t1\n")
-    monkeypatch.setattr(gtr_keras.retrieval.runs, "load_corpus", lambda path: pytest.fail("the corpus was read"))
-    with pytest.raises(DataError, match=r"qrels/dev.tsv: no such file \(splits there: test\)"):
-        gtr_keras.retrieval.runs.load_dataset(str(tmp_path), "dev")

@@ -53,6 +53,7 @@ def _index_command(model_dir, corpus_dir, out):
             "--out", str(out), "--shard-size", "40", "--batch-size", "8"]
 
 
+@pytest.mark.large
 @pytest.mark.slow
 def test_killed_index_resumes_and_matches_an_uninterrupted_one(tmp_path, tiny_model_dir, tiny_encoder):
     corpus = _corpus(n=600, seed=3)

@@ -54,6 +54,7 @@ def exports(tmp_path_factory, tiny_model_dir):
     return out
 
 
+@pytest.mark.large
 @pytest.mark.slow
 def test_hub_load_tfsmlayer_and_keraslayer_in_fresh_process_match_cli_encode(exports, tiny_model_dir, tmp_path):
     encoder_dir = exports["scann"][0] / "encoder" / "1"
@@ -159,6 +160,7 @@ def _cli(*args):
                           check=True, capture_output=True, text=True).stdout
 
 
+@pytest.mark.large
 @pytest.mark.slow
 def test_saved_model_cli_show_and_run(exports):
     encoder_dir = str(exports["brute-force"][0] / "encoder" / "1")
@@ -238,6 +240,7 @@ def test_invalid_utf8_is_read_alike_by_the_export_and_the_cli(exports, tiny_mode
     np.testing.assert_allclose(exported, np.load(out), atol=1e-5)
 
 
+@pytest.mark.large
 def test_loading_without_load_export_names_the_imports(exports, tmp_path):
     script = (
         "import tensorflow as tf\n"
@@ -265,6 +268,7 @@ def _run_fresh(script, cwd=None):
     return result.stdout
 
 
+@pytest.mark.large
 def test_encoder_is_a_tf_hub_reusable_saved_model(exports, tiny_model_dir, tmp_path):
     encoder_dir = exports["brute-force"][0] / "encoder" / "1"
     expected = gtr_keras.load(tiny_model_dir).encode_documents(TEXTS)
@@ -283,6 +287,7 @@ print(json.dumps([len(obj.variables), len(obj.trainable_variables), len(obj.regu
     assert json.loads(out.splitlines()[-1]) == [28, 28, 0, True]
 
 
+@pytest.mark.large
 def test_keras_layer_without_signature_and_trainable_fine_tuning(exports, tmp_path):
     encoder_dir = exports["brute-force"][0] / "encoder" / "1"
     out = _run_fresh(f"""
@@ -316,6 +321,7 @@ def test_each_weight_is_stored_once(tmp_path):
     assert stored <= 1.05 * 4 * parameters, (stored, 4 * parameters)
 
 
+@pytest.mark.large
 def test_load_export_is_top_level_and_names_the_missing_import(exports):
     assert gtr_keras.load_export is load_export
     searcher_dir = exports["scann"][0] / "searcher" / "1"
@@ -339,6 +345,7 @@ def _python_blocks(page, title):
     return [block.split("```", 1)[0] for block in section.split("```python\n")[1:]]
 
 
+@pytest.mark.large
 @pytest.mark.slow
 def test_docs_tf_hub_client_snippets_run(exports, tmp_path):
     snippets = _python_blocks("docs/serving.md", "Use from TF Hub clients")

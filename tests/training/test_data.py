@@ -1,10 +1,9 @@
-import gzip
-import json
 import re
 
 import numpy as np
 import pytest
 import tensorflow as tf
+from conftest import write_jsonl
 from training_inputs import SPIECE
 
 from gtr_keras.errors import DataError, DataWarning
@@ -12,21 +11,10 @@ from gtr_keras.models.gtr.tokenizer import GTRTokenizer
 from gtr_keras.training.data import TrainingData, hash_ids
 from gtr_keras.training.examples import (
     read_beir,
-    read_mined_negatives,
     read_msmarco_triples,
     read_triples,
     write_tfrecord,
 )
-
-
-def write_jsonl(path, records):
-    text = "".join((r if isinstance(r, str) else json.dumps(r)) + "\n" for r in records)
-    if str(path).endswith(".gz"):
-        with gzip.open(path, "wt", encoding="utf-8") as f:
-            f.write(text)
-    else:
-        path.write_text(text, encoding="utf-8")
-    return path
 
 
 def triples(num_examples=12):
@@ -127,29 +115,6 @@ def test_static_shapes_for_tpu(triples_file, tokenizer):
     assert spec["negative_ids"].shape == (4, 2)
 
 
-def test_malformed_line_names_file_and_line(tmp_path):
-    path = write_jsonl(tmp_path / "bad.jsonl", [triples()[0], "{not json"])
-    with pytest.raises(DataError, match=re.escape(f"{path}:2: malformed JSON")):
-        list(read_triples(path))
-
-
-@pytest.mark.parametrize(
-    "record, message",
-    [
-        ({"query": "q"}, "missing field `positive`"),
-        ({"positive": "p"}, "missing field `query`"),
-        ({"query": "q", "positive": 3}, "field `positive` must be a string"),
-        ({"query": "q", "positive": "p", "negatives": "n"}, "field `negatives` must be a list"),
-        ({"query": "q", "positive": "p", "negatives": [1]}, "field `negatives` must hold strings"),
-        ({"query": "q", "positive": "p", "negatives": ["n"], "negative_ids": []}, "0 ids for 1 negatives"),
-    ],
-)
-def test_bad_fields_are_named(tmp_path, record, message):
-    path = write_jsonl(tmp_path / "bad.jsonl.gz", [triples()[1], record])
-    with pytest.raises(DataError, match=re.escape(f"{path}:2: ") + ".*" + re.escape(message)):
-        list(read_triples(path))
-
-
 def test_bad_line_surfaces_through_the_pipeline_as_the_data_error(tmp_path):
     path = write_jsonl(tmp_path / "bad.jsonl", [triples()[1], {"query": "q"}])
     data = TrainingData(str(path), num_negatives=0)
@@ -182,33 +147,6 @@ def test_files_and_check_before_training(beir_dir, tmp_path):
     junk.write_bytes(b"not a record" * 8)
     with pytest.raises(DataError, match=f"^{re.escape(str(junk))}: unreadable TFRecord file \\(corrupted record"):
         TrainingData(str(junk)).check()
-
-
-def test_empty_texts_are_skipped_and_counted(tmp_path):
-    records = triples(4)
-    records[1]["query"] = "  "
-    records[2]["positive"] = ""
-    records[3]["negatives"] = ["", "kept negative", " "]
-    path = write_jsonl(tmp_path / "train.jsonl", records)
-    expected = r"skipped 2 example\(s\).*line 2, line 3.*dropped 2 empty hard negative"
-    with pytest.warns(DataWarning, match=expected):
-        examples = list(read_triples(path))
-    assert [e.query for e in examples] == ["question 0 about cats", "question 3 about cats"]
-    assert examples[1].negatives == ("kept negative",)
-
-
-def test_ids_are_read_when_given_and_texts_otherwise(tmp_path):
-    path = write_jsonl(
-        tmp_path / "train.jsonl",
-        [
-            {"query": "q", "positive": "p", "negatives": ["n1", "n2"], "query_id": 7, "positive_id": "d1",
-             "negative_ids": ["d2", 3]},
-            {"query": "q2", "positive": "p2"},
-        ],
-    )
-    first, second = read_triples(path)
-    assert (first.query_id, first.positive_id, first.negative_ids) == ("7", "d1", ("d2", "3"))
-    assert (second.query_id, second.positive_id, second.negatives) == ("q2", "p2", ())
 
 
 def test_msmarco_triples(tmp_path):
@@ -260,18 +198,6 @@ def test_beir_examples_with_mined_negatives(beir_dir):
     data = TrainingData(str(beir_dir), negatives_file=negatives_file, num_negatives=1)
     assert data.resolved_format() == "beir"
     assert len(rows(data.text_batches(8, repeat=False))) == 2
-
-
-def test_mined_negatives_errors(tmp_path):
-    path = write_jsonl(tmp_path / "neg.jsonl", [{"query_id": "q0", "negative_ids": ["d0", "zzz"]}])
-    with pytest.raises(DataError, match=re.escape(f"{path}:1: field `negative_ids`") + r".*'zzz'"):
-        read_mined_negatives(path, {"d0"})
-    write_jsonl(path, [{"negative_ids": []}])
-    with pytest.raises(DataError, match="missing field `query_id`"):
-        read_mined_negatives(path, {"d0"})
-    write_jsonl(path, [{"query_id": "q", "negative_ids": []}, {"query_id": "q", "negative_ids": []}])
-    with pytest.raises(DataError, match=re.escape(f"{path}:2: query 'q' already listed on line 1")):
-        read_mined_negatives(path, {"d0"})
 
 
 @pytest.mark.parametrize("name", ["train.tfrecord", "train.tfrecord.gz"])

@@ -103,6 +103,7 @@ distillation_loop.distill(config)
 """
 
 
+@pytest.mark.large
 @pytest.mark.slow
 def test_resume_after_sigkill_and_mirrored_runs_equal_an_uninterrupted_run(tiny_model_dir, tmp_path):
     base = tiny_distillation(tmp_path, tiny_model_dir, steps=8, seed=3)
@@ -132,6 +133,7 @@ def test_resume_after_sigkill_and_mirrored_runs_equal_an_uninterrupted_run(tiny_
             np.testing.assert_allclose(other[key], straight[key], atol=1e-5, rtol=0, err_msg=f"{name}: {key}")
 
 
+@pytest.mark.large
 @pytest.mark.slow
 def test_the_cli_distils_and_bad_inputs_are_exit_2_and_one_line(tiny_model_dir, tmp_path):
     pairs = write_jsonl(tmp_path / "pairs.jsonl", word_pairs(16, 0))

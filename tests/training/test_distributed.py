@@ -163,6 +163,7 @@ def step_one_losses(model_dir, data):
     return loss(slice(0, 8)), (loss(slice(0, 4)) + loss(slice(4, 8))) / 2
 
 
+@pytest.mark.large
 @pytest.mark.slow
 def test_two_workers_train_like_one_process_write_only_the_chiefs_output_and_survive_a_lost_worker(
         tiny_model_dir, tmp_path):
@@ -215,6 +216,7 @@ def test_two_workers_train_like_one_process_write_only_the_chiefs_output_and_sur
     assert errors[1][0].startswith(f"gtr-keras train: error: worker 0 ({addresses[0]}) stopped: ")
 
 
+@pytest.mark.large
 @pytest.mark.slow
 def test_two_workers_distill_the_weights_of_one_process(tiny_model_dir, tmp_path):
     from training.test_distillation import tiny_distillation

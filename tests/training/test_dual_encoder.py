@@ -114,6 +114,7 @@ print("RESULTS", json.dumps(results))
 """
 
 
+@pytest.mark.large
 @pytest.mark.slow
 def test_mirrored_step_uses_global_batch_negatives_and_matches_one_device():
     process = run_python(DISTRIBUTED_SCRIPT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -298,6 +299,7 @@ loop.train(config)
 """
 
 
+@pytest.mark.large
 @pytest.mark.slow
 def test_resume_after_sigkill_matches_an_uninterrupted_run(tmp_path):
     data = {"source": write_triples(tmp_path / "t.jsonl"), "num_negatives": 2, "query_length": 16,
@@ -332,6 +334,7 @@ def test_resume_after_sigkill_matches_an_uninterrupted_run(tmp_path):
     assert (resumed / "spiece.model").read_bytes() == vocabulary.read_bytes()
 
 
+@pytest.mark.large
 @pytest.mark.slow
 def test_fit_takes_raw_strings_through_the_preprocessor_like_token_batches(tiny_model_dir):
     from gtr_keras.models.gtr.saving import load
@@ -516,6 +519,7 @@ def test_loop_logs_against_the_global_step_validates_and_keeps_the_best(tmp_path
     assert gtr_keras.load(str(run / "best_model")).encode_queries(["what about a cat"]).shape == (1, 64)
 
 
+@pytest.mark.large
 @pytest.mark.slow
 def test_fine_tuning_a_model_directory_under_mirrored_equals_the_default_strategy(tiny_model_dir, tmp_path):
     data = {"source": write_triples(tmp_path / "t.jsonl"), "query_length": 8, "document_length": 16}

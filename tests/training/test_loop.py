@@ -20,6 +20,7 @@ def train_argv(tmp_path, *extra):
             "--query-length", "8", "--document-length", "16", *extra]
 
 
+@pytest.mark.large
 @pytest.mark.slow
 def test_a_file_size_limit_at_a_checkpoint_is_exit_2_naming_the_file_and_a_rerun_resumes(tmp_path):
     limited = ("import resource, sys\nresource.setrlimit(resource.RLIMIT_FSIZE, (200_000, 200_000))\n"
@@ -34,6 +35,7 @@ def test_a_file_size_limit_at_a_checkpoint_is_exit_2_naming_the_file_and_a_rerun
     assert not list((tmp_path / "run" / "checkpoints").glob("*_temp"))
 
 
+@pytest.mark.large
 @pytest.mark.slow
 def test_a_model_trained_in_bfloat16_loads_with_every_command(tmp_path):
     assert main(train_argv(tmp_path, "--precision", "bfloat16")) == 0

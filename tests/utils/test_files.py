@@ -107,6 +107,7 @@ def _modes(root):
     return modes
 
 
+@pytest.mark.large
 @pytest.mark.slow
 def test_everything_written_respects_the_umask(tmp_path, tiny_st_dir):
     """Models, indexes, exports, embeddings and training outputs: 0755 directories, 0644 files.

@@ -141,6 +141,7 @@ def test_every_writing_command_is_refused_while_another_run_holds_its_output(tmp
     assert main(argvs["encode"]) == 0
 
 
+@pytest.mark.large
 @pytest.mark.slow
 def test_two_index_runs_started_together_on_one_output_never_mix_their_corpora(tmp_path, tiny_model_dir,
                                                                              tiny_encoder):
@@ -192,6 +193,7 @@ main(sys.argv[1:])
 """
 
 
+@pytest.mark.large
 @pytest.mark.slow
 def test_a_killed_export_leaves_staging_that_the_next_export_removes(tmp_path, tiny_model_dir):
     out = tmp_path / "exports"

@@ -58,6 +58,7 @@ def test_any_text_gives_finite_unit_rows_in_input_order(tiny_encoder, texts):
         np.testing.assert_allclose(embeddings, as_text, atol=1e-6)
 
 
+@pytest.mark.large
 @pytest.mark.slow
 @settings(PROPERTY_SETTINGS, max_examples=15)
 @given(texts=BATCHES)

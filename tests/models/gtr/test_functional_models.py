@@ -45,6 +45,7 @@ def run(order):
     return json.loads(result.stdout.strip().splitlines()[-1])
 
 
+@pytest.mark.large
 @pytest.mark.slow
 def test_gtr_and_functional_keras_hub_models_share_a_process_in_either_order():
     bert_first, gtr_first = run("bert-first"), run("gtr-first")

@@ -32,6 +32,7 @@ def _run_fresh(code, tmp_path):
     return result.stdout
 
 
+@pytest.mark.large
 def test_model_directory_is_a_keras_hub_preset(tiny_model_dir, tiny_encoder, tmp_path):
     assert {"config.json", "model.weights.h5", "task.json", "task.weights.h5", "preprocessor.json",
             "tokenizer.json"} <= set(os.listdir(tiny_model_dir))
@@ -52,6 +53,7 @@ print(json.dumps([type(embedder).__name__, type(backbone).__name__, type(preproc
     ]
 
 
+@pytest.mark.large
 @pytest.mark.slow
 @pytest.mark.parametrize("dtype", [None, "mixed_bfloat16"])
 def test_keras_file_round_trip_in_a_fresh_process_with_safe_mode(tiny_model_dir, tmp_path, dtype):

@@ -101,6 +101,7 @@ embedder.save_to_preset(sys.argv[2])
 """
 
 
+@pytest.mark.large
 @pytest.mark.slow
 def test_save_to_preset_killed_midway_leaves_the_previous_model_whole(tmp_path, tiny_model_dir):
     import selectors

@@ -84,6 +84,7 @@ np.save(sys.argv[3], np.stack([embedder.encode_queries(texts), embedder.encode_d
 """
 
 
+@pytest.mark.large
 @pytest.mark.parametrize("backend, module", [("jax", "jax"), ("torch", "torch")])
 def test_encode_works_on_the_jax_and_pytorch_backends_as_on_tensorflow(tmp_path, backend, module):
     import importlib.util

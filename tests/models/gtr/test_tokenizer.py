@@ -38,16 +38,6 @@ def test_ids_equal_hugging_face_live():
     assert ours == [hf(t.strip(), truncation=True, max_length=64)["input_ids"] for t in texts]
 
 
-def test_truncation_keeps_eos_last_and_pads_with_zero():
-    preprocessor = GTRTextEmbedderPreprocessor(GTRTokenizer(SPIECE), sequence_length=8)
-    batch = preprocessor(tf.constant(["word " * 50, "", "wing"]))
-    ids = batch["token_ids"].numpy()
-    assert ids.shape == (3, 8)
-    assert ids[0, -1] == EOS_ID and (ids[0, :-1] != EOS_ID).all()
-    assert ids[1].tolist() == [EOS_ID] + [0] * 7
-    assert batch["padding_mask"].numpy()[1].tolist() == [1] + [0] * 7
-
-
 def test_config_and_assets_round_trip(tmp_path):
     tokenizer = GTRTokenizer(SPIECE, lowercase=True)
     tokenizer.save_assets(str(tmp_path))
@@ -58,23 +48,6 @@ def test_config_and_assets_round_trip(tmp_path):
     assert clone.tokenize(text).to_list() == tokenizer.tokenize(text).to_list()
     assert tokenizer.tokenize(text).to_list() == tokenizer.tokenize(tf.constant(["upper case"])).to_list()
     assert (tokenizer.end_token_id, tokenizer.pad_token_id) == (EOS_ID, 0)
-
-
-def test_preprocessor_budgets_and_static_padding():
-    preprocessor = GTRTextEmbedderPreprocessor(GTRTokenizer(SPIECE), sequence_length=12, query_length=5,
-                                               pad_to_length=True)
-    assert preprocessor.features(["wing"], kind="query")["token_ids"].shape == (1, 5)
-    assert preprocessor(["wing"])["token_ids"].shape == (1, 12)
-    single = preprocessor("wing lift")
-    assert single["token_ids"].shape == (12,) and single["token_ids"][-1] == 0
-    towers = preprocessor.tower_features({
-        "query": tf.constant(["a", "b"]), "positive": tf.constant(["c", "d"]), "negatives": tf.constant([["e"], ["f"]]),
-    })
-    assert towers["query"]["token_ids"].shape == (2, 5) and towers["negatives"]["padding_mask"].shape == (2, 1, 12)
-    with pytest.raises(UserError, match="query_length must be an integer of at least 2"):
-        GTRTextEmbedderPreprocessor(GTRTokenizer(SPIECE), query_length=1)
-    with pytest.raises(UserError, match="^kind must be 'query' or 'document', got 'passage'$"):
-        preprocessor.features(["wing"], kind="passage")
 
 
 def test_trained_model_has_t5_special_ids(tmp_path):

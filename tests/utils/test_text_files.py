@@ -1,0 +1,128 @@
+import gzip
+import re
+
+import pytest
+from conftest import write_jsonl
+
+from gtr_keras.errors import DataError, DataWarning
+from gtr_keras.utils.text_files import check_id_text, id_field, iter_jsonl, iter_lines, iter_tsv_rows, str_field
+
+
+def located(path, pattern):
+    return "^" + re.escape(str(path)) + pattern
+
+
+def test_iter_lines_numbers_lines_from_one_and_keeps_their_endings(tmp_path):
+    path = tmp_path / "notes.txt"
+    path.write_bytes(b"first\r\nsecond\n\nlast")
+    assert list(iter_lines(path)) == [(1, "first\r\n"), (2, "second\n"), (3, "\n"), (4, "last")]
+
+
+def test_iter_lines_gunzips_a_file_named_gz(tmp_path):
+    path = tmp_path / "notes.txt.gz"
+    path.write_bytes(gzip.compress(b"wing\nlift\n"))
+    assert list(iter_lines(path)) == [(1, "wing\n"), (2, "lift\n")]
+
+
+def test_iter_lines_drops_a_byte_order_mark_at_the_start_only(tmp_path):
+    path = tmp_path / "notes.txt"
+    path.write_bytes(b"\xef\xbb\xbfa\n\xef\xbb\xbfb\n")
+    assert list(iter_lines(path)) == [(1, "a\n"), (2, "\ufeffb\n")]
+
+
+def test_iter_lines_strict_refuses_invalid_utf8_naming_file_and_line(tmp_path):
+    path = tmp_path / "ids.txt"
+    path.write_bytes(b"d1\nd\xff2\n")
+    with pytest.raises(DataError, match=located(path, r":2: invalid UTF-8 \(invalid start byte at byte 1\)$")):
+        list(iter_lines(path))
+
+
+def test_iter_lines_replace_keeps_the_text_with_a_warning(tmp_path):
+    path = tmp_path / "texts.txt"
+    path.write_bytes(b"ok\nbad \xff byte\n")
+    with pytest.warns(DataWarning, match=located(path, r":2: invalid UTF-8 .*replaced with U\+FFFD$")):
+        assert list(iter_lines(path, errors="replace")) == [(1, "ok\n"), (2, "bad \ufffd byte\n")]
+
+
+def test_iter_lines_of_a_missing_file(tmp_path):
+    path = tmp_path / "nowhere.txt"
+    with pytest.raises(DataError, match=located(path, ": no such file")):
+        list(iter_lines(path))
+
+
+def test_iter_jsonl_skips_blank_lines_and_numbers_lines(tmp_path):
+    path = write_jsonl(tmp_path / "x.jsonl", [{"a": 1}, "", "  ", {"b": 2}])
+    assert list(iter_jsonl(path)) == [(1, {"a": 1}), (4, {"b": 2})]
+
+
+def test_iter_jsonl_malformed_json_names_file_and_line(tmp_path):
+    path = write_jsonl(tmp_path / "x.jsonl", [{"a": 1}, '{"a": '])
+    with pytest.raises(DataError, match=located(path, r":2: malformed JSON")):
+        list(iter_jsonl(path))
+
+
+def test_iter_jsonl_rejects_non_object(tmp_path):
+    path = write_jsonl(tmp_path / "x.jsonl", ["[1, 2]"])
+    with pytest.raises(DataError, match=located(path, r":1: expected a JSON object, got list")):
+        list(iter_jsonl(path))
+
+
+def test_iter_jsonl_reads_gzipped_records(tmp_path):
+    path = write_jsonl(tmp_path / "x.jsonl.gz", [{"_id": "q1"}, {"_id": "q2"}])
+    assert [record["_id"] for _, record in iter_jsonl(path)] == ["q1", "q2"]
+
+
+def test_iter_tsv_rows_splits_columns_and_skips_blank_lines(tmp_path):
+    path = tmp_path / "qrels.tsv"
+    path.write_text("q1\td1\t1\r\n\n  \nq2\td2\t0\n")
+    assert list(iter_tsv_rows(path, ("query-id", "corpus-id", "score"))) == [
+        (1, ["q1", "d1", "1"]),
+        (4, ["q2", "d2", "0"]),
+    ]
+
+
+def test_iter_tsv_rows_names_the_expected_columns_of_a_bad_row(tmp_path):
+    path = tmp_path / "triples.tsv"
+    path.write_text("a\tb\tc\nonly\ttwo\n")
+    expected = r":2: expected 3 tab-separated columns \(query, positive, negative\), got 2$"
+    with pytest.raises(DataError, match=located(path, expected)):
+        list(iter_tsv_rows(path, ("query", "positive", "negative")))
+
+
+@pytest.mark.parametrize("value, expected", [("d1", "d1"), (7, "7")])
+def test_id_field_reads_a_string_or_integer_id(value, expected):
+    assert id_field("corpus.jsonl", 3, {"_id": value}) == expected
+
+
+@pytest.mark.parametrize(
+    "record, problem",
+    [
+        ({}, "missing field `_id`"),
+        ({"_id": True}, "field `_id` must be a string or an integer, got bool"),
+        ({"_id": 1.5}, "field `_id` must be a string or an integer, got float"),
+        ({"_id": "d 1"}, "`_id` 'd 1' holds whitespace"),
+    ],
+)
+def test_id_field_names_file_line_and_problem(record, problem):
+    with pytest.raises(DataError, match=f"^corpus.jsonl:3: {re.escape(problem)}"):
+        id_field("corpus.jsonl", 3, record)
+
+
+@pytest.mark.parametrize("value", ["q\t1", "q\n", "q\u00a01"])
+def test_check_id_text_refuses_any_whitespace(value):
+    with pytest.raises(DataError, match="^run.txt:2: query id .* holds whitespace, which TREC run files"):
+        check_id_text("run.txt", 2, value, "query id")
+
+
+def test_check_id_text_returns_an_id_without_whitespace():
+    assert check_id_text("run.txt", 2, "doc-1_é", "query id") == "doc-1_é"
+
+
+def test_str_field_required_optional_and_of_the_wrong_type():
+    assert str_field("c.jsonl", 1, {"text": "x"}, "text", required=True) == "x"
+    assert str_field("c.jsonl", 1, {}, "title", required=False) == ""
+    assert str_field("c.jsonl", 1, {"title": None}, "title", required=False) == ""
+    with pytest.raises(DataError, match="^c.jsonl:1: missing field `text`$"):
+        str_field("c.jsonl", 1, {}, "text", required=True)
+    with pytest.raises(DataError, match="^c.jsonl:1: field `title` must be a string, got int$"):
+        str_field("c.jsonl", 1, {"title": 3}, "title", required=False)
