@@ -1,5 +1,6 @@
 """The package's layout: no import cycle (function-level imports count), each folder importing only the
-layers beneath it (docs/architecture.md), and the parser importing no TensorFlow."""
+layers beneath it (docs/architecture.md), no module at the repository's root, and the parser importing no
+TensorFlow."""
 
 import ast
 import os
@@ -23,7 +24,7 @@ ALLOWED = {
 
 
 def module_names():
-    names = {"gtr_keras_cli": os.path.join(REPO, "gtr_keras_cli.py")}
+    names = {}
     for directory, _, file_names in os.walk(PACKAGE):
         for file_name in file_names:
             if file_name.endswith(".py"):
@@ -157,8 +158,8 @@ def test_a_process_that_searches_a_local_index_loads_neither_keras_nor_tensorflo
 
 def test_the_parser_answers_without_tensorflow_and_the_package_imports_quietly():
     script = (
-        "import sys, gtr_keras_cli\n"
-        "status = gtr_keras_cli.main(['encode', '--model', './no-such-dir', '--input', 'README.md', '--output', 'o.npy'])\n"
+        "import sys\nfrom gtr_keras.cli.main import main\n"
+        "status = main(['encode', '--model', './no-such-dir', '--input', 'README.md', '--output', 'o.npy'])\n"
         "assert status == 2 and 'tensorflow' not in sys.modules, (status, 'tensorflow' in sys.modules)\n"
         "import gtr_keras\n"
     )
@@ -170,10 +171,20 @@ def test_the_parser_answers_without_tensorflow_and_the_package_imports_quietly()
     assert result.stderr == "gtr-keras encode: error: ./no-such-dir: no such model directory\n"
 
 
+def test_no_python_module_at_the_repository_root():
+    assert [name for name in os.listdir(REPO) if name.endswith(".py")] == []
+
+
 def test_the_top_level_modules_import_what_the_architecture_says():
     graph = imports(module_names())
     assert graph["gtr_keras.errors"] == set()
-    assert graph["gtr_keras_cli"] <= {"gtr_keras.errors", "gtr_keras.utils", "gtr_keras.utils.files",
-                                      "gtr_keras.models.gtr.model_directory", "gtr_keras.cli.commands"}
+    parser = {"gtr_keras.cli.arguments", "gtr_keras.cli.train_arguments", "gtr_keras.cli.parser",
+              "gtr_keras.cli.checks"}
+    for name in parser:  # what `--help` and argument errors run: no TensorFlow, nothing of the library
+        assert graph[name] <= parser | {"gtr_keras.errors", "gtr_keras.utils", "gtr_keras.utils.files",
+                                        "gtr_keras.models.gtr.model_directory"}, name
+    assert graph["gtr_keras.cli.main"] <= parser | {"gtr_keras.errors", "gtr_keras.cli.commands",
+                                                    "gtr_keras.models.gtr.model_directory"}
+    assert graph["gtr_keras.__main__"] == {"gtr_keras.cli.main"}
     assert graph["gtr_keras"] == set()  # the keras-hub classes once Keras is imported, the rest on first use
     assert graph["gtr_keras.index"] == {"gtr_keras.retrieval.index"}  # the name of earlier releases

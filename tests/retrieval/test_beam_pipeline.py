@@ -28,10 +28,8 @@ from gtr_keras.retrieval.beam_pipeline import (
 )
 from gtr_keras.retrieval.index import SearchIndex  # noqa: E402
 from gtr_keras.retrieval.readers import load_corpus
-from gtr_keras_cli import (
-    add_beam_arguments,  # noqa: E402
-    main,  # noqa: E402
-)
+from gtr_keras.cli.main import main  # noqa: E402
+from gtr_keras.cli.parser import add_beam_arguments  # noqa: E402
 
 WORDS = "retrieval dense encoder passage query neural sparse index token corpus".split()
 CRANFIELD = os.path.join(os.path.dirname(gtr_keras.__file__), "assets", "cranfield", "corpus.jsonl.gz")
@@ -95,7 +93,7 @@ def index_contents(index_dir):
 @pytest.fixture(scope="module")
 def cranfield_in_process(tmp_path_factory, tiny_model_dir):
     """The in-process `gtr-keras index` of the unsplit Cranfield sample: `(ids, embeddings, documents)`."""
-    from gtr_keras_cli import main
+    from gtr_keras.cli.main import main
 
     root = tmp_path_factory.mktemp("cranfield")
     (root / "corpus.jsonl.gz").write_bytes(gzip.compress(b"".join(cranfield_lines())))
@@ -149,7 +147,7 @@ def test_direct_runner_matches_in_process_encoder(tmp_path, tiny_model_dir, tiny
 
 def test_index_of_sharded_cranfield_equals_the_in_process_index(tmp_path, tiny_model_dir, cranfield_in_process,
                                                                 launcher_never_loads_the_corpus):
-    from gtr_keras_cli import main
+    from gtr_keras.cli.main import main
 
     (tmp_path / "shards").mkdir()
     pattern = write_cranfield_shards(str(tmp_path / "shards"))
@@ -165,7 +163,7 @@ def test_index_of_sharded_cranfield_equals_the_in_process_index(tmp_path, tiny_m
 
 def test_index_reads_corpus_shards_on_any_gfile_file_system(tmp_path, tiny_model_dir, cranfield_in_process,
                                                             launcher_never_loads_the_corpus):
-    from gtr_keras_cli import main
+    from gtr_keras.cli.main import main
 
     pattern = write_cranfield_shards(f"ram://cranfield-{uuid.uuid4().hex}")
     assert corpus_files(pattern) == [pattern.replace("*", f"{n:05d}") for n in range(len(CRANFIELD_SPLIT))]
@@ -183,7 +181,7 @@ def _error_lines(capsys):
 
 
 def test_duplicate_ids_across_corpus_files_end_the_command_with_one_line(tmp_path, tiny_model_dir, capsys):
-    from gtr_keras_cli import main
+    from gtr_keras.cli.main import main
 
     (tmp_path / "corpus-00000.jsonl").write_text('{"_id": "a", "text": "x"}\n{"_id": 7, "text": "y"}\n')
     (tmp_path / "corpus-00001.jsonl").write_text('{"_id": "b", "text": "z"}\n\n{"_id": "7", "text": "w"}\n')
@@ -222,7 +220,7 @@ def test_a_glob_without_runner_is_refused_naming_the_flag(tmp_path, tiny_model_d
 
 def test_a_rerun_after_a_failure_encodes_afresh(tmp_path, tiny_model_dir, tiny_encoder, monkeypatch):
     from gtr_keras.retrieval import retriever
-    from gtr_keras_cli import main
+    from gtr_keras.cli.main import main
 
     corpus_path = tmp_path / "corpus.jsonl.gz"
     write_corpus(corpus_path, 20)
@@ -358,7 +356,7 @@ def test_model_handler_stages_a_remote_model_dir_and_removes_the_copy(tiny_model
 def test_the_index_command_passes_the_model_it_records_to_the_workers(tmp_path, tiny_model_dir, monkeypatch,
                                                                        capsys):
     from gtr_keras.retrieval import beam_pipeline
-    from gtr_keras_cli import main
+    from gtr_keras.cli.main import main
 
     corpus_path = tmp_path / "corpus.jsonl.gz"
     write_corpus(corpus_path, 8)
