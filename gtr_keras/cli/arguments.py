@@ -17,7 +17,6 @@ argparse.ArgumentTypeError: must be at least 1, got 0
 import argparse
 import os
 
-
 PROG = "gtr-keras"
 
 

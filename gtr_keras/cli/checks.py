@@ -7,10 +7,10 @@ like a bad flag: one line naming the flag, exit status 2.
 """
 
 import fnmatch
+import importlib.util
 import os
 
 from gtr_keras.cli.arguments import GLOB_CHARACTERS, PROG, is_remote
-
 
 # Arguments without a path type that name a model: a model directory may be remote (`gs://...`), but
 # `hf://ORG/NAME` (and keras-hub's other download ids, `model_directory.DOWNLOAD_PREFIXES`) are read by the loader.
@@ -68,6 +68,22 @@ def check_index_sources(args, parser):
         parser.error("argument --model: required with --corpus")
     if args.embeddings is not None and args.runner:
         parser.error("argument --runner: encodes a corpus; --embeddings are encoded already")
+
+
+# Flags that need an optional dependency: (flag's dest, what it needs, its module, the extra that installs it).
+_EXTRAS = (("runner", "Apache Beam", "apache_beam", "beam"),)
+
+
+def check_extras(args, parser):
+    """Refuses a flag whose optional dependency is not installed, naming the extra that installs it.
+
+    Example:
+    >>> check_extras(parser.parse_args(["index", "--runner", "DirectRunner", ...]), parser)  # doctest: +SKIP
+    gtr-keras index: error: argument --runner: needs Apache Beam: pip install 'gtr-keras[beam]' ...
+    """
+    for dest, name, module, extra in _EXTRAS:
+        if getattr(args, dest, None) and importlib.util.find_spec(module) is None:
+            parser.error(f"argument --{dest}: needs {name}: pip install 'gtr-keras[{extra}]'")
 
 
 def _comparable(path):
@@ -146,7 +162,9 @@ def check_remote_paths(args, parser):
         if getattr(action.type, "allows_glob", False) and any(c in value for c in GLOB_CHARACTERS):
             continue
         if check is None and action.dest in _MODEL_DESTS:
-            from gtr_keras.models.gtr.model_directory import DOWNLOAD_PREFIXES  # Keras: only for a remote model
+            from gtr_keras.models.gtr.model_directory import (
+                DOWNLOAD_PREFIXES,  # Keras: only for a remote model
+            )
 
             if not value.startswith(DOWNLOAD_PREFIXES):
                 check = ("model", "directory")

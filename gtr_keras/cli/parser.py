@@ -26,7 +26,6 @@ from gtr_keras.cli.arguments import (
 )
 from gtr_keras.cli.train_arguments import DISTILL_FLAGS, add_train_arguments
 
-
 INFERENCE_PRECISIONS = ("float32", "bfloat16")
 BEAM_RUNNERS = ("DirectRunner", "DataflowRunner", "FlinkRunner", "SparkRunner")
 

@@ -17,7 +17,6 @@ from gtr_keras.cli.arguments import (
     token_budget,
 )
 
-
 TRAIN_PRECISIONS = ("float32", "bfloat16")
 TRAIN_STRATEGIES = ("default", "mirrored", "tpu", "multi-worker")
 TRAIN_DATA_FORMATS = ("auto", "jsonl", "beir", "msmarco", "tfrecord")

@@ -1,7 +1,11 @@
 """The checks across arguments and of remote paths: a bad path is exit 2 and one line before any work."""
 
+import subprocess
+import sys
+
 import pytest
 from command_line import empty_model_dir, one_line_error
+from conftest import REPO
 
 from gtr_keras.cli.main import main
 
@@ -72,3 +76,18 @@ def test_remote_paths_are_checked_like_local_ones(tmp_path, capsys, no_model_loa
             main(argv)
         assert exit_.value.code == 2, argv
         assert message in one_line_error(capsys), argv
+
+
+def test_index_runner_without_apache_beam_is_exit_2_naming_the_extra(tmp_path):
+    (tmp_path / "corpus.jsonl").write_text('{"_id": "a", "text": "x"}\n')
+    (tmp_path / "model").mkdir()
+    script = ("import sys\nsys.modules['apache_beam'] = None\nfrom gtr_keras.cli.main import main\n"
+              "sys.exit(main(sys.argv[1:]))\n")
+    result = subprocess.run([sys.executable, "-c", script, "index", "--model", str(tmp_path / "model"), "--corpus",
+                             str(tmp_path / "corpus.jsonl"), "--out", str(tmp_path / "index"), "--runner",
+                             "DirectRunner"], cwd=REPO, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 2
+    assert result.stderr.splitlines() == [
+        "gtr-keras index: error: argument --runner: needs Apache Beam: pip install 'gtr-keras[beam]' "
+        "(see `gtr-keras index --help`)"]
+    assert not (tmp_path / "index").exists()
