@@ -156,6 +156,25 @@ def test_a_process_that_searches_a_local_index_loads_neither_keras_nor_tensorflo
     assert result.returncode == 0, result.stderr[-2000:]
 
 
+def test_a_bm25_evaluation_and_a_length_analysis_load_neither_keras_nor_tensorflow(tmp_path):
+    beir = tmp_path / "beir"
+    (beir / "qrels").mkdir(parents=True)
+    (beir / "corpus.jsonl").write_text('{"_id": "d1", "text": "wing lift"}\n{"_id": "d2", "text": "heat flow"}\n')
+    (beir / "queries.jsonl").write_text('{"_id": "q1", "text": "lift of a wing"}\n')
+    (beir / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\nq1\td1\t1\n")
+    (tmp_path / "run.trec").write_text("q1 Q0 d1 1 2.0 bm25\nq1 Q0 d2 2 1.0 bm25\n")
+    script = (
+        "import sys\nfrom gtr_keras.cli.main import main\n"
+        f"assert main(['evaluate', '--dataset', {str(beir)!r}, '--retriever', 'bm25', '--output-json', "
+        f"{str(tmp_path / 'metrics.json')!r}]) == 0\n"
+        f"assert main(['analyze-lengths', '--run', {str(tmp_path / 'run.trec')!r}, '--dataset', {str(beir)!r}]) == 0\n"
+        "assert not {'tensorflow', 'keras'} & set(sys.modules), sorted({'tensorflow', 'keras'} & set(sys.modules))\n"
+    )
+    result = subprocess.run([sys.executable, "-c", script], cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert '"ndcg@10": 1.0' in (tmp_path / "metrics.json").read_text()
+
+
 def test_the_parser_answers_without_tensorflow_and_the_package_imports_quietly():
     script = (
         "import sys\nfrom gtr_keras.cli.main import main\n"
