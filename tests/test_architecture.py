@@ -157,11 +157,12 @@ def test_a_process_that_searches_a_local_index_loads_neither_keras_nor_tensorflo
 
 
 def test_a_bm25_evaluation_and_a_length_analysis_load_neither_keras_nor_tensorflow(tmp_path):
-    beir = tmp_path / "beir"
-    (beir / "qrels").mkdir(parents=True)
-    (beir / "corpus.jsonl").write_text('{"_id": "d1", "text": "wing lift"}\n{"_id": "d2", "text": "heat flow"}\n')
-    (beir / "queries.jsonl").write_text('{"_id": "q1", "text": "lift of a wing"}\n')
-    (beir / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\nq1\td1\t1\n")
+    from beir_files import write_beir
+
+    from gtr_keras.retrieval.readers import Corpus
+
+    beir = write_beir(tmp_path / "beir", Corpus(ids=["d1", "d2"], titles=["", ""], texts=["wing lift", "heat flow"]),
+                      {"q1": "lift of a wing"}, [("q1", "d1", 1)])
     (tmp_path / "run.trec").write_text("q1 Q0 d1 1 2.0 bm25\nq1 Q0 d2 2 1.0 bm25\n")
     script = (
         "import sys\nfrom gtr_keras.cli.main import main\n"
