@@ -179,3 +179,22 @@ def test_the_console_script_names_the_entry():
     module, _, function = scripts["gtr-keras"].partition(":")
     assert (module, function) == ("gtr_keras.cli.main", "main")
     assert getattr(__import__(module, fromlist=[function]), function) is main
+
+
+def test_a_pytorch_checkpoint_without_torch_is_exit_2_naming_the_extra(tmp_path):
+    import shutil
+
+    from conftest import TINY_ST
+
+    checkpoint = tmp_path / "bin-only"
+    shutil.copytree(TINY_ST, checkpoint, ignore=shutil.ignore_patterns("model.safetensors"))
+    (checkpoint / "pytorch_model.bin").write_bytes(b"not read")
+    script = ("import sys\nsys.modules['torch'] = None\nfrom gtr_keras.cli.main import main\n"
+              "sys.exit(main(sys.argv[1:]))\n")
+    result = subprocess.run([sys.executable, "-c", script, "convert", str(checkpoint), str(tmp_path / "out")],
+                            cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 2, result.stderr[-2000:]
+    error = result.stderr.splitlines()[-1]  # after TensorFlow's start-up lines, which hiding torch brings out
+    assert error.startswith("gtr-keras convert: error: ") and "install the [reference] extra" in error, error
+    assert not (tmp_path / "out").exists()
+
