@@ -47,7 +47,7 @@ def on_epoch_end(self, epoch, logs=None):
     with open(os.environ["STEP_TIMES"], "a") as f:
         f.write(f"{self.step} {time.perf_counter()}\\n")
 callbacks.Checkpoints.on_epoch_end = on_epoch_end
-from gtr_keras_cli import main
+from gtr_keras.cli.main import main
 sys.exit(main(sys.argv[1:]))
 """
 

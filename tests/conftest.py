@@ -31,7 +31,7 @@ def tiny_st_dir():
 @pytest.fixture(scope="session")
 def tiny_model_dir(tmp_path_factory):
     """The committed tiny checkpoint converted to a gtr-keras model directory."""
-    from gtr_keras_cli import main
+    from gtr_keras.cli.main import main
 
     out = str(tmp_path_factory.mktemp("models") / "tiny")
     assert main(["convert", TINY_ST, out]) == 0

@@ -1,5 +1,6 @@
 """The package's layout: no import cycle (function-level imports count), each folder importing only the
-layers beneath it (docs/architecture.md), and the parser importing no TensorFlow."""
+layers beneath it (docs/architecture.md), no module at the repository's root, and the parser importing no
+TensorFlow."""
 
 import ast
 import os
@@ -23,7 +24,7 @@ ALLOWED = {
 
 
 def module_names():
-    names = {"gtr_keras_cli": os.path.join(REPO, "gtr_keras_cli.py")}
+    names = {}
     for directory, _, file_names in os.walk(PACKAGE):
         for file_name in file_names:
             if file_name.endswith(".py"):
@@ -156,10 +157,30 @@ def test_a_process_that_searches_a_local_index_loads_neither_keras_nor_tensorflo
     assert result.returncode == 0, result.stderr[-2000:]
 
 
+def test_a_bm25_evaluation_and_a_length_analysis_load_neither_keras_nor_tensorflow(tmp_path):
+    from beir_files import write_beir
+
+    from gtr_keras.retrieval.readers import Corpus
+
+    beir = write_beir(tmp_path / "beir", Corpus(ids=["d1", "d2"], titles=["", ""], texts=["wing lift", "heat flow"]),
+                      {"q1": "lift of a wing"}, [("q1", "d1", 1)])
+    (tmp_path / "run.trec").write_text("q1 Q0 d1 1 2.0 bm25\nq1 Q0 d2 2 1.0 bm25\n")
+    script = (
+        "import sys\nfrom gtr_keras.cli.main import main\n"
+        f"assert main(['evaluate', '--dataset', {str(beir)!r}, '--retriever', 'bm25', '--output-json', "
+        f"{str(tmp_path / 'metrics.json')!r}]) == 0\n"
+        f"assert main(['analyze-lengths', '--run', {str(tmp_path / 'run.trec')!r}, '--dataset', {str(beir)!r}]) == 0\n"
+        "assert not {'tensorflow', 'keras'} & set(sys.modules), sorted({'tensorflow', 'keras'} & set(sys.modules))\n"
+    )
+    result = subprocess.run([sys.executable, "-c", script], cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert '"ndcg@10": 1.0' in (tmp_path / "metrics.json").read_text()
+
+
 def test_the_parser_answers_without_tensorflow_and_the_package_imports_quietly():
     script = (
-        "import sys, gtr_keras_cli\n"
-        "status = gtr_keras_cli.main(['encode', '--model', './no-such-dir', '--input', 'README.md', '--output', 'o.npy'])\n"
+        "import sys\nfrom gtr_keras.cli.main import main\n"
+        "status = main(['encode', '--model', './no-such-dir', '--input', 'README.md', '--output', 'o.npy'])\n"
         "assert status == 2 and 'tensorflow' not in sys.modules, (status, 'tensorflow' in sys.modules)\n"
         "import gtr_keras\n"
     )
@@ -171,11 +192,21 @@ def test_the_parser_answers_without_tensorflow_and_the_package_imports_quietly()
     assert result.stderr == "gtr-keras encode: error: ./no-such-dir: no such model directory\n"
 
 
+def test_no_python_module_at_the_repository_root():
+    assert [name for name in os.listdir(REPO) if name.endswith(".py")] == []
+
+
 def test_the_top_level_modules_import_what_the_architecture_says():
     graph = imports(module_names())
     assert graph["gtr_keras.errors"] == set()
-    assert graph["gtr_keras_cli"] <= {"gtr_keras.errors", "gtr_keras.utils", "gtr_keras.utils.files",
-                                      "gtr_keras.models.gtr.model_directory", "gtr_keras.cli.commands"}
+    parser = {"gtr_keras.cli.arguments", "gtr_keras.cli.train_arguments", "gtr_keras.cli.parser",
+              "gtr_keras.cli.checks"}
+    for name in parser:  # what `--help` and argument errors run: no TensorFlow, nothing of the library
+        assert graph[name] <= parser | {"gtr_keras.errors", "gtr_keras.utils", "gtr_keras.utils.files",
+                                        "gtr_keras.models.gtr.model_directory"}, name
+    assert graph["gtr_keras.cli.main"] <= parser | {"gtr_keras.errors", "gtr_keras.cli.commands",
+                                                    "gtr_keras.models.gtr.model_directory"}
+    assert graph["gtr_keras.__main__"] == {"gtr_keras.cli.main"}
     assert graph["gtr_keras"] == set()  # the keras-hub classes once Keras is imported, the rest on first use
     # The name of earlier releases.
     assert graph["gtr_keras.index"] == {"gtr_keras.retrieval.search_index", "gtr_keras.retrieval.scann_builder"}

@@ -34,7 +34,7 @@ from gtr_keras.serving.export import export_all, load_export
 from gtr_keras.training.loop import train
 from gtr_keras.training.resume import RUN_RECORD
 from gtr_keras.utils import files
-from gtr_keras_cli import main
+from gtr_keras.cli.main import main
 
 WORDS = "wing lift drag shock boundary layer heat transfer flutter nozzle jet buckling panel cone mach".split()
 NUM_DOCS = 40

@@ -1,2 +1,3 @@
-"""The command handlers behind `gtr-keras` (`commands`, one function a sub-command; `demo`, the main
-job). The parser is the top-level module `gtr_keras_cli`, which imports no TensorFlow and calls these."""
+"""The `gtr-keras` command line: `main` (the entry, its checks and error path), `parser` with `arguments`,
+`train_arguments` and `checks` (no TensorFlow: `--help` and bad arguments answer at once), and the handlers
+they run, `commands` (one function a sub-command) and `demo` (the main job)."""

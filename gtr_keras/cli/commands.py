@@ -1,4 +1,5 @@
-"""The handlers of the `gtr-keras` sub-commands, one function each (`gtr_keras_cli` parses and dispatches).
+"""The handlers of the `gtr-keras` sub-commands, one function each (`gtr_keras.cli.main` parses and
+dispatches).
 
 Each is a thin shell over the library: the work happens in the module
 responsible for it. Arguments arrive checked (paths, ranges, choices); errors
@@ -254,7 +255,7 @@ def export(args):
 def config_from_args(args, config_class=None):
     """The config of parsed `train` (or `distill`) arguments: `--config` with the flags on top.
 
-    `args.setting_keys` names the settings that the parser has flags for (`gtr_keras_cli.add_train_arguments`).
+    `args.setting_keys` names the settings that the parser has flags for (`train_arguments.add_train_arguments`).
     """
     from gtr_keras.training.config import TrainConfig, load_config
 

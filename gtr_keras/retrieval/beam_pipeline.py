@@ -47,7 +47,7 @@ from apache_beam.ml.inference.base import (
 )
 from apache_beam.options.pipeline_options import PipelineOptions
 
-from gtr_keras.errors import CheckpointError, DataError, UserError
+from gtr_keras.errors import CheckpointError, DataError, MismatchError, UserError
 from gtr_keras.models.gtr import saving
 from gtr_keras.models.gtr.fingerprint import fingerprint
 from gtr_keras.retrieval.readers import CORPUS_FILES, Corpus, in_collection
@@ -286,11 +286,11 @@ def _shard_paths(shard_dir):
     if not numbered:
         raise FileNotFoundError(f"{shard_dir}: no {SHARD_PREFIX}-SSSSS-of-NNNNN.npz shards")
     if len(totals) != 1:
-        raise ValueError(f"{shard_dir}: shards of different runs (totals {sorted(totals)}); delete the stale ones.")
+        raise MismatchError(f"{shard_dir}: shards of different runs (totals {sorted(totals)}); delete the stale ones.")
     total = totals.pop()
     missing = sorted(set(range(total)) - set(numbered))
     if missing:
-        raise ValueError(f"{shard_dir}: {len(missing)} of {total} shards missing, the first is shard {missing[0]}.")
+        raise DataError(f"{shard_dir}: {len(missing)} of {total} shards missing, the first is shard {missing[0]}.")
     return numbered, total
 
 
@@ -377,8 +377,8 @@ def _load_shards(shard_dir, with_documents):
         with FileSystems.open(numbered[number], compression_type=CompressionTypes.UNCOMPRESSED) as f:
             with np.load(io.BytesIO(f.read()), allow_pickle=False) as shard:
                 if set(SHARD_ARRAYS) - set(shard.files):
-                    raise ValueError(f"{numbered[number]}: written by an older gtr-keras (no document positions); "
-                                     f"encode the corpus again.")
+                    raise MismatchError(f"{numbered[number]}: written by an older gtr-keras (no document positions); "
+                                        f"encode the corpus again.")
                 if not len(shard["ids"]):
                     continue
                 for name, parts in arrays.items():
@@ -392,18 +392,18 @@ def _load_shards(shard_dir, with_documents):
         raise DataError(f"{manifest['corpus']}: no documents")
     dims = {e.shape[1] for e in arrays["embeddings"]}
     if len(dims) != 1:
-        raise ValueError(f"{shard_dir}: shards have different embedding sizes {sorted(dims)}.")
+        raise DataError(f"{shard_dir}: shards have different embedding sizes {sorted(dims)}.")
     file_numbers, lines = np.concatenate(arrays.pop("files")), np.concatenate(arrays.pop("lines"))
     if file_numbers.min() < 0 or file_numbers.max() >= len(paths):
-        raise ValueError(f"{shard_dir}: shards name file numbers missing from {MANIFEST}; delete {shard_dir}.")
+        raise DataError(f"{shard_dir}: shards name file numbers missing from {MANIFEST}; delete {shard_dir}.")
     order = np.lexsort((lines, file_numbers))
     file_numbers, lines = file_numbers[order], lines[order]
     ids = np.concatenate(arrays.pop("ids"))[order]
     repeated = np.flatnonzero((file_numbers[1:] == file_numbers[:-1]) & (lines[1:] == lines[:-1]))
     if len(repeated):
         first = repeated[0]
-        raise ValueError(f"{shard_dir}: {paths[file_numbers[first]]}:{lines[first]} is in more than one row "
-                         f"(shards of different runs?); delete {shard_dir} and encode again.")
+        raise MismatchError(f"{shard_dir}: {paths[file_numbers[first]]}:{lines[first]} is in more than one row "
+                            f"(shards of different runs?); delete {shard_dir} and encode again.")
     _check_unique_ids(manifest["corpus"], ids, [paths[n] for n in file_numbers], lines)
     embeddings = np.concatenate(arrays.pop("embeddings"))
     embeddings = embeddings[order].astype(np.float32, copy=False)
@@ -448,10 +448,11 @@ def corpus_from_shards(shard_dir):
     Raises:
         FileNotFoundError: no shards, or no `corpus_files.json` (the run did
             not finish).
-        ValueError: shards missing or of different runs, or mismatched
-            dimensions.
-        DataError: an id occurs more than once (named with its files and
-            lines), or the corpus holds no document.
+        MismatchError: shards of different runs, or of an older gtr-keras
+            (delete the shard directory and encode again).
+        DataError: shards missing or of mismatched dimensions, an id that
+            occurs more than once (named with its files and lines), or a
+            corpus without documents.
 
     Example:
     >>> corpus, embeddings = corpus_from_shards("work/beam")  # doctest: +SKIP

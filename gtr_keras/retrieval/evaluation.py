@@ -5,11 +5,10 @@ query id to a dict from document id to an integer relevance grade.
 """
 
 import numpy as np
-import pytrec_eval
-import tensorflow as tf
 
 from gtr_keras.errors import DataError, UserError
 from gtr_keras.utils import files
+from gtr_keras.utils.files import tf  # TensorFlow on first use: BM25 runs and their analyses need none
 from gtr_keras.utils.text_files import iter_lines
 
 METRICS = ("ndcg@10", "mrr@10", "recall@100", "recall@1000", "map")
@@ -80,6 +79,8 @@ def per_query_metrics(qrels, run):
     Returns:
         A dict from query id to a dict from metric name to value.
     """
+    import pytrec_eval
+
     qrels, run = _as_pytrec(qrels, run)
     qrels = {
         query_id: judgements

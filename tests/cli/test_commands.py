@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 import gtr_keras
-from gtr_keras_cli import main
+from gtr_keras.cli.main import main
 
 
 def _encode(model_dir, path, *extra):
@@ -155,7 +155,7 @@ def test_evaluate_outputs_survive_a_write_that_fails_midway(tmp_path):
         "import resource, signal, sys\n"
         "signal.signal(signal.SIGXFSZ, signal.SIG_IGN)\n"
         "resource.setrlimit(resource.RLIMIT_FSIZE, (4096, 4096))\n"
-        "from gtr_keras_cli import main\n"
+        "from gtr_keras.cli.main import main\n"
         "sys.exit(main(sys.argv[1:]))\n"
     )
     result = subprocess.run([sys.executable, "-c", limited, *argv], capture_output=True, text=True)

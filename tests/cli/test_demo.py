@@ -24,7 +24,7 @@ def _demo_ndcg(out, row):
 
 def _run_demo(tmp_path, *extra):
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TF_CPP_MIN_LOG_LEVEL": "3"}
-    command = [sys.executable, "-m", "gtr_keras_cli", "demo", "--out", str(tmp_path / "demo"), *extra]
+    command = [sys.executable, "-m", "gtr_keras", "demo", "--out", str(tmp_path / "demo"), *extra]
     result = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=900)
     assert result.returncode == 0, result.stderr[-3000:]
     return result.stdout

@@ -8,7 +8,8 @@ import sys
 import pytest
 from conftest import REPO
 
-import gtr_keras_cli
+from gtr_keras.cli import main as cli
+from gtr_keras.cli.parser import build_parser
 
 # Every path argument of every command that writes something: (flag, kind of the value, "input"/"output").
 COMMANDS = {
@@ -81,7 +82,7 @@ def cases():
 @pytest.mark.parametrize("command, number, output_flag, output_kind, relation", list(cases()))
 def test_an_output_over_an_input_is_exit_2_before_any_work(tmp_path, monkeypatch, capsys, command, number,
                                                             output_flag, output_kind, relation):
-    monkeypatch.setattr(gtr_keras_cli, "_run", lambda *args: pytest.fail("the command started its work"))
+    monkeypatch.setattr(cli, "_run", lambda *args: pytest.fail("the command started its work"))
     argv_for(command, tmp_path)  # makes the inputs
     flag, kind, role = COMMANDS[command][number]
     if role == "input":
@@ -91,7 +92,7 @@ def test_an_output_over_an_input_is_exit_2_before_any_work(tmp_path, monkeypatch
     path = {"equal": given, "inside": os.path.join(given, "sub" + SUFFIX.get(output_kind, "")),
             "containing": os.path.dirname(given)}[relation]
     with pytest.raises(SystemExit) as exit_:
-        gtr_keras_cli.main(argv_for(command, tmp_path, path, output_flag))
+        cli.main(argv_for(command, tmp_path, path, output_flag))
     assert exit_.value.code == 2
     error = capsys.readouterr().err.strip()
     assert len(error.splitlines()) == 1 and error.startswith(f"gtr-keras {command}: error: argument")
@@ -100,7 +101,7 @@ def test_an_output_over_an_input_is_exit_2_before_any_work(tmp_path, monkeypatch
 
 
 def passes_its_type(command, flag, path):
-    action = next(a for a in gtr_keras_cli.build_parser().commands[command]._actions
+    action = next(a for a in build_parser().commands[command]._actions
                   if (a.option_strings and a.option_strings[0] == flag) or (flag.isupper() and a.dest == "out_dir"))
     try:
         action.type(path)
@@ -110,11 +111,11 @@ def passes_its_type(command, flag, path):
 
 
 def test_encode_refuses_an_input_that_its_ids_file_would_replace(tmp_path, monkeypatch, capsys):
-    monkeypatch.setattr(gtr_keras_cli, "_run", lambda *args: pytest.fail("the command started its work"))
+    monkeypatch.setattr(cli, "_run", lambda *args: pytest.fail("the command started its work"))
     (tmp_path / "e.ids.txt").write_text("text\n")
     (tmp_path / "m").mkdir()
     with pytest.raises(SystemExit):
-        gtr_keras_cli.main(["encode", "--model", str(tmp_path / "m"), "--input", str(tmp_path / "e.ids.txt"),
+        cli.main(["encode", "--model", str(tmp_path / "m"), "--input", str(tmp_path / "e.ids.txt"),
                             "--output", str(tmp_path / "e.npy")])
     assert f"argument --output: {tmp_path / 'e.ids.txt'} overlaps input --input" in capsys.readouterr().err
 
@@ -122,15 +123,15 @@ def test_encode_refuses_an_input_that_its_ids_file_would_replace(tmp_path, monke
 @pytest.mark.parametrize("command", sorted(COMMANDS))
 def test_the_same_arguments_without_overlap_pass_the_check(tmp_path, monkeypatch, command):
     reached = []
-    monkeypatch.setattr(gtr_keras_cli, "_run", lambda *args: reached.append(True) or 0)
-    assert gtr_keras_cli.main(argv_for(command, tmp_path)) == 0
+    monkeypatch.setattr(cli, "_run", lambda *args: reached.append(True) or 0)
+    assert cli.main(argv_for(command, tmp_path)) == 0
     assert reached == [True]
 
 
 def test_a_ram_output_of_a_standalone_command_is_refused(tmp_path):
     (tmp_path / "t.txt").write_text("a\n")
     result = subprocess.run(
-        [sys.executable, "-m", "gtr_keras_cli", "encode", "--model", "gtr-small-distilled", "--input",
+        [sys.executable, "-m", "gtr_keras", "encode", "--model", "gtr-small-distilled", "--input",
          str(tmp_path / "t.txt"), "--output", "ram://e.npy"], cwd=REPO, capture_output=True, text=True, timeout=60)
     assert result.returncode == 2
     assert result.stderr.startswith("gtr-keras encode: error: argument --output: ram://e.npy: ram:// lives inside "

@@ -15,7 +15,7 @@ from apache_beam.io.filesystem import FileMetadata  # noqa: E402
 from apache_beam.io.localfilesystem import LocalFileSystem  # noqa: E402
 
 import gtr_keras  # noqa: E402
-from gtr_keras.errors import DataError  # noqa: E402
+from gtr_keras.errors import DataError, MismatchError, UserError  # noqa: E402
 from gtr_keras.retrieval.beam_pipeline import (
     MANIFEST,
     GTRModelHandler,
@@ -28,10 +28,8 @@ from gtr_keras.retrieval.beam_pipeline import (
 )
 from gtr_keras.retrieval.readers import load_corpus
 from gtr_keras.retrieval.search_index import SearchIndex  # noqa: E402
-from gtr_keras_cli import (
-    add_beam_arguments,  # noqa: E402
-    main,  # noqa: E402
-)
+from gtr_keras.cli.main import main  # noqa: E402
+from gtr_keras.cli.parser import add_beam_arguments  # noqa: E402
 
 WORDS = "retrieval dense encoder passage query neural sparse index token corpus".split()
 CRANFIELD = os.path.join(os.path.dirname(gtr_keras.__file__), "assets", "cranfield", "corpus.jsonl.gz")
@@ -95,7 +93,7 @@ def index_contents(index_dir):
 @pytest.fixture(scope="module")
 def cranfield_in_process(tmp_path_factory, tiny_model_dir):
     """The in-process `gtr-keras index` of the unsplit Cranfield sample: `(ids, embeddings, documents)`."""
-    from gtr_keras_cli import main
+    from gtr_keras.cli.main import main
 
     root = tmp_path_factory.mktemp("cranfield")
     (root / "corpus.jsonl.gz").write_bytes(gzip.compress(b"".join(cranfield_lines())))
@@ -149,7 +147,7 @@ def test_direct_runner_matches_in_process_encoder(tmp_path, tiny_model_dir, tiny
 
 def test_index_of_sharded_cranfield_equals_the_in_process_index(tmp_path, tiny_model_dir, cranfield_in_process,
                                                                 launcher_never_loads_the_corpus):
-    from gtr_keras_cli import main
+    from gtr_keras.cli.main import main
 
     (tmp_path / "shards").mkdir()
     pattern = write_cranfield_shards(str(tmp_path / "shards"))
@@ -165,7 +163,7 @@ def test_index_of_sharded_cranfield_equals_the_in_process_index(tmp_path, tiny_m
 
 def test_index_reads_corpus_shards_on_any_gfile_file_system(tmp_path, tiny_model_dir, cranfield_in_process,
                                                             launcher_never_loads_the_corpus):
-    from gtr_keras_cli import main
+    from gtr_keras.cli.main import main
 
     pattern = write_cranfield_shards(f"ram://cranfield-{uuid.uuid4().hex}")
     assert corpus_files(pattern) == [pattern.replace("*", f"{n:05d}") for n in range(len(CRANFIELD_SPLIT))]
@@ -183,7 +181,7 @@ def _error_lines(capsys):
 
 
 def test_duplicate_ids_across_corpus_files_end_the_command_with_one_line(tmp_path, tiny_model_dir, capsys):
-    from gtr_keras_cli import main
+    from gtr_keras.cli.main import main
 
     (tmp_path / "corpus-00000.jsonl").write_text('{"_id": "a", "text": "x"}\n{"_id": 7, "text": "y"}\n')
     (tmp_path / "corpus-00001.jsonl").write_text('{"_id": "b", "text": "z"}\n\n{"_id": "7", "text": "w"}\n')
@@ -222,7 +220,7 @@ def test_a_glob_without_runner_is_refused_naming_the_flag(tmp_path, tiny_model_d
 
 def test_a_rerun_after_a_failure_encodes_afresh(tmp_path, tiny_model_dir, tiny_encoder, monkeypatch):
     from gtr_keras.retrieval import retriever
-    from gtr_keras_cli import main
+    from gtr_keras.cli.main import main
 
     corpus_path = tmp_path / "corpus.jsonl.gz"
     write_corpus(corpus_path, 20)
@@ -305,11 +303,51 @@ def test_shards_are_read_back_complete_or_not_at_all(tmp_path):
         index_from_shards(str(tmp_path))
     write_shard(tmp_path, 0, 3, ["a"])
     write_shard(tmp_path, 2, 3, ["c"], lines=[2])
-    with pytest.raises(ValueError, match="1 of 3 shards missing, the first is shard 1"):
+    with pytest.raises(DataError, match="1 of 3 shards missing, the first is shard 1"):
         index_from_shards(str(tmp_path))
     write_shard(tmp_path, 1, 2, ["b"], lines=[3])
-    with pytest.raises(ValueError, match=r"shards of different runs \(totals \[2, 3\]\)"):
+    with pytest.raises(MismatchError, match=r"shards of different runs \(totals \[2, 3\]\)"):
         index_from_shards(str(tmp_path))
+
+
+@pytest.mark.parametrize("shards, error, message", [
+    ([(0, 2, ["a"], {"lines": [1]}), (1, 2, ["b"], {"lines": [1]})], MismatchError,
+     "f0.jsonl:1 is in more than one row (shards of different runs?)"),
+    ([(0, 2, ["a"], {"lines": [1]}), (1, 2, ["b"], {"lines": [2], "dims": 8})], DataError,
+     "shards have different embedding sizes [4, 8]"),
+    ([(0, 1, ["a"], {"files": [3]})], DataError, "shards name file numbers missing from corpus_files.json"),
+])
+def test_stale_or_mixed_shards_are_user_errors_naming_the_shard_directory(tmp_path, shards, error, message):
+    write_manifest(tmp_path, ["f0.jsonl"])
+    for number, total, ids, extra in shards:
+        write_shard(tmp_path, number, total, ids, **extra)
+    with pytest.raises(error, match=re.escape(f"{tmp_path}: {message}")) as raised:
+        index_from_shards(str(tmp_path))
+    assert isinstance(raised.value, UserError)
+
+
+def test_a_shard_of_an_older_release_is_a_mismatch_to_encode_again(tmp_path):
+    write_manifest(tmp_path, ["f0.jsonl"])
+    np.savez(tmp_path / "embeddings-00000-of-00001.npz", ids=np.array(["a"]), embeddings=np.ones((1, 4), np.float32))
+    with pytest.raises(MismatchError, match="written by an older gtr-keras .*encode the corpus again"):
+        index_from_shards(str(tmp_path))
+
+
+def test_a_stale_shard_directory_is_exit_2_not_a_bug(tmp_path, tiny_model_dir, monkeypatch, capsys):
+    from gtr_keras.retrieval import beam_pipeline
+
+    def stale_run(model_dir, corpus_path, output_dir, **kwargs):
+        os.makedirs(output_dir)
+        write_manifest(output_dir, ["f0.jsonl"])
+        write_shard(output_dir, 0, 2, ["a"])
+        write_shard(output_dir, 1, 3, ["b"], lines=[2])
+
+    monkeypatch.setattr(beam_pipeline, "encode_corpus_with_beam", stale_run)
+    (tmp_path / "corpus.jsonl").write_text(json.dumps({"_id": "a", "text": "x"}) + "\n")
+    assert main(["index", "--model", tiny_model_dir, "--corpus", str(tmp_path / "corpus.jsonl"), "--out",
+                 str(tmp_path / "index"), "--runner", "DirectRunner"]) == 2
+    error = capsys.readouterr().err.strip()
+    assert error.startswith("gtr-keras index: error: ") and "shards of different runs" in error, error
 
 
 def test_shards_are_assembled_in_corpus_order_and_duplicate_ids_named(tmp_path):
@@ -358,7 +396,7 @@ def test_model_handler_stages_a_remote_model_dir_and_removes_the_copy(tiny_model
 def test_the_index_command_passes_the_model_it_records_to_the_workers(tmp_path, tiny_model_dir, monkeypatch,
                                                                        capsys):
     from gtr_keras.retrieval import beam_pipeline
-    from gtr_keras_cli import main
+    from gtr_keras.cli.main import main
 
     corpus_path = tmp_path / "corpus.jsonl.gz"
     write_corpus(corpus_path, 8)

@@ -14,7 +14,7 @@ from gtr_keras.retrieval.readers import Corpus
 from gtr_keras.retrieval.retriever import MODEL_FIELDS, Retriever, build_index, work_dir_for
 from gtr_keras.retrieval.search_index import SearchIndex
 from gtr_keras.retrieval.shards import ShardWriter
-from gtr_keras_cli import main
+from gtr_keras.cli.main import main
 
 WORDS = "wing lift drag shock boundary layer heat transfer flutter nozzle jet buckling panel cone mach".split()
 
@@ -48,7 +48,7 @@ def test_search_cli_prints_json(tmp_path, tiny_model_dir, capsys):
 
 
 def _index_command(model_dir, corpus_dir, out):
-    code = "import sys; from gtr_keras_cli import main; sys.exit(main(sys.argv[1:]))"
+    code = "import sys; from gtr_keras.cli.main import main; sys.exit(main(sys.argv[1:]))"
     return [sys.executable, "-c", code, "index", "--model", model_dir, "--corpus", str(corpus_dir),
             "--out", str(out), "--shard-size", "40", "--batch-size", "8"]
 

@@ -13,7 +13,7 @@ from tensorflow.core.protobuf import saved_model_pb2
 import gtr_keras
 from gtr_keras.errors import UserError
 from gtr_keras.serving.export import export_encoder, export_searcher, load_export
-from gtr_keras_cli import main
+from gtr_keras.cli.main import main
 
 REQUESTS = os.path.join(REPO, "export", "serving", "requests")
 TEXTS = ["what is the lift of a wing?", "", "boundary layer " * 400, "Ünïcödé 北京"]
@@ -156,7 +156,7 @@ def test_encoder_and_brute_force_searcher_use_only_stock_serving_ops(exports):
 
 
 def _cli(*args):
-    return subprocess.run([sys.executable, "-m", "gtr_keras_cli", "saved-model-cli", *args],
+    return subprocess.run([sys.executable, "-m", "gtr_keras", "saved-model-cli", *args],
                           check=True, capture_output=True, text=True).stdout
 
 

@@ -19,7 +19,7 @@ from gtr_keras.training.distributed import (
     distributed_batches,
     worker_directory,
 )
-from gtr_keras_cli import main
+from gtr_keras.cli.main import main
 
 TWO_WORKERS = {"cluster": {"worker": ["127.0.0.1:2222", "127.0.0.1:2223"]}, "task": {"type": "worker", "index": 1}}
 
@@ -102,7 +102,7 @@ def on_epoch_end(self, epoch, logs=None):
     if self.step == die_at:
         os.kill(os.getpid(), signal.SIGKILL)
 callbacks.Checkpoints.on_epoch_end = on_epoch_end
-from gtr_keras_cli import main
+from gtr_keras.cli.main import main
 sys.exit(main(sys.argv[1:]))
 """
 

@@ -11,7 +11,7 @@ from conftest import REPO
 from training_inputs import SPIECE, write_triples
 
 import gtr_keras
-from gtr_keras_cli import main
+from gtr_keras.cli.main import main
 
 
 def train_argv(tmp_path, *extra):
@@ -24,7 +24,7 @@ def train_argv(tmp_path, *extra):
 @pytest.mark.slow
 def test_a_file_size_limit_at_a_checkpoint_is_exit_2_naming_the_file_and_a_rerun_resumes(tmp_path):
     limited = ("import resource, sys\nresource.setrlimit(resource.RLIMIT_FSIZE, (200_000, 200_000))\n"
-               "from gtr_keras_cli import main\nsys.exit(main(sys.argv[1:]))\n")
+               "from gtr_keras.cli.main import main\nsys.exit(main(sys.argv[1:]))\n")
     result = subprocess.run([sys.executable, "-c", limited, *train_argv(tmp_path)], cwd=REPO, capture_output=True,
                             text=True, timeout=300)
     assert result.returncode == 2, result.stderr[-2000:]

@@ -20,7 +20,7 @@ from gtr_keras.retrieval.readers import load_corpus, load_qrels, load_queries, r
 from gtr_keras.training.data import TrainingData
 from gtr_keras.training.examples import read_triples, write_tfrecord
 from gtr_keras.utils import files
-from gtr_keras_cli import main
+from gtr_keras.cli.main import main
 
 WORDS = ["wing", "lift", "drag", "flow", "heat", "shock", "layer", "plate", "cone", "jet"]
 NUM_DOCS = 40

@@ -136,7 +136,7 @@ def test_everything_written_respects_the_umask(tmp_path, tiny_st_dir):
          "--checkpoint-every", "1", "--output-dir", str(out / "run")],
     ]
     script = (
-        "import os, sys, json\nos.umask(0o022)\nfrom gtr_keras_cli import main\n"
+        "import os, sys, json\nos.umask(0o022)\nfrom gtr_keras.cli.main import main\n"
         "for command in json.loads(sys.argv[1]):\n    assert main(command) == 0, command\n"
     )
     env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}

@@ -16,7 +16,7 @@ from training_inputs import SPIECE, write_triples
 
 from gtr_keras.errors import BusyError
 from gtr_keras.utils.locks import output_lock
-from gtr_keras_cli import main
+from gtr_keras.cli.main import main
 
 HOLDER = """
 import sys, time
@@ -151,7 +151,7 @@ def test_two_index_runs_started_together_on_one_output_never_mix_their_corpora(t
         (tmp_path / f"{name}.jsonl").write_text(
             "".join(json.dumps({"_id": f"d{i}", "text": t}) + "\n" for i, t in enumerate(texts[name])))
     out = tmp_path / "index"
-    runs = [subprocess.Popen([sys.executable, "-m", "gtr_keras_cli", "index", "--model", tiny_model_dir, "--corpus",
+    runs = [subprocess.Popen([sys.executable, "-m", "gtr_keras", "index", "--model", tiny_model_dir, "--corpus",
                               str(tmp_path / f"{name}.jsonl"), "--out", str(out), "--shard-size", "20"],
                              cwd=REPO, stderr=subprocess.PIPE, text=True) for name in texts]
     results = [(run.wait(timeout=300), run.stderr.read()) for run in runs]
@@ -188,7 +188,7 @@ def pausing(encoder, staging):
     time.sleep(600)  # killed here, its staging written and not yet moved into place
 
 export._write_encoder = pausing
-from gtr_keras_cli import main
+from gtr_keras.cli.main import main
 main(sys.argv[1:])
 """
 

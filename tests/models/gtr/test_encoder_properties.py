@@ -5,7 +5,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gtr_keras_cli import main
+from gtr_keras.cli.main import main
 
 _LONG = 100_000
 

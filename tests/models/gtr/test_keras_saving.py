@@ -16,7 +16,7 @@ from gtr_keras.errors import CheckpointError
 from gtr_keras.models.gtr.backbone import GTRBackbone
 from gtr_keras.models.gtr.saving import load
 from gtr_keras.models.gtr.text_embedder import GTRTextEmbedder
-from gtr_keras_cli import main
+from gtr_keras.cli.main import main
 
 TEXTS = ["wing lift", "boundary layer " * 300, "", "Ünïcode ﬁ ①"]
 LEGACY = os.path.join(FIXTURES, "tiny-gtr-legacy")

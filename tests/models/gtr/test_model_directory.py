@@ -147,7 +147,7 @@ def test_non_finite_weights_are_refused_naming_the_file_and_the_weight(tiny_mode
 
 
 def test_a_model_giving_non_finite_embeddings_writes_nothing(tiny_model_dir, tmp_path, capsys):
-    from gtr_keras_cli import main
+    from gtr_keras.cli.main import main
 
     encoder = gtr_keras.load(tiny_model_dir)
     kernel = encoder.model.projection.kernel
@@ -188,7 +188,7 @@ def _another_vocabulary(tmp_path, size):
 @pytest.mark.parametrize("damage", ["more pieces than rows", "empty vocabulary", "config_file outside",
                                     "proto outside", "task class from another module"])
 def test_a_hostile_or_damaged_preset_is_exit_2_and_one_line(tiny_model_dir, tmp_path, capsys, damage):
-    from gtr_keras_cli import main
+    from gtr_keras.cli.main import main
 
     copy = shutil.copytree(tiny_model_dir, tmp_path / "m")
     vocabulary = copy / "assets" / "tokenizer" / "vocabulary.spm"

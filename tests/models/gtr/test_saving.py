@@ -14,7 +14,7 @@ from gtr_keras.errors import CheckpointError
 from gtr_keras.models.gtr.fingerprint import fingerprint
 from gtr_keras.models.gtr.model_source import resolve_model_source
 from gtr_keras.models.gtr.presets import BUNDLED_MODEL_DIR
-from gtr_keras_cli import main
+from gtr_keras.cli.main import main
 
 OLD_PRESET = os.path.join(FIXTURES, "tiny-gtr-preset-0.1")
 

@@ -1,0 +1,110 @@
+"""The `gtr-keras` command: parses and checks the arguments, runs the sub-command's handler, reports errors.
+
+The parser and its checks import neither TensorFlow nor Keras, so `--help` and
+every mistake in the arguments are answered at once. Only then is the
+sub-command's handler in `gtr_keras.cli.commands` imported and run.
+
+Every user error ends the command with exit status 2 and one line naming the
+flag, or the file, line and field: argument errors from the parser, the rest
+as `gtr_keras.errors.UserError` from the library. Other exceptions are bugs:
+one line and exit status 1, or the traceback with `--debug`.
+
+Example:
+>>> main(["search", "what is a dual encoder?", "--index", "idx", "--model", "gtr-small-distilled"])  # doctest: +SKIP
+0
+"""
+
+import importlib
+import os
+import re
+import sys
+
+from gtr_keras.cli.arguments import PROG
+from gtr_keras.cli.checks import check_extras, check_index_sources, check_outputs, check_remote_paths
+from gtr_keras.cli.parser import build_parser
+
+
+def _resource_problem(error):
+    """One line for a TensorFlow error that is the machine's limit rather than a bug (a full disk, a file-size
+    limit, memory), naming the file where TensorFlow does; None for anything else."""
+    if not type(error).__module__.startswith("tensorflow"):
+        return None
+    message = _one_line(getattr(error, "message", "") or str(error))
+    message = re.sub(r"\s*\[Op:\w+\].*$", "", re.sub(r"\{\{function_node [^}]*\}\}\s*", "", message))
+    if type(error).__name__ == "ResourceExhaustedError" and ("OOM" in message or "memory" in message.lower()):
+        return f"out of memory ({message[:200]}); lower --batch-size (or the token budgets)"
+    if any(limit in message for limit in ("File too large", "No space left on device", "Disk quota exceeded")):
+        return message.replace("; ", ": ")
+    return None
+
+
+def _one_line(message):
+    """A message on one line: its lines joined with "; " (a library's multi-line error, e.g. huggingface_hub's)."""
+    return "; ".join(line.strip() for line in message.splitlines() if line.strip())
+
+
+def _missing_local_model(path):
+    """True for a local model path (one with a path separator or a leading dot) that names no directory:
+    found here, without TensorFlow's import. A bare name may be a preset's: the library checks it."""
+    local = path.removeprefix("file://")
+    return "://" not in local and (os.sep in local or local.startswith(".")) and not os.path.isdir(local)
+
+
+def _run(args, parser):
+    model = getattr(args, "model", None)
+    if model and _missing_local_model(model):
+        print(f"{PROG} {args.command}: error: {model}: no such model directory", file=sys.stderr)
+        return 2
+    handler = getattr(importlib.import_module("gtr_keras.cli.commands"), args.handler)
+    from gtr_keras.errors import UserError
+
+    check_remote_paths(args, parser)
+    try:
+        if getattr(args, "model", None):
+            from gtr_keras.models.gtr.model_source import resolve_model_source
+
+            args.model = resolve_model_source(args.model)  # once, before the handler reads its inputs
+        handler(args)
+    except (UserError, OSError) as error:
+        if args.debug:
+            raise
+        print(f"{PROG} {args.command}: error: {_one_line(str(error))}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(f"{PROG} {args.command}: interrupted", file=sys.stderr)
+        return 130
+    except Exception as error:  # a bug: one line, the traceback with --debug; or the machine's limits
+        if args.debug:
+            raise
+        problem = _resource_problem(error)
+        if problem:
+            print(f"{PROG} {args.command}: error: {problem}", file=sys.stderr)
+            return 2
+        first_line = (str(error).strip().splitlines() or [""])[0]
+        print(f"{PROG} {args.command}: internal error: {type(error).__name__}: {first_line} "
+              f"(a bug; rerun with --debug for the traceback and report it)", file=sys.stderr)
+        return 1
+    return 0
+
+
+def main(argv=None):
+    """Runs `gtr-keras` with `argv` (default: `sys.argv[1:]`); returns the exit status."""
+    standalone = argv is None  # the command is the process: what it leaves on ram:// dies with it
+    argv = sys.argv[1:] if argv is None else list(argv)
+    quiet_tensorflow = ("TF_CPP_MIN_LOG_LEVEL", "3")  # TensorFlow's C++ start-up lines (CUDA probing, oneDNN)
+    if argv[:1] == ["saved-model-cli"]:
+        os.environ.setdefault(*quiet_tensorflow)
+        from gtr_keras.cli.commands import saved_model_cli
+
+        return saved_model_cli(argv[1:])
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command == "evaluate" and args.retriever == "gtr" and not args.model:
+        parser.commands["evaluate"].error("argument --model: required with --retriever gtr")
+    if args.command == "index":
+        check_index_sources(args, parser.commands["index"])
+    check_extras(args, parser.commands[args.command])
+    check_outputs(args, parser.commands[args.command], standalone)
+    if not args.debug:
+        os.environ.setdefault(*quiet_tensorflow)
+    return _run(args, parser.commands[args.command])
