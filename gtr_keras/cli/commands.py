@@ -281,7 +281,7 @@ def distill(args):
     config = config_from_args(args, DistillConfig)
     check_teacher_source(config.teacher)
     if config.init not in PRESETS:
-        resolve_model_source(config.init)
+        resolve_model_source(config.init, read_format=False)
     run_distillation(config)
     _say_where(config, "distilled")
 

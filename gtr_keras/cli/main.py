@@ -63,7 +63,8 @@ def _run(args, parser):
         if getattr(args, "model", None):
             from gtr_keras.models.gtr.model_source import resolve_model_source
 
-            args.model = resolve_model_source(args.model)  # once, before the handler reads its inputs
+            # Once, before the handler reads its inputs; the directory's format is read when the model loads.
+            args.model = resolve_model_source(args.model, read_format=False)
         handler(args)
     except (UserError, OSError) as error:
         if args.debug:

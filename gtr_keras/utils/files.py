@@ -31,7 +31,7 @@ import pathlib
 import shutil
 import tempfile
 
-from gtr_keras.errors import DataError
+from gtr_keras.errors import DataError, UserError
 
 
 class _TensorFlow:
@@ -206,6 +206,8 @@ def read_bytes(path):
 def local_copy(path):
     """A local path holding `path`'s file or directory tree: `path` itself when local, else a temporary copy.
 
+    A `UserError` raised in the block names the copy's files under `path`.
+
     Example:
     >>> with local_copy("gs://bucket/models/gtr-base") as directory:
     ...     model = GTRTextEmbedder.from_preset(directory)
@@ -223,7 +225,10 @@ def local_copy(path):
                 tf.io.gfile.copy(file, destination, overwrite=True)
         else:
             _named_errors(tf.io.gfile.copy)(path, local, overwrite=True)
-        yield local
+        try:
+            yield local
+        except UserError as error:
+            raise type(error)(str(error).replace(local, path.rstrip("/"))) from error
 
 
 def _fsync(path):

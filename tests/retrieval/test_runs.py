@@ -4,7 +4,7 @@ from beir_files import write_beir
 
 import gtr_keras.retrieval.runs
 from gtr_keras.errors import DataError
-from gtr_keras.retrieval.index import SearchIndex
+from gtr_keras.retrieval.search_index import SearchIndex
 from gtr_keras.retrieval.readers import Corpus
 from gtr_keras.retrieval.runs import bm25_run, gtr_run, load_dataset, mine_negatives
 

@@ -126,7 +126,7 @@ def test_shards_cover_the_rows_in_order_and_the_last_is_short(tmp_path):
     writer = ShardWriter(tmp_path, _ids(25), [""] * 25, shard_size=10)
     assert writer.num_shards == 3
     assert [writer.shard(n) for n in range(3)] == [Shard(0, 0, 10), Shard(1, 10, 20), Shard(2, 20, 25)]
-    with pytest.raises(UserError, match=r"Shard number must be in \[0, 3\), got 3"):
+    with pytest.raises(ValueError, match=r"Shard number must be in \[0, 3\), got 3"):
         writer.shard(3)
 
 

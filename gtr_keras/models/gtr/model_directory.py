@@ -14,7 +14,9 @@ model's weights (Keras alone would ignore extra ones). `GTRBackbone` and
 `GTRTextEmbedder` call these checks when they load; this module imports no model
 class.
 
-The checks read local files: `model_source.ModelSource.local` copies a remote directory first.
+Model directories may be local or on any file system TensorFlow knows (`gs://...`, `ram://...`): a
+remote one is checked in a temporary local copy (`utils.files.local_copy`), its files named under the
+remote path.
 """
 
 import json
@@ -64,6 +66,9 @@ def check_model_directory(directory, load_weights=True):
     CheckpointError: models/m/config.json: num_layers is 3 but model.weights.h5 holds 4 encoder blocks
     """
     directory = os.fspath(directory)
+    if not files.is_local(directory):
+        with files.local_copy(directory) as local:
+            return check_model_directory(local, load_weights)
     config_path, task_path, preprocessor_path = (
         os.path.join(directory, name) for name in (CONFIG_FILE, TASK_FILE, PREPROCESSOR_FILE)
     )

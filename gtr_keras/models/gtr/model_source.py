@@ -37,7 +37,8 @@ class ModelSource:
         name: the source as the user gave it (for messages).
         path: what is read: a directory (local, or remote when `remote`), a download id (`hf://...`,
             `kaggle://...`), or an architecture's name.
-        format: `KERAS_HUB`, `SENTENCE_TRANSFORMERS`, `FIRST_FORMAT` or `ARCHITECTURE`.
+        format: `KERAS_HUB`, `SENTENCE_TRANSFORMERS`, `FIRST_FORMAT` or `ARCHITECTURE`; None for a directory
+            whose format is not read yet (`resolve_model_source(..., read_format=False)`).
         remote: `path` is a directory on a file system other than the local one.
 
     `os.fspath(source)` is its `path`, so a resolved source stands wherever a path does, and `str(source)`
@@ -80,14 +81,12 @@ class ModelSource:
             yield self.path
             return
         with files.local_copy(self.path) as local:
-            try:
-                yield local
-            except UserError as error:
-                raise type(error)(str(error).replace(local, self.path)) from error
+            yield local
 
 
-def resolve_model_source(source, expected_format=None):
-    """The `ModelSource` of a model name, id or directory; a `ModelSource` is returned as it is.
+def resolve_model_source(source, expected_format=None, read_format=True):
+    """The `ModelSource` of a model name, id or directory; a `ModelSource` is returned as it is, its format
+    read first if it has none yet.
 
     Reads at most a directory's `config.json` and looks for `modules.json`: no weights, no download.
 
@@ -96,6 +95,9 @@ def resolve_model_source(source, expected_format=None):
             download handle, or a model directory (a `str` or path-like, `file://` allowed).
         expected_format: the format a directory must be read in (its loader then names what is
             missing), instead of the one `directory_format` finds.
+        read_format: read a directory's format now; else only check that the directory exists (the command
+            line does so before it reads its inputs, whose errors then come first), the format read when the
+            model loads.
 
     Raises:
         CheckpointError: no such directory, or a directory of no format gtr-keras reads, naming it.
@@ -106,6 +108,8 @@ def resolve_model_source(source, expected_format=None):
     ModelSource(name='gtr_t5_base_en', path='hf://sentence-transformers/gtr-t5-base', format='sentence-transformers', remote=False)
     """
     if isinstance(source, ModelSource):
+        if source.format is None and read_format:
+            return dataclasses.replace(source, format=expected_format or directory_format(source.path))
         return source
     name = os.fspath(source)
     path = PRESET_SOURCES.get(name, name).removeprefix("file://")
@@ -120,7 +124,8 @@ def resolve_model_source(source, expected_format=None):
         path = path.rstrip("/")
     if not files.isdir(path):
         raise CheckpointError(f"{path}: no such model directory")
-    return ModelSource(name, path, expected_format or directory_format(path), remote)
+    detected = expected_format or (directory_format(path) if read_format else None)
+    return ModelSource(name, path, detected, remote)
 
 
 def directory_format(directory):
