@@ -12,7 +12,13 @@ from conftest import TINY_ST
 import gtr_keras
 from gtr_keras.models.gtr.backbone import GTRBackbone
 from gtr_keras.models.gtr.encoder import Encoder
+from gtr_keras.models.gtr.gtr_masked_mean_pooling import MaskedMeanPooling
+from gtr_keras.models.gtr.keras_hub_loader import GTRPresetLoader
+from gtr_keras.models.gtr.model_source import ModelSource, resolve_model_source
 from gtr_keras.models.gtr.preprocessor import GTRTextEmbedderPreprocessor
+from gtr_keras.models.gtr.t5_attention import T5Attention
+from gtr_keras.models.gtr.t5_encoder_block import T5EncoderBlock
+from gtr_keras.models.gtr.t5_feed_forward import T5FeedForward
 from gtr_keras.models.gtr.text_embedder import GTRTextEmbedder
 from gtr_keras.models.gtr.tokenizer import GTRTokenizer
 from gtr_keras.training.distilled_dual_encoder import DistilledDualEncoder
@@ -21,13 +27,14 @@ from gtr_keras.training.dual_encoder import DualEncoder, make_optimizer
 
 @pytest.mark.parametrize(
     "cls",
-    [GTRBackbone, GTRTextEmbedder, GTRTextEmbedderPreprocessor, GTRTokenizer, Encoder, DualEncoder, DistilledDualEncoder],
+    [GTRBackbone, GTRTextEmbedder, GTRTextEmbedderPreprocessor, GTRTokenizer, Encoder, DualEncoder, DistilledDualEncoder,
+     T5Attention, T5FeedForward, T5EncoderBlock, MaskedMeanPooling, ModelSource, GTRPresetLoader],
 )
 def test_class_docstring_example_runs(cls, tiny_model_dir):
     globs = {
         "np": np, "tf": tf, "keras_hub": keras_hub, "gtr_keras": gtr_keras, "make_optimizer": make_optimizer,
         "spiece_model": os.path.join(TINY_ST, "spiece.model"), "model_dir": tiny_model_dir, cls.__name__: cls,
-        "GTRTokenizer": GTRTokenizer,
+        "GTRTokenizer": GTRTokenizer, "os": os, "resolve_model_source": resolve_model_source,
     }
     tests = doctest.DocTestFinder(recurse=False).find(cls, globs=globs)
     assert tests and tests[0].examples, f"{cls.__name__} has no example"

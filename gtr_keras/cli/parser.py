@@ -135,7 +135,7 @@ def build_parser():
                 "With --model and --corpus: encodes the corpus shard by shard (a killed run resumes if nothing it "
                 "depends on changed) and writes the index directory at the end. With --embeddings: indexes "
                 "embedding shards (encode's NAME.npy + NAME.ids.txt, or the Beam pipeline's .npz), checked before "
-                "any index work, a chunk at a time (memory: see README, Large corpora).")
+                "any index work, a chunk at a time (memory: see docs/large-corpora.md).")
     p.add_argument("--model", help=MODEL_HELP + "; required with --corpus; with --embeddings, declares or checks "
                                                  "their model (default: the model encode recorded, if any)")
     p.add_argument("--corpus", type=corpus_source,

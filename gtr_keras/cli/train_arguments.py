@@ -41,8 +41,8 @@ _LOOP_FLAGS = (  # the training loop's settings, shared by `train` and `distill`
     ("--precision", "precision", str, TRAIN_PRECISIONS, "bfloat16 trains with mixed_bfloat16 (default: float32)"),
     ("--strategy", "strategy", str, TRAIN_STRATEGIES,
      "distribution strategy: default (one device), mirrored (this machine's GPUs), tpu, or multi-worker (run the "
-     "same command on every worker, each with its own TF_CONFIG; the chief writes --output-dir; see README "
-     "'Training on many machines') (default: default)"),
+     "same command on every worker, each with its own TF_CONFIG; the chief writes --output-dir; see "
+     "docs/training.md, 'Training on many machines') (default: default)"),
     ("--tpu", "tpu", str, None, "TPU address with --strategy tpu, `local` on a TPU VM (default: none)"),
     ("--worker-timeout", "worker_timeout", at_least_one, None,
      "with --strategy multi-worker: seconds to wait for the other workers to start, and for a silent one before "

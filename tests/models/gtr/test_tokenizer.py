@@ -93,7 +93,7 @@ def test_a_tokenizer_survives_one_made_after_a_seed_being_garbage_collected():
 @pytest.mark.parametrize("vocabulary, expected", [("bundled", 14), ("fixture", 13)])
 def test_the_graph_tokenizer_differs_from_sentencepiece_only_on_exact_ties(vocabulary, expected):
     """TF Text's op and the `sentencepiece` library break ties between segmentations of equal score
-    differently (README; benchmarks/tokenizer_ties.py): on the 1,625 texts of the bundled Cranfield, exactly
+    differently (docs/models.md; benchmarks/tokenizer_ties.py): on the 1,625 texts of the bundled Cranfield, exactly
     14 texts differ with the bundled vocabulary and 13 with the test fixture's, and every difference is a tie."""
     import sentencepiece
 
