@@ -294,6 +294,39 @@ def test_embeddings_of_another_model_are_refused(tmp_path, tiny_model_dir, capsy
     assert not (tmp_path / "idx").exists()
 
 
+def test_bfloat16_shards_are_of_the_same_model_and_search_with_it_in_float32(tmp_path, tiny_model_dir, capsys):
+    corpus = _corpus_file(tmp_path / "corpus.jsonl")
+    assert main(["encode", "--model", tiny_model_dir, "--input", str(corpus), "--output", str(tmp_path / "e.npy"),
+                 "--precision", "bfloat16"]) == 0
+    assert main(["index", "--embeddings", str(tmp_path / "e.npy"), "--out", str(tmp_path / "idx")]) == 0
+    assert main(["index", "--embeddings", str(tmp_path / "e.npy"), "--model", tiny_model_dir,
+                 "--out", str(tmp_path / "declared")]) == 0
+    assert main(["index", "--model", tiny_model_dir, "--corpus", str(corpus), "--out", str(tmp_path / "f32")]) == 0
+    recorded = json.loads((tmp_path / "declared" / "retriever.json").read_text())
+    assert recorded["compute_dtype"] == "bfloat16" and recorded["model_dir"] == tiny_model_dir
+    expected = _search(tmp_path / "f32", tiny_model_dir, capsys)
+    for index in ("idx", "declared"):
+        found = _search(tmp_path / index, tiny_model_dir, capsys)
+        assert found[0][0] == expected[0][0] and {hit for hit, _ in found[:3]} == {hit for hit, _ in expected[:3]}
+        np.testing.assert_allclose([score for _, score in found], [score for _, score in expected], atol=0.02)
+
+
+def test_bfloat16_shards_of_another_model_are_refused(tmp_path, tiny_model_dir, capsys):
+    corpus = _corpus_file(tmp_path / "corpus.jsonl", n=3)
+    assert main(["encode", "--model", tiny_model_dir, "--input", str(corpus), "--output", str(tmp_path / "e.npy"),
+                 "--precision", "bfloat16"]) == 0
+    record = json.loads((tmp_path / "e.json").read_text())
+    record["model"]["bfloat16_sha256"] = "0" * 64  # as a bfloat16 model of other weights records it
+    (tmp_path / "e.json").write_text(json.dumps(record))
+    assert main(["index", "--embeddings", str(tmp_path / "e.npy"), "--out", str(tmp_path / "idx")]) == 0
+    capsys.readouterr()
+    assert main(["index", "--embeddings", str(tmp_path / "e.npy"), "--model", tiny_model_dir,
+                 "--out", str(tmp_path / "declared")]) == 2
+    assert "encoded by another model than --model (bfloat16_sha256 000000000000… recorded" in capsys.readouterr().err
+    assert main(["search", "heat", "--index", str(tmp_path / "idx"), "--model", tiny_model_dir]) == 2
+    assert "built with another model (bfloat16_sha256 000000000000… recorded" in capsys.readouterr().err
+
+
 def test_a_bad_shard_is_exit_2_naming_it_before_the_model_loads(tmp_path, tiny_model_dir, capsys, monkeypatch):
     np.save(tmp_path / "e.npy", np.full((2, 4), 0.5, np.float32))
     (tmp_path / "e.ids.txt").write_text("a\na\n")

@@ -180,6 +180,15 @@ def test_a_shard_replaced_after_its_check_is_refused_naming_it(tmp_path, name, k
     assert not (tmp_path / "idx").exists()
 
 
+def test_a_model_record_lacking_a_field_is_named(tmp_path):
+    from gtr_keras.retrieval.retriever import index_embeddings
+
+    _shard(tmp_path, "a", ["a0"])
+    (tmp_path / "a.json").write_text(json.dumps({"model": {"embedding_dim": DIMS}, "kind": "document"}))
+    with pytest.raises(DataError, match=r"a\.json: field 'model' lacks \['document_length', 'query_length', "):
+        index_embeddings(str(tmp_path / "a.npy"), tmp_path / "idx")
+
+
 def test_a_glob_that_matches_nothing_is_named(tmp_path):
     with pytest.raises(DataError, match=r"part-\*\.npy: matches no \.npy or \.npz embedding file"):
         EmbeddingFiles.open(str(tmp_path / "part-*.npy"))
