@@ -98,6 +98,7 @@ class _NpzShard:
         if self._embeddings.ndim != 2 or self._embeddings.dtype != np.float32:
             raise DataError(f"{path}: field 'embeddings' must be float32 [n, D], got {self._embeddings.dtype} "
                             f"shape {self._embeddings.shape}")
+        self.digest = hashlib.sha256(np.ascontiguousarray(self._embeddings)).digest()  # of the vectors its ids came with
         del self._embeddings  # read again chunk by chunk; held only while this shard is read
 
     def _load(self):
@@ -160,7 +161,8 @@ class EmbeddingFiles:
             raise DataError(f"{other.path}: {other.dims} dims, but {first.path} has {first.dims}; "
                             f"every shard must come from the same model")
         self.dims = dims.pop() if dims else 0
-        self._digests = {}  # (path, first row) -> SHA-256 of each chunk at its first reading
+        # (path, first row) -> SHA-256 of each chunk at its first reading (a .npz shard's, with its ids)
+        self._digests = {(s.path, 0): s.digest for s in self._shards if isinstance(s, _NpzShard)}
         self.ids = self._read_ids()
         self.model_path, self.model = self._read_models()
         if not self.ids:

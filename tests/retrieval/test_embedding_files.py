@@ -180,6 +180,14 @@ def test_a_shard_replaced_after_its_check_is_refused_naming_it(tmp_path, name, k
     assert not (tmp_path / "idx").exists()
 
 
+def test_a_beam_shard_replaced_between_its_ids_and_its_vectors_check_is_refused(tmp_path):
+    _npz(tmp_path / "x.npz", np.array(["x0", "x1"]), _unit(2, 0))
+    shards = EmbeddingFiles([str(tmp_path / "x.npz")])  # the ids are read with the vectors
+    _npz(tmp_path / "x.npz", np.array(["x0", "x1"]), _unit(2, 1))
+    with pytest.raises(DataError, match=r"x\.npz: changed since it was checked \(rows 0-1 differ\)"):
+        shards.check_vectors()
+
+
 def test_a_model_record_lacking_a_field_is_named(tmp_path):
     from gtr_keras.retrieval.retriever import index_embeddings
 
