@@ -98,7 +98,7 @@ class _NpzShard:
         if self._embeddings.ndim != 2 or self._embeddings.dtype != np.float32:
             raise DataError(f"{path}: field 'embeddings' must be float32 [n, D], got {self._embeddings.dtype} "
                             f"shape {self._embeddings.shape}")
-        self.digest = hashlib.sha256(np.ascontiguousarray(self._embeddings)).digest()  # of the vectors its ids came with
+        self.digest = hashlib.sha256(np.ascontiguousarray(self._embeddings)).digest()  # the vectors of its ids
         del self._embeddings  # read again chunk by chunk; held only while this shard is read
 
     def _load(self):
