@@ -221,7 +221,7 @@ class EmbeddingFiles:
                             f"one; encode every shard with `gtr-keras encode`, or give shards of one kind")
         (first, model), *rest = records.items()
         for path, other in rest:
-            if other["model"] != model["model"]:
+            if _identity(other["model"]) != _identity(model["model"]):
                 raise DataError(f"{path}: embeddings of another model than {first} (field 'model' differs); "
                                 f"an index must hold one model's embeddings")
         return first, model["model"]
@@ -234,7 +234,7 @@ class EmbeddingFiles:
             digest = hashlib.sha256(np.ascontiguousarray(chunk)).digest()
             if self._digests.setdefault((shard.path, start), digest) != digest:
                 raise DataError(f"{shard.path}: changed since it was checked (rows {start}-{stop - 1} differ); "
-                                f"nothing was written: rerun once the shards stay as they are")
+                                f"rerun once the shards stay as they are")
             yield start, chunk
 
     def check_vectors(self):
@@ -260,6 +260,11 @@ def _place(places, row):
     start, shard = next((start, shard) for start, shard in reversed(places) if start <= row)
     name, line = shard.place(row - start)
     return f"{name}:{line}"
+
+
+def _identity(model):
+    """A model record's fields less `model_dir`, which names where the model was, not which it is."""
+    return {field: value for field, value in model.items() if field != "model_dir"}
 
 
 def _check_model_record(path, record, shard):

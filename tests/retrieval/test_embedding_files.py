@@ -209,6 +209,13 @@ def test_the_model_record_of_encode_is_shared_by_the_shards(tmp_path):
     assert EmbeddingFiles.open(str(tmp_path / "*.npy")).model == {"model_sha256": "m"}
 
 
+def test_shards_of_one_model_at_two_paths_are_of_one_model(tmp_path):
+    for name, model_dir in (("a", "/machine-1/gtr-base"), ("b", "/machine-2/gtr-base")):
+        _shard(tmp_path, name, [f"{name}0"])
+        (tmp_path / f"{name}.json").write_text(json.dumps({"model": {"model_sha256": "m", "model_dir": model_dir}}))
+    assert EmbeddingFiles.open(str(tmp_path / "*.npy")).model["model_sha256"] == "m"
+
+
 @pytest.mark.parametrize("kind", ["exact", "scann"])
 def test_index_embeddings_on_each_file_system_searches_as_the_in_memory_index(directory, kind):
     from gtr_keras.retrieval.retriever import index_embeddings
