@@ -136,7 +136,10 @@ def index_embeddings(source, index_dir, encoder=None, model_dir=None, kind="auto
 
     Raises:
         DataError: a bad shard, named with its file (before any index work).
-        MismatchError: `encoder` is not the model the shards record.
+        MismatchError: `encoder` is not the model the shards record (at
+            another precision, `model_change` says when it is), or shards
+            encoded in bfloat16 by a gtr-keras that did not record
+            `bfloat16_sha256`.
 
     Example:
     >>> index_embeddings("embeddings/part-*.npy", "indexes/msmarco", gtr_keras.load("gtr-base"), "gtr-base")
@@ -149,6 +152,10 @@ def index_embeddings(source, index_dir, encoder=None, model_dir=None, kind="auto
         if missing:
             raise DataError(f"{shards.model_path}: field 'model' lacks {missing} (the model record `gtr-keras "
                             f"encode` writes); encode the shard again")
+        if recorded["compute_dtype"] == "bfloat16" and BFLOAT16_SHA256 not in recorded:
+            raise MismatchError(f"{shards.model_path}: encoded in bfloat16 by an older gtr-keras, whose record "
+                                f"lacks {BFLOAT16_SHA256!r}, so no search could check its queries' model; encode "
+                                f"the shards again")
         if recorded["embedding_dim"] != shards.dims:
             raise DataError(f"{shards.paths[0]}: {shards.dims} dims, but its model record {shards.model_path} "
                             f"says {recorded['embedding_dim']!r}")
