@@ -4,8 +4,10 @@
 An index directory (written by `build_index`, atomically) holds:
 
 - `retriever.json`: the model it was built with (directory, settings and
-  `fingerprint.fingerprint`; null fields for embeddings of an unknown model),
-  the index kind and the number of documents;
+  `fingerprint.fingerprint`; null fields for embeddings of an unknown model;
+  for documents encoded in bfloat16 also `bfloat16_sha256`, which lets the
+  model in float32 search them: `model_change`), the index kind and the
+  number of documents;
 - `documents.jsonl.gz`: the indexed documents (`_id`, `title`, `text`) for
   display; absent for an index of precomputed embeddings (`index_embeddings`);
 - `index/`: the `SearchIndex` (ids, and float32 vectors or a ScaNN searcher).
