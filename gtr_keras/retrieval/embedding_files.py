@@ -8,16 +8,25 @@ Two shard formats are read, in file-name order:
 - the Beam pipeline's `embeddings-SSSSS-of-NNNNN.npz` (arrays `ids` and
   `embeddings`; `encode_corpus_with_beam`), read one shard at a time.
 
-`EmbeddingFiles.open` checks every shard before any index work: rows against
-ids, one D for all, finite rows of unit norm, ids unique within and across
-shards. The checks read each shard once, a chunk at a time, so neither they
-nor the chunks that follow ever hold more than `chunk_rows` vectors of a `.npy`
-shard (or one `.npz` shard) in memory.
+`EmbeddingFiles.open` checks every shard, whatever its format, the same way
+before any index work: as many ids as rows, ids that are strings a TREC run
+line can keep (no whitespace; a UTF-8 byte-order mark at the start of
+`NAME.ids.txt` is dropped, as the corpus readers drop it), one D for all,
+finite rows of unit norm, ids unique within and across shards, and model
+records that agree. The checks read each shard once, a chunk at a time, so
+neither they nor the chunks that follow ever hold more than `chunk_rows`
+vectors of a `.npy` shard (or one `.npz` shard) in memory. Each chunk's
+SHA-256 is kept from that first reading, and a chunk read again later (an
+index build reads the shards once more, ScaNN twice) must match it: a shard
+replaced or rewritten after its check is refused, naming it, rather than
+indexed under the ids and model record that were checked.
 """
 
+import hashlib
 import io
 import json
 import os
+import re
 
 import numpy as np
 
@@ -25,10 +34,12 @@ from gtr_keras.errors import DataError
 from gtr_keras.retrieval.index_format import check_ids
 from gtr_keras.utils import files
 from gtr_keras.utils.records import unreadable_reason
+from gtr_keras.utils.text_files import check_id_text
 
 # Unit-norm tolerance: float32 normalisation leaves ~1e-6; un-normalised embeddings are far off.
 NORM_TOLERANCE = 1e-3
 _CHUNK_ROWS = 65_536
+_WHITESPACE = re.compile(r"\s")  # what `str.isspace` calls whitespace
 _HEADER_READERS = {(1, 0): np.lib.format.read_array_header_1_0, (2, 0): np.lib.format.read_array_header_2_0}
 
 
@@ -60,6 +71,13 @@ class _NpyShard:
             raise DataError(f"{path}: expected a float32 [n, D] array in C order (as `gtr-keras encode` writes), "
                             f"got {dtype} {'Fortran-order ' if fortran else ''}shape {shape}")
         self.num_rows, self.dims = shape
+        self.ids_name = ids_path_for(path)
+
+    def ids(self):
+        return _read_ids_file(self.ids_name)
+
+    def place(self, i):
+        return self.ids_name, i + 1
 
     def read(self, start, stop):
         with files.open(self.path) as f:
@@ -80,6 +98,7 @@ class _NpzShard:
         if self._embeddings.ndim != 2 or self._embeddings.dtype != np.float32:
             raise DataError(f"{path}: field 'embeddings' must be float32 [n, D], got {self._embeddings.dtype} "
                             f"shape {self._embeddings.shape}")
+        self.digest = hashlib.sha256(np.ascontiguousarray(self._embeddings)).digest()  # the vectors of its ids
         del self._embeddings  # read again chunk by chunk; held only while this shard is read
 
     def _load(self):
@@ -90,8 +109,18 @@ class _NpzShard:
             raise DataError(f"{self.path}: not an embedding shard with arrays 'ids' and 'embeddings' "
                             f"({unreadable_reason(e, self.path)})") from e
 
+    @property
+    def ids_name(self):
+        return f"{self.path} (field 'ids')"
+
     def ids(self):
-        return [str(i) for i in self._ids]
+        if self._ids.ndim != 1 or self._ids.dtype.kind != "U":
+            raise DataError(f"{self.ids_name} must be a 1-D array of strings (as encode_corpus_with_beam writes), "
+                            f"got {self._ids.dtype} shape {self._ids.shape}")
+        return self._ids.tolist()
+
+    def place(self, i):
+        return self.path, f"ids[{i}]"
 
     def read(self, start, stop):
         return self._load()[1][start:stop]
@@ -112,6 +141,7 @@ class EmbeddingFiles:
             `.npy`, as `gtr-keras encode` writes it, whose `kind` must be
             `"document"`: query embeddings are refused), or None when no
             shard has one.
+        model_path: the record `model` is read from (the first shard's), or None.
 
     Example:
     >>> shards = EmbeddingFiles.open("embeddings/part-*.npy")
@@ -131,8 +161,10 @@ class EmbeddingFiles:
             raise DataError(f"{other.path}: {other.dims} dims, but {first.path} has {first.dims}; "
                             f"every shard must come from the same model")
         self.dims = dims.pop() if dims else 0
+        # (path, first row) -> SHA-256 of each chunk at its first reading (a .npz shard's, with its ids)
+        self._digests = {(s.path, 0): s.digest for s in self._shards if isinstance(s, _NpzShard)}
         self.ids = self._read_ids()
-        self.model = self._read_models()
+        self.model_path, self.model = self._read_models()
         if not self.ids:
             raise DataError(f"{self.paths[0]}: the shards hold no embeddings")
 
@@ -157,19 +189,16 @@ class EmbeddingFiles:
         return len(self.ids)
 
     def _read_ids(self):
-        ids, places = [], []  # places: (first row, where(i)) of each shard, to name a duplicate's line
+        ids, places = [], []  # places: (first row, shard) of each shard, to name a duplicate's line
         for shard in self._shards:
-            if isinstance(shard, _NpzShard):
-                shard_ids, where = shard.ids(), lambda i, s=shard: f"{s.path}: ids[{i}]"
-            else:
-                path = ids_path_for(shard.path)
-                shard_ids, where = _read_ids_file(path), lambda i, p=path: f"{p}:{i + 1}"
-                if len(shard_ids) != shard.num_rows:
-                    raise DataError(f"{path}: {len(shard_ids)} ids for the {shard.num_rows} rows of {shard.path}")
-            for i, id_ in enumerate(shard_ids):
-                if id_ != id_.strip():
-                    raise DataError(f"{where(i)}: id {id_!r} holds whitespace at an end")
-            places.append((len(ids), where))
+            shard_ids = shard.ids()
+            if len(shard_ids) != shard.num_rows:
+                raise DataError(f"{shard.ids_name}: {len(shard_ids)} ids for the {shard.num_rows} rows of "
+                                f"{shard.path}")
+            if _WHITESPACE.search("".join(shard_ids)):
+                for i, id_ in enumerate(shard_ids):
+                    check_id_text(*shard.place(i), id_, "id")
+            places.append((len(ids), shard))
             ids += shard_ids
         return check_ids(ids, lambda row: _place(places, row), DataError)
 
@@ -183,29 +212,30 @@ class EmbeddingFiles:
                         records[path] = json.loads(f.read().decode("utf-8"))
                 except (OSError, ValueError) as e:
                     raise DataError(f"{path}: unreadable ({unreadable_reason(e, path)})") from e
+                _check_model_record(path, records[path], shard)
         if not records:
-            return None
+            return None, None
         missing = [shard.path for shard in self._shards if model_path_for(shard.path) not in records]
         if missing:
             raise DataError(f"{missing[0]}: no model record ({model_path_for(missing[0])}) while other shards have "
                             f"one; encode every shard with `gtr-keras encode`, or give shards of one kind")
-        for path, record in records.items():
-            if not isinstance(record, dict):
-                raise DataError(f"{path}: not a JSON object (the model record `gtr-keras encode` writes)")
-            if record.get("kind", "document") != "document":
-                raise DataError(f"{path}: field 'kind' is {record['kind']!r}, not 'document'; an index holds "
-                                f"documents: encode the corpus with `gtr-keras encode --kind document`")
         (first, model), *rest = records.items()
         for path, other in rest:
-            if other.get("model") != model.get("model"):
+            if _identity(other["model"]) != _identity(model["model"]):
                 raise DataError(f"{path}: embeddings of another model than {first} (field 'model' differs); "
                                 f"an index must hold one model's embeddings")
-        return model["model"]
+        return first, model["model"]
 
     def _read(self, shard):
         step = max(1, shard.num_rows if isinstance(shard, _NpzShard) else self.chunk_rows)
         for start in range(0, shard.num_rows, step):
-            yield start, shard.read(start, min(start + step, shard.num_rows))
+            stop = min(start + step, shard.num_rows)
+            chunk = shard.read(start, stop)
+            digest = hashlib.sha256(np.ascontiguousarray(chunk)).digest()
+            if self._digests.setdefault((shard.path, start), digest) != digest:
+                raise DataError(f"{shard.path}: changed since it was checked (rows {start}-{stop - 1} differ); "
+                                f"rerun once the shards stay as they are")
+            yield start, chunk
 
     def check_vectors(self):
         """Reads every shard once: finite rows of unit norm, or a `DataError` naming the first bad row."""
@@ -227,14 +257,37 @@ class EmbeddingFiles:
 
 
 def _place(places, row):
-    start, where = next((start, where) for start, where in reversed(places) if start <= row)
-    return where(row - start)
+    start, shard = next((start, shard) for start, shard in reversed(places) if start <= row)
+    name, line = shard.place(row - start)
+    return f"{name}:{line}"
+
+
+def _identity(model):
+    """A model record's fields less `model_dir`, which names where the model was, not which it is."""
+    return {field: value for field, value in model.items() if field != "model_dir"}
+
+
+def _check_model_record(path, record, shard):
+    """Raises `DataError` naming `path` and the field unless `record` is a model record `gtr-keras encode`
+    writes beside `shard`: an object whose `model` is an object, of `kind` "document", for as many rows."""
+    if not isinstance(record, dict):
+        raise DataError(f"{path}: not a JSON object (the model record `gtr-keras encode` writes)")
+    if not isinstance(record.get("model"), dict):
+        found = f"is {type(record['model']).__name__}" if "model" in record else "is missing"
+        raise DataError(f"{path}: field 'model' {found}, not an object (the model record `gtr-keras encode` "
+                        f"writes); encode the shard again")
+    if record.get("kind", "document") != "document":
+        raise DataError(f"{path}: field 'kind' is {record['kind']!r}, not 'document'; an index holds "
+                        f"documents: encode the corpus with `gtr-keras encode --kind document`")
+    if record.get("num_rows", shard.num_rows) != shard.num_rows:
+        raise DataError(f"{path}: field 'num_rows' is {record['num_rows']!r}, but {shard.path} has "
+                        f"{shard.num_rows} rows; the record is of another shard: encode the shard again")
 
 
 def _read_ids_file(path):
     try:
         with files.open(path) as f:
-            text = f.read().decode("utf-8")
+            text = f.read().decode("utf-8-sig")
     except (OSError, ValueError) as e:
         raise DataError(f"{path}: unreadable ids file ({unreadable_reason(e, path)}; "
                         f"`gtr-keras encode` writes NAME.ids.txt beside NAME.npy)") from e

@@ -4,8 +4,10 @@
 An index directory (written by `build_index`, atomically) holds:
 
 - `retriever.json`: the model it was built with (directory, settings and
-  `fingerprint.fingerprint`; null fields for embeddings of an unknown model),
-  the index kind and the number of documents;
+  `fingerprint.fingerprint`; null fields for embeddings of an unknown model;
+  for documents encoded in bfloat16 also `bfloat16_sha256`, which lets the
+  model in float32 search them: `model_change`), the index kind and the
+  number of documents;
 - `documents.jsonl.gz`: the indexed documents (`_id`, `title`, `text`) for
   display; absent for an index of precomputed embeddings (`index_embeddings`);
 - `index/`: the `SearchIndex` (ids, and float32 vectors or a ScaNN searcher).
@@ -42,6 +44,9 @@ INDEX_SUBDIR = "index"
 MODEL_FIELDS = ("embedding_dim", "document_length", "query_length", "compute_dtype", "model_sha256")
 # What queries must share with the indexed documents (the token budget of queries is the searcher's choice).
 SEARCH_FIELDS = ("embedding_dim", "compute_dtype", "model_sha256")
+# Recorded for a model in bfloat16: its fingerprint with every weight in bfloat16, which the model in float32
+# also has, rounded so (`fingerprint.fingerprint(..., in_bfloat16=True)`).
+BFLOAT16_SHA256 = "bfloat16_sha256"
 
 
 def work_dir_for(index_dir):
@@ -133,7 +138,10 @@ def index_embeddings(source, index_dir, encoder=None, model_dir=None, kind="auto
 
     Raises:
         DataError: a bad shard, named with its file (before any index work).
-        MismatchError: `encoder` is not the model the shards record.
+        MismatchError: `encoder` is not the model the shards record (at
+            another precision, `model_change` says when it is), or shards
+            encoded in bfloat16 by a gtr-keras that did not record
+            `bfloat16_sha256`.
 
     Example:
     >>> index_embeddings("embeddings/part-*.npy", "indexes/msmarco", gtr_keras.load("gtr-base"), "gtr-base")
@@ -141,20 +149,28 @@ def index_embeddings(source, index_dir, encoder=None, model_dir=None, kind="auto
     """
     shards = source if isinstance(source, EmbeddingFiles) else EmbeddingFiles.open(source)
     recorded = shards.model
-    if recorded is not None and recorded.get("embedding_dim") != shards.dims:
-        raise DataError(f"{shards.paths[0]}: {shards.dims} dims, but its model record says "
-                        f"{recorded.get('embedding_dim')}")
+    if recorded is not None:
+        missing = [field for field in MODEL_FIELDS if field not in recorded]
+        if missing:
+            raise DataError(f"{shards.model_path}: field 'model' lacks {missing} (the model record `gtr-keras "
+                            f"encode` writes); encode the shard again")
+        if recorded["compute_dtype"] == "bfloat16" and BFLOAT16_SHA256 not in recorded:
+            raise MismatchError(f"{shards.model_path}: encoded in bfloat16 by an older gtr-keras, whose record "
+                                f"lacks {BFLOAT16_SHA256!r}, so no search could check its queries' model; encode "
+                                f"the shards again")
+        if recorded["embedding_dim"] != shards.dims:
+            raise DataError(f"{shards.paths[0]}: {shards.dims} dims, but its model record {shards.model_path} "
+                            f"says {recorded['embedding_dim']!r}")
     metadata = recorded or {"model_dir": None, **dict.fromkeys(MODEL_FIELDS), "embedding_dim": shards.dims}
     if encoder is not None:
-        given = index_metadata(encoder, model_dir)
-        change = describe_change(metadata, {field: given[field] for field in MODEL_FIELDS}, "the model given has")
+        change, given = model_change(metadata, encoder, MODEL_FIELDS, model_dir)
         if recorded is not None and change:
             raise MismatchError(f"{shards.paths[0]}: encoded by another model than --model ({change}; recorded "
                                 f"model_dir: {recorded.get('model_dir')})")
         if given["embedding_dim"] != shards.dims:
             raise MismatchError(f"{shards.paths[0]}: {shards.dims} dims, the model given makes "
                                 f"{given['embedding_dim']}")
-        metadata = given
+        metadata = given if recorded is None else {**recorded, "model_dir": given["model_dir"]}
     return shards.num_rows, write_index(index_dir, shards, None, metadata, kind)
 
 
@@ -223,10 +239,41 @@ def index_metadata(encoder, model_dir):
 
     if model_dir and files.is_local(model_dir):
         model_dir = os.path.abspath(os.fspath(model_dir).removeprefix("file://"))
-    return {"model_dir": os.fspath(model_dir) if model_dir else None,
-            "embedding_dim": encoder.embedding_dim, "document_length": encoder.document_length,
-            "query_length": encoder.query_length, "compute_dtype": encoder.model.compute_dtype,
-            "model_sha256": fingerprint(encoder)}
+    metadata = {"model_dir": os.fspath(model_dir) if model_dir else None,
+                "embedding_dim": encoder.embedding_dim, "document_length": encoder.document_length,
+                "query_length": encoder.query_length, "compute_dtype": encoder.model.compute_dtype,
+                "model_sha256": fingerprint(encoder)}
+    if metadata["compute_dtype"] == "bfloat16":
+        metadata[BFLOAT16_SHA256] = fingerprint(encoder, in_bfloat16=True)
+    return metadata
+
+
+def model_change(recorded, encoder, fields, model_dir=None):
+    """What differs between the model `recorded` (by `index_metadata`) and `encoder` in `fields`.
+
+    The same model at another precision is the same model: where the record
+    is of the model in bfloat16 (it holds `bfloat16_sha256`) and `encoder`
+    computes in another dtype, `compute_dtype` and `model_sha256` are not
+    compared, but the fingerprints of both models rounded to bfloat16 are.
+    Documents encoded in bfloat16 are then searched with queries encoded in
+    the encoder's dtype (float32 embeddings either way, within bfloat16's
+    rounding of each other).
+
+    Returns:
+        `(change, given)`: `describe_change`'s phrase, or None when the model
+        is the recorded one; and `index_metadata(encoder, model_dir)`.
+
+    Example:
+    >>> model_change(index_metadata(encoder, None), encoder, MODEL_FIELDS)[0] is None
+    True
+    """
+    from gtr_keras.models.gtr.fingerprint import fingerprint
+
+    given = index_metadata(encoder, model_dir)
+    if BFLOAT16_SHA256 in recorded and recorded.get("compute_dtype") != given["compute_dtype"]:
+        fields = [field for field in fields if field not in ("compute_dtype", "model_sha256")] + [BFLOAT16_SHA256]
+        given[BFLOAT16_SHA256] = fingerprint(encoder, in_bfloat16=True)
+    return describe_change(recorded, {field: given[field] for field in fields}, "the model given has"), given
 
 
 class Retriever:
@@ -288,8 +335,7 @@ class Retriever:
         if "model_sha256" not in recorded:
             raise MismatchError(f"{index_dir}: built by an older gtr-keras that did not record the model's "
                                 f"fingerprint; rebuild the index with `gtr-keras index`")
-        given = index_metadata(encoder, None)
-        change = describe_change(recorded, {field: given[field] for field in SEARCH_FIELDS}, "the model given has")
+        change, _ = model_change(recorded, encoder, SEARCH_FIELDS)
         if change:
             raise MismatchError(f"{index_dir}: built with another model ({change}); search with the model the "
                                 f"index was built with (recorded model_dir: {recorded.get('model_dir')}) "

@@ -294,6 +294,72 @@ def test_embeddings_of_another_model_are_refused(tmp_path, tiny_model_dir, capsy
     assert not (tmp_path / "idx").exists()
 
 
+def test_bfloat16_shards_are_of_the_same_model_and_search_with_it_in_float32(tmp_path, tiny_model_dir, capsys):
+    corpus = _corpus_file(tmp_path / "corpus.jsonl")
+    assert main(["encode", "--model", tiny_model_dir, "--input", str(corpus), "--output", str(tmp_path / "e.npy"),
+                 "--precision", "bfloat16"]) == 0
+    assert main(["index", "--embeddings", str(tmp_path / "e.npy"), "--out", str(tmp_path / "idx")]) == 0
+    assert main(["index", "--embeddings", str(tmp_path / "e.npy"), "--model", tiny_model_dir,
+                 "--out", str(tmp_path / "declared")]) == 0
+    assert main(["index", "--model", tiny_model_dir, "--corpus", str(corpus), "--out", str(tmp_path / "f32")]) == 0
+    recorded = json.loads((tmp_path / "declared" / "retriever.json").read_text())
+    assert recorded["compute_dtype"] == "bfloat16" and recorded["model_dir"] == tiny_model_dir
+    expected = _search(tmp_path / "f32", tiny_model_dir, capsys)
+    for index in ("idx", "declared"):
+        found = _search(tmp_path / index, tiny_model_dir, capsys)
+        assert found[0][0] == expected[0][0] and {hit for hit, _ in found[:3]} == {hit for hit, _ in expected[:3]}
+        np.testing.assert_allclose([score for _, score in found], [score for _, score in expected], atol=0.02)
+
+
+def test_bfloat16_shards_of_an_older_record_are_refused_at_index_time(tmp_path, tiny_model_dir, capsys):
+    corpus = _corpus_file(tmp_path / "corpus.jsonl", n=3)
+    assert main(["encode", "--model", tiny_model_dir, "--input", str(corpus), "--output", str(tmp_path / "e.npy"),
+                 "--precision", "bfloat16"]) == 0
+    record = json.loads((tmp_path / "e.json").read_text())
+    del record["model"]["bfloat16_sha256"]
+    (tmp_path / "e.json").write_text(json.dumps(record))
+    capsys.readouterr()
+    assert main(["index", "--embeddings", str(tmp_path / "e.npy"), "--out", str(tmp_path / "idx")]) == 2
+    assert "e.json: encoded in bfloat16 by an older gtr-keras" in capsys.readouterr().err
+    assert not (tmp_path / "idx").exists()
+
+
+def test_bfloat16_shards_of_another_model_are_refused(tmp_path, tiny_model_dir, capsys):
+    corpus = _corpus_file(tmp_path / "corpus.jsonl", n=3)
+    assert main(["encode", "--model", tiny_model_dir, "--input", str(corpus), "--output", str(tmp_path / "e.npy"),
+                 "--precision", "bfloat16"]) == 0
+    record = json.loads((tmp_path / "e.json").read_text())
+    record["model"]["bfloat16_sha256"] = "0" * 64  # as a bfloat16 model of other weights records it
+    (tmp_path / "e.json").write_text(json.dumps(record))
+    assert main(["index", "--embeddings", str(tmp_path / "e.npy"), "--out", str(tmp_path / "idx")]) == 0
+    capsys.readouterr()
+    assert main(["index", "--embeddings", str(tmp_path / "e.npy"), "--model", tiny_model_dir,
+                 "--out", str(tmp_path / "declared")]) == 2
+    assert "encoded by another model than --model (bfloat16_sha256 000000000000… recorded" in capsys.readouterr().err
+    assert main(["search", "heat", "--index", str(tmp_path / "idx"), "--model", tiny_model_dir]) == 2
+    assert "built with another model (bfloat16_sha256 000000000000… recorded" in capsys.readouterr().err
+
+
+def test_a_shard_replaced_during_index_embeddings_is_exit_2_naming_it(tmp_path, monkeypatch, capsys):
+    from gtr_keras.retrieval import retriever
+
+    vectors = np.random.default_rng(0).standard_normal((300, 8)).astype(np.float32)
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    np.save(tmp_path / "e.npy", vectors)
+    (tmp_path / "e.ids.txt").write_text("".join(f"d{i}\n" for i in range(300)))
+    build = retriever.index_embeddings
+
+    def replaced_after_the_check(shards, *args):
+        np.save(tmp_path / "e.npy", vectors[::-1].copy())
+        return build(shards, *args)
+
+    monkeypatch.setattr(retriever, "index_embeddings", replaced_after_the_check)
+    assert main(["index", "--embeddings", str(tmp_path / "e.npy"), "--out", str(tmp_path / "idx")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"{tmp_path / 'e.npy'}: changed since it was checked (rows 0-299 differ)" in err
+    assert not (tmp_path / "idx").exists()
+
+
 def test_a_bad_shard_is_exit_2_naming_it_before_the_model_loads(tmp_path, tiny_model_dir, capsys, monkeypatch):
     np.save(tmp_path / "e.npy", np.full((2, 4), 0.5, np.float32))
     (tmp_path / "e.ids.txt").write_text("a\na\n")

@@ -78,7 +78,10 @@ def _bad(tmp_path, case):
         return r"b\.ids\.txt:2: id 'a1' duplicates .*a\.ids\.txt:2"
     if case == "whitespace":
         (tmp_path / "a.ids.txt").write_text("a0\na1 \na2\n")
-        return r"a\.ids\.txt:2: id 'a1 ' holds whitespace at an end"
+        return r"a\.ids\.txt:2: id 'a1 ' holds whitespace, which TREC run files \(and so evaluation\) cannot keep"
+    if case == "whitespace inside":
+        (tmp_path / "a.ids.txt").write_text("a0\na1\na\t2\n")
+        return r"a\.ids\.txt:3: id 'a\\t2' holds whitespace"
     if case == "no ids":
         (tmp_path / "a.ids.txt").unlink()
         return r"a\.ids\.txt: unreadable ids file"
@@ -108,16 +111,90 @@ def _bad(tmp_path, case):
     if case == "record not an object":
         (tmp_path / "a.json").write_text("[1, 2]")
         return r"a\.json: not a JSON object"
+    if case == "empty record":
+        (tmp_path / "a.json").write_text("{}")
+        return r"a\.json: field 'model' is missing, not an object"
+    if case == "model a string":
+        (tmp_path / "a.json").write_text(json.dumps({"model": "gtr-base", "kind": "document"}))
+        return r"a\.json: field 'model' is str, not an object"
+    if case == "record of another shard":
+        (tmp_path / "a.json").write_text(json.dumps({"model": {"model_sha256": "x"}, "num_rows": 5}))
+        return r"a\.json: field 'num_rows' is 5, but .*a\.npy has 3 rows"
     raise AssertionError(case)
 
 
-@pytest.mark.parametrize("case", ["rows", "dims", "nan", "norm", "duplicate", "whitespace", "no ids", "float64",
-                                  "not npy", "truncated", "one model record", "two models",
-                                  "query embeddings", "record not an object"])
+@pytest.mark.parametrize("case", ["rows", "dims", "nan", "norm", "duplicate", "whitespace", "whitespace inside",
+                                  "no ids", "float64", "not npy", "truncated", "one model record", "two models",
+                                  "query embeddings", "record not an object", "empty record", "model a string",
+                                  "record of another shard"])
 def test_a_bad_shard_is_named_before_any_index_work(tmp_path, case):
     message = _bad(tmp_path, case)
     with pytest.raises(DataError, match=message):
         EmbeddingFiles.open(str(tmp_path / "*.npy"))
+
+
+def _npz(path, ids, vectors):
+    with open(path, "wb") as f:
+        np.savez(f, ids=ids, embeddings=vectors)
+
+
+@pytest.mark.parametrize("ids, message", [
+    (np.array(["x0", "x1", "x2"]), r"x\.npz \(field 'ids'\): 3 ids for the 5 rows of .*x\.npz"),
+    (np.array([f"x{i}" for i in range(7)]), r"x\.npz \(field 'ids'\): 7 ids for the 5 rows of .*x\.npz"),
+    (np.array([b"1", b"2", b"3", b"4", b"5"]), r"x\.npz \(field 'ids'\) must be a 1-D array of strings .* got \|S1"),
+    (np.array([["1", "2"]] * 5), r"x\.npz \(field 'ids'\) must be a 1-D array of strings .* shape \(5, 2\)"),
+    (np.arange(5, dtype=np.float64), r"x\.npz \(field 'ids'\) must be a 1-D array of strings .* got float64"),
+    (np.array(["x0", "x1", "x 2", "x3", "x4"]), r"x\.npz:ids\[2\]: id 'x 2' holds whitespace"),
+    (np.array(["x0", "x1", "x2", "x1", "x4"]), r"x\.npz:ids\[3\]: id 'x1' duplicates .*x\.npz:ids\[1\]"),
+])
+def test_a_beam_shard_goes_through_the_checks_of_a_npy_shard(tmp_path, ids, message):
+    _npz(tmp_path / "x.npz", ids, _unit(5, 0))
+    with pytest.raises(DataError, match=message):
+        EmbeddingFiles.open(str(tmp_path / "*.npz"))
+
+
+def test_a_byte_order_mark_at_the_start_of_an_ids_file_is_dropped(tmp_path):
+    _shard(tmp_path, "a", ["201", "202"])
+    (tmp_path / "a.ids.txt").write_bytes(b"\xef\xbb\xbf201\n202\n")
+    assert EmbeddingFiles.open(str(tmp_path / "a.npy")).ids == ["201", "202"]
+
+
+@pytest.mark.parametrize("name", ["a.npy", "x.npz"])
+@pytest.mark.parametrize("kind", ["exact", "scann"])
+def test_a_shard_replaced_after_its_check_is_refused_naming_it(tmp_path, name, kind):
+    from gtr_keras.retrieval.retriever import index_embeddings
+
+    ids = [f"d{i}" for i in range(150)]
+    if name.endswith(".npy"):
+        _shard(tmp_path, "a", ids, seed=1)
+    else:
+        _npz(tmp_path / name, np.array(ids), _unit(150, 1))
+    shards = EmbeddingFiles.open(str(tmp_path / name), chunk_rows=64)
+    replaced = _unit(150, 2)
+    if name.endswith(".npy"):
+        np.save(tmp_path / name, replaced)
+    else:
+        _npz(tmp_path / name, np.array(ids), replaced)
+    with pytest.raises(DataError, match=rf"{name}: changed since it was checked \(rows 0-\d+ differ\)"):
+        index_embeddings(shards, tmp_path / "idx", kind=kind)
+    assert not (tmp_path / "idx").exists()
+
+
+def test_a_beam_shard_replaced_between_its_ids_and_its_vectors_check_is_refused(tmp_path):
+    _npz(tmp_path / "x.npz", np.array(["x0", "x1"]), _unit(2, 0))
+    shards = EmbeddingFiles([str(tmp_path / "x.npz")])  # the ids are read with the vectors
+    _npz(tmp_path / "x.npz", np.array(["x0", "x1"]), _unit(2, 1))
+    with pytest.raises(DataError, match=r"x\.npz: changed since it was checked \(rows 0-1 differ\)"):
+        shards.check_vectors()
+
+
+def test_a_model_record_lacking_a_field_is_named(tmp_path):
+    from gtr_keras.retrieval.retriever import index_embeddings
+
+    _shard(tmp_path, "a", ["a0"])
+    (tmp_path / "a.json").write_text(json.dumps({"model": {"embedding_dim": DIMS}, "kind": "document"}))
+    with pytest.raises(DataError, match=r"a\.json: field 'model' lacks \['document_length', 'query_length', "):
+        index_embeddings(str(tmp_path / "a.npy"), tmp_path / "idx")
 
 
 def test_a_glob_that_matches_nothing_is_named(tmp_path):
@@ -130,6 +207,13 @@ def test_the_model_record_of_encode_is_shared_by_the_shards(tmp_path):
         _shard(tmp_path, name, [f"{name}0"])
         (tmp_path / f"{name}.json").write_text(json.dumps({"model": {"model_sha256": "m"}, "kind": "document"}))
     assert EmbeddingFiles.open(str(tmp_path / "*.npy")).model == {"model_sha256": "m"}
+
+
+def test_shards_of_one_model_at_two_paths_are_of_one_model(tmp_path):
+    for name, model_dir in (("a", "/machine-1/gtr-base"), ("b", "/machine-2/gtr-base")):
+        _shard(tmp_path, name, [f"{name}0"])
+        (tmp_path / f"{name}.json").write_text(json.dumps({"model": {"model_sha256": "m", "model_dir": model_dir}}))
+    assert EmbeddingFiles.open(str(tmp_path / "*.npy")).model["model_sha256"] == "m"
 
 
 @pytest.mark.parametrize("kind", ["exact", "scann"])

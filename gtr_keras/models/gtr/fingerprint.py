@@ -5,21 +5,25 @@ jobs, indexes and teacher caches record to notice a changed model.
 import hashlib
 import json
 
+import ml_dtypes
 import numpy as np
 
 
-def fingerprint(model):
+def fingerprint(model, in_bfloat16=False):
     """SHA-256 (hex) of a GTR model: its weights, vocabulary and architecture.
 
     Covers every weight (position, shape, dtype, values), the SentencePiece
     vocabulary (and the tokenizer's lowercasing) and the architecture; the
     same model gives the same fingerprint in any directory format. The token
     budgets are not covered (callers record them beside it where they
-    matter); the precision is, as the weights' dtype. Resumed jobs and
-    indexes record it to detect a changed model.
+    matter); the precision is, as the weights' dtype, unless `in_bfloat16`.
+    Resumed jobs and indexes record it to detect a changed model.
 
     Args:
         model: a `GTRTextEmbedder`, or an `Encoder` (its `.model`).
+        in_bfloat16: hash every floating-point weight rounded to bfloat16
+            (as loading with `dtype="bfloat16"` rounds them): the same
+            fingerprint for a model loaded in float32 or in bfloat16.
 
     Example:
     >>> fingerprint(gtr_keras.load("models/gtr-base")) == fingerprint(gtr_keras.load("models/copy"))
@@ -32,13 +36,16 @@ def fingerprint(model):
     digest.update(embedder.preprocessor.tokenizer.proto)
     if embedder.preprocessor.tokenizer.lowercase:  # only when on: the fingerprints of other models stay as they were
         digest.update(b"lowercase")
-    update_with_weights(digest, embedder.weights)
+    update_with_weights(digest, embedder.weights, in_bfloat16)
     return digest.hexdigest()
 
 
-def update_with_weights(digest, weights):
-    """Feeds every weight (position, shape, dtype, values) into a `hashlib` digest."""
+def update_with_weights(digest, weights, in_bfloat16=False):
+    """Feeds every weight (position, shape, dtype, values) into a `hashlib` digest; with `in_bfloat16`, its
+    floating-point weights rounded to bfloat16."""
     for number, weight in enumerate(weights):
         value = np.ascontiguousarray(weight.numpy())
+        if in_bfloat16 and value.dtype.kind == "f":  # bfloat16 itself is of kind "V"
+            value = value.astype(ml_dtypes.bfloat16)
         digest.update(f"{number}:{value.shape}:{value.dtype}".encode("utf-8"))
         digest.update(value.tobytes())

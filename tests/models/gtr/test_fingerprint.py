@@ -67,3 +67,15 @@ def test_update_with_weights_covers_the_order_shape_dtype_and_values_of_the_weig
     assert _digest([a]) != _digest([keras.Variable(np.zeros((3, 2), "float32"))])
     assert _digest([a]) != _digest([keras.Variable(np.zeros((2, 3), "int32"))])
     assert _digest([a]) != _digest([keras.Variable(np.full((2, 3), 1e-7, "float32"))])
+
+
+def test_in_bfloat16_the_model_in_float32_and_in_bfloat16_have_one_fingerprint(tiny_model_dir):
+    from gtr_keras.models.gtr.saving import load
+
+    float32, bfloat16 = load(tiny_model_dir), load(tiny_model_dir, dtype="bfloat16")
+    assert fingerprint(float32) != fingerprint(bfloat16)
+    assert fingerprint(float32, in_bfloat16=True) == fingerprint(bfloat16, in_bfloat16=True) != fingerprint(float32)
+    changed = load(tiny_model_dir)
+    weight = changed.model.weights[-1]
+    weight.assign(weight.numpy() * 1.01)
+    assert fingerprint(changed, in_bfloat16=True) != fingerprint(float32, in_bfloat16=True)
