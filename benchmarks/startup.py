@@ -37,6 +37,7 @@ HUB_QUERY = (
 def entry(repo):
     """`[python, -m, MODULE]` of the tree's command line: `gtr_keras` once it has `__main__.py`, else the
     top-level parser module of the releases before it."""
+    # A tree from before issue #34 (the "before" of the start-up table) has its parser at the top level.
     module = "gtr_keras" if os.path.exists(os.path.join(repo, "gtr_keras", "__main__.py")) else "gtr_keras_cli"
     return [sys.executable, "-m", module]
 

@@ -214,3 +214,19 @@ def test_the_top_level_modules_import_what_the_architecture_says():
     assert graph["gtr_keras"] == set()  # the keras-hub classes once Keras is imported, the rest on first use
     # The name of earlier releases.
     assert graph["gtr_keras.index"] == {"gtr_keras.retrieval.search_index", "gtr_keras.retrieval.scann_builder"}
+
+
+def _converters_and_what_they_import():
+    graph = imports(module_names())
+    converters = {name for name in graph if name.startswith("gtr_keras.convert.")}
+    return sorted(converters | {target for name in converters for target in graph[name]} - {"gtr_keras.errors"})
+
+
+@pytest.mark.large
+@pytest.mark.parametrize("module", _converters_and_what_they_import())
+def test_the_converters_and_the_family_modules_they_import_import_first_in_a_fresh_process(module):
+    """The converters import the model family, whose `__init__` imports the embedder, which loads through the
+    converters: each of these modules imported first must not meet a half-imported one."""
+    result = subprocess.run([sys.executable, "-c", f"import {module}"], cwd=REPO, capture_output=True, text=True,
+                            timeout=120)
+    assert result.returncode == 0, result.stderr[-2000:]

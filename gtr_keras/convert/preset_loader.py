@@ -6,6 +6,7 @@ from keras_hub.src.utils import preset_utils
 
 from gtr_keras.convert.first_format import first_format_config, load_first_format
 from gtr_keras.convert.sentence_transformers import load_sentence_transformers
+from gtr_keras.errors import UserError
 from gtr_keras.models.gtr.model_directory import check_model_directory
 from gtr_keras.models.gtr.model_source import (
     ARCHITECTURE,
@@ -16,18 +17,24 @@ from gtr_keras.models.gtr.model_source import (
 )
 
 
-def _architecture(embedder_cls, name, load_weights=True, **kwargs):
+def _random_architecture(embedder_cls, name, load_weights=True, **kwargs):
     return embedder_cls.from_architecture(name, **kwargs)
 
 
-def _first_format(embedder_cls, directory, load_weights=True, dtype=None):
+def _first_format(embedder_cls, directory, load_weights=True, dtype=None, **kwargs):
+    _refuse_arguments(directory, "a model directory of the first format", kwargs)
     return load_first_format(embedder_cls, directory, first_format_config(directory), load_weights, dtype)
 
 
 def _sentence_transformers(embedder_cls, source, load_weights=True, dtype=None, **kwargs):
-    if kwargs:
-        raise ValueError(f"{source}: a sentence-transformers checkpoint takes no {sorted(kwargs)}")
+    _refuse_arguments(source, "a sentence-transformers checkpoint", kwargs)
     return load_sentence_transformers(embedder_cls, source, dtype=dtype, load_weights=load_weights)
+
+
+def _refuse_arguments(source, what, arguments):
+    """keras-hub's `from_preset` arguments (`num_classes`, ...) apply to keras-hub presets only."""
+    if arguments:
+        raise UserError(f"{source}: {what} takes no {sorted(arguments)}")
 
 
 def _keras_hub(embedder_cls, preset, load_weights=True, **kwargs):
@@ -38,7 +45,7 @@ def _keras_hub(embedder_cls, preset, load_weights=True, **kwargs):
 
 
 _LOADERS = {
-    ARCHITECTURE: _architecture,
+    ARCHITECTURE: _random_architecture,
     FIRST_FORMAT: _first_format,
     SENTENCE_TRANSFORMERS: _sentence_transformers,
     KERAS_HUB: _keras_hub,

@@ -17,7 +17,7 @@ import tensorflow as tf
 
 from gtr_keras.errors import CheckpointError
 from gtr_keras.models.gtr.fingerprint import fingerprint, update_with_weights
-from gtr_keras.models.gtr.model_source import is_gtr_source
+from gtr_keras.models.gtr.model_source import gtr_model_source
 from gtr_keras.models.gtr.presets import PRESET_SOURCES
 from gtr_keras.models.gtr.saving import load
 from gtr_keras.utils import files
@@ -144,7 +144,7 @@ def load_teacher(source):
 
     source = check_teacher_source(source)
     local = "://" not in source or source.startswith("file://")
-    if is_gtr_source(source.removeprefix("file://") if local else source):
+    if gtr_model_source(source.removeprefix("file://") if local else source) is not None:
         return Teacher(load(source).model, source)
     try:
         embedder = keras_hub.models.TextEmbedder.from_preset(source)

@@ -182,6 +182,7 @@ def test_the_console_script_names_the_entry():
     assert getattr(__import__(module, fromlist=[function]), function) is main
 
 
+@pytest.mark.large
 def test_a_pytorch_checkpoint_without_torch_is_exit_2_naming_the_extra(tmp_path):
     import shutil
 

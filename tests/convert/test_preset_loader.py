@@ -8,7 +8,7 @@ import pytest
 from conftest import FIXTURES, TINY_ST
 
 from gtr_keras.convert.preset_loader import load_embedder
-from gtr_keras.errors import CheckpointError
+from gtr_keras.errors import CheckpointError, UserError
 from gtr_keras.models.gtr.model_source import resolve_model_source
 from gtr_keras.models.gtr.presets import parameter_count, preset_config
 from gtr_keras.models.gtr.text_embedder import GTRTextEmbedder
@@ -38,6 +38,7 @@ def test_a_keras_hub_preset_is_checked_before_keras_hub_reads_it(tmp_path):
         load_embedder(GTRTextEmbedder, resolve_model_source(copy))
 
 
-def test_a_sentence_transformers_checkpoint_takes_no_keras_hub_arguments():
-    with pytest.raises(ValueError, match="takes no \\['num_classes'\\]"):
-        load_embedder(GTRTextEmbedder, resolve_model_source(TINY_ST), num_classes=2)
+@pytest.mark.parametrize("path", [TINY_ST, f"{FIXTURES}/tiny-gtr-legacy"])
+def test_other_formats_take_no_keras_hub_arguments(path):
+    with pytest.raises(UserError, match="takes no \\['num_classes'\\]"):
+        load_embedder(GTRTextEmbedder, resolve_model_source(path), num_classes=2)

@@ -5,7 +5,7 @@
 fixed list of Hugging Face architectures: not sentence-transformers' T5, not gtr-keras' first format, and not
 the aliases of the trained models' names. keras-hub has no registry of loaders, so `install()` (run when
 the model family is imported) wraps the `get_preset_loader` that those four classes call: a GTR source of
-such a format (`model_source.is_gtr_source`) gets a `GTRPresetLoader`, which loads through
+such a format (`model_source.gtr_model_source`) gets a `GTRPresetLoader`, which loads through
 `GTRTextEmbedder.from_preset`; every other source keras-hub's own loader, unchanged.
 """
 
@@ -16,7 +16,7 @@ from keras_hub.src.tokenizers import tokenizer
 from keras_hub.src.utils import preset_utils
 
 from gtr_keras.models.gtr.backbone import GTRBackbone
-from gtr_keras.models.gtr.model_source import KERAS_HUB, is_gtr_source, resolve_model_source
+from gtr_keras.models.gtr.model_source import KERAS_HUB, gtr_model_source, resolve_model_source
 from gtr_keras.models.gtr.text_embedder import GTRTextEmbedder
 
 _CALLERS = (task, backbone, preprocessor, tokenizer)
@@ -63,10 +63,9 @@ def get_preset_loader(preset, keras_hub_loader=preset_utils.get_preset_loader):
         preset: what keras-hub's `from_preset` was given.
         keras_hub_loader: keras-hub's own `get_preset_loader`.
     """
-    if isinstance(preset, (str, os.PathLike)) and is_gtr_source(preset):
-        source = resolve_model_source(preset)
-        if source.format != KERAS_HUB or source.name != source.path or source.remote:
-            return GTRPresetLoader(source)
+    source = gtr_model_source(preset) if isinstance(preset, (str, os.PathLike)) else None
+    if source is not None and (source.format != KERAS_HUB or source.name != source.path or source.remote):
+        return GTRPresetLoader(source)
     return keras_hub_loader(preset)
 
 

@@ -4,13 +4,13 @@ A model source is what a user names: a trained model's name (`presets.PRESET_SOU
 architecture's (`gtr-tiny`, randomly initialised), a Hugging Face id (`hf://ORG/NAME`), a keras-hub
 download handle (`kaggle://...`), or a directory, local or on any file system TensorFlow knows (`gs://`,
 `ram://`). `resolve_model_source` turns it into a `ModelSource`: the path to read, the format found there
-and whether the directory must be copied locally first (`ModelSource.local`, the one place that copies).
+and whether the directory must be copied locally first (`ModelSource.local`, through
+`utils.files.local_copy`, which every remote read of a model directory uses).
 The loaders (`gtr_keras.convert.preset_loader`) take that value; nothing resolves the source again.
 """
 
 import contextlib
 import dataclasses
-import json
 import os
 
 from gtr_keras.errors import CheckpointError, UserError
@@ -52,7 +52,7 @@ class ModelSource:
 
     name: str
     path: str
-    format: str
+    format: str | None
     remote: bool = False
 
     def __fspath__(self):
@@ -60,11 +60,6 @@ class ModelSource:
 
     def __str__(self):
         return self.name
-
-    @property
-    def directory(self):
-        """True for a source that is a directory (local or remote), not a download id or an architecture."""
-        return self.format != ARCHITECTURE and not self.path.startswith(DOWNLOAD_PREFIXES)
 
     @contextlib.contextmanager
     def local(self):
@@ -123,6 +118,8 @@ def resolve_model_source(source, expected_format=None, read_format=True):
     if remote:
         path = path.rstrip("/")
     if not files.isdir(path):
+        if files.exists(path):
+            raise CheckpointError(f"{path}: expected a model directory, got a file")
         raise CheckpointError(f"{path}: no such model directory")
     detected = expected_format or (directory_format(path) if read_format else None)
     return ModelSource(name, path, detected, remote)
@@ -134,46 +131,63 @@ def directory_format(directory):
     Raises:
         CheckpointError: `config.json` missing or unreadable, or a directory of no format gtr-keras reads.
     """
+    found = _format_of(directory, _config(directory))
+    if found is None:
+        raise CheckpointError(
+            f"{os.path.join(directory, CONFIG_FILE)}: not a gtr-keras model directory (a keras-hub preset). For a "
+            "Hugging Face T5 checkpoint, use its sentence-transformers repository with `gtr-keras convert SRC OUT_DIR`."
+        )
+    return found
+
+
+def gtr_model_source(source):
+    """The `ModelSource` of a source that holds a GTR model, or None for one that holds another model or
+    nothing (a keras-hub name of another model, a missing path).
+
+    GTR sources: a name of `PRESET_SOURCES`, an `hf://` id of a GTR checkpoint, or a directory of a
+    gtr-keras preset, of the first format or of a sentence-transformers T5 checkpoint. Reads a directory's
+    `config.json` once.
+
+    Raises:
+        CheckpointError: a directory whose `config.json` is unreadable, naming it.
+
+    Example:
+    >>> gtr_model_source("gtr-base").path, gtr_model_source("bert_base_en")
+    ('hf://sentence-transformers/gtr-t5-base', None)
+    """
+    name = os.fspath(source)
+    path = name.removeprefix("file://")
+    if name in PRESET_SOURCES or (path.startswith(HF_PREFIX) and "gtr-t5" in path):
+        return resolve_model_source(name)
+    if path.startswith(DOWNLOAD_PREFIXES):
+        return None
+    try:
+        if not files.isfile(os.path.join(path, CONFIG_FILE)):
+            return None
+    except UserError:  # a file system TensorFlow does not know: not a source of gtr-keras either
+        return None
+    config = _config(path)
+    found = _format_of(path, config)
+    gtr = found == FIRST_FORMAT or str(config.get("registered_name", "")).startswith("gtr_keras>") or (
+        found == SENTENCE_TRANSFORMERS and config.get("model_type") == "t5"
+    )
+    remote = not files.is_local(path)
+    return ModelSource(name, path.rstrip("/") if remote else path, found, remote) if gtr else None
+
+
+def _config(directory):
     config_path = os.path.join(directory, CONFIG_FILE)
     config = read_json(config_path)
     if not isinstance(config, dict):
         raise CheckpointError(f"{config_path}: expected a JSON object, got {type(config).__name__}")
+    return config
+
+
+def _format_of(directory, config):
     if config.get("format") == LEGACY_FORMAT:
         return FIRST_FORMAT
     if "registered_name" in config:
         return KERAS_HUB
     if files.isfile(os.path.join(directory, SENTENCE_TRANSFORMERS_MODULES)):
         return SENTENCE_TRANSFORMERS
-    raise CheckpointError(
-        f"{config_path}: not a gtr-keras model directory (a keras-hub preset). For a Hugging Face T5 checkpoint, "
-        "use its sentence-transformers repository with `gtr-keras convert SRC OUT_DIR`."
-    )
-
-
-def is_gtr_source(source):
-    """True for a source that holds a GTR model: a name of `PRESET_SOURCES`, its `hf://` id, or a directory
-    of a gtr-keras preset, the first format or a sentence-transformers T5 checkpoint; False for anything else
-    (another keras-hub model, a missing path), without raising.
-
-    Example:
-    >>> is_gtr_source("gtr-base"), is_gtr_source("bert_base_en")
-    (True, False)
-    """
-    name = os.fspath(source)
-    if name in PRESET_SOURCES or name in PRESET_SOURCES.values():
-        return True
-    path = name.removeprefix("file://")
-    if path.startswith(DOWNLOAD_PREFIXES):
-        return path.startswith(HF_PREFIX) and "gtr-t5" in path
-    config_path = os.path.join(path, CONFIG_FILE)
-    try:
-        if not files.isfile(config_path):
-            return False
-        config = json.loads(files.read_bytes(config_path))
-    except (UserError, OSError, ValueError):
-        return False
-    if not isinstance(config, dict):
-        return False
-    return str(config.get("registered_name", "")).startswith("gtr_keras>") or config.get("format") == LEGACY_FORMAT or (
-        config.get("model_type") == "t5" and files.isfile(os.path.join(path, SENTENCE_TRANSFORMERS_MODULES))
-    )
+    return None

@@ -7,6 +7,7 @@ import json
 import keras
 
 from gtr_keras.errors import CheckpointError
+from gtr_keras.models.gtr.model_directory import CONFIG_FILE, PREPROCESSOR_FILE, TASK_FILE
 from gtr_keras.models.gtr.tokenizer import METADATA_FILE, VOCABULARY_SHA256
 from gtr_keras.utils.files import atomic_directory
 
@@ -29,7 +30,8 @@ def write_preset(embedder, preset_dir, save):
         CheckpointError: a quantized model.
 
     Example:
-    >>> write_preset(embedder, "models/my-gtr", embedder.save_to_preset)  # doctest: +SKIP
+    >>> write_preset(embedder, "models/my-gtr", functools.partial(keras_hub.models.TextEmbedder.save_to_preset,
+    ...                                                           embedder))  # doctest: +SKIP
     """
     quantized = sorted({layer.dtype_policy.name for layer in embedder._flatten_layers()
                         if getattr(layer.dtype_policy, "quantization_mode", None)})
@@ -40,7 +42,7 @@ def write_preset(embedder, preset_dir, save):
         )
     with atomic_directory(preset_dir) as staging:
         save(str(staging))
-        for name in ("config.json", "task.json", "preprocessor.json"):
+        for name in (CONFIG_FILE, TASK_FILE, PREPROCESSOR_FILE):
             path = staging / name
             if path.exists():
                 path.write_text(json.dumps(_weights_dtypes(json.loads(path.read_text())), indent=4))

@@ -155,17 +155,10 @@ class GTRTextEmbedder(keras_hub.models.TextEmbedder):
         return load_embedder(cls, resolve_model_source(preset), load_weights, **kwargs)
 
     def save_to_preset(self, preset_dir, max_shard_size=10):
-        """keras-hub's `save_to_preset`, replacing `preset_dir` as a unit (as `gtr_keras.save` does).
+        """keras-hub's `save_to_preset`, replacing `preset_dir` as a unit (`preset_writer.write_preset`).
 
-        keras-hub writes the files one by one into the directory: killed midway,
-        it would leave a directory that loads as a mix of the old and the new
-        model. Here they are written to a staging directory that then replaces
-        `preset_dir` (other files there go with it), local or on any file system.
-        A quantized model (`quantize("int8")`) is refused, as its weights would
-        not load back. A model of a mixed precision policy (trained with `mixed_bfloat16`) is
-        recorded with its weights' dtype (float32), which keras-hub's loader
-        reads (it refuses mixed policies); load it with `dtype="bfloat16"` to
-        run in bfloat16.
+        A quantized model is refused; a mixed precision policy (`mixed_bfloat16`) is recorded as its
+        weights' dtype: load it with `dtype="bfloat16"` to run in bfloat16.
 
         Example:
         >>> embedder.save_to_preset("models/my-gtr")  # doctest: +SKIP

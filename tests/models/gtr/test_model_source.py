@@ -14,7 +14,7 @@ from gtr_keras.models.gtr.model_source import (
     KERAS_HUB,
     SENTENCE_TRANSFORMERS,
     ModelSource,
-    is_gtr_source,
+    gtr_model_source,
     resolve_model_source,
 )
 from gtr_keras.models.gtr.presets import BUNDLED_MODEL_DIR, PRESET_SOURCES
@@ -46,7 +46,7 @@ def test_each_kind_of_source_resolves_to_its_path_and_format(given, path, fmt):
 def test_every_name_of_the_table_resolves():
     for name, target in PRESET_SOURCES.items():
         assert resolve_model_source(name).path == target
-        assert is_gtr_source(name)
+        assert gtr_model_source(name) == resolve_model_source(name)
 
 
 def test_a_remote_directory_is_resolved_in_place_and_copied_only_for_the_block(tmp_path):
@@ -90,19 +90,25 @@ def test_a_caller_that_expects_a_format_gets_it_without_detection(tmp_path):
     assert resolve_model_source(st, SENTENCE_TRANSFORMERS).format == SENTENCE_TRANSFORMERS
 
 
-def test_gtr_sources_are_told_from_other_models_without_raising(tmp_path):
+def test_gtr_sources_are_told_from_other_models(tmp_path):
     (tmp_path / "bert").mkdir()
     (tmp_path / "bert" / "config.json").write_text('{"model_type": "bert"}')
     (tmp_path / "bert" / "modules.json").write_text("[]")
+    for source in (TINY_ST, LEGACY, PRESET, "hf://sentence-transformers/gtr-t5-base"):
+        assert gtr_model_source(source) == resolve_model_source(source), source
+    others = (tmp_path / "bert", tmp_path / "none", "all_minilm_l6_v2_en", "hf://sentence-transformers/all-MiniLM-L6-v2",
+              "nope://x")
+    assert [gtr_model_source(s) for s in others] == [None] * len(others)
     (tmp_path / "broken").mkdir()
     (tmp_path / "broken" / "config.json").write_text("{")
-    assert [is_gtr_source(s) for s in (TINY_ST, LEGACY, PRESET, "hf://sentence-transformers/gtr-t5-base")] == [True] * 4
-    others = (tmp_path / "bert", tmp_path / "broken", tmp_path / "none", "all_minilm_l6_v2_en",
-              "hf://sentence-transformers/all-MiniLM-L6-v2", "nope://x")
-    assert [is_gtr_source(s) for s in others] == [False] * len(others)
+    with pytest.raises(CheckpointError, match="broken/config.json: corrupt JSON"):
+        gtr_model_source(tmp_path / "broken")
 
 
-def test_a_model_source_is_a_value():
-    source = ModelSource("gtr-tiny", "gtr-tiny", ARCHITECTURE)
-    assert source == resolve_model_source("gtr-tiny") and not source.directory
-    assert resolve_model_source(PRESET).directory and not resolve_model_source("gtr_t5_base_en").directory
+def test_a_model_source_is_a_value_whose_format_is_read_once_when_deferred(tmp_path):
+    assert ModelSource("gtr-tiny", "gtr-tiny", ARCHITECTURE) == resolve_model_source("gtr-tiny")
+    deferred = resolve_model_source(PRESET, read_format=False)
+    assert deferred.format is None and resolve_model_source(deferred) == resolve_model_source(PRESET)
+    (tmp_path / "file").write_text("")
+    with pytest.raises(CheckpointError, match="file: expected a model directory, got a file"):
+        resolve_model_source(tmp_path / "file")
