@@ -24,6 +24,14 @@ from gtr_keras.models.gtr.tokenizer import DOCUMENT_LENGTH, EOS_ID, PAD_ID, QUER
 from gtr_keras.utils import files
 from gtr_keras.utils.files import atomic_directory
 
+# What a directory that `save_sentence_transformers` replaces may be: its own output, or a sentence-transformers
+# checkpoint as the Hugging Face Hub serves one.
+SENTENCE_TRANSFORMERS_DIRECTORY = files.DirectoryKind(
+    "a sentence-transformers checkpoint", ("modules.json",),
+    ("modules.json", "config.json", "config_sentence_transformers.json", "sentence_bert_config.json",
+     "model.safetensors", "pytorch_model.bin", "spiece.model", "tokenizer.json", "tokenizer_config.json",
+     "special_tokens_map.json", "[0-9]_*", "README.md", ".gitattributes"),
+)
 HUB_FILES = [
     "modules.json", "config.json", "model.safetensors", "sentence_bert_config.json", "spiece.model",
     "1_Pooling/config.json", "2_Dense/config.json", "2_Dense/model.safetensors",
@@ -232,6 +240,8 @@ def save_sentence_transformers(embedder, directory):
     inside it) to `spiece.model` with a `tokenizer_config.json` for `T5Tokenizer`. sentence-transformers
     has one token budget: the document budget (`max_seq_length`); queries there are truncated at it
     too, where GTR truncates them at `query_length` (`convert` reads it back with `--query-length`).
+    An existing `directory` must be empty or a sentence-transformers checkpoint
+    (`SENTENCE_TRANSFORMERS_DIRECTORY`), else nothing is written (`DataError` naming a file there).
 
     Example:
     >>> save_sentence_transformers(gtr_keras.load("models/gtr").model, "hf/my-gtr")  # doctest: +SKIP
@@ -287,7 +297,7 @@ def save_sentence_transformers(embedder, directory):
                                 "bias": False, "activation_function": "torch.nn.modules.linear.Identity"},
         "3_Normalize/config.json": {},
     }
-    with atomic_directory(directory) as staging:
+    with atomic_directory(directory, [SENTENCE_TRANSFORMERS_DIRECTORY]) as staging:
         for name, document in documents.items():
             (staging / name).parent.mkdir(parents=True, exist_ok=True)
             (staging / name).write_text(json.dumps(document, indent=2) + "\n", encoding="utf-8")

@@ -57,6 +57,8 @@ from gtr_keras.utils.text_files import id_field, iter_jsonl, str_field
 SHARD_PREFIX = "embeddings"
 SHARD_PATTERN = re.compile(rf"{SHARD_PREFIX}-(\d+)-of-(\d+)\.npz")
 MANIFEST = "corpus_files.json"
+BEAM_SHARDS_DIRECTORY = files.DirectoryKind("encode_corpus_with_beam's shards", (),
+                                            (MANIFEST, f"{SHARD_PREFIX}-*", f"beam-temp-{SHARD_PREFIX}-*"))
 SHARD_ARRAYS = ("ids", "files", "lines", "embeddings", "documents")
 _GLOB_CHARS = "*?["
 _MAX_EXAMPLES = 5

@@ -24,7 +24,7 @@ from gtr_keras.errors import DataError, MismatchError, UserError
 from gtr_keras.retrieval.embedding_files import EmbeddingFiles
 from gtr_keras.retrieval.readers import load_corpus
 from gtr_keras.retrieval.search_index import KINDS, SearchIndex, write_search_index
-from gtr_keras.retrieval.shards import ShardWriter
+from gtr_keras.retrieval.shards import SHARDS_DIRECTORY, ShardWriter
 from gtr_keras.utils import files
 from gtr_keras.utils.files import atomic_directory
 from gtr_keras.utils.locks import locks_output
@@ -37,11 +37,24 @@ from gtr_keras.utils.records import (
 RETRIEVER_JSON = "retriever.json"
 DOCUMENTS_FILE = "documents.jsonl.gz"
 INDEX_SUBDIR = "index"
+INDEX_DIRECTORY = files.DirectoryKind("an index directory", (RETRIEVER_JSON,),
+                                      (RETRIEVER_JSON, INDEX_SUBDIR, DOCUMENTS_FILE))
 # What determines document embeddings, in the order a mismatch is reported: settings first, as
 # they name the cause, then the fingerprint that also covers the weights and the vocabulary.
 MODEL_FIELDS = ("embedding_dim", "document_length", "query_length", "compute_dtype", "model_sha256")
 # What queries must share with the indexed documents (the token budget of queries is the searcher's choice).
 SEARCH_FIELDS = ("embedding_dim", "compute_dtype", "model_sha256")
+
+
+def check_index_outputs(index_dir):
+    """Refuses (`DataError` naming a file there) an `index_dir`, or a `work_dir_for(index_dir)`, holding
+    something else than an index or its shards: building an index replaces the first and deletes the second.
+
+    Example:
+    >>> check_index_outputs("indexes/scifact")
+    """
+    files.check_replaceable(index_dir, [INDEX_DIRECTORY])
+    files.check_replaceable(work_dir_for(index_dir), [SHARDS_DIRECTORY])
 
 
 def work_dir_for(index_dir):
@@ -85,6 +98,8 @@ def build_index(encoder, corpus, index_dir, model_dir=None, kind="auto", batch_s
             other ids, another shard size or other texts.
         UserError: an empty corpus, an unknown `kind`, a `batch_size` or
             `shard_size` that is not a positive int.
+        DataError: `index_dir` or the work directory holds files of something
+            else (`check_index_outputs`), before any encoding.
 
     Example:
     >>> build_index(gtr_keras.load("models/gtr-base"), load_corpus("scifact"), "indexes/scifact")
@@ -95,6 +110,7 @@ def build_index(encoder, corpus, index_dir, model_dir=None, kind="auto", batch_s
     check_positive_int(shard_size, "shard_size")
     if not len(corpus):
         raise UserError("the corpus is empty: nothing to index")
+    check_index_outputs(index_dir)
     texts = corpus.joined()
     metadata = index_metadata(encoder, model_dir)
     model = {field: metadata[field] for field in MODEL_FIELDS}
@@ -181,6 +197,8 @@ def write_index(index_dir, source, corpus, metadata, kind="auto"):
     Raises:
         UserError: the source and the corpus hold other ids, or `metadata`
             lacks a field of `MODEL_FIELDS`.
+        DataError: `index_dir` is a directory of something else than an index
+            (`INDEX_DIRECTORY`), naming a file there; nothing is written.
 
     Example:
     >>> write_index("indexes/scifact", ArrayRows(corpus.ids, embeddings), corpus,
@@ -192,7 +210,7 @@ def write_index(index_dir, source, corpus, metadata, kind="auto"):
     missing = [field for field in MODEL_FIELDS if field not in metadata]
     if missing:
         raise UserError(f"metadata lacks {missing}: pass index_metadata(encoder, model_dir)")
-    with atomic_directory(index_dir) as staging:  # a local directory, uploaded after for a remote index_dir
+    with atomic_directory(index_dir, [INDEX_DIRECTORY]) as staging:  # a local directory, uploaded after for a remote index_dir
         kind = write_search_index(source, os.path.join(staging, INDEX_SUBDIR), kind)
         if corpus is not None:
             with gzip.open(os.path.join(staging, DOCUMENTS_FILE), "wt", encoding="utf-8") as f:

@@ -3,19 +3,56 @@ import os
 import numpy as np
 import pytest
 
+from gtr_keras.errors import DataError
 from gtr_keras.utils import files
 from gtr_keras.utils.files import atomic_directory, atomic_file, atomic_outputs
+
+
+OLD = files.DirectoryKind("an old output", ("old.txt",), ("old.txt", "new.txt"))
 
 
 def test_atomic_directory_replaces_existing(tmp_path):
     target = tmp_path / "out"
     target.mkdir()
     (target / "old.txt").write_text("old")
-    with atomic_directory(target) as tmp:
+    with atomic_directory(target, [OLD]) as tmp:
         (tmp / "new.txt").write_text("new")
         assert not (target / "new.txt").exists()
     assert os.listdir(target) == ["new.txt"]
     assert os.listdir(tmp_path) == ["out"]
+
+
+def test_a_directory_of_another_kind_is_never_replaced_and_named_with_a_stranger_inside(tmp_path):
+    target = tmp_path / "out"
+    target.mkdir()
+    with atomic_directory(target) as tmp:  # an empty directory is replaced
+        (tmp / "old.txt").write_text("old")
+    (target / "notes.txt").write_text("mine")
+    message = f"{target}: not replaced, it holds notes.txt, which is not part of an old output"
+    for replaces in ([OLD], []):
+        with pytest.raises(DataError, match=message.replace("an old output", ".*")) as raised:
+            with atomic_directory(target, replaces) as tmp:
+                raise AssertionError("the check comes before the block")
+    assert "remove it or choose another output directory" in str(raised.value)
+    os.remove(target / "old.txt")
+    with pytest.raises(DataError, match="holds notes.txt"):  # no mark of the kind: the first entry is named
+        files.check_replaceable(target, [OLD])
+    with pytest.raises(DataError, match=message.replace("/out:", "/late:")):  # one put there meanwhile is found
+        with atomic_directory(tmp_path / "late", [OLD]) as tmp:
+            (tmp / "new.txt").write_text("new")
+            os.makedirs(tmp_path / "late")
+            (tmp_path / "late" / "notes.txt").write_text("mine")
+    assert (target / "notes.txt").read_text() == "mine" and os.listdir(tmp_path / "late") == ["notes.txt"]
+    assert sorted(os.listdir(tmp_path)) == ["late", "out"]
+
+
+def test_a_file_output_never_replaces_a_directory(tmp_path):
+    (tmp_path / "emb.npy").mkdir()
+    (tmp_path / "emb.npy" / "kept.txt").write_text("mine")
+    with pytest.raises(DataError, match=r"emb.npy: is a directory, expected a file \(it is not replaced\)"):
+        with atomic_file(tmp_path / "emb.npy") as f:
+            f.write(b"data")
+    assert os.listdir(tmp_path / "emb.npy") == ["kept.txt"] and os.listdir(tmp_path) == ["emb.npy"]
 
 
 def test_atomic_directory_keeps_old_on_error(tmp_path):
@@ -23,7 +60,7 @@ def test_atomic_directory_keeps_old_on_error(tmp_path):
     target.mkdir()
     (target / "old.txt").write_text("old")
     with pytest.raises(RuntimeError, match="boom"):
-        with atomic_directory(target) as tmp:
+        with atomic_directory(target, [OLD]) as tmp:
             (tmp / "new.txt").write_text("half")
             raise RuntimeError("boom")
     assert (target / "old.txt").read_text() == "old"
