@@ -226,3 +226,44 @@ def test_an_output_at_the_root_of_another_file_system_leaves_no_local_folder(tmp
         f.write(b"x")
     assert list(tmp_path.iterdir()) == []  # no "ram:" folder made for the parent "ram:/"
     assert gtr_keras.load("ram://saved-at-the-root").encode_queries(["a"]).shape == (1, 64)
+
+
+def test_the_temporary_directory_of_a_killed_run_is_removed_by_the_next_and_one_in_use_never(tmp_path, monkeypatch):
+    import signal
+    import subprocess
+    import sys
+    import tempfile
+    import time
+
+    from gtr_keras.utils import locks
+
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(scratch))
+    holder = ("import sys, time\nfrom gtr_keras.utils import files\n"
+              "with files.temporary_directory('gtr-keras-staging-') as d:\n"
+              "    open(d + '/staged', 'w').write('x')\n    print(d, flush=True)\n    time.sleep(120)\n")
+    env = {**os.environ, "TMPDIR": str(scratch), "PYTHONPATH": os.pathsep.join(sys.path)}
+    children = [subprocess.Popen([sys.executable, "-c", holder], env=env, stdout=subprocess.PIPE, text=True)
+                for _ in range(2)]
+    try:
+        deadline = time.monotonic() + 60
+        while len(list(scratch.glob("gtr-keras-staging-*/staged"))) < 2:
+            assert time.monotonic() < deadline and all(child.poll() is None for child in children)
+            time.sleep(0.05)
+        killed, alive = (child.stdout.readline().strip() for child in children)
+        children[0].send_signal(signal.SIGKILL)
+        children[0].wait(timeout=30)
+        assert os.path.exists(f"{killed}/staged")
+        with locks.output_lock(tmp_path / "out"):  # the next run of a command writing an output
+            assert not os.path.exists(killed) and not os.path.exists(f"{killed}.owner")
+            assert os.path.exists(f"{alive}/staged") and os.path.exists(f"{alive}.owner")
+    finally:
+        for child in children:
+            child.kill()
+            child.wait(timeout=30)
+    with files.temporary_directory("gtr-keras-staging-") as mine:
+        assert sorted(os.listdir(scratch)) == [os.path.basename(mine), os.path.basename(mine) + ".owner"]
+    with atomic_file(tmp_path / "local.txt") as f:  # a local output stages beside its target, not here
+        f.write(b"x")
+        assert os.listdir(scratch) == []
