@@ -42,8 +42,8 @@ def resolve_source(source, cache_dir=None):
     """A local checkpoint directory for `source`: a path, or a Hugging Face Hub repo id.
 
     Hub ids (e.g. `sentence-transformers/gtr-t5-base`) are downloaded with
-    `huggingface_hub`; without network access this fails with a message saying
-    how to bring the files by hand.
+    `huggingface_hub`; without network access (or the files in its cache) this
+    fails with a message saying that the checkpoint must be downloaded, and how.
     """
     if source.startswith(HF_PREFIX):
         source = source[len(HF_PREFIX):]
@@ -62,9 +62,10 @@ def resolve_source(source, cache_dir=None):
         )
     except Exception as error:
         raise CheckpointError(
-            f"could not download {source!r} from the Hugging Face Hub ({type(error).__name__}: {error}). "
-            "If this machine is offline, download the repository elsewhere (e.g. `huggingface-cli download "
-            f"{source}`) and pass its directory instead."
+            f"could not download {source!r} from the Hugging Face Hub ({type(error).__name__}: {error}). The "
+            f"checkpoint must be downloaded first: if this machine is offline, run `hf download {source} --local-dir "
+            "DIR` on one that is online (`huggingface-cli download` before huggingface_hub 0.34), bring DIR here "
+            "and pass DIR instead"
         ) from error
 
 

@@ -7,7 +7,7 @@ import os
 import pytest
 
 from gtr_keras.cli.main import main
-from tests.conftest import FIXTURES, TINY_ST
+from conftest import FIXTURES, TINY_ST
 
 
 def _users_folder(path):
