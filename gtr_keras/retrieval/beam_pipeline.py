@@ -32,7 +32,6 @@ import io
 import json
 import os
 import re
-import tempfile
 
 import apache_beam as beam
 import numpy as np
@@ -147,7 +146,7 @@ def _local_model_dir(model_dir):
     if FileSystems.get_scheme(model_dir) is None:
         yield model_dir
         return
-    with tempfile.TemporaryDirectory(prefix="gtr-keras-model-") as local:
+    with files.temporary_directory("gtr-keras-model-") as local:
         patterns = [FileSystems.join(model_dir, "*"), FileSystems.join(model_dir, "assets", "*", "*")]
         for match in FileSystems.match(patterns):
             for metadata in match.metadata_list:

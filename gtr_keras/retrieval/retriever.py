@@ -210,7 +210,8 @@ def write_index(index_dir, source, corpus, metadata, kind="auto"):
     missing = [field for field in MODEL_FIELDS if field not in metadata]
     if missing:
         raise UserError(f"metadata lacks {missing}: pass index_metadata(encoder, model_dir)")
-    with atomic_directory(index_dir, [INDEX_DIRECTORY]) as staging:  # a local directory, uploaded after for a remote index_dir
+    # A local directory, uploaded after for a remote index_dir.
+    with atomic_directory(index_dir, [INDEX_DIRECTORY]) as staging:
         kind = write_search_index(source, os.path.join(staging, INDEX_SUBDIR), kind)
         if corpus is not None:
             with gzip.open(os.path.join(staging, DOCUMENTS_FILE), "wt", encoding="utf-8") as f:

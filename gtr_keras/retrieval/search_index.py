@@ -12,7 +12,6 @@ index are those of `index_format`.
 
 import functools
 import os
-import tempfile
 
 import numpy as np
 
@@ -161,7 +160,7 @@ class SearchIndex:
         kind, params = _resolve(kind, params, source.num_rows)
         searcher = None
         if kind == "scann":
-            with tempfile.TemporaryDirectory(prefix="gtr-keras-scann-") as scratch:
+            with files.temporary_directory("gtr-keras-scann-") as scratch:
                 build_scann(source, params, scratch)
                 searcher = load_scann(scratch)
         self._set(source.ids, kind, params, source.dims, source.embeddings if kind == "exact" else None, searcher)

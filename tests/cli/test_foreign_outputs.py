@@ -5,9 +5,9 @@ import json
 import os
 
 import pytest
+from conftest import FIXTURES, TINY_ST
 
 from gtr_keras.cli.main import main
-from conftest import FIXTURES, TINY_ST
 
 
 def _users_folder(path):
