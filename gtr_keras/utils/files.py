@@ -513,9 +513,9 @@ def atomic_outputs(*targets, replaces=None):
 
     What a target may replace is checked when the block starts and again
     before anything is replaced (`DataError`s, nothing replaced): a file
-    replaces a file, never a directory; a directory replaces an empty
-    directory, or one of the `DirectoryKind`s that `replaces` names for it
-    (`check_replaceable`).
+    replaces a file, never a directory; a directory never replaces a file,
+    and replaces an empty directory, or one of the `DirectoryKind`s that
+    `replaces` names for it (`check_replaceable`).
 
     On a local file system, the staging path is a sibling named
     `.<name>.tmp-*`; it is flushed to disk and renamed over its target, an
@@ -571,6 +571,8 @@ def atomic_outputs(*targets, replaces=None):
             if missing:
                 raise RuntimeError(f"nothing was written for {', '.join(missing)}")
             for staged, target, kinds in zip(staging, targets, replaces):
+                if os.path.isdir(staged) and isfile(target):
+                    raise DataError(f"{target}: exists and is not a directory (it is not replaced)")
                 if os.path.isdir(staged):
                     check_replaceable(target, kinds)
                 elif isdir(target):

@@ -46,13 +46,18 @@ def test_a_directory_of_another_kind_is_never_replaced_and_named_with_a_stranger
     assert sorted(os.listdir(tmp_path)) == ["late", "out"]
 
 
-def test_a_file_output_never_replaces_a_directory(tmp_path):
+def test_a_file_output_never_replaces_a_directory_nor_a_directory_a_file(tmp_path):
     (tmp_path / "emb.npy").mkdir()
     (tmp_path / "emb.npy" / "kept.txt").write_text("mine")
     with pytest.raises(DataError, match=r"emb.npy: is a directory, expected a file \(it is not replaced\)"):
         with atomic_file(tmp_path / "emb.npy") as f:
             f.write(b"data")
     assert os.listdir(tmp_path / "emb.npy") == ["kept.txt"] and os.listdir(tmp_path) == ["emb.npy"]
+    (tmp_path / "index").write_text("mine")
+    with pytest.raises(DataError, match=r"index: exists and is not a directory \(it is not replaced\)"):
+        with atomic_outputs(tmp_path / "index") as (staged,):
+            staged.mkdir()
+    assert (tmp_path / "index").read_text() == "mine"
 
 
 def test_atomic_directory_keeps_old_on_error(tmp_path):
@@ -203,6 +208,21 @@ def test_outputs_on_ram_filesystem_replace_together_and_survive_a_failure():
         np.testing.assert_array_equal(np.load(f), np.arange(3))
     with files.local_copy(f"{root}/index") as local:
         assert open(os.path.join(local, "sub", "ids.txt")).read() == "a\n"
+
+
+def test_a_directory_on_another_file_system_is_replaced_only_when_of_the_kind_written():
+    root = "ram://test_files/kinds"
+    with atomic_directory(f"{root}/out") as staging:
+        (staging / "old.txt").write_text("old")
+    with atomic_directory(f"{root}/out", [OLD]) as staging:
+        (staging / "new.txt").write_text("new")
+    assert files.listdir(f"{root}/out") == ["new.txt"]
+    with files.open(f"{root}/out/notes.txt", "wb") as f:
+        f.write(b"mine")
+    with pytest.raises(DataError, match=f"{root}/out: not replaced, it holds notes.txt"):
+        with atomic_directory(f"{root}/out", [OLD]):
+            raise AssertionError("the check comes before the block")
+    assert files.read_bytes(f"{root}/out/notes.txt") == b"mine"
 
 
 def test_unknown_scheme_and_missing_file_are_data_errors_naming_the_path():
