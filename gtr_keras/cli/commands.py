@@ -97,7 +97,7 @@ def encode(args):
 def index(args):
     from gtr_keras.retrieval.retriever import check_index_outputs
 
-    check_index_outputs(args.out)
+    check_index_outputs(args.out, work_dir=not (args.embeddings or args.runner))  # the Beam one: below
     kind = "exact" if args.exact else "auto"
     if args.embeddings:
         from gtr_keras.retrieval.embedding_files import EmbeddingFiles

@@ -46,15 +46,17 @@ MODEL_FIELDS = ("embedding_dim", "document_length", "query_length", "compute_dty
 SEARCH_FIELDS = ("embedding_dim", "compute_dtype", "model_sha256")
 
 
-def check_index_outputs(index_dir):
-    """Refuses (`DataError` naming a file there) an `index_dir`, or a `work_dir_for(index_dir)`, holding
-    something else than an index or its shards: building an index replaces the first and deletes the second.
+def check_index_outputs(index_dir, work_dir=True):
+    """Refuses (`DataError` naming a file there) an `index_dir`, or (`work_dir`) a `work_dir_for(index_dir)`,
+    holding something else than an index or its shards: writing an index replaces the first, and
+    `build_index` deletes the second once done.
 
     Example:
     >>> check_index_outputs("indexes/scifact")
     """
     files.check_replaceable(index_dir, [INDEX_DIRECTORY])
-    files.check_replaceable(work_dir_for(index_dir), [SHARDS_DIRECTORY])
+    if work_dir:
+        files.check_replaceable(work_dir_for(index_dir), [SHARDS_DIRECTORY])
 
 
 def work_dir_for(index_dir):

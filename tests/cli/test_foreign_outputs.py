@@ -71,7 +71,10 @@ def test_index_keeps_a_users_folder_at_out_and_at_its_work_directory(tmp_path, t
     work = _users_folder(tmp_path / "other.partial")
     _refused(capsys, work, ["index", "--model", tiny_model_dir, "--corpus", str(corpus), "--out",
                             str(tmp_path / "other")])
-    assert not (tmp_path / "other").exists()
+    beam = _users_folder(tmp_path / "third.partial-beam")
+    _refused(capsys, beam, ["index", "--model", tiny_model_dir, "--corpus", str(corpus), "--runner", "DirectRunner",
+                            "--out", str(tmp_path / "third")])
+    assert not (tmp_path / "other").exists() and not (tmp_path / "third").exists()
 
 
 def test_export_keeps_a_users_folder_at_a_version_directory(tmp_path, tiny_model_dir, capsys, no_model_loads):
