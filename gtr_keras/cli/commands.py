@@ -15,6 +15,7 @@ import sys
 import numpy as np
 
 from gtr_keras.errors import DataError
+from gtr_keras.utils import files
 from gtr_keras.utils.files import atomic_file, atomic_outputs
 from gtr_keras.utils.locks import locks_output
 
@@ -34,9 +35,14 @@ def _encoder(args):
 
 @locks_output("args.out_dir")
 def convert(args):
+    from gtr_keras.convert.sentence_transformers import SENTENCE_TRANSFORMERS_DIRECTORY
+    from gtr_keras.models.gtr.model_directory import MODEL_DIRECTORIES
     from gtr_keras.models.gtr.saving import convert_sentence_transformers, load, save
 
-    if args.to == "sentence-transformers":
+    to_sentence_transformers = args.to == "sentence-transformers"
+    files.check_replaceable(args.out_dir, [SENTENCE_TRANSFORMERS_DIRECTORY] if to_sentence_transformers
+                            else MODEL_DIRECTORIES)
+    if to_sentence_transformers:
         embedder = load(args.source).model
         save(embedder, args.out_dir, format="sentence-transformers")
         print(f"wrote {args.out_dir} (sentence-transformers; queries there are truncated at "
@@ -53,8 +59,10 @@ def convert(args):
 
 @locks_output("args.out_dir")
 def migrate(args):
+    from gtr_keras.models.gtr.model_directory import MODEL_DIRECTORIES
     from gtr_keras.models.gtr.saving import migrate as migrate_directory
 
+    files.check_replaceable(args.out_dir, MODEL_DIRECTORIES)
     migrate_directory(args.source, args.out_dir)
     print(f"wrote {args.out_dir} (keras-hub preset directory)")
 
@@ -64,7 +72,6 @@ def encode(args):
     from gtr_keras.retrieval.embedding_files import ids_path_for, model_path_for
     from gtr_keras.retrieval.readers import read_texts
     from gtr_keras.retrieval.retriever import index_metadata
-    from gtr_keras.utils import files
 
     ids_path, record_path = ids_path_for(args.output), model_path_for(args.output)
     for path in (ids_path, record_path):
@@ -88,6 +95,9 @@ def encode(args):
 
 @locks_output("args.out")  # before the corpus and the model load: a second run is refused at once
 def index(args):
+    from gtr_keras.retrieval.retriever import check_index_outputs
+
+    check_index_outputs(args.out, work_dir=not (args.embeddings or args.runner))  # the Beam one: below
     kind = "exact" if args.exact else "auto"
     if args.embeddings:
         from gtr_keras.retrieval.embedding_files import EmbeddingFiles
@@ -100,7 +110,6 @@ def index(args):
     else:
         from gtr_keras.retrieval.readers import load_corpus
         from gtr_keras.retrieval.retriever import build_index
-        from gtr_keras.utils import files
 
         if any(char in args.corpus for char in "*?[") and not files.exists(args.corpus):
             raise DataError(f"{args.corpus}: a glob of corpus files needs --runner (e.g. --runner DirectRunner)")
@@ -121,10 +130,11 @@ def _index_with_beam(args, kind):
     the index is assembled from those shards (`corpus_from_shards`). Every run
     starts the pipeline afresh (runners retry failed work themselves), so no
     embedding of other texts or of another model is ever reused: the shard
-    directory `OUT.partial-beam` is deleted before the pipeline starts, and
-    again once the index is written (a failed run leaves it for inspection).
+    directory `OUT.partial-beam` is deleted before the pipeline starts (refused if it holds anything else
+    than such shards), and again once the index is written (a failed run leaves it for inspection).
     """
     from gtr_keras.retrieval.beam_pipeline import (
+        BEAM_SHARDS_DIRECTORY,
         beam_pipeline_args,
         corpus_files,
         corpus_from_shards,
@@ -132,12 +142,12 @@ def _index_with_beam(args, kind):
     )
     from gtr_keras.retrieval.retriever import index_metadata, work_dir_for, write_index
     from gtr_keras.retrieval.search_index import ArrayRows
-    from gtr_keras.utils import files
 
     corpus_files(args.corpus)
     pipeline_args = beam_pipeline_args(args.beam_option)
-    metadata = index_metadata(_encoder(args), args.model)
     shard_dir = work_dir_for(args.out) + "-beam"
+    files.check_replaceable(shard_dir, [BEAM_SHARDS_DIRECTORY])
+    metadata = index_metadata(_encoder(args), args.model)
     files.remove(shard_dir)
     encode_corpus_with_beam(
         os.fspath(args.model), args.corpus, shard_dir, runner=args.runner, batch_size=args.batch_size,
@@ -246,8 +256,9 @@ def demo(args):
 
 @locks_output("args.out")  # before the model loads
 def export(args):
-    from gtr_keras.serving.export import export_all
+    from gtr_keras.serving.export import check_export_outputs, export_all
 
+    check_export_outputs(args.out, args.version, ["encoder", "searcher"] if args.index else ["encoder"])
     written = export_all(_encoder(args), args.out, args.index, args.searcher, args.version, args.k)
     print("\n".join(f"wrote {path}" for path in written.values()))
 
@@ -263,10 +274,21 @@ def config_from_args(args, config_class=None):
     return load_config(args.config, overrides, config_class or TrainConfig)
 
 
+def _check_run_outputs(config):
+    """Refuses, before the run starts, an output directory whose `model` or `best_model` would replace a
+    directory of something else."""
+    from gtr_keras.models.gtr.model_directory import MODEL_DIRECTORIES
+    from gtr_keras.training.callbacks import BEST_MODEL, BEST_MODEL_DIRECTORY
+
+    files.check_replaceable(os.path.join(config.output_dir, "model"), MODEL_DIRECTORIES)
+    files.check_replaceable(os.path.join(config.output_dir, BEST_MODEL), [BEST_MODEL_DIRECTORY])
+
+
 def train(args):
     from gtr_keras.training.loop import train as run_training
 
     config = config_from_args(args)
+    _check_run_outputs(config)
     run_training(config)
     _say_where(config, "trained")
 
@@ -279,6 +301,7 @@ def distill(args):
     from gtr_keras.training.teachers import check_teacher_source
 
     config = config_from_args(args, DistillConfig)
+    _check_run_outputs(config)
     check_teacher_source(config.teacher)
     if config.init not in PRESETS:
         resolve_model_source(config.init, read_format=False)

@@ -15,9 +15,9 @@ import tensorflow as tf
 from gtr_keras.models.gtr.presets import ASSETS_DIR, BUNDLED_MODEL_DIR
 from gtr_keras.models.gtr.saving import load
 from gtr_keras.retrieval.evaluation import evaluate_run, format_table
-from gtr_keras.retrieval.retriever import Retriever, build_index
+from gtr_keras.retrieval.retriever import Retriever, build_index, check_index_outputs
 from gtr_keras.retrieval.runs import bm25_run, gtr_run, load_dataset
-from gtr_keras.serving.export import export_encoder, export_searcher, load_export
+from gtr_keras.serving.export import check_export_outputs, export_encoder, export_searcher, load_export
 
 DEMO_MODEL = BUNDLED_MODEL_DIR
 DEMO_DATASET = os.path.join(ASSETS_DIR, "cranfield")
@@ -25,7 +25,8 @@ EXAMPLE_QUERIES = ("1", "23", "157")
 
 
 def run_demo(out_dir="gtr-demo", model_dir=DEMO_MODEL, dataset=DEMO_DATASET, k=3):
-    """Runs the demo, writing the index and exports under `out_dir`.
+    """Runs the demo, writing the index and exports under `out_dir` (`out_dir/index`,
+    `out_dir/export/{encoder,searcher}/1`; checked first to be missing or earlier outputs of the demo).
 
     Returns:
         `{"gtr": metrics, "bm25": metrics}` of the evaluation.
@@ -34,12 +35,14 @@ def run_demo(out_dir="gtr-demo", model_dir=DEMO_MODEL, dataset=DEMO_DATASET, k=3
     >>> run_demo("/tmp/gtr-demo")  # doctest: +SKIP
     """
     start = time.perf_counter()
+    index_dir, export_dir = os.path.join(out_dir, "index"), os.path.join(out_dir, "export")
+    check_index_outputs(index_dir)
+    check_export_outputs(export_dir)
     encoder = load(model_dir)
     corpus, queries, qrels, report = load_dataset(dataset)
     print(f"model: {model_dir} ({encoder.model.count_params():,} parameters, D={encoder.embedding_dim})")
     print(f"collection: {dataset}: {len(corpus)} documents, {len(queries)} judged queries ({report})\n")
 
-    index_dir = os.path.join(out_dir, "index")
     index = build_index(encoder, corpus, index_dir, model_dir=model_dir, progress=True)
     retriever = Retriever.load(index_dir, encoder)
     print(f"indexed into {index_dir} ({index.kind} search)\n")
@@ -60,7 +63,6 @@ def run_demo(out_dir="gtr-demo", model_dir=DEMO_MODEL, dataset=DEMO_DATASET, k=3
           f"(pytrec_eval; GTR by {search}):")
     print(format_table([("GTR (this model)", metrics["gtr"]), ("BM25 (bm25s)", metrics["bm25"])]) + "\n")
 
-    export_dir = os.path.join(out_dir, "export")
     export_encoder(encoder, export_dir)
     searcher_dir = export_searcher(encoder, index_dir, export_dir, searcher="brute-force", k=k)
     answer = load_export(searcher_dir).signatures["serving_default"](queries=tf.constant([queries[examples[0]]]))

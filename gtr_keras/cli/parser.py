@@ -107,7 +107,8 @@ def build_parser():
                 "reads a model directory and writes the sentence-transformers layout.")
     p.add_argument("source", help="checkpoint directory or Hugging Face repo id, e.g. "
                                   "sentence-transformers/gtr-t5-base; with --to sentence-transformers, " + MODEL_HELP)
-    p.add_argument("out_dir", type=output_dir, help="directory to write (replaced if it exists)")
+    p.add_argument("out_dir", type=output_dir,
+                   help="directory to write (replaces only an empty one or one of the kind written)")
     p.add_argument("--to", choices=["gtr-keras", "sentence-transformers"], default="gtr-keras",
                    help="what to write: a gtr-keras model directory, or the sentence-transformers layout "
                         "(SentenceTransformer(OUT_DIR) loads it)")
@@ -115,7 +116,8 @@ def build_parser():
 
     p = command("migrate", "rewrite a model directory of the first format as a keras-hub preset")
     p.add_argument("source", type=input_dir, help="model directory with config.json {\"format\": \"gtr-keras\"}")
-    p.add_argument("out_dir", type=output_dir, help="model directory to write (replaced if it exists)")
+    p.add_argument("out_dir", type=output_dir,
+                   help="model directory to write (replaces only an empty one or a model directory)")
 
     p = command("encode", "embed texts from a .txt, corpus.jsonl[.gz] or queries.jsonl file",
                 "Embeds every text of the input and writes OUTPUT (.npy, float32 [N, D]), OUTPUT.ids.txt "
@@ -144,7 +146,8 @@ def build_parser():
     p.add_argument("--embeddings", type=embedding_source, metavar="GLOB",
                    help="precomputed embedding shards instead of --corpus, e.g. 'emb/part-*.npy' (quote the glob), "
                         "in file-name order (default: none)")
-    p.add_argument("--out", required=True, type=output_dir, help="index directory to write (replaced if it exists)")
+    p.add_argument("--out", required=True, type=output_dir,
+                   help="index directory to write (replaces only an empty one or an index)")
     p.add_argument("--exact", action="store_true", help="exact brute-force search even for large corpora")
     add_batch_size(p, "documents")
     p.add_argument("--shard-size", type=at_least_one, default=2048, help="documents per resumable shard")

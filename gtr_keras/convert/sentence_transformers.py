@@ -24,6 +24,14 @@ from gtr_keras.models.gtr.tokenizer import DOCUMENT_LENGTH, EOS_ID, PAD_ID, QUER
 from gtr_keras.utils import files
 from gtr_keras.utils.files import atomic_directory
 
+# What a directory that `save_sentence_transformers` replaces may be: its own output, or a sentence-transformers
+# checkpoint as the Hugging Face Hub serves one.
+SENTENCE_TRANSFORMERS_DIRECTORY = files.DirectoryKind(
+    "a sentence-transformers checkpoint", ("modules.json",),
+    ("modules.json", "config.json", "config_sentence_transformers.json", "sentence_bert_config.json",
+     "model.safetensors", "pytorch_model.bin", "spiece.model", "tokenizer.json", "tokenizer_config.json",
+     "special_tokens_map.json", "[0-9]_*", "README.md", ".gitattributes"),
+)
 HUB_FILES = [
     "modules.json", "config.json", "model.safetensors", "sentence_bert_config.json", "spiece.model",
     "1_Pooling/config.json", "2_Dense/config.json", "2_Dense/model.safetensors",
@@ -34,8 +42,8 @@ def resolve_source(source, cache_dir=None):
     """A local checkpoint directory for `source`: a path, or a Hugging Face Hub repo id.
 
     Hub ids (e.g. `sentence-transformers/gtr-t5-base`) are downloaded with
-    `huggingface_hub`; without network access this fails with a message saying
-    how to bring the files by hand.
+    `huggingface_hub`; without network access (or the files in its cache) this
+    fails with a message saying that the checkpoint must be downloaded, and how.
     """
     if source.startswith(HF_PREFIX):
         source = source[len(HF_PREFIX):]
@@ -54,9 +62,10 @@ def resolve_source(source, cache_dir=None):
         )
     except Exception as error:
         raise CheckpointError(
-            f"could not download {source!r} from the Hugging Face Hub ({type(error).__name__}: {error}). "
-            "If this machine is offline, download the repository elsewhere (e.g. `huggingface-cli download "
-            f"{source}`) and pass its directory instead."
+            f"could not download {source!r} from the Hugging Face Hub ({type(error).__name__}: {error}). The "
+            f"checkpoint must be downloaded first: if this machine is offline, run `hf download {source} --local-dir "
+            "DIR` on one that is online (`huggingface-cli download` before huggingface_hub 0.34), bring DIR here "
+            "and pass DIR instead"
         ) from error
 
 
@@ -232,6 +241,8 @@ def save_sentence_transformers(embedder, directory):
     inside it) to `spiece.model` with a `tokenizer_config.json` for `T5Tokenizer`. sentence-transformers
     has one token budget: the document budget (`max_seq_length`); queries there are truncated at it
     too, where GTR truncates them at `query_length` (`convert` reads it back with `--query-length`).
+    An existing `directory` must be empty or a sentence-transformers checkpoint
+    (`SENTENCE_TRANSFORMERS_DIRECTORY`), else nothing is written (`DataError` naming a file there).
 
     Example:
     >>> save_sentence_transformers(gtr_keras.load("models/gtr").model, "hf/my-gtr")  # doctest: +SKIP
@@ -287,7 +298,7 @@ def save_sentence_transformers(embedder, directory):
                                 "bias": False, "activation_function": "torch.nn.modules.linear.Identity"},
         "3_Normalize/config.json": {},
     }
-    with atomic_directory(directory) as staging:
+    with atomic_directory(directory, [SENTENCE_TRANSFORMERS_DIRECTORY]) as staging:
         for name, document in documents.items():
             (staging / name).parent.mkdir(parents=True, exist_ok=True)
             (staging / name).write_text(json.dumps(document, indent=2) + "\n", encoding="utf-8")

@@ -32,7 +32,6 @@ import io
 import json
 import os
 import re
-import tempfile
 
 import apache_beam as beam
 import numpy as np
@@ -57,6 +56,8 @@ from gtr_keras.utils.text_files import id_field, iter_jsonl, str_field
 SHARD_PREFIX = "embeddings"
 SHARD_PATTERN = re.compile(rf"{SHARD_PREFIX}-(\d+)-of-(\d+)\.npz")
 MANIFEST = "corpus_files.json"
+BEAM_SHARDS_DIRECTORY = files.DirectoryKind("encode_corpus_with_beam's shards", (),
+                                            (MANIFEST, f"{SHARD_PREFIX}-*", f"beam-temp-{SHARD_PREFIX}-*"))
 SHARD_ARRAYS = ("ids", "files", "lines", "embeddings", "documents")
 _GLOB_CHARS = "*?["
 _MAX_EXAMPLES = 5
@@ -145,7 +146,7 @@ def _local_model_dir(model_dir):
     if FileSystems.get_scheme(model_dir) is None:
         yield model_dir
         return
-    with tempfile.TemporaryDirectory(prefix="gtr-keras-model-") as local:
+    with files.temporary_directory("gtr-keras-model-") as local:
         patterns = [FileSystems.join(model_dir, "*"), FileSystems.join(model_dir, "assets", "*", "*")]
         for match in FileSystems.match(patterns):
             for metadata in match.metadata_list:

@@ -24,6 +24,8 @@ INDEX_JSON = "index.json"
 IDS_TXT = "ids.txt"
 EMBEDDINGS_NPY = "embeddings.npy"
 SCANN_DIR = "scann"
+SEARCH_INDEX_DIRECTORY = files.DirectoryKind("a search index", (INDEX_JSON, IDS_TXT),
+                                             (INDEX_JSON, IDS_TXT, EMBEDDINGS_NPY, SCANN_DIR))
 # ScaNN's arrays with a row per indexed point (the others are the same whatever the points).
 SCANN_PER_POINT = ("datapoint_to_token.npy", "hashed_dataset.npy", "int8_dataset.npy")
 REMEDY = "rebuild the index"

@@ -26,7 +26,7 @@ from gtr_keras.errors import DataError, MismatchError, UserError
 from gtr_keras.retrieval.embedding_files import EmbeddingFiles
 from gtr_keras.retrieval.readers import load_corpus
 from gtr_keras.retrieval.search_index import KINDS, SearchIndex, write_search_index
-from gtr_keras.retrieval.shards import ShardWriter
+from gtr_keras.retrieval.shards import SHARDS_DIRECTORY, ShardWriter
 from gtr_keras.utils import files
 from gtr_keras.utils.files import atomic_directory
 from gtr_keras.utils.locks import locks_output
@@ -39,6 +39,8 @@ from gtr_keras.utils.records import (
 RETRIEVER_JSON = "retriever.json"
 DOCUMENTS_FILE = "documents.jsonl.gz"
 INDEX_SUBDIR = "index"
+INDEX_DIRECTORY = files.DirectoryKind("an index directory", (RETRIEVER_JSON,),
+                                      (RETRIEVER_JSON, INDEX_SUBDIR, DOCUMENTS_FILE))
 # What determines document embeddings, in the order a mismatch is reported: settings first, as
 # they name the cause, then the fingerprint that also covers the weights and the vocabulary.
 MODEL_FIELDS = ("embedding_dim", "document_length", "query_length", "compute_dtype", "model_sha256")
@@ -47,6 +49,19 @@ SEARCH_FIELDS = ("embedding_dim", "compute_dtype", "model_sha256")
 # Recorded for a model in bfloat16: its fingerprint with every weight in bfloat16, which the model in float32
 # also has, rounded so (`fingerprint.fingerprint(..., in_bfloat16=True)`).
 BFLOAT16_SHA256 = "bfloat16_sha256"
+
+
+def check_index_outputs(index_dir, work_dir=True):
+    """Refuses (`DataError` naming a file there) an `index_dir`, or (`work_dir`) a `work_dir_for(index_dir)`,
+    holding something else than an index or its shards: writing an index replaces the first, and
+    `build_index` deletes the second once done.
+
+    Example:
+    >>> check_index_outputs("indexes/scifact")
+    """
+    files.check_replaceable(index_dir, [INDEX_DIRECTORY])
+    if work_dir:
+        files.check_replaceable(work_dir_for(index_dir), [SHARDS_DIRECTORY])
 
 
 def work_dir_for(index_dir):
@@ -90,6 +105,8 @@ def build_index(encoder, corpus, index_dir, model_dir=None, kind="auto", batch_s
             other ids, another shard size or other texts.
         UserError: an empty corpus, an unknown `kind`, a `batch_size` or
             `shard_size` that is not a positive int.
+        DataError: `index_dir` or the work directory holds files of something
+            else (`check_index_outputs`), before any encoding.
 
     Example:
     >>> build_index(gtr_keras.load("models/gtr-base"), load_corpus("scifact"), "indexes/scifact")
@@ -100,6 +117,7 @@ def build_index(encoder, corpus, index_dir, model_dir=None, kind="auto", batch_s
     check_positive_int(shard_size, "shard_size")
     if not len(corpus):
         raise UserError("the corpus is empty: nothing to index")
+    check_index_outputs(index_dir)
     texts = corpus.joined()
     metadata = index_metadata(encoder, model_dir)
     model = {field: metadata[field] for field in MODEL_FIELDS}
@@ -197,6 +215,8 @@ def write_index(index_dir, source, corpus, metadata, kind="auto"):
     Raises:
         UserError: the source and the corpus hold other ids, or `metadata`
             lacks a field of `MODEL_FIELDS`.
+        DataError: `index_dir` is a directory of something else than an index
+            (`INDEX_DIRECTORY`), naming a file there; nothing is written.
 
     Example:
     >>> write_index("indexes/scifact", ArrayRows(corpus.ids, embeddings), corpus,
@@ -208,7 +228,8 @@ def write_index(index_dir, source, corpus, metadata, kind="auto"):
     missing = [field for field in MODEL_FIELDS if field not in metadata]
     if missing:
         raise UserError(f"metadata lacks {missing}: pass index_metadata(encoder, model_dir)")
-    with atomic_directory(index_dir) as staging:  # a local directory, uploaded after for a remote index_dir
+    # A local directory, uploaded after for a remote index_dir.
+    with atomic_directory(index_dir, [INDEX_DIRECTORY]) as staging:
         kind = write_search_index(source, os.path.join(staging, INDEX_SUBDIR), kind)
         if corpus is not None:
             with gzip.open(os.path.join(staging, DOCUMENTS_FILE), "wt", encoding="utf-8") as f:
@@ -225,7 +246,9 @@ def index_metadata(encoder, model_dir):
     Args:
         encoder: the `Encoder` that encodes the documents.
         model_dir: its model directory (recorded as an absolute path, or as
-            given for one on another file system such as `gs://...`), or None.
+            given for one on another file system such as `gs://...`), a
+            `ModelSource` or a model's name (recorded as the directory or id
+            it stands for: `gtr-small-distilled` as the bundled directory), or None.
 
     Returns:
         A JSON-serialisable dict: `model_dir` and the `MODEL_FIELDS`, among
@@ -236,8 +259,12 @@ def index_metadata(encoder, model_dir):
     768
     """
     from gtr_keras.models.gtr.fingerprint import fingerprint  # Keras: not needed to index embeddings alone
+    from gtr_keras.models.gtr.model_source import resolve_model_source
+    from gtr_keras.models.gtr.presets import PRESET_SOURCES, PRESETS
 
-    if model_dir and files.is_local(model_dir):
+    if model_dir and os.fspath(model_dir) in PRESET_SOURCES.keys() | PRESETS.keys():
+        model_dir = resolve_model_source(model_dir)
+    if model_dir and getattr(model_dir, "directory", True) and files.is_local(model_dir):
         model_dir = os.path.abspath(os.fspath(model_dir).removeprefix("file://"))
     metadata = {"model_dir": os.fspath(model_dir) if model_dir else None,
                 "embedding_dim": encoder.embedding_dim, "document_length": encoder.document_length,

@@ -12,7 +12,6 @@ index are those of `index_format`.
 
 import functools
 import os
-import tempfile
 
 import numpy as np
 
@@ -22,6 +21,7 @@ from gtr_keras.retrieval.index_format import (
     EMBEDDINGS_NPY,
     IDS_TXT,
     SCANN_DIR,
+    SEARCH_INDEX_DIRECTORY,
     Ids,
     check_embeddings,
     check_ids,
@@ -110,7 +110,7 @@ def write_search_index(source, directory, kind="auto", params=None):
     """
     kind, params = _resolve(kind, params, source.num_rows)
     ids = check_ids(source.ids)
-    with atomic_directory(directory) as tmp:
+    with atomic_directory(directory, [SEARCH_INDEX_DIRECTORY]) as tmp:
         if kind == "scann":
             os.mkdir(tmp / SCANN_DIR)
             build_scann(source, params, tmp / SCANN_DIR)
@@ -160,7 +160,7 @@ class SearchIndex:
         kind, params = _resolve(kind, params, source.num_rows)
         searcher = None
         if kind == "scann":
-            with tempfile.TemporaryDirectory(prefix="gtr-keras-scann-") as scratch:
+            with files.temporary_directory("gtr-keras-scann-") as scratch:
                 build_scann(source, params, scratch)
                 searcher = load_scann(scratch)
         self._set(source.ids, kind, params, source.dims, source.embeddings if kind == "exact" else None, searcher)
@@ -221,7 +221,7 @@ class SearchIndex:
         kind, N, dims, ScaNN params) and either `embeddings.npy` (exact) or
         the ScaNN searcher in `scann/`.
         """
-        with atomic_directory(directory) as tmp:
+        with atomic_directory(directory, [SEARCH_INDEX_DIRECTORY]) as tmp:
             if self.kind == "scann":
                 os.mkdir(tmp / SCANN_DIR)
                 self._searcher.serialize(str(tmp / SCANN_DIR), True)

@@ -30,6 +30,8 @@ _SHARD_FORMAT = 2
 # and, on another file system, an upload not yet moved into place.
 _STALE_SHARDS = ("shard-*.tmp-*", ".shard-*.tmp-*", ".shard-*.upload-*")
 _MANIFEST_FIELDS = ("shard_format", "num_rows", "shard_size", "ids_sha256")
+SHARDS_DIRECTORY = files.DirectoryKind("a ShardWriter's shards", (_MANIFEST_JSON,),
+                                       (_MANIFEST_JSON, "shard-*.npz", *_STALE_SHARDS))
 
 
 class Shard(NamedTuple):

@@ -32,7 +32,8 @@ searcher is rebuilt once when the SavedModel is loaded (from the serialized ScaN
 call.
 
 `export_all` writes both as a unit (they replace their previous versions together), checking
-first that the index was built with the encoder's model.
+first that the index was built with the encoder's model. A version directory is replaced only when
+empty or a SavedModel (`check_export_outputs`).
 
 Loading needs `import tensorflow_text` (and `import scann` for a ScaNN searcher) first;
 `load_export` does both.
@@ -74,8 +75,25 @@ IMPORT_HINT = (
 )
 
 
+SAVED_MODEL_DIRECTORY = files.DirectoryKind(
+    "a SavedModel", ("saved_model.pb",),
+    ("saved_model.pb", "saved_model.pbtxt", "fingerprint.pb", "variables", "assets", "assets.extra"),
+)
+
+
 def _version_dir(export_dir, name, version):
     return os.path.join(export_dir, name, str(version))
+
+
+def check_export_outputs(export_dir, version=1, names=("encoder", "searcher")):
+    """Refuses (`DataError` naming a file there) a version directory `export_dir/NAME/<version>` of `names`
+    that holds something else than a SavedModel, which an export would replace; call it before the work.
+
+    Example:
+    >>> check_export_outputs("exports/scifact", 2)
+    """
+    for name in names:
+        files.check_replaceable(_version_dir(export_dir, name, version), [SAVED_MODEL_DIRECTORY])
 
 
 def _root(encoder, staging):
@@ -277,7 +295,7 @@ def _write_together(export_dir, version, writers):
     targets = {name: _version_dir(export_dir, name, version) for name in writers}
     for target in targets.values():
         files.remove_staging(target)  # `export_all` holds the export root's lock
-    with atomic_outputs(*targets.values()) as staged:
+    with atomic_outputs(*targets.values(), replaces=[[SAVED_MODEL_DIRECTORY]] * len(targets)) as staged:
         for write, staging in zip(writers.values(), staged):
             staging.mkdir()
             write(staging)

@@ -15,6 +15,7 @@ import tensorflow as tf
 
 from gtr_keras.errors import DataError
 from gtr_keras.models.gtr.backbone import GTRBackbone
+from gtr_keras.models.gtr.model_directory import PRESET_DIRECTORY
 from gtr_keras.models.gtr.text_embedder import GTRTextEmbedder
 from gtr_keras.utils import files as fs
 from gtr_keras.utils.records import read_json_object, strings_sha256
@@ -22,6 +23,8 @@ from gtr_keras.utils.records import read_json_object, strings_sha256
 VALIDATION_DEPTH = 100
 BEST_MODEL = "best_model"
 BEST_MODEL_RECORD = "validation.json"
+BEST_MODEL_DIRECTORY = fs.DirectoryKind("a run's best model", PRESET_DIRECTORY.marks,
+                                        (*PRESET_DIRECTORY.names, BEST_MODEL_RECORD))
 
 
 def _learning_rate_at(optimizer, step):
@@ -187,7 +190,8 @@ class Validation(keras.callbacks.Callback):
             self.best = metrics["ndcg@10"]
             record = {"step": step, **metrics, **_validation_settings(self.config),
                       "validation_sha256": self.collection_sha256, "precision": self.config.precision}
-            with fs.atomic_directory(os.path.join(self.config.output_dir, BEST_MODEL)) as staging:
+            with fs.atomic_directory(os.path.join(self.config.output_dir, BEST_MODEL),
+                                   [BEST_MODEL_DIRECTORY]) as staging:
                 embedder.save_to_preset(str(staging))
                 (staging / BEST_MODEL_RECORD).write_text(json.dumps(record, indent=2, default=os.fspath) + "\n")
             line += f"; best so far, saved to {os.path.join(self.config.output_dir, BEST_MODEL)}"

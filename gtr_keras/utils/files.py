@@ -18,11 +18,16 @@ needs a local path (Keras weights files, ScaNN assets). Writing goes through
 `atomic_outputs` / `atomic_directory` / `atomic_file`: the caller writes to a
 local staging path, which then replaces the target (by a rename on a local
 file system; by an upload to a sibling staging name and per-file renames
-elsewhere).
+elsewhere). An existing directory is replaced only when it is empty or of a
+`DirectoryKind` the writer names (`check_replaceable`): never a folder of the
+user's that happens to sit where an output goes.
 """
 
 import builtins
 import contextlib
+import dataclasses
+import fcntl
+import fnmatch
 import functools
 import glob as globbing
 import gzip
@@ -202,6 +207,76 @@ def read_bytes(path):
         return f.read()
 
 
+_OWNER_SUFFIX = ".owner"
+
+
+@contextlib.contextmanager
+def temporary_directory(prefix):
+    """A new local temporary directory (`tempfile.gettempdir()/PREFIX*`) for the block, removed afterwards.
+
+    While it exists, this process holds an exclusive `fcntl.flock` on the
+    file `<directory>.owner` beside it; the kernel drops it when the process
+    ends, however it ends. Each call first removes the directories (and
+    their `.owner` files) that processes killed before they could (SIGKILL,
+    a crash) left under any `gtr-keras-` prefix: those whose `.owner` lock
+    is free. One in use is never removed.
+
+    Args:
+        prefix: str, starting with `gtr-keras-`.
+
+    Yields:
+        str, the directory's path.
+
+    Example:
+    >>> with temporary_directory("gtr-keras-copy-") as scratch:
+    ...     copy_into(scratch)
+    """
+    remove_abandoned_temporary_directories()
+    root = tempfile.gettempdir()
+    while True:
+        descriptor, owner = tempfile.mkstemp(prefix=prefix, suffix=_OWNER_SUFFIX, dir=root)
+        fcntl.flock(descriptor, fcntl.LOCK_EX)
+        with contextlib.suppress(FileNotFoundError):
+            if os.fstat(descriptor).st_ino == os.stat(owner).st_ino:
+                break  # not taken for an abandoned one between its creation and the lock
+        os.close(descriptor)
+    directory = owner.removesuffix(_OWNER_SUFFIX)
+    try:
+        os.mkdir(directory, 0o700)
+        yield directory
+    finally:
+        shutil.rmtree(directory, ignore_errors=True)
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(owner)
+        os.close(descriptor)
+
+
+def remove_abandoned_temporary_directories():
+    """Removes the `temporary_directory`s of processes that are gone (see there); returns their paths."""
+    root, removed = tempfile.gettempdir(), []
+    for name in sorted(os.listdir(root)):
+        if not (name.startswith("gtr-keras-") and name.endswith(_OWNER_SUFFIX)):
+            continue
+        owner = os.path.join(root, name)
+        try:
+            descriptor = os.open(owner, os.O_RDONLY)
+        except OSError:
+            continue
+        try:
+            fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            if os.fstat(descriptor).st_ino != os.stat(owner).st_ino:
+                continue
+            directory = owner.removesuffix(_OWNER_SUFFIX)
+            shutil.rmtree(directory, ignore_errors=True)
+            os.unlink(owner)
+            removed.append(directory)
+        except (BlockingIOError, FileNotFoundError):
+            continue  # in use, or removed meanwhile
+        finally:
+            os.close(descriptor)
+    return removed
+
+
 @contextlib.contextmanager
 def local_copy(path):
     """A local path holding `path`'s file or directory tree: `path` itself when local, else a temporary copy.
@@ -216,7 +291,7 @@ def local_copy(path):
     if is_local(path):
         yield path.removeprefix("file://")
         return
-    with tempfile.TemporaryDirectory(prefix="gtr-keras-") as scratch:
+    with temporary_directory("gtr-keras-copy-") as scratch:
         local = os.path.join(scratch, os.path.basename(path.rstrip("/")) or "copy")
         if isdir(path):
             for file in _files_under(path):
@@ -229,6 +304,74 @@ def local_copy(path):
             yield local
         except UserError as error:
             raise type(error)(str(error).replace(local, path.rstrip("/"))) from error
+
+
+@dataclasses.dataclass(frozen=True)
+class DirectoryKind:
+    """A kind of directory that gtr-keras writes, known by its files, so that an existing one may be replaced.
+
+    Args:
+        description: what the directory is, for messages ("a keras-hub preset").
+        marks: the names every directory of the kind holds.
+        names: glob patterns (`fnmatch`, case-sensitive) of every top-level name such a directory may hold:
+            what gtr-keras writes there, and what the format's other writers add.
+
+    Example:
+    >>> INDEX = DirectoryKind("an index", ("index.json",), ("index.json", "ids.txt", "embeddings.npy"))
+    >>> INDEX.foreign(["index.json", "notes.txt"])
+    'notes.txt'
+    """
+
+    description: str
+    marks: tuple
+    names: tuple
+
+    def foreign(self, entries):
+        """The first of directory entries `entries` that rules out the kind (a name it may not hold, or,
+        with every mark missing from `entries`, the first entry), or None for a directory of the kind."""
+        entries = sorted(entries)
+        stranger = next((entry for entry in entries
+                         if not any(fnmatch.fnmatchcase(entry, pattern) for pattern in self.names)), None)
+        if stranger is None and not set(self.marks) <= set(entries):
+            return entries[0] if entries else None
+        return stranger
+
+
+def check_replaceable(target, kinds=()):
+    """Refuses to let an output replace `target` when that would delete what the output's writer did not write.
+
+    A missing `target` or an empty directory may always be replaced; a
+    non-empty directory only when it is of one of `kinds` (`DirectoryKind`s:
+    an earlier output of the same writer, or a directory of the format it
+    writes). Call it before the expensive work; `atomic_outputs` calls it
+    again before it replaces anything.
+
+    Args:
+        target: str or path-like, local or on any file system.
+        kinds: the `DirectoryKind`s that `target` may be replaced as (none: only a missing or empty one).
+
+    Raises:
+        DataError: `target` is a non-empty directory of none of `kinds`, naming it and an entry that is
+            not the output's.
+
+    Example:
+    >>> check_replaceable("models/gtr", [PRESET_DIRECTORY])  # doctest: +SKIP
+    """
+    target = os.fspath(target)
+    if not isdir(target):
+        return
+    entries = listdir(target)
+    if not entries:
+        return
+    foreign = [kind.foreign(entries) for kind in kinds]
+    if kinds and None in foreign:
+        return
+    entry = foreign[0] if kinds else entries[0]
+    wanted = " or ".join(kind.description for kind in kinds)
+    raise DataError(
+        f"{target}: not replaced, it holds {entry}, which is not part of {wanted or 'this output'} (only an empty "
+        "directory or an earlier output of the same kind is replaced); remove it or choose another output directory"
+    )
 
 
 def _fsync(path):
@@ -363,7 +506,7 @@ def _remote_parent(path):
 
 
 @contextlib.contextmanager
-def atomic_outputs(*targets):
+def atomic_outputs(*targets, replaces=None):
     """Staging paths for several outputs (files or directories) that replace them together.
 
     Yields one local path per target, which does not exist yet: the block
@@ -373,22 +516,33 @@ def atomic_outputs(*targets):
     Missing parent directories are created. Use it for outputs that only make
     sense together, such as `emb.npy` and `emb.ids.txt`.
 
+    What a target may replace is checked when the block starts and again
+    before anything is replaced (`DataError`s, nothing replaced): a file
+    replaces a file, never a directory; a directory never replaces a file,
+    and replaces an empty directory, or one of the `DirectoryKind`s that
+    `replaces` names for it (`check_replaceable`).
+
     On a local file system, the staging path is a sibling named
     `.<name>.tmp-*`; it is flushed to disk and renamed over its target, an
     existing target being first renamed aside and then deleted (if a rename
     fails, the old outputs are put back; a process killed during the renames
     leaves them under their `.<name>.tmp-*-old` names, never half-written
     ones). For a target on another file system (`gs://...`), the staging path
-    is local; once the block ends, it is uploaded next to the target
+    is in a local `temporary_directory`; once the block ends, it is uploaded next to the target
     (`.<name>.upload-*`) and then moved into place file by file: a failure
     before that last step leaves the old outputs as they were, a kill during
     it can leave a target partly replaced (rerun the command).
 
     Args:
         *targets: str or path-like. The outputs to create or replace.
+        replaces: None, or one sequence of `DirectoryKind`s per target: what an existing directory there may
+            be to be replaced.
 
     Yields:
         A list of `pathlib.Path`, the staging path of each target.
+
+    Raises:
+        DataError: a target is a directory that its output may not replace.
 
     Example:
     >>> with atomic_outputs("emb.npy", "emb.ids.txt") as (npy, ids):
@@ -396,13 +550,17 @@ def atomic_outputs(*targets):
     ...     ids.write_text("".join(f"{i}\\n" for i in doc_ids))
     """
     targets = [os.fspath(target) for target in targets]
+    replaces = [() for _ in targets] if replaces is None else [tuple(kinds) for kinds in replaces]
     local = [os.path.abspath(target.removeprefix("file://")) if is_local(target) else None for target in targets]
-    for target, path in zip(targets, local):
+    for target, path, kinds in zip(targets, local, replaces):
+        if kinds:
+            check_replaceable(target, kinds)
         parent = None if path else _remote_parent(target)
         if parent and not exists(target) and not exists(parent):
             makedirs(parent)
     staging = []
-    with tempfile.TemporaryDirectory(prefix="gtr-keras-staging-") as scratch:
+    remote = any(path is None for path in local)
+    with temporary_directory("gtr-keras-staging-") if remote else contextlib.nullcontext() as scratch:
         try:
             for target, path in zip(targets, local):
                 if path is None:
@@ -417,6 +575,13 @@ def atomic_outputs(*targets):
             missing = [target for staged, target in zip(staging, targets) if not os.path.exists(staged)]
             if missing:
                 raise RuntimeError(f"nothing was written for {', '.join(missing)}")
+            for staged, target, kinds in zip(staging, targets, replaces):
+                if os.path.isdir(staged) and isfile(target):
+                    raise DataError(f"{target}: exists and is not a directory (it is not replaced)")
+                if os.path.isdir(staged):
+                    check_replaceable(target, kinds)
+                elif isdir(target):
+                    raise DataError(f"{target}: is a directory, expected a file (it is not replaced)")
             local_pairs = [(staged, path) for staged, path in zip(staging, local) if path is not None]
             for staged, _ in local_pairs:
                 if os.path.isdir(staged):
@@ -433,16 +598,18 @@ def atomic_outputs(*targets):
 
 
 @contextlib.contextmanager
-def atomic_directory(target):
+def atomic_directory(target, replaces=()):
     """Create or replace directory `target` all at once.
 
     Yields an empty sibling temporary directory (`.<name>.tmp-*`) to write
     into; `atomic_outputs` says how it replaces `target`. If the block raises,
     `target` is left untouched. The directory gets the mode a plain `mkdir`
-    would (0755 under umask 022).
+    would (0755 under umask 022). An existing `target` is replaced only when
+    empty or of one of the kinds `replaces` names.
 
     Args:
         target: str or path-like. The directory to create or replace.
+        replaces: the `DirectoryKind`s that an existing non-empty `target` may be.
 
     Yields:
         `pathlib.Path` of the temporary directory.
@@ -454,7 +621,8 @@ def atomic_directory(target):
     target = os.fspath(target)
     if isfile(target):
         raise DataError(f"{target}: exists and is not a directory")
-    with atomic_outputs(target) as (staging,):
+    check_replaceable(target, replaces)
+    with atomic_outputs(target, replaces=[replaces]) as (staging,):
         staging.mkdir()
         yield staging
 

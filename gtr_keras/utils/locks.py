@@ -20,7 +20,10 @@ While it holds the lock, a run removes the staging files that a killed run of
 the same output left (`.NAME.tmp-*`, `.NAME.upload-*`, and for a working
 directory such as a training run's, those of the outputs it writes inside it):
 no other run can be using them. A previous output that a run killed in the
-middle of its commit had moved aside is put back instead.
+middle of its commit had moved aside is put back instead. It also removes the
+local temporary directories of killed runs of any output
+(`files.remove_abandoned_temporary_directories`: staging for `gs://` outputs,
+copies of remote models), never one in use.
 """
 
 import contextlib
@@ -149,6 +152,7 @@ def output_lock(path, inside=()):
     try:
         for target in (path, *(f"{os.fspath(path).rstrip('/')}/{name}" for name in inside)):
             files.remove_staging(target)
+        files.remove_abandoned_temporary_directories()
         yield
     finally:
         del _HELD[lock]

@@ -133,6 +133,23 @@ def test_hub_id_offline_fails_clearly(monkeypatch, tmp_path):
         convert_sentence_transformers("sentence-transformers/gtr-t5-base", cache_dir=str(tmp_path))
 
 
+@pytest.mark.parametrize("to", [[], ["--to", "sentence-transformers"]])
+def test_a_published_name_offline_says_the_checkpoint_must_be_downloaded_and_how(monkeypatch, tmp_path, capsys, to):
+    import huggingface_hub
+    from huggingface_hub.errors import LocalEntryNotFoundError
+
+    def offline(repo_id, **kwargs):
+        raise LocalEntryNotFoundError("outgoing traffic has been disabled")
+
+    monkeypatch.setattr(huggingface_hub, "snapshot_download", offline)
+    assert main(["convert", *to, "gtr_t5_base_en", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "no such" not in err, err
+    assert "could not download 'sentence-transformers/gtr-t5-base'" in err and "must be downloaded" in err, err
+    assert "`hf download sentence-transformers/gtr-t5-base --local-dir DIR`" in err, err
+    assert not (tmp_path / "out").exists()
+
+
 def test_not_a_model_directory(tmp_path):
     with pytest.raises(CheckpointError, match="config.json: missing"):
         load(str(tmp_path))

@@ -3,19 +3,61 @@ import os
 import numpy as np
 import pytest
 
+from gtr_keras.errors import DataError
 from gtr_keras.utils import files
 from gtr_keras.utils.files import atomic_directory, atomic_file, atomic_outputs
+
+
+OLD = files.DirectoryKind("an old output", ("old.txt",), ("old.txt", "new.txt"))
 
 
 def test_atomic_directory_replaces_existing(tmp_path):
     target = tmp_path / "out"
     target.mkdir()
     (target / "old.txt").write_text("old")
-    with atomic_directory(target) as tmp:
+    with atomic_directory(target, [OLD]) as tmp:
         (tmp / "new.txt").write_text("new")
         assert not (target / "new.txt").exists()
     assert os.listdir(target) == ["new.txt"]
     assert os.listdir(tmp_path) == ["out"]
+
+
+def test_a_directory_of_another_kind_is_never_replaced_and_named_with_a_stranger_inside(tmp_path):
+    target = tmp_path / "out"
+    target.mkdir()
+    with atomic_directory(target) as tmp:  # an empty directory is replaced
+        (tmp / "old.txt").write_text("old")
+    (target / "notes.txt").write_text("mine")
+    message = f"{target}: not replaced, it holds notes.txt, which is not part of an old output"
+    for replaces in ([OLD], []):
+        with pytest.raises(DataError, match=message.replace("an old output", ".*")) as raised:
+            with atomic_directory(target, replaces) as tmp:
+                raise AssertionError("the check comes before the block")
+    assert "remove it or choose another output directory" in str(raised.value)
+    os.remove(target / "old.txt")
+    with pytest.raises(DataError, match="holds notes.txt"):  # no mark of the kind: the first entry is named
+        files.check_replaceable(target, [OLD])
+    with pytest.raises(DataError, match=message.replace("/out:", "/late:")):  # one put there meanwhile is found
+        with atomic_directory(tmp_path / "late", [OLD]) as tmp:
+            (tmp / "new.txt").write_text("new")
+            os.makedirs(tmp_path / "late")
+            (tmp_path / "late" / "notes.txt").write_text("mine")
+    assert (target / "notes.txt").read_text() == "mine" and os.listdir(tmp_path / "late") == ["notes.txt"]
+    assert sorted(os.listdir(tmp_path)) == ["late", "out"]
+
+
+def test_a_file_output_never_replaces_a_directory_nor_a_directory_a_file(tmp_path):
+    (tmp_path / "emb.npy").mkdir()
+    (tmp_path / "emb.npy" / "kept.txt").write_text("mine")
+    with pytest.raises(DataError, match=r"emb.npy: is a directory, expected a file \(it is not replaced\)"):
+        with atomic_file(tmp_path / "emb.npy") as f:
+            f.write(b"data")
+    assert os.listdir(tmp_path / "emb.npy") == ["kept.txt"] and os.listdir(tmp_path) == ["emb.npy"]
+    (tmp_path / "index").write_text("mine")
+    with pytest.raises(DataError, match=r"index: exists and is not a directory \(it is not replaced\)"):
+        with atomic_outputs(tmp_path / "index") as (staged,):
+            staged.mkdir()
+    assert (tmp_path / "index").read_text() == "mine"
 
 
 def test_atomic_directory_keeps_old_on_error(tmp_path):
@@ -23,7 +65,7 @@ def test_atomic_directory_keeps_old_on_error(tmp_path):
     target.mkdir()
     (target / "old.txt").write_text("old")
     with pytest.raises(RuntimeError, match="boom"):
-        with atomic_directory(target) as tmp:
+        with atomic_directory(target, [OLD]) as tmp:
             (tmp / "new.txt").write_text("half")
             raise RuntimeError("boom")
     assert (target / "old.txt").read_text() == "old"
@@ -168,6 +210,21 @@ def test_outputs_on_ram_filesystem_replace_together_and_survive_a_failure():
         assert open(os.path.join(local, "sub", "ids.txt")).read() == "a\n"
 
 
+def test_a_directory_on_another_file_system_is_replaced_only_when_of_the_kind_written():
+    root = "ram://test_files/kinds"
+    with atomic_directory(f"{root}/out") as staging:
+        (staging / "old.txt").write_text("old")
+    with atomic_directory(f"{root}/out", [OLD]) as staging:
+        (staging / "new.txt").write_text("new")
+    assert files.listdir(f"{root}/out") == ["new.txt"]
+    with files.open(f"{root}/out/notes.txt", "wb") as f:
+        f.write(b"mine")
+    with pytest.raises(DataError, match=f"{root}/out: not replaced, it holds notes.txt"):
+        with atomic_directory(f"{root}/out", [OLD]):
+            raise AssertionError("the check comes before the block")
+    assert files.read_bytes(f"{root}/out/notes.txt") == b"mine"
+
+
 def test_unknown_scheme_and_missing_file_are_data_errors_naming_the_path():
     from gtr_keras.errors import DataError
 
@@ -189,3 +246,44 @@ def test_an_output_at_the_root_of_another_file_system_leaves_no_local_folder(tmp
         f.write(b"x")
     assert list(tmp_path.iterdir()) == []  # no "ram:" folder made for the parent "ram:/"
     assert gtr_keras.load("ram://saved-at-the-root").encode_queries(["a"]).shape == (1, 64)
+
+
+def test_the_temporary_directory_of_a_killed_run_is_removed_by_the_next_and_one_in_use_never(tmp_path, monkeypatch):
+    import signal
+    import subprocess
+    import sys
+    import tempfile
+    import time
+
+    from gtr_keras.utils import locks
+
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(scratch))
+    holder = ("import sys, time\nfrom gtr_keras.utils import files\n"
+              "with files.temporary_directory('gtr-keras-staging-') as d:\n"
+              "    open(d + '/staged', 'w').write('x')\n    print(d, flush=True)\n    time.sleep(120)\n")
+    env = {**os.environ, "TMPDIR": str(scratch), "PYTHONPATH": os.pathsep.join(sys.path)}
+    children = [subprocess.Popen([sys.executable, "-c", holder], env=env, stdout=subprocess.PIPE, text=True)
+                for _ in range(2)]
+    try:
+        deadline = time.monotonic() + 60
+        while len(list(scratch.glob("gtr-keras-staging-*/staged"))) < 2:
+            assert time.monotonic() < deadline and all(child.poll() is None for child in children)
+            time.sleep(0.05)
+        killed, alive = (child.stdout.readline().strip() for child in children)
+        children[0].send_signal(signal.SIGKILL)
+        children[0].wait(timeout=30)
+        assert os.path.exists(f"{killed}/staged")
+        with locks.output_lock(tmp_path / "out"):  # the next run of a command writing an output
+            assert not os.path.exists(killed) and not os.path.exists(f"{killed}.owner")
+            assert os.path.exists(f"{alive}/staged") and os.path.exists(f"{alive}.owner")
+    finally:
+        for child in children:
+            child.kill()
+            child.wait(timeout=30)
+    with files.temporary_directory("gtr-keras-staging-") as mine:
+        assert sorted(os.listdir(scratch)) == [os.path.basename(mine), os.path.basename(mine) + ".owner"]
+    with atomic_file(tmp_path / "local.txt") as f:  # a local output stages beside its target, not here
+        f.write(b"x")
+        assert os.listdir(scratch) == []

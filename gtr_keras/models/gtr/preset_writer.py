@@ -7,7 +7,7 @@ import json
 import keras
 
 from gtr_keras.errors import CheckpointError
-from gtr_keras.models.gtr.model_directory import CONFIG_FILE, PREPROCESSOR_FILE, TASK_FILE
+from gtr_keras.models.gtr.model_directory import CONFIG_FILE, MODEL_DIRECTORIES, PREPROCESSOR_FILE, TASK_FILE
 from gtr_keras.models.gtr.tokenizer import METADATA_FILE, VOCABULARY_SHA256
 from gtr_keras.utils.files import atomic_directory
 
@@ -17,7 +17,8 @@ def write_preset(embedder, preset_dir, save):
 
     keras-hub writes the files one by one into the directory: killed midway, it would leave a directory
     that loads as a mix of the old and the new model. Here they are written to a staging directory that
-    then replaces `preset_dir` (other files there go with it), local or on any file system. A quantized
+    then replaces `preset_dir`, local or on any file system: an existing `preset_dir` must be empty or a
+    model directory (`model_directory.MODEL_DIRECTORIES`), else nothing is written. A quantized
     model is refused, as its weights would not load back. Mixed dtype policies (`mixed_bfloat16`) are
     recorded as their weights' dtype, which keras-hub's loader reads (it refuses mixed policies).
 
@@ -28,6 +29,7 @@ def write_preset(embedder, preset_dir, save):
 
     Raises:
         CheckpointError: a quantized model.
+        DataError: `preset_dir` is a directory of something else, naming a file there.
 
     Example:
     >>> write_preset(embedder, "models/my-gtr", functools.partial(keras_hub.models.TextEmbedder.save_to_preset,
@@ -40,7 +42,7 @@ def write_preset(embedder, preset_dir, save):
             f"{preset_dir}: a quantized model ({', '.join(quantized)}) is not saved as a model directory "
             "(its weights would not load back); save the float model, and quantize after loading"
         )
-    with atomic_directory(preset_dir) as staging:
+    with atomic_directory(preset_dir, MODEL_DIRECTORIES) as staging:
         save(str(staging))
         for name in (CONFIG_FILE, TASK_FILE, PREPROCESSOR_FILE):
             path = staging / name

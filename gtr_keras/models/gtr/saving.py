@@ -31,9 +31,11 @@ def save(model, directory, format="keras-hub"):  # noqa: A002  (the name users k
     """Writes a `GTRTextEmbedder` (or an `Encoder`'s) as a model directory, atomically.
 
     The directory replaces any previous one as a unit: a crash leaves no half
-    directory. A directory on another file system (`gs://...`) is written
-    locally, then uploaded. A second run writing the same directory meanwhile
-    is refused (`output_lock`).
+    directory. Only an empty directory or a model directory of the format
+    written is replaced: one holding anything else is a `DataError` naming a
+    file there, and nothing is written. A directory on another file system
+    (`gs://...`) is written locally, then uploaded. A second run writing the
+    same directory meanwhile is refused (`output_lock`).
 
     Args:
         model: a `GTRTextEmbedder`, or an `Encoder`.
