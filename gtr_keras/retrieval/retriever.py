@@ -259,12 +259,12 @@ def index_metadata(encoder, model_dir):
     768
     """
     from gtr_keras.models.gtr.fingerprint import fingerprint  # Keras: not needed to index embeddings alone
-    from gtr_keras.models.gtr.model_source import resolve_model_source
+    from gtr_keras.models.gtr.model_source import ARCHITECTURE, resolve_model_source
     from gtr_keras.models.gtr.presets import PRESET_SOURCES, PRESETS
 
     if model_dir and os.fspath(model_dir) in PRESET_SOURCES.keys() | PRESETS.keys():
         model_dir = resolve_model_source(model_dir)
-    if model_dir and getattr(model_dir, "directory", True) and files.is_local(model_dir):
+    if model_dir and getattr(model_dir, "format", None) != ARCHITECTURE and files.is_local(model_dir):
         model_dir = os.path.abspath(os.fspath(model_dir).removeprefix("file://"))
     metadata = {"model_dir": os.fspath(model_dir) if model_dir else None,
                 "embedding_dim": encoder.embedding_dim, "document_length": encoder.document_length,
