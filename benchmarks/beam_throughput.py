@@ -36,8 +36,10 @@ def main():
     _, embeddings = index_from_shards(args.scratch_dir)
     assemble = time.perf_counter() - start
     n = len(corpus)
-    print(f"{n} docs: in-process {in_process:.1f}s ({n / in_process:.0f} docs/s), "
-          f"DirectRunner {beam:.1f}s ({n / beam:.0f} docs/s), index_from_shards {assemble:.2f}s, {embeddings.shape}")
+    print(
+        f"{n} docs: in-process {in_process:.1f}s ({n / in_process:.0f} docs/s), "
+        f"DirectRunner {beam:.1f}s ({n / beam:.0f} docs/s), index_from_shards {assemble:.2f}s, {embeddings.shape}"
+    )
 
 
 if __name__ == "__main__":

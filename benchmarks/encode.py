@@ -131,11 +131,19 @@ def forward_rows(forwards, model, vocabulary, matmul_size, repeats):
         reference = statistics.median(seconds[TORCH])
         for name, times in seconds.items():
             median = statistics.median(times)
-            rows.append({
-                "kind": kind, "L": length, "B": batch, "library": name, "seconds": median,
-                "seq_per_s": batch / median, "gflops": flops / median / 1e9, "vs_torch": reference / median,
-                "min_cosine_to_torch": float(np.min(np.sum(outputs[name] * outputs[TORCH], axis=1))),
-            })
+            rows.append(
+                {
+                    "kind": kind,
+                    "L": length,
+                    "B": batch,
+                    "library": name,
+                    "seconds": median,
+                    "seq_per_s": batch / median,
+                    "gflops": flops / median / 1e9,
+                    "vs_torch": reference / median,
+                    "min_cosine_to_torch": float(np.min(np.sum(outputs[name] * outputs[TORCH], axis=1))),
+                }
+            )
     attainable = {dtype: max(rates) for dtype, rates in matmul_rates.items()}
     for row in rows:
         row["fraction"] = row["gflops"] / attainable[precision_of(row["library"])]
@@ -221,6 +229,7 @@ def targets(forward, corpus, bf16_cosines, trained, attainable):
     would give if every matmul FLOP of the forward pass ran at it (and nothing
     else took time): no implementation on this CPU does better.
     """
+
     def row(library, kind, length):
         return next(r for r in forward if r["library"] == library and r["kind"] == kind and r["L"] == length)
 
@@ -228,35 +237,52 @@ def targets(forward, corpus, bf16_cosines, trained, attainable):
         ours, torch = row(library, "latency", 64), row(TORCH, "latency", 64)
         ratio = ours["seconds"] / torch["seconds"]
         bound = torch["gflops"] / attainable[precision_of(library)]
-        return (f"query latency (L=64, B=1) <= 0.5x PyTorch's, {library}",
-                f"{ratio:.2f}x ({ours['seconds'] * 1e3:.1f} vs {torch['seconds'] * 1e3:.1f} ms)",
-                f">= {bound:.2f}x", ratio <= 0.5)
+        return (
+            f"query latency (L=64, B=1) <= 0.5x PyTorch's, {library}",
+            f"{ratio:.2f}x ({ours['seconds'] * 1e3:.1f} vs {torch['seconds'] * 1e3:.1f} ms)",
+            f">= {bound:.2f}x",
+            ratio <= 0.5,
+        )
 
     ours_128, torch_128 = row(OURS, "throughput", 128), row(TORCH, "throughput", 128)
     best_fraction = max(r["fraction"] for r in forward if r["library"] == OURS and r["kind"] == "throughput")
     ours_corpus = next(r for r in corpus if r["library"] == OURS)
     result = [
-        ("fp32 encode (L=128, B=32) >= 1.5x PyTorch", f"{ours_128['vs_torch']:.2f}x",
-         f"<= {attainable['float32'] / torch_128['gflops']:.2f}x", ours_128["vs_torch"] >= 1.5),
+        (
+            "fp32 encode (L=128, B=32) >= 1.5x PyTorch",
+            f"{ours_128['vs_torch']:.2f}x",
+            f"<= {attainable['float32'] / torch_128['gflops']:.2f}x",
+            ours_128["vs_torch"] >= 1.5,
+        ),
         latency_row(OURS),
-        ("achieved FLOP rate >= 80% of attainable (best throughput shape)", f"{best_fraction:.0%}", "100%",
-         best_fraction >= 0.8),
-        ("corpus docs/s >= 1.5x sentence-transformers", f"{ours_corpus['vs_torch']:.2f}x", "",
-         ours_corpus["vs_torch"] >= 1.5),
+        (
+            "achieved FLOP rate >= 80% of attainable (best throughput shape)",
+            f"{best_fraction:.0%}",
+            "100%",
+            best_fraction >= 0.8,
+        ),
+        (
+            "corpus docs/s >= 1.5x sentence-transformers",
+            f"{ours_corpus['vs_torch']:.2f}x",
+            "",
+            ours_corpus["vs_torch"] >= 1.5,
+        ),
     ]
     if any(r["library"] == OURS_BF16 for r in forward):
         result.append(latency_row(OURS_BF16))
         speedup = ours_128["seconds"] / row(OURS_BF16, "throughput", 128)["seconds"]
         bound = attainable["bfloat16"] / ours_128["gflops"]
-        result.append(("bf16 throughput (L=128, B=32) >= 1.8x our fp32", f"{speedup:.2f}x", f"<= {bound:.2f}x",
-                       speedup >= 1.8))
+        result.append(
+            ("bf16 throughput (L=128, B=32) >= 1.8x our fp32", f"{speedup:.2f}x", f"<= {bound:.2f}x", speedup >= 1.8)
+        )
         cosines = [bf16_cosines] + ([trained["cosines"]] if trained else [])
         low = min(float(np.min(c)) for c in cosines)
         result.append(("bf16 per-vector cosine to fp32 >= 0.999", f"min {low:.5f}", "", low >= 0.999))
     if trained:
         delta = abs(trained["rows"][1]["ndcg"] - trained["rows"][0]["ndcg"])
-        result.append(("bf16 NDCG@10 within 0.002 of fp32 (trained model)", f"difference {delta:.4f}", "",
-                       delta <= 0.002))
+        result.append(
+            ("bf16 NDCG@10 within 0.002 of fp32 (trained model)", f"difference {delta:.4f}", "", delta <= 0.002)
+        )
     return result
 
 
@@ -268,10 +294,16 @@ def main(argv=None):
     parser.add_argument("--matmul-size", type=int, default=4096, help="side of the attainable-FLOP-rate matmul")
     parser.add_argument("--batch-size", type=int, default=32, help="encode batch size on the corpus")
     parser.add_argument("--xla", action="store_true", help="also time our forward pass compiled with XLA")
-    parser.add_argument("--trained-model", default=TRAINED_MODEL,
-                        help="gtr-keras model directory for the NDCG@10 comparison (skipped if missing)")
-    parser.add_argument("--work-dir", default=os.path.expanduser("~/.cache/gtr-keras-benchmarks"),
-                        help="where the random checkpoints are cached")
+    parser.add_argument(
+        "--trained-model",
+        default=TRAINED_MODEL,
+        help="gtr-keras model directory for the NDCG@10 comparison (skipped if missing)",
+    )
+    parser.add_argument(
+        "--work-dir",
+        default=os.path.expanduser("~/.cache/gtr-keras-benchmarks"),
+        help="where the random checkpoints are cached",
+    )
     parser.add_argument("--smoke", action="store_true", help="tiny model and sizes: checks the script in seconds")
     parser.add_argument("--results", default=RESULTS, help="markdown file to append to")
     parser.add_argument("--no-record", action="store_true", help="print only")
@@ -282,7 +314,7 @@ def main(argv=None):
     import torch
     from sentence_transformers import SentenceTransformer
 
-    started = datetime.datetime.now(datetime.timezone.utc)
+    started = datetime.datetime.now(datetime.UTC)
     load_before = os.getloadavg()
     corpus = load_corpus(args.dataset)
     texts = corpus.joined()
@@ -309,11 +341,18 @@ def main(argv=None):
 
     command = rerun_command(__file__, argv)
     ram_gib = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
-    flags = sorted({f for f in open("/proc/cpuinfo").read().split() if f in ("avx512_bf16", "amx_bf16", "amx_tile",
-                                                                           "avx512_vnni", "avx512f")})
+    flags = sorted(
+        {
+            f
+            for f in open("/proc/cpuinfo").read().split()
+            if f in ("avx512_bf16", "amx_bf16", "amx_tile", "avx512_vnni", "avx512f")
+        }
+    )
     m = encoder.model.backbone
-    shape = (f"{m.num_layers} layers, d_model {m.hidden_dim}, {m.num_heads} heads x {m.key_value_dim}, "
-             f"d_ff {m.intermediate_dim}, vocabulary {m.vocabulary_size}, {encoder.model.count_params():,} parameters")
+    shape = (
+        f"{m.num_layers} layers, d_model {m.hidden_dim}, {m.num_heads} heads x {m.key_value_dim}, "
+        f"d_ff {m.intermediate_dim}, vocabulary {m.vocabulary_size}, {encoder.model.count_params():,} parameters"
+    )
     block = [
         f"### {started:%Y-%m-%d %H:%M} UTC: {'smoke test (tiny model)' if args.smoke else 'GTR-Base shape'}",
         "",
@@ -360,12 +399,21 @@ def main(argv=None):
     else:
         block += ["- NDCG@10 in bf16 vs fp32: not measured (no trained model given or found).", ""]
     if bf16_cosines is not None:
-        block += [f"- bf16 vs fp32 (the random model, corpus sample): per-document cosine min "
-                  f"{bf16_cosines.min():.5f}, mean {bf16_cosines.mean():.6f}.", ""]
-    block += ["Targets (\"best this CPU allows\": every matmul FLOP at the attainable rate, nothing else timed):",
-              "", "| target | measured | best this CPU allows | met |", "|---|---|---|---|"]
-    block += [f"| {t} | {m} | {bound} | {'yes' if ok else 'NO'} |"
-              for t, m, bound, ok in targets(forward, corpus_result, bf16_cosines, trained, attainable)]
+        block += [
+            f"- bf16 vs fp32 (the random model, corpus sample): per-document cosine min "
+            f"{bf16_cosines.min():.5f}, mean {bf16_cosines.mean():.6f}.",
+            "",
+        ]
+    block += [
+        'Targets ("best this CPU allows": every matmul FLOP at the attainable rate, nothing else timed):',
+        "",
+        "| target | measured | best this CPU allows | met |",
+        "|---|---|---|---|",
+    ]
+    block += [
+        f"| {t} | {m} | {bound} | {'yes' if ok else 'NO'} |"
+        for t, m, bound, ok in targets(forward, corpus_result, bf16_cosines, trained, attainable)
+    ]
     text = "\n".join(block)
     publish(text, args.results, SECTION, record_it=not args.no_record)
 

@@ -64,15 +64,22 @@ def main():
                 saved = median_ms(lambda: serving(queries=tf.constant(texts)), args.repeats)
                 python = median_ms(lambda: retriever.search(texts, 10), args.repeats)
                 rows.append(f"| {searcher} | {batch} | {saved:.1f} | {python:.1f} | {load_s:.2f} | {export_s:.1f} |")
-    table = "\n".join([
-        "| searcher | batch | SavedModel ms/call | Python search ms/call | SavedModel load s | export s |",
-        "|---|---:|---:|---:|---:|---:|",
-        *rows,
-    ])
+    table = "\n".join(
+        [
+            "| searcher | batch | SavedModel ms/call | Python search ms/call | SavedModel load s | export s |",
+            "|---|---:|---:|---:|---:|---:|",
+            *rows,
+        ]
+    )
     print(table)
     if not args.no_record:
-        command = "python benchmarks/" + " ".join(shlex.quote(a) for a in [os.path.basename(sys.argv[0]), *sys.argv[1:]])
-        record(RESULTS, SECTION, f"""### {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC
+        command = "python benchmarks/" + " ".join(
+            shlex.quote(a) for a in [os.path.basename(sys.argv[0]), *sys.argv[1:]]
+        )
+        record(
+            RESULTS,
+            SECTION,
+            f"""### {datetime.datetime.now(datetime.UTC):%Y-%m-%d %H:%M} UTC
 
 Command: `{command}`; model `{args.model}`, corpus `{args.corpus}` ({len(corpus)} documents), medians of
 {args.repeats} calls after one warm-up, k=10. Machine: {machine()}, shared with other jobs
@@ -80,7 +87,8 @@ Command: `{command}`; model `{args.model}`, corpus `{args.corpus}` ({len(corpus)
 assets during the load (column "load s"), not in the calls.
 
 {table}
-""")
+""",
+        )
 
 
 if __name__ == "__main__":

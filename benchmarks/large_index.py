@@ -100,10 +100,18 @@ def search_child(index_dir, queries_path, out_path, single):
         index.search_ids(queries[row : row + 1], K)
         latencies.append(time.perf_counter() - start)
     np.save(out_path, np.array(ids, dtype=object), allow_pickle=True)
-    print(json.dumps({"load_s": load_s, "batched_qps": len(queries) / batched_s,
-                      "latency_ms_p50": 1000 * float(np.median(latencies)) if latencies else None,
-                      "latency_ms_p99": 1000 * float(np.percentile(latencies, 99)) if latencies else None,
-                      "kind": index.kind, "params": index.params}))
+    print(
+        json.dumps(
+            {
+                "load_s": load_s,
+                "batched_qps": len(queries) / batched_s,
+                "latency_ms_p50": 1000 * float(np.median(latencies)) if latencies else None,
+                "latency_ms_p99": 1000 * float(np.percentile(latencies, 99)) if latencies else None,
+                "kind": index.kind,
+                "params": index.params,
+            }
+        )
+    )
 
 
 def search(index_dir, queries_path, out_path, single):
@@ -170,7 +178,7 @@ def main(argv=None):
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
 
-    started = datetime.datetime.now(datetime.timezone.utc)
+    started = datetime.datetime.now(datetime.UTC)
     load_before = os.getloadavg()
     shard_dir, index_dir = os.path.join(args.work, "shards"), os.path.join(args.work, "index")
     queries_path = os.path.join(args.work, "queries.npy")
@@ -185,8 +193,11 @@ def main(argv=None):
         exact_dir = os.path.join(args.work, "exact-index")
         exact_build = build(shard_dir, exact_dir, exact=True)
         exact = search(exact_dir, queries_path, exact_path, 0)
-        row.update(exact_qps=exact["batched_qps"], exact_search_peak_rss=exact["search_peak_rss"],
-                   exact_disk_bytes=exact_build["disk_bytes"])
+        row.update(
+            exact_qps=exact["batched_qps"],
+            exact_search_peak_rss=exact["search_peak_rss"],
+            exact_disk_bytes=exact_build["disk_bytes"],
+        )
         shutil.rmtree(exact_dir)
     else:
         exact_from_shards(shard_dir, np.load(queries_path), exact_path)
@@ -207,8 +218,12 @@ Command: `{rerun_command(__file__, argv)}`
   query (latency). Recall@10 against exact search
   ({"an exact index searched the same way" if args.exact_index else "top-10 computed from the shards"}).
 - ScaNN parameters: `{json.dumps(row["params"])}`
-- Exact index (float32, memory-mapped): {f"{row['exact_disk_bytes'] / 2**30:.2f} GiB on disk, search peak RSS "
-  f"{row['exact_search_peak_rss'] / 2**30:.2f} GiB" if args.exact_index else "not built"}.
+- Exact index (float32, memory-mapped): {
+        f"{row['exact_disk_bytes'] / 2**30:.2f} GiB on disk, search peak RSS "
+        f"{row['exact_search_peak_rss'] / 2**30:.2f} GiB"
+        if args.exact_index
+        else "not built"
+    }.
 
 {table(row)}
 """

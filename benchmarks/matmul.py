@@ -38,8 +38,10 @@ def square_matmul(size, dtype, jit_compile=False):
     else:
         a, b = (tf.cast(v, dtype) for v in values)
         output_type = None
-    matmul = tf.function(lambda x, y: tf.reduce_sum(tf.cast(tf.matmul(x, y, output_type=output_type), tf.float32)),
-                         jit_compile=jit_compile)
+    matmul = tf.function(
+        lambda x, y: tf.reduce_sum(tf.cast(tf.matmul(x, y, output_type=output_type), tf.float32)),
+        jit_compile=jit_compile,
+    )
     return (lambda: matmul(a, b).numpy()), 2 * size**3
 
 
@@ -51,7 +53,7 @@ def main(argv=None):
     parser.add_argument("--no-record", action="store_true", help="print only")
     args = parser.parse_args(argv)
 
-    started = datetime.datetime.now(datetime.timezone.utc)
+    started = datetime.datetime.now(datetime.UTC)
     variants = {(dtype, xla): square_matmul(args.size, dtype, xla) for dtype in DTYPES for xla in (False, True)}
     seconds = time_interleaved({key: run for key, (run, _) in variants.items()}, args.repeats)
     rates = {key: variants[key][1] / statistics.median(times) / 1e9 for key, times in seconds.items()}
@@ -68,8 +70,9 @@ def main(argv=None):
         "|---|---|---:|---:|",
     ]
     for (dtype, xla), rate in rates.items():
-        lines.append(f"| {dtype} | {'XLA' if xla else 'TensorFlow'} | {rate:.1f} | "
-                     f"{rate / rates[('float32', False)]:.2f}x |")
+        lines.append(
+            f"| {dtype} | {'XLA' if xla else 'TensorFlow'} | {rate:.1f} | {rate / rates[('float32', False)]:.2f}x |"
+        )
     publish("\n".join(lines), args.results, SECTION, record_it=not args.no_record)
 
 

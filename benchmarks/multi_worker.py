@@ -78,9 +78,16 @@ def run(args, out, workers):
         addresses = [f"127.0.0.1:{port}" for port in free_ports(workers)]
         processes = [
             subprocess.Popen(
-                [*command, "--strategy", "multi-worker"], stdout=subprocess.DEVNULL,
-                env={**env, "STEP_TIMES": f"{times}.{index}", "TF_CONFIG": json.dumps(
-                    {"cluster": {"worker": addresses}, "task": {"type": "worker", "index": index}})})
+                [*command, "--strategy", "multi-worker"],
+                stdout=subprocess.DEVNULL,
+                env={
+                    **env,
+                    "STEP_TIMES": f"{times}.{index}",
+                    "TF_CONFIG": json.dumps(
+                        {"cluster": {"worker": addresses}, "task": {"type": "worker", "index": index}}
+                    ),
+                },
+            )
             for index in range(workers)
         ]
         times = f"{times}.0"  # the chief's clock
@@ -113,15 +120,32 @@ def main():
     os.makedirs(args.work, exist_ok=True)
     data = os.path.join(args.work, "triples.jsonl")
     write_data(data, 4 * args.batch_size * args.steps)
-    train_args = ["--init", args.preset, "--data", data, "--steps", str(args.steps), "--batch-size",
-                  str(args.batch_size), "--checkpoint-every", str(args.interval), "--query-length",
-                  str(args.query_length), "--document-length", str(args.document_length), "--seed", "0"]
+    train_args = [
+        "--init",
+        args.preset,
+        "--data",
+        data,
+        "--steps",
+        str(args.steps),
+        "--batch-size",
+        str(args.batch_size),
+        "--checkpoint-every",
+        str(args.interval),
+        "--query-length",
+        str(args.query_length),
+        "--document-length",
+        str(args.document_length),
+        "--seed",
+        "0",
+    ]
     one = run(train_args, os.path.join(args.work, "one"), 0)
     two = run(train_args, os.path.join(args.work, "two"), 2)
     count = parameters(args.preset)
-    rows = [("1 process (default strategy)", 1, args.batch_size, one), ("2 workers on 127.0.0.1", 2,
-                                                                         args.batch_size // 2, two)]
-    now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    rows = [
+        ("1 process (default strategy)", 1, args.batch_size, one),
+        ("2 workers on 127.0.0.1", 2, args.batch_size // 2, two),
+    ]
+    now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
     lines = [
         f"### {now}: {args.preset}, global batch {args.batch_size}",
         "",
@@ -132,8 +156,10 @@ def main():
         "",
         "| run | processes | examples per process per step | s/step | steps/s | pairs/s |",
         "|---|---:|---:|---:|---:|---:|",
-        *[f"| {name} | {n} | {per} | {seconds:.3f} | {1 / seconds:.2f} | {args.batch_size / seconds:.1f} |"
-          for name, n, per, seconds in rows],
+        *[
+            f"| {name} | {n} | {per} | {seconds:.3f} | {1 / seconds:.2f} | {args.batch_size / seconds:.1f} |"
+            for name, n, per, seconds in rows
+        ],
         "",
         f"Overhead of two workers: {two - one:+.3f} s per step ({two / one:.2f}x one process's step time).",
     ]

@@ -37,7 +37,7 @@ def main(argv=None):
     parser.add_argument("--no-record", action="store_true", help="print only")
     args = parser.parse_args(argv)
 
-    started = datetime.datetime.now(datetime.timezone.utc)
+    started = datetime.datetime.now(datetime.UTC)
     encoder = gtr_keras.load(args.model)
     corpus, queries, qrels, _ = load_dataset(args.dataset)
     texts = corpus.joined()
@@ -70,8 +70,11 @@ def main(argv=None):
     lines += [f"| {r['kind']} | {r['ndcg@10']:.4f} | {r['recall@100']:.4f} | {r['mrr@10']:.4f} |" for r in rows]
     difference = rows[1]["ndcg@10"] - rows[0]["ndcg@10"]
     table = "\n".join(lines)
-    print(table, f"\nNDCG@10 ScaNN - exact: {difference:+.4f}; ScaNN score error (top 10): {score_error:.5f}", flush=True)
-    block = f"""### {started:%Y-%m-%d %H:%M} UTC: ScaNN from shards vs exact search, {os.path.basename(args.dataset.rstrip('/'))}
+    print(
+        table, f"\nNDCG@10 ScaNN - exact: {difference:+.4f}; ScaNN score error (top 10): {score_error:.5f}", flush=True
+    )
+    dataset = os.path.basename(args.dataset.rstrip("/"))
+    block = f"""### {started:%Y-%m-%d %H:%M} UTC: ScaNN from shards vs exact search, {dataset}
 
 Command: `{rerun_command(__file__, argv)}`
 

@@ -90,9 +90,7 @@ def run(corpus, queries, args):
         approx.params = {**params, **variant}
         _, stats = measure(approx, queries, exact_indices, args.single_queries)
         method = " ".join(["scann", *(f"{key}={value}" for key, value in variant.items())])
-        rows.append(
-            {"n": n, "dims": dims, "method": method, "params": params, "build_s": build_s, **stats}
-        )
+        rows.append({"n": n, "dims": dims, "method": method, "params": params, "build_s": build_s, **stats})
     return rows
 
 
@@ -110,12 +108,8 @@ def table(rows):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    parser.add_argument(
-        "--sizes", type=int, nargs="+", default=[10_000, 100_000], help="synthetic corpus sizes"
-    )
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000], help="synthetic corpus sizes")
     parser.add_argument("--dims", type=int, default=768)
     parser.add_argument("--clusters", type=int, default=1000)
     parser.add_argument("--noise", type=float, default=1.0, help="noise norm around a centre")
@@ -123,15 +117,12 @@ def main(argv=None):
     parser.add_argument("--single-queries", type=int, default=200, help="queries timed singly")
     parser.add_argument("--embeddings", help="real [N, D] embeddings (.npy); replaces --sizes")
     parser.add_argument("--query-embeddings", help="queries (.npy); default: held-out rows")
-    parser.add_argument(
-        "--scann-params", type=json.loads, default={}, help="JSON overrides of scann_params(N)"
-    )
+    parser.add_argument("--scann-params", type=json.loads, default={}, help="JSON overrides of scann_params(N)")
     parser.add_argument(
         "--search-variants",
         type=json.loads,
         default=[],
-        help='JSON list of search-time overrides to measure on the same build, '
-        'e.g. [{"reorder_factor": 10}]',
+        help='JSON list of search-time overrides to measure on the same build, e.g. [{"reorder_factor": 10}]',
     )
     parser.add_argument("--results", default=RESULTS, help="markdown file to append to")
     parser.add_argument("--no-record", action="store_true", help="print only")
@@ -139,7 +130,7 @@ def main(argv=None):
     args = parser.parse_args(argv)
 
     load_before = os.getloadavg()
-    started = datetime.datetime.now(datetime.timezone.utc)
+    started = datetime.datetime.now(datetime.UTC)
     if args.embeddings:
         corpus = np.load(args.embeddings).astype(np.float32, copy=False)
         if args.query_embeddings:
@@ -165,9 +156,7 @@ def main(argv=None):
         print(table(rows), flush=True)
 
     load_after = os.getloadavg()
-    params = "\n".join(
-        f"  - N={r['n']:,}: `{json.dumps(r['params'])}`" for r in rows if r["method"] == "scann"
-    )
+    params = "\n".join(f"  - N={r['n']:,}: `{json.dumps(r['params'])}`" for r in rows if r["method"] == "scann")
     command = rerun_command(__file__, argv)
     ram_gib = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
     kind = "real" if args.embeddings else "synthetic"

@@ -59,8 +59,10 @@ def prepare(repo, work):
         f.write("query-id\tcorpus-id\tscore\nq1\t7\t1\n")
     with open(f"{work}/one.txt", "w", encoding="utf-8") as f:
         f.write("what is a dual encoder?\n")
-    for argv in (["index", "--model", MODEL, "--corpus", f"{work}/beir", "--out", f"{work}/index", "--exact"],
-                 ["export", "--model", MODEL, "--out", f"{work}/export"]):
+    for argv in (
+        ["index", "--model", MODEL, "--corpus", f"{work}/beir", "--out", f"{work}/index", "--exact"],
+        ["export", "--model", MODEL, "--out", f"{work}/export"],
+    ):
         subprocess.run(entry(repo) + argv, cwd=repo, env=environment(repo), check=True, capture_output=True)
 
 
@@ -69,12 +71,11 @@ def commands(repo, work):
     cli = entry(repo)
     return {
         "gtr-keras --help": cli + ["--help"],
-        "gtr-keras search (cold, exact index)": cli + ["search", "wing lift", "--index", f"{work}/index", "--model",
-                                                       MODEL, "-k", "3"],
-        "gtr-keras encode (one text)": cli + ["encode", "--model", MODEL, "--input", f"{work}/one.txt", "--output",
-                                              f"{work}/one.npy"],
-        "gtr-keras evaluate --retriever bm25": cli + ["evaluate", "--dataset", f"{work}/beir", "--retriever",
-                                                       "bm25"],
+        "gtr-keras search (cold, exact index)": cli
+        + ["search", "wing lift", "--index", f"{work}/index", "--model", MODEL, "-k", "3"],
+        "gtr-keras encode (one text)": cli
+        + ["encode", "--model", MODEL, "--input", f"{work}/one.txt", "--output", f"{work}/one.npy"],
+        "gtr-keras evaluate --retriever bm25": cli + ["evaluate", "--dataset", f"{work}/beir", "--retriever", "bm25"],
         "hub.load + one query": [sys.executable, "-c", HUB_QUERY, f"{work}/export/encoder/1"],
     }
 
@@ -83,8 +84,13 @@ def first_output_seconds(argv, repo, python_options=()):
     """Seconds from the start of a fresh process of `argv` to its first line on stdout, and its stderr."""
     with tempfile.TemporaryFile() as stderr:
         start = time.perf_counter()
-        process = subprocess.Popen([argv[0], *python_options, *argv[1:]], cwd=repo, env=environment(repo),
-                                   stdout=subprocess.PIPE, stderr=stderr)
+        process = subprocess.Popen(
+            [argv[0], *python_options, *argv[1:]],
+            cwd=repo,
+            env=environment(repo),
+            stdout=subprocess.PIPE,
+            stderr=stderr,
+        )
         process.stdout.readline()
         seconds = time.perf_counter() - start
         process.stdout.read()
@@ -117,10 +123,12 @@ def cpu_flags():
 
 
 def label(repo):
-    commit = subprocess.run(["git", "-C", repo, "rev-parse", "--short", "HEAD"], capture_output=True,
-                            text=True).stdout.strip()
-    dirty = subprocess.run(["git", "-C", repo, "status", "--porcelain", "--untracked-files=no"], capture_output=True,
-                           text=True).stdout.strip()
+    commit = subprocess.run(
+        ["git", "-C", repo, "rev-parse", "--short", "HEAD"], capture_output=True, text=True
+    ).stdout.strip()
+    dirty = subprocess.run(
+        ["git", "-C", repo, "status", "--porcelain", "--untracked-files=no"], capture_output=True, text=True
+    ).stdout.strip()
     return f"{commit}{' + changes' if dirty else ''}"
 
 
@@ -148,21 +156,28 @@ def main():
     for name in commands(args.repo[0], "WORK"):
         for repo in args.repo:
             (top, total), runs = imports[repo, name], seconds[repo, name]
-            rows.append(f"| {name} | {label(repo)} | {statistics.median(runs):.2f} | "
-                        f"{', '.join(f'{s:.2f}' for s in runs)} | {total:.2f} | "
-                        f"{', '.join(f'{package} {s:.2f}' for package, s in top)} |")
-    now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-    block = "\n".join([
-        f"### {now}: seconds to first output, fresh processes", "",
-        f"Command: `{rerun_command(__file__)}`", "",
-        f"- Machine: {machine()}; AVX-512/AMX flags: {cpu_flags()}; 1-min load average {load_before:.2f} before "
-        f"and {os.getloadavg()[0]:.2f} after the run. The CPUs are shared with other sessions, so the timings "
-        "are noisy: compare trees by their medians, runs taking turns.",
-        f"- Each tree's runs alternate with the other's; median of {args.runs}. `import s`: the total of "
-        "`python -X importtime` in one more run; top imports: the packages whose modules took longest to import "
-        f"(their own times). Model: the bundled `{MODEL}`; index: 50 documents, exact search.",
-        "", *rows,
-    ])
+            rows.append(
+                f"| {name} | {label(repo)} | {statistics.median(runs):.2f} | "
+                f"{', '.join(f'{s:.2f}' for s in runs)} | {total:.2f} | "
+                f"{', '.join(f'{package} {s:.2f}' for package, s in top)} |"
+            )
+    now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
+    block = "\n".join(
+        [
+            f"### {now}: seconds to first output, fresh processes",
+            "",
+            f"Command: `{rerun_command(__file__)}`",
+            "",
+            f"- Machine: {machine()}; AVX-512/AMX flags: {cpu_flags()}; 1-min load average {load_before:.2f} before "
+            f"and {os.getloadavg()[0]:.2f} after the run. The CPUs are shared with other sessions, so the timings "
+            "are noisy: compare trees by their medians, runs taking turns.",
+            f"- Each tree's runs alternate with the other's; median of {args.runs}. `import s`: the total of "
+            "`python -X importtime` in one more run; top imports: the packages whose modules took longest to import "
+            f"(their own times). Model: the bundled `{MODEL}`; index: 50 documents, exact search.",
+            "",
+            *rows,
+        ]
+    )
     print(block)
     if not args.no_record:
         record(RESULTS, SECTION, block)

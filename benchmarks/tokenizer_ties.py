@@ -43,7 +43,7 @@ def collection_texts(data):
 def graph_ids(tokenizer, texts, batch=256):
     ids = []
     for start in range(0, len(texts), batch):
-        ids += tokenizer.tokenize(texts[start:start + batch]).to_list()
+        ids += tokenizer.tokenize(texts[start : start + batch]).to_list()
     return ids
 
 
@@ -58,11 +58,23 @@ def hugging_face_ids(proto, texts):
         with open(os.path.join(directory, "spiece.model"), "wb") as f:
             f.write(proto)
         with open(os.path.join(directory, "tokenizer_config.json"), "w") as f:
-            json.dump({"tokenizer_class": "T5Tokenizer", "extra_ids": 0, "legacy": True, "eos_token": "</s>",
-                       "pad_token": "<pad>", "unk_token": "<unk>"}, f)
+            json.dump(
+                {
+                    "tokenizer_class": "T5Tokenizer",
+                    "extra_ids": 0,
+                    "legacy": True,
+                    "eos_token": "</s>",
+                    "pad_token": "<pad>",
+                    "unk_token": "<unk>",
+                },
+                f,
+            )
         tokenizer = AutoTokenizer.from_pretrained(directory)
-        return {f"HF {type(tokenizer).__name__}": [tokenizer(t.strip(), add_special_tokens=False)["input_ids"]
-                                                  for t in texts]}
+        return {
+            f"HF {type(tokenizer).__name__}": [
+                tokenizer(t.strip(), add_special_tokens=False)["input_ids"] for t in texts
+            ]
+        }
 
 
 def compare(name, proto, texts, encoder=None):
@@ -71,10 +83,17 @@ def compare(name, proto, texts, encoder=None):
     graph = graph_ids(GTRTokenizer(proto), texts)
     library = [processor.encode(t.strip()) for t in texts]
     differ = [i for i, (a, b) in enumerate(zip(graph, library)) if a != b]
-    ties = sum(abs(sum(processor.get_score(p) for p in graph[i]) - sum(processor.get_score(p) for p in library[i]))
-               < 1e-4 for i in differ)
-    row = {"vocabulary": name, "pieces": processor.get_piece_size(), "texts": len(texts),
-           "TF Text != sentencepiece": len(differ), "of them ties": ties}
+    ties = sum(
+        abs(sum(processor.get_score(p) for p in graph[i]) - sum(processor.get_score(p) for p in library[i])) < 1e-4
+        for i in differ
+    )
+    row = {
+        "vocabulary": name,
+        "pieces": processor.get_piece_size(),
+        "texts": len(texts),
+        "TF Text != sentencepiece": len(differ),
+        "of them ties": ties,
+    }
     for other, ids in hugging_face_ids(proto, texts).items():
         row[f"sentencepiece != {other}"] = sum(a != b for a, b in zip(library, ids))
         row[f"TF Text != {other}"] = sum(a != b for a, b in zip(graph, ids))
@@ -113,11 +132,15 @@ def main():
             with open(path, "rb") as f:
                 rows.append(compare("32k unigram trained on these texts", f.read(), texts))
     columns = list(dict.fromkeys(key for row in rows for key in row))
-    block = "\n".join([
-        f"{time.strftime('%Y-%m-%d')}, {machine()}: `{rerun_command(__file__)}`", "",
-        "| " + " | ".join(columns) + " |", "|" + "---|" * len(columns),
-        *("| " + " | ".join(str(row.get(column, "")) for column in columns) + " |" for row in rows),
-    ])
+    block = "\n".join(
+        [
+            f"{time.strftime('%Y-%m-%d')}, {machine()}: `{rerun_command(__file__)}`",
+            "",
+            "| " + " | ".join(columns) + " |",
+            "|" + "---|" * len(columns),
+            *("| " + " | ".join(str(row.get(column, "")) for column in columns) + " |" for row in rows),
+        ]
+    )
     publish(block, os.path.join(os.path.dirname(os.path.abspath(__file__)), "RESULTS.md"), SECTION)
 
 

@@ -55,8 +55,12 @@ def random_checkpoint(config_name, work_dir):
     """A random sentence-transformers checkpoint of the shape `config_name` (cached in `work_dir`)."""
     st_dir = os.path.join(work_dir, f"train-{config_name}-random")
     if not os.path.exists(os.path.join(st_dir, "modules.json")):
-        build_checkpoint(st_dir, seed=0, spiece_path=os.path.join(ST_DIR, "spiece.model"),
-                         t5_config={**CONFIGS[config_name], "feed_forward_proj": "relu"})
+        build_checkpoint(
+            st_dir,
+            seed=0,
+            spiece_path=os.path.join(ST_DIR, "spiece.model"),
+            t5_config={**CONFIGS[config_name], "feed_forward_proj": "relu"},
+        )
     return st_dir
 
 
@@ -144,8 +148,11 @@ def main(argv=None):
     parser.add_argument("--warmup", type=int, default=2, help="untimed steps per library")
     parser.add_argument("--steps", type=int, default=5, help="timed steps per library")
     parser.add_argument("--xla", action="store_true", help="also time gtr-keras compiled with XLA")
-    parser.add_argument("--work-dir", default=os.path.expanduser("~/.cache/gtr-keras-benchmarks"),
-                        help="where the random checkpoints are cached")
+    parser.add_argument(
+        "--work-dir",
+        default=os.path.expanduser("~/.cache/gtr-keras-benchmarks"),
+        help="where the random checkpoints are cached",
+    )
     parser.add_argument("--results", default=RESULTS, help="markdown file to append to")
     parser.add_argument("--no-record", action="store_true", help="print only")
     args = parser.parse_args(argv)
@@ -153,7 +160,7 @@ def main(argv=None):
     import sentence_transformers
     import torch
 
-    started = datetime.datetime.now(datetime.timezone.utc)
+    started = datetime.datetime.now(datetime.UTC)
     load_before = os.getloadavg()
     rows = []
     for name in args.configs:
@@ -162,16 +169,23 @@ def main(argv=None):
         steps = {"sentence-transformers": torch_step(st_dir, *data), "gtr-keras": keras_step(st_dir, *data, False)}
         if args.xla:
             steps["gtr-keras XLA"] = keras_step(st_dir, *data, True)
-        seconds = {name: statistics.median(times)
-                   for name, times in time_interleaved(steps, args.steps, args.warmup).items()}
+        seconds = {
+            name: statistics.median(times) for name, times in time_interleaved(steps, args.steps, args.warmup).items()
+        }
         parameters = convert_sentence_transformers(st_dir).count_params()
         for library, median in seconds.items():
-            rows.append({
-                "config": name, "parameters": parameters, "batch": args.batch_size,
-                "lengths": f"{args.query_length} / {args.document_length}", "library": library,
-                "seconds": median, "pairs_per_s": args.batch_size / median,
-                "vs_torch": seconds["sentence-transformers"] / median,
-            })
+            rows.append(
+                {
+                    "config": name,
+                    "parameters": parameters,
+                    "batch": args.batch_size,
+                    "lengths": f"{args.query_length} / {args.document_length}",
+                    "library": library,
+                    "seconds": median,
+                    "pairs_per_s": args.batch_size / median,
+                    "vs_torch": seconds["sentence-transformers"] / median,
+                }
+            )
         print(table(rows), flush=True)
     load_after = os.getloadavg()
 
@@ -179,11 +193,14 @@ def main(argv=None):
     ram_gib = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
     shapes = "; ".join(
         f"{n}: {c['num_layers']} layers, d_model {c['d_model']}, {c['num_heads']} heads x {c['d_kv']}, "
-        f"d_ff {c['d_ff']}, vocabulary {c['vocab_size']}" for n, c in CONFIGS.items() if n in args.configs
+        f"d_ff {c['d_ff']}, vocabulary {c['vocab_size']}"
+        for n, c in CONFIGS.items()
+        if n in args.configs
     )
     ours = [r for r in rows if r["library"] == "gtr-keras"]
-    met = ", ".join(f"{r['config']} {r['vs_torch']:.2f}x ({'met' if r['vs_torch'] >= 1.2 else 'NOT met'})"
-                    for r in ours)
+    met = ", ".join(
+        f"{r['config']} {r['vs_torch']:.2f}x ({'met' if r['vs_torch'] >= 1.2 else 'NOT met'})" for r in ours
+    )
     block = f"""### {started:%Y-%m-%d %H:%M} UTC: training pairs/s
 
 Command: `{command}`

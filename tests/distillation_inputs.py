@@ -26,8 +26,17 @@ def tiny_distillation(tmp_path, teacher, **settings):
     texts = [write_jsonl(tmp_path / "pairs.jsonl", word_pairs(40, 0)), str(tmp_path / "single.txt")]
     (tmp_path / "single.txt").write_text("\n".join(f"{w} by the {w} river" for w in WORDS[:8]) + "\n")
     return {
-        "init": "gtr-tiny", "tokenizer": SPIECE, "model": {"num_layers": 1}, "teacher": teacher,
-        "data": {"texts": texts, "query_length": 8, "document_length": 16}, "steps": 4, "batch_size": 8,
-        "checkpoint_every": 2, "learning_rate": 0.01, "mse_weight": 1.0, "verbose": 0,
-        "output_dir": str(tmp_path / "run"), **settings,
+        "init": "gtr-tiny",
+        "tokenizer": SPIECE,
+        "model": {"num_layers": 1},
+        "teacher": teacher,
+        "data": {"texts": texts, "query_length": 8, "document_length": 16},
+        "steps": 4,
+        "batch_size": 8,
+        "checkpoint_every": 2,
+        "learning_rate": 0.01,
+        "mse_weight": 1.0,
+        "verbose": 0,
+        "output_dir": str(tmp_path / "run"),
+        **settings,
     }

@@ -78,8 +78,9 @@ def train_spiece(path, vocabulary_size=1000):
     return train_sentencepiece(cranfield_texts(), path, vocabulary_size)
 
 
-def build_checkpoint(out_dir, seed=0, feed_forward_proj="relu", spiece_path=None, max_seq_length=512,
-                     t5_config=TINY_T5):
+def build_checkpoint(
+    out_dir, seed=0, feed_forward_proj="relu", spiece_path=None, max_seq_length=512, t5_config=TINY_T5
+):
     """Writes a random GTR (tiny unless `t5_config` says otherwise) in sentence-transformers layout."""
     import torch
     from sentence_transformers import SentenceTransformer, models

@@ -120,22 +120,30 @@ def test_only_the_top_level_package_and_the_model_family_import_in_their_init():
             tree = ast.parse(open(os.path.join(directory, "__init__.py"), encoding="utf-8").read())
             imported = [ast.unparse(n) for n in ast.walk(tree) if isinstance(n, (ast.Import, ast.ImportFrom))]
             # The model family registers its presets and installs its patches, as keras-hub's families do.
-            family = ["from keras_hub.src.utils.preset_utils import register_presets",
-                      "from gtr_keras.models.gtr import functional_models, keras_hub_loader",
-                      "from gtr_keras.models.gtr.backbone import GTRBackbone",
-                      "from gtr_keras.models.gtr.presets import keras_hub_presets"]
+            family = [
+                "from keras_hub.src.utils.preset_utils import register_presets",
+                "from gtr_keras.models.gtr import functional_models, keras_hub_loader",
+                "from gtr_keras.models.gtr.backbone import GTRBackbone",
+                "from gtr_keras.models.gtr.presets import keras_hub_presets",
+            ]
             assert imported == (family if directory.endswith("gtr") else []), directory
 
 
 @pytest.mark.large
-@pytest.mark.parametrize("imports", [
-    "import gtr_keras, keras", "import keras_hub, gtr_keras",
-    "import gtr_keras; from gtr_keras.models.gtr.backbone import GTRBackbone",
-])
+@pytest.mark.parametrize(
+    "imports",
+    [
+        "import gtr_keras, keras",
+        "import keras_hub, gtr_keras",
+        "import gtr_keras; from gtr_keras.models.gtr.backbone import GTRBackbone",
+    ],
+)
 def test_the_keras_classes_are_registered_whatever_is_imported_first(imports):
-    script = (f"{imports}\nimport keras\n"
-              "assert keras.saving.get_registered_object('gtr_keras>GTRTextEmbedder') is not None\n"
-              "assert keras.saving.get_registered_object('gtr_keras>GTRTokenizer') is not None\n")
+    script = (
+        f"{imports}\nimport keras\n"
+        "assert keras.saving.get_registered_object('gtr_keras>GTRTextEmbedder') is not None\n"
+        "assert keras.saving.get_registered_object('gtr_keras>GTRTokenizer') is not None\n"
+    )
     result = subprocess.run([sys.executable, "-c", script], cwd=REPO, capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr[-2000:]
 
@@ -166,8 +174,12 @@ def test_a_bm25_evaluation_and_a_length_analysis_load_neither_keras_nor_tensorfl
 
     from gtr_keras.retrieval.readers import Corpus
 
-    beir = write_beir(tmp_path / "beir", Corpus(ids=["d1", "d2"], titles=["", ""], texts=["wing lift", "heat flow"]),
-                      {"q1": "lift of a wing"}, [("q1", "d1", 1)])
+    beir = write_beir(
+        tmp_path / "beir",
+        Corpus(ids=["d1", "d2"], titles=["", ""], texts=["wing lift", "heat flow"]),
+        {"q1": "lift of a wing"},
+        [("q1", "d1", 1)],
+    )
     (tmp_path / "run.trec").write_text("q1 Q0 d1 1 2.0 bm25\nq1 Q0 d2 2 1.0 bm25\n")
     script = (
         "import sys\nfrom gtr_keras.cli.main import main\n"
@@ -189,8 +201,9 @@ def test_the_parser_answers_without_tensorflow_and_the_package_imports_quietly()
         "import gtr_keras\n"
     )
     env = {k: v for k, v in os.environ.items() if k != "TF_CPP_MIN_LOG_LEVEL"}
-    result = subprocess.run([sys.executable, "-c", script], cwd=REPO, env=env, capture_output=True, text=True,
-                            timeout=120)
+    result = subprocess.run(
+        [sys.executable, "-c", script], cwd=REPO, env=env, capture_output=True, text=True, timeout=120
+    )
     assert result.returncode == 0, result.stderr
     assert result.stdout == ""
     assert result.stderr == "gtr-keras encode: error: ./no-such-dir: no such model directory\n"
@@ -203,13 +216,24 @@ def test_no_python_module_at_the_repository_root():
 def test_the_top_level_modules_import_what_the_architecture_says():
     graph = imports(module_names())
     assert graph["gtr_keras.errors"] == set()
-    parser = {"gtr_keras.cli.arguments", "gtr_keras.cli.train_arguments", "gtr_keras.cli.parser",
-              "gtr_keras.cli.checks"}
+    parser = {
+        "gtr_keras.cli.arguments",
+        "gtr_keras.cli.train_arguments",
+        "gtr_keras.cli.parser",
+        "gtr_keras.cli.checks",
+    }
     for name in parser:  # what `--help` and argument errors run: no TensorFlow, nothing of the library
-        assert graph[name] <= parser | {"gtr_keras.errors", "gtr_keras.utils", "gtr_keras.utils.files",
-                                        "gtr_keras.models.gtr.model_source"}, name
-    assert graph["gtr_keras.cli.main"] <= parser | {"gtr_keras.errors", "gtr_keras.cli.commands",
-                                                    "gtr_keras.models.gtr.model_source"}
+        assert graph[name] <= parser | {
+            "gtr_keras.errors",
+            "gtr_keras.utils",
+            "gtr_keras.utils.files",
+            "gtr_keras.models.gtr.model_source",
+        }, name
+    assert graph["gtr_keras.cli.main"] <= parser | {
+        "gtr_keras.errors",
+        "gtr_keras.cli.commands",
+        "gtr_keras.models.gtr.model_source",
+    }
     assert graph["gtr_keras.__main__"] == {"gtr_keras.cli.main"}
     assert graph["gtr_keras"] == set()  # the keras-hub classes once Keras is imported, the rest on first use
     # The name of earlier releases.
@@ -227,6 +251,7 @@ def _converters_and_what_they_import():
 def test_the_converters_and_the_family_modules_they_import_import_first_in_a_fresh_process(module):
     """The converters import the model family, whose `__init__` imports the embedder, which loads through the
     converters: each of these modules imported first must not meet a half-imported one."""
-    result = subprocess.run([sys.executable, "-c", f"import {module}"], cwd=REPO, capture_output=True, text=True,
-                            timeout=120)
+    result = subprocess.run(
+        [sys.executable, "-c", f"import {module}"], cwd=REPO, capture_output=True, text=True, timeout=120
+    )
     assert result.returncode == 0, result.stderr[-2000:]

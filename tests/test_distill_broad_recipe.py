@@ -75,26 +75,44 @@ def test_collector_cleans_drops_and_writes_the_same_bytes_twice(extract_texts, t
 
 def test_foldoc_and_jargon_entries_become_headword_definition_pairs(extract_texts, tmp_path, monkeypatch):
     monkeypatch.setattr(extract_texts, "DICTD_DIR", str(tmp_path))
-    _write_dictd(tmp_path, "foldoc", [
-        ("00-database-info", "FOLDOC header\n"),
-        ("compiler", "compiler\n\n   <language> A program that translates {source code} into {object\n"
-                     "   code} (see {(http://example.com/)}).\n\n   (1996-01-01)\n\n"),
-    ])
-    _write_dictd(tmp_path, "jargon", [("kluge", "kluge\n /klooj/, n.\n\n   1. [techspeak] A clever programming "
-                                                "trick intended to solve a problem.\n\n")])
+    _write_dictd(
+        tmp_path,
+        "foldoc",
+        [
+            ("00-database-info", "FOLDOC header\n"),
+            (
+                "compiler",
+                "compiler\n\n   <language> A program that translates {source code} into {object\n"
+                "   code} (see {(http://example.com/)}).\n\n   (1996-01-01)\n\n",
+            ),
+        ],
+    )
+    _write_dictd(
+        tmp_path,
+        "jargon",
+        [
+            (
+                "kluge",
+                "kluge\n /klooj/, n.\n\n   1. [techspeak] A clever programming trick intended to solve a problem.\n\n",
+            )
+        ],
+    )
     foldoc, jargon = extract_texts.Collector("foldoc-pairs", True), extract_texts.Collector("jargon-pairs", True)
     extract_texts.foldoc(foldoc)
     extract_texts.jargon(jargon)
     assert [(r["query"], r["positive"]) for r in foldoc.records.values()] == [
-        ("compiler", "A program that translates source code into object code (see ).")]
+        ("compiler", "A program that translates source code into object code (see ).")
+    ]
     assert [(r["query"], r["positive"]) for r in jargon.records.values()] == [
-        ("kluge", "A clever programming trick intended to solve a problem.")]
+        ("kluge", "A clever programming trick intended to solve a problem.")
+    ]
 
 
 def test_a_manual_page_gives_its_name_and_description_without_code(extract_texts):
     sections = extract_texts.man_sections(
-        '.TH TOY 7\n.SH NAME\ntoy \\- a page for tests\n.SH DESCRIPTION\nThe\n.B toy\nprogram reads\n'
-        '.IR file s.\n.EX\nint main(void);\n.EE\n.PP\nSecond \\(em paragraph.\n.SH SEE ALSO\nnothing\n')
+        ".TH TOY 7\n.SH NAME\ntoy \\- a page for tests\n.SH DESCRIPTION\nThe\n.B toy\nprogram reads\n"
+        ".IR file s.\n.EX\nint main(void);\n.EE\n.PP\nSecond \\(em paragraph.\n.SH SEE ALSO\nnothing\n"
+    )
     assert " ".join(sections["NAME"]) == "toy - a page for tests"
     description = " ".join(sections["DESCRIPTION"])
     assert "The toy program reads files." in description and "Second — paragraph." in description
@@ -125,28 +143,48 @@ def _toy_inputs(tmp_path):
             f.writelines(json.dumps(r) + "\n" for r in records)
 
     for name in ("wordnet", "gcide", "foldoc", "jargon", "manpages"):
-        jsonl_gz(broad / f"{name}-pairs.jsonl.gz", [
-            {"_id": f"{name}:{i}", "query": f"{name} word {i}", "positive": f"the {name} meaning number {i}"}
-            for i in range(3)])
-    jsonl_gz(broad / "foldoc-pairs.jsonl.gz", [
-        {"_id": "foldoc:0", "query": "lift", "positive": "The Lift of a WING at high speed"},  # a Cranfield title
-        {"_id": "foldoc:1", "query": "drag", "positive": "a force against motion through a fluid"}])
+        jsonl_gz(
+            broad / f"{name}-pairs.jsonl.gz",
+            [
+                {"_id": f"{name}:{i}", "query": f"{name} word {i}", "positive": f"the {name} meaning number {i}"}
+                for i in range(3)
+            ],
+        )
+    jsonl_gz(
+        broad / "foldoc-pairs.jsonl.gz",
+        [
+            {"_id": "foldoc:0", "query": "lift", "positive": "The Lift of a WING at high speed"},  # a Cranfield title
+            {"_id": "foldoc:1", "query": "drag", "positive": "a force against motion through a fluid"},
+        ],
+    )
     jsonl_gz(broad / "wordnet-examples.jsonl.gz", [{"_id": "wordnet:e1", "text": "an example sentence here"}])
     (data / "debian-descriptions").mkdir(parents=True)
-    jsonl_gz(data / "debian-descriptions" / "pairs.jsonl.gz",
-             [{"_id": i, "query": f"tool {i}", "positive": f"a tool that does thing {i}"} for i in range(4)])
-    write_beir(data / "msmarco-dl19-subset", Corpus(["p1", "p2"], ["", ""], ["a web passage", "what is a query"]),
-               {"m1": "web"}, [("m1", "p1", 1)])
+    jsonl_gz(
+        data / "debian-descriptions" / "pairs.jsonl.gz",
+        [{"_id": i, "query": f"tool {i}", "positive": f"a tool that does thing {i}"} for i in range(4)],
+    )
+    write_beir(
+        data / "msmarco-dl19-subset",
+        Corpus(["p1", "p2"], ["", ""], ["a web passage", "what is a query"]),
+        {"m1": "web"},
+        [("m1", "p1", 1)],
+    )
     for name in ("scifact", "nfcorpus", "cranfield", "cisi"):
-        corpus = Corpus([f"{name}1"], ["The lift of a wing at high speed" if name == "cranfield" else ""],
-                        [f"a {name} document"])
+        corpus = Corpus(
+            [f"{name}1"], ["The lift of a wing at high speed" if name == "cranfield" else ""], [f"a {name} document"]
+        )
         write_beir(data / name, corpus, {"q1": "What is a query"}, [("q1", f"{name}1", 1)])
     return broad, data
 
 
 def _mix(broad, data, out):
-    return subprocess.run([sys.executable, os.path.join(RECIPE, "mix_texts.py"), str(broad), str(data), str(out)],
-                          cwd=REPO, capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        [sys.executable, os.path.join(RECIPE, "mix_texts.py"), str(broad), str(data), str(out)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
 @pytest.mark.large
@@ -185,8 +223,9 @@ def test_the_teacher_check_names_a_file_that_does_not_match(monkeypatch, tmp_pat
     from gtr_keras.errors import UserError
 
     (tmp_path / "config.json").write_text("{}")
-    fetch_teacher.check_sha256(tmp_path / "config.json",
-                               "44136fa355b3678a1146ad16f7e8649e94fb4fc21fe77e8310c060f61caaff8a")
+    fetch_teacher.check_sha256(
+        tmp_path / "config.json", "44136fa355b3678a1146ad16f7e8649e94fb4fc21fe77e8310c060f61caaff8a"
+    )
     with pytest.raises(UserError, match=r"config.json: the file has SHA-256 44136fa3.*, expected 953f9c0d"):
         fetch_teacher.check_sha256(tmp_path / "config.json", fetch_teacher.EXPECTED["config.json"])
     monkeypatch.setattr(sys, "argv", ["fetch_teacher.py", str(tmp_path)])

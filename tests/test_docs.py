@@ -49,8 +49,10 @@ def test_every_relative_link_points_to_a_file_and_heading_that_exist(page):
 
 
 def test_links_and_headings_are_read_outside_code_blocks(tmp_path):
-    (tmp_path / "a.md").write_text("# A\n\n## Some part\n\n[ok](#some-part) [gone](b.md) [no](#other) [web](https://x.org)\n"
-                                   "```\n[in code](c.md)\n# not a heading\n```\n")
+    (tmp_path / "a.md").write_text(
+        "# A\n\n## Some part\n\n[ok](#some-part) [gone](b.md) [no](#other) [web](https://x.org)\n"
+        "```\n[in code](c.md)\n# not a heading\n```\n"
+    )
     assert _relative_links(str(tmp_path / "a.md")) == ["#some-part", "b.md", "#other"]
     assert _anchors(str(tmp_path / "a.md")) == {"a", "some-part"}
 
@@ -73,7 +75,9 @@ def test_the_command_line_page_names_every_command_and_flag():
             continue  # its arguments are TensorFlow's saved_model_cli's
         section = page.split(f"\n### {name}\n", 1)[1].split("\n#", 1)[0]
         flags = [flag for action in parser._actions for flag in action.option_strings]
-        missing += [f"{name} {flag}" for flag in flags if flag not in ("-h", "--help", "--debug") and f"`{flag}" not in section]
+        missing += [
+            f"{name} {flag}" for flag in flags if flag not in ("-h", "--help", "--debug") and f"`{flag}" not in section
+        ]
     assert not missing
 
 

@@ -27,14 +27,35 @@ from gtr_keras.training.dual_encoder import DualEncoder, make_optimizer
 
 @pytest.mark.parametrize(
     "cls",
-    [GTRBackbone, GTRTextEmbedder, GTRTextEmbedderPreprocessor, GTRTokenizer, Encoder, DualEncoder, DistilledDualEncoder,
-     T5Attention, T5FeedForward, T5EncoderBlock, MaskedMeanPooling, ModelSource, GTRPresetLoader],
+    [
+        GTRBackbone,
+        GTRTextEmbedder,
+        GTRTextEmbedderPreprocessor,
+        GTRTokenizer,
+        Encoder,
+        DualEncoder,
+        DistilledDualEncoder,
+        T5Attention,
+        T5FeedForward,
+        T5EncoderBlock,
+        MaskedMeanPooling,
+        ModelSource,
+        GTRPresetLoader,
+    ],
 )
 def test_class_docstring_example_runs(cls, tiny_model_dir):
     globs = {
-        "np": np, "tf": tf, "keras_hub": keras_hub, "gtr_keras": gtr_keras, "make_optimizer": make_optimizer,
-        "spiece_model": os.path.join(TINY_ST, "spiece.model"), "model_dir": tiny_model_dir, cls.__name__: cls,
-        "GTRTokenizer": GTRTokenizer, "os": os, "resolve_model_source": resolve_model_source,
+        "np": np,
+        "tf": tf,
+        "keras_hub": keras_hub,
+        "gtr_keras": gtr_keras,
+        "make_optimizer": make_optimizer,
+        "spiece_model": os.path.join(TINY_ST, "spiece.model"),
+        "model_dir": tiny_model_dir,
+        cls.__name__: cls,
+        "GTRTokenizer": GTRTokenizer,
+        "os": os,
+        "resolve_model_source": resolve_model_source,
     }
     tests = doctest.DocTestFinder(recurse=False).find(cls, globs=globs)
     assert tests and tests[0].examples, f"{cls.__name__} has no example"

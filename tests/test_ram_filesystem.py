@@ -19,6 +19,7 @@ import pytest
 import tensorflow as tf
 
 import gtr_keras
+from gtr_keras.cli.main import main
 from gtr_keras.errors import CheckpointError, DataError
 from gtr_keras.models.gtr.fingerprint import fingerprint
 from gtr_keras.models.gtr.model_directory import check_model_directory
@@ -34,7 +35,6 @@ from gtr_keras.serving.export import export_all, load_export
 from gtr_keras.training.loop import train
 from gtr_keras.training.resume import RUN_RECORD
 from gtr_keras.utils import files
-from gtr_keras.cli.main import main
 
 WORDS = "wing lift drag shock boundary layer heat transfer flutter nozzle jet buckling panel cone mach".split()
 NUM_DOCS = 40
@@ -57,14 +57,15 @@ def _corpus():
 
 def _write_beir(directory, corpus):
     """A BEIR collection on any file system: query `qN` is document `dN`'s first words, judged relevant to it."""
-    _write(f"{directory}/corpus.jsonl", _jsonl(
-        {"_id": i, "title": t, "text": x} for i, t, x in zip(corpus.ids, corpus.titles, corpus.texts)
-    ))
+    _write(
+        f"{directory}/corpus.jsonl",
+        _jsonl({"_id": i, "title": t, "text": x} for i, t, x in zip(corpus.ids, corpus.titles, corpus.texts)),
+    )
     queries = {f"q{n}": " ".join(corpus.texts[n].split()[:3]) for n in range(0, NUM_DOCS, 5)}
     _write(f"{directory}/queries.jsonl", _jsonl({"_id": q, "text": text} for q, text in queries.items()))
-    _write(f"{directory}/qrels/test.tsv", "query-id\tcorpus-id\tscore\n" + "".join(
-        f"{q}\td{q[1:]}\t1\n" for q in queries
-    ))
+    _write(
+        f"{directory}/qrels/test.tsv", "query-id\tcorpus-id\tscore\n" + "".join(f"{q}\td{q[1:]}\t1\n" for q in queries)
+    )
     return queries
 
 
@@ -128,14 +129,24 @@ def test_train_index_export_and_evaluate_all_on_ram(ram_model_dir, root, monkeyp
     queries = _write_beir(f"{root}/beir", corpus)
     loaded_corpus, loaded_queries, qrels, report = load_dataset(f"{root}/beir")
     assert report.ok and loaded_corpus.ids == corpus.ids and loaded_queries == queries
-    triples = [{"query": " ".join(text.split()[:3]), "positive": text, "negatives": [corpus.texts[(n + 1) % NUM_DOCS]]}
-               for n, text in enumerate(corpus.texts[:16])]
+    triples = [
+        {"query": " ".join(text.split()[:3]), "positive": text, "negatives": [corpus.texts[(n + 1) % NUM_DOCS]]}
+        for n, text in enumerate(corpus.texts[:16])
+    ]
     _write(f"{root}/triples.jsonl", _jsonl(triples))
 
     # Training from and to ram://, then resuming the finished run.
     run = f"{root}/run"
-    config = {"init": ram_model_dir, "output_dir": run, "data": {"source": f"{root}/triples.jsonl"},
-              "steps": 2, "batch_size": 4, "checkpoint_every": 1, "learning_rate": 1e-4, "verbose": 0}
+    config = {
+        "init": ram_model_dir,
+        "output_dir": run,
+        "data": {"source": f"{root}/triples.jsonl"},
+        "steps": 2,
+        "batch_size": 4,
+        "checkpoint_every": 1,
+        "learning_rate": 1e-4,
+        "verbose": 0,
+    }
     trained = train(config)
     assert tf.train.latest_checkpoint(f"{run}/checkpoints").endswith("-2")
     assert files.isfile(f"{run}/{RUN_RECORD}")
@@ -166,8 +177,9 @@ def test_train_index_export_and_evaluate_all_on_ram(ram_model_dir, root, monkeyp
     # (`files.exists` would not do: ram:// takes `index` for a directory as `index.partial` exists.)
     assert files.listdir(work_dir) == ["manifest.json", "shard-00000.npz"] and "index" not in files.listdir(root)
     calls.clear()
-    monkeypatch.setattr(encoder, "encode_documents",
-                        lambda texts, *args: calls.append(len(texts)) or encode(texts, *args))
+    monkeypatch.setattr(
+        encoder, "encode_documents", lambda texts, *args: calls.append(len(texts)) or encode(texts, *args)
+    )
     built = build_index(encoder, loaded_corpus, index_dir, model_dir=model_dir, shard_size=16)
     assert calls == [16, 8] and built.kind == "scann" and "index.partial" not in files.listdir(root)
     retriever = Retriever.load(index_dir, encoder)
@@ -181,16 +193,33 @@ def test_train_index_export_and_evaluate_all_on_ram(ram_model_dir, root, monkeyp
     # Encoder and ScaNN searcher exports on ram://, loaded from there.
     written = export_all(encoder, f"{root}/export", index_dir, searcher="scann", k=3)
     assert written == {"encoder": f"{root}/export/encoder/1", "searcher": f"{root}/export/searcher/1"}
-    embeddings = load_export(written["encoder"]).signatures["encode_documents"](
-        texts=tf.constant(corpus.texts[:2]))["embeddings"].numpy()
+    embeddings = (
+        load_export(written["encoder"])
+        .signatures["encode_documents"](texts=tf.constant(corpus.texts[:2]))["embeddings"]
+        .numpy()
+    )
     np.testing.assert_allclose(embeddings, encode(corpus.texts[:2]), atol=1e-5)
     searched = load_export(written["searcher"]).signatures["serving_default"](queries=tf.constant([queries["q5"]]))
     assert [i.decode() for i in searched["ids"].numpy()[0]] == [hit["id"] for hit in hits]
 
     # Evaluation: a run from the ram:// index, and the command line reading and writing ram://.
     metrics = evaluate_run(qrels, gtr_run(encoder, loaded_corpus, loaded_queries, depth=10, index=retriever.index))
-    assert main(["evaluate", "--dataset", f"{root}/beir", "--model", model_dir,
-                 "--output-json", f"{root}/eval/metrics.json", "--run-out", f"{root}/eval/run.trec"]) == 0
+    assert (
+        main(
+            [
+                "evaluate",
+                "--dataset",
+                f"{root}/beir",
+                "--model",
+                model_dir,
+                "--output-json",
+                f"{root}/eval/metrics.json",
+                "--run-out",
+                f"{root}/eval/run.trec",
+            ]
+        )
+        == 0
+    )
     recorded = json.loads(files.read_bytes(f"{root}/eval/metrics.json"))
     assert recorded["num_queries"] == len(queries)
     assert recorded["metrics"]["ndcg@10"] == pytest.approx(metrics["ndcg@10"], abs=1e-4)
@@ -217,7 +246,7 @@ def test_search_index_and_shard_writer_on_ram(root):
     assert files.listdir(f"{root}/work") == ["manifest.json", "shard-00000.npz"]
     assert [shard.number for shard in resumed.pending_shards()] == [1, 2, 3]
     for shard in resumed.pending_shards():
-        resumed.write(shard.number, embeddings[shard.start:shard.end])
+        resumed.write(shard.number, embeddings[shard.start : shard.end])
     np.testing.assert_array_equal(resumed.assemble(), embeddings)
     with pytest.raises(DataError, match=rf"^{root}/nothing: not a search index"):
         SearchIndex.load(f"{root}/nothing")

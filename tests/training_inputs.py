@@ -39,8 +39,11 @@ def write_triples(path, count=48):
         for i in range(count):
             a, b, c = rng.choice(WORDS, 3, replace=False)
             negatives = [f"{rng.choice(WORDS)} by the {rng.choice(WORDS)} {i} {m}" for m in range(1 + i % 3)]
-            record = {"query": f"what about {a} {b} {c} {i}", "positive": f"the {a} and {b} with {c} {i}",
-                      "negatives": negatives}
+            record = {
+                "query": f"what about {a} {b} {c} {i}",
+                "positive": f"the {a} and {b} with {c} {i}",
+                "negatives": negatives,
+            }
             f.write(json.dumps(record) + "\n")
     return str(path)
 
@@ -66,7 +69,11 @@ def write_bert_text_embedder(path):
     tokenizer = keras_hub.models.BertTokenizer(vocabulary=["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *WORDS])
     preprocessor = keras_hub.models.BertTextEmbedderPreprocessor(tokenizer, sequence_length=32)
     backbone = keras_hub.models.BertBackbone(
-        vocabulary_size=len(WORDS) + 5, num_layers=1, num_heads=2, hidden_dim=8, intermediate_dim=16,
+        vocabulary_size=len(WORDS) + 5,
+        num_layers=1,
+        num_heads=2,
+        hidden_dim=8,
+        intermediate_dim=16,
         max_sequence_length=32,
     )
     embedder = keras_hub.models.BertTextEmbedder(backbone, preprocessor)

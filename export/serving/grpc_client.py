@@ -26,7 +26,7 @@ def build_requests(model, signature, texts, k=None, chunk_size=MAX_BATCH_SIZE):
         raise ValueError("--signature search needs --k of at least 1")
     requests = []
     for start in range(0, len(texts), chunk_size):
-        chunk = texts[start:start + chunk_size]
+        chunk = texts[start : start + chunk_size]
         request = predict_pb2.PredictRequest()
         request.model_spec.name = model
         request.model_spec.signature_name = signature
@@ -45,10 +45,15 @@ def main():
     parser.add_argument("texts", nargs="+", help="queries (searcher) or texts (encoder)")
     parser.add_argument("--host", default="localhost:8500", help="TF Serving gRPC address (default: %(default)s)")
     parser.add_argument("--model", default="gtr_searcher", choices=sorted(INPUT_NAMES), help="default: %(default)s")
-    parser.add_argument("--signature", default="serving_default",
-                        help="serving_default, search (searcher); encode_queries, encode_documents (encoder)")
+    parser.add_argument(
+        "--signature",
+        default="serving_default",
+        help="serving_default, search (searcher); encode_queries, encode_documents (encoder)",
+    )
     parser.add_argument("--k", type=int, help="results per query, with --signature search")
-    parser.add_argument("--chunk-size", type=int, default=MAX_BATCH_SIZE, help="texts per request (default: %(default)s)")
+    parser.add_argument(
+        "--chunk-size", type=int, default=MAX_BATCH_SIZE, help="texts per request (default: %(default)s)"
+    )
     args = parser.parse_args()
 
     stub = prediction_service_pb2_grpc.PredictionServiceStub(grpc.insecure_channel(args.host))

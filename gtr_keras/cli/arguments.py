@@ -151,8 +151,9 @@ def output_path(kind, suffix=None):
 def index_directory(path):
     path = input_path("directory")(path)
     if not is_remote(path) and not os.path.isfile(os.path.join(path, "retriever.json")):
-        raise argparse.ArgumentTypeError(f"{path}: not an index directory (no retriever.json); build one with "
-                                         f"`{PROG} index`")
+        raise argparse.ArgumentTypeError(
+            f"{path}: not an index directory (no retriever.json); build one with `{PROG} index`"
+        )
     return path
 
 
@@ -187,5 +188,7 @@ embedding_source.path_check = input_any.path_check
 embedding_source.allows_glob = True
 output_file = output_path("file")
 output_dir = output_path("directory")
-MODEL_HELP = ("model directory, sentence-transformers checkpoint, hf://ORG/NAME, a bundled model (gtr-small-distilled) "
-               "or a published one by name (gtr-base ... gtr-xxl)")
+MODEL_HELP = (
+    "model directory, sentence-transformers checkpoint, hf://ORG/NAME, a bundled model (gtr-small-distilled) "
+    "or a published one by name (gtr-base ... gtr-xxl)"
+)

@@ -55,8 +55,14 @@ def _config_settings(args):
     if not isinstance(config, dict):
         return {}
     flat = {key: value for key, value in config.items() if not isinstance(value, dict)}
-    flat.update({f"{key}.{inner}": value for key, value in config.items() if isinstance(value, dict)
-                 for inner, value in value.items()})
+    flat.update(
+        {
+            f"{key}.{inner}": value
+            for key, value in config.items()
+            if isinstance(value, dict)
+            for inner, value in value.items()
+        }
+    )
     return flat
 
 
@@ -110,14 +116,19 @@ def check_outputs(args, parser, standalone):
     inputs = _path_arguments(args, parser, "input")
     for number, (flag, path) in enumerate(outputs):
         if standalone and path.startswith("ram://"):
-            parser.error(f"argument {flag}: {path}: ram:// lives inside one process only: the output would vanish "
-                         f"when {PROG} exits")
+            parser.error(
+                f"argument {flag}: {path}: ram:// lives inside one process only: the output would vanish "
+                f"when {PROG} exits"
+            )
         others = [(f"input {name}", given) for name, given in inputs] + [
-            (f"output {name}", given) for name, given in outputs[number + 1:]]
+            (f"output {name}", given) for name, given in outputs[number + 1 :]
+        ]
         for other, given in others:
             if _overlap(path, given):
-                parser.error(f"argument {flag}: {path} overlaps {other} {given} (an output may not be, contain or "
-                             "lie inside an input or another output)")
+                parser.error(
+                    f"argument {flag}: {path} overlaps {other} {given} (an output may not be, contain or "
+                    "lie inside an input or another output)"
+                )
 
 
 def _remote_path_problem(path, check):

@@ -28,8 +28,10 @@ def _encoder(args):
     # "mixed_bfloat16" without casting every weight on every call).
     dtype = "bfloat16" if getattr(args, "precision", "float32") == "bfloat16" else None
     return load(
-        args.model, dtype=dtype,
-        query_length=getattr(args, "query_length", None), document_length=getattr(args, "document_length", None),
+        args.model,
+        dtype=dtype,
+        query_length=getattr(args, "query_length", None),
+        document_length=getattr(args, "document_length", None),
     )
 
 
@@ -40,13 +42,16 @@ def convert(args):
     from gtr_keras.models.gtr.saving import convert_sentence_transformers, load, save
 
     to_sentence_transformers = args.to == "sentence-transformers"
-    files.check_replaceable(args.out_dir, [SENTENCE_TRANSFORMERS_DIRECTORY] if to_sentence_transformers
-                            else MODEL_DIRECTORIES)
+    files.check_replaceable(
+        args.out_dir, [SENTENCE_TRANSFORMERS_DIRECTORY] if to_sentence_transformers else MODEL_DIRECTORIES
+    )
     if to_sentence_transformers:
         embedder = load(args.source).model
         save(embedder, args.out_dir, format="sentence-transformers")
-        print(f"wrote {args.out_dir} (sentence-transformers; queries there are truncated at "
-              f"{embedder.document_length} tokens, not {embedder.query_length})")
+        print(
+            f"wrote {args.out_dir} (sentence-transformers; queries there are truncated at "
+            f"{embedder.document_length} tokens, not {embedder.query_length})"
+        )
         return
     embedder = convert_sentence_transformers(args.source, query_length=args.query_length)
     save(embedder, args.out_dir)
@@ -114,10 +119,19 @@ def index(args):
         if any(char in args.corpus for char in "*?[") and not files.exists(args.corpus):
             raise DataError(f"{args.corpus}: a glob of corpus files needs --runner (e.g. --runner DirectRunner)")
         corpus = load_corpus(args.corpus)
-        num_rows, kind = len(corpus), build_index(
-            _encoder(args), corpus, args.out, model_dir=args.model, kind=kind,
-            batch_size=args.batch_size, shard_size=args.shard_size, progress=args.progress,
-        ).kind
+        num_rows, kind = (
+            len(corpus),
+            build_index(
+                _encoder(args),
+                corpus,
+                args.out,
+                model_dir=args.model,
+                kind=kind,
+                batch_size=args.batch_size,
+                shard_size=args.shard_size,
+                progress=args.progress,
+            ).kind,
+        )
     print(f"wrote {args.out}: {num_rows} documents, {kind} search")
 
 
@@ -150,8 +164,14 @@ def _index_with_beam(args, kind):
     metadata = index_metadata(_encoder(args), args.model)
     files.remove(shard_dir)
     encode_corpus_with_beam(
-        os.fspath(args.model), args.corpus, shard_dir, runner=args.runner, batch_size=args.batch_size,
-        pipeline_args=pipeline_args, shard_rows=args.shard_rows, large_model=args.large_model,
+        os.fspath(args.model),
+        args.corpus,
+        shard_dir,
+        runner=args.runner,
+        batch_size=args.batch_size,
+        pipeline_args=pipeline_args,
+        shard_rows=args.shard_rows,
+        large_model=args.large_model,
         model_sha256=metadata["model_sha256"],
     )
     corpus, embeddings = corpus_from_shards(shard_dir)
@@ -193,14 +213,20 @@ def evaluate(args):
         print(f"warning: {report}", file=sys.stderr)
     evaluated = evaluated_queries(qrels, qrels_file(args.dataset, args.split))
     if len(evaluated) < len(qrels):
-        print(f"warning: {len(qrels) - len(evaluated)} of {len(qrels)} judged queries have no document of grade 1 "
-              "or more and are left out of the means, as in BEIR", file=sys.stderr)
+        print(
+            f"warning: {len(qrels) - len(evaluated)} of {len(qrels)} judged queries have no document of grade 1 "
+            "or more and are left out of the means, as in BEIR",
+            file=sys.stderr,
+        )
     ignore = not args.keep_identical_ids
     settings = {}
     if args.retriever == "gtr":
         encoder = _encoder(args)
-        settings = {"precision": args.precision, "query_length": encoder.query_length,
-                    "document_length": encoder.document_length}
+        settings = {
+            "precision": args.precision,
+            "query_length": encoder.query_length,
+            "document_length": encoder.document_length,
+        }
         run = gtr_run(encoder, corpus, queries, batch_size=args.batch_size, ignore_identical_ids=ignore)
     else:
         run = bm25_run(corpus, queries, ignore_identical_ids=ignore)
@@ -213,8 +239,15 @@ def evaluate(args):
             if outputs[path] == "run":
                 write_trec_run(staged_path, run, tag=f"gtr-keras-{args.retriever}")
             else:
-                result = {"dataset": name, "split": args.split, "retriever": args.retriever, **settings,
-                          "metrics": metrics, "num_queries": len(evaluated), "num_judged_queries": len(qrels)}
+                result = {
+                    "dataset": name,
+                    "split": args.split,
+                    "retriever": args.retriever,
+                    **settings,
+                    "metrics": metrics,
+                    "num_queries": len(evaluated),
+                    "num_judged_queries": len(qrels),
+                }
                 staged_path.write_text(json.dumps(result, indent=2), encoding="utf-8")
 
 
@@ -240,8 +273,17 @@ def mine(args):
     corpus, queries, qrels, report = load_dataset(args.dataset, args.split)
     if not report.ok:
         print(f"warning: {report}", file=sys.stderr)
-    mined = mine_negatives(_encoder(args), corpus, queries, qrels, args.depth, args.skip_top, args.per_query,
-                           args.batch_size, progress=args.progress)
+    mined = mine_negatives(
+        _encoder(args),
+        corpus,
+        queries,
+        qrels,
+        args.depth,
+        args.skip_top,
+        args.per_query,
+        args.batch_size,
+        progress=args.progress,
+    )
     with atomic_file(args.out) as f:
         for qid, negative_ids in mined.items():
             f.write((json.dumps({"query_id": qid, "negative_ids": negative_ids}) + "\n").encode("utf-8"))
@@ -346,4 +388,3 @@ def saved_model_cli(argv):
     except SystemExit as exit_:
         return exit_.code or 0
     return 0
-

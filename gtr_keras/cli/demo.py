@@ -46,7 +46,7 @@ def run_demo(out_dir="gtr-demo", model_dir=DEMO_MODEL, dataset=DEMO_DATASET, k=3
     index = build_index(encoder, corpus, index_dir, model_dir=model_dir, progress=True)
     retriever = Retriever.load(index_dir, encoder)
     print(f"indexed into {index_dir} ({index.kind} search)\n")
-    examples = list(EXAMPLE_QUERIES if set(EXAMPLE_QUERIES) <= set(queries) else queries)[:len(EXAMPLE_QUERIES)]
+    examples = list(EXAMPLE_QUERIES if set(EXAMPLE_QUERIES) <= set(queries) else queries)[: len(EXAMPLE_QUERIES)]
     for qid in examples:
         print(f"query {qid}: {queries[qid]}")
         for rank, hit in enumerate(retriever.search([queries[qid]], k)[0], start=1):
@@ -59,8 +59,10 @@ def run_demo(out_dir="gtr-demo", model_dir=DEMO_MODEL, dataset=DEMO_DATASET, k=3
         "bm25": evaluate_run(qrels, bm25_run(corpus, queries)),
     }
     search = "exact search" if index.kind == "exact" else "ScaNN search, approximate"
-    print(f"zero-shot evaluation on all judged queries of {os.path.basename(os.path.normpath(dataset))} "
-          f"(pytrec_eval; GTR by {search}):")
+    print(
+        f"zero-shot evaluation on all judged queries of {os.path.basename(os.path.normpath(dataset))} "
+        f"(pytrec_eval; GTR by {search}):"
+    )
     print(format_table([("GTR (this model)", metrics["gtr"]), ("BM25 (bm25s)", metrics["bm25"])]) + "\n")
 
     export_encoder(encoder, export_dir)

@@ -82,8 +82,11 @@ def _run(args, parser):
             print(f"{PROG} {args.command}: error: {problem}", file=sys.stderr)
             return 2
         first_line = (str(error).strip().splitlines() or [""])[0]
-        print(f"{PROG} {args.command}: internal error: {type(error).__name__}: {first_line} "
-              f"(a bug; rerun with --debug for the traceback and report it)", file=sys.stderr)
+        print(
+            f"{PROG} {args.command}: internal error: {type(error).__name__}: {first_line} "
+            f"(a bug; rerun with --debug for the traceback and report it)",
+            file=sys.stderr,
+        )
         return 1
     return 0
 

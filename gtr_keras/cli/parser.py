@@ -42,14 +42,24 @@ def add_beam_arguments(parser):
     ['parallelism=8']
     """
     group = parser.add_argument_group("Apache Beam (scale-out encoding)")
-    group.add_argument("--runner", choices=BEAM_RUNNERS, default=None,
-                       help="encode the corpus with an Apache Beam pipeline on this runner "
-                            "(default: none, encode in this process)")
-    group.add_argument("--beam-option", action="append", default=[], metavar="KEY[=VALUE]",
-                       help="Beam pipeline option, e.g. project=my-project, temp_location=gs://b/tmp; repeatable "
-                            "(default: none)")
-    group.add_argument("--large-model", action="store_true",
-                       help="one model copy per machine, shared by all worker processes (GTR-XL/XXL)")
+    group.add_argument(
+        "--runner",
+        choices=BEAM_RUNNERS,
+        default=None,
+        help="encode the corpus with an Apache Beam pipeline on this runner (default: none, encode in this process)",
+    )
+    group.add_argument(
+        "--beam-option",
+        action="append",
+        default=[],
+        metavar="KEY[=VALUE]",
+        help="Beam pipeline option, e.g. project=my-project, temp_location=gs://b/tmp; repeatable (default: none)",
+    )
+    group.add_argument(
+        "--large-model",
+        action="store_true",
+        help="one model copy per machine, shared by all worker processes (GTR-XL/XXL)",
+    )
     group.add_argument("--shard-rows", type=at_least_one, default=50_000, help="documents per embedding shard file")
 
 
@@ -65,14 +75,24 @@ def add_encoder_arguments(parser):
     256
     """
     parser.add_argument(
-        "--precision", choices=INFERENCE_PRECISIONS, default="float32",
+        "--precision",
+        choices=INFERENCE_PRECISIONS,
+        default="float32",
         help="bfloat16: weights and arithmetic in bfloat16, float32 embeddings out; faster on CPUs with "
-             "AVX512-BF16 or AMX (see benchmarks/RESULTS.md)",
+        "AVX512-BF16 or AMX (see benchmarks/RESULTS.md)",
     )
-    parser.add_argument("--query-length", type=token_budget, default=None,
-                        help="query token budget, EOS included (default: the model's)")
-    parser.add_argument("--document-length", type=token_budget, default=None,
-                        help="document token budget, EOS included (default: the model's)")
+    parser.add_argument(
+        "--query-length",
+        type=token_budget,
+        default=None,
+        help="query token budget, EOS included (default: the model's)",
+    )
+    parser.add_argument(
+        "--document-length",
+        type=token_budget,
+        default=None,
+        help="document token budget, EOS included (default: the model's)",
+    )
 
 
 def add_batch_size(parser, what="texts"):
@@ -80,8 +100,12 @@ def add_batch_size(parser, what="texts"):
 
 
 def add_progress(parser):
-    parser.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
-                        help="progress bar (default: on for 5000 texts or more)")
+    parser.add_argument(
+        "--progress",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="progress bar (default: on for 5000 texts or more)",
+    )
 
 
 def build_parser():
@@ -89,8 +113,11 @@ def build_parser():
 
     `parser.commands` maps each sub-command's name to its parser.
     """
-    parser = Parser(prog=PROG, description="GTR dual-encoder retrieval in Keras 3 on TensorFlow: convert, encode, "
-                                            "index, search, evaluate, train, mine, export.")
+    parser = Parser(
+        prog=PROG,
+        description="GTR dual-encoder retrieval in Keras 3 on TensorFlow: convert, encode, "
+        "index, search, evaluate, train, mine, export.",
+    )
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--debug", action="store_true", help="show the traceback of any error")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -101,53 +128,92 @@ def build_parser():
         sub.set_defaults(handler=name.replace("-", "_"))
         return sub
 
-    p = command("convert", "import a sentence-transformers GTR checkpoint, or export a model to one",
-                "Reads a sentence-transformers GTR checkpoint (T5 encoder, mean pooling, dense projection) "
-                "and writes a gtr-keras model directory (a keras-hub preset); with --to sentence-transformers, "
-                "reads a model directory and writes the sentence-transformers layout.")
-    p.add_argument("source", help="checkpoint directory or Hugging Face repo id, e.g. "
-                                  "sentence-transformers/gtr-t5-base; with --to sentence-transformers, " + MODEL_HELP)
-    p.add_argument("out_dir", type=output_dir,
-                   help="directory to write (replaces only an empty one or one of the kind written)")
-    p.add_argument("--to", choices=["gtr-keras", "sentence-transformers"], default="gtr-keras",
-                   help="what to write: a gtr-keras model directory, or the sentence-transformers layout "
-                        "(SentenceTransformer(OUT_DIR) loads it)")
+    p = command(
+        "convert",
+        "import a sentence-transformers GTR checkpoint, or export a model to one",
+        "Reads a sentence-transformers GTR checkpoint (T5 encoder, mean pooling, dense projection) "
+        "and writes a gtr-keras model directory (a keras-hub preset); with --to sentence-transformers, "
+        "reads a model directory and writes the sentence-transformers layout.",
+    )
+    p.add_argument(
+        "source",
+        help="checkpoint directory or Hugging Face repo id, e.g. "
+        "sentence-transformers/gtr-t5-base; with --to sentence-transformers, " + MODEL_HELP,
+    )
+    p.add_argument(
+        "out_dir", type=output_dir, help="directory to write (replaces only an empty one or one of the kind written)"
+    )
+    p.add_argument(
+        "--to",
+        choices=["gtr-keras", "sentence-transformers"],
+        default="gtr-keras",
+        help="what to write: a gtr-keras model directory, or the sentence-transformers layout "
+        "(SentenceTransformer(OUT_DIR) loads it)",
+    )
     p.add_argument("--query-length", type=token_budget, default=64, help="query token budget, EOS included")
 
     p = command("migrate", "rewrite a model directory of the first format as a keras-hub preset")
-    p.add_argument("source", type=input_dir, help="model directory with config.json {\"format\": \"gtr-keras\"}")
-    p.add_argument("out_dir", type=output_dir,
-                   help="model directory to write (replaces only an empty one or a model directory)")
+    p.add_argument("source", type=input_dir, help='model directory with config.json {"format": "gtr-keras"}')
+    p.add_argument(
+        "out_dir", type=output_dir, help="model directory to write (replaces only an empty one or a model directory)"
+    )
 
-    p = command("encode", "embed texts from a .txt, corpus.jsonl[.gz] or queries.jsonl file",
-                "Embeds every text of the input and writes OUTPUT (.npy, float32 [N, D]), OUTPUT.ids.txt "
-                "(one id a line; for .txt input, the line numbers) and OUTPUT.json (the model and settings) "
-                "together; `index --embeddings` reads them.")
+    p = command(
+        "encode",
+        "embed texts from a .txt, corpus.jsonl[.gz] or queries.jsonl file",
+        "Embeds every text of the input and writes OUTPUT (.npy, float32 [N, D]), OUTPUT.ids.txt "
+        "(one id a line; for .txt input, the line numbers) and OUTPUT.json (the model and settings) "
+        "together; `index --embeddings` reads them.",
+    )
     p.add_argument("--model", required=True, help=MODEL_HELP)
     p.add_argument("--input", required=True, type=input_file, help=".txt (a text a line) or .jsonl[.gz] records")
-    p.add_argument("--output", required=True, type=output_path("file", ".npy"),
-                   help="output .npy (ids go to OUTPUT.ids.txt, the model record to OUTPUT.json)")
-    p.add_argument("--kind", choices=["query", "document"],
-                   help="query or document budget (default: query for queries.jsonl, else document)")
+    p.add_argument(
+        "--output",
+        required=True,
+        type=output_path("file", ".npy"),
+        help="output .npy (ids go to OUTPUT.ids.txt, the model record to OUTPUT.json)",
+    )
+    p.add_argument(
+        "--kind",
+        choices=["query", "document"],
+        help="query or document budget (default: query for queries.jsonl, else document)",
+    )
     add_batch_size(p)
     add_progress(p)
     add_encoder_arguments(p)
 
-    p = command("index", "encode a corpus, or take precomputed embeddings, and build a search index (resumable)",
-                "With --model and --corpus: encodes the corpus shard by shard (a killed run resumes if nothing it "
-                "depends on changed) and writes the index directory at the end. With --embeddings: indexes "
-                "embedding shards (encode's NAME.npy + NAME.ids.txt, or the Beam pipeline's .npz), checked before "
-                "any index work, a chunk at a time (memory: see docs/large-corpora.md).")
-    p.add_argument("--model", help=MODEL_HELP + "; required with --corpus; with --embeddings, declares or checks "
-                                                 "their model (default: the model encode recorded, if any)")
-    p.add_argument("--corpus", type=corpus_source,
-                   help="BEIR directory or corpus.jsonl[.gz]; with --runner also a glob of such files, e.g. "
-                        "'gs://b/corpus-*.jsonl.gz' (required unless --embeddings)")
-    p.add_argument("--embeddings", type=embedding_source, metavar="GLOB",
-                   help="precomputed embedding shards instead of --corpus, e.g. 'emb/part-*.npy' (quote the glob), "
-                        "in file-name order (default: none)")
-    p.add_argument("--out", required=True, type=output_dir,
-                   help="index directory to write (replaces only an empty one or an index)")
+    p = command(
+        "index",
+        "encode a corpus, or take precomputed embeddings, and build a search index (resumable)",
+        "With --model and --corpus: encodes the corpus shard by shard (a killed run resumes if nothing it "
+        "depends on changed) and writes the index directory at the end. With --embeddings: indexes "
+        "embedding shards (encode's NAME.npy + NAME.ids.txt, or the Beam pipeline's .npz), checked before "
+        "any index work, a chunk at a time (memory: see docs/large-corpora.md).",
+    )
+    p.add_argument(
+        "--model",
+        help=MODEL_HELP + "; required with --corpus; with --embeddings, declares or checks "
+        "their model (default: the model encode recorded, if any)",
+    )
+    p.add_argument(
+        "--corpus",
+        type=corpus_source,
+        help="BEIR directory or corpus.jsonl[.gz]; with --runner also a glob of such files, e.g. "
+        "'gs://b/corpus-*.jsonl.gz' (required unless --embeddings)",
+    )
+    p.add_argument(
+        "--embeddings",
+        type=embedding_source,
+        metavar="GLOB",
+        help="precomputed embedding shards instead of --corpus, e.g. 'emb/part-*.npy' (quote the glob), "
+        "in file-name order (default: none)",
+    )
+    p.add_argument(
+        "--out",
+        required=True,
+        type=output_dir,
+        help="index directory to write (replaces only an empty one or an index)",
+    )
     p.add_argument("--exact", action="store_true", help="exact brute-force search even for large corpora")
     add_batch_size(p, "documents")
     p.add_argument("--shard-size", type=at_least_one, default=2048, help="documents per resumable shard")
@@ -162,19 +228,29 @@ def build_parser():
     p.add_argument("--json", action="store_true", help="print JSON")
     p.add_argument("--snippet", type=at_least_zero, default=160, help="characters of text shown per hit")
 
-    p = command("evaluate", "BEIR-style evaluation (NDCG@10, MRR@10, R@100, R@1000, MAP)",
-                "Retrieves for every judged query of the split and scores the run with pytrec_eval. As in BEIR, "
-                "judged documents missing from the corpus count as misses.")
-    p.add_argument("--dataset", required=True, type=input_dir,
-                   help="BEIR directory (corpus.jsonl[.gz], queries.jsonl, qrels/SPLIT.tsv)")
+    p = command(
+        "evaluate",
+        "BEIR-style evaluation (NDCG@10, MRR@10, R@100, R@1000, MAP)",
+        "Retrieves for every judged query of the split and scores the run with pytrec_eval. As in BEIR, "
+        "judged documents missing from the corpus count as misses.",
+    )
+    p.add_argument(
+        "--dataset",
+        required=True,
+        type=input_dir,
+        help="BEIR directory (corpus.jsonl[.gz], queries.jsonl, qrels/SPLIT.tsv)",
+    )
     p.add_argument("--model", help=f"{MODEL_HELP} (required with --retriever gtr; default: none)")
     p.add_argument("--split", default="test", help="qrels split")
     p.add_argument("--retriever", choices=["gtr", "bm25"], default="gtr", help="dense GTR or the bm25s baseline")
     add_batch_size(p)
     p.add_argument("--run-out", type=output_file, help="also write the run as a TREC run file (default: none)")
     p.add_argument("--output-json", type=output_file, help="also write the metrics as JSON (default: none)")
-    p.add_argument("--keep-identical-ids", action="store_true",
-                   help="keep documents whose id equals the query id (BEIR drops them)")
+    p.add_argument(
+        "--keep-identical-ids",
+        action="store_true",
+        help="keep documents whose id equals the query id (BEIR drops them)",
+    )
     add_encoder_arguments(p)
 
     p = command("analyze-lengths", "median words of top-10 vs relevant documents (GTR paper 6.4)")
@@ -183,15 +259,21 @@ def build_parser():
     p.add_argument("--split", default="test", help="qrels split")
     p.add_argument("-k", type=at_least_one, default=10, help="top documents per query")
 
-    p = command("train", "train or fine-tune with the bidirectional in-batch loss (resumable)",
-                "Trains with Adafactor and the bidirectional in-batch softmax loss; rerunning with the same "
-                "--output-dir resumes from the last checkpoint if the settings, model and data are unchanged.")
+    p = command(
+        "train",
+        "train or fine-tune with the bidirectional in-batch loss (resumable)",
+        "Trains with Adafactor and the bidirectional in-batch softmax loss; rerunning with the same "
+        "--output-dir resumes from the last checkpoint if the settings, model and data are unchanged.",
+    )
     add_train_arguments(p)
 
-    p = command("distill", "distil a teacher into a small GTR student (resumable)",
-                "Trains a GTR student to give the teacher's in-batch similarity distributions (KL divergence, "
-                "optionally with an embedding MSE) on the --texts; the teacher embeds each text once into a "
-                "resumable cache under --output-dir, and the training loop is `train`'s (rerun to resume).")
+    p = command(
+        "distill",
+        "distil a teacher into a small GTR student (resumable)",
+        "Trains a GTR student to give the teacher's in-batch similarity distributions (KL divergence, "
+        "optionally with an embedding MSE) on the --texts; the teacher embeds each text once into a "
+        "resumable cache under --output-dir, and the training loop is `train`'s (rerun to resume).",
+    )
     add_train_arguments(p, DISTILL_FLAGS)
 
     p = command("mine", "hard negatives from the model's own retrieval (for `train`)")
@@ -203,19 +285,31 @@ def build_parser():
     p.add_argument("--per-query", type=at_least_one, default=10, help="negatives kept per query")
     add_batch_size(p)
     add_progress(p)
-    p.add_argument("--out", required=True, type=output_file,
-                   help="negatives JSONL ({\"query_id\", \"negative_ids\"} a line)")
+    p.add_argument(
+        "--out", required=True, type=output_file, help='negatives JSONL ({"query_id", "negative_ids"} a line)'
+    )
     add_encoder_arguments(p)
 
-    p = command("export", "SavedModels for hub.load, Keras 3 TFSMLayer and TF Serving",
-                "Writes OUT/encoder/VERSION (strings in, embeddings out) and, with --index, OUT/searcher/VERSION "
-                "(strings in, document ids and scores out), replacing both together.")
+    p = command(
+        "export",
+        "SavedModels for hub.load, Keras 3 TFSMLayer and TF Serving",
+        "Writes OUT/encoder/VERSION (strings in, embeddings out) and, with --index, OUT/searcher/VERSION "
+        "(strings in, document ids and scores out), replacing both together.",
+    )
     p.add_argument("--model", required=True, help=MODEL_HELP)
-    p.add_argument("--out", required=True, type=output_dir,
-                   help="export root: writes OUT/encoder/VERSION (and OUT/searcher/VERSION)")
+    p.add_argument(
+        "--out",
+        required=True,
+        type=output_dir,
+        help="export root: writes OUT/encoder/VERSION (and OUT/searcher/VERSION)",
+    )
     p.add_argument("--index", type=index_directory, help="index directory: also export a searcher (default: none)")
-    p.add_argument("--searcher", choices=["scann", "brute-force"], default="scann",
-                   help="scann needs ScaNN's ops in the server; brute-force runs on stock TF Serving")
+    p.add_argument(
+        "--searcher",
+        choices=["scann", "brute-force"],
+        default="scann",
+        help="scann needs ScaNN's ops in the server; brute-force runs on stock TF Serving",
+    )
     p.add_argument("--version", type=at_least_one, default=1, help="TF Serving version directory")
     p.add_argument("-k", type=at_least_one, default=10, help="results per query of the searcher's serving_default")
     add_encoder_arguments(p)
@@ -225,7 +319,10 @@ def build_parser():
     p.add_argument("--model", default=None, help="model directory or bundled model name (default: gtr-small-distilled)")
     p.add_argument("--dataset", type=input_dir, default=None, help="BEIR directory (default: the bundled Cranfield)")
 
-    command("saved-model-cli", "TensorFlow's saved_model_cli with the TF Text and ScaNN ops loaded",
-            "Runs TensorFlow's saved_model_cli (all its arguments pass through, e.g. `show --dir D --all`) "
-            "after loading the TF Text and ScaNN ops that gtr-keras exports use.")
+    command(
+        "saved-model-cli",
+        "TensorFlow's saved_model_cli with the TF Text and ScaNN ops loaded",
+        "Runs TensorFlow's saved_model_cli (all its arguments pass through, e.g. `show --dir D --all`) "
+        "after loading the TF Text and ScaNN ops that gtr-keras exports use.",
+    )
     return parser

@@ -42,12 +42,18 @@ def load_first_format(embedder_cls, directory, config, load_weights=True, dtype=
     check_budgets(tok, config_path, "tokenizer.")
     weights_path = os.path.join(directory, WEIGHTS_FILE)
     tensors = read_weights(weights_path) if load_weights else {}
-    check_architecture(model_args, {path: value.shape for path, value in tensors.items()}, config_path,
-                        WEIGHTS_FILE, "model.")
+    check_architecture(
+        model_args, {path: value.shape for path, value in tensors.items()}, config_path, WEIGHTS_FILE, "model."
+    )
     embedding_dim = model_args.pop("embedding_dim", 768)
     embedder = embedder_cls.from_parts(
-        model_args, read_spiece(directory), tok["document_length"], tok["query_length"], embedding_dim,
-        lowercase=tok.get("lowercase", False), dtype=dtype,
+        model_args,
+        read_spiece(directory),
+        tok["document_length"],
+        tok["query_length"],
+        embedding_dim,
+        lowercase=tok.get("lowercase", False),
+        dtype=dtype,
     )
     if load_weights:
         assign_weights(embedder, tensors, weights_path)

@@ -27,14 +27,33 @@ from gtr_keras.utils.files import atomic_directory
 # What a directory that `save_sentence_transformers` replaces may be: its own output, or a sentence-transformers
 # checkpoint as the Hugging Face Hub serves one.
 SENTENCE_TRANSFORMERS_DIRECTORY = files.DirectoryKind(
-    "a sentence-transformers checkpoint", ("modules.json",),
-    ("modules.json", "config.json", "config_sentence_transformers.json", "sentence_bert_config.json",
-     "model.safetensors", "pytorch_model.bin", "spiece.model", "tokenizer.json", "tokenizer_config.json",
-     "special_tokens_map.json", "[0-9]_*", "README.md", ".gitattributes"),
+    "a sentence-transformers checkpoint",
+    ("modules.json",),
+    (
+        "modules.json",
+        "config.json",
+        "config_sentence_transformers.json",
+        "sentence_bert_config.json",
+        "model.safetensors",
+        "pytorch_model.bin",
+        "spiece.model",
+        "tokenizer.json",
+        "tokenizer_config.json",
+        "special_tokens_map.json",
+        "[0-9]_*",
+        "README.md",
+        ".gitattributes",
+    ),
 )
 HUB_FILES = [
-    "modules.json", "config.json", "model.safetensors", "sentence_bert_config.json", "spiece.model",
-    "1_Pooling/config.json", "2_Dense/config.json", "2_Dense/model.safetensors",
+    "modules.json",
+    "config.json",
+    "model.safetensors",
+    "sentence_bert_config.json",
+    "spiece.model",
+    "1_Pooling/config.json",
+    "2_Dense/config.json",
+    "2_Dense/model.safetensors",
 ]
 
 
@@ -46,7 +65,7 @@ def resolve_source(source, cache_dir=None):
     fails with a message saying that the checkpoint must be downloaded, and how.
     """
     if source.startswith(HF_PREFIX):
-        source = source[len(HF_PREFIX):]
+        source = source[len(HF_PREFIX) :]
     elif files.isdir(source):
         return source
     if files.exists(source):
@@ -57,7 +76,8 @@ def resolve_source(source, cache_dir=None):
 
     try:
         return snapshot_download(
-            source, cache_dir=cache_dir,
+            source,
+            cache_dir=cache_dir,
             allow_patterns=HUB_FILES + ["pytorch_model.bin", "2_Dense/pytorch_model.bin"],
         )
     except Exception as error:
@@ -69,8 +89,9 @@ def resolve_source(source, cache_dir=None):
         ) from error
 
 
-def load_sentence_transformers(embedder_cls, source, query_length=QUERY_LENGTH, cache_dir=None, dtype=None,
-                               load_weights=True):
+def load_sentence_transformers(
+    embedder_cls, source, query_length=QUERY_LENGTH, cache_dir=None, dtype=None, load_weights=True
+):
     """Builds an `embedder_cls` (a `GTRTextEmbedder` class) from a sentence-transformers GTR checkpoint.
 
     Args:
@@ -105,8 +126,13 @@ def load_sentence_transformers(embedder_cls, source, query_length=QUERY_LENGTH, 
     st_config = read_json(st_config_path) if files.exists(st_config_path) else {}
     document_length = st_config.get("max_seq_length") or _tokenizer_max_length(transformer_dir)
     embedder = embedder_cls.from_parts(
-        model_args, read_spiece(transformer_dir), document_length, min(query_length, document_length),
-        dense_config["out_features"], lowercase=st_config.get("do_lower_case", False), dtype=dtype,
+        model_args,
+        read_spiece(transformer_dir),
+        document_length,
+        min(query_length, document_length),
+        dense_config["out_features"],
+        lowercase=st_config.get("do_lower_case", False),
+        dtype=dtype,
     )
     if load_weights:
         tensors = _read_tensors(transformer_dir)
@@ -149,7 +175,7 @@ def _check_pooling(path):
     if "pooling_mode" in pooling:  # sentence-transformers >= 6
         modes = [pooling["pooling_mode"]]
     else:
-        modes = [k[len("pooling_mode_"):] for k, v in pooling.items() if k.startswith("pooling_mode_") and v]
+        modes = [k[len("pooling_mode_") :] for k, v in pooling.items() if k.startswith("pooling_mode_") and v]
     if modes not in (["mean"], ["mean_tokens"]):
         raise CheckpointError(f"{path}: GTR uses mean pooling only, this checkpoint uses {modes or 'none'}")
 
@@ -264,18 +290,35 @@ def save_sentence_transformers(embedder, directory):
             tensors[name] = value
     pieces = tokenizer.vocabulary_size()
     config = {
-        "architectures": ["T5EncoderModel"], "model_type": "t5", "d_model": backbone.hidden_dim,
-        "d_kv": backbone.key_value_dim, "d_ff": backbone.intermediate_dim, "num_layers": backbone.num_layers,
-        "num_decoder_layers": backbone.num_layers, "num_heads": backbone.num_heads,
-        "vocab_size": backbone.vocabulary_size, "relative_attention_num_buckets": backbone.num_buckets,
-        "relative_attention_max_distance": backbone.max_distance, "layer_norm_epsilon": backbone.layer_norm_epsilon,
-        "feed_forward_proj": backbone.feedforward, "dropout_rate": backbone.dropout, "initializer_factor": 1.0,
-        "is_encoder_decoder": False, "use_cache": False, "pad_token_id": PAD_ID, "eos_token_id": EOS_ID,
-        "tie_word_embeddings": True, "torch_dtype": "float32",
+        "architectures": ["T5EncoderModel"],
+        "model_type": "t5",
+        "d_model": backbone.hidden_dim,
+        "d_kv": backbone.key_value_dim,
+        "d_ff": backbone.intermediate_dim,
+        "num_layers": backbone.num_layers,
+        "num_decoder_layers": backbone.num_layers,
+        "num_heads": backbone.num_heads,
+        "vocab_size": backbone.vocabulary_size,
+        "relative_attention_num_buckets": backbone.num_buckets,
+        "relative_attention_max_distance": backbone.max_distance,
+        "layer_norm_epsilon": backbone.layer_norm_epsilon,
+        "feed_forward_proj": backbone.feedforward,
+        "dropout_rate": backbone.dropout,
+        "initializer_factor": 1.0,
+        "is_encoder_decoder": False,
+        "use_cache": False,
+        "pad_token_id": PAD_ID,
+        "eos_token_id": EOS_ID,
+        "tie_word_embeddings": True,
+        "torch_dtype": "float32",
     }
     tokenizer_config = {
-        "tokenizer_class": "T5Tokenizer", "model_max_length": embedder.document_length, "eos_token": "</s>",
-        "pad_token": "<pad>", "unk_token": "<unk>", "extra_ids": max(0, min(100, backbone.vocabulary_size - pieces)),
+        "tokenizer_class": "T5Tokenizer",
+        "model_max_length": embedder.document_length,
+        "eos_token": "</s>",
+        "pad_token": "<pad>",
+        "unk_token": "<unk>",
+        "extra_ids": max(0, min(100, backbone.vocabulary_size - pieces)),
         "legacy": True,
     }
     documents = {
@@ -287,15 +330,26 @@ def save_sentence_transformers(embedder, directory):
         ],
         "config.json": config,
         "sentence_bert_config.json": {"max_seq_length": embedder.document_length, "do_lower_case": tokenizer.lowercase},
-        "config_sentence_transformers.json": {"prompts": {}, "default_prompt_name": None,
-                                              "similarity_fn_name": "cosine"},
+        "config_sentence_transformers.json": {
+            "prompts": {},
+            "default_prompt_name": None,
+            "similarity_fn_name": "cosine",
+        },
         "tokenizer_config.json": tokenizer_config,
         "special_tokens_map.json": {"eos_token": "</s>", "pad_token": "<pad>", "unk_token": "<unk>"},
-        "1_Pooling/config.json": {"word_embedding_dimension": backbone.hidden_dim, "pooling_mode_cls_token": False,
-                                  "pooling_mode_mean_tokens": True, "pooling_mode_max_tokens": False,
-                                  "pooling_mode_mean_sqrt_len_tokens": False},
-        "2_Dense/config.json": {"in_features": backbone.hidden_dim, "out_features": embedder.embedding_dim,
-                                "bias": False, "activation_function": "torch.nn.modules.linear.Identity"},
+        "1_Pooling/config.json": {
+            "word_embedding_dimension": backbone.hidden_dim,
+            "pooling_mode_cls_token": False,
+            "pooling_mode_mean_tokens": True,
+            "pooling_mode_max_tokens": False,
+            "pooling_mode_mean_sqrt_len_tokens": False,
+        },
+        "2_Dense/config.json": {
+            "in_features": backbone.hidden_dim,
+            "out_features": embedder.embedding_dim,
+            "bias": False,
+            "activation_function": "torch.nn.modules.linear.Identity",
+        },
         "3_Normalize/config.json": {},
     }
     with atomic_directory(directory, [SENTENCE_TRANSFORMERS_DIRECTORY]) as staging:

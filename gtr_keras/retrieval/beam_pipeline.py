@@ -56,8 +56,9 @@ from gtr_keras.utils.text_files import id_field, iter_jsonl, str_field
 SHARD_PREFIX = "embeddings"
 SHARD_PATTERN = re.compile(rf"{SHARD_PREFIX}-(\d+)-of-(\d+)\.npz")
 MANIFEST = "corpus_files.json"
-BEAM_SHARDS_DIRECTORY = files.DirectoryKind("encode_corpus_with_beam's shards", (),
-                                            (MANIFEST, f"{SHARD_PREFIX}-*", f"beam-temp-{SHARD_PREFIX}-*"))
+BEAM_SHARDS_DIRECTORY = files.DirectoryKind(
+    "encode_corpus_with_beam's shards", (), (MANIFEST, f"{SHARD_PREFIX}-*", f"beam-temp-{SHARD_PREFIX}-*")
+)
 SHARD_ARRAYS = ("ids", "files", "lines", "embeddings", "documents")
 _GLOB_CHARS = "*?["
 _MAX_EXAMPLES = 5
@@ -150,7 +151,7 @@ def _local_model_dir(model_dir):
         patterns = [FileSystems.join(model_dir, "*"), FileSystems.join(model_dir, "assets", "*", "*")]
         for match in FileSystems.match(patterns):
             for metadata in match.metadata_list:
-                relative = metadata.path[len(model_dir):].lstrip("/")
+                relative = metadata.path[len(model_dir) :].lstrip("/")
                 os.makedirs(os.path.join(local, os.path.dirname(relative)), exist_ok=True)
                 with FileSystems.open(metadata.path) as src, open(os.path.join(local, relative), "wb") as dst:
                     while chunk := src.read(1 << 24):
@@ -236,8 +237,10 @@ class _NpzShard:
         self.rows = []  # the stacked embeddings and the documents string hold the rows now
         buffer = io.BytesIO()
         np.savez(
-            buffer, ids=np.array([key[0] for key in keys], dtype=str),
-            files=np.array([key[1] for key in keys], np.int32), lines=np.array([key[2] for key in keys], np.int64),
+            buffer,
+            ids=np.array([key[0] for key in keys], dtype=str),
+            files=np.array([key[1] for key in keys], np.int32),
+            lines=np.array([key[2] for key in keys], np.int64),
             embeddings=embeddings.astype(np.float32, copy=False),
             documents=np.frombuffer(gzip.compress(documents.encode("utf-8"), compresslevel=6), np.uint8),
         )
@@ -259,7 +262,10 @@ class EmbeddingShardSink(FileBasedSink):
 
     def __init__(self, file_path_prefix, shard_rows):
         super().__init__(
-            file_path_prefix, coder=None, file_name_suffix=".npz", max_records_per_shard=shard_rows,
+            file_path_prefix,
+            coder=None,
+            file_name_suffix=".npz",
+            max_records_per_shard=shard_rows,
             compression_type=CompressionTypes.UNCOMPRESSED,
         )
 
@@ -295,9 +301,18 @@ def _shard_paths(shard_dir):
     return numbered, total
 
 
-def encode_corpus_with_beam(model_dir, corpus_path, output_dir, runner="DirectRunner", batch_size=32,
-                            pipeline_args=(), group_size=None, shard_rows=50_000, large_model=False,
-                            model_sha256=None):
+def encode_corpus_with_beam(
+    model_dir,
+    corpus_path,
+    output_dir,
+    runner="DirectRunner",
+    batch_size=32,
+    pipeline_args=(),
+    group_size=None,
+    shard_rows=50_000,
+    large_model=False,
+    model_sha256=None,
+):
     """Encodes a BEIR corpus with an Apache Beam pipeline into embedding shards.
 
     This process only lists the corpus files (`corpus_files`); the pipeline's
@@ -378,8 +393,10 @@ def _load_shards(shard_dir, with_documents):
         with FileSystems.open(numbered[number], compression_type=CompressionTypes.UNCOMPRESSED) as f:
             with np.load(io.BytesIO(f.read()), allow_pickle=False) as shard:
                 if set(SHARD_ARRAYS) - set(shard.files):
-                    raise MismatchError(f"{numbered[number]}: written by an older gtr-keras (no document positions); "
-                                        f"encode the corpus again.")
+                    raise MismatchError(
+                        f"{numbered[number]}: written by an older gtr-keras (no document positions); "
+                        f"encode the corpus again."
+                    )
                 if not len(shard["ids"]):
                     continue
                 for name, parts in arrays.items():
@@ -403,8 +420,10 @@ def _load_shards(shard_dir, with_documents):
     repeated = np.flatnonzero((file_numbers[1:] == file_numbers[:-1]) & (lines[1:] == lines[:-1]))
     if len(repeated):
         first = repeated[0]
-        raise MismatchError(f"{shard_dir}: {paths[file_numbers[first]]}:{lines[first]} is in more than one row "
-                            f"(shards of different runs?); delete {shard_dir} and encode again.")
+        raise MismatchError(
+            f"{shard_dir}: {paths[file_numbers[first]]}:{lines[first]} is in more than one row "
+            f"(shards of different runs?); delete {shard_dir} and encode again."
+        )
     _check_unique_ids(manifest["corpus"], ids, [paths[n] for n in file_numbers], lines)
     embeddings = np.concatenate(arrays.pop("embeddings"))
     embeddings = embeddings[order].astype(np.float32, copy=False)
@@ -423,8 +442,7 @@ def _check_unique_ids(corpus_path, ids, paths, lines):
         return
     first_seen = repeated[np.argsort(by_id[repeated + 1], kind="stable")][:_MAX_EXAMPLES]
     examples = ", ".join(
-        f"{str(sorted_ids[k])!r} ({paths[by_id[k]]}:{lines[by_id[k]]} and "
-        f"{paths[by_id[k + 1]]}:{lines[by_id[k + 1]]})"
+        f"{str(sorted_ids[k])!r} ({paths[by_id[k]]}:{lines[by_id[k]]} and {paths[by_id[k + 1]]}:{lines[by_id[k + 1]]})"
         for k in first_seen
     )
     raise DataError(f"{corpus_path}: {len(repeated)} duplicate `_id` value(s), e.g. {examples}")

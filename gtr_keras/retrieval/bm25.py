@@ -48,14 +48,10 @@ class BM25Retriever:
         corpus_ids = list(corpus_ids)
         corpus_texts = list(corpus_texts)
         if len(corpus_texts) != len(corpus_ids):
-            raise UserError(
-                f"got {len(corpus_texts)} texts but {len(corpus_ids)} ids"
-            )
+            raise UserError(f"got {len(corpus_texts)} texts but {len(corpus_ids)} ids")
         if not corpus_ids:
             raise UserError("cannot index an empty corpus")
-        self._bm25.index(
-            self._tokenize(corpus_texts), show_progress=self._show_progress
-        )
+        self._bm25.index(self._tokenize(corpus_texts), show_progress=self._show_progress)
         self._doc_ids = np.asarray(corpus_ids, dtype=object)
 
     def search(self, queries, k):
@@ -78,9 +74,7 @@ class BM25Retriever:
         if not queries:
             return [], []
         k = min(k, len(self._doc_ids))
-        indices, scores = self._bm25.retrieve(
-            self._tokenize(queries), k=k, show_progress=self._show_progress
-        )
+        indices, scores = self._bm25.retrieve(self._tokenize(queries), k=k, show_progress=self._show_progress)
         ids, kept_scores = [], []
         for row_indices, row_scores in zip(indices, scores):
             matched = row_scores > 0

@@ -68,8 +68,10 @@ class _NpyShard:
         except (OSError, ValueError) as e:
             raise DataError(f"{path}: not a .npy array ({unreadable_reason(e, path)})") from e
         if len(shape) != 2 or fortran or dtype != np.dtype("<f4"):
-            raise DataError(f"{path}: expected a float32 [n, D] array in C order (as `gtr-keras encode` writes), "
-                            f"got {dtype} {'Fortran-order ' if fortran else ''}shape {shape}")
+            raise DataError(
+                f"{path}: expected a float32 [n, D] array in C order (as `gtr-keras encode` writes), "
+                f"got {dtype} {'Fortran-order ' if fortran else ''}shape {shape}"
+            )
         self.num_rows, self.dims = shape
         self.ids_name = ids_path_for(path)
 
@@ -96,8 +98,10 @@ class _NpzShard:
         self._ids, self._embeddings = self._load()
         self.num_rows, self.dims = self._embeddings.shape if self._embeddings.ndim == 2 else (0, 0)
         if self._embeddings.ndim != 2 or self._embeddings.dtype != np.float32:
-            raise DataError(f"{path}: field 'embeddings' must be float32 [n, D], got {self._embeddings.dtype} "
-                            f"shape {self._embeddings.shape}")
+            raise DataError(
+                f"{path}: field 'embeddings' must be float32 [n, D], got {self._embeddings.dtype} "
+                f"shape {self._embeddings.shape}"
+            )
         self.digest = hashlib.sha256(np.ascontiguousarray(self._embeddings)).digest()  # the vectors of its ids
         del self._embeddings  # read again chunk by chunk; held only while this shard is read
 
@@ -106,8 +110,10 @@ class _NpzShard:
             with files.open(self.path) as f, np.load(io.BytesIO(f.read()), allow_pickle=False) as stored:
                 return stored["ids"], stored["embeddings"]
         except (OSError, ValueError, KeyError) as e:
-            raise DataError(f"{self.path}: not an embedding shard with arrays 'ids' and 'embeddings' "
-                            f"({unreadable_reason(e, self.path)})") from e
+            raise DataError(
+                f"{self.path}: not an embedding shard with arrays 'ids' and 'embeddings' "
+                f"({unreadable_reason(e, self.path)})"
+            ) from e
 
     @property
     def ids_name(self):
@@ -115,8 +121,10 @@ class _NpzShard:
 
     def ids(self):
         if self._ids.ndim != 1 or self._ids.dtype.kind != "U":
-            raise DataError(f"{self.ids_name} must be a 1-D array of strings (as encode_corpus_with_beam writes), "
-                            f"got {self._ids.dtype} shape {self._ids.shape}")
+            raise DataError(
+                f"{self.ids_name} must be a 1-D array of strings (as encode_corpus_with_beam writes), "
+                f"got {self._ids.dtype} shape {self._ids.shape}"
+            )
         return self._ids.tolist()
 
     def place(self, i):
@@ -158,8 +166,10 @@ class EmbeddingFiles:
         if len(dims) > 1:
             first = next(s for s in self._shards if s.num_rows)
             other = next(s for s in self._shards if s.num_rows and s.dims != first.dims)
-            raise DataError(f"{other.path}: {other.dims} dims, but {first.path} has {first.dims}; "
-                            f"every shard must come from the same model")
+            raise DataError(
+                f"{other.path}: {other.dims} dims, but {first.path} has {first.dims}; "
+                f"every shard must come from the same model"
+            )
         self.dims = dims.pop() if dims else 0
         # (path, first row) -> SHA-256 of each chunk at its first reading (a .npz shard's, with its ids)
         self._digests = {(s.path, 0): s.digest for s in self._shards if isinstance(s, _NpzShard)}
@@ -193,8 +203,7 @@ class EmbeddingFiles:
         for shard in self._shards:
             shard_ids = shard.ids()
             if len(shard_ids) != shard.num_rows:
-                raise DataError(f"{shard.ids_name}: {len(shard_ids)} ids for the {shard.num_rows} rows of "
-                                f"{shard.path}")
+                raise DataError(f"{shard.ids_name}: {len(shard_ids)} ids for the {shard.num_rows} rows of {shard.path}")
             if _WHITESPACE.search("".join(shard_ids)):
                 for i, id_ in enumerate(shard_ids):
                     check_id_text(*shard.place(i), id_, "id")
@@ -217,13 +226,17 @@ class EmbeddingFiles:
             return None, None
         missing = [shard.path for shard in self._shards if model_path_for(shard.path) not in records]
         if missing:
-            raise DataError(f"{missing[0]}: no model record ({model_path_for(missing[0])}) while other shards have "
-                            f"one; encode every shard with `gtr-keras encode`, or give shards of one kind")
+            raise DataError(
+                f"{missing[0]}: no model record ({model_path_for(missing[0])}) while other shards have "
+                f"one; encode every shard with `gtr-keras encode`, or give shards of one kind"
+            )
         (first, model), *rest = records.items()
         for path, other in rest:
             if _identity(other["model"]) != _identity(model["model"]):
-                raise DataError(f"{path}: embeddings of another model than {first} (field 'model' differs); "
-                                f"an index must hold one model's embeddings")
+                raise DataError(
+                    f"{path}: embeddings of another model than {first} (field 'model' differs); "
+                    f"an index must hold one model's embeddings"
+                )
         return first, model["model"]
 
     def _read(self, shard):
@@ -233,8 +246,10 @@ class EmbeddingFiles:
             chunk = shard.read(start, stop)
             digest = hashlib.sha256(np.ascontiguousarray(chunk)).digest()
             if self._digests.setdefault((shard.path, start), digest) != digest:
-                raise DataError(f"{shard.path}: changed since it was checked (rows {start}-{stop - 1} differ); "
-                                f"rerun once the shards stay as they are")
+                raise DataError(
+                    f"{shard.path}: changed since it was checked (rows {start}-{stop - 1} differ); "
+                    f"rerun once the shards stay as they are"
+                )
             yield start, chunk
 
     def check_vectors(self):
@@ -245,8 +260,11 @@ class EmbeddingFiles:
                 bad = np.flatnonzero(~np.isfinite(chunk).all(axis=1) | (np.abs(norms - 1) > NORM_TOLERANCE))
                 if len(bad):
                     row = int(bad[0])
-                    what = ("holds NaN or infinity" if not np.isfinite(chunk[row]).all()
-                            else f"has norm {norms[row]:.6g}, not 1 (GTR embeddings are L2-normalised)")
+                    what = (
+                        "holds NaN or infinity"
+                        if not np.isfinite(chunk[row]).all()
+                        else f"has norm {norms[row]:.6g}, not 1 (GTR embeddings are L2-normalised)"
+                    )
                     raise DataError(f"{shard.path}: row {start + row} {what}")
 
     def chunks(self):
@@ -274,14 +292,20 @@ def _check_model_record(path, record, shard):
         raise DataError(f"{path}: not a JSON object (the model record `gtr-keras encode` writes)")
     if not isinstance(record.get("model"), dict):
         found = f"is {type(record['model']).__name__}" if "model" in record else "is missing"
-        raise DataError(f"{path}: field 'model' {found}, not an object (the model record `gtr-keras encode` "
-                        f"writes); encode the shard again")
+        raise DataError(
+            f"{path}: field 'model' {found}, not an object (the model record `gtr-keras encode` "
+            f"writes); encode the shard again"
+        )
     if record.get("kind", "document") != "document":
-        raise DataError(f"{path}: field 'kind' is {record['kind']!r}, not 'document'; an index holds "
-                        f"documents: encode the corpus with `gtr-keras encode --kind document`")
+        raise DataError(
+            f"{path}: field 'kind' is {record['kind']!r}, not 'document'; an index holds "
+            f"documents: encode the corpus with `gtr-keras encode --kind document`"
+        )
     if record.get("num_rows", shard.num_rows) != shard.num_rows:
-        raise DataError(f"{path}: field 'num_rows' is {record['num_rows']!r}, but {shard.path} has "
-                        f"{shard.num_rows} rows; the record is of another shard: encode the shard again")
+        raise DataError(
+            f"{path}: field 'num_rows' is {record['num_rows']!r}, but {shard.path} has "
+            f"{shard.num_rows} rows; the record is of another shard: encode the shard again"
+        )
 
 
 def _read_ids_file(path):
@@ -289,8 +313,10 @@ def _read_ids_file(path):
         with files.open(path) as f:
             text = f.read().decode("utf-8-sig")
     except (OSError, ValueError) as e:
-        raise DataError(f"{path}: unreadable ids file ({unreadable_reason(e, path)}; "
-                        f"`gtr-keras encode` writes NAME.ids.txt beside NAME.npy)") from e
+        raise DataError(
+            f"{path}: unreadable ids file ({unreadable_reason(e, path)}; "
+            f"`gtr-keras encode` writes NAME.ids.txt beside NAME.npy)"
+        ) from e
     if text and not text.endswith("\n"):
         raise DataError(f"{path}:{text.count(chr(10)) + 1}: the last line is not terminated by a newline")
     return text.split("\n")[:-1]

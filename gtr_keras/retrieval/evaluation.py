@@ -50,13 +50,9 @@ def cut_run(run, depth):
 
 def _as_pytrec(qrels, run):
     qrels = {
-        query_id: {doc_id: int(score) for doc_id, score in judgements.items()}
-        for query_id, judgements in qrels.items()
+        query_id: {doc_id: int(score) for doc_id, score in judgements.items()} for query_id, judgements in qrels.items()
     }
-    run = {
-        query_id: {doc_id: float(score) for doc_id, score in scores.items()}
-        for query_id, scores in run.items()
-    }
+    run = {query_id: {doc_id: float(score) for doc_id, score in scores.items()} for query_id, scores in run.items()}
     return qrels, run
 
 
@@ -87,12 +83,10 @@ def per_query_metrics(qrels, run):
         for query_id, judgements in qrels.items()
         if any(grade >= _RELEVANCE_LEVEL for grade in judgements.values())
     }
-    full = pytrec_eval.RelevanceEvaluator(
-        qrels, _TREC_MEASURES, relevance_level=_RELEVANCE_LEVEL
-    ).evaluate(run)
-    top = pytrec_eval.RelevanceEvaluator(
-        qrels, {"recip_rank"}, relevance_level=_RELEVANCE_LEVEL
-    ).evaluate(cut_run(run, _MRR_DEPTH))
+    full = pytrec_eval.RelevanceEvaluator(qrels, _TREC_MEASURES, relevance_level=_RELEVANCE_LEVEL).evaluate(run)
+    top = pytrec_eval.RelevanceEvaluator(qrels, {"recip_rank"}, relevance_level=_RELEVANCE_LEVEL).evaluate(
+        cut_run(run, _MRR_DEPTH)
+    )
     results = {}
     for query_id in qrels:
         values = dict.fromkeys(METRICS, 0.0)
@@ -126,10 +120,7 @@ def evaluate_run(qrels, run):
     per_query = per_query_metrics(qrels, run)
     if not per_query:
         raise UserError("no query in the qrels has a relevant document")
-    return {
-        name: float(np.mean([values[name] for values in per_query.values()]))
-        for name in METRICS
-    }
+    return {name: float(np.mean([values[name] for values in per_query.values()])) for name in METRICS}
 
 
 def write_trec_run(path, run, tag="gtr-keras"):
@@ -186,30 +177,20 @@ def read_trec_run(path):
         if not columns:
             continue
         if len(columns) != 6:
-            raise DataError(
-                f"{path}:{line_no}: expected 6 columns "
-                f"(qid Q0 docid rank score tag), got {len(columns)}"
-            )
+            raise DataError(f"{path}:{line_no}: expected 6 columns (qid Q0 docid rank score tag), got {len(columns)}")
         query_id, _, doc_id, _, score, _ = columns
         try:
             score = float(score)
         except ValueError:
-            raise DataError(
-                f"{path}:{line_no}: field `score` must be a number, got {score!r}"
-            ) from None
+            raise DataError(f"{path}:{line_no}: field `score` must be a number, got {score!r}") from None
         scores = run.setdefault(query_id, {})
         if doc_id in scores:
-            raise DataError(
-                f"{path}:{line_no}: document {doc_id!r} listed twice for "
-                f"query {query_id!r}"
-            )
+            raise DataError(f"{path}:{line_no}: document {doc_id!r} listed twice for query {query_id!r}")
         scores[doc_id] = score
     return run
 
 
-def results_from_scores(
-    query_ids, doc_ids, top_indices, top_scores, ignore_identical_ids=True
-):
+def results_from_scores(query_ids, doc_ids, top_indices, top_scores, ignore_identical_ids=True):
     """Builds a run from top-k search results.
 
     Args:
@@ -231,9 +212,7 @@ def results_from_scores(
     """
     top_indices = np.asarray(top_indices)
     top_scores = np.asarray(top_scores, dtype=np.float64)
-    if top_indices.shape != top_scores.shape or top_indices.shape[:1] != (
-        len(query_ids),
-    ):
+    if top_indices.shape != top_scores.shape or top_indices.shape[:1] != (len(query_ids),):
         raise UserError(
             f"expected top_indices and top_scores of shape [{len(query_ids)}, k], "
             f"got {top_indices.shape} and {top_scores.shape}"
@@ -270,14 +249,12 @@ def format_table(rows, digits=4):
     """
     columns = list(dict.fromkeys(name for _, metrics in rows for name in metrics))
     table = [["run", *columns]] + [
-        [name, *(f"{metrics[c]:.{digits}f}" if c in metrics else "-" for c in columns)]
-        for name, metrics in rows
+        [name, *(f"{metrics[c]:.{digits}f}" if c in metrics else "-" for c in columns)] for name, metrics in rows
     ]
     widths = [max(len(line[i]) for line in table) for i in range(len(table[0]))]
     return "\n".join(
         "  ".join(
-            [line[0].ljust(widths[0])]
-            + [cell.rjust(width) for cell, width in zip(line[1:], widths[1:])]
+            [line[0].ljust(widths[0])] + [cell.rjust(width) for cell, width in zip(line[1:], widths[1:])]
         ).rstrip()
         for line in table
     )

@@ -24,8 +24,9 @@ INDEX_JSON = "index.json"
 IDS_TXT = "ids.txt"
 EMBEDDINGS_NPY = "embeddings.npy"
 SCANN_DIR = "scann"
-SEARCH_INDEX_DIRECTORY = files.DirectoryKind("a search index", (INDEX_JSON, IDS_TXT),
-                                             (INDEX_JSON, IDS_TXT, EMBEDDINGS_NPY, SCANN_DIR))
+SEARCH_INDEX_DIRECTORY = files.DirectoryKind(
+    "a search index", (INDEX_JSON, IDS_TXT), (INDEX_JSON, IDS_TXT, EMBEDDINGS_NPY, SCANN_DIR)
+)
 # ScaNN's arrays with a row per indexed point (the others are the same whatever the points).
 SCANN_PER_POINT = ("datapoint_to_token.npy", "hashed_dataset.npy", "int8_dataset.npy")
 REMEDY = "rebuild the index"
@@ -125,8 +126,13 @@ def write_description(directory, ids, kind, params, dims):
     """Writes `ids.txt` and `index.json` of an index of `kind` into `directory` (a `pathlib.Path`)."""
     with open(directory / IDS_TXT, "w", encoding="utf-8", newline="") as f:
         f.writelines(f"{id_}\n" for id_ in ids)
-    config = {"format_version": FORMAT_VERSION, "kind": kind, "num_embeddings": len(ids), "dims": dims,
-              "params": params}
+    config = {
+        "format_version": FORMAT_VERSION,
+        "kind": kind,
+        "num_embeddings": len(ids),
+        "dims": dims,
+        "params": params,
+    }
     with open(directory / INDEX_JSON, "w", encoding="utf-8") as f:
         json.dump(config, f, indent=2)
 
@@ -186,9 +192,7 @@ def read_ids(path, expected_count):
     if b"\r" in data or b"\0" in data or (np.char.str_len(array) == 0).any() or len(np.unique(array)) != len(array):
         check_ids([line.decode("utf-8") for line in lines], lambda i: f"{path}: line {i + 1}", DataError)
     if len(array) != expected_count:
-        raise DataError(
-            f"{path} has {len(array)} ids, expected {expected_count} (one per embedding row)."
-        )
+        raise DataError(f"{path} has {len(array)} ids, expected {expected_count} (one per embedding row).")
     return Ids(array)
 
 

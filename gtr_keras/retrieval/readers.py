@@ -51,10 +51,7 @@ class Corpus:
         >>> Corpus(["d1"], ["A title"], ["Body."]).joined()
         ['A title Body.']
         """
-        return [
-            f"{title} {text}".strip()
-            for title, text in zip(self.titles, self.texts)
-        ]
+        return [f"{title} {text}".strip() for title, text in zip(self.titles, self.texts)]
 
 
 def _check_unique(path, ids, line_numbers):
@@ -67,12 +64,9 @@ def _check_unique(path, ids, line_numbers):
             first_line[doc_id] = line_no
     if duplicates:
         examples = ", ".join(
-            f"{doc_id!r} (lines {first} and {again})"
-            for doc_id, first, again in duplicates[:_MAX_EXAMPLES]
+            f"{doc_id!r} (lines {first} and {again})" for doc_id, first, again in duplicates[:_MAX_EXAMPLES]
         )
-        raise DataError(
-            f"{path}: {len(duplicates)} duplicate `_id` value(s), e.g. {examples}"
-        )
+        raise DataError(f"{path}: {len(duplicates)} duplicate `_id` value(s), e.g. {examples}")
 
 
 def _read_records(path):
@@ -178,14 +172,8 @@ def qrels_file(directory, split):
         return path
     if not files.isdir(qrels_dir):
         raise DataError(f"{path}: no such file (no qrels directory)")
-    splits = sorted(
-        name.removesuffix(".tsv")
-        for name in files.listdir(qrels_dir)
-        if name.endswith(".tsv")
-    )
-    raise DataError(
-        f"{path}: no such file (splits there: {', '.join(splits) or 'none'})"
-    )
+    splits = sorted(name.removesuffix(".tsv") for name in files.listdir(qrels_dir) if name.endswith(".tsv"))
+    raise DataError(f"{path}: no such file (splits there: {', '.join(splits) or 'none'})")
 
 
 def evaluated_queries(qrels, path):
@@ -253,10 +241,7 @@ def load_qrels(path, split="test"):
                         f"{', '.join(_QRELS_COLUMNS)}"
                     ) from None
                 continue
-            raise DataError(
-                f"{path}:{line_no}: field `score` must be an integer, got "
-                f"{score!r}"
-            ) from None
+            raise DataError(f"{path}:{line_no}: field `score` must be an integer, got {score!r}") from None
         check_id_text(path, line_no, query_id, "query-id")
         check_id_text(path, line_no, doc_id, "corpus-id")
         pair = (query_id, doc_id)
@@ -322,13 +307,9 @@ def read_texts(path):
     if name.endswith(".txt"):
         return _read_text_lines(path)
     if not name.endswith((".jsonl", ".jsonl.gz")):
-        raise DataError(
-            f"{path}: unsupported input; expected a .txt, .jsonl or .jsonl.gz file"
-        )
+        raise DataError(f"{path}: unsupported input; expected a .txt, .jsonl or .jsonl.gz file")
     records = _read_records(path)
-    is_corpus = name.startswith("corpus.") or (
-        not name.startswith("queries.") and any(records.titles)
-    )
+    is_corpus = name.startswith("corpus.") or (not name.startswith("queries.") and any(records.titles))
     return records.ids, (records.joined() if is_corpus else records.texts)
 
 
@@ -361,10 +342,7 @@ class QrelsReport:
 
     def __str__(self):
         if self.ok:
-            return (
-                f"qrels: all {self.num_queries} queries and "
-                f"{self.num_judgements} judgements match the collection"
-            )
+            return f"qrels: all {self.num_queries} queries and {self.num_judgements} judgements match the collection"
         problems = []
         for ids, what in (
             (self.unknown_query_ids, "query id(s) not in the queries"),
@@ -374,10 +352,7 @@ class QrelsReport:
                 examples = ", ".join(repr(i) for i in ids[:_MAX_EXAMPLES])
                 problems.append(f"{len(ids)} {what} (e.g. {examples})")
         if self.num_dropped_judgements:
-            problems.append(
-                f"dropped {self.num_dropped_judgements} of "
-                f"{self.num_judgements} judgements"
-            )
+            problems.append(f"dropped {self.num_dropped_judgements} of {self.num_judgements} judgements")
         if self.num_kept_unknown_doc_judgements:
             problems.append(
                 f"kept {self.num_kept_unknown_doc_judgements} judgement(s) of "
@@ -422,9 +397,7 @@ def check_qrels(qrels, corpus_ids, query_ids, unknown_documents="drop"):
     (['q7'], ['d9'])
     """
     if unknown_documents not in ("drop", "keep"):
-        raise UserError(
-            f'unknown_documents must be "drop" or "keep", got {unknown_documents!r}'
-        )
+        raise UserError(f'unknown_documents must be "drop" or "keep", got {unknown_documents!r}')
     corpus_ids = set(corpus_ids)
     query_ids = set(query_ids)
     checked = {}

@@ -39,8 +39,9 @@ from gtr_keras.utils.records import (
 RETRIEVER_JSON = "retriever.json"
 DOCUMENTS_FILE = "documents.jsonl.gz"
 INDEX_SUBDIR = "index"
-INDEX_DIRECTORY = files.DirectoryKind("an index directory", (RETRIEVER_JSON,),
-                                      (RETRIEVER_JSON, INDEX_SUBDIR, DOCUMENTS_FILE))
+INDEX_DIRECTORY = files.DirectoryKind(
+    "an index directory", (RETRIEVER_JSON,), (RETRIEVER_JSON, INDEX_SUBDIR, DOCUMENTS_FILE)
+)
 # What determines document embeddings, in the order a mismatch is reported: settings first, as
 # they name the cause, then the fingerprint that also covers the weights and the vocabulary.
 MODEL_FIELDS = ("embedding_dim", "document_length", "query_length", "compute_dtype", "model_sha256")
@@ -74,8 +75,7 @@ def work_dir_for(index_dir):
 
 
 @locks_output("index_dir")
-def build_index(encoder, corpus, index_dir, model_dir=None, kind="auto", batch_size=32, shard_size=2048,
-                progress=None):
+def build_index(encoder, corpus, index_dir, model_dir=None, kind="auto", batch_size=32, shard_size=2048, progress=None):
     """Encodes `corpus` and writes a searchable index directory.
 
     Embeddings are written shard by shard to `work_dir_for(index_dir)`; a run
@@ -127,7 +127,7 @@ def build_index(encoder, corpus, index_dir, model_dir=None, kind="auto", batch_s
     done = len(corpus) - sum(s.end - s.start for s in pending)
     with tqdm(total=len(corpus), initial=done, disable=not show, desc="indexing", unit="doc") as bar:
         for shard in pending:
-            writer.write(shard.number, encoder.encode_documents(texts[shard.start:shard.end], batch_size, False))
+            writer.write(shard.number, encoder.encode_documents(texts[shard.start : shard.end], batch_size, False))
             bar.update(shard.end - shard.start)
     write_index(index_dir, writer, corpus, metadata, kind)  # the shards are read back one at a time
     files.remove(writer.work_dir)
@@ -170,24 +170,33 @@ def index_embeddings(source, index_dir, encoder=None, model_dir=None, kind="auto
     if recorded is not None:
         missing = [field for field in MODEL_FIELDS if field not in recorded]
         if missing:
-            raise DataError(f"{shards.model_path}: field 'model' lacks {missing} (the model record `gtr-keras "
-                            f"encode` writes); encode the shard again")
+            raise DataError(
+                f"{shards.model_path}: field 'model' lacks {missing} (the model record `gtr-keras "
+                f"encode` writes); encode the shard again"
+            )
         if recorded["compute_dtype"] == "bfloat16" and BFLOAT16_SHA256 not in recorded:
-            raise MismatchError(f"{shards.model_path}: encoded in bfloat16 by an older gtr-keras, whose record "
-                                f"lacks {BFLOAT16_SHA256!r}, so no search could check its queries' model; encode "
-                                f"the shards again")
+            raise MismatchError(
+                f"{shards.model_path}: encoded in bfloat16 by an older gtr-keras, whose record "
+                f"lacks {BFLOAT16_SHA256!r}, so no search could check its queries' model; encode "
+                f"the shards again"
+            )
         if recorded["embedding_dim"] != shards.dims:
-            raise DataError(f"{shards.paths[0]}: {shards.dims} dims, but its model record {shards.model_path} "
-                            f"says {recorded['embedding_dim']!r}")
+            raise DataError(
+                f"{shards.paths[0]}: {shards.dims} dims, but its model record {shards.model_path} "
+                f"says {recorded['embedding_dim']!r}"
+            )
     metadata = recorded or {"model_dir": None, **dict.fromkeys(MODEL_FIELDS), "embedding_dim": shards.dims}
     if encoder is not None:
         change, given = model_change(metadata, encoder, MODEL_FIELDS, model_dir)
         if recorded is not None and change:
-            raise MismatchError(f"{shards.paths[0]}: encoded by another model than --model ({change}; recorded "
-                                f"model_dir: {recorded.get('model_dir')})")
+            raise MismatchError(
+                f"{shards.paths[0]}: encoded by another model than --model ({change}; recorded "
+                f"model_dir: {recorded.get('model_dir')})"
+            )
         if given["embedding_dim"] != shards.dims:
-            raise MismatchError(f"{shards.paths[0]}: {shards.dims} dims, the model given makes "
-                                f"{given['embedding_dim']}")
+            raise MismatchError(
+                f"{shards.paths[0]}: {shards.dims} dims, the model given makes {given['embedding_dim']}"
+            )
         metadata = given if recorded is None else {**recorded, "model_dir": given["model_dir"]}
     return shards.num_rows, write_index(index_dir, shards, None, metadata, kind)
 
@@ -266,10 +275,14 @@ def index_metadata(encoder, model_dir):
         model_dir = resolve_model_source(model_dir)
     if model_dir and getattr(model_dir, "format", None) != ARCHITECTURE and files.is_local(model_dir):
         model_dir = os.path.abspath(os.fspath(model_dir).removeprefix("file://"))
-    metadata = {"model_dir": os.fspath(model_dir) if model_dir else None,
-                "embedding_dim": encoder.embedding_dim, "document_length": encoder.document_length,
-                "query_length": encoder.query_length, "compute_dtype": encoder.model.compute_dtype,
-                "model_sha256": fingerprint(encoder)}
+    metadata = {
+        "model_dir": os.fspath(model_dir) if model_dir else None,
+        "embedding_dim": encoder.embedding_dim,
+        "document_length": encoder.document_length,
+        "query_length": encoder.query_length,
+        "compute_dtype": encoder.model.compute_dtype,
+        "model_sha256": fingerprint(encoder),
+    }
     if metadata["compute_dtype"] == "bfloat16":
         metadata[BFLOAT16_SHA256] = fingerprint(encoder, in_bfloat16=True)
     return metadata
@@ -352,21 +365,28 @@ class Retriever:
         """
         path = os.path.join(index_dir, RETRIEVER_JSON)
         if not files.isfile(path):
-            raise DataError(f"{index_dir}: not an index directory (no {RETRIEVER_JSON}); "
-                            f"build one with `gtr-keras index`")
+            raise DataError(
+                f"{index_dir}: not an index directory (no {RETRIEVER_JSON}); build one with `gtr-keras index`"
+            )
         recorded = read_json_object(path, "rebuild the index with `gtr-keras index`")
         if recorded.get("model_sha256", "") is None:
-            raise MismatchError(f"{index_dir}: built from embeddings with no record of their model (no NAME.json "
-                                f"from `gtr-keras encode` beside them); rebuild it with `gtr-keras index --embeddings "
-                                f"... --model MODEL` to declare the model that encoded them")
+            raise MismatchError(
+                f"{index_dir}: built from embeddings with no record of their model (no NAME.json "
+                f"from `gtr-keras encode` beside them); rebuild it with `gtr-keras index --embeddings "
+                f"... --model MODEL` to declare the model that encoded them"
+            )
         if "model_sha256" not in recorded:
-            raise MismatchError(f"{index_dir}: built by an older gtr-keras that did not record the model's "
-                                f"fingerprint; rebuild the index with `gtr-keras index`")
+            raise MismatchError(
+                f"{index_dir}: built by an older gtr-keras that did not record the model's "
+                f"fingerprint; rebuild the index with `gtr-keras index`"
+            )
         change, _ = model_change(recorded, encoder, SEARCH_FIELDS)
         if change:
-            raise MismatchError(f"{index_dir}: built with another model ({change}); search with the model the "
-                                f"index was built with (recorded model_dir: {recorded.get('model_dir')}) "
-                                f"or rebuild the index")
+            raise MismatchError(
+                f"{index_dir}: built with another model ({change}); search with the model the "
+                f"index was built with (recorded model_dir: {recorded.get('model_dir')}) "
+                f"or rebuild the index"
+            )
         return recorded
 
     @classmethod

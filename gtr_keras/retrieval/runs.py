@@ -47,8 +47,16 @@ def load_dataset(dataset, split="test"):
     return corpus, {qid: queries[qid] for qid in qrels}, qrels, report
 
 
-def gtr_run(encoder, corpus, queries, depth=EVALUATION_DEPTH, batch_size=32, ignore_identical_ids=True,
-            progress=None, index=None):
+def gtr_run(
+    encoder,
+    corpus,
+    queries,
+    depth=EVALUATION_DEPTH,
+    batch_size=32,
+    ignore_identical_ids=True,
+    progress=None,
+    index=None,
+):
     """A run `{qid: {docid: score}}` from GTR search of `corpus` (exact, unless `index` is given)."""
     query_ids = list(queries)
     if index is None:
@@ -71,8 +79,7 @@ def bm25_run(corpus, queries, depth=EVALUATION_DEPTH, ignore_identical_ids=True)
     return cut_run(run, depth)
 
 
-def mine_negatives(encoder, corpus, queries, qrels, depth=100, skip_top=0, per_query=10, batch_size=32,
-                   progress=None):
+def mine_negatives(encoder, corpus, queries, qrels, depth=100, skip_top=0, per_query=10, batch_size=32, progress=None):
     """Hard negatives from the model's own retrieval, judged positives excluded.
 
     For each judged query, the top `depth` documents of exact GTR search are
@@ -101,5 +108,5 @@ def mine_negatives(encoder, corpus, queries, qrels, depth=100, skip_top=0, per_q
     for qid in queries:
         positives = {d for d, score in qrels.get(qid, {}).items() if score > 0}
         ranked = [d for d in sorted(run[qid], key=lambda d: -run[qid][d]) if d not in positives]
-        mined[qid] = ranked[skip_top:skip_top + per_query]
+        mined[qid] = ranked[skip_top : skip_top + per_query]
     return mined

@@ -86,11 +86,14 @@ def _scann():
     if spec is None:
         raise ImportError("ScaNN is not installed: pip install scann==1.4.2")
     loaded = []
-    for name, relative in (("scann_pybind", "scann_ops/cc/python/scann_pybind.so"),  # the name `scann` gives it
-                           ("_gtr_keras_scann_builder", "scann_ops/py/scann_builder.py")):
+    for name, relative in (
+        ("scann_pybind", "scann_ops/cc/python/scann_pybind.so"),  # the name `scann` gives it
+        ("_gtr_keras_scann_builder", "scann_ops/py/scann_builder.py"),
+    ):
         if name not in sys.modules:
             module_spec = importlib.util.spec_from_file_location(
-                name, os.path.join(spec.submodule_search_locations[0], relative))
+                name, os.path.join(spec.submodule_search_locations[0], relative)
+            )
             module = importlib.util.module_from_spec(module_spec)
             module_spec.loader.exec_module(module)
             sys.modules[name] = module
@@ -112,7 +115,8 @@ def _scann_config(sample, params):
         training_sample_size=len(sample),
     )
     reorder = {"int8": builder_module.ReorderType.INT8, "bfloat16": builder_module.ReorderType.BFLOAT16}[
-        params["reorder"]]
+        params["reorder"]
+    ]
     return builder.reorder(params["reorder_factor"] * _DEFAULT_K, quantize=reorder).create_config()
 
 
@@ -172,7 +176,8 @@ def build_scann(source, params, scann_dir):
                             outputs[name] = open(os.path.join(scann_dir, name), "wb")  # noqa: SIM115
                             header = np.lib.format.header_data_from_array_1_0(array)
                             np.lib.format.write_array_header_2_0(
-                                outputs[name], {**header, "shape": (source.num_rows, *array.shape[1:])})
+                                outputs[name], {**header, "shape": (source.num_rows, *array.shape[1:])}
+                            )
                         outputs[name].write(np.ascontiguousarray(array).tobytes())
                         continue
                     with open(path, "rb") as f:

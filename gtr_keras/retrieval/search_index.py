@@ -205,7 +205,12 @@ class SearchIndex:
 
     def _scann_search(self, queries, k, leaves):
         indices, scores = self._searcher.search_batched(
-            queries, k, self.params["reorder_factor"] * k, leaves, True, 256  # in parallel, 256 queries a task
+            queries,
+            k,
+            self.params["reorder_factor"] * k,
+            leaves,
+            True,
+            256,  # in parallel, 256 queries a task
         )
         return indices.astype(np.int64), scores.astype(np.float32, copy=False)
 

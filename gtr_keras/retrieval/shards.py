@@ -30,8 +30,9 @@ _SHARD_FORMAT = 2
 # and, on another file system, an upload not yet moved into place.
 _STALE_SHARDS = ("shard-*.tmp-*", ".shard-*.tmp-*", ".shard-*.upload-*")
 _MANIFEST_FIELDS = ("shard_format", "num_rows", "shard_size", "ids_sha256")
-SHARDS_DIRECTORY = files.DirectoryKind("a ShardWriter's shards", (_MANIFEST_JSON,),
-                                       (_MANIFEST_JSON, "shard-*.npz", *_STALE_SHARDS))
+SHARDS_DIRECTORY = files.DirectoryKind(
+    "a ShardWriter's shards", (_MANIFEST_JSON,), (_MANIFEST_JSON, "shard-*.npz", *_STALE_SHARDS)
+)
 
 
 class Shard(NamedTuple):
@@ -112,9 +113,7 @@ class ShardWriter:
         if files.exists(manifest_path):
             recorded = read_json_object(manifest_path, self._start_over)
             if recorded.get("shard_format") != _SHARD_FORMAT:
-                raise MismatchError(
-                    f"{self.work_dir}: shards of another version of gtr-keras; {self._start_over}"
-                )
+                raise MismatchError(f"{self.work_dir}: shards of another version of gtr-keras; {self._start_over}")
             change = describe_change(recorded, dict.fromkeys(recorded) | manifest, "this run has")
             if change:
                 raise MismatchError(
@@ -184,8 +183,7 @@ class ShardWriter:
         embeddings = check_embeddings(embeddings, f"embeddings for shard {number}")
         if embeddings.shape[0] != shard.end - shard.start:
             raise UserError(
-                f"Shard {number} holds rows [{shard.start}, {shard.end}), "
-                f"got {embeddings.shape[0]} embedding rows."
+                f"Shard {number} holds rows [{shard.start}, {shard.end}), got {embeddings.shape[0]} embedding rows."
             )
         with atomic_file(self._path(number)) as f:
             np.savez(f, embeddings=embeddings, texts_sha256=np.array(self._texts_sha256(shard)))
@@ -204,10 +202,7 @@ class ShardWriter:
             dims = rows.shape[-1] if dims is None else dims
             expected = (shard.end - shard.start, dims)
             if rows.shape != expected:
-                raise DataError(
-                    f"{self._path(number)} has shape {rows.shape}, expected {expected}; "
-                    f"{self._start_over}"
-                )
+                raise DataError(f"{self._path(number)} has shape {rows.shape}, expected {expected}; {self._start_over}")
             yield rows
 
     @property

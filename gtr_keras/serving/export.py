@@ -76,7 +76,8 @@ IMPORT_HINT = (
 
 
 SAVED_MODEL_DIRECTORY = files.DirectoryKind(
-    "a SavedModel", ("saved_model.pb",),
+    "a SavedModel",
+    ("saved_model.pb",),
     ("saved_model.pb", "saved_model.pbtxt", "fingerprint.pb", "variables", "assets", "assets.extra"),
 )
 
@@ -165,11 +166,16 @@ def _write_encoder(encoder, staging):
     root.encode_documents = tf.function(
         lambda texts: {"embeddings": embed(texts, "document")}, input_signature=[STRINGS]
     )
-    _save(root, staging, {
-        "serving_default": root.encode_documents,
-        "encode_documents": root.encode_documents,
-        "encode_queries": root.encode_queries,
-    }, "gtr_encoder")
+    _save(
+        root,
+        staging,
+        {
+            "serving_default": root.encode_documents,
+            "encode_documents": root.encode_documents,
+            "encode_queries": root.encode_queries,
+        },
+        "gtr_encoder",
+    )
 
 
 class _ScannResource(tf.saved_model.experimental.TrackableResource):
@@ -209,10 +215,15 @@ class _ScannResource(tf.saved_model.experimental.TrackableResource):
 
         none = tf.constant(0.0)  # no float32 dataset (reordering is on int8) and no norms (dot product)
         return self._tensors_to_scann(
-            none, tf.reshape(read("scann_config.pb"), [1]),
-            tf.reshape(read("serialized_partitioner.pb"), [1]), array("datapoint_to_token.npy"),
-            tf.reshape(read("ah_codebook.pb"), [1]), array("hashed_dataset.npy"),
-            array("int8_dataset.npy"), array("int8_multipliers.npy"), none,
+            none,
+            tf.reshape(read("scann_config.pb"), [1]),
+            tf.reshape(read("serialized_partitioner.pb"), [1]),
+            array("datapoint_to_token.npy"),
+            tf.reshape(read("ah_codebook.pb"), [1]),
+            array("hashed_dataset.npy"),
+            array("int8_dataset.npy"),
+            array("int8_multipliers.npy"),
+            none,
         )
 
     def _create_resource(self):
@@ -256,9 +267,13 @@ def export_searcher(encoder, index_dir, export_dir, searcher="scann", version=1,
     >>> export_searcher(encoder, "indexes/scifact", "exports/scifact", searcher="brute-force")
     """
     _check_searcher(encoder, index_dir, searcher, k)
-    return _write_together(export_dir, version, {
-        "searcher": lambda staging: _write_searcher(encoder, index_dir, staging, searcher, k),
-    })["searcher"]
+    return _write_together(
+        export_dir,
+        version,
+        {
+            "searcher": lambda staging: _write_searcher(encoder, index_dir, staging, searcher, k),
+        },
+    )["searcher"]
 
 
 @locks_output("export_dir")
@@ -309,8 +324,10 @@ def _check_searcher(encoder, index_dir, searcher, k):
         raise UserError(f"k must be a positive integer, got {k!r}")
     recorded = Retriever.check_model(index_dir, encoder)
     if searcher == "brute-force" and recorded.get("kind") == "scann":
-        raise DataError(f"{index_dir}: a ScaNN index keeps only int8 vectors; the brute-force searcher needs the "
-                        f"float32 ones of an exact index (`gtr-keras index --exact`)")
+        raise DataError(
+            f"{index_dir}: a ScaNN index keeps only int8 vectors; the brute-force searcher needs the "
+            f"float32 ones of an exact index (`gtr-keras index --exact`)"
+        )
 
 
 def _write_searcher(encoder, index_dir, staging, searcher, k):

@@ -23,8 +23,9 @@ from gtr_keras.utils.records import read_json_object, strings_sha256
 VALIDATION_DEPTH = 100
 BEST_MODEL = "best_model"
 BEST_MODEL_RECORD = "validation.json"
-BEST_MODEL_DIRECTORY = fs.DirectoryKind("a run's best model", PRESET_DIRECTORY.marks,
-                                        (*PRESET_DIRECTORY.names, BEST_MODEL_RECORD))
+BEST_MODEL_DIRECTORY = fs.DirectoryKind(
+    "a run's best model", PRESET_DIRECTORY.marks, (*PRESET_DIRECTORY.names, BEST_MODEL_RECORD)
+)
 
 
 def _learning_rate_at(optimizer, step):
@@ -103,8 +104,11 @@ class Scalars(keras.callbacks.Callback):
         """(steps, loss sum, accuracy sum) since the last point, given the epoch's means after `done` steps."""
         seen, seen_loss, seen_accuracy = self.last
         count, loss_sum, accuracy_sum = self.carried
-        return (count + done - seen, loss_sum + loss * done - seen_loss * seen,
-                accuracy_sum + accuracy * done - seen_accuracy * seen)
+        return (
+            count + done - seen,
+            loss_sum + loss * done - seen_loss * seen,
+            accuracy_sum + accuracy * done - seen_accuracy * seen,
+        )
 
     def on_train_batch_end(self, batch, logs=None):
         done = min(batch + 1, self.steps - self.start)  # steps of the epoch so far (the last execution may be short)
@@ -183,15 +187,23 @@ class Validation(keras.callbacks.Callback):
         self.writer.flush()
         if logs is not None:
             logs.update({f"val_{name}": value for name, value in metrics.items()})
-        line = (f"validation at step {step}: ndcg@10 {metrics['ndcg@10']:.4f}, recall@100 "
-                f"{metrics['recall@100']:.4f} ({len(self.queries)} queries, {len(self.corpus)} documents, "
-                f"{time.perf_counter() - began:.1f} s)")
+        line = (
+            f"validation at step {step}: ndcg@10 {metrics['ndcg@10']:.4f}, recall@100 "
+            f"{metrics['recall@100']:.4f} ({len(self.queries)} queries, {len(self.corpus)} documents, "
+            f"{time.perf_counter() - began:.1f} s)"
+        )
         if self.config.keep_best and (self.best is None or metrics["ndcg@10"] > self.best):
             self.best = metrics["ndcg@10"]
-            record = {"step": step, **metrics, **_validation_settings(self.config),
-                      "validation_sha256": self.collection_sha256, "precision": self.config.precision}
-            with fs.atomic_directory(os.path.join(self.config.output_dir, BEST_MODEL),
-                                   [BEST_MODEL_DIRECTORY]) as staging:
+            record = {
+                "step": step,
+                **metrics,
+                **_validation_settings(self.config),
+                "validation_sha256": self.collection_sha256,
+                "precision": self.config.precision,
+            }
+            with fs.atomic_directory(
+                os.path.join(self.config.output_dir, BEST_MODEL), [BEST_MODEL_DIRECTORY]
+            ) as staging:
                 embedder.save_to_preset(str(staging))
                 (staging / BEST_MODEL_RECORD).write_text(json.dumps(record, indent=2, default=os.fspath) + "\n")
             line += f"; best so far, saved to {os.path.join(self.config.output_dir, BEST_MODEL)}"
@@ -200,8 +212,11 @@ class Validation(keras.callbacks.Callback):
 
 
 def _validation_settings(config):
-    return {"validation_data": config.validation_data, "validation_split": config.validation_split,
-            "validation_max_queries": config.validation_max_queries}
+    return {
+        "validation_data": config.validation_data,
+        "validation_split": config.validation_split,
+        "validation_max_queries": config.validation_max_queries,
+    }
 
 
 def validation_collection(config):
@@ -216,8 +231,10 @@ def validation_collection(config):
     queries = dict(itertools.islice(queries.items(), config.validation_max_queries))
     qrels = {qid: qrels[qid] for qid in queries}
     if not any(grade >= 1 for judgements in qrels.values() for grade in judgements.values()):
-        raise DataError(f"{config.validation_data}: no judged query of split {config.validation_split!r} has a "
-                        f"relevant document (the validation_data setting)")
+        raise DataError(
+            f"{config.validation_data}: no judged query of split {config.validation_split!r} has a "
+            f"relevant document (the validation_data setting)"
+        )
     return corpus, queries, qrels
 
 
@@ -225,8 +242,9 @@ def collection_sha256(collection):
     """SHA-256 (hex) of a validation collection's content: document ids and texts, queries, judgements."""
     corpus, queries, qrels = collection
     judgements = [f"{q}\t{d}\t{grade}" for q in sorted(qrels) for d, grade in sorted(qrels[q].items())]
-    return strings_sha256([*corpus.ids, *corpus.joined(), *itertools.chain.from_iterable(sorted(queries.items())),
-                           *judgements])
+    return strings_sha256(
+        [*corpus.ids, *corpus.joined(), *itertools.chain.from_iterable(sorted(queries.items())), *judgements]
+    )
 
 
 def best_so_far(config, sha256):
@@ -238,7 +256,8 @@ def best_so_far(config, sha256):
         return None
     record = read_json_object(path, f"delete {os.path.dirname(path)} to start the best model over")
     same = json.dumps(_validation_settings(config), default=os.fspath) == json.dumps(
-        {key: record.get(key) for key in _validation_settings(config)}, default=os.fspath)
+        {key: record.get(key) for key in _validation_settings(config)}, default=os.fspath
+    )
     return record.get("ndcg@10") if same and record.get("validation_sha256", sha256) == sha256 else None
 
 

@@ -23,12 +23,24 @@ from gtr_keras.utils import files as fs
 PRECISIONS = {"float32": None, "bfloat16": "mixed_bfloat16"}
 STRATEGIES = ("default", "mirrored", "tpu", "multi-worker")
 _INTEGER_SETTINGS = {
-    "steps": 1, "batch_size": 1, "checkpoint_every": 1, "keep_checkpoints": 1, "seed": 0,
-    "grad_cache_chunk_size": 1, "sentencepiece_vocabulary_size": 1, "steps_per_execution": 1, "log_every": 1,
-    "validate_every": 1, "validation_max_queries": 1, "worker_timeout": 1,
+    "steps": 1,
+    "batch_size": 1,
+    "checkpoint_every": 1,
+    "keep_checkpoints": 1,
+    "seed": 0,
+    "grad_cache_chunk_size": 1,
+    "sentencepiece_vocabulary_size": 1,
+    "steps_per_execution": 1,
+    "log_every": 1,
+    "validate_every": 1,
+    "validation_max_queries": 1,
+    "worker_timeout": 1,
 }
 _OPTIONAL_SETTINGS = (
-    "grad_cache_chunk_size", "sentencepiece_vocabulary_size", "steps_per_execution", "validate_every",
+    "grad_cache_chunk_size",
+    "sentencepiece_vocabulary_size",
+    "steps_per_execution",
+    "validate_every",
     "validation_max_queries",
 )
 _VALIDATION_SETTINGS = ("validate_every", "validation_max_queries", "keep_best")
@@ -249,8 +261,10 @@ class TrainConfig:
         uses = f"the tokenizer {self.tokenizer}" if self.tokenizer else f"the tokenizer of {self.init}"
         for name in ("sentencepiece_case_folding", "sentencepiece_vocabulary_size"):
             if getattr(self, name) not in (None, False):
-                raise UserError(f"{name} applies only to the SentencePiece model trained for a preset `init` "
-                                f"without a `tokenizer`; this run uses {uses}")
+                raise UserError(
+                    f"{name} applies only to the SentencePiece model trained for a preset `init` "
+                    f"without a `tokenizer`; this run uses {uses}"
+                )
 
     def _check_loop_settings(self):
         for name in ("keep_best", "sentencepiece_case_folding"):
@@ -364,7 +378,7 @@ def load_config(path, overrides=None, config_class=None):
     values = {**values, "data": dict(values.get("data") or {})}
     for key, value in (overrides or {}).items():
         if key.startswith("data."):
-            values["data"][key[len("data."):]] = value
+            values["data"][key[len("data.") :]] = value
         else:
             values[key] = value
     return (config_class or TrainConfig).from_dict(values, source=path or "training settings")

@@ -54,8 +54,13 @@ from gtr_keras.training.examples import (
 from gtr_keras.utils import files
 
 _SUFFIXES = {
-    ".jsonl": "jsonl", ".jsonl.gz": "jsonl", ".tsv": "msmarco", ".tsv.gz": "msmarco",
-    ".tfrecord": "tfrecord", ".tfrecords": "tfrecord", ".tfrecord.gz": "tfrecord",
+    ".jsonl": "jsonl",
+    ".jsonl.gz": "jsonl",
+    ".tsv": "msmarco",
+    ".tsv.gz": "msmarco",
+    ".tfrecord": "tfrecord",
+    ".tfrecords": "tfrecord",
+    ".tfrecord.gz": "tfrecord",
 }
 _FRACTION_BUCKETS = 1_000_000
 _ID_BUCKETS = 2**63 - 1
@@ -325,8 +330,17 @@ class TrainingData:
         dataset = dataset.enumerate().map(pick_negatives, num_parallel_calls=tf.data.AUTOTUNE)
         return slice_rows(dataset.batch(batch_size, drop_remainder=drop_remainder).skip(skip_batches), rows)
 
-    def dataset(self, tokenizer, batch_size, seed=0, repeat=True, skip_batches=0, drop_remainder=False,
-                pad_to_length=False, rows=None):
+    def dataset(
+        self,
+        tokenizer,
+        batch_size,
+        seed=0,
+        repeat=True,
+        skip_batches=0,
+        drop_remainder=False,
+        pad_to_length=False,
+        rows=None,
+    ):
         """Tokenised training batches for `DualEncoder.fit`.
 
         Args:

@@ -46,8 +46,12 @@ class DistillConfig(TrainConfig):
     teacher_shard_size: int = 4096
 
     data_class: ClassVar[type] = DistillationTexts
-    flags: ClassVar[dict] = {"teacher": "--teacher", "init": "--student", "output_dir": "--output-dir",
-                             "data.texts": "--texts"}
+    flags: ClassVar[dict] = {
+        "teacher": "--teacher",
+        "init": "--student",
+        "output_dir": "--output-dir",
+        "data.texts": "--texts",
+    }
 
     def __post_init__(self):
         super().__post_init__()

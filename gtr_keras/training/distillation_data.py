@@ -63,8 +63,11 @@ class DistillationTexts:
     def __post_init__(self):
         if isinstance(self.texts, (str, os.PathLike)):
             self.texts = [self.texts]
-        if (not isinstance(self.texts, (list, tuple)) or not self.texts
-                or not all(isinstance(path, (str, os.PathLike)) for path in self.texts)):
+        if (
+            not isinstance(self.texts, (list, tuple))
+            or not self.texts
+            or not all(isinstance(path, (str, os.PathLike)) for path in self.texts)
+        ):
             raise UserError(f"texts must be a list of files, got {self.texts!r}")
         self.texts = [os.fspath(path) for path in self.texts]
         for name in ("query_length", "document_length"):
@@ -117,8 +120,19 @@ class DistillationTexts:
         documents = dict.fromkeys(document for _, document in self.read())
         return list(queries), list(documents)
 
-    def dataset(self, tokenizer, teacher_queries, teacher_documents, batch_size, seed=0, repeat=True,
-                skip_batches=0, drop_remainder=False, pad_to_length=False, rows=None):
+    def dataset(
+        self,
+        tokenizer,
+        teacher_queries,
+        teacher_documents,
+        batch_size,
+        seed=0,
+        repeat=True,
+        skip_batches=0,
+        drop_remainder=False,
+        pad_to_length=False,
+        rows=None,
+    ):
         """Tokenised batches with the teacher's embeddings, for `DistilledDualEncoder.fit`.
 
         Args:
@@ -146,10 +160,12 @@ class DistillationTexts:
                 "teacher_positive": tf.Variable(np.asarray(teacher_documents, np.float32), trainable=False),
                 "teacher_query": tf.Variable(np.asarray(teacher_queries, np.float32), trainable=False),
                 "document_row": tf.Variable(
-                    np.array([document_row[document] for _, document in examples], np.int64), trainable=False),
+                    np.array([document_row[document] for _, document in examples], np.int64), trainable=False
+                ),
                 "query_row": tf.Variable(
                     np.array([-1 if query is None else query_row[query] for query, _ in examples], np.int64),
-                    trainable=False),
+                    trainable=False,
+                ),
             }
         preprocessor = GTRTextEmbedderPreprocessor(
             tokenizer, self.document_length, self.query_length, pad_to_length=pad_to_length
@@ -166,8 +182,12 @@ class DistillationTexts:
                 own_rows = tf.maximum(query_rows, 0)
                 texts["query"] = tf.where(single, "", tf.gather(table["query"], own_rows))
                 teacher_query = tf.where(single[:, None], teacher_positive, tf.gather(table["teacher_query"], own_rows))
-            return {**preprocessor.tower_features(texts), "single": single,
-                    "teacher_positive": teacher_positive, "teacher_query": teacher_query}
+            return {
+                **preprocessor.tower_features(texts),
+                "single": single,
+                "teacher_positive": teacher_positive,
+                "teacher_query": teacher_query,
+            }
 
         dataset = tf.data.Dataset.range(len(examples))
         dataset = dataset.shuffle(self.shuffle_buffer, seed=seed, reshuffle_each_iteration=True)

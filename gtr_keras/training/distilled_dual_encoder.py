@@ -33,7 +33,8 @@ class DistilledDualEncoder(DualEncoder):
     >>> tuple(model.projection.kernel.shape)
     (64, 384)
     >>> model.compile(optimizer=make_optimizer(steps=100))
-    >>> batches = texts.dataset(student.preprocessor.tokenizer, teacher_queries, teacher_documents, 32)  # doctest: +SKIP
+    >>> tokenizer = student.preprocessor.tokenizer
+    >>> batches = texts.dataset(tokenizer, teacher_queries, teacher_documents, 32)  # doctest: +SKIP
     >>> model.fit(batches, steps_per_epoch=100)  # doctest: +SKIP
     """
 
@@ -47,8 +48,9 @@ class DistilledDualEncoder(DualEncoder):
         self.distillation_loss = SimilarityDistillationLoss(temperature, teacher_temperature, mse_weight)
         self.projection = None
         if mse_weight and teacher_dim != encoder.embedding_dim:
-            self.projection = keras.layers.Dense(teacher_dim, use_bias=False, name="teacher_projection",
-                                                 dtype=encoder.dtype_policy)
+            self.projection = keras.layers.Dense(
+                teacher_dim, use_bias=False, name="teacher_projection", dtype=encoder.dtype_policy
+            )
             self.projection.build((None, encoder.embedding_dim))
 
     def _embed(self, batch, training):
@@ -61,9 +63,13 @@ class DistilledDualEncoder(DualEncoder):
         anchors = documents
         if "query" in embeddings:
             anchors = tf.where(single[:, None], documents, embeddings["query"])
-        local = {"student_anchors": anchors, "student_documents": documents,
-                 "teacher_anchors": batch["teacher_query"], "teacher_documents": batch["teacher_positive"],
-                 "single": tf.cast(single, tf.int32)}
+        local = {
+            "student_anchors": anchors,
+            "student_documents": documents,
+            "teacher_anchors": batch["teacher_query"],
+            "teacher_documents": batch["teacher_positive"],
+            "single": tf.cast(single, tf.int32),
+        }
         if self.projection is not None:
             local.update(projected_anchors=self.projection(anchors), projected_documents=self.projection(documents))
         gathered = {name: gather(context, x) for name, x in local.items()}
@@ -76,5 +82,9 @@ class DistilledDualEncoder(DualEncoder):
         config = super().get_config()
         for name in ("mask_false_negatives", "grad_cache_chunk_size"):
             config.pop(name)
-        return {**config, "teacher_dim": self.teacher_dim, "teacher_temperature": self.teacher_temperature,
-                "mse_weight": self.mse_weight}
+        return {
+            **config,
+            "teacher_dim": self.teacher_dim,
+            "teacher_temperature": self.teacher_temperature,
+            "mse_weight": self.mse_weight,
+        }

@@ -155,8 +155,9 @@ class DualEncoder(keras.Model):
     ['accuracy', 'loss']
     """
 
-    def __init__(self, encoder, temperature=DEFAULT_TEMPERATURE, mask_false_negatives=True,
-                 grad_cache_chunk_size=None, **kwargs):
+    def __init__(
+        self, encoder, temperature=DEFAULT_TEMPERATURE, mask_false_negatives=True, grad_cache_chunk_size=None, **kwargs
+    ):
         super().__init__(**kwargs)
         if grad_cache_chunk_size is not None and grad_cache_chunk_size < 1:
             raise UserError(f"grad_cache_chunk_size must be a positive integer, got {grad_cache_chunk_size}")
@@ -241,11 +242,17 @@ class DualEncoder(keras.Model):
         """This replica's share of the loss of the global batch (replicas hold equal batches), and how
         many of its queries rank their positive first among the global batch's candidates (`in_batch_hits`)."""
         context = tf.distribute.get_replica_context()
-        local = {"queries": embeddings["query"], "positives": embeddings["positive"],
-                 "negatives": embeddings.get("negatives")}
+        local = {
+            "queries": embeddings["query"],
+            "positives": embeddings["positive"],
+            "negatives": embeddings.get("negatives"),
+        }
         if self.mask_false_negatives:
-            local.update(positive_ids=batch.get("positive_id"), negative_ids=batch.get("negative_ids"),
-                         query_ids=batch.get("query_id"))
+            local.update(
+                positive_ids=batch.get("positive_id"),
+                negative_ids=batch.get("negative_ids"),
+                query_ids=batch.get("query_id"),
+            )
         gathered = {name: None if x is None else gather(context, x) for name, x in local.items()}
         size = tf.shape(embeddings["query"])[0]
         start = context.replica_id_in_sync_group * size
@@ -297,9 +304,9 @@ class DualEncoder(keras.Model):
 
         def split(x):
             divisible = tf.debugging.assert_equal(
-                tf.shape(x)[0] % size, 0,
-                message=f"GradCache needs each replica's batch to be a multiple of "
-                f"grad_cache_chunk_size={size}",
+                tf.shape(x)[0] % size,
+                0,
+                message=f"GradCache needs each replica's batch to be a multiple of grad_cache_chunk_size={size}",
             )
             with tf.control_dependencies([divisible]):
                 chunks = tf.reshape(x, tf.concat([[-1, size], tf.shape(x)[1:]], axis=0))
@@ -317,12 +324,12 @@ class DualEncoder(keras.Model):
             return tf.TensorSpec([self.grad_cache_chunk_size, *k, self.encoder.embedding_dim], tf.float32)
 
         embedded = tf.map_fn(
-            lambda chunk: self._embed(chunk, training), self._chunked(towers),
-            fn_output_signature={name: spec(name) for name in towers}, parallel_iterations=1,
+            lambda chunk: self._embed(chunk, training),
+            self._chunked(towers),
+            fn_output_signature={name: spec(name) for name in towers},
+            parallel_iterations=1,
         )
-        return {
-            name: tf.reshape(e, tf.concat([[-1], tf.shape(e)[2:]], axis=0)) for name, e in embedded.items()
-        }
+        return {name: tf.reshape(e, tf.concat([[-1], tf.shape(e)[2:]], axis=0)) for name, e in embedded.items()}
 
     def _grad_cache_gradients(self, batch, variables):
         """GradCache's `(loss, hits)` and gradients, equal to those of `_embed` on the whole batch."""

@@ -98,9 +98,7 @@ def _text(path, line_no, record, field):
 
 def _identifier(path, line_no, value, field):
     if isinstance(value, bool) or not isinstance(value, (str, int)):
-        raise DataError(
-            f"{path}:{line_no}: field `{field}` must be a string or an integer, got {type(value).__name__}"
-        )
+        raise DataError(f"{path}:{line_no}: field `{field}` must be a string or an integer, got {type(value).__name__}")
     return str(value)
 
 
@@ -112,9 +110,7 @@ def _list(path, line_no, record, field, integers_allowed):
     for value in values:
         if isinstance(value, bool) or not isinstance(value, allowed):
             kinds = "strings or integers" if integers_allowed else "strings"
-            raise DataError(
-                f"{path}:{line_no}: field `{field}` must hold {kinds}, got {type(value).__name__}"
-            )
+            raise DataError(f"{path}:{line_no}: field `{field}` must hold {kinds}, got {type(value).__name__}")
     return tuple(str(value) for value in values)
 
 
@@ -127,8 +123,7 @@ def _jsonl_triples(path):
             negative_ids = _list(path, line_no, record, "negative_ids", integers_allowed=True)
             if len(negative_ids) != len(negatives):
                 raise DataError(
-                    f"{path}:{line_no}: field `negative_ids` has {len(negative_ids)} ids "
-                    f"for {len(negatives)} negatives"
+                    f"{path}:{line_no}: field `negative_ids` has {len(negative_ids)} ids for {len(negatives)} negatives"
                 )
         query_id, positive_id = (
             _identifier(path, line_no, record[field], field) if field in record else default
@@ -209,9 +204,7 @@ def read_mined_negatives(path, corpus_ids):
             raise DataError(f"{path}:{line_no}: missing field `negative_ids`")
         query_id = _identifier(path, line_no, record["query_id"], "query_id")
         if query_id in first_line:
-            raise DataError(
-                f"{path}:{line_no}: query {query_id!r} already listed on line {first_line[query_id]}"
-            )
+            raise DataError(f"{path}:{line_no}: query {query_id!r} already listed on line {first_line[query_id]}")
         first_line[query_id] = line_no
         negative_ids = _list(path, line_no, record, "negative_ids", integers_allowed=True)
         unknown = [doc_id for doc_id in negative_ids if doc_id not in corpus_ids]
@@ -241,8 +234,9 @@ def _beir_examples(directory, split, negatives_path):
             negatives = tuple(documents[d] for d in negative_ids)
             for doc_id, score in judgements.items():
                 if score > 0:
-                    yield f"query {query_id!r}", Example(
-                        queries[query_id], documents[doc_id], negatives, query_id, doc_id, negative_ids
+                    yield (
+                        f"query {query_id!r}",
+                        Example(queries[query_id], documents[doc_id], negatives, query_id, doc_id, negative_ids),
                     )
 
     return tuple(_clean(qrels_path, numbered()))
@@ -267,9 +261,7 @@ def read_beir(directory, split="train", negatives_path=None):
     Example:
     >>> examples = read_beir("data/scifact", "train", "scifact-negatives.jsonl")  # doctest: +SKIP
     """
-    return _beir_examples(
-        os.fspath(directory), split, None if negatives_path is None else os.fspath(negatives_path)
-    )
+    return _beir_examples(os.fspath(directory), split, None if negatives_path is None else os.fspath(negatives_path))
 
 
 _TFRECORD_FEATURES = {
@@ -306,9 +298,10 @@ def write_tfrecord(examples, path):
         return tf.train.Feature(bytes_list=tf.train.BytesList(value=[v.encode("utf-8") for v in values]))
 
     count = 0
-    with files.atomic_outputs(path) as (staged,), tf.io.TFRecordWriter(
-        str(staged), options=_compression(path)
-    ) as writer:
+    with (
+        files.atomic_outputs(path) as (staged,),
+        tf.io.TFRecordWriter(str(staged), options=_compression(path)) as writer,
+    ):
         for example in examples:
             features = {name: feature([getattr(example, name)]) for name in STRING_FIELDS}
             features.update({name: feature(getattr(example, name)) for name in LIST_FIELDS})
@@ -327,8 +320,11 @@ def tfrecord_dataset(path):
 
 
 def decode_record(element):
-    return Example(**{
-        name: tuple(v.decode("utf-8") for v in element[name])
-        if name in LIST_FIELDS else element[name].decode("utf-8")
-        for name in Example._fields
-    })
+    return Example(
+        **{
+            name: tuple(v.decode("utf-8") for v in element[name])
+            if name in LIST_FIELDS
+            else element[name].decode("utf-8")
+            for name in Example._fields
+        }
+    )

@@ -35,8 +35,14 @@ _MASKED_LOGIT = -1e9
 
 
 def in_batch_logits(
-    queries, positives, negatives=None, temperature=DEFAULT_TEMPERATURE,
-    positive_ids=None, negative_ids=None, rows=None, query_ids=None,
+    queries,
+    positives,
+    negatives=None,
+    temperature=DEFAULT_TEMPERATURE,
+    positive_ids=None,
+    negative_ids=None,
+    rows=None,
+    query_ids=None,
 ):
     """The masked logits of both directions of the GTR loss, and their target columns.
 
@@ -102,8 +108,14 @@ def in_batch_logits(
 
 
 def bidirectional_softmax_terms(
-    queries, positives, negatives=None, temperature=DEFAULT_TEMPERATURE,
-    positive_ids=None, negative_ids=None, rows=None, query_ids=None,
+    queries,
+    positives,
+    negatives=None,
+    temperature=DEFAULT_TEMPERATURE,
+    positive_ids=None,
+    negative_ids=None,
+    rows=None,
+    query_ids=None,
 ):
     """Per-query cross-entropies of both directions of the GTR loss.
 
@@ -120,13 +132,21 @@ def bidirectional_softmax_terms(
     >>> qp.shape, pq.shape
     (TensorShape([4]), TensorShape([4]))
     """
-    return _cross_entropies(*in_batch_logits(
-        queries, positives, negatives, temperature, positive_ids, negative_ids, rows, query_ids
-    ))
+    return _cross_entropies(
+        *in_batch_logits(queries, positives, negatives, temperature, positive_ids, negative_ids, rows, query_ids)
+    )
 
 
-def in_batch_hits(queries, positives, negatives=None, positive_ids=None, negative_ids=None, rows=None,
-                  query_ids=None, temperature=DEFAULT_TEMPERATURE):
+def in_batch_hits(
+    queries,
+    positives,
+    negatives=None,
+    positive_ids=None,
+    negative_ids=None,
+    rows=None,
+    query_ids=None,
+    temperature=DEFAULT_TEMPERATURE,
+):
     """How many queries score their own positive above every other in-batch candidate (query -> passage).
 
     The candidates and the masking are the loss's (`in_batch_logits`, same
@@ -151,8 +171,10 @@ def in_batch_hits(queries, positives, negatives=None, positive_ids=None, negativ
 
 
 def _cross_entropies(query_logits, passage_logits, labels):
-    return (tf.nn.sparse_softmax_cross_entropy_with_logits(labels, query_logits),
-            tf.nn.sparse_softmax_cross_entropy_with_logits(labels, passage_logits))
+    return (
+        tf.nn.sparse_softmax_cross_entropy_with_logits(labels, query_logits),
+        tf.nn.sparse_softmax_cross_entropy_with_logits(labels, passage_logits),
+    )
 
 
 def _top1_hits(logits, labels):
@@ -194,13 +216,15 @@ class BidirectionalInBatchLoss:
     def __init__(self, temperature=DEFAULT_TEMPERATURE):
         self.temperature = temperature
 
-    def __call__(self, queries, positives, negatives=None, positive_ids=None, negative_ids=None, rows=None,
-                 query_ids=None):
+    def __call__(
+        self, queries, positives, negatives=None, positive_ids=None, negative_ids=None, rows=None, query_ids=None
+    ):
         """Returns the scalar loss (or the share of `rows`); arguments as in `bidirectional_softmax_terms`."""
         return self.loss_and_hits(queries, positives, negatives, positive_ids, negative_ids, rows, query_ids)[0]
 
-    def loss_and_hits(self, queries, positives, negatives=None, positive_ids=None, negative_ids=None, rows=None,
-                      query_ids=None):
+    def loss_and_hits(
+        self, queries, positives, negatives=None, positive_ids=None, negative_ids=None, rows=None, query_ids=None
+    ):
         """The loss (or the share of `rows`) and `in_batch_hits`, from one computation of the logits."""
         query_logits, passage_logits, labels = in_batch_logits(
             queries, positives, negatives, self.temperature, positive_ids, negative_ids, rows, query_ids
@@ -259,14 +283,40 @@ class SimilarityDistillationLoss:
         self.teacher_temperature = teacher_temperature
         self.mse_weight = mse_weight
 
-    def __call__(self, student_anchors, student_documents, teacher_anchors, teacher_documents, single,
-                 projected_anchors=None, projected_documents=None, rows=None):
+    def __call__(
+        self,
+        student_anchors,
+        student_documents,
+        teacher_anchors,
+        teacher_documents,
+        single,
+        projected_anchors=None,
+        projected_documents=None,
+        rows=None,
+    ):
         """The scalar loss (or the share of `rows`); arguments as in `loss_and_hits`."""
-        return self.loss_and_hits(student_anchors, student_documents, teacher_anchors, teacher_documents, single,
-                                  projected_anchors, projected_documents, rows)[0]
+        return self.loss_and_hits(
+            student_anchors,
+            student_documents,
+            teacher_anchors,
+            teacher_documents,
+            single,
+            projected_anchors,
+            projected_documents,
+            rows,
+        )[0]
 
-    def loss_and_hits(self, student_anchors, student_documents, teacher_anchors, teacher_documents, single,
-                      projected_anchors=None, projected_documents=None, rows=None):
+    def loss_and_hits(
+        self,
+        student_anchors,
+        student_documents,
+        teacher_anchors,
+        teacher_documents,
+        single,
+        projected_anchors=None,
+        projected_documents=None,
+        rows=None,
+    ):
         """The loss (or the share of `rows`) and how many rows' best document is the teacher's best.
 
         Args:
@@ -295,8 +345,9 @@ class SimilarityDistillationLoss:
             return tf.where(masked, tf.constant(_MASKED_LOGIT, tf.float32), scores)
 
         def kl_sum(teacher_logits, student_logits):
-            return tf.reduce_sum(tf.nn.softmax(teacher_logits) * (
-                tf.nn.log_softmax(teacher_logits) - tf.nn.log_softmax(student_logits)))
+            return tf.reduce_sum(
+                tf.nn.softmax(teacher_logits) * (tf.nn.log_softmax(teacher_logits) - tf.nn.log_softmax(student_logits))
+            )
 
         teacher_rows = logits(teacher_anchors, teacher_documents, self.teacher_temperature)
         student_rows = logits(student_anchors, student_documents, self.student_temperature)
@@ -310,14 +361,18 @@ class SimilarityDistillationLoss:
             anchors = student_anchors if projected_anchors is None else tf.cast(projected_anchors, tf.float32)
             documents = student_documents if projected_documents is None else tf.cast(projected_documents, tf.float32)
             paired = 1.0 - tf.cast(single, tf.float32)
-            squared = (tf.reduce_sum(tf.square(documents - teacher_documents), 1)
-                       + paired * tf.reduce_sum(tf.square(anchors - teacher_anchors), 1))
+            squared = tf.reduce_sum(tf.square(documents - teacher_documents), 1) + paired * tf.reduce_sum(
+                tf.square(anchors - teacher_anchors), 1
+            )
             loss += self.mse_weight * tf.reduce_sum(squared[start:stop]) / (batch_size + tf.reduce_sum(paired))
         return loss, hits
 
     def get_config(self):
-        return {"student_temperature": self.student_temperature, "teacher_temperature": self.teacher_temperature,
-                "mse_weight": self.mse_weight}
+        return {
+            "student_temperature": self.student_temperature,
+            "teacher_temperature": self.teacher_temperature,
+            "mse_weight": self.mse_weight,
+        }
 
     @classmethod
     def from_config(cls, config):

@@ -14,13 +14,31 @@ from gtr_keras.utils import files as fs
 RUN_RECORD = "train_config.json"
 LEFTOVERS = ("best_model", "spiece.model", "logs", "model")
 NOT_COMPARED = (
-    "output_dir", "checkpoint_every", "keep_checkpoints", "strategy", "tpu", "worker_timeout", "grad_cache_chunk_size",
-    "deterministic", "verbose",
+    "output_dir",
+    "checkpoint_every",
+    "keep_checkpoints",
+    "strategy",
+    "tpu",
+    "worker_timeout",
+    "grad_cache_chunk_size",
+    "deterministic",
+    "verbose",
     # how steps are dispatched and what is logged or evaluated on the side: the weights stay the same
-    "steps_per_execution", "log_every", "validation_data", "validation_split", "validate_every",
-    "validation_max_queries", "keep_best",
+    "steps_per_execution",
+    "log_every",
+    "validation_data",
+    "validation_split",
+    "validate_every",
+    "validation_max_queries",
+    "keep_best",
     # paths: the files behind them are compared by content
-    "init", "tokenizer", "data.source", "data.split", "data.negatives_file", "teacher", "data.texts",
+    "init",
+    "tokenizer",
+    "data.source",
+    "data.split",
+    "data.negatives_file",
+    "teacher",
+    "data.texts",
     # distillation: the teacher's batches change its embeddings by rounding only
     "teacher_batch_size",
 )
@@ -50,8 +68,20 @@ def file_inputs(config):
 # Settings that may differ between the workers of one run: where their files are, what they print. Unlike
 # `NOT_COMPARED` (what a resume may change), the strategy and the checkpoint and validation steps must agree:
 # every worker runs the same collectives at the same steps.
-_WORKER_SETTINGS = ("output_dir", "keep_checkpoints", "verbose", "tpu", "worker_timeout", "init", "tokenizer",
-                    "data.source", "data.negatives_file", "teacher", "data.texts", "validation_data")
+_WORKER_SETTINGS = (
+    "output_dir",
+    "keep_checkpoints",
+    "verbose",
+    "tpu",
+    "worker_timeout",
+    "init",
+    "tokenizer",
+    "data.source",
+    "data.negatives_file",
+    "teacher",
+    "data.texts",
+    "validation_data",
+)
 
 
 def worker_identity(record):
@@ -71,10 +101,12 @@ def _input_change(name, now, then):
     """What changed in an input (compared by content), in words; `None` if nothing did."""
     if now and then and now["sha256"] == then["sha256"]:
         return None
-    what = {"init": "initial model", "tokenizer": "tokenizer", "data.negatives": "mined negatives",
-            "teacher": "teacher model"}.get(
-        name, "training data"
-    )
+    what = {
+        "init": "initial model",
+        "tokenizer": "tokenizer",
+        "data.negatives": "mined negatives",
+        "teacher": "teacher model",
+    }.get(name, "training data")
     if now and then and now["path"] == then["path"]:
         return f"the {what} {now['path']} changed since the run started"
     return (
@@ -117,8 +149,10 @@ def resumed_record(config):
         # (best_model), reuse (spiece.model) or log beside (logs).
         for name in LEFTOVERS:
             if fs.exists(os.path.join(config.output_dir, name)):
-                raise MismatchError(f"{os.path.join(config.output_dir, name)}: left by another run ({path} is "
-                                    f"missing), which a new run would mix with its own; {start_over}")
+                raise MismatchError(
+                    f"{os.path.join(config.output_dir, name)}: left by another run ({path} is "
+                    f"missing), which a new run would mix with its own; {start_over}"
+                )
         return None
     try:
         record = json.loads(fs.read_bytes(path))

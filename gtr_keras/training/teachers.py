@@ -93,7 +93,7 @@ class Teacher:
         order = np.argsort([len(text) for text in texts], kind="stable")
         rows = np.empty((len(texts), self.embedding_dim), np.float32)
         for start in range(0, len(texts), batch_size):
-            chosen = order[start:start + batch_size]
+            chosen = order[start : start + batch_size]
             rows[chosen] = self._embed(tf.constant([texts[i] for i in chosen])).numpy()
         return rows
 

@@ -70,8 +70,10 @@ def _named_errors(function):
             raise DataError(f"{path}: permission denied") from None
         except tf.errors.UnimplementedError:
             scheme = os.fspath(path).split("://")[0]
-            raise DataError(f"{path}: TensorFlow has no file system for {scheme}:// (local paths, gs://, ram:// "
-                            "and those of installed plugins such as tensorflow-io work)") from None
+            raise DataError(
+                f"{path}: TensorFlow has no file system for {scheme}:// (local paths, gs://, ram:// "
+                "and those of installed plugins such as tensorflow-io work)"
+            ) from None
         except tf.errors.NotFoundError:
             raise DataError(f"{path}: no such file or directory") from None
         except tf.errors.PermissionDeniedError:
@@ -330,8 +332,9 @@ class DirectoryKind:
         """The first of directory entries `entries` that rules out the kind (a name it may not hold, or,
         with every mark missing from `entries`, the first entry), or None for a directory of the kind."""
         entries = sorted(entries)
-        stranger = next((entry for entry in entries
-                         if not any(fnmatch.fnmatchcase(entry, pattern) for pattern in self.names)), None)
+        stranger = next(
+            (entry for entry in entries if not any(fnmatch.fnmatchcase(entry, pattern) for pattern in self.names)), None
+        )
         if stranger is None and not set(self.marks) <= set(entries):
             return entries[0] if entries else None
         return stranger
@@ -433,9 +436,11 @@ def _upload_and_commit(pairs):
             parent, name = parent_and_name(target)
             upload = f"{parent}/.{name}.upload-{os.getpid()}-{os.path.basename(staged)}"
             is_file = os.path.isfile(staged)
-            files = [staged] if is_file else [
-                os.path.join(root, file) for root, _, names in os.walk(staged) for file in names
-            ]
+            files = (
+                [staged]
+                if is_file
+                else [os.path.join(root, file) for root, _, names in os.walk(staged) for file in names]
+            )
             for file in files:
                 destination = upload if is_file else f"{upload}/{os.path.relpath(file, staged)}"
                 _make_parent(destination)
@@ -588,8 +593,9 @@ def atomic_outputs(*targets, replaces=None):
                     _fsync_tree(staged)
                 else:
                     _fsync(staged)
-            _upload_and_commit([(staged, target) for staged, target, path in zip(staging, targets, local)
-                                if path is None])
+            _upload_and_commit(
+                [(staged, target) for staged, target, path in zip(staging, targets, local) if path is None]
+            )
             _commit(local_pairs)
         except BaseException:
             for staged in staging:

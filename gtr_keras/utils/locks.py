@@ -53,8 +53,13 @@ def _lock_path(path):
 
 def _note():
     command = " ".join([os.path.basename(sys.argv[0]) if sys.argv else "python", *sys.argv[1:]])
-    return {"host": socket.gethostname(), "pid": os.getpid(), "command": command[:300],
-            "started": time.strftime("%Y-%m-%d %H:%M:%S"), "token": uuid.uuid4().hex}
+    return {
+        "host": socket.gethostname(),
+        "pid": os.getpid(),
+        "command": command[:300],
+        "started": time.strftime("%Y-%m-%d %H:%M:%S"),
+        "token": uuid.uuid4().hex,
+    }
 
 
 def _describe(text):
@@ -66,8 +71,7 @@ def _describe(text):
 
 
 def _busy(path, holder):
-    return BusyError(f"{path}: in use by another gtr-keras run ({holder}); wait for it to end or stop it, "
-                     "then rerun")
+    return BusyError(f"{path}: in use by another gtr-keras run ({holder}); wait for it to end or stop it, then rerun")
 
 
 def _lock_local(path, lock):

@@ -77,9 +77,7 @@ def _read_error(path, line_no, error):
         return DataError(f"{path}: cannot read{after} ({reason})")
     if isinstance(error, EOFError):
         return DataError(f"{path}: truncated gzip data{after}")
-    if isinstance(error, gzip.BadGzipFile) and not line_no and str(error).startswith(
-        "Not a gzipped file"
-    ):
+    if isinstance(error, gzip.BadGzipFile) and not line_no and str(error).startswith("Not a gzipped file"):
         return DataError(f"{path}: not a gzip file")
     if isinstance(error, (gzip.BadGzipFile, zlib.error)):
         return DataError(f"{path}: corrupt gzip data{after} ({error})")
@@ -154,10 +152,7 @@ def iter_jsonl(path):
         except json.JSONDecodeError as e:
             raise DataError(f"{path}:{line_no}: malformed JSON ({e})") from None
         if not isinstance(record, dict):
-            raise DataError(
-                f"{path}:{line_no}: expected a JSON object, got "
-                f"{type(record).__name__}"
-            )
+            raise DataError(f"{path}:{line_no}: expected a JSON object, got {type(record).__name__}")
         yield line_no, record
 
 
@@ -166,10 +161,7 @@ def id_field(path, line_no, record):
     if value is None:
         raise DataError(f"{path}:{line_no}: missing field `_id`")
     if isinstance(value, bool) or not isinstance(value, (str, int)):
-        raise DataError(
-            f"{path}:{line_no}: field `_id` must be a string or an integer, got "
-            f"{type(value).__name__}"
-        )
+        raise DataError(f"{path}:{line_no}: field `_id` must be a string or an integer, got {type(value).__name__}")
     return check_id_text(path, line_no, str(value), "`_id`")
 
 
@@ -177,8 +169,10 @@ def check_id_text(path, line_no, value, field):
     """`value`, an id, unless it holds whitespace, which a TREC run line (`qid Q0 docid rank score tag`)
     cannot keep: a `DataError` naming the file, line and field then."""
     if any(character.isspace() for character in value):
-        raise DataError(f"{path}:{line_no}: {field} {value!r} holds whitespace, which TREC run files (and so "
-                        "evaluation) cannot keep")
+        raise DataError(
+            f"{path}:{line_no}: {field} {value!r} holds whitespace, which TREC run files (and so "
+            "evaluation) cannot keep"
+        )
     return value
 
 
@@ -189,10 +183,7 @@ def str_field(path, line_no, record, field, required):
             raise DataError(f"{path}:{line_no}: missing field `{field}`")
         return ""
     if not isinstance(value, str):
-        raise DataError(
-            f"{path}:{line_no}: field `{field}` must be a string, got "
-            f"{type(value).__name__}"
-        )
+        raise DataError(f"{path}:{line_no}: field `{field}` must be a string, got {type(value).__name__}")
     return value
 
 

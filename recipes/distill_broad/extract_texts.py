@@ -56,8 +56,11 @@ def write_jsonl_gz(path, records):
     """Writes `records` as gzip'd JSON Lines, mtime 0 and no name in the gzip header (the same records give
     the same bytes), atomically (`gtr_keras.utils.files.atomic_file`). Returns how many were written."""
     count = 0
-    with files.atomic_file(path) as raw, gzip.GzipFile(filename="", fileobj=raw, mode="wb", mtime=0) as packed, \
-            io.TextIOWrapper(packed, encoding="utf-8", newline="\n") as f:
+    with (
+        files.atomic_file(path) as raw,
+        gzip.GzipFile(filename="", fileobj=raw, mode="wb", mtime=0) as packed,
+        io.TextIOWrapper(packed, encoding="utf-8", newline="\n") as f,
+    ):
         for record in records:
             f.write(json.dumps(record, ensure_ascii=False) + "\n")
             count += 1
@@ -68,8 +71,10 @@ def squash(text):
     """NFC, no control characters, whitespace collapsed to single spaces."""
     text = unicodedata.normalize("NFC", text).replace("\ufffd", "")
     text = re.sub(r"([=_*#~+-])\1{3,}", " ", text)  # rules and table borders: ====, ----
-    text = "".join(" " if unicodedata.category(ch) in ("Cc", "Zl", "Zp") else "" if unicodedata.category(ch) == "Cf"
-                   else ch for ch in text)  # format characters (soft hyphens, zero-width spaces) go
+    text = "".join(
+        " " if unicodedata.category(ch) in ("Cc", "Zl", "Zp") else "" if unicodedata.category(ch) == "Cf" else ch
+        for ch in text
+    )  # format characters (soft hyphens, zero-width spaces) go
     return " ".join(text.split())
 
 
@@ -77,7 +82,7 @@ def cap(text, limit=MAX_CHARS):
     """`text` cut to at most `limit` characters at a word boundary."""
     if len(text) <= limit:
         return text, False
-    cut = text[:limit + 1]
+    cut = text[: limit + 1]
     space = cut.rfind(" ")
     return (cut[:space] if space > limit // 2 else text[:limit]).rstrip(), True
 
@@ -115,8 +120,11 @@ class Collector:
         while record_id in self.records:  # ids must be unique within a file
             n += 1
             record_id = f"{base}#{n}"
-        self.records[record_id] = {"_id": record_id, "query": query, "positive": document} if self.pairs \
+        self.records[record_id] = (
+            {"_id": record_id, "query": query, "positive": document}
+            if self.pairs
             else {"_id": record_id, "text": document}
+        )
 
     def write(self, out_dir, max_records=None):
         fields = ("query", "positive") if self.pairs else ("text",)
@@ -143,7 +151,7 @@ def wordnet(pairs, examples):
                 fields = fields.split()
                 offset, ss_type, count = fields[0], fields[2], int(fields[3], 16)
                 lemmas = []
-                for word in fields[4:4 + 2 * count:2]:
+                for word in fields[4 : 4 + 2 * count : 2]:
                     word = re.sub(r"\((a|p|ip)\)$", "", word).replace("_", " ")
                     if word not in lemmas:
                         lemmas.append(word)
@@ -177,23 +185,80 @@ def dictd_entries(name):
                 continue
             key = (_b64(offset), _b64(length))
             if key not in entries:
-                entries[key] = (headword, data[key[0]:key[0] + key[1]].decode("utf-8", errors="replace"))
+                entries[key] = (headword, data[key[0] : key[0] + key[1]].decode("utf-8", errors="replace"))
     return [(headword, key[0], text) for key, (headword, text) in sorted(entries.items())]
 
 
 # GCIDE's ASCII codes for letters with diacritics and other characters (`[a^]`, `['e]`, `[ae]`, ...).
 _GCIDE_NAMED = {
-    "ae": "æ", "AE": "Æ", "oe": "œ", "OE": "Œ", "eth": "ð", "thorn": "þ", "imac": "ī", "aum": "ä",
-    "ng": "ŋ", "yogh": "ȝ", "deg": "°", "sect": "§", "pounds": "£", "root": "√", "sharp": "♯",
-    "flat": "♭", "th": "th", "asl": "a", "add": "a", "udd": "u", "dsdot": "d", "bprime": "″",
-    "prime": "′", "min": "′", "sec": "″", "frac12": "½", "frac14": "¼", "frac34": "¾",
-    "alpha": "α", "beta": "β", "gamma": "γ", "delta": "δ", "Delta": "Δ", "epsilon": "ε", "zeta": "ζ",
-    "eta": "η", "theta": "θ", "iota": "ι", "kappa": "κ", "lambda": "λ", "mu": "μ", "nu": "ν", "xi": "ξ",
-    "omicron": "ο", "pi": "π", "rho": "ρ", "sigma": "σ", "Sigma": "Σ", "tau": "τ", "upsilon": "υ",
-    "phi": "φ", "chi": "χ", "psi": "ψ", "omega": "ω", "Omega": "Ω",
+    "ae": "æ",
+    "AE": "Æ",
+    "oe": "œ",
+    "OE": "Œ",
+    "eth": "ð",
+    "thorn": "þ",
+    "imac": "ī",
+    "aum": "ä",
+    "ng": "ŋ",
+    "yogh": "ȝ",
+    "deg": "°",
+    "sect": "§",
+    "pounds": "£",
+    "root": "√",
+    "sharp": "♯",
+    "flat": "♭",
+    "th": "th",
+    "asl": "a",
+    "add": "a",
+    "udd": "u",
+    "dsdot": "d",
+    "bprime": "″",
+    "prime": "′",
+    "min": "′",
+    "sec": "″",
+    "frac12": "½",
+    "frac14": "¼",
+    "frac34": "¾",
+    "alpha": "α",
+    "beta": "β",
+    "gamma": "γ",
+    "delta": "δ",
+    "Delta": "Δ",
+    "epsilon": "ε",
+    "zeta": "ζ",
+    "eta": "η",
+    "theta": "θ",
+    "iota": "ι",
+    "kappa": "κ",
+    "lambda": "λ",
+    "mu": "μ",
+    "nu": "ν",
+    "xi": "ξ",
+    "omicron": "ο",
+    "pi": "π",
+    "rho": "ρ",
+    "sigma": "σ",
+    "Sigma": "Σ",
+    "tau": "τ",
+    "upsilon": "υ",
+    "phi": "φ",
+    "chi": "χ",
+    "psi": "ψ",
+    "omega": "ω",
+    "Omega": "Ω",
 }
-_GCIDE_MARKS = {"'": "\u0301", "`": "\u0300", "^": "\u0302", '"': "\u0308", "~": "\u0303", ",": "\u0327",
-                "=": "\u0304", "-": "\u0306", ".": "\u0323", "*": ""}
+_GCIDE_MARKS = {
+    "'": "\u0301",
+    "`": "\u0300",
+    "^": "\u0302",
+    '"': "\u0308",
+    "~": "\u0303",
+    ",": "\u0327",
+    "=": "\u0304",
+    "-": "\u0306",
+    ".": "\u0323",
+    "*": "",
+}
 
 
 def _gcide_char(match):
@@ -242,9 +307,11 @@ _SOURCE_TAG = re.compile(r"^\s*\[[^\[\]]*\](\s+\S+)?\s*$")  # "[1913 Webster]", 
 _HEADER_GOES_ON = re.compile(
     r"^\s*(\\|\[|,|\([^()]*[\"*`\[]|\([^()]*\)\s*[,;]|[\w' -]+\\"
     r"|((prop\.\s*)?(n|a|adj|adv|v|t|i|pl|p|pr|imp|interj|conj|prep|pron|sing|obs|suffix|prefix)\.\s*(&\s*)?)+"
-    r"([,;\[(]|$))")
-_SUBENTRY = re.compile(r"^\{([^{}]+)\}((?:\s*(?:,\s*)?(?:or\s*)?\{[^{}]+\})*)\s*(?:\([^()]*\)\s*)*[,.:;]?\s*(.*)$",
-                       re.S)
+    r"([,;\[(]|$))"
+)
+_SUBENTRY = re.compile(
+    r"^\{([^{}]+)\}((?:\s*(?:,\s*)?(?:or\s*)?\{[^{}]+\})*)\s*(?:\([^()]*\)\s*)*[,.:;]?\s*(.*)$", re.S
+)
 
 
 def gcide(pairs):
@@ -270,7 +337,7 @@ def gcide(pairs):
             pairs.counts["read"] += 1
             pairs.counts["unparsed"] += 1
             continue
-        body = lines[end + 1:]
+        body = lines[end + 1 :]
         paragraphs, current = [], []
         for line in body + [""]:
             if line.strip():
@@ -370,16 +437,70 @@ def jargon(pairs):
 # ---------------------------------------------------------------------------------------------- man pages
 
 _GROFF_CHARS = {
-    "em": "—", "en": "–", "bu": "", "aq": "'", "dq": '"', "lq": "“", "rq": "”", "oq": "‘", "cq": "’",
-    "ha": "^", "ti": "~", "dg": "†", "de": "°", "mi": "-", "ra": "→", "la": "←", "fm": "′", "sd": "″",
-    "12": "½", "14": "¼", "34": "¾", "mc": "µ", "co": "©", "rg": "®", "tm": "™", "ga": "`", "hy": "-",
-    "pl": "+", "mu": "×", "di": "÷", "<=": "≤", ">=": "≥", "!=": "≠", "sc": "§", "bv": "|", "rs": "\\",
-    "sl": "/", "at": "@", "sh": "#", "Tm": "™", "lA": "⇐", "rA": "⇒", "->": "→", "<-": "←", "ua": "↑",
-    "da": "↓", "if": "∞", "pc": "·", "ss": "ß", "ct": "¢", "Po": "£", "Eu": "€", "Ye": "¥", "ru": "_",
-    "ul": "_", "br": "|", "or": "|", "ba": "|", "tf": "∴", "ap": "~", "cs": "", "ci": "○",
+    "em": "—",
+    "en": "–",
+    "bu": "",
+    "aq": "'",
+    "dq": '"',
+    "lq": "“",
+    "rq": "”",
+    "oq": "‘",
+    "cq": "’",
+    "ha": "^",
+    "ti": "~",
+    "dg": "†",
+    "de": "°",
+    "mi": "-",
+    "ra": "→",
+    "la": "←",
+    "fm": "′",
+    "sd": "″",
+    "12": "½",
+    "14": "¼",
+    "34": "¾",
+    "mc": "µ",
+    "co": "©",
+    "rg": "®",
+    "tm": "™",
+    "ga": "`",
+    "hy": "-",
+    "pl": "+",
+    "mu": "×",
+    "di": "÷",
+    "<=": "≤",
+    ">=": "≥",
+    "!=": "≠",
+    "sc": "§",
+    "bv": "|",
+    "rs": "\\",
+    "sl": "/",
+    "at": "@",
+    "sh": "#",
+    "Tm": "™",
+    "lA": "⇐",
+    "rA": "⇒",
+    "->": "→",
+    "<-": "←",
+    "ua": "↑",
+    "da": "↓",
+    "if": "∞",
+    "pc": "·",
+    "ss": "ß",
+    "ct": "¢",
+    "Po": "£",
+    "Eu": "€",
+    "Ye": "¥",
+    "ru": "_",
+    "ul": "_",
+    "br": "|",
+    "or": "|",
+    "ba": "|",
+    "tf": "∴",
+    "ap": "~",
+    "cs": "",
+    "ci": "○",
 }
-_ACCENTS = {"'": "\u0301", "`": "\u0300", "^": "\u0302", ":": "\u0308", "~": "\u0303", ",": "\u0327",
-            "o": "\u030a"}
+_ACCENTS = {"'": "\u0301", "`": "\u0300", "^": "\u0302", ":": "\u0308", "~": "\u0303", ",": "\u0327", "o": "\u030a"}
 
 
 def _groff_char(name):
@@ -399,8 +520,7 @@ _ESCAPE = re.compile(
     r"|n(?:\(..|\[[^\]]*\]|.)|g(?:\(..|\[[^\]]*\]|.)|\$.|(?P<one>.))",
     re.S,
 )
-_STRINGS = {"lq": "“", "rq": "”", "-": "—", "dg": "†", "Tm": "™", "R": "®", ":": "", "o": "", "<": "<",
-            ">": ">"}
+_STRINGS = {"lq": "“", "rq": "”", "-": "—", "dg": "†", "Tm": "™", "R": "®", ":": "", "o": "", "<": "<", ">": ">"}
 _ONE = {"-": "-", "e": "\\", "\\": "\\", " ": " ", "~": " ", "0": " ", "_": "_", "'": "'", "`": "`", ".": "."}
 
 
@@ -426,12 +546,12 @@ def _arguments(text):
     while i < len(text):
         ch = text[i]
         if ch == "\\" and i + 1 < len(text):
-            current.append(text[i:i + 2])
+            current.append(text[i : i + 2])
             i += 2
             continue
         if quoted:
             if ch == '"':
-                if text[i + 1:i + 2] == '"':
+                if text[i + 1 : i + 2] == '"':
                     current.append('"')
                     i += 1
                 else:
@@ -455,8 +575,26 @@ def _arguments(text):
 
 
 _SKIP_BLOCKS = {"EX": "EE", "nf": "fi", "TS": "TE", "de": "..", "SY": "YS", "EQ": "EN", "PS": "PE"}
-_BREAKS = {"PP", "P", "LP", "sp", "br", "HP", "IP", "TP", "TQ", "SS", "SH", "RS", "RE", "in", "ti", "bp",
-           "INDENT", "UNINDENT"}
+_BREAKS = {
+    "PP",
+    "P",
+    "LP",
+    "sp",
+    "br",
+    "HP",
+    "IP",
+    "TP",
+    "TQ",
+    "SS",
+    "SH",
+    "RS",
+    "RE",
+    "in",
+    "ti",
+    "bp",
+    "INDENT",
+    "UNINDENT",
+}
 
 
 def man_sections(source):
@@ -480,7 +618,7 @@ def man_sections(source):
             if ended or (skip_until == ".." and raw.startswith("..")):
                 skip_until = None
             continue
-        if raw.startswith((".\\\"", "'\\\"", ".\\#")) or raw.strip() in (".", "'"):
+        if raw.startswith(('.\\"', "'\\\"", ".\\#")) or raw.strip() in (".", "'"):
             continue
         line = re.sub(r'\\".*', "", raw)  # comments
         line = re.sub(r"\\#.*", "", line)
@@ -493,8 +631,34 @@ def man_sections(source):
                 flush()
                 skip_until = _SKIP_BLOCKS[name]
                 continue
-            if name in ("if", "ie", "el", "ds", "nr", "ta", "ft", "ad", "na", "nh", "hy", "PD", "ne", "UC",
-                        "TH", "so", "ll", "ps", "vs", "mso", "cc", "tr", "ev", "fam", "ss", "lf"):
+            if name in (
+                "if",
+                "ie",
+                "el",
+                "ds",
+                "nr",
+                "ta",
+                "ft",
+                "ad",
+                "na",
+                "nh",
+                "hy",
+                "PD",
+                "ne",
+                "UC",
+                "TH",
+                "so",
+                "ll",
+                "ps",
+                "vs",
+                "mso",
+                "cc",
+                "tr",
+                "ev",
+                "fam",
+                "ss",
+                "lf",
+            ):
                 continue
             args = _arguments(rest)
             if name == "SH":
@@ -561,13 +725,20 @@ def manpages(pairs):
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("out_dir")
-    parser.add_argument("--max-records", type=int, default=None,
-                        help="keep a seeded sample of at most N records a file (default: all)")
+    parser.add_argument(
+        "--max-records", type=int, default=None, help="keep a seeded sample of at most N records a file (default: all)"
+    )
     args = parser.parse_args(argv)
     os.makedirs(args.out_dir, exist_ok=True)
-    missing = [path for path in (WORDNET_DIR, MANPAGES_LIST, *(os.path.join(DICTD_DIR, f"{name}.index")
-                                                              for name in ("gcide", "foldoc", "jargon")))
-               if not os.path.exists(path)]
+    missing = [
+        path
+        for path in (
+            WORDNET_DIR,
+            MANPAGES_LIST,
+            *(os.path.join(DICTD_DIR, f"{name}.index") for name in ("gcide", "foldoc", "jargon")),
+        )
+        if not os.path.exists(path)
+    ]
     if missing:
         raise UserError(f"missing {', '.join(missing)}: apt-get install -y {' '.join(PACKAGES)}")
     jobs = [  # (extractor, the files it fills)

@@ -83,17 +83,28 @@ def main():
             records = random.Random(0).sample(sorted(records, key=lambda r: r["_id"]), args.gcide)
         pairs += take(name, records, ("query", "positive"))
     debian = read_records(os.path.join(args.data, "debian-descriptions", "pairs.jsonl.gz"), ("query", "positive"))
-    pairs += take("debian-pairs", [{"_id": f"debian:{r['_id']}", "query": r["query"], "positive": r["positive"]}
-                                   for r in debian], ("query", "positive"))
-    singles += take("wordnet-examples", read_records(os.path.join(args.broad, "wordnet-examples.jsonl.gz"),
-                                                     ("_id", "text")), ("text",))
+    pairs += take(
+        "debian-pairs",
+        [{"_id": f"debian:{r['_id']}", "query": r["query"], "positive": r["positive"]} for r in debian],
+        ("query", "positive"),
+    )
+    singles += take(
+        "wordnet-examples",
+        read_records(os.path.join(args.broad, "wordnet-examples.jsonl.gz"), ("_id", "text")),
+        ("text",),
+    )
     msmarco = load_corpus(os.path.join(args.data, "msmarco-dl19-subset"))
-    singles += take("msmarco-passages", [{"_id": f"msmarco:{i}", "text": text} for i, text in
-                                         zip(msmarco.ids, msmarco.texts)], ("text",))
+    singles += take(
+        "msmarco-passages",
+        [{"_id": f"msmarco:{i}", "text": text} for i, text in zip(msmarco.ids, msmarco.texts)],
+        ("text",),
+    )
     for source, (read, kept) in counts.items():
         print(f"{source}: {kept:,} of {read:,} kept")
-    print(f"{write(os.path.join(args.out, 'pairs.jsonl.gz'), pairs):,} pairs, "
-          f"{write(os.path.join(args.out, 'singles.jsonl.gz'), singles):,} single texts")
+    print(
+        f"{write(os.path.join(args.out, 'pairs.jsonl.gz'), pairs):,} pairs, "
+        f"{write(os.path.join(args.out, 'singles.jsonl.gz'), singles):,} single texts"
+    )
 
 
 if __name__ == "__main__":

@@ -22,10 +22,15 @@ from gtr_keras.errors import UserError, run_script
 
 DATASETS = ("scifact", "nfcorpus", "cranfield", "cisi")
 ZERO_SHOT = ("scifact", "cranfield", "cisi")
-MODELS = (("best", "student, stage 1, best NFCorpus dev checkpoint"), ("last", "student, stage 1, last step"),
-          ("best2", "student, stage 2 (documents 256 tokens), best NFCorpus dev checkpoint"),
-          ("last2", "student, stage 2, last step"), ("teacher", "teacher all-MiniLM-L6-v2"),
-          ("bm25", "BM25 (bm25s)"), ("bundled", "previous bundled model"))
+MODELS = (
+    ("best", "student, stage 1, best NFCorpus dev checkpoint"),
+    ("last", "student, stage 1, last step"),
+    ("best2", "student, stage 2 (documents 256 tokens), best NFCorpus dev checkpoint"),
+    ("last2", "student, stage 2, last step"),
+    ("teacher", "teacher all-MiniLM-L6-v2"),
+    ("bm25", "BM25 (bm25s)"),
+    ("bundled", "previous bundled model"),
+)
 STAGES = (("stage 1", "student"), ("stage 2", "student2"))
 
 
@@ -50,8 +55,10 @@ def scalars(log_dir):
 
 
 def tokenizer_file(model_dir):
-    candidates = (os.path.join(model_dir, "assets", "tokenizer", "vocabulary.spm"),
-                  os.path.join(model_dir, "spiece.model"))
+    candidates = (
+        os.path.join(model_dir, "assets", "tokenizer", "vocabulary.spm"),
+        os.path.join(model_dir, "spiece.model"),
+    )
     found = [path for path in candidates if os.path.exists(path)]
     if not found:
         raise UserError(f"{model_dir}: no SentencePiece model (assets/tokenizer/vocabulary.spm or spiece.model)")
@@ -88,14 +95,20 @@ def main():
         points = scalars(os.path.join(args.out, directory, "logs"))
         loss = points.get("train/loss", {})
         if loss:
-            means = [sum(v for s, v in loss.items() if end - 500 < s <= end) / sum(end - 500 < s <= end for s in loss)
-                     for end in range(500, max(loss) + 1, 500)]
-            print(f"\n{stage}: training loss, mean of the TensorBoard points of each 500 steps: "
-                  + ", ".join(f"{value:.3f}" for value in means))
+            means = [
+                sum(v for s, v in loss.items() if end - 500 < s <= end) / sum(end - 500 < s <= end for s in loss)
+                for end in range(500, max(loss) + 1, 500)
+            ]
+            print(
+                f"\n{stage}: training loss, mean of the TensorBoard points of each 500 steps: "
+                + ", ".join(f"{value:.3f}" for value in means)
+            )
         validation = points.get("val/ndcg@10", {})
         if validation:
-            print(f"{stage}: NFCorpus dev NDCG@10 by step: " + ", ".join(
-                f"{step} {value:.4f}" for step, value in sorted(validation.items())))
+            print(
+                f"{stage}: NFCorpus dev NDCG@10 by step: "
+                + ", ".join(f"{step} {value:.4f}" for step, value in sorted(validation.items()))
+            )
         chosen = os.path.join(args.out, directory, "best_model", "validation.json")
         if os.path.exists(chosen):
             with open(chosen) as f:
@@ -104,8 +117,10 @@ def main():
 
     dev = {label: result(args.out, model, "nfcorpus-dev") for model, label in MODELS}
     if any(dev.values()):
-        print("\nNFCorpus dev NDCG@10 (recipes/distill_cpu/evaluate.py --split dev; the choice of the model to "
-              "bundle): " + ", ".join(f"{label} {v['ndcg@10']:.4f}" for label, v in dev.items() if v))
+        print(
+            "\nNFCorpus dev NDCG@10 (recipes/distill_cpu/evaluate.py --split dev; the choice of the model to "
+            "bundle): " + ", ".join(f"{label} {v['ndcg@10']:.4f}" for label, v in dev.items() if v)
+        )
 
     tokenizers = {"student": tokenizer_file(os.path.join(args.out, "student", "best_model"))}
     if args.bundled:

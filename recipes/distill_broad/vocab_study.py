@@ -95,35 +95,46 @@ def main(argv=None):
     parser.add_argument("--work", default="/tmp/vocab_study", help="where the trained models go")
     parser.add_argument("--sizes", type=int, nargs="+", default=[16000, 24000, 32000])
     parser.add_argument("--markdown", help="also write the table and the command into this file")
-    parser.add_argument("--compare", metavar="SPM_FILE", help="also measure this SentencePiece model (e.g. the "
-                        "16k vocabulary bundled until issue #26: `git show 72ca01a:gtr_keras/assets/"
-                        "gtr-small-distilled/assets/tokenizer/vocabulary.spm > bundled-16k.spm`)")
+    parser.add_argument(
+        "--compare",
+        metavar="SPM_FILE",
+        help="also measure this SentencePiece model (e.g. the "
+        "16k vocabulary bundled until issue #26: `git show 72ca01a:gtr_keras/assets/"
+        "gtr-small-distilled/assets/tokenizer/vocabulary.spm > bundled-16k.spm`)",
+    )
     args = parser.parse_args(argv)
     os.makedirs(args.work, exist_ok=True)
     data = os.path.normpath(args.data)
 
     # Training texts.
-    broad_files = sorted(os.path.join(args.broad, name) for name in os.listdir(args.broad)
-                         if name.endswith((".jsonl", ".jsonl.gz")))
+    broad_files = sorted(
+        os.path.join(args.broad, name) for name in os.listdir(args.broad) if name.endswith((".jsonl", ".jsonl.gz"))
+    )
     debian_path = os.path.join(data, "debian-descriptions", "pairs.jsonl.gz")
     msmarco_path = corpus_file(os.path.join(data, "msmarco-dl19-subset"))
-    pool = distinct([t for path in broad_files for t in texts_of(path)]
-                    + list(texts_of(debian_path)) + list(texts_of(msmarco_path)))
+    pool = distinct(
+        [t for path in broad_files for t in texts_of(path)] + list(texts_of(debian_path)) + list(texts_of(msmarco_path))
+    )
     sample = sorted(random.Random(SEED).sample(range(len(pool)), min(SENTENCES, len(pool))))
     broad_texts = [pool[i] for i in sample]
     debian_lines = list(records(debian_path))
     chosen = sorted(random.Random(0).sample(range(len(debian_lines)), 30000))  # as recipes/distill_cpu/run.sh
-    control_texts = distinct([t for i in chosen for t in (debian_lines[i]["query"], debian_lines[i]["positive"])]
-                             + list(texts_of(msmarco_path)))[:SENTENCES]
+    control_texts = distinct(
+        [t for i in chosen for t in (debian_lines[i]["query"], debian_lines[i]["positive"])]
+        + list(texts_of(msmarco_path))
+    )[:SENTENCES]
     digest = hashlib.sha256("\n".join(broad_texts).encode("utf-8")).hexdigest()[:16]
-    print(f"broad pool: {len(pool)} distinct texts from {len(broad_files)} broad files, Debian pairs, MS MARCO; "
-          f"trained on a sample of {len(broad_texts)} (sha256 {digest}); control: {len(control_texts)} texts")
+    print(
+        f"broad pool: {len(pool)} distinct texts from {len(broad_files)} broad files, Debian pairs, MS MARCO; "
+        f"trained on a sample of {len(broad_texts)} (sha256 {digest}); control: {len(control_texts)} texts"
+    )
 
     # Models.
     models = [(f"compare: {args.compare}", args.compare, None)] if args.compare else []
     jobs = [("control: Debian 30k + MS MARCO, 16k (this script)", "control-16000.model", control_texts, 16000)]
-    jobs += [(f"broad + Debian + MS MARCO, {size // 1000}k", f"broad-{size}.model", broad_texts, size)
-             for size in args.sizes]
+    jobs += [
+        (f"broad + Debian + MS MARCO, {size // 1000}k", f"broad-{size}.model", broad_texts, size) for size in args.sizes
+    ]
     for label, name, texts, size in jobs:
         path = os.path.join(args.work, name)
         seconds = None
@@ -134,8 +145,9 @@ def main(argv=None):
     # Measured texts.
     measured = {}
     for collection in COLLECTIONS:
-        measured[collection] = [joined(r) for _, r in zip(range(MEASURED), records(corpus_file(
-            os.path.join(data, collection))))]
+        measured[collection] = [
+            joined(r) for _, r in zip(range(MEASURED), records(corpus_file(os.path.join(data, collection))))
+        ]
     measured["debian"] = [r["positive"] for _, r in zip(range(MEASURED), records(debian_path))]
 
     header = ["tokenizer", "pieces", *measured]
@@ -154,15 +166,17 @@ def main(argv=None):
 
     per_word = table(rows)
     whole = table(whole_rows)
-    print("\nPieces per whitespace word (first 2,000 documents, \"title text\"; lower is better):\n")
+    print('\nPieces per whitespace word (first 2,000 documents, "title text"; lower is better):\n')
     print(per_word)
     print("\nWords that are a single piece, % (same texts):\n")
     print(whole)
     if args.markdown:
         command = " ".join(["nice -n 19 python recipes/distill_broad/vocab_study.py", *(argv or sys.argv[1:])])
         with open(args.markdown + ".partial", "w", encoding="utf-8") as f:
-            f.write(f"<!-- tables written by vocab_study.py; command: {command} -->\n\n"
-                    f"Pieces per whitespace word:\n\n{per_word}\n\nWords that are a single piece, %:\n\n{whole}\n")
+            f.write(
+                f"<!-- tables written by vocab_study.py; command: {command} -->\n\n"
+                f"Pieces per whitespace word:\n\n{per_word}\n\nWords that are a single piece, %:\n\n{whole}\n"
+            )
         os.replace(args.markdown + ".partial", args.markdown)
 
 

@@ -35,13 +35,20 @@ def main():
     encode_seconds = time.perf_counter() - began
     run = gtr_run(model, corpus, queries, index=SearchIndex(corpus.ids, documents, "exact"))
     metrics = evaluate_run(qrels, run)
-    result = {"model": args.model, "dataset": args.dataset, "split": args.split, **metrics,
-              "documents": len(corpus), "encode_seconds": round(encode_seconds, 1),
-              "documents_per_second": round(len(corpus) / encode_seconds, 1)}
+    result = {
+        "model": args.model,
+        "dataset": args.dataset,
+        "split": args.split,
+        **metrics,
+        "documents": len(corpus),
+        "encode_seconds": round(encode_seconds, 1),
+        "documents_per_second": round(len(corpus) / encode_seconds, 1),
+    }
     with files.atomic_file(args.out) as f:
         f.write((json.dumps(result, indent=2) + "\n").encode("utf-8"))
-    print(f"{args.model} {args.dataset}: ndcg@10 {metrics['ndcg@10']:.4f}, "
-          f"{result['documents_per_second']} documents/s")
+    print(
+        f"{args.model} {args.dataset}: ndcg@10 {metrics['ndcg@10']:.4f}, {result['documents_per_second']} documents/s"
+    )
 
 
 if __name__ == "__main__":

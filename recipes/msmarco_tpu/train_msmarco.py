@@ -49,8 +49,11 @@ def model_init(init, output_dir):
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--init", default="sentence-transformers/gtr-t5-base",
-                        help="hub id / sentence-transformers dir / gtr-keras model dir / preset")
+    parser.add_argument(
+        "--init",
+        default="sentence-transformers/gtr-t5-base",
+        help="hub id / sentence-transformers dir / gtr-keras model dir / preset",
+    )
     parser.add_argument("--triples", required=True, help="MS MARCO triples TSV[.gz]: query, positive, negative")
     parser.add_argument("--output-dir", required=True)
     parser.add_argument("--strategy", default="default", choices=["default", "mirrored", "tpu"])
@@ -62,8 +65,12 @@ def main(argv=None):
     parser.add_argument("--query-length", type=int, default=64)
     parser.add_argument("--document-length", type=int, default=256)
     parser.add_argument("--checkpoint-every", type=int, default=1000)
-    parser.add_argument("--steps-per-execution", type=int, default=None,
-                        help="steps per call into the device (default: 1, or up to 100 with --strategy tpu)")
+    parser.add_argument(
+        "--steps-per-execution",
+        type=int,
+        default=None,
+        help="steps per call into the device (default: 1, or up to 100 with --strategy tpu)",
+    )
     parser.add_argument("--log-every", type=int, default=100, help="steps between TensorBoard points")
     parser.add_argument("--validation-data", help="small BEIR directory to validate on during training")
     parser.add_argument("--validation-split", default="dev")
@@ -76,27 +83,34 @@ def main(argv=None):
 
     files.makedirs(args.output_dir)
     checkpoint_every = min(args.checkpoint_every, args.steps)
-    encoder = train({
-        "init": model_init(args.init, args.output_dir),
-        "output_dir": args.output_dir,
-        "data": {"source": args.triples, "format": "msmarco", "num_negatives": 1,
-                 "query_length": args.query_length, "document_length": args.document_length},
-        "steps": args.steps,
-        "batch_size": args.batch_size,
-        "learning_rate": args.learning_rate,
-        "precision": args.precision,
-        "strategy": args.strategy,
-        "tpu": args.tpu,
-        "checkpoint_every": checkpoint_every,
-        "steps_per_execution": args.steps_per_execution,
-        "log_every": args.log_every,
-        "validation_data": args.validation_data,
-        "validation_split": args.validation_split,
-        "validate_every": args.validate_every,
-        "validation_max_queries": args.validation_max_queries,
-        "keep_best": args.keep_best,
-        "verbose": 2,
-    })
+    encoder = train(
+        {
+            "init": model_init(args.init, args.output_dir),
+            "output_dir": args.output_dir,
+            "data": {
+                "source": args.triples,
+                "format": "msmarco",
+                "num_negatives": 1,
+                "query_length": args.query_length,
+                "document_length": args.document_length,
+            },
+            "steps": args.steps,
+            "batch_size": args.batch_size,
+            "learning_rate": args.learning_rate,
+            "precision": args.precision,
+            "strategy": args.strategy,
+            "tpu": args.tpu,
+            "checkpoint_every": checkpoint_every,
+            "steps_per_execution": args.steps_per_execution,
+            "log_every": args.log_every,
+            "validation_data": args.validation_data,
+            "validation_split": args.validation_split,
+            "validate_every": args.validate_every,
+            "validation_max_queries": args.validation_max_queries,
+            "keep_best": args.keep_best,
+            "verbose": 2,
+        }
+    )
     print(f"model directory: {os.path.join(args.output_dir, 'model')}")
     if args.eval_dataset:
         corpus, queries, qrels, report = load_dataset(args.eval_dataset, args.eval_split)

@@ -53,10 +53,15 @@ class Ladder:
         self.args = args
         self.data, self.out = args.data, args.out
         self.zero_shot = args.zero_shot.split(",")
-        self.commit = subprocess.run(
-            ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-            cwd=os.path.dirname(os.path.abspath(__file__)),
-        ).stdout.strip() or "unknown"
+        self.commit = (
+            subprocess.run(
+                ["git", "rev-parse", "--short", "HEAD"],
+                capture_output=True,
+                text=True,
+                cwd=os.path.dirname(os.path.abspath(__file__)),
+            ).stdout.strip()
+            or "unknown"
+        )
         files.makedirs(self.out)
 
     def path(self, *parts):
@@ -69,8 +74,12 @@ class Ladder:
         print("+ " + " ".join(command), flush=True)
         start = time.time()
         subprocess.run(command, check=True)
-        record = {"cell": cell, "command": " ".join(command), "seconds": round(time.time() - start, 1),
-                  "commit": self.commit}
+        record = {
+            "cell": cell,
+            "command": " ".join(command),
+            "seconds": round(time.time() - start, 1),
+            "commit": self.commit,
+        }
         with files.open(self.path("log.jsonl"), "a") as f:
             f.write(json.dumps(record) + "\n")
 
@@ -104,10 +113,17 @@ class Ladder:
         """Trains cell `cell` with a config file, `OUT/configs/CELL.json`."""
         lengths = {"query_length": self.args.query_length, "document_length": self.args.document_length}
         config = {
-            "init": init, "output_dir": self.path("models", cell), "tokenizer": self.tokenizer(),
-            "data": {**data, **lengths}, "steps": steps, "batch_size": batch_size,
-            "learning_rate": learning_rate, "checkpoint_every": max(1, steps // 4),
-            "temperature": self.args.temperature, "seed": self.args.seed, "verbose": 2,
+            "init": init,
+            "output_dir": self.path("models", cell),
+            "tokenizer": self.tokenizer(),
+            "data": {**data, **lengths},
+            "steps": steps,
+            "batch_size": batch_size,
+            "learning_rate": learning_rate,
+            "checkpoint_every": max(1, steps // 4),
+            "temperature": self.args.temperature,
+            "seed": self.args.seed,
+            "verbose": 2,
             **({"model": model} if model else {}),
         }
         config_path = self.path("configs", f"{cell}.json")
@@ -115,39 +131,78 @@ class Ladder:
         if files.exists(config_path):
             with files.open(config_path, "r") as f:
                 if json.load(f) != config:
-                    raise SystemExit(f"{config_path}: cell {cell!r} was made with other settings; "
-                                     f"use another --out, or delete {self.path('models', cell)}")
+                    raise SystemExit(
+                        f"{config_path}: cell {cell!r} was made with other settings; "
+                        f"use another --out, or delete {self.path('models', cell)}"
+                    )
         with files.atomic_file(config_path) as f:
             f.write(json.dumps(config, indent=2).encode())
-        self.execute(cell, ["gtr-keras", "train", "--config", config_path],
-                     self.path("models", cell, "model", "config.json"))
+        self.execute(
+            cell, ["gtr-keras", "train", "--config", config_path], self.path("models", cell, "model", "config.json")
+        )
         return self.path("models", cell, "model")
 
     def model(self, size, stage, dim=768):
         """Trains the `stage` model of `size` (and what it depends on); returns its name."""
         shape = {**SIZES[size], "vocabulary_size": self.args.vocabulary_size + 100, "embedding_dim": dim}
         pretrained = cell_name(size, "pretrain", dim)
-        self.train(pretrained, "gtr-small", {**self.pretraining_data, "num_negatives": 0},
-                   self.args.pretrain_steps, self.args.pretrain_batch_size, self.args.learning_rate, shape)
+        self.train(
+            pretrained,
+            "gtr-small",
+            {**self.pretraining_data, "num_negatives": 0},
+            self.args.pretrain_steps,
+            self.args.pretrain_batch_size,
+            self.args.learning_rate,
+            shape,
+        )
         if stage == "pretrain":
             return pretrained
         negatives = self.path("negatives", f"{pretrained}.jsonl")
         files.makedirs(os.path.dirname(negatives))
-        self.execute(pretrained, [
-            "gtr-keras", "mine", "--model", self.path("models", pretrained, "model"),
-            "--dataset", os.path.join(self.data, IN_DOMAIN), "--split", "train", "--depth", "100",
-            "--skip-top", "5", "--per-query", "5", "--no-progress", "--out", negatives,
-        ], negatives)
-        data = {**self.finetuning_data, "negatives_file": negatives, "num_negatives": 1,
-                "max_positives_per_query": self.args.max_positives_per_query}
+        self.execute(
+            pretrained,
+            [
+                "gtr-keras",
+                "mine",
+                "--model",
+                self.path("models", pretrained, "model"),
+                "--dataset",
+                os.path.join(self.data, IN_DOMAIN),
+                "--split",
+                "train",
+                "--depth",
+                "100",
+                "--skip-top",
+                "5",
+                "--per-query",
+                "5",
+                "--no-progress",
+                "--out",
+                negatives,
+            ],
+            negatives,
+        )
+        data = {
+            **self.finetuning_data,
+            "negatives_file": negatives,
+            "num_negatives": 1,
+            "max_positives_per_query": self.args.max_positives_per_query,
+        }
         cell = cell_name(size, stage, dim)
         steps, batch = self.args.finetune_steps, self.args.finetune_batch_size
         if stage == "multistage":
-            self.train(cell, self.path("models", pretrained, "model"), data, steps, batch,
-                       self.args.finetune_learning_rate)
+            self.train(
+                cell, self.path("models", pretrained, "model"), data, steps, batch, self.args.finetune_learning_rate
+            )
         elif stage == "multistage-10pct":
-            self.train(cell, self.path("models", pretrained, "model"), {**data, "train_fraction": 0.1},
-                       steps, batch, self.args.finetune_learning_rate)
+            self.train(
+                cell,
+                self.path("models", pretrained, "model"),
+                {**data, "train_fraction": 0.1},
+                steps,
+                batch,
+                self.args.finetune_learning_rate,
+            )
         elif stage == "finetune-only":
             self.train(cell, "gtr-small", data, steps, batch, self.args.learning_rate, shape)
         else:
@@ -161,8 +216,16 @@ class Ladder:
         """
         out = self.path("results", cell, f"{dataset}.json")
         files.makedirs(os.path.dirname(out))
-        command = ["gtr-keras", "evaluate", "--dataset", os.path.join(self.data, dataset),
-                   "--output-json", out, "--run-out", out[:-len(".json")] + ".run"]
+        command = [
+            "gtr-keras",
+            "evaluate",
+            "--dataset",
+            os.path.join(self.data, dataset),
+            "--output-json",
+            out,
+            "--run-out",
+            out[: -len(".json")] + ".run",
+        ]
         model, document_length = split_encoding(cell)
         if cell == "bm25":
             command += ["--retriever", "bm25"]
@@ -257,8 +320,10 @@ def score_table(ladder, cells, label):
 
 
 def table_scaling(ladder):
-    cells = {f"{size} ({non_embedding_parameters(size) / 1e6:.1f}M)": ladder.model(size, "multistage")
-             for size in ladder.args.sizes}
+    cells = {
+        f"{size} ({non_embedding_parameters(size) / 1e6:.1f}M)": ladder.model(size, "multistage")
+        for size in ladder.args.sizes
+    }
     return score_table(ladder, cells, "size (non-embedding params)"), cells.values()
 
 
@@ -299,11 +364,17 @@ def table_bottleneck(ladder):
 
 def table_doc_length(ladder):
     cells = {size: ladder.model(size, "multistage") for size in ladder.args.sizes}
-    cells.update({f"{size}, documents encoded at {ENCODING_LENGTH} tokens": f"{cell}-doc{ENCODING_LENGTH}"
-                  for size, cell in list(cells.items())})
+    cells.update(
+        {
+            f"{size}, documents encoded at {ENCODING_LENGTH} tokens": f"{cell}-doc{ENCODING_LENGTH}"
+            for size, cell in list(cells.items())
+        }
+    )
     rows = []
-    judged = {d: (load_qrels(os.path.join(ladder.data, d), "test"), load_corpus(os.path.join(ladder.data, d)))
-              for d in ladder.zero_shot}
+    judged = {
+        d: (load_qrels(os.path.join(ladder.data, d), "test"), load_corpus(os.path.join(ladder.data, d)))
+        for d in ladder.zero_shot
+    }
     for name, cell in {**cells, "BM25": "bm25"}.items():
         row = [name, f"{ladder.scores(cell)['zero-shot avg']:.4f}"]
         for dataset, (qrels, corpus) in judged.items():
@@ -311,9 +382,11 @@ def table_doc_length(ladder):
             lengths = median_length_analysis(run, qrels, corpus)
             row.append(f"{lengths['median_words_top10']:.0f} (relevant {lengths['median_words_relevant']:.0f})")
         rows.append(row)
-    note = ("\n\nEach dataset cell: median words of the top-10 retrieved documents (of the relevant documents). "
-            f"Models are trained on documents cut at {ladder.args.document_length} tokens and encode them so, "
-            f"except in the rows encoding at {ENCODING_LENGTH}.")
+    note = (
+        "\n\nEach dataset cell: median words of the top-10 retrieved documents (of the relevant documents). "
+        f"Models are trained on documents cut at {ladder.args.document_length} tokens and encode them so, "
+        f"except in the rows encoding at {ENCODING_LENGTH}."
+    )
     return markdown(["model", "zero-shot avg NDCG@10", *ladder.zero_shot], rows) + note, cells.values()
 
 
@@ -329,12 +402,20 @@ TABLES = {
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("table", choices=[*TABLES, "run"])
-    parser.add_argument("cell", nargs="?", help="with `run`: SIZE-STAGE[-dDIM][-docN] (e.g. small-multistage-d128, "
-                                                "small-multistage-doc512: documents encoded at N tokens) or bm25")
+    parser.add_argument(
+        "cell",
+        nargs="?",
+        help="with `run`: SIZE-STAGE[-dDIM][-docN] (e.g. small-multistage-d128, "
+        "small-multistage-doc512: documents encoded at N tokens) or bm25",
+    )
     parser.add_argument("--data", default="../shared/data")
     parser.add_argument("--out", default="runs/paper_miniature")
-    parser.add_argument("--sizes", default=",".join(LADDER), type=lambda s: s.split(","),
-                        help=f"comma-separated, from {sorted(SIZES)} (bottleneck: the first two)")
+    parser.add_argument(
+        "--sizes",
+        default=",".join(LADDER),
+        type=lambda s: s.split(","),
+        help=f"comma-separated, from {sorted(SIZES)} (bottleneck: the first two)",
+    )
     parser.add_argument("--zero-shot", default="scifact,cranfield,cisi")
     parser.add_argument("--vocabulary-size", type=int, default=8000)
     parser.add_argument("--query-length", type=int, default=32)
@@ -381,8 +462,10 @@ def main(argv=None):
         return
     table, cells = TABLES[args.table](ladder)
     notes = "\n".join(f"- {cell}: {ladder.cell_note(cell)}" for cell in with_pretraining([*cells, "bm25"]))
-    text = (f"{table}\n\nCells (command, wall time of the cell's own commands, commit; a fine-tuned cell's "
-            f"pre-training and mining are its SIZE-pretrain[-dD] cell's):\n\n{notes}\n")
+    text = (
+        f"{table}\n\nCells (command, wall time of the cell's own commands, commit; a fine-tuned cell's "
+        f"pre-training and mining are its SIZE-pretrain[-dD] cell's):\n\n{notes}\n"
+    )
     with files.atomic_file(ladder.path("tables", f"{args.table}.md")) as f:
         f.write(text.encode())
     print(text)

@@ -34,16 +34,25 @@ def main():
     args = parser.parse_args()
 
     keras.utils.set_random_seed(0)
-    data = TrainingData(args.data, split="train", num_negatives=0, query_length=32, document_length=128,
-                        max_positives_per_query=args.max_positives_per_query)
+    data = TrainingData(
+        args.data,
+        split="train",
+        num_negatives=0,
+        query_length=32,
+        document_length=128,
+        max_positives_per_query=args.max_positives_per_query,
+    )
     batches = data.dataset(GTRTokenizer(args.tokenizer), args.batch_size, seed=0, drop_remainder=True)
     if args.fixed_batches:
         batches = batches.take(args.fixed_batches).cache().repeat()
     batches = iter(batches)
     tower = GTRTextEmbedder.from_architecture("gtr-small")
     model = DualEncoder(tower, args.temperature)
-    optimizer = (make_optimizer(2000, args.learning_rate) if args.optimizer == "adafactor"
-                 else keras.optimizers.Adam(args.learning_rate))
+    optimizer = (
+        make_optimizer(2000, args.learning_rate)
+        if args.optimizer == "adafactor"
+        else keras.optimizers.Adam(args.learning_rate)
+    )
     model.compile(optimizer=optimizer)
     print("step  loss    doc-cos mean  doc-cos std  in-batch acc")
     for step in range(args.steps + 1):
@@ -53,8 +62,9 @@ def main():
             documents, queries = tower(batch["positive"]).numpy(), tower(batch["query"]).numpy()
             cosines = (documents @ documents.T)[~np.eye(len(documents), dtype=bool)]
             accuracy = np.mean(np.argmax(queries @ documents.T, axis=1) == np.arange(len(queries)))
-            print(f"{step:4d}  {loss:6.3f}  {cosines.mean():12.3f}  {cosines.std():11.3f}  {accuracy:12.3f}",
-                  flush=True)
+            print(
+                f"{step:4d}  {loss:6.3f}  {cosines.mean():12.3f}  {cosines.std():11.3f}  {accuracy:12.3f}", flush=True
+            )
 
 
 if __name__ == "__main__":

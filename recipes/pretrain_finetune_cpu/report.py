@@ -1,6 +1,6 @@
 """Prints the recipe's results as markdown tables (for recipes/RESULTS.md).
 
-    python recipes/pretrain_finetune_cpu/report.py runs/pretrain_finetune_cpu
+python recipes/pretrain_finetune_cpu/report.py runs/pretrain_finetune_cpu
 """
 
 import json
@@ -33,8 +33,10 @@ def main(out_dir):
     zero_shot = [metrics(f"multistage-{d}") for d in DATASETS[1:]]
     bm25 = [metrics(f"bm25-{d}") for d in DATASETS[1:]]
     if all(zero_shot) and all(bm25):
-        print(f"\nzero-shot average NDCG@10 (scifact, cranfield, cisi): multistage "
-              f"{sum(m['ndcg@10'] for m in zero_shot) / 3:.4f}, BM25 {sum(m['ndcg@10'] for m in bm25) / 3:.4f}")
+        print(
+            f"\nzero-shot average NDCG@10 (scifact, cranfield, cisi): multistage "
+            f"{sum(m['ndcg@10'] for m in zero_shot) / 3:.4f}, BM25 {sum(m['ndcg@10'] for m in bm25) / 3:.4f}"
+        )
     with files.open(os.path.join(results, "times.txt"), "r") as f:
         print("\nwall times:\n\n" + "".join(f"- {line}" for line in f))
 

@@ -9,22 +9,31 @@ import pytest
 from gtr_keras.cli import arguments
 
 
-@pytest.mark.parametrize("parse, text, value", [
-    (arguments.at_least_one, "3", 3), (arguments.at_least_zero, "0", 0), (arguments.token_budget, "2", 2),
-    (arguments.positive_float, "0.5", 0.5), (arguments.at_least_zero_float, "0", 0.0),
-    (arguments.fraction, "1", 1.0),
-])
+@pytest.mark.parametrize(
+    "parse, text, value",
+    [
+        (arguments.at_least_one, "3", 3),
+        (arguments.at_least_zero, "0", 0),
+        (arguments.token_budget, "2", 2),
+        (arguments.positive_float, "0.5", 0.5),
+        (arguments.at_least_zero_float, "0", 0.0),
+        (arguments.fraction, "1", 1.0),
+    ],
+)
 def test_a_number_in_range_is_parsed(parse, text, value):
     assert parse(text) == value
 
 
-@pytest.mark.parametrize("parse, text, message", [
-    (arguments.at_least_one, "0", "must be at least 1, got 0"),
-    (arguments.token_budget, "1", "must be at least 2 (one token and EOS), got 1"),
-    (arguments.positive_float, "0", "must be positive, got 0"),
-    (arguments.at_least_zero_float, "-1", "must be at least 0, got -1"),
-    (arguments.fraction, "1.5", "must be in (0, 1], got 1.5"),
-])
+@pytest.mark.parametrize(
+    "parse, text, message",
+    [
+        (arguments.at_least_one, "0", "must be at least 1, got 0"),
+        (arguments.token_budget, "1", "must be at least 2 (one token and EOS), got 1"),
+        (arguments.positive_float, "0", "must be positive, got 0"),
+        (arguments.at_least_zero_float, "-1", "must be at least 0, got -1"),
+        (arguments.fraction, "1.5", "must be in (0, 1], got 1.5"),
+    ],
+)
 def test_a_number_out_of_range_says_the_bound(parse, text, message):
     with pytest.raises(argparse.ArgumentTypeError, match=re.escape(message)):
         parse(text)
@@ -76,5 +85,6 @@ def test_the_parser_reports_a_bad_argument_in_one_line(capsys):
     with pytest.raises(SystemExit) as exit_:
         parser.parse_args(["--steps", "0"])
     assert exit_.value.code == 2
-    assert capsys.readouterr().err == ("gtr-keras: error: argument --steps: must be at least 1, got 0 "
-                                       "(see `gtr-keras --help`)\n")
+    assert capsys.readouterr().err == (
+        "gtr-keras: error: argument --steps: must be at least 1, got 0 (see `gtr-keras --help`)\n"
+    )

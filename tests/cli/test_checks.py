@@ -27,8 +27,11 @@ def no_model_loading(monkeypatch):
         (["encode", "--model", "m", "--input", "foo://x/in.txt", "--output", "o.npy"], "--input", "foo://x/in.txt"),
         (["encode", "--model", "m", "--input", "x.txt", "--output", "foo://x/o.npy"], "--output", "foo://x/o.npy"),
         (["encode", "--model", "foo://x/model", "--input", "x.txt", "--output", "o.npy"], "--model", "foo://x/model"),
-        (["evaluate", "--dataset", ".", "--retriever", "bm25", "--run-out", "foo://x/run.trec"], "--run-out",
-         "foo://x/run.trec"),
+        (
+            ["evaluate", "--dataset", ".", "--retriever", "bm25", "--run-out", "foo://x/run.trec"],
+            "--run-out",
+            "foo://x/run.trec",
+        ),
         (["search", "q", "--index", "foo://x/index", "--model", "m"], "--index", "foo://x/index"),
         (["train", "--data", "foo://x/train.jsonl"], "--data", "foo://x/train.jsonl"),
     ],
@@ -42,8 +45,9 @@ def test_unknown_scheme_is_exit_2_naming_the_path_before_any_work(
         main(argv)
     assert exit_.value.code == 2
     line = one_line_error(capsys)
-    assert line.startswith(f"gtr-keras {argv[0]}: error: argument {flag}: {path}: TensorFlow has no file system "
-                           "for foo://")
+    assert line.startswith(
+        f"gtr-keras {argv[0]}: error: argument {flag}: {path}: TensorFlow has no file system for foo://"
+    )
     assert sorted(p.name for p in tmp_path.iterdir()) == ["x.txt"]
 
 
@@ -57,19 +61,46 @@ def test_remote_paths_are_checked_like_local_ones(tmp_path, capsys, no_model_loa
         f.write(b"x\n")
     (tmp_path / "x.txt").write_text("a\n")
     cases = [
-        (["encode", "--model", "m", "--input", f"{root}/nowhere.txt", "--output", str(tmp_path / "o.npy")],
-         f"argument --input: {root}/nowhere.txt: no such file"),
-        (["encode", "--model", "m", "--input", f"{root}/not-an-index", "--output", str(tmp_path / "o.npy")],
-         f"argument --input: {root}/not-an-index: is a directory, expected a file"),
-        (["encode", "--model", f"{root}/no-model", "--input", str(tmp_path / "x.txt"), "--output",
-          str(tmp_path / "o.npy")], f"argument --model: {root}/no-model: no such model directory"),
-        (["encode", "--model", empty_model_dir(tmp_path), "--input", str(tmp_path / "x.txt"), "--output",
-          f"{root}/not-an-index"],
-         f"argument --output: {root}/not-an-index: must end with .npy"),
-        (["search", "q", "--index", f"{root}/not-an-index", "--model", "m"],
-         f"argument --index: {root}/not-an-index: not an index directory (no retriever.json)"),
-        (["evaluate", "--dataset", f"{root}/not-an-index/notes.txt", "--retriever", "bm25"],
-         f"argument --dataset: {root}/not-an-index/notes.txt: is a file, expected a directory"),
+        (
+            ["encode", "--model", "m", "--input", f"{root}/nowhere.txt", "--output", str(tmp_path / "o.npy")],
+            f"argument --input: {root}/nowhere.txt: no such file",
+        ),
+        (
+            ["encode", "--model", "m", "--input", f"{root}/not-an-index", "--output", str(tmp_path / "o.npy")],
+            f"argument --input: {root}/not-an-index: is a directory, expected a file",
+        ),
+        (
+            [
+                "encode",
+                "--model",
+                f"{root}/no-model",
+                "--input",
+                str(tmp_path / "x.txt"),
+                "--output",
+                str(tmp_path / "o.npy"),
+            ],
+            f"argument --model: {root}/no-model: no such model directory",
+        ),
+        (
+            [
+                "encode",
+                "--model",
+                empty_model_dir(tmp_path),
+                "--input",
+                str(tmp_path / "x.txt"),
+                "--output",
+                f"{root}/not-an-index",
+            ],
+            f"argument --output: {root}/not-an-index: must end with .npy",
+        ),
+        (
+            ["search", "q", "--index", f"{root}/not-an-index", "--model", "m"],
+            f"argument --index: {root}/not-an-index: not an index directory (no retriever.json)",
+        ),
+        (
+            ["evaluate", "--dataset", f"{root}/not-an-index/notes.txt", "--retriever", "bm25"],
+            f"argument --dataset: {root}/not-an-index/notes.txt: is a file, expected a directory",
+        ),
     ]
     for argv, message in cases:
         with pytest.raises(SystemExit) as exit_:
@@ -81,13 +112,33 @@ def test_remote_paths_are_checked_like_local_ones(tmp_path, capsys, no_model_loa
 def test_index_runner_without_apache_beam_is_exit_2_naming_the_extra(tmp_path):
     (tmp_path / "corpus.jsonl").write_text('{"_id": "a", "text": "x"}\n')
     (tmp_path / "model").mkdir()
-    script = ("import sys\nsys.modules['apache_beam'] = None\nfrom gtr_keras.cli.main import main\n"
-              "sys.exit(main(sys.argv[1:]))\n")
-    result = subprocess.run([sys.executable, "-c", script, "index", "--model", str(tmp_path / "model"), "--corpus",
-                             str(tmp_path / "corpus.jsonl"), "--out", str(tmp_path / "index"), "--runner",
-                             "DirectRunner"], cwd=REPO, capture_output=True, text=True, timeout=60)
+    script = (
+        "import sys\nsys.modules['apache_beam'] = None\nfrom gtr_keras.cli.main import main\n"
+        "sys.exit(main(sys.argv[1:]))\n"
+    )
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            script,
+            "index",
+            "--model",
+            str(tmp_path / "model"),
+            "--corpus",
+            str(tmp_path / "corpus.jsonl"),
+            "--out",
+            str(tmp_path / "index"),
+            "--runner",
+            "DirectRunner",
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert result.returncode == 2
     assert result.stderr.splitlines() == [
         "gtr-keras index: error: argument --runner: needs Apache Beam: pip install 'gtr-keras[beam]' "
-        "(see `gtr-keras index --help`)"]
+        "(see `gtr-keras index --help`)"
+    ]
     assert not (tmp_path / "index").exists()

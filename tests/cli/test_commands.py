@@ -67,7 +67,13 @@ def test_malformed_json_names_file_and_line_and_keeps_earlier_output(tmp_path, t
     assert code == 2
     assert f"{bad}:2" in capsys.readouterr().err
     np.testing.assert_array_equal(np.load(out), before)  # the earlier output is intact
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["corpus.jsonl", "good.txt", "out.ids.txt", "out.json", "out.npy"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "corpus.jsonl",
+        "good.txt",
+        "out.ids.txt",
+        "out.json",
+        "out.npy",
+    ]
 
 
 def test_encode_in_bfloat16_is_close_to_float32(tmp_path, tiny_model_dir, tiny_encoder):
@@ -144,11 +150,24 @@ def test_evaluate_outputs_survive_a_write_that_fails_midway(tmp_path):
 
     words = ["wing", "lift", "drag", "flow", "heat", "shock", "layer", "plate", "cone", "jet"]
     texts = [f"{words[i % 10]} {words[(i * 3) % 10]} {words[(i * 7) % 10]} {i}" for i in range(60)]
-    dataset = write_beir(tmp_path / "beir", Corpus([f"d{i}" for i in range(60)], [""] * 60, texts),
-                         {f"q{i}": words[i] for i in range(10)}, [(f"q{i}", f"d{i}", 1) for i in range(10)])
+    dataset = write_beir(
+        tmp_path / "beir",
+        Corpus([f"d{i}" for i in range(60)], [""] * 60, texts),
+        {f"q{i}": words[i] for i in range(10)},
+        [(f"q{i}", f"d{i}", 1) for i in range(10)],
+    )
     outputs = [tmp_path / "run.trec", tmp_path / "metrics.json"]
-    argv = ["evaluate", "--dataset", str(dataset), "--retriever", "bm25",
-            "--run-out", str(outputs[0]), "--output-json", str(outputs[1])]
+    argv = [
+        "evaluate",
+        "--dataset",
+        str(dataset),
+        "--retriever",
+        "bm25",
+        "--run-out",
+        str(outputs[0]),
+        "--output-json",
+        str(outputs[1]),
+    ]
     for path, old in zip(outputs, (b"old run\n", b"{}\n")):
         path.write_bytes(old)
     limited = (
@@ -163,8 +182,9 @@ def test_evaluate_outputs_survive_a_write_that_fails_midway(tmp_path):
     assert "File too large" in result.stderr.strip().splitlines()[-1]
     assert [p.read_bytes() for p in outputs] == [b"old run\n", b"{}\n"]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["beir", "metrics.json", "run.trec"]
-    result = subprocess.run([sys.executable, "-c", limited.replace("4096", "10**9"), *argv], capture_output=True,
-                            text=True)
+    result = subprocess.run(
+        [sys.executable, "-c", limited.replace("4096", "10**9"), *argv], capture_output=True, text=True
+    )
     assert result.returncode == 0, result.stderr
     assert outputs[0].stat().st_size > 4096 and json.loads(outputs[1].read_text())["retriever"] == "bm25"
 
@@ -184,8 +204,20 @@ def test_a_missing_model_is_named_before_the_input_is_read(tmp_path, monkeypatch
 
     monkeypatch.setattr(gtr_keras.retrieval.readers, "read_texts", lambda path: pytest.fail("the input was read"))
     (tmp_path / "texts.txt").write_text("a\n")
-    assert main(["encode", "--model", str(tmp_path / "typo"), "--input", str(tmp_path / "texts.txt"),
-                 "--output", str(tmp_path / "o.npy")]) == 2
+    assert (
+        main(
+            [
+                "encode",
+                "--model",
+                str(tmp_path / "typo"),
+                "--input",
+                str(tmp_path / "texts.txt"),
+                "--output",
+                str(tmp_path / "o.npy"),
+            ]
+        )
+        == 2
+    )
     assert capsys.readouterr().err.strip() == f"gtr-keras encode: error: {tmp_path / 'typo'}: no such model directory"
 
 
@@ -206,11 +238,16 @@ def test_qrels_without_a_relevant_document_are_exit_2_before_any_encoding(tmp_pa
     dataset = _collection(tmp_path, [0, 0])
     (tmp_path / "run.trec").write_text("q0 Q0 d0 1 0.5 x\n")
     qrels = dataset / "qrels" / "test.tsv"
-    for argv in (["evaluate", "--dataset", str(dataset), "--model", str(tmp_path)],
-                 ["analyze-lengths", "--run", str(tmp_path / "run.trec"), "--dataset", str(dataset)]):
+    for argv in (
+        ["evaluate", "--dataset", str(dataset), "--model", str(tmp_path)],
+        ["analyze-lengths", "--run", str(tmp_path / "run.trec"), "--dataset", str(dataset)],
+    ):
         assert main(argv) == 2
-        assert capsys.readouterr().err.strip().endswith(
-            f"error: {qrels}: no judgement of grade 1 or more: no query to evaluate")
+        assert (
+            capsys.readouterr()
+            .err.strip()
+            .endswith(f"error: {qrels}: no judgement of grade 1 or more: no query to evaluate")
+        )
 
 
 def test_the_metrics_say_how_many_queries_the_means_are_over_and_warn_of_the_rest(tmp_path, capsys):
@@ -225,9 +262,14 @@ def test_the_metrics_say_how_many_queries_the_means_are_over_and_warn_of_the_res
 def test_ids_holding_whitespace_are_refused_at_read_naming_the_line(tmp_path, capsys):
     dataset = _collection(tmp_path, [1], doc_ids=("d0", "d 1"))
     assert main(["evaluate", "--dataset", str(dataset), "--retriever", "bm25"]) == 2
-    assert capsys.readouterr().err.strip().endswith(
-        f"error: {dataset / 'corpus.jsonl'}:2: `_id` 'd 1' holds whitespace, which TREC run files (and so "
-        "evaluation) cannot keep")
+    assert (
+        capsys.readouterr()
+        .err.strip()
+        .endswith(
+            f"error: {dataset / 'corpus.jsonl'}:2: `_id` 'd 1' holds whitespace, which TREC run files (and so "
+            "evaluation) cannot keep"
+        )
+    )
     (dataset / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\nq0\td0 x\t1\n")
     from gtr_keras.errors import DataError
     from gtr_keras.retrieval.readers import load_qrels
@@ -254,14 +296,29 @@ def _search(index, model_dir, capsys, query="boundary layer heat transfer"):
 def test_index_from_embeddings_equals_index_from_the_corpus(tmp_path, tiny_model_dir, capsys):
     corpus = _corpus_file(tmp_path / "corpus.jsonl")
     (tmp_path / "emb").mkdir()
-    assert main(["encode", "--model", tiny_model_dir, "--input", str(corpus),
-                 "--output", str(tmp_path / "emb" / "part-0.npy")]) == 0
+    assert (
+        main(
+            [
+                "encode",
+                "--model",
+                tiny_model_dir,
+                "--input",
+                str(corpus),
+                "--output",
+                str(tmp_path / "emb" / "part-0.npy"),
+            ]
+        )
+        == 0
+    )
     assert json.loads((tmp_path / "emb" / "part-0.json").read_text())["kind"] == "document"
     assert main(["index", "--embeddings", str(tmp_path / "emb" / "*.npy"), "--out", str(tmp_path / "by-emb")]) == 0
-    assert main(["index", "--model", tiny_model_dir, "--corpus", str(corpus), "--out", str(tmp_path / "by-corpus")]) == 0
+    assert (
+        main(["index", "--model", tiny_model_dir, "--corpus", str(corpus), "--out", str(tmp_path / "by-corpus")]) == 0
+    )
     assert "wrote" in capsys.readouterr().out
-    assert _search(tmp_path / "by-emb", tiny_model_dir, capsys) == _search(tmp_path / "by-corpus", tiny_model_dir,
-                                                                           capsys)
+    assert _search(tmp_path / "by-emb", tiny_model_dir, capsys) == _search(
+        tmp_path / "by-corpus", tiny_model_dir, capsys
+    )
     from gtr_keras.index import SearchIndex
 
     queries = np.load(tmp_path / "emb" / "part-0.npy")[:4]
@@ -269,8 +326,9 @@ def test_index_from_embeddings_equals_index_from_the_corpus(tmp_path, tiny_model
     assert by_emb.search_ids(queries, 3)[0] == by_corpus.search_ids(queries, 3)[0]
 
 
-def test_embeddings_without_a_model_record_index_but_search_needs_the_model_declared(tmp_path, tiny_model_dir,
-                                                                                      tiny_encoder, capsys):
+def test_embeddings_without_a_model_record_index_but_search_needs_the_model_declared(
+    tmp_path, tiny_model_dir, tiny_encoder, capsys
+):
     texts = ["wing lift", "heat transfer", "shock cone"]
     np.save(tmp_path / "part.npy", tiny_encoder.encode_documents(texts))
     (tmp_path / "part.ids.txt").write_text("a\nb\nc\n")
@@ -278,8 +336,20 @@ def test_embeddings_without_a_model_record_index_but_search_needs_the_model_decl
     capsys.readouterr()
     assert main(["search", "heat", "--index", str(tmp_path / "idx"), "--model", tiny_model_dir]) == 2
     assert "built from embeddings with no record of their model" in capsys.readouterr().err
-    assert main(["index", "--embeddings", str(tmp_path / "part.npy"), "--model", tiny_model_dir,
-                 "--out", str(tmp_path / "idx")]) == 0
+    assert (
+        main(
+            [
+                "index",
+                "--embeddings",
+                str(tmp_path / "part.npy"),
+                "--model",
+                tiny_model_dir,
+                "--out",
+                str(tmp_path / "idx"),
+            ]
+        )
+        == 0
+    )
     assert _search(tmp_path / "idx", tiny_model_dir, capsys, "heat transfer")[0][0] == "b"
 
 
@@ -287,8 +357,20 @@ def test_embeddings_of_another_model_are_refused(tmp_path, tiny_model_dir, capsy
     corpus = _corpus_file(tmp_path / "corpus.jsonl", n=3)
     assert main(["encode", "--model", tiny_model_dir, "--input", str(corpus), "--output", str(tmp_path / "e.npy")]) == 0
     capsys.readouterr()
-    assert main(["index", "--embeddings", str(tmp_path / "e.npy"), "--model", "gtr-small-distilled",
-                 "--out", str(tmp_path / "idx")]) == 2
+    assert (
+        main(
+            [
+                "index",
+                "--embeddings",
+                str(tmp_path / "e.npy"),
+                "--model",
+                "gtr-small-distilled",
+                "--out",
+                str(tmp_path / "idx"),
+            ]
+        )
+        == 2
+    )
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "e.npy" in err and ("another model" in err or "dims" in err)
     assert not (tmp_path / "idx").exists()
@@ -296,11 +378,37 @@ def test_embeddings_of_another_model_are_refused(tmp_path, tiny_model_dir, capsy
 
 def test_bfloat16_shards_are_of_the_same_model_and_search_with_it_in_float32(tmp_path, tiny_model_dir, capsys):
     corpus = _corpus_file(tmp_path / "corpus.jsonl")
-    assert main(["encode", "--model", tiny_model_dir, "--input", str(corpus), "--output", str(tmp_path / "e.npy"),
-                 "--precision", "bfloat16"]) == 0
+    assert (
+        main(
+            [
+                "encode",
+                "--model",
+                tiny_model_dir,
+                "--input",
+                str(corpus),
+                "--output",
+                str(tmp_path / "e.npy"),
+                "--precision",
+                "bfloat16",
+            ]
+        )
+        == 0
+    )
     assert main(["index", "--embeddings", str(tmp_path / "e.npy"), "--out", str(tmp_path / "idx")]) == 0
-    assert main(["index", "--embeddings", str(tmp_path / "e.npy"), "--model", tiny_model_dir,
-                 "--out", str(tmp_path / "declared")]) == 0
+    assert (
+        main(
+            [
+                "index",
+                "--embeddings",
+                str(tmp_path / "e.npy"),
+                "--model",
+                tiny_model_dir,
+                "--out",
+                str(tmp_path / "declared"),
+            ]
+        )
+        == 0
+    )
     assert main(["index", "--model", tiny_model_dir, "--corpus", str(corpus), "--out", str(tmp_path / "f32")]) == 0
     recorded = json.loads((tmp_path / "declared" / "retriever.json").read_text())
     assert recorded["compute_dtype"] == "bfloat16" and recorded["model_dir"] == tiny_model_dir
@@ -313,8 +421,22 @@ def test_bfloat16_shards_are_of_the_same_model_and_search_with_it_in_float32(tmp
 
 def test_bfloat16_shards_of_an_older_record_are_refused_at_index_time(tmp_path, tiny_model_dir, capsys):
     corpus = _corpus_file(tmp_path / "corpus.jsonl", n=3)
-    assert main(["encode", "--model", tiny_model_dir, "--input", str(corpus), "--output", str(tmp_path / "e.npy"),
-                 "--precision", "bfloat16"]) == 0
+    assert (
+        main(
+            [
+                "encode",
+                "--model",
+                tiny_model_dir,
+                "--input",
+                str(corpus),
+                "--output",
+                str(tmp_path / "e.npy"),
+                "--precision",
+                "bfloat16",
+            ]
+        )
+        == 0
+    )
     record = json.loads((tmp_path / "e.json").read_text())
     del record["model"]["bfloat16_sha256"]
     (tmp_path / "e.json").write_text(json.dumps(record))
@@ -326,15 +448,41 @@ def test_bfloat16_shards_of_an_older_record_are_refused_at_index_time(tmp_path, 
 
 def test_bfloat16_shards_of_another_model_are_refused(tmp_path, tiny_model_dir, capsys):
     corpus = _corpus_file(tmp_path / "corpus.jsonl", n=3)
-    assert main(["encode", "--model", tiny_model_dir, "--input", str(corpus), "--output", str(tmp_path / "e.npy"),
-                 "--precision", "bfloat16"]) == 0
+    assert (
+        main(
+            [
+                "encode",
+                "--model",
+                tiny_model_dir,
+                "--input",
+                str(corpus),
+                "--output",
+                str(tmp_path / "e.npy"),
+                "--precision",
+                "bfloat16",
+            ]
+        )
+        == 0
+    )
     record = json.loads((tmp_path / "e.json").read_text())
     record["model"]["bfloat16_sha256"] = "0" * 64  # as a bfloat16 model of other weights records it
     (tmp_path / "e.json").write_text(json.dumps(record))
     assert main(["index", "--embeddings", str(tmp_path / "e.npy"), "--out", str(tmp_path / "idx")]) == 0
     capsys.readouterr()
-    assert main(["index", "--embeddings", str(tmp_path / "e.npy"), "--model", tiny_model_dir,
-                 "--out", str(tmp_path / "declared")]) == 2
+    assert (
+        main(
+            [
+                "index",
+                "--embeddings",
+                str(tmp_path / "e.npy"),
+                "--model",
+                tiny_model_dir,
+                "--out",
+                str(tmp_path / "declared"),
+            ]
+        )
+        == 2
+    )
     assert "encoded by another model than --model (bfloat16_sha256 000000000000… recorded" in capsys.readouterr().err
     assert main(["search", "heat", "--index", str(tmp_path / "idx"), "--model", tiny_model_dir]) == 2
     assert "built with another model (bfloat16_sha256 000000000000… recorded" in capsys.readouterr().err
@@ -364,17 +512,32 @@ def test_a_bad_shard_is_exit_2_naming_it_before_the_model_loads(tmp_path, tiny_m
     np.save(tmp_path / "e.npy", np.full((2, 4), 0.5, np.float32))
     (tmp_path / "e.ids.txt").write_text("a\na\n")
     monkeypatch.setattr("gtr_keras.cli.commands._encoder", lambda args: pytest.fail("the model was loaded"))
-    assert main(["index", "--embeddings", str(tmp_path / "e.npy"), "--model", tiny_model_dir,
-                 "--out", str(tmp_path / "idx")]) == 2
+    assert (
+        main(
+            [
+                "index",
+                "--embeddings",
+                str(tmp_path / "e.npy"),
+                "--model",
+                tiny_model_dir,
+                "--out",
+                str(tmp_path / "idx"),
+            ]
+        )
+        == 2
+    )
     assert f"{tmp_path / 'e.ids.txt'}:2: id 'a' duplicates" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("flags, message", [
-    (["--embeddings", "e.npy", "--corpus", "c.jsonl", "--model", "m"], "one of the arguments --corpus"),
-    ([], "one of the arguments --corpus"),
-    (["--corpus", "c.jsonl"], "argument --model: required with --corpus"),
-    (["--embeddings", "e.npy", "--runner", "DirectRunner"], "argument --runner: encodes a corpus"),
-])
+@pytest.mark.parametrize(
+    "flags, message",
+    [
+        (["--embeddings", "e.npy", "--corpus", "c.jsonl", "--model", "m"], "one of the arguments --corpus"),
+        ([], "one of the arguments --corpus"),
+        (["--corpus", "c.jsonl"], "argument --model: required with --corpus"),
+        (["--embeddings", "e.npy", "--runner", "DirectRunner"], "argument --runner: encodes a corpus"),
+    ],
+)
 def test_index_takes_a_corpus_or_embeddings(tmp_path, monkeypatch, capsys, flags, message):
     monkeypatch.chdir(tmp_path)
     (tmp_path / "e.npy").write_bytes(b"")

@@ -18,7 +18,7 @@ def _card_cranfield_ndcg(row):
 def _demo_ndcg(out, row):
     lines = out.split("zero-shot evaluation")[1].splitlines()
     header = next(line.split() for line in lines if line.startswith("run "))
-    values = next(line[len(row):].split() for line in lines if line.startswith(row))
+    values = next(line[len(row) :].split() for line in lines if line.startswith(row))
     return float(values[header.index("ndcg@10") - 1])
 
 

@@ -62,18 +62,31 @@ def test_a_model_directory_with_a_stranger_inside_is_kept_whole(tmp_path, tiny_m
     _refused(capsys, st, ["convert", "--to", "sentence-transformers", tiny_model_dir, str(st)])
 
 
-def test_index_keeps_a_users_folder_at_out_and_at_its_work_directory(tmp_path, tiny_model_dir, capsys,
-                                                                     no_model_loads):
+def test_index_keeps_a_users_folder_at_out_and_at_its_work_directory(tmp_path, tiny_model_dir, capsys, no_model_loads):
     corpus = tmp_path / "corpus.jsonl"
     corpus.write_text(json.dumps({"_id": "d1", "title": "", "text": "lift"}) + "\n")
     out = _users_folder(tmp_path / "index")
     _refused(capsys, out, ["index", "--model", tiny_model_dir, "--corpus", str(corpus), "--out", str(out)])
     work = _users_folder(tmp_path / "other.partial")
-    _refused(capsys, work, ["index", "--model", tiny_model_dir, "--corpus", str(corpus), "--out",
-                            str(tmp_path / "other")])
+    _refused(
+        capsys, work, ["index", "--model", tiny_model_dir, "--corpus", str(corpus), "--out", str(tmp_path / "other")]
+    )
     beam = _users_folder(tmp_path / "third.partial-beam")
-    _refused(capsys, beam, ["index", "--model", tiny_model_dir, "--corpus", str(corpus), "--runner", "DirectRunner",
-                            "--out", str(tmp_path / "third")])
+    _refused(
+        capsys,
+        beam,
+        [
+            "index",
+            "--model",
+            tiny_model_dir,
+            "--corpus",
+            str(corpus),
+            "--runner",
+            "DirectRunner",
+            "--out",
+            str(tmp_path / "third"),
+        ],
+    )
     assert not (tmp_path / "other").exists() and not (tmp_path / "third").exists()
 
 

@@ -26,8 +26,9 @@ def test_help_answers_without_importing_tensorflow_or_the_library():
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     parser = ["arguments", "checks", "main", "parser", "train_arguments"]
-    assert result.stdout.strip().splitlines()[-1] == str(["gtr_keras", "gtr_keras.cli"] +
-                                                         [f"gtr_keras.cli.{name}" for name in parser])
+    assert result.stdout.strip().splitlines()[-1] == str(
+        ["gtr_keras", "gtr_keras.cli"] + [f"gtr_keras.cli.{name}" for name in parser]
+    )
     assert "usage: gtr-keras train" in result.stdout
     assert "tensorflow" not in result.stderr.lower()
 
@@ -41,8 +42,7 @@ def test_help_answers_without_importing_tensorflow_or_the_library():
         (["encode", "--model", "m", "--input", "x.txt", "--output", "o.txt"], "--output"),
         (["encode", "--model", "m", "--input", "x.txt", "--output", "blocker/o.npy"], "--output"),
         (["encode", "--model", "m", "--input", "x.txt", "--output", "o.npy", "--precision", "fp8"], "--precision"),
-        (["encode", "--model", "m", "--input", "x.txt", "--output", "o.npy", "--query-length", "1"],
-         "--query-length"),
+        (["encode", "--model", "m", "--input", "x.txt", "--output", "o.npy", "--query-length", "1"], "--query-length"),
         (["search", "q", "--index", ".", "--model", "m"], "--index"),
         (["search", "q", "--index", "no-such", "--model", "m", "-k", "0"], "-k"),
         (["index", "--model", "m", "--corpus", "x.txt", "--out", "blocker"], "--out"),
@@ -83,8 +83,15 @@ def test_user_error_is_exit_2_one_line_and_debug_shows_the_traceback(tmp_path, m
 
     monkeypatch.setattr(commands, "encode", failing)
     (tmp_path / "x.txt").write_text("a\n")
-    argv = ["encode", "--model", empty_model_dir(tmp_path), "--input", str(tmp_path / "x.txt"), "--output",
-            str(tmp_path / "o.npy")]
+    argv = [
+        "encode",
+        "--model",
+        empty_model_dir(tmp_path),
+        "--input",
+        str(tmp_path / "x.txt"),
+        "--output",
+        str(tmp_path / "o.npy"),
+    ]
     assert main(argv) == 2
     assert one_line_error(capsys) == "gtr-keras encode: error: corpus.jsonl:3: missing field `text`"
     with pytest.raises(DataError):
@@ -99,16 +106,29 @@ def test_a_bug_is_exit_1_with_one_line_pointing_to_debug(tmp_path, monkeypatch, 
 
     monkeypatch.setattr(commands, "encode", failing)
     (tmp_path / "x.txt").write_text("a\n")
-    assert main(["encode", "--model", empty_model_dir(tmp_path), "--input", str(tmp_path / "x.txt"), "--output",
-                 str(tmp_path / "o.npy")]) == 1
+    assert (
+        main(
+            [
+                "encode",
+                "--model",
+                empty_model_dir(tmp_path),
+                "--input",
+                str(tmp_path / "x.txt"),
+                "--output",
+                str(tmp_path / "o.npy"),
+            ]
+        )
+        == 1
+    )
     line = one_line_error(capsys)
     assert "internal error: KeyError" in line and "--debug" in line
 
 
 @pytest.mark.large
 def test_saved_model_cli_help_works():
-    result = subprocess.run([sys.executable, "-m", "gtr_keras", "saved-model-cli", "--help"],
-                            capture_output=True, text=True)
+    result = subprocess.run(
+        [sys.executable, "-m", "gtr_keras", "saved-model-cli", "--help"], capture_output=True, text=True
+    )
     assert result.returncode == 0, result.stderr
     assert "saved-model-cli" in result.stdout + result.stderr
 
@@ -142,34 +162,54 @@ def test_a_multi_line_user_error_is_printed_on_one_line(tmp_path, monkeypatch, c
     )
 
 
-@pytest.mark.parametrize("error, expected", [
-    ("ResourceExhaustedError", "out of memory (OOM when allocating tensor with shape[4096,512,768]); lower "
-                               "--batch-size (or the token budgets)"),
-    ("OutOfRangeError", "out/checkpoints/ckpt-2_temp/part-00000: File too large"),
-])
+@pytest.mark.parametrize(
+    "error, expected",
+    [
+        (
+            "ResourceExhaustedError",
+            "out of memory (OOM when allocating tensor with shape[4096,512,768]); lower "
+            "--batch-size (or the token budgets)",
+        ),
+        ("OutOfRangeError", "out/checkpoints/ckpt-2_temp/part-00000: File too large"),
+    ],
+)
 def test_the_machines_limits_are_exit_2_and_one_line_not_a_bug(tmp_path, monkeypatch, capsys, error, expected):
     import tensorflow as tf
 
     from gtr_keras.cli import commands
 
-    message = {"ResourceExhaustedError": "OOM when allocating tensor with shape[4096,512,768] [Op:MatMul]",
-               "OutOfRangeError": "{{function_node __wrapped__SaveV2}} out/checkpoints/ckpt-2_temp/part-00000; "
-                                  "File too large [Op:SaveV2]"}[error]
+    message = {
+        "ResourceExhaustedError": "OOM when allocating tensor with shape[4096,512,768] [Op:MatMul]",
+        "OutOfRangeError": "{{function_node __wrapped__SaveV2}} out/checkpoints/ckpt-2_temp/part-00000; "
+        "File too large [Op:SaveV2]",
+    }[error]
 
     def failing(args):
         raise getattr(tf.errors, error)(None, None, message)
 
     monkeypatch.setattr(commands, "encode", failing)
     (tmp_path / "x.txt").write_text("a\n")
-    argv = ["encode", "--model", empty_model_dir(tmp_path), "--input", str(tmp_path / "x.txt"), "--output",
-            str(tmp_path / "o.npy")]
+    argv = [
+        "encode",
+        "--model",
+        empty_model_dir(tmp_path),
+        "--input",
+        str(tmp_path / "x.txt"),
+        "--output",
+        str(tmp_path / "o.npy"),
+    ]
     assert main(argv) == 2
     assert one_line_error(capsys) == f"gtr-keras encode: error: {expected}"
 
 
 def test_python_dash_m_gtr_keras_runs_the_command():
-    result = subprocess.run([sys.executable, "-m", "gtr_keras", "search", "q", "--index", "no-such-index", "--model",
-                             "m"], cwd=REPO, capture_output=True, text=True, timeout=60)
+    result = subprocess.run(
+        [sys.executable, "-m", "gtr_keras", "search", "q", "--index", "no-such-index", "--model", "m"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert result.returncode == 2
     assert result.stderr.startswith("gtr-keras search: error: argument --index: no-such-index: no such directory")
 
@@ -191,12 +231,17 @@ def test_a_pytorch_checkpoint_without_torch_is_exit_2_naming_the_extra(tmp_path)
     checkpoint = tmp_path / "bin-only"
     shutil.copytree(TINY_ST, checkpoint, ignore=shutil.ignore_patterns("model.safetensors"))
     (checkpoint / "pytorch_model.bin").write_bytes(b"not read")
-    script = ("import sys\nsys.modules['torch'] = None\nfrom gtr_keras.cli.main import main\n"
-              "sys.exit(main(sys.argv[1:]))\n")
-    result = subprocess.run([sys.executable, "-c", script, "convert", str(checkpoint), str(tmp_path / "out")],
-                            cwd=REPO, capture_output=True, text=True, timeout=300)
+    script = (
+        "import sys\nsys.modules['torch'] = None\nfrom gtr_keras.cli.main import main\nsys.exit(main(sys.argv[1:]))\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", script, "convert", str(checkpoint), str(tmp_path / "out")],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert result.returncode == 2, result.stderr[-2000:]
     error = result.stderr.splitlines()[-1]  # after TensorFlow's start-up lines, which hiding torch brings out
     assert error.startswith("gtr-keras convert: error: ") and "install the [reference] extra" in error, error
     assert not (tmp_path / "out").exists()
-

@@ -7,8 +7,9 @@ from gtr_keras.cli.main import main
 from gtr_keras.models.gtr.presets import BUNDLED_MODEL_DIR
 
 
-def test_a_bundled_model_given_by_name_is_recorded_and_named_as_its_directory(tmp_path, monkeypatch, capsys,
-                                                                              tiny_model_dir):
+def test_a_bundled_model_given_by_name_is_recorded_and_named_as_its_directory(
+    tmp_path, monkeypatch, capsys, tiny_model_dir
+):
     from gtr_keras.models.gtr.saving import load
     from gtr_keras.retrieval.retriever import index_metadata
 

@@ -17,16 +17,32 @@ COMMANDS = {
     "migrate": [("SOURCE", "dir", "input"), ("OUT", "out-dir", "output")],
     "encode": [("--model", "dir", "input"), ("--input", "file", "input"), ("--output", "out-npy", "output")],
     "index": [("--model", "dir", "input"), ("--corpus", "beir", "input"), ("--out", "out-dir", "output")],
-    "evaluate": [("--dataset", "beir", "input"), ("--model", "dir", "input"), ("--run-out", "out-file", "output"),
-                 ("--output-json", "out-file", "output")],
+    "evaluate": [
+        ("--dataset", "beir", "input"),
+        ("--model", "dir", "input"),
+        ("--run-out", "out-file", "output"),
+        ("--output-json", "out-file", "output"),
+    ],
     "mine": [("--model", "dir", "input"), ("--dataset", "beir", "input"), ("--out", "out-file", "output")],
     "export": [("--model", "dir", "input"), ("--index", "index", "input"), ("--out", "out-dir", "output")],
-    "train": [("--config", "file", "input"), ("--init", "dir", "input"), ("--data", "file", "input"),
-              ("--tokenizer", "file", "input"), ("--negatives-file", "file", "input"),
-              ("--validation-data", "beir", "input"), ("--output-dir", "out-dir", "output")],
-    "distill": [("--config", "file", "input"), ("--teacher", "dir", "input"), ("--student", "dir", "input"),
-                ("--texts", "file", "input"), ("--tokenizer", "file", "input"), ("--validation-data", "beir", "input"),
-                ("--output-dir", "out-dir", "output")],
+    "train": [
+        ("--config", "file", "input"),
+        ("--init", "dir", "input"),
+        ("--data", "file", "input"),
+        ("--tokenizer", "file", "input"),
+        ("--negatives-file", "file", "input"),
+        ("--validation-data", "beir", "input"),
+        ("--output-dir", "out-dir", "output"),
+    ],
+    "distill": [
+        ("--config", "file", "input"),
+        ("--teacher", "dir", "input"),
+        ("--student", "dir", "input"),
+        ("--texts", "file", "input"),
+        ("--tokenizer", "file", "input"),
+        ("--validation-data", "beir", "input"),
+        ("--output-dir", "out-dir", "output"),
+    ],
     "demo": [("--model", "dir", "input"), ("--dataset", "beir", "input"), ("--out", "out-dir", "output")],
 }
 SUFFIX = {"out-npy": ".npy", "out-file": ".out", "out-dir": "", "file": ".txt"}
@@ -75,13 +91,20 @@ def cases():
                 for relation in relations:
                     if relation == "inside" and kind == "file":
                         continue  # nothing lies inside a file
-                    yield pytest.param(command, number, output_flag, output_kind, relation,
-                                       id=f"{command}-{output_flag}-{relation}-{flag}")
+                    yield pytest.param(
+                        command,
+                        number,
+                        output_flag,
+                        output_kind,
+                        relation,
+                        id=f"{command}-{output_flag}-{relation}-{flag}",
+                    )
 
 
 @pytest.mark.parametrize("command, number, output_flag, output_kind, relation", list(cases()))
-def test_an_output_over_an_input_is_exit_2_before_any_work(tmp_path, monkeypatch, capsys, command, number,
-                                                            output_flag, output_kind, relation):
+def test_an_output_over_an_input_is_exit_2_before_any_work(
+    tmp_path, monkeypatch, capsys, command, number, output_flag, output_kind, relation
+):
     monkeypatch.setattr(cli, "_run", lambda *args: pytest.fail("the command started its work"))
     argv_for(command, tmp_path)  # makes the inputs
     flag, kind, role = COMMANDS[command][number]
@@ -89,8 +112,11 @@ def test_an_output_over_an_input_is_exit_2_before_any_work(tmp_path, monkeypatch
         given = next(str(p) for p in (tmp_path / f"input{number}").iterdir())
     else:
         given = str(tmp_path / f"output{number}{SUFFIX[kind]}")
-    path = {"equal": given, "inside": os.path.join(given, "sub" + SUFFIX.get(output_kind, "")),
-            "containing": os.path.dirname(given)}[relation]
+    path = {
+        "equal": given,
+        "inside": os.path.join(given, "sub" + SUFFIX.get(output_kind, "")),
+        "containing": os.path.dirname(given),
+    }[relation]
     with pytest.raises(SystemExit) as exit_:
         cli.main(argv_for(command, tmp_path, path, output_flag))
     assert exit_.value.code == 2
@@ -101,8 +127,11 @@ def test_an_output_over_an_input_is_exit_2_before_any_work(tmp_path, monkeypatch
 
 
 def passes_its_type(command, flag, path):
-    action = next(a for a in build_parser().commands[command]._actions
-                  if (a.option_strings and a.option_strings[0] == flag) or (flag.isupper() and a.dest == "out_dir"))
+    action = next(
+        a
+        for a in build_parser().commands[command]._actions
+        if (a.option_strings and a.option_strings[0] == flag) or (flag.isupper() and a.dest == "out_dir")
+    )
     try:
         action.type(path)
     except Exception:  # argparse.ArgumentTypeError
@@ -115,8 +144,17 @@ def test_encode_refuses_an_input_that_its_ids_file_would_replace(tmp_path, monke
     (tmp_path / "e.ids.txt").write_text("text\n")
     (tmp_path / "m").mkdir()
     with pytest.raises(SystemExit):
-        cli.main(["encode", "--model", str(tmp_path / "m"), "--input", str(tmp_path / "e.ids.txt"),
-                            "--output", str(tmp_path / "e.npy")])
+        cli.main(
+            [
+                "encode",
+                "--model",
+                str(tmp_path / "m"),
+                "--input",
+                str(tmp_path / "e.ids.txt"),
+                "--output",
+                str(tmp_path / "e.npy"),
+            ]
+        )
     assert f"argument --output: {tmp_path / 'e.ids.txt'} overlaps input --input" in capsys.readouterr().err
 
 
@@ -131,8 +169,24 @@ def test_the_same_arguments_without_overlap_pass_the_check(tmp_path, monkeypatch
 def test_a_ram_output_of_a_standalone_command_is_refused(tmp_path):
     (tmp_path / "t.txt").write_text("a\n")
     result = subprocess.run(
-        [sys.executable, "-m", "gtr_keras", "encode", "--model", "gtr-small-distilled", "--input",
-         str(tmp_path / "t.txt"), "--output", "ram://e.npy"], cwd=REPO, capture_output=True, text=True, timeout=60)
+        [
+            sys.executable,
+            "-m",
+            "gtr_keras",
+            "encode",
+            "--model",
+            "gtr-small-distilled",
+            "--input",
+            str(tmp_path / "t.txt"),
+            "--output",
+            "ram://e.npy",
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert result.returncode == 2
-    assert result.stderr.startswith("gtr-keras encode: error: argument --output: ram://e.npy: ram:// lives inside "
-                                    "one process only")
+    assert result.stderr.startswith(
+        "gtr-keras encode: error: argument --output: ram://e.npy: ram:// lives inside one process only"
+    )

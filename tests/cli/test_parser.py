@@ -24,7 +24,6 @@ def test_every_flag_has_help_that_states_its_default(name):
             assert "default" in text or "required" in text, f"{name} {action.option_strings[0]}: no default in help"
 
 
-
 def test_every_sub_command_names_a_handler_that_exists():
     from gtr_keras.cli import commands
 

@@ -43,8 +43,20 @@ def test_train_flags_override_the_config_file(tmp_path):
     path = tmp_path / "train.json"
     path.write_text(json.dumps({"init": "gtr-base", "output_dir": "out", "data": {"source": "t.tsv"}}))
     parser = build_parser()
-    args = parser.parse_args(["train", "--config", str(path), "--steps", "9", "--num-negatives", "0",
-                              "--precision", "bfloat16", "--no-mask-false-negatives"])
+    args = parser.parse_args(
+        [
+            "train",
+            "--config",
+            str(path),
+            "--steps",
+            "9",
+            "--num-negatives",
+            "0",
+            "--precision",
+            "bfloat16",
+            "--no-mask-false-negatives",
+        ]
+    )
     config = config_from_args(args)
     assert (config.init, config.steps, config.precision) == ("gtr-base", 9, "bfloat16")
     assert config.data.num_negatives == 0

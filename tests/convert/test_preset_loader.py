@@ -18,8 +18,10 @@ TEXT = ["lift on a wing"]
 
 def test_each_format_loads_to_the_same_embeddings():
     # The three fixtures hold the same tiny model in three formats.
-    loaded = [load_embedder(GTRTextEmbedder, resolve_model_source(path)).encode_queries(TEXT)
-              for path in (TINY_ST, f"{FIXTURES}/tiny-gtr-legacy", f"{FIXTURES}/tiny-gtr-preset-0.1")]
+    loaded = [
+        load_embedder(GTRTextEmbedder, resolve_model_source(path)).encode_queries(TEXT)
+        for path in (TINY_ST, f"{FIXTURES}/tiny-gtr-legacy", f"{FIXTURES}/tiny-gtr-preset-0.1")
+    ]
     for other in loaded[1:]:
         np.testing.assert_allclose(other, loaded[0], atol=1e-6, rtol=0)
 

@@ -10,9 +10,9 @@ import pytest
 from conftest import FIXTURES, TINY_ST
 
 import gtr_keras
+from gtr_keras.cli.main import main
 from gtr_keras.errors import CheckpointError
 from gtr_keras.models.gtr.saving import convert_sentence_transformers, load, save
-from gtr_keras.cli.main import main
 
 
 def _texts():
@@ -39,7 +39,10 @@ def test_fresh_random_checkpoint_matches_reference_up_to_512_tokens(tmp_path, fe
     import reference_checkpoint
 
     st_dir = reference_checkpoint.build_checkpoint(
-        str(tmp_path / "st"), seed=7, feed_forward_proj=feedforward, spiece_path=os.path.join(TINY_ST, "spiece.model"),
+        str(tmp_path / "st"),
+        seed=7,
+        feed_forward_proj=feedforward,
+        spiece_path=os.path.join(TINY_ST, "spiece.model"),
         t5_config={**reference_checkpoint.TINY_T5, **heads},
     )
     words = reference_checkpoint.cranfield_texts()[3].split()
@@ -91,7 +94,9 @@ def test_shape_mismatch_names_tensor_and_both_shapes(tmp_path):
     config = json.loads((st / "config.json").read_text())
     config["d_ff"] = 96
     (st / "config.json").write_text(json.dumps(config))
-    with pytest.raises(CheckpointError, match=r"encoder\.block\.0\.layer\.1\.DenseReluDense\.wi\.weight.*\(128, 64\).*\(96, 64\)"):
+    with pytest.raises(
+        CheckpointError, match=r"encoder\.block\.0\.layer\.1\.DenseReluDense\.wi\.weight.*\(128, 64\).*\(96, 64\)"
+    ):
         convert_sentence_transformers(str(st))
 
 
@@ -175,12 +180,24 @@ def test_to_sentence_transformers_round_trips_the_published_layout(tmp_path, tin
         for name in published:
             np.testing.assert_array_equal(written[name], published[name], err_msg=name)
     config, published = (json.loads((path / "config.json").read_text()) for path in (out, Path(TINY_ST)))
-    for key in ("model_type", "d_model", "d_kv", "d_ff", "num_layers", "num_heads", "vocab_size",
-                "feed_forward_proj", "relative_attention_num_buckets", "relative_attention_max_distance"):
+    for key in (
+        "model_type",
+        "d_model",
+        "d_kv",
+        "d_ff",
+        "num_layers",
+        "num_heads",
+        "vocab_size",
+        "feed_forward_proj",
+        "relative_attention_num_buckets",
+        "relative_attention_max_distance",
+    ):
         assert config[key] == published[key], key
     assert (out / "spiece.model").read_bytes() == Path(TINY_ST, "spiece.model").read_bytes()
-    assert json.loads((out / "sentence_bert_config.json").read_text()) == {"max_seq_length": 512,
-                                                                          "do_lower_case": False}
+    assert json.loads((out / "sentence_bert_config.json").read_text()) == {
+        "max_seq_length": 512,
+        "do_lower_case": False,
+    }
     back = tmp_path / "back"
     assert main(["convert", str(out), str(back)]) == 0
     texts = _texts()

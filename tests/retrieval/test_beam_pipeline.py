@@ -15,6 +15,8 @@ from apache_beam.io.filesystem import FileMetadata  # noqa: E402
 from apache_beam.io.localfilesystem import LocalFileSystem  # noqa: E402
 
 import gtr_keras  # noqa: E402
+from gtr_keras.cli.main import main  # noqa: E402
+from gtr_keras.cli.parser import add_beam_arguments  # noqa: E402
 from gtr_keras.errors import DataError, MismatchError, UserError  # noqa: E402
 from gtr_keras.retrieval.beam_pipeline import (
     MANIFEST,
@@ -28,8 +30,6 @@ from gtr_keras.retrieval.beam_pipeline import (
 )
 from gtr_keras.retrieval.readers import load_corpus
 from gtr_keras.retrieval.search_index import SearchIndex  # noqa: E402
-from gtr_keras.cli.main import main  # noqa: E402
-from gtr_keras.cli.parser import add_beam_arguments  # noqa: E402
 
 WORDS = "retrieval dense encoder passage query neural sparse index token corpus".split()
 CRANFIELD = os.path.join(os.path.dirname(gtr_keras.__file__), "assets", "cranfield", "corpus.jsonl.gz")
@@ -56,7 +56,9 @@ def write_shard(directory, number, total, ids, files=None, lines=None, dims=4):
     documents = "".join(json.dumps({"_id": i, "title": "", "text": i}) + "\n" for i in ids)
     np.savez(
         os.path.join(directory, f"embeddings-{number:05d}-of-{total:05d}.npz"),
-        ids=np.array(ids, dtype=str), files=np.array(files, np.int32), lines=np.array(lines, np.int64),
+        ids=np.array(ids, dtype=str),
+        files=np.array(files, np.int32),
+        lines=np.array(lines, np.int64),
         embeddings=np.ones((len(ids), dims), np.float32),
         documents=np.frombuffer(gzip.compress(documents.encode("utf-8")), np.uint8),
     )
@@ -77,7 +79,7 @@ def write_cranfield_shards(directory):
     lines, start = cranfield_lines(), 0
     for number, size in enumerate(CRANFIELD_SPLIT):
         with tf.io.gfile.GFile(f"{directory}/corpus-{number:05d}.jsonl.gz", "wb") as f:
-            f.write(gzip.compress(b"".join(lines[start:start + size])))
+            f.write(gzip.compress(b"".join(lines[start : start + size])))
         start += size
     assert start == CRANFIELD_DOCS
     return f"{directory}/corpus-*.jsonl.gz"
@@ -97,8 +99,20 @@ def cranfield_in_process(tmp_path_factory, tiny_model_dir):
 
     root = tmp_path_factory.mktemp("cranfield")
     (root / "corpus.jsonl.gz").write_bytes(gzip.compress(b"".join(cranfield_lines())))
-    assert main(["index", "--model", tiny_model_dir, "--corpus", str(root / "corpus.jsonl.gz"),
-                 "--out", str(root / "index")]) == 0
+    assert (
+        main(
+            [
+                "index",
+                "--model",
+                tiny_model_dir,
+                "--corpus",
+                str(root / "corpus.jsonl.gz"),
+                "--out",
+                str(root / "index"),
+            ]
+        )
+        == 0
+    )
     return index_contents(root / "index")
 
 
@@ -117,8 +131,20 @@ def launcher_never_loads_the_corpus(monkeypatch):
 
 
 def beam_index_argv(model_dir, corpus, out, *extra):
-    return ["index", "--model", model_dir, "--corpus", corpus, "--out", out, "--runner", "DirectRunner",
-            "--shard-rows", "64", *extra]
+    return [
+        "index",
+        "--model",
+        model_dir,
+        "--corpus",
+        corpus,
+        "--out",
+        out,
+        "--runner",
+        "DirectRunner",
+        "--shard-rows",
+        "64",
+        *extra,
+    ]
 
 
 def test_direct_runner_matches_in_process_encoder(tmp_path, tiny_model_dir, tiny_encoder):
@@ -136,8 +162,9 @@ def test_direct_runner_matches_in_process_encoder(tmp_path, tiny_model_dir, tiny
     assert all(len(np.load(out / name)["ids"]) <= 16 for name in shards)
     assert corpus == expected
     assert embeddings.dtype == np.float32
-    np.testing.assert_allclose(embeddings, tiny_encoder.encode_documents(expected.joined(), batch_size=8),
-                               atol=1e-6, rtol=0)
+    np.testing.assert_allclose(
+        embeddings, tiny_encoder.encode_documents(expected.joined(), batch_size=8), atol=1e-6, rtol=0
+    )
     ids, same_embeddings = index_from_shards(str(out))
     assert ids == expected.ids
     np.testing.assert_array_equal(same_embeddings, embeddings)
@@ -145,8 +172,9 @@ def test_direct_runner_matches_in_process_encoder(tmp_path, tiny_model_dir, tiny
     assert hits == [[i] for i in ids[:5]]
 
 
-def test_index_of_sharded_cranfield_equals_the_in_process_index(tmp_path, tiny_model_dir, cranfield_in_process,
-                                                                launcher_never_loads_the_corpus):
+def test_index_of_sharded_cranfield_equals_the_in_process_index(
+    tmp_path, tiny_model_dir, cranfield_in_process, launcher_never_loads_the_corpus
+):
     from gtr_keras.cli.main import main
 
     (tmp_path / "shards").mkdir()
@@ -161,8 +189,9 @@ def test_index_of_sharded_cranfield_equals_the_in_process_index(tmp_path, tiny_m
     assert not any(p.name.endswith("-beam") for p in tmp_path.iterdir())
 
 
-def test_index_reads_corpus_shards_on_any_gfile_file_system(tmp_path, tiny_model_dir, cranfield_in_process,
-                                                            launcher_never_loads_the_corpus):
+def test_index_reads_corpus_shards_on_any_gfile_file_system(
+    tmp_path, tiny_model_dir, cranfield_in_process, launcher_never_loads_the_corpus
+):
     from gtr_keras.cli.main import main
 
     pattern = write_cranfield_shards(f"ram://cranfield-{uuid.uuid4().hex}")
@@ -214,13 +243,14 @@ def test_a_glob_without_runner_is_refused_naming_the_flag(tmp_path, tiny_model_d
     write_corpus(tmp_path / "corpus-00000.jsonl.gz", 3)
     pattern = str(tmp_path / "corpus-*.jsonl.gz")
     assert main(["index", "--model", tiny_model_dir, "--corpus", pattern, "--out", str(tmp_path / "index")]) == 2
-    assert _error_lines(capsys) == [f"gtr-keras index: error: {pattern}: a glob of corpus files needs --runner "
-                                    f"(e.g. --runner DirectRunner)"]
+    assert _error_lines(capsys) == [
+        f"gtr-keras index: error: {pattern}: a glob of corpus files needs --runner (e.g. --runner DirectRunner)"
+    ]
 
 
 def test_a_rerun_after_a_failure_encodes_afresh(tmp_path, tiny_model_dir, tiny_encoder, monkeypatch):
-    from gtr_keras.retrieval import retriever
     from gtr_keras.cli.main import main
+    from gtr_keras.retrieval import retriever
 
     corpus_path = tmp_path / "corpus.jsonl.gz"
     write_corpus(corpus_path, 20)
@@ -270,8 +300,9 @@ def test_corpus_files_of_a_directory_a_file_and_a_glob(tmp_path):
 
 def test_read_documents_parses_like_load_corpus(tmp_path):
     path = tmp_path / "corpus.jsonl"
-    path.write_bytes(b'\xef\xbb\xbf{"_id": 3, "title": "A title", "text": "  Body. "}\n\n'
-                     b'{"_id": "d2", "title": null, "text": ""}\n')
+    path.write_bytes(
+        b'\xef\xbb\xbf{"_id": 3, "title": "A title", "text": "  Body. "}\n\n{"_id": "d2", "title": null, "text": ""}\n'
+    )
     assert list(read_documents(4, str(path))) == [
         (("3", 4, 1, "A title", "  Body. "), "A title   Body."),  # as Corpus.joined()
         (("d2", 4, 3, "", ""), ""),
@@ -310,13 +341,22 @@ def test_shards_are_read_back_complete_or_not_at_all(tmp_path):
         index_from_shards(str(tmp_path))
 
 
-@pytest.mark.parametrize("shards, error, message", [
-    ([(0, 2, ["a"], {"lines": [1]}), (1, 2, ["b"], {"lines": [1]})], MismatchError,
-     "f0.jsonl:1 is in more than one row (shards of different runs?)"),
-    ([(0, 2, ["a"], {"lines": [1]}), (1, 2, ["b"], {"lines": [2], "dims": 8})], DataError,
-     "shards have different embedding sizes [4, 8]"),
-    ([(0, 1, ["a"], {"files": [3]})], DataError, "shards name file numbers missing from corpus_files.json"),
-])
+@pytest.mark.parametrize(
+    "shards, error, message",
+    [
+        (
+            [(0, 2, ["a"], {"lines": [1]}), (1, 2, ["b"], {"lines": [1]})],
+            MismatchError,
+            "f0.jsonl:1 is in more than one row (shards of different runs?)",
+        ),
+        (
+            [(0, 2, ["a"], {"lines": [1]}), (1, 2, ["b"], {"lines": [2], "dims": 8})],
+            DataError,
+            "shards have different embedding sizes [4, 8]",
+        ),
+        ([(0, 1, ["a"], {"files": [3]})], DataError, "shards name file numbers missing from corpus_files.json"),
+    ],
+)
 def test_stale_or_mixed_shards_are_user_errors_naming_the_shard_directory(tmp_path, shards, error, message):
     write_manifest(tmp_path, ["f0.jsonl"])
     for number, total, ids, extra in shards:
@@ -344,8 +384,22 @@ def test_a_stale_shard_directory_is_exit_2_not_a_bug(tmp_path, tiny_model_dir, m
 
     monkeypatch.setattr(beam_pipeline, "encode_corpus_with_beam", stale_run)
     (tmp_path / "corpus.jsonl").write_text(json.dumps({"_id": "a", "text": "x"}) + "\n")
-    assert main(["index", "--model", tiny_model_dir, "--corpus", str(tmp_path / "corpus.jsonl"), "--out",
-                 str(tmp_path / "index"), "--runner", "DirectRunner"]) == 2
+    assert (
+        main(
+            [
+                "index",
+                "--model",
+                tiny_model_dir,
+                "--corpus",
+                str(tmp_path / "corpus.jsonl"),
+                "--out",
+                str(tmp_path / "index"),
+                "--runner",
+                "DirectRunner",
+            ]
+        )
+        == 2
+    )
     error = capsys.readouterr().err.strip()
     assert error.startswith("gtr-keras index: error: ") and "shards of different runs" in error, error
 
@@ -354,8 +408,9 @@ def test_shards_are_assembled_in_corpus_order_and_duplicate_ids_named(tmp_path):
     write_manifest(tmp_path, ["f0.jsonl", "f1.jsonl"])
     write_shard(tmp_path, 0, 2, ["b", "a"], files=[1, 0], lines=[1, 4])
     write_shard(tmp_path, 1, 2, ["c", "b"], files=[0, 1], lines=[2, 5])
-    with pytest.raises(DataError, match=re.escape("CORPUS: 1 duplicate `_id` value(s), e.g. 'b' (f1.jsonl:1 and "
-                                                  "f1.jsonl:5)")):
+    with pytest.raises(
+        DataError, match=re.escape("CORPUS: 1 duplicate `_id` value(s), e.g. 'b' (f1.jsonl:1 and f1.jsonl:5)")
+    ):
         index_from_shards(str(tmp_path))
     write_shard(tmp_path, 1, 2, ["c", "aa"], files=[0, 1], lines=[2, 5])
     corpus, embeddings = corpus_from_shards(str(tmp_path))
@@ -384,8 +439,9 @@ class _FakeRemoteFileSystem(LocalFileSystem):
         return results
 
 
-def test_model_handler_stages_a_remote_model_dir_and_removes_the_copy(tiny_model_dir, tiny_encoder, tmp_path,
-                                                                      monkeypatch):
+def test_model_handler_stages_a_remote_model_dir_and_removes_the_copy(
+    tiny_model_dir, tiny_encoder, tmp_path, monkeypatch
+):
     monkeypatch.setattr("tempfile.tempdir", str(tmp_path))
     encoder = GTRModelHandler("gtrtest://" + tiny_model_dir).load_model()
     texts = ["a short document", "a somewhat longer document about dense retrieval"]
@@ -393,10 +449,9 @@ def test_model_handler_stages_a_remote_model_dir_and_removes_the_copy(tiny_model
     assert not [name for name in os.listdir(tmp_path) if name.startswith("gtr-keras-")]  # the copy is gone
 
 
-def test_the_index_command_passes_the_model_it_records_to_the_workers(tmp_path, tiny_model_dir, monkeypatch,
-                                                                       capsys):
-    from gtr_keras.retrieval import beam_pipeline
+def test_the_index_command_passes_the_model_it_records_to_the_workers(tmp_path, tiny_model_dir, monkeypatch, capsys):
     from gtr_keras.cli.main import main
+    from gtr_keras.retrieval import beam_pipeline
 
     corpus_path = tmp_path / "corpus.jsonl.gz"
     write_corpus(corpus_path, 8)
@@ -412,8 +467,11 @@ def test_a_worker_that_loads_another_model_than_the_driver_fails(tiny_model_dir,
 
     expected = fingerprint(tiny_encoder)
     assert GTRModelHandler(tiny_model_dir, model_sha256=expected).load_model() is not None
-    with pytest.raises(CheckpointError, match=r"the model changed while the pipeline ran \(fingerprint "
-                                              rf"{expected}, {'0' * 64} when it started\)"):
+    with pytest.raises(
+        CheckpointError,
+        match=r"the model changed while the pipeline ran \(fingerprint "
+        rf"{expected}, {'0' * 64} when it started\)",
+    ):
         GTRModelHandler(tiny_model_dir, model_sha256="0" * 64).load_model()
 
 
@@ -427,5 +485,3 @@ def test_beam_arguments_become_pipeline_args():
     assert beam_pipeline_args(args.beam_option) == ["--region=us-central1", "--save_main_session"]
     with pytest.raises(ValueError, match="expected KEY=VALUE"):
         beam_pipeline_args(["--region=us-central1"])
-
-

@@ -19,9 +19,7 @@ def retriever():
 
 
 def test_search_finds_the_obvious_document(retriever):
-    ids, scores = retriever.search(
-        ["baking breads in ovens", "why do cats purr", "what causes the tides"], k=2
-    )
+    ids, scores = retriever.search(["baking breads in ovens", "why do cats purr", "what causes the tides"], k=2)
     assert [row[0] for row in ids] == ["bread", "cats", "tides"]
     assert all(row == sorted(row, reverse=True) for row in scores)
     assert all(s > 0 for row in scores for s in row)

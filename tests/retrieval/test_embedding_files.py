@@ -123,10 +123,29 @@ def _bad(tmp_path, case):
     raise AssertionError(case)
 
 
-@pytest.mark.parametrize("case", ["rows", "dims", "nan", "norm", "duplicate", "whitespace", "whitespace inside",
-                                  "no ids", "float64", "not npy", "truncated", "one model record", "two models",
-                                  "query embeddings", "record not an object", "empty record", "model a string",
-                                  "record of another shard"])
+@pytest.mark.parametrize(
+    "case",
+    [
+        "rows",
+        "dims",
+        "nan",
+        "norm",
+        "duplicate",
+        "whitespace",
+        "whitespace inside",
+        "no ids",
+        "float64",
+        "not npy",
+        "truncated",
+        "one model record",
+        "two models",
+        "query embeddings",
+        "record not an object",
+        "empty record",
+        "model a string",
+        "record of another shard",
+    ],
+)
 def test_a_bad_shard_is_named_before_any_index_work(tmp_path, case):
     message = _bad(tmp_path, case)
     with pytest.raises(DataError, match=message):
@@ -138,15 +157,21 @@ def _npz(path, ids, vectors):
         np.savez(f, ids=ids, embeddings=vectors)
 
 
-@pytest.mark.parametrize("ids, message", [
-    (np.array(["x0", "x1", "x2"]), r"x\.npz \(field 'ids'\): 3 ids for the 5 rows of .*x\.npz"),
-    (np.array([f"x{i}" for i in range(7)]), r"x\.npz \(field 'ids'\): 7 ids for the 5 rows of .*x\.npz"),
-    (np.array([b"1", b"2", b"3", b"4", b"5"]), r"x\.npz \(field 'ids'\) must be a 1-D array of strings .* got \|S1"),
-    (np.array([["1", "2"]] * 5), r"x\.npz \(field 'ids'\) must be a 1-D array of strings .* shape \(5, 2\)"),
-    (np.arange(5, dtype=np.float64), r"x\.npz \(field 'ids'\) must be a 1-D array of strings .* got float64"),
-    (np.array(["x0", "x1", "x 2", "x3", "x4"]), r"x\.npz:ids\[2\]: id 'x 2' holds whitespace"),
-    (np.array(["x0", "x1", "x2", "x1", "x4"]), r"x\.npz:ids\[3\]: id 'x1' duplicates .*x\.npz:ids\[1\]"),
-])
+@pytest.mark.parametrize(
+    "ids, message",
+    [
+        (np.array(["x0", "x1", "x2"]), r"x\.npz \(field 'ids'\): 3 ids for the 5 rows of .*x\.npz"),
+        (np.array([f"x{i}" for i in range(7)]), r"x\.npz \(field 'ids'\): 7 ids for the 5 rows of .*x\.npz"),
+        (
+            np.array([b"1", b"2", b"3", b"4", b"5"]),
+            r"x\.npz \(field 'ids'\) must be a 1-D array of strings .* got \|S1",
+        ),
+        (np.array([["1", "2"]] * 5), r"x\.npz \(field 'ids'\) must be a 1-D array of strings .* shape \(5, 2\)"),
+        (np.arange(5, dtype=np.float64), r"x\.npz \(field 'ids'\) must be a 1-D array of strings .* got float64"),
+        (np.array(["x0", "x1", "x 2", "x3", "x4"]), r"x\.npz:ids\[2\]: id 'x 2' holds whitespace"),
+        (np.array(["x0", "x1", "x2", "x1", "x4"]), r"x\.npz:ids\[3\]: id 'x1' duplicates .*x\.npz:ids\[1\]"),
+    ],
+)
 def test_a_beam_shard_goes_through_the_checks_of_a_npy_shard(tmp_path, ids, message):
     _npz(tmp_path / "x.npz", ids, _unit(5, 0))
     with pytest.raises(DataError, match=message):

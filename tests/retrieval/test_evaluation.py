@@ -42,9 +42,7 @@ def pytrec_eval_on_file(qrels, path):
             query_id, _, doc_id, rank, score, _ = line.split()
             if int(rank) <= 10:
                 top10.setdefault(query_id, {})[doc_id] = float(score)
-    full = pytrec_eval.RelevanceEvaluator(
-        qrels, {"ndcg_cut.10", "recall.100,1000", "map"}
-    ).evaluate(run)
+    full = pytrec_eval.RelevanceEvaluator(qrels, {"ndcg_cut.10", "recall.100,1000", "map"}).evaluate(run)
     mrr = pytrec_eval.RelevanceEvaluator(qrels, {"recip_rank"}).evaluate(top10)
     per_query = {
         query_id: {
@@ -147,9 +145,7 @@ def test_results_from_scores_drops_identical_ids_and_padding():
         "q1": {"d1": 0.8},
         "q2": {"q1": 0.6, "d2": 0.5},
     }
-    kept = results_from_scores(
-        ["q1", "q2"], doc_ids, indices, scores, ignore_identical_ids=False
-    )
+    kept = results_from_scores(["q1", "q2"], doc_ids, indices, scores, ignore_identical_ids=False)
     assert kept["q1"] == {"q1": 0.9, "d1": 0.8}
     assert kept["q2"] == pytest.approx({"q2": 0.7, "q1": 0.6, "d2": 0.5})
 

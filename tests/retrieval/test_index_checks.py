@@ -78,8 +78,10 @@ def test_resume_after_a_document_changed_names_the_shard(tmp_path, tiny_encoder,
     corpus.texts[5] += " edited"
     calls = _count_encodes(monkeypatch, tiny_encoder)
     work_dir = work_dir_for(tmp_path / "idx")
-    message = (f"{work_dir}: shard 1 was encoded from other texts (documents 4-7: one or more changed since); "
-               f"delete {work_dir} to start over")
+    message = (
+        f"{work_dir}: shard 1 was encoded from other texts (documents 4-7: one or more changed since); "
+        f"delete {work_dir} to start over"
+    )
     with pytest.raises(MismatchError, match=re.escape(message)):
         build_index(tiny_encoder, corpus, tmp_path / "idx", shard_size=4)
     assert calls == [] and len(os.listdir(work_dir)) == 3  # nothing encoded, nothing deleted
@@ -93,14 +95,18 @@ def test_resume_after_a_document_changed_names_the_shard(tmp_path, tiny_encoder,
         ({"dtype": "bfloat16"}, "compute_dtype float32 recorded, this run has bfloat16"),
     ],
 )
-def test_resume_with_another_model_is_refused(tmp_path, tiny_encoder, other_encoder, tiny_model_dir, monkeypatch,
-                                              settings, change):
+def test_resume_with_another_model_is_refused(
+    tmp_path, tiny_encoder, other_encoder, tiny_model_dir, monkeypatch, settings, change
+):
     corpus = _corpus(10)
     _interrupt(tiny_encoder, corpus, tmp_path / "idx", monkeypatch, shards_done=1)
     encoder = load(tiny_model_dir, **settings) if settings else other_encoder
     work_dir = re.escape(work_dir_for(tmp_path / "idx"))
-    with pytest.raises(MismatchError, match=f"^{work_dir}: these shards were encoded from other inputs or settings "
-                                            rf"\({change}\); delete {work_dir} to start over$"):
+    with pytest.raises(
+        MismatchError,
+        match=f"^{work_dir}: these shards were encoded from other inputs or settings "
+        rf"\({change}\); delete {work_dir} to start over$",
+    ):
         build_index(encoder, corpus, tmp_path / "idx", shard_size=4)
 
 
@@ -151,12 +157,15 @@ def _edit_retriever_json(index_dir, **fields):
     path.write_text(json.dumps({key: value for key, value in recorded.items() if value is not None}))
 
 
-def test_search_with_another_model_of_the_same_size_is_refused(built_index, tiny_encoder, other_encoder,
-                                                               tiny_model_dir):
+def test_search_with_another_model_of_the_same_size_is_refused(
+    built_index, tiny_encoder, other_encoder, tiny_model_dir
+):
     assert other_encoder.embedding_dim == tiny_encoder.embedding_dim
-    message = (rf"^{re.escape(str(built_index))}: built with another model \(model_sha256 \w{{12}}… recorded, "
-               r"the model given has \w{12}…\); search with the model the index was built with "
-               rf"\(recorded model_dir: {re.escape(os.path.abspath(tiny_model_dir))}\) or rebuild the index$")
+    message = (
+        rf"^{re.escape(str(built_index))}: built with another model \(model_sha256 \w{{12}}… recorded, "
+        r"the model given has \w{12}…\); search with the model the index was built with "
+        rf"\(recorded model_dir: {re.escape(os.path.abspath(tiny_model_dir))}\) or rebuild the index$"
+    )
     with pytest.raises(MismatchError, match=message):
         Retriever.load(built_index, other_encoder)
     retriever = Retriever.load(built_index, tiny_encoder)
@@ -167,21 +176,30 @@ def test_search_with_another_model_of_the_same_size_is_refused(built_index, tiny
 
 def test_search_with_another_embedding_size_is_refused(index_copy, tiny_encoder):
     _edit_retriever_json(index_copy, embedding_dim=32)
-    with pytest.raises(MismatchError, match=r"built with another model \(embedding_dim 32 recorded, "
-                                            r"the model given has 64\); search with the model"):
+    with pytest.raises(
+        MismatchError,
+        match=r"built with another model \(embedding_dim 32 recorded, "
+        r"the model given has 64\); search with the model",
+    ):
         Retriever.load(index_copy, tiny_encoder)
 
 
 def test_index_without_a_model_fingerprint_is_refused(index_copy, tiny_encoder):
     _edit_retriever_json(index_copy, model_sha256=None)
-    with pytest.raises(MismatchError, match=f"^{re.escape(str(index_copy))}: built by an older gtr-keras that did "
-                                            "not record the model's fingerprint; rebuild the index"):
+    with pytest.raises(
+        MismatchError,
+        match=f"^{re.escape(str(index_copy))}: built by an older gtr-keras that did "
+        "not record the model's fingerprint; rebuild the index",
+    ):
         Retriever.load(index_copy, tiny_encoder)
 
 
 def test_not_an_index_or_a_damaged_one_is_named(index_copy, tiny_encoder):
-    with pytest.raises(DataError, match=f"^{re.escape(str(index_copy.parent))}: not an index directory "
-                                        r"\(no retriever\.json\); build one with `gtr-keras index`$"):
+    with pytest.raises(
+        DataError,
+        match=f"^{re.escape(str(index_copy.parent))}: not an index directory "
+        r"\(no retriever\.json\); build one with `gtr-keras index`$",
+    ):
         Retriever.load(index_copy.parent, tiny_encoder)
     (index_copy / RETRIEVER_JSON).write_text('{"embedding_dim": 64,')
     with pytest.raises(DataError, match=r"retriever\.json: unreadable \(.*\); rebuild the index"):
@@ -189,8 +207,11 @@ def test_not_an_index_or_a_damaged_one_is_named(index_copy, tiny_encoder):
 
 
 def _snapshot(directory):
-    return {os.path.relpath(os.path.join(root, name), directory): open(os.path.join(root, name), "rb").read()
-            for root, _, names in os.walk(directory) for name in names}
+    return {
+        os.path.relpath(os.path.join(root, name), directory): open(os.path.join(root, name), "rb").read()
+        for root, _, names in os.walk(directory)
+        for name in names
+    }
 
 
 def _unit_rows(corpus, seed):

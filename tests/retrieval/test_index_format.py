@@ -10,10 +10,13 @@ from gtr_keras.errors import DataError, MismatchError, UserError
 from gtr_keras.retrieval.search_index import SearchIndex
 
 
-@pytest.mark.parametrize("version, error", [
-    (1, r"'format_version' is 1, .* reads 2 .*; rebuild the index"),  # float32 vectors kept twice
-    (99, r"index\.json: field 'format_version'"),
-])
+@pytest.mark.parametrize(
+    "version, error",
+    [
+        (1, r"'format_version' is 1, .* reads 2 .*; rebuild the index"),  # float32 vectors kept twice
+        (99, r"index\.json: field 'format_version'"),
+    ],
+)
 def test_an_index_of_another_format_is_refused_with_the_remedy(tmp_path, version, error):
     directory = tmp_path / "index"
     SearchIndex(doc_ids(3), np.eye(3, dtype=np.float32), kind="exact").save(directory)

@@ -29,9 +29,7 @@ def beir_dir(tmp_path):
         [{"_id": "q1", "text": "why do cats purr"}, {"_id": "q2", "text": "titles"}],
     )
     (tmp_path / "qrels").mkdir()
-    (tmp_path / "qrels" / "test.tsv").write_text(
-        "query-id\tcorpus-id\tscore\nq1\td1\t2\nq1\t2\t0\nq2\t2\t1\n"
-    )
+    (tmp_path / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\nq1\td1\t2\nq1\t2\t0\nq2\t2\t1\n")
     return tmp_path
 
 
@@ -45,9 +43,7 @@ def test_load_corpus_from_directory(beir_dir):
 
 
 def test_load_corpus_missing_text_names_file_line_and_field(tmp_path):
-    path = write_jsonl(
-        tmp_path / "corpus.jsonl", [{"_id": "a", "text": "x"}, {"_id": "b", "title": "t"}]
-    )
+    path = write_jsonl(tmp_path / "corpus.jsonl", [{"_id": "a", "text": "x"}, {"_id": "b", "title": "t"}])
     with pytest.raises(DataError, match=located(path, r":2: missing field `text`")):
         load_corpus(path)
 
@@ -79,9 +75,7 @@ def test_load_corpus_duplicate_ids_lists_examples_and_lines(tmp_path):
 
 
 def test_load_corpus_missing_directory_file(tmp_path):
-    with pytest.raises(
-        DataError, match=located(tmp_path, r": directory has none of corpus.jsonl, corpus.jsonl.gz")
-    ):
+    with pytest.raises(DataError, match=located(tmp_path, r": directory has none of corpus.jsonl, corpus.jsonl.gz")):
         load_corpus(tmp_path)
 
 
@@ -90,9 +84,7 @@ def test_load_queries(beir_dir):
 
 
 def test_load_queries_duplicate_ids(tmp_path):
-    path = write_jsonl(
-        tmp_path / "queries.jsonl", [{"_id": "q", "text": "a"}, {"_id": "q", "text": "b"}]
-    )
+    path = write_jsonl(tmp_path / "queries.jsonl", [{"_id": "q", "text": "a"}, {"_id": "q", "text": "b"}])
     with pytest.raises(DataError, match=r"'q' \(lines 1 and 2\)"):
         load_queries(path)
 
@@ -165,9 +157,7 @@ def test_read_texts_beir_files(beir_dir):
 
 
 def test_read_texts_generic_jsonl_with_and_without_title(tmp_path):
-    titled = write_jsonl(
-        tmp_path / "docs.jsonl", [{"_id": "a", "title": "T", "text": "body"}]
-    )
+    titled = write_jsonl(tmp_path / "docs.jsonl", [{"_id": "a", "title": "T", "text": "body"}])
     plain = write_jsonl(tmp_path / "plain.jsonl.gz", [{"_id": "a", "text": " body "}])
     assert read_texts(titled) == (["a"], ["T body"])
     assert read_texts(plain) == (["a"], [" body "])
@@ -255,8 +245,7 @@ def test_jsonl_invalid_utf8_is_replaced_with_a_warning_like_txt(tmp_path, name):
         corpus = load_corpus(path)
     assert corpus.texts == ["ok", "bad \ufffd byte"]
     assert [str(w.message) for w in record] == [
-        f"{path}:2: invalid UTF-8 (invalid start byte at byte 27); "
-        "undecodable bytes replaced with U+FFFD"
+        f"{path}:2: invalid UTF-8 (invalid start byte at byte 27); undecodable bytes replaced with U+FFFD"
     ]
     with pytest.warns(DataWarning, match=located(path, r":2: invalid UTF-8")):
         assert read_texts(path) == (["d1", "d2"], ["ok", "bad \ufffd byte"])
@@ -304,9 +293,7 @@ def test_truncated_gzip_header(tmp_path):
 
 
 def test_file_named_gz_that_is_not_gzip(tmp_path):
-    path = write_jsonl(tmp_path / "docs.jsonl", [{"_id": "d", "text": "x"}]).rename(
-        tmp_path / "docs.jsonl.gz"
-    )
+    path = write_jsonl(tmp_path / "docs.jsonl", [{"_id": "d", "text": "x"}]).rename(tmp_path / "docs.jsonl.gz")
     with pytest.raises(DataError, match=located(path, r": not a gzip file$")):
         read_texts(path)
 
@@ -329,9 +316,7 @@ def test_missing_file(tmp_path, loader):
 
 def test_missing_queries_file_in_collection(beir_dir):
     (beir_dir / "queries.jsonl").unlink()
-    with pytest.raises(
-        DataError, match=located(beir_dir, r": directory has none of queries.jsonl, queries.jsonl.gz$")
-    ):
+    with pytest.raises(DataError, match=located(beir_dir, r": directory has none of queries.jsonl, queries.jsonl.gz$")):
         load_queries(beir_dir)
 
 

@@ -46,8 +46,6 @@ def test_ndcg_counts_absent_documents_as_misses(collection):
     direct = pytrec_eval.RelevanceEvaluator(full_qrels, {"ndcg_cut.10"}).evaluate(RUN)
     assert ndcg == pytest.approx(sum(v["ndcg_cut_10"] for v in direct.values()) / len(direct))
 
-    dropped, _ = check_qrels(
-        load_qrels(collection), load_corpus(collection).ids, load_queries(collection)
-    )
+    dropped, _ = check_qrels(load_qrels(collection), load_corpus(collection).ids, load_queries(collection))
     assert evaluate_run(dropped, RUN)["ndcg@10"] == pytest.approx((1 + q2) / 2)
     assert evaluate_run(dropped, RUN)["ndcg@10"] > ndcg

@@ -10,11 +10,11 @@ import numpy as np
 import pytest
 from beir_files import write_beir
 
+from gtr_keras.cli.main import main
 from gtr_keras.retrieval.readers import Corpus
 from gtr_keras.retrieval.retriever import MODEL_FIELDS, Retriever, build_index, work_dir_for
 from gtr_keras.retrieval.search_index import SearchIndex
 from gtr_keras.retrieval.shards import ShardWriter
-from gtr_keras.cli.main import main
 
 WORDS = "wing lift drag shock boundary layer heat transfer flutter nozzle jet buckling panel cone mach".split()
 
@@ -41,7 +41,10 @@ def test_search_cli_prints_json(tmp_path, tiny_model_dir, capsys):
     directory = write_beir(tmp_path / "beir", _corpus(), {"q1": "wing lift"}, [("q1", "d1", 1)])
     assert main(["index", "--model", tiny_model_dir, "--corpus", str(directory), "--out", str(tmp_path / "i")]) == 0
     capsys.readouterr()
-    assert main(["search", "--index", str(tmp_path / "i"), "--model", tiny_model_dir, "wing lift", "-k", "4", "--json"]) == 0
+    assert (
+        main(["search", "--index", str(tmp_path / "i"), "--model", tiny_model_dir, "wing lift", "-k", "4", "--json"])
+        == 0
+    )
     result = json.loads(capsys.readouterr().out)
     assert result[0]["query"] == "wing lift" and len(result[0]["hits"]) == 4
     assert {"id", "score", "title", "text"} <= set(result[0]["hits"][0])
@@ -49,8 +52,22 @@ def test_search_cli_prints_json(tmp_path, tiny_model_dir, capsys):
 
 def _index_command(model_dir, corpus_dir, out):
     code = "import sys; from gtr_keras.cli.main import main; sys.exit(main(sys.argv[1:]))"
-    return [sys.executable, "-c", code, "index", "--model", model_dir, "--corpus", str(corpus_dir),
-            "--out", str(out), "--shard-size", "40", "--batch-size", "8"]
+    return [
+        sys.executable,
+        "-c",
+        code,
+        "index",
+        "--model",
+        model_dir,
+        "--corpus",
+        str(corpus_dir),
+        "--out",
+        str(out),
+        "--shard-size",
+        "40",
+        "--batch-size",
+        "8",
+    ]
 
 
 @pytest.mark.large
@@ -127,8 +144,24 @@ def test_evaluate_reports_unknown_qrels_and_writes_json_and_run(tmp_path, tiny_m
     directory = write_beir(tmp_path / "beir", corpus, queries, qrels)
     out_json, run = tmp_path / "m.json", tmp_path / "run.trec"
     for retriever in ("gtr", "bm25"):
-        assert main(["evaluate", "--model", tiny_model_dir, "--dataset", str(directory), "--retriever", retriever,
-                     "--output-json", str(out_json), "--run-out", str(run)]) == 0
+        assert (
+            main(
+                [
+                    "evaluate",
+                    "--model",
+                    tiny_model_dir,
+                    "--dataset",
+                    str(directory),
+                    "--retriever",
+                    retriever,
+                    "--output-json",
+                    str(out_json),
+                    "--run-out",
+                    str(run),
+                ]
+            )
+            == 0
+        )
         captured = capsys.readouterr()
         assert "ghost-doc" in captured.err and "q9" in captured.err
         result = json.loads(out_json.read_text())
@@ -150,7 +183,18 @@ def test_queries_retrieving_themselves_are_ignored(tmp_path, tiny_model_dir, cap
     run = tmp_path / "run"
     main(["evaluate", "--model", tiny_model_dir, "--dataset", str(directory), "--run-out", str(run)])
     assert "q1 Q0 q1" not in run.read_text()
-    main(["evaluate", "--model", tiny_model_dir, "--dataset", str(directory), "--run-out", str(run), "--keep-identical-ids"])
+    main(
+        [
+            "evaluate",
+            "--model",
+            tiny_model_dir,
+            "--dataset",
+            str(directory),
+            "--run-out",
+            str(run),
+            "--keep-identical-ids",
+        ]
+    )
     assert "q1 Q0 q1 1 " in run.read_text()
 
 
@@ -160,8 +204,26 @@ def test_mine_excludes_positives_and_skips_the_top(tmp_path, tiny_model_dir, tin
     directory = write_beir(tmp_path / "beir", corpus, queries, [("q1", "d5", 1), ("q2", "d9", 2), ("q2", "d1", 0)])
     (directory / "qrels" / "train.tsv").write_text((directory / "qrels" / "test.tsv").read_text())
     out = tmp_path / "neg.jsonl"
-    assert main(["mine", "--model", tiny_model_dir, "--dataset", str(directory), "--depth", "20",
-                 "--skip-top", "2", "--per-query", "4", "--out", str(out)]) == 0
+    assert (
+        main(
+            [
+                "mine",
+                "--model",
+                tiny_model_dir,
+                "--dataset",
+                str(directory),
+                "--depth",
+                "20",
+                "--skip-top",
+                "2",
+                "--per-query",
+                "4",
+                "--out",
+                str(out),
+            ]
+        )
+        == 0
+    )
     mined = {r["query_id"]: r["negative_ids"] for r in map(json.loads, out.read_text().splitlines())}
     scores = tiny_encoder.encode_documents(corpus.joined()) @ tiny_encoder.encode_queries(list(queries.values())).T
     for column, (qid, positive) in enumerate((("q1", "d5"), ("q2", "d9"))):

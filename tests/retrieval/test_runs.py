@@ -4,9 +4,9 @@ from beir_files import write_beir
 
 import gtr_keras.retrieval.runs
 from gtr_keras.errors import DataError
-from gtr_keras.retrieval.search_index import SearchIndex
 from gtr_keras.retrieval.readers import Corpus
 from gtr_keras.retrieval.runs import bm25_run, gtr_run, load_dataset, mine_negatives
+from gtr_keras.retrieval.search_index import SearchIndex
 
 CORPUS = Corpus(["d1", "d2", "d3", "d4", "d5"], ["", "", "", "", ""], ["t1", "t2", "t3", "t4", "t5"])
 DOCUMENTS = np.eye(5, dtype=np.float32)  # document i scores query[i]
@@ -57,8 +57,9 @@ def test_bm25_run_ranks_documents_sharing_the_query_terms():
 
 def test_mine_negatives_leaves_out_positives_skips_the_top_and_keeps_per_query():
     qrels = {"q1": {"d1": 1, "d3": 0}, "q2": {"d5": 2}}
-    mined = mine_negatives(FixedEncoder(), CORPUS, {"q1": "query one", "q2": "query two"}, qrels, depth=5,
-                           skip_top=1, per_query=2)
+    mined = mine_negatives(
+        FixedEncoder(), CORPUS, {"q1": "query one", "q2": "query two"}, qrels, depth=5, skip_top=1, per_query=2
+    )
     assert mined == {"q1": ["d3", "d4"], "q2": ["d3", "d2"]}  # d3, judged 0 for q1, is a negative
 
 

@@ -81,10 +81,13 @@ def test_rejects_mismatched_queries():
         index.search(CORPUS[:1], k=0)
 
 
-@pytest.mark.parametrize("kind, params, message", [
-    ("fast", None, r"kind must be one of \('auto', 'exact', 'scann'\), got 'fast'"),
-    ("exact", {"reorder_factor": 10}, "`params` only apply to kind='scann'"),
-])
+@pytest.mark.parametrize(
+    "kind, params, message",
+    [
+        ("fast", None, r"kind must be one of \('auto', 'exact', 'scann'\), got 'fast'"),
+        ("exact", {"reorder_factor": 10}, "`params` only apply to kind='scann'"),
+    ],
+)
 def test_a_bad_kind_or_params_is_a_user_error(kind, params, message):
     with pytest.raises(UserError, match=message):
         SearchIndex(doc_ids(2), np.eye(2, dtype=np.float32), kind=kind, params=params)

@@ -65,8 +65,9 @@ def test_shard_writer_refuses_to_resume_another_run(tmp_path, change, what):
     ShardWriter(tmp_path, **args).write(0, _encode(range(0, 100)))
     with pytest.raises(MismatchError) as error:
         ShardWriter(tmp_path, **{**args, **change})
-    message = f"{tmp_path}: these shards were encoded from other inputs or settings ({what}); " \
-              f"delete {tmp_path} to start over"
+    message = (
+        f"{tmp_path}: these shards were encoded from other inputs or settings ({what}); delete {tmp_path} to start over"
+    )
     assert re.fullmatch(message.replace("(", r"\(").replace(")", r"\)"), str(error.value))
 
 
@@ -84,10 +85,13 @@ def test_shard_writer_refuses_finished_shards_of_changed_texts(tmp_path, edit):
     changed[220] = "a document of a shard not encoded yet"
     assert [s.number for s in ShardWriter(tmp_path, _ids(250), changed, 100, MODEL).pending_shards()] == [2]
     edit(changed)
-    with pytest.raises(MismatchError, match=re.escape(
-        f"{tmp_path}: shard 1 was encoded from other texts (documents 100-199: one or more changed since); "
-        f"delete {tmp_path} to start over"
-    )):
+    with pytest.raises(
+        MismatchError,
+        match=re.escape(
+            f"{tmp_path}: shard 1 was encoded from other texts (documents 100-199: one or more changed since); "
+            f"delete {tmp_path} to start over"
+        ),
+    ):
         ShardWriter(tmp_path, _ids(250), changed, 100, MODEL)
 
 
@@ -161,7 +165,9 @@ def test_a_manifest_records_the_rows_the_ids_and_the_metadata(tmp_path):
     ShardWriter(tmp_path, _ids(5), _texts(5), 2, MODEL)
     manifest = json.loads((tmp_path / "manifest.json").read_text())
     assert {key: manifest[key] for key in ("num_rows", "shard_size", "model_sha256")} == {
-        "num_rows": 5, "shard_size": 2, "model_sha256": MODEL["model_sha256"],
+        "num_rows": 5,
+        "shard_size": 2,
+        "model_sha256": MODEL["model_sha256"],
     }
     assert len(manifest["ids_sha256"]) == 64
 

@@ -11,9 +11,9 @@ from conftest import REPO
 from tensorflow.core.protobuf import saved_model_pb2
 
 import gtr_keras
+from gtr_keras.cli.main import main
 from gtr_keras.errors import UserError
 from gtr_keras.serving.export import export_encoder, export_searcher, load_export
-from gtr_keras.cli.main import main
 
 REQUESTS = os.path.join(REPO, "export", "serving", "requests")
 TEXTS = ["what is the lift of a wing?", "", "boundary layer " * 400, "Ünïcödé 北京"]
@@ -27,20 +27,38 @@ def exports(tmp_path_factory, tiny_model_dir):
 
     root = tmp_path_factory.mktemp("exports")
     corpus = load_corpus(os.path.join(REPO, "gtr_keras", "assets", "cranfield"))
-    lines = [json.dumps({"_id": doc_id, "title": title, "text": text}) + "\n"
-             for doc_id, title, text in list(zip(corpus.ids, corpus.titles, corpus.texts))[:300]]
+    lines = [
+        json.dumps({"_id": doc_id, "title": title, "text": text}) + "\n"
+        for doc_id, title, text in list(zip(corpus.ids, corpus.titles, corpus.texts))[:300]
+    ]
     (root / "corpus.jsonl").write_text("".join(lines))
     # The same documents encoded in two shards, for `index --embeddings`.
     (root / "emb").mkdir()
     for half, rows in enumerate((lines[:170], lines[170:])):
         (root / f"half-{half}.jsonl").write_text("".join(rows))
-        assert main(["encode", "--model", tiny_model_dir, "--input", str(root / f"half-{half}.jsonl"),
-                     "--output", str(root / "emb" / f"part-{half}.npy")]) == 0
+        assert (
+            main(
+                [
+                    "encode",
+                    "--model",
+                    tiny_model_dir,
+                    "--input",
+                    str(root / f"half-{half}.jsonl"),
+                    "--output",
+                    str(root / "emb" / f"part-{half}.npy"),
+                ]
+            )
+            == 0
+        )
     out = {}
     for name, searcher, source, index_flags in (
         ("scann", "scann", ["--model", tiny_model_dir, "--corpus", str(root / "corpus.jsonl")], []),
-        ("brute-force", "brute-force", ["--model", tiny_model_dir, "--corpus", str(root / "corpus.jsonl")],
-         ["--exact"]),
+        (
+            "brute-force",
+            "brute-force",
+            ["--model", tiny_model_dir, "--corpus", str(root / "corpus.jsonl")],
+            ["--exact"],
+        ),
         ("scann-embeddings", "scann", ["--embeddings", str(root / "emb" / "*.npy")], []),
     ):
         index_dir = root / f"index-{name}"
@@ -48,8 +66,24 @@ def exports(tmp_path_factory, tiny_model_dir):
             patch.setattr("gtr_keras.retrieval.search_index.EXACT_MAX_N", 10)  # ScaNN even for 300 documents
             patch.setattr("gtr_keras.retrieval.embedding_files._CHUNK_ROWS", 128)  # ScaNN fed in 3 chunks
             assert main(["index", *source, "--out", str(index_dir), *index_flags]) == 0
-        assert main(["export", "--model", tiny_model_dir, "--index", str(index_dir), "--searcher", searcher,
-                     "--out", str(root / name), "-k", "5"]) == 0
+        assert (
+            main(
+                [
+                    "export",
+                    "--model",
+                    tiny_model_dir,
+                    "--index",
+                    str(index_dir),
+                    "--searcher",
+                    searcher,
+                    "--out",
+                    str(root / name),
+                    "-k",
+                    "5",
+                ]
+            )
+            == 0
+        )
         out[name] = (root / name, index_dir)
     return out
 
@@ -63,23 +97,27 @@ def test_hub_load_tfsmlayer_and_keraslayer_in_fresh_process_match_cli_encode(exp
     expected = {}
     for kind in ("query", "document"):
         out = tmp_path / f"{kind}.npy"
-        assert main(["encode", "--model", tiny_model_dir, "--input", str(texts_file), "--output", str(out),
-                     "--kind", kind]) == 0
+        assert (
+            main(
+                ["encode", "--model", tiny_model_dir, "--input", str(texts_file), "--output", str(out), "--kind", kind]
+            )
+            == 0
+        )
         expected[kind] = np.load(out)
     script = f"""
 import json, sys, numpy as np, tensorflow as tf, tensorflow_text, tensorflow_hub as hub, keras
 texts = tf.constant(json.loads(sys.argv[1]))
 hub_model = hub.load({str(encoder_dir)!r})
-np.save({str(tmp_path / 'hub_q.npy')!r}, hub_model.signatures["encode_queries"](texts=texts)["embeddings"].numpy())
-np.save({str(tmp_path / 'hub_d.npy')!r}, hub_model.signatures["serving_default"](texts=texts)["embeddings"].numpy())
+np.save({str(tmp_path / "hub_q.npy")!r}, hub_model.signatures["encode_queries"](texts=texts)["embeddings"].numpy())
+np.save({str(tmp_path / "hub_d.npy")!r}, hub_model.signatures["serving_default"](texts=texts)["embeddings"].numpy())
 inputs = keras.Input(shape=(), dtype="string")
 layer = keras.layers.TFSMLayer({str(encoder_dir)!r}, call_endpoint="encode_queries")
 model = keras.Model(inputs, layer(inputs))
-np.save({str(tmp_path / 'tfsm_q.npy')!r}, model(texts)["embeddings"].numpy())
+np.save({str(tmp_path / "tfsm_q.npy")!r}, model(texts)["embeddings"].numpy())
 import tf_keras
 hub_layer = hub.KerasLayer({str(encoder_dir)!r}, signature="encode_queries", output_key="embeddings")
 strings = tf_keras.Input(shape=(), dtype=tf.string)
-np.save({str(tmp_path / 'keraslayer_q.npy')!r}, tf_keras.Model(strings, hub_layer(strings))(texts).numpy())
+np.save({str(tmp_path / "keraslayer_q.npy")!r}, tf_keras.Model(strings, hub_layer(strings))(texts).numpy())
 """
     result = subprocess.run([sys.executable, "-c", script, json.dumps(TEXTS)], capture_output=True, text=True)
     assert result.returncode == 0, result.stderr[-3000:]
@@ -116,8 +154,22 @@ def test_searcher_returns_the_same_ids_as_the_search_command(exports, tiny_model
 
 
 def test_a_scann_index_has_no_float_vectors_for_a_brute_force_searcher(exports, tiny_model_dir, tmp_path, capsys):
-    assert main(["export", "--model", tiny_model_dir, "--index", str(exports["scann"][1]), "--searcher",
-                 "brute-force", "--out", str(tmp_path / "out")]) == 2
+    assert (
+        main(
+            [
+                "export",
+                "--model",
+                tiny_model_dir,
+                "--index",
+                str(exports["scann"][1]),
+                "--searcher",
+                "brute-force",
+                "--out",
+                str(tmp_path / "out"),
+            ]
+        )
+        == 2
+    )
     assert "a ScaNN index keeps only int8 vectors" in capsys.readouterr().err
     assert not (tmp_path / "out").exists()
 
@@ -156,8 +208,9 @@ def test_encoder_and_brute_force_searcher_use_only_stock_serving_ops(exports):
 
 
 def _cli(*args):
-    return subprocess.run([sys.executable, "-m", "gtr_keras", "saved-model-cli", *args],
-                          check=True, capture_output=True, text=True).stdout
+    return subprocess.run(
+        [sys.executable, "-m", "gtr_keras", "saved-model-cli", *args], check=True, capture_output=True, text=True
+    ).stdout
 
 
 @pytest.mark.large
@@ -168,12 +221,30 @@ def test_saved_model_cli_show_and_run(exports):
     for signature in ("serving_default", "encode_queries", "encode_documents"):
         assert f"signature_def['{signature}']" in shown
     assert "DT_STRING" in shown and "outputs['embeddings']" in shown
-    ran = _cli("run", "--dir", encoder_dir, "--tag_set", "serve", "--signature_def", "encode_queries",
-               "--input_exprs", 'texts=["wing lift", ""]')
+    ran = _cli(
+        "run",
+        "--dir",
+        encoder_dir,
+        "--tag_set",
+        "serve",
+        "--signature_def",
+        "encode_queries",
+        "--input_exprs",
+        'texts=["wing lift", ""]',
+    )
     assert "Result for output key embeddings" in ran
     searcher_dir = str(exports["scann"][0] / "searcher" / "1")
-    ran = _cli("run", "--dir", searcher_dir, "--tag_set", "serve", "--signature_def", "search",
-               "--input_exprs", 'queries=["wing lift"];k=[3]')
+    ran = _cli(
+        "run",
+        "--dir",
+        searcher_dir,
+        "--tag_set",
+        "serve",
+        "--signature_def",
+        "search",
+        "--input_exprs",
+        'queries=["wing lift"];k=[3]',
+    )
     assert "Result for output key ids" in ran and ran.count("b'") == 3
 
 
@@ -189,7 +260,7 @@ def test_documented_rest_requests_fit_the_signatures(exports, request_file, mode
     specs = signature.structured_input_signature[1]
     if "instances" in request:  # row format: one input, one instance per row
         assert len(specs) == 1
-        (name, spec), = specs.items()
+        ((name, spec),) = specs.items()
         inputs = {name: tf.constant(request["instances"])}
     else:  # columnar format
         assert set(request["inputs"]) == set(specs)
@@ -212,7 +283,10 @@ def test_bad_inputs_have_defined_results(exports):
         signatures = load_export(str(exports[kind][0] / "searcher" / "1")).signatures
         empty = signatures["serving_default"](queries=tf.constant([], tf.string))
         assert empty["ids"].shape == (0, 5) and empty["scores"].shape == (0, 5), kind
-        assert signatures["search"](queries=tf.constant([], tf.string), k=tf.constant([], tf.int32))["ids"].shape == (0, 0)
+        assert signatures["search"](queries=tf.constant([], tf.string), k=tf.constant([], tf.int32))["ids"].shape == (
+            0,
+            0,
+        )
         clipped = signatures["search"](queries=tf.constant([b"\xff"]), k=tf.constant([10_000]))
         assert clipped["ids"].shape == (1, 300), kind
         for bad_k in (0, -3):
@@ -222,8 +296,10 @@ def test_bad_inputs_have_defined_results(exports):
 
 @pytest.mark.parametrize("flag", ["0", "-1", "x"])
 def test_cli_refuses_k_below_one_before_loading_anything(flag, tmp_path, capsys):
-    for command in (["search", "--index", str(tmp_path), "--model", str(tmp_path), "query"],
-                    ["export", "--model", str(tmp_path), "--out", str(tmp_path / "out")]):
+    for command in (
+        ["search", "--index", str(tmp_path), "--model", str(tmp_path), "query"],
+        ["export", "--model", str(tmp_path), "--out", str(tmp_path / "out")],
+    ):
         with pytest.raises(SystemExit) as exit_info:
             main([*command, "-k", flag])
         assert exit_info.value.code == 2 and "-k" in capsys.readouterr().err
@@ -242,10 +318,7 @@ def test_invalid_utf8_is_read_alike_by_the_export_and_the_cli(exports, tiny_mode
 
 @pytest.mark.large
 def test_loading_without_load_export_names_the_imports(exports, tmp_path):
-    script = (
-        "import tensorflow as tf\n"
-        f"tf.saved_model.load({str(exports['brute-force'][0] / 'encoder' / '1')!r})\n"
-    )
+    script = f"import tensorflow as tf\ntf.saved_model.load({str(exports['brute-force'][0] / 'encoder' / '1')!r})\n"
     result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
     # TF names the first unregistered TF Text op: SentencepieceOp or SentencepieceTokenizeOp.
     assert result.returncode != 0 and "Op type not registered 'Sentencepiece" in result.stderr
@@ -262,8 +335,9 @@ def test_bfloat16_encoder_export_is_close_to_float32(tmp_path, tiny_model_dir, t
 
 def _run_fresh(script, cwd=None):
     env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
-    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=cwd, env=env,
-                            timeout=600)
+    result = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, cwd=cwd, env=env, timeout=600
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     return result.stdout
 
@@ -362,16 +436,22 @@ def _batching_parameters_class():
     from google.protobuf import descriptor_pb2, descriptor_pool, message_factory, wrappers_pb2
 
     proto = descriptor_pb2.FileDescriptorProto(
-        name="gtr_keras_test/batching.proto", package="gtr_keras_test", syntax="proto3",
+        name="gtr_keras_test/batching.proto",
+        package="gtr_keras_test",
+        syntax="proto3",
         dependency=["google/protobuf/wrappers.proto"],
     )
     message = proto.message_type.add(name="BatchingParameters")
     kinds = descriptor_pb2.FieldDescriptorProto
     fields = [
-        ("max_batch_size", ".google.protobuf.Int64Value"), ("batch_timeout_micros", ".google.protobuf.Int64Value"),
-        ("max_enqueued_batches", ".google.protobuf.Int64Value"), ("num_batch_threads", ".google.protobuf.Int64Value"),
-        ("thread_pool_name", ".google.protobuf.StringValue"), ("allowed_batch_sizes", None),
-        ("pad_variable_length_inputs", None), ("enable_large_batch_splitting", ".google.protobuf.BoolValue"),
+        ("max_batch_size", ".google.protobuf.Int64Value"),
+        ("batch_timeout_micros", ".google.protobuf.Int64Value"),
+        ("max_enqueued_batches", ".google.protobuf.Int64Value"),
+        ("num_batch_threads", ".google.protobuf.Int64Value"),
+        ("thread_pool_name", ".google.protobuf.StringValue"),
+        ("allowed_batch_sizes", None),
+        ("pad_variable_length_inputs", None),
+        ("enable_large_batch_splitting", ".google.protobuf.BoolValue"),
         ("max_execution_batch_size", ".google.protobuf.Int64Value"),
     ]
     for number, (name, type_name) in enumerate(fields, start=1):
@@ -406,7 +486,8 @@ def test_serving_configs_parse_and_fit_every_served_signature(exports):
         config = text_format.Parse(f.read(), model_server_config_pb2.ModelServerConfig())
     models = {model.name: model for model in config.model_config_list.config}
     assert {name: (m.base_path, m.model_platform) for name, m in models.items()} == {
-        "gtr_encoder": ("/models/gtr/encoder", "tensorflow"), "gtr_searcher": ("/models/gtr/searcher", "tensorflow"),
+        "gtr_encoder": ("/models/gtr/encoder", "tensorflow"),
+        "gtr_searcher": ("/models/gtr/searcher", "tensorflow"),
     }
     with open(os.path.join(serving, "batching.config")) as f:
         batching = text_format.Parse(f.read(), _batching_parameters_class()())
@@ -423,8 +504,12 @@ def test_serving_configs_parse_and_fit_every_served_signature(exports):
 def test_grpc_client_requests_run_against_the_export(exports):
     grpc_client = _grpc_client()
     texts = ["wing lift", "boundary layer", "", "shock wave", "heat transfer"]
-    cases = [("gtr_encoder", "encode_queries", None), ("gtr_encoder", "serving_default", None),
-             ("gtr_searcher", "serving_default", None), ("gtr_searcher", "search", 3)]
+    cases = [
+        ("gtr_encoder", "encode_queries", None),
+        ("gtr_encoder", "serving_default", None),
+        ("gtr_searcher", "serving_default", None),
+        ("gtr_searcher", "search", 3),
+    ]
     for model, signature_name, k in cases:
         loaded = load_export(str(exports["brute-force"][0] / model.removeprefix("gtr_") / "1"))
         signature = loaded.signatures[signature_name]
@@ -435,7 +520,9 @@ def test_grpc_client_requests_run_against_the_export(exports):
             assert request.model_spec.name == model and request.model_spec.signature_name == signature_name
             specs = signature.structured_input_signature[1]
             assert set(request.inputs) == set(specs)
-            inputs = {name: tf.constant(tf.make_ndarray(proto), specs[name].dtype) for name, proto in request.inputs.items()}
+            inputs = {
+                name: tf.constant(tf.make_ndarray(proto), specs[name].dtype) for name, proto in request.inputs.items()
+            }
             outputs = signature(**inputs)
             rows += next(iter(outputs.values())).shape[0]
             if k:
@@ -445,8 +532,9 @@ def test_grpc_client_requests_run_against_the_export(exports):
         grpc_client.build_requests("gtr_searcher", "search", texts)
 
 
-def test_a_failed_searcher_export_leaves_the_previous_encoder_and_searcher_intact(exports, tiny_model_dir, tmp_path,
-                                                                                    monkeypatch, capsys):
+def test_a_failed_searcher_export_leaves_the_previous_encoder_and_searcher_intact(
+    exports, tiny_model_dir, tmp_path, monkeypatch, capsys
+):
     import shutil
 
     from gtr_keras.serving import export
@@ -460,8 +548,22 @@ def test_a_failed_searcher_export_leaves_the_previous_encoder_and_searcher_intac
         raise OSError(28, "No space left on device")
 
     monkeypatch.setattr(export, "_write_searcher", failing)
-    assert main(["export", "--model", tiny_model_dir, "--index", str(index_dir), "--out", str(out),
-                 "--searcher", "brute-force"]) == 2
+    assert (
+        main(
+            [
+                "export",
+                "--model",
+                tiny_model_dir,
+                "--index",
+                str(index_dir),
+                "--out",
+                str(out),
+                "--searcher",
+                "brute-force",
+            ]
+        )
+        == 2
+    )
     assert "No space left on device" in capsys.readouterr().err
     assert {p.relative_to(out): p.read_bytes() for p in out.rglob("*") if p.is_file()} == before
     assert sorted(os.listdir(out / "encoder")) == ["1"] and sorted(os.listdir(out / "searcher")) == ["1"]
@@ -474,8 +576,20 @@ def test_export_refuses_an_index_of_another_model_before_writing(exports, tmp_pa
     other = load(REPO + "/tests/fixtures/tiny-gtr-st")
     other.model.get_layer("projection").kernel.assign(other.model.get_layer("projection").kernel * 2.0)
     save(other, other_dir)
-    assert main(["export", "--model", str(other_dir), "--index", str(exports["brute-force"][1]),
-                 "--out", str(tmp_path / "out")]) == 2
+    assert (
+        main(
+            [
+                "export",
+                "--model",
+                str(other_dir),
+                "--index",
+                str(exports["brute-force"][1]),
+                "--out",
+                str(tmp_path / "out"),
+            ]
+        )
+        == 2
+    )
     assert "built with another model" in capsys.readouterr().err
     assert not (tmp_path / "out").exists()
 
@@ -486,14 +600,18 @@ def test_exports_carry_tf_serving_warmup_requests_for_every_signature(exports):
     for kind, model in (("encoder", "gtr_encoder"), ("searcher", "gtr_searcher")):
         directory = exports["brute-force"][0] / kind / "1"
         loaded = load_export(str(directory))
-        logs = [prediction_log_pb2.PredictionLog.FromString(record.numpy()) for record in
-                tf.data.TFRecordDataset(str(directory / "assets.extra" / "tf_serving_warmup_requests"))]
+        logs = [
+            prediction_log_pb2.PredictionLog.FromString(record.numpy())
+            for record in tf.data.TFRecordDataset(str(directory / "assets.extra" / "tf_serving_warmup_requests"))
+        ]
         requests = {log.predict_log.request.model_spec.signature_name: log.predict_log.request for log in logs}
         assert set(requests) == set(loaded.signatures), kind
         for name, request in requests.items():
             assert request.model_spec.name == model
             specs = loaded.signatures[name].structured_input_signature[1]
-            inputs = {key: tf.constant(tf.make_ndarray(proto), specs[key].dtype) for key, proto in request.inputs.items()}
+            inputs = {
+                key: tf.constant(tf.make_ndarray(proto), specs[key].dtype) for key, proto in request.inputs.items()
+            }
             assert next(iter(loaded.signatures[name](**inputs).values())).shape[0] == 2, (kind, name)
 
 

@@ -94,8 +94,7 @@ def _points(logdir):
 def test_scalars_are_the_means_of_the_steps_since_the_last_point_across_epochs(tmp_path):
     """Two epochs of 3 steps, a point every 2: Keras hands callbacks the epoch's running means."""
     clock = SimpleNamespace(step=0)
-    callback = Scalars(tf.summary.create_file_writer(str(tmp_path)), clock, steps=6, log_every=2,
-                       steps_per_execution=1)
+    callback = Scalars(tf.summary.create_file_writer(str(tmp_path)), clock, steps=6, log_every=2, steps_per_execution=1)
     callback.set_model(_model(learning_rate=0.25))
     losses = iter([1.0, 3.0, 5.0, 7.0, 9.0, 11.0])
     for epoch in range(2):
@@ -114,8 +113,7 @@ def test_scalars_are_the_means_of_the_steps_since_the_last_point_across_epochs(t
 
 def test_a_non_finite_loss_stops_the_run_at_the_next_point(tmp_path):
     clock = SimpleNamespace(step=0)
-    callback = Scalars(tf.summary.create_file_writer(str(tmp_path)), clock, steps=4, log_every=1,
-                       steps_per_execution=1)
+    callback = Scalars(tf.summary.create_file_writer(str(tmp_path)), clock, steps=4, log_every=1, steps_per_execution=1)
     callback.set_model(_model())
     callback.on_epoch_begin(0)
     callback.on_train_batch_end(0, {"loss": math.inf})
@@ -123,9 +121,16 @@ def test_a_non_finite_loss_stops_the_run_at_the_next_point(tmp_path):
 
 
 def _config(tmp_path, directory, **settings):
-    return SimpleNamespace(**{"validation_data": str(directory), "validation_split": "test",
-                              "validation_max_queries": 10, "keep_best": True, "output_dir": str(tmp_path / "out"),
-                              **settings})
+    return SimpleNamespace(
+        **{
+            "validation_data": str(directory),
+            "validation_split": "test",
+            "validation_max_queries": 10,
+            "keep_best": True,
+            "output_dir": str(tmp_path / "out"),
+            **settings,
+        }
+    )
 
 
 @pytest.fixture

@@ -18,8 +18,15 @@ def test_make_strategy_refuses_an_unknown_name():
 
 def preset_run(tmp_path, source, **settings):
     """A gtr-tiny run that would train its own SentencePiece model on `source`."""
-    return {"init": "gtr-tiny", "output_dir": str(tmp_path / "run"), "steps": 1, "batch_size": 4, "verbose": 0,
-            "data": {"source": str(source), "query_length": 8, "document_length": 16}, **settings}
+    return {
+        "init": "gtr-tiny",
+        "output_dir": str(tmp_path / "run"),
+        "steps": 1,
+        "batch_size": 4,
+        "verbose": 0,
+        "data": {"source": str(source), "query_length": 8, "document_length": 16},
+        **settings,
+    }
 
 
 def test_bad_settings_name_the_source_and_key():
@@ -34,27 +41,34 @@ def test_bad_settings_name_the_source_and_key():
         with pytest.raises(UserError, match=f"^training settings: {re.escape(message)}$"):
             load_config(None, {**values, key: value})
     with pytest.raises(UserError, match="^train.yaml: unknown setting"):
-        TrainConfig.from_dict({"init": "gtr-tiny", "output_dir": "o", "data": {"source": "t"}, "stepz": 1},
-                              "train.yaml")
+        TrainConfig.from_dict(
+            {"init": "gtr-tiny", "output_dir": "o", "data": {"source": "t"}, "stepz": 1}, "train.yaml"
+        )
 
 
 def test_init_neither_a_directory_nor_a_preset(tmp_path):
     config = preset_run(tmp_path, write_triples(tmp_path / "t.jsonl"), init="./no-such-dir")
-    with pytest.raises(CheckpointError, match=re.escape(
-        "./no-such-dir: no such model directory and not a preset name (gtr-base, gtr-large, gtr-xl, gtr-xxl, "
-        "gtr-small, gtr-tiny)"
-    )):
+    with pytest.raises(
+        CheckpointError,
+        match=re.escape(
+            "./no-such-dir: no such model directory and not a preset name (gtr-base, gtr-large, gtr-xl, gtr-xxl, "
+            "gtr-small, gtr-tiny)"
+        ),
+    ):
         train(config)
     with pytest.raises(CheckpointError, match=re.escape(f"{tmp_path}/none.model: no such SentencePiece model file")):
         train({**config, "init": "gtr-tiny", "tokenizer": str(tmp_path / "none.model")})
     assert not (tmp_path / "run").exists()
 
 
-@pytest.mark.parametrize("name, lines, message", [
-    ("missing.jsonl", None, "{path}: no such file or directory"),
-    ("empty.jsonl", [], "{path}: no training examples (empty, or every example has an empty query or positive)"),
-    ("bad.jsonl", ['{"query": "q", "positive": "p"}', '{"query": "q"}'], "{path}:2: missing field `positive`"),
-])
+@pytest.mark.parametrize(
+    "name, lines, message",
+    [
+        ("missing.jsonl", None, "{path}: no such file or directory"),
+        ("empty.jsonl", [], "{path}: no training examples (empty, or every example has an empty query or positive)"),
+        ("bad.jsonl", ['{"query": "q", "positive": "p"}', '{"query": "q"}'], "{path}:2: missing field `positive`"),
+    ],
+)
 def test_bad_data_fails_before_anything_is_trained_or_written(tmp_path, name, lines, message):
     path = tmp_path / name
     if lines is not None:

@@ -102,9 +102,7 @@ def test_skipping_batches_resumes_the_same_stream(triples_file, tokenizer):
     assert resumed == full[12:]
     token_batches = list(data.dataset(tokenizer, batch_size=4, seed=3).take(5).as_numpy_iterator())
     skipped = next(data.dataset(tokenizer, batch_size=4, seed=3, skip_batches=4).as_numpy_iterator())
-    np.testing.assert_array_equal(
-        skipped["negatives"]["token_ids"], token_batches[4]["negatives"]["token_ids"]
-    )
+    np.testing.assert_array_equal(skipped["negatives"]["token_ids"], token_batches[4]["negatives"]["token_ids"])
 
 
 def test_static_shapes_for_tpu(triples_file, tokenizer):
@@ -131,8 +129,10 @@ def test_files_and_check_before_training(beir_dir, tmp_path):
     negatives = str(beir_dir.parent / "negatives.jsonl")
     data = TrainingData(str(beir_dir), negatives_file=negatives)
     assert data.files() == {
-        "corpus": str(beir_dir / "corpus.jsonl"), "queries": str(beir_dir / "queries.jsonl"),
-        "qrels": str(beir_dir / "qrels" / "train.tsv"), "negatives": negatives,
+        "corpus": str(beir_dir / "corpus.jsonl"),
+        "queries": str(beir_dir / "queries.jsonl"),
+        "qrels": str(beir_dir / "qrels" / "train.tsv"),
+        "negatives": negatives,
     }
     with pytest.warns(DataWarning):
         assert data.check() == 4
@@ -154,7 +154,8 @@ def test_msmarco_triples(tmp_path):
     path.write_text("what is a cat\ta cat is an animal\tdogs bark\n\nq2\tp2\tn2\r\n")
     examples = list(read_msmarco_triples(path))
     assert [(e.query, e.positive, e.negatives) for e in examples] == [
-        ("what is a cat", "a cat is an animal", ("dogs bark",)), ("q2", "p2", ("n2",)),
+        ("what is a cat", "a cat is an animal", ("dogs bark",)),
+        ("q2", "p2", ("n2",)),
     ]
     data = TrainingData(str(path), num_negatives=1)
     assert data.resolved_format() == "msmarco"

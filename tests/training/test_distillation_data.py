@@ -14,15 +14,15 @@ from gtr_keras.training.distillation_data import DistillationTexts
 
 
 def test_texts_files_pairs_single_texts_and_corpus_records(tmp_path):
-    pairs = write_jsonl(tmp_path / "p.jsonl", [{"query": "q1", "positive": "d1", "_id": 1}, {"query": "q2",
-                                                                                            "positive": "d2"}])
+    pairs = write_jsonl(
+        tmp_path / "p.jsonl", [{"query": "q1", "positive": "d1", "_id": 1}, {"query": "q2", "positive": "d2"}]
+    )
     with gzip.open(tmp_path / "c.jsonl.gz", "wt") as f:
         f.write(json.dumps({"_id": "x", "title": "Title", "text": "body"}) + "\n\n")
         f.write(json.dumps({"_id": "y", "text": "d1"}) + "\n")
     (tmp_path / "t.txt").write_text("one\n\n  \ntwo\n")
     data = DistillationTexts([pairs, str(tmp_path / "c.jsonl.gz"), str(tmp_path / "t.txt")])
-    assert data.read() == [("q1", "d1"), ("q2", "d2"), (None, "Title body"), (None, "d1"), (None, "one"),
-                           (None, "two")]
+    assert data.read() == [("q1", "d1"), ("q2", "d2"), (None, "Title body"), (None, "d1"), (None, "one"), (None, "two")]
     assert data.distinct_texts() == (["q1", "q2"], ["d1", "d2", "Title body", "one", "two"])
     assert data.check() == 6
 
@@ -37,7 +37,9 @@ def test_a_batch_carries_the_teacher_rows_of_its_texts():
     batch = next(iter(data.dataset(tokenizer, teacher_queries, teacher_documents, batch_size=3, repeat=False)))
     rows = {}
     for single, teacher_query, teacher_document in zip(
-        batch["single"].numpy(), batch["teacher_query"].numpy(), batch["teacher_positive"].numpy(),
+        batch["single"].numpy(),
+        batch["teacher_query"].numpy(),
+        batch["teacher_positive"].numpy(),
     ):
         rows[tuple(teacher_document)] = rows.get(tuple(teacher_document), []) + [(single, tuple(teacher_query))]
     assert sorted(rows[(2.0, 0.0)]) == [(False, (0.0, 1.0)), (False, (1.0, 0.0))]  # d0 with q0 and with q1

@@ -31,20 +31,38 @@ def test_the_student_gets_closer_to_the_teacher_on_held_texts(tiny_model_dir, tm
 
     def distance(encoder):
         """KL of the student's in-batch score distributions from the teacher's, on the held pairs."""
-        return float(gap(encoder.encode_queries(queries), encoder.encode_documents(documents),
-                         teacher_queries, teacher_documents, single=tf.zeros([len(held)], tf.bool)))
+        return float(
+            gap(
+                encoder.encode_queries(queries),
+                encoder.encode_documents(documents),
+                teacher_queries,
+                teacher_documents,
+                single=tf.zeros([len(held)], tf.bool),
+            )
+        )
 
     keras.utils.set_random_seed(0)  # the student's initial weights, as `distill` draws them with seed 0
     tokenizer = GTRTokenizer(open(SPIECE, "rb").read())
     untrained = GTRTextEmbedder.from_architecture(
-        "gtr-tiny", num_layers=1, preprocessor=GTRTextEmbedderPreprocessor(tokenizer, 16, 8))
+        "gtr-tiny", num_layers=1, preprocessor=GTRTextEmbedderPreprocessor(tokenizer, 16, 8)
+    )
     before = distance(untrained.batch_encoder())
     texts = write_jsonl(tmp_path / "train.jsonl", word_pairs(200, 0))
-    student = distill({
-        "init": "gtr-tiny", "tokenizer": SPIECE, "model": {"num_layers": 1}, "teacher": tiny_model_dir,
-        "data": {"texts": [texts], "query_length": 8, "document_length": 16}, "steps": 60, "batch_size": 16,
-        "checkpoint_every": 60, "learning_rate": 0.01, "verbose": 0, "output_dir": str(tmp_path / "run"),
-    })
+    student = distill(
+        {
+            "init": "gtr-tiny",
+            "tokenizer": SPIECE,
+            "model": {"num_layers": 1},
+            "teacher": tiny_model_dir,
+            "data": {"texts": [texts], "query_length": 8, "document_length": 16},
+            "steps": 60,
+            "batch_size": 16,
+            "checkpoint_every": 60,
+            "learning_rate": 0.01,
+            "verbose": 0,
+            "output_dir": str(tmp_path / "run"),
+        }
+    )
     after = distance(student)
     assert after < 0.5 * before, (before, after)  # measured: 1.72 -> 0.27
 
@@ -137,8 +155,22 @@ def test_resume_after_sigkill_and_mirrored_runs_equal_an_uninterrupted_run(tiny_
 @pytest.mark.slow
 def test_the_cli_distils_and_bad_inputs_are_exit_2_and_one_line(tiny_model_dir, tmp_path):
     pairs = write_jsonl(tmp_path / "pairs.jsonl", word_pairs(16, 0))
-    common = ["--student", "gtr-tiny", "--tokenizer", SPIECE, "--steps", "2", "--batch-size", "8",
-              "--checkpoint-every", "2", "--query-length", "8", "--document-length", "16"]
+    common = [
+        "--student",
+        "gtr-tiny",
+        "--tokenizer",
+        SPIECE,
+        "--steps",
+        "2",
+        "--batch-size",
+        "8",
+        "--checkpoint-every",
+        "2",
+        "--query-length",
+        "8",
+        "--document-length",
+        "16",
+    ]
 
     def run(*argv):
         return subprocess.run(["gtr-keras", "distill", *argv], capture_output=True, text=True, timeout=300)
@@ -153,8 +185,10 @@ def test_the_cli_distils_and_bad_inputs_are_exit_2_and_one_line(tiny_model_dir, 
         (["--teacher", str(tmp_path / "nope"), "--texts", pairs], "nope: no such teacher model directory"),
         (["--teacher", str(tmp_path / "empty"), "--texts", pairs], "not a text embedder"),
         (["--teacher", tiny_model_dir, "--texts", str(tmp_path / "none.txt")], "argument --texts: "),
-        (["--teacher", tiny_model_dir, "--texts", str(tmp_path / "bad.jsonl")],
-         r"bad\.jsonl:2: field `query` must be a string"),
+        (
+            ["--teacher", tiny_model_dir, "--texts", str(tmp_path / "bad.jsonl")],
+            r"bad\.jsonl:2: field `query` must be a string",
+        ),
         (["--teacher", tiny_model_dir, "--texts", pairs, "--mse-weight", "-1"], "argument --mse-weight: must be at"),
         (["--teacher", tiny_model_dir, "--texts", pairs, "--student", "gtr-nano"], "gtr-nano: no such model"),
     ]
@@ -172,10 +206,12 @@ def test_bfloat16_validation_and_keep_best_work_as_in_train(tiny_model_dir, tmp_
     from gtr_keras.retrieval.readers import Corpus
 
     corpus = Corpus([f"d{i}" for i in range(8)], [""] * 8, [f"the {w} and the river" for w in WORDS[:8]])
-    validation = write_beir(tmp_path / "dev", corpus, {"q1": "cat", "q2": "dog"}, [("q1", "d0", 1), ("q2", "d1", 1)],
-                            split="dev")
-    config = tiny_distillation(tmp_path, tiny_model_dir, precision="bfloat16", validation_data=str(validation),
-                               keep_best=True, verbose=2)
+    validation = write_beir(
+        tmp_path / "dev", corpus, {"q1": "cat", "q2": "dog"}, [("q1", "d0", 1), ("q2", "d1", 1)], split="dev"
+    )
+    config = tiny_distillation(
+        tmp_path, tiny_model_dir, precision="bfloat16", validation_data=str(validation), keep_best=True, verbose=2
+    )
     student = distill(config)
     assert np.isfinite(student.encode_documents(["cat"])).all()
     out = capsys.readouterr().out
@@ -196,8 +232,16 @@ def test_validation_of_a_student_from_a_directory_uses_the_runs_token_budgets(ti
     corpus = Corpus([f"d{i}" for i in range(12)], [""] * 12, texts)
     queries = {f"q{i}": " ".join(WORDS[(i + j) % len(WORDS)] for j in (20, 21, 22)) for i in range(12)}
     dev = write_beir(tmp_path / "dev", corpus, queries, [(f"q{i}", f"d{i}", 1) for i in range(12)], split="dev")
-    config = tiny_distillation(tmp_path, tiny_model_dir, init=tiny_model_dir, tokenizer=None, model={}, steps=2,
-                               validation_data=str(dev), keep_best=True)
+    config = tiny_distillation(
+        tmp_path,
+        tiny_model_dir,
+        init=tiny_model_dir,
+        tokenizer=None,
+        model={},
+        steps=2,
+        validation_data=str(dev),
+        keep_best=True,
+    )
     distill(config)
     best = json.loads((tmp_path / "run" / "best_model" / "validation.json").read_text())
     saved = load_teacher(str(tmp_path / "run" / "best_model"))

@@ -28,7 +28,11 @@ def test_a_keras_hub_teacher_of_another_size_trains_the_projection(tmp_path, tin
     model = DistilledDualEncoder(student.model, teacher.embedding_dim, mse_weight=1.0)
     model.compile(optimizer=make_optimizer(steps=2, learning_rate=0.01))
     before = model.projection.kernel.numpy().copy()
-    batches = data.dataset(student.model.preprocessor.tokenizer, teacher.encode_queries(queries),
-                           teacher.encode_documents(documents), batch_size=8)
+    batches = data.dataset(
+        student.model.preprocessor.tokenizer,
+        teacher.encode_queries(queries),
+        teacher.encode_documents(documents),
+        batch_size=8,
+    )
     model.fit(batches, steps_per_epoch=1, epochs=1, verbose=0)
     assert model.projection.kernel.shape == (64, 8) and np.abs(model.projection.kernel.numpy() - before).max() > 1e-4

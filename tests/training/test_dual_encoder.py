@@ -31,14 +31,19 @@ def token_batch(seed, batch_size=4, k=2, length=6):
         return {"token_ids": ids * mask, "padding_mask": mask}
 
     return {
-        "query": tokens(batch_size), "positive": tokens(batch_size), "negatives": tokens(batch_size, k),
+        "query": tokens(batch_size),
+        "positive": tokens(batch_size),
+        "negatives": tokens(batch_size, k),
         "positive_id": np.array([7, 8, 7, 9], "int64")[:batch_size],
         "negative_ids": np.arange(batch_size * k, dtype="int64").reshape(batch_size, k) + 100,
         "query_id": np.array([5, 6, 6, 8], "int64")[:batch_size],
     }
 
 
-DISTRIBUTED_SCRIPT = "import numpy as np\n" + inspect.getsource(token_batch) + """
+DISTRIBUTED_SCRIPT = (
+    "import numpy as np\n"
+    + inspect.getsource(token_batch)
+    + """
 import json
 import tensorflow as tf
 
@@ -112,6 +117,7 @@ for name, optimizer, chunk in [
     }
 print("RESULTS", json.dumps(results))
 """
+)
 
 
 @pytest.mark.large
@@ -176,7 +182,9 @@ def test_evaluation_loss_and_chunk_errors():
     embedded = model._embed(batch, training=False)
     want = BidirectionalInBatchLoss()(
         *(embedded[name] for name in ("query", "positive", "negatives")),
-        batch["positive_id"], batch["negative_ids"], query_ids=batch["query_id"],
+        batch["positive_id"],
+        batch["negative_ids"],
+        query_ids=batch["query_id"],
     )
     assert float(model.test_step(batch)["loss"]) == pytest.approx(float(want), abs=1e-5)
     model.grad_cache_chunk_size = 3
@@ -185,7 +193,9 @@ def test_evaluation_loss_and_chunk_errors():
 
 
 def test_config_round_trip():
-    model = DualEncoder(GTRTextEmbedder.from_architecture("gtr-tiny", num_layers=1), 0.05, False, grad_cache_chunk_size=2)
+    model = DualEncoder(
+        GTRTextEmbedder.from_architecture("gtr-tiny", num_layers=1), 0.05, False, grad_cache_chunk_size=2
+    )
     clone = DualEncoder.from_config(model.get_config())
     assert (clone.temperature, clone.mask_false_negatives, clone.grad_cache_chunk_size) == (0.05, False, 2)
     assert clone.encoder.get_config() == model.encoder.get_config()
@@ -257,8 +267,14 @@ def test_config_file_overrides_and_errors(tmp_path):
 
 def test_model_settings_change_the_preset_shape(tmp_path):
     config = TrainConfig(
-        init="gtr-tiny", model={"num_layers": 1, "embedding_dim": 16}, tokenizer=SPIECE,
-        output_dir=str(tmp_path / "run"), steps=2, batch_size=4, checkpoint_every=2, verbose=0,
+        init="gtr-tiny",
+        model={"num_layers": 1, "embedding_dim": 16},
+        tokenizer=SPIECE,
+        output_dir=str(tmp_path / "run"),
+        steps=2,
+        batch_size=4,
+        checkpoint_every=2,
+        verbose=0,
         data={"source": write_triples(tmp_path / "t.jsonl"), "query_length": 8, "document_length": 16},
     )
     trained = train(config)
@@ -268,8 +284,15 @@ def test_model_settings_change_the_preset_shape(tmp_path):
 
 def test_nan_loss_stops_with_a_clear_message(tmp_path):
     config = TrainConfig(
-        init="gtr-tiny", tokenizer=SPIECE, output_dir=str(tmp_path / "run"), steps=4, batch_size=4,
-        learning_rate=float("nan"), checkpoint_every=2, deterministic=False, verbose=0,
+        init="gtr-tiny",
+        tokenizer=SPIECE,
+        output_dir=str(tmp_path / "run"),
+        steps=4,
+        batch_size=4,
+        learning_rate=float("nan"),
+        checkpoint_every=2,
+        deterministic=False,
+        verbose=0,
         data={"source": write_triples(tmp_path / "t.jsonl"), "query_length": 8, "document_length": 16},
     )
     # Step 1's loss is finite, but its update makes the weights NaN: nothing may be saved.
@@ -302,8 +325,12 @@ loop.train(config)
 @pytest.mark.large
 @pytest.mark.slow
 def test_resume_after_sigkill_matches_an_uninterrupted_run(tmp_path):
-    data = {"source": write_triples(tmp_path / "t.jsonl"), "num_negatives": 2, "query_length": 16,
-            "document_length": 32}
+    data = {
+        "source": write_triples(tmp_path / "t.jsonl"),
+        "num_negatives": 2,
+        "query_length": 16,
+        "document_length": 32,
+    }
     base = dict(init="gtr-tiny", steps=20, batch_size=4, checkpoint_every=5, seed=3, verbose=0, data=data)
 
     def run(output_dir, *args):
@@ -437,8 +464,14 @@ def test_accuracy_is_a_metric_of_the_step():
     keras.utils.set_random_seed(0)
     model = DualEncoder(GTRTextEmbedder.from_architecture("gtr-tiny", num_layers=1))
     embedded = model._embed(batch, training=False)
-    hits = in_batch_hits(embedded["query"], embedded["positive"], embedded["negatives"], batch["positive_id"],
-                         batch["negative_ids"], query_ids=batch["query_id"])
+    hits = in_batch_hits(
+        embedded["query"],
+        embedded["positive"],
+        embedded["negatives"],
+        batch["positive_id"],
+        batch["negative_ids"],
+        query_ids=batch["query_id"],
+    )
     logs = model.test_step(batch)
     assert sorted(logs) == ["accuracy", "loss"] and [m.name for m in model.metrics] == ["loss", "accuracy"]
     assert float(logs["accuracy"]) == pytest.approx(float(hits) / 4)
@@ -490,9 +523,21 @@ def test_loop_logs_against_the_global_step_validates_and_keeps_the_best(tmp_path
     # Epochs of 2 steps (the gcd of checkpoint_every and validate_every), 2 steps per execution, a last
     # epoch of 1: checkpoints at 2, 4 and 5, validation at 4 and 5, TensorBoard points at 2 and 4; under
     # MirroredStrategy (one replica here), whose variables validation reads outside the step.
-    looped = train({**base, "output_dir": str(tmp_path / "looped"), "checkpoint_every": 2, "steps_per_execution": 2,
-                    "log_every": 2, "validation_data": str(dev), "validate_every": 4, "strategy": "mirrored",
-                    "validation_max_queries": 6, "keep_best": True, "verbose": 2})
+    looped = train(
+        {
+            **base,
+            "output_dir": str(tmp_path / "looped"),
+            "checkpoint_every": 2,
+            "steps_per_execution": 2,
+            "log_every": 2,
+            "validation_data": str(dev),
+            "validate_every": 4,
+            "strategy": "mirrored",
+            "validation_max_queries": 6,
+            "keep_best": True,
+            "verbose": 2,
+        }
+    )
     printed = capsys.readouterr().out
     plain = train({**base, "output_dir": str(tmp_path / "plain"), "checkpoint_every": 5, "verbose": 0})
     for a, b in zip(looped.model.weights, plain.model.weights):
@@ -501,15 +546,21 @@ def test_loop_logs_against_the_global_step_validates_and_keeps_the_best(tmp_path
     run = tmp_path / "looped"
     scalars = tensorboard_scalars(str(run / "logs"))
     assert {tag: [step for step, _ in points] for tag, points in scalars.items()} == {
-        "train/loss": [2, 4], "train/accuracy": [2, 4], "train/learning_rate": [2, 4],
-        "val/ndcg@10": [4, 5], "val/recall@100": [4, 5],
+        "train/loss": [2, 4],
+        "train/accuracy": [2, 4],
+        "train/learning_rate": [2, 4],
+        "val/ndcg@10": [4, 5],
+        "val/recall@100": [4, 5],
     }
     assert [rate for _, rate in scalars["train/learning_rate"]] == pytest.approx([6e-4, 2e-4])
     assert all(np.isfinite(loss) for _, loss in scalars["train/loss"])
     assert all(0 <= accuracy <= 1 for _, accuracy in scalars["train/accuracy"])
     assert all(value == 1.0 for _, value in scalars["val/recall@100"])  # 16 documents, all retrieved
     assert sorted(p for p in os.listdir(run / "checkpoints") if p.endswith(".index")) == [
-        "ckpt-2.index", "ckpt-4.index", "ckpt-5.index"]
+        "ckpt-2.index",
+        "ckpt-4.index",
+        "ckpt-5.index",
+    ]
     for step, value in scalars["val/ndcg@10"]:
         assert f"validation at step {step}: ndcg@10 {value:.4f}, recall@100 1.0000 (6 queries, 16 documents" in printed
     best = json.loads((run / "best_model" / "validation.json").read_text())

@@ -63,8 +63,14 @@ def test_ids_are_read_when_given_and_texts_otherwise(tmp_path):
     path = write_jsonl(
         tmp_path / "train.jsonl",
         [
-            {"query": "q", "positive": "p", "negatives": ["n1", "n2"], "query_id": 7, "positive_id": "d1",
-             "negative_ids": ["d2", 3]},
+            {
+                "query": "q",
+                "positive": "p",
+                "negatives": ["n1", "n2"],
+                "query_id": 7,
+                "positive_id": "d1",
+                "negative_ids": ["d2", 3],
+            },
             {"query": "q2", "positive": "p2"},
         ],
     )
@@ -98,13 +104,16 @@ def test_msmarco_triples_are_one_negative_each_with_texts_as_ids(tmp_path):
     path.write_bytes(gzip.compress(b"what is a cat\ta cat is an animal\tdogs bark\n\t\tno query\n"))
     with pytest.warns(DataWarning, match=r"skipped 1 example\(s\) with an empty query or positive \(e.g. line 2\)"):
         (example,) = read_msmarco_triples(path)
-    assert example == Example("what is a cat", "a cat is an animal", ("dogs bark",), "what is a cat",
-                              "a cat is an animal", ("dogs bark",))
+    assert example == Example(
+        "what is a cat", "a cat is an animal", ("dogs bark",), "what is a cat", "a cat is an animal", ("dogs bark",)
+    )
 
 
 def test_mined_negatives_keep_the_file_order_and_take_integer_ids(tmp_path):
-    path = write_jsonl(tmp_path / "negatives.jsonl", [{"query_id": 3, "negative_ids": ["d2", 1]},
-                                                      {"query_id": "q1", "negative_ids": []}])
+    path = write_jsonl(
+        tmp_path / "negatives.jsonl",
+        [{"query_id": 3, "negative_ids": ["d2", 1]}, {"query_id": "q1", "negative_ids": []}],
+    )
     assert read_mined_negatives(path, {"1", "d2"}) == {"3": ["d2", "1"], "q1": []}
 
 

@@ -19,17 +19,17 @@ def reference_terms(q, p, n, tau, pos_ids=None, neg_ids=None, query_ids=None):
     """Loop-by-loop NumPy version of the GTR loss terms, in float64."""
     batch, k = q.shape[0], n.shape[1]
     candidates = [(p[j], None if pos_ids is None else pos_ids[j], j) for j in range(batch)]
-    candidates += [
-        (n[j, m], None if neg_ids is None else neg_ids[j, m], None) for j in range(batch) for m in range(k)
-    ]
+    candidates += [(n[j, m], None if neg_ids is None else neg_ids[j, m], None) for j in range(batch) for m in range(k)]
     qp, pq = [], []
     for i in range(batch):
         kept = [
             np.dot(q[i], vec) / tau
             for vec, doc_id, slot in candidates
             if slot == i
-            or ((pos_ids is None or doc_id != pos_ids[i])
-                and (query_ids is None or slot is None or query_ids[slot] != query_ids[i]))
+            or (
+                (pos_ids is None or doc_id != pos_ids[i])
+                and (query_ids is None or slot is None or query_ids[slot] != query_ids[i])
+            )
         ]
         qp.append(np.log(np.sum(np.exp(kept))) - np.dot(q[i], p[i]) / tau)
         kept = [
@@ -93,7 +93,13 @@ def test_query_id_masking_matches_numpy_reference(k):
         changed = ~np.isclose(with_queries[direction].numpy(), only_documents[direction].numpy())
         assert changed.tolist() == [False, True, False, False, True, False]
     rows = bidirectional_softmax_terms(
-        q, p, n if k else None, 0.05, tf.constant(pos_ids), tf.constant(neg_ids), rows=(3, 6),
+        q,
+        p,
+        n if k else None,
+        0.05,
+        tf.constant(pos_ids),
+        tf.constant(neg_ids),
+        rows=(3, 6),
         query_ids=tf.constant(query_ids),
     )
     np.testing.assert_allclose(rows[0].numpy(), want_qp[3:], rtol=0, atol=1e-6)
@@ -166,13 +172,16 @@ def test_the_loss_is_zero_for_the_teachers_own_embeddings_and_splits_over_rows()
     unit = lambda n, d: tf.math.l2_normalize(tf.constant(rng.normal(size=(n, d)), tf.float32), -1)  # noqa: E731
     anchors, documents, single = unit(6, 8), unit(6, 8), tf.constant([False, True, False, True, False, False])
     value, hits = SimilarityDistillationLoss(0.1, 0.1, mse_weight=0.5).loss_and_hits(
-        anchors, documents, anchors, documents, single)
+        anchors, documents, anchors, documents, single
+    )
     assert float(value) == pytest.approx(0.0, abs=1e-6) and float(hits) == 6.0
     loss = SimilarityDistillationLoss(0.05, 0.1, mse_weight=0.5)
     student_anchors, student_documents = unit(6, 8), unit(6, 8)
     whole = float(loss(student_anchors, student_documents, anchors, documents, single))
-    parts = sum(float(loss(student_anchors, student_documents, anchors, documents, single, rows=rows))
-                for rows in ((0, 2), (2, 6)))
+    parts = sum(
+        float(loss(student_anchors, student_documents, anchors, documents, single, rows=rows))
+        for rows in ((0, 2), (2, 6))
+    )
     assert whole == pytest.approx(parts, rel=1e-6) and whole > 0.1
 
 

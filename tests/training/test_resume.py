@@ -22,8 +22,16 @@ def tiny_run(tmp_path, **settings):
     """Settings of a 1-block gtr-tiny run on 16 triples, two steps of 4."""
     data = {"source": write_triples(tmp_path / "t.jsonl", count=16), "query_length": 8, "document_length": 16}
     return {
-        "init": "gtr-tiny", "tokenizer": SPIECE, "model": {"num_layers": 1}, "steps": 2, "batch_size": 4,
-        "checkpoint_every": 2, "verbose": 0, "output_dir": str(tmp_path / "run"), "data": data, **settings,
+        "init": "gtr-tiny",
+        "tokenizer": SPIECE,
+        "model": {"num_layers": 1},
+        "steps": 2,
+        "batch_size": 4,
+        "checkpoint_every": 2,
+        "verbose": 0,
+        "output_dir": str(tmp_path / "run"),
+        "data": data,
+        **settings,
     }
 
 
@@ -51,10 +59,14 @@ def refused(config, message):
         ({"learning_rate": 0.01}, "this run has learning_rate=0.01, the run being resumed has learning_rate=0.001"),
         ({"seed": 1}, "this run has seed=1, the run being resumed has seed=0"),
         ({"precision": "bfloat16"}, "this run has precision=bfloat16, the run being resumed has precision=float32"),
-        ({"model": {"num_layers": 2}},
-         "this run has model={'num_layers': 2}, the run being resumed has model={'num_layers': 1}"),
-        ({"data.num_negatives": 2},
-         "this run has data.num_negatives=2, the run being resumed has data.num_negatives=1"),
+        (
+            {"model": {"num_layers": 2}},
+            "this run has model={'num_layers': 2}, the run being resumed has model={'num_layers': 1}",
+        ),
+        (
+            {"data.num_negatives": 2},
+            "this run has data.num_negatives=2, the run being resumed has data.num_negatives=1",
+        ),
         ({"data.query_length": 16}, "this run has data.query_length=16, the run being resumed has data.query_length=8"),
         ({"init": "gtr-small"}, "this run reads the initial model gtr-small, the run being resumed read gtr-tiny"),
     ],
@@ -63,7 +75,7 @@ def test_other_settings_are_refused(finished_run, change, message):
     config = {**finished_run, "data": dict(finished_run["data"])}
     for key, value in change.items():
         if key.startswith("data."):
-            config["data"][key[len("data."):]] = value
+            config["data"][key[len("data.") :]] = value
         else:
             config[key] = value
     refused(config, message)
@@ -73,12 +85,16 @@ def test_other_files_are_refused_by_content_and_moved_ones_resume(finished_run, 
     source = finished_run["data"]["source"]
     other = tmp_path / "other.jsonl"
     other.write_text(open(source).read() + json.dumps({"query": "q", "positive": "p"}) + "\n")
-    refused({**finished_run, "data": {**finished_run["data"], "source": str(other)}},
-            f"this run reads the training data {other}, the run being resumed read {source}")
+    refused(
+        {**finished_run, "data": {**finished_run["data"], "source": str(other)}},
+        f"this run reads the training data {other}, the run being resumed read {source}",
+    )
     tokenizer = tmp_path / "other.model"
     tokenizer.write_bytes(open(SPIECE, "rb").read() + b"\n")
-    refused({**finished_run, "tokenizer": str(tokenizer)},
-            f"this run reads the tokenizer {tokenizer}, the run being resumed read {SPIECE}")
+    refused(
+        {**finished_run, "tokenizer": str(tokenizer)},
+        f"this run reads the tokenizer {tokenizer}, the run being resumed read {SPIECE}",
+    )
     original = open(source).read()
     try:
         with open(source, "a") as f:
@@ -91,9 +107,19 @@ def test_other_files_are_refused_by_content_and_moved_ones_resume(finished_run, 
     moved.write_text(original)
     record = open(f"{finished_run['output_dir']}/train_config.json", "rb").read()
     dev = write_beir(tmp_path / "dev", Corpus(["d1"], [""], ["a cat"]), {"q1": "cat"}, [("q1", "d1", 1)], "dev")
-    not_compared = {"checkpoint_every": 1, "keep_checkpoints": 1, "verbose": 2, "deterministic": False,
-                    "steps_per_execution": 1, "log_every": 7, "validation_data": str(dev), "validation_split": "dev",
-                    "validate_every": 3, "validation_max_queries": 2, "keep_best": True}
+    not_compared = {
+        "checkpoint_every": 1,
+        "keep_checkpoints": 1,
+        "verbose": 2,
+        "deterministic": False,
+        "steps_per_execution": 1,
+        "log_every": 7,
+        "validation_data": str(dev),
+        "validation_split": "dev",
+        "validate_every": 3,
+        "validation_max_queries": 2,
+        "keep_best": True,
+    }
     train({**finished_run, **not_compared, "data": {**finished_run["data"], "source": str(moved)}})
     assert open(f"{finished_run['output_dir']}/train_config.json", "rb").read() == record
 
@@ -111,8 +137,11 @@ def test_a_run_without_fingerprints_is_not_resumed(finished_run, tmp_path):
     # reuse its tokenizer or log beside it.
     shutil.rmtree(copy / "checkpoints")
     for leftover in ("logs", "model"):
-        with pytest.raises(MismatchError, match=rf"run/{leftover}: left by another run \(.*train_config.json is "
-                                                rf"missing\).*delete .* to start over"):
+        with pytest.raises(
+            MismatchError,
+            match=rf"run/{leftover}: left by another run \(.*train_config.json is "
+            rf"missing\).*delete .* to start over",
+        ):
             train(config)
         shutil.rmtree(copy / leftover)
     (copy / "best_model").mkdir()
@@ -173,15 +202,25 @@ def test_a_resumed_run_competes_with_the_best_model_it_kept(tmp_path):
     assert callbacks.best_so_far(config, digest) is None
     kept = tmp_path / "run" / "best_model"
     kept.mkdir(parents=True)
-    record = {"step": 2, "ndcg@10": 0.25, "recall@100": 1.0, "validation_data": "dev", "validation_split": "dev",
-              "validation_max_queries": None, "validation_sha256": digest}
+    record = {
+        "step": 2,
+        "ndcg@10": 0.25,
+        "recall@100": 1.0,
+        "validation_data": "dev",
+        "validation_split": "dev",
+        "validation_max_queries": None,
+        "validation_sha256": digest,
+    }
     (kept / "validation.json").write_text(json.dumps(record))
     assert callbacks.best_so_far(config, digest) == 0.25
     # Validated on other data: not comparable, so the next validation replaces it. Other content at the same
     # path (a judgement, a text, a query changed), or other settings.
     corpus, queries, qrels = collection
-    for other in [(corpus, queries, {"q1": {"d2": 1}}), (Corpus(["d1", "d2"], ["", ""], ["a cat", "a cow"]), queries,
-                                                        qrels), (corpus, {"q1": "dog"}, qrels)]:
+    for other in [
+        (corpus, queries, {"q1": {"d2": 1}}),
+        (Corpus(["d1", "d2"], ["", ""], ["a cat", "a cow"]), queries, qrels),
+        (corpus, {"q1": "dog"}, qrels),
+    ]:
         assert callbacks.best_so_far(config, callbacks.collection_sha256(other)) is None
     (kept / "validation.json").write_text(json.dumps({**record, "validation_split": "test"}))
     assert callbacks.best_so_far(config, digest) is None

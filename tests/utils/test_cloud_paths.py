@@ -14,13 +14,13 @@ import warnings
 import numpy as np
 import pytest
 
+from gtr_keras.cli.main import main
 from gtr_keras.errors import DataError
 from gtr_keras.retrieval.evaluation import read_trec_run, write_trec_run
 from gtr_keras.retrieval.readers import load_corpus, load_qrels, load_queries, read_texts
 from gtr_keras.training.data import TrainingData
 from gtr_keras.training.examples import read_triples, write_tfrecord
 from gtr_keras.utils import files
-from gtr_keras.cli.main import main
 
 WORDS = ["wing", "lift", "drag", "flow", "heat", "shock", "layer", "plate", "cone", "jet"]
 NUM_DOCS = 40
@@ -55,8 +55,10 @@ def beir(root):
     """A BEIR collection on `ram://`, its corpus gzip-compressed."""
     directory = f"{root}/beir"
     texts = [f"{WORDS[i % 10]} {WORDS[(i * 3) % 10]} {WORDS[(i * 7) % 10]} {i}" for i in range(NUM_DOCS)]
-    _write(f"{directory}/corpus.jsonl.gz",
-           gzip.compress(_jsonl({"_id": f"d{i}", "title": "", "text": t} for i, t in enumerate(texts))))
+    _write(
+        f"{directory}/corpus.jsonl.gz",
+        gzip.compress(_jsonl({"_id": f"d{i}", "title": "", "text": t} for i, t in enumerate(texts))),
+    )
     _write(f"{directory}/queries.jsonl", _jsonl({"_id": f"q{i}", "text": WORDS[i]} for i in range(10)))
     qrels = "query-id\tcorpus-id\tscore\n" + "".join(f"q{i}\td{i}\t1\n" for i in range(10))
     _write(f"{directory}/qrels/test.tsv", qrels)
@@ -130,8 +132,10 @@ def test_cli_encode_evaluate_mine_analyze_on_ram(root, beir, tiny_model_dir, tin
     np.testing.assert_allclose(embeddings, tiny_encoder.encode_documents(corpus.joined()), atol=1e-6)
 
     run_path, json_path = f"{root}/eval/run.trec", f"{root}/eval/metrics.json"
-    assert main(["evaluate", "--dataset", beir, "--retriever", "bm25",
-                 "--run-out", run_path, "--output-json", json_path]) == 0
+    assert (
+        main(["evaluate", "--dataset", beir, "--retriever", "bm25", "--run-out", run_path, "--output-json", json_path])
+        == 0
+    )
     result = json.loads(files.read_bytes(json_path))
     assert result["retriever"] == "bm25" and result["dataset"] == "beir" and result["num_queries"] == 10
     run = read_trec_run(run_path)
@@ -139,8 +143,26 @@ def test_cli_encode_evaluate_mine_analyze_on_ram(root, beir, tiny_model_dir, tin
     assert result["metrics"]["recall@100"] == 1.0  # every query word is in its document
 
     negatives = f"{root}/mined/negatives.jsonl"
-    assert main(["mine", "--model", tiny_model_dir, "--dataset", beir, "--split", "test", "--depth", "5",
-                 "--per-query", "2", "--out", negatives]) == 0
+    assert (
+        main(
+            [
+                "mine",
+                "--model",
+                tiny_model_dir,
+                "--dataset",
+                beir,
+                "--split",
+                "test",
+                "--depth",
+                "5",
+                "--per-query",
+                "2",
+                "--out",
+                negatives,
+            ]
+        )
+        == 0
+    )
     lines = [json.loads(line) for line in files.read_bytes(negatives).decode().splitlines()]
     assert len(lines) == 10 and all(len(line["negative_ids"]) == 2 for line in lines)
     assert all(f"d{line['query_id'][1:]}" not in line["negative_ids"] for line in lines)

@@ -7,7 +7,6 @@ from gtr_keras.errors import DataError
 from gtr_keras.utils import files
 from gtr_keras.utils.files import atomic_directory, atomic_file, atomic_outputs
 
-
 OLD = files.DirectoryKind("an old output", ("old.txt",), ("old.txt", "new.txt"))
 
 
@@ -164,26 +163,52 @@ def test_everything_written_respects_the_umask(tmp_path, tiny_st_dir):
     corpus.parent.mkdir()
     corpus.write_text("".join(json.dumps({"_id": str(i), "text": f"wing lift {i}"}) + "\n" for i in range(20)))
     triples = tmp_path / "in" / "triples.jsonl"
-    triples.write_text("".join(
-        json.dumps({"query": f"q {i}", "positive": f"wing {i}", "negatives": [f"lift {i}"]}) + "\n" for i in range(8)
-    ))
+    triples.write_text(
+        "".join(
+            json.dumps({"query": f"q {i}", "positive": f"wing {i}", "negatives": [f"lift {i}"]}) + "\n"
+            for i in range(8)
+        )
+    )
     out = tmp_path / "out"
     commands = [
         ["convert", tiny_st_dir, str(out / "model")],
         ["encode", "--model", str(out / "model"), "--input", str(corpus), "--output", str(out / "embeddings.npy")],
         ["index", "--model", str(out / "model"), "--corpus", str(corpus), "--out", str(out / "index")],
-        ["export", "--model", str(out / "model"), "--index", str(out / "index"), "--searcher", "brute-force",
-         "--out", str(out / "export")],
-        ["train", "--init", str(out / "model"), "--data", str(triples), "--steps", "2", "--batch-size", "4",
-         "--checkpoint-every", "1", "--output-dir", str(out / "run")],
+        [
+            "export",
+            "--model",
+            str(out / "model"),
+            "--index",
+            str(out / "index"),
+            "--searcher",
+            "brute-force",
+            "--out",
+            str(out / "export"),
+        ],
+        [
+            "train",
+            "--init",
+            str(out / "model"),
+            "--data",
+            str(triples),
+            "--steps",
+            "2",
+            "--batch-size",
+            "4",
+            "--checkpoint-every",
+            "1",
+            "--output-dir",
+            str(out / "run"),
+        ],
     ]
     script = (
         "import os, sys, json\nos.umask(0o022)\nfrom gtr_keras.cli.main import main\n"
         "for command in json.loads(sys.argv[1]):\n    assert main(command) == 0, command\n"
     )
     env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
-    result = subprocess.run([sys.executable, "-c", script, json.dumps(commands)], capture_output=True, text=True,
-                            env=env, timeout=600)
+    result = subprocess.run(
+        [sys.executable, "-c", script, json.dumps(commands)], capture_output=True, text=True, env=env, timeout=600
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     modes = _modes(out)
     assert len(modes) > 40 and any(path.startswith("run/checkpoints/") for path in modes)
@@ -260,12 +285,15 @@ def test_the_temporary_directory_of_a_killed_run_is_removed_by_the_next_and_one_
     scratch = tmp_path / "tmp"
     scratch.mkdir()
     monkeypatch.setattr(tempfile, "tempdir", str(scratch))
-    holder = ("import sys, time\nfrom gtr_keras.utils import files\n"
-              "with files.temporary_directory('gtr-keras-staging-') as d:\n"
-              "    open(d + '/staged', 'w').write('x')\n    print(d, flush=True)\n    time.sleep(120)\n")
+    holder = (
+        "import sys, time\nfrom gtr_keras.utils import files\n"
+        "with files.temporary_directory('gtr-keras-staging-') as d:\n"
+        "    open(d + '/staged', 'w').write('x')\n    print(d, flush=True)\n    time.sleep(120)\n"
+    )
     env = {**os.environ, "TMPDIR": str(scratch), "PYTHONPATH": os.pathsep.join(sys.path)}
-    children = [subprocess.Popen([sys.executable, "-c", holder], env=env, stdout=subprocess.PIPE, text=True)
-                for _ in range(2)]
+    children = [
+        subprocess.Popen([sys.executable, "-c", holder], env=env, stdout=subprocess.PIPE, text=True) for _ in range(2)
+    ]
     try:
         deadline = time.monotonic() + 60
         while len(list(scratch.glob("gtr-keras-staging-*/staged"))) < 2:

@@ -14,9 +14,9 @@ import pytest
 from conftest import REPO
 from training_inputs import SPIECE, write_triples
 
+from gtr_keras.cli.main import main
 from gtr_keras.errors import BusyError
 from gtr_keras.utils.locks import output_lock
-from gtr_keras.cli.main import main
 
 HOLDER = """
 import sys, time
@@ -32,8 +32,9 @@ with ExitStack() as stack:
 
 def hold(*paths):
     """A process holding the locks of `paths` (it has said so when this returns); kill it to end them."""
-    process = subprocess.Popen([sys.executable, "-c", HOLDER, *map(str, paths)], cwd=REPO, stdout=subprocess.PIPE,
-                               text=True)
+    process = subprocess.Popen(
+        [sys.executable, "-c", HOLDER, *map(str, paths)], cwd=REPO, stdout=subprocess.PIPE, text=True
+    )
     selector = selectors.DefaultSelector()
     selector.register(process.stdout, selectors.EVENT_READ)
     assert selector.select(timeout=120), "the holder did not take its locks in 120 s"
@@ -76,8 +77,11 @@ def test_a_lock_on_another_file_system_names_its_holder_and_a_dead_local_holder_
 
     files.remove("ram://locks/.out.lock")
     with files.open("ram://locks/.out.lock", "wb") as f:  # left by a process of this machine that is gone
-        f.write(json.dumps({"host": note["host"], "pid": 2**22 + 12345, "command": "gtr-keras index",
-                            "started": "then"}).encode())
+        f.write(
+            json.dumps(
+                {"host": note["host"], "pid": 2**22 + 12345, "command": "gtr-keras index", "started": "then"}
+            ).encode()
+        )
     with output_lock(path):
         pass
     files.remove("ram://locks/.out.lock")
@@ -115,12 +119,40 @@ def commands(model, inputs, out):
         "export": ["export", "--model", model, "--index", str(inputs / "index"), "--out", out],
         "convert": ["convert", os.path.join(REPO, "tests", "fixtures", "tiny-gtr-st"), out],
         "migrate": ["migrate", os.path.join(REPO, "tests", "fixtures", "tiny-gtr-legacy"), out],
-        "train": ["train", "--init", "gtr-tiny", "--tokenizer", SPIECE, "--data", write_triples(inputs / "t.jsonl"),
-                  "--output-dir", out, "--steps", "2", "--batch-size", "4"],
+        "train": [
+            "train",
+            "--init",
+            "gtr-tiny",
+            "--tokenizer",
+            SPIECE,
+            "--data",
+            write_triples(inputs / "t.jsonl"),
+            "--output-dir",
+            out,
+            "--steps",
+            "2",
+            "--batch-size",
+            "4",
+        ],
         "evaluate": ["evaluate", "--dataset", str(inputs / "ds"), "--retriever", "bm25", "--run-out", out],
         "mine": ["mine", "--model", model, "--dataset", str(inputs / "ds"), "--split", "test", "--out", out],
-        "distill": ["distill", "--teacher", model, "--student", "gtr-tiny", "--tokenizer", SPIECE, "--texts",
-                    str(inputs / "texts.txt"), "--output-dir", out, "--steps", "2", "--batch-size", "2"],
+        "distill": [
+            "distill",
+            "--teacher",
+            model,
+            "--student",
+            "gtr-tiny",
+            "--tokenizer",
+            SPIECE,
+            "--texts",
+            str(inputs / "texts.txt"),
+            "--output-dir",
+            out,
+            "--steps",
+            "2",
+            "--batch-size",
+            "2",
+        ],
     }
 
 
@@ -133,8 +165,14 @@ def test_every_writing_command_is_refused_while_another_run_holds_its_output(tmp
         for name, argv in argvs.items():
             assert main(argv) == 2, name
             error = capsys.readouterr().err.strip()
-            assert error == (f"gtr-keras {name}: error: {outputs[name]}: in use by another gtr-keras run ("
-                             f"{error.split(' run (')[1]}") and f"pid {holder.pid} on " in error, error
+            assert (
+                error
+                == (
+                    f"gtr-keras {name}: error: {outputs[name]}: in use by another gtr-keras run ("
+                    f"{error.split(' run (')[1]}"
+                )
+                and f"pid {holder.pid} on " in error
+            ), error
             assert not (tmp_path / "out").exists() and not (tmp_path / "out.npy").exists(), name
     finally:
         kill(holder)
@@ -143,17 +181,36 @@ def test_every_writing_command_is_refused_while_another_run_holds_its_output(tmp
 
 @pytest.mark.large
 @pytest.mark.slow
-def test_two_index_runs_started_together_on_one_output_never_mix_their_corpora(tmp_path, tiny_model_dir,
-                                                                             tiny_encoder):
+def test_two_index_runs_started_together_on_one_output_never_mix_their_corpora(tmp_path, tiny_model_dir, tiny_encoder):
     texts = {}
     for name in ("a", "b"):
         texts[name] = [f"{name} text number {i} about {name * (i % 7 + 1)}" for i in range(300)]
         (tmp_path / f"{name}.jsonl").write_text(
-            "".join(json.dumps({"_id": f"d{i}", "text": t}) + "\n" for i, t in enumerate(texts[name])))
+            "".join(json.dumps({"_id": f"d{i}", "text": t}) + "\n" for i, t in enumerate(texts[name]))
+        )
     out = tmp_path / "index"
-    runs = [subprocess.Popen([sys.executable, "-m", "gtr_keras", "index", "--model", tiny_model_dir, "--corpus",
-                              str(tmp_path / f"{name}.jsonl"), "--out", str(out), "--shard-size", "20"],
-                             cwd=REPO, stderr=subprocess.PIPE, text=True) for name in texts]
+    runs = [
+        subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "gtr_keras",
+                "index",
+                "--model",
+                tiny_model_dir,
+                "--corpus",
+                str(tmp_path / f"{name}.jsonl"),
+                "--out",
+                str(out),
+                "--shard-size",
+                "20",
+            ],
+            cwd=REPO,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for name in texts
+    ]
     results = [(run.wait(timeout=300), run.stderr.read()) for run in runs]
     assert all(code == 0 or (code == 2 and "in use by another gtr-keras run" in err) for code, err in results), results
     assert any(code == 0 for code, _ in results)
@@ -197,8 +254,12 @@ main(sys.argv[1:])
 @pytest.mark.slow
 def test_a_killed_export_leaves_staging_that_the_next_export_removes(tmp_path, tiny_model_dir):
     out = tmp_path / "exports"
-    process = subprocess.Popen([sys.executable, "-c", KILLED_EXPORT, "export", "--model", tiny_model_dir, "--out",
-                                str(out)], cwd=REPO, stdout=subprocess.PIPE, text=True)
+    process = subprocess.Popen(
+        [sys.executable, "-c", KILLED_EXPORT, "export", "--model", tiny_model_dir, "--out", str(out)],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     selector = selectors.DefaultSelector()
     selector.register(process.stdout, selectors.EVENT_READ)
     assert selector.select(timeout=300), "the export did not reach its staging in 300 s"

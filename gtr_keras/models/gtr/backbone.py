@@ -74,7 +74,10 @@ class GTRBackbone(keras_hub.models.Backbone):
 
         # === Layers ===
         self.token_embedding = keras.layers.Embedding(
-            vocabulary_size, hidden_dim, name="token_embedding", dtype=dtype,
+            vocabulary_size,
+            hidden_dim,
+            name="token_embedding",
+            dtype=dtype,
             embeddings_initializer=keras.initializers.RandomNormal(stddev=1.0),
         )
         self.embedding_dropout = keras.layers.Dropout(dropout, name="embedding_dropout", dtype=dtype)
@@ -83,8 +86,15 @@ class GTRBackbone(keras_hub.models.Backbone):
         )
         self.encoder_blocks = [
             T5EncoderBlock(
-                hidden_dim, num_heads, key_value_dim, intermediate_dim, feedforward, dropout,
-                layer_norm_epsilon, name=f"block_{i}", dtype=dtype,
+                hidden_dim,
+                num_heads,
+                key_value_dim,
+                intermediate_dim,
+                feedforward,
+                dropout,
+                layer_norm_epsilon,
+                name=f"block_{i}",
+                dtype=dtype,
             )
             for i in range(num_layers)
         ]

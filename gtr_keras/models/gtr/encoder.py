@@ -80,12 +80,13 @@ class Encoder:
         tokenizer, token_ids = self._tokenize
         if tokenizer is not preprocessor.tokenizer:
             tokenizer = preprocessor.tokenizer
-            token_ids = tf.function(tokenizer.token_ids, input_signature=[
-                tf.TensorSpec([None], tf.string), tf.TensorSpec([], tf.int32)])
+            token_ids = tf.function(
+                tokenizer.token_ids, input_signature=[tf.TensorSpec([None], tf.string), tf.TensorSpec([], tf.int32)]
+            )
             self._tokenize = (tokenizer, token_ids)
         ids = []
         for start in range(0, len(texts), 4096):
-            chunk = tf.constant([to_bytes(t) for t in texts[start:start + 4096]], tf.string)
+            chunk = tf.constant([to_bytes(t) for t in texts[start : start + 4096]], tf.string)
             ids.extend(token_ids(chunk, length).to_list())
         return ids
 
@@ -107,7 +108,7 @@ class Encoder:
         show = progress if progress is not None else len(texts) >= PROGRESS_THRESHOLD
         with tqdm(total=len(texts), disable=not show, desc=f"encoding {kind}s", unit=kind) as bar:
             for start in range(0, len(texts), batch_size):
-                rows = order[start:start + batch_size]
+                rows = order[start : start + batch_size]
                 batch = np.full(self.padded_shape(len(rows), lengths[rows].max(), batch_size), PAD_ID, np.int32)
                 mask = np.zeros_like(batch)
                 for i, row in enumerate(rows):

@@ -47,5 +47,5 @@ def update_with_weights(digest, weights, in_bfloat16=False):
         value = np.ascontiguousarray(weight.numpy())
         if in_bfloat16 and value.dtype.kind == "f":  # bfloat16 itself is of kind "V"
             value = value.astype(ml_dtypes.bfloat16)
-        digest.update(f"{number}:{value.shape}:{value.dtype}".encode("utf-8"))
+        digest.update(f"{number}:{value.shape}:{value.dtype}".encode())
         digest.update(value.tobytes())

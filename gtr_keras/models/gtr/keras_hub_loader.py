@@ -16,7 +16,7 @@ from keras_hub.src.tokenizers import tokenizer
 from keras_hub.src.utils import preset_utils
 
 from gtr_keras.models.gtr.backbone import GTRBackbone
-from gtr_keras.models.gtr.model_source import KERAS_HUB, gtr_model_source, resolve_model_source
+from gtr_keras.models.gtr.model_source import KERAS_HUB, gtr_model_source
 from gtr_keras.models.gtr.text_embedder import GTRTextEmbedder
 
 _CALLERS = (task, backbone, preprocessor, tokenizer)

@@ -40,13 +40,27 @@ LEGACY_FORMAT = "gtr-keras"  # `config.json`'s "format" in a model directory of 
 # What a directory that `gtr_keras.save` replaces may be: a keras-hub preset (sharded weights included, and
 # what downloads add), or a model directory of the first format.
 PRESET_DIRECTORY = files.DirectoryKind(
-    "a keras-hub preset", (CONFIG_FILE, "metadata.json"),
-    (CONFIG_FILE, "metadata.json", "model*.weights.h5", SHARDED_WEIGHTS_FILE, TASK_FILE, "task*.weights.h5",
-     "task.weights.json", PREPROCESSOR_FILE, "tokenizer.json", "assets", "README.md", "MODEL_CARD.md",
-     ".gitattributes"),
+    "a keras-hub preset",
+    (CONFIG_FILE, "metadata.json"),
+    (
+        CONFIG_FILE,
+        "metadata.json",
+        "model*.weights.h5",
+        SHARDED_WEIGHTS_FILE,
+        TASK_FILE,
+        "task*.weights.h5",
+        "task.weights.json",
+        PREPROCESSOR_FILE,
+        "tokenizer.json",
+        "assets",
+        "README.md",
+        "MODEL_CARD.md",
+        ".gitattributes",
+    ),
 )
 FIRST_FORMAT_DIRECTORY = files.DirectoryKind(
-    "a gtr-keras model directory of the first format", (CONFIG_FILE, SPIECE_FILE),
+    "a gtr-keras model directory of the first format",
+    (CONFIG_FILE, SPIECE_FILE),
     (CONFIG_FILE, WEIGHTS_FILE, SPIECE_FILE, "README.md"),
 )
 MODEL_DIRECTORIES = (PRESET_DIRECTORY, FIRST_FORMAT_DIRECTORY)
@@ -88,11 +102,15 @@ def check_model_directory(directory, load_weights=True):
     backbone = read_json(config_path).get("config", {})
     task_file = read_json(task_path) if files.isfile(task_path) else None
     if task_file is None and files.isfile(preprocessor_path):
-        raise CheckpointError(f"{task_path}: missing (the model directory has a preprocessor, so a text embedder; "
-                              "without its task, keras-hub would build a random projection)")
+        raise CheckpointError(
+            f"{task_path}: missing (the model directory has a preprocessor, so a text embedder; "
+            "without its task, keras-hub would build a random projection)"
+        )
     if task_file is not None and task_file.get("registered_name") != TEXT_EMBEDDER:
-        raise CheckpointError(f"{task_path}: names {task_file.get('registered_name')!r}, not {TEXT_EMBEDDER!r} "
-                              "(keras-hub would build a random projection in its place)")
+        raise CheckpointError(
+            f"{task_path}: names {task_file.get('registered_name')!r}, not {TEXT_EMBEDDER!r} "
+            "(keras-hub would build a random projection in its place)"
+        )
     task = (task_file or {}).get("config", {})
     task_backbone = (task.get("backbone") or {}).get("config", {})
     task_preprocessor = (task.get("preprocessor") or {}).get("config", {})
@@ -143,16 +161,19 @@ def check_weights_file(model, path):
     directory, name = os.path.split(path)
     config_path = os.path.join(directory, CONFIG_FILE)
     model_files = (WEIGHTS_FILE, SHARDED_WEIGHTS_FILE, TASK_WEIGHTS_FILE)
-    if name in model_files and files.isfile(config_path) and read_json(config_path).get("registered_name") == (
-        "gtr_keras>GTRBackbone"
+    if (
+        name in model_files
+        and files.isfile(config_path)
+        and read_json(config_path).get("registered_name") == ("gtr_keras>GTRBackbone")
     ):
         # keras-hub's download cache of a remote preset (`keras_hub.models.TextEmbedder.from_preset("gs://...")`)
         # holds no backbone weights yet when the task weights load: those are checked when they load.
         complete = any(files.isfile(os.path.join(directory, file)) for file in (WEIGHTS_FILE, SHARDED_WEIGHTS_FILE))
         check_model_directory(directory, load_weights=complete)
     weights = file_weights_by_path(model)
-    check_shapes({key: tuple(variable.shape) for key, variable in weights.items()},
-                  read_weights(path, values=False), path)
+    check_shapes(
+        {key: tuple(variable.shape) for key, variable in weights.items()}, read_weights(path, values=False), path
+    )
 
 
 _BUDGETS = ("sequence_length", "document_length", "query_length")
@@ -288,7 +309,7 @@ def weights_by_path(model):
     for variable in model.weights:
         path = variable.path
         for owner in owners:
-            path = path[len(owner) + 1:] if path.startswith(f"{owner}/") else path
+            path = path[len(owner) + 1 :] if path.startswith(f"{owner}/") else path
         by_path[path] = variable
     return by_path
 
@@ -323,8 +344,11 @@ def file_weights_by_path(model):
 def assign_weights(model, tensors, source):
     """Assigns `{weight path: array}` (paths as `weights_by_path` names them): exactly the model's weights."""
     weights = weights_by_path(model)
-    check_shapes({path: tuple(v.shape) for path, v in weights.items()},
-                  {path: np.shape(value) for path, value in tensors.items()}, source)
+    check_shapes(
+        {path: tuple(v.shape) for path, v in weights.items()},
+        {path: np.shape(value) for path, value in tensors.items()},
+        source,
+    )
     check_finite(tensors, source)
     for path, variable in weights.items():
         variable.assign(np.asarray(tensors[path]).astype(np.float32))

@@ -99,8 +99,9 @@ def resolve_model_source(source, expected_format=None, read_format=True):
         DataError: a file system TensorFlow does not know.
 
     Example:
-    >>> resolve_model_source("gtr_t5_base_en")
-    ModelSource(name='gtr_t5_base_en', path='hf://sentence-transformers/gtr-t5-base', format='sentence-transformers', remote=False)
+    >>> source = resolve_model_source("gtr_t5_base_en")
+    >>> source.path, source.format
+    ('hf://sentence-transformers/gtr-t5-base', 'sentence-transformers')
     """
     if isinstance(source, ModelSource):
         if source.format is None and read_format:
@@ -168,8 +169,10 @@ def gtr_model_source(source):
         return None
     config = _config(path)
     found = _format_of(path, config)
-    gtr = found == FIRST_FORMAT or str(config.get("registered_name", "")).startswith("gtr_keras>") or (
-        found == SENTENCE_TRANSFORMERS and config.get("model_type") == "t5"
+    gtr = (
+        found == FIRST_FORMAT
+        or str(config.get("registered_name", "")).startswith("gtr_keras>")
+        or (found == SENTENCE_TRANSFORMERS and config.get("model_type") == "t5")
     )
     remote = not files.is_local(path)
     return ModelSource(name, path.rstrip("/") if remote else path, found, remote) if gtr else None

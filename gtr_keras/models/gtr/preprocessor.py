@@ -50,8 +50,9 @@ class GTRTextEmbedderPreprocessor(keras_hub.models.TextEmbedderPreprocessor):
     backbone_cls = GTRBackbone
     tokenizer_cls = GTRTokenizer
 
-    def __init__(self, tokenizer, sequence_length=DOCUMENT_LENGTH, query_length=QUERY_LENGTH,
-                 pad_to_length=False, **kwargs):
+    def __init__(
+        self, tokenizer, sequence_length=DOCUMENT_LENGTH, query_length=QUERY_LENGTH, pad_to_length=False, **kwargs
+    ):
         super().__init__(tokenizer, sequence_length=sequence_length, **kwargs)
         for name, length in (("sequence_length", sequence_length), ("query_length", query_length)):
             if not isinstance(length, int) or length < 2:

@@ -35,8 +35,13 @@ def write_preset(embedder, preset_dir, save):
     >>> write_preset(embedder, "models/my-gtr", functools.partial(keras_hub.models.TextEmbedder.save_to_preset,
     ...                                                           embedder))  # doctest: +SKIP
     """
-    quantized = sorted({layer.dtype_policy.name for layer in embedder._flatten_layers()
-                        if getattr(layer.dtype_policy, "quantization_mode", None)})
+    quantized = sorted(
+        {
+            layer.dtype_policy.name
+            for layer in embedder._flatten_layers()
+            if getattr(layer.dtype_policy, "quantization_mode", None)
+        }
+    )
     if quantized:
         raise CheckpointError(
             f"{preset_dir}: a quantized model ({', '.join(quantized)}) is not saved as a model directory "

@@ -20,28 +20,53 @@ BUNDLED_MODEL_DIR = os.path.join(ASSETS_DIR, "gtr-small-distilled")
 
 PRESETS = {
     "gtr-base": dict(
-        vocabulary_size=32128, num_layers=12, hidden_dim=768, key_value_dim=64,
-        num_heads=12, intermediate_dim=3072,
+        vocabulary_size=32128,
+        num_layers=12,
+        hidden_dim=768,
+        key_value_dim=64,
+        num_heads=12,
+        intermediate_dim=3072,
     ),
     "gtr-large": dict(
-        vocabulary_size=32128, num_layers=24, hidden_dim=1024, key_value_dim=64,
-        num_heads=16, intermediate_dim=4096,
+        vocabulary_size=32128,
+        num_layers=24,
+        hidden_dim=1024,
+        key_value_dim=64,
+        num_heads=16,
+        intermediate_dim=4096,
     ),
     "gtr-xl": dict(
-        vocabulary_size=32128, num_layers=24, hidden_dim=1024, key_value_dim=128,
-        num_heads=32, intermediate_dim=16384,
+        vocabulary_size=32128,
+        num_layers=24,
+        hidden_dim=1024,
+        key_value_dim=128,
+        num_heads=32,
+        intermediate_dim=16384,
     ),
     "gtr-xxl": dict(
-        vocabulary_size=32128, num_layers=24, hidden_dim=1024, key_value_dim=128,
-        num_heads=128, intermediate_dim=65536,
+        vocabulary_size=32128,
+        num_layers=24,
+        hidden_dim=1024,
+        key_value_dim=128,
+        num_heads=128,
+        intermediate_dim=65536,
     ),
     "gtr-small": dict(
-        vocabulary_size=8100, num_layers=4, hidden_dim=256, key_value_dim=64,
-        num_heads=4, intermediate_dim=768,
+        vocabulary_size=8100,
+        num_layers=4,
+        hidden_dim=256,
+        key_value_dim=64,
+        num_heads=4,
+        intermediate_dim=768,
     ),
     "gtr-tiny": dict(
-        vocabulary_size=1100, num_layers=3, hidden_dim=64, key_value_dim=8,
-        num_heads=4, intermediate_dim=128, embedding_dim=64,
+        vocabulary_size=1100,
+        num_layers=3,
+        hidden_dim=64,
+        key_value_dim=8,
+        num_heads=4,
+        intermediate_dim=128,
+        embedding_dim=64,
     ),
 }
 
@@ -51,25 +76,25 @@ _PUBLISHED = ("base", "large", "xl", "xxl")
 _TRAINED = {
     **{
         f"gtr_t5_{size}_en": (
-            f"hf://sentence-transformers/gtr-t5-{size}", f"gtr-{size}", (f"gtr-{size}",),
+            f"hf://sentence-transformers/gtr-t5-{size}",
+            f"gtr-{size}",
+            (f"gtr-{size}",),
             f"GTR-{size.upper()} (Ni et al., 2022), sentence-transformers checkpoint sentence-transformers/gtr-t5-"
             f"{size}, converted on loading",
         )
         for size in _PUBLISHED
     },
     "gtr_small_distilled_en": (
-        BUNDLED_MODEL_DIR, "gtr-small", ("gtr-small-distilled",),
+        BUNDLED_MODEL_DIR,
+        "gtr-small",
+        ("gtr-small-distilled",),
         "gtr-keras' bundled small GTR, distilled from all-MiniLM-L6-v2 on CPU (recipes/distill_broad; "
         "assets/gtr-small-distilled/MODEL_CARD.md)",
     ),
 }
 _ARCHITECTURE_OVERRIDES = {"gtr_small_distilled_en": {"vocabulary_size": 32_100}}
 
-PRESET_SOURCES = {
-    name: source
-    for preset, (source, _, aliases, _) in _TRAINED.items()
-    for name in (preset, *aliases)
-}
+PRESET_SOURCES = {name: source for preset, (source, _, aliases, _) in _TRAINED.items() for name in (preset, *aliases)}
 
 
 def preset_config(name, **overrides):
@@ -123,7 +148,8 @@ def keras_hub_presets():
     return {
         name: {
             "metadata": {
-                "description": description, "path": "gtr",
+                "description": description,
+                "path": "gtr",
                 "params": parameter_count(preset_config(architecture, **_ARCHITECTURE_OVERRIDES.get(name, {}))),
             },
             "kaggle_handle": source,

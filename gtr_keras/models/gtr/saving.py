@@ -80,8 +80,10 @@ def load(directory, jit_compile=False, dtype=None, query_length=None, document_l
     """
     source = resolve_model_source(directory)
     if source.format == ARCHITECTURE:
-        raise CheckpointError(f"{source.path}: no such model directory (the name of an architecture without "
-                              "weights: `GTRTextEmbedder.from_architecture`)")
+        raise CheckpointError(
+            f"{source.path}: no such model directory (the name of an architecture without "
+            "weights: `GTRTextEmbedder.from_architecture`)"
+        )
     try:
         embedder = GTRTextEmbedder.from_preset(source, dtype=dtype)
     except CheckpointError:

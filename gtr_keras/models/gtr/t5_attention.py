@@ -33,19 +33,28 @@ class T5Attention(keras.layers.Layer):
         inner_dim = num_heads * key_value_dim
         init = keras.initializers.RandomNormal
         self.query_dense = keras.layers.Dense(
-            inner_dim, use_bias=False, name="query",
-            kernel_initializer=init(stddev=(hidden_dim * key_value_dim) ** -0.5), dtype=self.dtype_policy,
+            inner_dim,
+            use_bias=False,
+            name="query",
+            kernel_initializer=init(stddev=(hidden_dim * key_value_dim) ** -0.5),
+            dtype=self.dtype_policy,
         )
         self.key_dense, self.value_dense = (
             keras.layers.Dense(
-                inner_dim, use_bias=False, name=name,
-                kernel_initializer=init(stddev=hidden_dim**-0.5), dtype=self.dtype_policy,
+                inner_dim,
+                use_bias=False,
+                name=name,
+                kernel_initializer=init(stddev=hidden_dim**-0.5),
+                dtype=self.dtype_policy,
             )
             for name in ("key", "value")
         )
         self.output_dense = keras.layers.Dense(
-            hidden_dim, use_bias=False, name="output",
-            kernel_initializer=init(stddev=inner_dim**-0.5), dtype=self.dtype_policy,
+            hidden_dim,
+            use_bias=False,
+            name="output",
+            kernel_initializer=init(stddev=inner_dim**-0.5),
+            dtype=self.dtype_policy,
         )
         self.dropout_layer = keras.layers.Dropout(dropout, dtype=self.dtype_policy)
 

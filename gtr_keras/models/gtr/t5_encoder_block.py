@@ -25,8 +25,15 @@ class T5EncoderBlock(keras.layers.Layer):
     """
 
     def __init__(
-        self, hidden_dim, num_heads, key_value_dim, intermediate_dim,
-        feedforward="relu", dropout=0.0, layer_norm_epsilon=1e-6, **kwargs,
+        self,
+        hidden_dim,
+        num_heads,
+        key_value_dim,
+        intermediate_dim,
+        feedforward="relu",
+        dropout=0.0,
+        layer_norm_epsilon=1e-6,
+        **kwargs,
     ):
         super().__init__(**kwargs)
         self.hidden_dim = hidden_dim

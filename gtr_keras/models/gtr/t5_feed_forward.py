@@ -31,14 +31,20 @@ class T5FeedForward(keras.layers.Layer):
         in_names = ("input",) if activation == "relu" else ("input", "gate")
         self.input_denses = [
             keras.layers.Dense(
-                intermediate_dim, use_bias=False, name=name,
-                kernel_initializer=init(stddev=hidden_dim**-0.5), dtype=self.dtype_policy,
+                intermediate_dim,
+                use_bias=False,
+                name=name,
+                kernel_initializer=init(stddev=hidden_dim**-0.5),
+                dtype=self.dtype_policy,
             )
             for name in in_names
         ]
         self.output_dense = keras.layers.Dense(
-            hidden_dim, use_bias=False, name="output",
-            kernel_initializer=init(stddev=intermediate_dim**-0.5), dtype=self.dtype_policy,
+            hidden_dim,
+            use_bias=False,
+            name="output",
+            kernel_initializer=init(stddev=intermediate_dim**-0.5),
+            dtype=self.dtype_policy,
         )
         self.dropout_layer = keras.layers.Dropout(dropout, dtype=self.dtype_policy)
 

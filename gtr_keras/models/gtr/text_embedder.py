@@ -16,8 +16,8 @@ from gtr_keras.models.gtr.gtr_masked_mean_pooling import MaskedMeanPooling
 from gtr_keras.models.gtr.model_directory import check_finite, check_weights_file, file_weights_by_path
 from gtr_keras.models.gtr.model_source import resolve_model_source
 from gtr_keras.models.gtr.preprocessor import GTRTextEmbedderPreprocessor
-from gtr_keras.models.gtr.presets import preset_config
 from gtr_keras.models.gtr.preset_writer import write_preset
+from gtr_keras.models.gtr.presets import preset_config
 from gtr_keras.models.gtr.tokenizer import VOCABULARY_FILE, pad_token_ids
 
 
@@ -101,8 +101,9 @@ class GTRTextEmbedder(keras_hub.models.TextEmbedder):
         return cls(cls.backbone_cls(**config, dtype=dtype), preprocessor, embedding_dim)
 
     @classmethod
-    def from_parts(cls, backbone_config, vocabulary, document_length, query_length, embedding_dim, lowercase=False,
-                   dtype=None):
+    def from_parts(
+        cls, backbone_config, vocabulary, document_length, query_length, embedding_dim, lowercase=False, dtype=None
+    ):
         """A randomly initialised embedder from its parts, as the converters of other formats read them.
 
         Args:
@@ -231,7 +232,7 @@ class GTRTextEmbedder(keras_hub.models.TextEmbedder):
             raise ValueError("this GTRTextEmbedder has no preprocessor: it embeds token ids only")
         rows = [np.zeros((0, self.embedding_dim), np.float32)]
         for start in range(0, len(texts), batch_size):
-            batch = tf.constant([to_bytes(text) for text in texts[start:start + batch_size]], tf.string)
+            batch = tf.constant([to_bytes(text) for text in texts[start : start + batch_size]], tf.string)
             features = pad_token_ids(self.preprocessor.token_ids(batch, kind))
             rows.append(ops.convert_to_numpy(self({key: value.numpy() for key, value in features.items()})))
         return np.concatenate(rows).astype(np.float32)
@@ -248,4 +249,3 @@ class GTRTextEmbedder(keras_hub.models.TextEmbedder):
         """Cosine similarities `[queries, documents]` of unit-norm embeddings."""
         scores = ops.matmul(ops.convert_to_tensor(query_embeddings), ops.transpose(document_embeddings))
         return ops.convert_to_numpy(scores)
-

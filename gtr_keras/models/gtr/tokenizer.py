@@ -158,8 +158,9 @@ class _NamedSentencepieceModel(sentencepiece_tokenizer._SentencepieceModelResour
         )
 
 
-def train_sentencepiece(texts, output_path, vocabulary_size=8000, seed_sentences=200_000, case_folding=False,
-                        num_threads=None):
+def train_sentencepiece(
+    texts, output_path, vocabulary_size=8000, seed_sentences=200_000, case_folding=False, num_threads=None
+):
     """Trains a T5-style SentencePiece unigram model on `texts`.
 
     The special pieces sit where T5's do (`<pad>` 0, `</s>` 1, `<unk>` 2, no

@@ -85,5 +85,9 @@ def test_get_config_holds_every_setting():
     config = GTRBackbone(**INIT_KWARGS, dropout=0.1, max_distance=64).get_config()
     assert {key: config[key] for key in INIT_KWARGS} == INIT_KWARGS
     assert (config["feedforward"], config["num_buckets"], config["max_distance"], config["dropout"]) == (
-        "relu", 32, 64, 0.1)
+        "relu",
+        32,
+        64,
+        0.1,
+    )
     assert GTRBackbone.from_config(config).get_config() == config

@@ -7,7 +7,15 @@ from gtr_keras.models.gtr.encoder import Encoder, bucket_length
 
 def test_bucket_lengths_are_few():
     assert [bucket_length(n) for n in (1, 16, 17, 64, 65, 500, 512, 513, 1000)] == [
-        16, 16, 32, 64, 128, 512, 512, 768, 1024,
+        16,
+        16,
+        32,
+        64,
+        128,
+        512,
+        512,
+        768,
+        1024,
     ]
     assert len({bucket_length(n) for n in range(1, 513)}) == 7
 
@@ -68,12 +76,16 @@ def test_a_preprocessor_set_on_the_model_later_applies_to_its_encoder(tiny_model
     model = encoder.model
     model.preprocessor = GTRTextEmbedderPreprocessor(model.preprocessor.tokenizer, 16, 8)
     assert len(encoder.tokenize(texts)[0]) == 16
-    np.testing.assert_allclose(encoder.encode_documents(texts),
-                               load(tiny_model_dir, document_length=16).encode_documents(texts), atol=1e-6)
+    np.testing.assert_allclose(
+        encoder.encode_documents(texts), load(tiny_model_dir, document_length=16).encode_documents(texts), atol=1e-6
+    )
     lowercase = GTRTokenizer(model.preprocessor.tokenizer.proto, lowercase=True)
     model.preprocessor = GTRTextEmbedderPreprocessor(lowercase, 16, 8)
-    assert encoder.tokenize(texts) == encoder.tokenize([text.lower() for text in texts]) != load(
-        tiny_model_dir, document_length=16).tokenize(texts)
+    assert (
+        encoder.tokenize(texts)
+        == encoder.tokenize([text.lower() for text in texts])
+        != load(tiny_model_dir, document_length=16).tokenize(texts)
+    )
     model.preprocessor = None
     with pytest.raises(UserError, match="the model has no preprocessor now: it embeds token ids only"):
         encoder.encode_documents(texts)

@@ -12,8 +12,9 @@ _LONG = 100_000
 
 def _repeated(unit):
     """Strings (or bytes) up to `_LONG` long: a generated piece repeated (hypothesis draws at most a few KB)."""
-    return st.builds(lambda piece, length: (piece * (length // max(len(piece), 1) + 1))[:length],
-                     unit, st.integers(0, _LONG))
+    return st.builds(
+        lambda piece, length: (piece * (length // max(len(piece), 1) + 1))[:length], unit, st.integers(0, _LONG)
+    )
 
 
 TEXT = st.one_of(
@@ -34,9 +35,7 @@ def _as_text(value):
 def _jsonl_line(number, value):
     """One JSONL record holding `value` as it is: bytes stay raw bytes (escaping only what JSON must)."""
     raw = value if isinstance(value, bytes) else value.encode("utf-8")
-    escaped = b"".join(
-        f"\\u{byte:04x}".encode() if byte < 0x20 or byte in b'"\\' else bytes([byte]) for byte in raw
-    )
+    escaped = b"".join(f"\\u{byte:04x}".encode() if byte < 0x20 or byte in b'"\\' else bytes([byte]) for byte in raw)
     return b'{"_id": "' + str(number).encode() + b'", "text": "' + escaped + b'"}\n'
 
 
@@ -67,8 +66,10 @@ def test_the_command_line_and_the_python_api_agree(tmp_path_factory, tiny_model_
     path = directory / "texts.jsonl"
     path.write_bytes(b"".join(_jsonl_line(number, text) for number, text in enumerate(texts)))
     out = directory / "out.npy"
-    assert main(["encode", "--model", tiny_model_dir, "--input", str(path), "--output", str(out),
-                 "--kind", "document"]) == 0
+    assert (
+        main(["encode", "--model", tiny_model_dir, "--input", str(path), "--output", str(out), "--kind", "document"])
+        == 0
+    )
     embeddings = np.load(out)
     _check_rows(embeddings, len(texts))
     np.testing.assert_allclose(embeddings, tiny_encoder.encode_documents(texts), atol=1e-6)

@@ -16,8 +16,9 @@ def _embedder(weights_of=None, document_length=32, query_length=16, lowercase=Fa
     """A one-block gtr-tiny embedder with the fixture's vocabulary, holding `weights_of`'s weights if given."""
     backbone_config = preset_config("gtr-tiny", num_layers=1, **architecture)
     embedding_dim = backbone_config.pop("embedding_dim")
-    embedder = GTRTextEmbedder.from_parts(backbone_config, VOCABULARY, document_length, query_length, embedding_dim,
-                                          lowercase=lowercase)
+    embedder = GTRTextEmbedder.from_parts(
+        backbone_config, VOCABULARY, document_length, query_length, embedding_dim, lowercase=lowercase
+    )
     if weights_of is not None:
         embedder.set_weights(weights_of.get_weights())
     return embedder

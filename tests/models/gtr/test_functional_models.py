@@ -39,8 +39,14 @@ print(json.dumps(results))
 
 
 def run(order):
-    result = subprocess.run([sys.executable, "-c", SCRIPT, order], cwd=REPO, capture_output=True, text=True,
-                            timeout=300, env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"})
+    result = subprocess.run(
+        [sys.executable, "-c", SCRIPT, order],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"},
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     return json.loads(result.stdout.strip().splitlines()[-1])
 

@@ -35,7 +35,9 @@ LOADERS = {
 
 
 @pytest.mark.parametrize("name", sorted(PRESET_SOURCES))
-def test_every_name_of_the_table_loads_the_same_model_through_every_loader(name, hub_downloads_give_the_tiny_checkpoint):
+def test_every_name_of_the_table_loads_the_same_model_through_every_loader(
+    name, hub_downloads_give_the_tiny_checkpoint
+):
     embeddings = [LOADERS[loader](name).encode_queries(TEXT) for loader in sorted(LOADERS)]
     for other in embeddings[1:]:
         np.testing.assert_array_equal(other, embeddings[0])
@@ -52,8 +54,9 @@ def test_every_name_of_the_table_loads_the_same_model_through_every_loader(name,
 def test_a_sentence_transformers_checkpoint_and_the_first_format_load_through_keras_hub():
     for directory in (TINY_ST, f"{FIXTURES}/tiny-gtr-legacy"):
         embedder = keras_hub.models.TextEmbedder.from_preset(directory)
-        np.testing.assert_allclose(embedder.encode_queries(TEXT), gtr_keras.load(directory).encode_queries(TEXT),
-                                   atol=0, rtol=0)
+        np.testing.assert_allclose(
+            embedder.encode_queries(TEXT), gtr_keras.load(directory).encode_queries(TEXT), atol=0, rtol=0
+        )
 
 
 def test_only_gtr_sources_that_keras_hub_cannot_read_get_the_gtr_loader(tmp_path):

@@ -12,11 +12,11 @@ import pytest
 import tensorflow as tf
 from conftest import FIXTURES, TINY_ST
 
+from gtr_keras.cli.main import main
 from gtr_keras.errors import CheckpointError
 from gtr_keras.models.gtr.backbone import GTRBackbone
 from gtr_keras.models.gtr.saving import load
 from gtr_keras.models.gtr.text_embedder import GTRTextEmbedder
-from gtr_keras.cli.main import main
 
 TEXTS = ["wing lift", "boundary layer " * 300, "", "Ünïcode ﬁ ①"]
 LEGACY = os.path.join(FIXTURES, "tiny-gtr-legacy")
@@ -34,11 +34,18 @@ def _run_fresh(code, tmp_path):
 
 @pytest.mark.large
 def test_model_directory_is_a_keras_hub_preset(tiny_model_dir, tiny_encoder, tmp_path):
-    assert {"config.json", "model.weights.h5", "task.json", "task.weights.h5", "preprocessor.json",
-            "tokenizer.json"} <= set(os.listdir(tiny_model_dir))
+    assert {
+        "config.json",
+        "model.weights.h5",
+        "task.json",
+        "task.weights.h5",
+        "preprocessor.json",
+        "tokenizer.json",
+    } <= set(os.listdir(tiny_model_dir))
     assert os.path.isfile(os.path.join(tiny_model_dir, "assets", "tokenizer", "vocabulary.spm"))
     np.save(tmp_path / "expected.npy", tiny_encoder.encode_documents(TEXTS))
-    out = _run_fresh(f"""
+    out = _run_fresh(
+        f"""
 import json, numpy as np
 import gtr_keras, keras_hub
 embedder = keras_hub.models.TextEmbedder.from_preset({tiny_model_dir!r})
@@ -47,9 +54,15 @@ preprocessor = keras_hub.models.TextEmbedderPreprocessor.from_preset({tiny_model
 np.testing.assert_array_equal(embedder.encode_documents({TEXTS!r}), np.load({str(tmp_path / "expected.npy")!r}))
 print(json.dumps([type(embedder).__name__, type(backbone).__name__, type(preprocessor).__name__,
                   embedder.query_length, embedder.document_length]))
-""", tmp_path)
+""",
+        tmp_path,
+    )
     assert json.loads(out.splitlines()[-1]) == [
-        "GTRTextEmbedder", "GTRBackbone", "GTRTextEmbedderPreprocessor", 64, 512,
+        "GTRTextEmbedder",
+        "GTRBackbone",
+        "GTRTextEmbedderPreprocessor",
+        64,
+        512,
     ]
 
 
@@ -73,7 +86,8 @@ def test_keras_file_round_trip_in_a_fresh_process_with_safe_mode(tiny_model_dir,
     user.save(tmp_path / "user.keras")
     np.save(tmp_path / "user.npy", user.predict(texts, verbose=0))
 
-    out = _run_fresh(f"""
+    out = _run_fresh(
+        f"""
 import json, keras, numpy as np, tensorflow as tf
 import gtr_keras
 texts = tf.constant({TEXTS!r})
@@ -83,10 +97,15 @@ np.testing.assert_array_equal(embedder.predict(texts, verbose=0), np.load({str(t
 np.testing.assert_array_equal(user.predict(texts, verbose=0), np.load({str(tmp_path / "user.npy")!r}))
 print(json.dumps([type(embedder).__name__, embedder.dtype_policy.name, embedder.backbone.dtype_policy.name,
                   embedder.backbone.get_layer("block_0").compute_dtype]))
-""", tmp_path)
+""",
+        tmp_path,
+    )
     expected_policy = dtype or "float32"
     assert json.loads(out.splitlines()[-1]) == [
-        "GTRTextEmbedder", expected_policy, expected_policy, "bfloat16" if dtype else "float32",
+        "GTRTextEmbedder",
+        expected_policy,
+        expected_policy,
+        "bfloat16" if dtype else "float32",
     ]
 
 

@@ -41,46 +41,106 @@ def assert_refused(directory, message, load=gtr_keras.load):
 @pytest.mark.parametrize("loader", sorted(LOADERS))
 def test_fewer_layers_than_the_weights_hold_fail_in_every_loader(tiny_model_dir, tmp_path, loader):
     directory = edited(tiny_model_dir, tmp_path / "m", "config.json", ["config", "num_layers"], 2)
-    assert_refused(directory, "config.json: num_layers is 2 but model.weights.h5 holds 3 encoder blocks",
-                   LOADERS[loader])
+    assert_refused(
+        directory, "config.json: num_layers is 2 but model.weights.h5 holds 3 encoder blocks", LOADERS[loader]
+    )
 
 
 BACKBONE = ["config", "backbone", "config"]
 
 
-@pytest.mark.parametrize("file, keys, value, message", [
-    ("config.json", ["config", "num_layers"], 4,
-     "config.json: num_layers is 4 but model.weights.h5 holds 3 encoder blocks"),
-    ("config.json", ["config", "vocabulary_size"], 1000,
-     "config.json: vocabulary_size is 1000 but model.weights.h5 holds 1100 token embedding rows"),
-    ("config.json", ["config", "intermediate_dim"], 64,
-     "config.json: intermediate_dim is 64 but model.weights.h5 holds 128-dimensional feed-forward layers"),
-    ("config.json", ["config", "feedforward"], "gated-gelu",
-     "config.json: feedforward is 'gated-gelu' but model.weights.h5 holds relu feed-forward layers"),
-    ("task.json", BACKBONE + ["num_layers"], 2,
-     "task.json: backbone.num_layers is 2 but model.weights.h5 holds 3 encoder blocks"),
-    ("task.json", BACKBONE + ["hidden_dim"], 32,
-     "task.json: backbone.hidden_dim is 32 but model.weights.h5 holds 64-dimensional token embeddings"),
-    ("task.json", BACKBONE + ["num_heads"], 8,
-     "task.json: backbone.num_heads is 8 but model.weights.h5 holds relative position biases for 4 heads"),
-    ("task.json", BACKBONE + ["key_value_dim"], 4,
-     "task.json: backbone.key_value_dim is 4 but model.weights.h5 holds attention projections of 8 dimensions "
-     "per head"),
-    ("task.json", ["config", "embedding_dim"], 32,
-     "task.json: embedding_dim is 32 but task.weights.h5 holds a projection to 64 dimensions"),
-    ("task.json", ["config", "preprocessor", "config", "sequence_length"], 1,
-     "task.json: preprocessor.sequence_length must be at least 2 (one token and EOS), got 1"),
-    ("preprocessor.json", ["config", "sequence_length"], 1,
-     "preprocessor.json: sequence_length must be at least 2 (one token and EOS), got 1"),
-    ("preprocessor.json", ["config", "query_length"], 0,
-     "preprocessor.json: query_length must be at least 2 (one token and EOS), got 0"),
-    ("preprocessor.json", ["config", "query_length"], 32,
-     "preprocessor.json: query_length is 32 but the preprocessor in task.json has 64 "
-     "(TextEmbedder.from_preset reads task.json); make them agree"),
-    ("config.json", ["config", "layer_norm_epsilon"], 1e-5,
-     "config.json: layer_norm_epsilon is 1e-05 but the backbone in task.json has 1e-06 "
-     "(TextEmbedder.from_preset reads task.json); make them agree"),
-])
+@pytest.mark.parametrize(
+    "file, keys, value, message",
+    [
+        (
+            "config.json",
+            ["config", "num_layers"],
+            4,
+            "config.json: num_layers is 4 but model.weights.h5 holds 3 encoder blocks",
+        ),
+        (
+            "config.json",
+            ["config", "vocabulary_size"],
+            1000,
+            "config.json: vocabulary_size is 1000 but model.weights.h5 holds 1100 token embedding rows",
+        ),
+        (
+            "config.json",
+            ["config", "intermediate_dim"],
+            64,
+            "config.json: intermediate_dim is 64 but model.weights.h5 holds 128-dimensional feed-forward layers",
+        ),
+        (
+            "config.json",
+            ["config", "feedforward"],
+            "gated-gelu",
+            "config.json: feedforward is 'gated-gelu' but model.weights.h5 holds relu feed-forward layers",
+        ),
+        (
+            "task.json",
+            BACKBONE + ["num_layers"],
+            2,
+            "task.json: backbone.num_layers is 2 but model.weights.h5 holds 3 encoder blocks",
+        ),
+        (
+            "task.json",
+            BACKBONE + ["hidden_dim"],
+            32,
+            "task.json: backbone.hidden_dim is 32 but model.weights.h5 holds 64-dimensional token embeddings",
+        ),
+        (
+            "task.json",
+            BACKBONE + ["num_heads"],
+            8,
+            "task.json: backbone.num_heads is 8 but model.weights.h5 holds relative position biases for 4 heads",
+        ),
+        (
+            "task.json",
+            BACKBONE + ["key_value_dim"],
+            4,
+            "task.json: backbone.key_value_dim is 4 but model.weights.h5 holds attention projections of 8 dimensions "
+            "per head",
+        ),
+        (
+            "task.json",
+            ["config", "embedding_dim"],
+            32,
+            "task.json: embedding_dim is 32 but task.weights.h5 holds a projection to 64 dimensions",
+        ),
+        (
+            "task.json",
+            ["config", "preprocessor", "config", "sequence_length"],
+            1,
+            "task.json: preprocessor.sequence_length must be at least 2 (one token and EOS), got 1",
+        ),
+        (
+            "preprocessor.json",
+            ["config", "sequence_length"],
+            1,
+            "preprocessor.json: sequence_length must be at least 2 (one token and EOS), got 1",
+        ),
+        (
+            "preprocessor.json",
+            ["config", "query_length"],
+            0,
+            "preprocessor.json: query_length must be at least 2 (one token and EOS), got 0",
+        ),
+        (
+            "preprocessor.json",
+            ["config", "query_length"],
+            32,
+            "preprocessor.json: query_length is 32 but the preprocessor in task.json has 64 "
+            "(TextEmbedder.from_preset reads task.json); make them agree",
+        ),
+        (
+            "config.json",
+            ["config", "layer_norm_epsilon"],
+            1e-5,
+            "config.json: layer_norm_epsilon is 1e-05 but the backbone in task.json has 1e-06 "
+            "(TextEmbedder.from_preset reads task.json); make them agree",
+        ),
+    ],
+)
 def test_a_setting_that_contradicts_the_weights_is_named(tiny_model_dir, tmp_path, file, keys, value, message):
     assert_refused(edited(tiny_model_dir, tmp_path / "m", file, keys, value), message)
 
@@ -103,15 +163,24 @@ def test_sharded_weights_are_checked_too(tiny_model_dir, tmp_path):
     again = keras_hub.models.TextEmbedder.from_preset(str(tmp_path / "sharded"))
     np.testing.assert_array_equal(again.encode_documents(["wing lift"]), embedder.encode_documents(["wing lift"]))
     directory = edited(tmp_path / "sharded", tmp_path / "m", "config.json", ["config", "num_layers"], 2)
-    assert_refused(directory, "config.json: num_layers is 2 but model.weights.json holds 3 encoder blocks",
-                   keras_hub.models.Backbone.from_preset)
+    assert_refused(
+        directory,
+        "config.json: num_layers is 2 but model.weights.json holds 3 encoder blocks",
+        keras_hub.models.Backbone.from_preset,
+    )
 
 
-@pytest.mark.parametrize("keys, value, message", [
-    (["model", "num_layers"], 2, "config.json: model.num_layers is 2 but model.weights.h5 holds 3 encoder blocks"),
-    (["tokenizer", "document_length"], 1,
-     "config.json: tokenizer.document_length must be at least 2 (one token and EOS), got 1"),
-])
+@pytest.mark.parametrize(
+    "keys, value, message",
+    [
+        (["model", "num_layers"], 2, "config.json: model.num_layers is 2 but model.weights.h5 holds 3 encoder blocks"),
+        (
+            ["tokenizer", "document_length"],
+            1,
+            "config.json: tokenizer.document_length must be at least 2 (one token and EOS), got 1",
+        ),
+    ],
+)
 def test_first_format_settings_are_checked(tmp_path, keys, value, message):
     source = f"{FIXTURES}/tiny-gtr-legacy"
     assert_refused(edited(source, tmp_path / "m", "config.json", keys, value), message)
@@ -119,8 +188,7 @@ def test_first_format_settings_are_checked(tmp_path, keys, value, message):
 
 @pytest.mark.parametrize("loader", sorted(LOADERS))
 @pytest.mark.parametrize("removed", ["task.weights.h5", "task.json"])
-def test_a_directory_without_its_task_does_not_load_with_a_random_projection(tiny_model_dir, tmp_path, loader,
-                                                                           removed):
+def test_a_directory_without_its_task_does_not_load_with_a_random_projection(tiny_model_dir, tmp_path, loader, removed):
     copy = shutil.copytree(tiny_model_dir, tmp_path / "m")
     for name in ("task.weights.h5", "task.json")[: 1 + (removed == "task.json")]:
         (copy / name).unlink()
@@ -128,13 +196,17 @@ def test_a_directory_without_its_task_does_not_load_with_a_random_projection(tin
         LOADERS[loader](str(copy))
 
 
-@pytest.mark.parametrize("file, dataset, weight", [
-    ("model.weights.h5", "layers/embedding/vars/0", "token_embedding/embeddings"),
-    ("task.weights.h5", "layers/dense/vars/0", "projection/kernel"),
-])
+@pytest.mark.parametrize(
+    "file, dataset, weight",
+    [
+        ("model.weights.h5", "layers/embedding/vars/0", "token_embedding/embeddings"),
+        ("task.weights.h5", "layers/dense/vars/0", "projection/kernel"),
+    ],
+)
 @pytest.mark.parametrize("loader", sorted(LOADERS))
-def test_non_finite_weights_are_refused_naming_the_file_and_the_weight(tiny_model_dir, tmp_path, file, dataset,
-                                                                       weight, loader):
+def test_non_finite_weights_are_refused_naming_the_file_and_the_weight(
+    tiny_model_dir, tmp_path, file, dataset, weight, loader
+):
     if loader == "Backbone.from_preset" and file == "task.weights.h5":
         pytest.skip("the backbone holds no task weights")
     copy = shutil.copytree(tiny_model_dir, tmp_path / "m")
@@ -181,12 +253,20 @@ def _another_vocabulary(tmp_path, size):
 
     letters = np.array(list("abcdefghijklmnopqrstuvwxyz"))
     words = ["".join(np.random.default_rng(i).choice(letters, 7)) for i in range(6000)]
-    texts = [" ".join(words[i:i + 6]) for i in range(0, 6000, 6)]
+    texts = [" ".join(words[i : i + 6]) for i in range(0, 6000, 6)]
     return train_sentencepiece(texts, str(tmp_path / "other.model"), vocabulary_size=size)
 
 
-@pytest.mark.parametrize("damage", ["more pieces than rows", "empty vocabulary", "config_file outside",
-                                    "proto outside", "task class from another module"])
+@pytest.mark.parametrize(
+    "damage",
+    [
+        "more pieces than rows",
+        "empty vocabulary",
+        "config_file outside",
+        "proto outside",
+        "task class from another module",
+    ],
+)
 def test_a_hostile_or_damaged_preset_is_exit_2_and_one_line(tiny_model_dir, tmp_path, capsys, damage):
     from gtr_keras.cli.main import main
 
@@ -216,8 +296,10 @@ def test_a_hostile_or_damaged_preset_is_exit_2_and_one_line(tiny_model_dir, tmp_
         (copy / "task.json").write_text(json.dumps(task))
         expected = f"{copy / 'task.json'}: names None, not 'gtr_keras>GTRTextEmbedder'"
     (tmp_path / "t.txt").write_text("a\n")
-    assert main(["encode", "--model", str(copy), "--input", str(tmp_path / "t.txt"), "--output",
-                 str(tmp_path / "e.npy")]) == 2
+    assert (
+        main(["encode", "--model", str(copy), "--input", str(tmp_path / "t.txt"), "--output", str(tmp_path / "e.npy")])
+        == 2
+    )
     error = capsys.readouterr().err.strip()
     assert len(error.splitlines()) == 1 and expected in error, error
 

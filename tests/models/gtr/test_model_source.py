@@ -23,19 +23,22 @@ LEGACY = os.path.join(FIXTURES, "tiny-gtr-legacy")
 PRESET = os.path.join(FIXTURES, "tiny-gtr-preset-0.1")
 
 
-@pytest.mark.parametrize("given, path, fmt", [
-    ("gtr_small_distilled_en", BUNDLED_MODEL_DIR, KERAS_HUB),
-    ("gtr-small-distilled", BUNDLED_MODEL_DIR, KERAS_HUB),
-    ("gtr_t5_base_en", "hf://sentence-transformers/gtr-t5-base", SENTENCE_TRANSFORMERS),
-    ("gtr-xxl", "hf://sentence-transformers/gtr-t5-xxl", SENTENCE_TRANSFORMERS),
-    ("hf://someone/gtr-t5-tuned", "hf://someone/gtr-t5-tuned", SENTENCE_TRANSFORMERS),
-    ("kaggle://org/gtr/keras/gtr_small", "kaggle://org/gtr/keras/gtr_small", KERAS_HUB),
-    ("gtr-tiny", "gtr-tiny", ARCHITECTURE),
-    (TINY_ST, TINY_ST, SENTENCE_TRANSFORMERS),
-    (LEGACY, LEGACY, FIRST_FORMAT),
-    (PRESET, PRESET, KERAS_HUB),
-    ("file://" + PRESET, PRESET, KERAS_HUB),
-])
+@pytest.mark.parametrize(
+    "given, path, fmt",
+    [
+        ("gtr_small_distilled_en", BUNDLED_MODEL_DIR, KERAS_HUB),
+        ("gtr-small-distilled", BUNDLED_MODEL_DIR, KERAS_HUB),
+        ("gtr_t5_base_en", "hf://sentence-transformers/gtr-t5-base", SENTENCE_TRANSFORMERS),
+        ("gtr-xxl", "hf://sentence-transformers/gtr-t5-xxl", SENTENCE_TRANSFORMERS),
+        ("hf://someone/gtr-t5-tuned", "hf://someone/gtr-t5-tuned", SENTENCE_TRANSFORMERS),
+        ("kaggle://org/gtr/keras/gtr_small", "kaggle://org/gtr/keras/gtr_small", KERAS_HUB),
+        ("gtr-tiny", "gtr-tiny", ARCHITECTURE),
+        (TINY_ST, TINY_ST, SENTENCE_TRANSFORMERS),
+        (LEGACY, LEGACY, FIRST_FORMAT),
+        (PRESET, PRESET, KERAS_HUB),
+        ("file://" + PRESET, PRESET, KERAS_HUB),
+    ],
+)
 def test_each_kind_of_source_resolves_to_its_path_and_format(given, path, fmt):
     source = resolve_model_source(given)
     assert (source.name, source.path, source.format, source.remote) == (given, path, fmt, False)
@@ -96,8 +99,13 @@ def test_gtr_sources_are_told_from_other_models(tmp_path):
     (tmp_path / "bert" / "modules.json").write_text("[]")
     for source in (TINY_ST, LEGACY, PRESET, "hf://sentence-transformers/gtr-t5-base"):
         assert gtr_model_source(source) == resolve_model_source(source), source
-    others = (tmp_path / "bert", tmp_path / "none", "all_minilm_l6_v2_en", "hf://sentence-transformers/all-MiniLM-L6-v2",
-              "nope://x")
+    others = (
+        tmp_path / "bert",
+        tmp_path / "none",
+        "all_minilm_l6_v2_en",
+        "hf://sentence-transformers/all-MiniLM-L6-v2",
+        "nope://x",
+    )
     assert [gtr_model_source(s) for s in others] == [None] * len(others)
     (tmp_path / "broken").mkdir()
     (tmp_path / "broken" / "config.json").write_text("{")

@@ -35,15 +35,20 @@ def test_truncation_keeps_eos_last_and_pads_with_zero():
 
 
 def test_preprocessor_budgets_and_static_padding():
-    preprocessor = GTRTextEmbedderPreprocessor(GTRTokenizer(SPIECE), sequence_length=12, query_length=5,
-                                               pad_to_length=True)
+    preprocessor = GTRTextEmbedderPreprocessor(
+        GTRTokenizer(SPIECE), sequence_length=12, query_length=5, pad_to_length=True
+    )
     assert preprocessor.features(["wing"], kind="query")["token_ids"].shape == (1, 5)
     assert preprocessor(["wing"])["token_ids"].shape == (1, 12)
     single = preprocessor("wing lift")
     assert single["token_ids"].shape == (12,) and single["token_ids"][-1] == 0
-    towers = preprocessor.tower_features({
-        "query": tf.constant(["a", "b"]), "positive": tf.constant(["c", "d"]), "negatives": tf.constant([["e"], ["f"]]),
-    })
+    towers = preprocessor.tower_features(
+        {
+            "query": tf.constant(["a", "b"]),
+            "positive": tf.constant(["c", "d"]),
+            "negatives": tf.constant([["e"], ["f"]]),
+        }
+    )
     assert towers["query"]["token_ids"].shape == (2, 5) and towers["negatives"]["padding_mask"].shape == (2, 1, 12)
     with pytest.raises(UserError, match="query_length must be an integer of at least 2"):
         GTRTextEmbedderPreprocessor(GTRTokenizer(SPIECE), query_length=1)
@@ -85,8 +90,9 @@ def test_labels_and_sample_weights_pass_through():
 
 
 def test_config_round_trip_keeps_the_budgets():
-    preprocessor = GTRTextEmbedderPreprocessor(GTRTokenizer(SPIECE), sequence_length=20, query_length=7,
-                                               pad_to_length=True)
+    preprocessor = GTRTextEmbedderPreprocessor(
+        GTRTokenizer(SPIECE), sequence_length=20, query_length=7, pad_to_length=True
+    )
     config = preprocessor.get_config()
     assert "truncate" not in config
     assert (config["sequence_length"], config["query_length"], config["pad_to_length"]) == (20, 7, True)

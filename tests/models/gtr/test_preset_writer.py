@@ -39,8 +39,10 @@ def test_the_vocabulary_hash_and_the_weights_dtype_are_recorded(tiny_encoder, tm
     config = json.loads((tmp_path / "out" / "config.json").read_text())
     assert config["config"]["dtype"]["config"]["name"] == "float32"
     metadata = json.loads((tmp_path / "out" / METADATA_FILE).read_text())
-    assert metadata == {"keras_version": "3",
-                        VOCABULARY_SHA256: hashlib.sha256(embedder.preprocessor.tokenizer.proto).hexdigest()}
+    assert metadata == {
+        "keras_version": "3",
+        VOCABULARY_SHA256: hashlib.sha256(embedder.preprocessor.tokenizer.proto).hexdigest(),
+    }
     assert (tmp_path / "staged").read_text() != str(tmp_path / "out")  # written elsewhere, then moved
 
 

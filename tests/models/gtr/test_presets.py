@@ -46,8 +46,13 @@ def test_keras_hub_lists_the_published_and_the_bundled_presets_by_name():
     from gtr_keras.models.gtr.presets import BUNDLED_MODEL_DIR
 
     presets = gtr_keras.GTRTextEmbedder.presets
-    assert set(presets) == {"gtr_t5_base_en", "gtr_t5_large_en", "gtr_t5_xl_en", "gtr_t5_xxl_en",
-                            "gtr_small_distilled_en"}
+    assert set(presets) == {
+        "gtr_t5_base_en",
+        "gtr_t5_large_en",
+        "gtr_t5_xl_en",
+        "gtr_t5_xxl_en",
+        "gtr_small_distilled_en",
+    }
     assert presets["gtr_t5_base_en"]["kaggle_handle"] == "hf://sentence-transformers/gtr-t5-base"
     assert presets["gtr_t5_xxl_en"]["metadata"]["params"] == parameter_count(preset_config("gtr-xxl"))
     assert set(presets) <= set(keras_hub.models.Backbone.presets)
@@ -57,8 +62,10 @@ def test_keras_hub_lists_the_published_and_the_bundled_presets_by_name():
     assert type(keras_hub.models.Backbone.from_preset("gtr_small_distilled_en")) is gtr_keras.GTRBackbone
 
 
-@pytest.mark.parametrize("name, repo", [("gtr_t5_base_en", "sentence-transformers/gtr-t5-base"),
-                                        ("gtr-xl", "sentence-transformers/gtr-t5-xl")])
+@pytest.mark.parametrize(
+    "name, repo",
+    [("gtr_t5_base_en", "sentence-transformers/gtr-t5-base"), ("gtr-xl", "sentence-transformers/gtr-t5-xl")],
+)
 def test_a_published_preset_name_is_downloaded_from_its_hugging_face_id(monkeypatch, name, repo):
     import huggingface_hub
 

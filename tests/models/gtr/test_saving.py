@@ -10,11 +10,11 @@ import pytest
 from conftest import FIXTURES
 
 import gtr_keras
+from gtr_keras.cli.main import main
 from gtr_keras.errors import CheckpointError
 from gtr_keras.models.gtr.fingerprint import fingerprint
 from gtr_keras.models.gtr.model_source import resolve_model_source
 from gtr_keras.models.gtr.presets import BUNDLED_MODEL_DIR
-from gtr_keras.cli.main import main
 
 OLD_PRESET = os.path.join(FIXTURES, "tiny-gtr-preset-0.1")
 
@@ -55,8 +55,10 @@ def test_the_bundled_model_loads_by_name():
 def test_the_bundled_name_works_as_a_command_line_model(tmp_path):
     (tmp_path / "q.txt").write_text("lift on a wing\n")
     out = tmp_path / "q.npy"
-    assert main(["encode", "--model", "gtr-small-distilled", "--input", str(tmp_path / "q.txt"), "--output",
-                 str(out)]) == 0
+    assert (
+        main(["encode", "--model", "gtr-small-distilled", "--input", str(tmp_path / "q.txt"), "--output", str(out)])
+        == 0
+    )
     assert np.load(out).shape == (1, 768)
 
 
@@ -71,13 +73,16 @@ def test_a_model_of_a_mixed_policy_saves_as_a_preset_every_loader_reads(tmp_path
     with open(os.path.join(FIXTURES, "tiny-gtr-st", "spiece.model"), "rb") as f:
         embedder = gtr_keras.GTRTextEmbedder.from_parts(config, f.read(), 32, 16, 64, dtype="mixed_bfloat16")
     gtr_keras.save(embedder, tmp_path / "m")
-    load = {"gtr_keras.load": lambda path: gtr_keras.load(path).model,
-            "TextEmbedder.from_preset": keras_hub.models.TextEmbedder.from_preset,
-            "Backbone.from_preset": keras_hub.models.Backbone.from_preset}[loader]
+    load = {
+        "gtr_keras.load": lambda path: gtr_keras.load(path).model,
+        "TextEmbedder.from_preset": keras_hub.models.TextEmbedder.from_preset,
+        "Backbone.from_preset": keras_hub.models.Backbone.from_preset,
+    }[loader]
     loaded = load(str(tmp_path / "m"))
     assert loaded.dtype_policy.name == "float32"  # the weights' dtype: float32 under mixed_bfloat16
-    for saved, read in zip(getattr(embedder, "backbone" if "Backbone" in loader else "model", embedder).weights,
-                           loaded.weights):
+    for saved, read in zip(
+        getattr(embedder, "backbone" if "Backbone" in loader else "model", embedder).weights, loaded.weights
+    ):
         np.testing.assert_array_equal(saved.numpy(), read.numpy())
     assert gtr_keras.load(str(tmp_path / "m"), dtype="bfloat16").model.dtype_policy.name == "bfloat16"
 
@@ -114,8 +119,9 @@ def test_save_to_preset_killed_midway_leaves_the_previous_model_whole(tmp_path, 
 
     target = shutil.copytree(tiny_model_dir, tmp_path / "m")
     before = gtr_keras.load(str(target)).encode_documents(["lift on a wing", "boundary layer"])
-    process = subprocess.Popen([sys.executable, "-c", KILLED_SAVE, tiny_model_dir, str(target)], cwd=REPO,
-                               stdout=subprocess.PIPE, text=True)
+    process = subprocess.Popen(
+        [sys.executable, "-c", KILLED_SAVE, tiny_model_dir, str(target)], cwd=REPO, stdout=subprocess.PIPE, text=True
+    )
     selector = selectors.DefaultSelector()
     selector.register(process.stdout, selectors.EVENT_READ)
     assert selector.select(timeout=300) and process.stdout.readline() == "half-written\n"
@@ -130,7 +136,10 @@ def test_save_to_preset_killed_midway_leaves_the_previous_model_whole(tmp_path, 
 def test_a_quantized_model_is_refused_at_save_with_one_line(tmp_path):
     embedder = gtr_keras.load(OLD_PRESET).model
     embedder.backbone.quantize("int8")
-    with pytest.raises(CheckpointError, match=r"a quantized model \(int8_from_float32\) is not saved as a model "
-                                              "directory"):
+    with pytest.raises(
+        CheckpointError,
+        match=r"a quantized model \(int8_from_float32\) is not saved as a model "
+        "directory",
+    ):
         gtr_keras.save(embedder, tmp_path / "m")
     assert not (tmp_path / "m").exists()

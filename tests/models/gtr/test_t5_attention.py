@@ -8,7 +8,9 @@ def test_attention_is_unscaled_dot_product():
     x = np.random.default_rng(0).normal(size=(1, 3, 4)).astype("float32")
     bias = np.zeros((1, 1, 3, 3), "float32")
     out = layer(x, bias).numpy()
-    wq, wk, wv, wo = (d.kernel.numpy() for d in (layer.query_dense, layer.key_dense, layer.value_dense, layer.output_dense))
+    wq, wk, wv, wo = (
+        d.kernel.numpy() for d in (layer.query_dense, layer.key_dense, layer.value_dense, layer.output_dense)
+    )
     scores = (x[0] @ wq) @ (x[0] @ wk).T
     weights = np.exp(scores - scores.max(-1, keepdims=True))
     weights /= weights.sum(-1, keepdims=True)

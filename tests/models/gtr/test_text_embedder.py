@@ -98,9 +98,14 @@ def test_encode_works_on_the_jax_and_pytorch_backends_as_on_tensorflow(tmp_path,
     if importlib.util.find_spec(module) is None:
         pytest.skip(f"{module} is not installed")
     texts = ["what keeps a wing up?", "", "機械学習 🚀", "boundary layer " * 200]
-    result = subprocess.run([sys.executable, "-c", BACKEND_SCRIPT, backend, json.dumps(texts), str(tmp_path / "e.npy")],
-                            cwd=REPO, env={**os.environ, "KERAS_BACKEND": backend}, capture_output=True, text=True,
-                            timeout=300)
+    result = subprocess.run(
+        [sys.executable, "-c", BACKEND_SCRIPT, backend, json.dumps(texts), str(tmp_path / "e.npy")],
+        cwd=REPO,
+        env={**os.environ, "KERAS_BACKEND": backend},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert result.returncode == 0, result.stderr[-2000:]
     other = np.load(tmp_path / "e.npy")
     embedder = GTRTextEmbedder.from_preset("gtr_small_distilled_en")

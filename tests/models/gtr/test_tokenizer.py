@@ -6,7 +6,6 @@ import pytest
 import tensorflow as tf
 from conftest import FIXTURES, TINY_ST
 
-from gtr_keras.errors import UserError
 from gtr_keras.models.gtr.preprocessor import GTRTextEmbedderPreprocessor
 from gtr_keras.models.gtr.tokenizer import EOS_ID, GTRTokenizer, train_sentencepiece
 
