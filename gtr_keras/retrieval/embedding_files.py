@@ -219,7 +219,7 @@ class EmbeddingFiles:
                 try:
                     with files.open(path) as f:
                         records[path] = json.loads(f.read().decode("utf-8"))
-                except (OSError, ValueError) as e:
+                except (OSError, ValueError, RecursionError) as e:
                     raise DataError(f"{path}: unreadable ({unreadable_reason(e, path)})") from e
                 _check_model_record(path, records[path], shard)
         if not records:

@@ -43,7 +43,7 @@ def read_json_object(path, remedy):
     """
     try:
         value = json.loads(files.read_bytes(path).decode("utf-8"))
-    except (OSError, ValueError) as e:
+    except (OSError, ValueError, RecursionError) as e:
         raise DataError(f"{path}: unreadable ({unreadable_reason(e, path)}); {remedy}") from e
     if not isinstance(value, dict):
         raise DataError(f"{path}: holds a JSON {type(value).__name__}, not an object; {remedy}")

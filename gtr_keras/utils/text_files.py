@@ -149,7 +149,7 @@ def iter_jsonl(path):
             continue
         try:
             record = json.loads(line)
-        except json.JSONDecodeError as e:
+        except (json.JSONDecodeError, RecursionError) as e:  # RecursionError: nested deeper than Python's stack
             raise DataError(f"{path}:{line_no}: malformed JSON ({e})") from None
         if not isinstance(record, dict):
             raise DataError(f"{path}:{line_no}: expected a JSON object, got {type(record).__name__}")

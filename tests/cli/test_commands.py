@@ -545,3 +545,14 @@ def test_index_takes_a_corpus_or_embeddings(tmp_path, monkeypatch, capsys, flags
     with pytest.raises(SystemExit) as exit_:
         main(["index", *flags, "--out", "idx"])
     assert exit_.value.code == 2 and message in capsys.readouterr().err
+
+
+def test_a_corpus_line_nested_deeper_than_python_can_parse_is_exit_2_naming_the_file_and_line(
+    tiny_model_dir, tmp_path, capsys
+):
+    corpus = tmp_path / "corpus.jsonl"
+    corpus.write_text('{"_id": "1", "text": "a wing"}\n{"_id": "2", "text": ' + "[" * 100_000 + "]" * 100_000 + "}\n")
+    status = main(["encode", "--model", tiny_model_dir, "--input", str(corpus), "--output", str(tmp_path / "e.npy")])
+    err = capsys.readouterr().err
+    assert status == 2 and err.count("\n") == 1, err
+    assert f"{corpus}:2: malformed JSON (maximum recursion depth exceeded" in err

@@ -92,3 +92,10 @@ def test_strings_sha256_prefixes_each_string_with_its_length():
 def test_strings_sha256_hashes_str_as_its_utf8_bytes_lone_surrogates_included():
     assert strings_sha256(["café"]) == strings_sha256(["café".encode()])
     assert strings_sha256(["\udcff"]) == strings_sha256(["\udcff".encode("utf-8", "surrogatepass")])
+
+
+def test_a_record_nested_deeper_than_python_can_parse_is_named(tmp_path):
+    path = tmp_path / "deep.json"
+    path.write_text("[" * 100_000 + "]" * 100_000)
+    with pytest.raises(DataError, match=r"deep\.json: unreadable \(maximum recursion depth exceeded.*; rebuild it"):
+        read_json_object(str(path), "rebuild it")

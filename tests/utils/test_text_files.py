@@ -126,3 +126,10 @@ def test_str_field_required_optional_and_of_the_wrong_type():
         str_field("c.jsonl", 1, {}, "text", required=True)
     with pytest.raises(DataError, match="^c.jsonl:1: field `title` must be a string, got int$"):
         str_field("c.jsonl", 1, {"title": 3}, "title", required=False)
+
+
+def test_a_line_nested_deeper_than_python_can_parse_is_named_with_its_file_and_line(tmp_path):
+    path = tmp_path / "deep.jsonl"
+    path.write_text('{"_id": "1"}\n' + "[" * 100_000 + "]" * 100_000 + "\n")
+    with pytest.raises(DataError, match=r"deep\.jsonl:2: malformed JSON \(maximum recursion depth exceeded"):
+        list(iter_jsonl(str(path)))

@@ -384,7 +384,7 @@ def read_json(path):
     require_file(path)
     try:
         return json.loads(files.read_bytes(path).decode("utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as error:
+    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as error:
         raise CheckpointError(f"{path}: corrupt JSON ({error})") from error
 
 

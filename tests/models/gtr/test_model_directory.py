@@ -329,3 +329,11 @@ def test_non_finite_bfloat16_weights_are_found_too():
     weights[1, 2] = np.nan
     with pytest.raises(CheckpointError, match="f.h5: weight w holds 1 non-finite"):
         check_finite({"w": weights}, "f.h5")
+
+
+def test_a_config_nested_deeper_than_python_can_parse_is_named(tmp_path):
+    from gtr_keras.models.gtr.model_directory import read_json
+
+    (tmp_path / "config.json").write_text("[" * 100_000 + "]" * 100_000)
+    with pytest.raises(CheckpointError, match=r"config\.json: corrupt JSON \(maximum recursion depth exceeded"):
+        read_json(str(tmp_path / "config.json"))
