@@ -113,4 +113,4 @@ def distill(config):
                                            **common)
         return functools.partial(run.data.dataset, tokenizer, query_rows, document_rows, batch_size, **kwargs)
 
-    return run_training(config, make_model, make_dataset, inputs)
+    return run_training(config, make_model, make_dataset, inputs, command="distill")

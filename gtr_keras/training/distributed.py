@@ -15,11 +15,13 @@ the same order.
 
 import contextlib
 import dataclasses
+import errno
 import json
 import os
 import re
 import shutil
 import socket
+import sys
 import tempfile
 import threading
 
@@ -41,6 +43,31 @@ def _address(job, index, address):
     if not host or not port.isdigit() or not 0 < int(port) < 65536:
         raise _config_error(f'cluster.{job}[{index}] must be "host:port", got {address!r}')
     return address
+
+
+def _endpoints(address):
+    """The `(IP address, port)` pairs that `address` ("host:port") resolves to; `{(host, port)}` (lower case)
+    for a host name that does not resolve here (another machine's, say)."""
+    host, _, port = address.rpartition(":")
+    try:
+        resolved = socket.getaddrinfo(host.strip("[]"), int(port), type=socket.SOCK_STREAM)
+    except (OSError, UnicodeError):
+        return {(host.lower(), int(port))}
+    return {(info[4][0], int(port)) for info in resolved}
+
+
+def _check_distinct(named):
+    """Raises the `TF_CONFIG` error for two of `named` (`[(field, address)]`) that are one address, by name or
+    by what their host names resolve to (`127.0.0.1:P` and `localhost:P`)."""
+    seen = {}
+    for field, address in named:
+        endpoints = _endpoints(address)
+        clash = next(((endpoint, seen[endpoint]) for endpoint in endpoints if endpoint in seen), None)
+        if clash:
+            (host, port), (first, other) = clash
+            same = address if other == address else f"{other} and {address} (both {host}:{port})"
+            raise _config_error(f"the address {same} is given to two tasks, {first} and {field}")
+        seen.update(dict.fromkeys(endpoints, (field, address)))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -96,13 +123,15 @@ class Cluster:
                 jobs[job] = [_address(job, index, address) for index, address in enumerate(addresses)]
         if len(jobs.get("chief", [])) > 1:
             raise _config_error("cluster.chief must list one address")
-        every = [address for addresses in jobs.values() for address in addresses]
-        repeated = sorted({address for address in every if every.count(address) > 1})
-        if repeated:
-            raise _config_error(f"the address {repeated[0]} is given to two tasks")
+        _check_distinct([(f"cluster.{job}[{index}]", address) for job in jobs
+                         for index, address in enumerate(jobs[job])])
         if not isinstance(task, dict):
             raise _config_error('needs a "task" object {"type", "index"} naming this process')
-        task_type, task_index = task.get("type"), task.get("index", 0)
+        missing = [field for field in ("type", "index") if field not in task]
+        if missing:
+            raise _config_error(f'task has no "{missing[0]}" ("task": {{"type": "worker", "index": 0}} names '
+                                "this process's job and its position in it)")
+        task_type, task_index = task["type"], task["index"]
         if task_type not in jobs:
             raise _config_error(f"task.type must be one of {sorted(jobs)}, got {task_type!r}")
         if isinstance(task_index, bool) or not isinstance(task_index, int) or not 0 <= task_index < len(
@@ -136,6 +165,31 @@ class Cluster:
         """The positions in `tasks` of the other tasks."""
         return [number for number in range(len(self.tasks)) if number != self.task_number]
 
+    def check_port_free(self):
+        """Raises a `UserError` naming this task when another program listens on (or holds) its port here:
+        TensorFlow's server, which listens on the port on every interface, could not start.
+
+        Example:
+        >>> with socket.create_server(("127.0.0.1", 0)) as held:
+        ...     Cluster({"worker": [f"127.0.0.1:{held.getsockname()[1]}"]}, "worker", 0).check_port_free()
+        Traceback (most recent call last):
+        ...
+        gtr_keras.errors.UserError: TF_CONFIG: worker 0 (127.0.0.1:...): port ... is in use by another program...
+        """
+        port = int(self.jobs[self.task_type][self.task_index].rpartition(":")[2])
+        for family, host in ((socket.AF_INET, ""), (socket.AF_INET6, "::")):
+            try:
+                with socket.socket(family) as probe:
+                    probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # a closed port's TIME_WAIT is free
+                    probe.bind((host, port))
+            except OSError as error:
+                if error.errno == errno.EADDRINUSE:
+                    raise UserError(
+                        f"{TF_CONFIG}: {self.describe(self.task_number)}: port {port} is in use by another program "
+                        "on this machine (address in use); stop it, or give this task a free port in every "
+                        f"worker's {TF_CONFIG}"
+                    ) from None
+
     def lost_task(self, message):
         """The task a collective error `message` is about, else one whose port no longer answers, else None."""
         for number in self.others:
@@ -161,11 +215,13 @@ def multi_worker_strategy(cluster, timeout):
     """A `tf.distribute.MultiWorkerMirroredStrategy` over `cluster` (whose `TF_CONFIG` is set): it waits
     up to `timeout` seconds for every task to start, and a task silent for `timeout` seconds (its
     coordination-service heartbeats stop) fails the run on the others (one that dies fails them at once
-    inside `watching`). A task that does not join is a `TrainingError` naming it."""
+    inside `watching`). A task that does not join is a `TrainingError` naming it, and a port another program
+    holds a `UserError` before anything starts (`Cluster.check_port_free`)."""
     import tensorflow as tf
     from tensorflow.compiler.xla.tsl.protobuf import coordination_config_pb2
     from tensorflow.python.eager import context
 
+    cluster.check_port_free()
     leader = "chief" if "chief" in cluster.jobs else "worker"
     context.context().configure_coordination_service(
         service_type="standalone",
@@ -176,6 +232,9 @@ def multi_worker_strategy(cluster, timeout):
         coordinated_jobs=[coordination_config_pb2.CoordinatedJob(name=job, num_tasks=len(addresses))
                           for job, addresses in cluster.jobs.items()],
     )
+    # Registration is a barrier of `timeout`: without one the leader waits for an absent task without end, in C++
+    # and holding Python's lock, so that no Python thread or signal handler can stop it.
+    context.context().coordination_service.cluster_register_with_barrier = True
     try:
         return tf.distribute.MultiWorkerMirroredStrategy()
     except tf.errors.OpError as error:
@@ -216,6 +275,30 @@ def watching(cluster, interval=1.0):
     finally:
         stop.set()
         thread.join()
+
+
+@contextlib.contextmanager
+def stopping_on_signals(command, kept):
+    """While the block runs, SIGTERM or SIGINT ends this process at once (at the next Python instruction: a step
+    in progress ends first), with exit status 128 + the signal's number and one line on stderr, `gtr-keras
+    COMMAND: stopped by SIGTERM; KEPT: rerun every worker with the same command to resume from it` (`kept()`
+    says where the last complete checkpoint is). The other workers then find its port closed (`watching`) and
+    end too. Without this, TensorFlow's coordination service takes SIGTERM for a preemption notice and trains
+    on, and a worker that unwound normally would wait for the others at TensorFlow's shutdown barrier while
+    they wait for it in a collective."""
+    import signal
+
+    def stop(number, frame):
+        print(f"gtr-keras {command}: stopped by {signal.Signals(number).name}; {kept()}: rerun every worker "
+              "with the same command to resume from it", file=sys.stderr, flush=True)
+        os._exit(128 + number)
+
+    previous = {number: signal.signal(number, stop) for number in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        yield
+    finally:
+        for number, handler in previous.items():
+            signal.signal(number, signal.SIG_DFL if handler is None else handler)
 
 
 def is_multi_worker(strategy):

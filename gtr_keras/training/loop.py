@@ -44,6 +44,7 @@ from gtr_keras.training.distributed import (
     check_same_run,
     distributed_batches,
     lost_worker_error,
+    stopping_on_signals,
     watching,
     worker_directory,
 )
@@ -205,7 +206,7 @@ def train(config):
     return run_training(config, dual_encoder, make_dataset)
 
 
-def run_training(config, make_model, make_dataset, inputs=None):
+def run_training(config, make_model, make_dataset, inputs=None, command="train"):
     """The loop of `train`, for any Keras model that trains a `GTRTextEmbedder` (`distill` uses it too).
 
     With the `multi-worker` strategy, every worker runs this with the same
@@ -227,6 +228,9 @@ def run_training(config, make_model, make_dataset, inputs=None):
         inputs: optional `inputs()` -> `{name: {"path", "sha256"}}` of further
             inputs to record and compare on resume (called once the data is
             checked, before the model is built).
+        command: the `gtr-keras` command that runs this, for the line a
+            multi-worker run prints when a signal stops it
+            (`distributed.stopping_on_signals`).
 
     Returns:
         The trained `Encoder`.
@@ -238,8 +242,15 @@ def run_training(config, make_model, make_dataset, inputs=None):
     # First: the strategy configures collectives, which TensorFlow allows only before its runtime starts
     # (reading a TFRecord file to check it would start it).
     strategy = make_strategy(config.strategy, cluster=cluster, worker_timeout=config.worker_timeout)
+
+    def kept():
+        if not cluster.is_chief:
+            return "the chief keeps the last checkpoint"
+        latest = tf.train.latest_checkpoint(os.path.join(config.output_dir, "checkpoints"))
+        return f"the last checkpoint is {latest or 'none yet'}"
+
     try:
-        with watching(cluster):
+        with watching(cluster), stopping_on_signals(command, kept):
             if cluster.is_chief:
                 return _run_training(config, make_model, make_dataset, inputs, cluster, strategy)
             with worker_directory(cluster) as scratch:
@@ -247,11 +258,7 @@ def run_training(config, make_model, make_dataset, inputs=None):
                 worker = dataclasses.replace(config, output_dir=scratch, keep_checkpoints=1)
                 return _run_training(worker, make_model, make_dataset, inputs, cluster, strategy)
     except tf.errors.OpError as error:
-        kept = "the chief keeps the last checkpoint"
-        if cluster.is_chief:
-            latest = tf.train.latest_checkpoint(os.path.join(config.output_dir, "checkpoints"))
-            kept = f"the last checkpoint is {latest or 'none yet'}"
-        lost = lost_worker_error(cluster, error, kept)
+        lost = lost_worker_error(cluster, error, kept())
         if lost is None:
             raise
         raise lost from None

@@ -46,10 +46,31 @@ def test_cluster_from_tf_config_names_the_chief_and_the_tasks():
     ({"cluster": {"worker": ["a:1"]}}, 'needs a "task" object'),
     ({"cluster": {"worker": ["a:1"]}, "task": {"type": "evaluator", "index": 0}}, "task.type must be one of"),
     ({"cluster": {"worker": ["a:1", "b:1"]}, "task": {"type": "worker", "index": 2}}, "task.index must be 0 to 1"),
+    ({"cluster": {"worker": ["a:1", "b:1"]}, "task": {"type": "worker"}}, 'task has no "index"'),
+    ({"cluster": {"worker": ["a:1", "b:1"]}, "task": {"index": 0}}, 'task has no "type"'),
+    ({"cluster": {"worker": ["a:1"]}, "task": {"type": "worker", "index": "0"}}, "task.index must be 0 to 0"),
+    ({"cluster": {"worker": ["a:1"]}, "task": {"type": "chief", "index": 0}}, r"task.type must be one of \['worker'\]"),
+    ({"cluster": ["a:1"], "task": {"type": "worker", "index": 0}}, 'needs a "cluster" object'),
+    ({"cluster": {"worker": "a:1"}, "task": {"type": "worker", "index": 0}}, "cluster.worker must be a non-empty list"),
+    ({"cluster": {"worker": ["127.0.0.1:2222", "localhost:2222"]}, "task": {"type": "worker", "index": 0}},
+     r"127.0.0.1:2222 and localhost:2222 \(both 127.0.0.1:2222\) is given to two tasks, cluster.worker\[0\] and "),
+    ({"cluster": {"chief": ["localhost:7"], "worker": ["LOCALHOST:7"]}, "task": {"type": "chief", "index": 0}},
+     r"localhost:7 and LOCALHOST:7 .* two tasks, cluster.chief\[0\] and cluster.worker\[0\]"),
 ])
 def test_a_missing_or_malformed_tf_config_names_the_variable_and_the_fault(config, message):
     with pytest.raises(UserError, match=f"^TF_CONFIG: .*{message}.*--strategy multi-worker needs it"):
         cluster_of(config)
+
+
+def test_a_port_that_another_program_holds_is_named_before_anything_starts():
+    with socket.create_server(("127.0.0.1", 0)) as held:
+        port = held.getsockname()[1]
+        cluster = cluster_of({"cluster": {"worker": ["127.0.0.1:1", f"localhost:{port}"]},
+                              "task": {"type": "worker", "index": 1}})
+        with pytest.raises(UserError, match=f"^TF_CONFIG: worker 1 \\(localhost:{port}\\): port {port} is in use by "
+                                            "another program on this machine \\(address in use\\)"):
+            cluster.check_port_free()
+    cluster.check_port_free()  # free again
 
 
 def test_the_lost_task_is_named_from_the_error_or_by_its_silent_port():
