@@ -112,47 +112,60 @@ def test_each_replica_gets_its_rows_of_the_global_batch_in_order():
     assert seen == [[list(range(i, i + 4)), list(range(i + 4, i + 8))] for i in (0, 8, 16)]
 
 
-# Runs `gtr-keras ARGS`; with DIE_AT=N, this process SIGKILLs itself once step N's checkpoint is saved.
+# Runs `gtr-keras ARGS`; with STOP_AT=N, this process sends itself STOP_WITH (default SIGKILL) once step N's
+# checkpoint is saved, and prints when.
 WORKER = """
-import os, signal, sys
+import os, signal, sys, time
 from gtr_keras.training import callbacks
-die_at = int(os.environ.get("DIE_AT", 0))
+stop_at, stop_with = int(os.environ.get("STOP_AT", 0)), getattr(signal, os.environ.get("STOP_WITH", "SIGKILL"))
 save = callbacks.Checkpoints.on_epoch_end
 def on_epoch_end(self, epoch, logs=None):
     save(self, epoch, logs)
-    if self.step == die_at:
-        os.kill(os.getpid(), signal.SIGKILL)
+    if self.step == stop_at:
+        print(f"signal sent at {time.time()}", flush=True)
+        os.kill(os.getpid(), stop_with)
 callbacks.Checkpoints.on_epoch_end = on_epoch_end
 from gtr_keras.cli.main import main
 sys.exit(main(sys.argv[1:]))
 """
 
 
-def start_workers(args, logs, die_at=None, timeout=60):
-    """Starts `gtr-keras ARGS` as 2 workers on 127.0.0.1, their output in `logs`/worker{0,1}.log."""
-    addresses = [f"127.0.0.1:{port}" for port in free_ports(2)]
+def start_workers(args, logs, stop_at=None, timeout=60, stop_with="SIGKILL", stopped=1, addresses=None, indexes=(0, 1)):
+    """Starts `gtr-keras ARGS` as the workers `indexes` of a 2-worker cluster on 127.0.0.1 (free ports unless
+    `addresses`), their output in `logs`/worker{0,1}.log; worker `stopped` signals itself at `stop_at`."""
+    addresses = addresses or [f"127.0.0.1:{port}" for port in free_ports(2)]
     processes = []
-    for index in (0, 1):
+    for index in indexes:
         env = {**os.environ, "PYTHONPATH": ROOT, "TF_CPP_MIN_LOG_LEVEL": "2",
                "TF_CONFIG": json.dumps({"cluster": {"worker": addresses}, "task": {"type": "worker", "index": index}})}
-        if die_at and index == 1:
-            env["DIE_AT"] = str(die_at)
+        if stop_at and index == stopped:
+            env.update(STOP_AT=str(stop_at), STOP_WITH=stop_with)
         with open(os.path.join(logs, f"worker{index}.log"), "w") as log:
             processes.append(subprocess.Popen(
                 [sys.executable, "-c", WORKER, *args, "--strategy", "multi-worker", "--worker-timeout", str(timeout)],
                 cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT))
+        processes[-1].log = os.path.join(logs, f"worker{index}.log")
     return processes, addresses
 
 
-def finish(processes, logs, timeout=240):
-    """`[(status, output)]` of the workers, waiting at most `timeout` seconds in all."""
+def finish(processes, timeout=240):
+    """`[(status, output)]` of the workers, waiting at most `timeout` seconds in all; each process's `ended`
+    is when it was seen to end."""
     deadline = time.time() + timeout
     try:
-        statuses = [process.wait(timeout=max(1, deadline - time.time())) for process in processes]
+        while any(process.poll() is None for process in processes) and time.time() < deadline:
+            time.sleep(0.1)
+            for process in processes:
+                if process.poll() is not None and not hasattr(process, "ended"):
+                    process.ended = time.time()
     finally:
         for process in processes:
             process.kill()
-    return [(status, open(os.path.join(logs, f"worker{index}.log")).read()) for index, status in enumerate(statuses)]
+    return [(process.wait(), open(process.log).read()) for process in processes]
+
+
+def error_lines(output, command="train"):
+    return [line for line in output.splitlines() if line.startswith(f"gtr-keras {command}: ")]
 
 
 def train_losses(log_dir):
@@ -196,9 +209,9 @@ def test_two_workers_train_like_one_process_write_only_the_chiefs_output_and_sur
 
     # Worker 1 is SIGKILLed at step 6: the chief ends, naming it, with its checkpoint of step 6 kept.
     out = tmp_path / "multi"
-    processes, addresses = start_workers(["train", *args, "--output-dir", str(out)], tmp_path, die_at=6)
+    processes, addresses = start_workers(["train", *args, "--output-dir", str(out)], tmp_path, stop_at=6)
     began = time.time()
-    (status, output), (killed, _) = finish(processes, tmp_path)
+    (status, output), (killed, _) = finish(processes)
     assert killed == -signal.SIGKILL
     assert status == 2 and time.time() - began < 200, output
     last = [line for line in output.splitlines() if line.startswith("gtr-keras train: error:")]
@@ -207,7 +220,7 @@ def test_two_workers_train_like_one_process_write_only_the_chiefs_output_and_sur
     assert tf.train.latest_checkpoint(str(out / "checkpoints")).endswith("ckpt-6")
 
     # Rerun: the workers resume from the chief's checkpoint and end with the single process's weights.
-    results = finish(start_workers(["train", *args, "--output-dir", str(out)], tmp_path)[0], tmp_path)
+    results = finish(start_workers(["train", *args, "--output-dir", str(out)], tmp_path)[0])
     assert [status for status, _ in results] == [0, 0], results
     assert "which wrote the model to" in results[1][1]
     reference, trained = final_weights(single), final_weights(out)
@@ -229,7 +242,7 @@ def test_two_workers_train_like_one_process_write_only_the_chiefs_output_and_sur
 
     # A check that fails on the chief alone (a resume with other settings) ends every worker with its line.
     processes, addresses = start_workers(["train", *args, "--steps", "13", "--output-dir", str(out)], tmp_path)
-    results = finish(processes, tmp_path)
+    results = finish(processes)
     errors = [[line for line in output.splitlines() if line.startswith("gtr-keras train: error:")]
               for _, output in results]
     assert [status for status, _ in results] == [2, 2] and all(len(lines) == 1 for lines in errors), results
@@ -249,7 +262,7 @@ def test_two_workers_distill_the_weights_of_one_process(tiny_model_dir, tmp_path
     config.write_text(json.dumps(settings))
     assert main(["distill", "--config", str(config), "--output-dir", str(tmp_path / "single")]) == 0
     results = finish(start_workers(["distill", "--config", str(config), "--output-dir", str(tmp_path / "multi")],
-                                   tmp_path)[0], tmp_path)
+                                   tmp_path)[0])
     assert [status for status, _ in results] == [0, 0], results
     reference, trained = final_weights(tmp_path / "single"), final_weights(tmp_path / "multi")
     assert trained.keys() == reference.keys() and len(reference) > 5
@@ -266,3 +279,97 @@ def test_multi_worker_without_tf_config_is_exit_2_before_reading_the_data(tmp_pa
     lines = capsys.readouterr().err.strip().splitlines()
     assert status == 2 and len(lines) == 1 and lines[0].startswith("gtr-keras train: error: TF_CONFIG: not set")
     assert not (tmp_path / "out").exists()
+
+
+def tiny_run(tiny_model_dir, tmp_path, steps=12):
+    data = write_triples(tmp_path / "data.jsonl", 48)
+    return ["train", "--init", tiny_model_dir, "--data", data, "--steps", str(steps), "--batch-size", "8", "--seed",
+            "0", "--checkpoint-every", "3", "--query-length", "16", "--document-length", "32",
+            "--output-dir", str(tmp_path / "out")]
+
+
+START_UP_MARGIN = 40  # seconds past --worker-timeout: Python's and TensorFlow's start-up on a busy machine
+
+
+@pytest.mark.large
+def test_absent_or_blocked_peers_end_every_worker_within_the_worker_timeout_naming_the_peer(tiny_model_dir, tmp_path):
+    args = tiny_run(tiny_model_dir, tmp_path)
+    # Worker 1's port is held by another program: it says so at once; the chief ends after --worker-timeout.
+    with socket.create_server(("127.0.0.1", 0)) as held:
+        port = held.getsockname()[1]
+        addresses = [f"127.0.0.1:{free_ports(1)[0]}", f"127.0.0.1:{port}"]
+        began = time.time()
+        processes, _ = start_workers(args, tmp_path, timeout=5, addresses=addresses)
+        results = finish(processes, timeout=5 + START_UP_MARGIN + 30)
+    assert [status for status, _ in results] == [2, 2], results
+    assert processes[0].ended - began < 5 + START_UP_MARGIN, results
+    (chief,), (blocked,) = (error_lines(output) for _, output in results)
+    assert blocked == (f"gtr-keras train: error: TF_CONFIG: worker 1 ({addresses[1]}): port {port} is in "
+                       "use by another program on this machine (address in use); stop it, or give this task a free "
+                       "port in every worker's TF_CONFIG")
+    assert chief.startswith(f"gtr-keras train: error: TF_CONFIG: worker 1 ({addresses[1]}) did not join the cluster "
+                            "within 5 s"), chief
+    # The chief (the coordination service's leader) never starts: worker 1 ends naming it.
+    began = time.time()
+    processes, addresses = start_workers(args, tmp_path, timeout=5, indexes=(1,))
+    ((status, output),) = finish(processes, timeout=5 + START_UP_MARGIN + 30)
+    assert status == 2 and processes[0].ended - began < 5 + START_UP_MARGIN, output
+    assert error_lines(output) == [f"gtr-keras train: error: TF_CONFIG: worker 0 ({addresses[0]}) did not join the "
+                                   "cluster within 5 s (DeadlineExceededError); start every worker it lists with the "
+                                   "same command, or raise --worker-timeout"], output
+    assert not (tmp_path / "out").exists()
+
+
+def test_one_address_under_two_names_is_exit_2_before_anything_starts(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("TF_CONFIG", json.dumps({"cluster": {"worker": ["127.0.0.1:2222", "localhost:2222"]},
+                                                "task": {"type": "worker", "index": 1}}))
+    status = main(["train", "--init", "gtr-tiny", "--data", write_triples(tmp_path / "data.jsonl", 8),
+                   "--output-dir", str(tmp_path / "out"), "--strategy", "multi-worker"])
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert status == 2 and lines == [
+        "gtr-keras train: error: TF_CONFIG: the address 127.0.0.1:2222 and localhost:2222 (both 127.0.0.1:2222) is "
+        "given to two tasks, cluster.worker[0] and cluster.worker[1]; --strategy multi-worker needs it on every "
+        'worker, e.g. TF_CONFIG=\'{"cluster": {"worker": ["host0:2222", "host1:2222"]}, "task": {"type": "worker", '
+        '"index": 0}}\'']
+    assert not (tmp_path / "out").exists()
+
+
+def signal_time(output):
+    return float(next(line for line in output.splitlines() if line.startswith("signal sent at ")).split()[-1])
+
+
+@pytest.mark.large
+@pytest.mark.slow
+def test_sigterm_to_any_worker_ends_every_worker_at_once_and_a_rerun_resumes(tiny_model_dir, tmp_path):
+    args = tiny_run(tiny_model_dir, tmp_path)
+    out = tmp_path / "out"
+    # SIGTERM to the chief after its checkpoint of step 6: it stops at once (143), worker 1 ends naming it.
+    processes, addresses = start_workers(args, tmp_path, stop_at=6, stop_with="SIGTERM", stopped=0)
+    results = finish(processes)
+    assert [status for status, _ in results] == [143, 2], results
+    sent = signal_time(results[0][1])
+    assert max(process.ended for process in processes) - sent < 15, results
+    assert error_lines(results[0][1]) == [f"gtr-keras train: stopped by SIGTERM; the last checkpoint is "
+                                          f"{out}/checkpoints/ckpt-6: rerun every worker with the same command to "
+                                          "resume from it"], results
+    (lost,) = error_lines(results[1][1])
+    assert lost.startswith(f"gtr-keras train: error: lost worker 0 ({addresses[0]})"), lost
+    assert tf.train.latest_checkpoint(str(out / "checkpoints")).endswith("ckpt-6")
+    # SIGTERM to worker 1 after step 9 of the rerun (which resumed from step 6): the chief ends naming it.
+    processes, addresses = start_workers(args, tmp_path, stop_at=9, stop_with="SIGTERM", stopped=1)
+    results = finish(processes)
+    assert [status for status, _ in results] == [2, 143], results
+    assert max(process.ended for process in processes) - signal_time(results[1][1]) < 15, results
+    assert error_lines(results[1][1]) == ["gtr-keras train: stopped by SIGTERM; the chief keeps the last checkpoint: "
+                                          "rerun every worker with the same command to resume from it"], results
+    (lost,) = error_lines(results[0][1])
+    assert lost.startswith(f"gtr-keras train: error: lost worker 1 ({addresses[1]})"), lost
+    assert "checkpoints/ckpt-9" in lost or "checkpoints/ckpt-6" in lost, lost
+    # The last rerun ends with the weights of one uninterrupted process.
+    results = finish(start_workers(args, tmp_path)[0])
+    assert [status for status, _ in results] == [0, 0], results
+    (tmp_path / "single").mkdir()
+    assert main(tiny_run(tiny_model_dir, tmp_path / "single")) == 0
+    single, trained = final_weights(tmp_path / "single" / "out"), final_weights(out)
+    for key in single:
+        np.testing.assert_allclose(trained[key], single[key], atol=1e-5, rtol=0, err_msg=key)
