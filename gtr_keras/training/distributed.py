@@ -24,6 +24,7 @@ import socket
 import sys
 import tempfile
 import threading
+import time
 
 from gtr_keras.errors import MismatchError, TrainingError, UserError
 
@@ -31,6 +32,7 @@ TF_CONFIG = "TF_CONFIG"
 _JOBS = ("chief", "worker")
 _EXAMPLE = ('TF_CONFIG=\'{"cluster": {"worker": ["host0:2222", "host1:2222"]}, '
             '"task": {"type": "worker", "index": 0}}\'')
+_PREEMPTION_KEY = "TF_DEFAULT_PREEMPTION_NOTICE_KEY"  # where TensorFlow's SIGTERM handler records its task
 _LOST_ERRORS = ("UnavailableError", "AbortedError", "DeadlineExceededError", "CancelledError", "InternalError")
 
 
@@ -277,23 +279,49 @@ def watching(cluster, interval=1.0):
         thread.join()
 
 
+def _stopped_while_joining(cluster):
+    """The position in `tasks` of a task that got SIGTERM while the workers joined, else None. TensorFlow's
+    handler took that signal for a preemption notice and recorded the task for every worker to read (it
+    polls for the signal once a second: the wait covers that)."""
+    import tensorflow as tf
+    from tensorflow.python.eager import context
+
+    try:
+        task = context.context().get_config_key_value(_PREEMPTION_KEY, timeout_in_ms=1500)
+    except tf.errors.OpError:
+        return None
+    match = re.fullmatch(r"/job:(\w+)(?:/replica:0)?/task:(\d+)", task)
+    known = [(job, str(index)) for job, index, _ in cluster.tasks]
+    return known.index(match.groups()) if match and match.groups() in known else None
+
+
 @contextlib.contextmanager
-def stopping_on_signals(command, kept):
+def stopping_on_signals(cluster, command, kept):
     """While the block runs, SIGTERM or SIGINT ends this process at once (at the next Python instruction: a step
     in progress ends first), with exit status 128 + the signal's number and one line on stderr, `gtr-keras
     COMMAND: stopped by SIGTERM; KEPT: rerun every worker with the same command to resume from it` (`kept()`
     says where the last complete checkpoint is). The other workers then find its port closed (`watching`) and
     end too. Without this, TensorFlow's coordination service takes SIGTERM for a preemption notice and trains
     on, and a worker that unwound normally would wait for the others at TensorFlow's shutdown barrier while
-    they wait for it in a collective."""
+    they wait for it in a collective. Enter it once the strategy exists: a SIGTERM that a task got while the
+    workers joined ends that task so, and every other one with exit 2 naming it."""
     import signal
 
+    def end(line, status):
+        print(f"gtr-keras {command}: {line}; {kept()}: rerun every worker with the same command to resume from it",
+              file=sys.stderr, flush=True)
+        os._exit(status)
+
     def stop(number, frame):
-        print(f"gtr-keras {command}: stopped by {signal.Signals(number).name}; {kept()}: rerun every worker "
-              "with the same command to resume from it", file=sys.stderr, flush=True)
-        os._exit(128 + number)
+        end(f"stopped by {signal.Signals(number).name}", 128 + number)
 
     previous = {number: signal.signal(number, stop) for number in (signal.SIGTERM, signal.SIGINT)}
+    stopped = _stopped_while_joining(cluster)
+    if stopped == cluster.task_number:
+        time.sleep(2)  # the notice lives in the leader's coordination service: the others read it first
+        stop(signal.SIGTERM, None)
+    if stopped is not None:
+        end(f"error: {cluster.describe(stopped)} was stopped by SIGTERM as the workers joined", 2)
     try:
         yield
     finally:

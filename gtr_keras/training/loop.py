@@ -250,7 +250,7 @@ def run_training(config, make_model, make_dataset, inputs=None, command="train")
         return f"the last checkpoint is {latest or 'none yet'}"
 
     try:
-        with watching(cluster), stopping_on_signals(command, kept):
+        with watching(cluster), stopping_on_signals(cluster, command, kept):
             if cluster.is_chief:
                 return _run_training(config, make_model, make_dataset, inputs, cluster, strategy)
             with worker_directory(cluster) as scratch:

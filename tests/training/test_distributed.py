@@ -373,3 +373,23 @@ def test_sigterm_to_any_worker_ends_every_worker_at_once_and_a_rerun_resumes(tin
     single, trained = final_weights(tmp_path / "single" / "out"), final_weights(out)
     for key in single:
         np.testing.assert_allclose(trained[key], single[key], atol=1e-5, rtol=0, err_msg=key)
+
+
+@pytest.mark.large
+def test_sigterm_while_the_workers_join_ends_every_worker(tiny_model_dir, tmp_path):
+    args = tiny_run(tiny_model_dir, tmp_path)
+    (chief,), addresses = start_workers(args, tmp_path, indexes=(0,))
+    deadline = time.time() + 60
+    while not cluster_of({"cluster": {"worker": addresses}, "task": {"type": "worker", "index": 1}}).answers(0):
+        assert time.time() < deadline and chief.poll() is None, open(chief.log).read()
+        time.sleep(0.2)
+    chief.send_signal(signal.SIGTERM)  # the chief waits for worker 1 to join
+    time.sleep(1.5)
+    (worker,), _ = start_workers(args, tmp_path, addresses=addresses, indexes=(1,))
+    results = finish([chief, worker], timeout=120)
+    assert [status for status, _ in results] == [143, 2], results
+    assert error_lines(results[0][1]) == ["gtr-keras train: stopped by SIGTERM; the last checkpoint is none yet: rerun "
+                                          "every worker with the same command to resume from it"], results
+    assert error_lines(results[1][1]) == [f"gtr-keras train: error: worker 0 ({addresses[0]}) was stopped by SIGTERM "
+                                          "as the workers joined; the chief keeps the last checkpoint: rerun every "
+                                          "worker with the same command to resume from it"], results
