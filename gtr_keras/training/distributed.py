@@ -308,6 +308,7 @@ def stopping_on_signals(cluster, command, kept):
     import signal
 
     def end(line, status):
+        sys.stdout.flush()
         print(f"gtr-keras {command}: {line}; {kept()}: rerun every worker with the same command to resume from it",
               file=sys.stderr, flush=True)
         os._exit(status)

@@ -253,7 +253,7 @@ def test_two_workers_train_like_one_process_write_only_the_chiefs_output_and_sur
 @pytest.mark.large
 @pytest.mark.slow
 def test_two_workers_distill_the_weights_of_one_process(tiny_model_dir, tmp_path):
-    from training.test_distillation import tiny_distillation
+    from distillation_inputs import tiny_distillation
 
     # From a preset without a tokenizer: the chief trains the SentencePiece model and sends it to worker 1.
     settings = tiny_distillation(tmp_path, tiny_model_dir, sentencepiece_vocabulary_size=60)
