@@ -301,10 +301,14 @@ def stopping_on_signals(cluster, command, kept):
     in progress ends first), with exit status 128 + the signal's number and one line on stderr, `gtr-keras
     COMMAND: stopped by SIGTERM; KEPT: rerun every worker with the same command to resume from it` (`kept()`
     says where the last complete checkpoint is). The other workers then find its port closed (`watching`) and
-    end too. Without this, TensorFlow's coordination service takes SIGTERM for a preemption notice and trains
-    on, and a worker that unwound normally would wait for the others at TensorFlow's shutdown barrier while
-    they wait for it in a collective. Enter it once the strategy exists: a SIGTERM that a task got while the
-    workers joined ends that task so, and every other one with exit 2 naming it."""
+    end too. Without this, a worker that unwound normally would wait for the others at TensorFlow's shutdown
+    barrier while they wait for it in a collective.
+
+    The block calls the value it gets, `joined()`, once the strategy exists: TensorFlow's coordination service
+    takes SIGTERM from its start, as a preemption notice, and trains on. `joined()` takes SIGTERM back, and a
+    SIGTERM that a task got while the workers joined ends that task as above and every other one with exit 2
+    naming it (a SIGINT then ends this task once they have joined).
+    """
     import signal
 
     def end(line, status):
@@ -316,15 +320,18 @@ def stopping_on_signals(cluster, command, kept):
     def stop(number, frame):
         end(f"stopped by {signal.Signals(number).name}", 128 + number)
 
+    def joined():
+        signal.signal(signal.SIGTERM, stop)
+        stopped = _stopped_while_joining(cluster)
+        if stopped == cluster.task_number:
+            time.sleep(2)  # the notice lives in the leader's coordination service: the others read it first
+            stop(signal.SIGTERM, None)
+        if stopped is not None:
+            end(f"error: {cluster.describe(stopped)} was stopped by SIGTERM as the workers joined", 2)
+
     previous = {number: signal.signal(number, stop) for number in (signal.SIGTERM, signal.SIGINT)}
-    stopped = _stopped_while_joining(cluster)
-    if stopped == cluster.task_number:
-        time.sleep(2)  # the notice lives in the leader's coordination service: the others read it first
-        stop(signal.SIGTERM, None)
-    if stopped is not None:
-        end(f"error: {cluster.describe(stopped)} was stopped by SIGTERM as the workers joined", 2)
     try:
-        yield
+        yield joined
     finally:
         for number, handler in previous.items():
             signal.signal(number, signal.SIG_DFL if handler is None else handler)

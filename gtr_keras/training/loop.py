@@ -239,9 +239,6 @@ def run_training(config, make_model, make_dataset, inputs=None, command="train")
     if config.strategy != "multi-worker":
         return _run_training(config, make_model, make_dataset, inputs)
     cluster = Cluster.from_environment()
-    # First: the strategy configures collectives, which TensorFlow allows only before its runtime starts
-    # (reading a TFRecord file to check it would start it).
-    strategy = make_strategy(config.strategy, cluster=cluster, worker_timeout=config.worker_timeout)
 
     def kept():
         if not cluster.is_chief:
@@ -249,19 +246,24 @@ def run_training(config, make_model, make_dataset, inputs=None, command="train")
         latest = tf.train.latest_checkpoint(os.path.join(config.output_dir, "checkpoints"))
         return f"the last checkpoint is {latest or 'none yet'}"
 
-    try:
-        with watching(cluster), stopping_on_signals(cluster, command, kept):
-            if cluster.is_chief:
-                return _run_training(config, make_model, make_dataset, inputs, cluster, strategy)
-            with worker_directory(cluster) as scratch:
-                # A worker keeps one checkpoint: its copies only match the chief's collectives.
-                worker = dataclasses.replace(config, output_dir=scratch, keep_checkpoints=1)
-                return _run_training(worker, make_model, make_dataset, inputs, cluster, strategy)
-    except tf.errors.OpError as error:
-        lost = lost_worker_error(cluster, error, kept())
-        if lost is None:
-            raise
-        raise lost from None
+    with stopping_on_signals(cluster, command, kept) as joined:
+        # First: the strategy configures collectives, which TensorFlow allows only before its runtime starts
+        # (reading a TFRecord file to check it would start it).
+        strategy = make_strategy(config.strategy, cluster=cluster, worker_timeout=config.worker_timeout)
+        joined()
+        try:
+            with watching(cluster):
+                if cluster.is_chief:
+                    return _run_training(config, make_model, make_dataset, inputs, cluster, strategy)
+                with worker_directory(cluster) as scratch:
+                    # A worker keeps one checkpoint: its copies only match the chief's collectives.
+                    worker = dataclasses.replace(config, output_dir=scratch, keep_checkpoints=1)
+                    return _run_training(worker, make_model, make_dataset, inputs, cluster, strategy)
+        except tf.errors.OpError as error:
+            lost = lost_worker_error(cluster, error, kept())
+            if lost is None:
+                raise
+            raise lost from None
 
 
 @locks_output("config.output_dir", inside=("model", BEST_MODEL, RUN_RECORD, "spiece.model"))

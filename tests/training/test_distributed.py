@@ -376,20 +376,25 @@ def test_sigterm_to_any_worker_ends_every_worker_at_once_and_a_rerun_resumes(tin
 
 
 @pytest.mark.large
-def test_sigterm_while_the_workers_join_ends_every_worker(tiny_model_dir, tmp_path):
+@pytest.mark.parametrize("name, why", [("SIGTERM", "was stopped by SIGTERM as the workers joined"),
+                                       ("SIGINT", "(UnavailableError in a collective)")])
+def test_a_signal_while_the_workers_join_ends_every_worker(tiny_model_dir, tmp_path, name, why):
     args = tiny_run(tiny_model_dir, tmp_path)
     (chief,), addresses = start_workers(args, tmp_path, indexes=(0,))
     deadline = time.time() + 60
     while not cluster_of({"cluster": {"worker": addresses}, "task": {"type": "worker", "index": 1}}).answers(0):
         assert time.time() < deadline and chief.poll() is None, open(chief.log).read()
         time.sleep(0.2)
-    chief.send_signal(signal.SIGTERM)  # the chief waits for worker 1 to join
+    chief.send_signal(getattr(signal, name))  # the chief waits for worker 1 to join
+    sent = time.time()
     time.sleep(1.5)
     (worker,), _ = start_workers(args, tmp_path, addresses=addresses, indexes=(1,))
     results = finish([chief, worker], timeout=120)
-    assert [status for status, _ in results] == [143, 2], results
-    assert error_lines(results[0][1]) == ["gtr-keras train: stopped by SIGTERM; the last checkpoint is none yet: rerun "
-                                          "every worker with the same command to resume from it"], results
-    assert error_lines(results[1][1]) == [f"gtr-keras train: error: worker 0 ({addresses[0]}) was stopped by SIGTERM "
-                                          "as the workers joined; the chief keeps the last checkpoint: rerun every "
-                                          "worker with the same command to resume from it"], results
+    assert [status for status, _ in results] == [128 + getattr(signal, name), 2], results
+    assert max(chief.ended, worker.ended) - sent < 40, results  # worker 1's start-up, then seconds
+    assert error_lines(results[0][1]) == [f"gtr-keras train: stopped by {name}; the last checkpoint is none yet: "
+                                          "rerun every worker with the same command to resume from it"], results
+    (line,) = error_lines(results[1][1])
+    assert line.startswith(f"gtr-keras train: error: ") and f"worker 0 ({addresses[0]}) {why}" in line, line
+    assert line.endswith("the chief keeps the last checkpoint: rerun every worker with the same command to resume "
+                         "from it"), line
