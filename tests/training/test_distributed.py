@@ -395,6 +395,6 @@ def test_a_signal_while_the_workers_join_ends_every_worker(tiny_model_dir, tmp_p
     assert error_lines(results[0][1]) == [f"gtr-keras train: stopped by {name}; the last checkpoint is none yet: "
                                           "rerun every worker with the same command to resume from it"], results
     (line,) = error_lines(results[1][1])
-    assert line.startswith(f"gtr-keras train: error: ") and f"worker 0 ({addresses[0]}) {why}" in line, line
+    assert line.startswith("gtr-keras train: error: ") and f"worker 0 ({addresses[0]}) {why}" in line, line
     assert line.endswith("the chief keeps the last checkpoint: rerun every worker with the same command to resume "
                          "from it"), line
