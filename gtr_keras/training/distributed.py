@@ -7,6 +7,10 @@ directory; the other workers write theirs to a temporary directory (`worker_dire
 receive the chief's tokenizer, restored weights and step (`broadcast_bytes`, `broadcast_variables`)
 after checking that they run the same settings on the same inputs (`check_same_run`).
 
+Nothing waits without bound: joining is a barrier of `--worker-timeout` (`multi_worker_strategy`), a worker
+that dies or hangs fails the others (`watching`, heartbeats), and SIGTERM or SIGINT to any worker ends it at
+once and so the others (`stopping_on_signals`).
+
 Input (`distributed_batches`): every input pipeline (one per worker, one per TPU host) reads the
 same stream of global batches and keeps only the rows of its own replicas, so that the union of
 the replicas' batches at a step is the global batch one process would train on at that step, in
