@@ -47,18 +47,28 @@ def teacher_embeddings(teacher, texts, kind, work_dir, batch_size=64, shard_size
     Returns:
         float32 `[len(texts), teacher.embedding_dim]`.
     """
-    writer = ShardWriter(work_dir, [str(row) for row in range(len(texts))], texts, shard_size,
-                         {"teacher_sha256": teacher.fingerprint(), "teacher_kind": kind})
+    writer = ShardWriter(
+        work_dir,
+        [str(row) for row in range(len(texts))],
+        texts,
+        shard_size,
+        {"teacher_sha256": teacher.fingerprint(), "teacher_kind": kind},
+    )
     pending = writer.pending_shards()
     for done, shard in enumerate(pending, 1):
-        rows = teacher.encode(texts[shard.start:shard.end], kind, batch_size, progress=False)
+        rows = teacher.encode(texts[shard.start : shard.end], kind, batch_size, progress=False)
         if not np.isfinite(rows).all():
-            raise DataError(f"{teacher.source}: the teacher gave non-finite embeddings for {kind} texts "
-                            f"{shard.start}-{shard.end - 1}")
+            raise DataError(
+                f"{teacher.source}: the teacher gave non-finite embeddings for {kind} texts "
+                f"{shard.start}-{shard.end - 1}"
+            )
         writer.write(shard.number, rows)
         if verbose:
-            print(f"teacher {kind} embeddings: shard {shard.number + 1} of {writer.num_shards} written "
-                  f"({done} of {len(pending)} this run)", flush=True)
+            print(
+                f"teacher {kind} embeddings: shard {shard.number + 1} of {writer.num_shards} written "
+                f"({done} of {len(pending)} this run)",
+                flush=True,
+            )
     return writer.assemble()
 
 
@@ -98,8 +108,9 @@ def distill(config):
         return {"teacher": {"path": os.fspath(config.teacher), "sha256": loaded["teacher"].fingerprint()}}
 
     def make_model(encoder):
-        return DistilledDualEncoder(encoder, loaded["teacher"].embedding_dim, config.temperature,
-                                    config.teacher_temperature, config.mse_weight)
+        return DistilledDualEncoder(
+            encoder, loaded["teacher"].embedding_dim, config.temperature, config.teacher_temperature, config.mse_weight
+        )
 
     def make_dataset(run, tokenizer, batch_size, **kwargs):
         teacher = loaded.pop("teacher")
@@ -109,8 +120,7 @@ def distill(config):
         query_rows = np.zeros([0, teacher.embedding_dim], np.float32)
         if queries:
             query_rows = teacher_embeddings(teacher, queries, "query", os.path.join(cache, "queries"), **common)
-        document_rows = teacher_embeddings(teacher, documents, "document", os.path.join(cache, "documents"),
-                                           **common)
+        document_rows = teacher_embeddings(teacher, documents, "document", os.path.join(cache, "documents"), **common)
         return functools.partial(run.data.dataset, tokenizer, query_rows, document_rows, batch_size, **kwargs)
 
-    return run_training(config, make_model, make_dataset, inputs)
+    return run_training(config, make_model, make_dataset, inputs, command="distill")

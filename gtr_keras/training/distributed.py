@@ -7,6 +7,10 @@ directory; the other workers write theirs to a temporary directory (`worker_dire
 receive the chief's tokenizer, restored weights and step (`broadcast_bytes`, `broadcast_variables`)
 after checking that they run the same settings on the same inputs (`check_same_run`).
 
+Nothing waits without bound: joining is a barrier of `--worker-timeout` (`multi_worker_strategy`), a worker
+that dies or hangs fails the others (`watching`, heartbeats), and SIGTERM or SIGINT to any worker ends it at
+once and so the others (`stopping_on_signals`).
+
 Input (`distributed_batches`): every input pipeline (one per worker, one per TPU host) reads the
 same stream of global batches and keeps only the rows of its own replicas, so that the union of
 the replicas' batches at a step is the global batch one process would train on at that step, in
@@ -15,20 +19,23 @@ the same order.
 
 import contextlib
 import dataclasses
+import errno
 import json
 import os
 import re
 import shutil
 import socket
+import sys
 import tempfile
 import threading
+import time
 
 from gtr_keras.errors import MismatchError, TrainingError, UserError
 
 TF_CONFIG = "TF_CONFIG"
 _JOBS = ("chief", "worker")
-_EXAMPLE = ('TF_CONFIG=\'{"cluster": {"worker": ["host0:2222", "host1:2222"]}, '
-            '"task": {"type": "worker", "index": 0}}\'')
+_EXAMPLE = 'TF_CONFIG=\'{"cluster": {"worker": ["host0:2222", "host1:2222"]}, "task": {"type": "worker", "index": 0}}\''
+_PREEMPTION_KEY = "TF_DEFAULT_PREEMPTION_NOTICE_KEY"  # where TensorFlow's SIGTERM handler records its task
 _LOST_ERRORS = ("UnavailableError", "AbortedError", "DeadlineExceededError", "CancelledError", "InternalError")
 
 
@@ -41,6 +48,31 @@ def _address(job, index, address):
     if not host or not port.isdigit() or not 0 < int(port) < 65536:
         raise _config_error(f'cluster.{job}[{index}] must be "host:port", got {address!r}')
     return address
+
+
+def _endpoints(address):
+    """The `(IP address, port)` pairs that `address` ("host:port") resolves to; `{(host, port)}` (lower case)
+    for a host name that does not resolve here (another machine's, say)."""
+    host, _, port = address.rpartition(":")
+    try:
+        resolved = socket.getaddrinfo(host.strip("[]"), int(port), type=socket.SOCK_STREAM)
+    except (OSError, UnicodeError):
+        return {(host.lower(), int(port))}
+    return {(info[4][0], int(port)) for info in resolved}
+
+
+def _check_distinct(named):
+    """Raises the `TF_CONFIG` error for two of `named` (`[(field, address)]`) that are one address, by name or
+    by what their host names resolve to (`127.0.0.1:P` and `localhost:P`)."""
+    seen = {}
+    for field, address in named:
+        endpoints = _endpoints(address)
+        clash = next(((endpoint, seen[endpoint]) for endpoint in endpoints if endpoint in seen), None)
+        if clash:
+            (host, port), (first, other) = clash
+            same = address if other == address else f"{other} and {address} (both {host}:{port})"
+            raise _config_error(f"the address {same} is given to two tasks, {first} and {field}")
+        seen.update(dict.fromkeys(endpoints, (field, address)))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -83,8 +115,10 @@ class Cluster:
         cluster, task = config["cluster"], config.get("task")
         unknown = sorted(set(cluster) - set(_JOBS))
         if unknown:
-            raise _config_error(f"job {unknown[0]!r} is not supported (multi-worker training has "
-                                f"{' and '.join(_JOBS)} tasks only, no parameter servers or evaluators)")
+            raise _config_error(
+                f"job {unknown[0]!r} is not supported (multi-worker training has "
+                f"{' and '.join(_JOBS)} tasks only, no parameter servers or evaluators)"
+            )
         if not cluster.get("worker") and not cluster.get("chief"):
             raise _config_error('cluster has no "worker" list')
         jobs = {}
@@ -96,19 +130,29 @@ class Cluster:
                 jobs[job] = [_address(job, index, address) for index, address in enumerate(addresses)]
         if len(jobs.get("chief", [])) > 1:
             raise _config_error("cluster.chief must list one address")
-        every = [address for addresses in jobs.values() for address in addresses]
-        repeated = sorted({address for address in every if every.count(address) > 1})
-        if repeated:
-            raise _config_error(f"the address {repeated[0]} is given to two tasks")
+        _check_distinct(
+            [(f"cluster.{job}[{index}]", address) for job in jobs for index, address in enumerate(jobs[job])]
+        )
         if not isinstance(task, dict):
             raise _config_error('needs a "task" object {"type", "index"} naming this process')
-        task_type, task_index = task.get("type"), task.get("index", 0)
+        missing = [field for field in ("type", "index") if field not in task]
+        if missing:
+            raise _config_error(
+                f'task has no "{missing[0]}" ("task": {{"type": "worker", "index": 0}} names '
+                "this process's job and its position in it)"
+            )
+        task_type, task_index = task["type"], task["index"]
         if task_type not in jobs:
             raise _config_error(f"task.type must be one of {sorted(jobs)}, got {task_type!r}")
-        if isinstance(task_index, bool) or not isinstance(task_index, int) or not 0 <= task_index < len(
-                jobs[task_type]):
-            raise _config_error(f"task.index must be 0 to {len(jobs[task_type]) - 1} for the "
-                                f"{len(jobs[task_type])} {task_type} task(s), got {task_index!r}")
+        if (
+            isinstance(task_index, bool)
+            or not isinstance(task_index, int)
+            or not 0 <= task_index < len(jobs[task_type])
+        ):
+            raise _config_error(
+                f"task.index must be 0 to {len(jobs[task_type]) - 1} for the "
+                f"{len(jobs[task_type])} {task_type} task(s), got {task_index!r}"
+            )
         return cls(jobs, task_type, task_index)
 
     @property
@@ -136,6 +180,31 @@ class Cluster:
         """The positions in `tasks` of the other tasks."""
         return [number for number in range(len(self.tasks)) if number != self.task_number]
 
+    def check_port_free(self):
+        """Raises a `UserError` naming this task when another program listens on (or holds) its port here:
+        TensorFlow's server, which listens on the port on every interface, could not start.
+
+        Example:
+        >>> with socket.create_server(("127.0.0.1", 0)) as held:
+        ...     Cluster({"worker": [f"127.0.0.1:{held.getsockname()[1]}"]}, "worker", 0).check_port_free()
+        Traceback (most recent call last):
+        ...
+        gtr_keras.errors.UserError: TF_CONFIG: worker 0 (127.0.0.1:...): port ... is in use by another program...
+        """
+        port = int(self.jobs[self.task_type][self.task_index].rpartition(":")[2])
+        for family, host in ((socket.AF_INET, ""), (socket.AF_INET6, "::")):
+            try:
+                with socket.socket(family) as probe:
+                    probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # a closed port's TIME_WAIT is free
+                    probe.bind((host, port))
+            except OSError as error:
+                if error.errno == errno.EADDRINUSE:
+                    raise UserError(
+                        f"{TF_CONFIG}: {self.describe(self.task_number)}: port {port} is in use by another program "
+                        "on this machine (address in use); stop it, or give this task a free port in every "
+                        f"worker's {TF_CONFIG}"
+                    ) from None
+
     def lost_task(self, message):
         """The task a collective error `message` is about, else one whose port no longer answers, else None."""
         for number in self.others:
@@ -161,11 +230,13 @@ def multi_worker_strategy(cluster, timeout):
     """A `tf.distribute.MultiWorkerMirroredStrategy` over `cluster` (whose `TF_CONFIG` is set): it waits
     up to `timeout` seconds for every task to start, and a task silent for `timeout` seconds (its
     coordination-service heartbeats stop) fails the run on the others (one that dies fails them at once
-    inside `watching`). A task that does not join is a `TrainingError` naming it."""
+    inside `watching`). A task that does not join is a `TrainingError` naming it, and a port another program
+    holds a `UserError` before anything starts (`Cluster.check_port_free`)."""
     import tensorflow as tf
     from tensorflow.compiler.xla.tsl.protobuf import coordination_config_pb2
     from tensorflow.python.eager import context
 
+    cluster.check_port_free()
     leader = "chief" if "chief" in cluster.jobs else "worker"
     context.context().configure_coordination_service(
         service_type="standalone",
@@ -173,9 +244,14 @@ def multi_worker_strategy(cluster, timeout):
         cluster_register_timeout_in_ms=int(timeout * 1000),
         heartbeat_timeout_in_ms=int(timeout * 1000),
         shutdown_barrier_timeout_in_ms=int(timeout * 1000),
-        coordinated_jobs=[coordination_config_pb2.CoordinatedJob(name=job, num_tasks=len(addresses))
-                          for job, addresses in cluster.jobs.items()],
+        coordinated_jobs=[
+            coordination_config_pb2.CoordinatedJob(name=job, num_tasks=len(addresses))
+            for job, addresses in cluster.jobs.items()
+        ],
     )
+    # Registration is a barrier of `timeout`: without one the leader waits for an absent task without end, in C++
+    # and holding Python's lock, so that no Python thread or signal handler can stop it.
+    context.context().coordination_service.cluster_register_with_barrier = True
     try:
         return tf.distribute.MultiWorkerMirroredStrategy()
     except tf.errors.OpError as error:
@@ -205,7 +281,8 @@ def watching(cluster, interval=1.0):
             lost = sorted(now & refused)
             if lost:
                 context.context().abort_collective_ops(
-                    tf.errors.UNAVAILABLE, f"{cluster.describe(lost[0])} is gone: its port is closed")
+                    tf.errors.UNAVAILABLE, f"{cluster.describe(lost[0])} is gone: its port is closed"
+                )
                 return
             refused = now
 
@@ -216,6 +293,67 @@ def watching(cluster, interval=1.0):
     finally:
         stop.set()
         thread.join()
+
+
+def _stopped_while_joining(cluster):
+    """The position in `tasks` of a task that got SIGTERM while the workers joined, else None. TensorFlow's
+    handler took that signal for a preemption notice and recorded the task for every worker to read (it
+    polls for the signal once a second: the wait covers that)."""
+    import tensorflow as tf
+    from tensorflow.python.eager import context
+
+    try:
+        task = context.context().get_config_key_value(_PREEMPTION_KEY, timeout_in_ms=1500)
+    except tf.errors.OpError:
+        return None
+    match = re.fullmatch(r"/job:(\w+)(?:/replica:0)?/task:(\d+)", task)
+    known = [(job, str(index)) for job, index, _ in cluster.tasks]
+    return known.index(match.groups()) if match and match.groups() in known else None
+
+
+@contextlib.contextmanager
+def stopping_on_signals(cluster, command, kept):
+    """While the block runs, SIGTERM or SIGINT ends this process at once (at the next Python instruction: a step
+    in progress ends first), with exit status 128 + the signal's number and one line on stderr, `gtr-keras
+    COMMAND: stopped by SIGTERM; KEPT: rerun every worker with the same command to resume from it` (`kept()`
+    says where the last complete checkpoint is). The other workers then find its port closed (`watching`) and
+    end too. Without this, a worker that unwound normally would wait for the others at TensorFlow's shutdown
+    barrier while they wait for it in a collective.
+
+    The block calls the value it gets, `joined()`, once the strategy exists: TensorFlow's coordination service
+    takes SIGTERM from its start, as a preemption notice, and trains on. `joined()` takes SIGTERM back, and a
+    SIGTERM that a task got while the workers joined ends that task as above and every other one with exit 2
+    naming it (a SIGINT then ends this task once they have joined).
+    """
+    import signal
+
+    def end(line, status):
+        sys.stdout.flush()
+        print(
+            f"gtr-keras {command}: {line}; {kept()}: rerun every worker with the same command to resume from it",
+            file=sys.stderr,
+            flush=True,
+        )
+        os._exit(status)
+
+    def stop(number, frame):
+        end(f"stopped by {signal.Signals(number).name}", 128 + number)
+
+    def joined():
+        signal.signal(signal.SIGTERM, stop)
+        stopped = _stopped_while_joining(cluster)
+        if stopped == cluster.task_number:
+            time.sleep(2)  # the notice lives in the leader's coordination service: the others read it first
+            stop(signal.SIGTERM, None)
+        if stopped is not None:
+            end(f"error: {cluster.describe(stopped)} was stopped by SIGTERM as the workers joined", 2)
+
+    previous = {number: signal.signal(number, stop) for number in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        yield joined
+    finally:
+        for number, handler in previous.items():
+            signal.signal(number, signal.SIG_DFL if handler is None else handler)
 
 
 def is_multi_worker(strategy):
@@ -241,6 +379,7 @@ def distributed_batches(strategy, make_batches, batch_size):
         global batch, in replica order (the default strategy's is the dataset
         of whole global batches).
     """
+
     def dataset_fn(context):
         local_replicas = context.num_replicas_in_sync // context.num_input_pipelines
         size = context.get_per_replica_batch_size(batch_size)
@@ -268,7 +407,7 @@ def gather_bytes(strategy, cluster, data):
     per_worker = strategy.num_replicas_in_sync // len(cluster.tasks)
     lengths = _gather_int32(strategy, [len(data)])[::per_worker, 0]
     padded = np.zeros(max(lengths), np.int32)
-    padded[:len(data)] = np.frombuffer(data, np.uint8)
+    padded[: len(data)] = np.frombuffer(data, np.uint8)
     rows = _gather_int32(strategy, padded)[::per_worker]
     return [row[:length].astype(np.uint8).tobytes() for row, length in zip(rows, lengths)]
 
@@ -289,8 +428,7 @@ def broadcast_variables(strategy, variables):
     def chief_values():
         context = tf.distribute.get_replica_context()
         first = tf.equal(context.replica_id_in_sync_group, 0)
-        return [context.all_reduce(tf.distribute.ReduceOp.SUM, tf.where(first, v, tf.zeros_like(v)))
-                for v in variables]
+        return [context.all_reduce(tf.distribute.ReduceOp.SUM, tf.where(first, v, tf.zeros_like(v))) for v in variables]
 
     values = strategy.run(chief_values)
     for variable, value in zip(variables, values):
@@ -321,8 +459,11 @@ def check_same_run(strategy, cluster, identity, failure=None):
             raise TrainingError(f"{cluster.describe(number)} stopped: {other['failure']}")
     chief = records[0]["identity"]
     for number, other in enumerate(record["identity"] for record in records[1:]):
-        different = [key for key in sorted({*chief, *other})
-                     if json.dumps(chief.get(key), sort_keys=True) != json.dumps(other.get(key), sort_keys=True)]
+        different = [
+            key
+            for key in sorted({*chief, *other})
+            if json.dumps(chief.get(key), sort_keys=True) != json.dumps(other.get(key), sort_keys=True)
+        ]
         if different:
             key = different[0]
             raise MismatchError(
@@ -353,7 +494,7 @@ def worker_directory(cluster):
     root = tempfile.gettempdir()
     for name in os.listdir(root):
         bare = name.removeprefix(".")  # `.NAME.lock`: the output lock beside the directory
-        if bare.startswith(prefix) and not _alive(bare[len(prefix):].split("-")[0]):
+        if bare.startswith(prefix) and not _alive(bare[len(prefix) :].split("-")[0]):
             path = os.path.join(root, name)
             if os.path.isdir(path):
                 shutil.rmtree(path, ignore_errors=True)

@@ -22,8 +22,8 @@ import tensorflow as tf
 
 from gtr_keras.errors import CheckpointError, MismatchError, TrainingError, UserError
 from gtr_keras.models.gtr.fingerprint import fingerprint
-from gtr_keras.models.gtr.preprocessor import GTRTextEmbedderPreprocessor
 from gtr_keras.models.gtr.model_source import DOWNLOAD_PREFIXES
+from gtr_keras.models.gtr.preprocessor import GTRTextEmbedderPreprocessor
 from gtr_keras.models.gtr.presets import PRESET_SOURCES, PRESETS, preset_config
 from gtr_keras.models.gtr.saving import load, save
 from gtr_keras.models.gtr.text_embedder import GTRTextEmbedder
@@ -44,6 +44,7 @@ from gtr_keras.training.distributed import (
     check_same_run,
     distributed_batches,
     lost_worker_error,
+    stopping_on_signals,
     watching,
     worker_directory,
 )
@@ -88,8 +89,12 @@ def _tokenizer_file(config):
         preset = preset_config(config.init, **config.model)
         size = config.sentencepiece_vocabulary_size or preset["vocabulary_size"] - 100
         with atomic_outputs(path) as (staged,):
-            train_sentencepiece(_training_texts(config.data), str(staged), vocabulary_size=size,
-                                case_folding=config.sentencepiece_case_folding)
+            train_sentencepiece(
+                _training_texts(config.data),
+                str(staged),
+                vocabulary_size=size,
+                case_folding=config.sentencepiece_case_folding,
+            )
     return path
 
 
@@ -205,7 +210,7 @@ def train(config):
     return run_training(config, dual_encoder, make_dataset)
 
 
-def run_training(config, make_model, make_dataset, inputs=None):
+def run_training(config, make_model, make_dataset, inputs=None, command="train"):
     """The loop of `train`, for any Keras model that trains a `GTRTextEmbedder` (`distill` uses it too).
 
     With the `multi-worker` strategy, every worker runs this with the same
@@ -227,6 +232,9 @@ def run_training(config, make_model, make_dataset, inputs=None):
         inputs: optional `inputs()` -> `{name: {"path", "sha256"}}` of further
             inputs to record and compare on resume (called once the data is
             checked, before the model is built).
+        command: the `gtr-keras` command that runs this, for the line a
+            multi-worker run prints when a signal stops it
+            (`distributed.stopping_on_signals`).
 
     Returns:
         The trained `Encoder`.
@@ -235,26 +243,31 @@ def run_training(config, make_model, make_dataset, inputs=None):
     if config.strategy != "multi-worker":
         return _run_training(config, make_model, make_dataset, inputs)
     cluster = Cluster.from_environment()
-    # First: the strategy configures collectives, which TensorFlow allows only before its runtime starts
-    # (reading a TFRecord file to check it would start it).
-    strategy = make_strategy(config.strategy, cluster=cluster, worker_timeout=config.worker_timeout)
-    try:
-        with watching(cluster):
-            if cluster.is_chief:
-                return _run_training(config, make_model, make_dataset, inputs, cluster, strategy)
-            with worker_directory(cluster) as scratch:
-                # A worker keeps one checkpoint: its copies only match the chief's collectives.
-                worker = dataclasses.replace(config, output_dir=scratch, keep_checkpoints=1)
-                return _run_training(worker, make_model, make_dataset, inputs, cluster, strategy)
-    except tf.errors.OpError as error:
-        kept = "the chief keeps the last checkpoint"
-        if cluster.is_chief:
-            latest = tf.train.latest_checkpoint(os.path.join(config.output_dir, "checkpoints"))
-            kept = f"the last checkpoint is {latest or 'none yet'}"
-        lost = lost_worker_error(cluster, error, kept)
-        if lost is None:
-            raise
-        raise lost from None
+
+    def kept():
+        if not cluster.is_chief:
+            return "the chief keeps the last checkpoint"
+        latest = tf.train.latest_checkpoint(os.path.join(config.output_dir, "checkpoints"))
+        return f"the last checkpoint is {latest or 'none yet'}"
+
+    with stopping_on_signals(cluster, command, kept) as joined:
+        # First: the strategy configures collectives, which TensorFlow allows only before its runtime starts
+        # (reading a TFRecord file to check it would start it).
+        strategy = make_strategy(config.strategy, cluster=cluster, worker_timeout=config.worker_timeout)
+        joined()
+        try:
+            with watching(cluster):
+                if cluster.is_chief:
+                    return _run_training(config, make_model, make_dataset, inputs, cluster, strategy)
+                with worker_directory(cluster) as scratch:
+                    # A worker keeps one checkpoint: its copies only match the chief's collectives.
+                    worker = dataclasses.replace(config, output_dir=scratch, keep_checkpoints=1)
+                    return _run_training(worker, make_model, make_dataset, inputs, cluster, strategy)
+        except tf.errors.OpError as error:
+            lost = lost_worker_error(cluster, error, kept())
+            if lost is None:
+                raise
+            raise lost from None
 
 
 @locks_output("config.output_dir", inside=("model", BEST_MODEL, RUN_RECORD, "spiece.model"))
@@ -325,8 +338,13 @@ def _run_training(config, make_model, make_dataset, inputs=None, cluster=None, s
         # The batches already seen are skipped and the dataset ends with the last step: the final epoch
         # (and the first, when checkpoint_every changed on resume) may be shorter, and the run stops there.
         batches = make_dataset(
-            config, encoder.preprocessor.tokenizer, config.batch_size, seed=config.seed, skip_batches=start,
-            drop_remainder=True, pad_to_length=config.strategy == "tpu",
+            config,
+            encoder.preprocessor.tokenizer,
+            config.batch_size,
+            seed=config.seed,
+            skip_batches=start,
+            drop_remainder=True,
+            pad_to_length=config.strategy == "tpu",
         )
         dataset = distributed_batches(
             strategy, lambda rows: batches(rows=rows).take(config.steps - start), config.batch_size
