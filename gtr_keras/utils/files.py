@@ -364,6 +364,10 @@ def check_replaceable(target, kinds=()):
     if not isdir(target):
         return
     entries = listdir(target)
+    if target.startswith("ram://"):  # ram:// lists a sibling `NAME.partial/...` inside `NAME` (a prefix match)
+        parent, name = parent_and_name(target)
+        siblings = set(listdir(parent))
+        entries = [entry for entry in entries if name + entry not in siblings]
     if not entries:
         return
     foreign = [kind.foreign(entries) for kind in kinds]
