@@ -500,10 +500,14 @@ def test_sigterm_to_any_worker_ends_every_worker_at_once_and_a_rerun_resumes(tin
 
 @pytest.mark.large
 @pytest.mark.parametrize(
-    "name, why",
-    [("SIGTERM", "was stopped by SIGTERM as the workers joined"), ("SIGINT", "(UnavailableError in a collective)")],
+    "name, whys",
+    [
+        ("SIGTERM", ["was stopped by SIGTERM as the workers joined"]),
+        # SIGINT ends the chief once the workers have joined, or before worker 1 has (a race): both name it.
+        ("SIGINT", ["(UnavailableError in a collective)", "did not join the cluster"]),
+    ],
 )
-def test_a_signal_while_the_workers_join_ends_every_worker(tiny_model_dir, tmp_path, name, why):
+def test_a_signal_while_the_workers_join_ends_every_worker(tiny_model_dir, tmp_path, name, whys):
     args = tiny_run(tiny_model_dir, tmp_path)
     (chief,), addresses = start_workers(args, tmp_path, indexes=(0,))
     deadline = time.time() + 60
@@ -522,7 +526,9 @@ def test_a_signal_while_the_workers_join_ends_every_worker(tiny_model_dir, tmp_p
         "rerun every worker with the same command to resume from it"
     ], results
     (line,) = error_lines(results[1][1])
-    assert line.startswith("gtr-keras train: error: ") and f"worker 0 ({addresses[0]}) {why}" in line, line
-    assert line.endswith(
-        "the chief keeps the last checkpoint: rerun every worker with the same command to resume from it"
+    assert line.startswith("gtr-keras train: error: "), line
+    assert any(f"worker 0 ({addresses[0]}) {why}" in line for why in whys), line
+    assert (
+        line.endswith("the chief keeps the last checkpoint: rerun every worker with the same command to resume from it")
+        or "did not join the cluster" in line
     ), line
