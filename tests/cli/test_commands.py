@@ -376,24 +376,17 @@ def test_embeddings_of_another_model_are_refused(tmp_path, tiny_model_dir, capsy
     assert not (tmp_path / "idx").exists()
 
 
+def _encode_in_bfloat16(tmp_path, model_dir, **corpus):
+    """`encode --precision bfloat16` of a small corpus into `tmp_path / "e.npy"` (its record `e.json`); the
+    corpus file."""
+    corpus = _corpus_file(tmp_path / "corpus.jsonl", **corpus)
+    argv = ["encode", "--model", model_dir, "--input", str(corpus), "--output", str(tmp_path / "e.npy")]
+    assert main([*argv, "--precision", "bfloat16"]) == 0
+    return corpus
+
+
 def test_bfloat16_shards_are_of_the_same_model_and_search_with_it_in_float32(tmp_path, tiny_model_dir, capsys):
-    corpus = _corpus_file(tmp_path / "corpus.jsonl")
-    assert (
-        main(
-            [
-                "encode",
-                "--model",
-                tiny_model_dir,
-                "--input",
-                str(corpus),
-                "--output",
-                str(tmp_path / "e.npy"),
-                "--precision",
-                "bfloat16",
-            ]
-        )
-        == 0
-    )
+    corpus = _encode_in_bfloat16(tmp_path, tiny_model_dir)
     assert main(["index", "--embeddings", str(tmp_path / "e.npy"), "--out", str(tmp_path / "idx")]) == 0
     assert (
         main(
@@ -420,23 +413,7 @@ def test_bfloat16_shards_are_of_the_same_model_and_search_with_it_in_float32(tmp
 
 
 def test_bfloat16_shards_of_an_older_record_are_refused_at_index_time(tmp_path, tiny_model_dir, capsys):
-    corpus = _corpus_file(tmp_path / "corpus.jsonl", n=3)
-    assert (
-        main(
-            [
-                "encode",
-                "--model",
-                tiny_model_dir,
-                "--input",
-                str(corpus),
-                "--output",
-                str(tmp_path / "e.npy"),
-                "--precision",
-                "bfloat16",
-            ]
-        )
-        == 0
-    )
+    _encode_in_bfloat16(tmp_path, tiny_model_dir, n=3)
     record = json.loads((tmp_path / "e.json").read_text())
     del record["model"]["bfloat16_sha256"]
     (tmp_path / "e.json").write_text(json.dumps(record))
@@ -447,23 +424,7 @@ def test_bfloat16_shards_of_an_older_record_are_refused_at_index_time(tmp_path, 
 
 
 def test_bfloat16_shards_of_another_model_are_refused(tmp_path, tiny_model_dir, capsys):
-    corpus = _corpus_file(tmp_path / "corpus.jsonl", n=3)
-    assert (
-        main(
-            [
-                "encode",
-                "--model",
-                tiny_model_dir,
-                "--input",
-                str(corpus),
-                "--output",
-                str(tmp_path / "e.npy"),
-                "--precision",
-                "bfloat16",
-            ]
-        )
-        == 0
-    )
+    _encode_in_bfloat16(tmp_path, tiny_model_dir, n=3)
     record = json.loads((tmp_path / "e.json").read_text())
     record["model"]["bfloat16_sha256"] = "0" * 64  # as a bfloat16 model of other weights records it
     (tmp_path / "e.json").write_text(json.dumps(record))

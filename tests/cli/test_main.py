@@ -14,6 +14,20 @@ from gtr_keras.cli.parser import build_parser
 SUBCOMMANDS = [name for name in build_parser().commands if name != "saved-model-cli"]
 
 
+def _encode_one_text(tmp_path):
+    """The arguments of `encode` of a one-line text file with an (empty) model directory."""
+    (tmp_path / "x.txt").write_text("a\n")
+    return [
+        "encode",
+        "--model",
+        empty_model_dir(tmp_path),
+        "--input",
+        str(tmp_path / "x.txt"),
+        "--output",
+        str(tmp_path / "o.npy"),
+    ]
+
+
 def test_help_answers_without_importing_tensorflow_or_the_library():
     code = (
         "import sys, gtr_keras.cli.main\n"
@@ -82,20 +96,10 @@ def test_user_error_is_exit_2_one_line_and_debug_shows_the_traceback(tmp_path, m
         raise DataError("corpus.jsonl:3: missing field `text`")
 
     monkeypatch.setattr(commands, "encode", failing)
-    (tmp_path / "x.txt").write_text("a\n")
-    argv = [
-        "encode",
-        "--model",
-        empty_model_dir(tmp_path),
-        "--input",
-        str(tmp_path / "x.txt"),
-        "--output",
-        str(tmp_path / "o.npy"),
-    ]
-    assert main(argv) == 2
+    assert main(_encode_one_text(tmp_path)) == 2
     assert one_line_error(capsys) == "gtr-keras encode: error: corpus.jsonl:3: missing field `text`"
     with pytest.raises(DataError):
-        main([*argv, "--debug"])
+        main([*_encode_one_text(tmp_path), "--debug"])
 
 
 def test_a_bug_is_exit_1_with_one_line_pointing_to_debug(tmp_path, monkeypatch, capsys):
@@ -188,17 +192,7 @@ def test_the_machines_limits_are_exit_2_and_one_line_not_a_bug(tmp_path, monkeyp
         raise getattr(tf.errors, error)(None, None, message)
 
     monkeypatch.setattr(commands, "encode", failing)
-    (tmp_path / "x.txt").write_text("a\n")
-    argv = [
-        "encode",
-        "--model",
-        empty_model_dir(tmp_path),
-        "--input",
-        str(tmp_path / "x.txt"),
-        "--output",
-        str(tmp_path / "o.npy"),
-    ]
-    assert main(argv) == 2
+    assert main(_encode_one_text(tmp_path)) == 2
     assert one_line_error(capsys) == f"gtr-keras encode: error: {expected}"
 
 
