@@ -385,23 +385,17 @@ def _encode_in_bfloat16(tmp_path, model_dir, **corpus):
     return corpus
 
 
+def _index_declaring_the_model(tmp_path, model_dir):
+    """`index --embeddings e.npy --model MODEL` into `tmp_path / "declared"`; the exit status."""
+    return main(
+        ["index", "--embeddings", str(tmp_path / "e.npy"), "--model", model_dir, "--out", str(tmp_path / "declared")]
+    )
+
+
 def test_bfloat16_shards_are_of_the_same_model_and_search_with_it_in_float32(tmp_path, tiny_model_dir, capsys):
     corpus = _encode_in_bfloat16(tmp_path, tiny_model_dir)
     assert main(["index", "--embeddings", str(tmp_path / "e.npy"), "--out", str(tmp_path / "idx")]) == 0
-    assert (
-        main(
-            [
-                "index",
-                "--embeddings",
-                str(tmp_path / "e.npy"),
-                "--model",
-                tiny_model_dir,
-                "--out",
-                str(tmp_path / "declared"),
-            ]
-        )
-        == 0
-    )
+    assert _index_declaring_the_model(tmp_path, tiny_model_dir) == 0
     assert main(["index", "--model", tiny_model_dir, "--corpus", str(corpus), "--out", str(tmp_path / "f32")]) == 0
     recorded = json.loads((tmp_path / "declared" / "retriever.json").read_text())
     assert recorded["compute_dtype"] == "bfloat16" and recorded["model_dir"] == tiny_model_dir
@@ -430,20 +424,7 @@ def test_bfloat16_shards_of_another_model_are_refused(tmp_path, tiny_model_dir, 
     (tmp_path / "e.json").write_text(json.dumps(record))
     assert main(["index", "--embeddings", str(tmp_path / "e.npy"), "--out", str(tmp_path / "idx")]) == 0
     capsys.readouterr()
-    assert (
-        main(
-            [
-                "index",
-                "--embeddings",
-                str(tmp_path / "e.npy"),
-                "--model",
-                tiny_model_dir,
-                "--out",
-                str(tmp_path / "declared"),
-            ]
-        )
-        == 2
-    )
+    assert _index_declaring_the_model(tmp_path, tiny_model_dir) == 2
     assert "encoded by another model than --model (bfloat16_sha256 000000000000… recorded" in capsys.readouterr().err
     assert main(["search", "heat", "--index", str(tmp_path / "idx"), "--model", tiny_model_dir]) == 2
     assert "built with another model (bfloat16_sha256 000000000000… recorded" in capsys.readouterr().err

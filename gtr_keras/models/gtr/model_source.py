@@ -174,8 +174,7 @@ def gtr_model_source(source):
         or str(config.get("registered_name", "")).startswith("gtr_keras>")
         or (found == SENTENCE_TRANSFORMERS and config.get("model_type") == "t5")
     )
-    remote = not files.is_local(path)
-    return ModelSource(name, path.rstrip("/") if remote else path, found, remote) if gtr else None
+    return resolve_model_source(name, found) if gtr else None
 
 
 def _config(directory):
