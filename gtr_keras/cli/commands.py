@@ -14,8 +14,10 @@ import sys
 
 import numpy as np
 
+from gtr_keras.cli.arguments import PROG
 from gtr_keras.errors import DataError
 from gtr_keras.utils import files
+from gtr_keras.utils.cpu import bfloat16_note
 from gtr_keras.utils.files import atomic_file, atomic_outputs
 from gtr_keras.utils.locks import locks_output
 
@@ -27,6 +29,9 @@ def _encoder(args):
     # float32 loads the model as saved; bfloat16 keeps the weights in bfloat16 too (the arithmetic of
     # "mixed_bfloat16" without casting every weight on every call).
     dtype = "bfloat16" if getattr(args, "precision", "float32") == "bfloat16" else None
+    note = dtype and bfloat16_note()
+    if note:
+        print(f"{PROG} {args.command}: note: {note}", file=sys.stderr)
     return load(
         args.model,
         dtype=dtype,
