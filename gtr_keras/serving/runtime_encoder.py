@@ -7,8 +7,10 @@ import numpy as np
 import sentencepiece as spm
 
 from gtr_keras.errors import DataError, UserError
-from gtr_keras.serving.token_id_export import CONFIG_FILE, INPUTS
 
+CONFIG_FILE = "export.json"
+INPUTS = ("token_ids", "padding_mask")
+OUTPUT = "embeddings"
 RUNTIMES = {"onnx": "onnxruntime", "openvino": "openvino"}
 OPENVINO_FLOAT32 = {"INFERENCE_PRECISION_HINT": "f32"}
 

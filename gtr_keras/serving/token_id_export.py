@@ -23,14 +23,12 @@ import tensorflow as tf
 
 from gtr_keras.errors import UserError
 from gtr_keras.models.gtr.tokenizer import EOS_ID, PAD_ID
+from gtr_keras.serving.runtime_encoder import CONFIG_FILE, INPUTS, OUTPUT
 from gtr_keras.utils import files
 from gtr_keras.utils.files import atomic_directory
 from gtr_keras.utils.locks import locks_output
 
 VOCABULARY_FILE = "spiece.model"
-CONFIG_FILE = "export.json"
-INPUTS = ("token_ids", "padding_mask")
-OUTPUT = "embeddings"
 TOKEN_INPUTS = [tf.TensorSpec([None, None], tf.int32, name=name) for name in INPUTS]
 
 
