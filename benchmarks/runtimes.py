@@ -42,6 +42,22 @@ from results import RESULTS, machine, publish, rerun_command  # noqa: E402
 SECTION = "## Runtimes"
 TF_FLOAT32 = "gtr-keras TensorFlow fp32"
 PEER_BACKENDS = ("torch", "onnx", "openvino")
+OUR_PACKAGES = ("tensorflow", "onnxruntime", "tf2onnx", "openvino")
+PEER_PACKAGES = ("torch", "sentence-transformers", "transformers", "optimum-onnx", "optimum-intel", "openvino")
+
+
+def versions(packages):
+    from importlib.metadata import PackageNotFoundError, version
+
+    found = {}
+    for package in packages:
+        try:
+            found[package] = version(package)
+        except PackageNotFoundError:
+            found[package] = "not installed"
+    return ", ".join(f"{package} {number}" for package, number in found.items())
+
+
 FLAGS = ("avx2", "avx512f", "avx512_bf16", "avx512_vnni", "avx_vnni", "amx_bf16", "amx_int8")
 COLLECTIONS = ("cranfield", "cisi", "scifact", "nfcorpus", "msmarco-dl19-subset")
 BUNDLED = "gtr-small-distilled"
@@ -124,7 +140,7 @@ def run_peer(st_dir, texts_file, out_dir, batch_size):
             models[backend] = model
         except Exception as error:  # a backend that fails is a result: the table records its error
             errors[backend] = f"{type(error).__name__}: {str(error).strip().splitlines()[0][:200]}"
-    print(MARK + json.dumps({"errors": errors}), flush=True)
+    print(MARK + json.dumps({"errors": errors, "versions": versions(PEER_PACKAGES)}), flush=True)
     for line in sys.stdin:
         if line.strip() != "round":
             break
@@ -165,7 +181,8 @@ def measure(paths, texts, rounds, batch_size, peer_python, work):
     )
     runtimes = gtr_keras_runtimes(paths)
     embeddings = {name: encode(texts, batch_size=batch_size) for name, encode in runtimes.items()}  # warm-up
-    errors = {f"sentence-transformers {k}": v for k, v in read_result(peer)["errors"].items()}
+    ready = read_result(peer)
+    errors = {f"sentence-transformers {k}": v for k, v in ready["errors"].items()}
     for backend in PEER_BACKENDS:
         if f"sentence-transformers {backend}" not in errors:
             embeddings[f"sentence-transformers {backend}"] = np.load(os.path.join(work, f"{backend}.npy"))
@@ -182,7 +199,7 @@ def measure(paths, texts, rounds, batch_size, peer_python, work):
             seconds[f"sentence-transformers {backend}"].append(spent)
     peer.stdin.close()
     peer.wait(timeout=120)
-    return seconds, embeddings, errors
+    return seconds, embeddings, errors, ready["versions"]
 
 
 def int8_ndcg(data, work):
@@ -292,7 +309,7 @@ def tokenizer_differences(data):
     print(MARK + json.dumps({"counts": counts, "texts": len(texts)}), flush=True)
 
 
-def report(args, seconds, embeddings, errors, export_seconds, ndcg, tokenizers, texts, started):
+def report(args, seconds, embeddings, errors, peer_versions, export_seconds, ndcg, tokenizers, texts, started):
     from gtr_keras.utils.cpu import cpu_flags
 
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
@@ -312,6 +329,7 @@ def report(args, seconds, embeddings, errors, export_seconds, ndcg, tokenizers, 
         f"- Mean tokens per abstract (EOS included): {np.mean([len(t) for t in tokenizers['lengths']]):.0f}; "
         f"export times (s): {', '.join(f'{k} {v:.0f}' for k, v in export_seconds.items()) or 'reused'}; "
         f"run took {(time.perf_counter() - started) / 60:.1f} min.",
+        f"- Versions: {versions(OUR_PACKAGES)}; sentence-transformers' side ({args.peer_python}): {peer_versions}.",
         "",
         "| runtime | docs/s (median) | per round | vs TF fp32 | min cosine to TF fp32 |",
         "|---|---|---|---|---|",
@@ -383,7 +401,9 @@ def main():
     os.makedirs(work, exist_ok=True)
     paths, export_seconds = build_models(work, args.smoke)
     texts = load_corpus(os.path.join(args.data, "scifact")).joined()[: args.docs]
-    seconds, embeddings, errors = measure(paths, texts, args.rounds, args.batch_size, args.peer_python, work)
+    seconds, embeddings, errors, peer_versions = measure(
+        paths, texts, args.rounds, args.batch_size, args.peer_python, work
+    )
     from gtr_keras.models.gtr.saving import load
 
     tokenizers = {"lengths": load(paths["model"]).tokenize(texts)}
@@ -396,7 +416,7 @@ def main():
         tokenizers.update(read_result(counter))
         counter.wait()
     ndcg = None if args.no_ndcg or args.smoke else int8_ndcg(args.data, args.work)
-    block = report(args, seconds, embeddings, errors, export_seconds, ndcg, tokenizers, texts, started)
+    block = report(args, seconds, embeddings, errors, peer_versions, export_seconds, ndcg, tokenizers, texts, started)
     publish(block, RESULTS, SECTION, record_it=not args.no_record)
 
 
