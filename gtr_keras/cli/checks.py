@@ -67,7 +67,19 @@ def _config_settings(args):
 
 
 def check_index_sources(args, parser):
-    """`index` takes `--corpus` (with `--model`) or `--embeddings`, not both."""
+    """`index` takes `--corpus` (with `--model`) or `--embeddings`, not both; `--update` also takes neither
+    with `--delete` or `--compact`, which need it."""
+    for flag in ("delete", "missing_ok", "compact"):
+        if getattr(args, flag) and not args.update:
+            parser.error(f"argument --{flag.replace('_', '-')}: updates an index: needs --update")
+    if args.missing_ok and not args.delete:
+        parser.error("argument --missing-ok: goes with --delete")
+    if args.update and args.runner:
+        parser.error("argument --runner: not with --update (encode the new documents with --model and --corpus)")
+    if args.update and args.corpus is None and args.embeddings is None:
+        if not (args.delete or args.compact):
+            parser.error("argument --update: needs --embeddings, --corpus (with --model), --delete or --compact")
+        return
     if (args.corpus is None) == (args.embeddings is None):
         parser.error("one of the arguments --corpus (with --model) or --embeddings is required, not both")
     if args.corpus is not None and not args.model:

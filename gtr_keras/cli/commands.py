@@ -102,6 +102,8 @@ def encode(args):
 def index(args):
     from gtr_keras.retrieval.retriever import check_index_outputs
 
+    if args.update:
+        return _update_index(args)
     check_index_outputs(args.out, work_dir=not (args.embeddings or args.runner))  # the Beam one: below
     kind = "exact" if args.exact else "auto"
     if args.embeddings:
@@ -133,6 +135,31 @@ def index(args):
             ).kind,
         )
     print(f"wrote {args.out}: {num_rows} documents, {kind} search")
+
+
+def _update_index(args):
+    from gtr_keras.retrieval.index_updates import update_index
+
+    corpus = None
+    if args.corpus:
+        from gtr_keras.retrieval.readers import load_corpus
+
+        corpus = load_corpus(args.corpus)
+    manifest = update_index(
+        args.out,
+        embeddings=args.embeddings,
+        corpus=corpus,
+        encoder=args.model and _encoder(args),
+        model_dir=args.model,
+        delete=args.delete,
+        missing_ok=args.missing_ok,
+        compact=True if args.compact else "auto",
+        batch_size=args.batch_size,
+        progress=args.progress,
+    )
+    live = sum(s["num_rows"] - s["num_deleted"] for s in manifest["segments"])
+    segments, generation = len(manifest["segments"]), manifest["generation"]
+    print(f"updated {args.out}: {live} documents in {segments} segments, generation {generation}")
 
 
 def _index_with_beam(args, kind):
@@ -183,7 +210,9 @@ def _index_with_beam(args, kind):
 def search(args):
     from gtr_keras.retrieval.retriever import Retriever
 
-    hits = Retriever.load(args.index, _encoder(args)).search(args.queries, args.k)
+    hits = Retriever.load(args.index[0] if len(args.index) == 1 else args.index, _encoder(args)).search(
+        args.queries, args.k
+    )
     if args.json:
         print(json.dumps([{"query": q, "hits": h} for q, h in zip(args.queries, hits)], ensure_ascii=False, indent=2))
         return
@@ -298,10 +327,13 @@ def demo(args):
 
 @locks_output("args.out")  # before the model loads
 def export(args):
-    from gtr_keras.serving.export import check_export_outputs, export_all
+    from gtr_keras.serving.export import check_export_outputs, export_all, next_version
 
-    check_export_outputs(args.out, args.version, ["encoder", "searcher"] if args.index else ["encoder"])
-    written = export_all(_encoder(args), args.out, args.index, args.searcher, args.version, args.k)
+    names = ["encoder", "searcher"] if args.index else ["encoder"]
+    version = args.version or next_version(args.out, names)
+    check_export_outputs(args.out, version, names)
+    index = args.index[0] if args.index and len(args.index) == 1 else args.index
+    written = export_all(_encoder(args), args.out, index, args.searcher, version, args.k)
     print("\n".join(f"wrote {path}" for path in written.values()))
 
 

@@ -215,6 +215,22 @@ def build_parser():
         help="index directory to write (replaces only an empty one or an index)",
     )
     p.add_argument("--exact", action="store_true", help="exact brute-force search even for large corpora")
+    group = p.add_argument_group("updates in place (docs/live-indexes.md)")
+    group.add_argument(
+        "--update",
+        action="store_true",
+        help="update the index OUT in place: documents of --embeddings or --corpus whose id is there replace it, "
+        "the others are added (the model must be the index's)",
+    )
+    group.add_argument(
+        "--delete", type=input_file, metavar="IDS_FILE", help="with --update: delete these ids (one a line)"
+    )
+    group.add_argument("--missing-ok", action="store_true", help="with --delete: skip ids that are not in the index")
+    group.add_argument(
+        "--compact",
+        action="store_true",
+        help="with --update: rewrite the index as one segment (also done past the thresholds of docs/live-indexes.md)",
+    )
     add_batch_size(p, "documents")
     p.add_argument("--shard-size", type=at_least_one, default=2048, help="documents per resumable shard")
     add_progress(p)
@@ -222,7 +238,13 @@ def build_parser():
 
     p = command("search", "query an index")
     p.add_argument("queries", nargs="+", help="query text(s)")
-    p.add_argument("--index", required=True, type=index_directory, help="index directory")
+    p.add_argument(
+        "--index",
+        required=True,
+        type=index_directory,
+        action="append",
+        help="index directory; repeat it to search shards as one index (merged top k)",
+    )
     p.add_argument("--model", required=True, help="the model the index was built with (checked)")
     p.add_argument("-k", type=at_least_one, default=10, help="results per query")
     p.add_argument("--json", action="store_true", help="print JSON")
@@ -303,14 +325,25 @@ def build_parser():
         type=output_dir,
         help="export root: writes OUT/encoder/VERSION (and OUT/searcher/VERSION)",
     )
-    p.add_argument("--index", type=index_directory, help="index directory: also export a searcher (default: none)")
+    p.add_argument(
+        "--index",
+        type=index_directory,
+        action="append",
+        help="index directory: also export a searcher; repeat it for one searcher over shards (default: none)",
+    )
     p.add_argument(
         "--searcher",
         choices=["scann", "brute-force"],
         default="scann",
         help="scann needs ScaNN's ops in the server; brute-force runs on stock TF Serving",
     )
-    p.add_argument("--version", type=at_least_one, default=1, help="TF Serving version directory")
+    p.add_argument(
+        "--version",
+        type=at_least_one,
+        default=None,
+        help="TF Serving version directory (default: the next after those in OUT, 1 for a new OUT; a "
+        "version served is never rewritten unless given here)",
+    )
     p.add_argument("-k", type=at_least_one, default=10, help="results per query of the searcher's serving_default")
     add_encoder_arguments(p)
 

@@ -154,6 +154,8 @@ class SearchIndex:
 
     Attributes:
         ids, kind, params, dims.
+        path: the directory it was loaded from, or None.
+        documents_path: the documents file of its rows in an index directory, or None.
         embeddings: the float32 `[N, D]` vectors of an exact index (a
             read-only memory map for one loaded from a local directory);
             None for ScaNN, which keeps its own int8 copy.
@@ -174,9 +176,9 @@ class SearchIndex:
                 searcher = load_scann(scratch)
         self._set(source.ids, kind, params, source.dims, source.embeddings if kind == "exact" else None, searcher)
 
-    def _set(self, ids, kind, params, dims, embeddings, searcher, documents=None):
+    def _set(self, ids, kind, params, dims, embeddings, searcher, path=None, documents=None):
         self.ids, self.kind, self.params, self.dims = Ids(ids), kind, params, dims
-        self.embeddings, self._searcher, self.documents_path = embeddings, searcher, documents
+        self.embeddings, self._searcher, self.path, self.documents_path = embeddings, searcher, path, documents
 
     @functools.cached_property
     def tie_ranks(self):
@@ -312,8 +314,8 @@ class SearchIndex:
             with files.local_copy(os.path.join(directory, SCANN_DIR)) as scann_dir:
                 check_scann_rows(scann_dir, config)
                 searcher = load_scann(scann_dir)
-            index._set(ids, "scann", config["params"], config["dims"], None, searcher, documents)
+            index._set(ids, "scann", config["params"], config["dims"], None, searcher, directory, documents)
         else:
             embeddings = read_embeddings(os.path.join(directory, EMBEDDINGS_NPY), config, config_path)
-            index._set(ids, "exact", None, config["dims"], embeddings, None, documents)
+            index._set(ids, "exact", None, config["dims"], embeddings, None, directory, documents)
         return index
