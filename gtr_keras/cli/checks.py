@@ -175,26 +175,30 @@ def check_remote_paths(args, parser):
 
     Needs TensorFlow (`tf.io.gfile`): call it once the handler's module is imported.
     """
+    for action in parser._actions:
+        given = getattr(args, action.dest, None)
+        for value in given if isinstance(given, list) else [given]:  # a repeated flag (`search --index`) too
+            if isinstance(value, str) and is_remote(value):
+                _check_remote_path(parser, action, value)
+
+
+def _check_remote_path(parser, action, value):
     from gtr_keras.errors import DataError
 
-    for action in parser._actions:
-        value = getattr(args, action.dest, None)
-        if not isinstance(value, str) or not is_remote(value):
-            continue
-        check = getattr(action.type, "path_check", None)
-        if getattr(action.type, "allows_glob", False) and any(c in value for c in GLOB_CHARACTERS):
-            continue
-        if check is None and action.dest in _MODEL_DESTS:
-            from gtr_keras.models.gtr.model_source import DOWNLOAD_PREFIXES  # Keras: only for a remote model
+    check = getattr(action.type, "path_check", None)
+    if getattr(action.type, "allows_glob", False) and any(c in value for c in GLOB_CHARACTERS):
+        return
+    if check is None and action.dest in _MODEL_DESTS:
+        from gtr_keras.models.gtr.model_source import DOWNLOAD_PREFIXES  # Keras: only for a remote model
 
-            if not value.startswith(DOWNLOAD_PREFIXES):
-                check = ("model", "directory")
-        if check is None:
-            continue
-        try:
-            problem = _remote_path_problem(value, check)
-        except DataError as error:
-            problem = str(error)
-        if problem:
-            name = "/".join(action.option_strings) or action.dest
-            parser.error(f"argument {name}: {problem}")
+        if not value.startswith(DOWNLOAD_PREFIXES):
+            check = ("model", "directory")
+    if check is None:
+        return
+    try:
+        problem = _remote_path_problem(value, check)
+    except DataError as error:
+        problem = str(error)
+    if problem:
+        name = "/".join(action.option_strings) or action.dest
+        parser.error(f"argument {name}: {problem}")

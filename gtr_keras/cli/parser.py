@@ -223,7 +223,10 @@ def build_parser():
         "the others are added (the model must be the index's)",
     )
     group.add_argument(
-        "--delete", type=input_file, metavar="IDS_FILE", help="with --update: delete these ids (one a line)"
+        "--delete",
+        type=input_file,
+        metavar="IDS_FILE",
+        help="with --update: delete these ids (one a line; default: none)",
     )
     group.add_argument("--missing-ok", action="store_true", help="with --delete: skip ids that are not in the index")
     group.add_argument(

@@ -33,11 +33,11 @@ def test_ties_across_shards_follow_the_id_rule():
 
 
 def test_scann_shards_find_what_one_scann_index_finds(tmp_path):
-    params = {"num_leaves": 30, "num_leaves_to_search": 10}
+    params = {"num_leaves": 30, "num_leaves_to_search": 15}
     for name, rows in (("a", slice(0, 1500)), ("b", slice(1500, None))):
         write_search_index(ArrayRows(IDS[rows], CORPUS[rows]), tmp_path / name, kind="scann", params=params)
     exact = SearchIndex(IDS, CORPUS, kind="exact").search_ids(QUERIES, 10)[0]
-    one = SearchIndex(IDS, CORPUS, kind="scann", params=dict(params, num_leaves=60, num_leaves_to_search=20))
+    one = SearchIndex(IDS, CORPUS, kind="scann", params=dict(params, num_leaves=60, num_leaves_to_search=30))
     shards = SearchIndex.load([tmp_path / "a", tmp_path / "b"])
     assert shards.kind == "scann"
     assert recall(shards.search_ids(QUERIES, 10)[0], exact) >= recall(one.search_ids(QUERIES, 10)[0], exact) - 0.02
