@@ -35,11 +35,10 @@ import sys
 import time
 
 import numpy as np
-from large_index import write_shards
+from large_index import K, exact_top_ids, write_shards
 from results import RESULTS, machine, publish, rerun_command
 from search import _normalise, synthetic
 
-K = 10
 SECTION = "## Index updates"
 GIB = 2**30
 
@@ -63,22 +62,6 @@ class Rows:
         for _, vectors in self.extra:
             for start in range(0, len(vectors), 65_536):
                 yield vectors[start : start + 65_536]
-
-
-def exact_top_ids(source, queries):
-    """Exact top-K ids per query over a source's chunks (the recall reference)."""
-    best_scores = np.full((len(queries), K), -np.inf, np.float32)
-    best_rows = np.zeros((len(queries), K), np.int64)
-    first = 0
-    for chunk in source.chunks():
-        scores = queries @ chunk.T
-        top = np.argpartition(-scores, K, axis=1)[:, :K]
-        merged_scores = np.concatenate([best_scores, np.take_along_axis(scores, top, 1)], axis=1)
-        merged_rows = np.concatenate([best_rows, top + first], axis=1)
-        order = np.argsort(-merged_scores, axis=1, kind="stable")[:, :K]
-        best_scores, best_rows = np.take_along_axis(merged_scores, order, 1), np.take_along_axis(merged_rows, order, 1)
-        first += len(chunk)
-    return np.array(source.ids, dtype=object)[best_rows]
 
 
 def recall(found, exact):

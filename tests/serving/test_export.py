@@ -468,13 +468,15 @@ def _batching_parameters_class():
     return message_factory.GetMessageClass(pool.FindMessageTypeByName("gtr_keras_test.BatchingParameters"))
 
 
-def _grpc_client():
+def _serving_client(name):
+    """A module of export/serving (`grpc_client`, `sharded_client`)."""
+    import importlib
+
     sys.path.insert(0, os.path.join(REPO, "export", "serving"))
     try:
-        import grpc_client
+        return importlib.import_module(name)
     finally:
         sys.path.pop(0)
-    return grpc_client
 
 
 def test_serving_configs_parse_and_fit_every_served_signature(exports):
@@ -491,7 +493,7 @@ def test_serving_configs_parse_and_fit_every_served_signature(exports):
     }
     with open(os.path.join(serving, "batching.config")) as f:
         batching = text_format.Parse(f.read(), _batching_parameters_class()())
-    assert batching.max_batch_size.value == _grpc_client().MAX_BATCH_SIZE == 256
+    assert batching.max_batch_size.value == _serving_client("grpc_client").MAX_BATCH_SIZE == 256
     assert not batching.enable_large_batch_splitting.value
     # Batching needs the batch dimension first on every input and output of every served signature.
     for searcher in ("scann", "brute-force"):
@@ -502,7 +504,7 @@ def test_serving_configs_parse_and_fit_every_served_signature(exports):
 
 
 def test_grpc_client_requests_run_against_the_export(exports):
-    grpc_client = _grpc_client()
+    grpc_client = _serving_client("grpc_client")
     texts = ["wing lift", "boundary layer", "", "shock wave", "heat transfer"]
     cases = [
         ("gtr_encoder", "encode_queries", None),
@@ -623,15 +625,6 @@ def test_export_searcher_checks_its_arguments_first(tmp_path):
     assert not (tmp_path / "exports").exists()
 
 
-def _sharded_client():
-    sys.path.insert(0, os.path.join(REPO, "export", "serving"))
-    try:
-        import sharded_client
-    finally:
-        sys.path.pop(0)
-    return sharded_client
-
-
 @pytest.fixture(scope="module")
 def shard_exports(exports, tiny_model_dir, tmp_path_factory):
     """The 300 documents as two exact shards, each exported as a brute-force searcher, and one searcher over
@@ -656,7 +649,7 @@ def shard_exports(exports, tiny_model_dir, tmp_path_factory):
 def test_a_client_of_two_shard_searchers_merges_their_answers_into_the_whole_corpus_top_k(
     exports, shard_exports, tiny_model_dir, capsys
 ):
-    sharded_client = _sharded_client()
+    sharded_client = _serving_client("sharded_client")
     searchers = [load_export(str(shard_exports / f"export-{name}" / "searcher" / "1")) for name in "ab"]
     client = sharded_client.ShardedSearcher([sharded_client.saved_model_searcher(s) for s in searchers])
     ids, scores = client.search(QUERIES, 5)
