@@ -76,6 +76,8 @@ def check_index_sources(args, parser):
         parser.error("argument --missing-ok: goes with --delete")
     if args.update and args.runner:
         parser.error("argument --runner: not with --update (encode the new documents with --model and --corpus)")
+    if args.update and args.exact:
+        parser.error("argument --exact: not with --update (an update keeps the index's kind)")
     if args.update and args.corpus is None and args.embeddings is None:
         if not (args.delete or args.compact):
             parser.error("argument --update: needs --embeddings, --corpus (with --model), --delete or --compact")

@@ -138,16 +138,24 @@ def index(args):
 
 
 def _update_index(args):
-    from gtr_keras.retrieval.index_updates import update_index
+    """`index --update`: the index, the shards, the corpus and the ids to delete checked before the model loads."""
+    from gtr_keras.retrieval.index_updates import check_deletions, read_id_file, recorded_model, update_index
 
-    corpus = None
+    recorded_model(args.out)
+    shards = corpus = None
+    if args.embeddings:
+        from gtr_keras.retrieval.embedding_files import EmbeddingFiles
+
+        shards = EmbeddingFiles.open(args.embeddings)
     if args.corpus:
         from gtr_keras.retrieval.readers import load_corpus
 
         corpus = load_corpus(args.corpus)
+    if args.delete and args.model and not args.missing_ok:
+        check_deletions(args.out, *read_id_file(args.delete))
     manifest = update_index(
         args.out,
-        embeddings=args.embeddings,
+        embeddings=shards,
         corpus=corpus,
         encoder=args.model and _encoder(args),
         model_dir=args.model,

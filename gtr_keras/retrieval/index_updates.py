@@ -50,11 +50,29 @@ def read_id_file(path):
     return check_ids(ids, where, DataError), where
 
 
-def _recorded_model(index_dir):
+def recorded_model(index_dir):
+    """The model record (`retriever.json`) of an index directory, which an update must match.
+
+    Raises:
+        DataError: `index_dir` is not an index directory, or its record is unreadable.
+    """
     path = os.path.join(index_dir, RETRIEVER_JSON)
     if not files.isfile(path):
         raise DataError(f"{index_dir}: not an index directory (no {RETRIEVER_JSON}); build one with `gtr-keras index`")
     return read_json_object(path, "rebuild the index with `gtr-keras index`")
+
+
+def check_deletions(index_dir, ids, where=None):
+    """Raises `DataError` naming (by `where(i)`, default `delete[i]`) the first of `ids` that is not in the
+    index directory's index: the check an update makes, for a caller that has expensive work before it.
+
+    Example:
+    >>> check_deletions("indexes/msmarco", *read_id_file("withdrawn.txt"))
+    """
+    missing = missing_ids(os.path.join(index_dir, INDEX_SUBDIR), ids)
+    if missing:
+        where = where or (lambda i: f"delete[{i}]")
+        raise DataError(f"{where(missing[0])}: id {ids[missing[0]]!r} is not in the index {index_dir}")
 
 
 @locks_output("index_dir")
@@ -106,7 +124,7 @@ def update_index(
         raise UserError("update an index from embeddings or from a corpus, not both")
     if corpus is not None and encoder is None:
         raise UserError("a corpus is encoded by the index's model: pass its encoder")
-    recorded = _recorded_model(index_dir)
+    recorded = recorded_model(index_dir)
     delete_ids, where = read_id_file(delete) if isinstance(delete, (str, os.PathLike)) else (list(delete or []), None)
     search_index = os.path.join(index_dir, INDEX_SUBDIR)
     source = None
@@ -127,10 +145,8 @@ def update_index(
                 f"{index_dir}: built with another model ({change}; recorded model_dir: "
                 f"{recorded.get('model_dir')}); {REMEDY}"
             )
-        missing = [] if missing_ok else missing_ids(search_index, delete_ids)
-        if missing:
-            where = where or (lambda i: f"delete[{i}]")
-            raise DataError(f"{where(missing[0])}: id {delete_ids[missing[0]]!r} is not in the index {index_dir}")
+        if not missing_ok:
+            check_deletions(index_dir, delete_ids, where)
         vectors = encoder.encode_documents(corpus.joined(), batch_size, progress)
         source = ArrayRows(corpus.ids, vectors)
     return update_search_index(search_index, source, delete_ids, where, missing_ok, compact, corpus)

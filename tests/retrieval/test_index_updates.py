@@ -94,6 +94,7 @@ def test_cli_update_with_embeddings_and_deletions(tmp_path, capsys):
         (["--delete", "IDS"], "argument --delete: updates an index: needs --update"),
         (["--update"], "argument --update: needs --embeddings, --corpus (with --model), --delete or --compact"),
         (["--update", "--compact", "--missing-ok"], "argument --missing-ok: goes with --delete"),
+        (["--update", "--compact", "--exact"], "argument --exact: not with --update"),
     ],
 )
 def test_cli_update_flags_are_checked_first(tmp_path, capsys, flags, message):
@@ -111,3 +112,22 @@ def test_an_id_file_names_the_line_of_a_bad_id(tmp_path):
     (tmp_path / "ids.txt").write_text("a\n\nb\na\n")
     with pytest.raises(Exception, match=r"ids.txt:4: id 'a' duplicates .*ids.txt:1"):
         read_id_file(tmp_path / "ids.txt")
+
+
+def test_cli_update_checks_the_index_and_the_ids_before_the_model_loads(tmp_path, capsys, monkeypatch, tiny_model_dir):
+    from gtr_keras.cli import commands
+
+    monkeypatch.setattr(commands, "_encoder", lambda args: pytest.fail("the model loaded before the checks"))
+    (tmp_path / "ids.txt").write_text("d1\nnope\n")
+    (tmp_path / "not-an-index").mkdir()
+    update = ["index", "--update", "--delete", str(tmp_path / "ids.txt")]
+    assert main([*update, "--out", str(tmp_path / "not-an-index")]) == 2
+    assert "not an index directory (no retriever.json)" in capsys.readouterr().err
+    (tmp_path / "emb").mkdir()
+    _shard(tmp_path / "emb" / "a.npy", ["d0", "d1"], clustered(2, seed=1))
+    assert main(["index", "--embeddings", str(tmp_path / "emb" / "a.npy"), "--out", str(tmp_path / "idx")]) == 0
+    corpus = tmp_path / "corpus.jsonl"
+    corpus.write_text(json.dumps({"_id": "d0", "text": "wing"}) + "\n")
+    argv = [*update, "--out", str(tmp_path / "idx"), "--model", tiny_model_dir, "--corpus", str(corpus)]
+    assert main(argv) == 2
+    assert f"{tmp_path / 'ids.txt'}:2: id 'nope' is not in the index" in capsys.readouterr().err
