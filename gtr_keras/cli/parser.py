@@ -305,6 +305,13 @@ def build_parser():
     )
     p.add_argument("--index", type=index_directory, help="index directory: also export a searcher (default: none)")
     p.add_argument(
+        "--format",
+        choices=["savedmodel", "litert"],
+        default="savedmodel",
+        help="savedmodel: TF Serving's layout under OUT; litert: OUT/encoder.tflite, the encoder for LiteRT with "
+        "TF Text's custom ops (no --index, float32)",
+    )
+    p.add_argument(
         "--searcher",
         choices=["scann", "brute-force"],
         default="scann",

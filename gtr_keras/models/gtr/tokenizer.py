@@ -122,25 +122,35 @@ class GTRTokenizer(keras_hub.tokenizers.SentencePieceTokenizer):
         with tf.init_scope():  # the model's constant outlives any graph this is first called in
             self._sentence_piece = tensorflow_text.FastSentencepieceTokenizer(proto)
 
-    def tokenize(self, inputs):
-        """SentencePiece ids of each text, as a `tf.RaggedTensor` `[batch, (pieces)]` (no EOS)."""
+    def tokenize(self, inputs, clean_text=True):
+        """SentencePiece ids of each text, as a `tf.RaggedTensor` `[batch, (pieces)]` (no EOS).
+
+        Args:
+            inputs: a batch of strings `[batch]`.
+            clean_text: first replace invalid UTF-8 by U+FFFD, strip surrounding whitespace and (with
+                `lowercase`) lowercase, with TensorFlow's string ops. False leaves the text to
+                SentencePiece's own normalisation, which drops surrounding whitespace too (T5's models
+                remove extra whitespace): the same ids for valid UTF-8, without ops that LiteRT lacks.
+        """
         self._check_vocabulary()
         self._maybe_initialized_tf()
         strings = tf.convert_to_tensor(inputs, tf.string)
-        strings = tf.strings.unicode_transcode(strings, "UTF-8", "UTF-8", errors="replace", replacement_char=0xFFFD)
-        strings = tf.strings.strip(strings)
-        if self.lowercase:
-            strings = tf.strings.lower(strings, encoding="utf-8")
+        if clean_text:
+            strings = tf.strings.unicode_transcode(strings, "UTF-8", "UTF-8", errors="replace", replacement_char=0xFFFD)
+            strings = tf.strings.strip(strings)
+            if self.lowercase:
+                strings = tf.strings.lower(strings, encoding="utf-8")
         return self._sentence_piece.tokenize(strings).with_row_splits_dtype(tf.int64)
 
-    def token_ids(self, inputs, sequence_length):
+    def token_ids(self, inputs, sequence_length, clean_text=True):
         """Model token ids: `[batch, (length)]` ragged, truncated to `sequence_length` with EOS kept last.
 
         Args:
             inputs: a batch of strings `[batch]`.
             sequence_length: the token budget, EOS included (>= 2).
+            clean_text: as for `tokenize`.
         """
-        pieces = self.tokenize(inputs)[:, : sequence_length - 1]
+        pieces = self.tokenize(inputs, clean_text)[:, : sequence_length - 1]
         eos = tf.fill([pieces.nrows(), 1], tf.constant(EOS_ID, pieces.dtype))
         return tf.concat([pieces, tf.RaggedTensor.from_tensor(eos)], axis=1)
 
