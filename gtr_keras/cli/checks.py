@@ -76,6 +76,16 @@ def check_index_sources(args, parser):
         parser.error("argument --runner: encodes a corpus; --embeddings are encoded already")
 
 
+def check_export_format(args, parser):
+    """`export --format litert` writes a float32 encoder alone."""
+    if args.format == "savedmodel":
+        return
+    if args.index:
+        parser.error(f"argument --index: the searcher is a SavedModel; --format {args.format} exports the encoder")
+    if args.precision != "float32":
+        parser.error(f"argument --precision: --format {args.format} exports float32")
+
+
 # Flags that need an optional dependency: (flag's dest, what it needs, its module, the extra that installs it).
 _EXTRAS = (("runner", "Apache Beam", "apache_beam", "beam"),)
 

@@ -14,7 +14,7 @@ import sys
 
 import numpy as np
 
-from gtr_keras.errors import DataError, UserError
+from gtr_keras.errors import DataError
 from gtr_keras.utils import files
 from gtr_keras.utils.files import atomic_file, atomic_outputs
 from gtr_keras.utils.locks import locks_output
@@ -299,25 +299,15 @@ def demo(args):
 @locks_output("args.out")  # before the model loads
 def export(args):
     if args.format == "litert":
-        _export_litert(args)
+        from gtr_keras.serving.litert import export_litert
+
+        print(f"wrote {export_litert(_encoder(args), args.out)}")
         return
     from gtr_keras.serving.export import check_export_outputs, export_all
 
     check_export_outputs(args.out, args.version, ["encoder", "searcher"] if args.index else ["encoder"])
     written = export_all(_encoder(args), args.out, args.index, args.searcher, args.version, args.k)
     print("\n".join(f"wrote {path}" for path in written.values()))
-
-
-def _export_litert(args):
-    from gtr_keras.serving.litert import check_litert_export, export_litert
-
-    if args.index:
-        raise UserError("--index: --format litert exports the encoder only (export the searcher as a SavedModel)")
-    if args.precision != "float32":
-        raise UserError(f"--precision {args.precision}: --format litert exports float32 weights")
-    encoder = _encoder(args)
-    check_litert_export(encoder, args.out)
-    print(f"wrote {export_litert(encoder, args.out)}")
 
 
 def config_from_args(args, config_class=None):

@@ -27,6 +27,7 @@ from gtr_keras.cli.arguments import (
 from gtr_keras.cli.train_arguments import DISTILL_FLAGS, add_train_arguments
 
 INFERENCE_PRECISIONS = ("float32", "bfloat16")
+EXPORT_FORMATS = ("savedmodel", "litert")
 BEAM_RUNNERS = ("DirectRunner", "DataflowRunner", "FlinkRunner", "SparkRunner")
 
 
@@ -306,7 +307,7 @@ def build_parser():
     p.add_argument("--index", type=index_directory, help="index directory: also export a searcher (default: none)")
     p.add_argument(
         "--format",
-        choices=["savedmodel", "litert"],
+        choices=EXPORT_FORMATS,
         default="savedmodel",
         help="savedmodel: TF Serving's layout under OUT; litert: OUT/encoder.tflite, the encoder for LiteRT with "
         "TF Text's custom ops (no --index, float32)",

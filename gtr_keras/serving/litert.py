@@ -10,11 +10,11 @@ whitespace is SentencePiece's to drop, as in the SavedModel.
 """
 
 import os
+import warnings
 
 import tensorflow as tf
 
 from gtr_keras.errors import UserError
-from gtr_keras.models.gtr.tokenizer import pad_token_ids
 from gtr_keras.utils import files
 from gtr_keras.utils.files import atomic_file
 from gtr_keras.utils.locks import locks_output
@@ -57,11 +57,11 @@ def litert_flatbuffer(encoder):
     tokenizer, model = encoder.tokenizer, encoder.model
 
     def embed(texts, kind):
-        ids = tokenizer.token_ids(texts, encoder.preprocessor.length(kind), clean_text=False)
-        return {"embeddings": tf.cast(model(pad_token_ids(ids), training=False), tf.float32)}
+        features = tokenizer.dense_token_ids(texts, encoder.preprocessor.length(kind), clean_text=False)
+        return {"embeddings": tf.cast(model(features, training=False), tf.float32)}
 
-    root = tf.Module()
-    root.variables = [v.value for v in model.variables]
+    root = tf.__internal__.tracking.AutoTrackable()
+    root.weights = [v.value for v in model.variables]
     signatures = {
         "encode_documents": tf.function(lambda texts: embed(texts, "document"), input_signature=[TEXTS]),
         "encode_queries": tf.function(lambda texts: embed(texts, "query"), input_signature=[TEXTS]),
@@ -97,16 +97,21 @@ def export_litert(encoder, export_dir):
 
 
 def load_litert(path):
-    """A `tf.lite.Interpreter` of a LiteRT export with TF Text's ops registered (no Flex delegate).
+    """A TFLite interpreter of a LiteRT export, with TF Text's custom ops registered (no Flex delegate).
 
     Example:
     >>> interpreter = load_litert("exports/gtr/encoder.tflite")
     >>> sorted(interpreter.get_signature_list())
     ['encode_documents', 'encode_queries']
     """
+    from tensorflow.lite.python.interpreter import InterpreterWithCustomOps
     from tensorflow_text.core.pybinds import tflite_registrar
 
-    return tf.lite.Interpreter(
-        model_content=files.read_bytes(os.fspath(path)),
-        custom_op_registerers=tflite_registrar.SELECT_TFTEXT_OPS,
-    )
+    with (
+        warnings.catch_warnings()
+    ):  # TF 2.20's interpreter points to ai_edge_litert's, which TF Text's ops do not target
+        warnings.filterwarnings("ignore", message=".*tf.lite.Interpreter is deprecated")
+        return InterpreterWithCustomOps(
+            model_content=files.read_bytes(os.fspath(path)),
+            custom_op_registerers=tflite_registrar.SELECT_TFTEXT_OPS,
+        )

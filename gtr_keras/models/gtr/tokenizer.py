@@ -154,6 +154,25 @@ class GTRTokenizer(keras_hub.tokenizers.SentencePieceTokenizer):
         eos = tf.fill([pieces.nrows(), 1], tf.constant(EOS_ID, pieces.dtype))
         return tf.concat([pieces, tf.RaggedTensor.from_tensor(eos)], axis=1)
 
+    def dense_token_ids(self, inputs, sequence_length, clean_text=True):
+        """`pad_token_ids(self.token_ids(inputs, sequence_length, clean_text))` with dense ops only (a gather,
+        comparisons and `where`, which LiteRT has as builtins; no ragged ops).
+
+        Args:
+            inputs: a batch of strings `[batch]`.
+            sequence_length: the token budget, EOS included (>= 2).
+            clean_text: as for `tokenize`.
+        """
+        pieces = self.tokenize(inputs, clean_text)
+        starts = pieces.row_splits[:-1]
+        lengths = tf.expand_dims(tf.minimum(pieces.row_splits[1:] - starts, sequence_length - 1), 1)
+        width = tf.reduce_max(tf.concat([lengths[:, 0] + 1, [0]], 0))  # 0 for no texts, as `to_tensor` gives
+        positions = tf.expand_dims(tf.range(width), 0)
+        values = tf.concat([pieces.values, [PAD_ID]], 0)  # a last id to gather past each row's end
+        text = tf.gather(values, tf.minimum(tf.expand_dims(starts, 1) + positions, tf.size(values, tf.int64) - 1))
+        token_ids = tf.where(positions < lengths, text, tf.where(positions == lengths, EOS_ID, PAD_ID))
+        return {"token_ids": token_ids, "padding_mask": tf.cast(positions <= lengths, token_ids.dtype)}
+
     def get_config(self):
         return {**super().get_config(), "lowercase": self.lowercase}
 

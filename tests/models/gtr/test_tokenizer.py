@@ -7,7 +7,7 @@ import tensorflow as tf
 from conftest import FIXTURES, TINY_ST
 
 from gtr_keras.models.gtr.preprocessor import GTRTextEmbedderPreprocessor
-from gtr_keras.models.gtr.tokenizer import EOS_ID, GTRTokenizer, train_sentencepiece
+from gtr_keras.models.gtr.tokenizer import EOS_ID, GTRTokenizer, pad_token_ids, train_sentencepiece
 
 SPIECE = os.path.join(TINY_ST, "spiece.model")
 
@@ -132,3 +132,23 @@ def test_ids_equal_the_sentencepiece_library_on_exact_ties(vocabulary):
     for i in broken:
         assert sorted(old[i]) == sorted(expected[-len(ties) + i])  # the same pieces in another order: the same score
         assert score(old[i]) == score(expected[-len(ties) + i])
+
+
+@pytest.mark.parametrize("length", [2, 5, 64])
+def test_dense_token_ids_are_the_padded_ragged_ones(length):
+    tokenizer = GTRTokenizer(SPIECE)
+    texts = _texts()
+    for batch in (texts, texts[:1], [""], ["", "  "], []):
+        strings = tf.constant(batch, tf.string)
+        expected = pad_token_ids(tokenizer.token_ids(strings, length))
+        dense = tokenizer.dense_token_ids(strings, length)
+        for key in ("token_ids", "padding_mask"):
+            assert dense[key].dtype == expected[key].dtype
+            np.testing.assert_array_equal(dense[key].numpy(), expected[key].numpy())
+
+
+def test_without_clean_text_valid_utf8_gets_the_same_ids():
+    """SentencePiece's normalisation drops the surrounding whitespace that `tf.strings.strip` strips."""
+    tokenizer = GTRTokenizer(SPIECE)
+    texts = _texts() + [" \t\n wing lift \r\n ", "\u3000full-width space\u00a0", "\x0bvertical tab"]
+    assert tokenizer.tokenize(texts, clean_text=False).to_list() == tokenizer.tokenize(texts).to_list()
