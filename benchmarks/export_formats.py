@@ -60,10 +60,14 @@ def main():
             "LiteRT": size(litert_file),
             "Keras export": size(os.path.join(scratch, "keras")),
         }
-        saved_model = load_export(saved_model_dir).signatures["encode_documents"]
+        loaded = {
+            "SavedModel": load_export(saved_model_dir),
+            "Keras export": tf.saved_model.load(os.path.join(scratch, "keras")),
+        }
+        saved_model = loaded["SavedModel"].signatures["encode_documents"]
         interpreter = load_litert(litert_file)
         litert = interpreter.get_signature_runner("encode_documents")
-        keras_export = tf.saved_model.load(os.path.join(scratch, "keras")).serve
+        keras_export = loaded["Keras export"].serve  # (the loaded objects kept: their functions need them)
         runs = {
             "SavedModel": lambda batch: saved_model(texts=tf.constant(batch))["embeddings"].numpy(),
             "LiteRT": lambda batch: litert(texts=np.array(batch, dtype=object))["embeddings"],
