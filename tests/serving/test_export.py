@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 from conftest import REPO
+from doc_snippets import python_blocks
 from tensorflow.core.protobuf import saved_model_pb2
 
 import gtr_keras
@@ -415,18 +416,10 @@ except RuntimeError as error:
     assert "HINT" in out and "import scann" in out and "Scann" in out
 
 
-def _python_blocks(page, title):
-    """The Python code blocks of section `## title` of the markdown file `page` (relative to the repository)."""
-    with open(os.path.join(REPO, page), encoding="utf-8") as f:
-        text = f.read()
-    section = text.split(f"## {title}\n", 1)[1].split("\n## ", 1)[0]
-    return [block.split("```", 1)[0] for block in section.split("```python\n")[1:]]
-
-
 @pytest.mark.large
 @pytest.mark.slow
 def test_docs_tf_hub_client_snippets_run(exports, tmp_path):
-    snippets = _python_blocks("docs/serving.md", "Use from TF Hub clients")
+    snippets = python_blocks("docs/serving.md", "Use from TF Hub clients")
     assert len(snippets) == 3
     os.makedirs(tmp_path / "exports" / "gtr")
     os.symlink(exports["brute-force"][0] / "encoder", tmp_path / "exports" / "gtr" / "encoder")
