@@ -5,8 +5,9 @@ the answers are merged by score. Exact parts score every live row and order
 equal scores by id, descending, in each part as in the merge, so the merged
 top `k` is exactly that of one exact index over the union. A ScaNN part with
 deleted rows is asked for more results than `k` (in proportion to its deleted
-fraction), and a query row left short is asked again for `k` plus all its
-deleted rows, so deletions cost search speed, never results; compaction
+fraction, and a few more), and a query row left short is asked again for twice
+as many, up to `k` plus all its deleted rows, so deletions cost search speed,
+never results; compaction
 (`segment_writer.compact_search_index`) gives the speed back.
 """
 
@@ -19,6 +20,10 @@ from gtr_keras.errors import DataError, UserError
 from gtr_keras.retrieval import exact_search
 from gtr_keras.retrieval.index_format import Ids, check_embeddings
 from gtr_keras.utils.records import check_positive_int
+
+# A ScaNN part with deleted rows is asked for k / (live fraction) + this many results, then twice as many
+# for the queries still short of k live ones, and so on.
+_MARGIN = 3
 
 
 class SegmentedIndex:
@@ -135,7 +140,9 @@ class SegmentedIndex:
         rows = np.empty((len(queries), k), np.int64)
         scores = np.empty((len(queries), k), np.float32)
         pending = np.arange(len(queries))
-        for fetch in (min(n, math.ceil(k * n / (n - num_deleted)) + k), min(n, k + num_deleted)):
+        fetch = math.ceil(k * n / (n - num_deleted)) + _MARGIN
+        while len(pending):
+            fetch = min(fetch, n, k + num_deleted)  # k + every deleted row: k live rows among them
             found_rows, found_scores = index.search(queries[pending], fetch)
             keep = ~deleted[found_rows]
             first = np.argsort(~keep, axis=1, kind="stable")[:, :k]
@@ -143,8 +150,7 @@ class SegmentedIndex:
             rows[pending[full]] = np.take_along_axis(found_rows, first, axis=1)[full]
             scores[pending[full]] = np.take_along_axis(found_scores, first, axis=1)[full]
             pending = pending[~full]
-            if not len(pending):
-                break
+            fetch *= 2
         return rows, scores
 
     def search_ids(self, query_embeddings, k):
