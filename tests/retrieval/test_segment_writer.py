@@ -281,3 +281,29 @@ def test_a_reader_loading_during_updates_sees_one_whole_generation(tmp_path, mon
     generation_1 = {f"d{i}" for i in range(49)} | {"first"}
     generation_3 = generation_1 - {"d0", "d1"} | {"r0", "r1"}
     assert set(index.ids) == (generation_1 if commits == 1 else generation_3)
+
+
+def test_updates_and_compaction_on_another_file_system():
+    from gtr_keras.utils import files
+
+    directory = "ram://live-indexes/index"
+    expected = dict(zip([f"d{i}" for i in range(100)], clustered(100, seed=1)))
+    write_search_index(ArrayRows(list(expected), np.stack(list(expected.values()))), directory, kind="exact")
+    for step in range(3):
+        new = clustered(2, seed=step)
+        update_search_index(directory, ArrayRows([f"d{step}", f"n{step}"], new), [f"d{50 + step}"])
+        expected.update(zip([f"d{step}", f"n{step}"], new))
+        del expected[f"d{50 + step}"]
+    _assert_same_results(SearchIndex.load(directory), expected)
+    compact_search_index(directory)
+    update_search_index(directory, None, ["d60"])
+    update_search_index(directory, None, ["d61"])
+    del expected["d60"], expected["d61"]
+    _assert_same_results(SearchIndex.load(directory), expected)
+    assert files.listdir(directory) == [
+        "deleted-000005.npz",
+        "deleted-000006.npz",
+        "index.json",
+        "segment-000004",
+        "segments.json",
+    ]
