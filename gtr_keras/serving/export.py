@@ -47,6 +47,7 @@ import contextlib
 import copy
 import os
 import shutil
+import uuid
 
 import numpy as np
 import tensorflow as tf
@@ -206,18 +207,25 @@ class _ScannResource(tf.saved_model.experimental.TrackableResource):
     Args:
         scann_dir: a ScaNN searcher serialized by `scann_ops_pybind` (`SearchIndex.save`).
         raw_dir: a scratch directory for raw copies of its `.npy` arrays, which
-            the graph reads with `tf.io.decode_raw`.
+            the graph reads with `tf.io.decode_raw`, and of its other files.
+        prefix: the start of its assets' names, unique among the searchers of one SavedModel (whose
+            assets are named by their files' names).
     """
 
-    def __init__(self, scann_dir, raw_dir):
+    def __init__(self, scann_dir, raw_dir, prefix=""):
         from scann.scann_ops.py import scann_ops
 
         self._tensors_to_scann = scann_ops.tensors_to_scann
-        self._files = {name: tf.saved_model.Asset(os.path.join(scann_dir, name)) for name in SCANN_TENSOR_FILES}
+        # ScaNN's resource op would otherwise share one searcher among every SavedModel and every part of one.
+        self._shared_name = f"gtr-keras-scann-{uuid.uuid4().hex}"
+        self._files = {}
+        for name in SCANN_TENSOR_FILES:
+            shutil.copyfile(os.path.join(scann_dir, name), os.path.join(raw_dir, prefix + name))
+            self._files[name] = tf.saved_model.Asset(os.path.join(raw_dir, prefix + name))
         self._specs = {}
         for name in SCANN_ARRAY_FILES:
             array = np.ascontiguousarray(np.load(os.path.join(scann_dir, name)))
-            raw_path = os.path.join(raw_dir, name.replace(".npy", ".raw"))
+            raw_path = os.path.join(raw_dir, prefix + name.replace(".npy", ".raw"))
             array.tofile(raw_path)
             self._files[name] = tf.saved_model.Asset(raw_path)
             self._specs[name] = (array.dtype.name, list(array.shape))
@@ -242,6 +250,7 @@ class _ScannResource(tf.saved_model.experimental.TrackableResource):
             array("int8_dataset.npy"),
             array("int8_multipliers.npy"),
             none,
+            shared_name=self._shared_name,
         )
 
     def _create_resource(self):
@@ -395,7 +404,7 @@ def _write_searcher(encoder, index_dir, staging, searcher, k):
                     os.makedirs(merged)
                     merge_scann(parts, merged)
                     parts = [(merged, None)]
-                resource = _ScannResource(parts[0][0], part_dir)
+                resource = _ScannResource(parts[0][0], part_dir, "" if number == 0 else f"part-{number}-")
                 root.scann_parts.append(resource)
                 size = np.load(os.path.join(parts[0][0], "datapoint_to_token.npy"), mmap_mode="r").shape[0]
                 searched.append((resource, offset, size, params["reorder_factor"], params["num_leaves_to_search"]))

@@ -725,3 +725,47 @@ def _index_ids(index_dir):
     from gtr_keras.retrieval.search_index import SearchIndex
 
     return SearchIndex.load(index_dir).ids
+
+
+@pytest.mark.large
+def test_scann_searchers_over_two_shards_answer_as_the_shards_searched_together(tiny_model_dir, tmp_path):
+    from gtr_keras.retrieval.readers import load_corpus
+    from gtr_keras.retrieval.retriever import Retriever, build_index
+
+    encoder = gtr_keras.load(tiny_model_dir)
+    corpus = load_corpus(os.path.join(REPO, "gtr_keras", "assets", "cranfield"))
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr("gtr_keras.retrieval.search_index.EXACT_MAX_N", 10)  # ScaNN even for small shards
+        for name, rows in (("a", slice(0, 150)), ("b", slice(150, 300))):
+            part = type(corpus)(corpus.ids[rows], corpus.titles[rows], corpus.texts[rows])
+            build_index(encoder, part, tmp_path / name, model_dir=tiny_model_dir)
+    shards = [str(tmp_path / "a"), str(tmp_path / "b")]
+    assert (
+        main(
+            [
+                "export",
+                "--model",
+                tiny_model_dir,
+                "--index",
+                shards[0],
+                "--index",
+                shards[1],
+                "--out",
+                str(tmp_path / "e"),
+            ]
+        )
+        == 0
+    )
+    searcher = load_export(str(tmp_path / "e" / "searcher" / "1")).signatures["search"]
+    found = searcher(queries=tf.constant(QUERIES), k=tf.constant([10] * len(QUERIES)))
+    expected = Retriever.load(shards, encoder).search(QUERIES, 10)
+    assert [[i.decode() for i in row] for row in found["ids"].numpy()] == [[h["id"] for h in row] for row in expected]
+    np.testing.assert_allclose(found["scores"].numpy(), [[h["score"] for h in row] for row in expected], atol=1e-5)
+    # Each shard's own ScaNN searcher, both loaded in this process (one ScaNN resource each), merged by the client.
+    sharded_client = _serving_client("sharded_client")
+    for shard in shards:
+        assert main(["export", "--model", tiny_model_dir, "--index", shard, "--out", f"{shard}-export"]) == 0
+    loaded = [load_export(f"{shard}-export/searcher/1") for shard in shards]
+    client = sharded_client.ShardedSearcher([sharded_client.saved_model_searcher(s) for s in loaded])
+    ids, _ = client.search(QUERIES, 10)
+    assert [[i.decode() for i in row] for row in ids] == [[h["id"] for h in row] for row in expected]
