@@ -67,13 +67,17 @@ def _config_settings(args):
 
 
 def check_index_sources(args, parser):
-    """`index` takes `--corpus` (with `--model`) or `--embeddings`, not both."""
+    """`index` takes `--corpus` (with `--model`) or `--embeddings` (with `--bm25-corpus` if any), not both."""
     if (args.corpus is None) == (args.embeddings is None):
         parser.error("one of the arguments --corpus (with --model) or --embeddings is required, not both")
     if args.corpus is not None and not args.model:
         parser.error("argument --model: required with --corpus")
     if args.embeddings is not None and args.runner:
         parser.error("argument --runner: encodes a corpus; --embeddings are encoded already")
+    if args.bm25_corpus is not None and args.embeddings is None:
+        parser.error("argument --bm25-corpus: only with --embeddings (--corpus is indexed with BM25 itself)")
+    if args.bm25_corpus is not None and not args.bm25:
+        parser.error("argument --bm25-corpus: gives the texts of a BM25 side, which --no-bm25 turns off")
 
 
 # Flags that need an optional dependency: (flag's dest, what it needs, its module, the extra that installs it).

@@ -103,8 +103,8 @@ def main(argv=None):
         return saved_model_cli(argv[1:])
     parser = build_parser()
     args = parser.parse_args(argv)
-    if args.command == "evaluate" and args.retriever == "gtr" and not args.model:
-        parser.commands["evaluate"].error("argument --model: required with --retriever gtr")
+    if args.command in ("evaluate", "search") and args.retriever != "bm25" and not args.model:
+        parser.commands[args.command].error(f"argument --model: required with --retriever {args.retriever}")
     if args.command == "index":
         check_index_sources(args, parser.commands["index"])
     check_extras(args, parser.commands[args.command])
