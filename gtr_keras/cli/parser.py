@@ -2,7 +2,7 @@
 
 `build_parser` names, for each sub-command, the handler in
 `gtr_keras.cli.commands` that runs it; the flags shared by several
-sub-commands are added by `add_encoder_arguments`, `add_beam_arguments` and
+sub-commands are added by `add_encoder_arguments`, `add_beam_arguments`, `add_retriever_arguments` and
 `gtr_keras.cli.train_arguments.add_train_arguments`.
 """
 
@@ -28,6 +28,7 @@ from gtr_keras.cli.arguments import (
 from gtr_keras.cli.train_arguments import DISTILL_FLAGS, add_train_arguments
 
 INFERENCE_PRECISIONS = ("float32", "bfloat16")
+RETRIEVERS = ("gtr", "bm25", "hybrid")
 BEAM_RUNNERS = ("DirectRunner", "DataflowRunner", "FlinkRunner", "SparkRunner")
 
 
@@ -96,15 +97,17 @@ def add_encoder_arguments(parser):
     )
 
 
-def add_fusion_arguments(parser):
-    """Adds `--fusion weighted|rrf` and `--gtr-weight W`, both defaulting to the model's (`fusion.model_fusion`).
+def add_retriever_arguments(parser, bm25):
+    """Adds `--retriever gtr|bm25|hybrid` (`bm25` says what BM25 searches), and `--fusion weighted|rrf` and
+    `--gtr-weight W`, both defaulting to the model's (`fusion.model_fusion`).
 
     Example:
     >>> parser = argparse.ArgumentParser()
-    >>> add_fusion_arguments(parser)
-    >>> parser.parse_args(["--gtr-weight", "0.3"]).gtr_weight
+    >>> add_retriever_arguments(parser, "the bm25s baseline")
+    >>> parser.parse_args(["--retriever", "hybrid", "--gtr-weight", "0.3"]).gtr_weight
     0.3
     """
+    parser.add_argument("--retriever", choices=RETRIEVERS, default="gtr", help=f"dense GTR, {bm25}, or both fused")
     group = parser.add_argument_group("hybrid retrieval (--retriever hybrid; docs/hybrid.md)")
     group.add_argument(
         "--fusion",
@@ -265,13 +268,7 @@ def build_parser():
     p.add_argument("queries", nargs="+", help="query text(s)")
     p.add_argument("--index", required=True, type=index_directory, help="index directory")
     p.add_argument("--model", help="the model the index was built with (checked; required unless --retriever bm25)")
-    p.add_argument(
-        "--retriever",
-        choices=["gtr", "bm25", "hybrid"],
-        default="gtr",
-        help="dense GTR, the index's BM25 side, or both fused",
-    )
-    add_fusion_arguments(p)
+    add_retriever_arguments(p, "the index's BM25 side")
     p.add_argument("-k", type=at_least_one, default=10, help="results per query")
     p.add_argument("--json", action="store_true", help="print JSON")
     p.add_argument("--snippet", type=at_least_zero, default=160, help="characters of text shown per hit")
@@ -290,13 +287,7 @@ def build_parser():
     )
     p.add_argument("--model", help=f"{MODEL_HELP} (required with --retriever gtr or hybrid; default: none)")
     p.add_argument("--split", default="test", help="qrels split")
-    p.add_argument(
-        "--retriever",
-        choices=["gtr", "bm25", "hybrid"],
-        default="gtr",
-        help="dense GTR, the bm25s baseline, or both fused",
-    )
-    add_fusion_arguments(p)
+    add_retriever_arguments(p, "the bm25s baseline")
     add_batch_size(p)
     p.add_argument("--run-out", type=output_file, help="also write the run as a TREC run file (default: none)")
     p.add_argument("--output-json", type=output_file, help="also write the metrics as JSON (default: none)")
