@@ -9,7 +9,7 @@ import Stemmer
 
 from gtr_keras.errors import DataError, UserError
 from gtr_keras.retrieval.index_format import read_ids
-from gtr_keras.utils.records import read_json_object
+from gtr_keras.utils.records import read_json_object, strings_sha256
 
 SETTINGS_JSON = "bm25.json"
 IDS_TXT = "ids.txt"
@@ -40,6 +40,7 @@ class BM25Retriever:
         self._bm25 = bm25s.BM25(k1=k1, b=b, method=method)
         self._stemmer = Stemmer.Stemmer(_TOKENIZATION["stemmer"])
         self._doc_ids = None
+        self.texts_sha256 = None  # of the indexed texts, in order (`records.strings_sha256`)
 
     def get_config(self):
         return {"k1": self.k1, "b": self.b, "method": self.method, "show_progress": self.show_progress}
@@ -52,14 +53,20 @@ class BM25Retriever:
     def save(self, directory):
         """Writes the index into the local directory `directory` (created if missing): bm25s' own files
         (`bm25s.BM25.save`, no corpus), `ids.txt` (one id a line, in row order) and `bm25.json` (the
-        settings and tokenization, checked by `load`)."""
+        settings and tokenization, checked by `load`, and `texts_sha256`, the SHA-256 of the texts indexed)."""
         if self._doc_ids is None:
             raise RuntimeError("call index() before save()")
         os.makedirs(directory, exist_ok=True)
         self._bm25.save(directory, show_progress=False)
         with open(os.path.join(directory, IDS_TXT), "w", encoding="utf-8", newline="") as f:
             f.writelines(f"{doc_id}\n" for doc_id in self._doc_ids)
-        settings = {"format": _FORMAT, "num_documents": len(self._doc_ids), **_TOKENIZATION, **self.get_config()}
+        settings = {
+            "format": _FORMAT,
+            "num_documents": len(self._doc_ids),
+            "texts_sha256": self.texts_sha256,
+            **_TOKENIZATION,
+            **self.get_config(),
+        }
         with open(os.path.join(directory, SETTINGS_JSON), "w", encoding="utf-8") as f:
             json.dump(settings, f, indent=2)
 
@@ -82,6 +89,7 @@ class BM25Retriever:
             raise DataError(f"{directory}: unreadable BM25 index ({error}); {remedy}") from error
         ids = read_ids(os.path.join(directory, IDS_TXT), settings.get("num_documents"))
         retriever._doc_ids = np.asarray(list(ids), dtype=object)
+        retriever.texts_sha256 = settings.get("texts_sha256")
         return retriever
 
     def _tokenize(self, texts):
@@ -108,6 +116,7 @@ class BM25Retriever:
             raise UserError("cannot index an empty corpus")
         self._bm25.index(self._tokenize(corpus_texts), show_progress=self.show_progress)
         self._doc_ids = np.asarray(corpus_ids, dtype=object)
+        self.texts_sha256 = strings_sha256(corpus_texts)
 
     def search(self, queries, k):
         """Retrieves the best documents for each query.

@@ -3,7 +3,8 @@ bm25s' own format, with the ids of the dense part in its order.
 
 `gtr-keras index` writes it beside the dense part, inside the same atomic
 directory (`retriever.write_index`): the two appear, and are replaced, together.
-Loading checks that its ids are the dense part's, in order. An index of
+Loading checks that its ids are the dense part's, in order, and that it indexed
+the texts of the documents the index stores. An index of
 precomputed embeddings has no texts: it gets a BM25 side from a corpus given
 for it (`corpus_in_index_order` checks its ids), or none (`load_bm25_side`
 refuses hybrid search on it).
@@ -15,6 +16,7 @@ from gtr_keras.errors import DataError, MismatchError
 from gtr_keras.retrieval.bm25 import SAVED_FILES, SETTINGS_JSON, BM25Retriever
 from gtr_keras.retrieval.readers import Corpus
 from gtr_keras.utils import files
+from gtr_keras.utils.records import strings_sha256
 
 BM25_SUBDIR = "bm25"
 BM25_DIRECTORY = files.DirectoryKind("the BM25 side of an index", (SETTINGS_JSON,), SAVED_FILES)
@@ -36,16 +38,18 @@ def has_bm25_side(index_dir):
     return files.isfile(os.path.join(index_dir, BM25_SUBDIR, SETTINGS_JSON))
 
 
-def load_bm25_side(index_dir, ids):
-    """The `BM25Retriever` of an index directory, once its ids are checked to be `ids` (the dense part's).
+def load_bm25_side(index_dir, ids, corpus=None):
+    """The `BM25Retriever` of an index directory, once its ids are checked to be `ids` (the dense part's)
+    and its texts those of `corpus`.
 
     Args:
         index_dir: an index directory (local or on any file system TensorFlow knows).
         ids: the ids of the index's dense part, in row order.
+        corpus: the documents the index stores (`Retriever.corpus`), or None: texts not checked.
 
     Raises:
         DataError: the index has no BM25 side (one line saying how to give it one), or a malformed one.
-        MismatchError: its ids are not `ids` in that order.
+        MismatchError: its ids are not `ids` in that order, or it indexed other texts than `corpus`'s.
 
     Example:
     >>> bm25 = load_bm25_side("indexes/scifact", SearchIndex.load("indexes/scifact/index").ids)
@@ -67,6 +71,8 @@ def load_bm25_side(index_dir, ids):
             f"{path}: not the documents of the index ({len(side)} ids for {len(dense)}; row {first} holds "
             f"{found}, the dense part {wanted}); rebuild the index"
         )
+    if corpus is not None and retriever.texts_sha256 != strings_sha256(corpus.joined()):
+        raise MismatchError(f"{path}: indexed other texts than the documents the index stores; rebuild the index")
     return retriever
 
 

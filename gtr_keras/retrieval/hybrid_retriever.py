@@ -46,10 +46,10 @@ class HybridRetriever:
 
         Raises:
             DataError: a missing or malformed index directory, or one without a BM25 side.
-            MismatchError: the index was built with another model, or its BM25 side holds other ids.
+            MismatchError: the index was built with another model, or its BM25 side holds other ids or texts.
         """
         retriever = Retriever.load(index_dir, encoder)
-        return cls(retriever, load_bm25_side(index_dir, retriever.index.ids), fusion, depth)
+        return cls(retriever, load_bm25_side(index_dir, retriever.index.ids, retriever.corpus), fusion, depth)
 
     def search(self, queries, k=10, retriever="hybrid"):
         """Top-`k` hits per query by `retriever` (`"gtr"`, `"bm25"` or `"hybrid"`): lists of

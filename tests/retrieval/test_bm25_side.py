@@ -50,6 +50,14 @@ def test_a_side_of_other_ids_or_order_is_refused(tmp_path):
         load_bm25_side(tmp_path, [*CORPUS.ids, "extra"])
 
 
+def test_a_side_of_other_texts_than_the_stored_documents_is_refused(tmp_path):
+    write_bm25_side(tmp_path, CORPUS)
+    assert load_bm25_side(tmp_path, CORPUS.ids, CORPUS).ids == CORPUS.ids
+    changed = Corpus(CORPUS.ids, CORPUS.titles, [*CORPUS.texts[:3], "The Sun's gravity too."])
+    with pytest.raises(MismatchError, match="bm25: indexed other texts than the documents the index stores"):
+        load_bm25_side(tmp_path, CORPUS.ids, changed)
+
+
 def test_an_index_without_a_side_is_refused_in_one_line(tmp_path):
     with pytest.raises(DataError, match="no BM25 side .*--bm25-corpus") as error:
         load_bm25_side(tmp_path, CORPUS.ids)
