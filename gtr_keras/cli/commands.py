@@ -204,7 +204,8 @@ def search(args):
     if args.retriever == "gtr":
         hits = Retriever.load(args.index, _encoder(args)).search(args.queries, args.k)
     else:
-        encoder, fusion = (_encoder(args), _fusion(args)) if args.retriever == "hybrid" else (None, None)
+        fusion = _fusion(args) if args.retriever == "hybrid" else None  # a bad record before the model loads
+        encoder = _encoder(args) if args.retriever == "hybrid" else None
         hits = HybridRetriever.load(args.index, encoder, fusion).search(args.queries, args.k, args.retriever)
     if args.json:
         print(json.dumps([{"query": q, "hits": h} for q, h in zip(args.queries, hits)], ensure_ascii=False, indent=2))
