@@ -1,3 +1,4 @@
+import doctest
 import json
 import shutil
 
@@ -96,3 +97,9 @@ def test_a_bad_record_is_refused_naming_the_file(tmp_path):
     (model / "metadata.json").write_text(json.dumps({**metadata, "fusion": {"method": "max", "gtr_weight": 0.2}}))
     with pytest.raises(DataError, match=r"metadata.json: field 'fusion'"):
         model_fusion(str(model))
+
+
+def test_the_class_docstring_example_runs():
+    tests = doctest.DocTestFinder(recurse=False).find(Fusion, globs={"Fusion": Fusion})
+    results = doctest.DocTestRunner().run(tests[0])
+    assert results.attempted and not results.failed
