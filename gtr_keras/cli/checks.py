@@ -80,6 +80,32 @@ def check_index_sources(args, parser):
         parser.error("argument --bm25-corpus: gives the texts of a BM25 side, which --no-bm25 turns off")
 
 
+# What each export format needs: (module, its package, the extra that installs it).
+_EXPORT_NEEDS = {
+    "litert": (),
+    "onnx": (("tf2onnx", "tf2onnx", "onnx"), ("onnxruntime", "onnxruntime", "onnx")),
+    "openvino": (("openvino", "openvino", "openvino"),),
+}
+
+
+def check_export_format(args, parser):
+    """`export --format litert|onnx|openvino` writes a float32 encoder alone, its runtime installed;
+    `--quantize` is ONNX Runtime's."""
+    if args.quantize and args.format != "onnx":
+        parser.error(f"argument --quantize: applies to --format onnx, not {args.format}")
+    if args.format == "savedmodel":
+        return
+    if args.index:
+        parser.error(f"argument --index: the searcher is a SavedModel; --format {args.format} exports the encoder")
+    if args.precision != "float32":
+        parser.error(
+            f"argument --precision: --format {args.format} exports float32 (for ONNX Runtime's int8: --quantize int8)"
+        )
+    for module, package, extra in _EXPORT_NEEDS[args.format]:
+        if importlib.util.find_spec(module) is None:
+            parser.error(f"argument --format: {args.format} needs {package}: pip install 'gtr-keras[{extra}]'")
+
+
 # Flags that need an optional dependency: (flag's dest, what it needs, its module, the extra that installs it).
 _EXTRAS = (("runner", "Apache Beam", "apache_beam", "beam"),)
 

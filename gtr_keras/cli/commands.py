@@ -14,8 +14,10 @@ import sys
 
 import numpy as np
 
+from gtr_keras.cli.arguments import PROG
 from gtr_keras.errors import DataError
 from gtr_keras.utils import files
+from gtr_keras.utils.cpu import bfloat16_note
 from gtr_keras.utils.files import atomic_file, atomic_outputs
 from gtr_keras.utils.locks import locks_output
 
@@ -27,6 +29,9 @@ def _encoder(args):
     # float32 loads the model as saved; bfloat16 keeps the weights in bfloat16 too (the arithmetic of
     # "mixed_bfloat16" without casting every weight on every call).
     dtype = "bfloat16" if getattr(args, "precision", "float32") == "bfloat16" else None
+    note = dtype and bfloat16_note()
+    if note:
+        print(f"{PROG} {args.command}: note: {note}", file=sys.stderr)
     return load(
         args.model,
         dtype=dtype,
@@ -326,11 +331,36 @@ def demo(args):
 
 @locks_output("args.out")  # before the model loads
 def export(args):
+    if args.format == "litert":
+        from gtr_keras.serving.litert import export_litert
+
+        print(f"wrote {export_litert(_encoder(args), args.out)}")
+        return
+    if args.format != "savedmodel":
+        _export_token_ids(args)
+        return
     from gtr_keras.serving.export import check_export_outputs, export_all
 
     check_export_outputs(args.out, args.version, ["encoder", "searcher"] if args.index else ["encoder"])
     written = export_all(_encoder(args), args.out, args.index, args.searcher, args.version, args.k)
     print("\n".join(f"wrote {path}" for path in written.values()))
+
+
+def _export_token_ids(args):
+    """`export --format onnx|openvino`: the encoder, token ids and mask in, with `spiece.model` beside it."""
+    if args.format == "onnx":
+        from gtr_keras.serving.onnx_export import ONNX_DIRECTORY as directory
+        from gtr_keras.serving.onnx_export import export_onnx as write
+    else:
+        from gtr_keras.serving.openvino_export import OPENVINO_DIRECTORY as directory
+        from gtr_keras.serving.openvino_export import export_openvino as write
+    files.check_replaceable(args.out, [directory])
+    options = {"quantize": args.quantize} if args.format == "onnx" else {}
+    path = write(_encoder(args), args.out, **options)
+    print(
+        f"wrote {path} ({args.format}{', ' + args.quantize if args.quantize else ''}; token ids and mask in) "
+        f"with {os.path.join(args.out, 'spiece.model')} and export.json"
+    )
 
 
 def config_from_args(args, config_class=None):

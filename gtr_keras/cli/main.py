@@ -20,7 +20,13 @@ import re
 import sys
 
 from gtr_keras.cli.arguments import PROG
-from gtr_keras.cli.checks import check_extras, check_index_sources, check_outputs, check_remote_paths
+from gtr_keras.cli.checks import (
+    check_export_format,
+    check_extras,
+    check_index_sources,
+    check_outputs,
+    check_remote_paths,
+)
 from gtr_keras.cli.parser import build_parser
 
 
@@ -107,6 +113,8 @@ def main(argv=None):
         parser.commands[args.command].error(f"argument --model: required with --retriever {args.retriever}")
     if args.command == "index":
         check_index_sources(args, parser.commands["index"])
+    if args.command == "export":
+        check_export_format(args, parser.commands["export"])
     check_extras(args, parser.commands[args.command])
     check_outputs(args, parser.commands[args.command], standalone)
     if not args.debug:

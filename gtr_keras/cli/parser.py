@@ -29,6 +29,8 @@ from gtr_keras.cli.train_arguments import DISTILL_FLAGS, add_train_arguments
 
 INFERENCE_PRECISIONS = ("float32", "bfloat16")
 RETRIEVERS = ("gtr", "bm25", "hybrid")
+EXPORT_FORMATS = ("savedmodel", "litert", "onnx", "openvino")
+EXPORT_QUANTIZATIONS = ("int8",)
 BEAM_RUNNERS = ("DirectRunner", "DataflowRunner", "FlinkRunner", "SparkRunner")
 
 
@@ -337,16 +339,32 @@ def build_parser():
 
     p = command(
         "export",
-        "SavedModels for hub.load, Keras 3 TFSMLayer and TF Serving",
+        "SavedModels for hub.load, Keras 3 TFSMLayer and TF Serving; LiteRT, ONNX and OpenVINO encoders",
         "Writes OUT/encoder/VERSION (strings in, embeddings out) and, with --index, OUT/searcher/VERSION "
-        "(strings in, document ids and scores out), replacing both together.",
+        "(strings in, document ids and scores out), replacing both together. --format litert writes "
+        "OUT/encoder.tflite (strings in); --format onnx|openvino writes OUT/encoder.onnx or OUT/encoder.xml (token "
+        "ids and mask in) with spiece.model and export.json.",
     )
     p.add_argument("--model", required=True, help=MODEL_HELP)
     p.add_argument(
         "--out",
         required=True,
         type=output_dir,
-        help="export root: writes OUT/encoder/VERSION (and OUT/searcher/VERSION)",
+        help="export root: writes OUT/encoder/VERSION (and OUT/searcher/VERSION); for litert, onnx and "
+        "openvino, the export directory",
+    )
+    p.add_argument(
+        "--format",
+        choices=EXPORT_FORMATS,
+        default="savedmodel",
+        help="savedmodel: TF Serving's layout under OUT (strings in); litert: OUT/encoder.tflite (strings in, TF "
+        "Text's custom ops); onnx (ONNX Runtime) and openvino: the encoder, token ids and mask in",
+    )
+    p.add_argument(
+        "--quantize",
+        choices=EXPORT_QUANTIZATIONS,
+        default=None,
+        help="with --format onnx: int8 weights (ONNX Runtime's dynamic quantization; default: float32)",
     )
     p.add_argument("--index", type=index_directory, help="index directory: also export a searcher (default: none)")
     p.add_argument(

@@ -6,8 +6,8 @@ An index directory (written by `build_index`, atomically) holds:
 - `retriever.json`: the model it was built with (directory, settings and
   `fingerprint.fingerprint`; null fields for embeddings of an unknown model;
   for documents encoded in bfloat16 also `bfloat16_sha256`, which lets the
-  model in float32 search them: `model_change`), the index kind and the
-  number of documents;
+  model in float32 search them: `model_change`; `tokenizer_op`, the TF op
+  that tokenized them), the index kind and the number of documents;
 - `documents.jsonl.gz`: the indexed documents (`_id`, `title`, `text`) for
   display; absent for an index of precomputed embeddings (`index_embeddings`);
 - `index/`: the `SearchIndex` (ids, and float32 vectors or a ScaNN searcher);
@@ -50,6 +50,12 @@ INDEX_DIRECTORY = files.DirectoryKind(
 MODEL_FIELDS = ("embedding_dim", "document_length", "query_length", "compute_dtype", "model_sha256")
 # What queries must share with the indexed documents (the token budget of queries is the searcher's choice).
 SEARCH_FIELDS = ("embedding_dim", "compute_dtype", "model_sha256")
+# The TF op that tokenized the documents. Not compared: an index without it was tokenized by TF Text's older
+# SentencepieceOp, whose ids differ from the current op's (the `sentencepiece` library's) only where two
+# segmentations tie exactly in score: 94 of the 16,676 documents of the five collections measured with the
+# bundled vocabulary, by up to 6.6e-3 in an embedding (benchmarks/RESULTS.md, "Tokenizer ties"), which
+# searches as before; `gtr-keras index` again gives the exact embeddings.
+TOKENIZER_FIELD = "tokenizer_op"
 # Recorded for a model in bfloat16: its fingerprint with every weight in bfloat16, which the model in float32
 # also has, rounded so (`fingerprint.fingerprint(..., in_bfloat16=True)`).
 BFLOAT16_SHA256 = "bfloat16_sha256"
@@ -273,8 +279,9 @@ def index_metadata(encoder, model_dir):
             it stands for: `gtr-small-distilled` as the bundled directory), or None.
 
     Returns:
-        A JSON-serialisable dict: `model_dir` and the `MODEL_FIELDS`, among
-        them `model_sha256`, the model's `fingerprint.fingerprint`.
+        A JSON-serialisable dict: `model_dir`, the `MODEL_FIELDS`, among
+        them `model_sha256`, the model's `fingerprint.fingerprint`, and
+        `tokenizer_op` (recorded, not compared: see `TOKENIZER_FIELD`).
 
     Example:
     >>> index_metadata(gtr_keras.load("models/gtr-base"), "models/gtr-base")["embedding_dim"]
@@ -283,6 +290,7 @@ def index_metadata(encoder, model_dir):
     from gtr_keras.models.gtr.fingerprint import fingerprint  # Keras: not needed to index embeddings alone
     from gtr_keras.models.gtr.model_source import ARCHITECTURE, resolve_model_source
     from gtr_keras.models.gtr.presets import PRESET_SOURCES, PRESETS
+    from gtr_keras.models.gtr.tokenizer import TOKENIZER_OP
 
     if model_dir and os.fspath(model_dir) in PRESET_SOURCES.keys() | PRESETS.keys():
         model_dir = resolve_model_source(model_dir)
@@ -295,6 +303,7 @@ def index_metadata(encoder, model_dir):
         "query_length": encoder.query_length,
         "compute_dtype": encoder.model.compute_dtype,
         "model_sha256": fingerprint(encoder),
+        TOKENIZER_FIELD: TOKENIZER_OP,
     }
     if metadata["compute_dtype"] == "bfloat16":
         metadata[BFLOAT16_SHA256] = fingerprint(encoder, in_bfloat16=True)

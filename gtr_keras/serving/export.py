@@ -25,11 +25,11 @@ An empty batch gives `[0, k]` (`[0, 0]` from `search`, whose `k` has no entries)
 valid UTF-8 is read with each invalid byte sequence replaced by U+FFFD, as everywhere in gtr-keras
 (`GTRTokenizer`).
 
-The tokenizer (TF Text's SentencePiece op; `spiece.model` is also kept as an asset), the encoder
-weights and the index are inside. The `brute-force` searcher uses stock TensorFlow ops only (a matmul
-and `top_k`) and runs on stock TF Serving; the `scann` searcher needs ScaNN's custom ops, and its
-searcher is rebuilt once when the SavedModel is loaded (from the serialized ScaNN assets), never per
-call.
+The tokenizer (TF Text's `FastSentencepieceTokenize` op, its model a graph constant; `spiece.model` is
+also kept as an asset), the encoder weights and the index are inside. The `brute-force` searcher uses
+stock TensorFlow ops only (a matmul and `top_k`) and runs on stock TF Serving; the `scann` searcher needs
+ScaNN's custom ops, and its searcher is rebuilt once when the SavedModel is loaded (from the serialized
+ScaNN assets), never per call.
 
 `export_all` writes both as a unit (they replace their previous versions together), checking
 first that the index was built with the encoder's model. A version directory is replaced only when
@@ -51,7 +51,7 @@ import numpy as np
 import tensorflow as tf
 
 from gtr_keras.errors import DataError, UserError
-from gtr_keras.models.gtr.tokenizer import GTRTokenizer, pad_token_ids
+from gtr_keras.models.gtr.tokenizer import pad_token_ids
 from gtr_keras.retrieval.retriever import INDEX_SUBDIR, Retriever
 from gtr_keras.retrieval.search_index import SearchIndex
 from gtr_keras.utils import files
@@ -105,12 +105,10 @@ def _root(encoder, staging):
     """
     root = tf.__internal__.tracking.AutoTrackable()
     model = encoder.model
-    # A tokenizer of the export's own: saving takes over its TF Text resource, which the encoder keeps using.
-    tokenizer = GTRTokenizer(encoder.tokenizer.proto, lowercase=encoder.tokenizer.lowercase)
+    tokenizer = encoder.tokenizer
     root.variables = [v.value for v in model.variables]
     root.trainable_variables = [v.value for v in model.trainable_variables]
     root.regularization_losses = []
-    root.sentencepiece = tokenizer._sentence_piece  # TF Text's resource, which Keras layers do not expose
 
     def embed(texts, kind, training=False):
         features = pad_token_ids(tokenizer.token_ids(texts, encoder.preprocessor.length(kind)))

@@ -142,3 +142,24 @@ def test_index_runner_without_apache_beam_is_exit_2_naming_the_extra(tmp_path):
         "(see `gtr-keras index --help`)"
     ]
     assert not (tmp_path / "index").exists()
+
+
+@pytest.mark.parametrize(
+    "extra, message",
+    [
+        (["--quantize", "int8"], "argument --quantize: applies to --format onnx, not savedmodel"),
+        (["--format", "openvino", "--quantize", "int8"], "argument --quantize: applies to --format onnx, not openvino"),
+        (["--format", "onnx", "--index", "INDEX"], "argument --index: the searcher is a SavedModel"),
+        (["--format", "onnx", "--precision", "bfloat16"], "argument --precision: --format onnx exports float32"),
+    ],
+)
+def test_export_format_combinations_are_exit_2_before_the_model_loads(
+    extra, message, tmp_path, capsys, no_model_loading
+):
+    (tmp_path / "index").mkdir()
+    (tmp_path / "index" / "retriever.json").write_text("{}")
+    extra = [str(tmp_path / "index") if value == "INDEX" else value for value in extra]
+    with pytest.raises(SystemExit) as exit_:
+        main(["export", "--model", empty_model_dir(tmp_path), "--out", str(tmp_path / "out"), *extra])
+    assert exit_.value.code == 2
+    assert message in one_line_error(capsys)

@@ -8,11 +8,13 @@ import numpy as np
 import pytest
 import tensorflow as tf
 from conftest import REPO
+from doc_snippets import python_blocks
 from tensorflow.core.protobuf import saved_model_pb2
 
 import gtr_keras
 from gtr_keras.cli.main import main
 from gtr_keras.errors import UserError
+from gtr_keras.models.gtr.tokenizer import TOKENIZER_OP
 from gtr_keras.serving.export import export_encoder, export_searcher, load_export
 
 REQUESTS = os.path.join(REPO, "export", "serving", "requests")
@@ -180,8 +182,12 @@ def _tf_text_ops():
     names = set()
     for library in glob.glob(os.path.join(os.path.dirname(tensorflow_text.__file__), "python", "ops", "_*.so")):
         module = tf.load_op_library(library)
-        # Generated op modules expose each op under its CamelCase op name.
-        names.update(n for n in dir(module) if n[0].isupper() and callable(getattr(module, n)) and n != "Annotated")
+        # Generated op modules expose each op under its CamelCase op name, with "_" for the ">" of "TFText>".
+        names.update(
+            n.replace("TFText_", "TFText>", 1)
+            for n in dir(module)
+            if n[0].isupper() and callable(getattr(module, n)) and n != "Annotated"
+        )
     return names
 
 
@@ -201,7 +207,7 @@ def test_encoder_and_brute_force_searcher_use_only_stock_serving_ops(exports):
     export_dir = exports["brute-force"][0]
     for model in ("encoder", "searcher"):
         ops = _ops_in_saved_model(export_dir / model / "1")
-        assert "SentencepieceTokenizeOp" in ops  # the walk does see the graph's ops
+        assert TOKENIZER_OP in ops  # the walk does see the graph's ops
         assert ops <= allowed, ops - allowed
     scann_ops = _ops_in_saved_model(exports["scann"][0] / "searcher" / "1") - allowed
     assert scann_ops and all(op.startswith("Scann") for op in scann_ops), scann_ops
@@ -320,8 +326,7 @@ def test_invalid_utf8_is_read_alike_by_the_export_and_the_cli(exports, tiny_mode
 def test_loading_without_load_export_names_the_imports(exports, tmp_path):
     script = f"import tensorflow as tf\ntf.saved_model.load({str(exports['brute-force'][0] / 'encoder' / '1')!r})\n"
     result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
-    # TF names the first unregistered TF Text op: SentencepieceOp or SentencepieceTokenizeOp.
-    assert result.returncode != 0 and "Op type not registered 'Sentencepiece" in result.stderr
+    assert result.returncode != 0 and "Op type not registered 'TFText>FastSentencepieceTokenize'" in result.stderr
 
 
 def test_bfloat16_encoder_export_is_close_to_float32(tmp_path, tiny_model_dir, tiny_encoder):
@@ -411,18 +416,10 @@ except RuntimeError as error:
     assert "HINT" in out and "import scann" in out and "Scann" in out
 
 
-def _python_blocks(page, title):
-    """The Python code blocks of section `## title` of the markdown file `page` (relative to the repository)."""
-    with open(os.path.join(REPO, page), encoding="utf-8") as f:
-        text = f.read()
-    section = text.split(f"## {title}\n", 1)[1].split("\n## ", 1)[0]
-    return [block.split("```", 1)[0] for block in section.split("```python\n")[1:]]
-
-
 @pytest.mark.large
 @pytest.mark.slow
 def test_docs_tf_hub_client_snippets_run(exports, tmp_path):
-    snippets = _python_blocks("docs/serving.md", "Use from TF Hub clients")
+    snippets = python_blocks("docs/serving.md", "Use from TF Hub clients")
     assert len(snippets) == 3
     os.makedirs(tmp_path / "exports" / "gtr")
     os.symlink(exports["brute-force"][0] / "encoder", tmp_path / "exports" / "gtr" / "encoder")

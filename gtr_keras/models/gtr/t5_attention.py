@@ -64,21 +64,22 @@ class T5Attention(keras.layers.Layer):
         self.output_dense.build((*hidden_states_shape[:-1], self.num_heads * self.key_value_dim))
         self.dropout_layer.build(attention_bias_shape)
 
-    def _split_heads(self, x):
-        batch, length = ops.shape(x)[0], ops.shape(x)[1]
+    def _split_heads(self, x, batch, length):
         x = ops.reshape(x, (batch, length, self.num_heads, self.key_value_dim))
         return ops.transpose(x, (0, 2, 1, 3))
 
     def call(self, hidden_states, attention_bias, training=False):
-        query = self._split_heads(self.query_dense(hidden_states))
-        key = self._split_heads(self.key_dense(hidden_states))
-        value = self._split_heads(self.value_dense(hidden_states))
+        # Batch and length come from the layer's input, not from the projections: tf2onnx flattens a Dense's
+        # output to [batch * length, width] for its MatMul, and a shape read there gives a wrong Reshape.
+        batch, length = ops.shape(hidden_states)[0], ops.shape(hidden_states)[1]
+        query = self._split_heads(self.query_dense(hidden_states), batch, length)
+        key = self._split_heads(self.key_dense(hidden_states), batch, length)
+        value = self._split_heads(self.value_dense(hidden_states), batch, length)
         scores = ops.matmul(query, ops.transpose(key, (0, 1, 3, 2)))
         scores = ops.cast(scores, "float32") + ops.cast(attention_bias, "float32")
         weights = ops.cast(ops.softmax(scores, axis=-1), self.compute_dtype)
         weights = self.dropout_layer(weights, training=training)
         context = ops.transpose(ops.matmul(weights, value), (0, 2, 1, 3))
-        batch, length = ops.shape(context)[0], ops.shape(context)[1]
         context = ops.reshape(context, (batch, length, self.num_heads * self.key_value_dim))
         return self.output_dense(context)
 

@@ -1,0 +1,47 @@
+"""OpenVINO export: an OpenVINO IR (`encoder.xml`, `encoder.bin`), token ids and padding mask in.
+
+`openvino.convert_model` converts the encoder's TensorFlow function (batch and length dynamic); the
+weights are stored in float32 (`compress_to_fp16=False`). OpenVINO's CPU plugin runs in bfloat16 by
+default on CPUs with AVX512-BF16 or AMX: compile with `{"INFERENCE_PRECISION_HINT": "f32"}` for float32
+(`RuntimeEncoder` does). The files beside the model: `gtr_keras.serving.token_id_export`.
+"""
+
+from gtr_keras.serving.token_id_export import forward_function, token_id_directory, write_token_id_export
+
+OPENVINO_FILES = ("encoder.xml", "encoder.bin")
+OPENVINO_DIRECTORY = token_id_directory("an OpenVINO export", OPENVINO_FILES)
+
+
+def write_openvino(encoder, path):
+    """Converts the encoder to an OpenVINO IR at `path` (`.xml`, local; its `.bin` beside it).
+
+    Example:
+    >>> write_openvino(gtr_keras.load("models/gtr-base"), "/tmp/gtr/encoder.xml")
+    """
+    import openvino
+
+    model = openvino.convert_model(forward_function(encoder).get_concrete_function())
+    openvino.save_model(model, path, compress_to_fp16=False)
+
+
+def export_openvino(encoder, export_dir):
+    """Writes an OpenVINO export directory: `encoder.xml`, `encoder.bin`, `spiece.model`, `export.json`.
+
+    Args:
+        encoder: the float32 `Encoder` to export.
+        export_dir: the directory to write (replaced when it is an OpenVINO export or empty).
+
+    Returns:
+        The path of `encoder.xml`.
+
+    Example:
+    >>> export_openvino(gtr_keras.load("models/gtr-base"), "exports/gtr-openvino")
+    'exports/gtr-openvino/encoder.xml'
+    """
+    return write_token_id_export(
+        encoder,
+        export_dir,
+        OPENVINO_DIRECTORY,
+        lambda staging: write_openvino(encoder, str(staging / OPENVINO_FILES[0])),
+        {"format": "openvino"},
+    )

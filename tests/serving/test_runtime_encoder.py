@@ -1,0 +1,90 @@
+import json
+import shutil
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from conftest import REPO
+from doc_snippets import python_blocks
+from runtime_inputs import fixture_texts
+
+from gtr_keras.errors import DataError, UserError
+
+pytest.importorskip("tf2onnx", reason="tf2onnx is not installed (pip install 'gtr-keras[onnx]')")
+pytest.importorskip("onnxruntime", reason="onnxruntime is not installed (pip install 'gtr-keras[onnx]')")
+
+from gtr_keras.serving.runtime_encoder import RuntimeEncoder  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def export_dir(tiny_onnx_export):
+    return tiny_onnx_export
+
+
+def test_token_ids_are_the_encoders_with_each_budget(export_dir, tiny_encoder):
+    runtime = RuntimeEncoder(export_dir)
+    texts = fixture_texts()
+    for kind in ("query", "document"):
+        assert runtime.tokenize(texts, kind) == tiny_encoder.tokenize(texts, kind)
+    assert max(map(len, runtime.tokenize(texts, "query"))) == 64
+    assert runtime.tokenize([b"\xffwing"], "query") == runtime.tokenize(["\ufffdwing"], "query")
+
+
+def test_encode_gives_the_encoders_embeddings_in_input_order(export_dir, tiny_encoder):
+    runtime = RuntimeEncoder(export_dir)
+    texts = fixture_texts()
+    for batch_size in (1, 7):
+        np.testing.assert_allclose(
+            runtime.encode_documents(texts, batch_size), tiny_encoder.encode_documents(texts), atol=1e-5
+        )
+    np.testing.assert_allclose(runtime.encode_queries(texts[:3]), tiny_encoder.encode_queries(texts[:3]), atol=1e-5)
+    assert runtime.encode_queries([]).shape == (0, 64)
+
+
+def test_a_lowercasing_export_lowercases(export_dir, tmp_path):
+    shutil.copytree(export_dir, tmp_path / "lower")
+    config = json.loads((tmp_path / "lower" / "export.json").read_text())
+    (tmp_path / "lower" / "export.json").write_text(json.dumps({**config, "lowercase": True}))
+    lower = RuntimeEncoder(tmp_path / "lower")
+    assert lower.tokenize(["Wing LIFT"]) == RuntimeEncoder(export_dir).tokenize(["wing lift"])
+
+
+def test_what_is_not_an_export_is_refused(export_dir, tmp_path):
+    with pytest.raises(DataError, match="export.json: no such file"):
+        RuntimeEncoder(tmp_path)
+    with pytest.raises(UserError, match="kind must be 'query' or 'document', got 'passage'"):
+        RuntimeEncoder(export_dir).encode(["x"], "passage")
+    (tmp_path / "export.json").write_text(json.dumps({"format": "savedmodel"}))
+    with pytest.raises(DataError, match="format 'savedmodel' is not one of onnx, openvino"):
+        RuntimeEncoder(tmp_path)
+
+
+def test_the_docs_onnx_and_openvino_snippets_run(export_dir, tiny_encoder, tmp_path, monkeypatch, capsys):
+    pytest.importorskip("openvino", reason="openvino is not installed (pip install 'gtr-keras[openvino]')")
+    from gtr_keras.serving.openvino_export import export_openvino
+
+    shutil.copytree(export_dir, tmp_path / "exports" / "gtr-onnx")
+    export_openvino(tiny_encoder, str(tmp_path / "exports" / "gtr-openvino"))
+    monkeypatch.chdir(tmp_path)
+    snippets = python_blocks("docs/serving.md", "ONNX and OpenVINO")
+    assert len(snippets) == 2
+    onnx_names = {}
+    exec(snippets[0], onnx_names)
+    texts = ["GTR is a dual encoder.", "BM25 is a bag-of-words ranker."]
+    np.testing.assert_allclose(onnx_names["documents"], tiny_encoder.encode_documents(texts), atol=1e-5)
+    np.testing.assert_allclose(onnx_names["queries"], tiny_encoder.encode_queries(["what is GTR?"]), atol=1e-5)
+    exec(snippets[1], {})
+    assert capsys.readouterr().out.startswith("[[")
+
+
+@pytest.mark.large
+def test_a_runtime_encoder_loads_no_tensorflow(export_dir):
+    script = (
+        "import sys\nfrom gtr_keras.serving.runtime_encoder import RuntimeEncoder\n"
+        f"print(RuntimeEncoder({export_dir!r}).encode_queries(['wing lift']).shape)\n"
+        "print(sorted(m for m in ('tensorflow', 'keras') if m in sys.modules))\n"
+    )
+    result = subprocess.run([sys.executable, "-c", script], cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines() == ["(1, 64)", "[]"]
