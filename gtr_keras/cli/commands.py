@@ -107,6 +107,8 @@ def encode(args):
 def index(args):
     from gtr_keras.retrieval.retriever import check_index_outputs
 
+    if args.update:
+        return _update_index(args)
     check_index_outputs(args.out, work_dir=not (args.embeddings or args.runner))  # the Beam one: below
     kind = "exact" if args.exact else "auto"
     if args.embeddings:
@@ -148,6 +150,39 @@ def index(args):
 
     bm25 = "and a BM25 side" if has_bm25_side(args.out) else "no BM25 side"
     print(f"wrote {args.out}: {num_rows} documents, {kind} search, {bm25}")
+
+
+def _update_index(args):
+    """`index --update`: the index, the shards, the corpus and the ids to delete checked before the model loads."""
+    from gtr_keras.retrieval.index_updates import check_deletions, read_id_file, recorded_model, update_index
+
+    recorded_model(args.out)
+    shards = corpus = None
+    if args.embeddings:
+        from gtr_keras.retrieval.embedding_files import EmbeddingFiles
+
+        shards = EmbeddingFiles.open(args.embeddings)
+    if args.corpus:
+        from gtr_keras.retrieval.readers import load_corpus
+
+        corpus = load_corpus(args.corpus)
+    if args.delete and args.model and not args.missing_ok:
+        check_deletions(args.out, *read_id_file(args.delete))
+    manifest = update_index(
+        args.out,
+        embeddings=shards,
+        corpus=corpus,
+        encoder=args.model and _encoder(args),
+        model_dir=args.model,
+        delete=args.delete,
+        missing_ok=args.missing_ok,
+        compact=True if args.compact else "auto",
+        batch_size=args.batch_size,
+        progress=args.progress,
+    )
+    live = sum(s["num_rows"] - s["num_deleted"] for s in manifest["segments"])
+    segments, generation = len(manifest["segments"]), manifest["generation"]
+    print(f"updated {args.out}: {live} documents in {segments} segments, generation {generation}")
 
 
 def _index_with_beam(args, kind):
@@ -207,11 +242,13 @@ def search(args):
     from gtr_keras.retrieval.retriever import Retriever
 
     if args.retriever == "gtr":
-        hits = Retriever.load(args.index, _encoder(args)).search(args.queries, args.k)
+        hits = Retriever.load(args.index[0] if len(args.index) == 1 else args.index, _encoder(args)).search(
+            args.queries, args.k
+        )
     else:
         fusion = _fusion(args) if args.retriever == "hybrid" else None  # a bad record before the model loads
         encoder = _encoder(args) if args.retriever == "hybrid" else None
-        hits = HybridRetriever.load(args.index, encoder, fusion).search(args.queries, args.k, args.retriever)
+        hits = HybridRetriever.load(args.index[0], encoder, fusion).search(args.queries, args.k, args.retriever)
     if args.json:
         print(json.dumps([{"query": q, "hits": h} for q, h in zip(args.queries, hits)], ensure_ascii=False, indent=2))
         return
@@ -339,10 +376,13 @@ def export(args):
     if args.format != "savedmodel":
         _export_token_ids(args)
         return
-    from gtr_keras.serving.export import check_export_outputs, export_all
+    from gtr_keras.serving.export import check_export_outputs, export_all, next_version
 
-    check_export_outputs(args.out, args.version, ["encoder", "searcher"] if args.index else ["encoder"])
-    written = export_all(_encoder(args), args.out, args.index, args.searcher, args.version, args.k)
+    names = ["encoder", "searcher"] if args.index else ["encoder"]
+    version = args.version or next_version(args.out, names)
+    check_export_outputs(args.out, version, names)
+    index = args.index[0] if args.index and len(args.index) == 1 else args.index
+    written = export_all(_encoder(args), args.out, index, args.searcher, version, args.k)
     print("\n".join(f"wrote {path}" for path in written.values()))
 
 

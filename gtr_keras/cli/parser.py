@@ -261,6 +261,25 @@ def build_parser():
         help="with --embeddings: the BEIR directory or corpus.jsonl[.gz] of the embedded documents (the same "
         "ids), stored with the index and indexed with BM25 (default: none, no texts and no BM25 side)",
     )
+    group = p.add_argument_group("updates in place (docs/live-indexes.md)")
+    group.add_argument(
+        "--update",
+        action="store_true",
+        help="update the index OUT in place: documents of --embeddings or --corpus whose id is there replace it, "
+        "the others are added (the model must be the index's)",
+    )
+    group.add_argument(
+        "--delete",
+        type=input_file,
+        metavar="IDS_FILE",
+        help="with --update: delete these ids (one a line; default: none)",
+    )
+    group.add_argument("--missing-ok", action="store_true", help="with --delete: skip ids that are not in the index")
+    group.add_argument(
+        "--compact",
+        action="store_true",
+        help="with --update: rewrite the index as one segment (also done past the thresholds of docs/live-indexes.md)",
+    )
     add_batch_size(p, "documents")
     p.add_argument("--shard-size", type=at_least_one, default=2048, help="documents per resumable shard")
     add_progress(p)
@@ -268,7 +287,13 @@ def build_parser():
 
     p = command("search", "query an index")
     p.add_argument("queries", nargs="+", help="query text(s)")
-    p.add_argument("--index", required=True, type=index_directory, help="index directory")
+    p.add_argument(
+        "--index",
+        required=True,
+        type=index_directory,
+        action="append",
+        help="index directory; repeat it to search shards as one index (merged top k; --retriever gtr)",
+    )
     p.add_argument("--model", help="the model the index was built with (checked; required unless --retriever bm25)")
     add_retriever_arguments(p, "the index's BM25 side")
     p.add_argument("-k", type=at_least_one, default=10, help="results per query")
@@ -366,14 +391,25 @@ def build_parser():
         default=None,
         help="with --format onnx: int8 weights (ONNX Runtime's dynamic quantization; default: float32)",
     )
-    p.add_argument("--index", type=index_directory, help="index directory: also export a searcher (default: none)")
+    p.add_argument(
+        "--index",
+        type=index_directory,
+        action="append",
+        help="index directory: also export a searcher; repeat it for one searcher over shards (default: none)",
+    )
     p.add_argument(
         "--searcher",
         choices=["scann", "brute-force"],
         default="scann",
         help="scann needs ScaNN's ops in the server; brute-force runs on stock TF Serving",
     )
-    p.add_argument("--version", type=at_least_one, default=1, help="TF Serving version directory")
+    p.add_argument(
+        "--version",
+        type=at_least_one,
+        default=None,
+        help="TF Serving version directory (default: the next after those in OUT, 1 for a new OUT; a "
+        "version served is never rewritten unless given here)",
+    )
     p.add_argument("-k", type=at_least_one, default=10, help="results per query of the searcher's serving_default")
     add_encoder_arguments(p)
 

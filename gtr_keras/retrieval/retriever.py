@@ -18,7 +18,6 @@ Index directories, and the work directories beside them, may be local or on
 any file system TensorFlow knows (`gs://...`, `ram://...`).
 """
 
-import gzip
 import json
 import os
 
@@ -27,8 +26,9 @@ from tqdm.auto import tqdm
 from gtr_keras.errors import DataError, MismatchError, UserError
 from gtr_keras.retrieval.bm25_side import BM25_SUBDIR, write_bm25_side
 from gtr_keras.retrieval.embedding_files import EmbeddingFiles
-from gtr_keras.retrieval.readers import load_corpus
+from gtr_keras.retrieval.index_format import DOCUMENTS_FILE, RETRIEVER_JSON, SEARCH_FIELDS
 from gtr_keras.retrieval.search_index import KINDS, SearchIndex, write_search_index
+from gtr_keras.retrieval.segments import index_documents, write_documents
 from gtr_keras.retrieval.shards import SHARDS_DIRECTORY, ShardWriter
 from gtr_keras.utils import files
 from gtr_keras.utils.files import atomic_directory
@@ -39,17 +39,15 @@ from gtr_keras.utils.records import (
     read_json_object,
 )
 
-RETRIEVER_JSON = "retriever.json"
-DOCUMENTS_FILE = "documents.jsonl.gz"
 INDEX_SUBDIR = "index"
 INDEX_DIRECTORY = files.DirectoryKind(
-    "an index directory", (RETRIEVER_JSON,), (RETRIEVER_JSON, INDEX_SUBDIR, DOCUMENTS_FILE, BM25_SUBDIR)
+    "an index directory",
+    (RETRIEVER_JSON,),
+    (RETRIEVER_JSON, INDEX_SUBDIR, DOCUMENTS_FILE, BM25_SUBDIR, f".{INDEX_SUBDIR}.lock"),
 )
 # What determines document embeddings, in the order a mismatch is reported: settings first, as
 # they name the cause, then the fingerprint that also covers the weights and the vocabulary.
 MODEL_FIELDS = ("embedding_dim", "document_length", "query_length", "compute_dtype", "model_sha256")
-# What queries must share with the indexed documents (the token budget of queries is the searcher's choice).
-SEARCH_FIELDS = ("embedding_dim", "compute_dtype", "model_sha256")
 # The TF op that tokenized the documents. Not compared: an index without it was tokenized by TF Text's older
 # SentencepieceOp, whose ids differ from the current op's (the `sentencepiece` library's) only where two
 # segmentations tie exactly in score: 94 of the 16,676 documents of the five collections measured with the
@@ -182,6 +180,22 @@ def index_embeddings(source, index_dir, encoder=None, model_dir=None, kind="auto
     (8841823, 'scann')
     """
     shards = source if isinstance(source, EmbeddingFiles) else EmbeddingFiles.open(source)
+    return shards.num_rows, write_index(
+        index_dir, shards, corpus, embeddings_metadata(shards, encoder, model_dir), kind
+    )
+
+
+def embeddings_metadata(shards, encoder=None, model_dir=None):
+    """The model record (`index_metadata`'s fields) of the documents in an opened `EmbeddingFiles`: the one
+    `gtr-keras encode` recorded beside them, checked against `encoder` when given; or, for shards without a
+    record, `encoder`'s (null fields without it).
+
+    Raises:
+        DataError, MismatchError: as for `index_embeddings`.
+
+    Example:
+    >>> embeddings_metadata(EmbeddingFiles.open("new/*.npy"))["model_sha256"]  # doctest: +SKIP
+    """
     recorded = shards.model
     if recorded is not None:
         missing = [field for field in MODEL_FIELDS if field not in recorded]
@@ -214,7 +228,7 @@ def index_embeddings(source, index_dir, encoder=None, model_dir=None, kind="auto
                 f"{shards.paths[0]}: {shards.dims} dims, the model given makes {given['embedding_dim']}"
             )
         metadata = given if recorded is None else {**recorded, "model_dir": given["model_dir"]}
-    return shards.num_rows, write_index(index_dir, shards, corpus, metadata, kind)
+    return metadata
 
 
 def write_index(index_dir, source, corpus, metadata, kind="auto", bm25=True):
@@ -260,9 +274,7 @@ def write_index(index_dir, source, corpus, metadata, kind="auto", bm25=True):
         if corpus is not None and bm25:
             write_bm25_side(staging, corpus)
         if corpus is not None:
-            with gzip.open(os.path.join(staging, DOCUMENTS_FILE), "wt", encoding="utf-8") as f:
-                for doc_id, title, text in zip(corpus.ids, corpus.titles, corpus.texts):
-                    f.write(json.dumps({"_id": doc_id, "title": title, "text": text}, ensure_ascii=False) + "\n")
+            write_documents(os.path.join(staging, DOCUMENTS_FILE), corpus)
         with open(os.path.join(staging, RETRIEVER_JSON), "w", encoding="utf-8") as f:
             json.dump({**metadata, "kind": kind, "num_documents": source.num_rows}, f, indent=2)
     return kind
@@ -413,7 +425,8 @@ class Retriever:
 
     @classmethod
     def load(cls, index_dir, encoder):
-        """A `Retriever` for an index directory, once `check_model` passes.
+        """A `Retriever` for an index directory (updated or not), or several searched as one (shards), once
+        `check_model` passes for each.
 
         With `encoder` None, the model is not checked and `search` cannot be called: the index's ids and
         documents serve its BM25 side alone (`HybridRetriever`).
@@ -422,11 +435,13 @@ class Retriever:
             DataError: a missing or malformed index directory.
             MismatchError: the index was built with another model.
         """
+        index_dirs = [index_dir] if isinstance(index_dir, (str, os.PathLike)) else list(index_dir)
         if encoder is not None:
-            cls.check_model(index_dir, encoder)
-        index = SearchIndex.load(os.path.join(index_dir, INDEX_SUBDIR))
-        documents = os.path.join(index_dir, DOCUMENTS_FILE)
-        return cls(encoder, index, load_corpus(documents) if files.exists(documents) else None)
+            for directory in index_dirs:
+                cls.check_model(directory, encoder)
+        paths = [os.path.join(directory, INDEX_SUBDIR) for directory in index_dirs]
+        index = SearchIndex.load(paths[0] if len(paths) == 1 else paths)
+        return cls(encoder, index, index_documents(index))
 
     def search(self, queries, k=10):
         """Top-`k` hits per query: lists of `{"id", "score", "title", "text"}`."""
