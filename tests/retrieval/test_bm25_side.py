@@ -3,7 +3,7 @@ import os
 import numpy as np
 import pytest
 
-from gtr_keras.errors import DataError, MismatchError
+from gtr_keras.errors import DataError, DataWarning, MismatchError
 from gtr_keras.retrieval.bm25_side import (
     BM25_SUBDIR,
     corpus_in_index_order,
@@ -12,7 +12,7 @@ from gtr_keras.retrieval.bm25_side import (
     write_bm25_side,
 )
 from gtr_keras.retrieval.readers import Corpus
-from gtr_keras.retrieval.retriever import build_index, index_embeddings, work_dir_for, write_index
+from gtr_keras.retrieval.retriever import Retriever, build_index, index_embeddings, work_dir_for, write_index
 from gtr_keras.retrieval.search_index import ArrayRows, SearchIndex
 
 CORPUS = Corpus(
@@ -122,3 +122,23 @@ def test_a_build_killed_after_its_shards_completes_with_its_side_when_rerun(
     assert not encoded and not os.path.exists(work_dir_for(out))
     assert load_bm25_side(out, index.ids).search(["bread"], 1)[0] == [["bread"]]
     assert os.path.isdir(out / BM25_SUBDIR)
+
+
+def test_updates_rebuild_the_side_from_the_updated_documents(tmp_path, tiny_encoder, tiny_model_dir):
+    from gtr_keras.retrieval.hybrid_retriever import HybridRetriever
+    from gtr_keras.retrieval.index_updates import update_index
+
+    out = tmp_path / "idx"
+    build_index(tiny_encoder, CORPUS, out, model_dir=tiny_model_dir)
+    added = Corpus(["comets", "bread"], ["", ""], ["Comets grow icy tails near the Sun.", "Rye bread, sour."])
+    update_index(out, corpus=added, encoder=tiny_encoder, delete=["tides"])
+    hybrid = HybridRetriever.load(out, tiny_encoder)
+    assert sorted(hybrid.bm25.ids) == ["bread", "cats", "comets", "rockets"]
+    assert hybrid.search(["icy comet tails"], 1, "bm25")[0][0]["id"] == "comets"
+    assert hybrid.search(["sour rye"], 1, "bm25")[0][0]["text"] == "Rye bread, sour."
+    np.save(tmp_path / "e.npy", tiny_encoder.encode_documents(["Orbits of moons."]))
+    (tmp_path / "e.ids.txt").write_text("moons\n")
+    with pytest.warns(DataWarning, match="its BM25 side is removed: embeddings bring no texts"):
+        update_index(out, embeddings=str(tmp_path / "e.npy"), encoder=tiny_encoder)
+    assert not has_bm25_side(out)
+    assert "moons" in Retriever.load(out, tiny_encoder).index.ids
