@@ -577,3 +577,13 @@ def test_evaluate_hybrid_writes_the_metric_keys_of_the_other_retrievers(tmp_path
     assert results["hybrid"]["fusion"] == {"method": "weighted", "gtr_weight": 0.5, "rrf_k": 60}
     run = (tmp_path / "hybrid.trec").read_text().splitlines()
     assert not [line for line in run if line.split()[0] == line.split()[2]]  # identical ids dropped, as BEIR does
+
+
+def test_bm25_and_hybrid_search_take_one_index(tmp_path, tiny_model_dir, capsys):
+    corpus = _corpus_file(tmp_path / "corpus.jsonl")
+    assert main(["index", "--model", tiny_model_dir, "--corpus", str(corpus), "--out", str(tmp_path / "a")]) == 0
+    argv = ["search", "heat", "--index", str(tmp_path / "a"), "--index", str(tmp_path / "a"), "--retriever", "bm25"]
+    with pytest.raises(SystemExit) as exit_:
+        main(argv)
+    assert exit_.value.code == 2
+    assert "--retriever bm25 searches one index (several are shards of --retriever gtr)" in capsys.readouterr().err
