@@ -67,8 +67,8 @@ def _config_settings(args):
 
 
 def check_index_sources(args, parser):
-    """`index` takes `--corpus` (with `--model`) or `--embeddings`, not both; `--update` also takes neither
-    with `--delete` or `--compact`, which need it."""
+    """`index` takes `--corpus` (with `--model`) or `--embeddings` (with `--bm25-corpus` if any), not both;
+    `--update` also takes neither with `--delete` or `--compact`, which need it."""
     for flag in ("delete", "missing_ok", "compact"):
         if getattr(args, flag) and not args.update:
             parser.error(f"argument --{flag.replace('_', '-')}: updates an index: needs --update")
@@ -88,6 +88,10 @@ def check_index_sources(args, parser):
         parser.error("argument --model: required with --corpus")
     if args.embeddings is not None and args.runner:
         parser.error("argument --runner: encodes a corpus; --embeddings are encoded already")
+    if args.bm25_corpus is not None and args.embeddings is None:
+        parser.error("argument --bm25-corpus: only with --embeddings (--corpus is indexed with BM25 itself)")
+    if args.bm25_corpus is not None and not args.bm25:
+        parser.error("argument --bm25-corpus: gives the texts of a BM25 side, which --no-bm25 turns off")
 
 
 # What each export format needs: (module, its package, the extra that installs it).

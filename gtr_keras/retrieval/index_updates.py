@@ -6,16 +6,21 @@ rows, unique ids, id text) and must be of the model the index records
 (`retriever.json`), as must an encoder given to encode new documents; the ids
 to delete must be in the index. The vectors go into a new segment of the
 search index (`segment_writer`), their documents beside them, so that
-`search` shows the documents of the version it loaded.
+`search` shows the documents of the version it loaded. An index with a BM25
+side gets it rebuilt from the updated documents once the update is committed
+(`bm25_side.rebuild_bm25_side`); an update from embeddings, which bring no
+texts, is refused for it.
 """
 
 import os
+import warnings
 
-from gtr_keras.errors import DataError, MismatchError, UserError
+from gtr_keras.errors import DataError, DataWarning, MismatchError, UserError
+from gtr_keras.retrieval.bm25_side import BM25_SUBDIR, has_bm25_side, rebuild_bm25_side
 from gtr_keras.retrieval.embedding_files import EmbeddingFiles
 from gtr_keras.retrieval.index_format import RETRIEVER_JSON, check_ids
 from gtr_keras.retrieval.retriever import INDEX_SUBDIR, MODEL_FIELDS, embeddings_metadata, model_change
-from gtr_keras.retrieval.search_index import ArrayRows
+from gtr_keras.retrieval.search_index import ArrayRows, SearchIndex
 from gtr_keras.retrieval.segment_writer import missing_ids, update_search_index
 from gtr_keras.utils import files
 from gtr_keras.utils.locks import locks_output
@@ -125,6 +130,7 @@ def update_index(
     if corpus is not None and encoder is None:
         raise UserError("a corpus is encoded by the index's model: pass its encoder")
     recorded = recorded_model(index_dir)
+    bm25 = has_bm25_side(index_dir)
     delete_ids, where = read_id_file(delete) if isinstance(delete, (str, os.PathLike)) else (list(delete or []), None)
     search_index = os.path.join(index_dir, INDEX_SUBDIR)
     source = None
@@ -149,4 +155,15 @@ def update_index(
             check_deletions(index_dir, delete_ids, where)
         vectors = encoder.encode_documents(corpus.joined(), batch_size, progress)
         source = ArrayRows(corpus.ids, vectors)
-    return update_search_index(search_index, source, delete_ids, where, missing_ok, compact, corpus)
+    manifest = update_search_index(search_index, source, delete_ids, where, missing_ok, compact, corpus)
+    if bm25 and embeddings is not None:
+        files.remove(os.path.join(index_dir, BM25_SUBDIR))
+        warnings.warn(
+            f"{index_dir}: its BM25 side is removed: embeddings bring no texts to index (search --retriever "
+            "bm25|hybrid is refused until the index is rebuilt from its corpus)",
+            DataWarning,
+            stacklevel=2,
+        )
+    elif bm25:
+        rebuild_bm25_side(index_dir, SearchIndex.load(search_index))
+    return manifest

@@ -10,7 +10,9 @@ An index directory (written by `build_index`, atomically) holds:
   that tokenized them), the index kind and the number of documents;
 - `documents.jsonl.gz`: the indexed documents (`_id`, `title`, `text`) for
   display; absent for an index of precomputed embeddings (`index_embeddings`);
-- `index/`: the `SearchIndex` (ids, and float32 vectors or a ScaNN searcher).
+- `index/`: the `SearchIndex` (ids, and float32 vectors or a ScaNN searcher);
+- `bm25/`: the BM25 side (`bm25_side`: the same documents, ids and order, in bm25s'
+  format), unless built without one or from embeddings without their corpus.
 
 Index directories, and the work directories beside them, may be local or on
 any file system TensorFlow knows (`gs://...`, `ram://...`).
@@ -22,6 +24,7 @@ import os
 from tqdm.auto import tqdm
 
 from gtr_keras.errors import DataError, MismatchError, UserError
+from gtr_keras.retrieval.bm25_side import BM25_SUBDIR, write_bm25_side
 from gtr_keras.retrieval.embedding_files import EmbeddingFiles
 from gtr_keras.retrieval.index_format import DOCUMENTS_FILE, RETRIEVER_JSON, SEARCH_FIELDS
 from gtr_keras.retrieval.search_index import KINDS, SearchIndex, write_search_index
@@ -38,7 +41,9 @@ from gtr_keras.utils.records import (
 
 INDEX_SUBDIR = "index"
 INDEX_DIRECTORY = files.DirectoryKind(
-    "an index directory", (RETRIEVER_JSON,), (RETRIEVER_JSON, INDEX_SUBDIR, DOCUMENTS_FILE, f".{INDEX_SUBDIR}.lock")
+    "an index directory",
+    (RETRIEVER_JSON,),
+    (RETRIEVER_JSON, INDEX_SUBDIR, DOCUMENTS_FILE, BM25_SUBDIR, f".{INDEX_SUBDIR}.lock"),
 )
 # What determines document embeddings, in the order a mismatch is reported: settings first, as
 # they name the cause, then the fingerprint that also covers the weights and the vocabulary.
@@ -77,7 +82,9 @@ def work_dir_for(index_dir):
 
 
 @locks_output("index_dir")
-def build_index(encoder, corpus, index_dir, model_dir=None, kind="auto", batch_size=32, shard_size=2048, progress=None):
+def build_index(
+    encoder, corpus, index_dir, model_dir=None, kind="auto", batch_size=32, shard_size=2048, progress=None, bm25=True
+):
     """Encodes `corpus` and writes a searchable index directory.
 
     Embeddings are written shard by shard to `work_dir_for(index_dir)`; a run
@@ -85,8 +92,9 @@ def build_index(encoder, corpus, index_dir, model_dir=None, kind="auto", batch_s
     Resuming checks that the model (`fingerprint.fingerprint`: weights,
     vocabulary, architecture, precision, token budgets), the ids, the shard
     size and the texts of every finished shard are the same as before. The
-    index directory appears only when complete (a previous index stays in
-    place until then).
+    index directory appears only when complete, with its BM25 side (a
+    previous index stays in place until then): a run killed after the last
+    shard builds both when started again.
 
     Args:
         encoder: the `Encoder` for documents.
@@ -98,6 +106,7 @@ def build_index(encoder, corpus, index_dir, model_dir=None, kind="auto", batch_s
         batch_size: documents per forward pass.
         shard_size: documents per resumable shard.
         progress: show a progress bar (default: for corpora of 5000 or more).
+        bm25: also write the BM25 side (`bm25_side`) of the documents.
 
     Returns:
         The `SearchIndex` written to `index_dir/index`.
@@ -131,13 +140,13 @@ def build_index(encoder, corpus, index_dir, model_dir=None, kind="auto", batch_s
         for shard in pending:
             writer.write(shard.number, encoder.encode_documents(texts[shard.start : shard.end], batch_size, False))
             bar.update(shard.end - shard.start)
-    write_index(index_dir, writer, corpus, metadata, kind)  # the shards are read back one at a time
+    write_index(index_dir, writer, corpus, metadata, kind, bm25)  # the shards are read back one at a time
     files.remove(writer.work_dir)
     return SearchIndex.load(os.path.join(index_dir, INDEX_SUBDIR))
 
 
 @locks_output("index_dir")
-def index_embeddings(source, index_dir, encoder=None, model_dir=None, kind="auto"):
+def index_embeddings(source, index_dir, encoder=None, model_dir=None, kind="auto", corpus=None):
     """Writes an index directory from precomputed embedding shards, a chunk at a time.
 
     The model is the one `gtr-keras encode` recorded beside the shards
@@ -152,6 +161,9 @@ def index_embeddings(source, index_dir, encoder=None, model_dir=None, kind="auto
         encoder: the `Encoder` of the embeddings, or None.
         model_dir: its model directory, recorded for the user.
         kind: `"auto"`, `"exact"` or `"scann"`.
+        corpus: the `Corpus` of the embedded documents, in the shards' order
+            (`bm25_side.corpus_in_index_order`), or None: stored as an index of
+            `build_index` stores its documents, with a BM25 side.
 
     Returns:
         `(number of embeddings, kind)`.
@@ -168,7 +180,9 @@ def index_embeddings(source, index_dir, encoder=None, model_dir=None, kind="auto
     (8841823, 'scann')
     """
     shards = source if isinstance(source, EmbeddingFiles) else EmbeddingFiles.open(source)
-    return shards.num_rows, write_index(index_dir, shards, None, embeddings_metadata(shards, encoder, model_dir), kind)
+    return shards.num_rows, write_index(
+        index_dir, shards, corpus, embeddings_metadata(shards, encoder, model_dir), kind
+    )
 
 
 def embeddings_metadata(shards, encoder=None, model_dir=None):
@@ -217,7 +231,7 @@ def embeddings_metadata(shards, encoder=None, model_dir=None):
     return metadata
 
 
-def write_index(index_dir, source, corpus, metadata, kind="auto"):
+def write_index(index_dir, source, corpus, metadata, kind="auto", bm25=True):
     """Writes an index directory over `source`'s vectors (and `corpus`'s documents), atomically.
 
     Every file is written into a temporary sibling directory that replaces
@@ -233,6 +247,7 @@ def write_index(index_dir, source, corpus, metadata, kind="auto"):
             stored for titles and snippets; or None.
         metadata: `index_metadata` of the encoder that made the embeddings.
         kind: `"auto"`, `"exact"` or `"scann"`.
+        bm25: with a `corpus`, also write its BM25 side (`bm25_side.write_bm25_side`).
 
     Returns:
         The index kind written (`"exact"` or `"scann"`).
@@ -256,6 +271,8 @@ def write_index(index_dir, source, corpus, metadata, kind="auto"):
     # A local directory, uploaded after for a remote index_dir.
     with atomic_directory(index_dir, [INDEX_DIRECTORY]) as staging:
         kind = write_search_index(source, os.path.join(staging, INDEX_SUBDIR), kind)
+        if corpus is not None and bm25:
+            write_bm25_side(staging, corpus)
         if corpus is not None:
             write_documents(os.path.join(staging, DOCUMENTS_FILE), corpus)
         with open(os.path.join(staging, RETRIEVER_JSON), "w", encoding="utf-8") as f:
@@ -411,20 +428,28 @@ class Retriever:
         """A `Retriever` for an index directory (updated or not), or several searched as one (shards), once
         `check_model` passes for each.
 
+        With `encoder` None, the model is not checked and `search` cannot be called: the index's ids and
+        documents serve its BM25 side alone (`HybridRetriever`).
+
         Raises:
             DataError: a missing or malformed index directory.
             MismatchError: the index was built with another model.
         """
         index_dirs = [index_dir] if isinstance(index_dir, (str, os.PathLike)) else list(index_dir)
-        for directory in index_dirs:
-            cls.check_model(directory, encoder)
+        if encoder is not None:
+            for directory in index_dirs:
+                cls.check_model(directory, encoder)
         paths = [os.path.join(directory, INDEX_SUBDIR) for directory in index_dirs]
         index = SearchIndex.load(paths[0] if len(paths) == 1 else paths)
         return cls(encoder, index, index_documents(index))
 
     def search(self, queries, k=10):
         """Top-`k` hits per query: lists of `{"id", "score", "title", "text"}`."""
-        ids, scores = self.index.search_ids(self.encoder.encode_queries(list(queries)), k)
+        return self.hits(*self.index.search_ids(self.encoder.encode_queries(list(queries)), k))
+
+    def hits(self, ids, scores):
+        """Per query, `{"id", "score"}` of each of its `ids` and `scores`, with the document's `title` and
+        `text` where the index stores documents."""
         hits = []
         for row_ids, row_scores in zip(ids, scores):
             row = []

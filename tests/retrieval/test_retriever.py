@@ -11,6 +11,7 @@ import pytest
 from beir_files import write_beir
 
 from gtr_keras.cli.main import main
+from gtr_keras.retrieval.bm25_side import load_bm25_side
 from gtr_keras.retrieval.readers import Corpus
 from gtr_keras.retrieval.retriever import (
     MODEL_FIELDS,
@@ -120,6 +121,9 @@ def test_killed_index_resumes_and_matches_an_uninterrupted_one(tmp_path, tiny_mo
     reference = build_index(tiny_encoder, corpus, tmp_path / "clean", shard_size=40, batch_size=8)
     assert resumed.ids == reference.ids == corpus.ids
     np.testing.assert_allclose(resumed.embeddings, reference.embeddings, atol=1e-6)
+    queries = corpus.texts[:5]
+    bm25 = load_bm25_side(out, resumed.ids, corpus)  # the resumed build wrote its BM25 side too
+    assert bm25.search(queries, 5) == load_bm25_side(tmp_path / "clean", reference.ids, corpus).search(queries, 5)
 
 
 def test_rebuilding_keeps_old_index_until_the_new_one_is_complete(tmp_path, tiny_encoder, monkeypatch):
