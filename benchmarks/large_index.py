@@ -121,15 +121,12 @@ def search(index_dir, queries_path, out_path, single):
     return {**json.loads(stdout.strip().splitlines()[-1]), "search_peak_rss": peak, "search_process_s": seconds}
 
 
-def exact_from_shards(shard_dir, queries, out_path):
-    """Exact top-10 ids per query, scoring the shards a chunk at a time (the recall reference)."""
-    from gtr_keras.retrieval.embedding_files import EmbeddingFiles
-
-    shards = EmbeddingFiles(sorted(os.path.join(shard_dir, n) for n in os.listdir(shard_dir) if n.endswith(".npy")))
+def exact_top_ids(source, queries):
+    """Exact top-K ids per query over a source's chunks (`ids` and `chunks()`, as an `EmbeddingFiles`)."""
     best_scores = np.full((len(queries), K), -np.inf, np.float32)
     best_rows = np.zeros((len(queries), K), np.int64)
     first = 0
-    for chunk in shards.chunks():
+    for chunk in source.chunks():
         scores = queries @ chunk.T
         top = np.argpartition(-scores, K, axis=1)[:, :K]
         merged_scores = np.concatenate([best_scores, np.take_along_axis(scores, top, 1)], axis=1)
@@ -138,8 +135,15 @@ def exact_from_shards(shard_dir, queries, out_path):
         best_scores = np.take_along_axis(merged_scores, order, 1)
         best_rows = np.take_along_axis(merged_rows, order, 1)
         first += len(chunk)
-    ids = np.array(shards.ids, dtype=object)[best_rows]
-    np.save(out_path, ids, allow_pickle=True)
+    return np.array(source.ids, dtype=object)[best_rows]
+
+
+def exact_from_shards(shard_dir, queries, out_path):
+    """Exact top-10 ids per query, scoring the shards a chunk at a time (the recall reference)."""
+    from gtr_keras.retrieval.embedding_files import EmbeddingFiles
+
+    shards = EmbeddingFiles(sorted(os.path.join(shard_dir, n) for n in os.listdir(shard_dir) if n.endswith(".npy")))
+    np.save(out_path, exact_top_ids(shards, queries), allow_pickle=True)
 
 
 def recall(found_path, exact_path):

@@ -1,11 +1,12 @@
-"""How often GTRTokenizer (TF Text's SentencePiece op, in the graph) and the `sentencepiece` library (and
-Hugging Face's T5 tokenizers, where `transformers` is installed) segment a text differently, whether each
-difference is a tie (segmentations of equal unigram score), and how far the bundled model's embeddings move.
+"""GTRTokenizer (TF Text's FastSentencepieceTokenizer, in the graph) against the `sentencepiece` library and
+TF Text's older SentencepieceOp (GTRTokenizer's op before issue #38), on every text of the five collections:
+how many texts each op segments otherwise than the library, whether those are ties (segmentations of equal
+unigram score), how many corpus documents change ids from the old op to the new one, how far the bundled
+model's embeddings move there, and both ops' speed.
 
-Run from the repository root:
+Run from the repository root (it trains a 32k unigram vocabulary on the texts as the third vocabulary):
 
-    python benchmarks/tokenizer_ties.py --data ../shared/data            # the bundled and the fixture vocabularies
-    python benchmarks/tokenizer_ties.py --data ../shared/data --train-32k # also a T5-like 32k unigram vocabulary
+    PYTHONPATH=. python benchmarks/tokenizer_ties.py --data ../shared/data
 
 It prints a table (one row per vocabulary) and appends it to benchmarks/RESULTS.md with the command line.
 """
@@ -19,31 +20,37 @@ import time
 
 import numpy as np
 import sentencepiece as spm
+import tensorflow_text
 
 import gtr_keras
 from gtr_keras.models.gtr.tokenizer import GTRTokenizer, train_sentencepiece
 from gtr_keras.retrieval.readers import load_corpus, load_queries
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from results import machine, publish, rerun_command  # noqa: E402
+from results import machine, publish, rerun_command, time_interleaved  # noqa: E402
 
 SECTION = "## Tokenizer ties: TF Text vs sentencepiece"
 
 COLLECTIONS = ("cranfield", "cisi", "scifact", "nfcorpus", "msmarco-dl19-subset")
+BATCH = 256
+SPEED_TEXTS = 2000  # the first texts of the collections (Cranfield's documents), timed in turns
+SPEED_REPEATS = 7
 
 
 def collection_texts(data):
-    texts = []
+    """Every document (title and text joined) and query of the collections, and how many are documents."""
+    documents, queries = [], []
     for name in COLLECTIONS:
-        corpus = load_corpus(os.path.join(data, name))
-        texts += corpus.joined() + list(load_queries(os.path.join(data, name)).values())
-    return texts
+        documents += load_corpus(os.path.join(data, name)).joined()
+        queries += list(load_queries(os.path.join(data, name)).values())
+    return documents + queries, len(documents)
 
 
-def graph_ids(tokenizer, texts, batch=256):
+def op_ids(tokenize, texts):
+    """Ids of `texts`, tokenized in batches of BATCH."""
     ids = []
-    for start in range(0, len(texts), batch):
-        ids += tokenizer.tokenize(texts[start : start + batch]).to_list()
+    for start in range(0, len(texts), BATCH):
+        ids += tokenize(texts[start : start + BATCH]).to_list()
     return ids
 
 
@@ -70,41 +77,49 @@ def hugging_face_ids(proto, texts):
                 f,
             )
         tokenizer = AutoTokenizer.from_pretrained(directory)
-        return {
-            f"HF {type(tokenizer).__name__}": [
-                tokenizer(t.strip(), add_special_tokens=False)["input_ids"] for t in texts
-            ]
-        }
+        return {f"HF {type(tokenizer).__name__}": [tokenizer(t, add_special_tokens=False)["input_ids"] for t in texts]}
 
 
-def compare(name, proto, texts, encoder=None):
+def compare(name, proto, texts, num_documents, encoder=None):
+    texts = [t.strip() for t in texts]
     processor = spm.SentencePieceProcessor(model_proto=proto)
-    started = time.time()
-    graph = graph_ids(GTRTokenizer(proto), texts)
-    library = [processor.encode(t.strip()) for t in texts]
-    differ = [i for i, (a, b) in enumerate(zip(graph, library)) if a != b]
+    library = [processor.encode(t) for t in texts]
+    new = op_ids(GTRTokenizer(proto).tokenize, texts)
+    # The speed of the two ops alone, on the same stripped texts (GTRTokenizer adds the same string ops to either).
+    new_op = tensorflow_text.FastSentencepieceTokenizer(proto).tokenize
+    old_op = tensorflow_text.SentencepieceTokenizer(proto).tokenize
+    old = op_ids(old_op, texts)
+    sample = texts[:SPEED_TEXTS]
+    seconds = time_interleaved(
+        {"old": lambda: op_ids(old_op, sample), "new": lambda: op_ids(new_op, sample)}, SPEED_REPEATS
+    )
+    old_seconds, new_seconds = (float(np.median(seconds[name])) for name in ("old", "new"))
+    old_differ = [i for i, (a, b) in enumerate(zip(old, library)) if a != b]
     ties = sum(
-        abs(sum(processor.get_score(p) for p in graph[i]) - sum(processor.get_score(p) for p in library[i])) < 1e-4
-        for i in differ
+        abs(sum(processor.get_score(p) for p in old[i]) - sum(processor.get_score(p) for p in library[i])) < 1e-4
+        for i in old_differ
     )
     row = {
         "vocabulary": name,
         "pieces": processor.get_piece_size(),
         "texts": len(texts),
-        "TF Text != sentencepiece": len(differ),
+        "new op != sentencepiece": sum(a != b for a, b in zip(new, library)),
+        "old op != sentencepiece": len(old_differ),
         "of them ties": ties,
+        "documents whose ids change (old -> new op)": f"{sum(old[i] != new[i] for i in range(num_documents))} "
+        f"of {num_documents}",
+        f"old op s / {SPEED_TEXTS} texts (median of {SPEED_REPEATS})": round(old_seconds, 3),
+        f"new op s / {SPEED_TEXTS} texts": round(new_seconds, 3),
+        "speed-up": f"{old_seconds / new_seconds:.1f}x",
     }
     for other, ids in hugging_face_ids(proto, texts).items():
         row[f"sentencepiece != {other}"] = sum(a != b for a, b in zip(library, ids))
-        row[f"TF Text != {other}"] = sum(a != b for a, b in zip(graph, ids))
-    if encoder is not None and differ:
+    if encoder is not None and old_differ:
         moved = []
-        for i in differ:
-            a = encoder.embed_tokens(*padded([graph[i] + [1], library[i] + [1]]))
+        for i in old_differ:
+            a = encoder.embed_tokens(*padded([old[i] + [1], new[i] + [1]]))
             moved.append(float(np.abs(a[0] - a[1]).max()))
-        row["max embedding change"] = f"{max(moved):.2e}"
-        row["example"] = repr(texts[differ[0]][:60])
-    row["seconds"] = round(time.time() - started, 1)
+        row["max embedding change (old -> new op)"] = f"{max(moved):.2e}"
     return row
 
 
@@ -119,22 +134,22 @@ def padded(rows):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--data", required=True, help="folder of BEIR collections (../shared/data)")
-    parser.add_argument("--train-32k", action="store_true", help="also train a 32k unigram vocabulary on the texts")
     args = parser.parse_args()
-    texts = collection_texts(args.data)
+    texts, num_documents = collection_texts(args.data)
     bundled = gtr_keras.load("gtr-small-distilled")
-    rows = [compare("bundled (gtr-small-distilled, case-folded)", bundled.tokenizer.proto, texts, bundled)]
+    rows = [
+        compare("bundled (gtr-small-distilled, case-folded)", bundled.tokenizer.proto, texts, num_documents, bundled)
+    ]
     with open(os.path.join("tests", "fixtures", "tiny-gtr-st", "spiece.model"), "rb") as f:
-        rows.append(compare("tests/fixtures/tiny-gtr-st", f.read(), texts))
-    if args.train_32k:
-        with tempfile.TemporaryDirectory() as directory:
-            path = train_sentencepiece(texts, os.path.join(directory, "t5-like.model"), vocabulary_size=32000)
-            with open(path, "rb") as f:
-                rows.append(compare("32k unigram trained on these texts", f.read(), texts))
+        rows.append(compare("tests/fixtures/tiny-gtr-st", f.read(), texts, num_documents))
+    with tempfile.TemporaryDirectory() as directory:
+        path = train_sentencepiece(texts, os.path.join(directory, "t5-like.model"), vocabulary_size=32000)
+        with open(path, "rb") as f:
+            rows.append(compare("32k unigram trained on these texts", f.read(), texts, num_documents))
     columns = list(dict.fromkeys(key for row in rows for key in row))
     block = "\n".join(
         [
-            f"{time.strftime('%Y-%m-%d')}, {machine()}: `{rerun_command(__file__)}`",
+            f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, {machine()}: `{rerun_command(__file__)}`",
             "",
             "| " + " | ".join(columns) + " |",
             "|" + "---|" * len(columns),

@@ -3,6 +3,7 @@
 Example:
 >>> from gtr_keras.index import SearchIndex
 >>> SearchIndex.load("indexes/msmarco").search_ids(query_embeddings, 10)
+>>> SearchIndex.load(["indexes/msmarco-a", "indexes/msmarco-b"]).search_ids(query_embeddings, 10)  # shards
 """
 
 from gtr_keras.retrieval.scann_builder import scann_params  # noqa: F401

@@ -84,6 +84,16 @@ def fraction(text):
 
 fraction.__name__ = "float"
 
+
+def fraction_or_zero(text):
+    value = float(text)
+    if not 0 <= value <= 1:
+        raise argparse.ArgumentTypeError(f"must be in [0, 1], got {text}")
+    return value
+
+
+fraction_or_zero.__name__ = "float"
+
 at_least_one = int_at_least(1)
 at_least_zero = int_at_least(0)
 token_budget = int_at_least(2, " (one token and EOS)")

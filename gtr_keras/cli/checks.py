@@ -67,25 +67,44 @@ def _config_settings(args):
 
 
 def check_index_sources(args, parser):
-    """`index` takes `--corpus` (with `--model`) or `--embeddings`, not both."""
+    """`index` takes `--corpus` (with `--model`) or `--embeddings` (with `--bm25-corpus` if any), not both;
+    `--update` also takes neither with `--delete` or `--compact`, which need it."""
+    for flag in ("delete", "missing_ok", "compact"):
+        if getattr(args, flag) and not args.update:
+            parser.error(f"argument --{flag.replace('_', '-')}: updates an index: needs --update")
+    if args.missing_ok and not args.delete:
+        parser.error("argument --missing-ok: goes with --delete")
+    if args.update and args.runner:
+        parser.error("argument --runner: not with --update (encode the new documents with --model and --corpus)")
+    if args.update and args.exact:
+        parser.error("argument --exact: not with --update (an update keeps the index's kind)")
+    if args.update and args.corpus is None and args.embeddings is None:
+        if not (args.delete or args.compact):
+            parser.error("argument --update: needs --embeddings, --corpus (with --model), --delete or --compact")
+        return
     if (args.corpus is None) == (args.embeddings is None):
         parser.error("one of the arguments --corpus (with --model) or --embeddings is required, not both")
     if args.corpus is not None and not args.model:
         parser.error("argument --model: required with --corpus")
     if args.embeddings is not None and args.runner:
         parser.error("argument --runner: encodes a corpus; --embeddings are encoded already")
+    if args.bm25_corpus is not None and args.embeddings is None:
+        parser.error("argument --bm25-corpus: only with --embeddings (--corpus is indexed with BM25 itself)")
+    if args.bm25_corpus is not None and not args.bm25:
+        parser.error("argument --bm25-corpus: gives the texts of a BM25 side, which --no-bm25 turns off")
 
 
 # What each export format needs: (module, its package, the extra that installs it).
 _EXPORT_NEEDS = {
+    "litert": (),
     "onnx": (("tf2onnx", "tf2onnx", "onnx"), ("onnxruntime", "onnxruntime", "onnx")),
     "openvino": (("openvino", "openvino", "openvino"),),
 }
 
 
 def check_export_format(args, parser):
-    """`export --format onnx|openvino` writes a float32 encoder alone, its runtime installed; `--quantize`
-    is ONNX Runtime's."""
+    """`export --format litert|onnx|openvino` writes a float32 encoder alone, its runtime installed;
+    `--quantize` is ONNX Runtime's."""
     if args.quantize and args.format != "onnx":
         parser.error(f"argument --quantize: applies to --format onnx, not {args.format}")
     if args.format == "savedmodel":
@@ -188,26 +207,30 @@ def check_remote_paths(args, parser):
 
     Needs TensorFlow (`tf.io.gfile`): call it once the handler's module is imported.
     """
+    for action in parser._actions:
+        given = getattr(args, action.dest, None)
+        for value in given if isinstance(given, list) else [given]:  # a repeated flag (`search --index`) too
+            if isinstance(value, str) and is_remote(value):
+                _check_remote_path(parser, action, value)
+
+
+def _check_remote_path(parser, action, value):
     from gtr_keras.errors import DataError
 
-    for action in parser._actions:
-        value = getattr(args, action.dest, None)
-        if not isinstance(value, str) or not is_remote(value):
-            continue
-        check = getattr(action.type, "path_check", None)
-        if getattr(action.type, "allows_glob", False) and any(c in value for c in GLOB_CHARACTERS):
-            continue
-        if check is None and action.dest in _MODEL_DESTS:
-            from gtr_keras.models.gtr.model_source import DOWNLOAD_PREFIXES  # Keras: only for a remote model
+    check = getattr(action.type, "path_check", None)
+    if getattr(action.type, "allows_glob", False) and any(c in value for c in GLOB_CHARACTERS):
+        return
+    if check is None and action.dest in _MODEL_DESTS:
+        from gtr_keras.models.gtr.model_source import DOWNLOAD_PREFIXES  # Keras: only for a remote model
 
-            if not value.startswith(DOWNLOAD_PREFIXES):
-                check = ("model", "directory")
-        if check is None:
-            continue
-        try:
-            problem = _remote_path_problem(value, check)
-        except DataError as error:
-            problem = str(error)
-        if problem:
-            name = "/".join(action.option_strings) or action.dest
-            parser.error(f"argument {name}: {problem}")
+        if not value.startswith(DOWNLOAD_PREFIXES):
+            check = ("model", "directory")
+    if check is None:
+        return
+    try:
+        problem = _remote_path_problem(value, check)
+    except DataError as error:
+        problem = str(error)
+    if problem:
+        name = "/".join(action.option_strings) or action.dest
+        parser.error(f"argument {name}: {problem}")

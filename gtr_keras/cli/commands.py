@@ -107,6 +107,8 @@ def encode(args):
 def index(args):
     from gtr_keras.retrieval.retriever import check_index_outputs
 
+    if args.update:
+        return _update_index(args)
     check_index_outputs(args.out, work_dir=not (args.embeddings or args.runner))  # the Beam one: below
     kind = "exact" if args.exact else "auto"
     if args.embeddings:
@@ -114,7 +116,13 @@ def index(args):
         from gtr_keras.retrieval.retriever import index_embeddings
 
         shards = EmbeddingFiles.open(args.embeddings)  # every shard checked before the model loads
-        num_rows, kind = index_embeddings(shards, args.out, args.model and _encoder(args), args.model, kind)
+        corpus = None
+        if args.bm25_corpus:
+            from gtr_keras.retrieval.bm25_side import corpus_in_index_order
+            from gtr_keras.retrieval.readers import load_corpus
+
+            corpus = corpus_in_index_order(load_corpus(args.bm25_corpus), args.bm25_corpus, shards.ids)
+        num_rows, kind = index_embeddings(shards, args.out, args.model and _encoder(args), args.model, kind, corpus)
     elif args.runner:
         num_rows, kind = _index_with_beam(args, kind)
     else:
@@ -135,9 +143,46 @@ def index(args):
                 batch_size=args.batch_size,
                 shard_size=args.shard_size,
                 progress=args.progress,
+                bm25=args.bm25,
             ).kind,
         )
-    print(f"wrote {args.out}: {num_rows} documents, {kind} search")
+    from gtr_keras.retrieval.bm25_side import has_bm25_side
+
+    bm25 = "and a BM25 side" if has_bm25_side(args.out) else "no BM25 side"
+    print(f"wrote {args.out}: {num_rows} documents, {kind} search, {bm25}")
+
+
+def _update_index(args):
+    """`index --update`: the index, the shards, the corpus and the ids to delete checked before the model loads."""
+    from gtr_keras.retrieval.index_updates import check_deletions, read_id_file, recorded_model, update_index
+
+    recorded_model(args.out)
+    shards = corpus = None
+    if args.embeddings:
+        from gtr_keras.retrieval.embedding_files import EmbeddingFiles
+
+        shards = EmbeddingFiles.open(args.embeddings)
+    if args.corpus:
+        from gtr_keras.retrieval.readers import load_corpus
+
+        corpus = load_corpus(args.corpus)
+    if args.delete and args.model and not args.missing_ok:
+        check_deletions(args.out, *read_id_file(args.delete))
+    manifest = update_index(
+        args.out,
+        embeddings=shards,
+        corpus=corpus,
+        encoder=args.model and _encoder(args),
+        model_dir=args.model,
+        delete=args.delete,
+        missing_ok=args.missing_ok,
+        compact=True if args.compact else "auto",
+        batch_size=args.batch_size,
+        progress=args.progress,
+    )
+    live = sum(s["num_rows"] - s["num_deleted"] for s in manifest["segments"])
+    segments, generation = len(manifest["segments"]), manifest["generation"]
+    print(f"updated {args.out}: {live} documents in {segments} segments, generation {generation}")
 
 
 def _index_with_beam(args, kind):
@@ -180,15 +225,30 @@ def _index_with_beam(args, kind):
         model_sha256=metadata["model_sha256"],
     )
     corpus, embeddings = corpus_from_shards(shard_dir)
-    kind = write_index(args.out, ArrayRows(corpus.ids, embeddings), corpus, metadata, kind)
+    kind = write_index(args.out, ArrayRows(corpus.ids, embeddings), corpus, metadata, kind, args.bm25)
     files.remove(shard_dir)
     return len(corpus), kind
 
 
+def _fusion(args):
+    """The `Fusion` of `--fusion` and `--gtr-weight` over the `--model`'s own (`fusion.model_fusion`)."""
+    from gtr_keras.retrieval.fusion import model_fusion
+
+    return model_fusion(args.model, args.fusion, args.gtr_weight)
+
+
 def search(args):
+    from gtr_keras.retrieval.hybrid_retriever import HybridRetriever
     from gtr_keras.retrieval.retriever import Retriever
 
-    hits = Retriever.load(args.index, _encoder(args)).search(args.queries, args.k)
+    if args.retriever == "gtr":
+        hits = Retriever.load(args.index[0] if len(args.index) == 1 else args.index, _encoder(args)).search(
+            args.queries, args.k
+        )
+    else:
+        fusion = _fusion(args) if args.retriever == "hybrid" else None  # a bad record before the model loads
+        encoder = _encoder(args) if args.retriever == "hybrid" else None
+        hits = HybridRetriever.load(args.index[0], encoder, fusion).search(args.queries, args.k, args.retriever)
     if args.json:
         print(json.dumps([{"query": q, "hits": h} for q, h in zip(args.queries, hits)], ensure_ascii=False, indent=2))
         return
@@ -211,7 +271,7 @@ def evaluate(args):
         write_trec_run,
     )
     from gtr_keras.retrieval.readers import evaluated_queries, qrels_file
-    from gtr_keras.retrieval.runs import bm25_run, gtr_run, load_dataset
+    from gtr_keras.retrieval.runs import bm25_run, gtr_run, hybrid_run, load_dataset
 
     corpus, queries, qrels, report = load_dataset(args.dataset, args.split)
     if not report.ok:
@@ -225,14 +285,19 @@ def evaluate(args):
         )
     ignore = not args.keep_identical_ids
     settings = {}
-    if args.retriever == "gtr":
+    if args.retriever in ("gtr", "hybrid"):
+        fusion = _fusion(args) if args.retriever == "hybrid" else None  # a bad record before the model loads
         encoder = _encoder(args)
         settings = {
             "precision": args.precision,
             "query_length": encoder.query_length,
             "document_length": encoder.document_length,
         }
-        run = gtr_run(encoder, corpus, queries, batch_size=args.batch_size, ignore_identical_ids=ignore)
+        if fusion is None:
+            run = gtr_run(encoder, corpus, queries, batch_size=args.batch_size, ignore_identical_ids=ignore)
+        else:
+            settings["fusion"] = fusion.get_config()
+            run = hybrid_run(encoder, corpus, queries, fusion, batch_size=args.batch_size, ignore_identical_ids=ignore)
     else:
         run = bm25_run(corpus, queries, ignore_identical_ids=ignore)
     metrics = evaluate_run(qrels, run)
@@ -303,13 +368,21 @@ def demo(args):
 
 @locks_output("args.out")  # before the model loads
 def export(args):
+    if args.format == "litert":
+        from gtr_keras.serving.litert import export_litert
+
+        print(f"wrote {export_litert(_encoder(args), args.out)}")
+        return
     if args.format != "savedmodel":
         _export_token_ids(args)
         return
-    from gtr_keras.serving.export import check_export_outputs, export_all
+    from gtr_keras.serving.export import check_export_outputs, export_all, next_version
 
-    check_export_outputs(args.out, args.version, ["encoder", "searcher"] if args.index else ["encoder"])
-    written = export_all(_encoder(args), args.out, args.index, args.searcher, args.version, args.k)
+    names = ["encoder", "searcher"] if args.index else ["encoder"]
+    version = args.version or next_version(args.out, names)
+    check_export_outputs(args.out, version, names)
+    index = args.index[0] if args.index and len(args.index) == 1 else args.index
+    written = export_all(_encoder(args), args.out, index, args.searcher, version, args.k)
     print("\n".join(f"wrote {path}" for path in written.values()))
 
 

@@ -109,8 +109,12 @@ def main(argv=None):
         return saved_model_cli(argv[1:])
     parser = build_parser()
     args = parser.parse_args(argv)
-    if args.command == "evaluate" and args.retriever == "gtr" and not args.model:
-        parser.commands["evaluate"].error("argument --model: required with --retriever gtr")
+    if args.command in ("evaluate", "search") and args.retriever != "bm25" and not args.model:
+        parser.commands[args.command].error(f"argument --model: required with --retriever {args.retriever}")
+    if args.command == "search" and args.retriever != "gtr" and len(args.index) > 1:
+        parser.commands["search"].error(
+            f"argument --index: --retriever {args.retriever} searches one index (several are shards of --retriever gtr)"
+        )
     if args.command == "index":
         check_index_sources(args, parser.commands["index"])
     if args.command == "export":

@@ -2,7 +2,7 @@
 
 `build_parser` names, for each sub-command, the handler in
 `gtr_keras.cli.commands` that runs it; the flags shared by several
-sub-commands are added by `add_encoder_arguments`, `add_beam_arguments` and
+sub-commands are added by `add_encoder_arguments`, `add_beam_arguments`, `add_retriever_arguments` and
 `gtr_keras.cli.train_arguments.add_train_arguments`.
 """
 
@@ -16,6 +16,7 @@ from gtr_keras.cli.arguments import (
     at_least_zero,
     corpus_source,
     embedding_source,
+    fraction_or_zero,
     index_directory,
     input_dir,
     input_file,
@@ -27,7 +28,8 @@ from gtr_keras.cli.arguments import (
 from gtr_keras.cli.train_arguments import DISTILL_FLAGS, add_train_arguments
 
 INFERENCE_PRECISIONS = ("float32", "bfloat16")
-EXPORT_FORMATS = ("savedmodel", "onnx", "openvino")
+RETRIEVERS = ("gtr", "bm25", "hybrid")
+EXPORT_FORMATS = ("savedmodel", "litert", "onnx", "openvino")
 EXPORT_QUANTIZATIONS = ("int8",)
 BEAM_RUNNERS = ("DirectRunner", "DataflowRunner", "FlinkRunner", "SparkRunner")
 
@@ -94,6 +96,34 @@ def add_encoder_arguments(parser):
         type=token_budget,
         default=None,
         help="document token budget, EOS included (default: the model's)",
+    )
+
+
+def add_retriever_arguments(parser, bm25):
+    """Adds `--retriever gtr|bm25|hybrid` (`bm25` says what BM25 searches), and `--fusion weighted|rrf` and
+    `--gtr-weight W`, both defaulting to the model's (`fusion.model_fusion`).
+
+    Example:
+    >>> parser = argparse.ArgumentParser()
+    >>> add_retriever_arguments(parser, "the bm25s baseline")
+    >>> parser.parse_args(["--retriever", "hybrid", "--gtr-weight", "0.3"]).gtr_weight
+    0.3
+    """
+    parser.add_argument("--retriever", choices=RETRIEVERS, default="gtr", help=f"dense GTR, {bm25}, or both fused")
+    group = parser.add_argument_group("hybrid retrieval (--retriever hybrid; docs/hybrid.md)")
+    group.add_argument(
+        "--fusion",
+        choices=["weighted", "rrf"],
+        default=None,
+        help="weighted sum of min-max normalised scores, or reciprocal-rank fusion (default: what the "
+        "model's metadata.json records, else weighted)",
+    )
+    group.add_argument(
+        "--gtr-weight",
+        type=fraction_or_zero,
+        default=None,
+        metavar="W",
+        help="GTR's share of the fused score, BM25 gets 1 - W (default: the model's, else 0.5)",
     )
 
 
@@ -217,6 +247,39 @@ def build_parser():
         help="index directory to write (replaces only an empty one or an index)",
     )
     p.add_argument("--exact", action="store_true", help="exact brute-force search even for large corpora")
+    p.add_argument(
+        "--bm25",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="also index the documents with BM25 (INDEX/bm25/), for `search --retriever bm25|hybrid`; "
+        "with --embeddings, needs --bm25-corpus",
+    )
+    p.add_argument(
+        "--bm25-corpus",
+        type=corpus_source,
+        metavar="CORPUS",
+        help="with --embeddings: the BEIR directory or corpus.jsonl[.gz] of the embedded documents (the same "
+        "ids), stored with the index and indexed with BM25 (default: none, no texts and no BM25 side)",
+    )
+    group = p.add_argument_group("updates in place (docs/live-indexes.md)")
+    group.add_argument(
+        "--update",
+        action="store_true",
+        help="update the index OUT in place: documents of --embeddings or --corpus whose id is there replace it, "
+        "the others are added (the model must be the index's)",
+    )
+    group.add_argument(
+        "--delete",
+        type=input_file,
+        metavar="IDS_FILE",
+        help="with --update: delete these ids (one a line; default: none)",
+    )
+    group.add_argument("--missing-ok", action="store_true", help="with --delete: skip ids that are not in the index")
+    group.add_argument(
+        "--compact",
+        action="store_true",
+        help="with --update: rewrite the index as one segment (also done past the thresholds of docs/live-indexes.md)",
+    )
     add_batch_size(p, "documents")
     p.add_argument("--shard-size", type=at_least_one, default=2048, help="documents per resumable shard")
     add_progress(p)
@@ -224,8 +287,15 @@ def build_parser():
 
     p = command("search", "query an index")
     p.add_argument("queries", nargs="+", help="query text(s)")
-    p.add_argument("--index", required=True, type=index_directory, help="index directory")
-    p.add_argument("--model", required=True, help="the model the index was built with (checked)")
+    p.add_argument(
+        "--index",
+        required=True,
+        type=index_directory,
+        action="append",
+        help="index directory; repeat it to search shards as one index (merged top k; --retriever gtr)",
+    )
+    p.add_argument("--model", help="the model the index was built with (checked; required unless --retriever bm25)")
+    add_retriever_arguments(p, "the index's BM25 side")
     p.add_argument("-k", type=at_least_one, default=10, help="results per query")
     p.add_argument("--json", action="store_true", help="print JSON")
     p.add_argument("--snippet", type=at_least_zero, default=160, help="characters of text shown per hit")
@@ -242,9 +312,9 @@ def build_parser():
         type=input_dir,
         help="BEIR directory (corpus.jsonl[.gz], queries.jsonl, qrels/SPLIT.tsv)",
     )
-    p.add_argument("--model", help=f"{MODEL_HELP} (required with --retriever gtr; default: none)")
+    p.add_argument("--model", help=f"{MODEL_HELP} (required with --retriever gtr or hybrid; default: none)")
     p.add_argument("--split", default="test", help="qrels split")
-    p.add_argument("--retriever", choices=["gtr", "bm25"], default="gtr", help="dense GTR or the bm25s baseline")
+    add_retriever_arguments(p, "the bm25s baseline")
     add_batch_size(p)
     p.add_argument("--run-out", type=output_file, help="also write the run as a TREC run file (default: none)")
     p.add_argument("--output-json", type=output_file, help="also write the metrics as JSON (default: none)")
@@ -294,24 +364,26 @@ def build_parser():
 
     p = command(
         "export",
-        "SavedModels for hub.load, Keras 3 TFSMLayer and TF Serving; ONNX and OpenVINO encoders",
+        "SavedModels for hub.load, Keras 3 TFSMLayer and TF Serving; LiteRT, ONNX and OpenVINO encoders",
         "Writes OUT/encoder/VERSION (strings in, embeddings out) and, with --index, OUT/searcher/VERSION "
-        "(strings in, document ids and scores out), replacing both together. --format onnx|openvino writes "
-        "OUT/encoder.onnx or OUT/encoder.xml (token ids and mask in) with spiece.model and export.json.",
+        "(strings in, document ids and scores out), replacing both together. --format litert writes "
+        "OUT/encoder.tflite (strings in); --format onnx|openvino writes OUT/encoder.onnx or OUT/encoder.xml (token "
+        "ids and mask in) with spiece.model and export.json.",
     )
     p.add_argument("--model", required=True, help=MODEL_HELP)
     p.add_argument(
         "--out",
         required=True,
         type=output_dir,
-        help="export root: writes OUT/encoder/VERSION (and OUT/searcher/VERSION); for onnx and openvino, "
-        "the export directory",
+        help="export root: writes OUT/encoder/VERSION (and OUT/searcher/VERSION); for litert, onnx and "
+        "openvino, the export directory",
     )
     p.add_argument(
         "--format",
         choices=EXPORT_FORMATS,
         default="savedmodel",
-        help="savedmodel (strings in); onnx (ONNX Runtime) and openvino: the encoder, token ids and mask in",
+        help="savedmodel: TF Serving's layout under OUT (strings in); litert: OUT/encoder.tflite (strings in, TF "
+        "Text's custom ops); onnx (ONNX Runtime) and openvino: the encoder, token ids and mask in",
     )
     p.add_argument(
         "--quantize",
@@ -319,14 +391,25 @@ def build_parser():
         default=None,
         help="with --format onnx: int8 weights (ONNX Runtime's dynamic quantization; default: float32)",
     )
-    p.add_argument("--index", type=index_directory, help="index directory: also export a searcher (default: none)")
+    p.add_argument(
+        "--index",
+        type=index_directory,
+        action="append",
+        help="index directory: also export a searcher; repeat it for one searcher over shards (default: none)",
+    )
     p.add_argument(
         "--searcher",
         choices=["scann", "brute-force"],
         default="scann",
         help="scann needs ScaNN's ops in the server; brute-force runs on stock TF Serving",
     )
-    p.add_argument("--version", type=at_least_one, default=1, help="TF Serving version directory")
+    p.add_argument(
+        "--version",
+        type=at_least_one,
+        default=None,
+        help="TF Serving version directory (default: the next after those in OUT, 1 for a new OUT; a "
+        "version served is never rewritten unless given here)",
+    )
     p.add_argument("-k", type=at_least_one, default=10, help="results per query of the searcher's serving_default")
     add_encoder_arguments(p)
 

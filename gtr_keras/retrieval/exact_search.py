@@ -34,7 +34,7 @@ def _merge_top_k(best, candidates, scores, ranks, k):
     return candidates[order], scores[order]
 
 
-def exact_top_k(vectors, queries, k, ranks):
+def exact_top_k(vectors, queries, k, ranks, excluded=None):
     """Top-`k` rows of `vectors` by dot product, best first.
 
     Equal scores are ordered by `ranks` (lower first), also at the cut: with
@@ -47,6 +47,8 @@ def exact_top_k(vectors, queries, k, ranks):
         queries: float32 `[n, D]`.
         k: results per query, at most `N`.
         ranks: int64 `[N]`, the order of equal scores.
+        excluded: bool `[N]` of rows never returned (the deleted rows of a
+            segment), or None; `k` must be at most the rows not excluded.
 
     Returns:
         `(indices, scores)`: int64 `[n, k]` rows of `vectors` and their float32 dot products.
@@ -65,6 +67,8 @@ def exact_top_k(vectors, queries, k, ranks):
         best = [None] * len(block_queries)
         for r_start in range(0, n, row_chunk):
             block = block_queries @ np.asarray(vectors[r_start : r_start + row_chunk], dtype=np.float32).T
+            if excluded is not None:
+                block[:, excluded[r_start : r_start + row_chunk]] = -np.inf
             width = block.shape[1]
             cut = np.partition(block, width - k, axis=1)[:, width - k] if width > k else block.min(axis=1)
             for row, (row_scores, lowest) in enumerate(zip(block, cut)):

@@ -24,9 +24,19 @@ INDEX_JSON = "index.json"
 IDS_TXT = "ids.txt"
 EMBEDDINGS_NPY = "embeddings.npy"
 SCANN_DIR = "scann"
+# An updated index also holds its manifest, its segments and their deletion lists (`segments`).
+MANIFEST_JSON = "segments.json"
 SEARCH_INDEX_DIRECTORY = files.DirectoryKind(
-    "a search index", (INDEX_JSON, IDS_TXT), (INDEX_JSON, IDS_TXT, EMBEDDINGS_NPY, SCANN_DIR)
+    "a search index",
+    (INDEX_JSON,),
+    (INDEX_JSON, IDS_TXT, EMBEDDINGS_NPY, SCANN_DIR, MANIFEST_JSON, "segment-*", "deleted-*.npz"),
 )
+# The files of an index directory (`retriever`) that the segments of an updated index need too.
+RETRIEVER_JSON = "retriever.json"
+DOCUMENTS_FILE = "documents.jsonl.gz"
+# What queries must share with the indexed documents, and every shard searched together with the others
+# (the token budget of queries is the searcher's choice).
+SEARCH_FIELDS = ("embedding_dim", "compute_dtype", "model_sha256")
 # ScaNN's arrays with a row per indexed point (the others are the same whatever the points).
 SCANN_PER_POINT = ("datapoint_to_token.npy", "hashed_dataset.npy", "int8_dataset.npy")
 REMEDY = "rebuild the index"

@@ -6,26 +6,29 @@ An index directory (written by `build_index`, atomically) holds:
 - `retriever.json`: the model it was built with (directory, settings and
   `fingerprint.fingerprint`; null fields for embeddings of an unknown model;
   for documents encoded in bfloat16 also `bfloat16_sha256`, which lets the
-  model in float32 search them: `model_change`), the index kind and the
-  number of documents;
+  model in float32 search them: `model_change`; `tokenizer_op`, the TF op
+  that tokenized them), the index kind and the number of documents;
 - `documents.jsonl.gz`: the indexed documents (`_id`, `title`, `text`) for
   display; absent for an index of precomputed embeddings (`index_embeddings`);
-- `index/`: the `SearchIndex` (ids, and float32 vectors or a ScaNN searcher).
+- `index/`: the `SearchIndex` (ids, and float32 vectors or a ScaNN searcher);
+- `bm25/`: the BM25 side (`bm25_side`: the same documents, ids and order, in bm25s'
+  format), unless built without one or from embeddings without their corpus.
 
 Index directories, and the work directories beside them, may be local or on
 any file system TensorFlow knows (`gs://...`, `ram://...`).
 """
 
-import gzip
 import json
 import os
 
 from tqdm.auto import tqdm
 
 from gtr_keras.errors import DataError, MismatchError, UserError
+from gtr_keras.retrieval.bm25_side import BM25_SUBDIR, write_bm25_side
 from gtr_keras.retrieval.embedding_files import EmbeddingFiles
-from gtr_keras.retrieval.readers import load_corpus
+from gtr_keras.retrieval.index_format import DOCUMENTS_FILE, RETRIEVER_JSON, SEARCH_FIELDS
 from gtr_keras.retrieval.search_index import KINDS, SearchIndex, write_search_index
+from gtr_keras.retrieval.segments import index_documents, write_documents
 from gtr_keras.retrieval.shards import SHARDS_DIRECTORY, ShardWriter
 from gtr_keras.utils import files
 from gtr_keras.utils.files import atomic_directory
@@ -36,17 +39,21 @@ from gtr_keras.utils.records import (
     read_json_object,
 )
 
-RETRIEVER_JSON = "retriever.json"
-DOCUMENTS_FILE = "documents.jsonl.gz"
 INDEX_SUBDIR = "index"
 INDEX_DIRECTORY = files.DirectoryKind(
-    "an index directory", (RETRIEVER_JSON,), (RETRIEVER_JSON, INDEX_SUBDIR, DOCUMENTS_FILE)
+    "an index directory",
+    (RETRIEVER_JSON,),
+    (RETRIEVER_JSON, INDEX_SUBDIR, DOCUMENTS_FILE, BM25_SUBDIR, f".{INDEX_SUBDIR}.lock"),
 )
 # What determines document embeddings, in the order a mismatch is reported: settings first, as
 # they name the cause, then the fingerprint that also covers the weights and the vocabulary.
 MODEL_FIELDS = ("embedding_dim", "document_length", "query_length", "compute_dtype", "model_sha256")
-# What queries must share with the indexed documents (the token budget of queries is the searcher's choice).
-SEARCH_FIELDS = ("embedding_dim", "compute_dtype", "model_sha256")
+# The TF op that tokenized the documents. Not compared: an index without it was tokenized by TF Text's older
+# SentencepieceOp, whose ids differ from the current op's (the `sentencepiece` library's) only where two
+# segmentations tie exactly in score: 94 of the 16,676 documents of the five collections measured with the
+# bundled vocabulary, by up to 6.6e-3 in an embedding (benchmarks/RESULTS.md, "Tokenizer ties"), which
+# searches as before; `gtr-keras index` again gives the exact embeddings.
+TOKENIZER_FIELD = "tokenizer_op"
 # Recorded for a model in bfloat16: its fingerprint with every weight in bfloat16, which the model in float32
 # also has, rounded so (`fingerprint.fingerprint(..., in_bfloat16=True)`).
 BFLOAT16_SHA256 = "bfloat16_sha256"
@@ -75,7 +82,9 @@ def work_dir_for(index_dir):
 
 
 @locks_output("index_dir")
-def build_index(encoder, corpus, index_dir, model_dir=None, kind="auto", batch_size=32, shard_size=2048, progress=None):
+def build_index(
+    encoder, corpus, index_dir, model_dir=None, kind="auto", batch_size=32, shard_size=2048, progress=None, bm25=True
+):
     """Encodes `corpus` and writes a searchable index directory.
 
     Embeddings are written shard by shard to `work_dir_for(index_dir)`; a run
@@ -83,8 +92,9 @@ def build_index(encoder, corpus, index_dir, model_dir=None, kind="auto", batch_s
     Resuming checks that the model (`fingerprint.fingerprint`: weights,
     vocabulary, architecture, precision, token budgets), the ids, the shard
     size and the texts of every finished shard are the same as before. The
-    index directory appears only when complete (a previous index stays in
-    place until then).
+    index directory appears only when complete, with its BM25 side (a
+    previous index stays in place until then): a run killed after the last
+    shard builds both when started again.
 
     Args:
         encoder: the `Encoder` for documents.
@@ -96,6 +106,7 @@ def build_index(encoder, corpus, index_dir, model_dir=None, kind="auto", batch_s
         batch_size: documents per forward pass.
         shard_size: documents per resumable shard.
         progress: show a progress bar (default: for corpora of 5000 or more).
+        bm25: also write the BM25 side (`bm25_side`) of the documents.
 
     Returns:
         The `SearchIndex` written to `index_dir/index`.
@@ -129,13 +140,13 @@ def build_index(encoder, corpus, index_dir, model_dir=None, kind="auto", batch_s
         for shard in pending:
             writer.write(shard.number, encoder.encode_documents(texts[shard.start : shard.end], batch_size, False))
             bar.update(shard.end - shard.start)
-    write_index(index_dir, writer, corpus, metadata, kind)  # the shards are read back one at a time
+    write_index(index_dir, writer, corpus, metadata, kind, bm25)  # the shards are read back one at a time
     files.remove(writer.work_dir)
     return SearchIndex.load(os.path.join(index_dir, INDEX_SUBDIR))
 
 
 @locks_output("index_dir")
-def index_embeddings(source, index_dir, encoder=None, model_dir=None, kind="auto"):
+def index_embeddings(source, index_dir, encoder=None, model_dir=None, kind="auto", corpus=None):
     """Writes an index directory from precomputed embedding shards, a chunk at a time.
 
     The model is the one `gtr-keras encode` recorded beside the shards
@@ -150,6 +161,9 @@ def index_embeddings(source, index_dir, encoder=None, model_dir=None, kind="auto
         encoder: the `Encoder` of the embeddings, or None.
         model_dir: its model directory, recorded for the user.
         kind: `"auto"`, `"exact"` or `"scann"`.
+        corpus: the `Corpus` of the embedded documents, in the shards' order
+            (`bm25_side.corpus_in_index_order`), or None: stored as an index of
+            `build_index` stores its documents, with a BM25 side.
 
     Returns:
         `(number of embeddings, kind)`.
@@ -166,6 +180,22 @@ def index_embeddings(source, index_dir, encoder=None, model_dir=None, kind="auto
     (8841823, 'scann')
     """
     shards = source if isinstance(source, EmbeddingFiles) else EmbeddingFiles.open(source)
+    return shards.num_rows, write_index(
+        index_dir, shards, corpus, embeddings_metadata(shards, encoder, model_dir), kind
+    )
+
+
+def embeddings_metadata(shards, encoder=None, model_dir=None):
+    """The model record (`index_metadata`'s fields) of the documents in an opened `EmbeddingFiles`: the one
+    `gtr-keras encode` recorded beside them, checked against `encoder` when given; or, for shards without a
+    record, `encoder`'s (null fields without it).
+
+    Raises:
+        DataError, MismatchError: as for `index_embeddings`.
+
+    Example:
+    >>> embeddings_metadata(EmbeddingFiles.open("new/*.npy"))["model_sha256"]  # doctest: +SKIP
+    """
     recorded = shards.model
     if recorded is not None:
         missing = [field for field in MODEL_FIELDS if field not in recorded]
@@ -198,10 +228,10 @@ def index_embeddings(source, index_dir, encoder=None, model_dir=None, kind="auto
                 f"{shards.paths[0]}: {shards.dims} dims, the model given makes {given['embedding_dim']}"
             )
         metadata = given if recorded is None else {**recorded, "model_dir": given["model_dir"]}
-    return shards.num_rows, write_index(index_dir, shards, None, metadata, kind)
+    return metadata
 
 
-def write_index(index_dir, source, corpus, metadata, kind="auto"):
+def write_index(index_dir, source, corpus, metadata, kind="auto", bm25=True):
     """Writes an index directory over `source`'s vectors (and `corpus`'s documents), atomically.
 
     Every file is written into a temporary sibling directory that replaces
@@ -217,6 +247,7 @@ def write_index(index_dir, source, corpus, metadata, kind="auto"):
             stored for titles and snippets; or None.
         metadata: `index_metadata` of the encoder that made the embeddings.
         kind: `"auto"`, `"exact"` or `"scann"`.
+        bm25: with a `corpus`, also write its BM25 side (`bm25_side.write_bm25_side`).
 
     Returns:
         The index kind written (`"exact"` or `"scann"`).
@@ -240,10 +271,10 @@ def write_index(index_dir, source, corpus, metadata, kind="auto"):
     # A local directory, uploaded after for a remote index_dir.
     with atomic_directory(index_dir, [INDEX_DIRECTORY]) as staging:
         kind = write_search_index(source, os.path.join(staging, INDEX_SUBDIR), kind)
+        if corpus is not None and bm25:
+            write_bm25_side(staging, corpus)
         if corpus is not None:
-            with gzip.open(os.path.join(staging, DOCUMENTS_FILE), "wt", encoding="utf-8") as f:
-                for doc_id, title, text in zip(corpus.ids, corpus.titles, corpus.texts):
-                    f.write(json.dumps({"_id": doc_id, "title": title, "text": text}, ensure_ascii=False) + "\n")
+            write_documents(os.path.join(staging, DOCUMENTS_FILE), corpus)
         with open(os.path.join(staging, RETRIEVER_JSON), "w", encoding="utf-8") as f:
             json.dump({**metadata, "kind": kind, "num_documents": source.num_rows}, f, indent=2)
     return kind
@@ -260,8 +291,9 @@ def index_metadata(encoder, model_dir):
             it stands for: `gtr-small-distilled` as the bundled directory), or None.
 
     Returns:
-        A JSON-serialisable dict: `model_dir` and the `MODEL_FIELDS`, among
-        them `model_sha256`, the model's `fingerprint.fingerprint`.
+        A JSON-serialisable dict: `model_dir`, the `MODEL_FIELDS`, among
+        them `model_sha256`, the model's `fingerprint.fingerprint`, and
+        `tokenizer_op` (recorded, not compared: see `TOKENIZER_FIELD`).
 
     Example:
     >>> index_metadata(gtr_keras.load("models/gtr-base"), "models/gtr-base")["embedding_dim"]
@@ -270,6 +302,7 @@ def index_metadata(encoder, model_dir):
     from gtr_keras.models.gtr.fingerprint import fingerprint  # Keras: not needed to index embeddings alone
     from gtr_keras.models.gtr.model_source import ARCHITECTURE, resolve_model_source
     from gtr_keras.models.gtr.presets import PRESET_SOURCES, PRESETS
+    from gtr_keras.models.gtr.tokenizer import TOKENIZER_OP
 
     if model_dir and os.fspath(model_dir) in PRESET_SOURCES.keys() | PRESETS.keys():
         model_dir = resolve_model_source(model_dir)
@@ -282,6 +315,7 @@ def index_metadata(encoder, model_dir):
         "query_length": encoder.query_length,
         "compute_dtype": encoder.model.compute_dtype,
         "model_sha256": fingerprint(encoder),
+        TOKENIZER_FIELD: TOKENIZER_OP,
     }
     if metadata["compute_dtype"] == "bfloat16":
         metadata[BFLOAT16_SHA256] = fingerprint(encoder, in_bfloat16=True)
@@ -391,20 +425,31 @@ class Retriever:
 
     @classmethod
     def load(cls, index_dir, encoder):
-        """A `Retriever` for an index directory, once `check_model` passes.
+        """A `Retriever` for an index directory (updated or not), or several searched as one (shards), once
+        `check_model` passes for each.
+
+        With `encoder` None, the model is not checked and `search` cannot be called: the index's ids and
+        documents serve its BM25 side alone (`HybridRetriever`).
 
         Raises:
             DataError: a missing or malformed index directory.
             MismatchError: the index was built with another model.
         """
-        cls.check_model(index_dir, encoder)
-        index = SearchIndex.load(os.path.join(index_dir, INDEX_SUBDIR))
-        documents = os.path.join(index_dir, DOCUMENTS_FILE)
-        return cls(encoder, index, load_corpus(documents) if files.exists(documents) else None)
+        index_dirs = [index_dir] if isinstance(index_dir, (str, os.PathLike)) else list(index_dir)
+        if encoder is not None:
+            for directory in index_dirs:
+                cls.check_model(directory, encoder)
+        paths = [os.path.join(directory, INDEX_SUBDIR) for directory in index_dirs]
+        index = SearchIndex.load(paths[0] if len(paths) == 1 else paths)
+        return cls(encoder, index, index_documents(index))
 
     def search(self, queries, k=10):
         """Top-`k` hits per query: lists of `{"id", "score", "title", "text"}`."""
-        ids, scores = self.index.search_ids(self.encoder.encode_queries(list(queries)), k)
+        return self.hits(*self.index.search_ids(self.encoder.encode_queries(list(queries)), k))
+
+    def hits(self, ids, scores):
+        """Per query, `{"id", "score"}` of each of its `ids` and `scores`, with the document's `title` and
+        `text` where the index stores documents."""
         hits = []
         for row_ids, row_scores in zip(ids, scores):
             row = []

@@ -134,12 +134,7 @@ def build_scann(source, params, scann_dir):
     """Writes a ScaNN searcher over `source`'s vectors to `scann_dir`, a chunk at a time.
 
     The searcher is trained on a random sample of `params["training_sample_size"]`
-    rows, emptied, and then given each chunk in turn: its per-point arrays are
-    appended to `scann_dir`'s files, and the chunk is deleted again, so ScaNN
-    holds one chunk at a time. The arrays that do not depend on the points
-    (config, tree, codebooks, int8 multipliers) must be the same after every
-    chunk; they are checked, so a ScaNN that retrained on its own would be an
-    error rather than an index of mixed codes.
+    rows, emptied, and then given each chunk in turn (`add_points`).
 
     Args:
         source: `ids`, `dims`, `num_rows` and `chunks()`, as `write_search_index` takes.
@@ -157,7 +152,51 @@ def build_scann(source, params, scann_dir):
     searcher = scann_pybind.ScannNumpy(sample, config, 0)
     searcher.delete(list(range(len(sample) - 1, -1, -1)))
     del sample
-    outputs, fixed, written = {}, {}, 0
+    add_points(searcher, source, scann_dir)
+
+
+def build_scann_segment(codec_dir, source, scann_dir):
+    """Writes a ScaNN searcher over `source`'s vectors with the tree, codebooks and int8 multipliers of the
+    searcher in `codec_dir` (no training: the points are scored exactly as `codec_dir`'s are, so the two
+    searchers' results merge, and `merge_scann` can join them).
+
+    Only `codec_dir`'s point-independent files and one row of its per-point arrays are read.
+
+    Example:
+    >>> build_scann_segment("indexes/msmarco/index/scann", ArrayRows(ids, vectors), "staging/scann")  # doctest: +SKIP
+    """
+    with tempfile.TemporaryDirectory(prefix=".codec-", dir=os.path.dirname(os.fspath(scann_dir))) as seed:
+        for name in os.listdir(codec_dir):
+            if name in SCANN_PER_POINT:
+                np.save(os.path.join(seed, name), np.load(os.path.join(codec_dir, name), mmap_mode="r")[:1])
+            else:
+                shutil.copyfile(os.path.join(codec_dir, name), os.path.join(seed, name))
+        searcher = load_scann(seed)
+    searcher.delete([0])
+    add_points(searcher, source, scann_dir, codec=codec_files(codec_dir))
+
+
+def codec_files(scann_dir):
+    """The contents of a ScaNN searcher's files that do not depend on its points, by name."""
+    codec = {}
+    for name in sorted(os.listdir(scann_dir)):
+        if name not in SCANN_PER_POINT:
+            with open(os.path.join(scann_dir, name), "rb") as f:
+                codec[name] = f.read()
+    return codec
+
+
+def add_points(searcher, source, scann_dir, codec=None):
+    """Gives an empty trained `searcher` each chunk of `source` in turn and writes the searcher to `scann_dir`.
+
+    Each chunk's per-point arrays are appended to `scann_dir`'s files, and the
+    chunk is deleted again, so ScaNN holds one chunk at a time. The arrays that
+    do not depend on the points (config, tree, codebooks, int8 multipliers)
+    must be the same after every chunk (and, given, `codec`'s); they are
+    checked, so a ScaNN that retrained on its own would be an error rather
+    than an index of mixed codes.
+    """
+    outputs, fixed, written = {}, dict(codec or {}), 0
     # Beside `scann_dir` (in the output's staging), so a killed build leaves nothing elsewhere.
     with tempfile.TemporaryDirectory(prefix=".chunk-", dir=os.path.dirname(os.fspath(scann_dir))) as scratch:
         try:
@@ -174,10 +213,7 @@ def build_scann(source, params, scann_dir):
                         array = np.load(path)
                         if name not in outputs:
                             outputs[name] = open(os.path.join(scann_dir, name), "wb")  # noqa: SIM115
-                            header = np.lib.format.header_data_from_array_1_0(array)
-                            np.lib.format.write_array_header_2_0(
-                                outputs[name], {**header, "shape": (source.num_rows, *array.shape[1:])}
-                            )
+                            _write_header(outputs[name], array, source.num_rows)
                         outputs[name].write(np.ascontiguousarray(array).tobytes())
                         continue
                     with open(path, "rb") as f:
@@ -190,9 +226,51 @@ def build_scann(source, params, scann_dir):
                 output.close()
     if written != source.num_rows or sorted(outputs) != sorted(SCANN_PER_POINT):
         raise RuntimeError(f"ScaNN wrote {written} of {source.num_rows} points ({sorted(outputs)})")
-    for name, content in fixed.items():
+    _write_codec(fixed, scann_dir)
+
+
+def _write_header(f, array, num_rows):
+    header = np.lib.format.header_data_from_array_1_0(array)
+    np.lib.format.write_array_header_2_0(f, {**header, "shape": (num_rows, *array.shape[1:])})
+
+
+def _write_codec(codec, scann_dir):
+    for name, content in codec.items():
         with open(os.path.join(scann_dir, name), "wb") as f:
             f.write(content)
+
+
+def merge_scann(parts, scann_dir, block_rows=65_536):
+    """Writes to `scann_dir` one ScaNN searcher holding the kept points of several searchers of one codec
+    (`build_scann_segment`'s), in order: their per-point arrays are concatenated, a block at a time.
+
+    Args:
+        parts: `(scann_dir, keep)` pairs: a searcher's directory and the bool
+            mask of its points to keep (None: all).
+        scann_dir: an empty local directory.
+        block_rows: most rows of an array held in memory at once.
+
+    Raises:
+        ValueError: the searchers do not share one codec (`codec_files`).
+
+    Example:
+    >>> merge_scann([("a/scann", None), ("b/scann", keep)], "staging/scann")  # doctest: +SKIP
+    """
+    codec = codec_files(parts[0][0])
+    for directory, _ in parts[1:]:
+        if codec_files(directory) != codec:
+            raise ValueError(f"{directory}: a ScaNN searcher of another tree or codebooks than {parts[0][0]}")
+    for name in SCANN_PER_POINT:
+        arrays = [np.load(os.path.join(directory, name), mmap_mode="r") for directory, _ in parts]
+        rows = [np.flatnonzero(keep) if keep is not None else None for _, keep in parts]
+        total = sum(len(array) if keep is None else len(keep) for array, keep in zip(arrays, rows))
+        with open(os.path.join(scann_dir, name), "wb") as f:
+            _write_header(f, arrays[0][:0], total)
+            for array, keep in zip(arrays, rows):
+                keep = np.arange(len(array)) if keep is None else keep
+                for start in range(0, len(keep), block_rows):
+                    f.write(np.ascontiguousarray(array[keep[start : start + block_rows]]).tobytes())
+    _write_codec(codec, scann_dir)
 
 
 def load_scann(directory):

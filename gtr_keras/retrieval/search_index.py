@@ -15,7 +15,7 @@ import os
 
 import numpy as np
 
-from gtr_keras.errors import UserError
+from gtr_keras.errors import DataError, UserError
 from gtr_keras.retrieval import exact_search
 from gtr_keras.retrieval.index_format import (
     EMBEDDINGS_NPY,
@@ -33,6 +33,15 @@ from gtr_keras.retrieval.index_format import (
     write_embeddings,
 )
 from gtr_keras.retrieval.scann_builder import build_scann, load_scann, scann_params
+from gtr_keras.retrieval.segmented_index import SegmentedIndex
+from gtr_keras.retrieval.segments import (
+    BASE,
+    check_same_model,
+    documents_path,
+    read_deleted,
+    read_manifest,
+    segment_path,
+)
 from gtr_keras.utils import files
 from gtr_keras.utils.files import atomic_directory
 from gtr_keras.utils.records import check_positive_int
@@ -145,6 +154,8 @@ class SearchIndex:
 
     Attributes:
         ids, kind, params, dims.
+        path: the directory it was loaded from, or None.
+        documents_path: the documents file of its rows in an index directory, or None.
         embeddings: the float32 `[N, D]` vectors of an exact index (a
             read-only memory map for one loaded from a local directory);
             None for ScaNN, which keeps its own int8 copy.
@@ -165,9 +176,9 @@ class SearchIndex:
                 searcher = load_scann(scratch)
         self._set(source.ids, kind, params, source.dims, source.embeddings if kind == "exact" else None, searcher)
 
-    def _set(self, ids, kind, params, dims, embeddings, searcher):
+    def _set(self, ids, kind, params, dims, embeddings, searcher, path=None, documents=None):
         self.ids, self.kind, self.params, self.dims = Ids(ids), kind, params, dims
-        self.embeddings, self._searcher = embeddings, searcher
+        self.embeddings, self._searcher, self.path, self.documents_path = embeddings, searcher, path, documents
 
     @functools.cached_property
     def tie_ranks(self):
@@ -236,26 +247,75 @@ class SearchIndex:
 
     @classmethod
     def load(cls, directory):
-        """Loads an index written by `save` or `write_search_index`.
+        """Loads an index written by `save` or `write_search_index`, updated or not, or several as one.
 
         `directory` may also be an index directory of `gtr-keras index` (its
         `index/` subdirectory is loaded). A local exact index is memory-mapped
         (searches read it a block at a time); ScaNN reads its own files into
-        memory (about 1 KB per 768-d vector).
+        memory (about 1 KB per 768-d vector). An updated index
+        (`segment_writer.update_search_index`) is loaded at the generation its
+        manifest names when the load starts, whole, as a `SegmentedIndex`;
+        later updates do not change what it answers.
+
+        Args:
+            directory: an index directory, or a list of them (shards of one
+                model, each id in one shard): a `SegmentedIndex` over all,
+                whose top `k` is that of one index over the union.
 
         Raises:
             DataError: a missing, malformed or inconsistent file.
-            MismatchError: an index written by another format version.
+            MismatchError: an index written by another format version, or
+                shards of different models (naming the shard).
+
+        Example:
+        >>> SearchIndex.load(["indexes/msmarco-a", "indexes/msmarco-b"]).search_ids(queries, 10)  # doctest: +SKIP
         """
-        directory, config_path, config = read_description(directory)
+        if not isinstance(directory, (str, os.PathLike)):
+            shards = [os.fspath(d) for d in directory]
+            if not shards:
+                raise UserError("SearchIndex.load needs at least one index directory.")
+            check_same_model([read_description(shard)[0] for shard in shards])
+            parts, names = [], []
+            for shard in shards:
+                loaded = cls.load(shard)
+                shard_parts = loaded.parts if isinstance(loaded, SegmentedIndex) else [(loaded, None)]
+                parts += shard_parts
+                names += [shard] * len(shard_parts)
+            return SegmentedIndex(parts, names)
+        for attempt in range(3):
+            directory, config_path, config = read_description(directory)
+            manifest = read_manifest(directory)
+            if manifest is None:
+                return cls._load_one(directory, config_path, config)
+            try:
+                return cls._load_segments(directory, manifest)
+            except DataError:
+                if attempt == 2 or read_manifest(directory)["generation"] == manifest["generation"]:
+                    raise  # not an update that removed the files of the generation loaded meanwhile
+
+    @classmethod
+    def _load_segments(cls, directory, manifest):
+        deleted = read_deleted(directory, manifest)
+        parts, names = [], []
+        for segment in manifest["segments"]:
+            path = segment_path(directory, segment["name"])
+            _, config_path, config = read_description(path)
+            documents = documents_path(directory, segment["name"])
+            parts.append((cls._load_one(path, config_path, config, documents), deleted.get(segment["name"])))
+            names.append(path)
+        return SegmentedIndex(parts, names)
+
+    @classmethod
+    def _load_one(cls, directory, config_path, config, documents=None):
         ids = read_ids(os.path.join(directory, IDS_TXT), config["num_embeddings"])
         index = cls.__new__(cls)
+        documents = documents or documents_path(directory, BASE)
         if config["kind"] == "scann":
             with files.local_copy(os.path.join(directory, SCANN_DIR)) as scann_dir:
                 check_scann_rows(scann_dir, config)
                 searcher = load_scann(scann_dir)
-            index._set(ids, "scann", config["params"], config["dims"], None, searcher)
+            index._set(ids, "scann", config["params"], config["dims"], None, searcher, directory, documents)
         else:
             embeddings = read_embeddings(os.path.join(directory, EMBEDDINGS_NPY), config, config_path)
-            index._set(ids, "exact", None, config["dims"], embeddings, None)
+            index._set(ids, "exact", None, config["dims"], embeddings, None, directory, documents)
         return index

@@ -25,11 +25,11 @@ An empty batch gives `[0, k]` (`[0, 0]` from `search`, whose `k` has no entries)
 valid UTF-8 is read with each invalid byte sequence replaced by U+FFFD, as everywhere in gtr-keras
 (`GTRTokenizer`).
 
-The tokenizer (TF Text's SentencePiece op; `spiece.model` is also kept as an asset), the encoder
-weights and the index are inside. The `brute-force` searcher uses stock TensorFlow ops only (a matmul
-and `top_k`) and runs on stock TF Serving; the `scann` searcher needs ScaNN's custom ops, and its
-searcher is rebuilt once when the SavedModel is loaded (from the serialized ScaNN assets), never per
-call.
+The tokenizer (TF Text's `FastSentencepieceTokenize` op, its model a graph constant; `spiece.model` is
+also kept as an asset), the encoder weights and the index are inside. The `brute-force` searcher uses
+stock TensorFlow ops only (a matmul and `top_k`) and runs on stock TF Serving; the `scann` searcher needs
+ScaNN's custom ops, and its searcher is rebuilt once when the SavedModel is loaded (from the serialized
+ScaNN assets), never per call.
 
 `export_all` writes both as a unit (they replace their previous versions together), checking
 first that the index was built with the encoder's model. A version directory is replaced only when
@@ -43,17 +43,21 @@ Export and index directories may be local or on any file system TensorFlow knows
 locally to be read.
 """
 
+import contextlib
 import copy
 import os
 import shutil
+import uuid
 
 import numpy as np
 import tensorflow as tf
 
 from gtr_keras.errors import DataError, UserError
-from gtr_keras.models.gtr.tokenizer import GTRTokenizer, pad_token_ids
+from gtr_keras.models.gtr.tokenizer import pad_token_ids
 from gtr_keras.retrieval.retriever import INDEX_SUBDIR, Retriever
+from gtr_keras.retrieval.scann_builder import codec_files, merge_scann
 from gtr_keras.retrieval.search_index import SearchIndex
+from gtr_keras.retrieval.segmented_index import SegmentedIndex
 from gtr_keras.utils import files
 from gtr_keras.utils.files import atomic_outputs
 from gtr_keras.utils.locks import locks_output
@@ -86,6 +90,23 @@ def _version_dir(export_dir, name, version):
     return os.path.join(export_dir, name, str(version))
 
 
+def next_version(export_dir, names=("encoder", "searcher")):
+    """The version after the highest of `export_dir/NAME/<version>` of `names` (1 when there is none): an
+    export there adds it, and TF Serving, which serves the highest version, switches to it by itself while
+    the versions it may be serving stay as they are.
+
+    Example:
+    >>> next_version("exports/scifact")
+    2
+    """
+    versions = [0]
+    for name in names:
+        folder = os.path.join(export_dir, name)
+        if files.isdir(folder):
+            versions += [int(entry) for entry in files.listdir(folder) if entry.isdigit()]
+    return max(versions) + 1
+
+
 def check_export_outputs(export_dir, version=1, names=("encoder", "searcher")):
     """Refuses (`DataError` naming a file there) a version directory `export_dir/NAME/<version>` of `names`
     that holds something else than a SavedModel, which an export would replace; call it before the work.
@@ -105,12 +126,10 @@ def _root(encoder, staging):
     """
     root = tf.__internal__.tracking.AutoTrackable()
     model = encoder.model
-    # A tokenizer of the export's own: saving takes over its TF Text resource, which the encoder keeps using.
-    tokenizer = GTRTokenizer(encoder.tokenizer.proto, lowercase=encoder.tokenizer.lowercase)
+    tokenizer = encoder.tokenizer
     root.variables = [v.value for v in model.variables]
     root.trainable_variables = [v.value for v in model.trainable_variables]
     root.regularization_losses = []
-    root.sentencepiece = tokenizer._sentence_piece  # TF Text's resource, which Keras layers do not expose
 
     def embed(texts, kind, training=False):
         features = pad_token_ids(tokenizer.token_ids(texts, encoder.preprocessor.length(kind)))
@@ -146,7 +165,7 @@ def _write_warmup(staging, signatures, model_name):
             writer.write(log.SerializeToString())
 
 
-def export_encoder(encoder, export_dir, version=1):
+def export_encoder(encoder, export_dir, version=None):
     """Writes the encoder SavedModel to `export_dir/encoder/<version>/`.
 
     Example:
@@ -188,18 +207,25 @@ class _ScannResource(tf.saved_model.experimental.TrackableResource):
     Args:
         scann_dir: a ScaNN searcher serialized by `scann_ops_pybind` (`SearchIndex.save`).
         raw_dir: a scratch directory for raw copies of its `.npy` arrays, which
-            the graph reads with `tf.io.decode_raw`.
+            the graph reads with `tf.io.decode_raw`, and of its other files.
+        prefix: the start of its assets' names, unique among the searchers of one SavedModel (whose
+            assets are named by their files' names).
     """
 
-    def __init__(self, scann_dir, raw_dir):
+    def __init__(self, scann_dir, raw_dir, prefix=""):
         from scann.scann_ops.py import scann_ops
 
         self._tensors_to_scann = scann_ops.tensors_to_scann
-        self._files = {name: tf.saved_model.Asset(os.path.join(scann_dir, name)) for name in SCANN_TENSOR_FILES}
+        # ScaNN's resource op would otherwise share one searcher among every SavedModel and every part of one.
+        self._shared_name = f"gtr-keras-scann-{uuid.uuid4().hex}"
+        self._files = {}
+        for name in SCANN_TENSOR_FILES:
+            shutil.copyfile(os.path.join(scann_dir, name), os.path.join(raw_dir, prefix + name))
+            self._files[name] = tf.saved_model.Asset(os.path.join(raw_dir, prefix + name))
         self._specs = {}
         for name in SCANN_ARRAY_FILES:
             array = np.ascontiguousarray(np.load(os.path.join(scann_dir, name)))
-            raw_path = os.path.join(raw_dir, name.replace(".npy", ".raw"))
+            raw_path = os.path.join(raw_dir, prefix + name.replace(".npy", ".raw"))
             array.tofile(raw_path)
             self._files[name] = tf.saved_model.Asset(raw_path)
             self._specs[name] = (array.dtype.name, list(array.shape))
@@ -224,6 +250,7 @@ class _ScannResource(tf.saved_model.experimental.TrackableResource):
             array("int8_dataset.npy"),
             array("int8_multipliers.npy"),
             none,
+            shared_name=self._shared_name,
         )
 
     def _create_resource(self):
@@ -251,16 +278,18 @@ class _ScannResource(tf.saved_model.experimental.TrackableResource):
 
 
 @locks_output("export_dir")
-def export_searcher(encoder, index_dir, export_dir, searcher="scann", version=1, k=10):
+def export_searcher(encoder, index_dir, export_dir, searcher="scann", version=None, k=10):
     """Writes a query-string-to-document-ids SavedModel to `export_dir/searcher/<version>/`.
 
     Args:
         encoder: the `Encoder` the index was built with (checked).
-        index_dir: an index directory written by `gtr-keras index`.
+        index_dir: an index directory written by `gtr-keras index` (updated
+            or not), or a list of them: shards of one model, searched as one
+            (the merged top `k`).
         export_dir: the export root.
         searcher: `"scann"` (the index's ScaNN searcher; an exact index is
             exported as brute force) or `"brute-force"` (stock ops only).
-        version: the TF Serving version directory.
+        version: the TF Serving version directory (None: `next_version`).
         k: results per query of `serving_default`.
 
     Example:
@@ -277,7 +306,7 @@ def export_searcher(encoder, index_dir, export_dir, searcher="scann", version=1,
 
 
 @locks_output("export_dir")
-def export_all(encoder, export_dir, index_dir=None, searcher="scann", version=1, k=10):
+def export_all(encoder, export_dir, index_dir=None, searcher="scann", version=None, k=10):
     """Writes the encoder export and, given an index, the searcher export, as a unit.
 
     `export_dir/encoder/<version>/` and `export_dir/searcher/<version>/`
@@ -307,6 +336,7 @@ def export_all(encoder, export_dir, index_dir=None, searcher="scann", version=1,
 
 
 def _write_together(export_dir, version, writers):
+    version = version or next_version(export_dir, list(writers))
     targets = {name: _version_dir(export_dir, name, version) for name in writers}
     for target in targets.values():
         files.remove_staging(target)  # `export_all` holds the export root's lock
@@ -322,18 +352,41 @@ def _check_searcher(encoder, index_dir, searcher, k):
         raise UserError(f"searcher must be 'scann' or 'brute-force', got {searcher!r}")
     if not isinstance(k, int) or k < 1:
         raise UserError(f"k must be a positive integer, got {k!r}")
-    recorded = Retriever.check_model(index_dir, encoder)
-    if searcher == "brute-force" and recorded.get("kind") == "scann":
-        raise DataError(
-            f"{index_dir}: a ScaNN index keeps only int8 vectors; the brute-force searcher needs the "
-            f"float32 ones of an exact index (`gtr-keras index --exact`)"
-        )
+    for directory in _index_dirs(index_dir):
+        recorded = Retriever.check_model(directory, encoder)
+        if searcher == "brute-force" and recorded.get("kind") == "scann":
+            raise DataError(
+                f"{directory}: a ScaNN index keeps only int8 vectors; the brute-force searcher needs the "
+                f"float32 ones of an exact index (`gtr-keras index --exact`)"
+            )
+
+
+def _index_dirs(index_dir):
+    return [index_dir] if isinstance(index_dir, (str, os.PathLike)) else list(index_dir)
+
+
+def _scann_groups(index):
+    """`[(scann_dir, keep mask or None, params, live rows)]`: the ScaNN searchers of a loaded index, consecutive
+    parts that share one tree and codebooks joined into one (`merge_scann` does the joining)."""
+    parts = index.parts if isinstance(index, SegmentedIndex) else [(index, None)]
+    groups = []
+    for part, deleted in parts:
+        scann_dir = os.path.join(part.path, SCANN_SUBDIR)
+        keep = None if deleted is None else ~deleted
+        if groups and codec_files(groups[-1][0][0][0]) == codec_files(scann_dir):
+            groups[-1][0].append((scann_dir, keep))
+        else:
+            groups.append(([(scann_dir, keep)], part.params))
+    return groups
 
 
 def _write_searcher(encoder, index_dir, staging, searcher, k):
     # One local copy of a remote index (the ScaNN assets are read again when the SavedModel is saved).
-    with files.local_copy(os.path.join(index_dir, INDEX_SUBDIR)) as local_index:
-        index = SearchIndex.load(local_index)
+    with contextlib.ExitStack() as stack:
+        local = [stack.enter_context(files.local_copy(os.path.join(d, INDEX_SUBDIR))) for d in _index_dirs(index_dir)]
+        index = SearchIndex.load(local[0] if len(local) == 1 else local)
+        if index.kind == "mixed":
+            raise UserError(f"{index_dir}: shards of exact and ScaNN indexes; export shards of one kind")
         use_scann = searcher == "scann" and index.kind == "scann"
         root, embed = _root(encoder, staging)
         root.doc_ids = tf.Variable(np.array(index.ids, dtype=object), trainable=False, name="doc_ids")
@@ -342,18 +395,38 @@ def _write_searcher(encoder, index_dir, staging, searcher, k):
         if use_scann:
             from scann.scann_ops.py import scann_ops
 
-            os.makedirs(raw_dir)
-            root.scann = _ScannResource(os.path.join(local_index, SCANN_SUBDIR), raw_dir)
-            reorder, leaves = index.params["reorder_factor"], index.params["num_leaves_to_search"]
+            root.scann_parts, searched, offset = [], [], 0
+            for number, (parts, params) in enumerate(_scann_groups(index)):
+                part_dir = os.path.join(raw_dir, str(number))
+                os.makedirs(part_dir)
+                if len(parts) > 1 or parts[0][1] is not None:
+                    merged = os.path.join(part_dir, "merged")
+                    os.makedirs(merged)
+                    merge_scann(parts, merged)
+                    parts = [(merged, None)]
+                resource = _ScannResource(parts[0][0], part_dir, "" if number == 0 else f"part-{number}-")
+                root.scann_parts.append(resource)
+                size = np.load(os.path.join(parts[0][0], "datapoint_to_token.npy"), mmap_mode="r").shape[0]
+                searched.append((resource, offset, size, params["reorder_factor"], params["num_leaves_to_search"]))
+                offset += size
 
             def top_k(queries, k):
-                # A plain tuple, not ScaNN's named one: `tf.cond` in `search` pairs it with an empty batch's.
-                neighbors, scores = scann_ops.scann_search_batched(
-                    root.scann.resource_handle, queries, k, reorder * k, leaves, True
-                )
-                return neighbors, scores
+                # Plain tuples, not ScaNN's named one: `tf.cond` in `search` pairs them with an empty batch's.
+                neighbors, scores = [], []
+                for resource, first, size, reorder, leaves in searched:
+                    width = tf.minimum(k, size)
+                    found = scann_ops.scann_search_batched(
+                        resource.resource_handle, queries, width, reorder * width, leaves, True
+                    )
+                    neighbors.append(found[0] + first)
+                    scores.append(found[1])
+                if len(searched) == 1:
+                    return neighbors[0], scores[0]
+                best, place = tf.math.top_k(tf.concat(scores, axis=1), k)
+                return tf.gather(tf.concat(neighbors, axis=1), place, batch_dims=1), best
         else:
-            root.doc_embeddings = tf.Variable(index.embeddings, trainable=False, name="doc_embeddings")
+            vectors = index.embeddings if index.embeddings is not None else index.live_embeddings()
+            root.doc_embeddings = tf.Variable(vectors, trainable=False, name="doc_embeddings")
 
             def top_k(queries, k):
                 scores, neighbors = tf.math.top_k(tf.matmul(queries, root.doc_embeddings, transpose_b=True), k)

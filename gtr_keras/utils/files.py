@@ -650,3 +650,32 @@ def atomic_file(path):
     with atomic_outputs(path) as (staging,):
         with staging.open("wb") as f:
             yield f
+
+
+def replace_file(path, data):
+    """Writes `data` (bytes) to the file `path` by one rename over it: a reader finds the old contents or the
+    new, and `path` is never absent (as `atomic_file`'s commit may leave it for a moment, when the old file
+    is renamed aside first). For a small file that readers poll, such as a manifest.
+
+    Example:
+    >>> replace_file("index/segments.json", json.dumps(manifest).encode("utf-8"))
+    """
+    path = os.fspath(path)
+    parent, name = parent_and_name(path)
+    if is_local(path):
+        descriptor, staged = tempfile.mkstemp(prefix=f".{name}.tmp-", dir=parent)
+        try:
+            with os.fdopen(descriptor, "wb") as f:
+                f.write(data)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(staged, os.path.join(parent, name))
+        except BaseException:
+            _remove(staged)
+            raise
+        _fsync(parent)
+        return
+    upload = f"{parent}/.{name}.upload-{os.getpid()}"
+    with tf.io.gfile.GFile(upload, "wb") as f:
+        f.write(data)
+    tf.io.gfile.rename(upload, path, overwrite=True)

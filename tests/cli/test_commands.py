@@ -478,6 +478,8 @@ def test_a_bad_shard_is_exit_2_naming_it_before_the_model_loads(tmp_path, tiny_m
         ([], "one of the arguments --corpus"),
         (["--corpus", "c.jsonl"], "argument --model: required with --corpus"),
         (["--embeddings", "e.npy", "--runner", "DirectRunner"], "argument --runner: encodes a corpus"),
+        (["--corpus", "c.jsonl", "--model", "m", "--bm25-corpus", "c.jsonl"], "argument --bm25-corpus: only with"),
+        (["--embeddings", "e.npy", "--bm25-corpus", "c.jsonl", "--no-bm25"], "which --no-bm25 turns off"),
     ],
 )
 def test_index_takes_a_corpus_or_embeddings(tmp_path, monkeypatch, capsys, flags, message):
@@ -498,3 +500,90 @@ def test_a_corpus_line_nested_deeper_than_python_can_parse_is_exit_2_naming_the_
     err = capsys.readouterr().err
     assert status == 2 and err.count("\n") == 1, err
     assert f"{corpus}:2: malformed JSON (maximum recursion depth exceeded" in err
+
+
+def _embedded_corpus(tmp_path, model_dir):
+    corpus = _corpus_file(tmp_path / "corpus.jsonl")
+    (tmp_path / "emb").mkdir()
+    assert (
+        main(["encode", "--model", model_dir, "--input", str(corpus), "--output", str(tmp_path / "emb" / "p.npy")]) == 0
+    )
+    return corpus, str(tmp_path / "emb" / "p.npy")
+
+
+def _hits(capsys, *argv):
+    capsys.readouterr()
+    assert main(["search", "boundary layer heat transfer", "-k", "5", "--json", *argv]) == 0
+    return json.loads(capsys.readouterr().out)[0]["hits"]
+
+
+def test_index_of_embeddings_with_their_corpus_searches_by_bm25_and_hybrid(tmp_path, tiny_model_dir, capsys):
+    corpus, embeddings = _embedded_corpus(tmp_path, tiny_model_dir)
+    out = tmp_path / "idx"
+    assert main(["index", "--embeddings", embeddings, "--bm25-corpus", str(corpus), "--out", str(out)]) == 0
+    assert "and a BM25 side" in capsys.readouterr().out
+    bm25 = _hits(capsys, "--index", str(out), "--retriever", "bm25")
+    assert bm25 and {"id", "score", "title", "text"} <= set(bm25[0])
+    hybrid = _hits(capsys, "--index", str(out), "--model", tiny_model_dir, "--retriever", "hybrid", "--fusion", "rrf")
+    assert len(hybrid) == 5 and hybrid[0]["id"] in {hit["id"] for hit in bm25} | {
+        hit["id"] for hit in _hits(capsys, "--index", str(out), "--model", tiny_model_dir)
+    }
+
+
+def test_hybrid_search_of_an_index_without_texts_is_refused_in_one_line(tmp_path, tiny_model_dir, capsys):
+    _, embeddings = _embedded_corpus(tmp_path, tiny_model_dir)
+    assert main(["index", "--embeddings", embeddings, "--out", str(tmp_path / "idx")]) == 0
+    assert "no BM25 side" in capsys.readouterr().out
+    argv = ["search", "heat", "--index", str(tmp_path / "idx"), "--retriever", "hybrid", "--model", tiny_model_dir]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "no BM25 side" in err and "--bm25-corpus" in err
+    with pytest.raises(SystemExit) as exit_:
+        main(argv[:-2])
+    assert exit_.value.code == 2 and "argument --model: required with --retriever hybrid" in capsys.readouterr().err
+
+
+def test_a_bm25_corpus_of_other_documents_is_exit_2_naming_the_file_and_id(tmp_path, tiny_model_dir, capsys):
+    _, embeddings = _embedded_corpus(tmp_path, tiny_model_dir)
+    other = _corpus_file(tmp_path / "other.jsonl", n=29)
+    argv = ["index", "--embeddings", embeddings, "--bm25-corpus", str(other), "--out", str(tmp_path / "idx")]
+    assert main(argv) == 2
+    assert f"{other}: lacks document 'd29' of the index" in capsys.readouterr().err
+    _corpus_file(other, n=31)
+    assert main(argv) == 2
+    assert f"{other}: document 'd30' is not in the index" in capsys.readouterr().err
+    assert not (tmp_path / "idx").exists()
+
+
+def test_evaluate_hybrid_writes_the_metric_keys_of_the_other_retrievers(tmp_path, tiny_model_dir):
+    from beir_files import write_beir
+
+    from gtr_keras.retrieval.readers import load_corpus
+
+    dataset = write_beir(
+        tmp_path / "beir",
+        load_corpus(_corpus_file(tmp_path / "corpus.jsonl")),
+        {"q1": "wing lift drag", "q2": "heat transfer", "d3": "nozzle jet"},
+        [("q1", "d0", 1), ("q2", "d4", 2), ("d3", "d3", 1), ("d3", "d10", 1)],
+    )
+    results = {}
+    for retriever in ("gtr", "bm25", "hybrid"):
+        out = tmp_path / f"{retriever}.json"
+        argv = ["evaluate", "--dataset", str(dataset), "--retriever", retriever, "--output-json", str(out)]
+        assert main([*argv, "--model", tiny_model_dir, "--run-out", str(tmp_path / f"{retriever}.trec")]) == 0
+        results[retriever] = json.loads(out.read_text())
+    assert set(results["hybrid"]["metrics"]) == set(results["gtr"]["metrics"]) == set(results["bm25"]["metrics"])
+    assert 0 <= results["hybrid"]["metrics"]["ndcg@10"] <= 1
+    assert results["hybrid"]["fusion"] == {"method": "weighted", "gtr_weight": 0.5, "rrf_k": 60}
+    run = (tmp_path / "hybrid.trec").read_text().splitlines()
+    assert not [line for line in run if line.split()[0] == line.split()[2]]  # identical ids dropped, as BEIR does
+
+
+def test_bm25_and_hybrid_search_take_one_index(tmp_path, tiny_model_dir, capsys):
+    corpus = _corpus_file(tmp_path / "corpus.jsonl")
+    assert main(["index", "--model", tiny_model_dir, "--corpus", str(corpus), "--out", str(tmp_path / "a")]) == 0
+    argv = ["search", "heat", "--index", str(tmp_path / "a"), "--index", str(tmp_path / "a"), "--retriever", "bm25"]
+    with pytest.raises(SystemExit) as exit_:
+        main(argv)
+    assert exit_.value.code == 2
+    assert "--retriever bm25 searches one index (several are shards of --retriever gtr)" in capsys.readouterr().err

@@ -33,7 +33,8 @@ def _run_demo(tmp_path, *extra):
 def _check_output(out, tmp_path):
     assert "query 1: what similarity laws must be obeyed" in out
     assert out.count("  1. ") == 3 and out.count("  3. ") == 3  # three example queries, three hits each
-    assert "GTR (this model)" in out and "BM25 (bm25s)" in out and "ndcg@10" in out
+    assert "GTR (this model)" in out and "BM25 (bm25s)" in out and "GTR + BM25 (" in out and "ndcg@10" in out
+    assert "CPU cores, zero-shot on one collection: not the paper's GTR-Base..XXL" in out and "(a GTR of " in out
     assert "the searcher SavedModel answers query 1 with documents" in out
     assert os.path.exists(tmp_path / "demo" / "export" / "encoder" / "1" / "saved_model.pb")
     assert os.path.exists(tmp_path / "demo" / "export" / "searcher" / "1" / "saved_model.pb")

@@ -92,7 +92,8 @@ def test_index_keeps_a_users_folder_at_out_and_at_its_work_directory(tmp_path, t
 
 def test_export_keeps_a_users_folder_at_a_version_directory(tmp_path, tiny_model_dir, capsys, no_model_loads):
     version = _users_folder(tmp_path / "exports" / "encoder" / "1")
-    _refused(capsys, version, ["export", "--model", tiny_model_dir, "--out", str(tmp_path / "exports")])
+    argv = ["export", "--model", tiny_model_dir, "--out", str(tmp_path / "exports"), "--version", "1"]
+    _refused(capsys, version, argv)
 
 
 def test_demo_keeps_a_users_folder_where_its_index_goes(tmp_path, capsys, no_model_loads):

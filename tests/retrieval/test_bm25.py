@@ -1,6 +1,8 @@
+import json
+
 import pytest
 
-from gtr_keras.errors import UserError
+from gtr_keras.errors import DataError, UserError
 from gtr_keras.retrieval.bm25 import BM25Retriever
 
 DOCS = {
@@ -51,3 +53,19 @@ def test_index_checks_inputs():
         BM25Retriever().index(["a", "b"], ["a"])
     with pytest.raises(UserError, match="empty corpus"):
         BM25Retriever().index([], [])
+
+
+def test_save_then_load_searches_as_the_saved_index(retriever, tmp_path):
+    retriever.save(tmp_path / "bm25")
+    loaded = BM25Retriever.load(tmp_path / "bm25")
+    queries = ["baking breads in ovens", "rocket orbit", "zebra"]
+    assert loaded.search(queries, k=3) == retriever.search(queries, k=3)
+    assert loaded.ids == list(DOCS) and loaded.get_config() == retriever.get_config()
+
+
+def test_load_refuses_another_tokenization_naming_the_file(retriever, tmp_path):
+    retriever.save(tmp_path / "bm25")
+    settings = json.loads((tmp_path / "bm25" / "bm25.json").read_text())
+    (tmp_path / "bm25" / "bm25.json").write_text(json.dumps({**settings, "stemmer": "french"}))
+    with pytest.raises(DataError, match=r"bm25.json: a BM25 index of another format or tokenization"):
+        BM25Retriever.load(tmp_path / "bm25")

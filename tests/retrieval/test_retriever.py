@@ -11,8 +11,16 @@ import pytest
 from beir_files import write_beir
 
 from gtr_keras.cli.main import main
+from gtr_keras.retrieval.bm25_side import load_bm25_side
 from gtr_keras.retrieval.readers import Corpus
-from gtr_keras.retrieval.retriever import MODEL_FIELDS, Retriever, build_index, work_dir_for
+from gtr_keras.retrieval.retriever import (
+    MODEL_FIELDS,
+    RETRIEVER_JSON,
+    Retriever,
+    build_index,
+    model_change,
+    work_dir_for,
+)
 from gtr_keras.retrieval.search_index import SearchIndex
 from gtr_keras.retrieval.shards import ShardWriter
 
@@ -35,6 +43,23 @@ def test_index_then_search_returns_the_best_document_with_its_text(tmp_path, tin
     assert [h["id"] for h in hits] == [corpus.ids[i] for i in expected[:3]]
     assert hits[0]["title"] == corpus.titles[expected[0]]
     assert not os.path.exists(work_dir_for(tmp_path / "idx"))
+
+
+def test_an_index_tokenized_by_the_older_op_is_searched_as_before(tmp_path, tiny_encoder):
+    """Indexes record the tokenizer's op; one without the record (TF Text's older SentencepieceOp, whose ids
+    differ only on exact ties: retriever.TOKENIZER_FIELD) is accepted, for searching and for resuming."""
+    from gtr_keras.models.gtr.tokenizer import TOKENIZER_OP
+
+    corpus = _corpus()
+    build_index(tiny_encoder, corpus, tmp_path / "idx")
+    path = tmp_path / "idx" / RETRIEVER_JSON
+    record = json.loads(path.read_text())
+    assert record.pop("tokenizer_op") == TOKENIZER_OP == "TFText>FastSentencepieceTokenize"
+    query = [corpus.texts[3]]
+    expected = Retriever.load(tmp_path / "idx", tiny_encoder).search(query, k=5)
+    path.write_text(json.dumps(record))
+    assert Retriever.load(tmp_path / "idx", tiny_encoder).search(query, k=5) == expected
+    assert model_change(record, tiny_encoder, MODEL_FIELDS)[0] is None  # what resuming and --embeddings check
 
 
 def test_search_cli_prints_json(tmp_path, tiny_model_dir, capsys):
@@ -96,6 +121,9 @@ def test_killed_index_resumes_and_matches_an_uninterrupted_one(tmp_path, tiny_mo
     reference = build_index(tiny_encoder, corpus, tmp_path / "clean", shard_size=40, batch_size=8)
     assert resumed.ids == reference.ids == corpus.ids
     np.testing.assert_allclose(resumed.embeddings, reference.embeddings, atol=1e-6)
+    queries = corpus.texts[:5]
+    bm25 = load_bm25_side(out, resumed.ids, corpus)  # the resumed build wrote its BM25 side too
+    assert bm25.search(queries, 5) == load_bm25_side(tmp_path / "clean", reference.ids, corpus).search(queries, 5)
 
 
 def test_rebuilding_keeps_old_index_until_the_new_one_is_complete(tmp_path, tiny_encoder, monkeypatch):

@@ -4,8 +4,9 @@ from beir_files import write_beir
 
 import gtr_keras.retrieval.runs
 from gtr_keras.errors import DataError
+from gtr_keras.retrieval.fusion import Fusion
 from gtr_keras.retrieval.readers import Corpus
-from gtr_keras.retrieval.runs import bm25_run, gtr_run, load_dataset, mine_negatives
+from gtr_keras.retrieval.runs import bm25_run, gtr_run, hybrid_run, load_dataset, mine_negatives
 from gtr_keras.retrieval.search_index import SearchIndex
 
 CORPUS = Corpus(["d1", "d2", "d3", "d4", "d5"], ["", "", "", "", ""], ["t1", "t2", "t3", "t4", "t5"])
@@ -79,3 +80,22 @@ def test_a_missing_split_is_named_before_the_corpus_is_read(tmp_path, monkeypatc
     monkeypatch.setattr(gtr_keras.retrieval.runs, "load_corpus", lambda path: pytest.fail("the corpus was read"))
     with pytest.raises(DataError, match=r"qrels/dev.tsv: no such file \(splits there: test\)"):
         load_dataset(str(tmp_path), "dev")
+
+
+def test_hybrid_run_fuses_both_sides_after_dropping_identical_ids():
+    corpus = Corpus(CORPUS.ids, CORPUS.titles, ["wing lift", "drag", "wing drag", "shock", "lift"])
+    queries = {"d1": "wing lift"}  # the query's id is a document's
+
+    class Encoder(FixedEncoder):
+        def encode_documents(self, texts, batch_size=32, progress=None):
+            return DOCUMENTS
+
+        def encode_queries(self, texts, batch_size=32):
+            return np.array([QUERIES["query one"]], dtype=np.float32)
+
+    fusion = Fusion("weighted", gtr_weight=0.5)
+    run = hybrid_run(Encoder(), corpus, queries, fusion, depth=100)
+    assert run == fusion.fuse_runs(gtr_run(Encoder(), corpus, queries, 100), bm25_run(corpus, queries, 100), 100)
+    assert set(run["d1"]) == {"d2", "d3", "d4", "d5"}  # k beyond both sides: every document either retrieved
+    assert len(hybrid_run(Encoder(), corpus, queries, fusion, depth=2)["d1"]) == 2
+    assert "d1" in hybrid_run(Encoder(), corpus, queries, fusion, ignore_identical_ids=False)["d1"]

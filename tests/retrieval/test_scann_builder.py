@@ -5,8 +5,8 @@ import pytest
 from search_inputs import CORPUS, QUERIES, doc_ids, recall
 
 from gtr_keras.errors import UserError
-from gtr_keras.retrieval.scann_builder import scann_params
-from gtr_keras.retrieval.search_index import SearchIndex
+from gtr_keras.retrieval.scann_builder import build_scann_segment, codec_files, load_scann, merge_scann, scann_params
+from gtr_keras.retrieval.search_index import ArrayRows, SearchIndex, write_search_index
 
 
 def test_scann_recall_at_10():
@@ -44,3 +44,24 @@ def test_scann_params_follow_corpus_size():
 def test_scann_params_refuse_an_empty_corpus():
     with pytest.raises(UserError, match="at least one embedding, got n=0"):
         scann_params(0)
+
+
+def test_a_segment_with_anothers_codec_scores_alike_and_merges_into_one_searcher(tmp_path):
+    params = {"num_leaves": 20, "num_leaves_to_search": 20}
+    (tmp_path / "second").mkdir()
+    write_search_index(ArrayRows(doc_ids(2000), CORPUS[:2000]), tmp_path / "first", kind="scann", params=params)
+    build_scann_segment(tmp_path / "first" / "scann", ArrayRows(doc_ids(1000), CORPUS[2000:]), tmp_path / "second")
+    assert codec_files(tmp_path / "second") == codec_files(tmp_path / "first" / "scann")
+    keep = np.ones(1000, bool)
+    keep[::3] = False
+    (tmp_path / "merged").mkdir()
+    merge_scann([(tmp_path / "first" / "scann", None), (tmp_path / "second", keep)], tmp_path / "merged")
+    merged = load_scann(tmp_path / "merged")
+    both = np.concatenate([CORPUS[:2000], CORPUS[2000:][keep]])
+    one = SearchIndex([f"r{i}" for i in range(len(both))], both, kind="exact").search(QUERIES, 10)[0]
+    found = merged.search_batched(QUERIES, 10, 1000, 20, True, 256)[0]
+    assert recall(found, one) > 0.9
+    other = tmp_path / "other"
+    write_search_index(ArrayRows(doc_ids(1000), CORPUS[:1000]), other, kind="scann", params=params)
+    with pytest.raises(ValueError, match="another tree or codebooks"):
+        merge_scann([(tmp_path / "first" / "scann", None), (other / "scann", None)], tmp_path / "x")

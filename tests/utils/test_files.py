@@ -315,3 +315,21 @@ def test_the_temporary_directory_of_a_killed_run_is_removed_by_the_next_and_one_
     with atomic_file(tmp_path / "local.txt") as f:  # a local output stages beside its target, not here
         f.write(b"x")
         assert os.listdir(scratch) == []
+
+
+def test_replace_file_never_leaves_the_path_absent(tmp_path, monkeypatch):
+    path = tmp_path / "segments.json"
+    files.replace_file(path, b"one")
+    seen = []
+    real_replace = os.replace
+
+    def replace(source, target):
+        seen.append(path.read_bytes())  # the old contents stay in place until the one rename
+        real_replace(source, target)
+
+    monkeypatch.setattr(os, "replace", replace)
+    files.replace_file(path, b"two")
+    assert seen == [b"one"] and path.read_bytes() == b"two" and os.listdir(tmp_path) == ["segments.json"]
+    files.replace_file("ram://replaced/segments.json", b"three")
+    files.replace_file("ram://replaced/segments.json", b"four")
+    assert files.read_bytes("ram://replaced/segments.json") == b"four"

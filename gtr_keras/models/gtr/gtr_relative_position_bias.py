@@ -86,7 +86,8 @@ class RelativePositionBias(keras.layers.Layer):
         buckets = ops.take(ops.convert_to_tensor(self._bucket_table), offsets + self.max_distance)
         bias = ops.transpose(ops.take(ops.cast(self.embeddings, "float32"), buckets, axis=0), (2, 0, 1))
         masked = (1.0 - ops.cast(padding_mask, "float32")) * -1e9
-        return bias[None, :, :, :] + masked[:, None, None, :]
+        # expand_dims rather than new axes by indexing, which LiteRT's converter takes only at static shapes.
+        return ops.expand_dims(bias, 0) + ops.expand_dims(ops.expand_dims(masked, 1), 1)
 
     def compute_output_shape(self, input_shape):
         return (input_shape[0], self.num_heads, input_shape[1], input_shape[1])

@@ -9,7 +9,7 @@ import numpy as np
 import tensorflow as tf
 from keras import ops
 
-from gtr_keras.errors import CheckpointError
+from gtr_keras.errors import CheckpointError, UserError
 from gtr_keras.models.gtr.backbone import GTRBackbone
 from gtr_keras.models.gtr.encoder import Encoder, to_bytes
 from gtr_keras.models.gtr.gtr_masked_mean_pooling import MaskedMeanPooling
@@ -244,6 +244,46 @@ class GTRTextEmbedder(keras_hub.models.TextEmbedder):
     def encode_documents(self, documents, batch_size=32, progress=None):
         """Embeds documents (truncated to `document_length` tokens)."""
         return self.encode_text(documents, "document", batch_size, progress)
+
+    def export(self, filepath, format="tf_saved_model", verbose=None, input_signature=None, **kwargs):
+        """Keras' `Model.export` with strings in: a SavedModel whose `serve` (documents) and `encode_queries`
+        endpoints take tf.string `[batch]` and return float32 `[batch, D]` (the tokenizer is in the graph).
+
+        Loading it needs `import tensorflow_text` first. Keras' other formats (and an `input_signature`)
+        are refused: their converters do not take TF Text's tokenizer op; `gtr-keras export --format`
+        writes GTR's exports for other runtimes (docs/serving.md).
+
+        Args:
+            filepath: the SavedModel directory to write.
+            format: `"tf_saved_model"`.
+            verbose: print a summary of the endpoints (Keras' default: yes).
+
+        Example:
+        >>> embedder.export("exports/keras-gtr")
+        >>> tf.saved_model.load("exports/keras-gtr").serve(tf.constant(["a document"])).shape
+        TensorShape([1, 768])
+        """
+        if format != "tf_saved_model" or input_signature is not None or kwargs:
+            given = f"format={format!r}" if format != "tf_saved_model" else "input_signature or keyword arguments"
+            raise UserError(
+                f"GTRTextEmbedder.export: {given} is not supported (only format='tf_saved_model', strings in); "
+                "for LiteRT and other runtimes use `gtr-keras export --format`"
+            )
+        if self.preprocessor is None:
+            raise UserError("GTRTextEmbedder.export: this GTRTextEmbedder has no preprocessor to take strings")
+        texts = tf.TensorSpec([None], tf.string, name="texts")
+        archive = keras.export.ExportArchive()
+        archive.track(self)
+        for endpoint, kind in (("serve", "document"), ("encode_queries", "query")):
+            archive.add_endpoint(
+                endpoint,
+                functools.partial(self._embed_strings, kind=kind),
+                input_signature=[texts],
+            )
+        archive.write_out(filepath, verbose=True if verbose is None else verbose)
+
+    def _embed_strings(self, texts, kind):
+        return tf.cast(self(pad_token_ids(self.preprocessor.token_ids(texts, kind)), training=False), tf.float32)
 
     def similarity(self, query_embeddings, document_embeddings):
         """Cosine similarities `[queries, documents]` of unit-norm embeddings."""

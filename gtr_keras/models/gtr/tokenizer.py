@@ -1,4 +1,5 @@
-"""SentencePiece tokenisation in the TensorFlow graph, with T5's conventions, as a keras-hub tokenizer."""
+"""SentencePiece tokenisation in the TensorFlow graph (TF Text's `FastSentencepieceTokenizer`), with T5's
+conventions, as a keras-hub tokenizer."""
 
 import hashlib
 import io
@@ -9,8 +10,8 @@ import keras
 import keras_hub
 import sentencepiece as spm
 import tensorflow as tf
+import tensorflow_text
 from keras_hub.src.utils import preset_utils
-from tensorflow_text.python.ops import sentencepiece_tokenizer
 
 from gtr_keras.errors import CheckpointError
 from gtr_keras.models.gtr.backbone import GTRBackbone
@@ -23,6 +24,8 @@ DOCUMENT_LENGTH = 512
 VOCABULARY_FILE = "vocabulary.spm"  # keras-hub's SentencePiece asset name
 METADATA_FILE = "metadata.json"  # keras-hub's preset metadata, where the vocabulary's SHA-256 is recorded
 VOCABULARY_SHA256 = "vocabulary_sha256"
+# The TF op that tokenizes, recorded by indexes (retrieval/retriever.py): ids equal the `sentencepiece` library's.
+TOKENIZER_OP = "TFText>FastSentencepieceTokenize"
 
 
 def pad_token_ids(token_ids, length=None):
@@ -50,6 +53,13 @@ class GTRTokenizer(keras_hub.tokenizers.SentencePieceTokenizer):
     `token_ids`, which the preprocessor, the training data and the exports
     use) EOS (id 1) appended with truncation that keeps EOS as the last
     token, so at most `sequence_length - 1` pieces of text are kept. Pad id 0.
+
+    The pieces are TF Text's `FastSentencepieceTokenizer`'s, built from the
+    same model proto: the `sentencepiece` library's ids, exact score ties
+    between segmentations included (TF Text's older `SentencepieceOp` broke
+    those otherwise; docs/models.md), and an op that TF Serving and LiteRT
+    (with TF Text's custom ops) run. The model is a constant of the graph,
+    not a resource.
 
     `tokenize` gives the pieces alone (keras-hub's convention: special
     tokens are the preprocessor's business). It always runs TensorFlow ops,
@@ -109,53 +119,62 @@ class GTRTokenizer(keras_hub.tokenizers.SentencePieceTokenizer):
         self.set_proto(proto)
 
     def _set_proto_tf(self, proto):
-        super()._set_proto_tf(proto)
-        self._sentence_piece._model_resource = _NamedSentencepieceModel(self._sentence_piece._model_resource._model)
+        with tf.init_scope():  # the model's constant outlives any graph this is first called in
+            self._sentence_piece = tensorflow_text.FastSentencepieceTokenizer(proto)
 
-    def tokenize(self, inputs):
-        """SentencePiece ids of each text, as a `tf.RaggedTensor` `[batch, (pieces)]` (no EOS)."""
+    def tokenize(self, inputs, clean_text=True):
+        """SentencePiece ids of each text, as a `tf.RaggedTensor` `[batch, (pieces)]` (no EOS).
+
+        Args:
+            inputs: a batch of strings `[batch]`.
+            clean_text: first replace invalid UTF-8 by U+FFFD, strip surrounding whitespace and (with
+                `lowercase`) lowercase, with TensorFlow's string ops. False leaves the text to
+                SentencePiece's own normalisation, which drops surrounding whitespace too (T5's models
+                remove extra whitespace): the same ids for valid UTF-8, without ops that LiteRT lacks.
+        """
         self._check_vocabulary()
         self._maybe_initialized_tf()
         strings = tf.convert_to_tensor(inputs, tf.string)
-        strings = tf.strings.unicode_transcode(strings, "UTF-8", "UTF-8", errors="replace", replacement_char=0xFFFD)
-        strings = tf.strings.strip(strings)
-        if self.lowercase:
-            strings = tf.strings.lower(strings, encoding="utf-8")
-        return self._sentence_piece.tokenize(strings)
+        if clean_text:
+            strings = tf.strings.unicode_transcode(strings, "UTF-8", "UTF-8", errors="replace", replacement_char=0xFFFD)
+            strings = tf.strings.strip(strings)
+            if self.lowercase:
+                strings = tf.strings.lower(strings, encoding="utf-8")
+        return self._sentence_piece.tokenize(strings).with_row_splits_dtype(tf.int64)
 
-    def token_ids(self, inputs, sequence_length):
+    def token_ids(self, inputs, sequence_length, clean_text=True):
         """Model token ids: `[batch, (length)]` ragged, truncated to `sequence_length` with EOS kept last.
 
         Args:
             inputs: a batch of strings `[batch]`.
             sequence_length: the token budget, EOS included (>= 2).
+            clean_text: as for `tokenize`.
         """
-        pieces = self.tokenize(inputs)[:, : sequence_length - 1]
+        pieces = self.tokenize(inputs, clean_text)[:, : sequence_length - 1]
         eos = tf.fill([pieces.nrows(), 1], tf.constant(EOS_ID, pieces.dtype))
         return tf.concat([pieces, tf.RaggedTensor.from_tensor(eos)], axis=1)
 
+    def dense_token_ids(self, inputs, sequence_length, clean_text=True):
+        """`pad_token_ids(self.token_ids(inputs, sequence_length, clean_text))` with dense ops only (a gather,
+        comparisons and `where`, which LiteRT has as builtins; no ragged ops).
+
+        Args:
+            inputs: a batch of strings `[batch]`.
+            sequence_length: the token budget, EOS included (>= 2).
+            clean_text: as for `tokenize`.
+        """
+        pieces = self.tokenize(inputs, clean_text)
+        starts = pieces.row_splits[:-1]
+        lengths = tf.expand_dims(tf.minimum(pieces.row_splits[1:] - starts, sequence_length - 1), 1)
+        width = tf.reduce_max(tf.concat([lengths[:, 0] + 1, [0]], 0))  # 0 for no texts, as `to_tensor` gives
+        positions = tf.expand_dims(tf.range(width), 0)
+        values = tf.concat([pieces.values, [PAD_ID]], 0)  # a last id to gather past each row's end
+        text = tf.gather(values, tf.minimum(tf.expand_dims(starts, 1) + positions, tf.size(values, tf.int64) - 1))
+        token_ids = tf.where(positions < lengths, text, tf.where(positions == lengths, EOS_ID, PAD_ID))
+        return {"token_ids": token_ids, "padding_mask": tf.cast(positions <= lengths, token_ids.dtype)}
+
     def get_config(self):
         return {**super().get_config(), "lowercase": self.lowercase}
-
-
-class _NamedSentencepieceModel(sentencepiece_tokenizer._SentencepieceModelResource):
-    """TF Text's SentencePiece model resource, named after the model's SHA-256.
-
-    TF Text names the resource after a counter (its TODO b/318839908) that
-    restarts after `keras.utils.set_random_seed`: a tokenizer made then, once
-    garbage-collected, deleted the resource of one made before ("Resource
-    .../_0_SentencepieceOp ... does not exist"). A named resource is shared by
-    the tokenizers of the same model and never deleted by one of them.
-    """
-
-    def __init__(self, model):
-        super().__init__(model, name=None)
-
-    def _create_resource(self):
-        digest = hashlib.sha256(tf.get_static_value(self._model) if tf.is_tensor(self._model) else self._model)
-        return sentencepiece_tokenizer.gen_sentencepiece_tokenizer.sentencepiece_op(
-            model=self._model, shared_name=f"gtr_keras_spm_{digest.hexdigest()[:32]}"
-        )
 
 
 def train_sentencepiece(

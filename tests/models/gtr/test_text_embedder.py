@@ -73,6 +73,29 @@ def test_predict_on_raw_strings_uses_the_document_budget(tiny_encoder):
     np.testing.assert_allclose(embedder.predict(texts, verbose=0), embedder.encode_documents(texts), atol=1e-6)
 
 
+@pytest.mark.slow
+def test_keras_export_of_a_loaded_preset_serves_strings(tiny_model_dir, tmp_path):
+    import tensorflow as tf
+    import tensorflow_text  # noqa: F401  (the tokenizer's op, which loading needs)
+
+    embedder = GTRTextEmbedder.from_preset(tiny_model_dir)
+    embedder.export(str(tmp_path / "keras-export"), verbose=False)
+    loaded = tf.saved_model.load(str(tmp_path / "keras-export"))
+    texts = ["boundary layer " * 300, "wing lift", ""]
+    np.testing.assert_allclose(loaded.serve(tf.constant(texts)).numpy(), embedder.encode_documents(texts), atol=1e-5)
+    queries = loaded.encode_queries(tf.constant(texts)).numpy()
+    np.testing.assert_allclose(queries, embedder.encode_queries(texts), atol=1e-5)
+
+
+@pytest.mark.parametrize("format", ["onnx", "openvino", "litert", "torch"])
+def test_keras_export_to_other_formats_points_to_the_command_line(tiny_encoder, tmp_path, format):
+    from gtr_keras.errors import UserError
+
+    with pytest.raises(UserError, match=f"format='{format}' is not supported.*`gtr-keras export --format`"):
+        tiny_encoder.model.export(str(tmp_path / "out"), format=format)
+    assert not (tmp_path / "out").exists()
+
+
 BACKEND_SCRIPT = """
 import json, sys
 import numpy as np

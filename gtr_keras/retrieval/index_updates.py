@@ -1,0 +1,169 @@
+"""Updates of an index directory of `gtr-keras index`: documents added, replaced or deleted in place.
+
+The checks are those of a build, and run before any encoding or index work:
+new embedding shards are checked by `EmbeddingFiles.open` (D, finite unit
+rows, unique ids, id text) and must be of the model the index records
+(`retriever.json`), as must an encoder given to encode new documents; the ids
+to delete must be in the index. The vectors go into a new segment of the
+search index (`segment_writer`), their documents beside them, so that
+`search` shows the documents of the version it loaded. An index with a BM25
+side gets it rebuilt from the updated documents once the update is committed
+(`bm25_side.rebuild_bm25_side`); an update from embeddings, which bring no
+texts, is refused for it.
+"""
+
+import os
+import warnings
+
+from gtr_keras.errors import DataError, DataWarning, MismatchError, UserError
+from gtr_keras.retrieval.bm25_side import BM25_SUBDIR, has_bm25_side, rebuild_bm25_side
+from gtr_keras.retrieval.embedding_files import EmbeddingFiles
+from gtr_keras.retrieval.index_format import RETRIEVER_JSON, check_ids
+from gtr_keras.retrieval.retriever import INDEX_SUBDIR, MODEL_FIELDS, embeddings_metadata, model_change
+from gtr_keras.retrieval.search_index import ArrayRows, SearchIndex
+from gtr_keras.retrieval.segment_writer import missing_ids, update_search_index
+from gtr_keras.utils import files
+from gtr_keras.utils.locks import locks_output
+from gtr_keras.utils.records import describe_change, read_json_object
+from gtr_keras.utils.text_files import check_id_text, iter_lines
+
+REMEDY = "update it with the model it was built with, or rebuild the index"
+
+
+def read_id_file(path):
+    """The ids of a file of one id a line (blank lines skipped), and `where(i)`, which names id `i`'s line.
+
+    Raises:
+        DataError: an unreadable file, or an id that holds whitespace or is
+            there twice, named with its file and line.
+
+    Example:
+    >>> ids, where = read_id_file("withdrawn.txt")  # doctest: +SKIP
+    >>> where(0)  # doctest: +SKIP
+    'withdrawn.txt:1'
+    """
+    ids, lines = [], []
+    for line_no, line in iter_lines(path):
+        value = line.rstrip("\r\n")
+        if value.strip():
+            ids.append(check_id_text(path, line_no, value, "id"))
+            lines.append(line_no)
+
+    def where(i):
+        return f"{path}:{lines[i]}"
+
+    return check_ids(ids, where, DataError), where
+
+
+def recorded_model(index_dir):
+    """The model record (`retriever.json`) of an index directory, which an update must match.
+
+    Raises:
+        DataError: `index_dir` is not an index directory, or its record is unreadable.
+    """
+    path = os.path.join(index_dir, RETRIEVER_JSON)
+    if not files.isfile(path):
+        raise DataError(f"{index_dir}: not an index directory (no {RETRIEVER_JSON}); build one with `gtr-keras index`")
+    return read_json_object(path, "rebuild the index with `gtr-keras index`")
+
+
+def check_deletions(index_dir, ids, where=None):
+    """Raises `DataError` naming (by `where(i)`, default `delete[i]`) the first of `ids` that is not in the
+    index directory's index: the check an update makes, for a caller that has expensive work before it.
+
+    Example:
+    >>> check_deletions("indexes/msmarco", *read_id_file("withdrawn.txt"))
+    """
+    missing = missing_ids(os.path.join(index_dir, INDEX_SUBDIR), ids)
+    if missing:
+        where = where or (lambda i: f"delete[{i}]")
+        raise DataError(f"{where(missing[0])}: id {ids[missing[0]]!r} is not in the index {index_dir}")
+
+
+@locks_output("index_dir")
+def update_index(
+    index_dir,
+    embeddings=None,
+    corpus=None,
+    encoder=None,
+    model_dir=None,
+    delete=None,
+    missing_ok=False,
+    compact="auto",
+    batch_size=32,
+    progress=None,
+):
+    """Adds or replaces documents of an index directory and deletes others, in place.
+
+    Documents whose id is in the index are replaced, the others added;
+    `delete` names ids to delete. Readers that loaded the index keep their
+    version; the update is committed whole or not at all (`segment_writer`).
+
+    Args:
+        index_dir: an index directory of `gtr-keras index` (or `build_index`).
+        embeddings: a glob of precomputed shards, or an opened `EmbeddingFiles`, or None.
+        corpus: a `Corpus` to encode with `encoder` instead, or None.
+        encoder: the `Encoder` of the index's model: required with `corpus`;
+            with `embeddings`, declares or checks their model.
+        model_dir: the encoder's model directory, for messages.
+        delete: a file of ids to delete (one a line), a list of ids, or None.
+        missing_ok: skip ids of `delete` that are not in the index.
+        compact: `"auto"`, True or False (`segment_writer.update_search_index`).
+        batch_size, progress: for encoding `corpus`.
+
+    Returns:
+        The manifest of the new generation (`segments`).
+
+    Raises:
+        MismatchError: embeddings or an encoder of another model than the
+            index's, or of another D.
+        DataError: an id to delete that is not in the index (named with its
+            file and line), a bad shard or id file.
+        UserError: both `embeddings` and `corpus`, or `corpus` without `encoder`.
+
+    Example:
+    >>> update_index("indexes/msmarco", embeddings="new/*.npy", delete="withdrawn.txt")["generation"]
+    1
+    """
+    if embeddings is not None and corpus is not None:
+        raise UserError("update an index from embeddings or from a corpus, not both")
+    if corpus is not None and encoder is None:
+        raise UserError("a corpus is encoded by the index's model: pass its encoder")
+    recorded = recorded_model(index_dir)
+    bm25 = has_bm25_side(index_dir)
+    delete_ids, where = read_id_file(delete) if isinstance(delete, (str, os.PathLike)) else (list(delete or []), None)
+    search_index = os.path.join(index_dir, INDEX_SUBDIR)
+    source = None
+    if embeddings is not None:
+        source = embeddings if isinstance(embeddings, EmbeddingFiles) else EmbeddingFiles.open(embeddings)
+        metadata = embeddings_metadata(source, encoder, model_dir)
+        given = {field: metadata[field] for field in MODEL_FIELDS}
+        change = describe_change(recorded, given, "the new embeddings have")
+        if change:
+            raise MismatchError(
+                f"{source.paths[0]}: encoded by another model than the index {index_dir} ({change}; recorded "
+                f"model_dir: {recorded.get('model_dir')}); {REMEDY}"
+            )
+    elif corpus is not None:
+        change, _ = model_change(recorded, encoder, MODEL_FIELDS, model_dir)
+        if change:
+            raise MismatchError(
+                f"{index_dir}: built with another model ({change}; recorded model_dir: "
+                f"{recorded.get('model_dir')}); {REMEDY}"
+            )
+        if not missing_ok:
+            check_deletions(index_dir, delete_ids, where)
+        vectors = encoder.encode_documents(corpus.joined(), batch_size, progress)
+        source = ArrayRows(corpus.ids, vectors)
+    manifest = update_search_index(search_index, source, delete_ids, where, missing_ok, compact, corpus)
+    if bm25 and embeddings is not None:
+        files.remove(os.path.join(index_dir, BM25_SUBDIR))
+        warnings.warn(
+            f"{index_dir}: its BM25 side is removed: embeddings bring no texts to index (search --retriever "
+            "bm25|hybrid is refused until the index is rebuilt from its corpus)",
+            DataWarning,
+            stacklevel=2,
+        )
+    elif bm25:
+        rebuild_bm25_side(index_dir, SearchIndex.load(search_index))
+    return manifest

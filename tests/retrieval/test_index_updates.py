@@ -1,0 +1,133 @@
+"""`update_index` and `gtr-keras index --update`: index directories updated in place, checked as builds are."""
+
+import json
+
+import numpy as np
+import pytest
+from search_inputs import clustered
+
+from gtr_keras.cli.main import main
+from gtr_keras.errors import MismatchError
+from gtr_keras.retrieval.index_updates import read_id_file, update_index
+from gtr_keras.retrieval.readers import Corpus
+from gtr_keras.retrieval.retriever import Retriever, build_index, index_metadata
+from gtr_keras.retrieval.search_index import SearchIndex
+
+WORDS = "wing lift drag shock boundary layer heat transfer flutter nozzle jet buckling panel cone mach".split()
+
+
+def _corpus(ids, seed=0):
+    rng = np.random.default_rng(seed)
+    texts = [" ".join(rng.choice(WORDS, size=rng.integers(3, 30))) for _ in ids]
+    return Corpus(list(ids), [f"title {i}" for i in ids], texts)
+
+
+def _shard(path, ids, vectors, model=None):
+    """A shard in `gtr-keras encode`'s format (with its model record when `model` is given)."""
+    np.save(path, vectors)
+    path.with_suffix(".ids.txt").write_text("".join(f"{i}\n" for i in ids))
+    if model is not None:
+        record = {"model": model, "kind": "document", "num_rows": len(ids)}
+        path.with_suffix(".json").write_text(json.dumps(record))
+
+
+def _unit(n, dims):
+    x = np.random.default_rng(n).standard_normal((n, dims))
+    return (x / np.linalg.norm(x, axis=1, keepdims=True)).astype("float32")
+
+
+def test_an_updated_corpus_index_searches_and_shows_the_new_documents(tmp_path, tiny_encoder, tiny_model_dir):
+    corpus = _corpus([f"d{i}" for i in range(40)])
+    build_index(tiny_encoder, corpus, tmp_path / "idx", model_dir=tiny_model_dir)
+    before = Retriever.load(tmp_path / "idx", tiny_encoder)
+    new = _corpus(["d3", "n1"], seed=1)
+    (tmp_path / "gone.txt").write_text("d5\n\nd6\n")
+    update_index(tmp_path / "idx", corpus=new, encoder=tiny_encoder, delete=tmp_path / "gone.txt")
+    after = Retriever.load(tmp_path / "idx", tiny_encoder)
+    hits = after.search([new.texts[0], new.texts[1]], k=45)
+    assert {h["id"] for h in hits[0]} == {f"d{i}" for i in range(40)} - {"d5", "d6"} | {"n1"}
+    shown = {h["id"]: h for row in hits for h in row}
+    assert shown["d3"]["text"] == new.texts[0] and shown["n1"]["title"] == "title n1"
+    assert shown["d7"]["text"] == corpus.texts[7]
+    assert len(after.corpus) == 39 and len(before.corpus) == 40  # the loaded version keeps its documents
+    update_index(tmp_path / "idx", compact=True)
+    compacted = Retriever.load(tmp_path / "idx", tiny_encoder)
+    assert compacted.search([new.texts[0]], k=45) == after.search([new.texts[0]], k=45)
+
+
+def test_embeddings_of_another_model_are_refused_before_any_index_work(tmp_path, tiny_encoder):
+    model = index_metadata(tiny_encoder, None)
+    (tmp_path / "emb").mkdir()
+    dims = model["embedding_dim"]
+    _shard(tmp_path / "emb" / "a.npy", ["a", "b"], _unit(2, dims), model)
+    assert main(["index", "--embeddings", str(tmp_path / "emb" / "a.npy"), "--out", str(tmp_path / "idx")]) == 0
+    (tmp_path / "new").mkdir()
+    _shard(tmp_path / "new" / "n.npy", ["c"], _unit(1, dims), {**model, "model_sha256": "f" * 64})
+    with pytest.raises(MismatchError, match=r"n.npy: encoded by another model than the index .*model_sha256"):
+        update_index(tmp_path / "idx", embeddings=str(tmp_path / "new" / "*.npy"))
+    assert SearchIndex.load(tmp_path / "idx").ids == ["a", "b"]
+
+
+def test_cli_update_with_embeddings_and_deletions(tmp_path, capsys):
+    (tmp_path / "emb").mkdir()
+    _shard(tmp_path / "emb" / "a.npy", [f"d{i}" for i in range(30)], clustered(30, seed=1))
+    out = str(tmp_path / "idx")
+    assert main(["index", "--embeddings", str(tmp_path / "emb" / "*.npy"), "--out", out]) == 0
+    (tmp_path / "new").mkdir()
+    _shard(tmp_path / "new" / "n.npy", ["d1", "x1"], clustered(2, seed=2))
+    (tmp_path / "ids.txt").write_text("d2\nd3\n")
+    update = ["index", "--out", out, "--update", "--embeddings", str(tmp_path / "new" / "*.npy")]
+    assert main([*update, "--delete", str(tmp_path / "ids.txt")]) == 0
+    assert "updated" in capsys.readouterr().out
+    index = SearchIndex.load(out)
+    assert len(index.ids) == 29 and {"d2", "d3"}.isdisjoint(index.ids) and "x1" in set(index.ids)
+    (tmp_path / "ids.txt").write_text("d4\nnope\n")
+    assert main(["index", "--out", out, "--update", "--delete", str(tmp_path / "ids.txt")]) == 2
+    assert f"{tmp_path / 'ids.txt'}:2: id 'nope' is not in the index" in capsys.readouterr().err
+    assert main(["index", "--out", out, "--update", "--delete", str(tmp_path / "ids.txt"), "--missing-ok"]) == 0
+    assert len(SearchIndex.load(out).ids) == 28
+
+
+@pytest.mark.parametrize(
+    "flags, message",
+    [
+        (["--delete", "IDS"], "argument --delete: updates an index: needs --update"),
+        (["--update"], "argument --update: needs --embeddings, --corpus (with --model), --delete or --compact"),
+        (["--update", "--compact", "--missing-ok"], "argument --missing-ok: goes with --delete"),
+        (["--update", "--compact", "--exact"], "argument --exact: not with --update"),
+    ],
+)
+def test_cli_update_flags_are_checked_first(tmp_path, capsys, flags, message):
+    (tmp_path / "IDS").write_text("a\n")
+    flags = [str(tmp_path / f) if f == "IDS" else f for f in flags]
+    with pytest.raises(SystemExit) as exit_:
+        main(["index", "--out", str(tmp_path / "idx"), *flags])
+    assert exit_.value.code == 2 and message in capsys.readouterr().err
+
+
+def test_an_id_file_names_the_line_of_a_bad_id(tmp_path):
+    (tmp_path / "ids.txt").write_text("a\nb c\n")
+    with pytest.raises(Exception, match=r"ids.txt:2: id 'b c' holds whitespace"):
+        read_id_file(tmp_path / "ids.txt")
+    (tmp_path / "ids.txt").write_text("a\n\nb\na\n")
+    with pytest.raises(Exception, match=r"ids.txt:4: id 'a' duplicates .*ids.txt:1"):
+        read_id_file(tmp_path / "ids.txt")
+
+
+def test_cli_update_checks_the_index_and_the_ids_before_the_model_loads(tmp_path, capsys, monkeypatch, tiny_model_dir):
+    from gtr_keras.cli import commands
+
+    monkeypatch.setattr(commands, "_encoder", lambda args: pytest.fail("the model loaded before the checks"))
+    (tmp_path / "ids.txt").write_text("d1\nnope\n")
+    (tmp_path / "not-an-index").mkdir()
+    update = ["index", "--update", "--delete", str(tmp_path / "ids.txt")]
+    assert main([*update, "--out", str(tmp_path / "not-an-index")]) == 2
+    assert "not an index directory (no retriever.json)" in capsys.readouterr().err
+    (tmp_path / "emb").mkdir()
+    _shard(tmp_path / "emb" / "a.npy", ["d0", "d1"], clustered(2, seed=1))
+    assert main(["index", "--embeddings", str(tmp_path / "emb" / "a.npy"), "--out", str(tmp_path / "idx")]) == 0
+    corpus = tmp_path / "corpus.jsonl"
+    corpus.write_text(json.dumps({"_id": "d0", "text": "wing"}) + "\n")
+    argv = [*update, "--out", str(tmp_path / "idx"), "--model", tiny_model_dir, "--corpus", str(corpus)]
+    assert main(argv) == 2
+    assert f"{tmp_path / 'ids.txt'}:2: id 'nope' is not in the index" in capsys.readouterr().err

@@ -1,0 +1,75 @@
+import glob
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from gtr_keras.cli.main import main
+from gtr_keras.errors import UserError
+from gtr_keras.serving.export import export_encoder, load_export
+from gtr_keras.serving.litert import LITERT_FILE, check_litert_export, load_litert
+
+TEXTS = [
+    "what is the lift of a wing?",
+    "",
+    "boundary layer " * 400,  # past both budgets
+    "Ünïcödé 北京",
+    "  \t surrounding whitespace \n",
+    "heat transfer",
+]
+
+
+@pytest.fixture(scope="module")
+def litert_and_saved_model(tmp_path_factory, tiny_model_dir, tiny_encoder):
+    """The tiny model's `export --format litert` (through the command line) and its SavedModel export."""
+    root = tmp_path_factory.mktemp("litert")
+    assert main(["export", "--model", tiny_model_dir, "--format", "litert", "--out", str(root / "litert")]) == 0
+    export_encoder(tiny_encoder, str(root / "savedmodel"))
+    return root, load_export(str(root / "savedmodel" / "encoder" / "1"))
+
+
+@pytest.mark.slow
+def test_the_litert_export_runs_in_the_interpreter_as_the_saved_model_does(litert_and_saved_model, tiny_encoder):
+    root, saved_model = litert_and_saved_model
+    found = glob.glob(str(root / "litert" / "**" / "*.tflite"), recursive=True)
+    assert found == [str(root / "litert" / LITERT_FILE)]
+    interpreter = load_litert(found[0])
+    assert set(interpreter.get_signature_list()) == {"encode_documents", "encode_queries"}
+    lengths = set()
+    budgets = {"encode_queries": tiny_encoder.query_length, "encode_documents": tiny_encoder.document_length}
+    for signature, length in budgets.items():
+        runner = interpreter.get_signature_runner(signature)
+        # Batch sizes 1 to 6 and lengths from 1 token (EOS alone) to each budget, in one interpreter.
+        for batch in (TEXTS, TEXTS[:1], TEXTS[1:2], TEXTS[2:4], TEXTS[3:], TEXTS[::-1]):
+            embeddings = runner(texts=np.array(batch, dtype=object))["embeddings"]
+            expected = saved_model.signatures[signature](texts=tf.constant(batch))["embeddings"].numpy()
+            assert embeddings.shape == expected.shape == (len(batch), tiny_encoder.embedding_dim)
+            np.testing.assert_allclose(embeddings, expected, atol=1e-5)
+            lengths.add(int(tiny_encoder.tokenizer.dense_token_ids(batch, length)["token_ids"].shape[1]))
+    assert {1, tiny_encoder.query_length} <= lengths and max(lengths) > tiny_encoder.query_length
+
+
+@pytest.mark.parametrize(
+    "flags, message",
+    [
+        (["--index", "."], "argument --index: the searcher is a SavedModel; --format litert exports the encoder"),
+        (["--precision", "bfloat16"], "argument --precision: --format litert exports float32"),
+    ],
+)
+def test_litert_refuses_a_searcher_and_bfloat16_in_one_line(tiny_model_dir, tmp_path, capsys, flags, message):
+    (tmp_path / "index").mkdir()
+    (tmp_path / "index" / "retriever.json").write_text("{}")
+    flags = [str(tmp_path / "index") if flag == "." else flag for flag in flags]
+    with pytest.raises(SystemExit) as exit_info:
+        main(["export", "--model", tiny_model_dir, "--format", "litert", "--out", str(tmp_path / "out"), *flags])
+    assert exit_info.value.code == 2 and message in capsys.readouterr().err.strip().splitlines()[-1]
+    assert not (tmp_path / "out").exists()
+
+
+def test_what_a_litert_export_cannot_hold_or_replace_is_refused_before_the_work(tiny_encoder, tmp_path, monkeypatch):
+    (tmp_path / LITERT_FILE).mkdir()
+    with pytest.raises(UserError, match=f"{LITERT_FILE}: is a directory"):
+        check_litert_export(tiny_encoder, tmp_path)
+    monkeypatch.setattr(tiny_encoder.tokenizer, "lowercase", True)
+    with pytest.raises(UserError, match="lowercase=True"):
+        check_litert_export(tiny_encoder, tmp_path / "other")
