@@ -7,8 +7,9 @@ and dynamic int8) and OpenVINO, and written in sentence-transformers layout by g
 SciFact abstracts at a 512-token budget, in one run whose rounds alternate the runtimes (the median of the
 rounds is reported):
 
-- gtr-keras: TensorFlow float32 and bfloat16 (`gtr_keras.load`), ONNX Runtime float32 and int8 and OpenVINO
-  float32 and bfloat16 (`RuntimeEncoder` on `gtr-keras export --format onnx|openvino`);
+- gtr-keras: TensorFlow float32 and bfloat16 (`gtr_keras.load`), LiteRT (`export --format litert` in TFLite's
+  interpreter, one thread a core, unsorted batches), ONNX Runtime float32 and int8 and OpenVINO float32 and
+  bfloat16 (`RuntimeEncoder` on `gtr-keras export --format onnx|openvino`);
 - sentence-transformers with `backend="torch"`, `"onnx"` and `"openvino"`, run by `--peer-python` (an
   environment with the `benchmarks` extra: torch, sentence-transformers, optimum-onnx, optimum-intel) in
   a process of its own that takes its turn in each round; a backend that fails is recorded with its error.
@@ -42,7 +43,7 @@ from results import RESULTS, machine, publish, rerun_command  # noqa: E402
 SECTION = "## Runtimes"
 TF_FLOAT32 = "gtr-keras TensorFlow fp32"
 PEER_BACKENDS = ("torch", "onnx", "openvino")
-OUR_PACKAGES = ("tensorflow", "onnxruntime", "tf2onnx", "openvino")
+OUR_PACKAGES = ("tensorflow", "tensorflow-text", "onnxruntime", "tf2onnx", "openvino")
 PEER_PACKAGES = ("torch", "sentence-transformers", "transformers", "optimum-onnx", "optimum-intel", "openvino")
 
 
@@ -79,10 +80,11 @@ def build_models(work, smoke):
     from gtr_keras.models.gtr.presets import BUNDLED_MODEL_DIR, preset_config
     from gtr_keras.models.gtr.saving import load, save
     from gtr_keras.models.gtr.text_embedder import GTRTextEmbedder
+    from gtr_keras.serving.litert import export_litert, litert_path
     from gtr_keras.serving.onnx_export import export_onnx
     from gtr_keras.serving.openvino_export import export_openvino
 
-    paths = {name: os.path.join(work, name) for name in ("model", "st", "onnx", "onnx-int8", "openvino")}
+    paths = {name: os.path.join(work, name) for name in ("model", "st", "onnx", "onnx-int8", "openvino", "litert")}
     seconds = {}
     if not os.path.exists(os.path.join(paths["model"], "config.json")):
         keras.utils.set_random_seed(0)
@@ -97,8 +99,11 @@ def build_models(work, smoke):
         ("onnx", lambda: export_onnx(encoder, paths["onnx"])),
         ("onnx-int8", lambda: export_onnx(encoder, paths["onnx-int8"], "int8")),
         ("openvino", lambda: export_openvino(encoder, paths["openvino"])),
+        ("litert", lambda: export_litert(encoder, paths["litert"])),
     ):
-        if not os.path.exists(os.path.join(paths[name], "export.json")):
+        if not os.path.exists(
+            litert_path(paths[name]) if name == "litert" else os.path.join(paths[name], "export.json")
+        ):
             start = time.perf_counter()
             write()
             seconds[name] = time.perf_counter() - start
@@ -108,12 +113,21 @@ def build_models(work, smoke):
 def gtr_keras_runtimes(paths):
     """`{row name: encode function}` of gtr-keras' own paths."""
     from gtr_keras.models.gtr.saving import load
+    from gtr_keras.serving.litert import litert_path, load_litert
     from gtr_keras.serving.runtime_encoder import RuntimeEncoder
 
     float32, bfloat16 = load(paths["model"]), load(paths["model"], dtype="bfloat16")
+    litert = load_litert(litert_path(paths["litert"]), num_threads=os.cpu_count())
+    litert_documents = litert.get_signature_runner("encode_documents")
+
+    def litert_encode(texts, batch_size):
+        batches = [np.array(texts[i : i + batch_size], dtype=object) for i in range(0, len(texts), batch_size)]
+        return np.concatenate([litert_documents(texts=batch)["embeddings"] for batch in batches])
+
     runtimes = {
         TF_FLOAT32: float32.encode_documents,
         "gtr-keras TensorFlow bf16": bfloat16.encode_documents,
+        "gtr-keras LiteRT fp32": litert_encode,
         "gtr-keras ONNX Runtime fp32": RuntimeEncoder(paths["onnx"]).encode_documents,
         "gtr-keras ONNX Runtime int8": RuntimeEncoder(paths["onnx-int8"]).encode_documents,
         "gtr-keras OpenVINO fp32": RuntimeEncoder(paths["openvino"]).encode_documents,
