@@ -30,7 +30,7 @@ def build_requests(model, signature, texts, k=None, chunk_size=MAX_BATCH_SIZE):
         request = predict_pb2.PredictRequest()
         request.model_spec.name = model
         request.model_spec.signature_name = signature
-        request.inputs[INPUT_NAMES[model]].CopyFrom(tf.make_tensor_proto(chunk, dtype=tf.string))
+        request.inputs[INPUT_NAMES.get(model, "queries")].CopyFrom(tf.make_tensor_proto(chunk, dtype=tf.string))
         if k is not None:
             request.inputs["k"].CopyFrom(tf.make_tensor_proto([k] * len(chunk), dtype=tf.int32))
         requests.append(request)

@@ -76,6 +76,11 @@ def check_index_sources(args, parser):
         parser.error("argument --missing-ok: goes with --delete")
     if args.update and args.runner:
         parser.error("argument --runner: not with --update (encode the new documents with --model and --corpus)")
+    if args.update and (args.bm25_corpus is not None or not args.bm25):
+        flag = "--bm25-corpus" if args.bm25_corpus is not None else "--no-bm25"
+        parser.error(
+            f"argument {flag}: not with --update (an update keeps the index's BM25 side in step, from --corpus)"
+        )
     if args.update and args.exact:
         parser.error("argument --exact: not with --update (an update keeps the index's kind)")
     if args.update and args.corpus is None and args.embeddings is None:
@@ -111,6 +116,11 @@ def check_export_format(args, parser):
         return
     if args.index:
         parser.error(f"argument --index: the searcher is a SavedModel; --format {args.format} exports the encoder")
+    if args.version is not None:
+        parser.error(
+            f"argument --version: TF Serving's version directories are SavedModels'; --format {args.format} "
+            "writes OUT itself"
+        )
     if args.precision != "float32":
         parser.error(
             f"argument --precision: --format {args.format} exports float32 (for ONNX Runtime's int8: --quantize int8)"

@@ -73,11 +73,11 @@ def run_demo(out_dir="gtr-demo", model_dir=DEMO_MODEL, dataset=DEMO_DATASET, k=3
         "one collection: not the paper's GTR-Base..XXL (110M-4.8B parameters); docs/hybrid.md)\n"
     )
 
-    export_encoder(encoder, export_dir)
-    searcher_dir = export_searcher(encoder, index_dir, export_dir, searcher="brute-force", k=k)
+    encoder_dir = export_encoder(encoder, export_dir, version=1)
+    searcher_dir = export_searcher(encoder, index_dir, export_dir, searcher="brute-force", version=1, k=k)
     answer = load_export(searcher_dir).signatures["serving_default"](queries=tf.constant([queries[examples[0]]]))
     ids = [i.decode() for i in answer["ids"].numpy()[0]]
-    print(f"exported SavedModels to {export_dir}/encoder/1 and {searcher_dir}")
+    print(f"exported SavedModels to {encoder_dir} and {searcher_dir}")
     print(f"the searcher SavedModel answers query {examples[0]} with documents {ids}")
     print(f"\ndone in {time.perf_counter() - start:.0f} s")
     return metrics

@@ -111,6 +111,10 @@ def main(argv=None):
     args = parser.parse_args(argv)
     if args.command in ("evaluate", "search") and args.retriever != "bm25" and not args.model:
         parser.commands[args.command].error(f"argument --model: required with --retriever {args.retriever}")
+    if args.command in ("evaluate", "search") and args.retriever != "hybrid":
+        for flag, value in (("--fusion", args.fusion), ("--gtr-weight", args.gtr_weight)):
+            if value is not None:
+                parser.commands[args.command].error(f"argument {flag}: fuses --retriever hybrid, not {args.retriever}")
     if args.command == "search" and args.retriever != "gtr" and len(args.index) > 1:
         parser.commands["search"].error(
             f"argument --index: --retriever {args.retriever} searches one index (several are shards of --retriever gtr)"

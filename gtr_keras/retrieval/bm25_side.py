@@ -13,7 +13,7 @@ refuses hybrid search on it).
 import os
 
 from gtr_keras.errors import DataError, MismatchError
-from gtr_keras.retrieval.bm25 import SAVED_FILES, SETTINGS_JSON, BM25Retriever
+from gtr_keras.retrieval.bm25 import IDS_TXT, SAVED_FILES, SETTINGS_JSON, BM25Retriever
 from gtr_keras.retrieval.readers import Corpus
 from gtr_keras.retrieval.segments import index_documents
 from gtr_keras.utils import files
@@ -57,6 +57,12 @@ def rebuild_bm25_side(index_dir, index):
     corpus = corpus_in_index_order(corpus, os.path.join(index_dir, "index"), index.ids)
     with files.atomic_directory(os.path.join(index_dir, BM25_SUBDIR), [BM25_DIRECTORY]) as staging:
         _bm25_of(corpus).save(staging)
+
+
+def bm25_side_ids(index_dir):
+    """The ids of an index directory's BM25 side, in row order (its `ids.txt`, without loading the side)."""
+    with files.open(os.path.join(index_dir, BM25_SUBDIR, IDS_TXT), "rb") as f:
+        return f.read().decode("utf-8").splitlines()
 
 
 def has_bm25_side(index_dir):

@@ -132,6 +132,8 @@ def model_fusion(model, method=None, gtr_weight=None):
         if FUSION_KEY in metadata:
             recorded = metadata[FUSION_KEY]
             try:
+                if not isinstance(recorded, dict) or {"method", "gtr_weight"} - set(recorded):
+                    raise UserError("both fields are needed")
                 Fusion(**recorded)
             except (TypeError, UserError) as error:
                 raise DataError(

@@ -8,15 +8,16 @@ to delete must be in the index. The vectors go into a new segment of the
 search index (`segment_writer`), their documents beside them, so that
 `search` shows the documents of the version it loaded. An index with a BM25
 side gets it rebuilt from the updated documents once the update is committed
-(`bm25_side.rebuild_bm25_side`); an update from embeddings, which bring no
-texts, is refused for it.
+(`bm25_side.rebuild_bm25_side`), and a side a killed update left behind is
+rebuilt by the next update before it starts; an update from embeddings,
+which bring no texts, removes the side (with a `DataWarning`).
 """
 
 import os
 import warnings
 
 from gtr_keras.errors import DataError, DataWarning, MismatchError, UserError
-from gtr_keras.retrieval.bm25_side import BM25_SUBDIR, has_bm25_side, rebuild_bm25_side
+from gtr_keras.retrieval.bm25_side import BM25_SUBDIR, bm25_side_ids, has_bm25_side, rebuild_bm25_side
 from gtr_keras.retrieval.embedding_files import EmbeddingFiles
 from gtr_keras.retrieval.index_format import RETRIEVER_JSON, check_ids
 from gtr_keras.retrieval.retriever import INDEX_SUBDIR, MODEL_FIELDS, embeddings_metadata, model_change
@@ -130,9 +131,9 @@ def update_index(
     if corpus is not None and encoder is None:
         raise UserError("a corpus is encoded by the index's model: pass its encoder")
     recorded = recorded_model(index_dir)
-    bm25 = has_bm25_side(index_dir)
-    delete_ids, where = read_id_file(delete) if isinstance(delete, (str, os.PathLike)) else (list(delete or []), None)
     search_index = os.path.join(index_dir, INDEX_SUBDIR)
+    bm25 = _repair_bm25_side(index_dir, search_index)
+    delete_ids, where = read_id_file(delete) if isinstance(delete, (str, os.PathLike)) else (list(delete or []), None)
     source = None
     if embeddings is not None:
         source = embeddings if isinstance(embeddings, EmbeddingFiles) else EmbeddingFiles.open(embeddings)
@@ -157,7 +158,11 @@ def update_index(
         source = ArrayRows(corpus.ids, vectors)
     manifest = update_search_index(search_index, source, delete_ids, where, missing_ok, compact, corpus)
     if bm25 and embeddings is not None:
-        files.remove(os.path.join(index_dir, BM25_SUBDIR))
+        side = os.path.join(index_dir, BM25_SUBDIR)
+        aside = os.path.join(index_dir, f".{BM25_SUBDIR}.tmp-removed")  # what `files.remove_staging` clears
+        if files.is_local(side):
+            os.replace(side, aside)  # a kill while removing it leaves a name that the next update clears
+        files.remove(aside if files.is_local(side) else side)
         warnings.warn(
             f"{index_dir}: its BM25 side is removed: embeddings bring no texts to index (search --retriever "
             "bm25|hybrid is refused until the index is rebuilt from its corpus)",
@@ -167,3 +172,16 @@ def update_index(
     elif bm25:
         rebuild_bm25_side(index_dir, SearchIndex.load(search_index))
     return manifest
+
+
+def _repair_bm25_side(index_dir, search_index):
+    """Whether the index has a BM25 side, once what a killed update left of it is put right: a side moved
+    aside is put back or cleared, and a side of an earlier generation (a kill between the dense commit and
+    the side's rebuild) is rebuilt from the documents of the current one."""
+    files.remove_staging(os.path.join(index_dir, BM25_SUBDIR))
+    if not has_bm25_side(index_dir):
+        return False
+    index = SearchIndex.load(search_index)
+    if bm25_side_ids(index_dir) != list(index.ids):
+        rebuild_bm25_side(index_dir, index)
+    return True

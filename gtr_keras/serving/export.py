@@ -418,8 +418,9 @@ def _write_searcher(encoder, index_dir, staging, searcher, k):
                     found = scann_ops.scann_search_batched(
                         resource.resource_handle, queries, width, reorder * width, leaves, True
                     )
-                    neighbors.append(found[0] + first)
-                    scores.append(found[1])
+                    missing = tf.math.is_nan(found[1])  # places ScaNN's searched leaves could not fill
+                    neighbors.append(tf.where(missing, 0, found[0]) + first)
+                    scores.append(tf.where(missing, -np.inf, found[1]))
                 if len(searched) == 1:
                     return neighbors[0], scores[0]
                 best, place = tf.math.top_k(tf.concat(scores, axis=1), k)
@@ -444,7 +445,7 @@ def _write_searcher(encoder, index_dir, staging, searcher, k):
                 lambda: (tf.zeros([0, width], tf.int32), tf.zeros([0, width], tf.float32)),
             )
             neighbors, scores = tf.ensure_shape(neighbors, [None, None]), tf.ensure_shape(scores, [None, None])
-            inside = tf.range(width)[None, :] < k[:, None]
+            inside = (tf.range(width)[None, :] < k[:, None]) & tf.math.is_finite(scores)
             return {
                 "ids": tf.where(inside, tf.gather(root.doc_ids, neighbors), PAD_ID),
                 "scores": tf.where(inside, scores, PAD_SCORE),

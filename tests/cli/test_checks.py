@@ -151,6 +151,7 @@ def test_index_runner_without_apache_beam_is_exit_2_naming_the_extra(tmp_path):
         (["--format", "openvino", "--quantize", "int8"], "argument --quantize: applies to --format onnx, not openvino"),
         (["--format", "onnx", "--index", "INDEX"], "argument --index: the searcher is a SavedModel"),
         (["--format", "onnx", "--precision", "bfloat16"], "argument --precision: --format onnx exports float32"),
+        (["--format", "litert", "--version", "2"], "argument --version: TF Serving's version directories"),
     ],
 )
 def test_export_format_combinations_are_exit_2_before_the_model_loads(
@@ -161,5 +162,40 @@ def test_export_format_combinations_are_exit_2_before_the_model_loads(
     extra = [str(tmp_path / "index") if value == "INDEX" else value for value in extra]
     with pytest.raises(SystemExit) as exit_:
         main(["export", "--model", empty_model_dir(tmp_path), "--out", str(tmp_path / "out"), *extra])
+    assert exit_.value.code == 2
+    assert message in one_line_error(capsys)
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (
+            ["search", "q", "--index", "INDEX", "--fusion", "rrf"],
+            "argument --fusion: fuses --retriever hybrid, not gtr",
+        ),
+        (
+            ["evaluate", "--dataset", "INDEX", "--retriever", "bm25", "--gtr-weight", "0.3"],
+            "argument --gtr-weight: fuses --retriever hybrid, not bm25",
+        ),
+        (
+            ["index", "--out", "INDEX", "--update", "--delete", "IDS", "--no-bm25"],
+            "argument --no-bm25: not with --update",
+        ),
+        (
+            ["index", "--out", "INDEX", "--update", "--embeddings", "IDS", "--bm25-corpus", "IDS"],
+            "argument --bm25-corpus: not with --update",
+        ),
+    ],
+)
+def test_flags_that_would_be_ignored_are_exit_2(argv, message, tmp_path, capsys, no_model_loading):
+    (tmp_path / "index").mkdir()
+    (tmp_path / "index" / "retriever.json").write_text("{}")
+    (tmp_path / "ids.txt").write_text("a\n")
+    swap = {"INDEX": str(tmp_path / "index"), "IDS": str(tmp_path / "ids.txt")}
+    argv = [swap.get(value, value) for value in argv]
+    if argv[0] != "index":
+        argv += ["--model", empty_model_dir(tmp_path)]
+    with pytest.raises(SystemExit) as exit_:
+        main(argv)
     assert exit_.value.code == 2
     assert message in one_line_error(capsys)

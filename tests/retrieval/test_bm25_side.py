@@ -142,3 +142,28 @@ def test_updates_rebuild_the_side_from_the_updated_documents(tmp_path, tiny_enco
         update_index(out, embeddings=str(tmp_path / "e.npy"), encoder=tiny_encoder)
     assert not has_bm25_side(out)
     assert "moons" in Retriever.load(out, tiny_encoder).index.ids
+
+
+def test_an_update_killed_before_its_side_was_rebuilt_is_put_right_by_the_next(
+    tmp_path, tiny_encoder, tiny_model_dir, monkeypatch
+):
+    from gtr_keras.retrieval import index_updates
+    from gtr_keras.retrieval.hybrid_retriever import HybridRetriever
+
+    out = tmp_path / "idx"
+    build_index(tiny_encoder, CORPUS, out, model_dir=tiny_model_dir)
+
+    def killed(index_dir, index):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(index_updates, "rebuild_bm25_side", killed)
+    with pytest.raises(KeyboardInterrupt):
+        index_updates.update_index(out, delete=["tides"])
+    with pytest.raises(MismatchError):
+        HybridRetriever.load(out, tiny_encoder)
+    monkeypatch.undo()
+    (out / ".bm25.tmp-removed").mkdir()  # what a kill while removing a side leaves
+    index_updates.update_index(out, compact=True)
+    assert not (out / ".bm25.tmp-removed").exists()
+    hybrid = HybridRetriever.load(out, tiny_encoder)
+    assert "tides" not in hybrid.bm25.ids and hybrid.bm25.ids == list(hybrid.retriever.index.ids)

@@ -94,9 +94,10 @@ def test_a_bad_record_is_refused_naming_the_file(tmp_path):
     model = tmp_path / "model"
     shutil.copytree(BUNDLED_MODEL_DIR, model, ignore=shutil.ignore_patterns("*.h5"))
     metadata = json.loads((model / "metadata.json").read_text())
-    (model / "metadata.json").write_text(json.dumps({**metadata, "fusion": {"method": "max", "gtr_weight": 0.2}}))
-    with pytest.raises(DataError, match=r"metadata.json: field 'fusion'"):
-        model_fusion(str(model))
+    for record in ({"method": "max", "gtr_weight": 0.2}, {"gtr_weight": 0.2}, [0.2]):
+        (model / "metadata.json").write_text(json.dumps({**metadata, "fusion": record}))
+        with pytest.raises(DataError, match=r"metadata.json: field 'fusion'"):
+            model_fusion(str(model), method="rrf")
 
 
 def test_the_class_docstring_example_runs():

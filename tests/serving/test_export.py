@@ -529,6 +529,9 @@ def test_grpc_client_requests_run_against_the_export(exports):
         assert rows == len(texts)
     with pytest.raises(ValueError, match="--k"):
         grpc_client.build_requests("gtr_searcher", "search", texts)
+    # A searcher served under another name (a shard's, for sharded_client.py) takes queries too.
+    (request,) = grpc_client.build_requests("gtr_searcher_shard_b", "search", texts, 3, chunk_size=8)
+    assert set(request.inputs) == {"queries", "k"}
 
 
 def test_a_failed_searcher_export_leaves_the_previous_encoder_and_searcher_intact(
