@@ -105,8 +105,8 @@ def load_bm25_side(index_dir, ids, corpus=None):
         )
     if corpus is not None and retriever.texts_sha256 != strings_sha256(corpus.joined()):
         raise MismatchError(
-            f"{path}: indexed other texts than the documents the index stores (an update killed before its BM25 "
-            "side was rebuilt?); any `gtr-keras index --update` of the index (e.g. with --compact) rebuilds it"
+            f"{path}: indexed other texts than the documents the index stores: an update is rebuilding it (retry "
+            "when it ends) or was killed first (`gtr-keras index --out INDEX --update --compact` rebuilds it)"
         )
     return retriever
 
