@@ -7,15 +7,16 @@ and dynamic int8) and OpenVINO, and written in sentence-transformers layout by g
 SciFact abstracts at a 512-token budget, in one run whose rounds alternate the runtimes (the median of the
 rounds is reported):
 
-- gtr-keras: TensorFlow float32 and bfloat16 (`gtr_keras.load`), ONNX Runtime float32 and int8 and OpenVINO
-  float32 and bfloat16 (`RuntimeEncoder` on `gtr-keras export --format onnx|openvino`);
+- gtr-keras: TensorFlow float32 and bfloat16 (`gtr_keras.load`), LiteRT (`export --format litert` in TFLite's
+  interpreter, one thread a core, unsorted batches), ONNX Runtime float32 and int8 and OpenVINO float32 and
+  bfloat16 (`RuntimeEncoder` on `gtr-keras export --format onnx|openvino`);
 - sentence-transformers with `backend="torch"`, `"onnx"` and `"openvino"`, run by `--peer-python` (an
   environment with the `benchmarks` extra: torch, sentence-transformers, optimum-onnx, optimum-intel) in
   a process of its own that takes its turn in each round; a backend that fails is recorded with its error.
 
 Each row gives the minimum cosine of its embeddings to TensorFlow float32's. The int8 export's NDCG@10 on
 the full SciFact is measured with the bundled trained model (`gtr-small-distilled`; a random model has no
-meaningful NDCG), beside its float32 ONNX export's and TensorFlow's. The run also counts the texts of the
+meaningful NDCG), beside its float32 ONNX export's. The run also counts the texts of the
 five collections on which onnxruntime-extensions' and openvino-tokenizers' SentencePiece ops give other ids
 than the `sentencepiece` library (why the ONNX and OpenVINO exports take token ids).
 
@@ -42,6 +43,22 @@ from results import RESULTS, machine, publish, rerun_command  # noqa: E402
 SECTION = "## Runtimes"
 TF_FLOAT32 = "gtr-keras TensorFlow fp32"
 PEER_BACKENDS = ("torch", "onnx", "openvino")
+OUR_PACKAGES = ("tensorflow", "tensorflow-text", "onnxruntime", "tf2onnx", "openvino")
+PEER_PACKAGES = ("torch", "sentence-transformers", "transformers", "optimum-onnx", "optimum-intel", "openvino")
+
+
+def versions(packages):
+    from importlib.metadata import PackageNotFoundError, version
+
+    found = {}
+    for package in packages:
+        try:
+            found[package] = version(package)
+        except PackageNotFoundError:
+            found[package] = "not installed"
+    return ", ".join(f"{package} {number}" for package, number in found.items())
+
+
 FLAGS = ("avx2", "avx512f", "avx512_bf16", "avx512_vnni", "avx_vnni", "amx_bf16", "amx_int8")
 COLLECTIONS = ("cranfield", "cisi", "scifact", "nfcorpus", "msmarco-dl19-subset")
 BUNDLED = "gtr-small-distilled"
@@ -63,10 +80,11 @@ def build_models(work, smoke):
     from gtr_keras.models.gtr.presets import BUNDLED_MODEL_DIR, preset_config
     from gtr_keras.models.gtr.saving import load, save
     from gtr_keras.models.gtr.text_embedder import GTRTextEmbedder
+    from gtr_keras.serving.litert import export_litert, litert_path
     from gtr_keras.serving.onnx_export import export_onnx
     from gtr_keras.serving.openvino_export import export_openvino
 
-    paths = {name: os.path.join(work, name) for name in ("model", "st", "onnx", "onnx-int8", "openvino")}
+    paths = {name: os.path.join(work, name) for name in ("model", "st", "onnx", "onnx-int8", "openvino", "litert")}
     seconds = {}
     if not os.path.exists(os.path.join(paths["model"], "config.json")):
         keras.utils.set_random_seed(0)
@@ -81,8 +99,11 @@ def build_models(work, smoke):
         ("onnx", lambda: export_onnx(encoder, paths["onnx"])),
         ("onnx-int8", lambda: export_onnx(encoder, paths["onnx-int8"], "int8")),
         ("openvino", lambda: export_openvino(encoder, paths["openvino"])),
+        ("litert", lambda: export_litert(encoder, paths["litert"])),
     ):
-        if not os.path.exists(os.path.join(paths[name], "export.json")):
+        if not os.path.exists(
+            litert_path(paths[name]) if name == "litert" else os.path.join(paths[name], "export.json")
+        ):
             start = time.perf_counter()
             write()
             seconds[name] = time.perf_counter() - start
@@ -92,12 +113,21 @@ def build_models(work, smoke):
 def gtr_keras_runtimes(paths):
     """`{row name: encode function}` of gtr-keras' own paths."""
     from gtr_keras.models.gtr.saving import load
+    from gtr_keras.serving.litert import litert_path, load_litert
     from gtr_keras.serving.runtime_encoder import RuntimeEncoder
 
     float32, bfloat16 = load(paths["model"]), load(paths["model"], dtype="bfloat16")
+    litert = load_litert(litert_path(paths["litert"]), num_threads=os.cpu_count())
+    litert_documents = litert.get_signature_runner("encode_documents")
+
+    def litert_encode(texts, batch_size):
+        batches = [np.array(texts[i : i + batch_size], dtype=object) for i in range(0, len(texts), batch_size)]
+        return np.concatenate([litert_documents(texts=batch)["embeddings"] for batch in batches])
+
     runtimes = {
         TF_FLOAT32: float32.encode_documents,
         "gtr-keras TensorFlow bf16": bfloat16.encode_documents,
+        "gtr-keras LiteRT fp32": litert_encode,
         "gtr-keras ONNX Runtime fp32": RuntimeEncoder(paths["onnx"]).encode_documents,
         "gtr-keras ONNX Runtime int8": RuntimeEncoder(paths["onnx-int8"]).encode_documents,
         "gtr-keras OpenVINO fp32": RuntimeEncoder(paths["openvino"]).encode_documents,
@@ -124,7 +154,7 @@ def run_peer(st_dir, texts_file, out_dir, batch_size):
             models[backend] = model
         except Exception as error:  # a backend that fails is a result: the table records its error
             errors[backend] = f"{type(error).__name__}: {str(error).strip().splitlines()[0][:200]}"
-    print(MARK + json.dumps({"errors": errors}), flush=True)
+    print(MARK + json.dumps({"errors": errors, "versions": versions(PEER_PACKAGES)}), flush=True)
     for line in sys.stdin:
         if line.strip() != "round":
             break
@@ -165,12 +195,14 @@ def measure(paths, texts, rounds, batch_size, peer_python, work):
     )
     runtimes = gtr_keras_runtimes(paths)
     embeddings = {name: encode(texts, batch_size=batch_size) for name, encode in runtimes.items()}  # warm-up
-    errors = {f"sentence-transformers {k}": v for k, v in read_result(peer)["errors"].items()}
+    ready = read_result(peer)
+    errors = {f"sentence-transformers {k}": v for k, v in ready["errors"].items()}
     for backend in PEER_BACKENDS:
         if f"sentence-transformers {backend}" not in errors:
             embeddings[f"sentence-transformers {backend}"] = np.load(os.path.join(work, f"{backend}.npy"))
     seconds = {name: [] for name in embeddings}
-    for _ in range(rounds):
+    for number in range(rounds):
+        print(f"round {number + 1} of {rounds}", file=sys.stderr, flush=True)
         for name, encode in runtimes.items():
             start = time.perf_counter()
             encode(texts, batch_size=batch_size)
@@ -181,11 +213,12 @@ def measure(paths, texts, rounds, batch_size, peer_python, work):
             seconds[f"sentence-transformers {backend}"].append(spent)
     peer.stdin.close()
     peer.wait(timeout=120)
-    return seconds, embeddings, errors
+    return seconds, embeddings, errors, ready["versions"]
 
 
 def int8_ndcg(data, work):
-    """NDCG@10 on SciFact's test queries of the bundled model: TensorFlow float32, ONNX float32 and int8."""
+    """NDCG@10 on SciFact's test queries of the bundled model's ONNX exports, float32 (within 1e-5 of
+    TensorFlow's, tests/serving/test_onnx_export.py) and int8."""
     from gtr_keras.models.gtr.presets import BUNDLED_MODEL_DIR
     from gtr_keras.models.gtr.saving import load
     from gtr_keras.retrieval.evaluation import evaluate_run, results_from_scores
@@ -198,7 +231,7 @@ def int8_ndcg(data, work):
     qrels = load_qrels(os.path.join(data, "scifact"), "test")
     query_ids = [q for q in qrels if q in queries]
     encoder = load(BUNDLED_MODEL_DIR)
-    encoders = {"TensorFlow fp32": encoder}
+    encoders = {}
     for name, quantize in (("ONNX Runtime fp32", None), ("ONNX Runtime int8", "int8")):
         target = os.path.join(work, f"bundled-onnx-{quantize or 'float32'}")
         if not os.path.exists(os.path.join(target, "export.json")):
@@ -211,7 +244,7 @@ def int8_ndcg(data, work):
         top = np.argsort(-scores, axis=1)[:, :100]
         run = results_from_scores(query_ids, corpus.ids, top, np.take_along_axis(scores, top, axis=1))
         ndcg[name] = evaluate_run(qrels, run)["ndcg@10"]
-    cosines = {name: min_cosine(documents[name], documents["TensorFlow fp32"]) for name in documents}
+    cosines = {name: min_cosine(documents[name], documents["ONNX Runtime fp32"]) for name in documents}
     return ndcg, cosines, len(corpus), len(query_ids), encoder.document_length
 
 
@@ -290,7 +323,7 @@ def tokenizer_differences(data):
     print(MARK + json.dumps({"counts": counts, "texts": len(texts)}), flush=True)
 
 
-def report(args, seconds, embeddings, errors, export_seconds, ndcg, tokenizers, texts, started):
+def report(args, seconds, embeddings, errors, peer_versions, export_seconds, ndcg, tokenizers, texts, started):
     from gtr_keras.utils.cpu import cpu_flags
 
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
@@ -310,6 +343,7 @@ def report(args, seconds, embeddings, errors, export_seconds, ndcg, tokenizers, 
         f"- Mean tokens per abstract (EOS included): {np.mean([len(t) for t in tokenizers['lengths']]):.0f}; "
         f"export times (s): {', '.join(f'{k} {v:.0f}' for k, v in export_seconds.items()) or 'reused'}; "
         f"run took {(time.perf_counter() - started) / 60:.1f} min.",
+        f"- Versions: {versions(OUR_PACKAGES)}; sentence-transformers' side ({args.peer_python}): {peer_versions}.",
         "",
         "| runtime | docs/s (median) | per round | vs TF fp32 | min cosine to TF fp32 |",
         "|---|---|---|---|---|",
@@ -330,11 +364,11 @@ def report(args, seconds, embeddings, errors, export_seconds, ndcg, tokenizers, 
             f"NDCG@10 on SciFact (test, {queries} queries, {docs} documents) of the bundled `{BUNDLED}` at its "
             f"{length}-token budget (the random GTR-Base has no meaningful NDCG):",
             "",
-            "| runtime | NDCG@10 | vs TF fp32 | min cosine to TF fp32 |",
+            "| runtime | NDCG@10 | vs fp32 | min cosine to fp32 |",
             "|---|---|---|---|",
         ]
         for name, value in scores.items():
-            lines.append(f"| {name} | {value:.4f} | {value - scores['TensorFlow fp32']:+.4f} | {cosines[name]:.6f} |")
+            lines.append(f"| {name} | {value:.4f} | {value - scores['ONNX Runtime fp32']:+.4f} | {cosines[name]:.6f} |")
     if tokenizers.get("counts"):
         lines += [
             "",
@@ -353,7 +387,7 @@ def report(args, seconds, embeddings, errors, export_seconds, ndcg, tokenizers, 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", default="../shared/data")
-    parser.add_argument("--docs", type=int, default=32)
+    parser.add_argument("--docs", type=int, default=8)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--batch-size", type=int, default=8)
     parser.add_argument("--work", default="/tmp/gtr-runtimes")
@@ -381,7 +415,9 @@ def main():
     os.makedirs(work, exist_ok=True)
     paths, export_seconds = build_models(work, args.smoke)
     texts = load_corpus(os.path.join(args.data, "scifact")).joined()[: args.docs]
-    seconds, embeddings, errors = measure(paths, texts, args.rounds, args.batch_size, args.peer_python, work)
+    seconds, embeddings, errors, peer_versions = measure(
+        paths, texts, args.rounds, args.batch_size, args.peer_python, work
+    )
     from gtr_keras.models.gtr.saving import load
 
     tokenizers = {"lengths": load(paths["model"]).tokenize(texts)}
@@ -394,7 +430,7 @@ def main():
         tokenizers.update(read_result(counter))
         counter.wait()
     ndcg = None if args.no_ndcg or args.smoke else int8_ndcg(args.data, args.work)
-    block = report(args, seconds, embeddings, errors, export_seconds, ndcg, tokenizers, texts, started)
+    block = report(args, seconds, embeddings, errors, peer_versions, export_seconds, ndcg, tokenizers, texts, started)
     publish(block, RESULTS, SECTION, record_it=not args.no_record)
 
 

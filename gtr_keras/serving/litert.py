@@ -96,8 +96,10 @@ def export_litert(encoder, export_dir):
     return path
 
 
-def load_litert(path):
+def load_litert(path, num_threads=None):
     """A TFLite interpreter of a LiteRT export, with TF Text's custom ops registered (no Flex delegate).
+
+    `num_threads`: the interpreter's threads (None: TFLite's default).
 
     Example:
     >>> interpreter = load_litert("exports/gtr/encoder.tflite")
@@ -114,4 +116,5 @@ def load_litert(path):
         return InterpreterWithCustomOps(
             model_content=files.read_bytes(os.fspath(path)),
             custom_op_registerers=tflite_registrar.SELECT_TFTEXT_OPS,
+            num_threads=num_threads,
         )

@@ -1,8 +1,8 @@
 """What the ONNX and OpenVINO exports share: the token-ids-in forward pass, and the files beside the model.
 
 Those runtimes get no tokenizer in the graph (onnxruntime-extensions' and openvino-tokenizers'
-SentencePiece ops break score ties as TF Text's `SentencepieceOp` does, unlike the `sentencepiece` library:
-benchmarks/RESULTS.md, "Runtimes"), so an export directory holds
+SentencePiece ops break score ties as TF Text's older `SentencepieceOp` does, unlike the `sentencepiece`
+library and `GTRTokenizer`: benchmarks/RESULTS.md, "Runtimes"), so an export directory holds
 
 - the model file (`encoder.onnx`, or `encoder.xml` and `encoder.bin`): int32 `token_ids` and
   `padding_mask` `[batch, length]` in (both dimensions dynamic), float32 `embeddings` `[batch, D]` out

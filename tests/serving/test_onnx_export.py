@@ -64,3 +64,13 @@ def test_cli_onnx_export_matches_the_savedmodel_on_strings(tiny_model_dir, tmp_p
         64,
         512,
     )
+
+
+@pytest.mark.large
+def test_an_onnx_export_on_ram_is_written_as_a_unit(tiny_encoder):
+    from gtr_keras.utils import files
+
+    path = export_onnx(tiny_encoder, "ram://onnx-export/gtr")
+    assert path == "ram://onnx-export/gtr/encoder.onnx"
+    assert sorted(files.listdir("ram://onnx-export/gtr")) == ["encoder.onnx", "export.json", "spiece.model"]
+    assert json.loads(files.read_bytes("ram://onnx-export/gtr/export.json"))["document_length"] == 512

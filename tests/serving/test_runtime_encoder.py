@@ -60,6 +60,7 @@ def test_what_is_not_an_export_is_refused(export_dir, tmp_path):
         RuntimeEncoder(tmp_path)
 
 
+@pytest.mark.large
 def test_the_docs_onnx_and_openvino_snippets_run(export_dir, tiny_encoder, tmp_path, monkeypatch, capsys):
     pytest.importorskip("openvino", reason="openvino is not installed (pip install 'gtr-keras[openvino]')")
     from gtr_keras.serving.openvino_export import export_openvino
