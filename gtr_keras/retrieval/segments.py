@@ -143,6 +143,10 @@ def live_corpus(sources):
     """
     ids, titles, texts, found = [], [], [], False
     for path, live_ids in sources:
+        if path is not None and not files.isdir(os.path.dirname(path)):
+            raise DataError(
+                f"{os.path.dirname(path)}: removed while its index was loaded (updated twice since); load it again"
+            )
         if path is None or not files.exists(path):
             continue
         found, corpus = True, load_corpus(path)

@@ -60,3 +60,8 @@ def test_documents_of_the_live_rows_of_each_segment(tmp_path):
     )
     assert (corpus.ids, corpus.titles, corpus.texts) == (["b", "a"], ["", "A2"], ["b", "new a"])
     assert live_corpus([(None, None), (str(tmp_path / "none.jsonl.gz"), None)]) is None
+    (index / "segment-000002").mkdir()
+    assert live_corpus([(documents_path(index, "segment-000002"), None)]) is None  # a segment of embeddings only
+    (index / "segment-000002").rmdir()
+    with pytest.raises(DataError, match="segment-000002: removed while its index was loaded"):
+        live_corpus([(documents_path(index, "segment-000002"), None)])
