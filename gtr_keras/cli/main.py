@@ -18,6 +18,7 @@ import importlib
 import os
 import re
 import sys
+import warnings
 
 from gtr_keras.cli.arguments import PROG
 from gtr_keras.cli.checks import (
@@ -71,7 +72,12 @@ def _run(args, parser):
 
             # Once, before the handler reads its inputs; the directory's format is read when the model loads.
             args.model = resolve_model_source(args.model, read_format=False)
-        handler(args)
+        with warnings.catch_warnings():
+            if not args.debug:  # one line naming the command, as an error is; with --debug, where it arose
+                warnings.showwarning = lambda message, *_, **__: print(
+                    f"{PROG} {args.command}: warning: {message}", file=sys.stderr
+                )
+            handler(args)
     except (UserError, OSError) as error:
         if args.debug:
             raise

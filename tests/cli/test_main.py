@@ -239,3 +239,11 @@ def test_a_pytorch_checkpoint_without_torch_is_exit_2_naming_the_extra(tmp_path)
     error = result.stderr.splitlines()[-1]  # after TensorFlow's start-up lines, which hiding torch brings out
     assert error.startswith("gtr-keras convert: error: ") and "install the [reference] extra" in error, error
     assert not (tmp_path / "out").exists()
+
+
+def test_a_warning_is_one_line_naming_the_command(tmp_path, tiny_model_dir, capsys):
+    texts = tmp_path / "texts.txt"
+    texts.write_bytes(b"wing lift\n\xff broken\n")
+    assert main(["encode", "--model", tiny_model_dir, "--input", str(texts), "--output", str(tmp_path / "e.npy")]) == 0
+    lines = [line for line in capsys.readouterr().err.splitlines() if "invalid UTF-8" in line]
+    assert lines and all(line.startswith("gtr-keras encode: warning: ") for line in lines)
