@@ -35,7 +35,7 @@ import sys
 import time
 
 import numpy as np
-from large_index import K, exact_top_ids, write_shards
+from large_index import K, add_corpus_arguments, exact_top_ids, write_shard, write_shards
 from results import RESULTS, machine, publish, rerun_command
 from search import _normalise, synthetic
 
@@ -107,24 +107,11 @@ def timed(function, *args, **kwargs):
     return result, time.perf_counter() - start
 
 
-def write_new_shard(path, ids, vectors):
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    np.save(path, vectors)
-    with open(path.removesuffix(".npy") + ".ids.txt", "w") as f:
-        f.writelines(f"{i}\n" for i in ids)
-
-
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--n", type=int, default=1_000_000)
-    parser.add_argument("--shards", type=int, default=10)
-    parser.add_argument("--dims", type=int, default=768)
-    parser.add_argument("--clusters", type=int, default=1000)
-    parser.add_argument("--noise", type=float, default=1.0)
-    parser.add_argument("--num-queries", type=int, default=1000)
+    add_corpus_arguments(parser)
     parser.add_argument("--changes", type=int, default=10_000, help="documents replaced, added and deleted")
     parser.add_argument("--churn", type=float, default=0.3, help="fraction replaced before compaction")
-    parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--work", required=True)
     parser.add_argument("--results", default=RESULTS)
     parser.add_argument("--no-record", action="store_true")
@@ -150,7 +137,7 @@ def main(argv=None):
     new_ids = [f"p{row}" for row in replaced_rows] + [f"q{i}" for i in range(c)]
     new_vectors = synthetic(2 * c, centres, args.noise, rng)
     new_glob = os.path.join(work, "new", "part-00000.npy")
-    write_new_shard(new_glob, new_ids, new_vectors)
+    write_shard(new_glob, new_ids, new_vectors)
     delete_file = os.path.join(work, "delete.txt")
     with open(delete_file, "w") as f:
         f.writelines(f"p{row}\n" for row in deleted_rows)

@@ -42,6 +42,25 @@ K = 10
 SECTION = "## Large corpora"
 
 
+def add_corpus_arguments(parser):
+    """The settings of the synthetic corpus that `write_shards` reads from its `args`."""
+    parser.add_argument("--n", type=int, default=1_000_000)
+    parser.add_argument("--shards", type=int, default=10)
+    parser.add_argument("--dims", type=int, default=768)
+    parser.add_argument("--clusters", type=int, default=1000)
+    parser.add_argument("--noise", type=float, default=1.0, help="noise norm around a centre")
+    parser.add_argument("--num-queries", type=int, default=1000)
+    parser.add_argument("--seed", type=int, default=0)
+
+
+def write_shard(path, ids, vectors):
+    """Writes one embedding shard as `gtr-keras encode` does: `path` (`.npy`) and its `.ids.txt`."""
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    np.save(path, vectors)
+    with open(path.removesuffix(".npy") + ".ids.txt", "w") as f:
+        f.writelines(f"{i}\n" for i in ids)
+
+
 def write_shards(args, shard_dir):
     """Writes `args.shards` shards of synthetic unit vectors (and the queries), unless already there."""
     settings = {key: getattr(args, key) for key in ("n", "shards", "dims", "clusters", "noise", "seed", "num_queries")}
@@ -56,11 +75,11 @@ def write_shards(args, shard_dir):
     bounds = np.linspace(0, args.n, args.shards + 1).astype(int)
     for number, (start, stop) in enumerate(zip(bounds[:-1], bounds[1:])):
         shard_rng = np.random.default_rng([args.seed, number])
-        base = os.path.join(shard_dir, f"part-{number:05d}")
-        np.save(f"{base}.npy", synthetic(stop - start, centres, args.noise, shard_rng))
-        with open(f"{base}.ids.txt", "w") as f:
-            f.writelines(f"p{row}\n" for row in range(start, stop))
-        print(f"wrote {base}.npy ({stop - start} rows)", flush=True)
+        path = os.path.join(shard_dir, f"part-{number:05d}.npy")
+        write_shard(
+            path, (f"p{row}" for row in range(start, stop)), synthetic(stop - start, centres, args.noise, shard_rng)
+        )
+        print(f"wrote {path} ({stop - start} rows)", flush=True)
     with open(record, "w") as f:
         json.dump(settings, f)
 
@@ -168,18 +187,12 @@ def table(row):
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--n", type=int, default=1_000_000)
-    parser.add_argument("--shards", type=int, default=10)
-    parser.add_argument("--dims", type=int, default=768)
-    parser.add_argument("--clusters", type=int, default=1000)
-    parser.add_argument("--noise", type=float, default=1.0, help="noise norm around a centre")
-    parser.add_argument("--num-queries", type=int, default=1000)
+    add_corpus_arguments(parser)
     parser.add_argument("--single-queries", type=int, default=200, help="queries timed one call each")
     parser.add_argument("--exact-index", action="store_true", help="also build and search an exact index")
     parser.add_argument("--work", required=True, help="directory for shards and indexes (kept for reruns)")
     parser.add_argument("--results", default=RESULTS, help="markdown file to append to")
     parser.add_argument("--no-record", action="store_true", help="print only")
-    parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
 
     started = datetime.datetime.now(datetime.UTC)
