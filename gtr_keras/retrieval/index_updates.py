@@ -22,7 +22,7 @@ from gtr_keras.retrieval.embedding_files import EmbeddingFiles
 from gtr_keras.retrieval.index_format import RETRIEVER_JSON, check_ids
 from gtr_keras.retrieval.retriever import INDEX_SUBDIR, MODEL_FIELDS, embeddings_metadata, model_change
 from gtr_keras.retrieval.search_index import ArrayRows, SearchIndex
-from gtr_keras.retrieval.segment_writer import missing_ids, update_search_index
+from gtr_keras.retrieval.segment_writer import live_ids, missing_ids, update_search_index
 from gtr_keras.utils import files
 from gtr_keras.utils.locks import locks_output
 from gtr_keras.utils.records import describe_change, read_json_object
@@ -162,7 +162,8 @@ def update_index(
         aside = os.path.join(index_dir, f".{BM25_SUBDIR}.tmp-removed")  # what `files.remove_staging` clears
         if files.is_local(side):
             os.replace(side, aside)  # a kill while removing it leaves a name that the next update clears
-        files.remove(aside if files.is_local(side) else side)
+            side = aside
+        files.remove(side)
         warnings.warn(
             f"{index_dir}: its BM25 side is removed: embeddings bring no texts to index (search --retriever "
             "bm25|hybrid is refused until the index is rebuilt from its corpus)",
@@ -181,7 +182,6 @@ def _repair_bm25_side(index_dir, search_index):
     files.remove_staging(os.path.join(index_dir, BM25_SUBDIR))
     if not has_bm25_side(index_dir):
         return False
-    index = SearchIndex.load(search_index)
-    if bm25_side_ids(index_dir) != list(index.ids):
-        rebuild_bm25_side(index_dir, index)
+    if bm25_side_ids(index_dir) != list(live_ids(search_index)):
+        rebuild_bm25_side(index_dir, SearchIndex.load(search_index))
     return True

@@ -105,6 +105,17 @@ def missing_ids(directory, ids):
     return np.flatnonzero(~_State(directory).find(list(ids))[0]).tolist()
 
 
+def live_ids(directory):
+    """The ids of the live rows of the search index in `directory`, in the order `SearchIndex.load` gives
+    them (`Ids`), read from the manifest, deletion lists and ids files alone (no vectors or searcher).
+
+    Example:
+    >>> "p1" in list(live_ids("indexes/msmarco/index"))
+    True
+    """
+    return _State(directory).ids
+
+
 @locks_output("directory")
 def update_search_index(directory, source=None, delete=(), where=None, missing_ok=False, compact="auto", corpus=None):
     """Adds, replaces and deletes rows of the search index in `directory`, writing on the order of the change.

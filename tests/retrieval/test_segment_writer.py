@@ -14,7 +14,7 @@ from search_inputs import QUERIES, clustered, recall
 from gtr_keras.errors import BusyError, DataError, MismatchError, UserError
 from gtr_keras.retrieval import segment_writer
 from gtr_keras.retrieval.search_index import ArrayRows, SearchIndex, write_search_index
-from gtr_keras.retrieval.segment_writer import compact_search_index, missing_ids, update_search_index
+from gtr_keras.retrieval.segment_writer import compact_search_index, live_ids, missing_ids, update_search_index
 from gtr_keras.retrieval.segmented_index import SegmentedIndex
 from gtr_keras.utils.locks import output_lock
 
@@ -78,7 +78,9 @@ def test_random_sequences_of_updates_equal_a_rebuild(tmp_path, seed):
         for id_ in deleted:
             del expected[id_]
         update_search_index(tmp_path / "index", source, deleted, compact=bool(rng.integers(0, 4) == 0))
-        _assert_same_results(SearchIndex.load(tmp_path / "index"), expected, k=int(rng.integers(1, 30)))
+        loaded = SearchIndex.load(tmp_path / "index")
+        _assert_same_results(loaded, expected, k=int(rng.integers(1, 30)))
+        assert list(live_ids(tmp_path / "index")) == list(loaded.ids)  # without loading the vectors
 
 
 def test_exact_ties_follow_the_id_rule_across_segments(tmp_path):
