@@ -3,9 +3,7 @@
 import json
 import os
 
-import bm25s
 import numpy as np
-import Stemmer
 
 from gtr_keras.errors import DataError, UserError
 from gtr_keras.retrieval.index_format import read_ids
@@ -36,6 +34,9 @@ class BM25Retriever:
     """
 
     def __init__(self, k1=1.5, b=0.75, method="lucene", show_progress=False):
+        import bm25s  # not at import: `search`, `index` and `export` import this module (retriever.py) for names
+        import Stemmer
+
         self.k1, self.b, self.method, self.show_progress = k1, b, method, show_progress
         self._bm25 = bm25s.BM25(k1=k1, b=b, method=method)
         self._stemmer = Stemmer.Stemmer(_TOKENIZATION["stemmer"])
@@ -82,6 +83,8 @@ class BM25Retriever:
         settings = read_json_object(path, remedy)
         if settings.get("format") != _FORMAT or any(settings.get(k) != v for k, v in _TOKENIZATION.items()):
             raise DataError(f"{path}: a BM25 index of another format or tokenization than this gtr-keras'; {remedy}")
+        import bm25s
+
         retriever = cls(**{key: settings[key] for key in ("k1", "b", "method", "show_progress") if key in settings})
         try:
             retriever._bm25 = bm25s.BM25.load(directory, show_progress=False)
@@ -93,6 +96,8 @@ class BM25Retriever:
         return retriever
 
     def _tokenize(self, texts):
+        import bm25s
+
         return bm25s.tokenize(
             list(texts),
             stopwords=_TOKENIZATION["stopwords"],

@@ -1,6 +1,9 @@
 import json
+import subprocess
+import sys
 
 import pytest
+from conftest import REPO
 
 from gtr_keras.errors import DataError, UserError
 from gtr_keras.retrieval.bm25 import BM25Retriever
@@ -69,3 +72,14 @@ def test_load_refuses_another_tokenization_naming_the_file(retriever, tmp_path):
     (tmp_path / "bm25" / "bm25.json").write_text(json.dumps({**settings, "stemmer": "french"}))
     with pytest.raises(DataError, match=r"bm25.json: a BM25 index of another format or tokenization"):
         BM25Retriever.load(tmp_path / "bm25")
+
+
+@pytest.mark.large
+def test_the_index_modules_import_bm25s_only_when_bm25_is_used():
+    script = (
+        "import sys\nimport gtr_keras.retrieval.retriever, gtr_keras.retrieval.hybrid_retriever\n"
+        "assert 'bm25s' not in sys.modules\n"
+        "from gtr_keras.retrieval.bm25 import BM25Retriever\nBM25Retriever()\nassert 'bm25s' in sys.modules\n"
+    )
+    result = subprocess.run([sys.executable, "-c", script], cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr[-2000:]
