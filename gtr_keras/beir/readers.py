@@ -10,6 +10,7 @@ fixed without a debugger. Files are read through `gtr_keras.utils.text_files`.
 """
 
 import dataclasses
+import json
 import os
 import warnings
 
@@ -35,11 +36,15 @@ class Corpus:
         ids: document ids.
         titles: document titles, `""` where the record has none.
         texts: document bodies.
+        metadata: per document, the `metadata` object of its record (`{}` where it has none), or None for
+            a corpus read without them; its values are strings, numbers, booleans or lists of strings, each
+            field of one type (`metadata_type`) in every document.
     """
 
     ids: list
     titles: list
     texts: list
+    metadata: list = None
 
     def __len__(self):
         return len(self.ids)
@@ -69,16 +74,70 @@ def _check_unique(path, ids, line_numbers):
         raise DataError(f"{path}: {len(duplicates)} duplicate `_id` value(s), e.g. {examples}")
 
 
-def _read_records(path):
-    """Reads `_id`, `title`, `text` of every record, checking ids are unique."""
-    ids, titles, texts, line_numbers = [], [], [], []
+METADATA_TYPES = ("string", "number", "boolean", "list")
+
+
+def metadata_type(value):
+    """The filter type of a metadata value (`"string"`, `"number"`, `"boolean"`, `"list"` of strings), or
+    None for a value of no such type (null included).
+
+    Example:
+    >>> [metadata_type(v) for v in ("en", 2019, 0.5, True, ["a", "b"], None)]
+    ['string', 'number', 'number', 'boolean', 'list', None]
+    """
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, (int, float)):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, list) and all(isinstance(item, str) for item in value):
+        return "list"
+    return None
+
+
+class _MetadataTypes:
+    """The type of each metadata field, from the first document that has it; a document whose value is of
+    another type is a `DataError` naming it, its line and the field."""
+
+    def __init__(self, path):
+        self.path, self.first = path, {}
+
+    def check(self, line_no, doc_id, record):
+        metadata = record.get("metadata")
+        if metadata is None:
+            return {}
+        if not isinstance(metadata, dict):
+            raise DataError(f"{self.path}:{line_no}: field `metadata` must be an object, got {type(metadata).__name__}")
+        for field, value in metadata.items():
+            kind = metadata_type(value)
+            if kind is None and value is not None:
+                raise DataError(
+                    f"{self.path}:{line_no}: document {doc_id!r} field `metadata.{field}` must be a string, "
+                    f"number, boolean or list of strings, got {json.dumps(value)[:40]}"
+                )
+            first = self.first.setdefault(field, (kind, doc_id, line_no)) if kind else None
+            if first and first[0] != kind:
+                raise DataError(
+                    f"{self.path}:{line_no}: document {doc_id!r} field `metadata.{field}` is a {kind}, but "
+                    f"document {first[1]!r} (line {first[2]}) has a {first[0]}: a field holds one type"
+                )
+        return {field: value for field, value in metadata.items() if value is not None}
+
+
+def _read_records(path, with_metadata=False):
+    """Reads `_id`, `title`, `text` (and, `with_metadata`, `metadata`) of every record, checking ids are unique."""
+    ids, titles, texts, metadata, line_numbers = [], [], [], [], []
+    types = _MetadataTypes(path)
     for line_no, record in iter_jsonl(path):
         ids.append(id_field(path, line_no, record))
         titles.append(str_field(path, line_no, record, "title", required=False))
         texts.append(str_field(path, line_no, record, "text", required=True))
+        if with_metadata:
+            metadata.append(types.check(line_no, ids[-1], record))
         line_numbers.append(line_no)
     _check_unique(path, ids, line_numbers)
-    return Corpus(ids=ids, titles=titles, texts=texts)
+    return Corpus(ids=ids, titles=titles, texts=texts, metadata=metadata if types.first else None)
 
 
 CORPUS_FILES = ("corpus.jsonl", "corpus.jsonl.gz")
@@ -105,10 +164,10 @@ def in_collection(path, names):
     raise DataError(f"{path}: directory has none of {', '.join(names)}")
 
 
-def _read_collection_file(path, names, what):
+def _read_collection_file(path, names, what, with_metadata=False):
     """The records of `path` (or of the first of `names` in it); at least one."""
     path = in_collection(path, names)
-    records = _read_records(path)
+    records = _read_records(path, with_metadata)
     if not records:
         raise DataError(f"{path}: no {what}")
     return records
@@ -120,21 +179,24 @@ def load_corpus(path):
     Args:
         path: a BEIR directory (holding `corpus.jsonl` or `corpus.jsonl.gz`)
             or a corpus file. Each record needs `_id` (string or integer) and
-            `text`; `title` is optional. Empty documents are kept. Invalid
-            UTF-8 is replaced with U+FFFD and a `DataWarning`.
+            `text`; `title` and `metadata` (an object of strings, numbers,
+            booleans and lists of strings: what filters search, docs/filters.md)
+            are optional. Empty documents are kept. Invalid UTF-8 is replaced
+            with U+FFFD and a `DataWarning`.
 
     Returns:
-        A `Corpus`.
+        A `Corpus` (with `metadata` where any record has a field there).
 
     Raises:
         DataError: a missing or unreadable file, a file with no record, a
-            malformed record, a missing field or a duplicate `_id`.
+            malformed record, a missing field, a duplicate `_id`, or a
+            metadata field whose values mix types (naming the document and field).
 
     Example:
     >>> corpus = load_corpus("data/scifact")  # doctest: +SKIP
     >>> len(corpus), corpus.joined()[0][:20]  # doctest: +SKIP
     """
-    return _read_collection_file(path, CORPUS_FILES, "documents")
+    return _read_collection_file(path, CORPUS_FILES, "documents", with_metadata=True)
 
 
 def load_queries(path):

@@ -128,10 +128,13 @@ def documents_path(directory, name):
 
 
 def write_documents(path, corpus):
-    """Writes `corpus`'s documents to the local file `path` as gzip JSON Lines (`_id`, `title`, `text`)."""
+    """Writes `corpus`'s documents to the local file `path` as gzip JSON Lines (`_id`, `title`, `text`, and
+    `metadata` where the document has any)."""
+    metadata = corpus.metadata or [None] * len(corpus)
     with gzip.open(path, "wt", encoding="utf-8") as f:
-        for doc_id, title, text in zip(corpus.ids, corpus.titles, corpus.texts):
-            f.write(json.dumps({"_id": doc_id, "title": title, "text": text}, ensure_ascii=False) + "\n")
+        for doc_id, title, text, fields in zip(corpus.ids, corpus.titles, corpus.texts, metadata):
+            record = {"_id": doc_id, "title": title, "text": text, **({"metadata": fields} if fields else {})}
+            f.write(json.dumps(record, ensure_ascii=False) + "\n")
 
 
 def live_corpus(sources):
@@ -141,7 +144,7 @@ def live_corpus(sources):
         sources: `(documents path or None, live ids)` pairs, the ids a numpy bytes array of UTF-8, or
             None where every document of the file is live.
     """
-    ids, titles, texts, found = [], [], [], False
+    ids, titles, texts, metadata, found = [], [], [], [], False
     for path, live_ids in sources:
         if path is not None and not files.isdir(os.path.dirname(path)):
             raise DataError(
@@ -151,12 +154,14 @@ def live_corpus(sources):
             continue
         found, corpus = True, load_corpus(path)
         live = None if live_ids is None else set(live_ids.tolist())
-        for doc_id, title, text in zip(corpus.ids, corpus.titles, corpus.texts):
+        fields = corpus.metadata or [{}] * len(corpus)
+        for doc_id, title, text, document_fields in zip(corpus.ids, corpus.titles, corpus.texts, fields):
             if live is None or doc_id.encode("utf-8") in live:
                 ids.append(doc_id)
                 titles.append(title)
                 texts.append(text)
-    return Corpus(ids, titles, texts) if found else None
+                metadata.append(document_fields)
+    return Corpus(ids, titles, texts, metadata if any(metadata) else None) if found else None
 
 
 def index_documents(index):

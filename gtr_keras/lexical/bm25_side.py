@@ -131,4 +131,7 @@ def corpus_in_index_order(corpus, path, ids):
         extra = next(doc_id for doc_id in corpus.ids if doc_id not in indexed)
         raise DataError(f"{path}: document {extra!r} is not in the index (its embeddings hold other documents)")
     order = [positions[doc_id] for doc_id in ids]
-    return Corpus([corpus.ids[i] for i in order], [corpus.titles[i] for i in order], [corpus.texts[i] for i in order])
+    metadata = None if corpus.metadata is None else [corpus.metadata[i] for i in order]
+    return Corpus(
+        [corpus.ids[i] for i in order], [corpus.titles[i] for i in order], [corpus.texts[i] for i in order], metadata
+    )

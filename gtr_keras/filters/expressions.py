@@ -1,0 +1,128 @@
+"""The filter syntax: `FIELD OP VALUE` clauses, ANDed, and `Filter`, the clauses with an allow-list of ids.
+
+A clause is `FIELD = VALUE`, `FIELD != VALUE`, `FIELD in (VALUE, VALUE, ...)` or `FIELD < | <= | > | >=
+NUMBER`. A value is a number (`2019`, `-0.5`, `1e3`), `true` or `false`, a quoted string (`'en'` or `"en"`,
+with `\\'` and `\\"` inside) or a bare word (`en`: a string). A field is a name of letters, digits, `_`, `.` and
+`-` (not starting with a digit), or any name in backquotes (`` `release year` ``).
+"""
+
+import dataclasses
+import re
+
+from gtr_keras.errors import UserError
+
+OPERATORS = ("=", "!=", "<", "<=", ">", ">=", "in")
+ORDER_OPERATORS = ("<", "<=", ">", ">=")
+_TOKEN = re.compile(
+    r"""\s*(?:
+      (?P<op><=|>=|!=|=|<|>)
+    | (?P<punct>[(),])
+    | `(?P<backquoted>[^`]+)`
+    | (?P<quoted>'(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*")
+    | (?P<word>[^\s()=<>!,'"`]+)
+    )""",
+    re.VERBOSE,
+)
+_FIELD = re.compile(r"[A-Za-z_][A-Za-z0-9_.\-]*\Z")
+_NUMBER = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?\Z")
+
+
+@dataclasses.dataclass(frozen=True)
+class Clause:
+    """One parsed clause: `field`, `op` (one of `OPERATORS`), `values` (a tuple; one value but for `in`)
+    and `text`, the expression as given (for messages)."""
+
+    field: str
+    op: str
+    values: tuple
+    text: str
+
+
+def _tokens(text):
+    tokens, position = [], 0
+    while position < len(text):
+        match = _TOKEN.match(text, position)
+        if match is None or match.end() == position:
+            if not text[position:].strip():
+                break
+            raise UserError(f"filter {text!r}: cannot parse from {text[position:].strip()!r}")
+        tokens.append((match.lastgroup, match.group(match.lastgroup)))
+        position = match.end()
+    return tokens
+
+
+def _value(kind, token, text):
+    if kind == "quoted":
+        return re.sub(r"\\(.)", r"\1", token[1:-1])
+    if kind != "word":
+        raise UserError(f"filter {text!r}: expected a value, got {token!r}")
+    if token in ("true", "false"):
+        return token == "true"
+    if _NUMBER.match(token):
+        return float(token) if any(c in token for c in ".eE") else int(token)
+    return token
+
+
+def parse_clause(text):
+    """Parses one clause.
+
+    Raises:
+        UserError: an expression that is not a clause, naming it.
+
+    Example:
+    >>> parse_clause("lang in (en, 'de')")
+    Clause(field='lang', op='in', values=('en', 'de'), text="lang in (en, 'de')")
+    """
+    tokens = _tokens(text)
+    if len(tokens) < 3:
+        raise UserError(f"filter {text!r}: expected FIELD OP VALUE (e.g. 'year >= 2019' or \"lang in (en, de)\")")
+    (field_kind, field), (op_kind, op) = tokens[0], tokens[1]
+    if field_kind == "backquoted":
+        pass
+    elif field_kind != "word" or not _FIELD.match(field):
+        raise UserError(f"filter {text!r}: {field!r} is not a field name (quote odd names in backquotes)")
+    if op_kind == "word" and op.lower() == "in":
+        rest = tokens[2:]
+        if rest[0] != ("punct", "(") or rest[-1] != ("punct", ")") or len(rest) < 3:
+            raise UserError(f"filter {text!r}: expected `in (A, B, ...)`")
+        inner = rest[1:-1]
+        if any(inner[i] != ("punct", ",") for i in range(1, len(inner), 2)) or len(inner) % 2 == 0:
+            raise UserError(f"filter {text!r}: expected values separated by commas inside `in (...)`")
+        return Clause(field, "in", tuple(_value(*inner[i], text) for i in range(0, len(inner), 2)), text)
+    if op_kind != "op":
+        raise UserError(f"filter {text!r}: expected an operator (=, !=, <, <=, >, >=, in) after {field!r}")
+    if len(tokens) != 3:
+        raise UserError(f"filter {text!r}: expected one value after {op!r} (use `in (...)` for several)")
+    value = _value(*tokens[2], text)
+    if op in ORDER_OPERATORS and (isinstance(value, bool) or not isinstance(value, (int, float))):
+        raise UserError(f"filter {text!r}: {op} compares numbers, got {value!r}")
+    return Clause(field, op, (value,), text)
+
+
+class Filter:
+    """What a filtered search may return: the documents matching every clause, and in `ids` when given.
+
+    Args:
+        expressions: a clause (str) or a sequence of them, ANDed (`parse_clause`).
+        ids: an allow-list of document ids, or None (every id).
+
+    Example:
+    >>> Filter(["year >= 2019", "lang in (en, de)"], ids=["d1", "d7"]).clauses[0].op
+    '>='
+    """
+
+    def __init__(self, expressions=(), ids=None):
+        expressions = [expressions] if isinstance(expressions, str) else list(expressions)
+        self.clauses = [parse_clause(expression) for expression in expressions]
+        self.ids = None if ids is None else list(ids)
+
+    @classmethod
+    def of(cls, value):
+        """`value` as a `Filter`: a `Filter`, a clause (str), a list of clauses, or None (None)."""
+        if value is None or isinstance(value, Filter):
+            return value
+        return cls(value)
+
+    def __repr__(self):
+        ids = "" if self.ids is None else f", ids=<{len(self.ids)} ids>"
+        return f"Filter({[clause.text for clause in self.clauses]!r}{ids})"
