@@ -237,18 +237,36 @@ def _fusion(args):
     return model_fusion(args.model, args.fusion, args.gtr_weight)
 
 
+def _search_filter(args):
+    """The `Filter` of `--filter` and `--ids-file` (each clause parsed, the file read), or None."""
+    from gtr_keras.filters.expressions import Filter
+    from gtr_keras.retrieval.index_updates import read_id_file
+
+    if not args.filter and not args.ids_file:
+        return None
+    return Filter(args.filter, read_id_file(args.ids_file)[0] if args.ids_file else None)
+
+
 def search(args):
     from gtr_keras.retrieval.hybrid_retriever import HybridRetriever
     from gtr_keras.retrieval.retriever import Retriever
 
+    filter = _search_filter(args)  # a bad expression or ids file before the index and the model load
     if args.retriever == "gtr":
-        hits = Retriever.load(args.index[0] if len(args.index) == 1 else args.index, _encoder(args)).search(
-            args.queries, args.k
-        )
+        retriever = Retriever.load(args.index[0] if len(args.index) == 1 else args.index, None)
+        retriever.allowed(filter)  # an unknown field or a type mismatch before the model loads
+        retriever.encoder = _encoder(args)
+        for directory in args.index:
+            Retriever.check_model(directory, retriever.encoder)
+        hits = retriever.search(args.queries, args.k, filter)
     else:
         fusion = _fusion(args) if args.retriever == "hybrid" else None  # a bad record before the model loads
-        encoder = _encoder(args) if args.retriever == "hybrid" else None
-        hits = HybridRetriever.load(args.index[0], encoder, fusion).search(args.queries, args.k, args.retriever)
+        hybrid = HybridRetriever.load(args.index[0], None, fusion)
+        hybrid.retriever.allowed(filter)
+        hybrid.retriever.encoder = _encoder(args) if args.retriever == "hybrid" else None
+        if hybrid.retriever.encoder is not None:
+            Retriever.check_model(args.index[0], hybrid.retriever.encoder)
+        hits = hybrid.search(args.queries, args.k, args.retriever, filter)
     if args.json:
         print(json.dumps([{"query": q, "hits": h} for q, h in zip(args.queries, hits)], ensure_ascii=False, indent=2))
         return

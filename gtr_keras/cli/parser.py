@@ -256,10 +256,13 @@ def build_parser():
     )
     p.add_argument(
         "--bm25-corpus",
+        "--metadata-corpus",
+        dest="bm25_corpus",
         type=corpus_source,
         metavar="CORPUS",
         help="with --embeddings: the BEIR directory or corpus.jsonl[.gz] of the embedded documents (the same "
-        "ids), stored with the index and indexed with BM25 (default: none, no texts and no BM25 side)",
+        "ids), stored with the index (titles, texts and the `metadata` that --filter searches) and indexed "
+        "with BM25 (default: none, no texts, no metadata and no BM25 side)",
     )
     group = p.add_argument_group("updates in place (docs/live-indexes.md)")
     group.add_argument(
@@ -297,6 +300,20 @@ def build_parser():
     p.add_argument("--model", help="the model the index was built with (checked; required unless --retriever bm25)")
     add_retriever_arguments(p, "the index's BM25 side")
     p.add_argument("-k", type=at_least_one, default=10, help="results per query")
+    p.add_argument(
+        "--filter",
+        action="append",
+        default=[],
+        metavar="EXPR",
+        help="search only the documents whose metadata match EXPR: 'FIELD = VALUE', '!=', 'FIELD in (A, B)', "
+        "'<', '<=', '>', '>=' NUMBER; repeat it to AND clauses (docs/filters.md)",
+    )
+    p.add_argument(
+        "--ids-file",
+        type=input_file,
+        metavar="FILE",
+        help="search only the documents whose ids are listed in FILE (one a line), with --filter or alone",
+    )
     p.add_argument("--json", action="store_true", help="print JSON")
     p.add_argument("--snippet", type=at_least_zero, default=160, help="characters of text shown per hit")
 

@@ -123,7 +123,9 @@ class MetadataColumns:
                 known = ", ".join(sorted(self._columns)) or "none: its documents have no metadata"
                 raise UserError(f"filter {clause.text!r}: unknown field {clause.field!r} (the index's fields: {known})")
             if clause.op in ORDER_OPERATORS and column.kind != "number":
-                raise UserError(f"filter {clause.text!r}: {clause.op} compares numbers, {clause.field!r} is a {column.kind}")
+                raise UserError(
+                    f"filter {clause.text!r}: {clause.op} compares numbers, {clause.field!r} is a {column.kind}"
+                )
             wanted = "string" if column.kind == "list" else column.kind
             for value in clause.values:
                 if _value_type(value) != wanted and not (wanted == "string" and _value_type(value) == "number"):

@@ -123,7 +123,7 @@ class BM25Retriever:
         self._doc_ids = np.asarray(corpus_ids, dtype=object)
         self.texts_sha256 = strings_sha256(corpus_texts)
 
-    def search(self, queries, k):
+    def search(self, queries, k, allowed=None):
         """Retrieves the best documents for each query.
 
         Only documents sharing a term with the query are returned (as in
@@ -133,6 +133,10 @@ class BM25Retriever:
         Args:
             queries: query texts.
             k: the most documents to return per query.
+            allowed: bool `[N]` of the documents (in row order) that may be
+                returned (a filter, `docs/filters.md`), or None: every one.
+                The others score 0 (bm25s' `weight_mask`), so the top `k` is
+                that of the allowed documents.
 
         Returns:
             `(ids, scores)`: per query, a list of at most `k` document ids,
@@ -142,8 +146,13 @@ class BM25Retriever:
             raise RuntimeError("call index() before search()")
         if not queries:
             return [], []
-        k = min(k, len(self._doc_ids))
-        indices, scores = self._bm25.retrieve(self._tokenize(queries), k=k, show_progress=self.show_progress)
+        mask = None if allowed is None else np.asarray(allowed, bool).astype(np.float32)
+        k = min(k, len(self._doc_ids) if mask is None else int(mask.sum()))
+        if not k:
+            return [[] for _ in queries], [[] for _ in queries]
+        indices, scores = self._bm25.retrieve(
+            self._tokenize(queries), k=k, show_progress=self.show_progress, weight_mask=mask
+        )
         ids, kept_scores = [], []
         for row_indices, row_scores in zip(indices, scores):
             matched = row_scores > 0

@@ -51,21 +51,25 @@ class HybridRetriever:
         retriever = Retriever.load(index_dir, encoder)
         return cls(retriever, load_bm25_side(index_dir, retriever.index.ids, retriever.corpus), fusion, depth)
 
-    def search(self, queries, k=10, retriever="hybrid"):
+    def search(self, queries, k=10, retriever="hybrid", filter=None):
         """Top-`k` hits per query by `retriever` (`"gtr"`, `"bm25"` or `"hybrid"`): lists of
-        `{"id", "score", "title", "text"}`; a hybrid hit's score is its fused score."""
+        `{"id", "score", "title", "text"}`; a hybrid hit's score is its fused score.
+
+        With `filter` (as `Retriever.search` takes), each side sees only the documents it allows, so the
+        fusion ranks within the filter."""
         if retriever not in RETRIEVERS:
             raise UserError(f"retriever must be one of {RETRIEVERS}, got {retriever!r}")
         if retriever != "bm25" and self.retriever.encoder is None:
             raise UserError(f"{retriever} search needs the model the index was built with")
         queries, k = list(queries), check_positive_int(k, "k")
         if retriever == "gtr":
-            return self.retriever.search(queries, k)
+            return self.retriever.search(queries, k, filter)
+        allowed = self.retriever.allowed(filter)
         if retriever == "bm25":
-            return self.retriever.hits(*self.bm25.search(queries, k))
+            return self.retriever.hits(*self.bm25.search(queries, k, allowed))
         depth = max(k, self.depth)
-        gtr_ids, gtr_scores = self.retriever.index.search_ids(self.retriever.encoder.encode_queries(queries), depth)
-        bm25_ids, bm25_scores = self.bm25.search(queries, depth)
+        gtr_ids, gtr_scores = self.retriever.search_ids(queries, depth, allowed)
+        bm25_ids, bm25_scores = self.bm25.search(queries, depth, allowed)
         ids, scores = [], []
         for row in zip(gtr_ids, gtr_scores, bm25_ids, bm25_scores):
             fused = list(self.fusion.fuse(dict(zip(row[0], row[1].tolist())), dict(zip(row[2], row[3]))).items())

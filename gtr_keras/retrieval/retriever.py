@@ -18,12 +18,16 @@ Index directories, and the work directories beside them, may be local or on
 any file system TensorFlow knows (`gs://...`, `ram://...`).
 """
 
+import functools
 import json
 import os
 
 from tqdm.auto import tqdm
 
 from gtr_keras.errors import DataError, MismatchError, UserError
+from gtr_keras.filters.expressions import Filter
+from gtr_keras.filters.filtered_search import filtered_search
+from gtr_keras.filters.metadata_columns import MetadataColumns
 from gtr_keras.index.embedding_files import EmbeddingFiles
 from gtr_keras.index.layout import DOCUMENTS_FILE, RETRIEVER_JSON, SEARCH_FIELDS
 from gtr_keras.index.search_index import KINDS, SearchIndex, write_search_index
@@ -356,11 +360,12 @@ class Retriever:
     Args:
         encoder: the `Encoder` the index was built with.
         index: the `SearchIndex`.
-        corpus: the indexed `Corpus` (for titles and snippets), optional.
+        corpus: the indexed `Corpus` (for titles and snippets, and the metadata filters search), optional.
 
     Example:
     >>> retriever = Retriever.load("indexes/scifact", gtr_keras.load("models/gtr-base"))
     >>> retriever.search(["does vitamin D prevent fractures?"], k=5)[0][0]["id"]
+    >>> retriever.search(["vitamin D"], k=5, filter=["year >= 2019", "lang in (en, de)"])
     """
 
     def __init__(self, encoder, index, corpus=None):
@@ -443,9 +448,42 @@ class Retriever:
         index = SearchIndex.load(paths[0] if len(paths) == 1 else paths)
         return cls(encoder, index, index_documents(index))
 
-    def search(self, queries, k=10):
-        """Top-`k` hits per query: lists of `{"id", "score", "title", "text"}`."""
-        return self.hits(*self.index.search_ids(self.encoder.encode_queries(list(queries)), k))
+    @functools.cached_property
+    def metadata(self):
+        """The `MetadataColumns` of the index's rows (from the documents it stores; none without them)."""
+        fields = None
+        if self.corpus is not None and self.corpus.metadata is not None:
+            fields = [
+                self.corpus.metadata[self._positions[doc_id]] if doc_id in self._positions else {}
+                for doc_id in self.index.ids
+            ]
+        return MetadataColumns(self.index.ids, fields)
+
+    def allowed(self, filter):
+        """The bool mask of the index's rows that `filter` allows (`Filter.of`: a `Filter`, a clause, a list
+        of clauses), or None for no filter.
+
+        Raises:
+            UserError: a clause on an unknown field or of the wrong type, or one that does not parse.
+        """
+        filter = Filter.of(filter)
+        return None if filter is None else self.metadata.allowed(filter)
+
+    def search(self, queries, k=10, filter=None):
+        """Top-`k` hits per query: lists of `{"id", "score", "title", "text"}`.
+
+        With `filter` (a `Filter`, a clause such as `"year >= 2019"`, or a list of clauses, ANDed), only the
+        documents it allows are searched (`filtered_search`): `min(k, allowed)` hits per query.
+        """
+        return self.hits(*self.search_ids(queries, k, self.allowed(filter)))
+
+    def search_ids(self, queries, k, allowed=None):
+        """`(ids, scores)` of the top `k` of the rows `allowed` (a mask, `allowed`; None: all) per query."""
+        queries = self.encoder.encode_queries(list(queries))
+        if allowed is None:
+            return self.index.search_ids(queries, k)
+        rows, scores = filtered_search(self.index, queries, k, allowed)
+        return [[self.index.ids[i] for i in row] for row in rows], scores
 
     def hits(self, ids, scores):
         """Per query, `{"id", "score"}` of each of its `ids` and `scores`, with the document's `title` and
