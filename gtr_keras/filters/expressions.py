@@ -91,9 +91,9 @@ def parse_clause(text):
         return Clause(field, "in", tuple(_value(*inner[i], text) for i in range(0, len(inner), 2)), text)
     if op_kind != "op":
         raise UserError(f"filter {text!r}: expected an operator (=, !=, <, <=, >, >=, in) after {field!r}")
+    value = _value(*tokens[2], text)
     if len(tokens) != 3:
         raise UserError(f"filter {text!r}: expected one value after {op!r} (use `in (...)` for several)")
-    value = _value(*tokens[2], text)
     if op in ORDER_OPERATORS and (isinstance(value, bool) or not isinstance(value, (int, float))):
         raise UserError(f"filter {text!r}: {op} compares numbers, got {value!r}")
     return Clause(field, op, (value,), text)

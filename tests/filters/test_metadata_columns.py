@@ -61,7 +61,9 @@ def test_unknown_fields_and_type_mismatches_are_one_user_error(expression, messa
 
 
 def test_a_field_of_two_types_is_refused_naming_both_documents():
-    with pytest.raises(DataError, match="document 'b' field `metadata.year` is a string, but document 'a' has a number"):
+    with pytest.raises(
+        DataError, match="document 'b' field `metadata.year` is a string, but document 'a' has a number"
+    ):
         MetadataColumns(["a", "b"], [{"year": 2019}, {"year": "2019"}])
 
 

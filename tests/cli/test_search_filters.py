@@ -1,0 +1,173 @@
+"""Acceptance of filtered search on the command line (`search --filter`, `--ids-file`): an index built with
+`gtr-keras index --model M --corpus C --out I` from a corpus whose lines carry `metadata`, searched by GTR,
+BM25 and both fused, against brute force over the matching documents."""
+
+import json
+
+import numpy as np
+import pytest
+
+from gtr_keras.cli.main import main
+from gtr_keras.lexical.bm25 import BM25Retriever
+from gtr_keras.lexical.fusion import model_fusion
+
+WORDS = "wing lift drag shock boundary layer heat transfer flutter nozzle jet buckling panel cone mach".split()
+QUERY = "boundary layer heat transfer"
+K = 5
+
+
+def _documents(n=40):
+    documents = []
+    for i in range(n):
+        text = " ".join(WORDS[(i * 7 + j) % len(WORDS)] for j in range(3 + i % 5))
+        metadata = {"lang": ["en", "de", "fr"][i % 3], "year": 2000 + i % 10, "tags": [WORDS[i % 4], WORDS[i % 6]]}
+        documents.append({"_id": f"d{i}", "title": f"title {i}", "text": text, "metadata": metadata})
+    return documents
+
+
+def _write(path, documents):
+    path.write_text("".join(json.dumps(document) + "\n" for document in documents))
+    return path
+
+
+@pytest.fixture(scope="module")
+def indexed(tmp_path_factory, tiny_model_dir):
+    root = tmp_path_factory.mktemp("filters")
+    corpus = _write(root / "corpus.jsonl", _documents())
+    assert main(["index", "--model", tiny_model_dir, "--corpus", str(corpus), "--out", str(root / "idx")]) == 0
+    return root / "idx", _documents()
+
+
+def _search(capsys, index, model_dir, *argv):
+    capsys.readouterr()
+    assert main(["search", "--index", str(index), "--model", model_dir, "--json", "-k", str(K), *argv, QUERY]) == 0
+    return [(hit["id"], hit["score"]) for hit in json.loads(capsys.readouterr().out)[0]["hits"]]
+
+
+def _gtr_truth(encoder, documents, matching, ids=None):
+    kept = [d for d in documents if matching(d["metadata"]) and (ids is None or d["_id"] in ids)]
+    vectors = encoder.encode_documents([f"{d['title']} {d['text']}" for d in kept])
+    scores = vectors @ encoder.encode_queries([QUERY])[0]
+    return {kept[i]["_id"]: float(scores[i]) for i in range(len(kept))}
+
+
+def _bm25_truth(documents, matching):
+    bm25 = BM25Retriever()
+    bm25.index([f"{d['title']} {d['text']}" for d in documents], [d["_id"] for d in documents])
+    ids, scores = bm25.search([QUERY], len(documents))
+    allowed = {d["_id"] for d in documents if matching(d["metadata"])}
+    return {i: s for i, s in zip(ids[0], scores[0]) if i in allowed}
+
+
+def _top(scores, k=K):
+    return sorted(scores.items(), key=lambda item: -item[1])[:k]
+
+
+FILTERS = [
+    (["lang = de"], lambda m: m["lang"] == "de"),
+    (["year >= 2007"], lambda m: m["year"] >= 2007),
+    (["lang in (en, fr)", "year < 2004"], lambda m: m["lang"] in ("en", "fr") and m["year"] < 2004),
+    (["tags = heat"], lambda m: "heat" in m["tags"]),
+    (["lang != en", "tags in (wing, lift)"], lambda m: m["lang"] != "en" and {"wing", "lift"} & set(m["tags"])),
+]
+
+
+@pytest.mark.parametrize("expressions, matching", FILTERS)
+def test_gtr_search_with_filters_is_brute_force_over_the_matching_documents(
+    indexed, expressions, matching, tiny_model_dir, tiny_encoder, capsys
+):
+    index, documents = indexed
+    argv = [arg for expression in expressions for arg in ("--filter", expression)]
+    hits = _search(capsys, index, tiny_model_dir, *argv)
+    expected = _top(_gtr_truth(tiny_encoder, documents, matching))
+    assert [i for i, _ in hits] == [i for i, _ in expected]
+    np.testing.assert_allclose([s for _, s in hits], [s for _, s in expected], rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("expressions, matching", FILTERS[:3])
+def test_bm25_and_hybrid_search_rank_within_the_filter(
+    indexed, expressions, matching, tiny_model_dir, tiny_encoder, capsys
+):
+    index, documents = indexed
+    argv = [arg for expression in expressions for arg in ("--filter", expression)]
+    bm25 = _bm25_truth(documents, matching)
+    hits = _search(capsys, index, tiny_model_dir, "--retriever", "bm25", *argv)
+    assert [i for i, _ in hits] == [i for i, _ in _top(bm25)]
+    fused = model_fusion(tiny_model_dir).fuse(_gtr_truth(tiny_encoder, documents, matching), bm25)
+    hits = _search(capsys, index, tiny_model_dir, "--retriever", "hybrid", *argv)
+    assert [i for i, _ in hits] == list(fused)[:K]
+    np.testing.assert_allclose([s for _, s in hits], list(fused.values())[:K], rtol=1e-5, atol=1e-6)
+
+
+def test_an_ids_file_allows_only_its_documents(indexed, tmp_path, tiny_model_dir, tiny_encoder, capsys):
+    index, documents = indexed
+    (tmp_path / "ids.txt").write_text("d1\nd4\nd7\nd30\n")
+    hits = _search(capsys, index, tiny_model_dir, "--ids-file", str(tmp_path / "ids.txt"), "--filter", "year < 2005")
+    expected = _top(_gtr_truth(tiny_encoder, documents, lambda m: m["year"] < 2005, {"d1", "d4", "d7", "d30"}))
+    assert [i for i, _ in hits] == [i for i, _ in expected] and {i for i, _ in hits} == {"d1", "d4", "d30"}
+
+
+def test_a_filter_matching_fewer_than_k_documents_returns_those(indexed, tiny_model_dir, capsys):
+    index, _ = indexed
+    hits = _search(capsys, index, tiny_model_dir, "--filter", "year = 2003", "--filter", "lang = en")
+    assert sorted(i for i, _ in hits) == ["d3", "d33"]
+
+
+@pytest.mark.parametrize(
+    "expression, message",
+    [
+        ("genre = x", "unknown field 'genre'"),
+        ("lang >= 3", ">= compares numbers, 'lang' is a string"),
+        ("year = recent", "'recent' is a string, 'year' holds number"),
+        ("year >>= 3", "expected a value, got '>='"),
+        ("year = 'open", "cannot parse from"),
+    ],
+)
+def test_bad_filters_are_exit_2_in_one_line_naming_them(indexed, expression, message, tiny_model_dir, capsys):
+    index, _ = indexed
+    capsys.readouterr()
+    assert main(["search", "--index", str(index), "--model", tiny_model_dir, "--filter", expression, QUERY]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and message in err and repr(expression) in err, err
+
+
+def test_a_field_of_mixed_types_is_refused_at_build_time_naming_document_and_field(tmp_path, tiny_model_dir, capsys):
+    documents = _documents(4)
+    documents[2]["metadata"]["year"] = "2002"
+    corpus = _write(tmp_path / "corpus.jsonl", documents)
+    assert main(["index", "--model", tiny_model_dir, "--corpus", str(corpus), "--out", str(tmp_path / "idx")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"{corpus}:3: document 'd2' field `metadata.year` is a string" in err, err
+    assert not (tmp_path / "idx").exists()
+
+
+def test_metadata_of_embeddings_and_of_updates_follows_the_documents(tmp_path, tiny_model_dir, capsys):
+    documents = _documents(12)
+    corpus = _write(tmp_path / "corpus.jsonl", documents)
+    embeddings = tmp_path / "emb.npy"
+    assert main(["encode", "--model", tiny_model_dir, "--input", str(corpus), "--output", str(embeddings)]) == 0
+    index = tmp_path / "idx"
+    argv = ["index", "--embeddings", str(embeddings), "--metadata-corpus", str(corpus), "--out", str(index)]
+    assert main(argv) == 0
+
+    def ids(expression):
+        return sorted(i for i, _ in _search(capsys, index, tiny_model_dir, "-k", "20", "--filter", expression))
+
+    assert ids("lang = de") == ["d1", "d10", "d4", "d7"]
+    changed = dict(documents[4], metadata={"lang": "fr", "year": 2030, "tags": []})
+    _write(tmp_path / "new.jsonl", [changed])
+    (tmp_path / "gone.txt").write_text("d7\n")
+    update = [
+        "index",
+        "--update",
+        "--out",
+        str(index),
+        "--model",
+        tiny_model_dir,
+        "--corpus",
+        str(tmp_path / "new.jsonl"),
+    ]
+    assert main([*update, "--delete", str(tmp_path / "gone.txt")]) == 0
+    assert ids("lang = de") == ["d1", "d10"] and ids("year >= 2030") == ["d4"]
+    assert main(["index", "--update", "--out", str(index), "--compact"]) == 0
+    assert ids("lang = de") == ["d1", "d10"] and ids("year >= 2030") == ["d4"]
