@@ -1,6 +1,7 @@
 """`when_imported`: hooks after a module's code, at once for one imported already, and `settled` hooks
 only when no module of the package is half imported."""
 
+import importlib
 import sys
 
 import pytest
@@ -28,10 +29,8 @@ def test_a_hook_runs_once_after_the_module_code(package):
     seen = []
     when_imported(f"{package}.b", lambda module: seen.append((module.__name__, module.DONE)))
     assert seen == []
-    import hooked_pkg.b  # noqa: F401
-
-    import hooked_pkg.a  # noqa: F401
-
+    importlib.import_module(f"{package}.b")
+    importlib.import_module(f"{package}.a")
     assert seen == [("hooked_pkg.b", True)]
     assert type(sys.modules["hooked_pkg.b"].__loader__).__name__ == "SourceFileLoader"
 
