@@ -81,6 +81,9 @@ class MetadataColumns:
 
     Attributes:
         ids, types (`{field: "string" | "number" | "boolean" | "list"}`).
+        columns: `{field: column}`, each with `kind`, `present` (bool `[N]`), `codes` (int32 codes into
+            `vocabulary`, `{value: code}`, for strings and lists; float64 or int8 values otherwise) and, for a
+            list, `element_rows` (the row of each of its `codes`).
 
     Raises:
         DataError: a field whose values mix types, naming the two documents.
@@ -112,15 +115,15 @@ class MetadataColumns:
                 column.add(row, value)
         for column in columns.values():
             column.freeze()
-        self._columns = columns
+        self.columns = columns
         self.types = {field: column.kind for field, column in columns.items()}
 
     def check(self, filter):
         """Raises `UserError` naming the first clause of `filter` on an unknown field or of the wrong type."""
         for clause in filter.clauses:
-            column = self._columns.get(clause.field)
+            column = self.columns.get(clause.field)
             if column is None:
-                known = ", ".join(sorted(self._columns)) or "none: its documents have no metadata"
+                known = ", ".join(sorted(self.columns)) or "none: its documents have no metadata"
                 raise UserError(f"filter {clause.text!r}: unknown field {clause.field!r} (the index's fields: {known})")
             if clause.op in ORDER_OPERATORS and column.kind != "number":
                 raise UserError(
@@ -145,7 +148,7 @@ class MetadataColumns:
             return mask
         self.check(filter)
         for clause in filter.clauses:
-            column = self._columns[clause.field]
+            column = self.columns[clause.field]
             values = clause.values
             if column.kind in ("string", "list"):
                 values = tuple(v if isinstance(v, str) else _number_text(v) for v in values)

@@ -20,6 +20,11 @@ convention:
   batching can merge requests): each row holds its query's top `k` first; a batch is as wide as its
   largest `k` (at most the number of documents), and a row's places past its own `k` hold id `""` and
   score `-2.0` (never a real score: scores are cosines). `k < 1` is an error.
+- `search_filtered`: as `search`, with `filter` tf.string `[None]`, the clauses of `search --filter` (ANDed,
+  for the whole request; none: no filter), evaluated in the graph (`FilterGraph`) over the metadata of the
+  index's documents kept in the SavedModel: the same hits as `gtr-keras search --filter` (docs/filters.md).
+  A row past the allowed documents holds padding; a clause that does not parse, an unknown field or a type
+  mismatch fails the request naming the clause.
 
 An empty batch gives `[0, k]` (`[0, 0]` from `search`, whose `k` has no entries). Text that is not
 valid UTF-8 is read with each invalid byte sequence replaced by U+FFFD, as everywhere in gtr-keras
@@ -56,8 +61,10 @@ from gtr_keras.errors import DataError, UserError
 from gtr_keras.index.scann_builder import codec_files, merge_scann
 from gtr_keras.index.search_index import SearchIndex
 from gtr_keras.index.segmented_index import SegmentedIndex
+from gtr_keras.index.segments import index_documents
 from gtr_keras.models.gtr.gtr_tokenizer import pad_token_ids
 from gtr_keras.retrieval.retriever import INDEX_SUBDIR, Retriever
+from gtr_keras.serving.filter_graph import FilterGraph
 from gtr_keras.utils import files
 from gtr_keras.utils.files import atomic_outputs
 from gtr_keras.utils.locks import locks_output
@@ -65,6 +72,7 @@ from gtr_keras.utils.locks import locks_output
 STRINGS = tf.TensorSpec([None], tf.string, name="texts")
 QUERIES = tf.TensorSpec([None], tf.string, name="queries")
 K = tf.TensorSpec([None], tf.int32, name="k")
+FILTER = tf.TensorSpec([None], tf.string, name="filter")
 PAD_ID, PAD_SCORE = "", -2.0
 WARMUP_FILE = "tf_serving_warmup_requests"
 WARMUP_TEXTS = ("what keeps a wing up?", "GTR is a dual encoder for retrieval.")
@@ -160,7 +168,8 @@ def _write_warmup(staging, signatures, model_name):
             request = predict_pb2.PredictRequest(model_spec=model_pb2.ModelSpec(name=model_name, signature_name=name))
             for spec in function.input_signature:
                 values = list(WARMUP_TEXTS) if spec.dtype == tf.string else [WARMUP_K] * len(WARMUP_TEXTS)
-                request.inputs[spec.name].CopyFrom(tf.make_tensor_proto(values, dtype=spec.dtype))
+                values = [] if spec.name == FILTER.name else values  # no filter: a warmup needs no metadata field
+                request.inputs[spec.name].CopyFrom(tf.make_tensor_proto(values, dtype=spec.dtype, shape=[len(values)]))
             log = prediction_log_pb2.PredictionLog(predict_log=prediction_log_pb2.PredictLog(request=request))
             writer.write(log.SerializeToString())
 
@@ -407,16 +416,17 @@ def _write_searcher(encoder, index_dir, staging, searcher, k):
                 resource = _ScannResource(parts[0][0], part_dir, "" if number == 0 else f"part-{number}-")
                 root.scann_parts.append(resource)
                 size = np.load(os.path.join(parts[0][0], "datapoint_to_token.npy"), mmap_mode="r").shape[0]
-                searched.append((resource, offset, size, params["reorder_factor"], params["num_leaves_to_search"]))
+                leaves = (params["num_leaves_to_search"], params["num_leaves"])
+                searched.append((resource, offset, size, params["reorder_factor"], leaves))
                 offset += size
 
-            def top_k(queries, k):
+            def top_k(queries, k, every_leaf=False):
                 # Plain tuples, not ScaNN's named one: `tf.cond` in `search` pairs them with an empty batch's.
                 neighbors, scores = [], []
                 for resource, first, size, reorder, leaves in searched:
                     width = tf.minimum(k, size)
                     found = scann_ops.scann_search_batched(
-                        resource.resource_handle, queries, width, reorder * width, leaves, True
+                        resource.resource_handle, queries, width, reorder * width, leaves[every_leaf], True
                     )
                     missing = tf.math.is_nan(found[1])  # places ScaNN's searched leaves could not fill
                     neighbors.append(tf.where(missing, 0, found[0]) + first)
@@ -425,6 +435,22 @@ def _write_searcher(encoder, index_dir, staging, searcher, k):
                     return neighbors[0], scores[0]
                 best, place = tf.math.top_k(tf.concat(scores, axis=1), k)
                 return tf.gather(tf.concat(neighbors, axis=1), place, batch_dims=1), best
+
+            def allowed_top_k(queries, k, allowed):
+                # Over-fetch in proportion to the rows allowed; rows left short are searched again over every
+                # leaf and every row (`filtered_search`'s guarantee: k allowed hits while k allowed rows exist).
+                count = tf.reduce_sum(tf.cast(allowed, tf.int32))
+                fetch = tf.minimum(num_docs, k * tf.math.floordiv(num_docs + count - 1, tf.maximum(count, 1)) + 3)
+
+                def kept(fetch, every_leaf):
+                    neighbors, scores = top_k(queries, fetch, every_leaf)
+                    keep = tf.gather(allowed, neighbors) & tf.math.is_finite(scores)
+                    best, place = tf.math.top_k(tf.where(keep, scores, -np.inf), k)
+                    filled = tf.reduce_sum(tf.cast(keep, tf.int32), axis=1) >= tf.minimum(k, count)
+                    return tf.gather(neighbors, place, batch_dims=1), best, tf.reduce_all(filled)
+
+                neighbors, scores, filled = kept(fetch, False)
+                return tf.cond(filled, lambda: (neighbors, scores), lambda: kept(tf.constant(num_docs), True)[:2])
         else:
             vectors = index.embeddings if index.embeddings is not None else index.live_embeddings()
             root.doc_embeddings = tf.Variable(vectors, trainable=False, name="doc_embeddings")
@@ -433,15 +459,27 @@ def _write_searcher(encoder, index_dir, staging, searcher, k):
                 scores, neighbors = tf.math.top_k(tf.matmul(queries, root.doc_embeddings, transpose_b=True), k)
                 return neighbors, scores
 
-        def search(queries, k, min_width=0):
+            def allowed_top_k(queries, k, allowed):
+                scores = tf.matmul(queries, root.doc_embeddings, transpose_b=True)
+                scores, neighbors = tf.math.top_k(tf.where(allowed[None, :], scores, -np.inf), k)
+                return neighbors, scores
+
+        root.filter_graph = FilterGraph(Retriever(None, index, index_documents(index)).metadata)
+
+        def search(queries, k, min_width=0, filter=None):
             valid = tf.debugging.assert_greater_equal(k, 1, message="k must be at least 1")
             with tf.control_dependencies([valid]):
                 k = tf.minimum(k, num_docs)
             width = tf.reduce_max(tf.concat([k, [min_width]], axis=0))
             query_embeddings = embed(queries, "query")
+            if filter is None:
+                found = lambda: top_k(query_embeddings, width)  # noqa: E731
+            else:
+                allowed = root.filter_graph.mask(filter)
+                found = lambda: allowed_top_k(query_embeddings, width, allowed)  # noqa: E731
             neighbors, scores = tf.cond(
                 tf.shape(queries)[0] > 0,
-                lambda: top_k(query_embeddings, width),
+                found,
                 lambda: (tf.zeros([0, width], tf.int32), tf.zeros([0, width], tf.float32)),
             )
             neighbors, scores = tf.ensure_shape(neighbors, [None, None]), tf.ensure_shape(scores, [None, None])
@@ -452,10 +490,14 @@ def _write_searcher(encoder, index_dir, staging, searcher, k):
             }
 
         root.search = tf.function(search, input_signature=[QUERIES, K])
+        root.search_filtered = tf.function(
+            lambda queries, k, filter: search(queries, k, filter=filter), input_signature=[QUERIES, K, FILTER]
+        )
         root.search_default_k = tf.function(
             lambda queries: search(queries, tf.fill(tf.shape(queries), k), min(k, num_docs)), input_signature=[QUERIES]
         )
-        _save(root, staging, {"serving_default": root.search_default_k, "search": root.search}, "gtr_searcher")
+        signatures = {"serving_default": root.search_default_k, "search": root.search}
+        _save(root, staging, {**signatures, "search_filtered": root.search_filtered}, "gtr_searcher")
         shutil.rmtree(raw_dir, ignore_errors=True)
 
 

@@ -22,6 +22,10 @@ TEXTS = ["what is the lift of a wing?", "", "boundary layer " * 400, "Ünïcöd�
 QUERIES = ["wing lift", "heat transfer at hypersonic speed", "buckling of thin cylinders"]
 
 
+def _metadata(i):
+    return {"part": i % 7, "half": ["first", "second"][i >= 150], "tags": [["a", "b", "c"][i % 3]], "odd": i % 2 == 1}
+
+
 @pytest.fixture(scope="module")
 def exports(tmp_path_factory, tiny_model_dir):
     """Encoder + searcher exports over a 300-document slice of the bundled Cranfield corpus."""
@@ -30,8 +34,8 @@ def exports(tmp_path_factory, tiny_model_dir):
     root = tmp_path_factory.mktemp("exports")
     corpus = load_corpus(os.path.join(REPO, "gtr_keras", "assets", "cranfield"))
     lines = [
-        json.dumps({"_id": doc_id, "title": title, "text": text}) + "\n"
-        for doc_id, title, text in list(zip(corpus.ids, corpus.titles, corpus.texts))[:300]
+        json.dumps({"_id": doc_id, "title": title, "text": text, "metadata": _metadata(i)}) + "\n"
+        for i, (doc_id, title, text) in enumerate(list(zip(corpus.ids, corpus.titles, corpus.texts))[:300])
     ]
     (root / "corpus.jsonl").write_text("".join(lines))
     # The same documents encoded in two shards, for `index --embeddings`.
@@ -153,6 +157,53 @@ def test_searcher_returns_the_same_ids_as_the_search_command(exports, tiny_model
     ids, scores = [[i.decode() for i in row] for row in mixed["ids"].numpy()], mixed["scores"].numpy()
     assert ids == [expected[0][:1] + [""] * 4, expected[1], expected[2][:2] + [""] * 3]
     assert (scores[0, 1:] == -2.0).all() and (scores[2, 2:] == -2.0).all() and (scores[:, 0] > -1.0001).all()
+
+
+FILTERS = [["part = 3"], ["part >= 5", "half = second"], ["tags in (a, c)", "odd != true"], ["part in (1, 2)"]]
+
+
+@pytest.mark.parametrize("searcher", ["scann", "brute-force"])
+def test_the_filtered_searcher_answers_as_search_with_the_filter(exports, tiny_model_dir, capsys, searcher):
+    export_dir, index_dir = exports[searcher]
+    loaded = load_export(str(export_dir / "searcher" / "1"))
+    for clauses in FILTERS:
+        capsys.readouterr()
+        flags = [arg for clause in clauses for arg in ("--filter", clause)]
+        assert (
+            main(
+                ["search", "--index", str(index_dir), "--model", tiny_model_dir, *QUERIES, "-k", "5", "--json", *flags]
+            )
+            == 0
+        )
+        expected = [[hit["id"] for hit in row["hits"]] for row in json.loads(capsys.readouterr().out)]
+        result = loaded.signatures["search_filtered"](
+            queries=tf.constant(QUERIES), k=tf.constant([5] * len(QUERIES)), filter=tf.constant(clauses)
+        )
+        assert [[i.decode() for i in row] for row in result["ids"].numpy()] == expected, clauses
+    unfiltered = loaded.signatures["search_filtered"](
+        queries=tf.constant(QUERIES), k=tf.constant([5] * len(QUERIES)), filter=tf.constant([], tf.string)
+    )
+    plain = loaded.signatures["search"](queries=tf.constant(QUERIES), k=tf.constant([5] * len(QUERIES)))
+    assert unfiltered["ids"].numpy().tolist() == plain["ids"].numpy().tolist()
+    for clause, message in (
+        ("genre = x", "unknown field"),
+        ("part >", "cannot parse"),
+        ("half < 3", "compare numbers"),
+    ):
+        with pytest.raises(tf.errors.InvalidArgumentError, match=message):
+            loaded.signatures["search_filtered"](
+                queries=tf.constant(QUERIES[:1]), k=tf.constant([5]), filter=tf.constant([clause])
+            )
+
+
+def test_a_filter_allowing_fewer_than_k_documents_pads_the_rest(exports):
+    loaded = load_export(str(exports["scann"][0] / "searcher" / "1"))
+    clauses = ["part = 3", "half = first", "odd = true", "tags = a"]  # documents 3, 45, 87 and 129
+    result = loaded.signatures["search_filtered"](
+        queries=tf.constant(QUERIES[:1]), k=tf.constant([5]), filter=tf.constant(clauses)
+    )
+    ids, scores = [i.decode() for i in result["ids"].numpy()[0]], result["scores"].numpy()[0]
+    assert len([i for i in ids if i]) == 4 and ids[4] == "" and scores[4] == -2.0
 
 
 def test_a_scann_index_has_no_float_vectors_for_a_brute_force_searcher(exports, tiny_model_dir, tmp_path, capsys):

@@ -1,0 +1,137 @@
+"""`FilterGraph`: the filter syntax of `search --filter` evaluated by TensorFlow ops, for the searcher SavedModel.
+
+TF Serving has no Python: the clauses arrive as a tf.string tensor and are parsed with RE2 (`tf.strings`), and
+matched against the index's metadata columns (`MetadataColumns`), kept in the SavedModel as variables and, for
+strings, a hash table of each field's vocabulary. A clause that does not parse, names an unknown field or
+compares a number with a string fails the request (`InvalidArgumentError` naming it).
+"""
+
+import tensorflow as tf
+
+_CLAUSE = r"^\s*(`[^`]+`|[A-Za-z_][A-Za-z0-9_.\-]*)\s*(<=|>=|!=|=|<|>|[iI][nN])\s*(.+?)\s*$"
+_COMPARE = {"<": tf.less, "<=": tf.less_equal, ">": tf.greater, ">=": tf.greater_equal}
+
+
+def _unquote(values):
+    values = tf.strings.strip(values)
+    quoted = tf.strings.regex_full_match(values, r"'.*'|\".*\"")
+    length = tf.strings.length(values)
+    inner = tf.strings.substr(values, tf.minimum(length, 1), tf.maximum(length - 2, 0))
+    return tf.where(quoted, tf.strings.regex_replace(inner, r"\\(.)", r"\1"), values)
+
+
+def _fail(message, detail):
+    return tf.debugging.Assert(False, [message, detail])
+
+
+class FilterGraph(tf.Module):
+    """The rows a filter allows, computed in a TensorFlow graph from an index's metadata columns.
+
+    Args:
+        columns: the `MetadataColumns` of the index's rows (`Retriever.metadata`).
+
+    Example:
+    >>> graph = FilterGraph(MetadataColumns(["d0", "d1"], [{"year": 2018}, {"year": 2021}]))
+    >>> graph.mask(tf.constant(["year >= 2019"])).numpy().tolist()
+    [False, True]
+    """
+
+    def __init__(self, columns):
+        super().__init__(name="filter_graph")
+        self.num_rows = len(columns.ids)
+        self._fields = {}
+        for number, (field, column) in enumerate(sorted(columns.columns.items())):
+            stored = {
+                "present": tf.Variable(column.present, trainable=False, name=f"present_{number}"),
+                "codes": tf.Variable(column.codes, trainable=False, name=f"codes_{number}"),
+            }
+            if column.kind in ("string", "list"):
+                keys = sorted(column.vocabulary, key=column.vocabulary.get)
+                initializer = tf.lookup.KeyValueTensorInitializer(
+                    tf.constant(keys or [""], tf.string),
+                    tf.constant([column.vocabulary[k] for k in keys] or [-2], tf.int32),
+                )
+                stored["vocabulary"] = tf.lookup.StaticHashTable(initializer, default_value=-2)
+            if column.kind == "list":
+                stored["element_rows"] = tf.Variable(
+                    column.element_rows.astype("int32"), trainable=False, name=f"rows_{number}"
+                )
+            self._fields[field] = (column.kind, stored)
+        self._tables = [stored["vocabulary"] for _, stored in self._fields.values() if "vocabulary" in stored]
+        self._variables = [v for _, stored in self._fields.values() for k, v in stored.items() if k != "vocabulary"]
+
+    def mask(self, clauses):
+        """bool `[N]`: the rows every clause of `clauses` (tf.string `[c]`, ANDed; none: every row) allows."""
+        clauses = tf.convert_to_tensor(clauses, tf.string)
+        allowed = tf.ones([self.num_rows], tf.bool)
+        for_each = tf.range(tf.shape(clauses)[0])
+
+        def step(i, allowed):
+            return i + 1, allowed & self._clause(clauses[i])
+
+        _, allowed = tf.while_loop(lambda i, _: i < tf.size(for_each), step, [0, allowed])
+        return allowed
+
+    def _clause(self, clause):
+        parsed = tf.strings.regex_full_match(clause, _CLAUSE)
+        check = tf.debugging.Assert(parsed, ["filter: cannot parse (expected FIELD OP VALUE):", clause])
+        with tf.control_dependencies([check]):
+            clause = tf.identity(clause)
+        field = tf.strings.regex_replace(tf.strings.regex_replace(clause, _CLAUSE, r"\1"), r"^`|`$", "")
+        op = tf.strings.lower(tf.strings.regex_replace(clause, _CLAUSE, r"\2"))
+        rest = tf.strings.regex_replace(clause, _CLAUSE, r"\3")
+        is_in = tf.equal(op, "in")
+        listed = tf.strings.regex_full_match(rest, r"\(.*\)")
+        check = tf.debugging.Assert(tf.logical_or(~is_in, listed), ["filter: expected `in (A, B, ...)`:", clause])
+        with tf.control_dependencies([check]):
+            values = tf.cond(
+                is_in,
+                lambda: tf.strings.split(
+                    tf.strings.substr(
+                        rest, tf.minimum(tf.strings.length(rest), 1), tf.maximum(tf.strings.length(rest) - 2, 0)
+                    ),
+                    ",",
+                ),
+                lambda: tf.reshape(rest, [1]),
+            )
+        values = _unquote(values)
+        branches = [
+            (tf.equal(field, name), lambda name=name: self._match(name, op, values, clause)) for name in self._fields
+        ]
+
+        def unknown():
+            with tf.control_dependencies([_fail("filter: unknown field:", clause)]):
+                return tf.zeros([self.num_rows], tf.bool)
+
+        return tf.case(branches, default=unknown, exclusive=False) if branches else unknown()
+
+    def _match(self, name, op, values, clause):
+        kind, stored = self._fields[name]
+        present = stored["present"]
+        if kind == "number":
+            numbers = tf.strings.to_number(values, tf.float64)
+            column = stored["codes"]
+            equal = tf.reduce_any(column[:, None] == numbers[None, :], axis=1)
+            cases = [
+                (tf.equal(op, symbol), lambda c=compare: c(column, numbers[0])) for symbol, compare in _COMPARE.items()
+            ]
+            cases.append((tf.equal(op, "!="), lambda: ~equal))
+            return tf.case(cases, default=lambda: equal, exclusive=False) & present
+        ordered = tf.reduce_any(tf.equal(op, list(_COMPARE)))
+        check = tf.debugging.Assert(~ordered, [f"filter: < <= > >= compare numbers, {name!r} is a {kind}:", clause])
+        with tf.control_dependencies([check]):
+            if kind == "boolean":
+                valid = tf.reduce_all((values == "true") | (values == "false"))
+                with tf.control_dependencies([tf.debugging.Assert(valid, [f"filter: {name!r} is a boolean:", clause])]):
+                    wanted = tf.cast(tf.equal(values, "true"), tf.int8)
+                equal = tf.reduce_any(stored["codes"][:, None] == wanted[None, :], axis=1)
+            else:
+                wanted = stored["vocabulary"].lookup(values)
+                hit = tf.reduce_any(stored["codes"][:, None] == wanted[None, :], axis=1)
+                if kind == "list":
+                    equal = (
+                        tf.math.unsorted_segment_max(tf.cast(hit, tf.int32), stored["element_rows"], self.num_rows) > 0
+                    )
+                else:
+                    equal = hit
+        return tf.where(tf.equal(op, "!="), ~equal, equal) & present
