@@ -16,11 +16,14 @@ which bring no texts, removes the side (with a `DataWarning`).
 import os
 import warnings
 
+from gtr_keras.beir.readers import load_corpus
 from gtr_keras.errors import DataError, DataWarning, MismatchError, UserError
+from gtr_keras.filters.metadata_columns import MetadataColumns
 from gtr_keras.index.embedding_files import EmbeddingFiles
 from gtr_keras.index.layout import RETRIEVER_JSON, check_ids
 from gtr_keras.index.search_index import ArrayRows, SearchIndex
 from gtr_keras.index.segment_writer import live_ids, missing_ids, update_search_index
+from gtr_keras.index.segments import BASE, documents_path, read_manifest
 from gtr_keras.lexical.bm25_side import BM25_SUBDIR, bm25_side_ids, has_bm25_side, rebuild_bm25_side
 from gtr_keras.retrieval.retriever import INDEX_SUBDIR, MODEL_FIELDS, embeddings_metadata, model_change
 from gtr_keras.utils import files
@@ -154,6 +157,7 @@ def update_index(
             )
         if not missing_ok:
             check_deletions(index_dir, delete_ids, where)
+        check_metadata_types(search_index, corpus)
         vectors = encoder.encode_documents(corpus.joined(), batch_size, progress)
         source = ArrayRows(corpus.ids, vectors)
     manifest = update_search_index(search_index, source, delete_ids, where, missing_ok, compact, corpus)
@@ -173,6 +177,27 @@ def update_index(
     elif bm25:
         rebuild_bm25_side(index_dir, SearchIndex.load(search_index))
     return manifest
+
+
+def check_metadata_types(search_index, corpus):
+    """Raises `DataError` naming a document of `corpus` and a metadata field whose type is not the one the
+    documents of the index (every segment's, in `search_index`) give it: one type a field (docs/filters.md).
+
+    Example:
+    >>> check_metadata_types("indexes/papers/index", load_corpus("new.jsonl"))
+    """
+    if corpus.metadata is None:
+        return
+    manifest = read_manifest(search_index)
+    names = [segment["name"] for segment in manifest["segments"]] if manifest else [BASE]
+    stored = [documents_path(search_index, name) for name in names]
+    ids, metadata = [], []
+    for path in stored:
+        if path is not None and files.exists(path):
+            documents = load_corpus(path)
+            ids += documents.ids
+            metadata += documents.metadata or [{}] * len(documents)
+    MetadataColumns(ids + list(corpus.ids), metadata + list(corpus.metadata))
 
 
 def _repair_bm25_side(index_dir, search_index):

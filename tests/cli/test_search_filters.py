@@ -171,3 +171,25 @@ def test_metadata_of_embeddings_and_of_updates_follows_the_documents(tmp_path, t
     assert ids("lang = de") == ["d1", "d10"] and ids("year >= 2030") == ["d4"]
     assert main(["index", "--update", "--out", str(index), "--compact"]) == 0
     assert ids("lang = de") == ["d1", "d10"] and ids("year >= 2030") == ["d4"]
+
+
+def test_an_update_whose_metadata_type_differs_from_the_index_is_refused(indexed, tmp_path, tiny_model_dir, capsys):
+    index, documents = indexed
+    _write(tmp_path / "new.jsonl", [dict(documents[0], _id="new", metadata={"year": "recent"})])
+    capsys.readouterr()
+    update = [
+        "index",
+        "--update",
+        "--out",
+        str(index),
+        "--model",
+        tiny_model_dir,
+        "--corpus",
+        str(tmp_path / "new.jsonl"),
+    ]
+    assert main(update) == 2
+    err = capsys.readouterr().err
+    assert (
+        err.count("\n") == 1
+        and "document 'new' field `metadata.year` is a string, but document 'd0' has a number" in err
+    )
