@@ -275,7 +275,6 @@ def test_the_top_level_modules_import_what_the_architecture_says():
     # `gtr_keras.load`: exports' encoders without TensorFlow, a model's stack only for a model.
     assert graph["gtr_keras.loading"] == {
         "gtr_keras.errors",
-        "gtr_keras.serving",
         "gtr_keras.serving.export_formats",
         "gtr_keras.saving",
     }
