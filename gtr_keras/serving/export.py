@@ -56,7 +56,6 @@ from gtr_keras.errors import DataError, UserError
 from gtr_keras.index.layout import INDEX_SUBDIR, SCANN_ARRAY_FILES, SCANN_DATAPOINT_TO_TOKEN, SCANN_TENSOR_FILES
 from gtr_keras.index.scann_builder import codec_files, merge_scann
 from gtr_keras.index.search_index import SearchIndex
-from gtr_keras.index.segmented_index import SegmentedIndex
 from gtr_keras.models.gtr.gtr_tokenizer import pad_token_ids
 from gtr_keras.retrieval.retriever import Retriever
 from gtr_keras.utils import files
@@ -391,9 +390,8 @@ def _index_dirs(index_dir):
 def _scann_groups(index):
     """`[(scann_dir, keep mask or None, params, live rows)]`: the ScaNN searchers of a loaded index, consecutive
     parts that share one tree and codebooks joined into one (`merge_scann` does the joining)."""
-    parts = index.parts if isinstance(index, SegmentedIndex) else [(index, None)]
     groups = []
-    for part, deleted in parts:
+    for part, deleted in index.parts:
         scann_dir = os.path.join(part.path, SCANN_SUBDIR)
         keep = None if deleted is None else ~deleted
         if groups and codec_files(groups[-1][0][0][0]) == codec_files(scann_dir):
@@ -449,7 +447,7 @@ def _write_searcher(encoder, index_dir, staging, searcher, k):
                 best, place = tf.math.top_k(tf.concat(scores, axis=1), k)
                 return tf.gather(tf.concat(neighbors, axis=1), place, batch_dims=1), best
         else:
-            vectors = index.embeddings if index.embeddings is not None else index.live_embeddings()
+            vectors = index.live_embeddings()
             root.doc_embeddings = tf.Variable(vectors, trainable=False, name="doc_embeddings")
 
             def top_k(queries, k):
