@@ -203,7 +203,7 @@ def _index_with_beam(args, kind):
     """
     from gtr_keras.index.search_index import ArrayRows
     from gtr_keras.retrieval.beam_pipeline import (
-        BEAM_SHARDS_DIRECTORY,
+        BEAM_OUTPUT_DIRECTORY,
         beam_pipeline_args,
         corpus_files,
         corpus_from_shards,
@@ -214,7 +214,7 @@ def _index_with_beam(args, kind):
     corpus_files(args.corpus)
     pipeline_args = beam_pipeline_args(args.beam_option)
     shard_dir = work_dir_for(args.out) + "-beam"
-    files.check_replaceable(shard_dir, [BEAM_SHARDS_DIRECTORY])
+    files.check_replaceable(shard_dir, [BEAM_OUTPUT_DIRECTORY])
     metadata = index_metadata(_encoder(args), args.model)
     files.remove(shard_dir)
     encode_corpus_with_beam(
