@@ -23,13 +23,9 @@ import numpy as np
 from filtered_search import lscpu_flags
 from results import RESULTS, machine, publish, rerun_command
 
-from gtr_keras.beir.evaluation import evaluate_run
+from gtr_keras import HybridRetriever, Retriever, build_index, evaluate_run, load, load_dataset, model_fusion
 from gtr_keras.lexical.bm25_side import load_bm25_side
-from gtr_keras.lexical.fusion import model_fusion
-from gtr_keras.retrieval.hybrid_retriever import RETRIEVERS, HybridRetriever
-from gtr_keras.retrieval.retriever import Retriever, build_index
-from gtr_keras.retrieval.runs import load_dataset
-from gtr_keras.saving import load
+from gtr_keras.retrieval.hybrid_retriever import RETRIEVERS
 
 SECTION = "## Filtered search"
 DEPTH = 100
