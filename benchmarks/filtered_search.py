@@ -172,7 +172,7 @@ Command: `{rerun_command(__file__, argv)}`
   `{json.dumps(index.params)}`{f", built in {build_s / 60:.1f} min" if build_s else " (reused)"}.
 - Each search: one batched call of every query, median of {args.repeats} (after one warm-up). Recall@10
   against exact filtered search (float32 dot products over the allowed rows). The planner's settings:
-  exact below {planner.EXACT_FRACTION:.0%} of a part's rows or {planner.EXACT_ROWS:,} rows. MetadataColumns of
+  exact below {planner.EXACT_FRACTION:.1%} of a part's rows or {planner.EXACT_ROWS:,} rows. MetadataColumns of
   the {len(index.ids):,} documents built in {columns_s:.1f} s; "mask" is `MetadataColumns.allowed` of the filter.
 
 {table}
