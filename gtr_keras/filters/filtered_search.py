@@ -39,11 +39,6 @@ _WIDENINGS = 3
 _INT8 = weakref.WeakKeyDictionary()
 
 
-def _parts(index):
-    """`[(SearchIndex, deleted mask or None)]` of a `SearchIndex` or `SegmentedIndex`."""
-    return getattr(index, "parts", None) or [(index, None)]
-
-
 def filtered_search(index, query_embeddings, k, allowed):
     """The top `k` rows of `index` among those `allowed`, per query, best first.
 
@@ -71,7 +66,7 @@ def filtered_search(index, query_embeddings, k, allowed):
     if not k or not len(queries):
         return np.empty((len(queries), k), np.int64), np.empty((len(queries), k), np.float32)
     rows, scores, offset = [], [], 0
-    for part, deleted in _parts(index):
+    for part, deleted in index.parts:
         live = np.ones(len(part.ids), bool) if deleted is None else ~deleted
         whole = np.cumsum(live) - 1 + offset
         part_allowed = np.zeros(len(part.ids), bool)
