@@ -463,3 +463,51 @@ def test_empty_corpus_or_queries_file(tmp_path, name, loader, what):
 
 def test_read_texts_empty_jsonl_gives_no_texts(tmp_path):
     assert read_texts(write_jsonl(tmp_path / "corpus.jsonl", [])) == ([], [])
+
+
+def test_corpus_metadata_is_read_with_one_type_a_field(tmp_path):
+    path = write_jsonl(
+        tmp_path / "corpus.jsonl",
+        [
+            {"_id": "d0", "text": "a", "metadata": {"year": 2019, "lang": "en", "tags": ["x"], "open": True}},
+            {"_id": "d1", "text": "b", "metadata": {"year": 2020.5, "lang": None}},
+            {"_id": "d2", "text": "c"},
+        ],
+    )
+    corpus = load_corpus(path)
+    assert corpus.metadata == [{"year": 2019, "lang": "en", "tags": ["x"], "open": True}, {"year": 2020.5}, {}]
+    assert load_corpus(write_jsonl(tmp_path / "plain.jsonl", [{"_id": "d0", "text": "a"}])).metadata is None
+
+
+@pytest.mark.parametrize(
+    "records, message",
+    [
+        (
+            [
+                {"_id": "d0", "text": "a", "metadata": {"year": 2019}},
+                {"_id": "d1", "text": "b", "metadata": {"year": "x"}},
+            ],
+            "corpus.jsonl:2: document 'd1' field `metadata.year` is a string, but document 'd0' (line 1) has a number",
+        ),
+        (
+            [
+                {"_id": "d0", "text": "a", "metadata": {"open": True}},
+                {"_id": "d1", "text": "b", "metadata": {"open": 1}},
+            ],
+            "corpus.jsonl:2: document 'd1' field `metadata.open` is a number, but document 'd0' (line 1) has a boolean",
+        ),
+        (
+            [{"_id": "d0", "text": "a", "metadata": {"tags": [1, 2]}}],
+            "corpus.jsonl:1: document 'd0' field `metadata.tags` must be a string, number, boolean or list of strings",
+        ),
+        ([{"_id": "d0", "text": "a", "metadata": ["en"]}], "corpus.jsonl:1: field `metadata` must be an object"),
+    ],
+)
+def test_corpus_metadata_of_mixed_or_unknown_types_names_the_document_and_field(tmp_path, records, message):
+    with pytest.raises(DataError, match=re.escape(message)):
+        load_corpus(write_jsonl(tmp_path / "corpus.jsonl", records))
+
+
+def test_queries_metadata_is_not_read(tmp_path):
+    path = write_jsonl(tmp_path / "queries.jsonl", [{"_id": "q0", "text": "a", "metadata": {"nested": {"x": 1}}}])
+    assert load_queries(path) == {"q0": "a"}

@@ -141,6 +141,10 @@ def test_a_field_of_mixed_types_is_refused_at_build_time_naming_document_and_fie
     assert not (tmp_path / "idx").exists()
 
 
+def _update(index, model_dir, corpus, *flags):
+    return main(["index", "--update", "--out", str(index), "--model", model_dir, "--corpus", str(corpus), *flags])
+
+
 def test_metadata_of_embeddings_and_of_updates_follows_the_documents(tmp_path, tiny_model_dir, capsys):
     documents = _documents(12)
     corpus = _write(tmp_path / "corpus.jsonl", documents)
@@ -157,17 +161,7 @@ def test_metadata_of_embeddings_and_of_updates_follows_the_documents(tmp_path, t
     changed = dict(documents[4], metadata={"lang": "fr", "year": 2030, "tags": []})
     _write(tmp_path / "new.jsonl", [changed])
     (tmp_path / "gone.txt").write_text("d7\n")
-    update = [
-        "index",
-        "--update",
-        "--out",
-        str(index),
-        "--model",
-        tiny_model_dir,
-        "--corpus",
-        str(tmp_path / "new.jsonl"),
-    ]
-    assert main([*update, "--delete", str(tmp_path / "gone.txt")]) == 0
+    assert _update(index, tiny_model_dir, tmp_path / "new.jsonl", "--delete", str(tmp_path / "gone.txt")) == 0
     assert ids("lang = de") == ["d1", "d10"] and ids("year >= 2030") == ["d4"]
     assert main(["index", "--update", "--out", str(index), "--compact"]) == 0
     assert ids("lang = de") == ["d1", "d10"] and ids("year >= 2030") == ["d4"]
@@ -177,17 +171,7 @@ def test_an_update_whose_metadata_type_differs_from_the_index_is_refused(indexed
     index, documents = indexed
     _write(tmp_path / "new.jsonl", [dict(documents[0], _id="new", metadata={"year": "recent"})])
     capsys.readouterr()
-    update = [
-        "index",
-        "--update",
-        "--out",
-        str(index),
-        "--model",
-        tiny_model_dir,
-        "--corpus",
-        str(tmp_path / "new.jsonl"),
-    ]
-    assert main(update) == 2
+    assert _update(index, tiny_model_dir, tmp_path / "new.jsonl") == 2
     err = capsys.readouterr().err
     assert (
         err.count("\n") == 1

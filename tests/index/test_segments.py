@@ -65,3 +65,13 @@ def test_documents_of_the_live_rows_of_each_segment(tmp_path):
     (index / "segment-000002").rmdir()
     with pytest.raises(DataError, match="segment-000002: removed while its index was loaded"):
         live_corpus([(documents_path(index, "segment-000002"), None)])
+
+
+def test_documents_keep_their_metadata_through_segments(tmp_path):
+    (tmp_path / "segment-000001").mkdir()
+    path = tmp_path / "segment-000001" / "documents.jsonl.gz"
+    write_documents(path, Corpus(["a", "b", "c"], ["", "", ""], ["x", "y", "z"], [{"lang": "en"}, {}, {"lang": "de"}]))
+    corpus = live_corpus([(str(path), np.array([b"a", b"c"]))])
+    assert corpus.ids == ["a", "c"] and corpus.metadata == [{"lang": "en"}, {"lang": "de"}]
+    write_documents(path, Corpus(["a"], [""], ["x"]))
+    assert live_corpus([(str(path), None)]).metadata is None

@@ -83,3 +83,12 @@ def test_the_index_modules_import_bm25s_only_when_bm25_is_used():
     )
     result = subprocess.run([sys.executable, "-c", script], cwd=REPO, capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr[-2000:]
+
+
+def test_search_within_allowed_documents_ranks_only_them(retriever):
+    everything, scores = retriever.search(["cats bread rockets tides"], k=4)
+    allowed = [doc_id in ("rockets", "tides") for doc_id in DOCS]
+    ids, kept = retriever.search(["cats bread rockets tides"], k=4, allowed=allowed)
+    assert ids == [[i for i in everything[0] if i in ("rockets", "tides")]]
+    assert kept[0] == [s for i, s in zip(everything[0], scores[0]) if i in ("rockets", "tides")]
+    assert retriever.search(["cats"], k=3, allowed=[False] * 4) == ([[]], [[]])
