@@ -177,3 +177,13 @@ def test_an_update_whose_metadata_type_differs_from_the_index_is_refused(indexed
         err.count("\n") == 1
         and "document 'new' field `metadata.year` is a string, but document 'd0' has a number" in err
     )
+
+
+def test_shards_searched_as_one_filter_their_union(indexed, tmp_path, tiny_model_dir, tiny_encoder, capsys):
+    index, documents = indexed
+    more = [dict(d, _id=f"e{i}", text=f"{d['text']} jet") for i, d in enumerate(_documents(20))]
+    corpus = _write(tmp_path / "more.jsonl", more)
+    assert main(["index", "--model", tiny_model_dir, "--corpus", str(corpus), "--out", str(tmp_path / "more")]) == 0
+    hits = _search(capsys, index, tiny_model_dir, "--index", str(tmp_path / "more"), "--filter", "lang = de")
+    expected = _top(_gtr_truth(tiny_encoder, documents + more, lambda m: m["lang"] == "de"))
+    assert [i for i, _ in hits] == [i for i, _ in expected]
