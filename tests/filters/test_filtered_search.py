@@ -119,3 +119,15 @@ def test_a_mask_of_another_length_or_no_allowed_row():
     with pytest.raises(UserError, match="bool mask of the index's 3 rows"):
         filtered_search(index, np.eye(3, dtype="float32"), 1, np.ones(2, bool))
     assert filtered_search(index, np.eye(3, dtype="float32"), 2, np.zeros(3, bool))[0].shape == (3, 0)
+
+
+def test_scann_segments_with_deletions_return_allowed_live_rows_only(scann_index):
+    ids = doc_ids(len(CORPUS))
+    other = SearchIndex([f"x-{i}" for i in range(500)], clustered(500, seed=7), kind="scann", params={"num_leaves": 5})
+    deleted = np.zeros(len(CORPUS), bool)
+    deleted[::2] = True
+    index = SegmentedIndex([(scann_index, deleted), (other, None)])
+    allowed = _mask(len(index.ids), 0.2)
+    rows, _ = filtered_search(index, QUERIES[:40], 10, allowed)
+    assert rows.shape == (40, 10) and allowed[rows].all()
+    assert not {index.ids[r] for r in rows.ravel()} & {ids[i] for i in np.flatnonzero(deleted)}
