@@ -28,8 +28,9 @@ from gtr_keras.utils import files
 from gtr_keras.utils.records import check_positive_int
 
 # A ScaNN part scores its allowed rows exactly when they are at most this fraction of its rows, or fewer than
-# EXACT_ROWS: at 1M x 768 the exact plan is faster at 10% (65 against 46 QPS) and slower at 50% (12 against
-# 182), the two crossing near 12% (benchmarks/RESULTS.md, "Filtered search").
+# EXACT_ROWS: at 1M x 768 the exact plan is as fast or faster at 10% (65 against 46 QPS, 95 against 95) and far
+# slower at 50% (12 against 182, 18 against 352): they cross between 10% and 12% (benchmarks/RESULTS.md,
+# "Filtered search").
 EXACT_FRACTION = 0.125
 EXACT_ROWS = 20_000
 # An exact part gathers its allowed rows (rather than masking the others) up to this many.
