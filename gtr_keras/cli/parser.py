@@ -347,13 +347,14 @@ def build_parser():
         default=[],
         metavar="EXPR",
         help="search only the documents whose metadata match EXPR: 'FIELD = VALUE', '!=', 'FIELD in (A, B)', "
-        "'<', '<=', '>', '>=' NUMBER; repeat it to AND clauses (docs/filters.md)",
+        "'<', '<=', '>', '>=' NUMBER; repeat it to AND clauses (docs/filters.md) (default: none)",
     )
     p.add_argument(
         "--ids-file",
         type=input_file,
         metavar="FILE",
-        help="search only the documents whose ids are listed in FILE (one a line), with --filter or alone",
+        help="search only the documents whose ids are listed in FILE (one a line), with --filter or alone "
+        "(default: none)",
     )
     p.add_argument("--json", action="store_true", help="print JSON")
     p.add_argument("--snippet", type=at_least_zero, default=160, help="characters of text shown per hit")
