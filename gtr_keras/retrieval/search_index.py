@@ -285,7 +285,7 @@ class SearchIndex:
         for attempt in range(3):
             directory, config_path, config = read_description(directory)
             manifest = read_manifest(directory)
-            if manifest is None:
+            if manifest is None or not manifest["generation"]:  # never updated (or a first update began)
                 return cls._load_one(directory, config_path, config)
             try:
                 return cls._load_segments(directory, manifest)

@@ -80,6 +80,13 @@ class _State:
     def path(self, name):
         return segment_path(self.directory, name)
 
+    def begin(self):
+        """Writes the manifest of an index never updated before the first file of its first update, so that
+        segments and deletion files are never on disk without one (`segments.check_segments_have_a_manifest`)."""
+        path = os.path.join(self.directory, MANIFEST_JSON)
+        if not files.isfile(path):
+            replace_file(path, _manifest_bytes(self.manifest))
+
     def find(self, ids):
         """`(found, segment numbers, rows)` of `ids` (str) among the live ids."""
         wanted = np.array([i.encode("utf-8") for i in ids], dtype="S") if len(ids) else np.array([], "S1")
@@ -225,6 +232,7 @@ def compact_search_index(directory):
     paths = [state.path(s["name"]) for s in state.segments]
     segment_ids = [_segment_ids(state, s)[keep] for s, keep in zip(state.segments, keeps)]
     live_ids = Ids(np.concatenate(segment_ids))
+    state.begin()
     with atomic_directory(state.path(name), [SEARCH_INDEX_DIRECTORY]) as tmp:
         if kind == "scann":
             os.mkdir(tmp / SCANN_DIR)
@@ -261,6 +269,7 @@ def _live_blocks(paths, keeps):
 
 def _write_segment(state, name, source, ids, corpus):
     kind = state.config["kind"]
+    state.begin()
     with atomic_directory(state.path(name), [SEARCH_INDEX_DIRECTORY]) as tmp:
         if kind == "scann":
             os.mkdir(tmp / SCANN_DIR)
@@ -281,6 +290,7 @@ def _commit(state, segments, masks, next_segment):
     deleted = state.manifest["deleted"] if masks is None else None
     masks = {name: mask for name, mask in (masks or {}).items() if mask.any()}
     if masks:
+        state.begin()
         deleted = deleted_name(generation)
         with atomic_file(os.path.join(state.directory, deleted)) as f:
             write_deleted(f, masks)
@@ -292,10 +302,14 @@ def _commit(state, segments, masks, next_segment):
         "next_segment": next_segment,
         "previous": {"segments": [s["name"] for s in state.segments], "deleted": state.manifest["deleted"]},
     }
-    replace_file(os.path.join(state.directory, MANIFEST_JSON), json.dumps(manifest, indent=2).encode("utf-8"))
+    replace_file(os.path.join(state.directory, MANIFEST_JSON), _manifest_bytes(manifest))
     state.manifest = manifest
     _remove_unused(state)
     return manifest
+
+
+def _manifest_bytes(manifest):
+    return json.dumps(manifest, indent=2).encode("utf-8")
 
 
 def _remove_unused(state):
@@ -309,7 +323,7 @@ def _remove_unused(state):
     for name in (MANIFEST_JSON, segment_name(manifest["next_segment"]), deleted_name(manifest["generation"] + 1)):
         files.remove_staging(os.path.join(directory, name))
     if BASE not in used and manifest["generation"]:
-        for name in (IDS_TXT, EMBEDDINGS_NPY, SCANN_DIR):
+        for name in (IDS_TXT, EMBEDDINGS_NPY, SCANN_DIR, files.CHECKSUMS_FILE):
             files.remove(os.path.join(directory, name))
         base_documents = documents_path(directory, BASE)
         if base_documents is not None:

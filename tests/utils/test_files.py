@@ -94,7 +94,11 @@ def test_atomic_file_appears_only_when_complete(tmp_path):
 
 
 def _snapshot(root):
-    return {p.relative_to(root).as_posix(): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file() and p.name != "checksums.json"}
+    return {
+        p.relative_to(root).as_posix(): p.read_bytes()
+        for p in sorted(root.rglob("*"))
+        if p.is_file() and p.name != "checksums.json"
+    }
 
 
 def test_atomic_outputs_replace_a_file_and_a_directory_together(tmp_path):
