@@ -53,6 +53,7 @@ import numpy as np
 import tensorflow as tf
 
 from gtr_keras.errors import DataError, UserError
+from gtr_keras.models.gtr.text_embedder import SAVED_MODEL_DIRECTORY
 from gtr_keras.models.gtr.tokenizer import pad_token_ids
 from gtr_keras.retrieval.retriever import INDEX_SUBDIR, Retriever
 from gtr_keras.retrieval.scann_builder import codec_files, merge_scann
@@ -76,13 +77,6 @@ IMPORT_HINT = (
     "GTR SavedModels use TF Text's SentencePiece ops (and the ScaNN searcher uses ScaNN's ops): run "
     "`import tensorflow_text` (and `import scann`) before `tf.saved_model.load`/`hub.load`, or load with "
     "`gtr_keras.load_export(path)`."
-)
-
-
-SAVED_MODEL_DIRECTORY = files.DirectoryKind(
-    "a SavedModel",
-    ("saved_model.pb",),
-    ("saved_model.pb", "saved_model.pbtxt", "fingerprint.pb", "variables", "assets", "assets.extra"),
 )
 
 

@@ -331,9 +331,7 @@ def test_a_removed_manifest_or_an_edited_next_segment_never_lets_an_update_overw
 
 
 def test_a_first_update_killed_after_its_segment_is_redone_by_a_rerun(tmp_path):
-    from gtr_keras.utils.file_operations import stopping_at
-
-    from gtr_keras.utils.file_operations import counting
+    from gtr_keras.utils.file_operations import counting, stopping_at
 
     _build(tmp_path / "probe", [f"d{i}" for i in range(10)], clustered(10, seed=1))
     with counting() as probe:
