@@ -4,11 +4,11 @@
 
 from keras_hub.src.utils import preset_utils
 
-from gtr_keras.convert.first_format import first_format_config, load_first_format
+from gtr_keras.convert.legacy_format import first_format_config, load_first_format
 from gtr_keras.convert.sentence_transformers import load_sentence_transformers
 from gtr_keras.errors import UserError
-from gtr_keras.models.gtr.model_directory import check_model_directory
-from gtr_keras.models.gtr.model_source import (
+from gtr_keras.models.model_files.model_directory import check_model_directory
+from gtr_keras.models.model_files.model_source import (
     ARCHITECTURE,
     DOWNLOAD_PREFIXES,
     FIRST_FORMAT,
@@ -59,7 +59,7 @@ def load_embedder(embedder_cls, source, load_weights=True, **kwargs):
 
     Args:
         embedder_cls: the class to build (as keras-hub's converters take the backbone class).
-        source: a `gtr_keras.models.gtr.model_source.ModelSource`.
+        source: a `gtr_keras.models.model_files.model_source.ModelSource`.
         load_weights: read the weights (else randomly initialised, of the source's architecture).
         **kwargs: what `from_preset` passes on (`dtype`, and for keras-hub presets any of its arguments).
 

@@ -139,13 +139,13 @@ def test_saved_model_cli_help_works():
 
 @pytest.mark.parametrize("model_id", ["hf://org/name", "kaggle://keras/gtr/keras/base", "modelscope://org/name"])
 def test_hf_model_ids_are_left_to_the_model_loader(tmp_path, monkeypatch, capsys, model_id):
-    import gtr_keras.models.gtr.saving
+    import gtr_keras.saving
     from gtr_keras.errors import CheckpointError
 
     def load(path, **kwargs):
         raise CheckpointError(f"{path}: reached the loader")
 
-    monkeypatch.setattr(gtr_keras.models.gtr.saving, "load", load)
+    monkeypatch.setattr(gtr_keras.saving, "load", load)
     (tmp_path / "x.txt").write_text("a\n")
     argv = ["encode", "--model", model_id, "--input", str(tmp_path / "x.txt"), "--output", str(tmp_path / "o.npy")]
     assert main(argv) == 2

@@ -9,9 +9,9 @@ from conftest import FIXTURES, TINY_ST
 
 from gtr_keras.convert.preset_loader import load_embedder
 from gtr_keras.errors import CheckpointError, UserError
-from gtr_keras.models.gtr.model_source import resolve_model_source
+from gtr_keras.models.gtr.gtr_text_embedder import GTRTextEmbedder
 from gtr_keras.models.gtr.presets import parameter_count, preset_config
-from gtr_keras.models.gtr.text_embedder import GTRTextEmbedder
+from gtr_keras.models.model_files.model_source import resolve_model_source
 
 TEXT = ["lift on a wing"]
 
