@@ -23,6 +23,7 @@ from gtr_keras.cli.arguments import (
     output_dir,
     output_file,
     output_path,
+    text,
     token_budget,
 )
 from gtr_keras.cli.train_arguments import DISTILL_FLAGS, add_train_arguments
@@ -286,7 +287,7 @@ def build_parser():
     add_beam_arguments(p)
 
     p = command("search", "query an index")
-    p.add_argument("queries", nargs="+", help="query text(s)")
+    p.add_argument("queries", nargs="+", type=text, help="query text(s); bytes that are not UTF-8 become U+FFFD")
     p.add_argument(
         "--index",
         required=True,

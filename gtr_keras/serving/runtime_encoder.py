@@ -37,8 +37,8 @@ class RuntimeEncoder:
     Texts are tokenised with the `sentencepiece` library and the export's `spiece.model`, with T5's
     conventions (ASCII whitespace stripped at the ends, as `tf.strings.strip` does; lowercased where
     `export.json` says so; truncated to the kind's token budget with EOS kept last), padded per batch to
-    its longest text, and run in ONNX Runtime or OpenVINO. It needs `numpy`, `sentencepiece` (gtr-keras' own dependencies) and
-    `onnxruntime` or `openvino` (the `[onnx]`, `[openvino]` extras); not TensorFlow.
+    its longest text, and run in ONNX Runtime or OpenVINO. It needs `numpy` and `sentencepiece` (gtr-keras'
+    own dependencies) and `onnxruntime` or `openvino` (the `[onnx]`, `[openvino]` extras); not TensorFlow.
 
     `export.json` is checked when the encoder is made: every field's type and value (one line naming the
     file and the field), the model and vocabulary files (names in the directory, never paths), the

@@ -127,11 +127,11 @@ def test_the_docs_onnx_and_openvino_snippets_run(export_dir, tiny_encoder, tmp_p
 
 
 @pytest.mark.large
-def test_a_runtime_encoder_loads_no_tensorflow(export_dir):
+def test_a_runtime_encoder_loads_no_tensorflow_nor_wrapt(export_dir):
     script = (
         "import sys\nfrom gtr_keras.serving.runtime_encoder import RuntimeEncoder\n"
         f"print(RuntimeEncoder({export_dir!r}).encode_queries(['wing lift']).shape)\n"
-        "print(sorted(m for m in ('tensorflow', 'keras') if m in sys.modules))\n"
+        "print(sorted(m for m in ('tensorflow', 'keras', 'wrapt') if m in sys.modules))\n"
     )
     result = subprocess.run([sys.executable, "-c", script], cwd=REPO, capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
