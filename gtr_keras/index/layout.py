@@ -17,7 +17,7 @@ import numpy as np
 
 from gtr_keras.errors import DataError, MismatchError, UserError
 from gtr_keras.utils import files
-from gtr_keras.utils.records import read_json_object, unreadable_reason
+from gtr_keras.utils.records import check_fields, read_json_object, unreadable_reason
 
 FORMAT_VERSION = 2
 INDEX_JSON = "index.json"
@@ -34,6 +34,18 @@ SEARCH_INDEX_DIRECTORY = files.DirectoryKind(
 # The files of an index directory (`retriever`) that the segments of an updated index need too.
 RETRIEVER_JSON = "retriever.json"
 DOCUMENTS_FILE = "documents.jsonl.gz"
+# The fields of `retriever.json` (`read_retriever_json`); those of the model are null for embeddings indexed
+# without a record of their model.
+RETRIEVER_FIELDS = {
+    "model_dir": "str?",
+    "embedding_dim": "positive",
+    "document_length": "positive?",
+    "query_length": "positive?",
+    "compute_dtype": "str?",
+    "model_sha256": "sha256?",
+    "kind": ("exact", "scann"),
+    "num_documents": "count",
+}
 # What queries must share with the indexed documents, and every shard searched together with the others
 # (the token budget of queries is the searcher's choice).
 SEARCH_FIELDS = ("embedding_dim", "compute_dtype", "model_sha256")
@@ -169,9 +181,10 @@ def read_description(directory):
     if not files.isfile(config_path):
         raise DataError(f"{directory}: not a search index (no {INDEX_JSON}); {REMEDY}")
     config = read_json_object(config_path, REMEDY)
-    for field in ("format_version", "kind", "num_embeddings", "dims", "params"):
-        if field not in config:
-            raise DataError(f"{config_path}: missing field {field!r}; {REMEDY}")
+    check_fields(config_path, config, {"format_version": "count", "kind": "str", "num_embeddings": "count"}, REMEDY)
+    check_fields(config_path, config, {"dims": "positive", "params": "object?"}, REMEDY)
+    if "params" not in config:
+        raise DataError(f"{config_path}: field 'params' is missing; {REMEDY}")
     if config["format_version"] != FORMAT_VERSION:
         raise MismatchError(
             f"{config_path}: field 'format_version' is {config['format_version']!r}, "
@@ -244,3 +257,18 @@ def check_scann_rows(scann_dir, config):
             raise DataError(f"{path}: unreadable ({unreadable_reason(e, path)}); {REMEDY}") from e
         if rows != config["num_embeddings"]:
             raise DataError(f"{path}: {rows} rows, but 'num_embeddings' is {config['num_embeddings']}; {REMEDY}")
+
+
+def read_retriever_json(index_dir, remedy=REMEDY):
+    """The checked model record (`retriever.json`) of an index directory of `gtr-keras index`.
+
+    Raises:
+        DataError: it is unreadable, or a field of `RETRIEVER_FIELDS` is missing or of a wrong type (naming
+            the file and the field).
+
+    Example:
+    >>> read_retriever_json("indexes/scifact")["kind"]
+    'exact'
+    """
+    path = os.path.join(os.fspath(index_dir), RETRIEVER_JSON)
+    return check_fields(path, read_json_object(path, remedy), RETRIEVER_FIELDS, remedy)

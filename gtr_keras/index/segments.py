@@ -32,7 +32,14 @@ import numpy as np
 
 from gtr_keras.beir.readers import Corpus, load_corpus
 from gtr_keras.errors import DataError, MismatchError
-from gtr_keras.index.layout import DOCUMENTS_FILE, MANIFEST_JSON, REMEDY, RETRIEVER_JSON, SEARCH_FIELDS
+from gtr_keras.index.layout import (
+    DOCUMENTS_FILE,
+    MANIFEST_JSON,
+    REMEDY,
+    RETRIEVER_JSON,
+    SEARCH_FIELDS,
+    read_retriever_json,
+)
 from gtr_keras.utils import files
 from gtr_keras.utils.records import describe_change, read_json_object
 
@@ -258,7 +265,7 @@ def check_same_model(directories):
         path = os.path.join(os.path.dirname(os.fspath(directory).rstrip("/")), RETRIEVER_JSON)
         if not files.isfile(path):
             continue
-        recorded = read_json_object(path, REMEDY)
+        recorded = read_retriever_json(os.path.dirname(path))
         model = {field: recorded.get(field) for field in SEARCH_FIELDS}
         if first is None:
             first = (path, model)

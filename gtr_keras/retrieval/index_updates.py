@@ -18,14 +18,14 @@ import warnings
 
 from gtr_keras.errors import DataError, DataWarning, MismatchError, UserError
 from gtr_keras.index.embedding_files import EmbeddingFiles
-from gtr_keras.index.layout import RETRIEVER_JSON, check_ids
+from gtr_keras.index.layout import RETRIEVER_JSON, check_ids, read_retriever_json
 from gtr_keras.index.search_index import ArrayRows, SearchIndex
 from gtr_keras.index.segment_writer import live_ids, missing_ids, update_search_index
 from gtr_keras.lexical.bm25_side import BM25_SUBDIR, bm25_side_ids, has_bm25_side, rebuild_bm25_side
 from gtr_keras.retrieval.retriever import INDEX_SUBDIR, MODEL_FIELDS, embeddings_metadata, model_change
 from gtr_keras.utils import files
 from gtr_keras.utils.locks import locks_output
-from gtr_keras.utils.records import describe_change, read_json_object
+from gtr_keras.utils.records import describe_change
 from gtr_keras.utils.text_files import check_id_text, iter_lines
 
 REMEDY = "update it with the model it was built with, or rebuild the index"
@@ -65,7 +65,7 @@ def recorded_model(index_dir):
     path = os.path.join(index_dir, RETRIEVER_JSON)
     if not files.isfile(path):
         raise DataError(f"{index_dir}: not an index directory (no {RETRIEVER_JSON}); build one with `gtr-keras index`")
-    return read_json_object(path, "rebuild the index with `gtr-keras index`")
+    return read_retriever_json(index_dir, "rebuild the index with `gtr-keras index`")
 
 
 def check_deletions(index_dir, ids, where=None):

@@ -25,7 +25,7 @@ from tqdm.auto import tqdm
 
 from gtr_keras.errors import DataError, MismatchError, UserError
 from gtr_keras.index.embedding_files import EmbeddingFiles
-from gtr_keras.index.layout import DOCUMENTS_FILE, RETRIEVER_JSON, SEARCH_FIELDS
+from gtr_keras.index.layout import DOCUMENTS_FILE, RETRIEVER_JSON, SEARCH_FIELDS, read_retriever_json
 from gtr_keras.index.search_index import KINDS, SearchIndex, write_search_index
 from gtr_keras.index.segments import index_documents, write_documents
 from gtr_keras.index.shards import SHARDS_DIRECTORY, ShardWriter
@@ -36,7 +36,6 @@ from gtr_keras.utils.locks import locks_output
 from gtr_keras.utils.records import (
     check_positive_int,
     describe_change,
-    read_json_object,
 )
 
 INDEX_SUBDIR = "index"
@@ -402,7 +401,7 @@ class Retriever:
             raise DataError(
                 f"{index_dir}: not an index directory (no {RETRIEVER_JSON}); build one with `gtr-keras index`"
             )
-        recorded = read_json_object(path, "rebuild the index with `gtr-keras index`")
+        recorded = read_retriever_json(index_dir, "rebuild the index with `gtr-keras index`")
         if recorded.get("model_sha256", "") is None:
             raise MismatchError(
                 f"{index_dir}: built from embeddings with no record of their model (no NAME.json "

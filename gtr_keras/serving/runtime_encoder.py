@@ -65,13 +65,9 @@ class RuntimeEncoder:
         self.config = read_export_config(self.export_dir)
         self.runtime = self.config["format"]
         vocabulary = os.path.join(self.export_dir, self.config["vocabulary"])
-        self._pieces = spm.SentencePieceProcessor(model_proto=_vocabulary_proto(vocabulary, self.config))
+        self._pieces = spm.SentencePieceProcessor(model_proto=read_vocabulary(vocabulary, self.config))
         path = os.path.join(self.export_dir, CONFIG_FILE)
-        for field, expected in (("eos_id", self._pieces.eos_id()), ("pad_id", self._pieces.pad_id())):
-            if self.config[field] != expected:
-                raise DataError(
-                    f"{path}: field {field!r} is {self.config[field]}, its vocabulary's is {expected}; {REMEDY}"
-                )
+        check_vocabulary_ids(path, self.config, self._pieces)
         model_path = os.path.join(self.export_dir, self.config["model_file"])
         if not os.path.isfile(model_path):
             raise DataError(f"{model_path}: no such file (named by {path}'s 'model_file'); {REMEDY}")
@@ -151,7 +147,15 @@ def read_export_config(export_dir):
     return check_fields(path, read_json_object(path, REMEDY), CONFIG_FIELDS, REMEDY)
 
 
-def _vocabulary_proto(path, config):
+def check_vocabulary_ids(path, config, pieces):
+    """Raises `DataError` naming `path` (`export.json`) unless its EOS and pad ids are those of the
+    vocabulary `pieces` (a `SentencePieceProcessor`)."""
+    for field, expected in (("eos_id", pieces.eos_id()), ("pad_id", pieces.pad_id())):
+        if config[field] != expected:
+            raise DataError(f"{path}: field {field!r} is {config[field]}, its vocabulary's is {expected}; {REMEDY}")
+
+
+def read_vocabulary(path, config):
     """The bytes of the vocabulary file `path`, once their SHA-256 is the one `export.json` records."""
     try:
         with open(path, "rb") as f:

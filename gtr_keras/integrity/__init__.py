@@ -1,0 +1,1 @@
+"""`gtr-keras check`: every directory gtr-keras writes, verified file by file (one checker per kind)."""
