@@ -43,6 +43,7 @@ from gtr_keras.index.segments import (
     segment_path,
 )
 from gtr_keras.utils import files
+from gtr_keras.utils.checksums import verify_if_asked
 from gtr_keras.utils.files import atomic_directory
 from gtr_keras.utils.records import check_positive_int
 
@@ -307,6 +308,7 @@ class SearchIndex:
 
     @classmethod
     def _load_one(cls, directory, config_path, config, documents=None):
+        verify_if_asked(directory)
         ids = read_ids(os.path.join(directory, IDS_TXT), config["num_embeddings"])
         index = cls.__new__(cls)
         documents = documents or documents_path(directory, BASE)

@@ -7,6 +7,7 @@ import numpy as np
 
 from gtr_keras.errors import DataError, UserError
 from gtr_keras.index.layout import read_ids
+from gtr_keras.utils.checksums import verify_if_asked
 from gtr_keras.utils.records import check_fields, read_json_object, strings_sha256
 
 SETTINGS_JSON = "bm25.json"
@@ -90,6 +91,7 @@ class BM25Retriever:
         Raises:
             DataError: a missing or malformed file, or an index of another format or tokenization.
         """
+        verify_if_asked(directory)
         path = os.path.join(directory, SETTINGS_JSON)
         remedy = "rebuild the index"
         settings = read_json_object(path, remedy)

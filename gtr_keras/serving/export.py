@@ -60,6 +60,7 @@ from gtr_keras.models.gtr.gtr_text_embedder import SAVED_MODEL_DIRECTORY
 from gtr_keras.models.gtr.gtr_tokenizer import pad_token_ids
 from gtr_keras.retrieval.retriever import INDEX_SUBDIR, Retriever
 from gtr_keras.utils import files
+from gtr_keras.utils.checksums import verify_if_asked
 from gtr_keras.utils.files import atomic_outputs
 from gtr_keras.utils.locks import locks_output
 
@@ -478,6 +479,7 @@ def load_export(path):
     if not files.exists(path):  # (`exists` names a file system TensorFlow does not know)
         raise DataError(f"{path}: no such file or directory")
     try:
+        verify_if_asked(path)
         return tf.saved_model.load(path)
     except (tf.errors.NotFoundError, ValueError, RuntimeError, KeyError) as error:
         if "not registered" in str(error) or "Op type" in str(error):

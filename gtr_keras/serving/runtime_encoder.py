@@ -7,6 +7,7 @@ import numpy as np
 import sentencepiece as spm
 
 from gtr_keras.errors import DataError, UserError
+from gtr_keras.utils.checksums import verify_if_asked
 from gtr_keras.utils.records import check_fields, read_json_object
 
 CONFIG_FILE = "export.json"
@@ -62,6 +63,7 @@ class RuntimeEncoder:
         self.export_dir = os.fspath(export_dir)
         self.openvino_config = openvino_config
         self.session_options = session_options
+        verify_if_asked(self.export_dir)
         self.config = read_export_config(self.export_dir)
         self.runtime = self.config["format"]
         vocabulary = os.path.join(self.export_dir, self.config["vocabulary"])

@@ -345,3 +345,17 @@ def test_a_first_update_killed_after_its_segment_is_redone_by_a_rerun(tmp_path):
     assert len(SearchIndex.load(directory).ids) == 10
     update_search_index(directory, ArrayRows(["n0"], clustered(1, seed=2)))
     assert len(SearchIndex.load(directory).ids) == 11
+
+
+def test_loading_with_checksums_asked_names_a_changed_segment_file(tmp_path, monkeypatch):
+    from gtr_keras.utils.checksums import VERIFY_VARIABLE
+
+    directory = tmp_path / "index"
+    _build(directory, [f"d{i}" for i in range(10)], clustered(10, seed=1))
+    update_search_index(directory, ArrayRows(["n0"], clustered(1, seed=2)))
+    ids = directory / "segment-000001" / "ids.txt"
+    ids.write_text("m0\n")
+    assert len(SearchIndex.load(directory).ids) == 11  # the cheap checks pass
+    monkeypatch.setenv(VERIFY_VARIABLE, "1")
+    with pytest.raises(DataError, match="segment-000001/ids.txt: its SHA-256"):
+        SearchIndex.load(directory)

@@ -75,3 +75,14 @@ def test_the_environment_variable_kills_the_process_at_that_operation(tmp_path):
     env = {**os.environ, CRASH_AT_VARIABLE: "2"}
     result = subprocess.run([sys.executable, "-c", script], env=env, timeout=120, capture_output=True)
     assert result.returncode == -9 and not (tmp_path / "f").exists()
+
+
+def test_the_load_time_option_verifies_the_checksums(tmp_path, monkeypatch):
+    from gtr_keras.utils.checksums import VERIFY_VARIABLE, verify_if_asked
+
+    _write_index(tmp_path / "out")
+    (tmp_path / "out" / "ids.txt").write_text("b\n")
+    verify_if_asked(tmp_path / "out")  # not asked: nothing read
+    monkeypatch.setenv(VERIFY_VARIABLE, "1")
+    with pytest.raises(DataError, match=r"out/ids.txt: its SHA-256 is not the one recorded"):
+        verify_if_asked(tmp_path / "out")
