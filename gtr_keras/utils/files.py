@@ -25,7 +25,9 @@ user's that happens to sit where an output goes.
 
 import builtins
 import contextlib
+import ctypes
 import dataclasses
+import errno
 import fcntl
 import fnmatch
 import functools
@@ -424,12 +426,45 @@ def _remove(path):
             os.remove(path)
 
 
+_AT_FDCWD, _RENAME_EXCHANGE = -100, 2
+
+
+@functools.cache
+def _renameat2():
+    """glibc's `renameat2`, or None where the C library has none."""
+    try:
+        return ctypes.CDLL(None, use_errno=True).renameat2
+    except (AttributeError, OSError):
+        return None
+
+
+def _exchange(staged, target):
+    """Swaps the local paths `staged` and `target` in one step (Linux's `renameat2(RENAME_EXCHANGE)`): a
+    reader finds the old target or the new, never none. False where the system or file system cannot."""
+    renameat2 = _renameat2()
+    if renameat2 is None:
+        return False
+    perform("rename", staged)
+    if renameat2(_AT_FDCWD, os.fsencode(staged), _AT_FDCWD, os.fsencode(target), _RENAME_EXCHANGE) == 0:
+        return True
+    if ctypes.get_errno() in (errno.EINVAL, errno.ENOSYS, errno.ENOTSUP):
+        return False
+    raise OSError(ctypes.get_errno(), os.strerror(ctypes.get_errno()), target)
+
+
 def _commit(pairs):
     """Renames each staged path over its target; all or none of the targets change.
 
-    Existing targets are first renamed aside (`<staged>-old`); if any rename
-    fails, the new ones are removed and the old ones put back.
+    One existing target is exchanged with its staged path in one step where the
+    system can (`_exchange`), and its old contents removed. Otherwise existing
+    targets are first renamed aside (`<staged>-old`); if any rename fails, the
+    new ones are removed and the old ones put back.
     """
+    if len(pairs) == 1 and os.path.lexists(pairs[0][1]) and _exchange(*pairs[0]):
+        staged, target = pairs[0]
+        _fsync(os.path.dirname(target))
+        _remove(staged)  # now the old contents, under a staging name that `remove_staging` clears
+        return
     moved_aside, placed = [], []
     try:
         for staged, target in pairs:
