@@ -11,6 +11,7 @@ tree and codebooks), and is run automatically past `MAX_SEGMENTS` segments or
 `MAX_DELETED_FRACTION` of deleted rows.
 """
 
+import hashlib
 import json
 import os
 
@@ -50,6 +51,7 @@ from gtr_keras.index.segments import (
 from gtr_keras.utils import files
 from gtr_keras.utils.files import atomic_directory, atomic_file, replace_file
 from gtr_keras.utils.locks import locks_output
+from gtr_keras.utils.records import strings_sha256
 
 # Compaction runs after an update that leaves more segments than this, or more deleted rows than this
 # fraction of the stored ones: each segment costs a search, each deleted ScaNN row a larger candidate pool.
@@ -124,7 +126,9 @@ def live_ids(directory):
 
 
 @locks_output("directory")
-def update_search_index(directory, source=None, delete=(), where=None, missing_ok=False, compact="auto", corpus=None):
+def update_search_index(
+    directory, source=None, delete=(), where=None, missing_ok=False, compact="auto", corpus=None, request=None
+):
     """Adds, replaces and deletes rows of the search index in `directory`, writing on the order of the change.
 
     The rows of `source` whose id is in the index replace it, the others are
@@ -148,6 +152,10 @@ def update_search_index(directory, source=None, delete=(), where=None, missing_o
             True or False: then compact (`compact_search_index`).
         corpus: the documents of `source`'s rows (a `Corpus`, its ids in
             `source`'s order), stored with the segment for display, or None.
+        request: what the update is asked, recorded in the manifest
+            (`update_sha256`; default: `request_sha256` of `source`'s ids and
+            vectors, `delete` and `corpus`): a rerun of the update last
+            committed (one killed after its commit) changes nothing.
 
     Returns:
         The new manifest (`segments`).
@@ -169,6 +177,9 @@ def update_search_index(directory, source=None, delete=(), where=None, missing_o
         return compact_search_index(directory)
     state = _State(directory)
     _remove_unused(state)
+    request = request or request_sha256(source, delete, corpus)
+    if state.manifest.get("update_sha256") == request:
+        return state.manifest  # a rerun of the update last committed (killed after its commit): nothing to do
     if source is not None and source.dims != state.config["dims"]:
         raise MismatchError(
             f"the new embeddings have {source.dims} dims, the index {state.directory} has {state.config['dims']}"
@@ -198,7 +209,7 @@ def update_search_index(directory, source=None, delete=(), where=None, missing_o
         _write_segment(state, segment_name(number), source, Ids(new_ids), corpus)
         segments.append({"name": segment_name(number), "num_rows": source.num_rows, "num_deleted": 0})
         number += 1
-    manifest = _commit(state, segments, masks if changed else None, number)
+    manifest = _commit(state, segments, masks if changed else None, number, request)
     if compact is True or (compact == "auto" and needs_compaction(manifest)):
         return compact_search_index(state.directory)
     return manifest
@@ -213,7 +224,8 @@ def needs_compaction(manifest):
 
 @locks_output("directory")
 def compact_search_index(directory):
-    """Rewrites the live rows of every segment of the index in `directory` as one segment (and its documents).
+    """Rewrites the live rows of every segment of the index in `directory` as one segment (and its documents);
+    an index of one segment without deleted rows is left as it is.
 
     ScaNN segments are joined without retraining (`scann_builder.merge_scann`),
     exact ones copied a block at a time. Committed like an update.
@@ -227,6 +239,8 @@ def compact_search_index(directory):
     """
     state = _State(directory)
     _remove_unused(state)
+    if len(state.segments) == 1 and not state.segments[0]["num_deleted"]:
+        return state.manifest  # one segment, every row live: compact already (a rerun changes nothing)
     name, kind = segment_name(state.manifest["next_segment"]), state.config["kind"]
     keeps = [_keep(state, s) for s in state.segments]
     paths = [state.path(s["name"]) for s in state.segments]
@@ -246,7 +260,8 @@ def compact_search_index(directory):
         if corpus is not None:
             write_documents(tmp / DOCUMENTS_FILE, corpus)
     segments = [{"name": name, "num_rows": len(live_ids), "num_deleted": 0}]
-    return _commit(state, segments, {}, state.manifest["next_segment"] + 1)
+    request = state.manifest.get("update_sha256")  # a rerun of the update it follows changes nothing either
+    return _commit(state, segments, {}, state.manifest["next_segment"] + 1, request)
 
 
 def _keep(state, segment):
@@ -283,7 +298,32 @@ def _write_segment(state, name, source, ids, corpus):
             write_documents(tmp / DOCUMENTS_FILE, corpus)
 
 
-def _commit(state, segments, masks, next_segment):
+def last_update_sha256(directory):
+    """The `update_sha256` of the search index `directory`'s manifest (None if it records none)."""
+    return (read_manifest(read_description(directory)[0]) or {}).get("update_sha256")
+
+
+def request_sha256(source, delete, corpus):
+    """SHA-256 of what an update is asked: the ids (and, with `source`, the vectors) it adds or replaces, the
+    ids it deletes, the documents it stores. `source` None with a `corpus`: the corpus' documents, which the
+    index's model encodes.
+
+    Example:
+    >>> request_sha256(None, ["p17"], load_corpus("new.jsonl"))[:12]  # doctest: +SKIP
+    '5b0d4c1e8f2a'
+    """
+    digest = hashlib.sha256()
+    ids = list(source.ids) if source is not None else list(corpus.ids) if corpus is not None else []
+    digest.update(strings_sha256(ids).encode())
+    for chunk in source.chunks() if source is not None else ():
+        digest.update(np.ascontiguousarray(chunk, dtype="<f4").tobytes())
+    digest.update(strings_sha256(sorted(delete)).encode())
+    if corpus is not None:
+        digest.update(strings_sha256([*corpus.titles, *corpus.texts]).encode())
+    return digest.hexdigest()
+
+
+def _commit(state, segments, masks, next_segment, request=None):
     """Writes the deletion file (`masks`; None: the previous generation's), then the manifest, then removes
     the files no generation kept uses."""
     generation = state.manifest["generation"] + 1
@@ -301,6 +341,7 @@ def _commit(state, segments, masks, next_segment):
         "deleted": deleted,
         "next_segment": next_segment,
         "previous": {"segments": [s["name"] for s in state.segments], "deleted": state.manifest["deleted"]},
+        "update_sha256": request,
     }
     replace_file(os.path.join(state.directory, MANIFEST_JSON), _manifest_bytes(manifest))
     state.manifest = manifest

@@ -13,7 +13,10 @@ and from then on the manifest alone says what the index holds:
   segment (packed bits, by segment name), or null;
 - `generation` (1 for the first update), `next_segment`, and `previous`, the
   segment names and deletion file of the generation before, whose files are
-  kept for readers that are loading it.
+  kept for readers that are loading it;
+- `update_sha256`: what the update that made the generation was asked
+  (`segment_writer.request_sha256`), so that rerunning it after a kill that
+  came after its commit changes nothing (null after a build or for older ones).
 
 Segments and deletion files are written once and never changed; an update
 writes its new files, then replaces the manifest in one rename (the commit),
@@ -142,6 +145,9 @@ def check_manifest(path, manifest):
                 f"must be null or a deletion file deleted-NNNNNN.npz of a generation up to "
                 f"{manifest['generation']}, got {json.dumps(name)}",
             )
+    request = manifest.get("update_sha256")
+    if request is not None and not (isinstance(request, str) and re.fullmatch(r"[0-9a-f]{64}", request)):
+        raise bad("update_sha256", f"must be null or a SHA-256 hex digest, got {json.dumps(request)[:80]}")
     if manifest["deleted"] is None and any(segment["num_deleted"] for segment in segments):
         raise bad("deleted", "is null, but a segment has deleted rows")
 

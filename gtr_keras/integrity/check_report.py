@@ -36,10 +36,13 @@ class CheckReport:
     def note(self, fact):
         self.facts.append(fact)
 
-    def step(self, check):
-        """Runs `check()`; a `UserError` it raises becomes a problem. Returns its result, or None."""
+    def step(self, check, passes=()):
+        """Runs `check()`; a `UserError` it raises becomes a problem (but for the types `passes` names, which
+        propagate). Returns its result, or None."""
         try:
             return check()
+        except passes:
+            raise
         except UserError as error:
             self.problems.append(str(error))
             return None

@@ -12,7 +12,7 @@ import os
 
 import numpy as np
 
-from gtr_keras.errors import DataError
+from gtr_keras.errors import DataError, MismatchError
 from gtr_keras.index.layout import (
     DOCUMENTS_FILE,
     EMBEDDINGS_NPY,
@@ -65,8 +65,11 @@ def check_index_directory(index_dir, report):
         )
     if bm25 and live is not None:
         corpus = report.step(lambda: _documents(search_index, manifest))
-        report.step(lambda: load_bm25_side(index_dir, list(live), corpus))
-        report.note("BM25 side")
+        try:
+            report.step(lambda: load_bm25_side(index_dir, list(live), corpus), passes=MismatchError)
+            report.note("BM25 side")
+        except MismatchError as error:  # an update killed between its dense commit and the side's rebuild
+            report.note(f"BM25 side stale, refused until rebuilt ({str(error).split(': ', 1)[-1]})")
 
 
 def check_search_index(directory, report, checksums=True):

@@ -20,7 +20,14 @@ from gtr_keras.errors import DataError, DataWarning, MismatchError, UserError
 from gtr_keras.index.embedding_files import EmbeddingFiles
 from gtr_keras.index.layout import RETRIEVER_JSON, check_ids, read_retriever_json
 from gtr_keras.index.search_index import ArrayRows, SearchIndex
-from gtr_keras.index.segment_writer import live_ids, missing_ids, update_search_index
+from gtr_keras.index.segment_writer import (
+    last_update_sha256,
+    live_ids,
+    missing_ids,
+    request_sha256,
+    update_search_index,
+)
+from gtr_keras.index.segments import read_manifest
 from gtr_keras.lexical.bm25_side import BM25_SUBDIR, bm25_side_ids, has_bm25_side, rebuild_bm25_side
 from gtr_keras.retrieval.retriever import INDEX_SUBDIR, MODEL_FIELDS, embeddings_metadata, model_change
 from gtr_keras.utils import files
@@ -134,7 +141,7 @@ def update_index(
     search_index = os.path.join(index_dir, INDEX_SUBDIR)
     bm25 = _repair_bm25_side(index_dir, search_index)
     delete_ids, where = read_id_file(delete) if isinstance(delete, (str, os.PathLike)) else (list(delete or []), None)
-    source = None
+    source, request = None, None
     if embeddings is not None:
         source = embeddings if isinstance(embeddings, EmbeddingFiles) else EmbeddingFiles.open(embeddings)
         metadata = embeddings_metadata(source, encoder, model_dir)
@@ -146,6 +153,9 @@ def update_index(
                 f"model_dir: {recorded.get('model_dir')}); {REMEDY}"
             )
     elif corpus is not None:
+        request = request_sha256(None, delete_ids, corpus)
+        if last_update_sha256(search_index) == request:  # a rerun of the update last committed: its BM25
+            return read_manifest(search_index)  # side, if the kill left it stale, was rebuilt above
         change, _ = model_change(recorded, encoder, MODEL_FIELDS, model_dir)
         if change:
             raise MismatchError(
@@ -156,7 +166,7 @@ def update_index(
             check_deletions(index_dir, delete_ids, where)
         vectors = encoder.encode_documents(corpus.joined(), batch_size, progress)
         source = ArrayRows(corpus.ids, vectors)
-    manifest = update_search_index(search_index, source, delete_ids, where, missing_ok, compact, corpus)
+    manifest = update_search_index(search_index, source, delete_ids, where, missing_ok, compact, corpus, request)
     if bm25 and embeddings is not None:
         side = os.path.join(index_dir, BM25_SUBDIR)
         aside = os.path.join(index_dir, f".{BM25_SUBDIR}.tmp-removed")  # what `files.remove_staging` clears

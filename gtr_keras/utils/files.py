@@ -358,6 +358,11 @@ class DirectoryKind:
         return stranger
 
 
+def _is_staging(name):
+    """True for what a killed write of gtr-keras left (`.NAME.tmp-*`, `.NAME.upload-*`): never the user's."""
+    return name.startswith(".") and (".tmp-" in name or ".upload-" in name)
+
+
 def check_replaceable(target, kinds=()):
     """Refuses to let an output replace `target` when that would delete what the output's writer did not write.
 
@@ -381,7 +386,7 @@ def check_replaceable(target, kinds=()):
     target = os.fspath(target)
     if not isdir(target):
         return
-    entries = [entry for entry in listdir(target) if entry != CHECKSUMS_FILE]
+    entries = [entry for entry in listdir(target) if entry != CHECKSUMS_FILE and not _is_staging(entry)]
     if target.startswith("ram://"):  # ram:// lists a sibling `NAME.partial/...` inside `NAME` (a prefix match)
         parent, name = parent_and_name(target)
         siblings = set(listdir(parent))
