@@ -56,7 +56,7 @@ for _name in ("keras", "keras_hub"):
 __version__ = "0.1.0"
 
 _EXPORTS = {
-    "load": "gtr_keras.saving",
+    "load": "gtr_keras.loading",
     "save": "gtr_keras.saving",
     "migrate": "gtr_keras.saving",
     "convert_sentence_transformers": "gtr_keras.saving",
@@ -83,6 +83,15 @@ _EXPORTS = {
     "model_fusion": "gtr_keras.lexical.fusion",
     "load_export": "gtr_keras.serving.export",
     "export_all": "gtr_keras.serving.export",
+    "TextEncoder": "gtr_keras.models.text_encoder",
+    "Corpus": "gtr_keras.beir.readers",
+    "load_corpus": "gtr_keras.beir.readers",
+    "load_queries": "gtr_keras.beir.readers",
+    "load_qrels": "gtr_keras.beir.readers",
+    "load_dataset": "gtr_keras.retrieval.runs",
+    "evaluate_run": "gtr_keras.beir.evaluation",
+    "read_trec_run": "gtr_keras.beir.evaluation",
+    "write_trec_run": "gtr_keras.beir.evaluation",
     "train": "gtr_keras.training.loop",
     "TrainConfig": "gtr_keras.training.config",
     "DualEncoder": "gtr_keras.training.dual_encoder",

@@ -41,7 +41,7 @@ from gtr_keras.index.layout import (
     REMEDY,
     RETRIEVER_JSON,
     SEARCH_FIELDS,
-    read_retriever_json,
+    read_model_record,
 )
 from gtr_keras.utils import files
 from gtr_keras.utils.records import describe_change, read_json_object
@@ -257,9 +257,8 @@ def live_corpus(sources):
 def index_documents(index):
     """The documents of a loaded index's live rows, from the files of the segments it loaded (a `Corpus`,
     or None when none of its segments has documents)."""
-    parts = getattr(index, "parts", None) or [(index, None)]
     return live_corpus(
-        [(part.documents_path, None if deleted is None else part.ids.array[~deleted]) for part, deleted in parts]
+        [(part.documents_path, None if deleted is None else part.ids.array[~deleted]) for part, deleted in index.parts]
     )
 
 
@@ -271,7 +270,7 @@ def check_same_model(directories):
         path = os.path.join(os.path.dirname(os.fspath(directory).rstrip("/")), RETRIEVER_JSON)
         if not files.isfile(path):
             continue
-        recorded = read_retriever_json(os.path.dirname(path))
+        recorded = read_model_record(os.path.dirname(path))
         model = {field: recorded.get(field) for field in SEARCH_FIELDS}
         if first is None:
             first = (path, model)

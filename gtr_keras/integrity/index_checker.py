@@ -22,7 +22,7 @@ from gtr_keras.index.layout import (
     read_description,
     read_embeddings,
     read_ids,
-    read_retriever_json,
+    read_model_record,
 )
 from gtr_keras.index.segments import (
     BASE,
@@ -56,7 +56,7 @@ def check_index_directory(index_dir, report):
         return name[0] == BM25_SUBDIR and not bm25
 
     report.checksums(index_dir, expected_absent)
-    recorded = report.step(lambda: read_retriever_json(index_dir))
+    recorded = report.step(lambda: read_model_record(index_dir))
     live = check_search_index(search_index, report, checksums=False)
     if recorded is not None and live is not None and not manifest and recorded["num_documents"] != len(live):
         report.add(
