@@ -360,6 +360,38 @@ def test_an_update_killed_for_real_is_finished_by_a_rerun(templates, tiny_model_
     COUNTS["index update (real SIGKILL)"] = f"{len(points)} of {log.count}"
 
 
+def test_a_training_run_stopped_at_its_checkpoints_and_final_save_resumes_to_the_same_model(tiny_model_dir, tmp_path):
+    """A checkpoint is one crash point (TensorFlow's `CheckpointManager` writes it, with temporary names and
+    a rename of its own); the final model directory's commit is `save`'s, tried at every operation above:
+    here the run is stopped at each checkpoint and at the first operation of the final save."""
+    from training_inputs import final_weights, write_triples
+
+    from gtr_keras.training import loop
+    from gtr_keras.utils.file_operations import stopping_at
+
+    data = {"source": write_triples(tmp_path / "t.jsonl", 16), "query_length": 16, "document_length": 32}
+    base = dict(init=tiny_model_dir, steps=8, batch_size=4, checkpoint_every=4, seed=3, verbose=0, data=data)
+    with counting() as log:
+        loop.train({**base, "output_dir": str(tmp_path / "straight")})
+    straight = final_weights(tmp_path / "straight")
+    saves = [n for n, (_, path) in enumerate(log.operations, 1) if os.sep + "ckpt-" in path]
+    model = [n for n, (_, path) in enumerate(log.operations, 1) if os.sep + "model" in path]
+    stops = sorted({*saves, model[0]})
+    assert len(saves) == 2
+    for n in stops:
+        run_dir = tmp_path / f"stopped-{n}"
+        with stopping_at(n) as stopped:
+            loop.train({**base, "output_dir": str(run_dir)})
+        assert stopped.crashed
+        if (run_dir / "model").exists():
+            assert main(["check", str(run_dir / "model")]) == 0
+        loop.train({**base, "output_dir": str(run_dir)})
+        again = final_weights(run_dir)
+        for name in straight:
+            np.testing.assert_allclose(again[name], straight[name], atol=1e-5, rtol=0, err_msg=f"{name} after {n}")
+    COUNTS["train (a checkpoint every 4 of 8 steps)"] = f"{log.count} ({len(stops)} tried: {stops})"
+
+
 def test_zz_the_counts(capsys):
     """Prints the crash points of each write path measured above (docs/reliability.md quotes them)."""
     with capsys.disabled():
