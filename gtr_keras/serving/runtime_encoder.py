@@ -8,6 +8,7 @@ import sentencepiece as spm
 
 from gtr_keras.errors import DataError
 from gtr_keras.models.text_encoder import TextEncoder
+from gtr_keras.serving.export_formats import FORMATS, check_installed
 from gtr_keras.utils.checksums import verify_if_asked
 from gtr_keras.utils.records import check_fields, read_json_object
 
@@ -69,6 +70,7 @@ class RuntimeEncoder(TextEncoder):
         verify_if_asked(self.export_dir)
         self.config = read_export_config(self.export_dir)
         self.runtime = self.config["format"]
+        check_installed(FORMATS[self.runtime], "run")  # the install hint of `gtr-keras export --format onnx|openvino`
         vocabulary = os.path.join(self.export_dir, self.config["vocabulary"])
         self._pieces = spm.SentencePieceProcessor(model_proto=read_vocabulary(vocabulary, self.config))
         path = os.path.join(self.export_dir, CONFIG_FILE)
