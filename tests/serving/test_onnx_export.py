@@ -76,6 +76,7 @@ def test_an_onnx_export_on_ram_is_written_as_a_unit(tiny_encoder):
     assert json.loads(files.read_bytes("ram://onnx-export/gtr/export.json"))["document_length"] == 512
 
 
+@pytest.mark.large
 def test_the_onnx_export_prints_no_tensorflow_cpp_log_lines(tiny_model_dir, tmp_path, capfd):
     capfd.readouterr()
     assert main(["export", "--model", tiny_model_dir, "--out", str(tmp_path / "onnx"), "--format", "onnx"]) == 0
