@@ -1,6 +1,7 @@
 import gzip
 import json
 import os
+import warnings
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
@@ -20,6 +21,15 @@ def write_jsonl(path, records):
     else:
         path.write_text(text, encoding="utf-8")
     return path
+
+
+@pytest.fixture
+def shown_warnings():
+    """Every warning shown in the test, whatever `PYTHONWARNINGS` or `-W` say: for the tests that assert on
+    the command line's warning lines (the test sets the warning state it asserts on)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("always")
+        yield
 
 
 @pytest.fixture(scope="session")

@@ -25,8 +25,9 @@ ALLOWED = {
     "training": {"utils", "models", "convert", "beir", "retrieval"},
     "distillation": {"utils", "models", "convert", "beir", "index", "retrieval", "training"},
     "serving": {"utils", "models", "index", "filters", "lexical", "retrieval"},
+    "integrity": {"utils", "models", "index", "lexical", "retrieval", "serving"},
     "cli": {"utils", "models", "convert", "patches", "beir", "index", "filters", "lexical", "retrieval", "training"}
-    | {"distillation", "serving"},
+    | {"distillation", "serving", "integrity"},
 }
 # A folder holds at most this many modules, its `__init__.py` included.
 MAX_MODULES = 12

@@ -99,6 +99,17 @@ at_least_zero = int_at_least(0)
 token_budget = int_at_least(2, " (one token and EOS)")
 
 
+def text(value):
+    """A text argument as valid Unicode: bytes that are not UTF-8 (which Python keeps as surrogate escapes)
+    replaced by U+FFFD, as the tokenizer and BM25 replace them in files.
+
+    Example:
+    >>> text("wing \udcff lift")
+    'wing \ufffd lift'
+    """
+    return value.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+
+
 def is_remote(path):
     return "://" in path
 

@@ -489,3 +489,17 @@ def saved_model_cli(argv):
     except SystemExit as exit_:
         return exit_.code or 0
     return 0
+
+
+def check(args):
+    """`check PATH [--all]`: a directory verified (`integrity.directory_checker`); exit 2 at a problem."""
+    from gtr_keras.integrity.directory_checker import check_directory
+
+    report = check_directory(args.path)
+    if report.ok:
+        print(report.summary())
+        return
+    if args.all:
+        for problem in report.problems[:-1]:
+            print(f"{PROG} check: error: {problem}", file=sys.stderr)
+    raise DataError(report.problems[-1] if args.all else report.problems[0])

@@ -20,9 +20,11 @@ from gtr_keras.cli.arguments import (
     index_directory,
     input_dir,
     input_file,
+    input_path,
     output_dir,
     output_file,
     output_path,
+    text,
     token_budget,
 )
 from gtr_keras.cli.train_arguments import DISTILL_FLAGS, add_train_arguments
@@ -330,7 +332,7 @@ def build_parser():
     add_progress(p)
 
     p = command("search", "query an index")
-    p.add_argument("queries", nargs="+", help="query text(s)")
+    p.add_argument("queries", nargs="+", type=text, help="query text(s); bytes that are not UTF-8 become U+FFFD")
     p.add_argument(
         "--index",
         required=True,
@@ -471,6 +473,17 @@ def build_parser():
     )
     p.add_argument("-k", type=at_least_one, default=10, help="results per query of the searcher's serving_default")
     add_encoder_arguments(p)
+
+    p = command(
+        "check",
+        "verify an index, a model directory or an export, file by file",
+        "Verifies a directory that gtr-keras wrote (an index directory with every segment and its BM25 "
+        "side, a search index, a model directory, an export of any format): its structure, every record's "
+        "fields, row and id counts, and the SHA-256 of every file recorded when it was written. Exit 0 with "
+        "one line when all is well; exit 2 naming the first damaged file and what is wrong.",
+    )
+    p.add_argument("path", type=input_path("path"), help="the directory (or .tflite file) to check")
+    p.add_argument("--all", action="store_true", help="list every problem, not only the first")
 
     p = command("demo", "the main job: index, search, evaluate vs BM25 and export, offline")
     p.add_argument("--out", type=output_dir, default="gtr-demo", help="where the index and exports go")

@@ -22,7 +22,7 @@ import numpy as np
 
 from gtr_keras.errors import DataError, MismatchError, UserError
 from gtr_keras.utils import files
-from gtr_keras.utils.records import read_json_object, unreadable_reason
+from gtr_keras.utils.records import check_fields, read_json_object, unreadable_reason
 
 FORMAT_VERSION = 2
 INDEX_JSON = "index.json"
@@ -41,6 +41,18 @@ RETRIEVER_JSON = "retriever.json"
 INDEX_SUBDIR = "index"
 DOCUMENTS_FILE = "documents.jsonl.gz"
 BM25_SUBDIR = "bm25"
+# The fields of `retriever.json` (`read_model_record`); those of the model are null for embeddings indexed
+# without a record of their model.
+RETRIEVER_FIELDS = {
+    "model_dir": "str?",
+    "embedding_dim": "positive",
+    "document_length": "positive?",
+    "query_length": "positive?",
+    "compute_dtype": "str?",
+    "model_sha256": "sha256?",
+    "kind": ("exact", "scann"),
+    "num_documents": "count",
+}
 # What queries must share with the indexed documents, and every shard searched together with the others
 # (the token budget of queries is the searcher's choice).
 SEARCH_FIELDS = ("embedding_dim", "compute_dtype", "model_sha256")
@@ -69,7 +81,8 @@ def read_model_record(index_dir):
     """The model record (`retriever.json`) of an index directory: the model it was built with.
 
     Raises:
-        DataError: `index_dir` is not an index directory (`not_an_index`), or its record is unreadable.
+        DataError: `index_dir` is not an index directory (`not_an_index`), or its record is unreadable, or a
+            field of `RETRIEVER_FIELDS` is missing or of a wrong type (naming the file and the field).
 
     Example:
     >>> read_model_record("indexes/scifact")["kind"]
@@ -78,7 +91,8 @@ def read_model_record(index_dir):
     path = os.path.join(index_dir, RETRIEVER_JSON)
     if not files.isfile(path):
         raise DataError(not_an_index(index_dir))
-    return read_json_object(path, "rebuild the index with `gtr-keras index`")
+    remedy = "rebuild the index with `gtr-keras index`"
+    return check_fields(path, read_json_object(path, remedy), RETRIEVER_FIELDS, remedy)
 
 
 class Ids(collections.abc.Sequence):
@@ -207,9 +221,10 @@ def read_description(directory):
     if not files.isfile(config_path):
         raise DataError(f"{directory}: not a search index (no {INDEX_JSON}); {REMEDY}")
     config = read_json_object(config_path, REMEDY)
-    for field in ("format_version", "kind", "num_embeddings", "dims", "params"):
-        if field not in config:
-            raise DataError(f"{config_path}: missing field {field!r}; {REMEDY}")
+    check_fields(config_path, config, {"format_version": "count", "kind": "str", "num_embeddings": "count"}, REMEDY)
+    check_fields(config_path, config, {"dims": "positive", "params": "object?"}, REMEDY)
+    if "params" not in config:
+        raise DataError(f"{config_path}: field 'params' is missing; {REMEDY}")
     if config["format_version"] != FORMAT_VERSION:
         raise MismatchError(
             f"{config_path}: field 'format_version' is {config['format_version']!r}, "

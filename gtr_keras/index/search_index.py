@@ -43,6 +43,7 @@ from gtr_keras.index.segments import (
     segment_path,
 )
 from gtr_keras.utils import files
+from gtr_keras.utils.checksums import verify_if_asked
 from gtr_keras.utils.files import atomic_directory
 from gtr_keras.utils.records import check_positive_int
 
@@ -301,7 +302,7 @@ class SearchIndex:
         for attempt in range(3):
             directory, config_path, config = read_description(directory)
             manifest = read_manifest(directory)
-            if manifest is None:
+            if manifest is None or not manifest["generation"]:  # never updated (or a first update began)
                 return cls._load_one(directory, config_path, config)
             try:
                 return cls._load_segments(directory, manifest)
@@ -323,6 +324,7 @@ class SearchIndex:
 
     @classmethod
     def _load_one(cls, directory, config_path, config, documents=None):
+        verify_if_asked(directory)
         ids = read_ids(os.path.join(directory, IDS_TXT), config["num_embeddings"])
         index = cls.__new__(cls)
         documents = documents or documents_path(directory, BASE)

@@ -11,6 +11,7 @@ tree and codebooks), and is run automatically past `MAX_SEGMENTS` segments or
 `MAX_DELETED_FRACTION` of deleted rows.
 """
 
+import hashlib
 import json
 import os
 
@@ -50,6 +51,7 @@ from gtr_keras.index.segments import (
 from gtr_keras.utils import files
 from gtr_keras.utils.files import atomic_directory, atomic_file, replace_file
 from gtr_keras.utils.locks import locks_output
+from gtr_keras.utils.records import strings_sha256
 
 # Compaction runs after an update that leaves more segments than this, or more deleted rows than this
 # fraction of the stored ones: each segment costs a search, each deleted ScaNN row a larger candidate pool.
@@ -81,6 +83,13 @@ class IndexState:
 
     def path(self, name):
         return segment_path(self.directory, name)
+
+    def begin(self):
+        """Writes the manifest of an index never updated before the first file of its first update, so that
+        segments and deletion files are never on disk without one (`segments.check_segments_have_a_manifest`)."""
+        path = os.path.join(self.directory, MANIFEST_JSON)
+        if not files.isfile(path):
+            replace_file(path, _manifest_bytes(self.manifest))
 
     def find(self, ids):
         """`(found, segment numbers, rows)` of `ids` (str) among the live ids."""
@@ -131,7 +140,15 @@ def live_ids(directory):
 
 @locks_output("directory")
 def update_search_index(
-    directory, source=None, delete=(), where=None, missing_ok=False, compact="auto", corpus=None, state=None
+    directory,
+    source=None,
+    delete=(),
+    where=None,
+    missing_ok=False,
+    compact="auto",
+    corpus=None,
+    state=None,
+    request=None,
 ):
     """Adds, replaces and deletes rows of the search index in `directory`, writing on the order of the change.
 
@@ -158,6 +175,10 @@ def update_search_index(
             `source`'s order), stored with the segment for display, or None.
         state: the index's `IndexState` as the caller read it (under the
             same lock), or None: read here.
+        request: what the update is asked, recorded in the manifest
+            (`update_sha256`; default: `request_sha256` of `source`'s ids and
+            vectors, `delete` and `corpus`): a rerun of the update last
+            committed (one killed after its commit) changes nothing.
 
     Returns:
         The new manifest (`segments`).
@@ -179,6 +200,9 @@ def update_search_index(
     if source is None and not delete and compact is True:
         return compact_search_index(directory, state)
     _remove_unused(state)
+    request = request or request_sha256(source, delete, corpus)
+    if state.manifest.get("update_sha256") == request:
+        return state.manifest  # a rerun of the update last committed (killed after its commit): nothing to do
     if source is not None and source.dims != state.config["dims"]:
         raise MismatchError(
             f"the new embeddings have {source.dims} dims, the index {state.directory} has {state.config['dims']}"
@@ -208,7 +232,7 @@ def update_search_index(
         _write_segment(state, segment_name(number), source, Ids(new_ids), corpus)
         segments.append({"name": segment_name(number), "num_rows": source.num_rows, "num_deleted": 0})
         number += 1
-    manifest = _commit(state, segments, masks if changed else None, number)
+    manifest = _commit(state, segments, masks if changed else None, number, request)
     if compact is True or (compact == "auto" and needs_compaction(manifest)):
         return compact_search_index(state.directory)  # the generation just committed
     return manifest
@@ -223,7 +247,8 @@ def needs_compaction(manifest):
 
 @locks_output("directory")
 def compact_search_index(directory, state=None):
-    """Rewrites the live rows of every segment of the index in `directory` as one segment (and its documents).
+    """Rewrites the live rows of every segment of the index in `directory` as one segment (and its documents);
+    an index of one segment without deleted rows is left as it is.
 
     ScaNN segments are joined without retraining (`scann_builder.merge_scann`),
     exact ones copied a block at a time. Committed like an update.
@@ -239,11 +264,14 @@ def compact_search_index(directory, state=None):
     """
     state = state or read_state(directory)
     _remove_unused(state)
+    if len(state.segments) == 1 and not state.segments[0]["num_deleted"]:
+        return state.manifest  # one segment, every row live: compact already (a rerun changes nothing)
     name, kind = segment_name(state.manifest["next_segment"]), state.config["kind"]
     keeps = [_keep(state, s) for s in state.segments]
     paths = [state.path(s["name"]) for s in state.segments]
     segment_ids = [_segment_ids(state, s)[keep] for s, keep in zip(state.segments, keeps)]
     live_ids = Ids(np.concatenate(segment_ids))
+    state.begin()
     with atomic_directory(state.path(name), [SEARCH_INDEX_DIRECTORY]) as tmp:
         if kind == "scann":
             os.mkdir(tmp / SCANN_DIR)
@@ -257,7 +285,8 @@ def compact_search_index(directory, state=None):
         if corpus is not None:
             write_documents(tmp / DOCUMENTS_FILE, corpus)
     segments = [{"name": name, "num_rows": len(live_ids), "num_deleted": 0}]
-    return _commit(state, segments, {}, state.manifest["next_segment"] + 1)
+    request = state.manifest.get("update_sha256")  # a rerun of the update it follows changes nothing either
+    return _commit(state, segments, {}, state.manifest["next_segment"] + 1, request)
 
 
 def _keep(state, segment):
@@ -280,6 +309,7 @@ def _live_blocks(paths, keeps):
 
 def _write_segment(state, name, source, ids, corpus):
     kind = state.config["kind"]
+    state.begin()
     with atomic_directory(state.path(name), [SEARCH_INDEX_DIRECTORY]) as tmp:
         if kind == "scann":
             os.mkdir(tmp / SCANN_DIR)
@@ -293,13 +323,34 @@ def _write_segment(state, name, source, ids, corpus):
             write_documents(tmp / DOCUMENTS_FILE, corpus)
 
 
-def _commit(state, segments, masks, next_segment):
+def request_sha256(source, delete, corpus):
+    """SHA-256 of what an update is asked: the ids (and, with `source`, the vectors) it adds or replaces, the
+    ids it deletes, the documents it stores. `source` None with a `corpus`: the corpus' documents, which the
+    index's model encodes.
+
+    Example:
+    >>> request_sha256(None, ["p17"], load_corpus("new.jsonl"))[:12]  # doctest: +SKIP
+    '5b0d4c1e8f2a'
+    """
+    digest = hashlib.sha256()
+    ids = list(source.ids) if source is not None else list(corpus.ids) if corpus is not None else []
+    digest.update(strings_sha256(ids).encode())
+    for chunk in source.chunks() if source is not None else ():
+        digest.update(np.ascontiguousarray(chunk, dtype="<f4").tobytes())
+    digest.update(strings_sha256(sorted(delete)).encode())
+    if corpus is not None:
+        digest.update(strings_sha256([*corpus.titles, *corpus.texts]).encode())
+    return digest.hexdigest()
+
+
+def _commit(state, segments, masks, next_segment, request=None):
     """Writes the deletion file (`masks`; None: the previous generation's), then the manifest, then removes
     the files no generation kept uses."""
     generation = state.manifest["generation"] + 1
     deleted = state.manifest["deleted"] if masks is None else None
     masks = {name: mask for name, mask in (masks or {}).items() if mask.any()}
     if masks:
+        state.begin()
         deleted = deleted_name(generation)
         with atomic_file(os.path.join(state.directory, deleted)) as f:
             write_deleted(f, masks)
@@ -310,11 +361,16 @@ def _commit(state, segments, masks, next_segment):
         "deleted": deleted,
         "next_segment": next_segment,
         "previous": {"segments": [s["name"] for s in state.segments], "deleted": state.manifest["deleted"]},
+        "update_sha256": request,
     }
-    replace_file(os.path.join(state.directory, MANIFEST_JSON), json.dumps(manifest, indent=2).encode("utf-8"))
+    replace_file(os.path.join(state.directory, MANIFEST_JSON), _manifest_bytes(manifest))
     state.manifest = manifest
     _remove_unused(state)
     return manifest
+
+
+def _manifest_bytes(manifest):
+    return json.dumps(manifest, indent=2).encode("utf-8")
 
 
 def _remove_unused(state):
@@ -328,7 +384,7 @@ def _remove_unused(state):
     for name in (MANIFEST_JSON, segment_name(manifest["next_segment"]), deleted_name(manifest["generation"] + 1)):
         files.remove_staging(os.path.join(directory, name))
     if BASE not in used and manifest["generation"]:
-        for name in (IDS_TXT, EMBEDDINGS_NPY, SCANN_DIR):
+        for name in (IDS_TXT, EMBEDDINGS_NPY, SCANN_DIR, files.CHECKSUMS_FILE):
             files.remove(os.path.join(directory, name))
         base_documents = documents_path(directory, BASE)
         if base_documents is not None:

@@ -13,7 +13,10 @@ and from then on the manifest alone says what the index holds:
   segment (packed bits, by segment name), or null;
 - `generation` (1 for the first update), `next_segment`, and `previous`, the
   segment names and deletion file of the generation before, whose files are
-  kept for readers that are loading it.
+  kept for readers that are loading it;
+- `update_sha256`: what the update that made the generation was asked
+  (`segment_writer.request_sha256`), so that rerunning it after a kill that
+  came after its commit changes nothing (null after a build or for older ones).
 
 Segments and deletion files are written once and never changed; an update
 writes its new files, then replaces the manifest in one rename (the commit),
@@ -26,18 +29,28 @@ import gzip
 import io
 import json
 import os
+import re
 
 import numpy as np
 
 from gtr_keras.beir.readers import Corpus, load_corpus
 from gtr_keras.errors import DataError, MismatchError
-from gtr_keras.index.layout import DOCUMENTS_FILE, MANIFEST_JSON, REMEDY, RETRIEVER_JSON, SEARCH_FIELDS
+from gtr_keras.index.layout import (
+    DOCUMENTS_FILE,
+    MANIFEST_JSON,
+    REMEDY,
+    RETRIEVER_JSON,
+    SEARCH_FIELDS,
+    read_model_record,
+)
 from gtr_keras.utils import files
 from gtr_keras.utils.records import describe_change, read_json_object
 
 BASE = "."
 MANIFEST_FORMAT = 1
 _MANIFEST_FIELDS = ("manifest_format", "generation", "segments", "deleted", "next_segment", "previous")
+_SEGMENT_NAME = re.compile(r"segment-(\d{6})")
+_DELETED_NAME = re.compile(r"deleted-(\d{6})\.npz")
 
 
 def segment_name(number):
@@ -68,18 +81,100 @@ def read_manifest(directory):
     """The manifest of the search index in `directory`, or None for an index that was never updated.
 
     Raises:
-        DataError: a malformed manifest, named with the field.
+        DataError: a malformed manifest, named with the field, or a missing one beside segments.
     """
     path = os.path.join(directory, MANIFEST_JSON)
     if not files.isfile(path):
+        check_segments_have_a_manifest(directory)
         return None
     manifest = read_json_object(path, REMEDY)
+    check_manifest(path, manifest)
+    return manifest
+
+
+def _count(value):
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def check_manifest(path, manifest):
+    """Raises `DataError` naming `path` and the field of the first wrong type or value of `manifest`: its
+    names must be of segments (`.` or `segment-NNNNNN`, numbered below `next_segment`) and deletion files
+    of generations up to its own, never paths; its counts non-negative integers."""
+
+    def bad(field, what):
+        return DataError(f"{path}: field {field!r} {what}; {REMEDY}")
+
     for field in _MANIFEST_FIELDS:
         if field not in manifest:
-            raise DataError(f"{path}: missing field {field!r}; {REMEDY}")
+            raise bad(field, "is missing")
     if manifest["manifest_format"] != MANIFEST_FORMAT:
-        raise DataError(f"{path}: field 'manifest_format' is {manifest['manifest_format']!r}, not {MANIFEST_FORMAT}")
-    return manifest
+        raise bad("manifest_format", f"is {manifest['manifest_format']!r}, not {MANIFEST_FORMAT}")
+    for field in ("generation", "next_segment"):
+        if not _count(manifest[field]) or (field == "next_segment" and manifest[field] < 1):
+            raise bad(
+                field,
+                f"must be a {'positive' if field == 'next_segment' else 'non-negative'} integer, got "
+                f"{json.dumps(manifest[field])}",
+            )
+    previous = manifest["previous"]
+    if not isinstance(previous, dict) or not isinstance(previous.get("segments"), list):
+        raise bad("previous", f"must be an object of 'segments' (a list) and 'deleted', got {json.dumps(previous)}")
+    segments = manifest["segments"]
+    if not isinstance(segments, list) or not segments:
+        raise bad("segments", f"must be a non-empty list of segments, got {json.dumps(segments)}")
+    names = []
+    for i, segment in enumerate(segments):
+        field = f"segments[{i}]"
+        if not isinstance(segment, dict) or {"name", "num_rows", "num_deleted"} - set(segment):
+            raise bad(field, f"must be an object of 'name', 'num_rows' and 'num_deleted', got {json.dumps(segment)}")
+        names.append(segment["name"])
+        if not _count(segment["num_rows"]) or not _count(segment["num_deleted"]):
+            raise bad(field, f"must count rows with non-negative integers, got {json.dumps(segment)}")
+        if segment["num_deleted"] > segment["num_rows"]:
+            raise bad(field, f"deletes {segment['num_deleted']} of its {segment['num_rows']} rows")
+    for field, listed in ((f"segments[{i}].name", [name]) for i, name in enumerate(names)):
+        _check_segment_names(bad, field, listed, manifest["next_segment"])
+    _check_segment_names(bad, "previous.segments", previous["segments"], manifest["next_segment"])
+    if len(set(names)) != len(names):
+        raise bad("segments", "names a segment twice")
+    for field, name in (("deleted", manifest["deleted"]), ("previous.deleted", previous.get("deleted"))):
+        match = _DELETED_NAME.fullmatch(name) if isinstance(name, str) else None
+        if name is not None and (match is None or int(match.group(1)) > manifest["generation"]):
+            raise bad(
+                field,
+                f"must be null or a deletion file deleted-NNNNNN.npz of a generation up to "
+                f"{manifest['generation']}, got {json.dumps(name)}",
+            )
+    request = manifest.get("update_sha256")
+    if request is not None and not (isinstance(request, str) and re.fullmatch(r"[0-9a-f]{64}", request)):
+        raise bad("update_sha256", f"must be null or a SHA-256 hex digest, got {json.dumps(request)[:80]}")
+    if manifest["deleted"] is None and any(segment["num_deleted"] for segment in segments):
+        raise bad("deleted", "is null, but a segment has deleted rows")
+
+
+def _check_segment_names(bad, field, names, next_segment):
+    for name in names:
+        match = _SEGMENT_NAME.fullmatch(name) if isinstance(name, str) else None
+        if name != BASE and (match is None or int(match.group(1)) >= next_segment):
+            raise bad(
+                field,
+                f"must name '.' or a segment-NNNNNN numbered below next_segment {next_segment}, got {json.dumps(name)}",
+            )
+
+
+def check_segments_have_a_manifest(directory):
+    """Raises `DataError` when the search index `directory` holds segments or deletion files but no
+    manifest (removed or lost): its base alone would be searched, and an update would write over them."""
+    if files.isfile(os.path.join(directory, MANIFEST_JSON)):
+        return
+    orphans = [
+        name for name in files.listdir(directory) if _SEGMENT_NAME.fullmatch(name) or _DELETED_NAME.fullmatch(name)
+    ]
+    if orphans:
+        raise DataError(
+            f"{os.path.join(directory, MANIFEST_JSON)}: missing, but {os.path.join(directory, orphans[0])} is there "
+            f"(the manifest was removed: restore it from a backup, or {REMEDY})"
+        )
 
 
 def read_deleted(directory, manifest):
@@ -180,7 +275,7 @@ def check_same_model(directories):
         path = os.path.join(os.path.dirname(os.fspath(directory).rstrip("/")), RETRIEVER_JSON)
         if not files.isfile(path):
             continue
-        recorded = read_json_object(path, REMEDY)
+        recorded = read_model_record(os.path.dirname(path))
         model = {field: recorded.get(field) for field in SEARCH_FIELDS}
         if first is None:
             first = (path, model)

@@ -7,13 +7,22 @@ import numpy as np
 
 from gtr_keras.errors import DataError, UserError
 from gtr_keras.index.layout import IDS_TXT, read_ids
-from gtr_keras.utils.records import read_json_object, strings_sha256
+from gtr_keras.utils.checksums import verify_if_asked
+from gtr_keras.utils.records import check_fields, read_json_object, strings_sha256
 
 SETTINGS_JSON = "bm25.json"
 # What `BM25Retriever.save` writes: its own two files and bm25s' (`bm25s.BM25.save`, no corpus).
 SAVED_FILES = (SETTINGS_JSON, IDS_TXT, "params.index.json", "vocab.index.json", "*.index.npy")
 _FORMAT = 1
 _TOKENIZATION = {"stopwords": "en", "stemmer": "english"}
+_SETTINGS_FIELDS = {
+    "num_documents": "count",
+    "k1": "number?",
+    "b": "number?",
+    "method": "str?",
+    "texts_sha256": "sha256?",
+    "has_terms": "bool?",
+}
 
 
 class BM25Retriever:
@@ -40,6 +49,8 @@ class BM25Retriever:
         self._bm25 = bm25s.BM25(k1=k1, b=b, method=method)
         self._stemmer = Stemmer.Stemmer(_TOKENIZATION["stemmer"])
         self._doc_ids = None
+        self._id_ranks = None
+        self._has_terms = True  # False for a corpus none of whose texts has a term (bm25s cannot index it)
         self.texts_sha256 = None  # of the indexed texts, in order (`records.strings_sha256`)
 
     def get_config(self):
@@ -57,13 +68,15 @@ class BM25Retriever:
         if self._doc_ids is None:
             raise RuntimeError("call index() before save()")
         os.makedirs(directory, exist_ok=True)
-        self._bm25.save(directory, show_progress=False)
+        if self._has_terms:
+            self._bm25.save(directory, show_progress=False)
         with open(os.path.join(directory, IDS_TXT), "w", encoding="utf-8", newline="") as f:
             f.writelines(f"{doc_id}\n" for doc_id in self._doc_ids)
         settings = {
             "format": _FORMAT,
             "num_documents": len(self._doc_ids),
             "texts_sha256": self.texts_sha256,
+            "has_terms": self._has_terms,
             **_TOKENIZATION,
             **self.get_config(),
         }
@@ -77,19 +90,23 @@ class BM25Retriever:
         Raises:
             DataError: a missing or malformed file, or an index of another format or tokenization.
         """
+        verify_if_asked(directory)
         path = os.path.join(directory, SETTINGS_JSON)
         remedy = "rebuild the index"
         settings = read_json_object(path, remedy)
         if settings.get("format") != _FORMAT or any(settings.get(k) != v for k, v in _TOKENIZATION.items()):
             raise DataError(f"{path}: a BM25 index of another format or tokenization than this gtr-keras'; {remedy}")
+        check_fields(path, settings, _SETTINGS_FIELDS, remedy)
         import bm25s
 
         retriever = cls(**{key: settings[key] for key in ("k1", "b", "method", "show_progress") if key in settings})
+        retriever._has_terms = settings.get("has_terms", True)
         try:
-            retriever._bm25 = bm25s.BM25.load(directory, show_progress=False)
+            if retriever._has_terms:
+                retriever._bm25 = bm25s.BM25.load(directory, show_progress=False)
         except (OSError, ValueError, KeyError) as error:
             raise DataError(f"{directory}: unreadable BM25 index ({error}); {remedy}") from error
-        ids = read_ids(os.path.join(directory, IDS_TXT), settings.get("num_documents"))
+        ids = read_ids(os.path.join(directory, IDS_TXT), settings["num_documents"])
         retriever._doc_ids = np.asarray(list(ids), dtype=object)
         retriever.texts_sha256 = settings.get("texts_sha256")
         return retriever
@@ -118,8 +135,12 @@ class BM25Retriever:
             raise UserError(f"got {len(corpus_texts)} texts but {len(corpus_ids)} ids")
         if not corpus_ids:
             raise UserError("cannot index an empty corpus")
-        self._bm25.index(self._tokenize(corpus_texts), show_progress=self.show_progress)
+        tokens = self._tokenize(corpus_texts)
+        self._has_terms = any(tokens)
+        if self._has_terms:
+            self._bm25.index(tokens, show_progress=self.show_progress)
         self._doc_ids = np.asarray(corpus_ids, dtype=object)
+        self._id_ranks = None
         self.texts_sha256 = strings_sha256(corpus_texts)
 
     def search(self, queries, k, allowed=None):
@@ -127,15 +148,16 @@ class BM25Retriever:
 
         Only documents sharing a term with the query are returned (as in
         Lucene or Elasticsearch), so a query can get fewer than `k` results;
-        `k` larger than the corpus is allowed.
+        `k` larger than the corpus is allowed. Documents tied in score are
+        ranked, and cut at `k`, by id in descending order (trec_eval's rule,
+        `evaluation.rank_documents`), whatever the corpus' order.
 
         Args:
             queries: query texts.
             k: the most documents to return per query.
             allowed: bool `[N]` of the documents (in row order) that may be
                 returned (a filter, `docs/filters.md`), or None: every one.
-                The others score 0 (bm25s' `weight_mask`), so the top `k` is
-                that of the allowed documents.
+                The top `k` is that of the allowed documents.
 
         Returns:
             `(ids, scores)`: per query, a list of at most `k` document ids,
@@ -145,16 +167,19 @@ class BM25Retriever:
             raise RuntimeError("call index() before search()")
         if not queries:
             return [], []
-        mask = None if allowed is None else np.asarray(allowed, bool).astype(np.float32)
-        k = min(k, len(self._doc_ids) if mask is None else int(mask.sum()))
-        if not k:
+        if not self._has_terms:
             return [[] for _ in queries], [[] for _ in queries]
-        indices, scores = self._bm25.retrieve(
-            self._tokenize(queries), k=k, show_progress=self.show_progress, weight_mask=mask
-        )
+        if self._id_ranks is None:  # each id's place in ascending order
+            self._id_ranks = np.empty(len(self._doc_ids), np.int64)
+            self._id_ranks[np.argsort(self._doc_ids.astype(str), kind="stable")] = np.arange(len(self._doc_ids))
+        allowed_rows = None if allowed is None else np.asarray(allowed, bool)
         ids, kept_scores = [], []
-        for row_indices, row_scores in zip(indices, scores):
-            matched = row_scores > 0
-            ids.append(self._doc_ids[row_indices[matched]].tolist())
-            kept_scores.append(row_scores[matched].tolist())
+        for tokens in self._tokenize(queries):
+            scores = np.asarray(self._bm25.get_scores(tokens)) if tokens else np.zeros(len(self._doc_ids))
+            matched = np.flatnonzero(scores > 0 if allowed_rows is None else (scores > 0) & allowed_rows)
+            if len(matched) > k:
+                matched = matched[scores[matched] >= np.partition(scores[matched], -k)[-k]]
+            best = matched[np.lexsort((-self._id_ranks[matched], -scores[matched]))][:k]
+            ids.append(self._doc_ids[best].tolist())
+            kept_scores.append(scores[best].tolist())
         return ids, kept_scores

@@ -101,12 +101,14 @@ def load_bm25_side(index_dir, ids, corpus=None):
         wanted = repr(dense[first]) if first < len(dense) else "nothing"
         raise MismatchError(
             f"{path}: not the documents of the index ({len(side)} ids for {len(dense)}; row {first} holds "
-            f"{found}, the dense part {wanted}); rebuild the index"
+            f"{found}, the dense part {wanted}): an update is rebuilding it (retry when it ends) or was killed "
+            f"first (the next update, or `gtr-keras index --out {index_dir} --update --compact`, rebuilds it)"
         )
     if corpus is not None and retriever.texts_sha256 != strings_sha256(corpus.joined()):
         raise MismatchError(
             f"{path}: indexed other texts than the documents the index stores: an update is rebuilding it (retry "
-            "when it ends) or was killed first (`gtr-keras index --out INDEX --update --compact` rebuilds it)"
+            f"when it ends) or was killed first (the next update, or `gtr-keras index --out {index_dir} --update "
+            "--compact`, rebuilds it)"
         )
     return retriever
 

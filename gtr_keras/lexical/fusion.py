@@ -3,7 +3,7 @@ normalised scores, and the fusion a model directory records for itself.
 
 Both methods take, per query, each side's retrieved documents with their scores
 (`{doc_id: score}`), and give every document retrieved by either side a fused
-score; a document one side did not retrieve gets nothing from that side. Each
+score; a document one side did not retrieve, or scored NaN or infinite, gets nothing from that side. Each
 side's ranks follow `evaluation.rank_documents` (equal scores: the larger id
 first, as trec_eval ranks them), and so does the fused ranking.
 
@@ -20,6 +20,7 @@ suits it in its `metadata.json` (`"fusion": {"method": ..., "gtr_weight": ...}`:
 """
 
 import json
+import math
 import os
 
 from gtr_keras.beir.evaluation import rank_documents
@@ -68,6 +69,7 @@ class Fusion:
         return cls(**config)
 
     def _contributions(self, scores):
+        scores = {doc_id: score for doc_id, score in scores.items() if math.isfinite(score)}  # NaN: not retrieved
         ranked = rank_documents(scores)
         if self.method == "rrf":
             return {doc_id: 1.0 / (self.rrf_k + rank) for rank, doc_id in enumerate(ranked, start=1)}

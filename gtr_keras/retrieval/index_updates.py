@@ -22,7 +22,7 @@ from gtr_keras.filters.metadata_columns import MetadataColumns
 from gtr_keras.index.embedding_files import EmbeddingFiles
 from gtr_keras.index.layout import BM25_SUBDIR, INDEX_SUBDIR, check_ids, read_model_record
 from gtr_keras.index.search_index import ArrayRows, SearchIndex
-from gtr_keras.index.segment_writer import missing_ids, read_state, update_search_index
+from gtr_keras.index.segment_writer import missing_ids, read_state, request_sha256, update_search_index
 from gtr_keras.index.segments import BASE, documents_path, read_manifest
 from gtr_keras.lexical.bm25_side import bm25_side_ids, has_bm25_side, rebuild_bm25_side
 from gtr_keras.retrieval.retriever import MODEL_FIELDS, embeddings_metadata, model_change
@@ -89,7 +89,10 @@ def update_index(
     Every input is checked before the encoder is made or used: the update
     reads the index's model record and state (`segment_writer.read_state`)
     once, and the file of ids to delete once. The BM25 side is rebuilt only
-    when documents changed: a compaction alone leaves it as it is.
+    when documents changed: a compaction alone leaves it as it is. A rerun of
+    the update last committed (one killed after its commit) changes nothing
+    but a BM25 side the kill left stale (the manifest records what each
+    update was asked: `segment_writer.request_sha256`).
 
     Args:
         index_dir: an index directory of `gtr-keras index` (or `build_index`).
@@ -126,13 +129,17 @@ def update_index(
     state = read_state(search_index)
     bm25 = _repair_bm25_side(index_dir, search_index, state)
     delete_ids, where = read_id_file(delete) if isinstance(delete, (str, os.PathLike)) else (list(delete or []), None)
+    source = (
+        embeddings if isinstance(embeddings, EmbeddingFiles) or embeddings is None else EmbeddingFiles.open(embeddings)
+    )
+    asked = source is not None or corpus is not None or bool(delete_ids)
+    request = request_sha256(source, delete_ids, corpus) if asked else None
+    if request is not None and state.manifest.get("update_sha256") == request:
+        return state.manifest  # a rerun of the update last committed (killed after it): its BM25 side is repaired
     if not missing_ok:
         _check_deletions(index_dir, state, delete_ids, where)
     if corpus is not None:
         check_metadata_types(search_index, corpus)
-    source = (
-        embeddings if isinstance(embeddings, EmbeddingFiles) or embeddings is None else EmbeddingFiles.open(embeddings)
-    )
     encoder = encoder() if callable(encoder) and not hasattr(encoder, "encode_documents") else encoder
     if source is not None:
         metadata = embeddings_metadata(source, encoder, model_dir)
@@ -153,12 +160,12 @@ def update_index(
         vectors = encoder.encode_documents(corpus.joined(), batch_size, progress)
         source = ArrayRows(corpus.ids, vectors)
     documents_change = source is not None or bool(state.find(delete_ids)[0].any())
-    manifest = update_search_index(search_index, source, delete_ids, where, missing_ok, compact, corpus, state)
+    manifest = update_search_index(search_index, source, delete_ids, where, missing_ok, compact, corpus, state, request)
     if bm25 and embeddings is not None:
         side = os.path.join(index_dir, BM25_SUBDIR)
         aside = os.path.join(index_dir, f".{BM25_SUBDIR}.tmp-removed")  # what `files.remove_staging` clears
         if files.is_local(side):
-            os.replace(side, aside)  # a kill while removing it leaves a name that the next update clears
+            files.rename(side, aside)  # a kill while removing it leaves a name that the next update clears
             side = aside
         files.remove(side)
         warnings.warn(

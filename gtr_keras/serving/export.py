@@ -62,10 +62,12 @@ from gtr_keras.index.layout import INDEX_SUBDIR, SCANN_ARRAY_FILES, SCANN_DATAPO
 from gtr_keras.index.scann_builder import codec_files, merge_scann
 from gtr_keras.index.search_index import SearchIndex
 from gtr_keras.index.segments import index_documents
+from gtr_keras.models.gtr.gtr_text_embedder import SAVED_MODEL_DIRECTORY
 from gtr_keras.models.gtr.gtr_tokenizer import pad_token_ids
 from gtr_keras.retrieval.retriever import Retriever
 from gtr_keras.serving.filter_graph import FilterGraph
 from gtr_keras.utils import files
+from gtr_keras.utils.checksums import verify_if_asked
 from gtr_keras.utils.files import atomic_outputs
 from gtr_keras.utils.locks import locks_output
 
@@ -84,13 +86,6 @@ IMPORT_HINT = (
     "GTR SavedModels use TF Text's SentencePiece ops (and the ScaNN searcher uses ScaNN's ops): run "
     "`import tensorflow_text` (and `import scann`) before `tf.saved_model.load`/`hub.load`, or load with "
     "`gtr_keras.load_export(path)`."
-)
-
-
-SAVED_MODEL_DIRECTORY = files.DirectoryKind(
-    "a SavedModel",
-    ("saved_model.pb",),
-    ("saved_model.pb", "saved_model.pbtxt", "fingerprint.pb", "variables", "assets", "assets.extra"),
 )
 
 
@@ -547,6 +542,7 @@ def load_export(path):
     if not files.exists(path):  # (`exists` names a file system TensorFlow does not know)
         raise DataError(f"{path}: no such file or directory")
     try:
+        verify_if_asked(path)
         return tf.saved_model.load(path)
     except (tf.errors.NotFoundError, ValueError, RuntimeError, KeyError) as error:
         if "not registered" in str(error) or "Op type" in str(error):

@@ -12,12 +12,14 @@ whitespace is SentencePiece's to drop, as in the SavedModel.
 import os
 import warnings
 
+import numpy as np
 import tensorflow as tf
 
 from gtr_keras.errors import UserError
 from gtr_keras.utils import files
 from gtr_keras.utils.files import atomic_file
 from gtr_keras.utils.locks import locks_output
+from gtr_keras.utils.native_logs import filtered_native_logs
 
 LITERT_FILE = "encoder.tflite"
 SIGNATURES = ("encode_documents", "encode_queries")
@@ -71,7 +73,8 @@ def litert_flatbuffer(encoder):
         converter = tf.lite.TFLiteConverter.from_saved_model(scratch, signature_keys=list(SIGNATURES))
         converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS]
         converter.allow_custom_ops = True  # TF Text's SentencePiece op, which its tflite_registrar provides
-        return converter.convert()
+        with filtered_native_logs():
+            return converter.convert()
 
 
 @locks_output("export_dir")
@@ -99,7 +102,9 @@ def export_litert(encoder, export_dir):
 def load_litert(path, num_threads=None):
     """A TFLite interpreter of a LiteRT export, with TF Text's custom ops registered (no Flex delegate).
 
-    `num_threads`: the interpreter's threads (None: TFLite's default).
+    `num_threads`: the interpreter's threads (None: TFLite's default). Its signature runners give
+    float32 `[0, D]` embeddings for 0 texts, as every other encoder does (TFLite cannot return an empty
+    tensor).
 
     Example:
     >>> interpreter = load_litert("exports/gtr/encoder.tflite")
@@ -113,8 +118,30 @@ def load_litert(path, num_threads=None):
         warnings.catch_warnings()
     ):  # TF 2.20's interpreter points to ai_edge_litert's, which TF Text's ops do not target
         warnings.filterwarnings("ignore", message=".*tf.lite.Interpreter is deprecated")
-        return InterpreterWithCustomOps(
+        interpreter = InterpreterWithCustomOps(
             model_content=files.read_bytes(os.fspath(path)),
             custom_op_registerers=tflite_registrar.SELECT_TFTEXT_OPS,
             num_threads=num_threads,
         )
+    runners = interpreter.get_signature_runner
+    interpreter.get_signature_runner = lambda *args, **kwargs: _EmptyBatchRunner(runners(*args, **kwargs))
+    return interpreter
+
+
+class _EmptyBatchRunner:
+    """A TFLite signature runner that answers 0 texts with float32 `[0, D]` embeddings itself (D read once
+    from the embedding of one empty text: the flatbuffer records no output shape)."""
+
+    def __init__(self, runner):
+        self._runner, self._empty = runner, None
+
+    def __call__(self, **inputs):
+        if not all(np.size(value) == 0 for value in inputs.values()):
+            return self._runner(**inputs)
+        if self._empty is None:
+            probe = self._runner(**{name: np.array([""], dtype=object) for name in inputs})
+            self._empty = {name: np.zeros([0, *value.shape[1:]], value.dtype) for name, value in probe.items()}
+        return {name: value.copy() for name, value in self._empty.items()}
+
+    def __getattr__(self, name):
+        return getattr(self._runner, name)

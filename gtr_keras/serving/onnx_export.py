@@ -12,6 +12,7 @@ from gtr_keras.errors import UserError
 from gtr_keras.serving.export_formats import FORMATS, check_installed
 from gtr_keras.serving.token_id_export import forward_function, token_id_directory, write_token_id_export
 from gtr_keras.utils import files
+from gtr_keras.utils.native_logs import filtered_native_logs
 
 ONNX_FILE = "encoder.onnx"
 ONNX_DIRECTORY = token_id_directory("an ONNX export", (ONNX_FILE,))
@@ -33,13 +34,15 @@ def write_onnx(encoder, path, quantize=None):
     import tf2onnx
 
     forward = forward_function(encoder)
+    float_path = path if quantize is None else f"{path}.float32"
+    with filtered_native_logs():
+        tf2onnx.convert.from_function(
+            forward, input_signature=forward.input_signature, opset=OPSET, output_path=float_path
+        )
     if quantize is None:
-        tf2onnx.convert.from_function(forward, input_signature=forward.input_signature, opset=OPSET, output_path=path)
         return
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
-    float_path = f"{path}.float32"
-    tf2onnx.convert.from_function(forward, input_signature=forward.input_signature, opset=OPSET, output_path=float_path)
     quantize_dynamic(float_path, path, weight_type=QuantType.QInt8)
     os.remove(float_path)
 

@@ -9,6 +9,7 @@ default on CPUs with AVX512-BF16 or AMX: compile with `{"INFERENCE_PRECISION_HIN
 from gtr_keras.serving.export_formats import FORMATS, check_installed
 from gtr_keras.serving.token_id_export import forward_function, token_id_directory, write_token_id_export
 from gtr_keras.utils import files
+from gtr_keras.utils.native_logs import filtered_native_logs
 
 OPENVINO_FILES = ("encoder.xml", "encoder.bin")
 OPENVINO_DIRECTORY = token_id_directory("an OpenVINO export", OPENVINO_FILES)
@@ -27,7 +28,8 @@ def write_openvino(encoder, path):
     """
     import openvino
 
-    model = openvino.convert_model(forward_function(encoder).get_concrete_function())
+    with filtered_native_logs():
+        model = openvino.convert_model(forward_function(encoder).get_concrete_function())
     openvino.save_model(model, path, compress_to_fp16=False)
 
 

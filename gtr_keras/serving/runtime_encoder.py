@@ -1,6 +1,6 @@
 """`RuntimeEncoder`: texts to embeddings with an ONNX (ONNX Runtime) or OpenVINO export of gtr-keras."""
 
-import json
+import hashlib
 import os
 
 import numpy as np
@@ -9,22 +9,45 @@ import sentencepiece as spm
 from gtr_keras.errors import DataError
 from gtr_keras.models.text_encoder import TextEncoder
 from gtr_keras.serving.export_formats import FORMATS, check_installed
+from gtr_keras.utils.checksums import verify_if_asked
+from gtr_keras.utils.records import check_fields, read_json_object
 
 CONFIG_FILE = "export.json"
 INPUTS = ("token_ids", "padding_mask")
 OUTPUT = "embeddings"
 RUNTIMES = {"onnx": "onnxruntime", "openvino": "openvino"}
 OPENVINO_FLOAT32 = {"INFERENCE_PRECISION_HINT": "f32"}
+REMEDY = "export the model again"
+CONFIG_FIELDS = {
+    "format": tuple(RUNTIMES),
+    "model_file": "file",
+    "vocabulary": "file",
+    "vocabulary_sha256": "sha256",
+    "embedding_dim": "positive",
+    "query_length": "positive",
+    "document_length": "positive",
+    "lowercase": "bool",
+    "eos_id": "count",
+    "pad_id": "count",
+}
+# What `tf.strings.strip` (the SavedModel's and `GTRTokenizer`'s) strips: ASCII whitespace, not Unicode's.
+ASCII_WHITESPACE = " \t\n\v\f\r"
 
 
 class RuntimeEncoder(TextEncoder):
     """Encodes texts with an `export --format onnx|openvino` directory, as the SavedModel encoder does.
 
     Texts are tokenised with the `sentencepiece` library and the export's `spiece.model`, with T5's
-    conventions (stripped, lowercased where `export.json` says so, truncated to the kind's token budget
-    with EOS kept last), padded per batch to its longest text, and run in ONNX Runtime or OpenVINO;
-    `encode_queries` and `encode_documents` are every encoder's (`TextEncoder`). `gtr_keras.load(export_dir)`
-    returns one. It imports neither TensorFlow nor Keras.
+    conventions (ASCII whitespace stripped at the ends, as `tf.strings.strip` does; lowercased where
+    `export.json` says so; truncated to the kind's token budget with EOS kept last), padded per batch to
+    its longest text, and run in ONNX Runtime or OpenVINO; `encode_queries` and `encode_documents` are
+    every encoder's (`TextEncoder`). `gtr_keras.load(export_dir)` returns one. It imports neither
+    TensorFlow nor Keras: it needs `numpy` and `sentencepiece` (gtr-keras' own dependencies) and
+    `onnxruntime` or `openvino` (the `[onnx]`, `[openvino]` extras).
+
+    `export.json` is checked when the encoder is made: every field's type and value (one line naming the
+    file and the field), the model and vocabulary files (names in the directory, never paths), the
+    vocabulary's SHA-256 against `vocabulary_sha256`, and the EOS and pad ids against it.
 
     Args:
         export_dir: a local export directory (`export.json`, `spiece.model` and the model file).
@@ -44,19 +67,18 @@ class RuntimeEncoder(TextEncoder):
         self.export_dir = os.fspath(export_dir)
         self.openvino_config = openvino_config
         self.session_options = session_options
+        verify_if_asked(self.export_dir)
+        self.config = read_export_config(self.export_dir)
+        self.runtime = self.config["format"]
+        check_installed(FORMATS[self.runtime], "run")  # the install hint of `gtr-keras export --format onnx|openvino`
+        vocabulary = os.path.join(self.export_dir, self.config["vocabulary"])
+        self._pieces = spm.SentencePieceProcessor(model_proto=read_vocabulary(vocabulary, self.config))
         path = os.path.join(self.export_dir, CONFIG_FILE)
-        try:
-            with open(path, encoding="utf-8") as f:
-                self.config = json.load(f)
-        except FileNotFoundError:
-            raise DataError(f"{path}: no such file (not an `export --format onnx|openvino` directory)") from None
-        runtime = self.config.get("format")
-        if runtime not in RUNTIMES:
-            raise DataError(f"{path}: format {runtime!r} is not one of {', '.join(RUNTIMES)}")
-        self.runtime = runtime
-        check_installed(FORMATS[runtime], "run")  # the install hint of `gtr-keras export --format onnx|openvino`
-        self._pieces = spm.SentencePieceProcessor(model_file=os.path.join(self.export_dir, self.config["vocabulary"]))
-        self._run = self._open(os.path.join(self.export_dir, self.config["model_file"]))
+        check_vocabulary_ids(path, self.config, self._pieces)
+        model_path = os.path.join(self.export_dir, self.config["model_file"])
+        if not os.path.isfile(model_path):
+            raise DataError(f"{model_path}: no such file (named by {path}'s 'model_file'); {REMEDY}")
+        self._run = self._open(model_path)
 
     def _open(self, model_path):
         if self.runtime == "onnx":
@@ -79,10 +101,50 @@ class RuntimeEncoder(TextEncoder):
     def tokenize(self, texts, kind="document"):
         """Token id lists of `texts` (strings or UTF-8 bytes), EOS last, truncated to the kind's budget."""
         texts = [t.decode("utf-8", errors="replace") if isinstance(t, bytes) else t for t in texts]
-        texts = [t.strip().lower() if self.config["lowercase"] else t.strip() for t in texts]
+        texts = [t.strip(ASCII_WHITESPACE) for t in texts]
+        texts = [t.lower() for t in texts] if self.config["lowercase"] else texts
         keep = self.length(kind) - 1
         return [pieces[:keep] + [self.config["eos_id"]] for pieces in self._pieces.encode(texts)]
 
     def embed_tokens(self, token_ids, padding_mask):
         """Embeddings of a tokenised batch: int32 `[B, L]` ids and mask in, float32 `[B, D]` out."""
         return np.asarray(self._run(np.asarray(token_ids, np.int32), np.asarray(padding_mask, np.int32)))
+
+
+def read_export_config(export_dir):
+    """The checked `export.json` of an `export --format onnx|openvino` directory (`CONFIG_FIELDS`).
+
+    Raises:
+        DataError: a missing or malformed file, naming it and the field.
+
+    Example:
+    >>> read_export_config("exports/gtr-onnx")["format"]
+    'onnx'
+    """
+    path = os.path.join(os.fspath(export_dir), CONFIG_FILE)
+    if not os.path.isfile(path):
+        raise DataError(f"{path}: no such file (not an `export --format onnx|openvino` directory)")
+    return check_fields(path, read_json_object(path, REMEDY), CONFIG_FIELDS, REMEDY)
+
+
+def check_vocabulary_ids(path, config, pieces):
+    """Raises `DataError` naming `path` (`export.json`) unless its EOS and pad ids are those of the
+    vocabulary `pieces` (a `SentencePieceProcessor`)."""
+    for field, expected in (("eos_id", pieces.eos_id()), ("pad_id", pieces.pad_id())):
+        if config[field] != expected:
+            raise DataError(f"{path}: field {field!r} is {config[field]}, its vocabulary's is {expected}; {REMEDY}")
+
+
+def read_vocabulary(path, config):
+    """The bytes of the vocabulary file `path`, once their SHA-256 is the one `export.json` records."""
+    try:
+        with open(path, "rb") as f:
+            proto = f.read()
+    except OSError as error:
+        raise DataError(f"{path}: unreadable ({error.strerror}); {REMEDY}") from None
+    if hashlib.sha256(proto).hexdigest() != config["vocabulary_sha256"]:
+        raise DataError(
+            f"{path}: not the vocabulary the model was exported with (its SHA-256 is not {CONFIG_FILE}'s "
+            f"vocabulary_sha256); {REMEDY}"
+        )
+    return proto

@@ -18,6 +18,7 @@ from gtr_keras.models.gtr.gtr_backbone import GTRBackbone
 from gtr_keras.models.gtr.gtr_text_embedder import GTRTextEmbedder
 from gtr_keras.models.model_files.model_directory import PRESET_DIRECTORY
 from gtr_keras.utils import files as fs
+from gtr_keras.utils.file_operations import perform
 from gtr_keras.utils.records import read_json_object, strings_sha256
 
 VALIDATION_DEPTH = 100
@@ -70,6 +71,7 @@ class Checkpoints(keras.callbacks.Callback):
             return
         variables = self.model.trainable_variables
         if bool(tf.reduce_all(tf.stack([tf.reduce_all(tf.math.is_finite(v)) for v in variables]))):
+            perform("write", os.path.join(self.manager.directory, f"ckpt-{self.step}"))  # TensorFlow's own write
             self.manager.save(checkpoint_number=self.step)
             self.saved_step = self.step
         else:

@@ -25,18 +25,27 @@ user's that happens to sit where an output goes.
 
 import builtins
 import contextlib
+import ctypes
 import dataclasses
+import errno
 import fcntl
 import fnmatch
 import functools
 import glob as globbing
 import gzip
+import hashlib
+import json
 import os
 import pathlib
 import shutil
 import tempfile
 
 from gtr_keras.errors import DataError, UserError
+from gtr_keras.utils.file_operations import CrashPoint, crashed, perform
+
+# Written into every directory that `atomic_outputs` commits: the SHA-256 and size of each of its files.
+CHECKSUMS_FILE = "checksums.json"
+CHECKSUMS_FORMAT = 1
 
 
 class _TensorFlow:
@@ -125,9 +134,14 @@ def glob(pattern):
 
 @_named_errors
 def makedirs(path):
-    if _local(path) is not None:
-        os.makedirs(_local(path), exist_ok=True)
+    local = _local(path)
+    if local is not None:
+        if not os.path.isdir(local):
+            perform("mkdir", local)
+            os.makedirs(local, exist_ok=True)
         return
+    if not tf.io.gfile.exists(path):
+        perform("mkdir", path)
     tf.io.gfile.makedirs(path)
 
 
@@ -136,6 +150,8 @@ def remove(path):
     """Deletes a file or a directory tree; nothing happens if it does not exist."""
     local = _local(path)
     if local is not None:
+        if os.path.lexists(local):
+            perform("remove", local)
         if os.path.isdir(local) and not os.path.islink(local):
             shutil.rmtree(local)
         elif os.path.lexists(local):
@@ -143,6 +159,7 @@ def remove(path):
         return
     if not tf.io.gfile.exists(path):
         return
+    perform("remove", path)
     if not tf.io.gfile.isdir(path):
         tf.io.gfile.remove(path)
         return
@@ -247,9 +264,10 @@ def temporary_directory(prefix):
         os.mkdir(directory, 0o700)
         yield directory
     finally:
-        shutil.rmtree(directory, ignore_errors=True)
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(owner)
+        if not crashed():  # a stopped run leaves it, as a killed one does, to the next run's cleanup
+            shutil.rmtree(directory, ignore_errors=True)
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(owner)
         os.close(descriptor)
 
 
@@ -331,13 +349,18 @@ class DirectoryKind:
     def foreign(self, entries):
         """The first of directory entries `entries` that rules out the kind (a name it may not hold, or,
         with every mark missing from `entries`, the first entry), or None for a directory of the kind."""
-        entries = sorted(entries)
+        entries = sorted(entry for entry in entries if entry != CHECKSUMS_FILE)
         stranger = next(
             (entry for entry in entries if not any(fnmatch.fnmatchcase(entry, pattern) for pattern in self.names)), None
         )
         if stranger is None and not set(self.marks) <= set(entries):
             return entries[0] if entries else None
         return stranger
+
+
+def _is_staging(name):
+    """True for what a killed write of gtr-keras left (`.NAME.tmp-*`, `.NAME.upload-*`): never the user's."""
+    return name.startswith(".") and (".tmp-" in name or ".upload-" in name)
 
 
 def check_replaceable(target, kinds=()):
@@ -363,7 +386,7 @@ def check_replaceable(target, kinds=()):
     target = os.fspath(target)
     if not isdir(target):
         return
-    entries = listdir(target)
+    entries = [entry for entry in listdir(target) if entry != CHECKSUMS_FILE and not _is_staging(entry)]
     if target.startswith("ram://"):  # ram:// lists a sibling `NAME.partial/...` inside `NAME` (a prefix match)
         parent, name = parent_and_name(target)
         siblings = set(listdir(parent))
@@ -382,6 +405,7 @@ def check_replaceable(target, kinds=()):
 
 
 def _fsync(path):
+    perform("fsync", path)
     fd = os.open(path, os.O_RDONLY)
     try:
         os.fsync(fd)
@@ -397,6 +421,9 @@ def _fsync_tree(root):
 
 
 def _remove(path):
+    if not os.path.lexists(path):
+        return
+    perform("remove", path)
     if os.path.isdir(path) and not os.path.islink(path):
         shutil.rmtree(path, ignore_errors=True)
     else:
@@ -404,22 +431,57 @@ def _remove(path):
             os.remove(path)
 
 
+_AT_FDCWD, _RENAME_EXCHANGE = -100, 2
+
+
+@functools.cache
+def _renameat2():
+    """glibc's `renameat2`, or None where the C library has none."""
+    try:
+        return ctypes.CDLL(None, use_errno=True).renameat2
+    except (AttributeError, OSError):
+        return None
+
+
+def _exchange(staged, target):
+    """Swaps the local paths `staged` and `target` in one step (Linux's `renameat2(RENAME_EXCHANGE)`): a
+    reader finds the old target or the new, never none. False where the system or file system cannot."""
+    renameat2 = _renameat2()
+    if renameat2 is None:
+        return False
+    perform("rename", staged)
+    if renameat2(_AT_FDCWD, os.fsencode(staged), _AT_FDCWD, os.fsencode(target), _RENAME_EXCHANGE) == 0:
+        return True
+    if ctypes.get_errno() in (errno.EINVAL, errno.ENOSYS, errno.ENOTSUP):
+        return False
+    raise OSError(ctypes.get_errno(), os.strerror(ctypes.get_errno()), target)
+
+
 def _commit(pairs):
     """Renames each staged path over its target; all or none of the targets change.
 
-    Existing targets are first renamed aside (`<staged>-old`); if any rename
-    fails, the new ones are removed and the old ones put back.
+    One existing target is exchanged with its staged path in one step where the
+    system can (`_exchange`), and its old contents removed. Otherwise existing
+    targets are first renamed aside (`<staged>-old`); if any rename fails, the
+    new ones are removed and the old ones put back.
     """
+    if len(pairs) == 1 and os.path.lexists(pairs[0][1]) and _exchange(*pairs[0]):
+        staged, target = pairs[0]
+        _fsync(os.path.dirname(target))
+        _remove(staged)  # now the old contents, under a staging name that `remove_staging` clears
+        return
     moved_aside, placed = [], []
     try:
         for staged, target in pairs:
             if os.path.exists(target):
-                os.rename(target, f"{staged}-old")
+                rename(target, f"{staged}-old")
                 moved_aside.append((staged, target))
         for staged, target in pairs:
-            os.rename(staged, target)
+            rename(staged, target)
             placed.append(target)
-    except BaseException:
+    except BaseException as error:
+        if isinstance(error, CrashPoint):
+            raise
         for target in placed:
             _remove(target)
         for staged, target in moved_aside:
@@ -448,19 +510,22 @@ def _upload_and_commit(pairs):
             for file in files:
                 destination = upload if is_file else f"{upload}/{os.path.relpath(file, staged)}"
                 _make_parent(destination)
+                perform("write", destination)
                 tf.io.gfile.copy(file, destination, overwrite=True)
             uploads.append((upload, target, is_file))
         for upload, target, is_file in uploads:
             remove(target)
             if is_file:
-                tf.io.gfile.rename(upload, target, overwrite=True)
+                rename(upload, target)
                 continue
             for file in _files_under(upload):
                 destination = f"{target}/{os.path.relpath(file, upload)}"
                 _make_parent(destination)
-                tf.io.gfile.rename(file, destination, overwrite=True)
+                rename(file, destination)
             remove(upload)
-    except BaseException:
+    except BaseException as error:
+        if isinstance(error, CrashPoint):
+            raise
         for upload, _, _ in uploads:
             remove(upload)
         raise
@@ -495,7 +560,7 @@ def remove_staging(target):
             continue
         stale = f"{parent}/{entry}"
         if entry.endswith("-old") and is_local(parent) and not os.path.exists(f"{parent}/{name}"):
-            os.rename(stale, f"{parent}/{name}")
+            rename(stale, f"{parent}/{name}")
         else:
             remove(stale)
 
@@ -561,22 +626,24 @@ def atomic_outputs(*targets, replaces=None):
     targets = [os.fspath(target) for target in targets]
     replaces = [() for _ in targets] if replaces is None else [tuple(kinds) for kinds in replaces]
     local = [os.path.abspath(target.removeprefix("file://")) if is_local(target) else None for target in targets]
-    for target, path, kinds in zip(targets, local, replaces):
+    for target, kinds in zip(targets, replaces):
         if kinds:
             check_replaceable(target, kinds)
-        parent = None if path else _remote_parent(target)
-        if parent and not exists(target) and not exists(parent):
-            makedirs(parent)
-    staging = []
+    staging, created = [], []
     remote = any(path is None for path in local)
     with temporary_directory("gtr-keras-staging-") if remote else contextlib.nullcontext() as scratch:
         try:
             for target, path in zip(targets, local):
+                parent = parent_and_name(path)[0] if path else _remote_parent(target)
+                if path is None and exists(target):  # an unknown scheme is named with the target
+                    parent = None
+                created += _missing_parents(parent) if parent else []
+                if parent and not isdir(parent):
+                    makedirs(parent)
                 if path is None:
                     staging.append(os.path.join(scratch, f"{len(staging)}-{os.path.basename(target)}"))
                     continue
-                parent, name = parent_and_name(path)
-                os.makedirs(parent, exist_ok=True)
+                name = parent_and_name(path)[1]
                 staged = tempfile.mkdtemp(prefix=f".{name}.tmp-", dir=parent)
                 os.rmdir(staged)
                 staging.append(staged)
@@ -591,6 +658,10 @@ def atomic_outputs(*targets, replaces=None):
                     check_replaceable(target, kinds)
                 elif isdir(target):
                     raise DataError(f"{target}: is a directory, expected a file (it is not replaced)")
+            for staged in staging:
+                perform("write", staged)
+                if os.path.isdir(staged):
+                    write_checksums(staged)
             local_pairs = [(staged, path) for staged, path in zip(staging, local) if path is not None]
             for staged, _ in local_pairs:
                 if os.path.isdir(staged):
@@ -601,10 +672,59 @@ def atomic_outputs(*targets, replaces=None):
                 [(staged, target) for staged, target, path in zip(staging, targets, local) if path is None]
             )
             _commit(local_pairs)
-        except BaseException:
+        except BaseException as error:
+            if isinstance(error, CrashPoint):
+                raise
             for staged in staging:
                 _remove(staged)
+            for parent in reversed(created):  # the parents made for outputs that are not written
+                with contextlib.suppress(OSError, DataError):
+                    if isdir(parent) and not listdir(parent):
+                        remove(parent)
             raise
+
+
+def _missing_parents(directory):
+    """`directory` and those of its ancestors that do not exist, outermost first."""
+    missing = []
+    while directory and not isdir(directory):
+        missing.insert(0, directory)
+        parent = os.path.dirname(directory) if is_local(directory) else _remote_parent(directory)
+        if not parent or parent == directory:
+            break
+        directory = parent
+    return missing
+
+
+def file_sha256(path, chunk_size=1 << 22):
+    """`(SHA-256 hex digest, size in bytes)` of the file `path` (local or on any file system)."""
+    digest, size = hashlib.sha256(), 0
+    with open(path, "rb") as f:
+        while chunk := f.read(chunk_size):
+            digest.update(chunk)
+            size += len(chunk)
+    return digest.hexdigest(), size
+
+
+def write_checksums(directory):
+    """Writes `directory/checksums.json` (the local directory an output is staged in): the SHA-256 and size
+    of every file below it, by path relative to it, which `gtr-keras check` verifies.
+
+    Example:
+    >>> write_checksums("/tmp/.index.tmp-x")  # doctest: +SKIP
+    """
+    entries = {}
+    for root, _, names in os.walk(directory):
+        for name in names:
+            path = os.path.join(root, name)
+            relative = os.path.relpath(path, directory).replace(os.sep, "/")
+            if relative != CHECKSUMS_FILE:
+                sha256, size = file_sha256(path)
+                entries[relative] = {"sha256": sha256, "size": size}
+    record = {"format": CHECKSUMS_FORMAT, "algorithm": "sha256", "files": dict(sorted(entries.items()))}
+    with builtins.open(os.path.join(directory, CHECKSUMS_FILE), "w", encoding="utf-8") as f:
+        json.dump(record, f, indent=1)
+        f.write("\n")
 
 
 @contextlib.contextmanager
@@ -666,16 +786,30 @@ def replace_file(path, data):
         descriptor, staged = tempfile.mkstemp(prefix=f".{name}.tmp-", dir=parent)
         try:
             with os.fdopen(descriptor, "wb") as f:
+                perform("write", staged)
                 f.write(data)
                 f.flush()
+                perform("fsync", staged)
                 os.fsync(f.fileno())
-            os.replace(staged, os.path.join(parent, name))
-        except BaseException:
-            _remove(staged)
+            rename(staged, os.path.join(parent, name))
+        except BaseException as error:
+            if not isinstance(error, CrashPoint):
+                _remove(staged)
             raise
         _fsync(parent)
         return
     upload = f"{parent}/.{name}.upload-{os.getpid()}"
+    perform("write", upload)
     with tf.io.gfile.GFile(upload, "wb") as f:
         f.write(data)
-    tf.io.gfile.rename(upload, path, overwrite=True)
+    rename(upload, path)
+
+
+@_named_errors
+def rename(source, target):
+    """Renames `source` to `target` (replacing a file there; one rename on a local file system)."""
+    perform("rename", source)
+    if _local(source) is not None:
+        os.rename(_local(source), _local(target))
+        return
+    tf.io.gfile.rename(source, target, overwrite=True)

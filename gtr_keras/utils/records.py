@@ -5,6 +5,8 @@ checks of small values that resumable outputs record.
 
 import hashlib
 import json
+import math
+import re
 
 import numpy as np
 
@@ -93,3 +95,66 @@ def strings_sha256(strings):
         digest.update(len(data).to_bytes(8, "little"))
         digest.update(data)
     return digest.hexdigest()
+
+
+def _is_number(value):
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _is_file_name(value):
+    """A name of a file directly in a record's own directory: never a path that could leave it."""
+    return isinstance(value, str) and value not in ("", ".", "..") and "/" not in value and "\\" not in value
+
+
+_FIELD_TYPES = {
+    "count": ("a non-negative integer", lambda v: _is_number(v) and isinstance(v, int) and v >= 0),
+    "positive": ("a positive integer", lambda v: _is_number(v) and isinstance(v, int) and v >= 1),
+    "number": ("a finite number", _is_number),
+    "str": ("a string", lambda v: isinstance(v, str)),
+    "bool": ("true or false", lambda v: isinstance(v, bool)),
+    "sha256": ("a SHA-256 hex digest", lambda v: isinstance(v, str) and re.fullmatch(r"[0-9a-f]{64}", v) is not None),
+    "list": ("a list", lambda v: isinstance(v, list)),
+    "object": ("an object", lambda v: isinstance(v, dict)),
+    "file": ("the name of a file in its directory", _is_file_name),
+}
+
+
+def check_fields(path, record, fields, remedy):
+    """Checks the types of a JSON record's fields, naming the file and the field of the first wrong one.
+
+    Args:
+        path: the record's file, for messages.
+        record: the dict read from it.
+        fields: `{field: type}`, a type one of `count`, `positive`, `number`, `str`, `bool`, `sha256`, `list`,
+            `object`, `file` (a name in the record's directory, never a path), or a tuple of the values allowed;
+            a type ending with `?` may be missing or null.
+        remedy: what to do about a bad file, ending the error.
+
+    Returns:
+        `record`.
+
+    Raises:
+        DataError: a required field is missing, or a field is of another type or value.
+
+    Example:
+    >>> check_fields("export.json", {"eos_id": 1}, {"eos_id": "count"}, "export the model again")
+    {'eos_id': 1}
+    """
+    for field, kind in fields.items():
+        optional = isinstance(kind, str) and kind.endswith("?")
+        value = record.get(field)
+        if value is None and field not in record and not optional:
+            raise DataError(f"{path}: field {field!r} is missing; {remedy}")
+        if value is None and optional:
+            continue
+        if isinstance(kind, tuple):
+            if value not in kind or isinstance(value, bool) != any(isinstance(k, bool) for k in kind):
+                raise DataError(
+                    f"{path}: field {field!r} must be one of {', '.join(json.dumps(k) for k in kind)}, got "
+                    f"{json.dumps(value)}; {remedy}"
+                )
+            continue
+        description, valid = _FIELD_TYPES[kind.rstrip("?")]
+        if not valid(value):
+            raise DataError(f"{path}: field {field!r} must be {description}, got {json.dumps(value)[:80]}; {remedy}")
+    return record

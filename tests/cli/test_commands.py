@@ -44,7 +44,7 @@ def test_empty_input_file_gives_empty_output(tmp_path, tiny_model_dir):
     assert (tmp_path / "out.ids.txt").read_text() == ""
 
 
-def test_non_utf8_line_and_nul_byte_are_kept_with_warnings(tmp_path, tiny_model_dir, capsys):
+def test_non_utf8_line_and_nul_byte_are_kept_with_warnings(tmp_path, tiny_model_dir, capsys, shown_warnings):
     path = tmp_path / "texts.txt"
     path.write_bytes(b"good line\nbad \xff\xfe byte\nnul \x00 inside\n")
     code, out = _encode(tiny_model_dir, path)
@@ -249,7 +249,7 @@ def test_qrels_without_a_relevant_document_are_exit_2_before_any_encoding(tmp_pa
         )
 
 
-def test_the_metrics_say_how_many_queries_the_means_are_over_and_warn_of_the_rest(tmp_path, capsys):
+def test_the_metrics_say_how_many_queries_the_means_are_over_and_warn_of_the_rest(tmp_path, capsys, shown_warnings):
     dataset = _collection(tmp_path, [1, 0, 2])
     out = tmp_path / "m.json"
     assert main(["evaluate", "--dataset", str(dataset), "--retriever", "bm25", "--output-json", str(out)]) == 0
@@ -586,3 +586,18 @@ def test_bm25_and_hybrid_search_take_one_index(tmp_path, tiny_model_dir, capsys)
         main(argv)
     assert exit_.value.code == 2
     assert "--retriever bm25 searches one index (several are shards of --retriever gtr)" in capsys.readouterr().err
+
+
+def test_a_query_argument_of_invalid_utf8_is_searched_as_u_fffd_by_every_retriever(tmp_path, tiny_model_dir, capsys):
+    corpus = _corpus_file(tmp_path / "corpus.jsonl")
+    index = str(tmp_path / "idx")
+    assert main(["index", "--model", tiny_model_dir, "--corpus", str(corpus), "--out", index, "--exact"]) == 0
+    broken = b"wing \xff lift".decode("utf-8", "surrogateescape")  # how Python passes such an argument
+    for retriever in ("gtr", "bm25", "hybrid"):
+        argv = ["--index", index, "--model", tiny_model_dir, "--retriever", retriever]
+        capsys.readouterr()
+        assert main(["search", broken, "-k", "5", "--json", *argv]) == 0
+        searched = json.loads(capsys.readouterr().out)[0]
+        assert searched["query"] == "wing \ufffd lift"
+        assert main(["search", "wing \ufffd lift", "-k", "5", "--json", *argv]) == 0
+        assert searched["hits"] == json.loads(capsys.readouterr().out)[0]["hits"]

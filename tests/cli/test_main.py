@@ -244,7 +244,7 @@ def test_a_pytorch_checkpoint_without_torch_is_exit_2_naming_the_extra(tmp_path)
     assert not (tmp_path / "out").exists()
 
 
-def test_a_warning_is_one_line_naming_the_command(tmp_path, tiny_model_dir, capsys):
+def test_a_warning_is_one_line_naming_the_command(tmp_path, tiny_model_dir, capsys, shown_warnings):
     texts = tmp_path / "texts.txt"
     texts.write_bytes(b"wing lift\n\xff broken\n")
     assert main(["encode", "--model", tiny_model_dir, "--input", str(texts), "--output", str(tmp_path / "e.npy")]) == 0

@@ -159,6 +159,7 @@ def test_old_generations_files_go_once_two_newer_ones_exist(tmp_path):
         update_search_index(tmp_path / "index", ArrayRows([f"n{step}"], clustered(1, seed=step)), [f"d{step}"])
     names = sorted(os.listdir(tmp_path / "index"))
     assert names == [
+        "checksums.json",
         "deleted-000002.npz",
         "deleted-000003.npz",
         "embeddings.npy",
@@ -315,3 +316,52 @@ def test_updates_and_compaction_on_another_file_system():
         "segment-000004",
         "segments.json",
     ]
+
+
+def test_a_removed_manifest_or_an_edited_next_segment_never_lets_an_update_overwrite_a_segment(tmp_path):
+    directory = tmp_path / "index"
+    _build(directory, [f"d{i}" for i in range(10)], clustered(10, seed=1))
+    update_search_index(directory, ArrayRows(["n0"], clustered(1, seed=2)))
+    update_search_index(directory, ArrayRows(["n1"], clustered(1, seed=3)))
+    manifest = json.loads((directory / "segments.json").read_text())
+    (directory / "segments.json").write_text(json.dumps({**manifest, "next_segment": 2}))
+    with pytest.raises(DataError, match="next_segment"):
+        update_search_index(directory, ArrayRows(["n2"], clustered(1, seed=4)))
+    (directory / "segments.json").unlink()
+    with pytest.raises(DataError, match="segments.json: missing"):
+        update_search_index(directory, ArrayRows(["n2"], clustered(1, seed=4)))
+    with pytest.raises(DataError, match="segments.json: missing"):
+        SearchIndex.load(directory)
+    (directory / "segments.json").write_text(json.dumps(manifest))
+    assert len(SearchIndex.load(directory).ids) == 12
+
+
+def test_a_first_update_killed_after_its_segment_is_redone_by_a_rerun(tmp_path):
+    from gtr_keras.utils.file_operations import counting, stopping_at
+
+    _build(tmp_path / "probe", [f"d{i}" for i in range(10)], clustered(10, seed=1))
+    with counting() as probe:
+        update_search_index(tmp_path / "probe", ArrayRows(["n0"], clustered(1, seed=2)))
+    renamed = [i for i, (kind, path) in enumerate(probe.operations) if kind == "rename" and ".segment-000001" in path]
+    directory = tmp_path / "index"
+    _build(directory, [f"d{i}" for i in range(10)], clustered(10, seed=1))
+    with stopping_at(renamed[0] + 2) as log:
+        update_search_index(directory, ArrayRows(["n0"], clustered(1, seed=2)))
+    assert log.crashed and (directory / "segment-000001").is_dir()
+    assert len(SearchIndex.load(directory).ids) == 10
+    update_search_index(directory, ArrayRows(["n0"], clustered(1, seed=2)))
+    assert len(SearchIndex.load(directory).ids) == 11
+
+
+def test_loading_with_checksums_asked_names_a_changed_segment_file(tmp_path, monkeypatch):
+    from gtr_keras.utils.checksums import VERIFY_VARIABLE
+
+    directory = tmp_path / "index"
+    _build(directory, [f"d{i}" for i in range(10)], clustered(10, seed=1))
+    update_search_index(directory, ArrayRows(["n0"], clustered(1, seed=2)))
+    ids = directory / "segment-000001" / "ids.txt"
+    ids.write_text("m0\n")
+    assert len(SearchIndex.load(directory).ids) == 11  # the cheap checks pass
+    monkeypatch.setenv(VERIFY_VARIABLE, "1")
+    with pytest.raises(DataError, match="segment-000001/ids.txt: its SHA-256"):
+        SearchIndex.load(directory)

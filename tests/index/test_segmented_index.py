@@ -65,7 +65,8 @@ def test_shards_must_not_share_ids_nor_differ_in_dims():
 def test_shards_of_another_model_are_refused_naming_the_shard(tmp_path):
     for name, sha in (("a", "1" * 64), ("b", "2" * 64)):
         write_search_index(ArrayRows([f"{name}0"], CORPUS[:1]), tmp_path / name / "index", kind="exact")
-        record = {"embedding_dim": 64, "compute_dtype": "float32", "model_sha256": sha}
+        record = {"embedding_dim": 64, "compute_dtype": "float32", "model_sha256": sha, "kind": "exact"}
+        record.update(num_documents=1, document_length=512, query_length=64)
         (tmp_path / name / "retriever.json").write_text(json.dumps(record))
     with pytest.raises(MismatchError, match=r"b/retriever.json: a shard of another model than .*a/retriever.json"):
         SearchIndex.load([tmp_path / "a", tmp_path / "b"])

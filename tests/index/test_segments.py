@@ -27,7 +27,7 @@ def test_an_index_never_updated_has_no_manifest_and_generation_0_holds_its_rows(
 
 def test_a_malformed_manifest_is_named_with_its_field(tmp_path):
     (tmp_path / "segments.json").write_text(json.dumps({"manifest_format": 1}))
-    with pytest.raises(DataError, match=r"segments.json: missing field 'generation'"):
+    with pytest.raises(DataError, match=r"segments.json: field 'generation' is missing"):
         read_manifest(tmp_path)
     (tmp_path / "segments.json").write_text(json.dumps({**initial_manifest(1), "manifest_format": 9}))
     with pytest.raises(DataError, match="'manifest_format' is 9"):
@@ -75,3 +75,39 @@ def test_documents_keep_their_metadata_through_segments(tmp_path):
     assert corpus.ids == ["a", "c"] and corpus.metadata == [{"lang": "en"}, {"lang": "de"}]
     write_documents(path, Corpus(["a"], [""], ["x"]))
     assert live_corpus([(str(path), None)]).metadata is None
+
+
+@pytest.mark.parametrize(
+    "field, value",
+    [
+        ("segments", None),
+        ("segments", []),
+        ("segments", {}),
+        ("segments", 3),
+        ("segments", [{"name": "../../other/index", "num_rows": 1, "num_deleted": 0}]),
+        ("segments", [{"name": "/etc", "num_rows": 1, "num_deleted": 0}]),
+        ("segments", [{"name": "segment-000009", "num_rows": 1, "num_deleted": 0}]),
+        ("segments", [{"name": ".", "num_rows": -1, "num_deleted": 0}]),
+        ("segments", [{"name": ".", "num_rows": 1, "num_deleted": 2}]),
+        ("segments", ["."]),
+        ("generation", None),
+        ("generation", "1"),
+        ("next_segment", 0),
+        ("next_segment", True),
+        ("deleted", "../deleted-000001.npz"),
+        ("deleted", []),
+        ("previous", None),
+        ("previous", {"segments": ["../x"], "deleted": None}),
+    ],
+)
+def test_a_manifest_field_of_a_wrong_type_or_a_path_is_named(tmp_path, field, value):
+    manifest = {**initial_manifest(1), "generation": 1, "next_segment": 2, field: value}
+    (tmp_path / "segments.json").write_text(json.dumps(manifest))
+    with pytest.raises(DataError, match=rf"segments.json: field '{field}"):
+        read_manifest(tmp_path)
+
+
+def test_segments_without_their_manifest_are_refused(tmp_path):
+    (tmp_path / "segment-000001").mkdir()
+    with pytest.raises(DataError, match=r"segments.json: missing, but .*segment-000001 is there"):
+        read_manifest(tmp_path)

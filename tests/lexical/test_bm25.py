@@ -92,3 +92,34 @@ def test_search_within_allowed_documents_ranks_only_them(retriever):
     assert ids == [[i for i in everything[0] if i in ("rockets", "tides")]]
     assert kept[0] == [s for i, s in zip(everything[0], scores[0]) if i in ("rockets", "tides")]
     assert retriever.search(["cats"], k=3, allowed=[False] * 4) == ([[]], [[]])
+
+
+def test_tied_documents_are_ranked_and_cut_by_id_descending_whatever_the_corpus_order():
+    texts = ["wing lift", "wing lift", "wing lift", "drag"]
+    for order in ([0, 1, 2, 3], [2, 0, 3, 1], [3, 1, 2, 0]):
+        retriever = BM25Retriever()
+        retriever.index([texts[i] for i in order], [["a", "c", "b", "z"][i] for i in order])
+        assert retriever.search(["wing"], k=2)[0] == [["c", "b"]]
+        assert retriever.search(["wing"], k=10)[0] == [["c", "b", "a"]]
+
+
+def test_a_corpus_without_terms_is_indexed_saved_and_loaded_and_matches_nothing(tmp_path):
+    retriever = BM25Retriever()
+    retriever.index(["!!!", "", "the and"], ["a", "b", "c"])
+    assert retriever.search(["anything"], k=3) == ([[]], [[]])
+    retriever.save(tmp_path / "bm25")
+    assert BM25Retriever.load(tmp_path / "bm25").search(["anything", ""], k=3) == ([[], []], [[], []])
+
+
+@pytest.mark.parametrize("field, value", [("num_documents", "4"), ("k1", None), ("method", 3), ("texts_sha256", 1)])
+def test_a_settings_field_of_a_wrong_type_is_named(retriever, tmp_path, field, value):
+    retriever.save(tmp_path / "bm25")
+    path = tmp_path / "bm25" / "bm25.json"
+    settings = json.loads(path.read_text())
+    settings[field] = value
+    path.write_text(json.dumps(settings))
+    if value is None and field == "k1":
+        BM25Retriever.load(tmp_path / "bm25")  # optional: the default
+        return
+    with pytest.raises(DataError, match=rf"bm25.json: field '{field}'"):
+        BM25Retriever.load(tmp_path / "bm25")

@@ -1,5 +1,6 @@
 import doctest
 import json
+import math
 import shutil
 
 import pytest
@@ -104,3 +105,10 @@ def test_the_class_docstring_example_runs():
     tests = doctest.DocTestFinder(recurse=False).find(Fusion, globs={"Fusion": Fusion})
     results = doctest.DocTestRunner().run(tests[0])
     assert results.attempted and not results.failed
+
+
+@pytest.mark.parametrize("method", ["weighted", "rrf"])
+def test_a_nan_score_is_a_document_that_side_did_not_retrieve(method):
+    fused = Fusion(method).fuse_runs({"q": {"a": 0.9, "b": float("nan"), "c": 0.1}}, {"q": {"b": 3.0, "c": 1.0}})
+    assert all(math.isfinite(score) for score in fused["q"].values())
+    assert fused == Fusion(method).fuse_runs({"q": {"a": 0.9, "c": 0.1}}, {"q": {"b": 3.0, "c": 1.0}})

@@ -823,3 +823,16 @@ def test_scann_searchers_over_two_shards_answer_as_the_shards_searched_together(
     client = sharded_client.ShardedSearcher([sharded_client.saved_model_searcher(s) for s in loaded])
     ids, _ = client.search(QUERIES, 10)
     assert [[i.decode() for i in row] for row in ids] == [[h["id"] for h in row] for row in expected]
+
+
+def test_a_refused_export_of_overlapping_shards_leaves_no_empty_folders(tiny_model_dir, tiny_encoder, tmp_path):
+    from gtr_keras.beir.readers import Corpus
+    from gtr_keras.retrieval.retriever import build_index
+
+    corpus = Corpus(["d0", "d1", "d2"], ["", "", ""], ["wing lift", "heat transfer", "drag"])
+    for name in ("a", "b"):  # the same ids in both shards
+        build_index(tiny_encoder, corpus, str(tmp_path / name), model_dir=tiny_model_dir, kind="exact")
+    argv = ["export", "--model", tiny_model_dir, "--index", str(tmp_path / "a"), "--index", str(tmp_path / "b")]
+    argv += ["--searcher", "brute-force", "--out", str(tmp_path / "out")]
+    assert main(argv) == 2
+    assert not (tmp_path / "out" / "encoder").exists() and not (tmp_path / "out" / "searcher").exists()

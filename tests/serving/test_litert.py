@@ -47,6 +47,17 @@ def test_the_litert_export_runs_in_the_interpreter_as_the_saved_model_does(liter
             np.testing.assert_allclose(embeddings, expected, atol=1e-5)
             lengths.add(int(tiny_encoder.tokenizer.dense_token_ids(batch, length)["token_ids"].shape[1]))
     assert {1, tiny_encoder.query_length} <= lengths and max(lengths) > tiny_encoder.query_length
+    for signature in budgets:  # 0 texts: [0, D], as every other encoder gives
+        empty = interpreter.get_signature_runner(signature)(texts=np.array([], dtype=object))["embeddings"]
+        assert empty.shape == (0, tiny_encoder.embedding_dim) and empty.dtype == np.float32
+
+
+@pytest.mark.slow
+def test_the_converters_print_no_tensorflow_cpp_log_lines(litert_and_saved_model, tiny_model_dir, tmp_path, capfd):
+    capfd.readouterr()
+    assert main(["export", "--model", tiny_model_dir, "--format", "litert", "--out", str(tmp_path / "litert")]) == 0
+    err = capfd.readouterr().err
+    assert "devices.cc" not in err and "absl::InitializeLog" not in err and "single_machine.cc" not in err, err
 
 
 @pytest.mark.parametrize(

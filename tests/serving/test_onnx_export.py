@@ -74,3 +74,12 @@ def test_an_onnx_export_on_ram_is_written_as_a_unit(tiny_encoder):
     assert path == "ram://onnx-export/gtr/encoder.onnx"
     assert sorted(files.listdir("ram://onnx-export/gtr")) == ["encoder.onnx", "export.json", "spiece.model"]
     assert json.loads(files.read_bytes("ram://onnx-export/gtr/export.json"))["document_length"] == 512
+
+
+@pytest.mark.large
+def test_the_onnx_export_prints_no_tensorflow_cpp_log_lines(tiny_model_dir, tmp_path, capfd):
+    capfd.readouterr()
+    assert main(["export", "--model", tiny_model_dir, "--out", str(tmp_path / "onnx"), "--format", "onnx"]) == 0
+    captured = capfd.readouterr()
+    assert "devices.cc" not in captured.err and "absl::InitializeLog" not in captured.err, captured.err
+    assert captured.out.startswith("wrote ")

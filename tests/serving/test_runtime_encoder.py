@@ -56,8 +56,55 @@ def test_what_is_not_an_export_is_refused(export_dir, tmp_path):
     with pytest.raises(UserError, match="kind must be 'query' or 'document', got 'passage'"):
         RuntimeEncoder(export_dir).encode(["x"], "passage")
     (tmp_path / "export.json").write_text(json.dumps({"format": "savedmodel"}))
-    with pytest.raises(DataError, match="format 'savedmodel' is not one of onnx, openvino"):
+    with pytest.raises(DataError, match='field \'format\' must be one of "onnx", "openvino", got "savedmodel"'):
         RuntimeEncoder(tmp_path)
+
+
+def _edited(export_dir, tmp_path, **changes):
+    shutil.copytree(export_dir, tmp_path / "edited")
+    path = tmp_path / "edited" / "export.json"
+    path.write_text(json.dumps({**json.loads(path.read_text()), **changes}))
+    return tmp_path / "edited"
+
+
+@pytest.mark.parametrize(
+    "field, value",
+    [
+        ("document_length", 0),
+        ("query_length", "64"),
+        ("eos_id", 2),
+        ("eos_id", None),
+        ("pad_id", -1),
+        ("lowercase", "no"),
+        ("embedding_dim", 1.5),
+        ("vocabulary", "../spiece.model"),
+        ("model_file", "/etc/passwd"),
+        ("vocabulary_sha256", "0" * 64),
+    ],
+)
+def test_an_edited_export_json_is_refused_naming_its_field(export_dir, tmp_path, field, value):
+    with pytest.raises(DataError, match=rf"export.json: field '{field}'|spiece.model: not the vocabulary"):
+        RuntimeEncoder(_edited(export_dir, tmp_path, **{field: value}))
+
+
+def test_another_vocabulary_beside_the_model_is_refused(export_dir, tmp_path):
+    edited = _edited(export_dir, tmp_path)
+    (edited / "spiece.model").write_bytes((edited / "spiece.model").read_bytes() + b"\n")
+    with pytest.raises(DataError, match="spiece.model: not the vocabulary the model was exported with"):
+        RuntimeEncoder(edited)
+
+
+@pytest.mark.parametrize("text", ["not json", "[1, 2]", '{"format": "onnx"}'])
+def test_a_malformed_export_json_is_one_data_error(export_dir, tmp_path, text):
+    edited = _edited(export_dir, tmp_path)
+    (edited / "export.json").write_text(text)
+    with pytest.raises(DataError, match="export.json: "):
+        RuntimeEncoder(edited)
+
+
+def test_unicode_whitespace_at_the_ends_is_kept_as_the_model_keeps_it(export_dir, tiny_encoder):
+    texts = ["\x85wing lift\x85", "\u00a0drag\u2028", " \t plain \n"]
+    assert RuntimeEncoder(export_dir).tokenize(texts) == tiny_encoder.tokenize(texts, "document")
 
 
 @pytest.mark.large
@@ -80,11 +127,11 @@ def test_the_docs_onnx_and_openvino_snippets_run(export_dir, tiny_encoder, tmp_p
 
 
 @pytest.mark.large
-def test_a_runtime_encoder_loads_no_tensorflow(export_dir):
+def test_a_runtime_encoder_loads_no_tensorflow_nor_wrapt(export_dir):
     script = (
         "import sys\nfrom gtr_keras.serving.runtime_encoder import RuntimeEncoder\n"
         f"print(RuntimeEncoder({export_dir!r}).encode_queries(['wing lift']).shape)\n"
-        "print(sorted(m for m in ('tensorflow', 'keras') if m in sys.modules))\n"
+        "print(sorted(m for m in ('tensorflow', 'keras', 'wrapt') if m in sys.modules))\n"
     )
     result = subprocess.run([sys.executable, "-c", script], cwd=REPO, capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr

@@ -13,6 +13,7 @@ from gtr_keras.serving.token_id_export import (
     token_id_directory,
     write_token_id_export,
 )
+from gtr_keras.utils.files import CHECKSUMS_FILE
 
 DIRECTORY = token_id_directory("a test export", ("model.bin",))
 
@@ -34,7 +35,7 @@ def test_the_export_holds_the_model_the_vocabulary_and_the_budgets(tiny_encoder,
         tiny_encoder, str(out), DIRECTORY, lambda staging: (staging / "model.bin").write_bytes(b"m"), {"format": "x"}
     )
     assert path == str(out / "model.bin")
-    assert sorted(p.name for p in out.iterdir()) == [CONFIG_FILE, "model.bin", VOCABULARY_FILE]
+    assert sorted(p.name for p in out.iterdir()) == [CHECKSUMS_FILE, CONFIG_FILE, "model.bin", VOCABULARY_FILE]
     assert (out / VOCABULARY_FILE).read_bytes() == tiny_encoder.tokenizer.proto
     config = json.loads((out / CONFIG_FILE).read_text())
     assert config["format"] == "x" and config["model_file"] == "model.bin"

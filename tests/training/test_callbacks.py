@@ -27,7 +27,7 @@ class RecordingManager:
     """A `tf.train.CheckpointManager` that records the steps it was asked to save at."""
 
     def __init__(self):
-        self.saved = []
+        self.saved, self.directory = [], "checkpoints"
 
     def save(self, checkpoint_number):
         self.saved.append(checkpoint_number)

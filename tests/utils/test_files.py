@@ -17,7 +17,7 @@ def test_atomic_directory_replaces_existing(tmp_path):
     with atomic_directory(target, [OLD]) as tmp:
         (tmp / "new.txt").write_text("new")
         assert not (target / "new.txt").exists()
-    assert os.listdir(target) == ["new.txt"]
+    assert os.listdir(target) == ["checksums.json", "new.txt"]
     assert os.listdir(tmp_path) == ["out"]
 
 
@@ -94,7 +94,11 @@ def test_atomic_file_appears_only_when_complete(tmp_path):
 
 
 def _snapshot(root):
-    return {p.relative_to(root).as_posix(): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+    return {
+        p.relative_to(root).as_posix(): p.read_bytes()
+        for p in sorted(root.rglob("*"))
+        if p.is_file() and p.name != "checksums.json"
+    }
 
 
 def test_atomic_outputs_replace_a_file_and_a_directory_together(tmp_path):
@@ -241,7 +245,7 @@ def test_a_directory_on_another_file_system_is_replaced_only_when_of_the_kind_wr
         (staging / "old.txt").write_text("old")
     with atomic_directory(f"{root}/out", [OLD]) as staging:
         (staging / "new.txt").write_text("new")
-    assert files.listdir(f"{root}/out") == ["new.txt"]
+    assert files.listdir(f"{root}/out") == ["checksums.json", "new.txt"]
     with files.open(f"{root}/out/notes.txt", "wb") as f:
         f.write(b"mine")
     with pytest.raises(DataError, match=f"{root}/out: not replaced, it holds notes.txt"):
@@ -321,13 +325,13 @@ def test_replace_file_never_leaves_the_path_absent(tmp_path, monkeypatch):
     path = tmp_path / "segments.json"
     files.replace_file(path, b"one")
     seen = []
-    real_replace = os.replace
+    real_replace = os.rename
 
     def replace(source, target):
         seen.append(path.read_bytes())  # the old contents stay in place until the one rename
         real_replace(source, target)
 
-    monkeypatch.setattr(os, "replace", replace)
+    monkeypatch.setattr(os, "rename", replace)
     files.replace_file(path, b"two")
     assert seen == [b"one"] and path.read_bytes() == b"two" and os.listdir(tmp_path) == ["segments.json"]
     files.replace_file("ram://replaced/segments.json", b"three")

@@ -32,6 +32,14 @@ from gtr_keras.models.model_files.model_source import (
 )
 from gtr_keras.models.model_files.preset_writer import write_preset
 from gtr_keras.models.text_encoder import to_bytes
+from gtr_keras.utils import files
+
+# What a SavedModel directory holds (`export` and `serving.export` replace one only when it is one).
+SAVED_MODEL_DIRECTORY = files.DirectoryKind(
+    "a SavedModel",
+    ("saved_model.pb",),
+    ("saved_model.pb", "saved_model.pbtxt", "fingerprint.pb", "variables", "assets", "assets.extra"),
+)
 
 
 @keras.saving.register_keras_serializable(package="gtr_keras")
@@ -270,7 +278,9 @@ class GTRTextEmbedder(keras_hub.models.TextEmbedder):
 
         Loading it needs `import tensorflow_text` first. Keras' other formats (and an `input_signature`)
         are refused: their converters do not take TF Text's tokenizer op; `gtr-keras export --format`
-        writes GTR's exports for other runtimes (docs/serving.md).
+        writes GTR's exports for other runtimes (docs/serving.md). The directory is written as a unit, and
+        an existing one is replaced only when empty or a SavedModel (a `DataError` names a file of any other
+        folder, before any work).
 
         Args:
             filepath: the SavedModel directory to write.
@@ -290,6 +300,7 @@ class GTRTextEmbedder(keras_hub.models.TextEmbedder):
             )
         if self.preprocessor is None:
             raise UserError("GTRTextEmbedder.export: this GTRTextEmbedder has no preprocessor to take strings")
+        files.check_replaceable(filepath, [SAVED_MODEL_DIRECTORY])
         texts = tf.TensorSpec([None], tf.string, name="texts")
         archive = keras.export.ExportArchive()
         archive.track(self)
@@ -299,7 +310,8 @@ class GTRTextEmbedder(keras_hub.models.TextEmbedder):
                 functools.partial(self._embed_strings, kind=kind),
                 input_signature=[texts],
             )
-        archive.write_out(filepath, verbose=True if verbose is None else verbose)
+        with files.atomic_directory(filepath, [SAVED_MODEL_DIRECTORY]) as staging:
+            archive.write_out(os.fspath(staging), verbose=True if verbose is None else verbose)
 
     def _embed_strings(self, texts, kind):
         return tf.cast(self(pad_token_ids(self.preprocessor.token_ids(texts, kind)), training=False), tf.float32)

@@ -134,3 +134,15 @@ def test_encode_works_on_the_jax_and_pytorch_backends_as_on_tensorflow(tmp_path,
     embedder = GTRTextEmbedder.from_preset("gtr_small_distilled_en")
     np.testing.assert_allclose(other[0], embedder.encode_queries(texts), atol=1e-5, rtol=0)
     np.testing.assert_allclose(other[1], embedder.encode_documents(texts), atol=1e-5, rtol=0)
+
+
+def test_keras_export_never_writes_into_a_folder_the_user_owns(tiny_encoder, tmp_path):
+    from gtr_keras.errors import DataError
+
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "saved_model.pb").write_bytes(b"my own")
+    (mine / "notes.txt").write_text("mine")
+    with pytest.raises(DataError, match=r"mine: not replaced, it holds notes.txt"):
+        tiny_encoder.model.export(str(mine), verbose=False)
+    assert (mine / "saved_model.pb").read_bytes() == b"my own"

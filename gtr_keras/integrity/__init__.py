@@ -1,0 +1,4 @@
+"""`gtr-keras check`: every directory gtr-keras writes, verified file by file, one checker per kind:
+`directory_checker` (what kind a path is, and its checker), `index_checker` (an index directory with every
+segment, its documents and BM25 side; a search index), `model_checker` (a model directory), `export_checker`
+(ONNX, OpenVINO, LiteRT, SavedModel exports and export roots), and `check_report` (what they found)."""

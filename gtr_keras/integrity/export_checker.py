@@ -1,0 +1,67 @@
+"""The checks of an export directory: ONNX and OpenVINO (`export.json`, the vocabulary, the model files),
+LiteRT (the flatbuffer), a SavedModel version directory, and an export root of `encoder/` and `searcher/`
+versions."""
+
+import os
+
+import sentencepiece as spm
+
+from gtr_keras.errors import DataError
+from gtr_keras.serving.runtime_encoder import CONFIG_FILE, check_vocabulary_ids, read_export_config, read_vocabulary
+from gtr_keras.utils import files
+
+SAVED_MODEL_FILE = "saved_model.pb"
+VARIABLES_INDEX = os.path.join("variables", "variables.index")
+EXPORT_NAMES = ("encoder", "searcher")
+_TFLITE_IDENTIFIER = b"TFL3"  # the flatbuffer's file identifier, bytes 4 to 8
+
+
+def check_token_id_export(directory, report):
+    """Checks an `export --format onnx|openvino` directory into `report`."""
+    report.checksums(directory)
+    config = report.step(lambda: read_export_config(directory))
+    if config is None:
+        return
+    report.note(f"{config['format']} export, D {config['embedding_dim']}")
+    proto = report.step(lambda: read_vocabulary(os.path.join(directory, config["vocabulary"]), config))
+    if proto is not None:
+        pieces = spm.SentencePieceProcessor(model_proto=proto)
+        report.step(lambda: check_vocabulary_ids(os.path.join(directory, CONFIG_FILE), config, pieces))
+    model = os.path.join(directory, config["model_file"])
+    if not files.isfile(model):
+        report.add(model, f"missing (named by {CONFIG_FILE}'s 'model_file')")
+    if config["format"] == "openvino" and not files.isfile(model.removesuffix(".xml") + ".bin"):
+        report.add(model.removesuffix(".xml") + ".bin", "missing (the weights of the OpenVINO model)")
+
+
+def check_litert_file(path, report):
+    """Checks a LiteRT flatbuffer (`encoder.tflite`) into `report`."""
+    with files.open(path, "rb") as f:
+        head = f.read(8)
+    if head[4:8] != _TFLITE_IDENTIFIER:
+        report.add(path, "not a TFLite flatbuffer (no TFL3 identifier)")
+    report.note("LiteRT export")
+
+
+def check_saved_model(directory, report):
+    """Checks a SavedModel directory (an export's `encoder/N` or `searcher/N`) into `report`."""
+    report.checksums(directory)
+    for name in (SAVED_MODEL_FILE, VARIABLES_INDEX):
+        if not files.isfile(os.path.join(directory, name)):
+            report.add(os.path.join(directory, name), "missing (not a whole SavedModel)")
+
+
+def check_export_root(directory, report):
+    """Checks every version of an export root's `encoder/` and `searcher/` into `report`."""
+    versions = 0
+    for name in EXPORT_NAMES:
+        folder = os.path.join(directory, name)
+        if not files.isdir(folder):
+            continue
+        for version in files.listdir(folder):
+            if version.isdigit():
+                check_saved_model(os.path.join(folder, version), report)
+                versions += 1
+    if not versions:
+        raise DataError(f"{directory}: no encoder/N or searcher/N SavedModel")
+    report.note(f"{versions} SavedModel version{'s' * (versions != 1)}")

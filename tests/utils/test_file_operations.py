@@ -1,0 +1,84 @@
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from gtr_keras.errors import DataError
+from gtr_keras.utils import files
+from gtr_keras.utils.file_operations import CRASH_AT_VARIABLE, counting, stopping_at
+
+
+def _write_index(target):
+    with files.atomic_directory(target) as staging:
+        (staging / "ids.txt").write_text("a\n")
+
+
+def test_counting_sees_every_operation_of_a_commit(tmp_path):
+    with counting() as log:
+        _write_index(tmp_path / "out")
+    kinds = [kind for kind, _ in log.operations]
+    assert kinds.count("write") == 1 and kinds.count("rename") == 1 and "fsync" in kinds
+    assert log.count == len(kinds)
+
+
+def test_stopping_at_each_operation_leaves_the_old_or_the_new_output(tmp_path):
+    target = tmp_path / "out"
+    kind = files.DirectoryKind("out", ("ids.txt",), ("ids.txt",))
+
+    def write(text):
+        with files.atomic_directory(target, [kind]) as staging:
+            (staging / "ids.txt").write_text(text)
+
+    write("old\n")
+    with counting() as log:
+        write("old\n")
+    assert log.count == 7  # write, fsync x3 (two files, the directory), the exchange, fsync, remove
+    for n in range(1, log.count + 2):
+        write("old\n")
+        with stopping_at(n) as stopped:
+            write("new\n")
+        assert stopped.crashed == (n <= log.count)
+        assert (target / "ids.txt").read_text() == ("old\n" if n <= 5 else "new\n")  # never absent
+        files.remove_staging(target)
+        assert [name for name in os.listdir(tmp_path) if name.startswith(".out.")] == []
+
+
+def test_a_stopped_block_skips_the_cleanup_a_killed_process_would_not_do(tmp_path):
+    with stopping_at(1):
+        _write_index(tmp_path / "out")
+    assert [name for name in os.listdir(tmp_path) if name.startswith(".out.tmp-")]
+    files.remove_staging(tmp_path / "out")
+    assert os.listdir(tmp_path) == []
+
+
+def test_a_refused_output_leaves_no_parent_directories_behind(tmp_path):
+    with pytest.raises(DataError):
+        with files.atomic_outputs(tmp_path / "out" / "encoder" / "1", tmp_path / "out" / "searcher" / "1"):
+            raise DataError("refused")
+    assert os.listdir(tmp_path) == []
+
+
+def test_the_checksums_of_a_committed_directory_name_each_file(tmp_path):
+    _write_index(tmp_path / "out")
+    record = json.loads((tmp_path / "out" / files.CHECKSUMS_FILE).read_text())
+    assert record["files"] == {"ids.txt": {"sha256": files.file_sha256(tmp_path / "out" / "ids.txt")[0], "size": 2}}
+
+
+def test_the_environment_variable_kills_the_process_at_that_operation(tmp_path):
+    script = f"from gtr_keras.utils import files\nwith files.atomic_file({str(tmp_path / 'f')!r}) as f: f.write(b'x')\n"
+    env = {**os.environ, CRASH_AT_VARIABLE: "2"}
+    result = subprocess.run([sys.executable, "-c", script], env=env, timeout=120, capture_output=True)
+    assert result.returncode == -9 and not (tmp_path / "f").exists()
+
+
+def test_the_load_time_option_verifies_the_checksums(tmp_path, monkeypatch):
+    from gtr_keras.utils.checksums import VERIFY_VARIABLE, verify_if_asked
+
+    _write_index(tmp_path / "out")
+    (tmp_path / "out" / "ids.txt").write_text("b\n")
+    verify_if_asked(tmp_path / "out")  # not asked: nothing read
+    monkeypatch.setenv(VERIFY_VARIABLE, "1")
+    with pytest.raises(DataError, match=r"out/ids.txt: its SHA-256 is not the one recorded"):
+        verify_if_asked(tmp_path / "out")
