@@ -239,7 +239,7 @@ def _fusion(args):
 
 def search(args):
     from gtr_keras.retrieval.hybrid_retriever import HybridRetriever
-    from gtr_keras.retrieval.retriever import Retriever
+    from gtr_keras.retrieval.retriever import Retriever, search_results
 
     if args.retriever == "gtr":
         hits = Retriever.load(args.index[0] if len(args.index) == 1 else args.index, _encoder(args)).search(
@@ -250,7 +250,7 @@ def search(args):
         encoder = _encoder(args) if args.retriever == "hybrid" else None
         hits = HybridRetriever.load(args.index[0], encoder, fusion).search(args.queries, args.k, args.retriever)
     if args.json:
-        print(json.dumps([{"query": q, "hits": h} for q, h in zip(args.queries, hits)], ensure_ascii=False, indent=2))
+        print(json.dumps(search_results(args.queries, hits), ensure_ascii=False, indent=2))
         return
     for query, row in zip(args.queries, hits):
         print(f"query: {query}")
@@ -358,6 +358,35 @@ def mine(args):
         for qid, negative_ids in mined.items():
             f.write((json.dumps({"query_id": qid, "negative_ids": negative_ids}) + "\n").encode("utf-8"))
     print(f"wrote {args.out}: {sum(map(len, mined.values()))} negatives for {len(mined)} queries")
+
+
+def serve(args):
+    from gtr_keras.retrieval.fusion import model_fusion
+    from gtr_keras.server.serve import listening_socket
+    from gtr_keras.server.serve import serve as serve_http
+
+    sock = listening_socket(args.host, args.port)  # a port in use is exit 2 before the model loads
+    try:
+        fusion = model_fusion(args.model) if args.index else None  # a bad record before the model loads
+        limits = {name: getattr(args, name) for name in ("max_inputs", "max_body_bytes", "max_queries", "max_k")}
+        serve_http(
+            _encoder(args),
+            args.served_model_name or os.path.basename(str(args.model).rstrip("/")),
+            sock,
+            index_dir=args.index,
+            model_source=args.model,
+            fusion=fusion,
+            batch_size=args.batch_size,
+            max_wait=args.max_wait_ms / 1000,
+            max_queue=args.max_queue,
+            timeout=args.request_timeout,
+            poll_interval=args.poll_interval,
+            grace_period=args.grace_period,
+            limits={**limits, "max_searches": args.max_searches},
+            access_log=args.access_log,
+        )
+    finally:
+        sock.close()
 
 
 def demo(args):
