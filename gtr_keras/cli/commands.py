@@ -382,7 +382,7 @@ def serve(args):
             timeout=args.request_timeout,
             poll_interval=args.poll_interval,
             grace_period=args.grace_period,
-            limits={**limits, "max_searches": args.max_searches},
+            limits=limits,
             access_log=args.access_log,
         )
     finally:

@@ -10,7 +10,6 @@ batcher, on the generation `LiveIndex.current` held when they began.
 
 import asyncio
 import base64
-import concurrent.futures
 import contextlib
 import functools
 import sys
@@ -28,9 +27,10 @@ from gtr_keras.retrieval.fusion import model_fusion
 from gtr_keras.retrieval.hybrid_retriever import HybridRetriever
 from gtr_keras.retrieval.retriever import search_results
 from gtr_keras.server.api_error import ApiError
+from gtr_keras.server.batcher import Batcher
 from gtr_keras.server.validation import embedding_request, read_json, search_request
 
-DEFAULT_LIMITS = {"max_inputs": 2048, "max_body_bytes": 8 << 20, "max_queries": 64, "max_k": 1000, "max_searches": 64}
+DEFAULT_LIMITS = {"max_inputs": 2048, "max_body_bytes": 8 << 20, "max_queries": 64, "max_k": 1000}
 
 
 def served_models(name):
@@ -76,40 +76,60 @@ def _embedding(vector, encoding_format):
     return vector.tolist()
 
 
-def build_app(batcher, model_name, live_index=None, model_source=None, limits=None):
+def _searching(model_source):
+    """The `run` of the search `Batcher`: key `(HybridRetriever, k, retriever, fusion, gtr_weight)`, the hits
+    of the queries (the fusion options make the fusion of `model_source` with them, `fusion.model_fusion`)."""
+
+    def run(key, queries):
+        searcher, k, retriever, fusion, gtr_weight = key
+        if fusion is not None or gtr_weight is not None:
+            fused = model_fusion(model_source, fusion, gtr_weight)
+            searcher = HybridRetriever(searcher.retriever, searcher.bm25, fused, searcher.depth)
+        return (searcher.search(queries, k, retriever),)
+
+    return run
+
+
+def build_app(batcher, model_name, embedding_dim, live_index=None, model_source=None, limits=None):
     """The Starlette application of `gtr-keras serve`.
 
+    Searches are batched too: a second `Batcher` (of `batcher`'s settings) runs the queries of concurrent
+    searches of one generation, `k` and retriever as one search, whose queries `live_index` encodes through
+    `batcher` (`batcher.query_encoder`).
+
     Args:
-        batcher: the `Batcher` that encodes every text.
+        batcher: the `Batcher` that encodes every text (`batcher.encoding`).
         model_name: the served model's name (`served_models`).
+        embedding_dim: D, the model's embedding size.
         live_index: the `LiveIndex` that `/v1/search` answers from, or None (404 there).
         model_source: the model directory (or source), for the fusion of a hybrid search's `fusion` and
             `gtr_weight` (`fusion.model_fusion`).
         limits: `DEFAULT_LIMITS` overridden: `max_inputs` (texts an embedding request), `max_body_bytes`,
-            `max_queries` (a search request), `max_k`, `max_searches` (searches at once; one more is a 503).
+            `max_queries` (a search request), `max_k`.
 
     Example:
-    >>> app = build_app(Batcher(gtr_keras.load("gtr-small-distilled")), "gtr-small-distilled")
+    >>> batcher = Batcher(encoding(gtr_keras.load("gtr-small-distilled")))
+    >>> app = build_app(batcher, "gtr-small-distilled", 768)
     >>> uvicorn.run(app, host="127.0.0.1", port=8000)  # doctest: +SKIP
     """
     limits = {**DEFAULT_LIMITS, **(limits or {})}
     models = served_models(model_name)
-    embedding_dim = batcher.encoder.embedding_dim
     started = int(time.time())
-    # Searches wait in these threads for their queries' embeddings (the batcher's), so that many share a batch.
-    search_threads = concurrent.futures.ThreadPoolExecutor(limits["max_searches"], "gtr-keras-search")
-    searching = 0
+    settings = (batcher.batch_size, batcher.max_wait, batcher.max_queue, batcher.timeout, "gtr-keras-search")
+    searches = live_index and Batcher(_searching(model_source), *settings)
+
+    async def answer_of(future, what):
+        if future is None:
+            raise ApiError(503, f"the {what} queue is full ({batcher.max_queue:,} texts); retry", None, "busy")
+        try:
+            return await asyncio.wait_for(asyncio.wrap_future(future), batcher.timeout)
+        except TimeoutError:
+            raise ApiError(503, f"no {what} answer within {batcher.timeout:g} s; retry", None, "timeout") from None
 
     async def embeddings(request):
         body = await read_json(request, limits["max_body_bytes"])
         asked = embedding_request(body, models, embedding_dim, limits["max_inputs"])
-        future = batcher.submit(asked.texts, asked.kind)
-        if future is None:
-            raise ApiError(503, f"the encoder's queue is full ({batcher.max_queue:,} texts); retry", None, "busy")
-        try:
-            vectors, counts = await asyncio.wait_for(asyncio.wrap_future(future), batcher.timeout)
-        except TimeoutError:
-            raise ApiError(503, f"no embeddings within {batcher.timeout:g} s; retry", None, "timeout") from None
+        vectors, counts = await answer_of(batcher.submit(asked.texts, asked.kind), "encoder's")
         tokens = sum(counts)
         data = [
             {"object": "embedding", "index": i, "embedding": _embedding(vector, asked.encoding_format)}
@@ -126,19 +146,8 @@ def build_app(batcher, model_name, live_index=None, model_source=None, limits=No
         current = live_index.current
         if asked.retriever != "gtr" and current.bm25_problem:
             raise ApiError(422, f"retriever: {current.bm25_problem}", "retriever", "no_bm25_side")
-        searcher = current.searcher
-        if asked.fusion is not None or asked.gtr_weight is not None:
-            fusion = model_fusion(model_source, asked.fusion, asked.gtr_weight)
-            searcher = HybridRetriever(searcher.retriever, searcher.bm25, fusion, searcher.depth)
-        nonlocal searching
-        if searching >= limits["max_searches"]:
-            raise ApiError(503, f"{searching} searches are running, the most at once; retry", None, "busy")
-        searching += 1
-        try:
-            run = functools.partial(searcher.search, asked.queries, asked.k, asked.retriever)
-            hits = await asyncio.get_running_loop().run_in_executor(search_threads, run)
-        finally:
-            searching -= 1
+        key = (current.searcher, asked.k, asked.retriever, asked.fusion, asked.gtr_weight)
+        (hits,) = await answer_of(searches.submit(asked.queries, key), "search")
         results = search_results(asked.queries, hits)
         answer = {"object": "search", "model": model_name, "retriever": asked.retriever, "k": asked.k}
         answer["generation"] = current.number
@@ -189,8 +198,9 @@ def build_app(batcher, model_name, live_index=None, model_source=None, limits=No
         yield
         if live_index is not None:
             live_index.close()
+        if searches:
+            searches.close()
         batcher.close()
-        search_threads.shutdown(wait=False, cancel_futures=True)
 
     routes = [
         Route("/v1/embeddings", _answers(embeddings), methods=["POST"]),

@@ -1,13 +1,17 @@
-"""`Batcher`: texts of concurrent requests encoded together, by one worker thread that owns the model.
+"""`Batcher`: the texts of concurrent requests run together in batches, by one worker thread.
 
-Requests put their texts on one queue and wait for a future. The worker takes
-the oldest request, waits up to `max_wait` seconds (from that request's
-arrival) for more until `batch_size` texts are queued, then takes requests in
-arrival order up to `batch_size` texts (a larger request alone) and encodes
-each kind (`"query"`, `"document"`) of them in one `encode` call. While it
-encodes, the next batch fills: under load, batches are full without waiting.
-A queue holding `max_queue` texts takes no more (`submit` returns None, which
-the server answers with 503 at once), so a burst cannot pile up unbounded work.
+Requests put their texts on one queue, each with a key, and wait for a future.
+The worker takes the oldest request, waits up to `max_wait` seconds (from that
+request's arrival) for more until `batch_size` texts are queued, then takes
+requests in arrival order up to `batch_size` texts (a larger request alone)
+and makes one `run(key, texts)` call for each key among them. While it runs,
+the next batch fills: under load, batches are full without waiting. A queue
+holding `max_queue` texts takes no more (`submit` returns None, which the
+server answers with 503 at once), so a burst cannot pile up unbounded work.
+
+The server has two: one encodes (the model's only thread: key `"query"` or
+`"document"`, `encoding`), one searches (key: the searcher, `k` and the
+retriever), so that concurrent searches cost one matrix product, not one each.
 """
 
 import collections
@@ -19,31 +23,71 @@ from gtr_keras.errors import OverloadedError, UserError
 
 KINDS = ("query", "document")
 
-_Item = collections.namedtuple("_Item", "texts kind future arrived")
+_Item = collections.namedtuple("_Item", "texts key future arrived")
+
+
+def encoding(encoder, batch_size=32):
+    """The `run` of a `Batcher` that encodes with `encoder` (what `gtr_keras.load` returns), `batch_size`
+    texts per forward pass: key `"query"` or `"document"`, `(float32 [n, D] embeddings, token counts)` for
+    `n` texts.
+
+    Example:
+    >>> embeddings, counts = encoding(gtr_keras.load("gtr-small-distilled"))("document", ["lift on a wing"])
+    """
+
+    def run(kind, texts):
+        if kind not in KINDS:
+            raise UserError(f"kind must be one of {KINDS}, got {kind!r}")
+        counts = [len(ids) for ids in encoder.tokenize(texts, kind)]
+        return encoder.encode(texts, kind, batch_size), counts
+
+    return run
+
+
+class _Queries:
+    """An encoder of queries for `Retriever.search` whose texts go through an encoding `Batcher`."""
+
+    def __init__(self, batcher):
+        self.batcher = batcher
+
+    def encode_queries(self, texts, batch_size=None):
+        return self.batcher.wait(list(texts), "query")[0]
+
+
+def query_encoder(batcher):
+    """What a `Retriever` takes as its encoder to encode its queries through `batcher` (`encoding`'s), sharing
+    its batches with other requests; `encode_queries` waits at most the batcher's timeout.
+
+    Example:
+    >>> retriever = Retriever(query_encoder(batcher), index, corpus)
+    """
+    return _Queries(batcher)
 
 
 class Batcher:
-    """Encodes the texts of concurrent requests in shared batches, in one thread.
+    """Runs the texts of concurrent requests in shared batches, in one thread.
 
     Args:
-        encoder: what `gtr_keras.load` returns (`tokenize(texts, kind)`, `encode(texts, kind, batch_size)`).
-        batch_size: texts per forward pass, and the most a batch takes of several requests.
+        run: `run(key, texts)` gives a tuple of sequences (arrays, lists) of `len(texts)` each; a request
+            gets its rows of each (`encoding` makes the encoder's).
+        batch_size: the most texts a batch takes of several requests (and, for `encoding`, per forward pass).
         max_wait: seconds the worker waits from a request's arrival for others to share its batch.
         max_queue: the most texts waiting at once; a request beyond it is refused (`submit` gives None).
-        timeout: seconds `encode` waits for its result (`OverloadedError` past it).
+        timeout: seconds `wait` waits for its result (`OverloadedError` past it).
+        name: the worker thread's name.
 
     Example:
-    >>> batcher = Batcher(gtr_keras.load("gtr-small-distilled"), batch_size=32, max_wait=0.002)
+    >>> batcher = Batcher(encoding(gtr_keras.load("gtr-small-distilled"), 32), batch_size=32, max_wait=0.002)
     >>> embeddings, tokens = batcher.submit(["lift on a wing"], "document").result(timeout=30)
     >>> embeddings.shape, tokens
     ((1, 768), [6])
     >>> batcher.close()
     """
 
-    def __init__(self, encoder, batch_size=32, max_wait=0.002, max_queue=4096, timeout=60.0):
+    def __init__(self, run, batch_size=32, max_wait=0.002, max_queue=4096, timeout=60.0, name="gtr-keras-batcher"):
         if batch_size < 1 or max_queue < 1 or max_wait < 0 or timeout <= 0:
             raise UserError("batch_size and max_queue must be positive, max_wait >= 0 and timeout > 0")
-        self.encoder = encoder
+        self.run = run
         self.batch_size = batch_size
         self.max_wait = max_wait
         self.max_queue = max_queue
@@ -53,7 +97,7 @@ class Batcher:
         self._queued = 0
         self._closed = False
         self._condition = threading.Condition()
-        self._thread = threading.Thread(target=self._run, name="gtr-keras-batcher", daemon=True)
+        self._thread = threading.Thread(target=self._work, name=name, daemon=True)
         self._thread.start()
 
     @property
@@ -61,43 +105,36 @@ class Batcher:
         """Texts waiting for the worker now."""
         return self._queued
 
-    def submit(self, texts, kind):
-        """Queues `texts` (a non-empty list of strings) for encoding as `kind`.
+    def submit(self, texts, key):
+        """Queues `texts` (a non-empty list of strings) to run with `key` (hashable).
 
         Returns:
-            A `concurrent.futures.Future` of `(float32 [len(texts), D] embeddings, token counts)`, or None
+            A `concurrent.futures.Future` of the request's rows of `run(key, texts of the batch)`, or None
             when the queue is full or the batcher is closed (refused at once, nothing queued).
         """
-        if kind not in KINDS:
-            raise UserError(f"kind must be one of {KINDS}, got {kind!r}")
         future = concurrent.futures.Future()
         with self._condition:
             if self._closed or self._queued + len(texts) > self.max_queue:
                 return None
-            self._pending.append(_Item(list(texts), kind, future, time.monotonic()))
+            self._pending.append(_Item(list(texts), key, future, time.monotonic()))
             self._queued += len(texts)
             self._condition.notify()
         return future
 
-    def encode(self, texts, kind):
-        """`submit`, then the embeddings once encoded, waiting at most `timeout` seconds.
+    def wait(self, texts, key):
+        """`submit`, then its result, waiting at most `timeout` seconds (for a caller in a thread).
 
         Raises:
             OverloadedError: the queue is full, or no result came within `timeout`.
         """
-        future = self.submit(texts, kind)
+        future = self.submit(texts, key)
         if future is None:
-            raise OverloadedError(f"the encoder's queue is full ({self.max_queue} texts); retry")
+            raise OverloadedError(f"the queue is full ({self.max_queue:,} texts); retry")
         try:
-            return future.result(timeout=self.timeout)[0]
+            return future.result(timeout=self.timeout)
         except concurrent.futures.TimeoutError:
             future.cancel()
-            raise OverloadedError(f"no embeddings within {self.timeout:g} s; retry") from None
-
-    def encode_queries(self, texts, batch_size=None):
-        """Query embeddings through the shared batches (what `Retriever.search` calls); `batch_size` is
-        the batcher's own."""
-        return self.encode(list(texts), "query")
+            raise OverloadedError(f"no answer within {self.timeout:g} s; retry") from None
 
     def close(self, timeout=10.0):
         """Stops taking requests, encodes those queued, and ends the worker (waiting up to `timeout` s)."""
@@ -126,19 +163,19 @@ class Batcher:
             self._queued -= size
             return batch
 
-    def _run(self):
+    def _work(self):
         while (batch := self._next_batch()) is not None:
             self.batches += 1
-            for kind in KINDS:
-                items = [item for item in batch if item.kind == kind and item.future.set_running_or_notify_cancel()]
-                if items:
-                    self._encode(items, kind)
+            groups = {}
+            for item in batch:
+                if item.future.set_running_or_notify_cancel():  # not cancelled (its client gave up)
+                    groups.setdefault(item.key, []).append(item)
+            for key, items in groups.items():
+                self._run_group(key, items)
 
-    def _encode(self, items, kind):
-        texts = [text for item in items for text in item.texts]
+    def _run_group(self, key, items):
         try:
-            counts = [len(ids) for ids in self.encoder.tokenize(texts, kind)]
-            embeddings = self.encoder.encode(texts, kind, self.batch_size)
+            result = self.run(key, [text for item in items for text in item.texts])
         except Exception as error:  # handed to each request, which answers it; the worker goes on
             for item in items:
                 item.future.set_exception(error)
@@ -146,5 +183,5 @@ class Batcher:
         start = 0
         for item in items:
             end = start + len(item.texts)
-            item.future.set_result((embeddings[start:end], counts[start:end]))
+            item.future.set_result(tuple(part[start:end] for part in result))
             start = end

@@ -44,8 +44,8 @@ class LiveIndex:
     Args:
         index_dir: an index directory (`gtr-keras index`), local or on any file system TensorFlow knows.
         encoder: the model the index was built with (checked by `Retriever.check_model` at each load).
-        query_encoder: what encodes the queries of searches (a `Batcher`, so that they share its batches);
-            default `encoder`.
+        query_encoder: what encodes the queries of searches (`batcher.query_encoder`, so that they share
+            the encoder's batches); default `encoder`.
         fusion: the `Fusion` of hybrid searches (per request, `HybridRetriever` can take another).
         poll_interval: seconds between looks at the index's commit points; None: never reloads.
 

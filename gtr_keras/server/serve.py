@@ -18,7 +18,7 @@ import uvicorn
 
 from gtr_keras.errors import UserError
 from gtr_keras.server.app import build_app
-from gtr_keras.server.batcher import Batcher
+from gtr_keras.server.batcher import Batcher, encoding, query_encoder
 from gtr_keras.server.live_index import LiveIndex
 
 
@@ -81,7 +81,7 @@ def serve(
         index_dir: the index directory `/v1/search` answers from, or None.
         model_source: the model's directory or source (the fusion a hybrid search's options start from).
         fusion: the `Fusion` of hybrid searches without fusion options.
-        batch_size, max_wait, max_queue, timeout: the `Batcher`'s.
+        batch_size, max_wait, max_queue, timeout: the `Batcher`s' (the encoder's and the searches').
         poll_interval: seconds between looks at the index's commit points (`LiveIndex`).
         grace_period: seconds the requests in flight at a stop get to finish.
         limits: `app.build_app`'s.
@@ -90,13 +90,14 @@ def serve(
     Example:
     >>> serve(gtr_keras.load("gtr-small-distilled"), "gtr-small-distilled", listening_socket("127.0.0.1", 8000))
     """
-    batcher = Batcher(encoder, batch_size, max_wait, max_queue, timeout)
+    batcher = Batcher(encoding(encoder, batch_size), batch_size, max_wait, max_queue, timeout, "gtr-keras-encoder")
     try:
-        live_index = index_dir and LiveIndex(index_dir, encoder, batcher, fusion, poll_interval)
+        live_index = index_dir and LiveIndex(index_dir, encoder, query_encoder(batcher), fusion, poll_interval)
     except BaseException:
         batcher.close()
         raise
-    server = uvicorn_server(build_app(batcher, model_name, live_index, model_source, limits), grace_period, access_log)
+    app = build_app(batcher, model_name, encoder.embedding_dim, live_index, model_source, limits)
+    server = uvicorn_server(app, grace_period, access_log)
     host, port = sock.getsockname()[:2]
 
     async def run():
