@@ -18,7 +18,7 @@ import numpy as np
 import tensorflow as tf
 
 import gtr_keras
-from gtr_keras.retrieval.readers import load_corpus
+from gtr_keras.beir.readers import load_corpus
 from gtr_keras.serving.export import export_encoder, load_export
 from gtr_keras.serving.litert import export_litert, load_litert
 

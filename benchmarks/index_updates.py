@@ -118,11 +118,11 @@ def main(argv=None):
     args = parser.parse_args(argv)
 
     from gtr_keras.index import SearchIndex
-    from gtr_keras.retrieval.embedding_files import EmbeddingFiles
+    from gtr_keras.index.embedding_files import EmbeddingFiles
+    from gtr_keras.index.search_index import ArrayRows, write_search_index
+    from gtr_keras.index.segment_writer import update_search_index
     from gtr_keras.retrieval.index_updates import update_index
     from gtr_keras.retrieval.retriever import index_embeddings
-    from gtr_keras.retrieval.search_index import ArrayRows, write_search_index
-    from gtr_keras.retrieval.segment_writer import update_search_index
 
     started, load_before = datetime.datetime.now(datetime.UTC), os.getloadavg()
     shard_dir, work = os.path.join(args.work, "shards"), args.work

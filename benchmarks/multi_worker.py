@@ -100,7 +100,7 @@ def run(args, out, workers):
 
 
 def parameters(preset):
-    from gtr_keras.models.gtr.text_embedder import GTRTextEmbedder
+    from gtr_keras.models.gtr.gtr_text_embedder import GTRTextEmbedder
 
     return GTRTextEmbedder.from_architecture(preset).count_params()
 

@@ -40,7 +40,7 @@ def tiny_model_dir(tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def tiny_encoder(tiny_model_dir):
-    from gtr_keras.models.gtr.saving import load
+    from gtr_keras.saving import load
 
     return load(tiny_model_dir)
 

@@ -73,7 +73,7 @@ def fixture_texts():
 
 
 def train_spiece(path, vocabulary_size=1000):
-    from gtr_keras.models.gtr.tokenizer import train_sentencepiece
+    from gtr_keras.models.gtr.gtr_tokenizer import train_sentencepiece
 
     return train_sentencepiece(cranfield_texts(), path, vocabulary_size)
 

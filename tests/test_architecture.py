@@ -14,13 +14,21 @@ PACKAGE = os.path.join(REPO, "gtr_keras")
 # Each folder of the package may import the folders listed for it (and itself); `errors` is everyone's.
 ALLOWED = {
     "utils": set(),
-    "models": {"utils", "convert"},
+    "models": {"utils"},
     "convert": {"utils", "models"},
-    "retrieval": {"utils", "models"},
-    "training": {"utils", "models", "convert", "retrieval"},
-    "serving": {"utils", "models", "retrieval"},
-    "cli": {"utils", "models", "convert", "retrieval", "training", "serving"},
+    "patches": {"utils", "models", "convert"},
+    "beir": {"utils"},
+    "index": {"utils", "beir"},
+    "lexical": {"utils", "models", "beir", "index"},
+    "retrieval": {"utils", "models", "beir", "index", "lexical"},
+    "training": {"utils", "models", "convert", "beir", "retrieval"},
+    "distillation": {"utils", "models", "convert", "beir", "index", "retrieval", "training"},
+    "serving": {"utils", "models", "index", "lexical", "retrieval"},
+    "cli": {"utils", "models", "convert", "patches", "beir", "index", "lexical", "retrieval", "training"}
+    | {"distillation", "serving"},
 }
+# A folder holds at most this many modules, its `__init__.py` included.
+MAX_MODULES = 12
 
 
 def module_names():
@@ -114,19 +122,35 @@ def test_folders_import_only_the_layers_beneath_them():
     assert wrong == []
 
 
-def test_only_the_top_level_package_and_the_model_family_import_in_their_init():
+def test_no_folder_holds_more_than_twelve_modules():
+    counts = {}
+    for directory, _, file_names in os.walk(PACKAGE):
+        modules = [name for name in file_names if name.endswith(".py")]
+        if modules:
+            counts[os.path.relpath(directory, REPO)] = len(modules)
+    assert len(counts) > 10
+    assert {folder: count for folder, count in counts.items() if count > MAX_MODULES} == {}
+
+
+def test_only_the_top_level_package_the_model_family_and_the_index_import_in_their_init():
+    # The model family registers its presets, as keras-hub's families do; the index package gives the names
+    # that `gtr_keras.index` always gave.
+    expected = {
+        os.path.join(PACKAGE, "models", "gtr"): [
+            "from keras_hub.src.utils.preset_utils import register_presets",
+            "from gtr_keras.models.gtr.gtr_backbone import GTRBackbone",
+            "from gtr_keras.models.gtr.presets import keras_hub_presets",
+        ],
+        os.path.join(PACKAGE, "index"): [
+            "from gtr_keras.index.scann_builder import scann_params",
+            "from gtr_keras.index.search_index import SearchIndex, write_search_index",
+        ],
+    }
     for directory, _, file_names in os.walk(PACKAGE):
         if "__init__.py" in file_names and directory != PACKAGE:
             tree = ast.parse(open(os.path.join(directory, "__init__.py"), encoding="utf-8").read())
             imported = [ast.unparse(n) for n in ast.walk(tree) if isinstance(n, (ast.Import, ast.ImportFrom))]
-            # The model family registers its presets and installs its patches, as keras-hub's families do.
-            family = [
-                "from keras_hub.src.utils.preset_utils import register_presets",
-                "from gtr_keras.models.gtr import functional_models, keras_hub_loader",
-                "from gtr_keras.models.gtr.backbone import GTRBackbone",
-                "from gtr_keras.models.gtr.presets import keras_hub_presets",
-            ]
-            assert imported == (family if directory.endswith("gtr") else []), directory
+            assert imported == expected.get(directory, []), directory
 
 
 @pytest.mark.large
@@ -135,7 +159,7 @@ def test_only_the_top_level_package_and_the_model_family_import_in_their_init():
     [
         "import gtr_keras, keras",
         "import keras_hub, gtr_keras",
-        "import gtr_keras; from gtr_keras.models.gtr.backbone import GTRBackbone",
+        "import gtr_keras; from gtr_keras.models.gtr.gtr_backbone import GTRBackbone",
     ],
 )
 def test_the_keras_classes_are_registered_whatever_is_imported_first(imports):
@@ -151,7 +175,7 @@ def test_the_keras_classes_are_registered_whatever_is_imported_first(imports):
 def test_a_process_that_searches_a_local_index_loads_neither_keras_nor_tensorflow(tmp_path):
     import numpy as np
 
-    from gtr_keras.retrieval.search_index import ArrayRows, write_search_index
+    from gtr_keras.index.search_index import ArrayRows, write_search_index
 
     vectors = np.random.default_rng(0).standard_normal((30, 8)).astype(np.float32)
     vectors[0] = np.eye(1, 8) * 2
@@ -172,7 +196,7 @@ def test_a_process_that_searches_a_local_index_loads_neither_keras_nor_tensorflo
 def test_a_bm25_evaluation_and_a_length_analysis_load_neither_keras_nor_tensorflow(tmp_path):
     from beir_files import write_beir
 
-    from gtr_keras.retrieval.readers import Corpus
+    from gtr_keras.beir.readers import Corpus
 
     beir = write_beir(
         tmp_path / "beir",
@@ -227,17 +251,26 @@ def test_the_top_level_modules_import_what_the_architecture_says():
             "gtr_keras.errors",
             "gtr_keras.utils",
             "gtr_keras.utils.files",
-            "gtr_keras.models.gtr.model_source",
+            "gtr_keras.models.model_files.model_source",
         }, name
     assert graph["gtr_keras.cli.main"] <= parser | {
         "gtr_keras.errors",
         "gtr_keras.cli.commands",
-        "gtr_keras.models.gtr.model_source",
+        "gtr_keras.models.model_files.model_source",
     }
     assert graph["gtr_keras.__main__"] == {"gtr_keras.cli.main"}
-    assert graph["gtr_keras"] == set()  # the keras-hub classes once Keras is imported, the rest on first use
-    # The name of earlier releases.
-    assert graph["gtr_keras.index"] == {"gtr_keras.retrieval.search_index", "gtr_keras.retrieval.scann_builder"}
+    # The keras-hub classes once Keras is imported, the patches once the family is, the rest on first use.
+    assert graph["gtr_keras"] == {
+        "gtr_keras.utils.import_hooks",
+        "gtr_keras.convert",
+        "gtr_keras.convert.preset_loader",
+        "gtr_keras.patches",
+        "gtr_keras.patches.keras_functional_models",
+        "gtr_keras.patches.keras_hub_preset_loader",
+    }
+    assert graph["gtr_keras.utils.import_hooks"] == set()
+    # The user's loading and saving, above the model family and the converters.
+    assert {name.split(".")[1] for name in graph["gtr_keras.saving"]} <= {"errors", "utils", "models", "convert"}
 
 
 def _converters_and_what_they_import():

@@ -10,18 +10,18 @@ import tensorflow as tf
 from conftest import TINY_ST
 
 import gtr_keras
-from gtr_keras.models.gtr.backbone import GTRBackbone
+from gtr_keras.distillation.distilled_dual_encoder import DistilledDualEncoder
 from gtr_keras.models.gtr.encoder import Encoder
-from gtr_keras.models.gtr.gtr_masked_mean_pooling import MaskedMeanPooling
-from gtr_keras.models.gtr.keras_hub_loader import GTRPresetLoader
-from gtr_keras.models.gtr.model_source import ModelSource, resolve_model_source
-from gtr_keras.models.gtr.preprocessor import GTRTextEmbedderPreprocessor
+from gtr_keras.models.gtr.gtr_backbone import GTRBackbone
+from gtr_keras.models.gtr.gtr_text_embedder import GTRTextEmbedder
+from gtr_keras.models.gtr.gtr_text_embedder_preprocessor import GTRTextEmbedderPreprocessor
+from gtr_keras.models.gtr.gtr_tokenizer import GTRTokenizer
+from gtr_keras.models.gtr.masked_mean_pooling import MaskedMeanPooling
 from gtr_keras.models.gtr.t5_attention import T5Attention
 from gtr_keras.models.gtr.t5_encoder_block import T5EncoderBlock
 from gtr_keras.models.gtr.t5_feed_forward import T5FeedForward
-from gtr_keras.models.gtr.text_embedder import GTRTextEmbedder
-from gtr_keras.models.gtr.tokenizer import GTRTokenizer
-from gtr_keras.training.distilled_dual_encoder import DistilledDualEncoder
+from gtr_keras.models.model_files.model_source import ModelSource, resolve_model_source
+from gtr_keras.patches.keras_hub_preset_loader import GTRPresetLoader
 from gtr_keras.training.dual_encoder import DualEncoder, make_optimizer
 
 

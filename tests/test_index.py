@@ -1,7 +1,7 @@
 import numpy as np
 
 import gtr_keras.index
-from gtr_keras.retrieval import scann_builder, search_index
+from gtr_keras.index import scann_builder, search_index
 
 
 def test_the_public_alias_names_the_retrieval_index_objects():

@@ -6,7 +6,7 @@ import sys
 import pytest
 from beir_files import write_beir
 
-from gtr_keras.retrieval.readers import Corpus
+from gtr_keras.beir.readers import Corpus
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 WORDS = "wing lift drag shock boundary layer heat transfer flutter nozzle jet buckling panel cone mach".split()

@@ -236,7 +236,7 @@ def _check_remote_path(parser, action, value):
     if getattr(action.type, "allows_glob", False) and any(c in value for c in GLOB_CHARACTERS):
         return
     if check is None and action.dest in _MODEL_DESTS:
-        from gtr_keras.models.gtr.model_source import DOWNLOAD_PREFIXES  # Keras: only for a remote model
+        from gtr_keras.models.model_files.model_source import DOWNLOAD_PREFIXES  # Keras: only for a remote model
 
         if not value.startswith(DOWNLOAD_PREFIXES):
             check = ("model", "directory")

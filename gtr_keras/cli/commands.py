@@ -24,7 +24,7 @@ from gtr_keras.utils.locks import locks_output
 
 def _encoder(args):
     """The `--model` encoder, with the `add_encoder_arguments` settings where the sub-command has them."""
-    from gtr_keras.models.gtr.saving import load
+    from gtr_keras.saving import load
 
     # float32 loads the model as saved; bfloat16 keeps the weights in bfloat16 too (the arithmetic of
     # "mixed_bfloat16" without casting every weight on every call).
@@ -43,8 +43,8 @@ def _encoder(args):
 @locks_output("args.out_dir")
 def convert(args):
     from gtr_keras.convert.sentence_transformers import SENTENCE_TRANSFORMERS_DIRECTORY
-    from gtr_keras.models.gtr.model_directory import MODEL_DIRECTORIES
-    from gtr_keras.models.gtr.saving import convert_sentence_transformers, load, save
+    from gtr_keras.models.model_files.model_directory import MODEL_DIRECTORIES
+    from gtr_keras.saving import convert_sentence_transformers, load, save
 
     to_sentence_transformers = args.to == "sentence-transformers"
     files.check_replaceable(
@@ -69,8 +69,8 @@ def convert(args):
 
 @locks_output("args.out_dir")
 def migrate(args):
-    from gtr_keras.models.gtr.model_directory import MODEL_DIRECTORIES
-    from gtr_keras.models.gtr.saving import migrate as migrate_directory
+    from gtr_keras.models.model_files.model_directory import MODEL_DIRECTORIES
+    from gtr_keras.saving import migrate as migrate_directory
 
     files.check_replaceable(args.out_dir, MODEL_DIRECTORIES)
     migrate_directory(args.source, args.out_dir)
@@ -79,8 +79,8 @@ def migrate(args):
 
 @locks_output("args.output")
 def encode(args):
-    from gtr_keras.retrieval.embedding_files import ids_path_for, model_path_for
-    from gtr_keras.retrieval.readers import read_texts
+    from gtr_keras.beir.readers import read_texts
+    from gtr_keras.index.embedding_files import ids_path_for, model_path_for
     from gtr_keras.retrieval.retriever import index_metadata
 
     ids_path, record_path = ids_path_for(args.output), model_path_for(args.output)
@@ -112,21 +112,21 @@ def index(args):
     check_index_outputs(args.out, work_dir=not (args.embeddings or args.runner))  # the Beam one: below
     kind = "exact" if args.exact else "auto"
     if args.embeddings:
-        from gtr_keras.retrieval.embedding_files import EmbeddingFiles
+        from gtr_keras.index.embedding_files import EmbeddingFiles
         from gtr_keras.retrieval.retriever import index_embeddings
 
         shards = EmbeddingFiles.open(args.embeddings)  # every shard checked before the model loads
         corpus = None
         if args.bm25_corpus:
-            from gtr_keras.retrieval.bm25_side import corpus_in_index_order
-            from gtr_keras.retrieval.readers import load_corpus
+            from gtr_keras.beir.readers import load_corpus
+            from gtr_keras.lexical.bm25_side import corpus_in_index_order
 
             corpus = corpus_in_index_order(load_corpus(args.bm25_corpus), args.bm25_corpus, shards.ids)
         num_rows, kind = index_embeddings(shards, args.out, args.model and _encoder(args), args.model, kind, corpus)
     elif args.runner:
         num_rows, kind = _index_with_beam(args, kind)
     else:
-        from gtr_keras.retrieval.readers import load_corpus
+        from gtr_keras.beir.readers import load_corpus
         from gtr_keras.retrieval.retriever import build_index
 
         if any(char in args.corpus for char in "*?[") and not files.exists(args.corpus):
@@ -146,7 +146,7 @@ def index(args):
                 bm25=args.bm25,
             ).kind,
         )
-    from gtr_keras.retrieval.bm25_side import has_bm25_side
+    from gtr_keras.lexical.bm25_side import has_bm25_side
 
     bm25 = "and a BM25 side" if has_bm25_side(args.out) else "no BM25 side"
     print(f"wrote {args.out}: {num_rows} documents, {kind} search, {bm25}")
@@ -159,11 +159,11 @@ def _update_index(args):
     recorded_model(args.out)
     shards = corpus = None
     if args.embeddings:
-        from gtr_keras.retrieval.embedding_files import EmbeddingFiles
+        from gtr_keras.index.embedding_files import EmbeddingFiles
 
         shards = EmbeddingFiles.open(args.embeddings)
     if args.corpus:
-        from gtr_keras.retrieval.readers import load_corpus
+        from gtr_keras.beir.readers import load_corpus
 
         corpus = load_corpus(args.corpus)
     if args.delete and args.model and not args.missing_ok:
@@ -197,6 +197,7 @@ def _index_with_beam(args, kind):
     directory `OUT.partial-beam` is deleted before the pipeline starts (refused if it holds anything else
     than such shards), and again once the index is written (a failed run leaves it for inspection).
     """
+    from gtr_keras.index.search_index import ArrayRows
     from gtr_keras.retrieval.beam_pipeline import (
         BEAM_SHARDS_DIRECTORY,
         beam_pipeline_args,
@@ -205,7 +206,6 @@ def _index_with_beam(args, kind):
         encode_corpus_with_beam,
     )
     from gtr_keras.retrieval.retriever import index_metadata, work_dir_for, write_index
-    from gtr_keras.retrieval.search_index import ArrayRows
 
     corpus_files(args.corpus)
     pipeline_args = beam_pipeline_args(args.beam_option)
@@ -232,7 +232,7 @@ def _index_with_beam(args, kind):
 
 def _fusion(args):
     """The `Fusion` of `--fusion` and `--gtr-weight` over the `--model`'s own (`fusion.model_fusion`)."""
-    from gtr_keras.retrieval.fusion import model_fusion
+    from gtr_keras.lexical.fusion import model_fusion
 
     return model_fusion(args.model, args.fusion, args.gtr_weight)
 
@@ -265,12 +265,12 @@ def search(args):
 @locks_output("args.run_out")
 @locks_output("args.output_json")
 def evaluate(args):
-    from gtr_keras.retrieval.evaluation import (
+    from gtr_keras.beir.evaluation import (
         evaluate_run,
         format_table,
         write_trec_run,
     )
-    from gtr_keras.retrieval.readers import evaluated_queries, qrels_file
+    from gtr_keras.beir.readers import evaluated_queries, qrels_file
     from gtr_keras.retrieval.runs import bm25_run, gtr_run, hybrid_run, load_dataset
 
     corpus, queries, qrels, report = load_dataset(args.dataset, args.split)
@@ -322,8 +322,8 @@ def evaluate(args):
 
 
 def analyze_lengths(args):
-    from gtr_keras.retrieval.evaluation import median_length_analysis, read_trec_run
-    from gtr_keras.retrieval.readers import (
+    from gtr_keras.beir.evaluation import median_length_analysis, read_trec_run
+    from gtr_keras.beir.readers import (
         evaluated_queries,
         load_corpus,
         load_qrels,
@@ -446,7 +446,7 @@ def config_from_args(args, config_class=None):
 def _check_run_outputs(config):
     """Refuses, before the run starts, an output directory whose `model` or `best_model` would replace a
     directory of something else."""
-    from gtr_keras.models.gtr.model_directory import MODEL_DIRECTORIES
+    from gtr_keras.models.model_files.model_directory import MODEL_DIRECTORIES
     from gtr_keras.training.callbacks import BEST_MODEL, BEST_MODEL_DIRECTORY
 
     files.check_replaceable(os.path.join(config.output_dir, "model"), MODEL_DIRECTORIES)
@@ -463,11 +463,11 @@ def train(args):
 
 
 def distill(args):
-    from gtr_keras.models.gtr.model_source import resolve_model_source
+    from gtr_keras.distillation.distillation_config import DistillConfig
+    from gtr_keras.distillation.distillation_loop import distill as run_distillation
+    from gtr_keras.distillation.teachers import check_teacher_source
     from gtr_keras.models.gtr.presets import PRESETS
-    from gtr_keras.training.distillation_config import DistillConfig
-    from gtr_keras.training.distillation_loop import distill as run_distillation
-    from gtr_keras.training.teachers import check_teacher_source
+    from gtr_keras.models.model_files.model_source import resolve_model_source
 
     config = config_from_args(args, DistillConfig)
     _check_run_outputs(config)

@@ -68,7 +68,7 @@ def _run(args, parser):
     check_remote_paths(args, parser)
     try:
         if getattr(args, "model", None):
-            from gtr_keras.models.gtr.model_source import resolve_model_source
+            from gtr_keras.models.model_files.model_source import resolve_model_source
 
             # Once, before the handler reads its inputs; the directory's format is read when the model loads.
             args.model = resolve_model_source(args.model, read_format=False)

@@ -12,15 +12,15 @@ import os
 import numpy as np
 
 from gtr_keras.errors import CheckpointError
-from gtr_keras.models.gtr.model_directory import (
+from gtr_keras.models.gtr.gtr_tokenizer import DOCUMENT_LENGTH, EOS_ID, PAD_ID, QUERY_LENGTH
+from gtr_keras.models.model_files.model_directory import (
     SPIECE_FILE,
     assign_weights,
     read_json,
     read_spiece,
     weights_by_path,
 )
-from gtr_keras.models.gtr.model_source import HF_PREFIX
-from gtr_keras.models.gtr.tokenizer import DOCUMENT_LENGTH, EOS_ID, PAD_ID, QUERY_LENGTH
+from gtr_keras.models.model_files.model_source import HF_PREFIX
 from gtr_keras.utils import files
 from gtr_keras.utils.files import atomic_directory
 

@@ -46,10 +46,10 @@ from apache_beam.ml.inference.base import (
 )
 from apache_beam.options.pipeline_options import PipelineOptions
 
+from gtr_keras import saving
+from gtr_keras.beir.readers import CORPUS_FILES, Corpus, in_collection
 from gtr_keras.errors import CheckpointError, DataError, MismatchError, UserError
-from gtr_keras.models.gtr import saving
-from gtr_keras.models.gtr.fingerprint import fingerprint
-from gtr_keras.retrieval.readers import CORPUS_FILES, Corpus, in_collection
+from gtr_keras.models.model_files.fingerprint import fingerprint
 from gtr_keras.utils import files
 from gtr_keras.utils.text_files import id_field, iter_jsonl, str_field
 

@@ -2,8 +2,8 @@
 fused (`fusion.Fusion`)."""
 
 from gtr_keras.errors import UserError
-from gtr_keras.retrieval.bm25_side import load_bm25_side
-from gtr_keras.retrieval.fusion import Fusion
+from gtr_keras.lexical.bm25_side import load_bm25_side
+from gtr_keras.lexical.fusion import Fusion
 from gtr_keras.retrieval.retriever import Retriever
 from gtr_keras.retrieval.runs import EVALUATION_DEPTH
 from gtr_keras.utils.records import check_positive_int

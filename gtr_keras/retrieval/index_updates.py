@@ -17,12 +17,12 @@ import os
 import warnings
 
 from gtr_keras.errors import DataError, DataWarning, MismatchError, UserError
-from gtr_keras.retrieval.bm25_side import BM25_SUBDIR, bm25_side_ids, has_bm25_side, rebuild_bm25_side
-from gtr_keras.retrieval.embedding_files import EmbeddingFiles
-from gtr_keras.retrieval.index_format import RETRIEVER_JSON, check_ids
+from gtr_keras.index.embedding_files import EmbeddingFiles
+from gtr_keras.index.layout import RETRIEVER_JSON, check_ids
+from gtr_keras.index.search_index import ArrayRows, SearchIndex
+from gtr_keras.index.segment_writer import live_ids, missing_ids, update_search_index
+from gtr_keras.lexical.bm25_side import BM25_SUBDIR, bm25_side_ids, has_bm25_side, rebuild_bm25_side
 from gtr_keras.retrieval.retriever import INDEX_SUBDIR, MODEL_FIELDS, embeddings_metadata, model_change
-from gtr_keras.retrieval.search_index import ArrayRows, SearchIndex
-from gtr_keras.retrieval.segment_writer import live_ids, missing_ids, update_search_index
 from gtr_keras.utils import files
 from gtr_keras.utils.locks import locks_output
 from gtr_keras.utils.records import describe_change, read_json_object

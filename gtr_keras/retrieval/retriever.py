@@ -24,12 +24,12 @@ import os
 from tqdm.auto import tqdm
 
 from gtr_keras.errors import DataError, MismatchError, UserError
-from gtr_keras.retrieval.bm25_side import BM25_SUBDIR, write_bm25_side
-from gtr_keras.retrieval.embedding_files import EmbeddingFiles
-from gtr_keras.retrieval.index_format import DOCUMENTS_FILE, RETRIEVER_JSON, SEARCH_FIELDS
-from gtr_keras.retrieval.search_index import KINDS, SearchIndex, write_search_index
-from gtr_keras.retrieval.segments import index_documents, write_documents
-from gtr_keras.retrieval.shards import SHARDS_DIRECTORY, ShardWriter
+from gtr_keras.index.embedding_files import EmbeddingFiles
+from gtr_keras.index.layout import DOCUMENTS_FILE, RETRIEVER_JSON, SEARCH_FIELDS
+from gtr_keras.index.search_index import KINDS, SearchIndex, write_search_index
+from gtr_keras.index.segments import index_documents, write_documents
+from gtr_keras.index.shards import SHARDS_DIRECTORY, ShardWriter
+from gtr_keras.lexical.bm25_side import BM25_SUBDIR, write_bm25_side
 from gtr_keras.utils import files
 from gtr_keras.utils.files import atomic_directory
 from gtr_keras.utils.locks import locks_output
@@ -299,10 +299,10 @@ def index_metadata(encoder, model_dir):
     >>> index_metadata(gtr_keras.load("models/gtr-base"), "models/gtr-base")["embedding_dim"]
     768
     """
-    from gtr_keras.models.gtr.fingerprint import fingerprint  # Keras: not needed to index embeddings alone
-    from gtr_keras.models.gtr.model_source import ARCHITECTURE, resolve_model_source
+    from gtr_keras.models.gtr.gtr_tokenizer import TOKENIZER_OP
     from gtr_keras.models.gtr.presets import PRESET_SOURCES, PRESETS
-    from gtr_keras.models.gtr.tokenizer import TOKENIZER_OP
+    from gtr_keras.models.model_files.fingerprint import fingerprint  # Keras: not needed to index embeddings alone
+    from gtr_keras.models.model_files.model_source import ARCHITECTURE, resolve_model_source
 
     if model_dir and os.fspath(model_dir) in PRESET_SOURCES.keys() | PRESETS.keys():
         model_dir = resolve_model_source(model_dir)
@@ -341,7 +341,7 @@ def model_change(recorded, encoder, fields, model_dir=None):
     >>> model_change(index_metadata(encoder, None), encoder, MODEL_FIELDS)[0] is None
     True
     """
-    from gtr_keras.models.gtr.fingerprint import fingerprint
+    from gtr_keras.models.model_files.fingerprint import fingerprint
 
     given = index_metadata(encoder, model_dir)
     if BFLOAT16_SHA256 in recorded and recorded.get("compute_dtype") != given["compute_dtype"]:

@@ -2,14 +2,14 @@
 and hard negatives mined from the model's own retrieval.
 """
 
-from gtr_keras.retrieval.evaluation import cut_run, results_from_scores
-from gtr_keras.retrieval.readers import (
+from gtr_keras.beir.evaluation import cut_run, results_from_scores
+from gtr_keras.beir.readers import (
     check_qrels,
     load_corpus,
     load_qrels,
     load_queries,
 )
-from gtr_keras.retrieval.search_index import SearchIndex
+from gtr_keras.index.search_index import SearchIndex
 
 EVALUATION_DEPTH = 1000
 
@@ -67,7 +67,7 @@ def gtr_run(
 
 def bm25_run(corpus, queries, depth=EVALUATION_DEPTH, ignore_identical_ids=True):
     """A run from the `bm25s` baseline (English stemming and stopwords)."""
-    from gtr_keras.retrieval.bm25 import BM25Retriever
+    from gtr_keras.lexical.bm25 import BM25Retriever
 
     retriever = BM25Retriever()
     retriever.index(corpus.joined(), corpus.ids)

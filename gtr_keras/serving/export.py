@@ -53,11 +53,11 @@ import numpy as np
 import tensorflow as tf
 
 from gtr_keras.errors import DataError, UserError
-from gtr_keras.models.gtr.tokenizer import pad_token_ids
+from gtr_keras.index.scann_builder import codec_files, merge_scann
+from gtr_keras.index.search_index import SearchIndex
+from gtr_keras.index.segmented_index import SegmentedIndex
+from gtr_keras.models.gtr.gtr_tokenizer import pad_token_ids
 from gtr_keras.retrieval.retriever import INDEX_SUBDIR, Retriever
-from gtr_keras.retrieval.scann_builder import codec_files, merge_scann
-from gtr_keras.retrieval.search_index import SearchIndex
-from gtr_keras.retrieval.segmented_index import SegmentedIndex
 from gtr_keras.utils import files
 from gtr_keras.utils.files import atomic_outputs
 from gtr_keras.utils.locks import locks_output

@@ -22,7 +22,7 @@ import os
 import tensorflow as tf
 
 from gtr_keras.errors import UserError
-from gtr_keras.models.gtr.tokenizer import EOS_ID, PAD_ID
+from gtr_keras.models.gtr.gtr_tokenizer import EOS_ID, PAD_ID
 from gtr_keras.serving.runtime_encoder import CONFIG_FILE, INPUTS, OUTPUT
 from gtr_keras.utils import files
 from gtr_keras.utils.files import atomic_directory

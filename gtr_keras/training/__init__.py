@@ -4,6 +4,4 @@ examples, (query, positive, hard negatives), read from JSONL, BEIR, MS MARCO and
 trains), `config` (`TrainConfig`, YAML, precisions, strategies), `distributed` (`TF_CONFIG`, the
 multi-worker strategy, each replica's share of the global batch, the collectives that keep workers in
 step), `resume` (the run record and its checks), `callbacks` (checkpoints, TensorBoard scalars,
-validation, progress), `loop` (`train`), `teachers`, and distillation laid out as training is:
-`distillation_data` (`DistillationTexts`), `distilled_dual_encoder` (`DistilledDualEncoder`),
-`distillation_config` (`DistillConfig`) and `distillation_loop` (`distill`)."""
+validation, progress) and `loop` (`train`). Distillation, laid out as training is, is `gtr_keras.distillation`."""

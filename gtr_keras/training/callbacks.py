@@ -14,9 +14,9 @@ import keras
 import tensorflow as tf
 
 from gtr_keras.errors import DataError
-from gtr_keras.models.gtr.backbone import GTRBackbone
-from gtr_keras.models.gtr.model_directory import PRESET_DIRECTORY
-from gtr_keras.models.gtr.text_embedder import GTRTextEmbedder
+from gtr_keras.models.gtr.gtr_backbone import GTRBackbone
+from gtr_keras.models.gtr.gtr_text_embedder import GTRTextEmbedder
+from gtr_keras.models.model_files.model_directory import PRESET_DIRECTORY
 from gtr_keras.utils import files as fs
 from gtr_keras.utils.records import read_json_object, strings_sha256
 
@@ -165,7 +165,7 @@ class Validation(keras.callbacks.Callback):
 
     def validate(self):
         """`{"ndcg@10", "recall@100"}` of the model as it is now."""
-        from gtr_keras.retrieval.evaluation import evaluate_run
+        from gtr_keras.beir.evaluation import evaluate_run
         from gtr_keras.retrieval.runs import gtr_run
 
         embedder = self._embedder()

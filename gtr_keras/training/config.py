@@ -13,7 +13,7 @@ import tensorflow as tf
 import yaml
 
 from gtr_keras.errors import UserError
-from gtr_keras.models.gtr.backbone import GTRBackbone
+from gtr_keras.models.gtr.gtr_backbone import GTRBackbone
 from gtr_keras.models.gtr.presets import PRESETS
 from gtr_keras.training.data import TrainingData
 from gtr_keras.training.distributed import multi_worker_strategy
@@ -150,7 +150,7 @@ class TrainConfig:
             fetches between executions, on a background thread.
         validation_data: a BEIR directory to validate on during training
             (read with `gtr_keras.retrieval.runs.load_dataset`): NDCG@10 and
-            Recall@100 (`gtr_keras.retrieval.evaluation.evaluate_run`) of exact search
+            Recall@100 (`gtr_keras.beir.evaluation.evaluate_run`) of exact search
             over its whole corpus with the weights being trained, written to
             TensorBoard (`val/ndcg@10`, `val/recall@100`) and printed. Each
             validation encodes the corpus and queries outside the training

@@ -32,15 +32,15 @@ import re
 
 import tensorflow as tf
 
-from gtr_keras.errors import DataError, UserError
-from gtr_keras.models.gtr.preprocessor import GTRTextEmbedderPreprocessor
-from gtr_keras.models.gtr.tokenizer import DOCUMENT_LENGTH, QUERY_LENGTH
-from gtr_keras.retrieval.readers import (
+from gtr_keras.beir.readers import (
     CORPUS_FILES,
     QUERIES_FILES,
     in_collection,
     qrels_file,
 )
+from gtr_keras.errors import DataError, UserError
+from gtr_keras.models.gtr.gtr_text_embedder_preprocessor import GTRTextEmbedderPreprocessor
+from gtr_keras.models.gtr.gtr_tokenizer import DOCUMENT_LENGTH, QUERY_LENGTH
 from gtr_keras.training.examples import (
     FORMATS,
     LIST_FIELDS,

@@ -21,13 +21,13 @@ import keras
 import tensorflow as tf
 
 from gtr_keras.errors import CheckpointError, MismatchError, TrainingError, UserError
-from gtr_keras.models.gtr.fingerprint import fingerprint
-from gtr_keras.models.gtr.model_source import DOWNLOAD_PREFIXES
-from gtr_keras.models.gtr.preprocessor import GTRTextEmbedderPreprocessor
+from gtr_keras.models.gtr.gtr_text_embedder import GTRTextEmbedder
+from gtr_keras.models.gtr.gtr_text_embedder_preprocessor import GTRTextEmbedderPreprocessor
+from gtr_keras.models.gtr.gtr_tokenizer import GTRTokenizer, train_sentencepiece
 from gtr_keras.models.gtr.presets import PRESET_SOURCES, PRESETS, preset_config
-from gtr_keras.models.gtr.saving import load, save
-from gtr_keras.models.gtr.text_embedder import GTRTextEmbedder
-from gtr_keras.models.gtr.tokenizer import GTRTokenizer, train_sentencepiece
+from gtr_keras.models.model_files.fingerprint import fingerprint
+from gtr_keras.models.model_files.model_source import DOWNLOAD_PREFIXES
+from gtr_keras.saving import load, save
 from gtr_keras.training.callbacks import (
     BEST_MODEL,
     Checkpoints,

@@ -16,7 +16,7 @@ and writes into OUT_DIR:
 - `manpages-pairs.jsonl.gz`: a manual page's NAME line -> its DESCRIPTION section (own groff parser, no
   groff or man run, so the output does not depend on their versions or on the locale).
 
-Format (see `gtr_keras.training.distillation_data.DistillationTexts`): pairs are `{"_id", "query", "positive"}`
+Format (see `gtr_keras.distillation.distillation_data.DistillationTexts`): pairs are `{"_id", "query", "positive"}`
 records (a first record with `"query"` makes the file a pairs file), single texts `{"_id", "text"}`.
 
 Cleaning: markup stripped, whitespace collapsed, documents of fewer than 3 words dropped, documents cut at

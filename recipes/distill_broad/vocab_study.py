@@ -4,7 +4,7 @@
         [--work /tmp/vocab_study] [--sizes 16000 24000 32000] [--markdown TABLES.md] [--compare SPM_FILE]
 
 BROAD_DIR is what `extract_texts.py` wrote. Trains case-folded unigram SentencePiece models with
-`gtr_keras.models.gtr.tokenizer.train_sentencepiece(..., case_folding=True, num_threads=1)` (T5 special ids,
+`gtr_keras.models.gtr.gtr_tokenizer.train_sentencepiece(..., case_folding=True, num_threads=1)` (T5 special ids,
 `nmt_nfkc_cf`, character coverage 0.9995, 200,000 input sentences shuffled, hard_vocab_limit off)
 on a seeded sample (`random.Random(0)`) of the distinct texts (queries and documents) of:
 
@@ -29,9 +29,9 @@ import time
 
 import sentencepiece as spm
 
+from gtr_keras.beir.readers import CORPUS_FILES, in_collection
 from gtr_keras.errors import run_script
-from gtr_keras.models.gtr.tokenizer import train_sentencepiece
-from gtr_keras.retrieval.readers import CORPUS_FILES, in_collection
+from gtr_keras.models.gtr.gtr_tokenizer import train_sentencepiece
 from gtr_keras.utils.text_files import iter_jsonl
 
 HERE = os.path.dirname(os.path.abspath(__file__))

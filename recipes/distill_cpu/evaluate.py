@@ -2,9 +2,9 @@
 
     python recipes/distill_cpu/evaluate.py MODEL DATASET_DIR OUT.json [--split test]
 
-MODEL is anything `gtr_keras.training.teachers.load_teacher` loads: a GTR model directory or a keras-hub
+MODEL is anything `gtr_keras.distillation.teachers.load_teacher` loads: a GTR model directory or a keras-hub
 `TextEmbedder` preset (e.g. the all-MiniLM-L6-v2 checkpoint directory). Exact search, depth 1000,
-metrics by `gtr_keras.retrieval.evaluation.evaluate_run` (pytrec_eval), the same as `gtr-keras evaluate`.
+metrics by `gtr_keras.beir.evaluation.evaluate_run` (pytrec_eval), the same as `gtr-keras evaluate`.
 The JSON holds the metrics and the wall time and speed of encoding the corpus. The dataset is read before
 the model is loaded; a bad one ends the script with exit 2 and one line naming the file and line.
 """
@@ -13,11 +13,11 @@ import argparse
 import json
 import time
 
+from gtr_keras.beir.evaluation import evaluate_run
+from gtr_keras.distillation.teachers import load_teacher
 from gtr_keras.errors import run_script
-from gtr_keras.retrieval.evaluation import evaluate_run
+from gtr_keras.index.search_index import SearchIndex
 from gtr_keras.retrieval.runs import gtr_run, load_dataset
-from gtr_keras.retrieval.search_index import SearchIndex
-from gtr_keras.training.teachers import load_teacher
 from gtr_keras.utils import files
 
 

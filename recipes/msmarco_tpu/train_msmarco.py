@@ -28,10 +28,10 @@ import argparse
 import json
 import os
 
+from gtr_keras.beir.evaluation import evaluate_run, format_table
 from gtr_keras.models.gtr.presets import PRESETS
-from gtr_keras.models.gtr.saving import convert_sentence_transformers, save
-from gtr_keras.retrieval.evaluation import evaluate_run, format_table
 from gtr_keras.retrieval.runs import gtr_run, load_dataset
+from gtr_keras.saving import convert_sentence_transformers, save
 from gtr_keras.training.loop import train
 from gtr_keras.utils import files
 

@@ -13,12 +13,12 @@ from gtr_keras.cli.main import main
 @pytest.fixture
 def no_model_loading(monkeypatch):
     """Makes loading a model fail the test: a bad path must be refused before."""
-    import gtr_keras.models.gtr.saving
+    import gtr_keras.saving
 
     def refuse(*args, **kwargs):
         raise AssertionError("the model was loaded")
 
-    monkeypatch.setattr(gtr_keras.models.gtr.saving, "load", refuse)
+    monkeypatch.setattr(gtr_keras.saving, "load", refuse)
 
 
 @pytest.mark.parametrize(

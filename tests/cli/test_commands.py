@@ -145,7 +145,7 @@ def test_evaluate_outputs_survive_a_write_that_fails_midway(tmp_path):
 
     from beir_files import write_beir
 
-    from gtr_keras.retrieval.readers import Corpus
+    from gtr_keras.beir.readers import Corpus
 
     words = ["wing", "lift", "drag", "flow", "heat", "shock", "layer", "plate", "cone", "jet"]
     texts = [f"{words[i % 10]} {words[(i * 3) % 10]} {words[(i * 7) % 10]} {i}" for i in range(60)]
@@ -199,9 +199,9 @@ def test_a_missing_model_is_exit_2_and_one_line(tmp_path, monkeypatch, capsys):
 
 
 def test_a_missing_model_is_named_before_the_input_is_read(tmp_path, monkeypatch, capsys):
-    import gtr_keras.retrieval.readers
+    import gtr_keras.beir.readers
 
-    monkeypatch.setattr(gtr_keras.retrieval.readers, "read_texts", lambda path: pytest.fail("the input was read"))
+    monkeypatch.setattr(gtr_keras.beir.readers, "read_texts", lambda path: pytest.fail("the input was read"))
     (tmp_path / "texts.txt").write_text("a\n")
     assert (
         main(
@@ -223,7 +223,7 @@ def test_a_missing_model_is_named_before_the_input_is_read(tmp_path, monkeypatch
 def _collection(tmp_path, grades, doc_ids=("d0", "d1", "d2")):
     from beir_files import write_beir
 
-    from gtr_keras.retrieval.readers import Corpus
+    from gtr_keras.beir.readers import Corpus
 
     corpus = Corpus(list(doc_ids), [""] * len(doc_ids), [f"text {i}" for i in range(len(doc_ids))])
     queries = {f"q{i}": f"query {i}" for i in range(len(grades))}
@@ -270,8 +270,8 @@ def test_ids_holding_whitespace_are_refused_at_read_naming_the_line(tmp_path, ca
         )
     )
     (dataset / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\nq0\td0 x\t1\n")
+    from gtr_keras.beir.readers import load_qrels
     from gtr_keras.errors import DataError
-    from gtr_keras.retrieval.readers import load_qrels
 
     with pytest.raises(DataError, match=r"test.tsv:2: corpus-id 'd0 x' holds whitespace"):
         load_qrels(str(dataset))
@@ -557,7 +557,7 @@ def test_a_bm25_corpus_of_other_documents_is_exit_2_naming_the_file_and_id(tmp_p
 def test_evaluate_hybrid_writes_the_metric_keys_of_the_other_retrievers(tmp_path, tiny_model_dir):
     from beir_files import write_beir
 
-    from gtr_keras.retrieval.readers import load_corpus
+    from gtr_keras.beir.readers import load_corpus
 
     dataset = write_beir(
         tmp_path / "beir",

@@ -55,7 +55,7 @@ def test_demo_with_the_bundled_model_runs_offline_from_any_directory(tmp_path):
 def test_demo_with_another_model_and_collection(tmp_path, tiny_model_dir):
     from beir_files import write_beir
 
-    from gtr_keras.retrieval.readers import Corpus
+    from gtr_keras.beir.readers import Corpus
 
     words = ["wing", "lift", "drag", "shock", "flow", "heat", "plate", "cone"]
     corpus = Corpus([f"d{i}" for i in range(8)], [f"on {w}" for w in words], [f"the {w} of a body" for w in words])

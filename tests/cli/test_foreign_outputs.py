@@ -27,8 +27,8 @@ def _refused(capsys, path, argv):
 @pytest.fixture
 def no_model_loads(monkeypatch):
     """The model loaders fail the test: the refusal comes first."""
+    from gtr_keras import saving
     from gtr_keras.cli import demo
-    from gtr_keras.models.gtr import saving
 
     def load(*args, **kwargs):
         raise AssertionError("the model was loaded before the output was checked")

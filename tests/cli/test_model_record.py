@@ -10,8 +10,8 @@ from gtr_keras.models.gtr.presets import BUNDLED_MODEL_DIR
 def test_a_bundled_model_given_by_name_is_recorded_and_named_as_its_directory(
     tmp_path, monkeypatch, capsys, tiny_model_dir
 ):
-    from gtr_keras.models.gtr.saving import load
     from gtr_keras.retrieval.retriever import index_metadata
+    from gtr_keras.saving import load
 
     monkeypatch.chdir(tmp_path)
     corpus = tmp_path / "corpus.jsonl"

@@ -9,8 +9,8 @@ from gtr_keras.cli.train_arguments import DISTILL_FLAGS, TRAIN_FLAGS
 
 
 def test_train_and_distill_flag_defaults_in_help_are_the_config_defaults():
+    from gtr_keras.distillation.distillation_config import DistillConfig
     from gtr_keras.training.config import TrainConfig
-    from gtr_keras.training.distillation_config import DistillConfig
 
     checked = 0
     for flags, config_class in ((TRAIN_FLAGS, TrainConfig), (DISTILL_FLAGS, DistillConfig)):

@@ -12,7 +12,7 @@ from conftest import FIXTURES, TINY_ST
 import gtr_keras
 from gtr_keras.cli.main import main
 from gtr_keras.errors import CheckpointError
-from gtr_keras.models.gtr.saving import convert_sentence_transformers, load, save
+from gtr_keras.saving import convert_sentence_transformers, load, save
 
 
 def _texts():

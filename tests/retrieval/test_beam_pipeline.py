@@ -15,9 +15,11 @@ from apache_beam.io.filesystem import FileMetadata  # noqa: E402
 from apache_beam.io.localfilesystem import LocalFileSystem  # noqa: E402
 
 import gtr_keras  # noqa: E402
+from gtr_keras.beir.readers import load_corpus
 from gtr_keras.cli.main import main  # noqa: E402
 from gtr_keras.cli.parser import add_beam_arguments  # noqa: E402
 from gtr_keras.errors import DataError, MismatchError, UserError  # noqa: E402
+from gtr_keras.index.search_index import SearchIndex  # noqa: E402
 from gtr_keras.retrieval.beam_pipeline import (
     MANIFEST,
     GTRModelHandler,
@@ -28,8 +30,6 @@ from gtr_keras.retrieval.beam_pipeline import (
     index_from_shards,
     read_documents,
 )
-from gtr_keras.retrieval.readers import load_corpus
-from gtr_keras.retrieval.search_index import SearchIndex  # noqa: E402
 
 WORDS = "retrieval dense encoder passage query neural sparse index token corpus".split()
 CRANFIELD = os.path.join(os.path.dirname(gtr_keras.__file__), "assets", "cranfield", "corpus.jsonl.gz")
@@ -120,7 +120,7 @@ def cranfield_in_process(tmp_path_factory, tiny_model_dir):
 def launcher_never_loads_the_corpus(monkeypatch):
     """`load_corpus` raises: the launching process must only list the corpus files (the pipeline's
     readers, in-process under the DirectRunner, stream them with `iter_jsonl`)."""
-    from gtr_keras.retrieval import readers as corpus
+    from gtr_keras.beir import readers as corpus
     from gtr_keras.retrieval import runs
 
     def refuse(*args, **kwargs):
@@ -463,7 +463,7 @@ def test_the_index_command_passes_the_model_it_records_to_the_workers(tmp_path, 
 
 def test_a_worker_that_loads_another_model_than_the_driver_fails(tiny_model_dir, tiny_encoder):
     from gtr_keras.errors import CheckpointError
-    from gtr_keras.models.gtr.fingerprint import fingerprint
+    from gtr_keras.models.model_files.fingerprint import fingerprint
 
     expected = fingerprint(tiny_encoder)
     assert GTRModelHandler(tiny_model_dir, model_sha256=expected).load_model() is not None

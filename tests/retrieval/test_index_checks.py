@@ -10,9 +10,9 @@ import shutil
 import numpy as np
 import pytest
 
+from gtr_keras.beir.readers import Corpus
 from gtr_keras.errors import DataError, MismatchError, UserError
-from gtr_keras.models.gtr.saving import load
-from gtr_keras.retrieval.readers import Corpus
+from gtr_keras.index.search_index import ArrayRows
 from gtr_keras.retrieval.retriever import (
     RETRIEVER_JSON,
     Retriever,
@@ -21,7 +21,7 @@ from gtr_keras.retrieval.retriever import (
     work_dir_for,
     write_index,
 )
-from gtr_keras.retrieval.search_index import ArrayRows
+from gtr_keras.saving import load
 
 WORDS = "wing lift drag shock boundary layer heat transfer flutter nozzle jet buckling panel cone mach".split()
 

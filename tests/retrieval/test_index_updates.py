@@ -6,12 +6,12 @@ import numpy as np
 import pytest
 from search_inputs import clustered
 
+from gtr_keras.beir.readers import Corpus
 from gtr_keras.cli.main import main
 from gtr_keras.errors import MismatchError
+from gtr_keras.index.search_index import SearchIndex
 from gtr_keras.retrieval.index_updates import read_id_file, update_index
-from gtr_keras.retrieval.readers import Corpus
 from gtr_keras.retrieval.retriever import Retriever, build_index, index_metadata
-from gtr_keras.retrieval.search_index import SearchIndex
 
 WORDS = "wing lift drag shock boundary layer heat transfer flutter nozzle jet buckling panel cone mach".split()
 

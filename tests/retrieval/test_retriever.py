@@ -10,9 +10,11 @@ import numpy as np
 import pytest
 from beir_files import write_beir
 
+from gtr_keras.beir.readers import Corpus
 from gtr_keras.cli.main import main
-from gtr_keras.retrieval.bm25_side import load_bm25_side
-from gtr_keras.retrieval.readers import Corpus
+from gtr_keras.index.search_index import SearchIndex
+from gtr_keras.index.shards import ShardWriter
+from gtr_keras.lexical.bm25_side import load_bm25_side
 from gtr_keras.retrieval.retriever import (
     MODEL_FIELDS,
     RETRIEVER_JSON,
@@ -21,8 +23,6 @@ from gtr_keras.retrieval.retriever import (
     model_change,
     work_dir_for,
 )
-from gtr_keras.retrieval.search_index import SearchIndex
-from gtr_keras.retrieval.shards import ShardWriter
 
 WORDS = "wing lift drag shock boundary layer heat transfer flutter nozzle jet buckling panel cone mach".split()
 
@@ -48,7 +48,7 @@ def test_index_then_search_returns_the_best_document_with_its_text(tmp_path, tin
 def test_an_index_tokenized_by_the_older_op_is_searched_as_before(tmp_path, tiny_encoder):
     """Indexes record the tokenizer's op; one without the record (TF Text's older SentencepieceOp, whose ids
     differ only on exact ties: retriever.TOKENIZER_FIELD) is accepted, for searching and for resuming."""
-    from gtr_keras.models.gtr.tokenizer import TOKENIZER_OP
+    from gtr_keras.models.gtr.gtr_tokenizer import TOKENIZER_OP
 
     corpus = _corpus()
     build_index(tiny_encoder, corpus, tmp_path / "idx")

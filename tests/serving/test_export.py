@@ -14,7 +14,7 @@ from tensorflow.core.protobuf import saved_model_pb2
 import gtr_keras
 from gtr_keras.cli.main import main
 from gtr_keras.errors import UserError
-from gtr_keras.models.gtr.tokenizer import TOKENIZER_OP
+from gtr_keras.models.gtr.gtr_tokenizer import TOKENIZER_OP
 from gtr_keras.serving.export import export_encoder, export_searcher, load_export
 
 REQUESTS = os.path.join(REPO, "export", "serving", "requests")
@@ -25,7 +25,7 @@ QUERIES = ["wing lift", "heat transfer at hypersonic speed", "buckling of thin c
 @pytest.fixture(scope="module")
 def exports(tmp_path_factory, tiny_model_dir):
     """Encoder + searcher exports over a 300-document slice of the bundled Cranfield corpus."""
-    from gtr_keras.retrieval.readers import load_corpus
+    from gtr_keras.beir.readers import load_corpus
 
     root = tmp_path_factory.mktemp("exports")
     corpus = load_corpus(os.path.join(REPO, "gtr_keras", "assets", "cranfield"))
@@ -65,8 +65,8 @@ def exports(tmp_path_factory, tiny_model_dir):
     ):
         index_dir = root / f"index-{name}"
         with pytest.MonkeyPatch.context() as patch:
-            patch.setattr("gtr_keras.retrieval.search_index.EXACT_MAX_N", 10)  # ScaNN even for 300 documents
-            patch.setattr("gtr_keras.retrieval.embedding_files._CHUNK_ROWS", 128)  # ScaNN fed in 3 chunks
+            patch.setattr("gtr_keras.index.search_index.EXACT_MAX_N", 10)  # ScaNN even for 300 documents
+            patch.setattr("gtr_keras.index.embedding_files._CHUNK_ROWS", 128)  # ScaNN fed in 3 chunks
             assert main(["index", *source, "--out", str(index_dir), *index_flags]) == 0
         assert (
             main(
@@ -572,7 +572,7 @@ def test_a_failed_searcher_export_leaves_the_previous_encoder_and_searcher_intac
 
 
 def test_export_refuses_an_index_of_another_model_before_writing(exports, tmp_path, capsys):
-    from gtr_keras.models.gtr.saving import load, save
+    from gtr_keras.saving import load, save
 
     other_dir = tmp_path / "other-model"
     other = load(REPO + "/tests/fixtures/tiny-gtr-st")
@@ -725,20 +725,20 @@ def test_an_updated_scann_index_exports_its_live_rows(exports, tiny_model_dir, t
 
 
 def _index_ids(index_dir):
-    from gtr_keras.retrieval.search_index import SearchIndex
+    from gtr_keras.index.search_index import SearchIndex
 
     return SearchIndex.load(index_dir).ids
 
 
 @pytest.mark.large
 def test_scann_searchers_over_two_shards_answer_as_the_shards_searched_together(tiny_model_dir, tmp_path):
-    from gtr_keras.retrieval.readers import load_corpus
+    from gtr_keras.beir.readers import load_corpus
     from gtr_keras.retrieval.retriever import Retriever, build_index
 
     encoder = gtr_keras.load(tiny_model_dir)
     corpus = load_corpus(os.path.join(REPO, "gtr_keras", "assets", "cranfield"))
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr("gtr_keras.retrieval.search_index.EXACT_MAX_N", 10)  # ScaNN even for small shards
+        patch.setattr("gtr_keras.index.search_index.EXACT_MAX_N", 10)  # ScaNN even for small shards
         for name, rows in (("a", slice(0, 150)), ("b", slice(150, 300))):
             part = type(corpus)(corpus.ids[rows], corpus.titles[rows], corpus.texts[rows])
             build_index(encoder, part, tmp_path / name, model_dir=tiny_model_dir)

@@ -5,7 +5,7 @@ import pytest
 from runtime_inputs import token_batches
 
 from gtr_keras.errors import DataError, UserError
-from gtr_keras.models.gtr.saving import load
+from gtr_keras.saving import load
 from gtr_keras.serving.token_id_export import (
     CONFIG_FILE,
     VOCABULARY_FILE,

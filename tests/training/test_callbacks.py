@@ -10,8 +10,8 @@ import pytest
 import tensorflow as tf
 from beir_files import write_beir
 
+from gtr_keras.beir.readers import Corpus
 from gtr_keras.errors import DataError
-from gtr_keras.retrieval.readers import Corpus
 from gtr_keras.training.callbacks import (
     BEST_MODEL,
     BEST_MODEL_RECORD,

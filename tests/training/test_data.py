@@ -7,7 +7,7 @@ from conftest import write_jsonl
 from training_inputs import SPIECE
 
 from gtr_keras.errors import DataError, DataWarning
-from gtr_keras.models.gtr.tokenizer import GTRTokenizer
+from gtr_keras.models.gtr.gtr_tokenizer import GTRTokenizer
 from gtr_keras.training.data import TrainingData, hash_ids
 from gtr_keras.training.examples import (
     read_beir,

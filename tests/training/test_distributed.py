@@ -217,7 +217,7 @@ def train_losses(log_dir):
 def step_one_losses(model_dir, data):
     """The loss of the first global batch of 8 under the initial weights: with the global batch's candidates,
     and with each half's own (what per-worker negatives would give)."""
-    from gtr_keras.models.gtr.saving import load
+    from gtr_keras.saving import load
     from gtr_keras.training.data import TrainingData
     from gtr_keras.training.dual_encoder import DualEncoder
 

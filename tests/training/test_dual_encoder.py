@@ -13,7 +13,7 @@ from training_inputs import SPIECE, WORDS, final_weights, run_python, write_trip
 
 import gtr_keras
 from gtr_keras.errors import TrainingError, UserError
-from gtr_keras.models.gtr.text_embedder import GTRTextEmbedder
+from gtr_keras.models.gtr.gtr_text_embedder import GTRTextEmbedder
 from gtr_keras.training.config import TrainConfig, dtype_policy, load_config
 from gtr_keras.training.dual_encoder import DualEncoder, make_optimizer
 from gtr_keras.training.loop import train
@@ -52,7 +52,7 @@ tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfigur
 
 import keras
 from gtr_keras.training.losses import BidirectionalInBatchLoss, in_batch_hits
-from gtr_keras.models.gtr.text_embedder import GTRTextEmbedder
+from gtr_keras.models.gtr.gtr_text_embedder import GTRTextEmbedder
 from gtr_keras.training.dual_encoder import DualEncoder, make_optimizer
 
 batch = token_batch(0)
@@ -158,7 +158,7 @@ def assert_same_step(a, b, atol=1e-5):
 
 def fit_tiny_model(model_dir, batches, **settings):
     """Loss and weights after one epoch of SGD `fit` on `batches`, from the model in `model_dir` and seed 0."""
-    from gtr_keras.models.gtr.saving import load
+    from gtr_keras.saving import load
 
     keras.utils.set_random_seed(0)
     embedder = load(model_dir).model
@@ -364,7 +364,7 @@ def test_resume_after_sigkill_matches_an_uninterrupted_run(tmp_path):
 @pytest.mark.large
 @pytest.mark.slow
 def test_fit_takes_raw_strings_through_the_preprocessor_like_token_batches(tiny_model_dir):
-    from gtr_keras.models.gtr.saving import load
+    from gtr_keras.saving import load
 
     texts = {
         "query": ["wing lift", "drag on a body", "shock waves", "heat transfer"],
@@ -384,7 +384,7 @@ def test_fit_takes_raw_strings_through_the_preprocessor_like_token_batches(tiny_
 
 @pytest.mark.slow
 def test_fit_takes_query_document_tuples_like_dicts(tiny_model_dir):
-    from gtr_keras.models.gtr.saving import load
+    from gtr_keras.saving import load
 
     queries = ["wing lift", "drag on a body", "shock waves", "heat transfer"]
     documents = ["lift of a wing", "drag force", "a normal shock", "boundary layer heat"]
@@ -512,7 +512,7 @@ def tensorboard_scalars(log_dir):
 def test_loop_logs_against_the_global_step_validates_and_keeps_the_best(tmp_path, capsys):
     from beir_files import write_beir
 
-    from gtr_keras.retrieval.readers import Corpus
+    from gtr_keras.beir.readers import Corpus
 
     texts = [f"the {a} and {b} {i}" for i, (a, b) in enumerate(zip(WORDS, WORDS[3:] + WORDS[:3]))]
     corpus = Corpus([f"d{i}" for i in range(len(texts))], [""] * len(texts), texts)

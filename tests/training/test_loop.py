@@ -88,8 +88,8 @@ def test_a_model_trained_in_bfloat16_loads_with_every_command(tmp_path):
 
 
 def test_a_tokenizer_file_keeps_the_lowercasing_of_the_initial_model_directory(tiny_model_dir, tmp_path):
-    from gtr_keras.models.gtr.preprocessor import GTRTextEmbedderPreprocessor
-    from gtr_keras.models.gtr.tokenizer import GTRTokenizer
+    from gtr_keras.models.gtr.gtr_text_embedder_preprocessor import GTRTextEmbedderPreprocessor
+    from gtr_keras.models.gtr.gtr_tokenizer import GTRTokenizer
     from gtr_keras.training.config import TrainConfig
     from gtr_keras.training.loop import _set_preprocessor
 

@@ -11,8 +11,8 @@ from beir_files import write_beir
 from training_inputs import SPIECE, write_triples
 
 import gtr_keras
+from gtr_keras.beir.readers import Corpus
 from gtr_keras.errors import DataError, MismatchError
-from gtr_keras.retrieval.readers import Corpus
 from gtr_keras.training import callbacks, loop
 from gtr_keras.training.config import TrainConfig
 from gtr_keras.training.loop import train

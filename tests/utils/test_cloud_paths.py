@@ -14,10 +14,10 @@ import warnings
 import numpy as np
 import pytest
 
+from gtr_keras.beir.evaluation import read_trec_run, write_trec_run
+from gtr_keras.beir.readers import load_corpus, load_qrels, load_queries, read_texts
 from gtr_keras.cli.main import main
 from gtr_keras.errors import DataError
-from gtr_keras.retrieval.evaluation import read_trec_run, write_trec_run
-from gtr_keras.retrieval.readers import load_corpus, load_qrels, load_queries, read_texts
 from gtr_keras.training.data import TrainingData
 from gtr_keras.training.examples import read_triples, write_tfrecord
 from gtr_keras.utils import files
@@ -173,12 +173,12 @@ def test_cli_encode_evaluate_mine_analyze_on_ram(root, beir, tiny_model_dir, tin
 
 
 def test_cli_missing_remote_input_is_exit_2_before_loading(root, monkeypatch, capsys):
-    import gtr_keras.models.gtr.saving
+    import gtr_keras.saving
 
     def no_loading(*args, **kwargs):
         raise AssertionError("the model was loaded")
 
-    monkeypatch.setattr(gtr_keras.models.gtr.saving, "load", no_loading)
+    monkeypatch.setattr(gtr_keras.saving, "load", no_loading)
     with pytest.raises(SystemExit) as exit_:
         main(["encode", "--model", "m", "--input", f"{root}/nowhere.txt", "--output", f"{root}/o.npy"])
     assert exit_.value.code == 2

@@ -5,7 +5,7 @@ import tensorflow as tf
 from tqdm.auto import tqdm
 
 from gtr_keras.errors import CheckpointError, UserError
-from gtr_keras.models.gtr.tokenizer import PAD_ID
+from gtr_keras.models.gtr.gtr_tokenizer import PAD_ID
 
 LENGTH_BUCKETS = (16, 32, 64, 128, 256, 384, 512)
 PROGRESS_THRESHOLD = 5000

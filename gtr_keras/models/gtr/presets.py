@@ -139,7 +139,7 @@ def parameter_count(config):
 def keras_hub_presets():
     """keras-hub's preset records (`keras_hub.src.utils.preset_utils.register_presets`) of the trained
     models under their keras-hub names, so that `GTRTextEmbedder.presets` lists them; the aliases load
-    through `gtr_keras.models.gtr.keras_hub_loader`, unlisted.
+    through `gtr_keras.patches.keras_hub_preset_loader`, unlisted.
 
     Example:
     >>> keras_hub_presets()["gtr_t5_base_en"]["kaggle_handle"]

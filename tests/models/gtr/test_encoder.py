@@ -46,7 +46,7 @@ def test_one_graph_for_many_lengths(tiny_encoder):
 
 
 def test_xla_programs_are_bounded_by_the_buckets(tiny_model_dir, tiny_encoder):
-    from gtr_keras.models.gtr.saving import load
+    from gtr_keras.saving import load
 
     xla_encoder = load(tiny_model_dir, jit_compile=True)
     texts = ["lift " * n for n in range(0, 300, 7)]
@@ -66,9 +66,9 @@ def test_padding_only_where_xla_needs_it(tiny_encoder):
 
 
 def test_a_preprocessor_set_on_the_model_later_applies_to_its_encoder(tiny_model_dir):
-    from gtr_keras.models.gtr.preprocessor import GTRTextEmbedderPreprocessor
-    from gtr_keras.models.gtr.saving import load
-    from gtr_keras.models.gtr.tokenizer import GTRTokenizer
+    from gtr_keras.models.gtr.gtr_text_embedder_preprocessor import GTRTextEmbedderPreprocessor
+    from gtr_keras.models.gtr.gtr_tokenizer import GTRTokenizer
+    from gtr_keras.saving import load
 
     encoder = load(tiny_model_dir)
     texts = ["Shock Wave " * 40, "Boundary Layer"]

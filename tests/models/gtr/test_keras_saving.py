@@ -14,9 +14,9 @@ from conftest import FIXTURES, TINY_ST
 
 from gtr_keras.cli.main import main
 from gtr_keras.errors import CheckpointError
-from gtr_keras.models.gtr.backbone import GTRBackbone
-from gtr_keras.models.gtr.saving import load
-from gtr_keras.models.gtr.text_embedder import GTRTextEmbedder
+from gtr_keras.models.gtr.gtr_backbone import GTRBackbone
+from gtr_keras.models.gtr.gtr_text_embedder import GTRTextEmbedder
+from gtr_keras.saving import load
 
 TEXTS = ["wing lift", "boundary layer " * 300, "", "Ünïcode ﬁ ①"]
 LEGACY = os.path.join(FIXTURES, "tiny-gtr-legacy")

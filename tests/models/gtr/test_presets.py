@@ -1,8 +1,8 @@
 import numpy as np
 import pytest
 
+from gtr_keras.models.gtr.gtr_text_embedder import GTRTextEmbedder
 from gtr_keras.models.gtr.presets import PRESETS, parameter_count, preset_config
-from gtr_keras.models.gtr.text_embedder import GTRTextEmbedder
 
 
 @pytest.mark.parametrize("name, published", [("gtr-base", 110e6), ("gtr-large", 335e6)])

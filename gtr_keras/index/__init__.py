@@ -1,0 +1,20 @@
+"""The search index and its lifecycle, with no model and no TensorFlow: `layout` (every file and folder name
+of an index, the format version), `exact_search` (batched dot products, ties in trec_eval's order),
+`scann_builder` (ScaNN's parameters, built a chunk at a time), `search_index` (`SearchIndex`: exact or ScaNN,
+and `write_search_index`), `embedding_files` (`EmbeddingFiles`, precomputed embedding shards as an index's
+source), `shards` (`ShardWriter`, resumable encode shards), and the updates of an index in place:
+`segments` (its manifest, deletion lists and documents), `segmented_index` (`SegmentedIndex`: segments or
+shards searched as one) and `segment_writer` (updates and compaction of a search index).
+
+`gtr_keras.index.SearchIndex` is also the name of earlier releases.
+
+Example:
+>>> from gtr_keras.index import SearchIndex
+>>> SearchIndex.load("indexes/msmarco").search_ids(query_embeddings, 10)
+>>> SearchIndex.load(["indexes/msmarco-a", "indexes/msmarco-b"]).search_ids(query_embeddings, 10)  # shards
+"""
+
+from gtr_keras.index.scann_builder import scann_params
+from gtr_keras.index.search_index import SearchIndex, write_search_index
+
+__all__ = ["SearchIndex", "scann_params", "write_search_index"]

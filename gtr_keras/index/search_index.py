@@ -1,0 +1,321 @@
+"""`SearchIndex`: nearest-neighbour search over L2-normalised embeddings, and `write_search_index`.
+
+GTR scores a query against a passage by the dot product of their unit-norm
+embeddings, i.e. their cosine similarity. `SearchIndex` returns the `k`
+passages with the highest dot product, either exactly (`exact_search`:
+batched matmul over the stored float32 vectors, read in blocks) or
+approximately with ScaNN (`scann_builder`: k-means tree + anisotropic AH +
+reordering on int8 vectors). Building never holds every vector in memory:
+`write_search_index` reads its source a chunk at a time. The files of an
+index are those of `index_format`.
+"""
+
+import functools
+import os
+
+import numpy as np
+
+from gtr_keras.errors import DataError, UserError
+from gtr_keras.index import exact_search
+from gtr_keras.index.layout import (
+    EMBEDDINGS_NPY,
+    IDS_TXT,
+    SCANN_DIR,
+    SEARCH_INDEX_DIRECTORY,
+    Ids,
+    check_embeddings,
+    check_ids,
+    check_scann_rows,
+    read_description,
+    read_embeddings,
+    read_ids,
+    write_description,
+    write_embeddings,
+)
+from gtr_keras.index.scann_builder import build_scann, load_scann, scann_params
+from gtr_keras.index.segmented_index import SegmentedIndex
+from gtr_keras.index.segments import (
+    BASE,
+    check_same_model,
+    documents_path,
+    read_deleted,
+    read_manifest,
+    segment_path,
+)
+from gtr_keras.utils import files
+from gtr_keras.utils.files import atomic_directory
+from gtr_keras.utils.records import check_positive_int
+
+KINDS = ("auto", "exact", "scann")
+# ScaNN's own rule of thumb (scann/docs/algorithms.md): brute force below 20k
+# points. At 20k x 768 float32 the corpus is 61 MB and one batched exact search
+# is a single BLAS call, so an approximate index buys little there.
+EXACT_MAX_N = 20_000
+_BUILD_CHUNK_ROWS = 65_536
+
+
+class ArrayRows:
+    """An in-memory `[N, D]` array as a source for `write_search_index`: `ids`, `dims`, `num_rows`, `chunks()`.
+
+    Args:
+        ids: sequence of str, one per row; non-empty, unique and without line breaks.
+        embeddings: float array of shape `[N, D]`, finite.
+        chunk_rows: rows a chunk (default 65,536).
+
+    Example:
+    >>> rows = ArrayRows(["d0", "d1", "d2"], np.eye(3, dtype="float32"), chunk_rows=2)
+    >>> [len(chunk) for chunk in rows.chunks()]
+    [2, 1]
+    """
+
+    def __init__(self, ids, embeddings, chunk_rows=None):
+        self.ids = check_ids(ids)
+        self.embeddings = check_embeddings(embeddings, "embeddings")
+        if self.embeddings.shape[0] != len(self.ids):
+            raise UserError(f"Got {len(self.ids)} ids for {self.embeddings.shape[0]} embedding rows.")
+        if not self.ids:
+            raise UserError("A SearchIndex needs at least one embedding.")
+        self.num_rows, self.dims = self.embeddings.shape
+        self.chunk_rows = chunk_rows or _BUILD_CHUNK_ROWS
+
+    def chunks(self):
+        for start in range(0, self.num_rows, self.chunk_rows):
+            yield self.embeddings[start : start + self.chunk_rows]
+
+
+def _resolve(kind, params, n):
+    if kind not in KINDS:
+        raise UserError(f"kind must be one of {KINDS}, got {kind!r}.")
+    if kind == "auto":
+        kind = "exact" if n < EXACT_MAX_N else "scann"
+    if kind == "exact" and params is not None:
+        raise UserError("`params` only apply to kind='scann'.")
+    return kind, (dict(scann_params(n), **(params or {})) if kind == "scann" else None)
+
+
+def write_search_index(source, directory, kind="auto", params=None):
+    """Builds a `SearchIndex` over `source` a chunk at a time and writes it to `directory`, atomically.
+
+    No more than one chunk of float32 vectors (and ScaNN's training sample)
+    is held in memory: exact indexes copy the chunks into `embeddings.npy`;
+    ScaNN indexes are built as `scann_builder.build_scann` says. The directory
+    appears only when complete; a previous index there stays until then.
+
+    Args:
+        source: the vectors and their ids: `ids` (list of str), `dims`,
+            `num_rows` and `chunks()` (float32 `[n_i, dims]` arrays in row
+            order, readable more than once), such as an `EmbeddingFiles` or
+            an `ArrayRows`.
+        directory: the index directory to write.
+        kind: `"auto"`, `"exact"` or `"scann"`, as for `SearchIndex`.
+        params: overrides of `scann_params(N)`, for ScaNN.
+
+    Returns:
+        The kind written, `"exact"` or `"scann"` (`SearchIndex.load` reads the index).
+
+    Example:
+    >>> write_search_index(EmbeddingFiles.open("embeddings/*.npy"), "indexes/msmarco")
+    'scann'
+    """
+    kind, params = _resolve(kind, params, source.num_rows)
+    ids = check_ids(source.ids)
+    with atomic_directory(directory, [SEARCH_INDEX_DIRECTORY]) as tmp:
+        if kind == "scann":
+            os.mkdir(tmp / SCANN_DIR)
+            build_scann(source, params, tmp / SCANN_DIR)
+        else:
+            write_embeddings(tmp / EMBEDDINGS_NPY, source.chunks(), source.num_rows, source.dims)
+        write_description(tmp, ids, kind, params, source.dims)
+    return kind
+
+
+class SearchIndex:
+    """Top-k dot-product search over L2-normalised embeddings.
+
+    With `kind="exact"`, queries are scored against every float32 embedding
+    by batched matrix products, a block of rows at a time. With
+    `kind="scann"`, a ScaNN searcher is built with `params` (default
+    `scann_params(N)`), reordering on int8 vectors; query rows that ScaNN
+    cannot fill with `k` results from the leaves searched (`k` close to `N`)
+    are searched again over every leaf. `kind="auto"` is `"exact"` below
+    `EXACT_MAX_N` embeddings and `"scann"` from there on.
+    `num_leaves_to_search` and `reorder_factor` are read from `index.params`
+    at each search, so they can be tuned without a rebuild. For corpora too
+    large for memory, `write_search_index` builds from shards and `load`
+    memory-maps what it can.
+
+    Args:
+        ids: sequence of str, one per embedding row; non-empty, unique and
+            without line breaks.
+        embeddings: float array of shape `[N, D]`, rows L2-normalised.
+        kind: `"auto"`, `"exact"` or `"scann"`.
+        params: dict of overrides of `scann_params(N)`; only for
+            `kind="scann"` (or `"auto"` resolving to it).
+
+    Attributes:
+        ids, kind, params, dims.
+        path: the directory it was loaded from, or None.
+        documents_path: the documents file of its rows in an index directory, or None.
+        embeddings: the float32 `[N, D]` vectors of an exact index (a
+            read-only memory map for one loaded from a local directory);
+            None for ScaNN, which keeps its own int8 copy.
+
+    Example:
+    >>> index = SearchIndex(["d0", "d1"], np.eye(2, dtype="float32"))
+    >>> index.search_ids(np.array([[0.0, 1.0]], dtype="float32"), k=1)
+    ([['d1']], array([[1.]], dtype=float32))
+    """
+
+    def __init__(self, ids, embeddings, kind="auto", params=None):
+        source = ArrayRows(ids, embeddings)
+        kind, params = _resolve(kind, params, source.num_rows)
+        searcher = None
+        if kind == "scann":
+            with files.temporary_directory("gtr-keras-scann-") as scratch:
+                build_scann(source, params, scratch)
+                searcher = load_scann(scratch)
+        self._set(source.ids, kind, params, source.dims, source.embeddings if kind == "exact" else None, searcher)
+
+    def _set(self, ids, kind, params, dims, embeddings, searcher, path=None, documents=None):
+        self.ids, self.kind, self.params, self.dims = Ids(ids), kind, params, dims
+        self.embeddings, self._searcher, self.path, self.documents_path = embeddings, searcher, path, documents
+
+    @functools.cached_property
+    def tie_ranks(self):
+        """Each row's place when the ids are sorted in descending order (`exact_search.tie_ranks`)."""
+        return exact_search.tie_ranks(self.ids.array)
+
+    def search(self, query_embeddings, k):
+        """Finds the `k` best-scoring embedding rows for each query.
+
+        Exact search orders equal scores by id, descending, as trec_eval
+        does, also where ties straddle the `k`-th place; ScaNN's order among
+        equal scores is its own.
+
+        Args:
+            query_embeddings: float array of shape `[n, D]`.
+            k: int >= 1. Results per query; `min(k, N)` are returned.
+
+        Returns:
+            `(indices, scores)`: int64 `[n, min(k, N)]` row indices into
+            `ids` and their float32 dot products, best first.
+        """
+        queries = check_embeddings(query_embeddings, "query_embeddings")
+        if queries.shape[1] != self.dims:
+            raise UserError(f"query_embeddings have {queries.shape[1]} dims, the index has {self.dims}.")
+        k = min(check_positive_int(k, "k"), len(self.ids))
+        if self.kind == "exact":
+            return exact_search.exact_top_k(self.embeddings, queries, k, self.tie_ranks)
+        if not len(queries):
+            return np.empty((0, k), np.int64), np.empty((0, k), np.float32)
+        indices, scores = self._scann_search(queries, k, self.params["num_leaves_to_search"])
+        unfilled = np.isnan(scores).any(axis=1)
+        if unfilled.any():
+            indices[unfilled], scores[unfilled] = self._scann_search(queries[unfilled], k, self.params["num_leaves"])
+        return indices, scores
+
+    def _scann_search(self, queries, k, leaves):
+        indices, scores = self._searcher.search_batched(
+            queries,
+            k,
+            self.params["reorder_factor"] * k,
+            leaves,
+            True,
+            256,  # in parallel, 256 queries a task
+        )
+        return indices.astype(np.int64), scores.astype(np.float32, copy=False)
+
+    def search_ids(self, query_embeddings, k):
+        """Like `search`, but returns ids: `(list of lists of str, scores)`."""
+        indices, scores = self.search(query_embeddings, k)
+        return [[self.ids[i] for i in row] for row in indices], scores
+
+    def save(self, directory):
+        """Writes the index to `directory`, atomically replacing it.
+
+        Files: `ids.txt` (one id per line), `index.json` (format version,
+        kind, N, dims, ScaNN params) and either `embeddings.npy` (exact) or
+        the ScaNN searcher in `scann/`.
+        """
+        with atomic_directory(directory, [SEARCH_INDEX_DIRECTORY]) as tmp:
+            if self.kind == "scann":
+                os.mkdir(tmp / SCANN_DIR)
+                self._searcher.serialize(str(tmp / SCANN_DIR), True)
+            else:
+                np.save(tmp / EMBEDDINGS_NPY, self.embeddings)
+            write_description(tmp, self.ids, self.kind, self.params, self.dims)
+
+    @classmethod
+    def load(cls, directory):
+        """Loads an index written by `save` or `write_search_index`, updated or not, or several as one.
+
+        `directory` may also be an index directory of `gtr-keras index` (its
+        `index/` subdirectory is loaded). A local exact index is memory-mapped
+        (searches read it a block at a time); ScaNN reads its own files into
+        memory (about 1 KB per 768-d vector). An updated index
+        (`segment_writer.update_search_index`) is loaded at the generation its
+        manifest names when the load starts, whole, as a `SegmentedIndex`;
+        later updates do not change what it answers.
+
+        Args:
+            directory: an index directory, or a list of them (shards of one
+                model, each id in one shard): a `SegmentedIndex` over all,
+                whose top `k` is that of one index over the union.
+
+        Raises:
+            DataError: a missing, malformed or inconsistent file.
+            MismatchError: an index written by another format version, or
+                shards of different models (naming the shard).
+
+        Example:
+        >>> SearchIndex.load(["indexes/msmarco-a", "indexes/msmarco-b"]).search_ids(queries, 10)  # doctest: +SKIP
+        """
+        if not isinstance(directory, (str, os.PathLike)):
+            shards = [os.fspath(d) for d in directory]
+            if not shards:
+                raise UserError("SearchIndex.load needs at least one index directory.")
+            check_same_model([read_description(shard)[0] for shard in shards])
+            parts, names = [], []
+            for shard in shards:
+                loaded = cls.load(shard)
+                shard_parts = loaded.parts if isinstance(loaded, SegmentedIndex) else [(loaded, None)]
+                parts += shard_parts
+                names += [shard] * len(shard_parts)
+            return SegmentedIndex(parts, names)
+        for attempt in range(3):
+            directory, config_path, config = read_description(directory)
+            manifest = read_manifest(directory)
+            if manifest is None:
+                return cls._load_one(directory, config_path, config)
+            try:
+                return cls._load_segments(directory, manifest)
+            except DataError:
+                if attempt == 2 or read_manifest(directory)["generation"] == manifest["generation"]:
+                    raise  # not an update that removed the files of the generation loaded meanwhile
+
+    @classmethod
+    def _load_segments(cls, directory, manifest):
+        deleted = read_deleted(directory, manifest)
+        parts, names = [], []
+        for segment in manifest["segments"]:
+            path = segment_path(directory, segment["name"])
+            _, config_path, config = read_description(path)
+            documents = documents_path(directory, segment["name"])
+            parts.append((cls._load_one(path, config_path, config, documents), deleted.get(segment["name"])))
+            names.append(path)
+        return SegmentedIndex(parts, names)
+
+    @classmethod
+    def _load_one(cls, directory, config_path, config, documents=None):
+        ids = read_ids(os.path.join(directory, IDS_TXT), config["num_embeddings"])
+        index = cls.__new__(cls)
+        documents = documents or documents_path(directory, BASE)
+        if config["kind"] == "scann":
+            with files.local_copy(os.path.join(directory, SCANN_DIR)) as scann_dir:
+                check_scann_rows(scann_dir, config)
+                searcher = load_scann(scann_dir)
+            index._set(ids, "scann", config["params"], config["dims"], None, searcher, directory, documents)
+        else:
+            embeddings = read_embeddings(os.path.join(directory, EMBEDDINGS_NPY), config, config_path)
+            index._set(ids, "exact", None, config["dims"], embeddings, None, directory, documents)
+        return index

@@ -1,0 +1,316 @@
+"""Updates of a search index directory in place: new segments, deletion lists, compaction (`segments`).
+
+An update reads the ids of the index (a few bytes a row) and the vectors it
+is given, and writes one new segment, one deletion file (an eighth of a byte
+a row) and the manifest, whose replacement by one rename commits it: a kill
+at any point before leaves the previous generation as it was, and the next
+update (or a rerun) removes what the killed one had written. A compaction
+writes the live rows of every segment into one new segment (for ScaNN, the
+per-point arrays joined without retraining: every segment shares the first's
+tree and codebooks), and is run automatically past `MAX_SEGMENTS` segments or
+`MAX_DELETED_FRACTION` of deleted rows.
+"""
+
+import json
+import os
+
+import numpy as np
+
+from gtr_keras.errors import DataError, MismatchError, UserError
+from gtr_keras.index.layout import (
+    DOCUMENTS_FILE,
+    EMBEDDINGS_NPY,
+    IDS_TXT,
+    MANIFEST_JSON,
+    SCANN_DIR,
+    SEARCH_INDEX_DIRECTORY,
+    Ids,
+    check_ids,
+    read_description,
+    read_embeddings,
+    read_ids,
+    write_description,
+    write_embeddings,
+)
+from gtr_keras.index.scann_builder import build_scann_segment, merge_scann
+from gtr_keras.index.segments import (
+    BASE,
+    deleted_name,
+    documents_path,
+    initial_manifest,
+    live_corpus,
+    read_deleted,
+    read_manifest,
+    segment_name,
+    segment_path,
+    used_names,
+    write_deleted,
+    write_documents,
+)
+from gtr_keras.utils import files
+from gtr_keras.utils.files import atomic_directory, atomic_file, replace_file
+from gtr_keras.utils.locks import locks_output
+
+# Compaction runs after an update that leaves more segments than this, or more deleted rows than this
+# fraction of the stored ones: each segment costs a search, each deleted ScaNN row a larger candidate pool.
+MAX_SEGMENTS = 8
+MAX_DELETED_FRACTION = 0.25
+_BLOCK_ROWS = 65_536
+
+
+class _State:
+    """The generation an update starts from: its manifest, deletion masks and the live ids' places."""
+
+    def __init__(self, directory):
+        self.directory, _, self.config = read_description(directory)
+        self.manifest = read_manifest(self.directory) or initial_manifest(self.config["num_embeddings"])
+        self.deleted = read_deleted(self.directory, self.manifest)
+        arrays, segments, rows = [], [], []
+        for number, segment in enumerate(self.manifest["segments"]):
+            ids = read_ids(os.path.join(self.path(segment["name"]), IDS_TXT), segment["num_rows"]).array
+            live = np.flatnonzero(~self.deleted.get(segment["name"], np.zeros(len(ids), bool)))
+            arrays.append(ids[live])
+            segments.append(np.full(len(live), number))
+            rows.append(live)
+        self.ids = Ids(np.concatenate(arrays))
+        order = np.argsort(self.ids.array, kind="stable")
+        self._sorted = self.ids.array[order]
+        self._segment_of, self._row_of = np.concatenate(segments)[order], np.concatenate(rows)[order]
+
+    def path(self, name):
+        return segment_path(self.directory, name)
+
+    def find(self, ids):
+        """`(found, segment numbers, rows)` of `ids` (str) among the live ids."""
+        wanted = np.array([i.encode("utf-8") for i in ids], dtype="S") if len(ids) else np.array([], "S1")
+        places = np.minimum(np.searchsorted(self._sorted, wanted), max(len(self._sorted) - 1, 0))
+        found = self._sorted[places] == wanted if len(self._sorted) else np.zeros(len(wanted), bool)
+        return found, self._segment_of[places], self._row_of[places]
+
+    def masks(self):
+        return {s["name"]: self.deleted.get(s["name"], np.zeros(s["num_rows"], bool)).copy() for s in self.segments}
+
+    @property
+    def segments(self):
+        return self.manifest["segments"]
+
+
+def missing_ids(directory, ids):
+    """The positions of the `ids` (str) that are not live rows of the search index in `directory`.
+
+    Example:
+    >>> missing_ids("indexes/msmarco/index", ["p1", "no-such-id"])
+    [1]
+    """
+    return np.flatnonzero(~_State(directory).find(list(ids))[0]).tolist()
+
+
+def live_ids(directory):
+    """The ids of the live rows of the search index in `directory`, in the order `SearchIndex.load` gives
+    them (`Ids`), read from the manifest, deletion lists and ids files alone (no vectors or searcher).
+
+    Example:
+    >>> "p1" in list(live_ids("indexes/msmarco/index"))
+    True
+    """
+    return _State(directory).ids
+
+
+@locks_output("directory")
+def update_search_index(directory, source=None, delete=(), where=None, missing_ok=False, compact="auto", corpus=None):
+    """Adds, replaces and deletes rows of the search index in `directory`, writing on the order of the change.
+
+    The rows of `source` whose id is in the index replace it, the others are
+    added, as one new segment of the index's kind (for ScaNN, with the tree
+    and codebooks of its first segment); the ids of `delete` are deleted. The
+    update is committed by one rename of the manifest: a process that loaded
+    the index keeps answering from what it loaded, a later load sees the whole
+    update, and a kill leaves the previous generation (rerun the update).
+
+    Args:
+        directory: a search index directory (or an index directory of
+            `gtr-keras index`, whose `index/` is updated).
+        source: the vectors to add or replace (`ids`, `dims`, `num_rows`,
+            `chunks()`, as `write_search_index` takes: an `EmbeddingFiles`, an
+            `ArrayRows`), or None.
+        delete: ids to delete.
+        where: `where(i)` names `delete[i]` in messages (default `delete[i]`).
+        missing_ok: skip the ids of `delete` that are not in the index,
+            rather than raise.
+        compact: `"auto"` (past `MAX_SEGMENTS` or `MAX_DELETED_FRACTION`),
+            True or False: then compact (`compact_search_index`).
+        corpus: the documents of `source`'s rows (a `Corpus`, its ids in
+            `source`'s order), stored with the segment for display, or None.
+
+    Returns:
+        The new manifest (`segments`).
+
+    Raises:
+        DataError: an id of `delete` that is not in the index (named by
+            `where`), or a malformed index.
+        MismatchError: `source` has another D than the index.
+        UserError: an id both added and deleted, or an update that would
+            leave no row.
+
+    Example:
+    >>> update_search_index("indexes/msmarco/index", EmbeddingFiles.open("new/*.npy"), ["p17", "p18"])["generation"]
+    1
+    """
+    where = where or (lambda i: f"delete[{i}]")
+    delete = check_ids(delete, where, DataError)
+    if source is None and not delete and compact is True:
+        return compact_search_index(directory)
+    state = _State(directory)
+    _remove_unused(state)
+    if source is not None and source.dims != state.config["dims"]:
+        raise MismatchError(
+            f"the new embeddings have {source.dims} dims, the index {state.directory} has {state.config['dims']}"
+        )
+    new_ids = list(source.ids) if source is not None else []
+    if corpus is not None and list(corpus.ids) != new_ids:
+        raise UserError("the corpus must hold the documents of the new rows, in their order")
+    both = set(delete) & set(new_ids)
+    if both:
+        first = next(i for i, id_ in enumerate(delete) if id_ in both)
+        raise UserError(f"{where(first)}: id {delete[first]!r} is also among the documents added or replaced")
+    deleted = state.find(delete)
+    if not missing_ok and not deleted[0].all():
+        first = int(np.flatnonzero(~deleted[0])[0])
+        raise DataError(f"{where(first)}: id {delete[first]!r} is not in the index {state.directory}")
+    replaced = state.find(new_ids)
+    masks, changed = state.masks(), False
+    for found, numbers, rows in (deleted, replaced):
+        for number, row in zip(numbers[found], rows[found]):
+            masks[state.segments[number]["name"]][row] = True
+            changed = True
+    if len(state.ids) - int(deleted[0].sum()) - int(replaced[0].sum()) + len(new_ids) < 1:
+        raise UserError(f"the update would delete every document of {state.directory}")
+    segments = [dict(s, num_deleted=int(masks[s["name"]].sum())) for s in state.segments]
+    number = state.manifest["next_segment"]
+    if source is not None:
+        _write_segment(state, segment_name(number), source, Ids(new_ids), corpus)
+        segments.append({"name": segment_name(number), "num_rows": source.num_rows, "num_deleted": 0})
+        number += 1
+    manifest = _commit(state, segments, masks if changed else None, number)
+    if compact is True or (compact == "auto" and needs_compaction(manifest)):
+        return compact_search_index(state.directory)
+    return manifest
+
+
+def needs_compaction(manifest):
+    """True past `MAX_SEGMENTS` segments or `MAX_DELETED_FRACTION` of deleted rows."""
+    stored = sum(s["num_rows"] for s in manifest["segments"])
+    deleted = sum(s["num_deleted"] for s in manifest["segments"])
+    return len(manifest["segments"]) > MAX_SEGMENTS or deleted > MAX_DELETED_FRACTION * stored
+
+
+@locks_output("directory")
+def compact_search_index(directory):
+    """Rewrites the live rows of every segment of the index in `directory` as one segment (and its documents).
+
+    ScaNN segments are joined without retraining (`scann_builder.merge_scann`),
+    exact ones copied a block at a time. Committed like an update.
+
+    Returns:
+        The new manifest.
+
+    Example:
+    >>> compact_search_index("indexes/msmarco/index")["segments"][0]["num_deleted"]
+    0
+    """
+    state = _State(directory)
+    _remove_unused(state)
+    name, kind = segment_name(state.manifest["next_segment"]), state.config["kind"]
+    keeps = [_keep(state, s) for s in state.segments]
+    paths = [state.path(s["name"]) for s in state.segments]
+    segment_ids = [_segment_ids(state, s)[keep] for s, keep in zip(state.segments, keeps)]
+    live_ids = Ids(np.concatenate(segment_ids))
+    with atomic_directory(state.path(name), [SEARCH_INDEX_DIRECTORY]) as tmp:
+        if kind == "scann":
+            os.mkdir(tmp / SCANN_DIR)
+            merge_scann([(os.path.join(path, SCANN_DIR), keep) for path, keep in zip(paths, keeps)], tmp / SCANN_DIR)
+        else:
+            write_embeddings(tmp / EMBEDDINGS_NPY, _live_blocks(paths, keeps), len(live_ids), state.config["dims"])
+        write_description(tmp, live_ids, kind, state.config["params"], state.config["dims"])
+        corpus = live_corpus(
+            [(documents_path(state.directory, s["name"]), ids) for s, ids in zip(state.segments, segment_ids)]
+        )
+        if corpus is not None:
+            write_documents(tmp / DOCUMENTS_FILE, corpus)
+    segments = [{"name": name, "num_rows": len(live_ids), "num_deleted": 0}]
+    return _commit(state, segments, {}, state.manifest["next_segment"] + 1)
+
+
+def _keep(state, segment):
+    deleted = state.deleted.get(segment["name"])
+    return np.ones(segment["num_rows"], bool) if deleted is None else ~deleted
+
+
+def _segment_ids(state, segment):
+    return read_ids(os.path.join(state.path(segment["name"]), IDS_TXT), segment["num_rows"]).array
+
+
+def _live_blocks(paths, keeps):
+    for path, keep in zip(paths, keeps):
+        _, config_path, config = read_description(path)
+        vectors = read_embeddings(os.path.join(path, EMBEDDINGS_NPY), config, config_path)
+        for start in range(0, len(keep), _BLOCK_ROWS):
+            block = np.asarray(vectors[start : start + _BLOCK_ROWS])
+            yield block[keep[start : start + _BLOCK_ROWS]]
+
+
+def _write_segment(state, name, source, ids, corpus):
+    kind = state.config["kind"]
+    with atomic_directory(state.path(name), [SEARCH_INDEX_DIRECTORY]) as tmp:
+        if kind == "scann":
+            os.mkdir(tmp / SCANN_DIR)
+            codec = os.path.join(state.path(state.segments[0]["name"]), SCANN_DIR)
+            with files.local_copy(codec) as local_codec:
+                build_scann_segment(local_codec, source, tmp / SCANN_DIR)
+        else:
+            write_embeddings(tmp / EMBEDDINGS_NPY, source.chunks(), source.num_rows, source.dims)
+        write_description(tmp, ids, kind, state.config["params"], state.config["dims"])
+        if corpus is not None:
+            write_documents(tmp / DOCUMENTS_FILE, corpus)
+
+
+def _commit(state, segments, masks, next_segment):
+    """Writes the deletion file (`masks`; None: the previous generation's), then the manifest, then removes
+    the files no generation kept uses."""
+    generation = state.manifest["generation"] + 1
+    deleted = state.manifest["deleted"] if masks is None else None
+    masks = {name: mask for name, mask in (masks or {}).items() if mask.any()}
+    if masks:
+        deleted = deleted_name(generation)
+        with atomic_file(os.path.join(state.directory, deleted)) as f:
+            write_deleted(f, masks)
+    manifest = {
+        "manifest_format": state.manifest["manifest_format"],
+        "generation": generation,
+        "segments": segments,
+        "deleted": deleted,
+        "next_segment": next_segment,
+        "previous": {"segments": [s["name"] for s in state.segments], "deleted": state.manifest["deleted"]},
+    }
+    replace_file(os.path.join(state.directory, MANIFEST_JSON), json.dumps(manifest, indent=2).encode("utf-8"))
+    state.manifest = manifest
+    _remove_unused(state)
+    return manifest
+
+
+def _remove_unused(state):
+    """Removes the segments and deletion files that neither the manifest's generation nor the one before
+    uses (those of killed updates, and of generations replaced since), and the staging killed writes left."""
+    manifest, directory = state.manifest, state.directory
+    used = used_names(manifest)
+    for name in files.listdir(directory):
+        if name.startswith(("segment-", "deleted-")) and name not in used:
+            files.remove(os.path.join(directory, name))
+    for name in (MANIFEST_JSON, segment_name(manifest["next_segment"]), deleted_name(manifest["generation"] + 1)):
+        files.remove_staging(os.path.join(directory, name))
+    if BASE not in used and manifest["generation"]:
+        for name in (IDS_TXT, EMBEDDINGS_NPY, SCANN_DIR):
+            files.remove(os.path.join(directory, name))
+        base_documents = documents_path(directory, BASE)
+        if base_documents is not None:
+            files.remove(base_documents)

@@ -1,0 +1,152 @@
+"""BM25 sparse baseline on `bm25s`, saved and loaded in bm25s' own format."""
+
+import json
+import os
+
+import numpy as np
+
+from gtr_keras.errors import DataError, UserError
+from gtr_keras.index.layout import read_ids
+from gtr_keras.utils.records import read_json_object, strings_sha256
+
+SETTINGS_JSON = "bm25.json"
+IDS_TXT = "ids.txt"
+# What `BM25Retriever.save` writes: its own two files and bm25s' (`bm25s.BM25.save`, no corpus).
+SAVED_FILES = (SETTINGS_JSON, IDS_TXT, "params.index.json", "vocab.index.json", "*.index.npy")
+_FORMAT = 1
+_TOKENIZATION = {"stopwords": "en", "stemmer": "english"}
+
+
+class BM25Retriever:
+    """Lexical BM25 retrieval with English stopwords and Snowball stemming.
+
+    Args:
+        k1: BM25 term-frequency saturation.
+        b: BM25 length normalisation.
+        method: the `bm25s` scoring variant (`"lucene"`, `"robertson"`, ...).
+        show_progress: show `bm25s` progress bars.
+
+    Example:
+    >>> retriever = BM25Retriever()
+    >>> retriever.index(["cats purr", "dogs bark"], ["d1", "d2"])
+    >>> retriever.search(["barking dog"], k=1)[0]
+    [['d2']]
+    """
+
+    def __init__(self, k1=1.5, b=0.75, method="lucene", show_progress=False):
+        import bm25s  # not at import: `search`, `index` and `export` import this module (retriever.py) for names
+        import Stemmer
+
+        self.k1, self.b, self.method, self.show_progress = k1, b, method, show_progress
+        self._bm25 = bm25s.BM25(k1=k1, b=b, method=method)
+        self._stemmer = Stemmer.Stemmer(_TOKENIZATION["stemmer"])
+        self._doc_ids = None
+        self.texts_sha256 = None  # of the indexed texts, in order (`records.strings_sha256`)
+
+    def get_config(self):
+        return {"k1": self.k1, "b": self.b, "method": self.method, "show_progress": self.show_progress}
+
+    @property
+    def ids(self):
+        """The indexed document ids, in row order (None before `index`)."""
+        return None if self._doc_ids is None else self._doc_ids.tolist()
+
+    def save(self, directory):
+        """Writes the index into the local directory `directory` (created if missing): bm25s' own files
+        (`bm25s.BM25.save`, no corpus), `ids.txt` (one id a line, in row order) and `bm25.json` (the
+        settings and tokenization, checked by `load`, and `texts_sha256`, the SHA-256 of the texts indexed)."""
+        if self._doc_ids is None:
+            raise RuntimeError("call index() before save()")
+        os.makedirs(directory, exist_ok=True)
+        self._bm25.save(directory, show_progress=False)
+        with open(os.path.join(directory, IDS_TXT), "w", encoding="utf-8", newline="") as f:
+            f.writelines(f"{doc_id}\n" for doc_id in self._doc_ids)
+        settings = {
+            "format": _FORMAT,
+            "num_documents": len(self._doc_ids),
+            "texts_sha256": self.texts_sha256,
+            **_TOKENIZATION,
+            **self.get_config(),
+        }
+        with open(os.path.join(directory, SETTINGS_JSON), "w", encoding="utf-8") as f:
+            json.dump(settings, f, indent=2)
+
+    @classmethod
+    def load(cls, directory):
+        """A `BM25Retriever` saved by `save` in the local directory `directory`.
+
+        Raises:
+            DataError: a missing or malformed file, or an index of another format or tokenization.
+        """
+        path = os.path.join(directory, SETTINGS_JSON)
+        remedy = "rebuild the index"
+        settings = read_json_object(path, remedy)
+        if settings.get("format") != _FORMAT or any(settings.get(k) != v for k, v in _TOKENIZATION.items()):
+            raise DataError(f"{path}: a BM25 index of another format or tokenization than this gtr-keras'; {remedy}")
+        import bm25s
+
+        retriever = cls(**{key: settings[key] for key in ("k1", "b", "method", "show_progress") if key in settings})
+        try:
+            retriever._bm25 = bm25s.BM25.load(directory, show_progress=False)
+        except (OSError, ValueError, KeyError) as error:
+            raise DataError(f"{directory}: unreadable BM25 index ({error}); {remedy}") from error
+        ids = read_ids(os.path.join(directory, IDS_TXT), settings.get("num_documents"))
+        retriever._doc_ids = np.asarray(list(ids), dtype=object)
+        retriever.texts_sha256 = settings.get("texts_sha256")
+        return retriever
+
+    def _tokenize(self, texts):
+        import bm25s
+
+        return bm25s.tokenize(
+            list(texts),
+            stopwords=_TOKENIZATION["stopwords"],
+            stemmer=self._stemmer,
+            return_ids=False,
+            show_progress=self.show_progress,
+        )
+
+    def index(self, corpus_texts, corpus_ids):
+        """Builds the index.
+
+        Args:
+            corpus_texts: document texts.
+            corpus_ids: document ids, aligned with `corpus_texts`.
+        """
+        corpus_ids = list(corpus_ids)
+        corpus_texts = list(corpus_texts)
+        if len(corpus_texts) != len(corpus_ids):
+            raise UserError(f"got {len(corpus_texts)} texts but {len(corpus_ids)} ids")
+        if not corpus_ids:
+            raise UserError("cannot index an empty corpus")
+        self._bm25.index(self._tokenize(corpus_texts), show_progress=self.show_progress)
+        self._doc_ids = np.asarray(corpus_ids, dtype=object)
+        self.texts_sha256 = strings_sha256(corpus_texts)
+
+    def search(self, queries, k):
+        """Retrieves the best documents for each query.
+
+        Only documents sharing a term with the query are returned (as in
+        Lucene or Elasticsearch), so a query can get fewer than `k` results;
+        `k` larger than the corpus is allowed.
+
+        Args:
+            queries: query texts.
+            k: the most documents to return per query.
+
+        Returns:
+            `(ids, scores)`: per query, a list of at most `k` document ids,
+            best first, and the list of their scores.
+        """
+        if self._doc_ids is None:
+            raise RuntimeError("call index() before search()")
+        if not queries:
+            return [], []
+        k = min(k, len(self._doc_ids))
+        indices, scores = self._bm25.retrieve(self._tokenize(queries), k=k, show_progress=self.show_progress)
+        ids, kept_scores = [], []
+        for row_indices, row_scores in zip(indices, scores):
+            matched = row_scores > 0
+            ids.append(self._doc_ids[row_indices[matched]].tolist())
+            kept_scores.append(row_scores[matched].tolist())
+        return ids, kept_scores

@@ -1,0 +1,134 @@
+"""The BM25 side of an index directory: `INDEX/bm25/`, a `BM25Retriever` of the index's documents in
+bm25s' own format, with the ids of the dense part in its order.
+
+`gtr-keras index` writes it beside the dense part, inside the same atomic
+directory (`retriever.write_index`): the two appear, and are replaced, together.
+Loading checks that its ids are the dense part's, in order, and that it indexed
+the texts of the documents the index stores. An index of
+precomputed embeddings has no texts: it gets a BM25 side from a corpus given
+for it (`corpus_in_index_order` checks its ids), or none (`load_bm25_side`
+refuses hybrid search on it).
+"""
+
+import os
+
+from gtr_keras.beir.readers import Corpus
+from gtr_keras.errors import DataError, MismatchError
+from gtr_keras.index.segments import index_documents
+from gtr_keras.lexical.bm25 import IDS_TXT, SAVED_FILES, SETTINGS_JSON, BM25Retriever
+from gtr_keras.utils import files
+from gtr_keras.utils.records import strings_sha256
+
+BM25_SUBDIR = "bm25"
+BM25_DIRECTORY = files.DirectoryKind("the BM25 side of an index", (SETTINGS_JSON,), SAVED_FILES)
+
+
+def _bm25_of(corpus):
+    retriever = BM25Retriever()
+    retriever.index(corpus.joined(), corpus.ids)
+    return retriever
+
+
+def write_bm25_side(staging, corpus):
+    """Indexes `corpus` with BM25 into `staging/bm25`, a local directory (an index's staging directory).
+
+    Example:
+    >>> write_bm25_side(pathlib.Path("/tmp/.scifact.tmp-1"), load_corpus("scifact"))
+    """
+    _bm25_of(corpus).save(os.path.join(staging, BM25_SUBDIR))
+
+
+def rebuild_bm25_side(index_dir, index):
+    """Replaces the BM25 side of an updated index directory, atomically, by one of the documents of the
+    live rows of `index` (its dense part as loaded after the update), in their order.
+
+    The whole side is rebuilt (bm25s indexes have no updates, and every document's weights depend on the
+    corpus' statistics): about 0.2-0.35 ms a document on 2 CPU cores (docs/hybrid.md), whatever the update.
+
+    Raises:
+        DataError: a live row without its document (an update from embeddings, which bring no texts).
+
+    Example:
+    >>> rebuild_bm25_side("indexes/scifact", SearchIndex.load("indexes/scifact/index"))
+    """
+    corpus = index_documents(index)
+    if corpus is None:
+        raise DataError(f"{index_dir}: stores no documents, so no BM25 side can be built")
+    corpus = corpus_in_index_order(corpus, os.path.join(index_dir, "index"), index.ids)
+    with files.atomic_directory(os.path.join(index_dir, BM25_SUBDIR), [BM25_DIRECTORY]) as staging:
+        _bm25_of(corpus).save(staging)
+
+
+def bm25_side_ids(index_dir):
+    """The ids of an index directory's BM25 side, in row order (its `ids.txt`, without loading the side)."""
+    with files.open(os.path.join(index_dir, BM25_SUBDIR, IDS_TXT), "rb") as f:
+        return f.read().decode("utf-8").splitlines()
+
+
+def has_bm25_side(index_dir):
+    """Whether the index directory `index_dir` holds a BM25 side."""
+    return files.isfile(os.path.join(index_dir, BM25_SUBDIR, SETTINGS_JSON))
+
+
+def load_bm25_side(index_dir, ids, corpus=None):
+    """The `BM25Retriever` of an index directory, once its ids are checked to be `ids` (the dense part's)
+    and its texts those of `corpus`.
+
+    Args:
+        index_dir: an index directory (local or on any file system TensorFlow knows).
+        ids: the ids of the index's dense part, in row order.
+        corpus: the documents the index stores (`Retriever.corpus`), or None: texts not checked.
+
+    Raises:
+        DataError: the index has no BM25 side (one line saying how to give it one), or a malformed one.
+        MismatchError: its ids are not `ids` in that order, or it indexed other texts than `corpus`'s.
+
+    Example:
+    >>> bm25 = load_bm25_side("indexes/scifact", SearchIndex.load("indexes/scifact/index").ids)
+    """
+    path = os.path.join(index_dir, BM25_SUBDIR)
+    if not has_bm25_side(index_dir):
+        raise DataError(
+            f"{index_dir}: no BM25 side ({path} is missing), so no BM25 or hybrid search; rebuild the index "
+            "without --no-bm25, or, for one of --embeddings, with --bm25-corpus CORPUS"
+        )
+    with files.local_copy(path) as local:
+        retriever = BM25Retriever.load(local)
+    side, dense = retriever.ids, list(ids)
+    if side != dense:
+        first = next((i for i, (a, b) in enumerate(zip(side, dense)) if a != b), min(len(side), len(dense)))
+        found = repr(side[first]) if first < len(side) else "nothing"
+        wanted = repr(dense[first]) if first < len(dense) else "nothing"
+        raise MismatchError(
+            f"{path}: not the documents of the index ({len(side)} ids for {len(dense)}; row {first} holds "
+            f"{found}, the dense part {wanted}); rebuild the index"
+        )
+    if corpus is not None and retriever.texts_sha256 != strings_sha256(corpus.joined()):
+        raise MismatchError(
+            f"{path}: indexed other texts than the documents the index stores: an update is rebuilding it (retry "
+            "when it ends) or was killed first (`gtr-keras index --out INDEX --update --compact` rebuilds it)"
+        )
+    return retriever
+
+
+def corpus_in_index_order(corpus, path, ids):
+    """`corpus` (read from `path`) in the order of the index ids `ids`, once it holds exactly those documents.
+
+    Raises:
+        DataError: `corpus` lacks a document of the index, or holds one the index does not, naming `path`
+            and the id.
+
+    Example:
+    >>> corpus_in_index_order(load_corpus("scifact"), "scifact", EmbeddingFiles.open("emb/*.npy").ids)
+    """
+    ids = list(ids)
+    positions = {doc_id: i for i, doc_id in enumerate(corpus.ids)}
+    missing = next((doc_id for doc_id in ids if doc_id not in positions), None)
+    if missing is not None:
+        raise DataError(f"{path}: lacks document {missing!r} of the index (the BM25 side needs every document)")
+    if len(corpus) != len(ids):
+        indexed = set(ids)
+        extra = next(doc_id for doc_id in corpus.ids if doc_id not in indexed)
+        raise DataError(f"{path}: document {extra!r} is not in the index (its embeddings hold other documents)")
+    order = [positions[doc_id] for doc_id in ids]
+    return Corpus([corpus.ids[i] for i in order], [corpus.titles[i] for i in order], [corpus.texts[i] for i in order])

@@ -1,0 +1,309 @@
+"""`GTRTextEmbedder`: the GTR tower as a keras-hub `TextEmbedder`."""
+
+import functools
+import os
+
+import keras
+import keras_hub
+import numpy as np
+import tensorflow as tf
+from keras import ops
+from keras_hub.src.utils import preset_utils
+
+from gtr_keras.errors import CheckpointError, UserError
+from gtr_keras.models.gtr.encoder import Encoder, to_bytes
+from gtr_keras.models.gtr.gtr_backbone import GTRBackbone
+from gtr_keras.models.gtr.gtr_text_embedder_preprocessor import GTRTextEmbedderPreprocessor
+from gtr_keras.models.gtr.gtr_tokenizer import VOCABULARY_FILE, pad_token_ids
+from gtr_keras.models.gtr.masked_mean_pooling import MaskedMeanPooling
+from gtr_keras.models.gtr.presets import preset_config
+from gtr_keras.models.model_files.model_directory import (
+    check_finite,
+    check_model_directory,
+    check_weights_file,
+    file_weights_by_path,
+)
+from gtr_keras.models.model_files.model_source import (
+    ARCHITECTURE,
+    DOWNLOAD_PREFIXES,
+    KERAS_HUB,
+    load_source,
+    resolve_model_source,
+)
+from gtr_keras.models.model_files.preset_writer import write_preset
+
+
+@keras.saving.register_keras_serializable(package="gtr_keras")
+class GTRTextEmbedder(keras_hub.models.TextEmbedder):
+    """GTR's shared query/document tower: T5 encoder, mean pooling, bias-free projection, L2 norm.
+
+    The head lives here, not in `GTRBackbone`: the backbone is the plain T5
+    encoder (usable under other heads, and what `Backbone.from_preset`
+    gives), and the head is the part sentence-transformers keeps in modules
+    of its own (`Pooling`, `Dense`, `Normalize`). The projection's weights
+    are task weights (`task.weights.h5` in a preset directory). The dot
+    product of two outputs is their cosine.
+
+    `encode_queries`, `encode_documents` and `encode_text` take Python
+    strings and return numpy rows in input order; they tokenise in the
+    graph, sort texts by length and batch them so that short texts are not
+    padded to long ones (`gtr_keras.models.gtr.encoder.Encoder`), so they are much
+    faster on a mixed corpus than `predict`, which also works on raw
+    strings through the preprocessor (document budget).
+
+    Args:
+        backbone: a `GTRBackbone`.
+        preprocessor: a `GTRTextEmbedderPreprocessor`, or `None` for a model
+            that takes `{"token_ids", "padding_mask"}` only.
+        embedding_dim: output dimension D of the projection (768 in GTR).
+
+    Inputs: `{"token_ids", "padding_mask"}` int `[batch, length]` (raw
+    strings through `predict`/`fit`/`encode_*` when there is a preprocessor).
+    Output: float32 `[batch, embedding_dim]`, unit-norm rows.
+
+    Example:
+    >>> embedder = keras_hub.models.TextEmbedder.from_preset(model_dir)
+    >>> queries = embedder.encode_queries(["what keeps a wing up?"])
+    >>> documents = embedder.encode_documents(["lift on a wing", "boundary layer"])
+    >>> embedder.similarity(queries, documents).shape
+    (1, 2)
+    """
+
+    backbone_cls = GTRBackbone
+    preprocessor_cls = GTRTextEmbedderPreprocessor
+
+    def __init__(self, backbone, preprocessor=None, embedding_dim=768, **kwargs):
+        # A subclassed model rather than a functional one, so that `keras.models.clone_model`
+        # (which rebuilds functional models as plain `Functional`s) keeps the class.
+        super().__init__(dtype=backbone.dtype_policy, **kwargs)
+
+        # === Layers ===
+        self.backbone = backbone
+        self.preprocessor = preprocessor
+        policy = backbone.dtype_policy
+        self.pooling = MaskedMeanPooling(name="mean_pooling", dtype=policy)
+        self.projection = keras.layers.Dense(embedding_dim, use_bias=False, name="projection", dtype=policy)
+        self.normalization = keras.layers.UnitNormalization(name="l2_normalize", dtype="float32")
+        self.pooling.build((None, None, backbone.hidden_dim))
+        self.projection.build((None, backbone.hidden_dim))
+        self.normalization.build((None, embedding_dim))
+        self.built = True
+
+        # === Config ===
+        self.embedding_dim = embedding_dim
+        self._batch_encoders = {}
+
+    def call(self, inputs, training=False):
+        sequence = self.backbone(inputs, training=training)
+        return self.normalization(self.projection(self.pooling(sequence, inputs["padding_mask"])))
+
+    @classmethod
+    def from_architecture(cls, preset, preprocessor=None, dtype=None, **overrides):
+        """A randomly initialised embedder of a preset's shape (`gtr-tiny` ... `gtr-xxl`).
+
+        Args:
+            preset: a name in `gtr_keras.models.gtr.presets.PRESETS`.
+            preprocessor: the `GTRTextEmbedderPreprocessor`, if any.
+            dtype: dtype policy.
+            **overrides: architecture arguments replacing the preset's
+                (`embedding_dim` or any `GTRBackbone` argument).
+        """
+        config = preset_config(preset, **overrides)
+        embedding_dim = config.pop("embedding_dim", 768)
+        return cls(cls.backbone_cls(**config, dtype=dtype), preprocessor, embedding_dim)
+
+    @classmethod
+    def from_parts(
+        cls, backbone_config, vocabulary, document_length, query_length, embedding_dim, lowercase=False, dtype=None
+    ):
+        """A randomly initialised embedder from its parts, as the converters of other formats read them.
+
+        Args:
+            backbone_config: `GTRBackbone` arguments.
+            vocabulary: the SentencePiece model (serialized proto bytes).
+            document_length: the document token budget, EOS included.
+            query_length: the query token budget, EOS included.
+            embedding_dim: the projection's output size.
+            lowercase: lower-case texts before tokenizing.
+            dtype: dtype policy.
+
+        Example:
+        >>> embedder = GTRTextEmbedder.from_parts(preset_config("gtr-tiny"), proto, 512, 64, 768)  # doctest: +SKIP
+        """
+        tokenizer = cls.preprocessor_cls.tokenizer_cls(vocabulary, lowercase=lowercase)
+        preprocessor = cls.preprocessor_cls(tokenizer, document_length, query_length)
+        return cls(cls.backbone_cls(**backbone_config, dtype=dtype), preprocessor, embedding_dim)
+
+    @classmethod
+    def from_preset(cls, preset, load_weights=True, **kwargs):
+        """Loads a preset directory, or converts a sentence-transformers GTR checkpoint on the way.
+
+        The source is resolved once (`model_source.resolve_model_source`), then
+        read in its format: keras-hub presets and architectures here, the other
+        formats by the loader registered for them (`model_source.load_source`,
+        `gtr_keras.convert.preset_loader`): a keras-hub preset (a directory written by `save_to_preset`, local or
+        on a file system TensorFlow knows, such as `gs://` or `ram://`, copied
+        locally first; `kaggle://`); a sentence-transformers GTR checkpoint (a
+        directory, or a Hugging Face id `hf://sentence-transformers/gtr-t5-base`,
+        downloaded when online); a model directory of gtr-keras' first format;
+        a trained model's name or alias of `presets.PRESET_SOURCES`
+        (`"gtr_t5_base_en"`, `"gtr-base"`, `"gtr-small-distilled"`); or an
+        architecture's name of `presets.PRESETS` without published weights
+        (`"gtr-tiny"`, `"gtr-small"`), which gives a randomly initialised model
+        without a preprocessor, as `from_architecture` does. A model directory
+        whose settings contradict its weights or each other raises
+        `CheckpointError` naming the file and setting
+        (`model_directory.check_model_directory`).
+
+        Args:
+            preset: a name, id, directory or resolved `ModelSource`.
+            load_weights: read the weights (else randomly initialised).
+            **kwargs: keras-hub's `from_preset` arguments (`dtype`, ...).
+
+        Example:
+        >>> embedder = GTRTextEmbedder.from_preset("hf://sentence-transformers/gtr-t5-base")  # doctest: +SKIP
+        """
+        source = resolve_model_source(preset)
+        if source.format == ARCHITECTURE:
+            return cls.from_architecture(source.path, **kwargs)
+        if source.format != KERAS_HUB:
+            return load_source(cls, source, load_weights, **kwargs)
+        with source.local() as path:
+            if not path.startswith(DOWNLOAD_PREFIXES):
+                check_model_directory(path, load_weights)  # its settings, before keras-hub reads it
+            return preset_utils.get_preset_loader(path).load_task(cls, load_weights, True, **kwargs)
+
+    def save_to_preset(self, preset_dir, max_shard_size=10):
+        """keras-hub's `save_to_preset`, replacing `preset_dir` as a unit (`preset_writer.write_preset`).
+
+        A quantized model is refused; a mixed precision policy (`mixed_bfloat16`) is recorded as its
+        weights' dtype: load it with `dtype="bfloat16"` to run in bfloat16.
+
+        Example:
+        >>> embedder.save_to_preset("models/my-gtr")  # doctest: +SKIP
+        """
+        write_preset(self, preset_dir, functools.partial(super().save_to_preset, max_shard_size=max_shard_size))
+
+    def load_task_weights(self, filepath):
+        """Loads the task weights (the projection), which the file must hold exactly.
+
+        Args:
+            filepath: a `task.weights.h5` file.
+
+        Raises:
+            CheckpointError: a missing, extra, misshapen or non-finite weight, a
+                vocabulary with more pieces than the model has embedding rows,
+                or a setting of the file's model directory that contradicts
+                its weights (`model_directory.check_weights_file`).
+        """
+        check_weights_file(self, filepath)
+        tokenizer = self.preprocessor.tokenizer if self.preprocessor is not None else None
+        if tokenizer is not None and tokenizer.vocabulary_size() > self.backbone.vocabulary_size:
+            directory = os.path.dirname(os.fspath(filepath))
+            raise CheckpointError(
+                f"{directory}/assets/tokenizer/{VOCABULARY_FILE}: {tokenizer.vocabulary_size()} pieces, but the "
+                f"model has {self.backbone.vocabulary_size} token embedding rows (config.json vocabulary_size): "
+                "the vocabulary is another model's"
+            )
+        super().load_task_weights(filepath)
+        check_finite(file_weights_by_path(self), filepath)
+
+    def get_config(self):
+        return {**super().get_config(), "embedding_dim": self.embedding_dim}
+
+    @property
+    def query_length(self):
+        """Token budget of queries (the preprocessor's), EOS included."""
+        return self.preprocessor.query_length
+
+    @property
+    def document_length(self):
+        """Token budget of documents (the preprocessor's), EOS included."""
+        return self.preprocessor.sequence_length
+
+    def batch_encoder(self, jit_compile=False):
+        """The `Encoder` behind `encode_*` (one per `jit_compile` setting, built once)."""
+        if self.preprocessor is None:
+            raise ValueError("this GTRTextEmbedder has no preprocessor: it embeds token ids only")
+        if jit_compile not in self._batch_encoders:
+            self._batch_encoders[jit_compile] = Encoder(self, jit_compile=jit_compile)
+        return self._batch_encoders[jit_compile]
+
+    def encode_text(self, text, kind="document", batch_size=32, progress=None):
+        """Embeds a string or a list of strings: float32 numpy `[n, D]`, unit rows, in input order.
+
+        Args:
+            text: a string or a list of strings.
+            kind: `"query"` or `"document"`: which token budget applies.
+            batch_size: texts per forward pass.
+            progress: show a progress bar; by default only for long inputs.
+        """
+        texts = [text] if isinstance(text, (str, bytes)) else list(text)
+        if keras.backend.backend() != "tensorflow":
+            return self._encode_through_the_backend(texts, kind, batch_size)
+        return self.batch_encoder().encode(texts, kind, batch_size, progress)
+
+    def _encode_through_the_backend(self, texts, kind, batch_size):
+        """`encode_text` on the JAX or PyTorch backend, where the `Encoder`'s traced TensorFlow path is not
+        available: tokens from the graph tokenizer (TF Text, eagerly), the model called by the backend."""
+        if self.preprocessor is None:
+            raise ValueError("this GTRTextEmbedder has no preprocessor: it embeds token ids only")
+        rows = [np.zeros((0, self.embedding_dim), np.float32)]
+        for start in range(0, len(texts), batch_size):
+            batch = tf.constant([to_bytes(text) for text in texts[start : start + batch_size]], tf.string)
+            features = pad_token_ids(self.preprocessor.token_ids(batch, kind))
+            rows.append(ops.convert_to_numpy(self({key: value.numpy() for key, value in features.items()})))
+        return np.concatenate(rows).astype(np.float32)
+
+    def encode_queries(self, queries, batch_size=32, progress=None):
+        """Embeds queries (truncated to `query_length` tokens)."""
+        return self.encode_text(queries, "query", batch_size, progress)
+
+    def encode_documents(self, documents, batch_size=32, progress=None):
+        """Embeds documents (truncated to `document_length` tokens)."""
+        return self.encode_text(documents, "document", batch_size, progress)
+
+    def export(self, filepath, format="tf_saved_model", verbose=None, input_signature=None, **kwargs):
+        """Keras' `Model.export` with strings in: a SavedModel whose `serve` (documents) and `encode_queries`
+        endpoints take tf.string `[batch]` and return float32 `[batch, D]` (the tokenizer is in the graph).
+
+        Loading it needs `import tensorflow_text` first. Keras' other formats (and an `input_signature`)
+        are refused: their converters do not take TF Text's tokenizer op; `gtr-keras export --format`
+        writes GTR's exports for other runtimes (docs/serving.md).
+
+        Args:
+            filepath: the SavedModel directory to write.
+            format: `"tf_saved_model"`.
+            verbose: print a summary of the endpoints (Keras' default: yes).
+
+        Example:
+        >>> embedder.export("exports/keras-gtr")
+        >>> tf.saved_model.load("exports/keras-gtr").serve(tf.constant(["a document"])).shape
+        TensorShape([1, 768])
+        """
+        if format != "tf_saved_model" or input_signature is not None or kwargs:
+            given = f"format={format!r}" if format != "tf_saved_model" else "input_signature or keyword arguments"
+            raise UserError(
+                f"GTRTextEmbedder.export: {given} is not supported (only format='tf_saved_model', strings in); "
+                "for LiteRT and other runtimes use `gtr-keras export --format`"
+            )
+        if self.preprocessor is None:
+            raise UserError("GTRTextEmbedder.export: this GTRTextEmbedder has no preprocessor to take strings")
+        texts = tf.TensorSpec([None], tf.string, name="texts")
+        archive = keras.export.ExportArchive()
+        archive.track(self)
+        for endpoint, kind in (("serve", "document"), ("encode_queries", "query")):
+            archive.add_endpoint(
+                endpoint,
+                functools.partial(self._embed_strings, kind=kind),
+                input_signature=[texts],
+            )
+        archive.write_out(filepath, verbose=True if verbose is None else verbose)
+
+    def _embed_strings(self, texts, kind):
+        return tf.cast(self(pad_token_ids(self.preprocessor.token_ids(texts, kind)), training=False), tf.float32)
+
+    def similarity(self, query_embeddings, document_embeddings):
+        """Cosine similarities `[queries, documents]` of unit-norm embeddings."""
+        scores = ops.matmul(ops.convert_to_tensor(query_embeddings), ops.transpose(document_embeddings))
+        return ops.convert_to_numpy(scores)

@@ -1,0 +1,100 @@
+"""`SearchIndex` and `write_search_index`: search, save and load, streamed builds."""
+
+import os
+
+import numpy as np
+import pytest
+from search_inputs import CORPUS, DIMS, QUERIES, clustered, doc_ids, recall
+
+from gtr_keras.errors import UserError
+from gtr_keras.index.search_index import ArrayRows, SearchIndex, write_search_index
+
+
+@pytest.fixture(scope="module")
+def scann_index():
+    return SearchIndex(doc_ids(len(CORPUS)), CORPUS, kind="scann")
+
+
+@pytest.mark.parametrize("kind", ["exact", "scann"])
+def test_k_larger_than_corpus_returns_every_row(kind):
+    corpus = clustered(300, seed=3)
+    index = SearchIndex(doc_ids(300), corpus, kind=kind)
+    indices, scores = index.search(corpus[:4], k=1000)
+    assert indices.shape == scores.shape == (4, 300)
+    assert all(sorted(row) == list(range(300)) for row in indices)
+    assert np.all(np.diff(scores, axis=1) <= 1e-6)
+
+
+def test_search_ids_maps_rows_to_ids():
+    index = SearchIndex(doc_ids(len(CORPUS)), CORPUS, kind="exact")
+    ids, scores = index.search_ids(CORPUS[[7, 42]], k=1)
+    assert ids == [["doc-7"], ["doc-42"]]
+    np.testing.assert_allclose(scores, 1.0, rtol=1e-5)
+
+
+def test_auto_kind_uses_exact_for_small_corpora():
+    assert SearchIndex(doc_ids(len(CORPUS)), CORPUS).kind == "exact"
+
+
+@pytest.mark.parametrize("kind", ["exact", "scann"])
+def test_save_load_round_trip(kind, scann_index, tmp_path):
+    index = scann_index if kind == "scann" else SearchIndex(doc_ids(len(CORPUS)), CORPUS, kind="exact")
+    index.save(tmp_path / "index")
+    loaded = SearchIndex.load(tmp_path / "index")
+    assert loaded.kind == kind
+    assert loaded.ids == index.ids
+    assert loaded.params == index.params
+    if kind == "exact":
+        assert isinstance(loaded.embeddings, np.memmap)
+        np.testing.assert_array_equal(loaded.embeddings, CORPUS)
+    else:
+        assert loaded.embeddings is None
+        assert not (tmp_path / "index" / "embeddings.npy").exists()
+    for want, got in zip(index.search(QUERIES, k=10), loaded.search(QUERIES, k=10)):
+        np.testing.assert_array_equal(want, got)
+    assert os.listdir(tmp_path) == ["index"]
+
+
+@pytest.mark.parametrize("kind", ["exact", "scann"])
+def test_streamed_build_equals_the_in_memory_index(kind, tmp_path, monkeypatch):
+    monkeypatch.setattr("gtr_keras.index.search_index._BUILD_CHUNK_ROWS", 700)  # 5 chunks, the last one short
+    params = None if kind == "exact" else {"num_leaves_to_search": 30, "reorder_factor": 300}
+    assert write_search_index(ArrayRows(doc_ids(len(CORPUS)), CORPUS), tmp_path / "index", kind, params) == kind
+    written = SearchIndex.load(tmp_path / "index")
+    exact, _ = SearchIndex(doc_ids(len(CORPUS)), CORPUS, kind="exact").search(QUERIES, k=10)
+    indices, scores = written.search(QUERIES, k=10)
+    if kind == "exact":
+        np.testing.assert_array_equal(indices, exact)
+    else:
+        assert recall(indices, exact) > 0.98  # int8 reordering swaps near-equal scores at the cut
+        np.testing.assert_allclose(scores, np.sum(QUERIES[:, None] * CORPUS[indices], axis=-1), atol=5e-3)
+    scann_files = sorted(os.listdir(tmp_path / "index" / "scann")) if kind == "scann" else []
+    assert "dataset.npy" not in scann_files  # one copy of the vectors: ScaNN's int8 one
+    assert sorted(os.listdir(tmp_path)) == ["index"]
+
+
+def test_rejects_mismatched_queries():
+    index = SearchIndex(doc_ids(len(CORPUS)), CORPUS, kind="exact")
+    with pytest.raises(UserError, match="query_embeddings have 65 dims, the index has 64"):
+        index.search(np.ones((1, DIMS + 1), np.float32), k=1)
+    with pytest.raises(ValueError, match="k must be"):
+        index.search(CORPUS[:1], k=0)
+
+
+@pytest.mark.parametrize(
+    "kind, params, message",
+    [
+        ("fast", None, r"kind must be one of \('auto', 'exact', 'scann'\), got 'fast'"),
+        ("exact", {"reorder_factor": 10}, "`params` only apply to kind='scann'"),
+    ],
+)
+def test_a_bad_kind_or_params_is_a_user_error(kind, params, message):
+    with pytest.raises(UserError, match=message):
+        SearchIndex(doc_ids(2), np.eye(2, dtype=np.float32), kind=kind, params=params)
+
+
+def test_array_rows_refuse_ids_that_do_not_match_the_rows():
+    with pytest.raises(UserError, match="Got 3 ids for 2 embedding rows"):
+        ArrayRows(doc_ids(3), np.eye(2, dtype=np.float32))
+    rows = ArrayRows(doc_ids(5), np.eye(5, dtype=np.float32), chunk_rows=2)
+    assert [len(chunk) for chunk in rows.chunks()] == [2, 2, 1]

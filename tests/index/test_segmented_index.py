@@ -1,0 +1,71 @@
+"""`SegmentedIndex` and `SearchIndex.load` of several directories: shards searched as one index."""
+
+import json
+
+import numpy as np
+import pytest
+from search_inputs import CORPUS, QUERIES, doc_ids, recall
+
+from gtr_keras.errors import DataError, MismatchError
+from gtr_keras.index import SearchIndex
+from gtr_keras.index.search_index import ArrayRows, write_search_index
+from gtr_keras.index.segmented_index import SegmentedIndex
+
+IDS = doc_ids(len(CORPUS))
+
+
+@pytest.mark.parametrize("k", [1, 10, 100])
+def test_exact_shards_give_the_top_k_of_one_index_over_their_union(tmp_path, k):
+    for name, rows in (("a", slice(0, 1700)), ("b", slice(1700, None))):
+        write_search_index(ArrayRows(IDS[rows], CORPUS[rows]), tmp_path / name, kind="exact")
+    shards = SearchIndex.load([tmp_path / "a", tmp_path / "b"])
+    whole = SearchIndex(IDS, CORPUS, kind="exact")
+    got, want = shards.search_ids(QUERIES, k), whole.search_ids(QUERIES, k)
+    assert got[0] == want[0]
+    np.testing.assert_allclose(got[1], want[1], atol=1e-6)
+
+
+def test_ties_across_shards_follow_the_id_rule():
+    same = CORPUS[:1]
+    a = SearchIndex(["b", "x"], np.concatenate([same, CORPUS[1:2]]), kind="exact")
+    b = SearchIndex(["c", "a"], np.concatenate([same, same]), kind="exact")
+    assert SegmentedIndex([(a, None), (b, None)]).search_ids(same, 2)[0] == [["c", "b"]]
+
+
+def test_scann_shards_find_what_one_scann_index_finds(tmp_path):
+    params = {"num_leaves": 30, "num_leaves_to_search": 15}
+    for name, rows in (("a", slice(0, 1500)), ("b", slice(1500, None))):
+        write_search_index(ArrayRows(IDS[rows], CORPUS[rows]), tmp_path / name, kind="scann", params=params)
+    exact = SearchIndex(IDS, CORPUS, kind="exact").search_ids(QUERIES, 10)[0]
+    one = SearchIndex(IDS, CORPUS, kind="scann", params=dict(params, num_leaves=60, num_leaves_to_search=30))
+    shards = SearchIndex.load([tmp_path / "a", tmp_path / "b"])
+    assert shards.kind == "scann"
+    assert recall(shards.search_ids(QUERIES, 10)[0], exact) >= recall(one.search_ids(QUERIES, 10)[0], exact) - 0.02
+
+
+def test_a_scann_part_with_most_rows_deleted_still_fills_k():
+    index = SearchIndex(IDS, CORPUS, kind="scann", params={"num_leaves": 30, "num_leaves_to_search": 30})
+    deleted = np.ones(len(IDS), bool)
+    deleted[::50] = False  # 60 rows live
+    rows, scores = SegmentedIndex([(index, deleted)]).search(QUERIES, 20)
+    assert rows.shape == (len(QUERIES), 20) and np.isfinite(scores).all()
+    live = np.flatnonzero(~deleted)
+    exact = SearchIndex([IDS[i] for i in live], CORPUS[live], kind="exact").search(QUERIES, 20)[0]
+    assert recall(rows, exact) > 0.95
+
+
+def test_shards_must_not_share_ids_nor_differ_in_dims():
+    a = SearchIndex(["d0", "d1"], np.eye(2, dtype="float32"))
+    with pytest.raises(DataError, match="shard-b: id 'd1' is also in shard-a"):
+        SegmentedIndex([(a, None), (SearchIndex(["d1"], np.eye(2, dtype="float32")[:1]), None)], ["shard-a", "shard-b"])
+    with pytest.raises(DataError, match="shard-b: 3 dims, but shard-a has 2"):
+        SegmentedIndex([(a, None), (SearchIndex(["d2"], np.eye(3, dtype="float32")[:1]), None)], ["shard-a", "shard-b"])
+
+
+def test_shards_of_another_model_are_refused_naming_the_shard(tmp_path):
+    for name, sha in (("a", "1" * 64), ("b", "2" * 64)):
+        write_search_index(ArrayRows([f"{name}0"], CORPUS[:1]), tmp_path / name / "index", kind="exact")
+        record = {"embedding_dim": 64, "compute_dtype": "float32", "model_sha256": sha}
+        (tmp_path / name / "retriever.json").write_text(json.dumps(record))
+    with pytest.raises(MismatchError, match=r"b/retriever.json: a shard of another model than .*a/retriever.json"):
+        SearchIndex.load([tmp_path / "a", tmp_path / "b"])

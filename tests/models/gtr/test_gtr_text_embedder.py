@@ -1,0 +1,136 @@
+import numpy as np
+import pytest
+
+from gtr_keras.models.gtr.gtr_backbone import GTRBackbone
+from gtr_keras.models.gtr.gtr_text_embedder import GTRTextEmbedder
+
+
+def _inputs():
+    return {
+        "token_ids": np.array([[5, 6, 7, 1, 0, 0], [9, 1, 0, 0, 0, 0]], "int32"),
+        "padding_mask": np.array([[1, 1, 1, 1, 0, 0], [1, 1, 0, 0, 0, 0]], "int32"),
+    }
+
+
+def test_outputs_are_unit_norm_and_projected_to_embedding_dim():
+    model = GTRTextEmbedder.from_architecture("gtr-tiny", embedding_dim=32)
+    out = model(_inputs()).numpy()
+    assert out.shape == (2, 32)
+    np.testing.assert_allclose(np.linalg.norm(out, axis=-1), 1.0, rtol=1e-6)
+    assert model.get_layer("projection").use_bias is False
+    assert isinstance(model.backbone, GTRBackbone)
+    assert model.backbone(_inputs()).shape == (2, 6, 64)
+
+
+def test_padding_does_not_change_embeddings():
+    model = GTRTextEmbedder.from_architecture("gtr-tiny")
+    inputs = _inputs()
+    trimmed = {k: v[:, :4] for k, v in inputs.items()}
+    np.testing.assert_allclose(model(inputs).numpy(), model(trimmed).numpy(), atol=1e-6)
+
+
+def test_config_round_trip_rebuilds_the_same_architecture():
+    model = GTRTextEmbedder.from_architecture("gtr-tiny", feedforward="gated-gelu", dropout=0.1)
+    clone = GTRTextEmbedder.from_config(model.get_config())
+    assert type(clone) is GTRTextEmbedder and type(clone.backbone) is GTRBackbone
+    assert clone.backbone.get_config() == model.backbone.get_config()
+    assert clone.embedding_dim == model.embedding_dim
+    clone.set_weights(model.get_weights())
+    np.testing.assert_allclose(clone(_inputs()).numpy(), model(_inputs()).numpy(), atol=1e-6)
+
+
+def test_dropout_only_in_training():
+    model = GTRTextEmbedder.from_architecture("gtr-tiny", dropout=0.5)
+    a, b = model(_inputs(), training=False), model(_inputs(), training=False)
+    np.testing.assert_array_equal(a, b)
+    assert not np.allclose(model(_inputs(), training=True), a)
+
+
+def test_bfloat16_policy_keeps_float32_unit_norm_output():
+    model = GTRTextEmbedder.from_architecture("gtr-tiny", dtype="mixed_bfloat16")
+    out = model(_inputs())
+    assert out.dtype == "float32"
+    assert model.backbone.get_layer("block_0").compute_dtype == "bfloat16"
+    assert model.get_layer("projection").compute_dtype == "bfloat16"
+    np.testing.assert_allclose(np.linalg.norm(out.numpy(), axis=-1), 1.0, rtol=1e-3)
+
+
+def test_encode_methods_take_strings_and_keep_order(tiny_encoder):
+    embedder = tiny_encoder.model
+    texts = ["boundary layer " * 40, "wing lift", ""]
+    documents = embedder.encode_documents(texts)
+    np.testing.assert_array_equal(documents, tiny_encoder.encode_documents(texts))
+    np.testing.assert_array_equal(embedder.encode_text(texts), documents)
+    np.testing.assert_allclose(embedder.encode_text("wing lift"), documents[1:2], atol=1e-6)
+    queries = embedder.encode_queries(texts)
+    assert not np.allclose(queries[0], documents[0])  # truncated at 64 tokens, documents at 512
+    np.testing.assert_allclose(embedder.similarity(queries, documents), queries @ documents.T, atol=1e-6)
+
+
+def test_predict_on_raw_strings_uses_the_document_budget(tiny_encoder):
+    embedder = tiny_encoder.model
+    texts = ["boundary layer " * 300, "wing lift"]
+    np.testing.assert_allclose(embedder.predict(texts, verbose=0), embedder.encode_documents(texts), atol=1e-6)
+
+
+@pytest.mark.slow
+def test_keras_export_of_a_loaded_preset_serves_strings(tiny_model_dir, tmp_path):
+    import tensorflow as tf
+    import tensorflow_text  # noqa: F401  (the tokenizer's op, which loading needs)
+
+    embedder = GTRTextEmbedder.from_preset(tiny_model_dir)
+    embedder.export(str(tmp_path / "keras-export"), verbose=False)
+    loaded = tf.saved_model.load(str(tmp_path / "keras-export"))
+    texts = ["boundary layer " * 300, "wing lift", ""]
+    np.testing.assert_allclose(loaded.serve(tf.constant(texts)).numpy(), embedder.encode_documents(texts), atol=1e-5)
+    queries = loaded.encode_queries(tf.constant(texts)).numpy()
+    np.testing.assert_allclose(queries, embedder.encode_queries(texts), atol=1e-5)
+
+
+@pytest.mark.parametrize("format", ["onnx", "openvino", "litert", "torch"])
+def test_keras_export_to_other_formats_points_to_the_command_line(tiny_encoder, tmp_path, format):
+    from gtr_keras.errors import UserError
+
+    with pytest.raises(UserError, match=f"format='{format}' is not supported.*`gtr-keras export --format`"):
+        tiny_encoder.model.export(str(tmp_path / "out"), format=format)
+    assert not (tmp_path / "out").exists()
+
+
+BACKEND_SCRIPT = """
+import json, sys
+import numpy as np
+import keras, gtr_keras
+assert keras.backend.backend() == sys.argv[1]
+embedder = gtr_keras.GTRTextEmbedder.from_preset("gtr_small_distilled_en")
+texts = json.loads(sys.argv[2])
+np.save(sys.argv[3], np.stack([embedder.encode_queries(texts), embedder.encode_documents(texts)]))
+"""
+
+
+@pytest.mark.large
+@pytest.mark.parametrize("backend, module", [("jax", "jax"), ("torch", "torch")])
+def test_encode_works_on_the_jax_and_pytorch_backends_as_on_tensorflow(tmp_path, backend, module):
+    import importlib.util
+    import json
+    import os
+    import subprocess
+    import sys
+
+    from conftest import REPO
+
+    if importlib.util.find_spec(module) is None:
+        pytest.skip(f"{module} is not installed")
+    texts = ["what keeps a wing up?", "", "機械学習 🚀", "boundary layer " * 200]
+    result = subprocess.run(
+        [sys.executable, "-c", BACKEND_SCRIPT, backend, json.dumps(texts), str(tmp_path / "e.npy")],
+        cwd=REPO,
+        env={**os.environ, "KERAS_BACKEND": backend},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    other = np.load(tmp_path / "e.npy")
+    embedder = GTRTextEmbedder.from_preset("gtr_small_distilled_en")
+    np.testing.assert_allclose(other[0], embedder.encode_queries(texts), atol=1e-5, rtol=0)
+    np.testing.assert_allclose(other[1], embedder.encode_documents(texts), atol=1e-5, rtol=0)
