@@ -40,8 +40,8 @@ import numpy as np
 from results import RESULTS, machine, publish, rerun_command
 
 import gtr_keras
+from gtr_keras.beir.readers import load_corpus, load_queries
 from gtr_keras.models.gtr.presets import BUNDLED_MODEL_DIR
-from gtr_keras.retrieval.readers import load_corpus, load_queries
 from gtr_keras.retrieval.retriever import Retriever, build_index
 
 SECTION = "## Serve"
@@ -166,9 +166,7 @@ def main():
         rows.append(row("in-process encode_documents, arrival-order batches", "-", seconds, [], need, "docs"))
         seconds = timed(lambda: encoder.encode_documents(documents, size))
         rows.append(row("in-process encode_documents, length-sorted batches", "-", seconds, [], need, "docs"))
-        seconds = timed(
-            lambda: [retriever.search(queries[i : i + size], 10) for i in range(0, len(queries), size)]
-        )
+        seconds = timed(lambda: [retriever.search(queries[i : i + size], 10) for i in range(0, len(queries), size)])
         rows.append(row("in-process Retriever.search, batches", "-", seconds, [], len(queries), "queries"))
         for max_wait_ms in args.max_wait_ms:
             port = free_port()

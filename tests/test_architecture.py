@@ -24,8 +24,9 @@ ALLOWED = {
     "training": {"utils", "models", "convert", "beir", "retrieval"},
     "distillation": {"utils", "models", "convert", "beir", "index", "retrieval", "training"},
     "serving": {"utils", "models", "index", "lexical", "retrieval"},
+    "server": {"utils", "index", "lexical", "retrieval"},
     "cli": {"utils", "models", "convert", "patches", "beir", "index", "lexical", "retrieval", "training"}
-    | {"distillation", "serving"},
+    | {"distillation", "serving", "server"},
 }
 # A folder holds at most this many modules, its `__init__.py` included.
 MAX_MODULES = 12

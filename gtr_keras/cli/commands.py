@@ -361,7 +361,7 @@ def mine(args):
 
 
 def serve(args):
-    from gtr_keras.retrieval.fusion import model_fusion
+    from gtr_keras.lexical.fusion import model_fusion
     from gtr_keras.server.serve import listening_socket
     from gtr_keras.server.serve import serve as serve_http
 

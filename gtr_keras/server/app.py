@@ -23,7 +23,7 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route
 
 from gtr_keras.errors import OverloadedError, UserError
-from gtr_keras.retrieval.fusion import model_fusion
+from gtr_keras.lexical.fusion import model_fusion
 from gtr_keras.retrieval.hybrid_retriever import HybridRetriever
 from gtr_keras.retrieval.retriever import search_results
 from gtr_keras.server.api_error import ApiError

@@ -9,7 +9,7 @@ import collections
 import json
 import math
 
-from gtr_keras.retrieval.fusion import METHODS
+from gtr_keras.lexical.fusion import METHODS
 from gtr_keras.retrieval.hybrid_retriever import RETRIEVERS
 from gtr_keras.server.api_error import ApiError
 

@@ -7,7 +7,7 @@ import time
 
 import numpy as np
 
-from gtr_keras.retrieval.readers import Corpus
+from gtr_keras.beir.readers import Corpus
 from gtr_keras.server.app import build_app
 from gtr_keras.server.batcher import Batcher, encoding, query_encoder
 from gtr_keras.server.live_index import LiveIndex

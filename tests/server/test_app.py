@@ -9,7 +9,7 @@ import pytest
 from servers import MODEL, corpus, running
 
 from gtr_keras.cli.main import main
-from gtr_keras.retrieval.fusion import model_fusion
+from gtr_keras.lexical.fusion import model_fusion
 from gtr_keras.retrieval.hybrid_retriever import HybridRetriever
 from gtr_keras.retrieval.retriever import Retriever, build_index, search_results
 
