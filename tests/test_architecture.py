@@ -253,6 +253,8 @@ def test_the_top_level_modules_import_what_the_architecture_says():
             "gtr_keras.utils",
             "gtr_keras.utils.files",
             "gtr_keras.models.model_files.model_source",
+            "gtr_keras.serving",
+            "gtr_keras.serving.export_formats",
         }, name
     assert graph["gtr_keras.cli.main"] <= parser | {
         "gtr_keras.errors",
@@ -270,6 +272,14 @@ def test_the_top_level_modules_import_what_the_architecture_says():
         "gtr_keras.patches.keras_hub_preset_loader",
     }
     assert graph["gtr_keras.utils.import_hooks"] == set()
+    assert graph["gtr_keras.serving.export_formats"] == {"gtr_keras.errors"}  # what the parser may read
+    # `gtr_keras.load`: exports' encoders without TensorFlow, a model's stack only for a model.
+    assert graph["gtr_keras.loading"] == {
+        "gtr_keras.errors",
+        "gtr_keras.serving",
+        "gtr_keras.serving.export_formats",
+        "gtr_keras.saving",
+    }
     # The user's loading and saving, above the model family and the converters.
     assert {name.split(".")[1] for name in graph["gtr_keras.saving"]} <= {"errors", "utils", "models", "convert"}
 

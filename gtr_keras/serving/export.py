@@ -66,6 +66,8 @@ STRINGS = tf.TensorSpec([None], tf.string, name="texts")
 QUERIES = tf.TensorSpec([None], tf.string, name="queries")
 K = tf.TensorSpec([None], tf.int32, name="k")
 PAD_ID, PAD_SCORE = "", -2.0
+# The encoder's signature of each kind of text (also the LiteRT export's).
+ENCODER_SIGNATURES = {"query": "encode_queries", "document": "encode_documents"}
 WARMUP_FILE = "tf_serving_warmup_requests"
 WARMUP_TEXTS = ("what keeps a wing up?", "GTR is a dual encoder for retrieval.")
 WARMUP_K = 3
@@ -333,6 +335,28 @@ def export_all(encoder, export_dir, index_dir=None, searcher="scann", version=No
         _check_searcher(encoder, index_dir, searcher, k)
         writers["searcher"] = lambda staging: _write_searcher(encoder, index_dir, staging, searcher, k)
     return _write_together(export_dir, version, writers)
+
+
+def write_export(encoder, export_dir, index=None, searcher="scann", k=10, version=None):
+    """`export --format savedmodel`: the encoder (and, given index directories, the searcher) SavedModels
+    as the next version of `export_dir` (or `version`), after checking the version directories; returns
+    the directories written.
+
+    Example:
+    >>> write_export(encoder, "exports/scifact", ["indexes/scifact"])
+    ['exports/scifact/encoder/1', 'exports/scifact/searcher/1']
+    """
+    version = check_export_versions(export_dir, index, version)
+    index_dir = index[0] if index and len(index) == 1 else index
+    return list(export_all(encoder, export_dir, index_dir, searcher, version, k).values())
+
+
+def check_export_versions(export_dir, index=None, version=None, **options):
+    """The version `write_export` writes, its directories checked first (`check_export_outputs`)."""
+    names = ["encoder", "searcher"] if index else ["encoder"]
+    version = version or next_version(export_dir, names)
+    check_export_outputs(export_dir, version, names)
+    return version
 
 
 def _write_together(export_dir, version, writers):
