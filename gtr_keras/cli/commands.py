@@ -15,7 +15,7 @@ import sys
 import numpy as np
 
 from gtr_keras.cli.arguments import PROG
-from gtr_keras.errors import DataError
+from gtr_keras.errors import DataError, UserError
 from gtr_keras.utils import files
 from gtr_keras.utils.cpu import bfloat16_note
 from gtr_keras.utils.files import atomic_file, atomic_outputs
@@ -364,8 +364,20 @@ def mine(args):
     print(f"wrote {args.out}: {sum(map(len, mined.values()))} negatives for {len(mined)} queries")
 
 
+def _any_encoder(args):
+    """The `--model` encoder of a model directory (`_encoder`) or of any export `gtr_keras.load` takes."""
+    from gtr_keras.loading import load
+    from gtr_keras.serving.export_formats import format_of_directory
+
+    if format_of_directory(args.model) is None:
+        return _encoder(args)
+    dtype = "bfloat16" if args.precision == "bfloat16" else None  # refused for an export, in one line
+    return load(args.model, dtype=dtype, query_length=args.query_length, document_length=args.document_length)
+
+
 def serve(args):
     from gtr_keras.lexical.fusion import model_fusion
+    from gtr_keras.models.gtr.encoder import Encoder
     from gtr_keras.server.serve import listening_socket
     from gtr_keras.server.serve import serve as serve_http
 
@@ -373,8 +385,14 @@ def serve(args):
     try:
         fusion = model_fusion(args.model) if args.index else None  # a bad record before the model loads
         limits = {name: getattr(args, name) for name in ("max_inputs", "max_body_bytes", "max_queries", "max_k")}
+        encoder = _any_encoder(args)
+        if args.index and not isinstance(encoder, Encoder):
+            raise UserError(
+                f"--index: {args.model} is an export, which an index cannot check as the model it was built "
+                "with; serve the index with the model directory (exports serve /v1/embeddings)"
+            )
         serve_http(
-            _encoder(args),
+            encoder,
             args.served_model_name or os.path.basename(str(args.model).rstrip("/")),
             sock,
             index_dir=args.index,

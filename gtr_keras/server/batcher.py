@@ -29,7 +29,8 @@ _Item = collections.namedtuple("_Item", "texts key future arrived")
 def encoding(encoder, batch_size=32):
     """The `run` of a `Batcher` that encodes with `encoder` (what `gtr_keras.load` returns), `batch_size`
     texts per forward pass: key `"query"` or `"document"`, `(float32 [n, D] embeddings, token counts)` for
-    `n` texts.
+    `n` texts. The counts are the encoder's tokenizer's (EOS included, truncated to the kind's budget); an
+    export that tokenizes inside its graph (SavedModel, LiteRT) has none to ask, and counts 0.
 
     Example:
     >>> embeddings, counts = encoding(gtr_keras.load("gtr-small-distilled"))("document", ["lift on a wing"])
@@ -38,7 +39,8 @@ def encoding(encoder, batch_size=32):
     def run(kind, texts):
         if kind not in KINDS:
             raise UserError(f"kind must be one of {KINDS}, got {kind!r}")
-        counts = [len(ids) for ids in encoder.tokenize(texts, kind)]
+        tokenize = getattr(encoder, "tokenize", None)
+        counts = [len(ids) for ids in tokenize(texts, kind)] if tokenize else [0] * len(texts)
         return encoder.encode(texts, kind, batch_size), counts
 
     return run

@@ -94,7 +94,9 @@ def test_the_command_serves_embeddings_and_search_and_stops_at_sigterm(tiny_mode
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
 def test_a_signal_during_a_batch_finishes_it_refuses_new_connections_and_exits_0(tiny_model_dir, tiny_encoder, sig):
     # The batch waits 3 s for company: the signal comes while the request is in the batcher.
-    served = Served("--model", tiny_model_dir, "--max-wait-ms", "3000", "--grace-period", "20")
+    served = Served(
+        "--model", tiny_model_dir, "--served-model-name", "model", "--max-wait-ms", "3000", "--grace-period", "20"
+    )
     answers = []
     request = threading.Thread(
         target=lambda: answers.append(
@@ -104,7 +106,7 @@ def test_a_signal_during_a_batch_finishes_it_refuses_new_connections_and_exits_0
     request.start()
     deadline = time.monotonic() + 30
     while httpx.get(f"{served.url}/health", timeout=10).json()["queued"] == 0:
-        assert time.monotonic() < deadline, "the request never reached the batcher"
+        assert time.monotonic() < deadline and not answers, f"the request never reached the batcher: {answers}"
         time.sleep(0.02)
     served.process.send_signal(sig)
     time.sleep(0.5)
