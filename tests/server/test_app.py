@@ -289,3 +289,15 @@ def test_bm25_search_of_an_index_without_a_bm25_side_is_422(tiny_encoder, tiny_m
 def test_search_results_is_the_shape_of_search_json():
     hits = [[{"id": "d1", "score": 0.5, "title": "t", "text": "x"}]]
     assert search_results(["q"], hits) == [{"query": "q", "hits": hits[0]}]
+
+
+def test_an_onnx_export_serves_the_embeddings_of_its_runtime(tiny_onnx_export, tiny_encoder):
+    from gtr_keras.loading import load
+
+    onnx = load(tiny_onnx_export)
+    with running(onnx) as (url, _, _):
+        answer = httpx.post(f"{url}/v1/embeddings", json={"input": TEXTS, "model": MODEL}).json()
+    embeddings = np.array([d["embedding"] for d in answer["data"]])
+    np.testing.assert_allclose(embeddings, onnx.encode_documents(TEXTS), atol=1e-6, rtol=0)
+    np.testing.assert_allclose(embeddings, tiny_encoder.encode_documents(TEXTS), atol=1e-4, rtol=0)
+    assert answer["usage"]["prompt_tokens"] == sum(len(ids) for ids in onnx.tokenize(TEXTS, "document"))

@@ -167,3 +167,11 @@ def test_the_serve_extra_s_hint_when_uvicorn_is_missing(tmp_path):
     assert result.stderr.strip().startswith(
         "gtr-keras serve: error: needs uvicorn and Starlette: pip install 'gtr-keras[serve]'"
     )
+
+
+def test_an_index_with_an_export_is_exit_2_in_one_line(tiny_onnx_export, index_dir, capsys):
+    from gtr_keras.cli.main import main
+
+    assert main(["serve", "--model", tiny_onnx_export, "--index", str(index_dir), "--port", "0"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("gtr-keras serve: error: --index: ") and "is an export" in err and "\n" not in err
