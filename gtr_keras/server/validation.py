@@ -86,8 +86,9 @@ def _choice(body, field, choices, default):
     return value
 
 
-def _texts(body, field, max_items):
-    """The strings of `body[field]`: a string, or a non-empty list of at most `max_items` strings."""
+def _texts(body, field, max_items, blank=True):
+    """The strings of `body[field]`: a string, or a non-empty list of at most `max_items` strings (`blank`:
+    empty or white space ones too)."""
     value = body[field]
     if isinstance(value, str):
         value = [value]
@@ -102,8 +103,8 @@ def _texts(body, field, max_items):
             _refuse(f"{field}[{i}]", "token ids are not taken; send the text as a string", "invalid_type")
         if not isinstance(text, str):
             _refuse(f"{field}[{i}]", f"must be a string, got {_json_type(text)}", "invalid_type")
-        if not text.strip():
-            _refuse(f"{field}[{i}]", "an empty string; send text", "empty_input")
+        if not blank and not text.strip():
+            _refuse(f"{field}[{i}]" if field == "queries" else field, "a blank query; send text", "empty_input")
     return value
 
 
@@ -174,7 +175,7 @@ def search_request(body, max_queries, max_k):
     single = "query" in body
     if single and not isinstance(body["query"], str):
         _refuse("query", f"must be a string, got {_json_type(body['query'])}", "invalid_type")
-    queries = _texts(body, "query" if single else "queries", max_queries)
+    queries = _texts(body, "query" if single else "queries", max_queries, blank=False)
     k = body.get("k", 10)
     if type(k) is not int or not 1 <= k <= max_k:
         _refuse("k", f"must be an integer from 1 to {max_k}, got {json.dumps(k)}")

@@ -97,6 +97,14 @@ def test_a_signal_during_a_batch_finishes_it_refuses_new_connections_and_exits_0
     served = Served(
         "--model", tiny_model_dir, "--served-model-name", "model", "--max-wait-ms", "3000", "--grace-period", "20"
     )
+    try:
+        _signal_during_a_batch(served, tiny_encoder, sig)
+    finally:  # a failed assertion leaves no server behind
+        if served.process.poll() is None:
+            served.process.kill()
+
+
+def _signal_during_a_batch(served, tiny_encoder, sig):
     answers = []
     request = threading.Thread(
         target=lambda: answers.append(
