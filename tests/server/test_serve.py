@@ -183,3 +183,21 @@ def test_an_index_with_an_export_is_exit_2_in_one_line(tiny_onnx_export, index_d
     assert main(["serve", "--model", tiny_onnx_export, "--index", str(index_dir), "--port", "0"]) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("gtr-keras serve: error: --index: ") and "is an export" in err and "\n" not in err
+
+
+@pytest.mark.parametrize(
+    "flags, message",
+    [
+        (["--port", "70000"], "argument --port: must be from 0 (a free port) to 65535, got 70000"),
+        (["--max-wait-ms", "-1"], "argument --max-wait-ms: must be at least 0, got -1"),
+        (["--poll-interval", "0"], "argument --poll-interval: must be positive, got 0"),
+        (["--max-inputs", "100", "--max-queue", "10"], "argument --max-inputs: 100 is more than --max-queue holds"),
+    ],
+)
+def test_bad_serve_flags_are_exit_2_in_one_line(flags, message, capsys):
+    from gtr_keras.cli.main import main
+
+    with pytest.raises(SystemExit) as exit_:
+        main(["serve", "--model", "gtr-small-distilled", *flags])
+    assert exit_.value.code == 2
+    assert message in capsys.readouterr().err.strip()
