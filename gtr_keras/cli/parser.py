@@ -474,8 +474,9 @@ def build_parser():
     group.add_argument(
         "--max-wait-ms",
         type=at_least_zero_float,
-        default=2.0,
-        help="how long an idle encoder waits after a request for others to share its batch",
+        default=0.0,
+        help="how long an idle encoder waits after a request for others to share its batch (0: none; under "
+        "load, requests share batches anyway: they queue while it encodes)",
     )
     group.add_argument(
         "--max-queue", type=at_least_one, default=4096, help="texts waiting at most; a request beyond is a 503"

@@ -79,14 +79,14 @@ class Batcher:
         name: the worker thread's name.
 
     Example:
-    >>> batcher = Batcher(encoding(gtr_keras.load("gtr-small-distilled"), 32), batch_size=32, max_wait=0.002)
+    >>> batcher = Batcher(encoding(gtr_keras.load("gtr-small-distilled"), 32), batch_size=32, max_wait=0.0)
     >>> embeddings, tokens = batcher.submit(["lift on a wing"], "document").result(timeout=30)
     >>> embeddings.shape, tokens
     ((1, 768), [6])
     >>> batcher.close()
     """
 
-    def __init__(self, run, batch_size=32, max_wait=0.002, max_queue=4096, timeout=60.0, name="gtr-keras-batcher"):
+    def __init__(self, run, batch_size=32, max_wait=0.0, max_queue=4096, timeout=60.0, name="gtr-keras-batcher"):
         if batch_size < 1 or max_queue < 1 or max_wait < 0 or timeout <= 0:
             raise UserError("batch_size and max_queue must be positive, max_wait >= 0 and timeout > 0")
         self.run = run

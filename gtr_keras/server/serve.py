@@ -64,7 +64,7 @@ def serve(
     model_source=None,
     fusion=None,
     batch_size=32,
-    max_wait=0.002,
+    max_wait=0.0,
     max_queue=4096,
     timeout=60.0,
     poll_interval=2.0,
