@@ -135,17 +135,14 @@ def test_no_folder_holds_more_than_twelve_modules():
 
 def test_only_the_top_level_package_the_model_family_and_the_index_import_in_their_init():
     # The model family registers its presets, as keras-hub's families do; the index package gives the names
-    # that `gtr_keras.index` always gave.
+    # that `gtr_keras.index` always gave, on first use.
     expected = {
         os.path.join(PACKAGE, "models", "gtr"): [
             "from keras_hub.src.utils.preset_utils import register_presets",
             "from gtr_keras.models.gtr.gtr_backbone import GTRBackbone",
             "from gtr_keras.models.gtr.presets import keras_hub_presets",
         ],
-        os.path.join(PACKAGE, "index"): [
-            "from gtr_keras.index.scann_builder import scann_params",
-            "from gtr_keras.index.search_index import SearchIndex, write_search_index",
-        ],
+        os.path.join(PACKAGE, "index"): ["import importlib"],
     }
     for directory, _, file_names in os.walk(PACKAGE):
         if "__init__.py" in file_names and directory != PACKAGE:
@@ -255,6 +252,8 @@ def test_the_top_level_modules_import_what_the_architecture_says():
             "gtr_keras.models.model_files.model_source",
             "gtr_keras.serving",
             "gtr_keras.serving.export_formats",
+            "gtr_keras.index",
+            "gtr_keras.index.layout",
         }, name
     assert graph["gtr_keras.cli.main"] <= parser | {
         "gtr_keras.errors",
@@ -276,7 +275,6 @@ def test_the_top_level_modules_import_what_the_architecture_says():
     # `gtr_keras.load`: exports' encoders without TensorFlow, a model's stack only for a model.
     assert graph["gtr_keras.loading"] == {
         "gtr_keras.errors",
-        "gtr_keras.serving",
         "gtr_keras.serving.export_formats",
         "gtr_keras.saving",
     }
@@ -299,3 +297,19 @@ def test_the_converters_and_the_family_modules_they_import_import_first_in_a_fre
         [sys.executable, "-c", f"import {module}"], cwd=REPO, capture_output=True, text=True, timeout=120
     )
     assert result.returncode == 0, result.stderr[-2000:]
+
+
+def test_benchmarks_and_recipes_take_the_public_names_from_the_public_api():
+    import gtr_keras
+
+    private = []
+    for folder in ("benchmarks", "recipes"):
+        for directory, _, file_names in os.walk(os.path.join(REPO, folder)):
+            for file_name in (name for name in file_names if name.endswith(".py")):
+                path = os.path.join(directory, file_name)
+                for node in ast.walk(ast.parse(open(path, encoding="utf-8").read())):
+                    if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("gtr_keras."):
+                        public = [alias.name for alias in node.names if alias.name in gtr_keras.__all__]
+                        if public and node.module not in ("gtr_keras.errors", "gtr_keras.index"):
+                            private.append(f"{os.path.relpath(path, REPO)}: {node.module} {public}")
+    assert private == []

@@ -209,8 +209,11 @@ def _remote_path_problem(path, check):
             return f"{path}: is a directory, expected a file"
         if kind in ("directory", "index") and not files.isdir(path):
             return f"{path}: is a file, expected a directory"
-        if kind == "index" and not files.exists(f"{path.rstrip('/')}/retriever.json"):
-            return f"{path}: not an index directory (no retriever.json); build one with `{PROG} index`"
+        if kind == "index":
+            from gtr_keras.index.layout import RETRIEVER_JSON, not_an_index
+
+            if not files.exists(f"{path.rstrip('/')}/{RETRIEVER_JSON}"):
+                return not_an_index(path)
     elif role == "model" and not exists:
         return f"{path}: no such model directory"
     elif role == "output" and exists:

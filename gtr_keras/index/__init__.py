@@ -1,8 +1,9 @@
 """The search index and its lifecycle, with no model and no TensorFlow: `layout` (every file and folder name
 of an index, the format version), `exact_search` (batched dot products, ties in trec_eval's order),
 `scann_builder` (ScaNN's parameters, built a chunk at a time), `search_index` (`SearchIndex`: exact or ScaNN,
-and `write_search_index`), `embedding_files` (`EmbeddingFiles`, precomputed embedding shards as an index's
-source), `shards` (`ShardWriter`, resumable encode shards), and the updates of an index in place:
+and `write_search_index`), `embedding_files` (`EmbeddingFiles`, precomputed embedding files as an index's
+source), `resumable_encoding` (`ResumableEncoding`, a corpus's embeddings written a piece at a time,
+resumable), and the updates of an index in place:
 `segments` (its manifest, deletion lists and documents), `segmented_index` (`SegmentedIndex`: segments or
 shards searched as one) and `segment_writer` (updates and compaction of a search index).
 
@@ -14,7 +15,18 @@ Example:
 >>> SearchIndex.load(["indexes/msmarco-a", "indexes/msmarco-b"]).search_ids(query_embeddings, 10)  # shards
 """
 
-from gtr_keras.index.scann_builder import scann_params
-from gtr_keras.index.search_index import SearchIndex, write_search_index
+import importlib
 
-__all__ = ["SearchIndex", "scann_params", "write_search_index"]
+_EXPORTS = {
+    "SearchIndex": "gtr_keras.index.search_index",
+    "write_search_index": "gtr_keras.index.search_index",
+    "scann_params": "gtr_keras.index.scann_builder",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name):  # imported on first use: `index.layout` alone costs no searcher
+    if name in _EXPORTS:
+        return getattr(importlib.import_module(_EXPORTS[name]), name)
+    raise AttributeError(f"module 'gtr_keras.index' has no attribute {name!r}")

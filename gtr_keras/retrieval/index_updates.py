@@ -18,14 +18,14 @@ import warnings
 
 from gtr_keras.errors import DataError, DataWarning, MismatchError, UserError
 from gtr_keras.index.embedding_files import EmbeddingFiles
-from gtr_keras.index.layout import RETRIEVER_JSON, check_ids
+from gtr_keras.index.layout import BM25_SUBDIR, INDEX_SUBDIR, check_ids, read_model_record
 from gtr_keras.index.search_index import ArrayRows, SearchIndex
 from gtr_keras.index.segment_writer import missing_ids, read_state, update_search_index
-from gtr_keras.lexical.bm25_side import BM25_SUBDIR, bm25_side_ids, has_bm25_side, rebuild_bm25_side
-from gtr_keras.retrieval.retriever import INDEX_SUBDIR, MODEL_FIELDS, embeddings_metadata, model_change
+from gtr_keras.lexical.bm25_side import bm25_side_ids, has_bm25_side, rebuild_bm25_side
+from gtr_keras.retrieval.retriever import MODEL_FIELDS, embeddings_metadata, model_change
 from gtr_keras.utils import files
 from gtr_keras.utils.locks import locks_output
-from gtr_keras.utils.records import describe_change, read_json_object
+from gtr_keras.utils.records import describe_change
 from gtr_keras.utils.text_files import check_id_text, iter_lines
 
 REMEDY = "update it with the model it was built with, or rebuild the index"
@@ -54,18 +54,6 @@ def read_id_file(path):
         return f"{path}:{lines[i]}"
 
     return check_ids(ids, where, DataError), where
-
-
-def recorded_model(index_dir):
-    """The model record (`retriever.json`) of an index directory, which an update must match.
-
-    Raises:
-        DataError: `index_dir` is not an index directory, or its record is unreadable.
-    """
-    path = os.path.join(index_dir, RETRIEVER_JSON)
-    if not files.isfile(path):
-        raise DataError(f"{index_dir}: not an index directory (no {RETRIEVER_JSON}); build one with `gtr-keras index`")
-    return read_json_object(path, "rebuild the index with `gtr-keras index`")
 
 
 def _check_deletions(index_dir, state, ids, where=None):
@@ -130,7 +118,7 @@ def update_index(
         raise UserError("update an index from embeddings or from a corpus, not both")
     if corpus is not None and encoder is None:
         raise UserError("a corpus is encoded by the index's model: pass its encoder")
-    recorded = recorded_model(index_dir)
+    recorded = read_model_record(index_dir)
     search_index = os.path.join(index_dir, INDEX_SUBDIR)
     state = read_state(search_index)
     bm25 = _repair_bm25_side(index_dir, search_index, state)

@@ -183,19 +183,20 @@ def test_the_update_commands_flags_are_checked_first(tmp_path, capsys, flags, me
 
 
 def test_an_update_reads_the_index_state_and_the_ids_file_once(tmp_path, tiny_encoder, tiny_model_dir, monkeypatch):
-    from gtr_keras.index import segment_writer
+    from gtr_keras.index import layout, segment_writer
     from gtr_keras.retrieval import index_updates
 
     build_index(tiny_encoder, _corpus([f"d{i}" for i in range(20)]), tmp_path / "idx", model_dir=tiny_model_dir)
     states = _counting(monkeypatch, segment_writer.IndexState, "__init__")
     id_files = _counting(monkeypatch, index_updates, "read_id_file")
-    records = _counting(monkeypatch, index_updates, "read_json_object")
+    records = _counting(monkeypatch, layout, "read_json_object")
     (tmp_path / "gone.txt").write_text("d5\n")
     corpus = tmp_path / "corpus.jsonl"
     corpus.write_text(json.dumps({"_id": "n1", "text": "wing lift"}) + "\n")
     argv = ["update", str(tmp_path / "idx"), "--model", tiny_model_dir, "--corpus", str(corpus)]
     assert main([*argv, "--delete", str(tmp_path / "gone.txt")]) == 0
-    assert (len(states), len(id_files), len(records)) == (1, 1, 1)
+    model_records = [path for path, *_ in records if str(path).endswith("retriever.json")]
+    assert (len(states), len(id_files), len(model_records)) == (1, 1, 1)
     assert "n1" in set(SearchIndex.load(str(tmp_path / "idx")).ids)
 
 
