@@ -490,7 +490,6 @@ def build_parser():
     group.add_argument("--max-body-bytes", type=at_least_one, default=8 << 20, help="request body size (413 beyond)")
     group.add_argument("--max-queries", type=at_least_one, default=64, help="queries per search request")
     group.add_argument("--max-k", type=at_least_one, default=1000, help="largest k of a search")
-    group.add_argument("--max-searches", type=at_least_one, default=64, help="searches at once; one more is a 503")
     group.add_argument(
         "--request-timeout",
         type=positive_float,
