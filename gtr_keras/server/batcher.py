@@ -82,7 +82,7 @@ class Batcher:
     >>> batcher = Batcher(encoding(gtr_keras.load("gtr-small-distilled"), 32), batch_size=32, max_wait=0.0)
     >>> embeddings, tokens = batcher.submit(["lift on a wing"], "document").result(timeout=30)
     >>> embeddings.shape, tokens
-    ((1, 768), [6])
+    ((1, 768), [5])
     >>> batcher.close()
     """
 
