@@ -35,6 +35,10 @@ class BusyError(UserError):
     """An output is in use by another run; the message names that run."""
 
 
+class OverloadedError(UserError):
+    """A server's work queue is full, or its answer did not come in time; the message says to retry."""
+
+
 def run_script(main):
     """Runs a recipe's or benchmark's `main()` as `gtr-keras` runs a command: a `UserError` or
     `OSError` ends the script with exit status 2 and one line on stderr, `SCRIPT: error: MESSAGE`;

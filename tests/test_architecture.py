@@ -26,8 +26,9 @@ ALLOWED = {
     "distillation": {"utils", "models", "convert", "beir", "index", "retrieval", "training"},
     "serving": {"utils", "models", "index", "filters", "lexical", "retrieval"},
     "integrity": {"utils", "models", "index", "lexical", "retrieval", "serving"},
+    "server": {"utils", "index", "filters", "lexical", "retrieval"},
     "cli": {"utils", "models", "convert", "patches", "beir", "index", "filters", "lexical", "retrieval", "training"}
-    | {"distillation", "serving", "integrity"},
+    | {"distillation", "serving", "integrity", "server"},
 }
 # A folder holds at most this many modules, its `__init__.py` included.
 MAX_MODULES = 12

@@ -94,6 +94,16 @@ def fraction_or_zero(text):
 
 fraction_or_zero.__name__ = "float"
 
+
+def port_number(text):
+    value = int(text)
+    if not 0 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"must be from 0 (a free port) to 65535, got {value}")
+    return value
+
+
+port_number.__name__ = "int"
+
 at_least_one = int_at_least(1)
 at_least_zero = int_at_least(0)
 token_budget = int_at_least(2, " (one token and EOS)")

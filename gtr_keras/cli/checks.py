@@ -137,6 +137,8 @@ def check_export_format(args, parser):
 
 # Flags that need an optional dependency: (flag's dest, what it needs, its module, the extra that installs it).
 _EXTRAS = (("runner", "Apache Beam", "apache_beam", "beam"),)
+# Commands that need one: (command, what it needs, its modules, the extra that installs them).
+_COMMAND_EXTRAS = (("serve", "uvicorn and Starlette", ("uvicorn", "starlette"), "serve"),)
 
 
 def check_extras(args, parser):
@@ -149,6 +151,9 @@ def check_extras(args, parser):
     for dest, name, module, extra in _EXTRAS:
         if getattr(args, dest, None) and importlib.util.find_spec(module) is None:
             parser.error(f"argument --{dest}: needs {name}: pip install 'gtr-keras[{extra}]'")
+    for command, name, modules, extra in _COMMAND_EXTRAS:
+        if args.command == command and any(importlib.util.find_spec(module) is None for module in modules):
+            parser.error(f"needs {name}: pip install 'gtr-keras[{extra}]'")
 
 
 def _comparable(path):

@@ -15,7 +15,7 @@ import sys
 import numpy as np
 
 from gtr_keras.cli.arguments import PROG
-from gtr_keras.errors import DataError
+from gtr_keras.errors import DataError, UserError
 from gtr_keras.utils import files
 from gtr_keras.utils.cpu import bfloat16_note
 from gtr_keras.utils.files import atomic_file, atomic_outputs
@@ -253,7 +253,7 @@ def _search_filter(args):
 
 def search(args):
     from gtr_keras.retrieval.hybrid_retriever import HybridRetriever
-    from gtr_keras.retrieval.retriever import Retriever
+    from gtr_keras.retrieval.retriever import Retriever, search_results
 
     filter = _search_filter(args)  # a bad expression or ids file before the index and the model load
     if args.retriever == "gtr":
@@ -272,7 +272,7 @@ def search(args):
             Retriever.check_model(args.index[0], hybrid.retriever.encoder)
         hits = hybrid.search(args.queries, args.k, args.retriever, filter)
     if args.json:
-        print(json.dumps([{"query": q, "hits": h} for q, h in zip(args.queries, hits)], ensure_ascii=False, indent=2))
+        print(json.dumps(search_results(args.queries, hits), ensure_ascii=False, indent=2))
         return
     for query, row in zip(args.queries, hits):
         print(f"query: {query}")
@@ -383,6 +383,53 @@ def mine(args):
         for qid, negative_ids in mined.items():
             f.write((json.dumps({"query_id": qid, "negative_ids": negative_ids}) + "\n").encode("utf-8"))
     print(f"wrote {args.out}: {sum(map(len, mined.values()))} negatives for {len(mined)} queries")
+
+
+def _any_encoder(args):
+    """The `--model` encoder of a model directory (`_encoder`) or of any export `gtr_keras.load` takes."""
+    from gtr_keras.loading import load
+    from gtr_keras.serving.export_formats import format_of_directory
+
+    if format_of_directory(args.model) is None:
+        return _encoder(args)
+    dtype = "bfloat16" if args.precision == "bfloat16" else None  # refused for an export, in one line
+    return load(args.model, dtype=dtype, query_length=args.query_length, document_length=args.document_length)
+
+
+def serve(args):
+    from gtr_keras.lexical.fusion import model_fusion
+    from gtr_keras.models.gtr.encoder import Encoder
+    from gtr_keras.server.serve import listening_socket
+    from gtr_keras.server.serve import serve as serve_http
+
+    sock = listening_socket(args.host, args.port)  # a port in use is exit 2 before the model loads
+    try:
+        fusion = model_fusion(args.model) if args.index else None  # a bad record before the model loads
+        limits = {name: getattr(args, name) for name in ("max_inputs", "max_body_bytes", "max_queries", "max_k")}
+        encoder = _any_encoder(args)
+        if args.index and not isinstance(encoder, Encoder):
+            raise UserError(
+                f"--index: {args.model} is an export, which an index cannot check as the model it was built "
+                "with; serve the index with the model directory (exports serve /v1/embeddings)"
+            )
+        serve_http(
+            encoder,
+            args.served_model_name or os.path.basename(str(args.model).rstrip("/")),
+            sock,
+            index_dir=args.index,
+            model_source=args.model,
+            fusion=fusion,
+            batch_size=args.batch_size,
+            max_wait=args.max_wait_ms / 1000,
+            max_queue=args.max_queue,
+            timeout=args.request_timeout,
+            poll_interval=args.poll_interval,
+            grace_period=args.grace_period,
+            limits=limits,
+            access_log=args.access_log,
+        )
+    finally:
+        sock.close()
 
 
 def demo(args):

@@ -14,6 +14,7 @@ from gtr_keras.cli.arguments import (
     Parser,
     at_least_one,
     at_least_zero,
+    at_least_zero_float,
     corpus_source,
     embedding_source,
     fraction_or_zero,
@@ -24,6 +25,8 @@ from gtr_keras.cli.arguments import (
     output_dir,
     output_file,
     output_path,
+    port_number,
+    positive_float,
     text,
     token_budget,
 )
@@ -484,6 +487,61 @@ def build_parser():
     )
     p.add_argument("path", type=input_path("path"), help="the directory (or .tflite file) to check")
     p.add_argument("--all", action="store_true", help="list every problem, not only the first")
+
+    p = command(
+        "serve",
+        "embeddings and search over HTTP (OpenAI's /v1/embeddings, /v1/search)",
+        "Serves the model's embeddings in OpenAI's /v1/embeddings schema and, with --index, searches of the "
+        "index at /v1/search, on uvicorn; requests are encoded together in batches across clients, and an "
+        "update of the index is served without a restart (docs/serving.md). SIGTERM or SIGINT stops it.",
+    )
+    p.add_argument("--model", required=True, help=MODEL_HELP)
+    p.add_argument("--index", type=index_directory, help="index directory for /v1/search (default: none)")
+    p.add_argument("--host", default="127.0.0.1", help="address to listen on (0.0.0.0: every interface)")
+    p.add_argument("--port", type=port_number, default=8000, help="port to listen on (0: a free one, printed)")
+    p.add_argument(
+        "--served-model-name",
+        help="the model's name in requests and /v1/models, with NAME-query and NAME-document "
+        "(default: the --model directory's name)",
+    )
+    group = p.add_argument_group("batching (across requests)")
+    add_batch_size(group, "texts (of one or several requests)")
+    group.add_argument(
+        "--max-wait-ms",
+        type=at_least_zero_float,
+        default=0.0,
+        help="how long an idle encoder waits after a request for others to share its batch (0: none; under "
+        "load, requests share batches anyway: they queue while it encodes)",
+    )
+    group.add_argument(
+        "--max-queue", type=at_least_one, default=4096, help="texts waiting at most; a request beyond is a 503"
+    )
+    group = p.add_argument_group("limits")
+    group.add_argument("--max-inputs", type=at_least_one, default=2048, help="texts per embedding request")
+    group.add_argument("--max-body-bytes", type=at_least_one, default=8 << 20, help="request body size (413 beyond)")
+    group.add_argument("--max-queries", type=at_least_one, default=64, help="queries per search request")
+    group.add_argument("--max-k", type=at_least_one, default=1000, help="largest k of a search")
+    group.add_argument(
+        "--request-timeout",
+        type=positive_float,
+        default=60.0,
+        help="seconds a request waits for its embeddings (then a 503)",
+    )
+    group = p.add_argument_group("live index and stopping")
+    group.add_argument(
+        "--poll-interval",
+        type=positive_float,
+        default=2.0,
+        help="seconds between looks for a new generation of --index (an update or a rebuild)",
+    )
+    group.add_argument(
+        "--grace-period",
+        type=at_least_zero_float,
+        default=30.0,
+        help="seconds the requests in flight get to finish after SIGTERM or SIGINT",
+    )
+    p.add_argument("--access-log", action="store_true", help="log every request on stderr")
+    add_encoder_arguments(p)
 
     p = command("demo", "the main job: index, search, evaluate vs BM25 and export, offline")
     p.add_argument("--out", type=output_dir, default="gtr-demo", help="where the index and exports go")

@@ -359,6 +359,17 @@ def model_change(recorded, encoder, fields, model_dir=None):
     return describe_change(recorded, {field: given[field] for field in fields}, "the model given has"), given
 
 
+def search_results(queries, hits):
+    """What `gtr-keras search --json` prints and `/v1/search` answers: per query, `{"query", "hits"}` with
+    its hits as `Retriever.search` gives them (`id`, `score`, `title`, `text`).
+
+    Example:
+    >>> search_results(["lift"], [[{"id": "d1", "score": 0.8, "title": "", "text": "lift on a wing"}]])[0]["query"]
+    'lift'
+    """
+    return [{"query": query, "hits": row} for query, row in zip(queries, hits)]
+
+
 class Retriever:
     """Answers text queries from an index directory.
 

@@ -117,6 +117,24 @@ def isfile(path):
 
 
 @_named_errors
+def modified_ns(path):
+    """When the file `path` was last written (ns since the epoch; a file renamed into place has its own
+    time), or None where there is none.
+
+    Example:
+    >>> modified_ns("indexes/scifact/retriever.json") > 0
+    True
+    """
+    local = _local(path)
+    if local is not None:
+        try:
+            return os.stat(local).st_mtime_ns
+        except FileNotFoundError:
+            return None
+    return tf.io.gfile.stat(path).mtime_nsec if tf.io.gfile.exists(path) else None
+
+
+@_named_errors
 def listdir(path):
     if _local(path) is not None:
         return sorted(os.listdir(_local(path)))

@@ -1,0 +1,212 @@
+"""The routes of `gtr-keras serve`, a Starlette application: `POST /v1/embeddings`, `POST /v1/search`,
+`GET /health`, `GET /v1/models` (and `/v1/models/{id}`).
+
+Every refusal is OpenAI's error shape (`ApiError`), an unknown route or method
+too; an error of the server itself is a 500 of that shape, one line, never a
+traceback. Embedding requests await the `Batcher`'s future in the event loop;
+searches run in Starlette's thread pool, their queries encoded through the same
+batcher, on the generation `LiveIndex.current` held when they began.
+"""
+
+import asyncio
+import base64
+import contextlib
+import functools
+import sys
+import time
+import traceback
+
+import numpy as np
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.responses import JSONResponse
+from starlette.routing import Route
+
+from gtr_keras.errors import OverloadedError, UserError
+from gtr_keras.lexical.fusion import model_fusion
+from gtr_keras.retrieval.hybrid_retriever import HybridRetriever
+from gtr_keras.retrieval.retriever import search_results
+from gtr_keras.server.api_error import ApiError
+from gtr_keras.server.batcher import Batcher
+from gtr_keras.server.validation import embedding_request, read_json, search_request
+
+DEFAULT_LIMITS = {"max_inputs": 2048, "max_body_bytes": 8 << 20, "max_queries": 64, "max_k": 1000}
+
+
+def served_models(name):
+    """`{served name: kind}`: `name` (the kind from `input_type`, default document), `name-query` and
+    `name-document`.
+
+    Example:
+    >>> served_models("gtr-base")
+    {'gtr-base': None, 'gtr-base-query': 'query', 'gtr-base-document': 'document'}
+    """
+    return {name: None, f"{name}-query": "query", f"{name}-document": "document"}
+
+
+def _error_response(error):
+    return JSONResponse(error.body(), status_code=error.status)
+
+
+def _answers(handler):
+    """`handler` answering every error in OpenAI's shape: `ApiError` as it is, a `UserError` the library
+    raised as 422, anything else as a one-line 500 (its traceback on the server's stderr, never in the answer)."""
+
+    @functools.wraps(handler)
+    async def answer(request):
+        try:
+            return await handler(request)
+        except ApiError as error:
+            return _error_response(error)
+        except OverloadedError as error:
+            return _error_response(ApiError(503, str(error), None, "busy"))
+        except UserError as error:  # e.g. a hybrid search of a model whose fusion record is malformed
+            return _error_response(ApiError(422, (str(error).splitlines() or [""])[0], None, "invalid_value"))
+        except Exception as error:
+            traceback.print_exc(file=sys.stderr)
+            first_line = (str(error).strip().splitlines() or [""])[0]
+            return _error_response(ApiError(500, f"{type(error).__name__}: {first_line}", None, "server_error"))
+
+    return answer
+
+
+def _embedding(vector, encoding_format):
+    if encoding_format == "base64":
+        return base64.b64encode(np.ascontiguousarray(vector, "<f4").tobytes()).decode("ascii")
+    return vector.tolist()
+
+
+def _searching(model_source):
+    """The `run` of the search `Batcher`: key `(HybridRetriever, k, retriever, fusion, gtr_weight)`, the hits
+    of the queries (the fusion options make the fusion of `model_source` with them, `fusion.model_fusion`)."""
+
+    def run(key, queries):
+        searcher, k, retriever, fusion, gtr_weight = key
+        if fusion is not None or gtr_weight is not None:
+            fused = model_fusion(model_source, fusion, gtr_weight)
+            searcher = HybridRetriever(searcher.retriever, searcher.bm25, fused, searcher.depth)
+        return (searcher.search(queries, k, retriever),)
+
+    return run
+
+
+def build_app(batcher, model_name, embedding_dim, live_index=None, model_source=None, limits=None):
+    """The Starlette application of `gtr-keras serve`.
+
+    Searches are batched too: a second `Batcher` (of `batcher`'s settings) runs the queries of concurrent
+    searches of one generation, `k` and retriever as one search, whose queries `live_index` encodes through
+    `batcher` (`batcher.query_encoder`).
+
+    Args:
+        batcher: the `Batcher` that encodes every text (`batcher.encoding`).
+        model_name: the served model's name (`served_models`).
+        embedding_dim: D, the model's embedding size.
+        live_index: the `LiveIndex` that `/v1/search` answers from, or None (404 there).
+        model_source: the model directory (or source), for the fusion of a hybrid search's `fusion` and
+            `gtr_weight` (`fusion.model_fusion`).
+        limits: `DEFAULT_LIMITS` overridden: `max_inputs` (texts an embedding request), `max_body_bytes`,
+            `max_queries` (a search request), `max_k`.
+
+    Example:
+    >>> batcher = Batcher(encoding(gtr_keras.load("gtr-small-distilled")))
+    >>> app = build_app(batcher, "gtr-small-distilled", 768)
+    >>> uvicorn.run(app, host="127.0.0.1", port=8000)  # doctest: +SKIP
+    """
+    limits = {**DEFAULT_LIMITS, **(limits or {})}
+    models = served_models(model_name)
+    started = int(time.time())
+    settings = (batcher.batch_size, batcher.max_wait, batcher.max_queue, batcher.timeout, "gtr-keras-search")
+    searches = live_index and Batcher(_searching(model_source), *settings)
+
+    async def answer_of(future, what):
+        if future is None:
+            raise ApiError(503, f"the {what} queue is full ({batcher.max_queue:,} texts); retry", None, "busy")
+        try:
+            return await asyncio.wait_for(asyncio.wrap_future(future), batcher.timeout)
+        except TimeoutError:
+            raise ApiError(503, f"no {what} answer within {batcher.timeout:g} s; retry", None, "timeout") from None
+
+    async def embeddings(request):
+        body = await read_json(request, limits["max_body_bytes"])
+        asked = embedding_request(body, models, embedding_dim, limits["max_inputs"])
+        vectors, counts = await answer_of(batcher.submit(asked.texts, asked.kind), "encoder's")
+        tokens = sum(counts)
+        data = [
+            {"object": "embedding", "index": i, "embedding": _embedding(vector, asked.encoding_format)}
+            for i, vector in enumerate(vectors)
+        ]
+        usage = {"prompt_tokens": tokens, "total_tokens": tokens}
+        return JSONResponse({"object": "list", "data": data, "model": asked.model, "usage": usage})
+
+    async def search(request):
+        body = await read_json(request, limits["max_body_bytes"])
+        asked = search_request(body, limits["max_queries"], limits["max_k"])
+        if live_index is None:
+            raise ApiError(404, "no index is served: start `gtr-keras serve` with --index INDEX", None, "no_index")
+        current = live_index.current
+        if asked.retriever != "gtr" and current.bm25_problem:
+            raise ApiError(422, f"retriever: {current.bm25_problem}", "retriever", "no_bm25_side")
+        key = (current.searcher, asked.k, asked.retriever, asked.fusion, asked.gtr_weight)
+        (hits,) = await answer_of(searches.submit(asked.queries, key), "search")
+        results = search_results(asked.queries, hits)
+        answer = {"object": "search", "model": model_name, "retriever": asked.retriever, "k": asked.k}
+        answer["generation"] = current.number
+        if asked.single:
+            answer.update(query=asked.queries[0], hits=results[0]["hits"])
+        answer["results"] = results
+        return JSONResponse(answer)
+
+    def model_card(name):
+        return {"id": name, "object": "model", "created": started, "owned_by": "gtr-keras"}
+
+    async def list_models(request):
+        return JSONResponse({"object": "list", "data": [model_card(name) for name in models]})
+
+    async def get_model(request):
+        name = request.path_params["model"]
+        if name not in models:
+            raise ApiError(404, f"model: {name!r} is not served here", "model", "model_not_found")
+        return JSONResponse(model_card(name))
+
+    async def health(request):
+        answer = {
+            "status": "ok",
+            "model": model_name,
+            "embedding_dim": embedding_dim,
+            "batch_size": batcher.batch_size,
+            "queued": batcher.queued,
+            "batches": batcher.batches,
+        }
+        if live_index is not None:
+            current = live_index.current
+            answer["index"] = {
+                "path": live_index.index_dir,
+                "generation": current.number,
+                "loaded_at": current.loaded_at,
+                "reloads": live_index.reloads,
+                "bm25": current.bm25_problem is None,
+            }
+        return JSONResponse(answer)
+
+    async def http_error(request, error):
+        code = {404: "not_found", 405: "method_not_allowed"}.get(error.status_code)
+        message = f"{request.method} {request.url.path}: {error.detail}"
+        return _error_response(ApiError(error.status_code, message, None, code))
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app):
+        yield
+        if live_index is not None:
+            live_index.close()
+        if searches:
+            searches.close()
+        batcher.close()
+
+    routes = [
+        Route("/v1/embeddings", _answers(embeddings), methods=["POST"]),
+        Route("/v1/search", _answers(search), methods=["POST"]),
+        Route("/v1/models", _answers(list_models), methods=["GET"]),
+        Route("/v1/models/{model:path}", _answers(get_model), methods=["GET"]),
+        Route("/health", _answers(health), methods=["GET"]),
+    ]
+    return Starlette(routes=routes, exception_handlers={HTTPException: http_error}, lifespan=lifespan)

@@ -1,0 +1,126 @@
+"""`LiveIndex`: the searcher of an index directory's newest generation, swapped in whole after an update.
+
+A thread looks at the index's commit points every `poll_interval` seconds: the
+modification times of `retriever.json` (a rebuild), `index/segments.json` (an
+update's commit, `segments`) and the BM25 side's settings (its rebuild after
+the commit). When one changed, it loads the index again (`Retriever.load`,
+`bm25_side.load_bm25_side`) while requests go on with the loaded generation,
+and swaps the new one in by one assignment once it loaded whole. A request
+takes the searcher once and keeps it to its end, so it answers from one
+generation; a failed load (an update between its dense commit and its BM25
+side's rebuild, two commits during the load, a rebuild's rename) keeps the
+loaded generation and is tried again at the next look.
+
+A loaded generation stays whole however many updates follow: its vectors,
+ScaNN searchers, documents and BM25 index are in memory, or memory-mapped
+(exact vectors) from files that updates never rewrite and whose removal
+leaves the mapping readable (docs/live-indexes.md, "What a reader sees"). The
+last request holding an old generation frees it.
+"""
+
+import collections
+import os
+import sys
+import threading
+import time
+
+from gtr_keras.errors import DataError, UserError
+from gtr_keras.index.layout import MANIFEST_JSON, RETRIEVER_JSON
+from gtr_keras.index.segments import read_manifest
+from gtr_keras.lexical.bm25 import SETTINGS_JSON
+from gtr_keras.lexical.bm25_side import BM25_SUBDIR, has_bm25_side, load_bm25_side
+from gtr_keras.retrieval.hybrid_retriever import HybridRetriever
+from gtr_keras.retrieval.retriever import INDEX_SUBDIR, Retriever
+from gtr_keras.utils import files
+
+Generation = collections.namedtuple("Generation", "searcher bm25_problem number loaded_at")
+Generation.__doc__ = """One loaded generation: its `HybridRetriever`, why it has no BM25 side (or None), the manifest's
+generation number (0 for an index never updated) and when it was loaded (`time.time()`)."""
+
+
+class LiveIndex:
+    """Holds a `HybridRetriever` of an index directory's newest generation, loading updates as they commit.
+
+    Args:
+        index_dir: an index directory (`gtr-keras index`), local or on any file system TensorFlow knows.
+        encoder: the model the index was built with (checked by `Retriever.check_model` at each load).
+        query_encoder: what encodes the queries of searches (`batcher.query_encoder`, so that they share
+            the encoder's batches); default `encoder`.
+        fusion: the `Fusion` of hybrid searches (per request, `HybridRetriever` can take another).
+        poll_interval: seconds between looks at the index's commit points; None: never reloads.
+
+    Example:
+    >>> live = LiveIndex("indexes/scifact", gtr_keras.load("gtr-small-distilled"), poll_interval=2.0)
+    >>> live.current.searcher.search(["vitamin D and fractures"], k=5, retriever="bm25")[0][0]["id"]
+    >>> live.close()
+    """
+
+    def __init__(self, index_dir, encoder, query_encoder=None, fusion=None, poll_interval=2.0):
+        if poll_interval is not None and poll_interval <= 0:
+            raise UserError(f"poll_interval must be positive seconds or None, got {poll_interval!r}")
+        self.index_dir = os.fspath(index_dir)
+        self.encoder = encoder
+        self.query_encoder = query_encoder or encoder
+        self.fusion = fusion
+        self.poll_interval = poll_interval
+        self.reloads = 0
+        self._stamp = self._commit_points()
+        self.current = self._load()  # replaced as a whole: a request reads it once
+        self._missing_bm25_seen = False
+        self._stop = threading.Event()
+        self._thread = None
+        if poll_interval is not None:
+            self._thread = threading.Thread(target=self._watch, name="gtr-keras-live-index", daemon=True)
+            self._thread.start()
+
+    def _commit_points(self):
+        paths = (
+            os.path.join(self.index_dir, RETRIEVER_JSON),
+            os.path.join(self.index_dir, INDEX_SUBDIR, MANIFEST_JSON),
+            os.path.join(self.index_dir, BM25_SUBDIR, SETTINGS_JSON),
+        )
+        return tuple(files.modified_ns(path) for path in paths)
+
+    def _load(self):
+        """The `Generation` of the index as it is now."""
+        manifest = read_manifest(os.path.join(self.index_dir, INDEX_SUBDIR))  # before: a commit meanwhile reloads
+        retriever = Retriever.load(self.index_dir, self.encoder)
+        try:
+            bm25, problem = load_bm25_side(self.index_dir, retriever.index.ids, retriever.corpus), None
+        except DataError as error:
+            if has_bm25_side(self.index_dir):
+                raise  # a malformed side, not a missing one
+            bm25, problem = None, str(error)
+        searcher = HybridRetriever(Retriever(self.query_encoder, retriever.index, retriever.corpus), bm25, self.fusion)
+        return Generation(searcher, problem, manifest["generation"] if manifest else 0, time.time())
+
+    def check_now(self):
+        """Loads the index again if a commit point changed since the last load; True when it swapped."""
+        stamp = self._commit_points()
+        if stamp == self._stamp:
+            return False
+        try:
+            loaded = self._load()
+        except (UserError, OSError) as error:
+            print(f"gtr-keras serve: note: serving generation {self.current.number} for now: {error}", file=sys.stderr)
+            return False
+        if loaded.bm25_problem and not self.current.bm25_problem and not self._missing_bm25_seen:
+            self._missing_bm25_seen = True  # perhaps the moment of the side's replacement: look again first
+            return False
+        self._missing_bm25_seen = False
+        self.current, self._stamp = loaded, stamp
+        self.reloads += 1
+        return True
+
+    def _watch(self):
+        while not self._stop.wait(self.poll_interval):
+            try:
+                self.check_now()
+            except Exception as error:  # a bug must not end the watch: the loaded generation keeps serving
+                print(f"gtr-keras serve: warning: reloading {self.index_dir}: {error!r}", file=sys.stderr)
+
+    def close(self, timeout=10.0):
+        """Ends the watch (waiting up to `timeout` s for a load in progress)."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout)

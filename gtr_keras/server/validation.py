@@ -1,0 +1,192 @@
+"""The request bodies of `gtr-keras serve`, read and checked before any work: `ApiError`s naming the field.
+
+400: the body is not UTF-8, not JSON, or not a JSON object. 413: it is larger
+than the limit (read no further). 422: a field is unknown, missing, of the wrong
+type or out of range, named as `param` (`input[3]`).
+"""
+
+import collections
+import json
+import math
+
+from gtr_keras.lexical.fusion import METHODS
+from gtr_keras.retrieval.hybrid_retriever import RETRIEVERS
+from gtr_keras.server.api_error import ApiError
+
+EMBEDDING_FIELDS = ("input", "model", "encoding_format", "dimensions", "user", "input_type")
+SEARCH_FIELDS = ("query", "queries", "k", "retriever", "fusion", "gtr_weight")
+ENCODING_FORMATS = ("float", "base64")
+INPUT_TYPES = ("query", "document")
+
+EmbeddingRequest = collections.namedtuple("EmbeddingRequest", "texts kind model encoding_format")
+EmbeddingRequest.__doc__ = "A checked `/v1/embeddings` body: its texts, their kind, the model name, the format."
+SearchRequest = collections.namedtuple("SearchRequest", "queries single k retriever fusion gtr_weight")
+SearchRequest.__doc__ = "A checked `/v1/search` body (`single`: asked with `query`, not `queries`)."
+
+
+async def read_json(request, max_bytes):
+    """The JSON object of a Starlette `request`'s body, read up to `max_bytes`.
+
+    Raises:
+        ApiError: 413 for a body over `max_bytes` (by its Content-Length, or once that many bytes came);
+            400 for one that is not UTF-8, not JSON, or not an object.
+    """
+    length = request.headers.get("content-length", "")
+    if length.isdigit() and int(length) > max_bytes:
+        raise ApiError(413, f"the body is {int(length):,} bytes; at most {max_bytes:,}", None, "request_too_large")
+    chunks, size = [], 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > max_bytes:
+            raise ApiError(413, f"the body is over {max_bytes:,} bytes", None, "request_too_large")
+        chunks.append(chunk)
+    raw = b"".join(chunks)
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as error:
+        message = f"the body is not UTF-8 (byte {error.start}: {error.reason})"
+        raise ApiError(400, message, None, "invalid_utf8") from None
+    try:
+        body = json.loads(text)
+    except json.JSONDecodeError as error:
+        message = f"the body is not JSON ({error.msg} at line {error.lineno} column {error.colno})"
+        raise ApiError(400, message, None, "invalid_json") from None
+    if not isinstance(body, dict):
+        raise ApiError(400, f"the body must be a JSON object, got {_json_type(body)}", None, "invalid_json")
+    return body
+
+
+def _json_type(value):
+    return {
+        dict: "an object",
+        list: "an array",
+        str: "a string",
+        bool: "a boolean",
+        int: "a number",
+        float: "a number",
+    }.get(type(value), "null")
+
+
+def _refuse(param, message, code="invalid_value"):
+    raise ApiError(422, f"{param}: {message}", param, code)
+
+
+def _check_fields(body, fields):
+    unknown = next((name for name in body if name not in fields), None)
+    if unknown is not None:
+        _refuse(unknown, f"unknown field (the fields are {', '.join(fields)})", "unknown_field")
+
+
+def _choice(body, field, choices, default):
+    value = body.get(field, default)
+    if value is None:
+        return default
+    if value not in choices or not isinstance(value, str):
+        _refuse(field, f"must be one of {', '.join(choices)}, got {json.dumps(value)}")
+    return value
+
+
+def _texts(body, field, max_items, blank=True):
+    """The strings of `body[field]`: a string, or a non-empty list of at most `max_items` strings (`blank`:
+    empty or white space ones too)."""
+    value = body[field]
+    if isinstance(value, str):
+        value = [value]
+    elif not isinstance(value, list):
+        _refuse(field, f"must be a string or an array of strings, got {_json_type(value)}", "invalid_type")
+    if not value:
+        _refuse(field, "an empty array; send at least one string", "empty_input")
+    if len(value) > max_items:
+        _refuse(field, f"{len(value):,} items; at most {max_items:,} a request", "too_many_inputs")
+    for i, text in enumerate(value):
+        if isinstance(text, (int, list)) and not isinstance(text, bool):
+            _refuse(f"{field}[{i}]", "token ids are not taken; send the text as a string", "invalid_type")
+        if not isinstance(text, str):
+            _refuse(f"{field}[{i}]", f"must be a string, got {_json_type(text)}", "invalid_type")
+        if not blank and not text.strip():
+            _refuse(f"{field}[{i}]" if field == "queries" else field, "a blank query; send text", "empty_input")
+    return value
+
+
+def embedding_request(body, models, embedding_dim, max_inputs):
+    """Checks a `/v1/embeddings` body (OpenAI's, with `input_type`).
+
+    Args:
+        body: the JSON object (`read_json`).
+        models: `{served model name: "query", "document" or None}` (None: `input_type` says, default document).
+        embedding_dim: D, the only `dimensions` taken.
+        max_inputs: the most texts a request may hold.
+
+    Returns:
+        An `EmbeddingRequest`.
+
+    Raises:
+        ApiError: 422 naming the field; 404 for a model not served.
+
+    Example:
+    >>> embedding_request({"input": "lift", "model": "gtr"}, {"gtr": None}, 768, 2048).kind
+    'document'
+    """
+    _check_fields(body, EMBEDDING_FIELDS)
+    for field in ("input", "model"):
+        if field not in body:
+            _refuse(field, "missing (a required field)", "missing_field")
+    model = body["model"]
+    if not isinstance(model, str):
+        _refuse("model", f"must be a string, got {_json_type(model)}", "invalid_type")
+    if model not in models:
+        message = f"model: {model!r} is not served here (served: {', '.join(models)})"
+        raise ApiError(404, message, "model", "model_not_found")
+    texts = _texts(body, "input", max_inputs)
+    encoding_format = _choice(body, "encoding_format", ENCODING_FORMATS, "float")
+    input_type = _choice(body, "input_type", INPUT_TYPES, None)
+    if models[model] and input_type and input_type != models[model]:
+        _refuse("input_type", f"{input_type!r}, but model {model!r} embeds {models[model]}s")
+    dimensions = body.get("dimensions")
+    if dimensions is not None and (type(dimensions) is not int or dimensions != embedding_dim):
+        _refuse(
+            "dimensions",
+            f"this model gives {embedding_dim}-dimensional embeddings only (GTR's are not truncatable), "
+            f"got {json.dumps(dimensions)}",
+            "unsupported_value",
+        )
+    if body.get("user") is not None and not isinstance(body["user"], str):
+        _refuse("user", f"must be a string, got {_json_type(body['user'])}", "invalid_type")
+    return EmbeddingRequest(texts, models[model] or input_type or "document", model, encoding_format)
+
+
+def search_request(body, max_queries, max_k):
+    """Checks a `/v1/search` body: `query` (a string) or `queries` (strings), `k`, `retriever`, `fusion`,
+    `gtr_weight` (the last two with `retriever` hybrid, as `gtr-keras search` takes them).
+
+    Returns:
+        A `SearchRequest`.
+
+    Raises:
+        ApiError: 422 naming the field.
+
+    Example:
+    >>> search_request({"query": "lift", "k": 5}, 64, 1000).queries
+    ['lift']
+    """
+    _check_fields(body, SEARCH_FIELDS)
+    if ("query" in body) == ("queries" in body):
+        _refuse("query", "give one of query (a string) or queries (an array of strings)", "missing_field")
+    single = "query" in body
+    if single and not isinstance(body["query"], str):
+        _refuse("query", f"must be a string, got {_json_type(body['query'])}", "invalid_type")
+    queries = _texts(body, "query" if single else "queries", max_queries, blank=False)
+    k = body.get("k", 10)
+    if type(k) is not int or not 1 <= k <= max_k:
+        _refuse("k", f"must be an integer from 1 to {max_k}, got {json.dumps(k)}")
+    retriever = _choice(body, "retriever", RETRIEVERS, "gtr")
+    fusion = _choice(body, "fusion", METHODS, None)
+    gtr_weight = body.get("gtr_weight")
+    if gtr_weight is not None:
+        if type(gtr_weight) not in (int, float) or not math.isfinite(gtr_weight) or not 0 <= gtr_weight <= 1:
+            _refuse("gtr_weight", f"must be a number from 0 to 1, got {json.dumps(gtr_weight)}")
+        gtr_weight = float(gtr_weight)
+    for field, value in (("fusion", fusion), ("gtr_weight", gtr_weight)):
+        if value is not None and retriever != "hybrid":
+            _refuse(field, f"fuses retriever hybrid, not {retriever}")
+    return SearchRequest(queries, single, k, retriever, fusion, gtr_weight)

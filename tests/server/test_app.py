@@ -1,0 +1,306 @@
+import base64
+import json
+import threading
+
+import httpx
+import numpy as np
+import openai
+import pytest
+from servers import MODEL, corpus, running
+
+from gtr_keras.cli.main import main
+from gtr_keras.lexical.fusion import model_fusion
+from gtr_keras.retrieval.hybrid_retriever import HybridRetriever
+from gtr_keras.retrieval.retriever import Retriever, build_index, search_results
+
+TEXTS = ["lift on a swept wing", "shock boundary layer interaction in a supersonic nozzle", "heat transfer"]
+
+
+@pytest.fixture(scope="module")
+def index_dir(tmp_path_factory, tiny_encoder, tiny_model_dir):
+    directory = tmp_path_factory.mktemp("served") / "index"
+    build_index(tiny_encoder, corpus(), directory, model_dir=tiny_model_dir)
+    return directory
+
+
+@pytest.fixture(scope="module")
+def server(tiny_encoder, tiny_model_dir, index_dir):
+    limits = {"max_inputs": 8, "max_body_bytes": 4096, "max_queries": 4, "max_k": 20}
+    with running(tiny_encoder, index_dir, tiny_model_dir, limits) as served:
+        yield served
+
+
+@pytest.fixture(scope="module")
+def url(server):
+    return server[0]
+
+
+@pytest.fixture(scope="module")
+def client(url):
+    return openai.OpenAI(base_url=f"{url}/v1", api_key="unused", max_retries=0, timeout=30)
+
+
+def test_openai_client_embeddings_equal_the_encode_command(client, tiny_model_dir, tiny_encoder, tmp_path):
+    (tmp_path / "texts.txt").write_text("\n".join(TEXTS) + "\n", encoding="utf-8")
+    assert (
+        main(
+            [
+                "encode",
+                "--model",
+                tiny_model_dir,
+                "--input",
+                str(tmp_path / "texts.txt"),
+                "--output",
+                str(tmp_path / "e.npy"),
+            ]
+        )
+        == 0
+    )
+    encoded = np.load(tmp_path / "e.npy")
+    answer = client.embeddings.create(input=TEXTS, model=MODEL)  # the client asks for base64 and decodes it
+    as_floats = client.embeddings.create(input=TEXTS, model=MODEL, encoding_format="float")
+    for response in (answer, as_floats):
+        assert [d.index for d in response.data] == [0, 1, 2]
+        np.testing.assert_allclose(np.array([d.embedding for d in response.data]), encoded, atol=1e-6, rtol=0)
+        tokens = sum(len(ids) for ids in tiny_encoder.tokenize(TEXTS, "document"))
+        assert (response.usage.prompt_tokens, response.usage.total_tokens) == (tokens, tokens)
+        assert response.model == MODEL
+    blank = client.embeddings.create(input=["", TEXTS[0]], model=MODEL, encoding_format="float")
+    np.testing.assert_allclose(blank.data[0].embedding, tiny_encoder.encode_documents([""])[0], atol=1e-6, rtol=0)
+    one = client.embeddings.create(input=TEXTS[0], model=MODEL)
+    np.testing.assert_allclose(one.data[0].embedding, encoded[0], atol=1e-6, rtol=0)
+
+
+def test_queries_are_asked_by_input_type_or_the_query_model_name(url, tiny_encoder):
+    long_text = " ".join(["boundary layer transition on a flat plate"] * 40)  # past the query budget
+    query = tiny_encoder.encode_queries([long_text])[0]
+    document = tiny_encoder.encode_documents([long_text])[0]
+    assert not np.allclose(query, document, atol=1e-3)
+    for body, expected in (
+        ({"model": MODEL, "input_type": "query"}, query),
+        ({"model": f"{MODEL}-query"}, query),
+        ({"model": MODEL}, document),
+        ({"model": f"{MODEL}-document", "input_type": "document"}, document),
+    ):
+        answer = httpx.post(f"{url}/v1/embeddings", json={"input": [long_text], **body}).json()
+        np.testing.assert_allclose(answer["data"][0]["embedding"], expected, atol=1e-6, rtol=0)
+        assert answer["usage"]["prompt_tokens"] == len(tiny_encoder.tokenize([long_text], answer_kind(body))[0])
+
+
+def answer_kind(body):
+    return "query" if body.get("input_type") == "query" or body["model"].endswith("-query") else "document"
+
+
+def test_base64_is_little_endian_float32(url, tiny_encoder):
+    answer = httpx.post(f"{url}/v1/embeddings", json={"input": TEXTS[:1], "model": MODEL, "encoding_format": "base64"})
+    vector = np.frombuffer(base64.b64decode(answer.json()["data"][0]["embedding"]), "<f4")
+    np.testing.assert_allclose(vector, tiny_encoder.encode_documents(TEXTS[:1])[0], atol=1e-6, rtol=0)
+
+
+def test_dimensions_equal_to_the_model_s_are_taken(url, tiny_encoder):
+    body = {"input": "x y", "model": MODEL, "dimensions": tiny_encoder.embedding_dim, "user": "u"}
+    assert httpx.post(f"{url}/v1/embeddings", json=body).status_code == 200
+
+
+BAD_EMBEDDING_BODIES = [
+    (b"{", 400, None, "invalid_json"),
+    (b"\xff\xfe{}", 400, None, "invalid_utf8"),
+    (b'"input"', 400, None, "invalid_json"),
+    (b'{"model": "tiny"}', 422, "input", "missing_field"),
+    (b'{"input": "x"}', 422, "model", "missing_field"),
+    (b'{"input": [], "model": "tiny"}', 422, "input", "empty_input"),
+    (b'{"input": 3, "model": "tiny"}', 422, "input", "invalid_type"),
+    (b'{"input": ["a", 3], "model": "tiny"}', 422, "input[1]", "invalid_type"),
+    (b'{"input": [[1, 2, 3]], "model": "tiny"}', 422, "input[0]", "invalid_type"),
+    (b'{"input": ["a", null], "model": "tiny"}', 422, "input[1]", "invalid_type"),
+    (json.dumps({"input": ["a"] * 9, "model": "tiny"}).encode(), 422, "input", "too_many_inputs"),
+    (b'{"input": "a", "model": 7}', 422, "model", "invalid_type"),
+    (b'{"input": "a", "model": "gpt-4"}', 404, "model", "model_not_found"),
+    (b'{"input": "a", "model": "tiny", "temperature": 0}', 422, "temperature", "unknown_field"),
+    (b'{"input": "a", "model": "tiny", "encoding_format": "int8"}', 422, "encoding_format", "invalid_value"),
+    (b'{"input": "a", "model": "tiny", "dimensions": 8}', 422, "dimensions", "unsupported_value"),
+    (b'{"input": "a", "model": "tiny", "dimensions": "64"}', 422, "dimensions", "unsupported_value"),
+    (b'{"input": "a", "model": "tiny", "input_type": "passage"}', 422, "input_type", "invalid_value"),
+    (b'{"input": "a", "model": "tiny-query", "input_type": "document"}', 422, "input_type", "invalid_value"),
+    (b'{"input": "a", "model": "tiny", "user": 1}', 422, "user", "invalid_type"),
+    (json.dumps({"input": "a" * 5000, "model": "tiny"}).encode(), 413, None, "request_too_large"),
+]
+
+
+@pytest.mark.parametrize("body, status, param, code", BAD_EMBEDDING_BODIES)
+def test_bad_embedding_requests_get_openai_s_error_shape(url, body, status, param, code):
+    response = httpx.post(f"{url}/v1/embeddings", content=body, headers={"content-type": "application/json"})
+    assert response.status_code == status, response.text
+    error = response.json()["error"]
+    assert set(error) == {"message", "type", "param", "code"}
+    assert (error["param"], error["code"], error["type"]) == (param, code, "invalid_request_error")
+    assert "\n" not in error["message"] and "Traceback" not in error["message"]
+    if param:
+        assert error["message"].startswith(param)
+
+
+def test_a_body_over_the_limit_without_its_length_is_413(url):
+    def chunks():
+        for _ in range(10):
+            yield b" " * 1000
+
+    response = httpx.post(f"{url}/v1/embeddings", content=chunks())  # chunked: no Content-Length
+    assert response.status_code == 413
+    assert response.json()["error"]["code"] == "request_too_large"
+
+
+def test_the_openai_client_raises_its_status_errors(client):
+    with pytest.raises(openai.UnprocessableEntityError, match="input: an empty array"):
+        client.embeddings.create(input=[], model=MODEL)
+    with pytest.raises(openai.NotFoundError, match="not served here"):
+        client.embeddings.create(input="x", model="text-embedding-3-small")
+
+
+def test_unknown_routes_and_methods_get_the_error_shape(url):
+    missing = httpx.get(f"{url}/v1/completions")
+    assert missing.status_code == 404 and missing.json()["error"]["code"] == "not_found"
+    wrong = httpx.get(f"{url}/v1/embeddings")
+    assert wrong.status_code == 405 and wrong.json()["error"]["code"] == "method_not_allowed"
+
+
+def test_search_answers_as_search_json_does(url, index_dir, tiny_encoder, tiny_model_dir, capsys):
+    answer = httpx.post(f"{url}/v1/search", json={"query": "shock boundary layer", "k": 5}).json()
+    assert (
+        main(
+            [
+                "search",
+                "shock boundary layer",
+                "--index",
+                str(index_dir),
+                "--model",
+                tiny_model_dir,
+                "-k",
+                "5",
+                "--json",
+            ]
+        )
+        == 0
+    )
+    printed = json.loads(capsys.readouterr().out)
+    assert answer["results"] == printed
+    assert answer["hits"] == printed[0]["hits"] and answer["query"] == "shock boundary layer"
+    assert [set(hit) for hit in answer["hits"]] == [{"id", "score", "title", "text"}] * 5
+    assert (answer["retriever"], answer["k"], answer["generation"]) == ("gtr", 5, 0)
+    several = httpx.post(f"{url}/v1/search", json={"queries": ["wing lift", "heat transfer"], "k": 3}).json()
+    expected = Retriever.load(index_dir, tiny_encoder).search(["wing lift", "heat transfer"], 3)
+    assert [r["query"] for r in several["results"]] == ["wing lift", "heat transfer"]
+    assert [[h["id"] for h in r["hits"]] for r in several["results"]] == [[h["id"] for h in row] for row in expected]
+    assert "hits" not in several
+
+
+def test_bm25_and_hybrid_searches_with_fusion_options(url, index_dir, tiny_encoder, tiny_model_dir):
+    hybrid = HybridRetriever.load(index_dir, tiny_encoder, model_fusion(tiny_model_dir, "rrf", 0.3))
+    for body, retriever in (
+        ({"retriever": "bm25"}, "bm25"),
+        ({"retriever": "hybrid", "fusion": "rrf", "gtr_weight": 0.3}, "hybrid"),
+    ):
+        answer = httpx.post(f"{url}/v1/search", json={"query": "jet nozzle flutter", "k": 4, **body}).json()
+        expected = hybrid.search(["jet nozzle flutter"], 4, retriever)[0]
+        assert [h["id"] for h in answer["hits"]] == [h["id"] for h in expected]
+        np.testing.assert_allclose([h["score"] for h in answer["hits"]], [h["score"] for h in expected], rtol=1e-5)
+
+
+@pytest.mark.parametrize(
+    "body, param",
+    [
+        ({}, "query"),
+        ({"query": "a", "queries": ["b"]}, "query"),
+        ({"query": ["a"]}, "query"),
+        ({"query": " "}, "query"),
+        ({"queries": ["a", ""]}, "queries[1]"),
+        ({"queries": []}, "queries"),
+        ({"queries": ["a"] * 5}, "queries"),
+        ({"query": "a", "k": 0}, "k"),
+        ({"query": "a", "k": 21}, "k"),
+        ({"query": "a", "k": True}, "k"),
+        ({"query": "a", "k": 2.5}, "k"),
+        ({"query": "a", "retriever": "splade"}, "retriever"),
+        ({"query": "a", "fusion": "rrf"}, "fusion"),
+        ({"query": "a", "retriever": "hybrid", "gtr_weight": 1.5}, "gtr_weight"),
+        ({"query": "a", "retriever": "hybrid", "fusion": "max"}, "fusion"),
+        ({"query": "a", "top_k": 3}, "top_k"),
+    ],
+)
+def test_bad_search_requests_are_422_naming_the_field(url, body, param):
+    response = httpx.post(f"{url}/v1/search", json=body)
+    assert response.status_code == 422, response.text
+    assert response.json()["error"]["param"] == param
+
+
+def test_health_and_models(url, client, tiny_encoder, index_dir):
+    health = httpx.get(f"{url}/health").json()
+    assert health["status"] == "ok" and health["embedding_dim"] == tiny_encoder.embedding_dim
+    assert health["index"]["path"] == str(index_dir) and health["index"]["generation"] == 0 and health["index"]["bm25"]
+    assert [m.id for m in client.models.list()] == [MODEL, f"{MODEL}-query", f"{MODEL}-document"]
+    assert client.models.retrieve(f"{MODEL}-query").owned_by == "gtr-keras"
+    assert httpx.get(f"{url}/v1/models/nope").status_code == 404
+
+
+def test_concurrent_requests_are_encoded_together(tiny_encoder):
+    texts = [f"{word} wing panel" for word in ("one", "two", "three", "four", "five", "six", "seven", "eight")]
+    with running(tiny_encoder, max_wait=0.5) as (url, batcher, _):
+        answers = [None] * len(texts)
+
+        def ask(i):
+            answers[i] = httpx.post(f"{url}/v1/embeddings", json={"input": texts[i], "model": MODEL}, timeout=30).json()
+
+        threads = [threading.Thread(target=ask, args=(i,)) for i in range(len(texts))]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(30)
+        assert batcher.batches < len(texts)  # the wait let requests share a batch
+        expected = tiny_encoder.encode_documents(texts)
+        np.testing.assert_allclose([a["data"][0]["embedding"] for a in answers], expected, atol=1e-6, rtol=0)
+
+
+def test_a_full_queue_answers_503_at_once(tiny_encoder):
+    with running(tiny_encoder, max_wait=5.0, max_queue=2) as (url, batcher, _):
+        waiting = threading.Thread(
+            target=httpx.post,
+            args=(f"{url}/v1/embeddings",),
+            kwargs={"json": {"input": ["a", "b"], "model": MODEL}, "timeout": 30},
+        )
+        waiting.start()
+        while not batcher.queued:
+            pass
+        response = httpx.post(f"{url}/v1/embeddings", json={"input": "c", "model": MODEL}, timeout=2)
+        assert response.status_code == 503 and response.json()["error"]["code"] == "busy"
+        waiting.join(30)
+
+
+def test_search_without_an_index_is_404(tiny_encoder):
+    with running(tiny_encoder) as (url, _, _):
+        response = httpx.post(f"{url}/v1/search", json={"query": "wing"})
+        assert response.status_code == 404 and response.json()["error"]["code"] == "no_index"
+
+
+def test_bm25_search_of_an_index_without_a_bm25_side_is_422(tiny_encoder, tiny_model_dir, tmp_path):
+    build_index(tiny_encoder, corpus(8), tmp_path / "index", model_dir=tiny_model_dir, bm25=False)
+    with running(tiny_encoder, tmp_path / "index", tiny_model_dir) as (url, _, _):
+        response = httpx.post(f"{url}/v1/search", json={"query": "wing", "k": 3, "retriever": "hybrid"})
+        assert response.status_code == 422 and "no BM25 side" in response.json()["error"]["message"]
+        answer = httpx.post(f"{url}/v1/search", json={"query": "wing", "k": 20})
+        assert answer.status_code == 200 and len(answer.json()["hits"]) == 8  # k past the documents: all of them
+
+
+def test_search_results_is_the_shape_of_search_json():
+    hits = [[{"id": "d1", "score": 0.5, "title": "t", "text": "x"}]]
+    assert search_results(["q"], hits) == [{"query": "q", "hits": hits[0]}]
+
+
+def test_an_onnx_export_serves_the_embeddings_of_its_runtime(tiny_onnx_export, tiny_encoder):
+    from gtr_keras.loading import load
+
+    onnx = load(tiny_onnx_export)
+    with running(onnx) as (url, _, _):
+        answer = httpx.post(f"{url}/v1/embeddings", json={"input": TEXTS, "model": MODEL}).json()
+    embeddings = np.array([d["embedding"] for d in answer["data"]])
+    np.testing.assert_allclose(embeddings, onnx.encode_documents(TEXTS), atol=1e-6, rtol=0)
+    np.testing.assert_allclose(embeddings, tiny_encoder.encode_documents(TEXTS), atol=1e-4, rtol=0)
+    assert answer["usage"]["prompt_tokens"] == sum(len(ids) for ids in onnx.tokenize(TEXTS, "document"))

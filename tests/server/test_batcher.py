@@ -1,0 +1,143 @@
+import threading
+import time
+
+import numpy as np
+import pytest
+
+from gtr_keras.errors import OverloadedError, UserError
+from gtr_keras.server.batcher import Batcher, encoding, query_encoder
+
+
+class Recorder:
+    """A `run` that records each call's key and texts, answering each text with its length."""
+
+    def __init__(self, gate=None):
+        self.calls, self.gate = [], gate
+
+    def __call__(self, key, texts):
+        if self.gate is not None:
+            assert self.gate.wait(10)
+        self.calls.append((key, list(texts)))
+        return [len(text) for text in texts], [key] * len(texts)
+
+
+def test_requests_queued_together_run_as_one_batch_per_key_in_arrival_order():
+    run = Recorder(threading.Event())
+    batcher = Batcher(run, batch_size=8, max_wait=0.0)
+    try:
+        blocker = batcher.submit(["x"], "a")  # the worker takes it and waits on the gate
+        while batcher.queued:
+            time.sleep(0.001)
+        futures = [batcher.submit(texts, key) for texts, key in ((["aa", "b"], "a"), (["ccc"], "b"), (["dddd"], "a"))]
+        run.gate.set()
+        assert blocker.result(10) == ([1], ["a"])
+        assert [f.result(10) for f in futures] == [([2, 1], ["a", "a"]), ([3], ["b"]), ([4], ["a"])]
+        assert run.calls[1:] == [("a", ["aa", "b", "dddd"]), ("b", ["ccc"])]
+        assert batcher.batches == 2
+    finally:
+        batcher.close()
+
+
+def test_a_batch_takes_at_most_batch_size_texts_but_a_larger_request_alone():
+    run = Recorder(threading.Event())
+    batcher = Batcher(run, batch_size=3, max_wait=0.0)
+    try:
+        first = batcher.submit(["x"], "k")
+        while batcher.queued:
+            time.sleep(0.001)
+        futures = [batcher.submit(texts, "k") for texts in (["a", "b"], ["c", "d"], ["e", "f", "g", "h"], ["i"])]
+        run.gate.set()
+        for future in [first, *futures]:
+            future.result(10)
+        assert [texts for _, texts in run.calls] == [["x"], ["a", "b"], ["c", "d"], ["e", "f", "g", "h"], ["i"]]
+    finally:
+        batcher.close()
+
+
+def test_the_worker_waits_up_to_max_wait_for_a_fuller_batch():
+    run = Recorder()
+    batcher = Batcher(run, batch_size=4, max_wait=0.3)
+    try:
+        start = time.monotonic()
+        first = batcher.submit(["a"], "k")
+        second = batcher.submit(["b"], "k")
+        first.result(10), second.result(10)
+        assert run.calls == [("k", ["a", "b"])]  # shared, after the wait
+        assert time.monotonic() - start >= 0.25
+        start = time.monotonic()
+        full = batcher.submit(["a", "b", "c", "d"], "k")  # a full batch does not wait
+        full.result(10)
+        assert time.monotonic() - start < 0.25
+    finally:
+        batcher.close()
+
+
+def test_a_full_queue_is_refused_at_once_and_a_closed_batcher_takes_nothing():
+    run = Recorder(threading.Event())
+    batcher = Batcher(run, batch_size=1, max_wait=0.0, max_queue=2)
+    running = batcher.submit(["x"], "k")
+    while batcher.queued:
+        time.sleep(0.001)
+    queued = batcher.submit(["a", "b"], "k")
+    assert batcher.submit(["c"], "k") is None
+    with pytest.raises(OverloadedError, match="queue is full"):
+        batcher.wait(["c"], "k")
+    run.gate.set()
+    batcher.close()
+    assert running.result(10) and queued.result(10) == ([1, 1], ["k", "k"])  # drained before it closed
+    assert batcher.submit(["d"], "k") is None
+
+
+def test_an_error_goes_to_each_request_of_its_batch_and_the_worker_goes_on():
+    def run(key, texts):
+        if "bad" in texts:
+            raise ValueError("a bad text")
+        return (texts,)
+
+    batcher = Batcher(run, batch_size=8, max_wait=0.2)
+    try:
+        futures = [batcher.submit(["ok"], "k"), batcher.submit(["bad"], "k")]
+        for future in futures:
+            with pytest.raises(ValueError, match="a bad text"):
+                future.result(10)
+        assert batcher.submit(["fine"], "k").result(10) == (["fine"],)
+    finally:
+        batcher.close()
+
+
+def test_a_cancelled_request_is_left_out_and_a_wait_past_the_timeout_is_refused():
+    run = Recorder(threading.Event())
+    batcher = Batcher(run, batch_size=8, max_wait=0.0, timeout=0.2)
+    try:
+        batcher.submit(["x"], "k")
+        while batcher.queued:
+            time.sleep(0.001)
+        cancelled = batcher.submit(["gone"], "k")
+        assert cancelled.cancel()
+        with pytest.raises(OverloadedError, match="no answer within 0.2 s"):
+            batcher.wait(["late"], "k")
+        run.gate.set()
+        assert batcher.submit(["y"], "k").result(10) == ([1], ["k"])
+        assert ["gone"] not in [texts for _, texts in run.calls]
+    finally:
+        batcher.close()
+
+
+def test_settings_are_checked():
+    with pytest.raises(UserError):
+        Batcher(Recorder(), batch_size=0)
+
+
+def test_encoding_gives_the_encoder_s_embeddings_and_token_counts(tiny_encoder):
+    texts = ["lift on a wing", "a much longer text about shock waves in supersonic nozzles"]
+    batcher = Batcher(encoding(tiny_encoder, 32), batch_size=32, max_wait=0.0)
+    try:
+        embeddings, counts = batcher.wait(texts, "document")
+        np.testing.assert_allclose(embeddings, tiny_encoder.encode_documents(texts), atol=1e-6, rtol=0)
+        assert counts == [len(ids) for ids in tiny_encoder.tokenize(texts, "document")]
+        queries = query_encoder(batcher).encode_queries(texts[:1])
+        np.testing.assert_allclose(queries, tiny_encoder.encode_queries(texts[:1]), atol=1e-6, rtol=0)
+        with pytest.raises(UserError, match="kind must be one of"):
+            batcher.wait(texts, "passage")
+    finally:
+        batcher.close()

@@ -1,0 +1,117 @@
+import os
+import shutil
+import threading
+import time
+
+import httpx
+import pytest
+from servers import corpus, running
+
+from gtr_keras.retrieval.index_updates import update_index
+from gtr_keras.retrieval.retriever import build_index
+from gtr_keras.server.live_index import LiveIndex
+
+
+@pytest.fixture
+def index_dir(tmp_path, tiny_encoder, tiny_model_dir):
+    build_index(tiny_encoder, corpus(), tmp_path / "index", model_dir=tiny_model_dir)
+    return str(tmp_path / "index")
+
+
+def _ids(generation, query, retriever="gtr", k=100):
+    return [hit["id"] for hit in generation.searcher.search([query], k, retriever)[0]]
+
+
+def test_an_update_is_swapped_in_whole_and_a_held_generation_outlives_its_files(index_dir, tiny_encoder):
+    live = LiveIndex(index_dir, tiny_encoder, poll_interval=None)
+    assert live.current.number == 0 and not live.check_now()
+    new = corpus(3, seed=7, prefix="new")
+    update_index(index_dir, corpus=new, encoder=tiny_encoder, delete=["d0"])
+    assert live.check_now()
+    first = live.current
+    assert first.number == 1 and live.reloads == 1
+    assert "new0" in _ids(first, new.texts[0], "bm25") and "d0" not in _ids(first, "wing lift drag")
+    update_index(index_dir, corpus=corpus(2, seed=8, prefix="later"), encoder=tiny_encoder, compact=True)
+    last = update_index(index_dir, delete=["d1"], compact=True)["generation"]
+    assert not os.path.exists(os.path.join(index_dir, "index", "segment-000001"))  # generation 1's segment
+    assert live.check_now() and live.current.number == last > 1
+    for retriever in ("gtr", "bm25", "hybrid"):  # the generation held still answers whole
+        hits = first.searcher.search([new.texts[0]], 5, retriever)[0]
+        assert hits and all(hit["text"] for hit in hits)
+    assert "d1" in _ids(first, "wing lift drag") and "d1" not in _ids(live.current, "wing lift drag")
+
+
+def test_a_failed_load_keeps_the_generation_and_is_tried_again(index_dir, tiny_encoder, capsys):
+    live = LiveIndex(index_dir, tiny_encoder, poll_interval=None)
+    update_index(index_dir, corpus=corpus(2, seed=3, prefix="new"), encoder=tiny_encoder)
+    manifest = os.path.join(index_dir, "index", "segments.json")
+    good = open(manifest, encoding="utf-8").read()
+    with open(manifest, "w", encoding="utf-8") as f:
+        f.write("{broken")
+    assert not live.check_now() and live.current.number == 0
+    assert "serving generation 0 for now" in capsys.readouterr().err
+    with open(manifest, "w", encoding="utf-8") as f:
+        f.write(good)
+    assert live.check_now() and live.current.number == 1
+
+
+def test_a_bm25_side_that_went_away_is_believed_at_the_second_look(index_dir, tiny_encoder):
+    live = LiveIndex(index_dir, tiny_encoder, poll_interval=None)
+    shutil.rmtree(os.path.join(index_dir, "bm25"))
+    os.utime(os.path.join(index_dir, "retriever.json"))  # a commit point changed
+    assert not live.check_now() and live.current.bm25_problem is None  # perhaps a replacement's moment
+    assert live.check_now() and "no BM25 side" in live.current.bm25_problem
+
+
+def test_the_watch_reloads_by_itself_and_stops(index_dir, tiny_encoder):
+    live = LiveIndex(index_dir, tiny_encoder, poll_interval=0.05)
+    try:
+        update_index(index_dir, corpus=corpus(1, seed=4, prefix="new"), encoder=tiny_encoder)
+        deadline = time.monotonic() + 10
+        while live.current.number != 1 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert live.current.number == 1
+    finally:
+        live.close()
+    assert not live._thread.is_alive()
+
+
+def test_an_update_while_clients_search_fails_no_request(index_dir, tiny_encoder, tiny_model_dir):
+    stop, answers, failures = threading.Event(), [], []
+    with running(tiny_encoder, index_dir, tiny_model_dir, poll_interval=0.05) as (url, _, _):
+
+        def search(retriever):
+            with httpx.Client(timeout=30) as client:
+                while not stop.is_set():
+                    try:
+                        response = client.post(
+                            f"{url}/v1/search", json={"query": "wing lift", "k": 5, "retriever": retriever}
+                        )
+                    except httpx.HTTPError as error:
+                        failures.append(repr(error))
+                        continue
+                    if response.status_code != 200:
+                        failures.append(response.text)
+                    else:
+                        answers.append((retriever, response.json()["generation"]))
+
+        clients = [threading.Thread(target=search, args=(r,)) for r in ("gtr", "bm25", "hybrid", "gtr")]
+        for client in clients:
+            client.start()
+        try:
+            new = corpus(3, seed=9, prefix="new")
+            for change in ({"corpus": new, "encoder": tiny_encoder}, {"delete": ["d2", "d3"]}, {"compact": True}):
+                generation = update_index(index_dir, **change)["generation"]
+                deadline = time.monotonic() + 10  # the documented delay: --poll-interval and one load
+                while httpx.get(f"{url}/health").json()["index"]["generation"] != generation:
+                    assert time.monotonic() < deadline, f"generation {generation} not served within 10 s"
+                    time.sleep(0.02)
+            answer = httpx.post(f"{url}/v1/search", json={"query": new.texts[0], "k": 40, "retriever": "bm25"}).json()
+            assert "new0" in [hit["id"] for hit in answer["hits"]] and answer["generation"] == generation
+        finally:
+            stop.set()
+            for client in clients:
+                client.join(30)
+    assert not failures, failures[:3]
+    assert {retriever for retriever, _ in answers} == {"gtr", "bm25", "hybrid"}
+    assert {seen for _, seen in answers} >= {0, generation}

@@ -1,0 +1,203 @@
+"""The `gtr-keras serve` command in a process of its own, on 127.0.0.1 and a free port, with bounded waits."""
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+
+import httpx
+import numpy as np
+import openai
+import pytest
+from conftest import REPO
+from servers import corpus
+
+from gtr_keras.errors import UserError
+from gtr_keras.retrieval.retriever import build_index
+from gtr_keras.server.serve import listening_socket
+
+
+def free_port():
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+class Served:
+    """`gtr-keras serve ARGS --port P` started, its stdout read in a thread until it says it listens."""
+
+    def __init__(self, *args):
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        command = [sys.executable, "-m", "gtr_keras", "serve", *map(str, args), "--port", str(self.port)]
+        self.process = subprocess.Popen(command, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        self.lines, listening = [], threading.Event()
+
+        def read():
+            for line in self.process.stdout:
+                self.lines.append(line)
+                if "listening on" in line:
+                    listening.set()
+
+        threading.Thread(target=read, daemon=True).start()
+        if not listening.wait(120):
+            self.process.kill()
+            raise AssertionError(f"not listening within 120 s: {self.process.communicate(timeout=30)[1][-2000:]}")
+
+    def stop(self, sig=signal.SIGTERM, timeout=30):
+        """Sends `sig`; returns `(exit status, seconds it took to exit, stderr)`."""
+        start = time.monotonic()
+        self.process.send_signal(sig)
+        try:
+            _, err = self.process.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            raise
+        return self.process.returncode, time.monotonic() - start, err
+
+
+@pytest.fixture(scope="module")
+def index_dir(tmp_path_factory, tiny_encoder, tiny_model_dir):
+    directory = tmp_path_factory.mktemp("serve-command") / "index"
+    build_index(tiny_encoder, corpus(), directory, model_dir=tiny_model_dir)
+    return directory
+
+
+@pytest.mark.large
+def test_the_command_serves_embeddings_and_search_and_stops_at_sigterm(tiny_model_dir, tiny_encoder, index_dir):
+    served = Served("--model", tiny_model_dir, "--index", index_dir, "--served-model-name", "gtr")
+    try:
+        assert served.lines[0].strip() == f"gtr-keras serve: listening on {served.url} (model gtr, index {index_dir})"
+        client = openai.OpenAI(base_url=f"{served.url}/v1", api_key="unused", max_retries=0, timeout=30)
+        texts = ["lift on a wing", "shock waves"]
+        answer = client.embeddings.create(input=texts, model="gtr")
+        embeddings = np.array([d.embedding for d in answer.data])
+        np.testing.assert_allclose(embeddings, tiny_encoder.encode_documents(texts), atol=1e-6, rtol=0)
+        found = httpx.post(f"{served.url}/v1/search", json={"query": "wing lift", "k": 5}, timeout=30).json()
+        assert len(found["hits"]) == 5 and {"id", "score"} <= set(found["hits"][0])
+        several = httpx.post(f"{served.url}/v1/search", json={"queries": ["wing", "heat"], "k": 2}, timeout=30)
+        assert [len(r["hits"]) for r in several.json()["results"]] == [2, 2]
+        bad = httpx.post(f"{served.url}/v1/embeddings", content=b"not json", timeout=30)
+        assert bad.status_code == 400 and bad.json()["error"]["code"] == "invalid_json"
+        with pytest.raises(openai.UnprocessableEntityError):
+            client.embeddings.create(input="x", model="gtr", extra_body={"colour": "red"})
+    finally:
+        status, seconds, err = served.stop()
+    assert status == 0, err
+    assert err.strip().splitlines()[-1] == "gtr-keras serve: stopped" and "Traceback" not in err
+
+
+@pytest.mark.large
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_a_signal_during_a_batch_finishes_it_refuses_new_connections_and_exits_0(tiny_model_dir, tiny_encoder, sig):
+    # The batch waits 3 s for company: the signal comes while the request is in the batcher.
+    served = Served(
+        "--model", tiny_model_dir, "--served-model-name", "model", "--max-wait-ms", "3000", "--grace-period", "20"
+    )
+    try:
+        _signal_during_a_batch(served, tiny_encoder, sig)
+    finally:  # a failed assertion leaves no server behind
+        if served.process.poll() is None:
+            served.process.kill()
+
+
+def _signal_during_a_batch(served, tiny_encoder, sig):
+    answers = []
+    request = threading.Thread(
+        target=lambda: answers.append(
+            httpx.post(f"{served.url}/v1/embeddings", json={"input": ["a wing"], "model": "model"}, timeout=60)
+        )
+    )
+    request.start()
+    deadline = time.monotonic() + 30
+    while httpx.get(f"{served.url}/health", timeout=10).json()["queued"] == 0:
+        assert time.monotonic() < deadline and not answers, f"the request never reached the batcher: {answers}"
+        time.sleep(0.02)
+    served.process.send_signal(sig)
+    time.sleep(0.5)
+    with pytest.raises(httpx.ConnectError):
+        httpx.get(f"{served.url}/health", timeout=5)
+    request.join(60)
+    status, seconds, err = served.stop(sig)  # a second signal after the exit is harmless; communicate waits
+    assert status == 0, err
+    assert answers and answers[0].status_code == 200
+    np.testing.assert_allclose(
+        answers[0].json()["data"][0]["embedding"], tiny_encoder.encode_documents(["a wing"])[0], atol=1e-6, rtol=0
+    )
+
+
+@pytest.mark.large
+def test_a_port_in_use_is_exit_2_in_one_line_before_the_model_loads(tiny_model_dir):
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        result = subprocess.run(
+            [sys.executable, "-m", "gtr_keras", "serve", "--model", tiny_model_dir, "--port", str(port)],
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+    assert result.returncode == 2
+    assert result.stderr.strip() == (
+        f"gtr-keras serve: error: --host 127.0.0.1 --port {port}: cannot listen there (Address already in use)"
+    )
+
+
+def test_listening_socket_names_the_address_it_cannot_take():
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        with pytest.raises(UserError, match=r"--port \d+: cannot listen there"):
+            listening_socket("127.0.0.1", taken.getsockname()[1])
+    sock = listening_socket("127.0.0.1", 0)
+    assert sock.getsockname()[1] > 0
+    sock.close()
+
+
+def test_the_serve_extra_s_hint_when_uvicorn_is_missing(tmp_path):
+    script = (
+        "import sys\nsys.modules['uvicorn'] = None\nfrom gtr_keras.cli.main import main\nsys.exit(main(sys.argv[1:]))\n"
+    )
+    env = {**os.environ, "PYTHONPATH": REPO}
+    result = subprocess.run(
+        [sys.executable, "-c", script, "serve", "--model", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+    )
+    assert result.returncode == 2
+    assert result.stderr.strip().startswith(
+        "gtr-keras serve: error: needs uvicorn and Starlette: pip install 'gtr-keras[serve]'"
+    )
+
+
+def test_an_index_with_an_export_is_exit_2_in_one_line(tiny_onnx_export, index_dir, capsys):
+    from gtr_keras.cli.main import main
+
+    assert main(["serve", "--model", tiny_onnx_export, "--index", str(index_dir), "--port", "0"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("gtr-keras serve: error: --index: ") and "is an export" in err and "\n" not in err
+
+
+@pytest.mark.parametrize(
+    "flags, message",
+    [
+        (["--port", "70000"], "argument --port: must be from 0 (a free port) to 65535, got 70000"),
+        (["--max-wait-ms", "-1"], "argument --max-wait-ms: must be at least 0, got -1"),
+        (["--poll-interval", "0"], "argument --poll-interval: must be positive, got 0"),
+        (["--max-inputs", "100", "--max-queue", "10"], "argument --max-inputs: 100 is more than --max-queue holds"),
+    ],
+)
+def test_bad_serve_flags_are_exit_2_in_one_line(flags, message, capsys):
+    from gtr_keras.cli.main import main
+
+    with pytest.raises(SystemExit) as exit_:
+        main(["serve", "--model", "gtr-small-distilled", *flags])
+    assert exit_.value.code == 2
+    assert message in capsys.readouterr().err.strip()

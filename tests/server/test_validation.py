@@ -1,0 +1,54 @@
+import pytest
+
+from gtr_keras.server.api_error import ApiError
+from gtr_keras.server.validation import embedding_request, search_request
+
+MODELS = {"m": None, "m-query": "query", "m-document": "document"}
+
+
+def _refused(function, *args):
+    with pytest.raises(ApiError) as raised:
+        function(*args)
+    return raised.value
+
+
+def test_an_embedding_request_s_kind_comes_from_the_model_name_or_input_type():
+    assert embedding_request({"input": "a", "model": "m"}, MODELS, 8, 4) == ("a".split(), "document", "m", "float")
+    assert embedding_request({"input": ["a"], "model": "m", "input_type": "query"}, MODELS, 8, 4).kind == "query"
+    assert embedding_request({"input": ["a"], "model": "m-query"}, MODELS, 8, 4).kind == "query"
+    asked = embedding_request({"input": ["a", "b"], "model": "m-document", "encoding_format": "base64"}, MODELS, 8, 4)
+    assert (asked.texts, asked.kind, asked.encoding_format) == (["a", "b"], "document", "base64")
+    assert embedding_request({"input": "a", "model": "m", "dimensions": 8, "user": "me"}, MODELS, 8, 4).texts == ["a"]
+
+
+def test_the_limit_of_inputs_is_inclusive():
+    assert len(embedding_request({"input": ["a"] * 4, "model": "m"}, MODELS, 8, 4).texts) == 4
+    error = _refused(embedding_request, {"input": ["a"] * 5, "model": "m"}, MODELS, 8, 4)
+    assert (error.status, error.param, error.code) == (422, "input", "too_many_inputs")
+    assert error.message == "input: 5 items; at most 4 a request"
+
+
+def test_an_error_body_is_openai_s_shape():
+    body = ApiError(422, "k: must be an integer", "k", "invalid_value").body()
+    assert body == {
+        "error": {
+            "message": "k: must be an integer",
+            "type": "invalid_request_error",
+            "param": "k",
+            "code": "invalid_value",
+        }
+    }
+    assert ApiError(503, "busy; retry", None, "busy").body()["error"]["type"] == "server_error"
+
+
+def test_a_search_request_takes_query_or_queries_and_the_fusion_options():
+    asked = search_request({"query": "a", "k": 5}, 4, 100)
+    assert (asked.queries, asked.single, asked.k, asked.retriever) == (["a"], True, 5, "gtr")
+    asked = search_request({"queries": ["a", "b"], "retriever": "hybrid", "fusion": "rrf", "gtr_weight": 1}, 4, 100)
+    assert (asked.single, asked.k, asked.fusion, asked.gtr_weight) == (False, 10, "rrf", 1.0)
+
+
+@pytest.mark.parametrize("weight", [float("nan"), float("inf"), -0.1, "0.5", True])
+def test_a_gtr_weight_must_be_a_number_from_0_to_1(weight):
+    error = _refused(search_request, {"query": "a", "retriever": "hybrid", "gtr_weight": weight}, 4, 100)
+    assert error.param == "gtr_weight"
