@@ -1,0 +1,189 @@
+"""`tune`: the recall@k and QPS of an index's search settings against exact search of its own vectors, and the
+fastest setting that meets a target recall, recorded in the index (`layout.write_tuned`).
+
+A ScaNN index is measured over a grid of leaves searched (fractions of its leaves) and reordering pools
+(`reorder_factor`, candidates rescored on int8 a result); an int8 or binary exact index over its `rescore`
+pools. The exact answers are those of the vectors the index holds: a ScaNN index's int8 copy decoded (ScaNN
+keeps no float32), an exact index's float32. Queries are either held-out vectors or a sample of the
+index's own rows; a sampled row is its own best match, so it is left out of both answers, which are then the
+`k` best other rows. QPS is that of one batched `search` of every query at `k`, the best of `repeats` runs.
+"""
+
+import os
+import time
+
+import numpy as np
+
+from gtr_keras.errors import UserError
+from gtr_keras.index.layout import SCANN_DIR, TUNE_PLOT, read_description, search_settings, write_tuned
+from gtr_keras.index.quantized_vectors import FloatVectors
+from gtr_keras.index.search_index import SearchIndex
+from gtr_keras.index.segmented_index import SegmentedIndex
+from gtr_keras.tuning.recall_curve import plot_recall_qps
+from gtr_keras.utils import files
+from gtr_keras.utils.records import check_positive_int
+
+# The grid: leaves searched as fractions of a ScaNN index's leaves, its reordering pools (results times
+# these), and a quantized exact index's rescored candidates (k times these).
+LEAF_FRACTIONS = (0.005, 0.01, 0.02, 0.04, 0.07, 0.1, 0.15, 0.25)
+REORDER_FACTORS = (5, 10, 20, 50, 100, 200)
+RESCORE_MULTIPLES = (1, 2, 4, 10, 20, 50)
+
+
+class DecodedRows:
+    """The int8 rows of a ScaNN searcher decoded to float32 (`int8 / multiplier`, per dimension), a slice at a
+    time: what ScaNN reorders with, and so what exact search of a ScaNN index's vectors scores."""
+
+    def __init__(self, scann_dir):
+        self.codes = np.load(os.path.join(scann_dir, "int8_dataset.npy"), mmap_mode="r")
+        self.multipliers = np.load(os.path.join(scann_dir, "int8_multipliers.npy"))
+        self.shape = self.codes.shape
+
+    def __getitem__(self, rows):
+        return np.asarray(self.codes[rows], dtype=np.float32) / self.multipliers
+
+
+def settings_grid(index, k):
+    """The search settings `tune` measures for a loaded `index` (see the module's grid), as dicts."""
+    first = index.parts[0][0] if isinstance(index, SegmentedIndex) else index
+    names = search_settings(index.kind, first.params)
+    if not names:
+        raise UserError(
+            f"a {index.kind} index of float32 vectors has no search setting to tune (its search is exact); "
+            "tune a ScaNN index, or one built with `index --vectors int8|binary`"
+        )
+    params = first.params
+    if index.kind == "scann":
+        leaves = params["num_leaves"]
+        searched = {min(leaves, max(1, round(leaves * f))) for f in LEAF_FRACTIONS} | {params["num_leaves_to_search"]}
+        factors = set(REORDER_FACTORS) | {params["reorder_factor"]}
+        return [{"num_leaves_to_search": s, "reorder_factor": r} for s in sorted(searched) for r in sorted(factors)]
+    return [{"rescore": r} for r in sorted({k * m for m in RESCORE_MULTIPLES} | {params["rescore"]})]
+
+
+def exact_twin(index):
+    """An exact index over the vectors `index` holds (decoded int8 for ScaNN), its rows numbered as `index`'s."""
+    parts = index.parts if isinstance(index, SegmentedIndex) else [(index, None)]
+    twins = []
+    for part, deleted in parts:
+        floats = part.embeddings if part.kind == "exact" else DecodedRows(os.path.join(part.path, SCANN_DIR))
+        twins.append((SearchIndex.from_vectors(part.ids, FloatVectors(floats)), deleted))
+    return twins[0][0] if not isinstance(index, SegmentedIndex) else SegmentedIndex(twins, index.names)
+
+
+def _sampled_rows(twin, rows):
+    """The float32 vectors of live rows `rows` (sorted) of an exact index or `SegmentedIndex`."""
+    parts = twin.parts if isinstance(twin, SegmentedIndex) else [(twin, None)]
+    out, first = [], 0
+    for part, deleted in parts:
+        live = np.arange(len(part.ids)) if deleted is None else np.flatnonzero(~deleted)
+        mine = rows[(rows >= first) & (rows < first + len(live))] - first
+        out.append(np.asarray(part.embeddings[live[mine]], dtype=np.float32))
+        first += len(live)
+    return np.concatenate(out)
+
+
+def _best_others(rows, own, k):
+    """Each query's first `k` result rows that are not its own row (`own`; None: no query is an indexed row)."""
+    if own is None:
+        return rows[:, :k]
+    return np.stack([row[row != me][:k] for row, me in zip(rows, own)])
+
+
+def recall_at_k(found, truth):
+    """The mean fraction of each query's true top `k` (`truth`, `[n, k]` rows) among its `found` rows."""
+    return float(np.mean([len(np.intersect1d(f, t)) / t.shape[0] for f, t in zip(found, truth)]))
+
+
+def measure(index, queries, truth, k, own=None, repeats=2):
+    """`(recall@k, QPS)` of `index`'s current setting on `queries` against `truth` (`[n, k]` exact rows)."""
+    found = _best_others(index.search(queries, k + (own is not None))[0], own, k)
+    elapsed = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        index.search(queries, k)
+        elapsed.append(time.perf_counter() - start)
+    return recall_at_k(found, truth), len(queries) / max(min(elapsed), 1e-9)
+
+
+def tune(directory, queries=None, sample=1000, target_recall=0.95, k=10, plot=None, repeats=2, log=print):
+    """Measures the search settings of the index in `directory`, records the fastest that meets
+    `target_recall` in it (`tuned.json`, which `SearchIndex.load` applies) and draws the recall-QPS curve.
+
+    Args:
+        directory: a local index directory (of `gtr-keras index`, or a search index).
+        queries: float32 `[n, D]` held-out query vectors, or None to sample `sample` of the index's rows.
+        sample: rows sampled (seed 0) as queries when `queries` is None.
+        target_recall: the recall@k to meet, in (0, 1].
+        k: results per query.
+        plot: the `.png` to write (default: `tune-recall-qps.png` in the search index directory).
+        repeats: timed runs per setting (the fastest counts).
+        log: called with each line of the table.
+
+    Returns:
+        The record written to `tuned.json`: `setting`, `recall`, `qps`, `k`, `target_recall`, `queries`,
+        `measurements` (every setting's `recall` and `qps`), and `plot`, the PNG's path.
+
+    Raises:
+        UserError: an index with nothing to tune (exact float32), queries of other dims, or no setting that
+            meets the target (nothing is recorded then; the plot is still drawn).
+
+    Example:
+    >>> tune("indexes/msmarco", sample=1000, target_recall=0.95)["setting"]  # doctest: +SKIP
+    {'num_leaves_to_search': 70, 'reorder_factor': 20}
+    """
+    check_positive_int(k, "k")
+    if not 0 < target_recall <= 1:
+        raise UserError(f"target_recall must be in (0, 1], got {target_recall}")
+    directory = read_description(directory)[0]
+    if not files.is_local(directory):
+        raise UserError(f"{directory}: tune reads the index's vectors through a memory map; copy it to a local disk")
+    index = SearchIndex.load(directory)
+    grid = settings_grid(index, k)
+    twin = exact_twin(index)
+    if queries is None:
+        own = np.sort(np.random.default_rng(0).choice(len(index.ids), min(sample, len(index.ids)), replace=False))
+        queries, described = _sampled_rows(twin, own), f"{len(own)} of the index's rows, sampled (seed 0)"
+    else:
+        own, queries, described = None, np.asarray(queries, dtype=np.float32), f"{len(queries)} held-out vectors"
+        if queries.ndim != 2 or queries.shape[1] != index.dims:
+            raise UserError(f"queries of shape {queries.shape}, the index has {index.dims} dims")
+    if k + (own is not None) > len(index.ids):
+        raise UserError(f"k={k} needs more than the index's {len(index.ids)} rows")
+    truth = _best_others(twin.search(queries, k + (own is not None))[0], own, k)
+    measurements = []
+    log(f"{'setting':<48} {'recall@' + str(k):>10} {'QPS':>10}")
+    for setting in grid:
+        index.set_search_params(setting)
+        recall, qps = measure(index, queries, truth, k, own, repeats)
+        measurements.append({"setting": setting, "recall": round(recall, 4), "qps": round(qps, 1)})
+        log(f"{_describe(setting):<48} {recall:>10.4f} {qps:>10.1f}")
+    meeting = [m for m in measurements if m["recall"] >= target_recall]
+    chosen = max(meeting, key=lambda m: m["qps"]) if meeting else None
+    plot = plot or os.path.join(directory, TUNE_PLOT)
+    curve = [(m["recall"], m["qps"]) for m in measurements]
+    where = chosen and (chosen["recall"], chosen["qps"])
+    title = f"{os.path.basename(os.path.dirname(directory.rstrip('/')))}: {index.kind}, {len(index.ids)} rows"
+    plot_recall_qps({index.kind: curve}, plot, title, where, target_recall)
+    if chosen is None:
+        best = max(measurements, key=lambda m: m["recall"])
+        raise UserError(
+            f"no setting reached recall@{k} {target_recall} (the best: {best['recall']} with "
+            f"{_describe(best['setting'])}; plot: {plot}); nothing recorded: lower --target-recall, or rebuild "
+            f"the index with more leaves"
+        )
+    record = {
+        "setting": chosen["setting"],
+        "recall": chosen["recall"],
+        "qps": chosen["qps"],
+        "k": k,
+        "target_recall": target_recall,
+        "queries": described,
+        "measurements": measurements,
+    }
+    write_tuned(directory, record)
+    return {**record, "plot": plot}
+
+
+def _describe(setting):
+    return ", ".join(f"{name}={value}" for name, value in setting.items())
