@@ -19,12 +19,13 @@ ALLOWED = {
     "patches": {"utils", "models", "convert"},
     "beir": {"utils"},
     "index": {"utils", "beir"},
+    "tuning": {"utils", "index"},
     "lexical": {"utils", "models", "beir", "index"},
     "retrieval": {"utils", "models", "beir", "index", "lexical"},
     "training": {"utils", "models", "convert", "beir", "retrieval"},
     "distillation": {"utils", "models", "convert", "beir", "index", "retrieval", "training"},
     "serving": {"utils", "models", "index", "lexical", "retrieval"},
-    "cli": {"utils", "models", "convert", "patches", "beir", "index", "lexical", "retrieval", "training"}
+    "cli": {"utils", "models", "convert", "patches", "beir", "index", "tuning", "lexical", "retrieval", "training"}
     | {"distillation", "serving"},
 }
 # A folder holds at most this many modules, its `__init__.py` included.

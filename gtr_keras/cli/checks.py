@@ -83,6 +83,10 @@ def check_index_sources(args, parser):
         )
     if args.update and args.exact:
         parser.error("argument --exact: not with --update (an update keeps the index's kind)")
+    if args.update and args.vectors != "float32":
+        parser.error("argument --vectors: not with --update (an update keeps the index's vectors)")
+    if args.rescore is not None and args.vectors == "float32":
+        parser.error("argument --rescore: rescores the candidates of --vectors int8|binary")
     if args.update and args.corpus is None and args.embeddings is None:
         if not (args.delete or args.compact):
             parser.error("argument --update: needs --embeddings, --corpus (with --model), --delete or --compact")
@@ -132,6 +136,8 @@ def check_export_format(args, parser):
 
 # Flags that need an optional dependency: (flag's dest, what it needs, its module, the extra that installs it).
 _EXTRAS = (("runner", "Apache Beam", "apache_beam", "beam"),)
+# Commands that need one: (command, what it needs it for, its module, the extra that installs it).
+_COMMAND_EXTRAS = (("tune", "the recall-QPS plot", "matplotlib", "plots"),)
 
 
 def check_extras(args, parser):
@@ -144,6 +150,9 @@ def check_extras(args, parser):
     for dest, name, module, extra in _EXTRAS:
         if getattr(args, dest, None) and importlib.util.find_spec(module) is None:
             parser.error(f"argument --{dest}: needs {name}: pip install 'gtr-keras[{extra}]'")
+    for command, what, module, extra in _COMMAND_EXTRAS:
+        if args.command == command and importlib.util.find_spec(module) is None:
+            parser.error(f"{what} needs {module}: pip install 'gtr-keras[{extra}]'")
 
 
 def _comparable(path):

@@ -125,6 +125,10 @@ def main(argv=None):
         parser.commands["search"].error(
             f"argument --index: --retriever {args.retriever} searches one index (several are shards of --retriever gtr)"
         )
+    if args.command == "search" and args.retriever != "gtr" and args.search_param:
+        parser.commands["search"].error(
+            f"argument --search-param: sets the dense index's search, not {args.retriever}'s"
+        )
     if args.command == "index":
         check_index_sources(args, parser.commands["index"])
     if args.command == "export":

@@ -16,6 +16,7 @@ from gtr_keras.cli.arguments import (
     at_least_zero,
     corpus_source,
     embedding_source,
+    fraction,
     fraction_or_zero,
     index_directory,
     input_dir,
@@ -23,6 +24,7 @@ from gtr_keras.cli.arguments import (
     output_dir,
     output_file,
     output_path,
+    search_param,
     token_budget,
 )
 from gtr_keras.cli.train_arguments import DISTILL_FLAGS, add_train_arguments
@@ -248,6 +250,20 @@ def build_parser():
     )
     p.add_argument("--exact", action="store_true", help="exact brute-force search even for large corpora")
     p.add_argument(
+        "--vectors",
+        choices=["float32", "int8", "binary"],
+        default="float32",
+        help="the vectors an exact index searches in memory: int8 (per-dimension calibration) or binary (signs) "
+        "codes, their best --rescore candidates rescored with float32 read from disk (implies --exact; "
+        "docs/choosing-a-search.md)",
+    )
+    p.add_argument(
+        "--rescore",
+        type=at_least_one,
+        default=None,
+        help="with --vectors int8|binary: candidates rescored per query (default: 40 for int8, 100 for binary)",
+    )
+    p.add_argument(
         "--bm25",
         action=argparse.BooleanOptionalAction,
         default=True,
@@ -299,6 +315,41 @@ def build_parser():
     p.add_argument("-k", type=at_least_one, default=10, help="results per query")
     p.add_argument("--json", action="store_true", help="print JSON")
     p.add_argument("--snippet", type=at_least_zero, default=160, help="characters of text shown per hit")
+    p.add_argument(
+        "--search-param",
+        type=search_param,
+        action="append",
+        metavar="NAME=VALUE",
+        help="override a search setting of the index (the one `tune` recorded, or the build's), e.g. "
+        "num_leaves_to_search=40, reorder_factor=50 (ScaNN) or rescore=100 (int8|binary); repeatable",
+    )
+
+    p = command(
+        "tune",
+        "measure an index's search settings against exact search; record the fastest that meets a recall",
+        "Measures recall@k and queries a second of each search setting (ScaNN: leaves searched and reordering "
+        "pool; int8|binary exact: candidates rescored) against an exact search of the index's own vectors, "
+        "prints them, records the fastest setting that meets --target-recall in the index (INDEX/index/tuned.json: "
+        "search, export, servers and SearchIndex.load use it) and draws the recall-QPS curve as a PNG.",
+    )
+    p.add_argument("--index", required=True, type=index_directory, help="a local index directory")
+    group = p.add_mutually_exclusive_group()
+    group.add_argument(
+        "--queries",
+        type=input_file,
+        metavar="NPY",
+        help="held-out query vectors, float32 [n, D] .npy (e.g. of `gtr-keras encode`; default: --sample)",
+    )
+    group.add_argument(
+        "--sample", type=at_least_one, default=1000, help="index rows sampled as queries (default: 1000)"
+    )
+    p.add_argument("--target-recall", type=fraction, default=0.95, help="recall@k to meet (default: 0.95)")
+    p.add_argument("-k", type=at_least_one, default=10, help="results per query whose recall counts")
+    p.add_argument(
+        "--plot",
+        type=output_path("file", ".png"),
+        help="the recall-QPS plot to write (default: INDEX/index/tune-recall-qps.png)",
+    )
 
     p = command(
         "evaluate",
