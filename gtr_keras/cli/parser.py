@@ -261,7 +261,7 @@ def build_parser():
         "--rescore",
         type=at_least_one,
         default=None,
-        help="with --vectors int8|binary: candidates rescored per query (default: 40 for int8, 100 for binary)",
+        help="with --vectors int8|binary: candidates rescored per query (default: 20 for int8, 100 for binary)",
     )
     p.add_argument(
         "--bm25",

@@ -85,7 +85,8 @@ def test_rejects_mismatched_queries():
     "kind, params, message",
     [
         ("fast", None, r"kind must be one of \('auto', 'exact', 'scann'\), got 'fast'"),
-        ("exact", {"reorder_factor": 10}, "`params` only apply to kind='scann'"),
+        ("exact", {"reorder_factor": 10}, "an exact index takes params 'vectors' and 'rescore' only"),
+        ("exact", {"vectors": "int4"}, "vectors must be one of"),
     ],
 )
 def test_a_bad_kind_or_params_is_a_user_error(kind, params, message):
