@@ -98,7 +98,7 @@ def main(argv=None):
             f"Command: `{rerun_command(__file__, argv)}` (bundled gtr-small-distilled; collections from "
             f"{args.data}, Cranfield bundled). Machine: {machine()}; lscpu flags: {flags}",
             "",
-            "| collection | documents | vectors | rescore | NDCG@10 | of float32 | QPS (top 10) | vectors held per 1M x 768 |",
+            "| collection | documents | vectors | rescore | NDCG@10 | of float32 | QPS (top 10) | held per 1M x 768 |",
             "|---|---|---|---|---|---|---|---|",
             *rows,
             "",
