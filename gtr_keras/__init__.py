@@ -39,14 +39,17 @@ def _register_keras_classes(module):
     importlib.import_module("gtr_keras.models.gtr")
 
 
-def _install_patches(family):
+def _wire_the_model_family(family):
+    from gtr_keras.convert import preset_loader
     from gtr_keras.patches import keras_functional_models, keras_hub_preset_loader
 
     keras_functional_models.install()
     keras_hub_preset_loader.install()
+    preset_loader.install()
 
 
-when_imported("gtr_keras.models.gtr", _install_patches)
+# Once no module of the package is half imported: the patches and converters import the family's modules.
+when_imported("gtr_keras.models.gtr", _wire_the_model_family, settled="gtr_keras.")
 for _name in ("keras", "keras_hub"):
     when_imported(_name, _register_keras_classes)  # runs now if `_name` is imported already
 

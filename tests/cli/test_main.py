@@ -41,7 +41,9 @@ def test_help_answers_without_importing_tensorflow_or_the_library():
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     parser = ["arguments", "checks", "main", "parser", "train_arguments"]
     assert result.stdout.strip().splitlines()[-1] == str(
-        ["gtr_keras", "gtr_keras.cli"] + [f"gtr_keras.cli.{name}" for name in parser]
+        ["gtr_keras", "gtr_keras.cli"]
+        + [f"gtr_keras.cli.{name}" for name in parser]
+        + ["gtr_keras.utils", "gtr_keras.utils.import_hooks"]
     )
     assert "usage: gtr-keras train" in result.stdout
     assert "tensorflow" not in result.stderr.lower()

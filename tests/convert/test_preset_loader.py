@@ -1,4 +1,4 @@
-"""`load_embedder`: one loader per format, each given the resolved source."""
+"""The loaders of the other formats, registered with the model family: each given the resolved source."""
 
 import json
 import shutil
@@ -7,10 +7,10 @@ import numpy as np
 import pytest
 from conftest import FIXTURES, TINY_ST
 
-from gtr_keras.convert.preset_loader import load_embedder
 from gtr_keras.errors import CheckpointError, UserError
 from gtr_keras.models.gtr.gtr_text_embedder import GTRTextEmbedder
 from gtr_keras.models.gtr.presets import parameter_count, preset_config
+from gtr_keras.models.model_files import model_source
 from gtr_keras.models.model_files.model_source import resolve_model_source
 
 TEXT = ["lift on a wing"]
@@ -19,7 +19,7 @@ TEXT = ["lift on a wing"]
 def test_each_format_loads_to_the_same_embeddings():
     # The three fixtures hold the same tiny model in three formats.
     loaded = [
-        load_embedder(GTRTextEmbedder, resolve_model_source(path)).encode_queries(TEXT)
+        GTRTextEmbedder.from_preset(resolve_model_source(path)).encode_queries(TEXT)
         for path in (TINY_ST, f"{FIXTURES}/tiny-gtr-legacy", f"{FIXTURES}/tiny-gtr-preset-0.1")
     ]
     for other in loaded[1:]:
@@ -27,7 +27,7 @@ def test_each_format_loads_to_the_same_embeddings():
 
 
 def test_an_architecture_loads_randomly_initialised_without_a_preprocessor():
-    embedder = load_embedder(GTRTextEmbedder, resolve_model_source("gtr-tiny"))
+    embedder = GTRTextEmbedder.from_preset("gtr-tiny")
     assert embedder.preprocessor is None and embedder.count_params() == parameter_count(preset_config("gtr-tiny"))
 
 
@@ -37,10 +37,31 @@ def test_a_keras_hub_preset_is_checked_before_keras_hub_reads_it(tmp_path):
     config["config"]["num_layers"] = 2
     (copy / "config.json").write_text(json.dumps(config))
     with pytest.raises(CheckpointError, match=r"preset/config\.json: num_layers is 2 but model\.weights\.h5 holds 3"):
-        load_embedder(GTRTextEmbedder, resolve_model_source(copy))
+        GTRTextEmbedder.from_preset(copy)
 
 
 @pytest.mark.parametrize("path", [TINY_ST, f"{FIXTURES}/tiny-gtr-legacy"])
 def test_other_formats_take_no_keras_hub_arguments(path):
     with pytest.raises(UserError, match="takes no \\['num_classes'\\]"):
-        load_embedder(GTRTextEmbedder, resolve_model_source(path), num_classes=2)
+        GTRTextEmbedder.from_preset(path, num_classes=2)
+
+
+def test_a_format_without_a_registered_loader_is_named(monkeypatch):
+    monkeypatch.setattr(model_source, "_LOADERS", {})
+    with pytest.raises(UserError, match="tiny-gtr-st: no loader of sentence-transformers models is registered"):
+        GTRTextEmbedder.from_preset(TINY_ST)
+
+
+@pytest.mark.large
+def test_the_converters_are_registered_in_a_process_that_imports_only_the_embedder():
+    import subprocess
+    import sys
+
+    from conftest import REPO
+
+    script = (
+        "from gtr_keras.models.gtr.gtr_text_embedder import GTRTextEmbedder\n"
+        f"print(GTRTextEmbedder.from_preset({str(TINY_ST)!r}).embedding_dim)\n"
+    )
+    result = subprocess.run([sys.executable, "-c", script], cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr[-2000:]

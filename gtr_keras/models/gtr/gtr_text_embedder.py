@@ -8,6 +8,7 @@ import keras_hub
 import numpy as np
 import tensorflow as tf
 from keras import ops
+from keras_hub.src.utils import preset_utils
 
 from gtr_keras.errors import CheckpointError, UserError
 from gtr_keras.models.gtr.encoder import Encoder, to_bytes
@@ -16,8 +17,19 @@ from gtr_keras.models.gtr.gtr_text_embedder_preprocessor import GTRTextEmbedderP
 from gtr_keras.models.gtr.gtr_tokenizer import VOCABULARY_FILE, pad_token_ids
 from gtr_keras.models.gtr.masked_mean_pooling import MaskedMeanPooling
 from gtr_keras.models.gtr.presets import preset_config
-from gtr_keras.models.model_files.model_directory import check_finite, check_weights_file, file_weights_by_path
-from gtr_keras.models.model_files.model_source import resolve_model_source
+from gtr_keras.models.model_files.model_directory import (
+    check_finite,
+    check_model_directory,
+    check_weights_file,
+    file_weights_by_path,
+)
+from gtr_keras.models.model_files.model_source import (
+    ARCHITECTURE,
+    DOWNLOAD_PREFIXES,
+    KERAS_HUB,
+    load_source,
+    resolve_model_source,
+)
 from gtr_keras.models.model_files.preset_writer import write_preset
 
 
@@ -127,8 +139,9 @@ class GTRTextEmbedder(keras_hub.models.TextEmbedder):
         """Loads a preset directory, or converts a sentence-transformers GTR checkpoint on the way.
 
         The source is resolved once (`model_source.resolve_model_source`), then
-        read by the loader of its format (`gtr_keras.convert.preset_loader`):
-        a keras-hub preset (a directory written by `save_to_preset`, local or
+        read in its format: keras-hub presets and architectures here, the other
+        formats by the loader registered for them (`model_source.load_source`,
+        `gtr_keras.convert.preset_loader`): a keras-hub preset (a directory written by `save_to_preset`, local or
         on a file system TensorFlow knows, such as `gs://` or `ram://`, copied
         locally first; `kaggle://`); a sentence-transformers GTR checkpoint (a
         directory, or a Hugging Face id `hf://sentence-transformers/gtr-t5-base`,
@@ -150,10 +163,15 @@ class GTRTextEmbedder(keras_hub.models.TextEmbedder):
         Example:
         >>> embedder = GTRTextEmbedder.from_preset("hf://sentence-transformers/gtr-t5-base")  # doctest: +SKIP
         """
-        # Imported here: the converters import the model family's modules, whose `__init__` imports this one.
-        from gtr_keras.convert.preset_loader import load_embedder
-
-        return load_embedder(cls, resolve_model_source(preset), load_weights, **kwargs)
+        source = resolve_model_source(preset)
+        if source.format == ARCHITECTURE:
+            return cls.from_architecture(source.path, **kwargs)
+        if source.format != KERAS_HUB:
+            return load_source(cls, source, load_weights, **kwargs)
+        with source.local() as path:
+            if not path.startswith(DOWNLOAD_PREFIXES):
+                check_model_directory(path, load_weights)  # its settings, before keras-hub reads it
+            return preset_utils.get_preset_loader(path).load_task(cls, load_weights, True, **kwargs)
 
     def save_to_preset(self, preset_dir, max_shard_size=10):
         """keras-hub's `save_to_preset`, replacing `preset_dir` as a unit (`preset_writer.write_preset`).

@@ -6,7 +6,10 @@ download handle (`kaggle://...`), or a directory, local or on any file system Te
 `ram://`). `resolve_model_source` turns it into a `ModelSource`: the path to read, the format found there
 and whether the directory must be copied locally first (`ModelSource.local`, through
 `utils.files.local_copy`, which every remote read of a model directory uses).
-The loaders (`gtr_keras.convert.preset_loader`) take that value; nothing resolves the source again.
+The loader of its format takes that value (`load_source`); nothing resolves the source again. The model
+family reads its own format (keras-hub presets) and architectures' names; the loaders of other formats are
+registered here (`register_loader`) by `gtr_keras.convert`, which sits above the model family, when
+`gtr_keras` wires the layers together (once the family is imported).
 """
 
 import contextlib
@@ -27,6 +30,8 @@ KERAS_HUB = "keras-hub"  # a preset directory that `save_to_preset` wrote, or a 
 SENTENCE_TRANSFORMERS = "sentence-transformers"  # that library's layout of a T5 GTR checkpoint
 FIRST_FORMAT = "first-format"  # gtr-keras' first model directories (`gtr-keras migrate` rewrites them)
 ARCHITECTURE = "architecture"  # a name of `presets.PRESETS` with no weights: randomly initialised
+
+_LOADERS = {}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -193,3 +198,34 @@ def _format_of(directory, config):
     if files.isfile(os.path.join(directory, SENTENCE_TRANSFORMERS_MODULES)):
         return SENTENCE_TRANSFORMERS
     return None
+
+
+def register_loader(model_format, loader):
+    """Makes `load_source` read sources of `model_format` with `loader`.
+
+    Args:
+        model_format: `SENTENCE_TRANSFORMERS`, `FIRST_FORMAT`, or another format's name.
+        loader: `loader(embedder_cls, local_path, load_weights=True, **kwargs)`, building `embedder_cls`.
+
+    Example:
+    >>> register_loader(FIRST_FORMAT, load_first_format_directory)  # doctest: +SKIP
+    """
+    _LOADERS[model_format] = loader
+
+
+def load_source(embedder_cls, source, load_weights=True, **kwargs):
+    """An `embedder_cls` read from a resolved `ModelSource` by the loader registered for its format.
+
+    A remote directory is copied locally for the load (`ModelSource.local`).
+
+    Raises:
+        UserError: no loader of the source's format is registered (`import gtr_keras` registers them).
+
+    Example:
+    >>> embedder = load_source(GTRTextEmbedder, resolve_model_source(TINY_ST))  # doctest: +SKIP
+    """
+    loader = _LOADERS.get(source.format)
+    if loader is None:
+        raise UserError(f"{source}: no loader of {source.format} models is registered (`import gtr_keras` does it)")
+    with source.local() as path:
+        return loader(embedder_cls, path, load_weights, **kwargs)
