@@ -164,9 +164,8 @@ def main(argv=None):
             qps, setting = best_qps(points, target)
             cells.append(f"{qps:,.0f} ({', '.join(f'{k}={v}' for k, v in setting.items())})" if qps else "not reached")
         top = max(points, key=lambda p: p[0])[0]
-        rows.append(
-            f"| {name} | {build:.1f} s ({len(vectors) / build:,.0f} rows/s) | {size / 2**20:,.0f} MiB | {cells[0]} | {cells[1]} | {top:.4f} |"
-        )
+        built = f"{build:.1f} s ({len(vectors) / build:,.0f} rows/s)"
+        rows.append(f"| {name} | {built} | {size / 2**20:,.0f} MiB | {cells[0]} | {cells[1]} | {top:.4f} |")
         print(rows[-1], flush=True)
     plot = args.plot or os.path.join(args.work, "frontier.png")
     plot_recall_qps(curves, plot, f"{len(vectors):,} x {vectors.shape[1]} synthetic, {THREADS} threads", target=0.95)
