@@ -42,7 +42,7 @@ def recall(found, truth):
     return float(np.mean([len(np.intersect1d(f, t)) / K for f, t in zip(found, truth)]))
 
 
-def gtr_keras_scann(vectors, queries, truth, work):
+def gtr_keras_scann(vectors, queries, truth, work, m, ef_construction):
     from gtr_keras.index import SearchIndex, write_search_index
     from gtr_keras.index.search_index import ArrayRows
     from gtr_keras.tuning.tuner import settings_grid
@@ -63,7 +63,7 @@ def gtr_keras_scann(vectors, queries, truth, work):
     return build, size, points
 
 
-def faiss_hnsw(vectors, queries, truth, work, m=32, ef_construction=100):
+def faiss_hnsw(vectors, queries, truth, work, m, ef_construction):
     import faiss
 
     faiss.omp_set_num_threads(THREADS)
@@ -80,7 +80,7 @@ def faiss_hnsw(vectors, queries, truth, work, m=32, ef_construction=100):
     return build, len(faiss.serialize_index(index)), points
 
 
-def faiss_ivfpq(vectors, queries, truth, work):
+def faiss_ivfpq(vectors, queries, truth, work, m, ef_construction):
     import faiss
 
     faiss.omp_set_num_threads(THREADS)
@@ -104,7 +104,7 @@ def faiss_ivfpq(vectors, queries, truth, work):
     return build, len(faiss.serialize_index(index)), points
 
 
-def hnswlib_hnsw(vectors, queries, truth, work, m=32, ef_construction=100):
+def hnswlib_hnsw(vectors, queries, truth, work, m, ef_construction):
     import hnswlib
 
     index = hnswlib.Index(space="ip", dim=vectors.shape[1])
@@ -124,9 +124,9 @@ def hnswlib_hnsw(vectors, queries, truth, work, m=32, ef_construction=100):
 
 LIBRARIES = {
     "scann": ("gtr-keras ScaNN (tune's grid)", gtr_keras_scann),
-    "faiss-hnsw": ("faiss HNSWFlat (M=32, efConstruction=100)", faiss_hnsw),
+    "faiss-hnsw": ("faiss HNSWFlat (M={m}, efConstruction={ef})", faiss_hnsw),
     "faiss-ivfpq": ("faiss IVF-PQ (4 sqrt(N) lists, D/8 bytes) + RefineFlat", faiss_ivfpq),
-    "hnswlib": ("hnswlib (M=32, ef_construction=100)", hnswlib_hnsw),
+    "hnswlib": ("hnswlib (M={m}, ef_construction={ef})", hnswlib_hnsw),
 }
 
 
@@ -140,6 +140,8 @@ def main(argv=None):
     add_corpus_arguments(parser)
     parser.add_argument("--work", required=True, help="directory for the shards and indexes (kept for reruns)")
     parser.add_argument("--libraries", default=",".join(LIBRARIES), help="comma-separated names of LIBRARIES")
+    parser.add_argument("--hnsw-m", type=int, default=32, help="HNSW's M (faiss and hnswlib)")
+    parser.add_argument("--ef-construction", type=int, default=100, help="HNSW's efConstruction (faiss and hnswlib)")
     parser.add_argument("--plot", help="the recall-QPS PNG to write (default: WORK/frontier.png)")
     parser.add_argument("--results", default=RESULTS)
     parser.add_argument("--no-record", action="store_true")
@@ -155,9 +157,10 @@ def main(argv=None):
     queries = np.load(os.path.join(args.work, "queries.npy"))
     truth = exact_top_k(vectors, queries, K, np.arange(len(vectors)))[0]
     curves, rows = {}, []
-    for key in args.libraries.split(","):
+    for key in args.libraries.split(","):  # one library at a time: each index is freed before the next
         name, run = LIBRARIES[key]
-        build, size, points = run(vectors, queries, truth, args.work)
+        name = name.format(m=args.hnsw_m, ef=args.ef_construction)
+        build, size, points = run(vectors, queries, truth, args.work, args.hnsw_m, args.ef_construction)
         curves[name] = [(r, q) for r, q, _ in points]
         cells = []
         for target in (0.90, 0.95):

@@ -387,8 +387,8 @@ def tune(args):
                 queries = np.load(f)
         except (OSError, ValueError) as e:
             raise DataError(f"{args.queries}: unreadable ({unreadable_reason(e, args.queries)})") from e
-    record = tune_index(args.index, queries, args.sample, args.target_recall, args.k, args.plot)
-    setting = ", ".join(f"{name}={value}" for name, value in record["setting"].items())
+    record = tune_index(args.index, queries, args.sample, args.target_recall, args.k, args.plot, build=args.build)
+    setting = ", ".join(f"{name}={value}" for name, value in {**record.get("build", {}), **record["setting"]}.items())
     print(
         f"chose {setting}: recall@{args.k} {record['recall']} at {record['qps']} queries/s "
         f"(target {args.target_recall}; {record['queries']}); recorded in {args.index}"

@@ -350,6 +350,12 @@ def build_parser():
         type=output_path("file", ".png"),
         help="the recall-QPS plot to write (default: INDEX/index/tune-recall-qps.png)",
     )
+    p.add_argument(
+        "--build",
+        action="store_true",
+        help="also measure ScaNN builds of half and twice the leaves and AH blocks of 2 and 4 dimensions (trained "
+        "on the index's int8 vectors); the build of the fastest setting replaces the index",
+    )
 
     p = command(
         "evaluate",

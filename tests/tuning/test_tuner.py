@@ -101,3 +101,22 @@ def test_float32_exact_or_an_unreachable_target_is_one_line_and_records_nothing(
     with pytest.raises(UserError, match="no setting reached recall@10 1.0 .*nothing recorded"):
         tune(tmp_path / "bin", sample=100, target_recall=1.0, log=lambda line: None)
     assert not (tmp_path / "bin" / TUNED_JSON).exists() and (tmp_path / "bin" / TUNE_PLOT).exists()
+
+
+def test_build_measures_other_leaves_and_blocks_and_keeps_the_index_it_chose(tmp_path):
+    directory = tmp_path / "index"
+    write_search_index(ArrayRows(doc_ids(len(CORPUS)), CORPUS), directory, "scann", {"num_leaves": 10})
+    record = tune(directory, sample=100, target_recall=0.9, build=True, log=lambda line: None)
+    builds = {tuple(m["build"].values()) for m in record["measurements"]}
+    assert builds == {(10, 4), (5, 2), (5, 4), (10, 2), (20, 2), (20, 4)}
+    index = SearchIndex.load(directory)
+    chosen = {name: index.params[name] for name in ("num_leaves", "dimensions_per_block")}
+    assert chosen == record["build"] and record["recall"] >= 0.9
+    assert {name: index.params[name] for name in record["setting"]} == record["setting"]
+    assert index.search_ids(CORPUS[[7]], 1)[0] == [["doc-7"]]
+
+
+def test_build_refuses_an_exact_index(tmp_path):
+    write_search_index(ArrayRows(doc_ids(300), CORPUS[:300]), tmp_path / "i", "exact", {"vectors": "int8"})
+    with pytest.raises(UserError, match="rebuilds a ScaNN index of one segment; this one is exact"):
+        tune(tmp_path / "i", sample=50, build=True, log=lambda line: None)
