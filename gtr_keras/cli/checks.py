@@ -114,6 +114,8 @@ _EXPORT_NEEDS = {
 def check_export_format(args, parser):
     """`export --format litert|onnx|openvino` writes a float32 encoder alone, its runtime installed;
     `--quantize` is ONNX Runtime's."""
+    if args.search_param and (not args.index or args.searcher != "scann"):
+        parser.error("argument --search-param: sets the ScaNN searcher of --index (--searcher scann)")
     if args.quantize and args.format != "onnx":
         parser.error(f"argument --quantize: applies to --format onnx, not {args.format}")
     if args.format == "savedmodel":

@@ -412,7 +412,8 @@ def export(args):
     version = args.version or next_version(args.out, names)
     check_export_outputs(args.out, version, names)
     index = args.index[0] if args.index and len(args.index) == 1 else args.index
-    written = export_all(_encoder(args), args.out, index, args.searcher, version, args.k)
+    search_params = dict(args.search_param or [])
+    written = export_all(_encoder(args), args.out, index, args.searcher, version, args.k, search_params)
     print("\n".join(f"wrote {path}" for path in written.values()))
 
 

@@ -468,6 +468,14 @@ def build_parser():
         "version served is never rewritten unless given here)",
     )
     p.add_argument("-k", type=at_least_one, default=10, help="results per query of the searcher's serving_default")
+    p.add_argument(
+        "--search-param",
+        type=search_param,
+        action="append",
+        metavar="NAME=VALUE",
+        help="with --searcher scann: the exported searcher's num_leaves_to_search or reorder_factor instead of "
+        "the index's (the one `tune` recorded, or the build's); repeatable",
+    )
     add_encoder_arguments(p)
 
     p = command("demo", "the main job: index, search, evaluate vs BM25 and export, offline")

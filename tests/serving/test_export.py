@@ -772,3 +772,31 @@ def test_scann_searchers_over_two_shards_answer_as_the_shards_searched_together(
     client = sharded_client.ShardedSearcher([sharded_client.saved_model_searcher(s) for s in loaded])
     ids, _ = client.search(QUERIES, 10)
     assert [[i.decode() for i in row] for row in ids] == [[h["id"] for h in row] for row in expected]
+
+
+@pytest.mark.large
+def test_a_tuned_scann_index_exports_its_tuned_setting_and_a_flag_overrides_it(exports, tiny_model_dir, tmp_path):
+    import shutil
+
+    from gtr_keras.index.layout import write_tuned
+    from gtr_keras.retrieval.retriever import Retriever
+
+    index_dir = tmp_path / "index"
+    shutil.copytree(exports["scann"][1], index_dir)
+    write_tuned(index_dir / "index", {"setting": {"num_leaves_to_search": 1, "reorder_factor": 1}})
+    encoder = gtr_keras.load(tiny_model_dir)
+    tuned = Retriever.load(index_dir, encoder)
+    assert tuned.index.params["num_leaves_to_search"] == 1 and tuned.index.params["reorder_factor"] == 1
+    untuned = Retriever.load(index_dir, encoder)
+    untuned.index.set_search_params({"num_leaves_to_search": 3, "reorder_factor": 100})
+    for name, flags, expected in (
+        ("tuned", [], tuned),
+        ("flag", ["--search-param", "num_leaves_to_search=3", "--search-param", "reorder_factor=100"], untuned),
+    ):
+        argv = ["export", "--model", tiny_model_dir, "--index", str(index_dir), "--out", str(tmp_path / name)]
+        assert main(argv + flags) == 0
+        searcher = load_export(str(tmp_path / name / "searcher" / "1")).signatures["search"]
+        found = searcher(queries=tf.constant(QUERIES), k=tf.constant([10] * len(QUERIES)))["ids"].numpy()
+        want = [[hit["id"] for hit in row] for row in expected.search(QUERIES, 10)]
+        assert [[i.decode() for i in row if i] for row in found] == want, name
+    assert tuned.search(QUERIES, 10) != untuned.search(QUERIES, 10)
