@@ -15,13 +15,12 @@ Usage (pip install 'gtr-keras[ann-benchmarks]'):
 
 import argparse
 import os
-import subprocess
 import sys
 import time
 
 import numpy as np
 from large_index import add_corpus_arguments, write_shards
-from results import RESULTS, machine, publish, rerun_command
+from results import RESULTS, lscpu_flags, machine, publish, rerun_command
 
 SECTION = "## Speed-memory frontier"
 K = 10
@@ -172,8 +171,7 @@ def main(argv=None):
         print(rows[-1], flush=True)
     plot = args.plot or os.path.join(args.work, "frontier.png")
     plot_recall_qps(curves, plot, f"{len(vectors):,} x {vectors.shape[1]} synthetic, {THREADS} threads", target=0.95)
-    flags = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
-    flags = next((line.split(":", 1)[1].strip() for line in flags.splitlines() if line.startswith("Flags")), "?")
+    flags = lscpu_flags()
     block = "\n".join(
         [
             f"### {len(vectors):,} x {vectors.shape[1]} synthetic vectors ({args.clusters} clusters, noise "

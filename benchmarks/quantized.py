@@ -12,11 +12,10 @@ Usage:
 
 import argparse
 import os
-import subprocess
 import time
 
 import numpy as np
-from results import RESULTS, machine, publish, rerun_command
+from results import RESULTS, lscpu_flags, machine, publish, rerun_command
 
 SECTION = "## Quantized exact search"
 COLLECTIONS = ("scifact", "nfcorpus", "cranfield")
@@ -91,8 +90,7 @@ def main(argv=None):
         )
         for vectors, need in (("int8", 0.99), ("binary", 0.96))
     }
-    flags = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
-    flags = next((line.split(":", 1)[1].strip() for line in flags.splitlines() if line.startswith("Flags")), "?")
+    flags = lscpu_flags()
     block = "\n".join(
         [
             f"Command: `{rerun_command(__file__, argv)}` (bundled gtr-small-distilled; collections from "

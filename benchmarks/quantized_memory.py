@@ -13,10 +13,9 @@ Usage:
 
 import argparse
 import os
-import subprocess
 
 from large_index import add_corpus_arguments, recall, search, timed_process, write_shards
-from results import RESULTS, machine, publish, rerun_command
+from results import RESULTS, lscpu_flags, machine, publish, rerun_command
 
 SECTION = "## Quantized exact search"
 
@@ -47,8 +46,7 @@ def main(argv=None):
             f"{measured['search_peak_rss'] / gib:.2f} GiB | {measured['batched_qps']:,.1f} | {quality:.4f} |"
         )
         print(rows[-1], flush=True)
-    flags = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
-    flags = next((line.split(":", 1)[1].strip() for line in flags.splitlines() if line.startswith("Flags")), "?")
+    flags = lscpu_flags()
     block = "\n".join(
         [
             f"### Search memory at {args.n:,} x {args.dims} (synthetic, {args.clusters} clusters), "

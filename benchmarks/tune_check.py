@@ -12,11 +12,10 @@ Usage:
 
 import argparse
 import os
-import subprocess
 import time
 
 import numpy as np
-from results import RESULTS, machine, publish, rerun_command
+from results import RESULTS, lscpu_flags, machine, publish, rerun_command
 
 SECTION = "## Speed-memory frontier"
 K = 10
@@ -64,8 +63,7 @@ def main(argv=None):
     found = index.search(queries, K + 1)[0]
     ours = np.mean([len(set(row[row != me][:K]) & set(t)) / K for row, me, t in zip(found, sampled, truth)])
     setting = ", ".join(f"{k}={v}" for k, v in record["setting"].items())
-    flags = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
-    flags = next((line.split(":", 1)[1].strip() for line in flags.splitlines() if line.startswith("Flags")), "?")
+    flags = lscpu_flags()
     block = "\n".join(
         [
             f"### tune checked on {len(index.ids):,} x {index.dims} (ScaNN, {index.params['num_leaves']} leaves)",
