@@ -56,7 +56,7 @@ for _name in ("keras", "keras_hub"):
 __version__ = "0.1.0"
 
 _EXPORTS = {
-    "load": "gtr_keras.saving",
+    "load": "gtr_keras.loading",
     "save": "gtr_keras.saving",
     "migrate": "gtr_keras.saving",
     "convert_sentence_transformers": "gtr_keras.saving",

@@ -59,7 +59,8 @@ def save(model, directory, format="keras-hub"):  # noqa: A002  (the name users k
 
 
 def load(directory, jit_compile=False, dtype=None, query_length=None, document_length=None):
-    """An `Encoder` (numpy batches in, numpy embeddings out) for a model directory or checkpoint.
+    """An `Encoder` (numpy batches in, numpy embeddings out) for a model directory or checkpoint
+    (`gtr_keras.load` also takes export directories).
 
     A shortcut for `GTRTextEmbedder.from_preset(directory, dtype=dtype)` with
     other token budgets and XLA; the model is `encoder.model`.

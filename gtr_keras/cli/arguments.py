@@ -170,11 +170,11 @@ def output_path(kind, suffix=None):
 
 
 def index_directory(path):
+    from gtr_keras.index.layout import RETRIEVER_JSON, not_an_index
+
     path = input_path("directory")(path)
-    if not is_remote(path) and not os.path.isfile(os.path.join(path, "retriever.json")):
-        raise argparse.ArgumentTypeError(
-            f"{path}: not an index directory (no retriever.json); build one with `{PROG} index`"
-        )
+    if not is_remote(path) and not os.path.isfile(os.path.join(path, RETRIEVER_JSON)):
+        raise argparse.ArgumentTypeError(not_an_index(path))
     return path
 
 

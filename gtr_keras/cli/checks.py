@@ -11,6 +11,7 @@ import importlib.util
 import os
 
 from gtr_keras.cli.arguments import GLOB_CHARACTERS, PROG, is_remote
+from gtr_keras.serving.export_formats import FORMATS, missing_package_hint
 
 # Arguments without a path type that name a model: a model directory may be remote (`gs://...`), but
 # `hf://ORG/NAME` (and keras-hub's other download ids, `model_source.DOWNLOAD_PREFIXES`) are read by the loader.
@@ -68,33 +69,28 @@ def _config_settings(args):
 
 def check_index_sources(args, parser):
     """`index` takes `--corpus` (with `--model`) or `--embeddings` (with `--bm25-corpus` if any), not both;
-    `--update` also takes neither with `--delete` or `--compact`, which need it."""
-    for flag in ("delete", "missing_ok", "compact"):
-        if getattr(args, flag) and not args.update:
-            parser.error(f"argument --{flag.replace('_', '-')}: updates an index: needs --update")
-    if args.missing_ok and not args.delete:
-        parser.error("argument --missing-ok: goes with --delete")
-    if args.update and args.runner:
-        parser.error("argument --runner: not with --update (encode the new documents with --model and --corpus)")
-    if args.update and (args.bm25_corpus is not None or not args.bm25):
-        flag = "--bm25-corpus" if args.bm25_corpus is not None else "--no-bm25"
-        parser.error(
-            f"argument {flag}: not with --update (an update keeps the index's BM25 side in step, from --corpus)"
-        )
-    if args.update and args.exact:
-        parser.error("argument --exact: not with --update (an update keeps the index's kind)")
-    if args.update and args.vectors != "float32":
-        parser.error("argument --vectors: not with --update (an update keeps the index's vectors)")
+    `index --update`, the alias of `update`, takes `update`'s flags (`check_update_sources`) and none of a
+    build's; `--rescore` goes with `--vectors int8|binary`."""
     if args.rescore is not None and args.vectors == "float32":
         parser.error("argument --rescore: rescores the candidates of --vectors int8|binary")
-    if args.update and args.corpus is None and args.embeddings is None:
-        if not (args.delete or args.compact):
-            parser.error("argument --update: needs --embeddings, --corpus (with --model), --delete or --compact")
+    if args.update:
+        if args.runner:
+            parser.error("argument --runner: not with --update (encode the new documents with --model and --corpus)")
+        if args.bm25_corpus is not None or not args.bm25:
+            flag = "--bm25-corpus" if args.bm25_corpus is not None else "--no-bm25"
+            parser.error(
+                f"argument {flag}: not with --update (an update keeps the index's BM25 side in step, from --corpus)"
+            )
+        if args.exact:
+            parser.error("argument --exact: not with --update (an update keeps the index's kind)")
+        if args.vectors != "float32":
+            parser.error("argument --vectors: not with --update (an update keeps the index's vectors)")
+        check_update_sources(args, parser, "argument --update: ")
         return
-    if (args.corpus is None) == (args.embeddings is None):
-        parser.error("one of the arguments --corpus (with --model) or --embeddings is required, not both")
-    if args.corpus is not None and not args.model:
-        parser.error("argument --model: required with --corpus")
+    for flag in ("delete", "missing_ok", "compact"):
+        if getattr(args, flag):
+            parser.error(f"argument --{flag.replace('_', '-')}: updates an index: needs --update")
+    _check_one_source(args, parser)
     if args.embeddings is not None and args.runner:
         parser.error("argument --runner: encodes a corpus; --embeddings are encoded already")
     if args.bm25_corpus is not None and args.embeddings is None:
@@ -103,37 +99,47 @@ def check_index_sources(args, parser):
         parser.error("argument --bm25-corpus: gives the texts of a BM25 side, which --no-bm25 turns off")
 
 
-# What each export format needs: (module, its package, the extra that installs it).
-_EXPORT_NEEDS = {
-    "litert": (),
-    "onnx": (("tf2onnx", "tf2onnx", "onnx"), ("onnxruntime", "onnxruntime", "onnx")),
-    "openvino": (("openvino", "openvino", "openvino"),),
-}
+def check_update_sources(args, parser, prefix=""):
+    """`update` takes `--corpus` (with `--model`) or `--embeddings`, or neither with `--delete` or
+    `--compact`; `--missing-ok` goes with `--delete`."""
+    if args.missing_ok and not args.delete:
+        parser.error("argument --missing-ok: goes with --delete")
+    if args.corpus is None and args.embeddings is None:
+        if not (args.delete or args.compact):
+            parser.error(f"{prefix}needs --embeddings, --corpus (with --model), --delete or --compact")
+        return
+    _check_one_source(args, parser)
+
+
+def _check_one_source(args, parser):
+    if (args.corpus is None) == (args.embeddings is None):
+        parser.error("one of the arguments --corpus (with --model) or --embeddings is required, not both")
+    if args.corpus is not None and not args.model:
+        parser.error("argument --model: required with --corpus")
+
+
+# `export`'s flags that not every format takes: (its destination, its default, why a format refuses it).
+_EXPORT_FLAGS = (
+    ("quantize", None, "applies to --format onnx, not {format}"),
+    ("index", None, "the searcher is a SavedModel; --format {format} exports the encoder"),
+    ("version", None, "TF Serving's version directories are SavedModels'; --format {format} writes OUT itself"),
+    ("precision", "float32", "--format {format} exports float32 (for ONNX Runtime's int8: --quantize int8)"),
+)
 
 
 def check_export_format(args, parser):
-    """`export --format litert|onnx|openvino` writes a float32 encoder alone, its runtime installed;
-    `--quantize` is ONNX Runtime's."""
+    """`export --format NAME` takes the flags of its format (`serving.export_formats.FORMATS`), whose
+    packages must be installed (the one-line hint of the Python API too); `--search-param` sets a ScaNN
+    searcher's."""
     if args.search_param and (not args.index or args.searcher != "scann"):
         parser.error("argument --search-param: sets the ScaNN searcher of --index (--searcher scann)")
-    if args.quantize and args.format != "onnx":
-        parser.error(f"argument --quantize: applies to --format onnx, not {args.format}")
-    if args.format == "savedmodel":
-        return
-    if args.index:
-        parser.error(f"argument --index: the searcher is a SavedModel; --format {args.format} exports the encoder")
-    if args.version is not None:
-        parser.error(
-            f"argument --version: TF Serving's version directories are SavedModels'; --format {args.format} "
-            "writes OUT itself"
-        )
-    if args.precision != "float32":
-        parser.error(
-            f"argument --precision: --format {args.format} exports float32 (for ONNX Runtime's int8: --quantize int8)"
-        )
-    for module, package, extra in _EXPORT_NEEDS[args.format]:
-        if importlib.util.find_spec(module) is None:
-            parser.error(f"argument --format: {args.format} needs {package}: pip install 'gtr-keras[{extra}]'")
+    export_format = FORMATS[args.format]
+    for dest, default, reason in _EXPORT_FLAGS:
+        if dest not in export_format.flags and getattr(args, dest) != default:
+            parser.error(f"argument --{dest}: {reason.format(format=args.format)}")
+    hint = missing_package_hint(export_format, "write")
+    if hint:
+        parser.error(f"argument --format: {hint}")
 
 
 # Flags that need an optional dependency: (flag's dest, what it needs, its module, the extra that installs it).
@@ -210,8 +216,11 @@ def _remote_path_problem(path, check):
             return f"{path}: is a directory, expected a file"
         if kind in ("directory", "index") and not files.isdir(path):
             return f"{path}: is a file, expected a directory"
-        if kind == "index" and not files.exists(f"{path.rstrip('/')}/retriever.json"):
-            return f"{path}: not an index directory (no retriever.json); build one with `{PROG} index`"
+        if kind == "index":
+            from gtr_keras.index.layout import RETRIEVER_JSON, not_an_index
+
+            if not files.exists(f"{path.rstrip('/')}/{RETRIEVER_JSON}"):
+                return not_an_index(path)
     elif role == "model" and not exists:
         return f"{path}: no such model directory"
     elif role == "output" and exists:

@@ -103,13 +103,17 @@ def encode(args):
     print(f"wrote {args.output} {embeddings.shape} ({kind} encoding, {args.precision}), {ids_path} and {record_path}")
 
 
-@locks_output("args.out")  # before the corpus and the model load: a second run is refused at once
 def index(args):
-    from gtr_keras.retrieval.retriever import check_index_outputs
+    if args.update:  # `index --out INDEX --update ...`, the name of earlier releases for `update INDEX ...`
+        args.index = args.out
+        return update(args)
+    return _build_index(args)
 
-    if args.update:
-        return _update_index(args)
+
+@locks_output("args.out")  # before the corpus and the model load: a second run is refused at once
+def _build_index(args):
     from gtr_keras.index.quantized_vectors import vector_params
+    from gtr_keras.retrieval.retriever import check_index_outputs
 
     check_index_outputs(args.out, work_dir=not (args.embeddings or args.runner))  # the Beam one: below
     params = vector_params(args.vectors, args.rescore)
@@ -159,11 +163,12 @@ def index(args):
     print(f"wrote {args.out}: {num_rows} documents, {kind} search{vectors}, {bm25}")
 
 
-def _update_index(args):
-    """`index --update`: the index, the shards, the corpus and the ids to delete checked before the model loads."""
-    from gtr_keras.retrieval.index_updates import check_deletions, read_id_file, recorded_model, update_index
+@locks_output("args.index")  # before the corpus and the model load: a second run is refused at once
+def update(args):
+    """`update INDEX`: the shards and the corpus read here, the rest of the checks (the index's model, the ids
+    to delete) in `update_index`, all before the model loads."""
+    from gtr_keras.retrieval.index_updates import update_index
 
-    recorded_model(args.out)
     shards = corpus = None
     if args.embeddings:
         from gtr_keras.index.embedding_files import EmbeddingFiles
@@ -173,13 +178,11 @@ def _update_index(args):
         from gtr_keras.beir.readers import load_corpus
 
         corpus = load_corpus(args.corpus)
-    if args.delete and args.model and not args.missing_ok:
-        check_deletions(args.out, *read_id_file(args.delete))
     manifest = update_index(
-        args.out,
+        args.index,
         embeddings=shards,
         corpus=corpus,
-        encoder=args.model and _encoder(args),
+        encoder=(lambda: _encoder(args)) if args.model else None,
         model_dir=args.model,
         delete=args.delete,
         missing_ok=args.missing_ok,
@@ -189,7 +192,7 @@ def _update_index(args):
     )
     live = sum(s["num_rows"] - s["num_deleted"] for s in manifest["segments"])
     segments, generation = len(manifest["segments"]), manifest["generation"]
-    print(f"updated {args.out}: {live} documents in {segments} segments, generation {generation}")
+    print(f"updated {args.index}: {live} documents in {segments} segments, generation {generation}")
 
 
 def _index_with_beam(args, kind, params):
@@ -398,40 +401,17 @@ def tune(args):
 
 @locks_output("args.out")  # before the model loads
 def export(args):
-    if args.format == "litert":
-        from gtr_keras.serving.litert import export_litert
+    from gtr_keras.serving.export_formats import EXPORT_CONFIG_FILE, FORMATS
 
-        print(f"wrote {export_litert(_encoder(args), args.out)}")
-        return
-    if args.format != "savedmodel":
-        _export_token_ids(args)
-        return
-    from gtr_keras.serving.export import check_export_outputs, export_all, next_version
-
-    names = ["encoder", "searcher"] if args.index else ["encoder"]
-    version = args.version or next_version(args.out, names)
-    check_export_outputs(args.out, version, names)
-    index = args.index[0] if args.index and len(args.index) == 1 else args.index
-    search_params = dict(args.search_param or [])
-    written = export_all(_encoder(args), args.out, index, args.searcher, version, args.k, search_params)
-    print("\n".join(f"wrote {path}" for path in written.values()))
-
-
-def _export_token_ids(args):
-    """`export --format onnx|openvino`: the encoder, token ids and mask in, with `spiece.model` beside it."""
-    if args.format == "onnx":
-        from gtr_keras.serving.onnx_export import ONNX_DIRECTORY as directory
-        from gtr_keras.serving.onnx_export import export_onnx as write
-    else:
-        from gtr_keras.serving.openvino_export import OPENVINO_DIRECTORY as directory
-        from gtr_keras.serving.openvino_export import export_openvino as write
-    files.check_replaceable(args.out, [directory])
-    options = {"quantize": args.quantize} if args.format == "onnx" else {}
-    path = write(_encoder(args), args.out, **options)
-    print(
-        f"wrote {path} ({args.format}{', ' + args.quantize if args.quantize else ''}; token ids and mask in) "
-        f"with {os.path.join(args.out, 'spiece.model')} and export.json"
-    )
+    export_format = FORMATS[args.format]
+    options = {dest: getattr(args, dest) for dest in export_format.options}
+    export_format.check_output(args.out, **options)
+    for path in export_format.write(_encoder(args), args.out, **options):
+        print(f"wrote {path}")
+    if EXPORT_CONFIG_FILE in export_format.marks:
+        quantized = f", {args.quantize}" if args.quantize else ""
+        spiece = os.path.join(args.out, "spiece.model")
+        print(f"({args.format}{quantized}; token ids and mask in) with {spiece} and {EXPORT_CONFIG_FILE}")
 
 
 def config_from_args(args, config_class=None):

@@ -27,6 +27,7 @@ from gtr_keras.cli.checks import (
     check_index_sources,
     check_outputs,
     check_remote_paths,
+    check_update_sources,
 )
 from gtr_keras.cli.parser import build_parser
 
@@ -131,6 +132,8 @@ def main(argv=None):
         )
     if args.command == "index":
         check_index_sources(args, parser.commands["index"])
+    if args.command == "update":
+        check_update_sources(args, parser.commands["update"])
     if args.command == "export":
         check_export_format(args, parser.commands["export"])
     check_extras(args, parser.commands[args.command])

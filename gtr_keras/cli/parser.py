@@ -28,10 +28,11 @@ from gtr_keras.cli.arguments import (
     token_budget,
 )
 from gtr_keras.cli.train_arguments import DISTILL_FLAGS, add_train_arguments
+from gtr_keras.serving.export_formats import FORMATS
 
 INFERENCE_PRECISIONS = ("float32", "bfloat16")
 RETRIEVERS = ("gtr", "bm25", "hybrid")
-EXPORT_FORMATS = ("savedmodel", "litert", "onnx", "openvino")
+EXPORT_FORMATS = tuple(FORMATS)
 EXPORT_QUANTIZATIONS = ("int8",)
 BEAM_RUNNERS = ("DirectRunner", "DataflowRunner", "FlinkRunner", "SparkRunner")
 
@@ -131,6 +132,39 @@ def add_retriever_arguments(parser, bm25):
 
 def add_batch_size(parser, what="texts"):
     parser.add_argument("--batch-size", type=at_least_one, default=32, help=f"{what} per forward pass")
+
+
+def add_deletion_arguments(parser, prefix=""):
+    """`--delete`, `--missing-ok` and `--compact`, of `update` (and of its alias `index --update`)."""
+    parser.add_argument(
+        "--delete",
+        type=input_file,
+        metavar="IDS_FILE",
+        help=f"{prefix}delete these ids (one a line; default: none)",
+    )
+    parser.add_argument("--missing-ok", action="store_true", help="with --delete: skip ids that are not in the index")
+    parser.add_argument(
+        "--compact",
+        action="store_true",
+        help=f"{prefix}rewrite the index as one segment (also done past the thresholds of docs/live-indexes.md)",
+    )
+
+
+def add_update_arguments(parser):
+    """`update`'s sources: `--model` with `--corpus`, or `--embeddings`, and the deletion flags."""
+    parser.add_argument(
+        "--model", help=MODEL_HELP + "; the index's model: required with --corpus, checked with --embeddings"
+    )
+    parser.add_argument(
+        "--corpus", type=corpus_source, help="BEIR directory or corpus.jsonl[.gz] of the documents to add or replace"
+    )
+    parser.add_argument(
+        "--embeddings",
+        type=embedding_source,
+        metavar="GLOB",
+        help="precomputed embedding shards of the documents to add or replace, e.g. 'emb/part-*.npy' (quote the glob)",
+    )
+    add_deletion_arguments(parser)
 
 
 def add_progress(parser):
@@ -277,29 +311,32 @@ def build_parser():
         help="with --embeddings: the BEIR directory or corpus.jsonl[.gz] of the embedded documents (the same "
         "ids), stored with the index and indexed with BM25 (default: none, no texts and no BM25 side)",
     )
-    group = p.add_argument_group("updates in place (docs/live-indexes.md)")
+    group = p.add_argument_group("updates in place: the alias of `update OUT` (docs/live-indexes.md)")
     group.add_argument(
         "--update",
         action="store_true",
-        help="update the index OUT in place: documents of --embeddings or --corpus whose id is there replace it, "
-        "the others are added (the model must be the index's)",
+        help="update the index OUT in place, as `update OUT` does: documents of --embeddings or --corpus whose "
+        "id is there replace it, the others are added (the model must be the index's)",
     )
-    group.add_argument(
-        "--delete",
-        type=input_file,
-        metavar="IDS_FILE",
-        help="with --update: delete these ids (one a line; default: none)",
-    )
-    group.add_argument("--missing-ok", action="store_true", help="with --delete: skip ids that are not in the index")
-    group.add_argument(
-        "--compact",
-        action="store_true",
-        help="with --update: rewrite the index as one segment (also done past the thresholds of docs/live-indexes.md)",
-    )
+    add_deletion_arguments(group, "with --update: ")
     add_batch_size(p, "documents")
     p.add_argument("--shard-size", type=at_least_one, default=2048, help="documents per resumable shard")
     add_progress(p)
     add_beam_arguments(p)
+
+    p = command(
+        "update",
+        "add, replace or delete documents of an index in place (docs/live-indexes.md)",
+        "Documents of --corpus (encoded with --model, the index's) or of --embeddings whose id is in the index "
+        "replace it, the others are added; --delete deletes ids; --compact rewrites the index as one segment "
+        "(also done past the thresholds of docs/live-indexes.md). Every input is checked before the model "
+        "loads; the update is committed whole or not at all, and readers keep the version they loaded. "
+        "`index --out INDEX --update ...` is the same command.",
+    )
+    p.add_argument("index", metavar="INDEX", type=index_directory, help="the index directory to update")
+    add_update_arguments(p)
+    add_batch_size(p, "documents")
+    add_progress(p)
 
     p = command("search", "query an index")
     p.add_argument("queries", nargs="+", help="query text(s)")
@@ -321,7 +358,7 @@ def build_parser():
         action="append",
         metavar="NAME=VALUE",
         help="override a search setting of the index (the one `tune` recorded, or the build's), e.g. "
-        "num_leaves_to_search=40, reorder_factor=50 (ScaNN) or rescore=100 (int8|binary); repeatable",
+        "num_leaves_to_search=40, reorder_factor=50 (ScaNN) or rescore=100 (int8|binary); repeatable (default: none)",
     )
 
     p = command(
@@ -474,7 +511,7 @@ def build_parser():
         action="append",
         metavar="NAME=VALUE",
         help="with --searcher scann: the exported searcher's num_leaves_to_search or reorder_factor instead of "
-        "the index's (the one `tune` recorded, or the build's); repeatable",
+        "the index's (the one `tune` recorded, or the build's); repeatable (default: none)",
     )
     add_encoder_arguments(p)
 

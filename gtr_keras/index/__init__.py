@@ -15,7 +15,18 @@ Example:
 >>> SearchIndex.load(["indexes/msmarco-a", "indexes/msmarco-b"]).search_ids(query_embeddings, 10)  # shards
 """
 
-from gtr_keras.index.scann_builder import scann_params
-from gtr_keras.index.search_index import SearchIndex, write_search_index
+import importlib
 
-__all__ = ["SearchIndex", "scann_params", "write_search_index"]
+_EXPORTS = {
+    "SearchIndex": "gtr_keras.index.search_index",
+    "write_search_index": "gtr_keras.index.search_index",
+    "scann_params": "gtr_keras.index.scann_builder",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name):  # imported on first use: `index.layout` alone costs no searcher
+    if name in _EXPORTS:
+        return getattr(importlib.import_module(_EXPORTS[name]), name)
+    raise AttributeError(f"module 'gtr_keras.index' has no attribute {name!r}")

@@ -1,4 +1,9 @@
-"""The files of a search index directory, and the checks of the ids and vectors that go into one.
+"""Every file and folder name of an index, the one reader of an index directory's model record, the one
+message for what is not an index, and the checks of the ids and vectors that go into one.
+
+An index directory (`gtr-keras index`, `retrieval.retriever`) holds its model record (`retriever.json`,
+`read_model_record`), its search index (`index/`), its documents (`documents.jsonl.gz`) and its BM25 side
+(`bm25/`, with its own `ids.txt`).
 
 An index directory holds `index.json` (format version, kind, N, dims, ScaNN
 params), `ids.txt` (one id a line, in row order) and one copy of the
@@ -40,17 +45,49 @@ SEARCH_INDEX_DIRECTORY = files.DirectoryKind(
     (INDEX_JSON,),
     (INDEX_JSON, IDS_TXT, *VECTOR_FILES, SCANN_DIR, MANIFEST_JSON, TUNED_JSON, TUNE_PLOT, "segment-*", "deleted-*.npz"),
 )
-# The files of an index directory (`retriever`) that the segments of an updated index need too.
+# An index directory (`retriever`): its model record, search index, documents and BM25 side.
 RETRIEVER_JSON = "retriever.json"
+INDEX_SUBDIR = "index"
 DOCUMENTS_FILE = "documents.jsonl.gz"
+BM25_SUBDIR = "bm25"
 # What queries must share with the indexed documents, and every shard searched together with the others
 # (the token budget of queries is the searcher's choice).
 SEARCH_FIELDS = ("embedding_dim", "compute_dtype", "model_sha256")
 # ScaNN's arrays with a row per indexed point (the others are the same whatever the points).
-SCANN_PER_POINT = ("datapoint_to_token.npy", "hashed_dataset.npy", "int8_dataset.npy")
+SCANN_DATAPOINT_TO_TOKEN = "datapoint_to_token.npy"
+SCANN_PER_POINT = (SCANN_DATAPOINT_TO_TOKEN, "hashed_dataset.npy", "int8_dataset.npy")
+# ScaNN's serialized searcher (`scann/`): its protos, and its arrays.
+SCANN_TENSOR_FILES = ("scann_config.pb", "serialized_partitioner.pb", "ah_codebook.pb")
+SCANN_ARRAY_FILES = (*SCANN_PER_POINT, "int8_multipliers.npy")
 REMEDY = "rebuild the index"
 # Stored vectors are checked for NaN this many values at a time (128 MiB of float32).
 _CHECK_VALUES = 2**25
+
+
+def not_an_index(path):
+    """The one message for a directory that is not an index directory (it holds no `retriever.json`).
+
+    Example:
+    >>> not_an_index("indexes/nope")
+    'indexes/nope: not an index directory (no retriever.json); build one with `gtr-keras index`'
+    """
+    return f"{path}: not an index directory (no {RETRIEVER_JSON}); build one with `gtr-keras index`"
+
+
+def read_model_record(index_dir):
+    """The model record (`retriever.json`) of an index directory: the model it was built with.
+
+    Raises:
+        DataError: `index_dir` is not an index directory (`not_an_index`), or its record is unreadable.
+
+    Example:
+    >>> read_model_record("indexes/scifact")["kind"]
+    'exact'
+    """
+    path = os.path.join(index_dir, RETRIEVER_JSON)
+    if not files.isfile(path):
+        raise DataError(not_an_index(index_dir))
+    return read_json_object(path, "rebuild the index with `gtr-keras index`")
 
 
 class Ids(collections.abc.Sequence):
@@ -173,8 +210,9 @@ def read_description(directory):
     """
     directory = os.fspath(directory)
     config_path = os.path.join(directory, INDEX_JSON)
-    if not files.isfile(config_path) and files.isfile(os.path.join(directory, "index", INDEX_JSON)):
-        directory, config_path = os.path.join(directory, "index"), os.path.join(directory, "index", INDEX_JSON)
+    if not files.isfile(config_path) and files.isfile(os.path.join(directory, INDEX_SUBDIR, INDEX_JSON)):
+        directory = os.path.join(directory, INDEX_SUBDIR)
+        config_path = os.path.join(directory, INDEX_JSON)
     if not files.isfile(config_path):
         raise DataError(f"{directory}: not a search index (no {INDEX_JSON}); {REMEDY}")
     config = read_json_object(config_path, REMEDY)

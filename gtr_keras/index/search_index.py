@@ -156,8 +156,15 @@ class SearchIndex:
             (or `"auto"` resolving to it); for `"exact"`, the vectors kept
             (`quantized_vectors.vector_params`, e.g. `{"vectors": "int8"}`).
 
+    `SearchIndex.load` gives a `SearchIndex` for a directory of one segment and a
+    `SegmentedIndex` for an updated one or for shards: both answer the same
+    interface (`ids`, `dims`, `kind`, `params`, `parts`, `search`,
+    `search_ids`, `tie_ranks`, `live_embeddings`), so no caller asks which one
+    it got; a `SearchIndex` is its own one part.
+
     Attributes:
         ids, kind, params, dims.
+        parts: `[(self, None)]`: the one part, with no deleted rows (as `SegmentedIndex.parts`).
         path: the directory it was loaded from, or None.
         documents_path: the documents file of its rows in an index directory, or None.
         embeddings: the float32 `[N, D]` vectors of an exact index (a
@@ -209,6 +216,16 @@ class SearchIndex:
     def tie_ranks(self):
         """Each row's place when the ids are sorted in descending order (`exact_search.tie_ranks`)."""
         return exact_search.tie_ranks(self.ids.array)
+
+    @property
+    def parts(self):
+        return [(self, None)]
+
+    def live_embeddings(self):
+        """The float32 `[N, D]` vectors of an exact index, in row order (`SegmentedIndex.live_embeddings`)."""
+        if self.kind != "exact":
+            raise UserError(f"the float32 vectors are kept by exact indexes only, this one is {self.kind}")
+        return self.embeddings
 
     def search(self, query_embeddings, k):
         """Finds the `k` best-scoring embedding rows for each query.
@@ -328,8 +345,7 @@ class SearchIndex:
             check_same_model([read_description(shard)[0] for shard in shards])
             parts, names = [], []
             for shard in shards:
-                loaded = cls.load(shard)
-                shard_parts = loaded.parts if isinstance(loaded, SegmentedIndex) else [(loaded, None)]
+                shard_parts = cls.load(shard).parts
                 parts += shard_parts
                 names += [shard] * len(shard_parts)
             return SegmentedIndex(parts, names)

@@ -59,8 +59,10 @@ MAX_DELETED_FRACTION = 0.25
 _BLOCK_ROWS = 65_536
 
 
-class _State:
-    """The generation an update starts from: its manifest, deletion masks and the live ids' places."""
+class IndexState:
+    """The generation an update starts from: its manifest, deletion masks and the live ids' places, read
+    once (`read_state`) and handed to each step of one update.
+    """
 
     def __init__(self, directory):
         self.directory, _, self.config = read_description(directory)
@@ -96,14 +98,25 @@ class _State:
         return self.manifest["segments"]
 
 
-def missing_ids(directory, ids):
-    """The positions of the `ids` (str) that are not live rows of the search index in `directory`.
+def read_state(directory):
+    """The `IndexState` of the search index in `directory`: its manifest, deletion lists and ids files (no
+    vectors or searcher).
 
     Example:
-    >>> missing_ids("indexes/msmarco/index", ["p1", "no-such-id"])
+    >>> "p1" in list(read_state("indexes/msmarco/index").ids)
+    True
+    """
+    return IndexState(directory)
+
+
+def missing_ids(state, ids):
+    """The positions of the `ids` (str) that are not live rows of an `IndexState`.
+
+    Example:
+    >>> missing_ids(read_state("indexes/msmarco/index"), ["p1", "no-such-id"])
     [1]
     """
-    return np.flatnonzero(~_State(directory).find(list(ids))[0]).tolist()
+    return np.flatnonzero(~state.find(list(ids))[0]).tolist()
 
 
 def live_ids(directory):
@@ -114,11 +127,13 @@ def live_ids(directory):
     >>> "p1" in list(live_ids("indexes/msmarco/index"))
     True
     """
-    return _State(directory).ids
+    return read_state(directory).ids
 
 
 @locks_output("directory")
-def update_search_index(directory, source=None, delete=(), where=None, missing_ok=False, compact="auto", corpus=None):
+def update_search_index(
+    directory, source=None, delete=(), where=None, missing_ok=False, compact="auto", corpus=None, state=None
+):
     """Adds, replaces and deletes rows of the search index in `directory`, writing on the order of the change.
 
     The rows of `source` whose id is in the index replace it, the others are
@@ -142,6 +157,8 @@ def update_search_index(directory, source=None, delete=(), where=None, missing_o
             True or False: then compact (`compact_search_index`).
         corpus: the documents of `source`'s rows (a `Corpus`, its ids in
             `source`'s order), stored with the segment for display, or None.
+        state: the index's `IndexState` as the caller read it (under the
+            same lock), or None: read here.
 
     Returns:
         The new manifest (`segments`).
@@ -159,9 +176,9 @@ def update_search_index(directory, source=None, delete=(), where=None, missing_o
     """
     where = where or (lambda i: f"delete[{i}]")
     delete = check_ids(delete, where, DataError)
+    state = state or read_state(directory)
     if source is None and not delete and compact is True:
-        return compact_search_index(directory)
-    state = _State(directory)
+        return compact_search_index(directory, state)
     _remove_unused(state)
     if source is not None and source.dims != state.config["dims"]:
         raise MismatchError(
@@ -194,7 +211,7 @@ def update_search_index(directory, source=None, delete=(), where=None, missing_o
         number += 1
     manifest = _commit(state, segments, masks if changed else None, number)
     if compact is True or (compact == "auto" and needs_compaction(manifest)):
-        return compact_search_index(state.directory)
+        return compact_search_index(state.directory)  # the generation just committed
     return manifest
 
 
@@ -206,11 +223,13 @@ def needs_compaction(manifest):
 
 
 @locks_output("directory")
-def compact_search_index(directory):
+def compact_search_index(directory, state=None):
     """Rewrites the live rows of every segment of the index in `directory` as one segment (and its documents).
 
     ScaNN segments are joined without retraining (`scann_builder.merge_scann`),
     exact ones copied a block at a time. Committed like an update.
+
+    `state`: the index's `IndexState` as the caller read it, or None: read here.
 
     Returns:
         The new manifest.
@@ -219,7 +238,7 @@ def compact_search_index(directory):
     >>> compact_search_index("indexes/msmarco/index")["segments"][0]["num_deleted"]
     0
     """
-    state = _State(directory)
+    state = state or read_state(directory)
     _remove_unused(state)
     name, kind = segment_name(state.manifest["next_segment"]), state.config["kind"]
     keeps = [_keep(state, s) for s in state.segments]

@@ -38,6 +38,9 @@ class SegmentedIndex:
             bool mask of its deleted rows (None: none). Every part has one D.
         names: one name per part, for messages (default: `part 0`, ...).
 
+    It answers `SearchIndex`'s interface (`ids`, `dims`, `kind`, `params`,
+    `parts`, `search`, `search_ids`, `tie_ranks`, `live_embeddings`).
+
     Attributes:
         parts, names, dims.
         ids: the live ids, in row order (`Ids`).

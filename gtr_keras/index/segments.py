@@ -162,9 +162,8 @@ def live_corpus(sources):
 def index_documents(index):
     """The documents of a loaded index's live rows, from the files of the segments it loaded (a `Corpus`,
     or None when none of its segments has documents)."""
-    parts = getattr(index, "parts", None) or [(index, None)]
     return live_corpus(
-        [(part.documents_path, None if deleted is None else part.ids.array[~deleted]) for part, deleted in parts]
+        [(part.documents_path, None if deleted is None else part.ids.array[~deleted]) for part, deleted in index.parts]
     )
 
 

@@ -6,11 +6,10 @@ import os
 import numpy as np
 
 from gtr_keras.errors import DataError, UserError
-from gtr_keras.index.layout import read_ids
+from gtr_keras.index.layout import IDS_TXT, read_ids
 from gtr_keras.utils.records import read_json_object, strings_sha256
 
 SETTINGS_JSON = "bm25.json"
-IDS_TXT = "ids.txt"
 # What `BM25Retriever.save` writes: its own two files and bm25s' (`bm25s.BM25.save`, no corpus).
 SAVED_FILES = (SETTINGS_JSON, IDS_TXT, "params.index.json", "vocab.index.json", "*.index.npy")
 _FORMAT = 1

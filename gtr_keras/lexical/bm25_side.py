@@ -14,12 +14,12 @@ import os
 
 from gtr_keras.beir.readers import Corpus
 from gtr_keras.errors import DataError, MismatchError
+from gtr_keras.index.layout import BM25_SUBDIR, IDS_TXT, INDEX_SUBDIR
 from gtr_keras.index.segments import index_documents
-from gtr_keras.lexical.bm25 import IDS_TXT, SAVED_FILES, SETTINGS_JSON, BM25Retriever
+from gtr_keras.lexical.bm25 import SAVED_FILES, SETTINGS_JSON, BM25Retriever
 from gtr_keras.utils import files
 from gtr_keras.utils.records import strings_sha256
 
-BM25_SUBDIR = "bm25"
 BM25_DIRECTORY = files.DirectoryKind("the BM25 side of an index", (SETTINGS_JSON,), SAVED_FILES)
 
 
@@ -54,7 +54,7 @@ def rebuild_bm25_side(index_dir, index):
     corpus = index_documents(index)
     if corpus is None:
         raise DataError(f"{index_dir}: stores no documents, so no BM25 side can be built")
-    corpus = corpus_in_index_order(corpus, os.path.join(index_dir, "index"), index.ids)
+    corpus = corpus_in_index_order(corpus, os.path.join(index_dir, INDEX_SUBDIR), index.ids)
     with files.atomic_directory(os.path.join(index_dir, BM25_SUBDIR), [BM25_DIRECTORY]) as staging:
         _bm25_of(corpus).save(staging)
 

@@ -18,14 +18,14 @@ import warnings
 
 from gtr_keras.errors import DataError, DataWarning, MismatchError, UserError
 from gtr_keras.index.embedding_files import EmbeddingFiles
-from gtr_keras.index.layout import RETRIEVER_JSON, check_ids
+from gtr_keras.index.layout import BM25_SUBDIR, INDEX_SUBDIR, check_ids, read_model_record
 from gtr_keras.index.search_index import ArrayRows, SearchIndex
-from gtr_keras.index.segment_writer import live_ids, missing_ids, update_search_index
-from gtr_keras.lexical.bm25_side import BM25_SUBDIR, bm25_side_ids, has_bm25_side, rebuild_bm25_side
-from gtr_keras.retrieval.retriever import INDEX_SUBDIR, MODEL_FIELDS, embeddings_metadata, model_change
+from gtr_keras.index.segment_writer import missing_ids, read_state, update_search_index
+from gtr_keras.lexical.bm25_side import bm25_side_ids, has_bm25_side, rebuild_bm25_side
+from gtr_keras.retrieval.retriever import MODEL_FIELDS, embeddings_metadata, model_change
 from gtr_keras.utils import files
 from gtr_keras.utils.locks import locks_output
-from gtr_keras.utils.records import describe_change, read_json_object
+from gtr_keras.utils.records import describe_change
 from gtr_keras.utils.text_files import check_id_text, iter_lines
 
 REMEDY = "update it with the model it was built with, or rebuild the index"
@@ -56,26 +56,10 @@ def read_id_file(path):
     return check_ids(ids, where, DataError), where
 
 
-def recorded_model(index_dir):
-    """The model record (`retriever.json`) of an index directory, which an update must match.
-
-    Raises:
-        DataError: `index_dir` is not an index directory, or its record is unreadable.
-    """
-    path = os.path.join(index_dir, RETRIEVER_JSON)
-    if not files.isfile(path):
-        raise DataError(f"{index_dir}: not an index directory (no {RETRIEVER_JSON}); build one with `gtr-keras index`")
-    return read_json_object(path, "rebuild the index with `gtr-keras index`")
-
-
-def check_deletions(index_dir, ids, where=None):
-    """Raises `DataError` naming (by `where(i)`, default `delete[i]`) the first of `ids` that is not in the
-    index directory's index: the check an update makes, for a caller that has expensive work before it.
-
-    Example:
-    >>> check_deletions("indexes/msmarco", *read_id_file("withdrawn.txt"))
-    """
-    missing = missing_ids(os.path.join(index_dir, INDEX_SUBDIR), ids)
+def _check_deletions(index_dir, state, ids, where=None):
+    """Raises `DataError` naming (by `where(i)`, default `delete[i]`) the first of `ids` that is not a live
+    row of the index directory's index (its `IndexState`, `state`)."""
+    missing = missing_ids(state, ids)
     if missing:
         where = where or (lambda i: f"delete[{i}]")
         raise DataError(f"{where(missing[0])}: id {ids[missing[0]]!r} is not in the index {index_dir}")
@@ -99,13 +83,17 @@ def update_index(
     Documents whose id is in the index are replaced, the others added;
     `delete` names ids to delete. Readers that loaded the index keep their
     version; the update is committed whole or not at all (`segment_writer`).
+    Every input is checked before the encoder is made or used: the update
+    reads the index's model record and state (`segment_writer.read_state`)
+    once, and the file of ids to delete once. The BM25 side is rebuilt only
+    when documents changed: a compaction alone leaves it as it is.
 
     Args:
         index_dir: an index directory of `gtr-keras index` (or `build_index`).
         embeddings: a glob of precomputed shards, or an opened `EmbeddingFiles`, or None.
         corpus: a `Corpus` to encode with `encoder` instead, or None.
-        encoder: the `Encoder` of the index's model: required with `corpus`;
-            with `embeddings`, declares or checks their model.
+        encoder: the `Encoder` of the index's model, or a function that makes it (called once the inputs
+            are checked): required with `corpus`; with `embeddings`, declares or checks their model.
         model_dir: the encoder's model directory, for messages.
         delete: a file of ids to delete (one a line), a list of ids, or None.
         missing_ok: skip ids of `delete` that are not in the index.
@@ -118,8 +106,8 @@ def update_index(
     Raises:
         MismatchError: embeddings or an encoder of another model than the
             index's, or of another D.
-        DataError: an id to delete that is not in the index (named with its
-            file and line), a bad shard or id file.
+        DataError: not an index directory, an id to delete that is not in the
+            index (named with its file and line), a bad shard or id file.
         UserError: both `embeddings` and `corpus`, or `corpus` without `encoder`.
 
     Example:
@@ -130,13 +118,18 @@ def update_index(
         raise UserError("update an index from embeddings or from a corpus, not both")
     if corpus is not None and encoder is None:
         raise UserError("a corpus is encoded by the index's model: pass its encoder")
-    recorded = recorded_model(index_dir)
+    recorded = read_model_record(index_dir)
     search_index = os.path.join(index_dir, INDEX_SUBDIR)
-    bm25 = _repair_bm25_side(index_dir, search_index)
+    state = read_state(search_index)
+    bm25 = _repair_bm25_side(index_dir, search_index, state)
     delete_ids, where = read_id_file(delete) if isinstance(delete, (str, os.PathLike)) else (list(delete or []), None)
-    source = None
-    if embeddings is not None:
-        source = embeddings if isinstance(embeddings, EmbeddingFiles) else EmbeddingFiles.open(embeddings)
+    if not missing_ok:
+        _check_deletions(index_dir, state, delete_ids, where)
+    source = (
+        embeddings if isinstance(embeddings, EmbeddingFiles) or embeddings is None else EmbeddingFiles.open(embeddings)
+    )
+    encoder = encoder() if callable(encoder) and not hasattr(encoder, "encode_documents") else encoder
+    if source is not None:
         metadata = embeddings_metadata(source, encoder, model_dir)
         given = {field: metadata[field] for field in MODEL_FIELDS}
         change = describe_change(recorded, given, "the new embeddings have")
@@ -152,11 +145,10 @@ def update_index(
                 f"{index_dir}: built with another model ({change}; recorded model_dir: "
                 f"{recorded.get('model_dir')}); {REMEDY}"
             )
-        if not missing_ok:
-            check_deletions(index_dir, delete_ids, where)
         vectors = encoder.encode_documents(corpus.joined(), batch_size, progress)
         source = ArrayRows(corpus.ids, vectors)
-    manifest = update_search_index(search_index, source, delete_ids, where, missing_ok, compact, corpus)
+    documents_change = source is not None or bool(state.find(delete_ids)[0].any())
+    manifest = update_search_index(search_index, source, delete_ids, where, missing_ok, compact, corpus, state)
     if bm25 and embeddings is not None:
         side = os.path.join(index_dir, BM25_SUBDIR)
         aside = os.path.join(index_dir, f".{BM25_SUBDIR}.tmp-removed")  # what `files.remove_staging` clears
@@ -170,18 +162,18 @@ def update_index(
             DataWarning,
             stacklevel=2,
         )
-    elif bm25:
+    elif bm25 and documents_change:
         rebuild_bm25_side(index_dir, SearchIndex.load(search_index))
     return manifest
 
 
-def _repair_bm25_side(index_dir, search_index):
+def _repair_bm25_side(index_dir, search_index, state):
     """Whether the index has a BM25 side, once what a killed update left of it is put right: a side moved
     aside is put back or cleared, and a side of an earlier generation (a kill between the dense commit and
     the side's rebuild) is rebuilt from the documents of the current one."""
     files.remove_staging(os.path.join(index_dir, BM25_SUBDIR))
     if not has_bm25_side(index_dir):
         return False
-    if bm25_side_ids(index_dir) != list(live_ids(search_index)):
+    if bm25_side_ids(index_dir) != list(state.ids):
         rebuild_bm25_side(index_dir, SearchIndex.load(search_index))
     return True

@@ -25,21 +25,26 @@ from tqdm.auto import tqdm
 
 from gtr_keras.errors import DataError, MismatchError, UserError
 from gtr_keras.index.embedding_files import EmbeddingFiles
-from gtr_keras.index.layout import DOCUMENTS_FILE, RETRIEVER_JSON, SEARCH_FIELDS
+from gtr_keras.index.layout import (
+    BM25_SUBDIR,
+    DOCUMENTS_FILE,
+    INDEX_SUBDIR,
+    RETRIEVER_JSON,
+    SEARCH_FIELDS,
+    read_model_record,
+)
 from gtr_keras.index.search_index import KINDS, SearchIndex, write_search_index
 from gtr_keras.index.segments import index_documents, write_documents
 from gtr_keras.index.shards import SHARDS_DIRECTORY, ShardWriter
-from gtr_keras.lexical.bm25_side import BM25_SUBDIR, write_bm25_side
+from gtr_keras.lexical.bm25_side import write_bm25_side
 from gtr_keras.utils import files
 from gtr_keras.utils.files import atomic_directory
 from gtr_keras.utils.locks import locks_output
 from gtr_keras.utils.records import (
     check_positive_int,
     describe_change,
-    read_json_object,
 )
 
-INDEX_SUBDIR = "index"
 INDEX_DIRECTORY = files.DirectoryKind(
     "an index directory",
     (RETRIEVER_JSON,),
@@ -409,12 +414,7 @@ class Retriever:
         >>> Retriever.check_model("indexes/scifact", gtr_keras.load("models/gtr-base"))["kind"]
         'exact'
         """
-        path = os.path.join(index_dir, RETRIEVER_JSON)
-        if not files.isfile(path):
-            raise DataError(
-                f"{index_dir}: not an index directory (no {RETRIEVER_JSON}); build one with `gtr-keras index`"
-            )
-        recorded = read_json_object(path, "rebuild the index with `gtr-keras index`")
+        recorded = read_model_record(index_dir)
         if recorded.get("model_sha256", "") is None:
             raise MismatchError(
                 f"{index_dir}: built from embeddings with no record of their model (no NAME.json "

@@ -53,11 +53,11 @@ import numpy as np
 import tensorflow as tf
 
 from gtr_keras.errors import DataError, UserError
+from gtr_keras.index.layout import INDEX_SUBDIR, SCANN_ARRAY_FILES, SCANN_DATAPOINT_TO_TOKEN, SCANN_TENSOR_FILES
 from gtr_keras.index.scann_builder import codec_files, merge_scann
 from gtr_keras.index.search_index import SearchIndex
-from gtr_keras.index.segmented_index import SegmentedIndex
 from gtr_keras.models.gtr.gtr_tokenizer import pad_token_ids
-from gtr_keras.retrieval.retriever import INDEX_SUBDIR, Retriever
+from gtr_keras.retrieval.retriever import Retriever
 from gtr_keras.utils import files
 from gtr_keras.utils.files import atomic_outputs
 from gtr_keras.utils.locks import locks_output
@@ -66,12 +66,12 @@ STRINGS = tf.TensorSpec([None], tf.string, name="texts")
 QUERIES = tf.TensorSpec([None], tf.string, name="queries")
 K = tf.TensorSpec([None], tf.int32, name="k")
 PAD_ID, PAD_SCORE = "", -2.0
+# The encoder's signature of each kind of text (also the LiteRT export's).
+ENCODER_SIGNATURES = {"query": "encode_queries", "document": "encode_documents"}
 WARMUP_FILE = "tf_serving_warmup_requests"
 WARMUP_TEXTS = ("what keeps a wing up?", "GTR is a dual encoder for retrieval.")
 WARMUP_K = 3
 SCANN_SUBDIR = "scann"
-SCANN_TENSOR_FILES = ("scann_config.pb", "serialized_partitioner.pb", "ah_codebook.pb")
-SCANN_ARRAY_FILES = ("datapoint_to_token.npy", "hashed_dataset.npy", "int8_dataset.npy", "int8_multipliers.npy")
 IMPORT_HINT = (
     "GTR SavedModels use TF Text's SentencePiece ops (and the ScaNN searcher uses ScaNN's ops): run "
     "`import tensorflow_text` (and `import scann`) before `tf.saved_model.load`/`hub.load`, or load with "
@@ -244,7 +244,7 @@ class _ScannResource(tf.saved_model.experimental.TrackableResource):
             none,
             tf.reshape(read("scann_config.pb"), [1]),
             tf.reshape(read("serialized_partitioner.pb"), [1]),
-            array("datapoint_to_token.npy"),
+            array(SCANN_DATAPOINT_TO_TOKEN),
             tf.reshape(read("ah_codebook.pb"), [1]),
             array("hashed_dataset.npy"),
             array("int8_dataset.npy"),
@@ -337,6 +337,30 @@ def export_all(encoder, export_dir, index_dir=None, searcher="scann", version=No
     return _write_together(export_dir, version, writers)
 
 
+def write_export(encoder, export_dir, index=None, searcher="scann", k=10, version=None, search_param=None):
+    """`export --format savedmodel`: the encoder (and, given index directories, the searcher) SavedModels
+    as the next version of `export_dir` (or `version`), after checking the version directories; returns
+    the directories written. `search_param`: `(name, value)` pairs of the ScaNN searcher's setting
+    (`export_searcher`'s `search_params`).
+
+    Example:
+    >>> write_export(encoder, "exports/scifact", ["indexes/scifact"])
+    ['exports/scifact/encoder/1', 'exports/scifact/searcher/1']
+    """
+    version = check_export_versions(export_dir, index, version)
+    index_dir = index[0] if index and len(index) == 1 else index
+    search_params = dict(search_param or [])
+    return list(export_all(encoder, export_dir, index_dir, searcher, version, k, search_params).values())
+
+
+def check_export_versions(export_dir, index=None, version=None, **options):
+    """The version `write_export` writes, its directories checked first (`check_export_outputs`)."""
+    names = ["encoder", "searcher"] if index else ["encoder"]
+    version = version or next_version(export_dir, names)
+    check_export_outputs(export_dir, version, names)
+    return version
+
+
 def _write_together(export_dir, version, writers):
     version = version or next_version(export_dir, list(writers))
     targets = {name: _version_dir(export_dir, name, version) for name in writers}
@@ -370,9 +394,8 @@ def _index_dirs(index_dir):
 def _scann_groups(index):
     """`[(scann_dir, keep mask or None, params, live rows)]`: the ScaNN searchers of a loaded index, consecutive
     parts that share one tree and codebooks joined into one (`merge_scann` does the joining)."""
-    parts = index.parts if isinstance(index, SegmentedIndex) else [(index, None)]
     groups = []
-    for part, deleted in parts:
+    for part, deleted in index.parts:
         scann_dir = os.path.join(part.path, SCANN_SUBDIR)
         keep = None if deleted is None else ~deleted
         if groups and codec_files(groups[-1][0][0][0]) == codec_files(scann_dir):
@@ -410,7 +433,7 @@ def _write_searcher(encoder, index_dir, staging, searcher, k, search_params=None
                     parts = [(merged, None)]
                 resource = _ScannResource(parts[0][0], part_dir, "" if number == 0 else f"part-{number}-")
                 root.scann_parts.append(resource)
-                size = np.load(os.path.join(parts[0][0], "datapoint_to_token.npy"), mmap_mode="r").shape[0]
+                size = np.load(os.path.join(parts[0][0], SCANN_DATAPOINT_TO_TOKEN), mmap_mode="r").shape[0]
                 searched.append((resource, offset, size, params["reorder_factor"], params["num_leaves_to_search"]))
                 offset += size
 
@@ -430,7 +453,7 @@ def _write_searcher(encoder, index_dir, staging, searcher, k, search_params=None
                 best, place = tf.math.top_k(tf.concat(scores, axis=1), k)
                 return tf.gather(tf.concat(neighbors, axis=1), place, batch_dims=1), best
         else:
-            vectors = index.embeddings if index.embeddings is not None else index.live_embeddings()
+            vectors = index.live_embeddings()
             root.doc_embeddings = tf.Variable(vectors, trainable=False, name="doc_embeddings")
 
             def top_k(queries, k):

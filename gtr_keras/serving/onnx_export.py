@@ -10,11 +10,17 @@ import os
 
 from gtr_keras.errors import UserError
 from gtr_keras.serving.token_id_export import forward_function, token_id_directory, write_token_id_export
+from gtr_keras.utils import files
 
 ONNX_FILE = "encoder.onnx"
 ONNX_DIRECTORY = token_id_directory("an ONNX export", (ONNX_FILE,))
 OPSET = 17
 QUANTIZATIONS = ("int8",)
+
+
+def check_onnx_output(export_dir, **options):
+    """Refuses (`UserError`) an `export_dir` that is not empty nor an ONNX export, before the model loads."""
+    files.check_replaceable(export_dir, [ONNX_DIRECTORY])
 
 
 def write_onnx(encoder, path, quantize=None):

@@ -7,9 +7,15 @@ default on CPUs with AVX512-BF16 or AMX: compile with `{"INFERENCE_PRECISION_HIN
 """
 
 from gtr_keras.serving.token_id_export import forward_function, token_id_directory, write_token_id_export
+from gtr_keras.utils import files
 
 OPENVINO_FILES = ("encoder.xml", "encoder.bin")
 OPENVINO_DIRECTORY = token_id_directory("an OpenVINO export", OPENVINO_FILES)
+
+
+def check_openvino_output(export_dir, **options):
+    """Refuses (`UserError`) an `export_dir` that is not empty nor an OpenVINO export, before the model loads."""
+    files.check_replaceable(export_dir, [OPENVINO_DIRECTORY])
 
 
 def write_openvino(encoder, path):

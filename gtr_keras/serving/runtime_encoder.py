@@ -6,7 +6,8 @@ import os
 import numpy as np
 import sentencepiece as spm
 
-from gtr_keras.errors import DataError, UserError
+from gtr_keras.errors import DataError
+from gtr_keras.models.text_encoder import TextEncoder
 
 CONFIG_FILE = "export.json"
 INPUTS = ("token_ids", "padding_mask")
@@ -15,12 +16,14 @@ RUNTIMES = {"onnx": "onnxruntime", "openvino": "openvino"}
 OPENVINO_FLOAT32 = {"INFERENCE_PRECISION_HINT": "f32"}
 
 
-class RuntimeEncoder:
+class RuntimeEncoder(TextEncoder):
     """Encodes texts with an `export --format onnx|openvino` directory, as the SavedModel encoder does.
 
     Texts are tokenised with the `sentencepiece` library and the export's `spiece.model`, with T5's
     conventions (stripped, lowercased where `export.json` says so, truncated to the kind's token budget
-    with EOS kept last), padded per batch to its longest text, and run in ONNX Runtime or OpenVINO.
+    with EOS kept last), padded per batch to its longest text, and run in ONNX Runtime or OpenVINO;
+    `encode_queries` and `encode_documents` are every encoder's (`TextEncoder`). `gtr_keras.load(export_dir)`
+    returns one. It imports neither TensorFlow nor Keras.
 
     Args:
         export_dir: a local export directory (`export.json`, `spiece.model` and the model file).
@@ -67,12 +70,9 @@ class RuntimeEncoder:
         return lambda ids, mask: compiled({INPUTS[0]: ids, INPUTS[1]: mask})[0]
 
     embedding_dim = property(lambda self: self.config["embedding_dim"], doc="D, the embedding dimension.")
-
-    def length(self, kind):
-        """The token budget of `"query"` or `"document"`, EOS included."""
-        if kind not in ("query", "document"):
-            raise UserError(f"kind must be 'query' or 'document', got {kind!r}")
-        return self.config[f"{kind}_length"]
+    query_length = property(lambda self: self.config["query_length"], doc="Token budget of queries, EOS included.")
+    document_length = property(lambda self: self.config["document_length"], doc="Token budget of documents.")
+    pad_id = property(lambda self: self.config["pad_id"], doc="The id that pads a batch.")
 
     def tokenize(self, texts, kind="document"):
         """Token id lists of `texts` (strings or UTF-8 bytes), EOS last, truncated to the kind's budget."""
@@ -84,27 +84,3 @@ class RuntimeEncoder:
     def embed_tokens(self, token_ids, padding_mask):
         """Embeddings of a tokenised batch: int32 `[B, L]` ids and mask in, float32 `[B, D]` out."""
         return np.asarray(self._run(np.asarray(token_ids, np.int32), np.asarray(padding_mask, np.int32)))
-
-    def encode(self, texts, kind="document", batch_size=32):
-        """Embeds `texts` as float32 `[len(texts), D]` in length-sorted batches (results in input order)."""
-        token_ids = self.tokenize(list(texts), kind)
-        output = np.zeros((len(token_ids), self.embedding_dim), np.float32)
-        order = np.argsort([len(row) for row in token_ids], kind="stable")
-        for start in range(0, len(order), batch_size):
-            rows = order[start : start + batch_size]
-            width = max(len(token_ids[row]) for row in rows)
-            ids = np.full((len(rows), width), self.config["pad_id"], np.int32)
-            mask = np.zeros_like(ids)
-            for i, row in enumerate(rows):
-                ids[i, : len(token_ids[row])] = token_ids[row]
-                mask[i, : len(token_ids[row])] = 1
-            output[rows] = self.embed_tokens(ids, mask)
-        return output
-
-    def encode_queries(self, texts, batch_size=32):
-        """Embeds queries (truncated to `query_length` tokens)."""
-        return self.encode(texts, "query", batch_size)
-
-    def encode_documents(self, texts, batch_size=32):
-        """Embeds documents (truncated to `document_length` tokens)."""
-        return self.encode(texts, "document", batch_size)

@@ -47,6 +47,9 @@ class _HookedLoader(importlib.abc.Loader):
     def __init__(self, loader):
         self.loader = loader
 
+    def __getattr__(self, name):  # `get_code`, `get_resource_reader`, ...: the module's own loader's
+        return getattr(self.loader, name)
+
     def create_module(self, spec):
         return self.loader.create_module(spec)
 

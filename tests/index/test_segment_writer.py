@@ -14,7 +14,13 @@ from search_inputs import QUERIES, clustered, recall
 from gtr_keras.errors import BusyError, DataError, MismatchError, UserError
 from gtr_keras.index import segment_writer
 from gtr_keras.index.search_index import ArrayRows, SearchIndex, write_search_index
-from gtr_keras.index.segment_writer import compact_search_index, live_ids, missing_ids, update_search_index
+from gtr_keras.index.segment_writer import (
+    compact_search_index,
+    live_ids,
+    missing_ids,
+    read_state,
+    update_search_index,
+)
 from gtr_keras.index.segmented_index import SegmentedIndex
 from gtr_keras.utils.locks import output_lock
 
@@ -118,7 +124,7 @@ def test_deleting_an_unknown_id_names_it_and_changes_nothing(tmp_path):
     with pytest.raises(DataError, match=r"gone.txt:2: id 'zz' is not in the index"):
         update_search_index(tmp_path / "index", None, ["a", "zz"], where=lambda i: f"gone.txt:{i + 1}")
     assert sorted(os.listdir(tmp_path / "index")) == before
-    assert missing_ids(tmp_path / "index", ["a", "zz"]) == [1]
+    assert missing_ids(read_state(tmp_path / "index"), ["a", "zz"]) == [1]
     update_search_index(tmp_path / "index", None, ["a", "zz"], missing_ok=True)
     assert list(SearchIndex.load(tmp_path / "index").ids) == ["b", "c"]
 

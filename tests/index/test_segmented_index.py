@@ -69,3 +69,15 @@ def test_shards_of_another_model_are_refused_naming_the_shard(tmp_path):
         (tmp_path / name / "retriever.json").write_text(json.dumps(record))
     with pytest.raises(MismatchError, match=r"b/retriever.json: a shard of another model than .*a/retriever.json"):
         SearchIndex.load([tmp_path / "a", tmp_path / "b"])
+
+
+def test_a_search_index_and_a_segmented_index_answer_one_interface():
+    one = SearchIndex(["d0", "d1"], np.eye(2, dtype="float32"), "exact")
+    segmented = SegmentedIndex(
+        [(one, np.array([False, True])), (SearchIndex(["d2"], np.eye(1, 2, 1, "float32")), None)]
+    )
+    for index in (one, segmented):
+        assert [part for part, _ in index.parts][0] is one
+        assert index.live_embeddings().shape == (len(index.ids), 2)
+        assert index.search_ids(np.eye(1, 2, dtype="float32"), 1)[0] == [["d0"]]
+    assert one.parts == [(one, None)]

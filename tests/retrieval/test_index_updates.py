@@ -131,3 +131,85 @@ def test_cli_update_checks_the_index_and_the_ids_before_the_model_loads(tmp_path
     argv = [*update, "--out", str(tmp_path / "idx"), "--model", tiny_model_dir, "--corpus", str(corpus)]
     assert main(argv) == 2
     assert f"{tmp_path / 'ids.txt'}:2: id 'nope' is not in the index" in capsys.readouterr().err
+
+
+def _counting(monkeypatch, module, name):
+    """Counts the calls of `module.name` (still calling it)."""
+    calls = []
+    original = getattr(module, name)
+
+    def counted(*args, **kwargs):
+        calls.append(args)
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(module, name, counted)
+    return calls
+
+
+def test_the_update_command_is_index_update_under_its_own_name(tmp_path, capsys):
+    (tmp_path / "emb").mkdir()
+    _shard(tmp_path / "emb" / "a.npy", [f"d{i}" for i in range(30)], clustered(30, seed=1))
+    for name in ("alias", "command"):
+        assert main(["index", "--embeddings", str(tmp_path / "emb" / "*.npy"), "--out", str(tmp_path / name)]) == 0
+    (tmp_path / "new").mkdir()
+    _shard(tmp_path / "new" / "n.npy", ["d1", "x1"], clustered(2, seed=2))
+    (tmp_path / "ids.txt").write_text("d2\n")
+    flags = ["--embeddings", str(tmp_path / "new" / "*.npy"), "--delete", str(tmp_path / "ids.txt")]
+    assert main(["index", "--out", str(tmp_path / "alias"), "--update", *flags]) == 0
+    assert main(["update", str(tmp_path / "command"), *flags]) == 0
+    assert capsys.readouterr().out.splitlines()[-1].startswith(f"updated {tmp_path / 'command'}: 30 documents")
+    alias, command = SearchIndex.load(str(tmp_path / "alias")), SearchIndex.load(str(tmp_path / "command"))
+    assert list(alias.ids) == list(command.ids) and "x1" in set(command.ids) and "d2" not in set(command.ids)
+
+
+@pytest.mark.parametrize(
+    "flags, message",
+    [
+        ([], "gtr-keras update: error: needs --embeddings, --corpus (with --model), --delete or --compact"),
+        (["--compact", "--missing-ok"], "argument --missing-ok: goes with --delete"),
+        (["--corpus", "IDS"], "argument --model: required with --corpus"),
+        (["--corpus", "IDS", "--embeddings", "IDS", "--model", "m"], "--corpus (with --model) or --embeddings"),
+        (["--exact"], "unrecognized arguments: --exact"),
+    ],
+)
+def test_the_update_commands_flags_are_checked_first(tmp_path, capsys, flags, message):
+    (tmp_path / "idx").mkdir()
+    (tmp_path / "idx" / "retriever.json").write_text("{}")
+    (tmp_path / "IDS").write_text("a\n")
+    flags = [str(tmp_path / f) if f == "IDS" else f for f in flags]
+    with pytest.raises(SystemExit) as exit_:
+        main(["update", str(tmp_path / "idx"), *flags])
+    assert exit_.value.code == 2 and message in capsys.readouterr().err
+
+
+def test_an_update_reads_the_index_state_and_the_ids_file_once(tmp_path, tiny_encoder, tiny_model_dir, monkeypatch):
+    from gtr_keras.index import layout, segment_writer
+    from gtr_keras.retrieval import index_updates
+
+    build_index(tiny_encoder, _corpus([f"d{i}" for i in range(20)]), tmp_path / "idx", model_dir=tiny_model_dir)
+    states = _counting(monkeypatch, segment_writer.IndexState, "__init__")
+    id_files = _counting(monkeypatch, index_updates, "read_id_file")
+    records = _counting(monkeypatch, layout, "read_json_object")
+    (tmp_path / "gone.txt").write_text("d5\n")
+    corpus = tmp_path / "corpus.jsonl"
+    corpus.write_text(json.dumps({"_id": "n1", "text": "wing lift"}) + "\n")
+    argv = ["update", str(tmp_path / "idx"), "--model", tiny_model_dir, "--corpus", str(corpus)]
+    assert main([*argv, "--delete", str(tmp_path / "gone.txt")]) == 0
+    model_records = [path for path, *_ in records if str(path).endswith("retriever.json")]
+    assert (len(states), len(id_files), len(model_records)) == (1, 1, 1)
+    assert "n1" in set(SearchIndex.load(str(tmp_path / "idx")).ids)
+
+
+def test_a_compaction_alone_keeps_the_bm25_side(tmp_path, tiny_encoder, tiny_model_dir, monkeypatch):
+    from gtr_keras.retrieval import index_updates
+
+    build_index(tiny_encoder, _corpus([f"d{i}" for i in range(20)]), tmp_path / "idx", model_dir=tiny_model_dir)
+    update_index(tmp_path / "idx", delete=["d3"], compact=False)
+    rebuilds = _counting(monkeypatch, index_updates, "rebuild_bm25_side")
+    assert main(["update", str(tmp_path / "idx"), "--compact"]) == 0
+    assert rebuilds == []
+    assert len(SearchIndex.load(str(tmp_path / "idx")).ids) == 19
+    hits = Retriever.load(tmp_path / "idx", tiny_encoder).search(["wing"], k=3)  # the kept side still matches
+    assert len(hits[0]) == 3
+    update_index(tmp_path / "idx", delete=["d4"])
+    assert len(rebuilds) == 1

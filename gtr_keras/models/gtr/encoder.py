@@ -1,14 +1,12 @@
 """`Encoder`: texts in, L2-normalised embeddings out, in length-sorted batches."""
 
-import numpy as np
 import tensorflow as tf
-from tqdm.auto import tqdm
 
-from gtr_keras.errors import CheckpointError, UserError
+from gtr_keras.errors import UserError
 from gtr_keras.models.gtr.gtr_tokenizer import PAD_ID
+from gtr_keras.models.text_encoder import TextEncoder, to_bytes
 
 LENGTH_BUCKETS = (16, 32, 64, 128, 256, 384, 512)
-PROGRESS_THRESHOLD = 5000
 
 
 def bucket_length(length):
@@ -27,13 +25,14 @@ def bucket_length(length):
     return -(-length // 256) * 256
 
 
-class Encoder:
+class Encoder(TextEncoder):
     """Encodes texts with a `GTRTextEmbedder` in length-sorted batches: numpy in, numpy out.
 
     Texts are tokenised in the graph, sorted by token length and batched, so
     short texts are not padded to long ones; results come back in input
     order. `GTRTextEmbedder.encode_*` run on one of these, and
-    `gtr_keras.load` returns one.
+    `gtr_keras.load` returns one for a model directory; its `encode_queries`
+    and `encode_documents` are every encoder's (`TextEncoder`).
 
     Args:
         model: a `GTRTextEmbedder` with a `GTRTextEmbedderPreprocessor`
@@ -48,6 +47,8 @@ class Encoder:
     >>> (q @ d.T).shape
     (1, 2)
     """
+
+    pad_id = PAD_ID
 
     def __init__(self, model, jit_compile=False):
         self.model = model
@@ -90,40 +91,6 @@ class Encoder:
             ids.extend(token_ids(chunk, length).to_list())
         return ids
 
-    def encode(self, texts, kind="document", batch_size=32, progress=None):
-        """Embeds texts as float32 `[len(texts), D]`, L2-normalised rows.
-
-        Args:
-            texts: a list of strings (or UTF-8 bytes).
-            kind: `"query"` or `"document"`: which truncation length applies.
-            batch_size: texts per forward pass.
-            progress: show a progress bar; by default only for long inputs.
-        """
-        output = np.zeros((len(texts), self.embedding_dim), np.float32)
-        if not len(texts):
-            return output
-        token_ids = self.tokenize(list(texts), kind)
-        lengths = np.array([len(row) for row in token_ids])
-        order = np.argsort(lengths, kind="stable")
-        show = progress if progress is not None else len(texts) >= PROGRESS_THRESHOLD
-        with tqdm(total=len(texts), disable=not show, desc=f"encoding {kind}s", unit=kind) as bar:
-            for start in range(0, len(texts), batch_size):
-                rows = order[start : start + batch_size]
-                batch = np.full(self.padded_shape(len(rows), lengths[rows].max(), batch_size), PAD_ID, np.int32)
-                mask = np.zeros_like(batch)
-                for i, row in enumerate(rows):
-                    batch[i, : lengths[row]] = token_ids[row]
-                    mask[i, : lengths[row]] = 1
-                output[rows] = self.embed_tokens(batch, mask)[: len(rows)]
-                bar.update(len(rows))
-        broken = np.flatnonzero(~np.isfinite(output).all(axis=1))
-        if broken.size:
-            raise CheckpointError(
-                f"the model gives non-finite embeddings (NaN or infinity) for {broken.size} of {len(texts)} "
-                f"{kind}s (the first: number {broken[0]}); nothing was written"
-            )
-        return output
-
     def padded_shape(self, rows, length, batch_size):
         """The `[rows, length]` shape a batch of `rows` texts, the longest `length` tokens, is padded to.
 
@@ -143,16 +110,3 @@ class Encoder:
     def embed_tokens(self, token_ids, padding_mask):
         """Embeddings of a tokenised batch: int32 `[B, L]` ids and mask in, float32 `[B, D]` numpy out."""
         return self._forward(token_ids, padding_mask).numpy()
-
-    def encode_queries(self, texts, batch_size=32, progress=None):
-        """Embeds queries (truncated to `query_length` tokens)."""
-        return self.encode(texts, "query", batch_size, progress)
-
-    def encode_documents(self, texts, batch_size=32, progress=None):
-        """Embeds documents (truncated to `document_length` tokens)."""
-        return self.encode(texts, "document", batch_size, progress)
-
-
-def to_bytes(text):
-    """A text as UTF-8 bytes (bytes as they are), for a `tf.string` batch."""
-    return text if isinstance(text, bytes) else text.encode("utf-8")

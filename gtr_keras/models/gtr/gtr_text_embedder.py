@@ -11,7 +11,7 @@ from keras import ops
 from keras_hub.src.utils import preset_utils
 
 from gtr_keras.errors import CheckpointError, UserError
-from gtr_keras.models.gtr.encoder import Encoder, to_bytes
+from gtr_keras.models.gtr.encoder import Encoder
 from gtr_keras.models.gtr.gtr_backbone import GTRBackbone
 from gtr_keras.models.gtr.gtr_text_embedder_preprocessor import GTRTextEmbedderPreprocessor
 from gtr_keras.models.gtr.gtr_tokenizer import VOCABULARY_FILE, pad_token_ids
@@ -31,6 +31,7 @@ from gtr_keras.models.model_files.model_source import (
     resolve_model_source,
 )
 from gtr_keras.models.model_files.preset_writer import write_preset
+from gtr_keras.models.text_encoder import to_bytes
 
 
 @keras.saving.register_keras_serializable(package="gtr_keras")

@@ -1,0 +1,168 @@
+"""Every export format in one table (`FORMATS`): what it needs, which of `export`'s flags it takes, how it is
+written, how its directory is recognised and which encoder runs it.
+
+The command line (`gtr-keras export --format NAME`, whose checks import no TensorFlow) and the Python API
+(`gtr_keras.load(EXPORT_DIR)`, the format's writer) read the same entry, so a missing runtime is the same
+one-line hint everywhere (`missing_package_hint`). The writers and encoders are named by module, and
+imported when used: this module imports nothing but `gtr_keras.errors`.
+
+Example:
+>>> FORMATS["onnx"].extra, FORMATS["onnx"].flags
+('onnx', ('quantize',))
+>>> check_installed(FORMATS["onnx"], "run")  # UserError: onnx needs onnxruntime: pip install 'gtr-keras[onnx]'
+"""
+
+import dataclasses
+import importlib
+import importlib.util
+import os
+
+from gtr_keras.errors import UserError
+
+TENSORFLOW = (("tensorflow", "tensorflow"), ("tensorflow_text", "tensorflow-text"))
+EXPORT_CONFIG_FILE = "export.json"  # the ONNX and OpenVINO exports' record (`serving.token_id_export`)
+
+
+@dataclasses.dataclass(frozen=True)
+class ExportFormat:
+    """One export format.
+
+    Args:
+        name: its `--format` value.
+        description: what it is, for `--help` and messages.
+        writes: `(import name, pip package)` of what writing it needs.
+        runs: `(import name, pip package)` of what running it needs (`gtr_keras.load`).
+        extra: the gtr-keras extra that installs them (None: the base install).
+        flags: the destinations of `export`'s optional flags it takes (the others stay at their defaults).
+        options: those of `flags` that its writer takes as keyword arguments.
+        marks: files of an export directory that say it is of this format.
+        writer: `"module:function"`, `function(encoder, out, **options)`, writing the export.
+        checker: `"module:function"`, `function(out, **options)`, refusing (`UserError`) an output that the
+            export could not replace, before the model loads; or None.
+        encoder: `"module:Class"`, `Class(export_dir)`, a `TextEncoder` of the export.
+    """
+
+    name: str
+    description: str
+    writes: tuple
+    runs: tuple
+    extra: str | None
+    flags: tuple
+    options: tuple
+    marks: tuple
+    writer: str
+    checker: str | None
+    encoder: str
+
+    def check_output(self, out, **options):
+        """Refuses (`UserError`) an output that this export could not replace, before any work."""
+        if self.checker:
+            _named(self.checker)(out, **options)
+
+    def write(self, encoder, out, **options):
+        """Writes `encoder`'s export to `out`, its packages checked first; returns the paths written."""
+        check_installed(self, "write")
+        written = _named(self.writer)(encoder, out, **options)
+        return list(written) if isinstance(written, (list, tuple)) else [written]
+
+    def open(self, export_dir):
+        """The `TextEncoder` of an export directory of this format, its runtime checked first."""
+        check_installed(self, "run")
+        return _named(self.encoder)(export_dir)
+
+
+FORMATS = {
+    entry.name: entry
+    for entry in (
+        ExportFormat(
+            "savedmodel",
+            "TF Hub reusable SavedModels (encoder, and with --index a searcher) for TF Serving and Keras 3",
+            writes=TENSORFLOW,
+            runs=TENSORFLOW,
+            extra=None,
+            flags=("index", "searcher", "k", "version", "precision", "search_param"),
+            options=("index", "searcher", "k", "version", "search_param"),
+            marks=("saved_model.pb",),
+            writer="gtr_keras.serving.export:write_export",
+            checker="gtr_keras.serving.export:check_export_versions",
+            encoder="gtr_keras.serving.saved_model_encoder:SavedModelEncoder",
+        ),
+        ExportFormat(
+            "litert",
+            "a LiteRT (.tflite) encoder with TF Text's SentencePiece op",
+            writes=TENSORFLOW,
+            runs=TENSORFLOW,
+            extra=None,
+            flags=(),
+            options=(),
+            marks=("encoder.tflite",),
+            writer="gtr_keras.serving.litert:export_litert",
+            checker=None,
+            encoder="gtr_keras.serving.litert_encoder:LiteRTEncoder",
+        ),
+        ExportFormat(
+            "onnx",
+            "an ONNX encoder of token ids, for ONNX Runtime",
+            writes=(("tf2onnx", "tf2onnx"), ("onnxruntime", "onnxruntime")),
+            runs=(("onnxruntime", "onnxruntime"), ("sentencepiece", "sentencepiece")),
+            extra="onnx",
+            flags=("quantize",),
+            options=("quantize",),
+            marks=("encoder.onnx", EXPORT_CONFIG_FILE),
+            writer="gtr_keras.serving.onnx_export:export_onnx",
+            checker="gtr_keras.serving.onnx_export:check_onnx_output",
+            encoder="gtr_keras.serving.runtime_encoder:RuntimeEncoder",
+        ),
+        ExportFormat(
+            "openvino",
+            "an OpenVINO IR encoder of token ids",
+            writes=(("openvino", "openvino"),),
+            runs=(("openvino", "openvino"), ("sentencepiece", "sentencepiece")),
+            extra="openvino",
+            flags=(),
+            options=(),
+            marks=("encoder.xml", EXPORT_CONFIG_FILE),
+            writer="gtr_keras.serving.openvino_export:export_openvino",
+            checker="gtr_keras.serving.openvino_export:check_openvino_output",
+            encoder="gtr_keras.serving.runtime_encoder:RuntimeEncoder",
+        ),
+    )
+}
+
+
+def _named(reference):
+    module, _, name = reference.partition(":")
+    return getattr(importlib.import_module(module), name)
+
+
+def missing_package_hint(export_format, purpose):
+    """The one-line install hint for the first package that `purpose` (`"write"` or `"run"`) of
+    `export_format` lacks, or None when all are installed.
+
+    Example:
+    >>> missing_package_hint(FORMATS["openvino"], "run")  # without openvino installed
+    "openvino needs openvino: pip install 'gtr-keras[openvino]'"
+    """
+    needs = export_format.writes if purpose == "write" else export_format.runs
+    for module, package in needs:
+        if importlib.util.find_spec(module) is None:
+            install = f"gtr-keras[{export_format.extra}]" if export_format.extra else package
+            return f"{export_format.name} needs {package}: pip install '{install}'"
+    return None
+
+
+def check_installed(export_format, purpose):
+    """Raises `UserError` with `missing_package_hint` when a package that `purpose` needs is missing."""
+    hint = missing_package_hint(export_format, purpose)
+    if hint:
+        raise UserError(hint)
+
+
+def format_of_directory(path):
+    """The `ExportFormat` whose marks are all in the local directory `path`, or None (a model directory,
+    or anything else)."""
+    path = os.fspath(path)
+    for export_format in FORMATS.values():
+        if all(os.path.isfile(os.path.join(path, mark)) for mark in export_format.marks):
+            return export_format
+    return None
