@@ -55,10 +55,12 @@ BM25_SUBDIR = "bm25"
 SEARCH_FIELDS = ("embedding_dim", "compute_dtype", "model_sha256")
 # ScaNN's arrays with a row per indexed point (the others are the same whatever the points).
 SCANN_DATAPOINT_TO_TOKEN = "datapoint_to_token.npy"
-SCANN_PER_POINT = (SCANN_DATAPOINT_TO_TOKEN, "hashed_dataset.npy", "int8_dataset.npy")
+SCANN_INT8_DATASET = "int8_dataset.npy"  # ScaNN's int8 copy, decoded by dividing by SCANN_INT8_MULTIPLIERS
+SCANN_INT8_MULTIPLIERS = "int8_multipliers.npy"
+SCANN_PER_POINT = (SCANN_DATAPOINT_TO_TOKEN, "hashed_dataset.npy", SCANN_INT8_DATASET)
 # ScaNN's serialized searcher (`scann/`): its protos, and its arrays.
 SCANN_TENSOR_FILES = ("scann_config.pb", "serialized_partitioner.pb", "ah_codebook.pb")
-SCANN_ARRAY_FILES = (*SCANN_PER_POINT, "int8_multipliers.npy")
+SCANN_ARRAY_FILES = (*SCANN_PER_POINT, SCANN_INT8_MULTIPLIERS)
 REMEDY = "rebuild the index"
 # Stored vectors are checked for NaN this many values at a time (128 MiB of float32).
 _CHECK_VALUES = 2**25

@@ -19,6 +19,8 @@ import numpy as np
 from gtr_keras.errors import UserError
 from gtr_keras.index.layout import (
     SCANN_DIR,
+    SCANN_INT8_DATASET,
+    SCANN_INT8_MULTIPLIERS,
     SEARCH_INDEX_DIRECTORY,
     TUNE_PLOT,
     read_description,
@@ -49,8 +51,8 @@ class DecodedRows:
     time: what ScaNN reorders with, and so what exact search of a ScaNN index's vectors scores."""
 
     def __init__(self, scann_dir):
-        self.codes = np.load(os.path.join(scann_dir, "int8_dataset.npy"), mmap_mode="r")
-        self.multipliers = np.load(os.path.join(scann_dir, "int8_multipliers.npy"))
+        self.codes = np.load(os.path.join(scann_dir, SCANN_INT8_DATASET), mmap_mode="r")
+        self.multipliers = np.load(os.path.join(scann_dir, SCANN_INT8_MULTIPLIERS))
         self.shape = self.codes.shape
 
     def __getitem__(self, rows):
@@ -93,7 +95,7 @@ def build_grid(params, n):
 
 def settings_grid(index, k):
     """The search settings `tune` measures for a loaded `index` (see the module's grid), as dicts."""
-    first = index.parts[0][0] if isinstance(index, SegmentedIndex) else index
+    first = index.parts[0][0]
     names = search_settings(index.kind, first.params)
     if not names:
         raise UserError(
@@ -113,9 +115,8 @@ def settings_grid(index, k):
 
 def exact_twin(index):
     """An exact index over the vectors `index` holds (decoded int8 for ScaNN), its rows numbered as `index`'s."""
-    parts = index.parts if isinstance(index, SegmentedIndex) else [(index, None)]
     twins = []
-    for part, deleted in parts:
+    for part, deleted in index.parts:
         floats = part.embeddings if part.kind == "exact" else DecodedRows(os.path.join(part.path, SCANN_DIR))
         twins.append((SearchIndex.from_vectors(part.ids, FloatVectors(floats)), deleted))
     return twins[0][0] if not isinstance(index, SegmentedIndex) else SegmentedIndex(twins, index.names)
@@ -123,9 +124,8 @@ def exact_twin(index):
 
 def _sampled_rows(twin, rows):
     """The float32 vectors of live rows `rows` (sorted) of an exact index or `SegmentedIndex`."""
-    parts = twin.parts if isinstance(twin, SegmentedIndex) else [(twin, None)]
     out, first = [], 0
-    for part, deleted in parts:
+    for part, deleted in twin.parts:
         live = np.arange(len(part.ids)) if deleted is None else np.flatnonzero(~deleted)
         mine = rows[(rows >= first) & (rows < first + len(live))] - first
         out.append(np.asarray(part.embeddings[live[mine]], dtype=np.float32))
