@@ -91,7 +91,12 @@ def _resolve(kind, params, n):
         kind = "exact" if n < EXACT_MAX_N or (params and "vectors" in params) else "scann"
     if kind == "exact":
         return kind, check_vector_params(params)
-    return kind, dict(scann_params(n), **(params or {}))
+    params = dict(scann_params(n), **(params or {}))
+    if params["reorder"] != "int8":
+        raise UserError(
+            f"reorder must be 'int8' (the one copy of the vectors a ScaNN index keeps), got {params['reorder']!r}"
+        )
+    return kind, params
 
 
 def write_search_index(source, directory, kind="auto", params=None):

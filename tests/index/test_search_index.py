@@ -99,3 +99,8 @@ def test_array_rows_refuse_ids_that_do_not_match_the_rows():
         ArrayRows(doc_ids(3), np.eye(2, dtype=np.float32))
     rows = ArrayRows(doc_ids(5), np.eye(5, dtype=np.float32), chunk_rows=2)
     assert [len(chunk) for chunk in rows.chunks()] == [2, 2, 1]
+
+
+def test_a_scann_index_reorders_on_int8_only():
+    with pytest.raises(UserError, match="reorder must be 'int8'"):
+        SearchIndex(doc_ids(len(CORPUS)), CORPUS, kind="scann", params={"reorder": "bfloat16"})
