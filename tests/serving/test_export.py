@@ -545,7 +545,7 @@ def test_a_failed_searcher_export_leaves_the_previous_encoder_and_searcher_intac
     shutil.copytree(exports["brute-force"][0], out)
     before = {p.relative_to(out): p.read_bytes() for p in out.rglob("*") if p.is_file()}
 
-    def failing(encoder, index_dir, staging, searcher, k):
+    def failing(encoder, index_dir, staging, searcher, k, search_params=None):
         (staging / "saved_model.pb").write_bytes(b"half")
         raise OSError(28, "No space left on device")
 
