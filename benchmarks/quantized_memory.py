@@ -24,6 +24,7 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     add_corpus_arguments(parser)
     parser.add_argument("--work", required=True, help="directory for shards and indexes (kept for reruns)")
+    parser.add_argument("--reuse", action="store_true", help="search the indexes a previous run built in --work")
     parser.add_argument("--results", default=RESULTS)
     parser.add_argument("--no-record", action="store_true")
     args = parser.parse_args(argv)
@@ -35,14 +36,17 @@ def main(argv=None):
         index_dir = os.path.join(args.work, f"exact-{vectors}")
         command = ["gtr-keras", "index", "--embeddings", os.path.join(shard_dir, "*.npy"), "--out", index_dir]
         command += ["--exact"] if vectors == "float32" else ["--vectors", vectors]
-        _, build_peak, build_s = timed_process(command)
+        built = "reused"
+        if not (args.reuse and os.path.isdir(index_dir)):
+            _, build_peak, build_s = timed_process(command)
+            built = f"{build_s / 60:.1f} min ({build_peak / gib:.2f} GiB)"
         found = os.path.join(args.work, f"found-{vectors}.npy")
         measured = search(index_dir, queries, found, 0)
         quality = recall(found, os.path.join(args.work, "found-float32.npy"))
         held = {"float32": 4 * args.dims, "int8": args.dims, "binary": (args.dims + 7) // 8}[vectors] * args.n
         rows.append(
             f"| {vectors} | {measured['params'] and measured['params']['rescore'] or '-'} | {held / gib:.2f} GiB | "
-            f"{build_s / 60:.1f} min ({build_peak / gib:.2f} GiB) | {measured['load_s']:.1f} s | "
+            f"{built} | {measured['load_s']:.1f} s | "
             f"{measured['search_peak_rss'] / gib:.2f} GiB | {measured['batched_qps']:,.1f} | {quality:.4f} |"
         )
         print(rows[-1], flush=True)

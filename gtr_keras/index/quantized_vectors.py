@@ -10,6 +10,7 @@ vectors, which a loaded local index reads from `embeddings.npy` through a memory
 The codes are what a search holds in memory: a quarter (int8) or a thirty-second (binary) of float32's.
 """
 
+import mmap
 import os
 
 import numpy as np
@@ -125,13 +126,24 @@ def load_vectors(directory, config, config_path):
     floats = read_embeddings(os.path.join(directory, EMBEDDINGS_NPY), config, config_path, scan=params is None)
     if params is None:
         return FloatVectors(floats)
+    floats, mapped = _mapped_for_rescoring(floats)
     rows, dims = config["num_embeddings"], config["dims"]
     codes = _load(os.path.join(directory, _CODES[params["vectors"]]))
     width = dims if params["vectors"] == "int8" else (dims + 7) // 8
     calibration = _load(os.path.join(directory, INT8_CALIBRATION_NPY)) if params["vectors"] == "int8" else None
     if codes.shape != (rows, width) or (calibration is not None and calibration.shape != (2, dims)):
         raise DataError(f"{directory}: {params['vectors']} codes of shape {codes.shape}, not {(rows, width)}; {REMEDY}")
-    return QuantizedVectors(floats, codes, params, calibration)
+    return QuantizedVectors(floats, codes, params, calibration, mapped)
+
+
+def _mapped_for_rescoring(floats):
+    """`(rows, mmap or None)`: a local file's float32 rows memory-mapped for random reads (`MADV_RANDOM`)."""
+    if not isinstance(floats, np.memmap):
+        return floats, None
+    with open(floats.filename, "rb") as f:
+        mapped = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+    mapped.madvise(mmap.MADV_RANDOM)
+    return np.frombuffer(mapped, np.float32, floats.size, floats.offset).reshape(floats.shape), mapped
 
 
 def _load(path):
@@ -196,6 +208,9 @@ class QuantizedVectors:
         codes: int8 `[N, D]` or packed sign bits uint8 `[N, ceil(D / 8)]`.
         params: `vector_params`' dict.
         calibration: the int8 codes' `[min, step]` per dimension (`int8_calibration`); None for binary.
+        mapped: the `mmap.mmap` that `floats` views, or None. After each query's rescoring its pages are
+            let go (`MADV_DONTNEED`; they stay in the page cache): the kernel maps whole page-cache folios
+            (up to megabytes) around each row read, which would otherwise stay counted in the RSS.
 
     Example:
     >>> vectors = quantize(np.eye(4, dtype="float32"), vector_params("binary", rescore=2))
@@ -203,8 +218,9 @@ class QuantizedVectors:
     (array([[3]]), array([[1.]], dtype=float32))
     """
 
-    def __init__(self, floats, codes, params, calibration=None):
+    def __init__(self, floats, codes, params, calibration=None, mapped=None):
         self.floats, self.codes, self.params, self.calibration = floats, codes, params, calibration
+        self._mapped = mapped
         self._rows = codes if params["vectors"] == "int8" else SignRows(codes, floats.shape[1])
 
     def top_k(self, queries, k, ranks, excluded=None, rescore=None):
@@ -221,4 +237,6 @@ class QuantizedVectors:
             row_scores = np.asarray(self.floats[rows], dtype=np.float32) @ query
             order = np.lexsort((ranks[rows], -row_scores))[:k]
             indices[i], scores[i] = rows[order], row_scores[order]
+            if self._mapped is not None:
+                self._mapped.madvise(mmap.MADV_DONTNEED)
         return indices, scores
