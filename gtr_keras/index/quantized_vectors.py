@@ -223,11 +223,11 @@ class QuantizedVectors:
         self._mapped = mapped
         self._rows = codes if params["vectors"] == "int8" else SignRows(codes, floats.shape[1])
 
-    def top_k(self, queries, k, ranks, excluded=None, rescore=None):
-        """The top `k` by float32 dot product among the best `rescore` (default `params["rescore"]`, at
-        least `k`) by the codes: `(indices, scores)` as `exact_top_k` gives, ties in its order."""
+    def top_k(self, queries, k, ranks, excluded=None):
+        """The top `k` by float32 dot product among the best `params["rescore"]` (at least `k`) by the
+        codes: `(indices, scores)` as `exact_top_k` gives, ties in its order."""
         live = len(self.codes) - (0 if excluded is None else int(excluded.sum()))
-        pool = min(live, max(k, rescore or self.params["rescore"]))
+        pool = min(live, max(k, self.params["rescore"]))
         scored = queries * self.calibration[1] if self.calibration is not None else queries
         candidates, _ = exact_search.exact_top_k(self._rows, scored, pool, ranks, excluded)
         indices = np.empty((len(queries), k), np.int64)
