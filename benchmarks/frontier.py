@@ -41,15 +41,19 @@ def recall(found, truth):
     return float(np.mean([len(np.intersect1d(f, t)) / K for f, t in zip(found, truth)]))
 
 
-def gtr_keras_scann(vectors, queries, truth, work, m, ef_construction):
+def gtr_keras_scann(vectors, queries, truth, work, m, ef_construction, prebuilt=None):
     from gtr_keras.index import SearchIndex, write_search_index
+    from gtr_keras.index.layout import read_description
     from gtr_keras.index.search_index import ArrayRows
     from gtr_keras.tuning.tuner import settings_grid
 
-    directory = os.path.join(work, "scann")
-    start = time.perf_counter()
-    write_search_index(ArrayRows([f"p{i}" for i in range(len(vectors))], vectors), directory, "scann")
-    build = time.perf_counter() - start
+    directory, build = os.path.join(work, "scann"), None
+    if prebuilt:  # an index of these vectors that `gtr-keras index --embeddings` built (timed there)
+        directory = read_description(prebuilt)[0]
+    else:
+        start = time.perf_counter()
+        write_search_index(ArrayRows([f"p{i}" for i in range(len(vectors))], vectors), directory, "scann")
+        build = time.perf_counter() - start
     size = sum(
         os.path.getsize(os.path.join(directory, "scann", f)) for f in os.listdir(os.path.join(directory, "scann"))
     )
@@ -141,6 +145,7 @@ def main(argv=None):
     parser.add_argument("--libraries", default=",".join(LIBRARIES), help="comma-separated names of LIBRARIES")
     parser.add_argument("--hnsw-m", type=int, default=32, help="HNSW's M (faiss and hnswlib)")
     parser.add_argument("--ef-construction", type=int, default=100, help="HNSW's efConstruction (faiss and hnswlib)")
+    parser.add_argument("--scann-index", help="search this ScaNN index of the same vectors instead of building one")
     parser.add_argument("--plot", help="the recall-QPS PNG to write (default: WORK/frontier.png)")
     parser.add_argument("--results", default=RESULTS)
     parser.add_argument("--no-record", action="store_true")
@@ -159,14 +164,15 @@ def main(argv=None):
     for key in args.libraries.split(","):  # one library at a time: each index is freed before the next
         name, run = LIBRARIES[key]
         name = name.format(m=args.hnsw_m, ef=args.ef_construction)
-        build, size, points = run(vectors, queries, truth, args.work, args.hnsw_m, args.ef_construction)
+        extra = {"prebuilt": args.scann_index} if key == "scann" else {}
+        build, size, points = run(vectors, queries, truth, args.work, args.hnsw_m, args.ef_construction, **extra)
         curves[name] = [(r, q) for r, q, _ in points]
         cells = []
         for target in (0.90, 0.95):
             qps, setting = best_qps(points, target)
             cells.append(f"{qps:,.0f} ({', '.join(f'{k}={v}' for k, v in setting.items())})" if qps else "not reached")
         top = max(points, key=lambda p: p[0])[0]
-        built = f"{build:.1f} s ({len(vectors) / build:,.0f} rows/s)"
+        built = f"{build:.1f} s ({len(vectors) / build:,.0f} rows/s)" if build else "prebuilt (`--scann-index`)"
         rows.append(f"| {name} | {built} | {size / 2**20:,.0f} MiB | {cells[0]} | {cells[1]} | {top:.4f} |")
         print(rows[-1], flush=True)
     plot = args.plot or os.path.join(args.work, "frontier.png")
