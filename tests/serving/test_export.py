@@ -800,3 +800,21 @@ def test_a_tuned_scann_index_exports_its_tuned_setting_and_a_flag_overrides_it(e
         want = [[hit["id"] for hit in row] for row in expected.search(QUERIES, 10)]
         assert [[i.decode() for i in row if i] for row in found] == want, name
     assert tuned.search(QUERIES, 10) != untuned.search(QUERIES, 10)
+
+
+@pytest.mark.large
+def test_an_int8_index_exports_a_brute_force_searcher_of_its_float32_vectors(exports, tiny_model_dir, tmp_path):
+    from gtr_keras.retrieval.retriever import Retriever
+
+    corpus = exports["scann"][0].parent / "corpus.jsonl"
+    index_dir = tmp_path / "index"
+    argv = ["index", "--model", tiny_model_dir, "--corpus", str(corpus), "--out", str(index_dir), "--vectors", "int8"]
+    assert main(argv) == 0
+    argv = ["export", "--model", tiny_model_dir, "--index", str(index_dir), "--out", str(tmp_path / "e")]
+    assert main(argv + ["--searcher", "brute-force"]) == 0
+    searcher = load_export(str(tmp_path / "e" / "searcher" / "1")).signatures["search"]
+    found = searcher(queries=tf.constant(QUERIES), k=tf.constant([10] * len(QUERIES)))["ids"].numpy()
+    retriever = Retriever.load(index_dir, gtr_keras.load(tiny_model_dir))
+    retriever.index.set_search_params({"rescore": 300})  # every row rescored: exact float32 search
+    expected = [[hit["id"] for hit in row] for row in retriever.search(QUERIES, 10)]
+    assert [[i.decode() for i in row] for row in found] == expected
