@@ -11,9 +11,8 @@ import argparse
 import shutil
 import time
 
-from gtr_keras.beir.readers import load_corpus
+from gtr_keras import load, load_corpus
 from gtr_keras.retrieval.beam_pipeline import encode_corpus_with_beam, index_from_shards
-from gtr_keras.saving import load
 
 
 def main():

@@ -45,13 +45,13 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from matmul import square_matmul  # noqa: E402
 from results import RESULTS, machine, publish, rerun_command, time_interleaved  # noqa: E402
 
-from gtr_keras.beir.readers import load_corpus  # noqa: E402
-from gtr_keras.models.gtr.gtr_tokenizer import EOS_ID, train_sentencepiece  # noqa: E402
-from gtr_keras.saving import (
-    convert_sentence_transformers,  # noqa: E402
+from gtr_keras import (  # noqa: E402
+    convert_sentence_transformers,
     load,
+    load_corpus,  # noqa: E402
     save,
 )
+from gtr_keras.models.gtr.gtr_tokenizer import EOS_ID, train_sentencepiece  # noqa: E402
 from tests.reference_checkpoint import BASE_T5, TINY_T5, build_checkpoint  # noqa: E402
 
 SECTION = "## Encode"
@@ -176,9 +176,8 @@ def corpus_rows(st, encoders, texts, batch_size):
 
 def trained_model_rows(model_dir, dataset, batch_size):
     """NDCG@10 on `dataset`'s test split with the trained model in float32 and bfloat16."""
-    from gtr_keras.beir.evaluation import evaluate_run
-    from gtr_keras.index.search_index import SearchIndex
-    from gtr_keras.retrieval.runs import gtr_run, load_dataset
+    from gtr_keras import SearchIndex, evaluate_run, load_dataset
+    from gtr_keras.retrieval.runs import gtr_run
 
     corpus, queries, qrels, _ = load_dataset(dataset, "test")
     rows, embeddings = [], {}

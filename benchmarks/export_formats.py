@@ -18,8 +18,8 @@ import numpy as np
 import tensorflow as tf
 
 import gtr_keras
-from gtr_keras.beir.readers import load_corpus
-from gtr_keras.serving.export import export_encoder, load_export
+from gtr_keras import load_corpus, load_export
+from gtr_keras.serving.export import export_encoder
 from gtr_keras.serving.litert import export_litert, load_litert
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))

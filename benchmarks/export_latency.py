@@ -22,11 +22,16 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 import tensorflow as tf  # noqa: E402
 from results import RESULTS, machine, record, time_interleaved  # noqa: E402
 
-from gtr_keras.beir.readers import load_corpus, load_queries  # noqa: E402
+from gtr_keras import (  # noqa: E402  # noqa: E402
+    Retriever,
+    build_index,
+    load,  # noqa: E402
+    load_corpus,
+    load_export,  # noqa: E402
+    load_queries,
+)
 from gtr_keras.cli.demo import DEMO_DATASET, DEMO_MODEL  # noqa: E402
-from gtr_keras.retrieval.retriever import Retriever, build_index  # noqa: E402
-from gtr_keras.saving import load  # noqa: E402
-from gtr_keras.serving.export import export_searcher, load_export  # noqa: E402
+from gtr_keras.serving.export import export_searcher  # noqa: E402
 
 SECTION = "## Export"
 

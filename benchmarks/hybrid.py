@@ -26,14 +26,11 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 import numpy as np
 from results import RESULTS, machine, publish, rerun_command
 
-from gtr_keras.beir.readers import load_corpus, load_queries
+from gtr_keras import HybridRetriever, build_index, load, load_corpus, load_queries, model_fusion
 from gtr_keras.index.layout import BM25_SUBDIR, INDEX_SUBDIR
 from gtr_keras.lexical.bm25_side import write_bm25_side
-from gtr_keras.lexical.fusion import model_fusion
 from gtr_keras.models.gtr.presets import ASSETS_DIR, BUNDLED_MODEL_DIR
-from gtr_keras.retrieval.hybrid_retriever import RETRIEVERS, HybridRetriever
-from gtr_keras.retrieval.retriever import build_index
-from gtr_keras.saving import load
+from gtr_keras.retrieval.hybrid_retriever import RETRIEVERS
 
 SECTION = "## Hybrid search"
 

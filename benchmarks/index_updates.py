@@ -117,12 +117,9 @@ def main(argv=None):
     parser.add_argument("--no-record", action="store_true")
     args = parser.parse_args(argv)
 
+    from gtr_keras import EmbeddingFiles, index_embeddings, update_index, update_search_index, write_search_index
     from gtr_keras.index import SearchIndex
-    from gtr_keras.index.embedding_files import EmbeddingFiles
-    from gtr_keras.index.search_index import ArrayRows, write_search_index
-    from gtr_keras.index.segment_writer import update_search_index
-    from gtr_keras.retrieval.index_updates import update_index
-    from gtr_keras.retrieval.retriever import index_embeddings
+    from gtr_keras.index.search_index import ArrayRows
 
     started, load_before = datetime.datetime.now(datetime.UTC), os.getloadavg()
     shard_dir, work = os.path.join(args.work, "shards"), args.work

@@ -100,7 +100,7 @@ def run(args, out, workers):
 
 
 def parameters(preset):
-    from gtr_keras.models.gtr.gtr_text_embedder import GTRTextEmbedder
+    from gtr_keras import GTRTextEmbedder
 
     return GTRTextEmbedder.from_architecture(preset).count_params()
 

@@ -24,7 +24,7 @@ RESCORE = (10, 20, 40, 100, 200)
 
 def embeddings(work, dataset, data_dir):
     """`(corpus, queries, qrels, document vectors, query vectors)` of one collection, encoded once."""
-    from gtr_keras.retrieval.runs import load_dataset
+    from gtr_keras import load_dataset
 
     corpus, queries, qrels, _ = load_dataset(os.path.join(data_dir, dataset), "test")
     cache = os.path.join(work, f"{dataset}.npz")
@@ -43,7 +43,8 @@ def embeddings(work, dataset, data_dir):
 
 
 def ndcg_at_10(index, corpus, queries, qrels, query_vectors):
-    from gtr_keras.beir.evaluation import cut_run, evaluate_run, results_from_scores
+    from gtr_keras import evaluate_run
+    from gtr_keras.beir.evaluation import cut_run, results_from_scores
 
     indices, scores = index.search(query_vectors, 11)
     run = cut_run(results_from_scores(list(queries), corpus.ids, indices, scores), 10)

@@ -77,9 +77,8 @@ def build_models(work, smoke):
     sentence-transformers copy, under `work` (reused when there)."""
     import keras
 
-    from gtr_keras.models.gtr.gtr_text_embedder import GTRTextEmbedder
-    from gtr_keras.models.gtr.presets import BUNDLED_MODEL_DIR, preset_config
-    from gtr_keras.saving import load, save
+    from gtr_keras import GTRTextEmbedder, load, preset_config, save
+    from gtr_keras.models.gtr.presets import BUNDLED_MODEL_DIR
     from gtr_keras.serving.litert import export_litert, litert_path
     from gtr_keras.serving.onnx_export import export_onnx
     from gtr_keras.serving.openvino_export import export_openvino
@@ -112,7 +111,7 @@ def build_models(work, smoke):
 
 def gtr_keras_runtimes(paths):
     """`{row name: encode function}` of gtr-keras' own paths."""
-    from gtr_keras.saving import load
+    from gtr_keras import load
     from gtr_keras.serving.litert import litert_path, load_litert
     from gtr_keras.serving.runtime_encoder import RuntimeEncoder
 
@@ -219,10 +218,9 @@ def measure(paths, texts, rounds, batch_size, peer_python, work):
 def int8_ndcg(data, work):
     """NDCG@10 on SciFact's test queries of the bundled model's ONNX exports, float32 (within 1e-5 of
     TensorFlow's, tests/serving/test_onnx_export.py) and int8."""
-    from gtr_keras.beir.evaluation import evaluate_run, results_from_scores
-    from gtr_keras.beir.readers import load_corpus, load_qrels, load_queries
+    from gtr_keras import evaluate_run, load, load_corpus, load_qrels, load_queries
+    from gtr_keras.beir.evaluation import results_from_scores
     from gtr_keras.models.gtr.presets import BUNDLED_MODEL_DIR
-    from gtr_keras.saving import load
     from gtr_keras.serving.onnx_export import export_onnx
     from gtr_keras.serving.runtime_encoder import RuntimeEncoder
 
@@ -259,7 +257,7 @@ def tokenizer_differences(data):
     from onnxruntime_extensions import get_library_path
     from openvino_tokenizers import _get_factory
 
-    from gtr_keras.beir.readers import load_corpus, load_queries
+    from gtr_keras import load_corpus, load_queries
 
     texts = []
     for name in COLLECTIONS:
@@ -407,7 +405,7 @@ def main():
         return
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     started = time.perf_counter()
-    from gtr_keras.beir.readers import load_corpus
+    from gtr_keras import load_corpus
 
     if args.smoke:
         args.docs, args.rounds = 4, 1
@@ -418,7 +416,7 @@ def main():
     seconds, embeddings, errors, peer_versions = measure(
         paths, texts, args.rounds, args.batch_size, args.peer_python, work
     )
-    from gtr_keras.saving import load
+    from gtr_keras import load
 
     tokenizers = {"lengths": load(paths["model"]).tokenize(texts)}
     if not args.no_tokenizers:

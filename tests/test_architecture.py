@@ -297,3 +297,19 @@ def test_the_converters_and_the_family_modules_they_import_import_first_in_a_fre
         [sys.executable, "-c", f"import {module}"], cwd=REPO, capture_output=True, text=True, timeout=120
     )
     assert result.returncode == 0, result.stderr[-2000:]
+
+
+def test_benchmarks_and_recipes_take_the_public_names_from_the_public_api():
+    import gtr_keras
+
+    private = []
+    for folder in ("benchmarks", "recipes"):
+        for directory, _, file_names in os.walk(os.path.join(REPO, folder)):
+            for file_name in (name for name in file_names if name.endswith(".py")):
+                path = os.path.join(directory, file_name)
+                for node in ast.walk(ast.parse(open(path, encoding="utf-8").read())):
+                    if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("gtr_keras."):
+                        public = [alias.name for alias in node.names if alias.name in gtr_keras.__all__]
+                        if public and node.module not in ("gtr_keras.errors", "gtr_keras.index"):
+                            private.append(f"{os.path.relpath(path, REPO)}: {node.module} {public}")
+    assert private == []

@@ -23,8 +23,8 @@ from gtr_keras.beir.evaluation import evaluate_run
 from gtr_keras.beir.readers import Corpus
 from gtr_keras.cli.main import main
 from gtr_keras.errors import CheckpointError, DataError
+from gtr_keras.index.resumable_encoding import ResumableEncoding
 from gtr_keras.index.search_index import SearchIndex
-from gtr_keras.index.shards import ShardWriter
 from gtr_keras.models.gtr.gtr_text_embedder import GTRTextEmbedder
 from gtr_keras.models.model_files.fingerprint import fingerprint
 from gtr_keras.models.model_files.model_directory import check_model_directory
@@ -239,13 +239,13 @@ def test_search_index_and_shard_writer_on_ram(root):
         np.testing.assert_array_equal(loaded.search(embeddings[:5], 1)[0][:, 0], np.arange(5))
 
     texts = [f"text {i}" for i in range(200)]
-    writer = ShardWriter(f"{root}/work", ids, texts, 64, {"model_sha256": "0" * 64})
+    writer = ResumableEncoding(f"{root}/work", ids, texts, 64, {"model_sha256": "0" * 64})
     writer.write(0, embeddings[:64])
     _write(f"{root}/work/.shard-00001.npz.upload-1-x", "killed mid-upload")
-    resumed = ShardWriter(f"{root}/work", ids, texts, 64, {"model_sha256": "0" * 64})
+    resumed = ResumableEncoding(f"{root}/work", ids, texts, 64, {"model_sha256": "0" * 64})
     assert files.listdir(f"{root}/work") == ["manifest.json", "shard-00000.npz"]
-    assert [shard.number for shard in resumed.pending_shards()] == [1, 2, 3]
-    for shard in resumed.pending_shards():
+    assert [shard.number for shard in resumed.pending_pieces()] == [1, 2, 3]
+    for shard in resumed.pending_pieces():
         resumed.write(shard.number, embeddings[shard.start : shard.end])
     np.testing.assert_array_equal(resumed.assemble(), embeddings)
     with pytest.raises(DataError, match=rf"^{root}/nothing: not a search index"):

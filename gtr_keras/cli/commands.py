@@ -209,7 +209,7 @@ def _index_with_beam(args, kind, params):
     """
     from gtr_keras.index.search_index import ArrayRows
     from gtr_keras.retrieval.beam_pipeline import (
-        BEAM_SHARDS_DIRECTORY,
+        BEAM_OUTPUT_DIRECTORY,
         beam_pipeline_args,
         corpus_files,
         corpus_from_shards,
@@ -220,7 +220,7 @@ def _index_with_beam(args, kind, params):
     corpus_files(args.corpus)
     pipeline_args = beam_pipeline_args(args.beam_option)
     shard_dir = work_dir_for(args.out) + "-beam"
-    files.check_replaceable(shard_dir, [BEAM_SHARDS_DIRECTORY])
+    files.check_replaceable(shard_dir, [BEAM_OUTPUT_DIRECTORY])
     metadata = index_metadata(_encoder(args), args.model)
     files.remove(shard_dir)
     encode_corpus_with_beam(
@@ -282,7 +282,7 @@ def evaluate(args):
         write_trec_run,
     )
     from gtr_keras.beir.readers import evaluated_queries, qrels_file
-    from gtr_keras.retrieval.runs import bm25_run, gtr_run, hybrid_run, load_dataset
+    from gtr_keras.retrieval.runs import bm25_run, gtr_run, load_dataset
 
     corpus, queries, qrels, report = load_dataset(args.dataset, args.split)
     if not report.ok:
@@ -308,7 +308,10 @@ def evaluate(args):
             run = gtr_run(encoder, corpus, queries, batch_size=args.batch_size, ignore_identical_ids=ignore)
         else:
             settings["fusion"] = fusion.get_config()
-            run = hybrid_run(encoder, corpus, queries, fusion, batch_size=args.batch_size, ignore_identical_ids=ignore)
+            from gtr_keras.retrieval.hybrid_retriever import HybridRetriever
+
+            hybrid = HybridRetriever.of_corpus(encoder, corpus, fusion, args.batch_size)
+            run = hybrid.run(queries, ignore_identical_ids=ignore, batch_size=args.batch_size)
     else:
         run = bm25_run(corpus, queries, ignore_identical_ids=ignore)
     metrics = evaluate_run(qrels, run)

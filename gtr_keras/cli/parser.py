@@ -153,16 +153,20 @@ def add_deletion_arguments(parser, prefix=""):
 def add_update_arguments(parser):
     """`update`'s sources: `--model` with `--corpus`, or `--embeddings`, and the deletion flags."""
     parser.add_argument(
-        "--model", help=MODEL_HELP + "; the index's model: required with --corpus, checked with --embeddings"
+        "--model",
+        help=MODEL_HELP + "; the index's model: required with --corpus, checked with --embeddings (default: none)",
     )
     parser.add_argument(
-        "--corpus", type=corpus_source, help="BEIR directory or corpus.jsonl[.gz] of the documents to add or replace"
+        "--corpus",
+        type=corpus_source,
+        help="BEIR directory or corpus.jsonl[.gz] of the documents to add or replace (default: none)",
     )
     parser.add_argument(
         "--embeddings",
         type=embedding_source,
         metavar="GLOB",
-        help="precomputed embedding shards of the documents to add or replace, e.g. 'emb/part-*.npy' (quote the glob)",
+        help="precomputed embedding files of the documents to add or replace, e.g. 'emb/part-*.npy' (quote the glob; "
+        "default: none)",
     )
     add_deletion_arguments(parser)
 
@@ -333,7 +337,7 @@ def build_parser():
         "loads; the update is committed whole or not at all, and readers keep the version they loaded. "
         "`index --out INDEX --update ...` is the same command.",
     )
-    p.add_argument("index", metavar="INDEX", type=index_directory, help="the index directory to update")
+    p.add_argument("index", metavar="INDEX", type=index_directory, help="required: the index directory to update")
     add_update_arguments(p)
     add_batch_size(p, "documents")
     add_progress(p)

@@ -22,7 +22,7 @@ import numpy as np
 from gtr_keras.distillation.distillation_config import DistillConfig
 from gtr_keras.distillation.distilled_dual_encoder import DistilledDualEncoder
 from gtr_keras.errors import DataError
-from gtr_keras.index.shards import ShardWriter
+from gtr_keras.index.resumable_encoding import ResumableEncoding
 from gtr_keras.training.loop import run_training
 
 TEACHER_EMBEDDINGS = "teacher_embeddings"
@@ -47,14 +47,14 @@ def teacher_embeddings(teacher, texts, kind, work_dir, batch_size=64, shard_size
     Returns:
         float32 `[len(texts), teacher.embedding_dim]`.
     """
-    writer = ShardWriter(
+    writer = ResumableEncoding(
         work_dir,
         [str(row) for row in range(len(texts))],
         texts,
         shard_size,
         {"teacher_sha256": teacher.fingerprint(), "teacher_kind": kind},
     )
-    pending = writer.pending_shards()
+    pending = writer.pending_pieces()
     for done, shard in enumerate(pending, 1):
         rows = teacher.encode(texts[shard.start : shard.end], kind, batch_size, progress=False)
         if not np.isfinite(rows).all():
@@ -65,7 +65,7 @@ def teacher_embeddings(teacher, texts, kind, work_dir, batch_size=64, shard_size
         writer.write(shard.number, rows)
         if verbose:
             print(
-                f"teacher {kind} embeddings: shard {shard.number + 1} of {writer.num_shards} written "
+                f"teacher {kind} embeddings: shard {shard.number + 1} of {writer.num_pieces} written "
                 f"({done} of {len(pending)} this run)",
                 flush=True,
             )

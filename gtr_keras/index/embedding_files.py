@@ -53,7 +53,7 @@ def model_path_for(npy_path):
     return f"{os.path.splitext(os.fspath(npy_path))[0]}.json"
 
 
-class _NpyShard:
+class _NpyFile:
     """A float32 `[n, D]` `.npy` file read by row ranges, without loading it whole."""
 
     def __init__(self, path):
@@ -90,7 +90,7 @@ class _NpyShard:
         return np.frombuffer(data, dtype="<f4").reshape(stop - start, self.dims)
 
 
-class _NpzShard:
+class _NpzFile:
     """One shard of `encode_corpus_with_beam`: arrays `ids` and `embeddings`, read whole."""
 
     def __init__(self, path):
@@ -161,7 +161,7 @@ class EmbeddingFiles:
     def __init__(self, paths, chunk_rows=None):
         self.paths = list(paths)
         self.chunk_rows = chunk_rows or _CHUNK_ROWS
-        self._shards = [_NpzShard(p) if p.endswith(".npz") else _NpyShard(p) for p in self.paths]
+        self._shards = [_NpzFile(p) if p.endswith(".npz") else _NpyFile(p) for p in self.paths]
         dims = {shard.dims for shard in self._shards if shard.num_rows}
         if len(dims) > 1:
             first = next(s for s in self._shards if s.num_rows)
@@ -172,7 +172,7 @@ class EmbeddingFiles:
             )
         self.dims = dims.pop() if dims else 0
         # (path, first row) -> SHA-256 of each chunk at its first reading (a .npz shard's, with its ids)
-        self._digests = {(s.path, 0): s.digest for s in self._shards if isinstance(s, _NpzShard)}
+        self._digests = {(s.path, 0): s.digest for s in self._shards if isinstance(s, _NpzFile)}
         self.ids = self._read_ids()
         self.model_path, self.model = self._read_models()
         if not self.ids:
@@ -215,7 +215,7 @@ class EmbeddingFiles:
         records = {}
         for shard in self._shards:
             path = model_path_for(shard.path)
-            if isinstance(shard, _NpyShard) and files.exists(path):
+            if isinstance(shard, _NpyFile) and files.exists(path):
                 try:
                     with files.open(path) as f:
                         records[path] = json.loads(f.read().decode("utf-8"))
@@ -240,7 +240,7 @@ class EmbeddingFiles:
         return first, model["model"]
 
     def _read(self, shard):
-        step = max(1, shard.num_rows if isinstance(shard, _NpzShard) else self.chunk_rows)
+        step = max(1, shard.num_rows if isinstance(shard, _NpzFile) else self.chunk_rows)
         for start in range(0, shard.num_rows, step):
             stop = min(start + step, shard.num_rows)
             chunk = shard.read(start, stop)

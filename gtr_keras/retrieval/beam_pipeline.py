@@ -56,7 +56,7 @@ from gtr_keras.utils.text_files import id_field, iter_jsonl, str_field
 SHARD_PREFIX = "embeddings"
 SHARD_PATTERN = re.compile(rf"{SHARD_PREFIX}-(\d+)-of-(\d+)\.npz")
 MANIFEST = "corpus_files.json"
-BEAM_SHARDS_DIRECTORY = files.DirectoryKind(
+BEAM_OUTPUT_DIRECTORY = files.DirectoryKind(
     "encode_corpus_with_beam's shards", (), (MANIFEST, f"{SHARD_PREFIX}-*", f"beam-temp-{SHARD_PREFIX}-*")
 )
 SHARD_ARRAYS = ("ids", "files", "lines", "embeddings", "documents")
@@ -213,7 +213,7 @@ class GTRModelHandler(ModelHandler):
         return "gtr_keras"
 
 
-class _NpzShard:
+class _NpzFile:
     """Collects `(key, embedding)` rows (key as `read_documents` makes it); `close()` writes one `.npz` file.
 
     Rows are written in corpus order. The file holds `ids` (str), `files`
@@ -250,7 +250,7 @@ class _NpzShard:
 
 
 class EmbeddingShardSink(FileBasedSink):
-    """Writes `(key, embedding)` rows to `PREFIX-SSSSS-of-NNNNN.npz` files (see `_NpzShard`).
+    """Writes `(key, embedding)` rows to `PREFIX-SSSSS-of-NNNNN.npz` files (see `_NpzFile`).
 
     A shard is held in memory until written: `shard_rows` x (`D * 4` bytes
     plus the document), about twice that while it is written.
@@ -270,7 +270,7 @@ class EmbeddingShardSink(FileBasedSink):
         )
 
     def open(self, temp_path):
-        return _NpzShard(super().open(temp_path))
+        return _NpzFile(super().open(temp_path))
 
     def write_record(self, shard, row):
         shard.rows.append(row)

@@ -1,7 +1,10 @@
-"""`HybridRetriever`: text queries answered from an index directory by GTR, by its BM25 side, or by both
-fused (`fusion.Fusion`)."""
+"""`HybridRetriever`: text queries answered by GTR, by BM25, or by both fused (`fusion.Fusion`): the one
+hybrid path of `search` (an index directory and its BM25 side), `evaluate` (a collection's corpus, indexed in
+memory: `of_corpus`) and the Python API."""
 
 from gtr_keras.errors import UserError
+from gtr_keras.index.search_index import SearchIndex
+from gtr_keras.lexical.bm25 import BM25Retriever
 from gtr_keras.lexical.bm25_side import load_bm25_side
 from gtr_keras.lexical.fusion import Fusion
 from gtr_keras.retrieval.retriever import Retriever
@@ -51,24 +54,59 @@ class HybridRetriever:
         retriever = Retriever.load(index_dir, encoder)
         return cls(retriever, load_bm25_side(index_dir, retriever.index.ids, retriever.corpus), fusion, depth)
 
+    @classmethod
+    def of_corpus(cls, encoder, corpus, fusion=None, batch_size=32, progress=None, depth=EVALUATION_DEPTH):
+        """A `HybridRetriever` of a `Corpus` indexed in memory: exact GTR search and BM25 (what `evaluate` runs).
+
+        Example:
+        >>> corpus, queries, qrels, _ = load_dataset("data/scifact")
+        >>> run = HybridRetriever.of_corpus(encoder, corpus, model_fusion("gtr-small-distilled")).run(queries)
+        """
+        index = SearchIndex(corpus.ids, encoder.encode_documents(corpus.joined(), batch_size, progress), "exact")
+        bm25 = BM25Retriever()
+        bm25.index(corpus.joined(), corpus.ids)
+        return cls(Retriever(encoder, index, corpus), bm25, fusion, depth)
+
+    def run(self, queries, depth=None, retriever="hybrid", ignore_identical_ids=True, batch_size=32):
+        """A run `{qid: {doc_id: score}}` of `queries` (`{qid: text}`) by `retriever`, `depth` deep (default:
+        this retriever's), in rank order. With `ignore_identical_ids`, a document whose id is its query's is
+        left out before each side is cut at `depth` (BEIR's rule); the hybrid run fuses the two sides' runs.
+        """
+        self._check(retriever)
+        depth = check_positive_int(depth or self.depth, "depth")
+        query_ids = list(queries)
+        texts, extra = [queries[q] for q in query_ids], int(ignore_identical_ids)
+        sides = {}
+        if retriever != "bm25":
+            embeddings = self.retriever.encoder.encode_queries(texts, batch_size)
+            sides["gtr"] = self.retriever.index.search_ids(embeddings, depth + extra)
+        if retriever != "gtr":
+            sides["bm25"] = self.bm25.search(texts, depth + extra)
+        runs = {}
+        for side, (ids, scores) in sides.items():
+            runs[side] = {}
+            for qid, row_ids, row_scores in zip(query_ids, ids, scores):
+                kept = [(d, float(s)) for d, s in zip(row_ids, row_scores) if not (ignore_identical_ids and d == qid)]
+                runs[side][qid] = dict(kept[:depth])
+        if retriever != "hybrid":
+            return runs[retriever]
+        return self.fusion.fuse_runs(runs["gtr"], runs["bm25"], depth)
+
     def search(self, queries, k=10, retriever="hybrid"):
         """Top-`k` hits per query by `retriever` (`"gtr"`, `"bm25"` or `"hybrid"`): lists of
         `{"id", "score", "title", "text"}`; a hybrid hit's score is its fused score."""
-        if retriever not in RETRIEVERS:
-            raise UserError(f"retriever must be one of {RETRIEVERS}, got {retriever!r}")
-        if retriever != "bm25" and self.retriever.encoder is None:
-            raise UserError(f"{retriever} search needs the model the index was built with")
+        self._check(retriever)
         queries, k = list(queries), check_positive_int(k, "k")
         if retriever == "gtr":
             return self.retriever.search(queries, k)
         if retriever == "bm25":
             return self.retriever.hits(*self.bm25.search(queries, k))
-        depth = max(k, self.depth)
-        gtr_ids, gtr_scores = self.retriever.index.search_ids(self.retriever.encoder.encode_queries(queries), depth)
-        bm25_ids, bm25_scores = self.bm25.search(queries, depth)
-        ids, scores = [], []
-        for row in zip(gtr_ids, gtr_scores, bm25_ids, bm25_scores):
-            fused = list(self.fusion.fuse(dict(zip(row[0], row[1].tolist())), dict(zip(row[2], row[3]))).items())
-            ids.append([doc_id for doc_id, _ in fused[:k]])
-            scores.append([score for _, score in fused[:k]])
-        return self.retriever.hits(ids, scores)
+        run = self.run(dict(enumerate(queries)), max(k, self.depth), retriever, ignore_identical_ids=False)
+        ids = [list(run[i])[:k] for i in range(len(queries))]
+        return self.retriever.hits(ids, [[run[i][d] for d in row] for i, row in enumerate(ids)])
+
+    def _check(self, retriever):
+        if retriever not in RETRIEVERS:
+            raise UserError(f"retriever must be one of {RETRIEVERS}, got {retriever!r}")
+        if retriever != "bm25" and self.retriever.encoder is None:
+            raise UserError(f"{retriever} search needs the model the index was built with")

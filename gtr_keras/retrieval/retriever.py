@@ -33,9 +33,9 @@ from gtr_keras.index.layout import (
     SEARCH_FIELDS,
     read_model_record,
 )
+from gtr_keras.index.resumable_encoding import RESUMABLE_ENCODING_DIRECTORY, ResumableEncoding
 from gtr_keras.index.search_index import KINDS, SearchIndex, write_search_index
 from gtr_keras.index.segments import index_documents, write_documents
-from gtr_keras.index.shards import SHARDS_DIRECTORY, ShardWriter
 from gtr_keras.lexical.bm25_side import write_bm25_side
 from gtr_keras.utils import files
 from gtr_keras.utils.files import atomic_directory
@@ -74,7 +74,7 @@ def check_index_outputs(index_dir, work_dir=True):
     """
     files.check_replaceable(index_dir, [INDEX_DIRECTORY])
     if work_dir:
-        files.check_replaceable(work_dir_for(index_dir), [SHARDS_DIRECTORY])
+        files.check_replaceable(work_dir_for(index_dir), [RESUMABLE_ENCODING_DIRECTORY])
 
 
 def work_dir_for(index_dir):
@@ -147,8 +147,8 @@ def build_index(
     texts = corpus.joined()
     metadata = index_metadata(encoder, model_dir)
     model = {field: metadata[field] for field in MODEL_FIELDS}
-    writer = ShardWriter(work_dir_for(index_dir), corpus.ids, texts, shard_size, model)
-    pending = writer.pending_shards()
+    writer = ResumableEncoding(work_dir_for(index_dir), corpus.ids, texts, shard_size, model)
+    pending = writer.pending_pieces()
     show = progress if progress is not None else len(corpus) >= 5000
     done = len(corpus) - sum(s.end - s.start for s in pending)
     with tqdm(total=len(corpus), initial=done, disable=not show, desc="indexing", unit="doc") as bar:
@@ -257,7 +257,7 @@ def write_index(index_dir, source, corpus, metadata, kind="auto", bm25=True, par
 
     Args:
         index_dir: the directory to create or replace.
-        source: the vectors: an `EmbeddingFiles`, `ArrayRows`, `ShardWriter`
+        source: the vectors: an `EmbeddingFiles`, `ArrayRows`, `ResumableEncoding`
             or anything with `ids`, `dims`, `num_rows` and `chunks()`.
         corpus: the indexed `Corpus` (its ids those of `source`, in order),
             stored for titles and snippets; or None.

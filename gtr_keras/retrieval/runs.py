@@ -1,5 +1,5 @@
-"""Runs over a BEIR collection: loading its judged queries, GTR's, BM25's and hybrid runs for evaluation,
-and hard negatives mined from the model's own retrieval.
+"""Runs over a BEIR collection: loading its judged queries, GTR's and BM25's runs for evaluation (the hybrid
+run is `HybridRetriever.run`'s), and hard negatives mined from the model's own retrieval.
 """
 
 from gtr_keras.beir.evaluation import cut_run, results_from_scores
@@ -110,20 +110,3 @@ def mine_negatives(encoder, corpus, queries, qrels, depth=100, skip_top=0, per_q
         ranked = [d for d in sorted(run[qid], key=lambda d: -run[qid][d]) if d not in positives]
         mined[qid] = ranked[skip_top : skip_top + per_query]
     return mined
-
-
-def hybrid_run(
-    encoder,
-    corpus,
-    queries,
-    fusion,
-    depth=EVALUATION_DEPTH,
-    batch_size=32,
-    ignore_identical_ids=True,
-    progress=None,
-    index=None,
-):
-    """`fusion` (a `Fusion`) of `gtr_run` and `bm25_run`, each `depth` deep after identical ids are dropped,
-    cut at `depth`."""
-    gtr = gtr_run(encoder, corpus, queries, depth, batch_size, ignore_identical_ids, progress, index)
-    return fusion.fuse_runs(gtr, bm25_run(corpus, queries, depth, ignore_identical_ids), depth)

@@ -9,6 +9,7 @@ model and how to feed it: `gtr_keras.serving.token_id_export`.
 import os
 
 from gtr_keras.errors import UserError
+from gtr_keras.serving.export_formats import FORMATS, check_installed
 from gtr_keras.serving.token_id_export import forward_function, token_id_directory, write_token_id_export
 from gtr_keras.utils import files
 
@@ -58,6 +59,7 @@ def export_onnx(encoder, export_dir, quantize=None):
     >>> export_onnx(gtr_keras.load("models/gtr-base"), "exports/gtr-onnx", quantize="int8")
     'exports/gtr-onnx/encoder.onnx'
     """
+    check_installed(FORMATS["onnx"], "write")  # the install hint of `gtr-keras export --format onnx`
     if quantize not in (None, *QUANTIZATIONS):
         raise UserError(f"quantize must be None or one of {', '.join(QUANTIZATIONS)}, got {quantize!r}")
     return write_token_id_export(

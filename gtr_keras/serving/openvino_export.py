@@ -6,6 +6,7 @@ default on CPUs with AVX512-BF16 or AMX: compile with `{"INFERENCE_PRECISION_HIN
 (`RuntimeEncoder` does). The files beside the model: `gtr_keras.serving.token_id_export`.
 """
 
+from gtr_keras.serving.export_formats import FORMATS, check_installed
 from gtr_keras.serving.token_id_export import forward_function, token_id_directory, write_token_id_export
 from gtr_keras.utils import files
 
@@ -44,6 +45,7 @@ def export_openvino(encoder, export_dir):
     >>> export_openvino(gtr_keras.load("models/gtr-base"), "exports/gtr-openvino")
     'exports/gtr-openvino/encoder.xml'
     """
+    check_installed(FORMATS["openvino"], "write")  # the install hint of `gtr-keras export --format openvino`
     return write_token_id_export(
         encoder,
         export_dir,

@@ -8,6 +8,7 @@ import sentencepiece as spm
 
 from gtr_keras.errors import DataError
 from gtr_keras.models.text_encoder import TextEncoder
+from gtr_keras.serving.export_formats import FORMATS, check_installed
 
 CONFIG_FILE = "export.json"
 INPUTS = ("token_ids", "padding_mask")
@@ -53,6 +54,7 @@ class RuntimeEncoder(TextEncoder):
         if runtime not in RUNTIMES:
             raise DataError(f"{path}: format {runtime!r} is not one of {', '.join(RUNTIMES)}")
         self.runtime = runtime
+        check_installed(FORMATS[runtime], "run")  # the install hint of `gtr-keras export --format onnx|openvino`
         self._pieces = spm.SentencePieceProcessor(model_file=os.path.join(self.export_dir, self.config["vocabulary"]))
         self._run = self._open(os.path.join(self.export_dir, self.config["model_file"]))
 

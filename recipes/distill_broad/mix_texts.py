@@ -20,7 +20,7 @@ import random
 
 from extract_texts import write_jsonl_gz
 
-from gtr_keras.beir.readers import load_corpus, load_queries
+from gtr_keras import load_corpus, load_queries
 from gtr_keras.errors import run_script
 from gtr_keras.utils.text_files import iter_jsonl, str_field
 

@@ -13,11 +13,9 @@ import argparse
 import json
 import time
 
-from gtr_keras.beir.evaluation import evaluate_run
-from gtr_keras.distillation.teachers import load_teacher
+from gtr_keras import SearchIndex, evaluate_run, load_dataset, load_teacher
 from gtr_keras.errors import run_script
-from gtr_keras.index.search_index import SearchIndex
-from gtr_keras.retrieval.runs import gtr_run, load_dataset
+from gtr_keras.retrieval.runs import gtr_run
 from gtr_keras.utils import files
 
 

@@ -20,12 +20,11 @@ import time
 
 import numpy as np
 
-from gtr_keras.beir.evaluation import evaluate_run, per_query_metrics, read_trec_run, write_trec_run
+from gtr_keras import Fusion, SearchIndex, evaluate_run, load_dataset, model_fusion, read_trec_run, write_trec_run
+from gtr_keras.beir.evaluation import per_query_metrics
 from gtr_keras.errors import run_script
-from gtr_keras.index.search_index import SearchIndex
-from gtr_keras.lexical.fusion import Fusion, model_fusion
 from gtr_keras.models.gtr.presets import BUNDLED_MODEL_DIR
-from gtr_keras.retrieval.runs import bm25_run, gtr_run, load_dataset
+from gtr_keras.retrieval.runs import bm25_run, gtr_run
 
 DEV = {"scifact": "train", "nfcorpus": "dev"}
 COLLECTIONS = ("scifact", "nfcorpus", "cranfield", "cisi", "msmarco-dl19-subset")
@@ -43,7 +42,7 @@ def cached_runs(data, out, name, splits, encoder_box):
         if all(os.path.exists(p) for p in paths[split]):
             continue
         if not encoder_box:
-            from gtr_keras.saving import load
+            from gtr_keras import load
 
             encoder_box.append(load(BUNDLED_MODEL_DIR))
         corpus, queries, _, _ = load_dataset(os.path.join(data, name), split)

@@ -28,11 +28,10 @@ import argparse
 import json
 import os
 
-from gtr_keras.beir.evaluation import evaluate_run, format_table
+from gtr_keras import convert_sentence_transformers, evaluate_run, load_dataset, save, train
+from gtr_keras.beir.evaluation import format_table
 from gtr_keras.models.gtr.presets import PRESETS
-from gtr_keras.retrieval.runs import gtr_run, load_dataset
-from gtr_keras.saving import convert_sentence_transformers, save
-from gtr_keras.training.loop import train
+from gtr_keras.retrieval.runs import gtr_run
 from gtr_keras.utils import files
 
 

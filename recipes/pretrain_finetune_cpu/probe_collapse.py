@@ -13,10 +13,9 @@ import argparse
 import keras
 import numpy as np
 
-from gtr_keras.models.gtr.gtr_text_embedder import GTRTextEmbedder
-from gtr_keras.models.gtr.gtr_tokenizer import GTRTokenizer
+from gtr_keras import DualEncoder, GTRTextEmbedder, GTRTokenizer
 from gtr_keras.training.data import TrainingData
-from gtr_keras.training.dual_encoder import DualEncoder, make_optimizer
+from gtr_keras.training.dual_encoder import make_optimizer
 
 
 def main():

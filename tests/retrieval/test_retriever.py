@@ -12,8 +12,8 @@ from beir_files import write_beir
 
 from gtr_keras.beir.readers import Corpus
 from gtr_keras.cli.main import main
+from gtr_keras.index.resumable_encoding import ResumableEncoding
 from gtr_keras.index.search_index import SearchIndex
-from gtr_keras.index.shards import ShardWriter
 from gtr_keras.lexical.bm25_side import load_bm25_side
 from gtr_keras.retrieval.retriever import (
     MODEL_FIELDS,
@@ -112,8 +112,10 @@ def test_killed_index_resumes_and_matches_an_uninterrupted_one(tmp_path, tiny_mo
     assert 3 <= len(finished) < 15, finished
     assert not out.exists()  # no half-written index is visible
     manifest = json.load(open(os.path.join(partial, "manifest.json")))
-    writer = ShardWriter(partial, corpus.ids, corpus.joined(), 40, {field: manifest[field] for field in MODEL_FIELDS})
-    assert len(writer.pending_shards()) == 15 - len(finished)  # the rerun only encodes what is missing
+    writer = ResumableEncoding(
+        partial, corpus.ids, corpus.joined(), 40, {field: manifest[field] for field in MODEL_FIELDS}
+    )
+    assert len(writer.pending_pieces()) == 15 - len(finished)  # the rerun only encodes what is missing
 
     subprocess.run(_index_command(tiny_model_dir, directory, out), check=True, stderr=subprocess.DEVNULL)
     assert not os.path.exists(partial)

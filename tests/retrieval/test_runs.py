@@ -7,7 +7,8 @@ from gtr_keras.beir.readers import Corpus
 from gtr_keras.errors import DataError
 from gtr_keras.index.search_index import SearchIndex
 from gtr_keras.lexical.fusion import Fusion
-from gtr_keras.retrieval.runs import bm25_run, gtr_run, hybrid_run, load_dataset, mine_negatives
+from gtr_keras.retrieval.hybrid_retriever import HybridRetriever
+from gtr_keras.retrieval.runs import bm25_run, gtr_run, load_dataset, mine_negatives
 
 CORPUS = Corpus(["d1", "d2", "d3", "d4", "d5"], ["", "", "", "", ""], ["t1", "t2", "t3", "t4", "t5"])
 DOCUMENTS = np.eye(5, dtype=np.float32)  # document i scores query[i]
@@ -82,7 +83,7 @@ def test_a_missing_split_is_named_before_the_corpus_is_read(tmp_path, monkeypatc
         load_dataset(str(tmp_path), "dev")
 
 
-def test_hybrid_run_fuses_both_sides_after_dropping_identical_ids():
+def test_the_hybrid_run_fuses_both_sides_after_dropping_identical_ids():
     corpus = Corpus(CORPUS.ids, CORPUS.titles, ["wing lift", "drag", "wing drag", "shock", "lift"])
     queries = {"d1": "wing lift"}  # the query's id is a document's
 
@@ -94,8 +95,11 @@ def test_hybrid_run_fuses_both_sides_after_dropping_identical_ids():
             return np.array([QUERIES["query one"]], dtype=np.float32)
 
     fusion = Fusion("weighted", gtr_weight=0.5)
-    run = hybrid_run(Encoder(), corpus, queries, fusion, depth=100)
+    hybrid = HybridRetriever.of_corpus(Encoder(), corpus, fusion)
+    run = hybrid.run(queries, depth=100)
     assert run == fusion.fuse_runs(gtr_run(Encoder(), corpus, queries, 100), bm25_run(corpus, queries, 100), 100)
     assert set(run["d1"]) == {"d2", "d3", "d4", "d5"}  # k beyond both sides: every document either retrieved
-    assert len(hybrid_run(Encoder(), corpus, queries, fusion, depth=2)["d1"]) == 2
-    assert "d1" in hybrid_run(Encoder(), corpus, queries, fusion, ignore_identical_ids=False)["d1"]
+    assert len(hybrid.run(queries, depth=2)["d1"]) == 2
+    assert "d1" in hybrid.run(queries, ignore_identical_ids=False)["d1"]
+    assert hybrid.run(queries, depth=3, retriever="gtr") == gtr_run(Encoder(), corpus, queries, 3)
+    assert hybrid.run(queries, depth=3, retriever="bm25") == bm25_run(corpus, queries, 3)

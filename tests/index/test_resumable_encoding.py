@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from gtr_keras.errors import DataError, MismatchError, UserError
-from gtr_keras.index.shards import Shard, ShardWriter
+from gtr_keras.index.resumable_encoding import Piece, ResumableEncoding
 
 DIMS = 16
 
@@ -28,21 +28,21 @@ MODEL = {"model_sha256": "a" * 64}
 
 def test_shard_writer_resumes_after_interruption(tmp_path):
     ids, texts = _ids(1050), _texts(1050)
-    writer = ShardWriter(tmp_path, ids, texts, shard_size=100, metadata=MODEL)
-    assert [s.number for s in writer.pending_shards()] == list(range(11))
-    assert writer.pending_shards()[-1] == (10, 1000, 1050)
-    for shard in writer.pending_shards()[:4]:
+    writer = ResumableEncoding(tmp_path, ids, texts, shard_size=100, metadata=MODEL)
+    assert [s.number for s in writer.pending_pieces()] == list(range(11))
+    assert writer.pending_pieces()[-1] == (10, 1000, 1050)
+    for shard in writer.pending_pieces()[:4]:
         writer.write(shard.number, _encode(range(shard.start, shard.end)))
     (tmp_path / "shard-00004.npz.tmp-123").write_bytes(b"killed mid-write")
 
-    resumed = ShardWriter(tmp_path, ids, texts, shard_size=100, metadata=MODEL)
-    pending = resumed.pending_shards()
+    resumed = ResumableEncoding(tmp_path, ids, texts, shard_size=100, metadata=MODEL)
+    pending = resumed.pending_pieces()
     assert [s.number for s in pending] == list(range(4, 11))
     for shard in pending:
         resumed.write(shard.number, _encode(range(shard.start, shard.end)))
 
-    uninterrupted = ShardWriter(tmp_path / "fresh", ids, texts, shard_size=100)
-    for shard in uninterrupted.pending_shards():
+    uninterrupted = ResumableEncoding(tmp_path / "fresh", ids, texts, shard_size=100)
+    for shard in uninterrupted.pending_pieces():
         uninterrupted.write(shard.number, _encode(range(shard.start, shard.end)))
     np.testing.assert_array_equal(resumed.assemble(), uninterrupted.assemble())
     assert resumed.assemble().shape == (1050, DIMS)
@@ -62,9 +62,9 @@ def test_shard_writer_resumes_after_interruption(tmp_path):
 )
 def test_shard_writer_refuses_to_resume_another_run(tmp_path, change, what):
     args = {"ids": _ids(1000), "texts": _texts(1000), "shard_size": 100, "metadata": MODEL}
-    ShardWriter(tmp_path, **args).write(0, _encode(range(0, 100)))
+    ResumableEncoding(tmp_path, **args).write(0, _encode(range(0, 100)))
     with pytest.raises(MismatchError) as error:
-        ShardWriter(tmp_path, **{**args, **change})
+        ResumableEncoding(tmp_path, **{**args, **change})
     message = (
         f"{tmp_path}: these shards were encoded from other inputs or settings ({what}); delete {tmp_path} to start over"
     )
@@ -78,12 +78,12 @@ def _move_a_word(texts):
 @pytest.mark.parametrize("edit", [lambda t: t.__setitem__(150, "edited"), _move_a_word])
 def test_shard_writer_refuses_finished_shards_of_changed_texts(tmp_path, edit):
     texts = _texts(250)
-    writer = ShardWriter(tmp_path, _ids(250), texts, 100, MODEL)
-    for shard in writer.pending_shards()[:2]:
+    writer = ResumableEncoding(tmp_path, _ids(250), texts, 100, MODEL)
+    for shard in writer.pending_pieces()[:2]:
         writer.write(shard.number, _encode(range(shard.start, shard.end)))
     changed = list(texts)
     changed[220] = "a document of a shard not encoded yet"
-    assert [s.number for s in ShardWriter(tmp_path, _ids(250), changed, 100, MODEL).pending_shards()] == [2]
+    assert [s.number for s in ResumableEncoding(tmp_path, _ids(250), changed, 100, MODEL).pending_pieces()] == [2]
     edit(changed)
     with pytest.raises(
         MismatchError,
@@ -92,33 +92,33 @@ def test_shard_writer_refuses_finished_shards_of_changed_texts(tmp_path, edit):
             f"delete {tmp_path} to start over"
         ),
     ):
-        ShardWriter(tmp_path, _ids(250), changed, 100, MODEL)
+        ResumableEncoding(tmp_path, _ids(250), changed, 100, MODEL)
 
 
 def test_shard_writer_refuses_shards_it_cannot_vouch_for(tmp_path):
-    writer = ShardWriter(tmp_path, _ids(150), _texts(150), 100, MODEL)
+    writer = ResumableEncoding(tmp_path, _ids(150), _texts(150), 100, MODEL)
     writer.write(0, _encode(range(0, 100)))
     manifest = tmp_path / "manifest.json"
     manifest.write_text(json.dumps({"num_rows": 150, "shard_size": 100, "metadata": MODEL}))
     with pytest.raises(MismatchError, match="shards of another version of gtr-keras; delete .* to start over"):
-        ShardWriter(tmp_path, _ids(150), _texts(150), 100, MODEL)
+        ResumableEncoding(tmp_path, _ids(150), _texts(150), 100, MODEL)
     manifest.unlink()
     with pytest.raises(MismatchError, match="shard files but no manifest.json"):
-        ShardWriter(tmp_path, _ids(150), _texts(150), 100, MODEL)
+        ResumableEncoding(tmp_path, _ids(150), _texts(150), 100, MODEL)
 
 
 def test_shard_writer_checks_arguments(tmp_path):
     for shard_size in (0, -1, 2.0, True):
         with pytest.raises(UserError, match="shard_size must be a positive int"):
-            ShardWriter(tmp_path, _ids(3), _texts(3), shard_size)
+            ResumableEncoding(tmp_path, _ids(3), _texts(3), shard_size)
     with pytest.raises(UserError, match="Got 2 texts for 3 ids"):
-        ShardWriter(tmp_path, _ids(3), _texts(2), 2)
+        ResumableEncoding(tmp_path, _ids(3), _texts(2), 2)
     with pytest.raises(UserError, match=r"manifest's own fields \['shard_size'\]"):
-        ShardWriter(tmp_path, _ids(3), _texts(3), 2, {"shard_size": 4})
+        ResumableEncoding(tmp_path, _ids(3), _texts(3), 2, {"shard_size": 4})
 
 
 def test_shard_writer_checks_rows_and_completeness(tmp_path):
-    writer = ShardWriter(tmp_path, _ids(150), _texts(150), shard_size=100)
+    writer = ResumableEncoding(tmp_path, _ids(150), _texts(150), shard_size=100)
     with pytest.raises(UserError, match=r"rows \[100, 150\), got 100"):
         writer.write(1, _encode(range(0, 100)))
     writer.write(1, _encode(range(100, 150)))
@@ -127,16 +127,16 @@ def test_shard_writer_checks_rows_and_completeness(tmp_path):
 
 
 def test_shards_cover_the_rows_in_order_and_the_last_is_short(tmp_path):
-    writer = ShardWriter(tmp_path, _ids(25), [""] * 25, shard_size=10)
-    assert writer.num_shards == 3
-    assert [writer.shard(n) for n in range(3)] == [Shard(0, 0, 10), Shard(1, 10, 20), Shard(2, 20, 25)]
-    with pytest.raises(ValueError, match=r"Shard number must be in \[0, 3\), got 3"):
-        writer.shard(3)
+    writer = ResumableEncoding(tmp_path, _ids(25), [""] * 25, shard_size=10)
+    assert writer.num_pieces == 3
+    assert [writer.piece(n) for n in range(3)] == [Piece(0, 0, 10), Piece(1, 10, 20), Piece(2, 20, 25)]
+    with pytest.raises(ValueError, match=r"Piece number must be in \[0, 3\), got 3"):
+        writer.piece(3)
 
 
 def test_chunks_and_dims_read_the_written_shards_back(tmp_path):
-    writer = ShardWriter(tmp_path, _ids(25), _texts(25), shard_size=10)
-    for shard in writer.pending_shards():
+    writer = ResumableEncoding(tmp_path, _ids(25), _texts(25), shard_size=10)
+    for shard in writer.pending_pieces():
         writer.write(shard.number, _encode(range(shard.start, shard.end)))
     chunks = list(writer.chunks())
     assert [chunk.shape for chunk in chunks] == [(10, DIMS), (10, DIMS), (5, DIMS)]
@@ -145,7 +145,7 @@ def test_chunks_and_dims_read_the_written_shards_back(tmp_path):
 
 
 def test_a_shard_of_the_wrong_shape_on_disk_is_named(tmp_path):
-    writer = ShardWriter(tmp_path, _ids(20), _texts(20), shard_size=10)
+    writer = ResumableEncoding(tmp_path, _ids(20), _texts(20), shard_size=10)
     writer.write(0, _encode(range(0, 10)))
     writer.write(1, _encode(range(10, 20)))
     stored = dict(np.load(tmp_path / "shard-00001.npz"))
@@ -155,14 +155,14 @@ def test_a_shard_of_the_wrong_shape_on_disk_is_named(tmp_path):
 
 
 def test_an_unreadable_shard_is_named_with_the_remedy(tmp_path):
-    ShardWriter(tmp_path, _ids(20), _texts(20), shard_size=10).write(0, _encode(range(0, 10)))
+    ResumableEncoding(tmp_path, _ids(20), _texts(20), shard_size=10).write(0, _encode(range(0, 10)))
     (tmp_path / "shard-00000.npz").write_bytes(b"not a zip file")
     with pytest.raises(DataError, match=f"shard-00000.npz: unreadable shard .*; delete {re.escape(str(tmp_path))}"):
-        ShardWriter(tmp_path, _ids(20), _texts(20), shard_size=10)
+        ResumableEncoding(tmp_path, _ids(20), _texts(20), shard_size=10)
 
 
 def test_a_manifest_records_the_rows_the_ids_and_the_metadata(tmp_path):
-    ShardWriter(tmp_path, _ids(5), _texts(5), 2, MODEL)
+    ResumableEncoding(tmp_path, _ids(5), _texts(5), 2, MODEL)
     manifest = json.loads((tmp_path / "manifest.json").read_text())
     assert {key: manifest[key] for key in ("num_rows", "shard_size", "model_sha256")} == {
         "num_rows": 5,
@@ -176,10 +176,10 @@ def test_the_staging_files_of_a_killed_write_are_removed(tmp_path):
     for stale in ("shard-00000.npz.tmp-1", ".shard-00001.npz.tmp-2", ".shard-00002.npz.upload-3"):
         (tmp_path / stale).write_bytes(b"partial")
     (tmp_path / "notes.txt").write_text("kept")
-    ShardWriter(tmp_path, _ids(5), _texts(5), 2)
+    ResumableEncoding(tmp_path, _ids(5), _texts(5), 2)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["manifest.json", "notes.txt"]
 
 
 def test_a_writer_needs_ids(tmp_path):
     with pytest.raises(UserError, match="at least one id"):
-        ShardWriter(tmp_path, [], [], 2)
+        ResumableEncoding(tmp_path, [], [], 2)

@@ -1,4 +1,4 @@
-"""`ShardWriter`: the resumable, sharded embedding output of the indexing command (and of the
+"""`ResumableEncoding`: the resumable embedding output of the indexing command, written a piece at a time (and of the
 distillation teacher's cache), which refuses to resume from embeddings of other texts, ids, settings
 or another model.
 """
@@ -30,30 +30,30 @@ _SHARD_FORMAT = 2
 # and, on another file system, an upload not yet moved into place.
 _STALE_SHARDS = ("shard-*.tmp-*", ".shard-*.tmp-*", ".shard-*.upload-*")
 _MANIFEST_FIELDS = ("shard_format", "num_rows", "shard_size", "ids_sha256")
-SHARDS_DIRECTORY = files.DirectoryKind(
-    "a ShardWriter's shards", (_MANIFEST_JSON,), (_MANIFEST_JSON, "shard-*.npz", *_STALE_SHARDS)
+RESUMABLE_ENCODING_DIRECTORY = files.DirectoryKind(
+    "a ResumableEncoding's shards", (_MANIFEST_JSON,), (_MANIFEST_JSON, "shard-*.npz", *_STALE_SHARDS)
 )
 
 
-class Shard(NamedTuple):
-    """Shard `number` holds embedding rows `[start, end)`."""
+class Piece(NamedTuple):
+    """Piece `number` holds embedding rows `[start, end)`."""
 
     number: int
     start: int
     end: int
 
 
-class ShardWriter:
-    """Resumable storage for the embeddings of a corpus, one file per shard.
+class ResumableEncoding:
+    """Resumable storage for the embeddings of a corpus, one file per piece (named `shard-*.npz`, as before).
 
-    Shard `i` holds rows `[i * shard_size, min((i + 1) * shard_size, N))` in
+    Piece `i` holds rows `[i * shard_size, min((i + 1) * shard_size, N))` in
     `work_dir/shard-0000i.npz`, together with the SHA-256 of the texts those
-    rows were encoded from. Each shard file is written through a temporary file
-    and an atomic rename, so a shard file on disk is always complete. The
-    first `ShardWriter` on a directory writes `manifest.json` with N,
+    rows were encoded from. Each piece's file is written through a temporary file
+    and an atomic rename, so a piece file on disk is always complete. The
+    first `ResumableEncoding` on a directory writes `manifest.json` with N,
     `shard_size`, the SHA-256 of the id list and `metadata`. A later
-    `ShardWriter` on the same directory resumes from the shards already there,
-    but only if all of these match and the texts of every finished shard are
+    `ResumableEncoding` on the same directory resumes from the pieces already there,
+    but only if all of these match and the texts of every finished piece are
     the ones it was encoded from; otherwise it raises a `MismatchError` that
     names what changed, rather than silently mixing embeddings of different
     texts or models: delete `work_dir` to start over.
@@ -62,31 +62,31 @@ class ShardWriter:
         work_dir: str or path-like. Created if missing.
         ids: sequence of str, the corpus ids in row order.
         texts: sequence of str (or bytes), the exact texts encoded, one per id;
-            shard `i` must be encoded from `texts[shard.start:shard.end]`.
-        shard_size: int, rows per shard.
+            piece `i` must be encoded from `texts[piece.start:piece.end]`.
+        shard_size: int, rows per piece (`--shard-size`).
         metadata: JSON-serialisable dict of whatever else determines the
             embeddings (the model's fingerprint and settings), checked on
             resume in its order; keys must differ from the manifest's own
             (`shard_format`, `num_rows`, `shard_size`, `ids_sha256`).
 
     Raises:
-        MismatchError: `work_dir` holds shards of other ids, texts, shard size
+        MismatchError: `work_dir` holds pieces of other ids, texts, shard size
             or metadata.
-        DataError: a manifest or shard file there cannot be read.
+        DataError: a manifest or piece file there cannot be read.
 
     Example:
     >>> model = {"model_sha256": fingerprint(encoder)}
-    >>> writer = ShardWriter("work_dirs/scifact", ids, texts, 4096, model)
-    >>> for shard in writer.pending_shards():
-    ...     writer.write(shard.number, encoder.encode_documents(texts[shard.start:shard.end]))
-    >>> write_search_index(writer, "indexes/scifact")  # reads the shards back one at a time
+    >>> writer = ResumableEncoding("work_dirs/scifact", ids, texts, 4096, model)
+    >>> for piece in writer.pending_pieces():
+    ...     writer.write(piece.number, encoder.encode_documents(texts[piece.start:piece.end]))
+    >>> write_search_index(writer, "indexes/scifact")  # reads the pieces back one at a time
     """
 
     def __init__(self, work_dir, ids, texts, shard_size, metadata=None):
         self.shard_size = check_positive_int(shard_size, "shard_size")
         ids = check_ids(ids)
         if not ids:
-            raise UserError("ShardWriter needs at least one id.")
+            raise UserError("ResumableEncoding needs at least one id.")
         if len(texts) != len(ids):
             raise UserError(f"Got {len(texts)} texts for {len(ids)} ids.")
         metadata = json.loads(json.dumps(metadata or {}))
@@ -136,15 +136,15 @@ class ShardWriter:
         return f"delete {self.work_dir} to start over"
 
     @property
-    def num_shards(self):
+    def num_pieces(self):
         return math.ceil(self.num_rows / self.shard_size)
 
-    def shard(self, number):
-        """The `Shard` with this number."""
-        if not 0 <= number < self.num_shards:
-            raise ValueError(f"Shard number must be in [0, {self.num_shards}), got {number}.")
+    def piece(self, number):
+        """The `Piece` with this number."""
+        if not 0 <= number < self.num_pieces:
+            raise ValueError(f"Piece number must be in [0, {self.num_pieces}), got {number}.")
         start = number * self.shard_size
-        return Shard(number, start, min(start + self.shard_size, self.num_rows))
+        return Piece(number, start, min(start + self.shard_size, self.num_rows))
 
     def _path(self, number):
         return os.path.join(self.work_dir, f"shard-{number:05d}.npz")
@@ -162,8 +162,8 @@ class ShardWriter:
 
     def _check_finished_shards(self, names):
         """Checks the texts of every finished shard; `names` lists the work directory."""
-        for number in range(self.num_shards):
-            shard = self.shard(number)
+        for number in range(self.num_pieces):
+            shard = self.piece(number)
             if os.path.basename(self._path(number)) not in names:
                 continue
             if str(self._read(number, "texts_sha256")) != self._texts_sha256(shard):
@@ -172,14 +172,14 @@ class ShardWriter:
                     f"{shard.start}-{shard.end - 1}: one or more changed since); {self._start_over}"
                 )
 
-    def pending_shards(self):
-        """The `Shard`s not yet written, in order."""
+    def pending_pieces(self):
+        """The `Piece`s not yet written, in order."""
         done = set(files.listdir(self.work_dir))
-        return [self.shard(i) for i in range(self.num_shards) if os.path.basename(self._path(i)) not in done]
+        return [self.piece(i) for i in range(self.num_pieces) if os.path.basename(self._path(i)) not in done]
 
     def write(self, number, embeddings):
         """Stores the `[end - start, D]` embeddings of shard `number`, encoded from its texts."""
-        shard = self.shard(number)
+        shard = self.piece(number)
         embeddings = check_embeddings(embeddings, f"embeddings for shard {number}")
         if embeddings.shape[0] != shard.end - shard.start:
             raise UserError(
@@ -190,15 +190,15 @@ class ShardWriter:
 
     def chunks(self):
         """Each shard's float32 `[rows, D]` embeddings in order, read one at a time (all must be written)."""
-        pending = self.pending_shards()
+        pending = self.pending_pieces()
         if pending:
             raise UserError(
-                f"{len(pending)} of {self.num_shards} shards in {self.work_dir} are not "
+                f"{len(pending)} of {self.num_pieces} shards in {self.work_dir} are not "
                 f"written yet, the first is shard {pending[0].number}."
             )
         dims = None
-        for number in range(self.num_shards):
-            shard, rows = self.shard(number), self._read(number, "embeddings")
+        for number in range(self.num_pieces):
+            shard, rows = self.piece(number), self._read(number, "embeddings")
             dims = rows.shape[-1] if dims is None else dims
             expected = (shard.end - shard.start, dims)
             if rows.shape != expected:
