@@ -135,7 +135,8 @@ def search_child(index_dir, queries_path, out_path, single):
 
 def search(index_dir, queries_path, out_path, single):
     command = [sys.executable, __file__, "--search-child", index_dir, queries_path, out_path, str(single)]
-    env = {**os.environ, "PYTHONPATH": os.path.dirname(os.path.abspath(__file__))}
+    path = [os.path.dirname(os.path.abspath(__file__)), *filter(None, [os.environ.get("PYTHONPATH")])]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(path)}  # with the caller's: `PYTHONPATH=.` runs this tree
     stdout, peak, seconds = timed_process(command, env)
     return {**json.loads(stdout.strip().splitlines()[-1]), "search_peak_rss": peak, "search_process_s": seconds}
 

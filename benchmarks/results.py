@@ -3,6 +3,7 @@
 import os
 import platform
 import shlex
+import subprocess
 import sys
 import time
 
@@ -18,6 +19,12 @@ def machine():
                 model = line.split(":", 1)[1].strip()
                 break
     return f"{len(os.sched_getaffinity(0))} CPUs (nproc), {model}"
+
+
+def lscpu_flags():
+    """The `Flags` line of `lscpu`: what a speed figure was measured with."""
+    output = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
+    return next((line.split(":", 1)[1].strip() for line in output.splitlines() if line.startswith("Flags")), "?")
 
 
 def rerun_command(script, argv=None):

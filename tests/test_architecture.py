@@ -20,6 +20,7 @@ ALLOWED = {
     "beir": {"utils"},
     "index": {"utils", "beir"},
     "filters": {"utils", "beir", "index"},
+    "tuning": {"utils", "index"},
     "lexical": {"utils", "models", "beir", "index"},
     "retrieval": {"utils", "models", "beir", "index", "filters", "lexical"},
     "training": {"utils", "models", "convert", "beir", "retrieval"},
@@ -27,8 +28,8 @@ ALLOWED = {
     "serving": {"utils", "models", "index", "filters", "lexical", "retrieval"},
     "integrity": {"utils", "models", "index", "lexical", "retrieval", "serving"},
     "server": {"utils", "index", "filters", "lexical", "retrieval"},
-    "cli": {"utils", "models", "convert", "patches", "beir", "index", "filters", "lexical", "retrieval", "training"}
-    | {"distillation", "serving", "integrity", "server"},
+    "cli": {"utils", "models", "convert", "patches", "beir", "index", "filters", "tuning", "lexical", "retrieval"}
+    | {"training", "distillation", "serving", "integrity", "server"},
 }
 # A folder holds at most this many modules, its `__init__.py` included.
 MAX_MODULES = 12

@@ -104,6 +104,17 @@ def port_number(text):
 
 port_number.__name__ = "int"
 
+
+def search_param(text):
+    """`NAME=VALUE`, a search setting and its positive int value, as `(name, value)`."""
+    name, equals, value = text.partition("=")
+    if not equals or not name or not value.isdigit() or int(value) < 1:
+        raise argparse.ArgumentTypeError(f"must be NAME=VALUE with a positive int VALUE, got {text!r}")
+    return name, int(value)
+
+
+search_param.__name__ = "NAME=VALUE"
+
 at_least_one = int_at_least(1)
 at_least_zero = int_at_least(0)
 token_budget = int_at_least(2, " (one token and EOS)")

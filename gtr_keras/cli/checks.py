@@ -70,7 +70,9 @@ def _config_settings(args):
 def check_index_sources(args, parser):
     """`index` takes `--corpus` (with `--model`) or `--embeddings` (with `--bm25-corpus` if any), not both;
     `index --update`, the alias of `update`, takes `update`'s flags (`check_update_sources`) and none of a
-    build's."""
+    build's; `--rescore` goes with `--vectors int8|binary`."""
+    if args.rescore is not None and args.vectors == "float32":
+        parser.error("argument --rescore: rescores the candidates of --vectors int8|binary")
     if args.update:
         if args.runner:
             parser.error("argument --runner: not with --update (encode the new documents with --model and --corpus)")
@@ -81,6 +83,8 @@ def check_index_sources(args, parser):
             )
         if args.exact:
             parser.error("argument --exact: not with --update (an update keeps the index's kind)")
+        if args.vectors != "float32":
+            parser.error("argument --vectors: not with --update (an update keeps the index's vectors)")
         check_update_sources(args, parser, "argument --update: ")
         return
     for flag in ("delete", "missing_ok", "compact"):
@@ -125,7 +129,10 @@ _EXPORT_FLAGS = (
 
 def check_export_format(args, parser):
     """`export --format NAME` takes the flags of its format (`serving.export_formats.FORMATS`), whose
-    packages must be installed (the one-line hint of the Python API too)."""
+    packages must be installed (the one-line hint of the Python API too); `--search-param` sets a ScaNN
+    searcher's."""
+    if args.search_param and (not args.index or args.searcher != "scann"):
+        parser.error("argument --search-param: sets the ScaNN searcher of --index (--searcher scann)")
     export_format = FORMATS[args.format]
     for dest, default, reason in _EXPORT_FLAGS:
         if dest not in export_format.flags and getattr(args, dest) != default:
@@ -138,7 +145,10 @@ def check_export_format(args, parser):
 # Flags that need an optional dependency: (flag's dest, what it needs, its module, the extra that installs it).
 _EXTRAS = (("runner", "Apache Beam", "apache_beam", "beam"),)
 # Commands that need one: (command, what it needs, its modules, the extra that installs them).
-_COMMAND_EXTRAS = (("serve", "uvicorn and Starlette", ("uvicorn", "starlette"), "serve"),)
+_COMMAND_EXTRAS = (
+    ("serve", "uvicorn and Starlette", ("uvicorn", "starlette"), "serve"),
+    ("tune", "matplotlib (the recall-QPS plot)", ("matplotlib",), "plots"),
+)
 
 
 def check_extras(args, parser):

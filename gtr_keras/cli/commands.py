@@ -112,10 +112,12 @@ def index(args):
 
 @locks_output("args.out")  # before the corpus and the model load: a second run is refused at once
 def _build_index(args):
+    from gtr_keras.index.quantized_vectors import vector_params
     from gtr_keras.retrieval.retriever import check_index_outputs
 
     check_index_outputs(args.out, work_dir=not (args.embeddings or args.runner))  # the Beam one: below
-    kind = "exact" if args.exact else "auto"
+    params = vector_params(args.vectors, args.rescore)
+    kind = "exact" if args.exact or params else "auto"
     if args.embeddings:
         from gtr_keras.index.embedding_files import EmbeddingFiles
         from gtr_keras.retrieval.retriever import index_embeddings
@@ -127,9 +129,11 @@ def _build_index(args):
             from gtr_keras.lexical.bm25_side import corpus_in_index_order
 
             corpus = corpus_in_index_order(load_corpus(args.bm25_corpus), args.bm25_corpus, shards.ids)
-        num_rows, kind = index_embeddings(shards, args.out, args.model and _encoder(args), args.model, kind, corpus)
+        num_rows, kind = index_embeddings(
+            shards, args.out, args.model and _encoder(args), args.model, kind, corpus, params
+        )
     elif args.runner:
-        num_rows, kind = _index_with_beam(args, kind)
+        num_rows, kind = _index_with_beam(args, kind, params)
     else:
         from gtr_keras.beir.readers import load_corpus
         from gtr_keras.retrieval.retriever import build_index
@@ -149,12 +153,14 @@ def _build_index(args):
                 shard_size=args.shard_size,
                 progress=args.progress,
                 bm25=args.bm25,
+                params=params,
             ).kind,
         )
     from gtr_keras.lexical.bm25_side import has_bm25_side
 
     bm25 = "and a BM25 side" if has_bm25_side(args.out) else "no BM25 side"
-    print(f"wrote {args.out}: {num_rows} documents, {kind} search, {bm25}")
+    vectors = f" over {args.vectors} vectors" if params else ""
+    print(f"wrote {args.out}: {num_rows} documents, {kind} search{vectors}, {bm25}")
 
 
 @locks_output("args.index")  # before the corpus and the model load: a second run is refused at once
@@ -189,7 +195,7 @@ def update(args):
     print(f"updated {args.index}: {live} documents in {segments} segments, generation {generation}")
 
 
-def _index_with_beam(args, kind):
+def _index_with_beam(args, kind, params):
     """Encodes with an Apache Beam pipeline that reads the corpus itself, then indexes in corpus order.
 
     This process lists the corpus files (a glob that matches none is an error
@@ -229,7 +235,7 @@ def _index_with_beam(args, kind):
         model_sha256=metadata["model_sha256"],
     )
     corpus, embeddings = corpus_from_shards(shard_dir)
-    kind = write_index(args.out, ArrayRows(corpus.ids, embeddings), corpus, metadata, kind, args.bm25)
+    kind = write_index(args.out, ArrayRows(corpus.ids, embeddings), corpus, metadata, kind, args.bm25, params)
     files.remove(shard_dir)
     return len(corpus), kind
 
@@ -262,6 +268,8 @@ def search(args):
         retriever.encoder = _encoder(args)
         for directory in args.index:
             Retriever.check_model(directory, retriever.encoder)
+        if args.search_param:
+            retriever.index.set_search_params(dict(args.search_param))
         hits = retriever.search(args.queries, args.k, filter)
     else:
         fusion = _fusion(args) if args.retriever == "hybrid" else None  # a bad record before the model loads
@@ -436,6 +444,28 @@ def demo(args):
     from gtr_keras.cli.demo import DEMO_DATASET, DEMO_MODEL, run_demo
 
     run_demo(args.out, args.model or DEMO_MODEL, args.dataset or DEMO_DATASET)
+
+
+@locks_output("args.index")  # an update of the index waits, and a second tune
+def tune(args):
+    from gtr_keras.tuning.tuner import tune as tune_index
+
+    queries = None
+    if args.queries:
+        from gtr_keras.utils.records import unreadable_reason
+
+        try:
+            with files.open(args.queries) as f:
+                queries = np.load(f)
+        except (OSError, ValueError) as e:
+            raise DataError(f"{args.queries}: unreadable ({unreadable_reason(e, args.queries)})") from e
+    record = tune_index(args.index, queries, args.sample, args.target_recall, args.k, args.plot, build=args.build)
+    setting = ", ".join(f"{name}={value}" for name, value in {**record.get("build", {}), **record["setting"]}.items())
+    print(
+        f"chose {setting}: recall@{args.k} {record['recall']} at {record['qps']} queries/s "
+        f"(target {args.target_recall}; {record['queries']}); recorded in {args.index}"
+    )
+    print(f"wrote {record['plot']}")
 
 
 @locks_output("args.out")  # before the model loads

@@ -128,6 +128,10 @@ def main(argv=None):
         )
     if args.command == "serve" and args.max_inputs > args.max_queue:
         parser.commands["serve"].error(f"argument --max-inputs: {args.max_inputs} is more than --max-queue holds")
+    if args.command == "search" and args.retriever != "gtr" and args.search_param:
+        parser.commands["search"].error(
+            f"argument --search-param: sets the dense index's search, not {args.retriever}'s"
+        )
     if args.command == "index":
         check_index_sources(args, parser.commands["index"])
     if args.command == "update":

@@ -17,6 +17,7 @@ from gtr_keras.cli.arguments import (
     at_least_zero_float,
     corpus_source,
     embedding_source,
+    fraction,
     fraction_or_zero,
     index_directory,
     input_dir,
@@ -27,6 +28,7 @@ from gtr_keras.cli.arguments import (
     output_path,
     port_number,
     positive_float,
+    search_param,
     text,
     token_budget,
 )
@@ -291,6 +293,20 @@ def build_parser():
     )
     p.add_argument("--exact", action="store_true", help="exact brute-force search even for large corpora")
     p.add_argument(
+        "--vectors",
+        choices=["float32", "int8", "binary"],
+        default="float32",
+        help="the vectors an exact index searches in memory: int8 (per-dimension calibration) or binary (signs) "
+        "codes, their best --rescore candidates rescored with float32 read from disk (implies --exact; "
+        "docs/choosing-a-search.md)",
+    )
+    p.add_argument(
+        "--rescore",
+        type=at_least_one,
+        default=None,
+        help="with --vectors int8|binary: candidates rescored per query (default: 20 for int8, 100 for binary)",
+    )
+    p.add_argument(
         "--bm25",
         action=argparse.BooleanOptionalAction,
         default=True,
@@ -363,6 +379,47 @@ def build_parser():
     )
     p.add_argument("--json", action="store_true", help="print JSON")
     p.add_argument("--snippet", type=at_least_zero, default=160, help="characters of text shown per hit")
+    p.add_argument(
+        "--search-param",
+        type=search_param,
+        action="append",
+        metavar="NAME=VALUE",
+        help="override a search setting of the index (the one `tune` recorded, or the build's), e.g. "
+        "num_leaves_to_search=40, reorder_factor=50 (ScaNN) or rescore=100 (int8|binary); repeatable (default: none)",
+    )
+
+    p = command(
+        "tune",
+        "measure an index's search settings against exact search; record the fastest that meets a recall",
+        "Measures recall@k and queries a second of each search setting (ScaNN: leaves searched and reordering "
+        "pool; int8|binary exact: candidates rescored) against an exact search of the index's own vectors, "
+        "prints them, records the fastest setting that meets --target-recall in the index (INDEX/index/tuned.json: "
+        "search, export, servers and SearchIndex.load use it) and draws the recall-QPS curve as a PNG.",
+    )
+    p.add_argument("--index", required=True, type=index_directory, help="a local index directory")
+    group = p.add_mutually_exclusive_group()
+    group.add_argument(
+        "--queries",
+        type=input_file,
+        metavar="NPY",
+        help="held-out query vectors, float32 [n, D] .npy (e.g. of `gtr-keras encode`; default: --sample)",
+    )
+    group.add_argument(
+        "--sample", type=at_least_one, default=1000, help="index rows sampled as queries (default: 1000)"
+    )
+    p.add_argument("--target-recall", type=fraction, default=0.95, help="recall@k to meet (default: 0.95)")
+    p.add_argument("-k", type=at_least_one, default=10, help="results per query whose recall counts")
+    p.add_argument(
+        "--plot",
+        type=output_path("file", ".png"),
+        help="the recall-QPS plot to write (default: INDEX/index/tune-recall-qps.png)",
+    )
+    p.add_argument(
+        "--build",
+        action="store_true",
+        help="also measure ScaNN builds of half and twice the leaves and AH blocks of 2 and 4 dimensions (trained "
+        "on the index's int8 vectors); the build of the fastest setting replaces the index",
+    )
 
     p = command(
         "evaluate",
@@ -475,6 +532,14 @@ def build_parser():
         "version served is never rewritten unless given here)",
     )
     p.add_argument("-k", type=at_least_one, default=10, help="results per query of the searcher's serving_default")
+    p.add_argument(
+        "--search-param",
+        type=search_param,
+        action="append",
+        metavar="NAME=VALUE",
+        help="with --searcher scann: the exported searcher's num_leaves_to_search or reorder_factor instead of "
+        "the index's (the one `tune` recorded, or the build's); repeatable (default: none)",
+    )
     add_encoder_arguments(p)
 
     p = command(

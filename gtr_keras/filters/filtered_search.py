@@ -4,8 +4,9 @@ An index's rows (the live rows of its segments or shards, in order) are allowed 
 (`MetadataColumns.allowed`). Each part answers its own top `k` among its allowed rows, and the answers are
 merged by score, equal scores ordered by id as `exact_search` does:
 
-- an exact part scores its allowed rows only (gathered when they are few, the others masked out otherwise):
-  the answer is brute force over the filtered subset;
+- an exact part scores its allowed rows only: gathered when they are few, their float32 vectors scored (the
+  answer is brute force over the filtered subset); the others masked out otherwise, in the part's own scoring
+  (float32, or int8 or binary codes rescored with float32: `index/quantized_vectors.py`);
 - a ScaNN part whose allowed rows are at most `EXACT_FRACTION` of its rows, or fewer than `EXACT_ROWS`, scores
   them all on its int8 vectors (those ScaNN reorders on); above, ScaNN is asked for `k / fraction` results and
   a few more, and a query left with fewer than `k` allowed ones is asked again for twice as many, up to
@@ -92,7 +93,7 @@ def _search_part(part, queries, k, allowed):
     if part.kind == "exact":
         if allowed.sum() <= _GATHER_ROWS:
             return _gathered(part.embeddings, queries, k, allowed, part.tie_ranks)
-        return exact_search.exact_top_k(part.embeddings, queries, k, part.tie_ranks, ~allowed)
+        return part.vectors.top_k(queries, k, part.tie_ranks, ~allowed)
     n, num_allowed = len(part.ids), int(allowed.sum())
     if plans_exact(num_allowed, n):
         return _exact_int8(part, queries, k, allowed)

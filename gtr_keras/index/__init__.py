@@ -1,6 +1,7 @@
 """The search index and its lifecycle, with no model and no TensorFlow: `layout` (every file and folder name
 of an index, the format version), `exact_search` (batched dot products, ties in trec_eval's order),
-`scann_builder` (ScaNN's parameters, built a chunk at a time), `search_index` (`SearchIndex`: exact or ScaNN,
+`quantized_vectors` (an exact index's float32, int8 or binary vectors and their scoring, rescored with
+float32), `scann_builder` (ScaNN's parameters, built a chunk at a time), `search_index` (`SearchIndex`: exact or ScaNN,
 and `write_search_index`), `embedding_files` (`EmbeddingFiles`, precomputed embedding files as an index's
 source), `resumable_encoding` (`ResumableEncoding`, a corpus's embeddings written a piece at a time,
 resumable), and the updates of an index in place:

@@ -29,12 +29,21 @@ INDEX_JSON = "index.json"
 IDS_TXT = "ids.txt"
 EMBEDDINGS_NPY = "embeddings.npy"
 SCANN_DIR = "scann"
+# An exact index built with `vectors="int8"` or `"binary"` (`quantized_vectors`) also holds the codes searched
+# first (and, for int8, the per-dimension calibration applied to queries); `embeddings.npy` rescores.
+INT8_NPY = "vectors-int8.npy"
+INT8_CALIBRATION_NPY = "int8-calibration.npy"
+BINARY_NPY = "vectors-binary.npy"
+VECTOR_FILES = (EMBEDDINGS_NPY, INT8_NPY, INT8_CALIBRATION_NPY, BINARY_NPY)
+# `gtr-keras tune` (`tuning`): the search setting chosen, applied when the index is loaded, and its curve.
+TUNED_JSON = "tuned.json"
+TUNE_PLOT = "tune-recall-qps.png"
 # An updated index also holds its manifest, its segments and their deletion lists (`segments`).
 MANIFEST_JSON = "segments.json"
 SEARCH_INDEX_DIRECTORY = files.DirectoryKind(
     "a search index",
     (INDEX_JSON,),
-    (INDEX_JSON, IDS_TXT, EMBEDDINGS_NPY, SCANN_DIR, MANIFEST_JSON, "segment-*", "deleted-*.npz"),
+    (INDEX_JSON, IDS_TXT, *VECTOR_FILES, SCANN_DIR, MANIFEST_JSON, TUNED_JSON, TUNE_PLOT, "segment-*", "deleted-*.npz"),
 )
 # An index directory (`retriever`): its model record, search index, documents and BM25 side.
 RETRIEVER_JSON = "retriever.json"
@@ -58,10 +67,12 @@ RETRIEVER_FIELDS = {
 SEARCH_FIELDS = ("embedding_dim", "compute_dtype", "model_sha256")
 # ScaNN's arrays with a row per indexed point (the others are the same whatever the points).
 SCANN_DATAPOINT_TO_TOKEN = "datapoint_to_token.npy"
-SCANN_PER_POINT = (SCANN_DATAPOINT_TO_TOKEN, "hashed_dataset.npy", "int8_dataset.npy")
+SCANN_INT8_DATASET = "int8_dataset.npy"  # ScaNN's int8 copy, decoded by dividing by SCANN_INT8_MULTIPLIERS
+SCANN_INT8_MULTIPLIERS = "int8_multipliers.npy"
+SCANN_PER_POINT = (SCANN_DATAPOINT_TO_TOKEN, "hashed_dataset.npy", SCANN_INT8_DATASET)
 # ScaNN's serialized searcher (`scann/`): its protos, and its arrays.
 SCANN_TENSOR_FILES = ("scann_config.pb", "serialized_partitioner.pb", "ah_codebook.pb")
-SCANN_ARRAY_FILES = (*SCANN_PER_POINT, "int8_multipliers.npy")
+SCANN_ARRAY_FILES = (*SCANN_PER_POINT, SCANN_INT8_MULTIPLIERS)
 REMEDY = "rebuild the index"
 # Stored vectors are checked for NaN this many values at a time (128 MiB of float32).
 _CHECK_VALUES = 2**25
@@ -259,8 +270,10 @@ def read_ids(path, expected_count):
     return Ids(array)
 
 
-def read_embeddings(path, config, config_path):
-    """The float32 vectors of an exact index: memory-mapped when local, checked a block at a time.
+def read_embeddings(path, config, config_path, scan=True):
+    """The float32 vectors of an exact index: memory-mapped when local, checked a block at a time (with
+    `scan`; without, only their shape and dtype: a quantized index reads a few rows a query for rescoring,
+    and a scan would make every page of them resident).
 
     Raises:
         DataError: an unreadable file, one of another shape or dtype than
@@ -281,7 +294,9 @@ def read_embeddings(path, config, config_path):
             f"fields 'num_embeddings' and 'dims' say float32 {expected}; {REMEDY}"
         )
     step = max(1, _CHECK_VALUES // max(1, expected[1]))
-    broken = sum(int((~np.isfinite(embeddings[i : i + step]).all(axis=1)).sum()) for i in range(0, expected[0], step))
+    broken = scan and sum(
+        int((~np.isfinite(embeddings[i : i + step]).all(axis=1)).sum()) for i in range(0, expected[0], step)
+    )
     if broken:
         raise DataError(f"{path}: {broken} rows hold NaN or infinity; {REMEDY}")
     return embeddings
@@ -297,3 +312,35 @@ def check_scann_rows(scann_dir, config):
             raise DataError(f"{path}: unreadable ({unreadable_reason(e, path)}); {REMEDY}") from e
         if rows != config["num_embeddings"]:
             raise DataError(f"{path}: {rows} rows, but 'num_embeddings' is {config['num_embeddings']}; {REMEDY}")
+
+
+def search_settings(kind, params):
+    """The names of the search-time parameters of an index of `kind` with `params` (what `tune` sets):
+    ScaNN's leaves searched and reordering pool, a quantized exact index's rescored candidates, else none."""
+    if kind == "scann":
+        return ("num_leaves_to_search", "reorder_factor")
+    return ("rescore",) if params else ()
+
+
+def write_tuned(directory, record):
+    """Writes `record` (the setting `gtr-keras tune` chose, and what it measured) as the index's `tuned.json`,
+    by one rename: a search that loads the index meanwhile reads the old setting or the new."""
+    files.replace_file(os.path.join(directory, TUNED_JSON), json.dumps(record, indent=2).encode("utf-8"))
+
+
+def read_tuned(directory):
+    """The `tuned.json` record of the index in `directory` (which holds its `index.json` or manifest), or None.
+
+    Raises:
+        DataError: a malformed file, or one without a `setting` of positive ints.
+    """
+    path = os.path.join(directory, TUNED_JSON)
+    if not files.isfile(path):
+        return None
+    record = read_json_object(path, "run `gtr-keras tune` again")
+    setting = record.get("setting")
+    if not isinstance(setting, dict) or not all(isinstance(v, int) and v > 0 for v in setting.values()):
+        raise DataError(
+            f"{path}: field 'setting' must map parameter names to positive ints; run `gtr-keras tune` again"
+        )
+    return record

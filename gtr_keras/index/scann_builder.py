@@ -114,9 +114,7 @@ def _scann_config(sample, params):
         anisotropic_quantization_threshold=params["anisotropic_quantization_threshold"],
         training_sample_size=len(sample),
     )
-    reorder = {"int8": builder_module.ReorderType.INT8, "bfloat16": builder_module.ReorderType.BFLOAT16}[
-        params["reorder"]
-    ]
+    reorder = builder_module.ReorderType.INT8  # the one copy `add_points` keeps (`SCANN_PER_POINT`)
     return builder.reorder(params["reorder_factor"] * _DEFAULT_K, quantize=reorder).create_config()
 
 

@@ -18,20 +18,21 @@ import numpy as np
 from gtr_keras.errors import DataError, UserError
 from gtr_keras.index import exact_search
 from gtr_keras.index.layout import (
-    EMBEDDINGS_NPY,
     IDS_TXT,
     SCANN_DIR,
     SEARCH_INDEX_DIRECTORY,
+    TUNED_JSON,
     Ids,
     check_embeddings,
     check_ids,
     check_scann_rows,
     read_description,
-    read_embeddings,
     read_ids,
+    read_tuned,
+    search_settings,
     write_description,
-    write_embeddings,
 )
+from gtr_keras.index.quantized_vectors import check_vector_params, load_vectors, quantize, write_vectors
 from gtr_keras.index.scann_builder import build_scann, load_scann, scann_params
 from gtr_keras.index.segmented_index import SegmentedIndex
 from gtr_keras.index.segments import (
@@ -88,10 +89,15 @@ def _resolve(kind, params, n):
     if kind not in KINDS:
         raise UserError(f"kind must be one of {KINDS}, got {kind!r}.")
     if kind == "auto":
-        kind = "exact" if n < EXACT_MAX_N else "scann"
-    if kind == "exact" and params is not None:
-        raise UserError("`params` only apply to kind='scann'.")
-    return kind, (dict(scann_params(n), **(params or {})) if kind == "scann" else None)
+        kind = "exact" if n < EXACT_MAX_N or (params and "vectors" in params) else "scann"
+    if kind == "exact":
+        return kind, check_vector_params(params)
+    params = dict(scann_params(n), **(params or {}))
+    if params["reorder"] != "int8":
+        raise UserError(
+            f"reorder must be 'int8' (the one copy of the vectors a ScaNN index keeps), got {params['reorder']!r}"
+        )
+    return kind, params
 
 
 def write_search_index(source, directory, kind="auto", params=None):
@@ -109,7 +115,9 @@ def write_search_index(source, directory, kind="auto", params=None):
             an `ArrayRows`.
         directory: the index directory to write.
         kind: `"auto"`, `"exact"` or `"scann"`, as for `SearchIndex`.
-        params: overrides of `scann_params(N)`, for ScaNN.
+        params: overrides of `scann_params(N)`, for ScaNN; for an exact index, the vectors it keeps
+            (`quantized_vectors.vector_params`: int8 or binary codes and float32 to rescore; None: float32).
+            `"auto"` with `vectors` given is exact.
 
     Returns:
         The kind written, `"exact"` or `"scann"` (`SearchIndex.load` reads the index).
@@ -125,7 +133,7 @@ def write_search_index(source, directory, kind="auto", params=None):
             os.mkdir(tmp / SCANN_DIR)
             build_scann(source, params, tmp / SCANN_DIR)
         else:
-            write_embeddings(tmp / EMBEDDINGS_NPY, source.chunks(), source.num_rows, source.dims)
+            write_vectors(tmp, source.chunks, source.num_rows, source.dims, params)
         write_description(tmp, ids, kind, params, source.dims)
     return kind
 
@@ -150,8 +158,9 @@ class SearchIndex:
             without line breaks.
         embeddings: float array of shape `[N, D]`, rows L2-normalised.
         kind: `"auto"`, `"exact"` or `"scann"`.
-        params: dict of overrides of `scann_params(N)`; only for
-            `kind="scann"` (or `"auto"` resolving to it).
+        params: dict of overrides of `scann_params(N)` for `kind="scann"`
+            (or `"auto"` resolving to it); for `"exact"`, the vectors kept
+            (`quantized_vectors.vector_params`, e.g. `{"vectors": "int8"}`).
 
     `SearchIndex.load` gives a `SearchIndex` for a directory of one segment and a
     `SegmentedIndex` for an updated one or for shards: both answer the same
@@ -167,6 +176,8 @@ class SearchIndex:
         embeddings: the float32 `[N, D]` vectors of an exact index (a
             read-only memory map for one loaded from a local directory);
             None for ScaNN, which keeps its own int8 copy.
+        vectors: how an exact index scores them (`quantized_vectors.FloatVectors`
+            or `QuantizedVectors`); None for ScaNN.
 
     Example:
     >>> index = SearchIndex(["d0", "d1"], np.eye(2, dtype="float32"))
@@ -182,11 +193,30 @@ class SearchIndex:
             with files.temporary_directory("gtr-keras-scann-") as scratch:
                 build_scann(source, params, scratch)
                 searcher = load_scann(scratch)
-        self._set(source.ids, kind, params, source.dims, source.embeddings if kind == "exact" else None, searcher)
+        vectors = quantize(source.embeddings, params) if kind == "exact" else None
+        self._set(source.ids, kind, params, source.dims, vectors, searcher)
 
-    def _set(self, ids, kind, params, dims, embeddings, searcher, path=None, documents=None):
+    def _set(self, ids, kind, params, dims, vectors, searcher, path=None, documents=None):
         self.ids, self.kind, self.params, self.dims = Ids(ids), kind, params, dims
-        self.embeddings, self._searcher, self.path, self.documents_path = embeddings, searcher, path, documents
+        self.vectors, self.embeddings = vectors, vectors.floats if vectors is not None else None
+        self._searcher, self.path, self.documents_path = searcher, path, documents
+
+    @classmethod
+    def from_vectors(cls, ids, vectors):
+        """An exact index over `vectors` as they are, uncopied (`quantized_vectors.FloatVectors` or
+        `QuantizedVectors`; their float32 rows may be any `[N, D]` array-like read a slice at a time).
+
+        Args:
+            ids: `Ids`, one per row.
+            vectors: the rows and their scoring.
+
+        Example:
+        >>> SearchIndex.from_vectors(Ids(["d0", "d1"]), FloatVectors(np.eye(2, dtype="float32"))).kind
+        'exact'
+        """
+        index = cls.__new__(cls)
+        index._set(ids.array, "exact", vectors.params, vectors.floats.shape[1], vectors, None)
+        return index
 
     @functools.cached_property
     def tie_ranks(self):
@@ -223,7 +253,7 @@ class SearchIndex:
             raise UserError(f"query_embeddings have {queries.shape[1]} dims, the index has {self.dims}.")
         k = min(check_positive_int(k, "k"), len(self.ids))
         if self.kind == "exact":
-            return exact_search.exact_top_k(self.embeddings, queries, k, self.tie_ranks)
+            return self.vectors.top_k(queries, k, self.tie_ranks)
         if not len(queries):
             return np.empty((0, k), np.int64), np.empty((0, k), np.float32)
         indices, scores = self._scann_search(queries, k, self.params["num_leaves_to_search"])
@@ -248,6 +278,30 @@ class SearchIndex:
         indices, scores = self.search(query_embeddings, k)
         return [[self.ids[i] for i in row] for row in indices], scores
 
+    def set_search_params(self, setting):
+        """Sets search-time parameters for the searches that follow, overriding a tuned setting (`tune`).
+
+        Args:
+            setting: a dict of positive ints among `layout.search_settings(kind, params)`: for ScaNN
+                `num_leaves_to_search` (at most `num_leaves`) and `reorder_factor`; for an int8 or
+                binary exact index `rescore`.
+
+        Raises:
+            UserError: a parameter the index has not, or a value that is not a positive int.
+
+        Example:
+        >>> index.set_search_params({"num_leaves_to_search": 40, "reorder_factor": 50})  # doctest: +SKIP
+        """
+        names = search_settings(self.kind, self.params)
+        for name, value in setting.items():
+            if name not in names:
+                what = f"{self.kind} index" + (f" of {self.params['vectors']} vectors" if self.params else "")
+                raise UserError(f"a {what} has no search parameter {name!r} (it has: {', '.join(names) or 'none'})")
+            check_positive_int(value, name)
+        if self.kind == "scann" and setting.get("num_leaves_to_search", 0) > self.params["num_leaves"]:
+            raise UserError(f"num_leaves_to_search must be at most num_leaves, {self.params['num_leaves']}")
+        self.params.update(setting)
+
     def save(self, directory):
         """Writes the index to `directory`, atomically replacing it.
 
@@ -260,7 +314,7 @@ class SearchIndex:
                 os.mkdir(tmp / SCANN_DIR)
                 self._searcher.serialize(str(tmp / SCANN_DIR), True)
             else:
-                np.save(tmp / EMBEDDINGS_NPY, self.embeddings)
+                write_vectors(tmp, lambda: [self.embeddings], len(self.ids), self.dims, self.params)
             write_description(tmp, self.ids, self.kind, self.params, self.dims)
 
     @classmethod
@@ -270,7 +324,9 @@ class SearchIndex:
         `directory` may also be an index directory of `gtr-keras index` (its
         `index/` subdirectory is loaded). A local exact index is memory-mapped
         (searches read it a block at a time); ScaNN reads its own files into
-        memory (about 1 KB per 768-d vector). An updated index
+        memory (about 1 KB per 768-d vector). The setting `gtr-keras tune`
+        recorded (`tuned.json`) applies to its searches (`set_search_params`
+        overrides it). An updated index
         (`segment_writer.update_search_index`) is loaded at the generation its
         manifest names when the load starts, whole, as a `SegmentedIndex`;
         later updates do not change what it answers.
@@ -302,13 +358,22 @@ class SearchIndex:
         for attempt in range(3):
             directory, config_path, config = read_description(directory)
             manifest = read_manifest(directory)
-            if manifest is None or not manifest["generation"]:  # never updated (or a first update began)
-                return cls._load_one(directory, config_path, config)
+            tuned = read_tuned(directory)
+            single = manifest is None or not manifest["generation"]  # never updated (or a first update began)
             try:
-                return cls._load_segments(directory, manifest)
+                index = (
+                    cls._load_one(directory, config_path, config) if single else cls._load_segments(directory, manifest)
+                )
             except DataError:
-                if attempt == 2 or read_manifest(directory)["generation"] == manifest["generation"]:
+                if single or attempt == 2 or read_manifest(directory)["generation"] == manifest["generation"]:
                     raise  # not an update that removed the files of the generation loaded meanwhile
+                continue
+            if tuned is not None:
+                try:
+                    index.set_search_params(tuned["setting"])
+                except UserError as e:
+                    raise DataError(f"{os.path.join(directory, TUNED_JSON)}: {e}; run `gtr-keras tune` again") from e
+            return index
 
     @classmethod
     def _load_segments(cls, directory, manifest):
@@ -334,6 +399,6 @@ class SearchIndex:
                 searcher = load_scann(scann_dir)
             index._set(ids, "scann", config["params"], config["dims"], None, searcher, directory, documents)
         else:
-            embeddings = read_embeddings(os.path.join(directory, EMBEDDINGS_NPY), config, config_path)
-            index._set(ids, "exact", None, config["dims"], embeddings, None, directory, documents)
+            vectors = load_vectors(directory, config, config_path)
+            index._set(ids, "exact", vectors.params, config["dims"], vectors, None, directory, documents)
         return index

@@ -25,14 +25,15 @@ from gtr_keras.index.layout import (
     MANIFEST_JSON,
     SCANN_DIR,
     SEARCH_INDEX_DIRECTORY,
+    VECTOR_FILES,
     Ids,
     check_ids,
     read_description,
     read_embeddings,
     read_ids,
     write_description,
-    write_embeddings,
 )
+from gtr_keras.index.quantized_vectors import write_vectors
 from gtr_keras.index.scann_builder import build_scann_segment, merge_scann
 from gtr_keras.index.segments import (
     BASE,
@@ -277,7 +278,9 @@ def compact_search_index(directory, state=None):
             os.mkdir(tmp / SCANN_DIR)
             merge_scann([(os.path.join(path, SCANN_DIR), keep) for path, keep in zip(paths, keeps)], tmp / SCANN_DIR)
         else:
-            write_embeddings(tmp / EMBEDDINGS_NPY, _live_blocks(paths, keeps), len(live_ids), state.config["dims"])
+            write_vectors(
+                tmp, lambda: _live_blocks(paths, keeps), len(live_ids), state.config["dims"], state.config["params"]
+            )
         write_description(tmp, live_ids, kind, state.config["params"], state.config["dims"])
         corpus = live_corpus(
             [(documents_path(state.directory, s["name"]), ids) for s, ids in zip(state.segments, segment_ids)]
@@ -317,7 +320,7 @@ def _write_segment(state, name, source, ids, corpus):
             with files.local_copy(codec) as local_codec:
                 build_scann_segment(local_codec, source, tmp / SCANN_DIR)
         else:
-            write_embeddings(tmp / EMBEDDINGS_NPY, source.chunks(), source.num_rows, source.dims)
+            write_vectors(tmp, source.chunks, source.num_rows, source.dims, state.config["params"])
         write_description(tmp, ids, kind, state.config["params"], state.config["dims"])
         if corpus is not None:
             write_documents(tmp / DOCUMENTS_FILE, corpus)
@@ -384,7 +387,7 @@ def _remove_unused(state):
     for name in (MANIFEST_JSON, segment_name(manifest["next_segment"]), deleted_name(manifest["generation"] + 1)):
         files.remove_staging(os.path.join(directory, name))
     if BASE not in used and manifest["generation"]:
-        for name in (IDS_TXT, EMBEDDINGS_NPY, SCANN_DIR, files.CHECKSUMS_FILE):
+        for name in (IDS_TXT, *VECTOR_FILES, SCANN_DIR, files.CHECKSUMS_FILE):
             files.remove(os.path.join(directory, name))
         base_documents = documents_path(directory, BASE)
         if base_documents is not None:

@@ -136,7 +136,7 @@ class SegmentedIndex:
     def _search_part(index, deleted, queries, k):
         """The top `k` live rows of one part: `(rows of the part, scores)`, each `[n, k]`."""
         if index.kind == "exact":
-            return exact_search.exact_top_k(index.embeddings, queries, k, index.tie_ranks, deleted)
+            return index.vectors.top_k(queries, k, index.tie_ranks, deleted)
         if deleted is None:
             return index.search(queries, k)
         n, num_deleted = len(index.ids), int(deleted.sum())
@@ -160,6 +160,11 @@ class SegmentedIndex:
         """Like `search`, but returns ids: `(list of lists of str, scores)`."""
         indices, scores = self.search(query_embeddings, k)
         return [[self.ids[i] for i in row] for row in indices], scores
+
+    def set_search_params(self, setting):
+        """Sets search-time parameters of every part (`SearchIndex.set_search_params`)."""
+        for index, _ in self.parts:
+            index.set_search_params(setting)
 
     def live_embeddings(self):
         """The float32 `[N, D]` vectors of the live rows of an index whose parts are all exact, in row order."""

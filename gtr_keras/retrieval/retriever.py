@@ -92,7 +92,16 @@ def work_dir_for(index_dir):
 
 @locks_output("index_dir")
 def build_index(
-    encoder, corpus, index_dir, model_dir=None, kind="auto", batch_size=32, shard_size=2048, progress=None, bm25=True
+    encoder,
+    corpus,
+    index_dir,
+    model_dir=None,
+    kind="auto",
+    batch_size=32,
+    shard_size=2048,
+    progress=None,
+    bm25=True,
+    params=None,
 ):
     """Encodes `corpus` and writes a searchable index directory.
 
@@ -116,6 +125,7 @@ def build_index(
         shard_size: documents per resumable shard.
         progress: show a progress bar (default: for corpora of 5000 or more).
         bm25: also write the BM25 side (`bm25_side`) of the documents.
+        params: the index's `params` (`write_search_index`: ScaNN overrides, or an exact index's vectors).
 
     Returns:
         The `SearchIndex` written to `index_dir/index`.
@@ -149,13 +159,13 @@ def build_index(
         for shard in pending:
             writer.write(shard.number, encoder.encode_documents(texts[shard.start : shard.end], batch_size, False))
             bar.update(shard.end - shard.start)
-    write_index(index_dir, writer, corpus, metadata, kind, bm25)  # the shards are read back one at a time
+    write_index(index_dir, writer, corpus, metadata, kind, bm25, params)  # the shards are read back one at a time
     files.remove(writer.work_dir)
     return SearchIndex.load(os.path.join(index_dir, INDEX_SUBDIR))
 
 
 @locks_output("index_dir")
-def index_embeddings(source, index_dir, encoder=None, model_dir=None, kind="auto", corpus=None):
+def index_embeddings(source, index_dir, encoder=None, model_dir=None, kind="auto", corpus=None, params=None):
     """Writes an index directory from precomputed embedding shards, a chunk at a time.
 
     The model is the one `gtr-keras encode` recorded beside the shards
@@ -173,6 +183,7 @@ def index_embeddings(source, index_dir, encoder=None, model_dir=None, kind="auto
         corpus: the `Corpus` of the embedded documents, in the shards' order
             (`bm25_side.corpus_in_index_order`), or None: stored as an index of
             `build_index` stores its documents, with a BM25 side.
+        params: the index's `params`, as `write_search_index` takes them.
 
     Returns:
         `(number of embeddings, kind)`.
@@ -190,7 +201,7 @@ def index_embeddings(source, index_dir, encoder=None, model_dir=None, kind="auto
     """
     shards = source if isinstance(source, EmbeddingFiles) else EmbeddingFiles.open(source)
     return shards.num_rows, write_index(
-        index_dir, shards, corpus, embeddings_metadata(shards, encoder, model_dir), kind
+        index_dir, shards, corpus, embeddings_metadata(shards, encoder, model_dir), kind, params=params
     )
 
 
@@ -240,7 +251,7 @@ def embeddings_metadata(shards, encoder=None, model_dir=None):
     return metadata
 
 
-def write_index(index_dir, source, corpus, metadata, kind="auto", bm25=True):
+def write_index(index_dir, source, corpus, metadata, kind="auto", bm25=True, params=None):
     """Writes an index directory over `source`'s vectors (and `corpus`'s documents), atomically.
 
     Every file is written into a temporary sibling directory that replaces
@@ -257,6 +268,7 @@ def write_index(index_dir, source, corpus, metadata, kind="auto", bm25=True):
         metadata: `index_metadata` of the encoder that made the embeddings.
         kind: `"auto"`, `"exact"` or `"scann"`.
         bm25: with a `corpus`, also write its BM25 side (`bm25_side.write_bm25_side`).
+        params: the index's `params`, as `write_search_index` takes them.
 
     Returns:
         The index kind written (`"exact"` or `"scann"`).
@@ -279,7 +291,7 @@ def write_index(index_dir, source, corpus, metadata, kind="auto", bm25=True):
         raise UserError(f"metadata lacks {missing}: pass index_metadata(encoder, model_dir)")
     # A local directory, uploaded after for a remote index_dir.
     with atomic_directory(index_dir, [INDEX_DIRECTORY]) as staging:
-        kind = write_search_index(source, os.path.join(staging, INDEX_SUBDIR), kind)
+        kind = write_search_index(source, os.path.join(staging, INDEX_SUBDIR), kind, params)
         if corpus is not None and bm25:
             write_bm25_side(staging, corpus)
         if corpus is not None:

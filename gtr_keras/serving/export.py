@@ -282,7 +282,7 @@ class _ScannResource(tf.saved_model.experimental.TrackableResource):
 
 
 @locks_output("export_dir")
-def export_searcher(encoder, index_dir, export_dir, searcher="scann", version=None, k=10):
+def export_searcher(encoder, index_dir, export_dir, searcher="scann", version=None, k=10, search_params=None):
     """Writes a query-string-to-document-ids SavedModel to `export_dir/searcher/<version>/`.
 
     Args:
@@ -295,6 +295,8 @@ def export_searcher(encoder, index_dir, export_dir, searcher="scann", version=No
             exported as brute force) or `"brute-force"` (stock ops only).
         version: the TF Serving version directory (None: `next_version`).
         k: results per query of `serving_default`.
+        search_params: ScaNN's `num_leaves_to_search` and `reorder_factor` for the exported searcher,
+            overriding the index's (the setting `gtr-keras tune` recorded, or the build's); None: the index's.
 
     Example:
     >>> export_searcher(encoder, "indexes/scifact", "exports/scifact", searcher="brute-force")
@@ -304,13 +306,13 @@ def export_searcher(encoder, index_dir, export_dir, searcher="scann", version=No
         export_dir,
         version,
         {
-            "searcher": lambda staging: _write_searcher(encoder, index_dir, staging, searcher, k),
+            "searcher": lambda staging: _write_searcher(encoder, index_dir, staging, searcher, k, search_params),
         },
     )["searcher"]
 
 
 @locks_output("export_dir")
-def export_all(encoder, export_dir, index_dir=None, searcher="scann", version=None, k=10):
+def export_all(encoder, export_dir, index_dir=None, searcher="scann", version=None, k=10, search_params=None):
     """Writes the encoder export and, given an index, the searcher export, as a unit.
 
     `export_dir/encoder/<version>/` and `export_dir/searcher/<version>/`
@@ -323,7 +325,7 @@ def export_all(encoder, export_dir, index_dir=None, searcher="scann", version=No
         encoder: the `Encoder` to export.
         export_dir: the export root.
         index_dir: an index directory built with `encoder`, or None for the encoder only.
-        searcher, version, k: as for `export_searcher`.
+        searcher, version, k, search_params: as for `export_searcher`.
 
     Returns:
         A dict from `"encoder"` (and `"searcher"`) to the directory written.
@@ -335,14 +337,15 @@ def export_all(encoder, export_dir, index_dir=None, searcher="scann", version=No
     writers = {"encoder": lambda staging: _write_encoder(encoder, staging)}
     if index_dir is not None:
         _check_searcher(encoder, index_dir, searcher, k)
-        writers["searcher"] = lambda staging: _write_searcher(encoder, index_dir, staging, searcher, k)
+        writers["searcher"] = lambda staging: _write_searcher(encoder, index_dir, staging, searcher, k, search_params)
     return _write_together(export_dir, version, writers)
 
 
-def write_export(encoder, export_dir, index=None, searcher="scann", k=10, version=None):
+def write_export(encoder, export_dir, index=None, searcher="scann", k=10, version=None, search_param=None):
     """`export --format savedmodel`: the encoder (and, given index directories, the searcher) SavedModels
     as the next version of `export_dir` (or `version`), after checking the version directories; returns
-    the directories written.
+    the directories written. `search_param`: `(name, value)` pairs of the ScaNN searcher's setting
+    (`export_searcher`'s `search_params`).
 
     Example:
     >>> write_export(encoder, "exports/scifact", ["indexes/scifact"])
@@ -350,7 +353,8 @@ def write_export(encoder, export_dir, index=None, searcher="scann", k=10, versio
     """
     version = check_export_versions(export_dir, index, version)
     index_dir = index[0] if index and len(index) == 1 else index
-    return list(export_all(encoder, export_dir, index_dir, searcher, version, k).values())
+    search_params = dict(search_param or [])
+    return list(export_all(encoder, export_dir, index_dir, searcher, version, k, search_params).values())
 
 
 def check_export_versions(export_dir, index=None, version=None, **options):
@@ -405,7 +409,7 @@ def _scann_groups(index):
     return groups
 
 
-def _write_searcher(encoder, index_dir, staging, searcher, k):
+def _write_searcher(encoder, index_dir, staging, searcher, k, search_params=None):
     # One local copy of a remote index (the ScaNN assets are read again when the SavedModel is saved).
     with contextlib.ExitStack() as stack:
         local = [stack.enter_context(files.local_copy(os.path.join(d, INDEX_SUBDIR))) for d in _index_dirs(index_dir)]
@@ -413,6 +417,8 @@ def _write_searcher(encoder, index_dir, staging, searcher, k):
         if index.kind == "mixed":
             raise UserError(f"{index_dir}: shards of exact and ScaNN indexes; export shards of one kind")
         use_scann = searcher == "scann" and index.kind == "scann"
+        if search_params and use_scann:
+            index.set_search_params(search_params)
         root, embed = _root(encoder, staging)
         root.doc_ids = tf.Variable(np.array(index.ids, dtype=object), trainable=False, name="doc_ids")
         num_docs = len(index.ids)

@@ -3,6 +3,7 @@
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 from command_line import empty_model_dir, one_line_error
 from conftest import REPO
@@ -198,4 +199,36 @@ def test_flags_that_would_be_ignored_are_exit_2(argv, message, tmp_path, capsys,
     with pytest.raises(SystemExit) as exit_:
         main(argv)
     assert exit_.value.code == 2
+    assert message in one_line_error(capsys)
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (
+            ["index", "--embeddings", "{tmp}/e.npy", "--out", "{tmp}/o", "--rescore", "5"],
+            "argument --rescore: rescores",
+        ),
+        (
+            ["index", "--out", "o", "--update", "--compact", "--vectors", "int8"],
+            "argument --vectors: not with --update",
+        ),
+        (["search", "q", "--index", "{index}", "--retriever", "bm25", "--search-param", "rescore=5"], "--search-param"),
+        (["search", "q", "--index", "{index}", "--model", "m", "--search-param", "rescore"], "NAME=VALUE"),
+        (["export", "--model", "m", "--out", "o", "--search-param", "reorder_factor=5"], "ScaNN searcher of --index"),
+        (["tune", "--index", "{index}", "--sample", "5", "--queries", "{tmp}/q.npy"], "not allowed with argument"),
+        (["tune", "--index", "{index}", "--target-recall", "1.5"], "must be in (0, 1]"),
+    ],
+)
+def test_quantization_and_tuning_flags_are_checked_before_any_work(tmp_path, capsys, no_model_loading, argv, message):
+    index = tmp_path / "index"
+    index.mkdir()
+    (index / "retriever.json").write_text("{}")
+    (tmp_path / "q.npy").write_bytes(b"")
+    np.save(tmp_path / "e.npy", np.eye(2, dtype=np.float32))
+    (tmp_path / "e.ids.txt").write_text("a\nb\n")
+    argv = [arg.format(index=index, tmp=tmp_path) for arg in argv]
+    with pytest.raises(SystemExit) as exit_info:
+        main(argv)
+    assert exit_info.value.code == 2
     assert message in one_line_error(capsys)

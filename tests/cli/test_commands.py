@@ -601,3 +601,25 @@ def test_a_query_argument_of_invalid_utf8_is_searched_as_u_fffd_by_every_retriev
         assert searched["query"] == "wing \ufffd lift"
         assert main(["search", "wing \ufffd lift", "-k", "5", "--json", *argv]) == 0
         assert searched["hits"] == json.loads(capsys.readouterr().out)[0]["hits"]
+
+
+@pytest.mark.large
+def test_acceptance_index_vectors_int8_and_binary_of_cranfield_with_the_bundled_model(tmp_path, capsys):
+    from gtr_keras.beir.evaluation import evaluate_run
+    from gtr_keras.cli.demo import DEMO_DATASET, DEMO_MODEL
+    from gtr_keras.retrieval.retriever import Retriever
+    from gtr_keras.retrieval.runs import gtr_run, load_dataset
+
+    corpus, queries, qrels, _ = load_dataset(DEMO_DATASET, "test")
+    encoder = gtr_keras.load(DEMO_MODEL)
+    ndcg = {}
+    for vectors in ("float32", "int8", "binary"):
+        out = tmp_path / vectors
+        argv = ["index", "--model", DEMO_MODEL, "--corpus", DEMO_DATASET, "--out", str(out), "--vectors", vectors]
+        assert main(argv + (["--exact"] if vectors == "float32" else [])) == 0
+        assert ("exact search over" in capsys.readouterr().out) == (vectors != "float32")
+        index = Retriever.load(str(out), encoder).index
+        assert index.kind == "exact" and (index.params or {}).get("vectors", "float32") == vectors
+        run = gtr_run(encoder, corpus, queries, depth=10, index=index)
+        ndcg[vectors] = evaluate_run(qrels, run)["ndcg@10"]
+    assert ndcg["int8"] >= 0.99 * ndcg["float32"] and ndcg["binary"] >= 0.96 * ndcg["float32"], ndcg

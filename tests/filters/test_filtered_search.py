@@ -48,6 +48,28 @@ def test_exact_filtered_search_masks_rather_than_gathers_many_rows(monkeypatch):
     )
 
 
+@pytest.mark.parametrize("vectors", ["int8", "binary"])
+@pytest.mark.parametrize("gather_rows", [10, 262_144])
+def test_a_quantized_exact_index_filters_within_its_allowed_rows(monkeypatch, vectors, gather_rows):
+    monkeypatch.setattr(planner, "_GATHER_ROWS", gather_rows)
+    params = {"vectors": vectors, "rescore": len(CORPUS)}  # a pool of every row: rescoring is exact
+    index = SearchIndex(doc_ids(len(CORPUS)), CORPUS, kind="exact", params=params)
+    allowed = _mask(len(CORPUS), 0.3)
+    rows, scores = filtered_search(index, QUERIES[:20], 10, allowed)
+    expected_rows, expected_scores = _brute_force(CORPUS, allowed, QUERIES[:20], 10)
+    np.testing.assert_array_equal(rows, expected_rows)
+    np.testing.assert_allclose(scores, expected_scores, rtol=1e-5, atol=1e-6)
+
+
+def test_a_quantized_index_with_a_small_pool_returns_allowed_rows_only(monkeypatch):
+    monkeypatch.setattr(planner, "_GATHER_ROWS", 10)
+    index = SearchIndex(doc_ids(len(CORPUS)), CORPUS, kind="exact", params={"vectors": "binary", "rescore": 20})
+    allowed = _mask(len(CORPUS), 0.3)
+    rows, _ = filtered_search(index, QUERIES[:20], 10, allowed)
+    assert rows.shape == (20, 10) and allowed[rows].all()
+    assert recall(rows, _brute_force(CORPUS, allowed, QUERIES[:20], 10)[0]) > 0.5
+
+
 @pytest.mark.parametrize("selectivity", [0.5, 0.01])
 def test_segments_with_deletions_and_shards_filter_their_live_rows(selectivity):
     ids = doc_ids(len(CORPUS))

@@ -3,6 +3,7 @@
 import numpy as np
 from search_inputs import CORPUS, QUERIES, doc_ids
 
+from gtr_keras.index.quantized_vectors import FloatVectors
 from gtr_keras.index.search_index import SearchIndex
 
 
@@ -67,7 +68,7 @@ def test_exact_search_reads_the_vectors_in_row_blocks(monkeypatch):
             blocks.append(rows.stop - rows.start)
             return CORPUS[rows]
 
-    index.embeddings = Recorded()
+    index.vectors = FloatVectors(Recorded())
     got = index.search(QUERIES, k=10)
     assert max(blocks) < len(CORPUS) // 10
     _assert_same_results(expected, got)

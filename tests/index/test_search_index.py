@@ -85,7 +85,8 @@ def test_rejects_mismatched_queries():
     "kind, params, message",
     [
         ("fast", None, r"kind must be one of \('auto', 'exact', 'scann'\), got 'fast'"),
-        ("exact", {"reorder_factor": 10}, "`params` only apply to kind='scann'"),
+        ("exact", {"reorder_factor": 10}, "an exact index takes params 'vectors' and 'rescore' only"),
+        ("exact", {"vectors": "int4"}, "vectors must be one of"),
     ],
 )
 def test_a_bad_kind_or_params_is_a_user_error(kind, params, message):
@@ -98,3 +99,8 @@ def test_array_rows_refuse_ids_that_do_not_match_the_rows():
         ArrayRows(doc_ids(3), np.eye(2, dtype=np.float32))
     rows = ArrayRows(doc_ids(5), np.eye(5, dtype=np.float32), chunk_rows=2)
     assert [len(chunk) for chunk in rows.chunks()] == [2, 2, 1]
+
+
+def test_a_scann_index_reorders_on_int8_only():
+    with pytest.raises(UserError, match="reorder must be 'int8'"):
+        SearchIndex(doc_ids(len(CORPUS)), CORPUS, kind="scann", params={"reorder": "bfloat16"})

@@ -596,7 +596,7 @@ def test_a_failed_searcher_export_leaves_the_previous_encoder_and_searcher_intac
     shutil.copytree(exports["brute-force"][0], out)
     before = {p.relative_to(out): p.read_bytes() for p in out.rglob("*") if p.is_file()}
 
-    def failing(encoder, index_dir, staging, searcher, k):
+    def failing(encoder, index_dir, staging, searcher, k, search_params=None):
         (staging / "saved_model.pb").write_bytes(b"half")
         raise OSError(28, "No space left on device")
 
@@ -836,3 +836,49 @@ def test_a_refused_export_of_overlapping_shards_leaves_no_empty_folders(tiny_mod
     argv += ["--searcher", "brute-force", "--out", str(tmp_path / "out")]
     assert main(argv) == 2
     assert not (tmp_path / "out" / "encoder").exists() and not (tmp_path / "out" / "searcher").exists()
+
+
+@pytest.mark.large
+def test_a_tuned_scann_index_exports_its_tuned_setting_and_a_flag_overrides_it(exports, tiny_model_dir, tmp_path):
+    import shutil
+
+    from gtr_keras.index.layout import write_tuned
+    from gtr_keras.retrieval.retriever import Retriever
+
+    index_dir = tmp_path / "index"
+    shutil.copytree(exports["scann"][1], index_dir)
+    write_tuned(index_dir / "index", {"setting": {"num_leaves_to_search": 1, "reorder_factor": 1}})
+    encoder = gtr_keras.load(tiny_model_dir)
+    tuned = Retriever.load(index_dir, encoder)
+    assert tuned.index.params["num_leaves_to_search"] == 1 and tuned.index.params["reorder_factor"] == 1
+    untuned = Retriever.load(index_dir, encoder)
+    untuned.index.set_search_params({"num_leaves_to_search": 3, "reorder_factor": 100})
+    for name, flags, expected in (
+        ("tuned", [], tuned),
+        ("flag", ["--search-param", "num_leaves_to_search=3", "--search-param", "reorder_factor=100"], untuned),
+    ):
+        argv = ["export", "--model", tiny_model_dir, "--index", str(index_dir), "--out", str(tmp_path / name)]
+        assert main(argv + flags) == 0
+        searcher = load_export(str(tmp_path / name / "searcher" / "1")).signatures["search"]
+        found = searcher(queries=tf.constant(QUERIES), k=tf.constant([10] * len(QUERIES)))["ids"].numpy()
+        want = [[hit["id"] for hit in row] for row in expected.search(QUERIES, 10)]
+        assert [[i.decode() for i in row if i] for row in found] == want, name
+    assert tuned.search(QUERIES, 10) != untuned.search(QUERIES, 10)
+
+
+@pytest.mark.large
+def test_an_int8_index_exports_a_brute_force_searcher_of_its_float32_vectors(exports, tiny_model_dir, tmp_path):
+    from gtr_keras.retrieval.retriever import Retriever
+
+    corpus = exports["scann"][0].parent / "corpus.jsonl"
+    index_dir = tmp_path / "index"
+    argv = ["index", "--model", tiny_model_dir, "--corpus", str(corpus), "--out", str(index_dir), "--vectors", "int8"]
+    assert main(argv) == 0
+    argv = ["export", "--model", tiny_model_dir, "--index", str(index_dir), "--out", str(tmp_path / "e")]
+    assert main(argv + ["--searcher", "brute-force"]) == 0
+    searcher = load_export(str(tmp_path / "e" / "searcher" / "1")).signatures["search"]
+    found = searcher(queries=tf.constant(QUERIES), k=tf.constant([10] * len(QUERIES)))["ids"].numpy()
+    retriever = Retriever.load(index_dir, gtr_keras.load(tiny_model_dir))
+    retriever.index.set_search_params({"rescore": 300})  # every row rescored: exact float32 search
+    expected = [[hit["id"] for hit in row] for row in retriever.search(QUERIES, 10)]
+    assert [[i.decode() for i in row] for row in found] == expected

@@ -1,0 +1,71 @@
+"""Search memory of exact indexes at corpus scale: float32, int8 and binary (`index --vectors`), side by side.
+
+On `large_index.py`'s synthetic shards (written once into `--work/shards`, reused), builds one exact index
+per vector type with `gtr-keras index --embeddings ... --vectors V`, then searches each in a process of its
+own under `/usr/bin/time -v` (`large_index.search`: `SearchIndex.load` and one batched `search_ids` of every
+query): its peak RSS, load time, QPS, and recall@10 against the float32 index's answers. The peak RSS
+counts the pages of `embeddings.npy` a search touched through its memory map (float32's whole file; the
+quantized indexes' candidates' rows only), as the kernel does.
+
+Usage:
+    PYTHONPATH=. python benchmarks/quantized_memory.py --n 1000000 --num-queries 200 --work /tmp/frontier-1m
+"""
+
+import argparse
+import os
+
+from large_index import add_corpus_arguments, recall, search, timed_process, write_shards
+from results import RESULTS, lscpu_flags, machine, publish, rerun_command
+
+SECTION = "## Quantized exact search"
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    add_corpus_arguments(parser)
+    parser.add_argument("--work", required=True, help="directory for shards and indexes (kept for reruns)")
+    parser.add_argument("--reuse", action="store_true", help="search the indexes a previous run built in --work")
+    parser.add_argument("--results", default=RESULTS)
+    parser.add_argument("--no-record", action="store_true")
+    args = parser.parse_args(argv)
+    shard_dir = os.path.join(args.work, "shards")
+    write_shards(args, shard_dir)
+    queries = os.path.join(args.work, "queries.npy")
+    rows, gib = [], 2**30
+    for vectors in ("float32", "int8", "binary"):
+        index_dir = os.path.join(args.work, f"exact-{vectors}")
+        command = ["gtr-keras", "index", "--embeddings", os.path.join(shard_dir, "*.npy"), "--out", index_dir]
+        command += ["--exact"] if vectors == "float32" else ["--vectors", vectors]
+        built = "reused"
+        if not (args.reuse and os.path.isdir(index_dir)):
+            _, build_peak, build_s = timed_process(command)
+            built = f"{build_s / 60:.1f} min ({build_peak / gib:.2f} GiB)"
+        found = os.path.join(args.work, f"found-{vectors}.npy")
+        measured = search(index_dir, queries, found, 0)
+        quality = recall(found, os.path.join(args.work, "found-float32.npy"))
+        held = {"float32": 4 * args.dims, "int8": args.dims, "binary": (args.dims + 7) // 8}[vectors] * args.n
+        rows.append(
+            f"| {vectors} | {measured['params'] and measured['params']['rescore'] or '-'} | {held / gib:.2f} GiB | "
+            f"{built} | {measured['load_s']:.1f} s | "
+            f"{measured['search_peak_rss'] / gib:.2f} GiB | {measured['batched_qps']:,.1f} | {quality:.4f} |"
+        )
+        print(rows[-1], flush=True)
+    flags = lscpu_flags()
+    block = "\n".join(
+        [
+            f"### Search memory at {args.n:,} x {args.dims} (synthetic, {args.clusters} clusters), "
+            f"{args.num_queries} queries",
+            "",
+            f"Command: `{rerun_command(__file__, argv)}`. Machine: {machine()}, shared; lscpu flags: {flags}",
+            "",
+            "| vectors | rescore | codes (or float32) held | build (peak RSS) | load | search peak RSS | QPS batched | "
+            "recall@10 vs float32 |",
+            "|---|---|---|---|---|---|---|---|",
+            *rows,
+        ]
+    )
+    publish(block, args.results, SECTION, not args.no_record)
+
+
+if __name__ == "__main__":
+    main()
