@@ -61,7 +61,7 @@ from gtr_keras.errors import DataError, UserError
 from gtr_keras.index.layout import INDEX_SUBDIR, SCANN_ARRAY_FILES, SCANN_DATAPOINT_TO_TOKEN, SCANN_TENSOR_FILES
 from gtr_keras.index.scann_builder import codec_files, merge_scann
 from gtr_keras.index.search_index import SearchIndex
-from gtr_keras.index.segments import index_documents
+from gtr_keras.index.segments import documents_path, index_documents
 from gtr_keras.models.gtr.gtr_text_embedder import SAVED_MODEL_DIRECTORY
 from gtr_keras.models.gtr.gtr_tokenizer import pad_token_ids
 from gtr_keras.retrieval.retriever import Retriever
@@ -409,11 +409,23 @@ def _scann_groups(index):
     return groups
 
 
+def _original_documents(index, copies):
+    """`index_documents` of an index loaded from local copies of `index/` directories (`copies`: copy ->
+    original), read from the originals: a copy of `index/` alone lacks the base segment's documents, which
+    lie beside it (`documents_path`)."""
+    for part, _ in index.parts:
+        copy = next(c for c in copies if part.path == c or part.path.startswith(c.rstrip("/") + "/"))
+        part.documents_path = documents_path(copies[copy], os.path.relpath(part.path, copy))
+    return index_documents(index)
+
+
 def _write_searcher(encoder, index_dir, staging, searcher, k, search_params=None):
     # One local copy of a remote index (the ScaNN assets are read again when the SavedModel is saved).
     with contextlib.ExitStack() as stack:
-        local = [stack.enter_context(files.local_copy(os.path.join(d, INDEX_SUBDIR))) for d in _index_dirs(index_dir)]
+        originals = [os.path.join(d, INDEX_SUBDIR) for d in _index_dirs(index_dir)]
+        local = [stack.enter_context(files.local_copy(d)) for d in originals]
         index = SearchIndex.load(local[0] if len(local) == 1 else local)
+        documents = _original_documents(index, dict(zip(local, originals)))
         if index.kind == "mixed":
             raise UserError(f"{index_dir}: shards of exact and ScaNN indexes; export shards of one kind")
         use_scann = searcher == "scann" and index.kind == "scann"
@@ -486,7 +498,7 @@ def _write_searcher(encoder, index_dir, staging, searcher, k, search_params=None
                 scores, neighbors = tf.math.top_k(tf.where(allowed[None, :], scores, -np.inf), k)
                 return neighbors, scores
 
-        root.filter_graph = FilterGraph(Retriever(None, index, index_documents(index)).metadata)
+        root.filter_graph = FilterGraph(Retriever(None, index, documents).metadata)
 
         def search(queries, k, min_width=0, filter=None):
             valid = tf.debugging.assert_greater_equal(k, 1, message="k must be at least 1")

@@ -3,6 +3,7 @@ import json
 import os
 import subprocess
 import sys
+import uuid
 
 import numpy as np
 import pytest
@@ -194,6 +195,28 @@ def test_the_filtered_searcher_answers_as_search_with_the_filter(exports, tiny_m
             loaded.signatures["search_filtered"](
                 queries=tf.constant(QUERIES[:1]), k=tf.constant([5]), filter=tf.constant([clause])
             )
+
+
+@pytest.mark.large
+def test_a_searcher_exported_from_a_remote_index_keeps_the_base_segment_s_metadata(exports, tiny_encoder):
+    export_dir, index_dir = exports["brute-force"]
+    remote = f"ram://export-tests/{uuid.uuid4().hex}/index"
+    for directory, _, names in tf.io.gfile.walk(str(index_dir)):
+        target = remote + directory[len(str(index_dir)) :]
+        tf.io.gfile.makedirs(target)
+        for name in names:
+            tf.io.gfile.copy(os.path.join(directory, name), f"{target}/{name}")
+    export_searcher(tiny_encoder, remote, f"{remote}-export", searcher="brute-force", k=5)
+    loaded = load_export(f"{remote}-export/searcher/1")
+    local = load_export(str(export_dir / "searcher" / "1"))
+    for clauses in FILTERS:
+        arguments = {
+            "queries": tf.constant(QUERIES),
+            "k": tf.constant([5] * len(QUERIES)),
+            "filter": tf.constant(clauses),
+        }
+        expected = local.signatures["search_filtered"](**arguments)["ids"].numpy().tolist()
+        assert loaded.signatures["search_filtered"](**arguments)["ids"].numpy().tolist() == expected, clauses
 
 
 def test_a_filter_allowing_fewer_than_k_documents_pads_the_rest(exports):
