@@ -29,13 +29,15 @@ _NUMBER = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?\Z")
 
 @dataclasses.dataclass(frozen=True)
 class Clause:
-    """One parsed clause: `field`, `op` (one of `OPERATORS`), `values` (a tuple; one value but for `in`)
-    and `text`, the expression as given (for messages)."""
+    """One parsed clause: `field`, `op` (one of `OPERATORS`), `values` (a tuple; one value but for `in`),
+    `text`, the expression as given (for messages), and `written`, each value as written (a quoted string
+    unquoted), which a string field compares with (`code = 007` matches `"007"`)."""
 
     field: str
     op: str
     values: tuple
     text: str
+    written: tuple = ()
 
 
 def _tokens(text):
@@ -63,6 +65,10 @@ def _value(kind, token, text):
     return token
 
 
+def _written(kind, token):
+    return token if kind == "word" else re.sub(r"\\(.)", r"\1", token[1:-1])
+
+
 def parse_clause(text):
     """Parses one clause.
 
@@ -71,7 +77,7 @@ def parse_clause(text):
 
     Example:
     >>> parse_clause("lang in (en, 'de')")
-    Clause(field='lang', op='in', values=('en', 'de'), text="lang in (en, 'de')")
+    Clause(field='lang', op='in', values=('en', 'de'), text="lang in (en, 'de')", written=('en', 'de'))
     """
     tokens = _tokens(text)
     if len(tokens) < 3:
@@ -88,7 +94,8 @@ def parse_clause(text):
         inner = rest[1:-1]
         if any(inner[i] != ("punct", ",") for i in range(1, len(inner), 2)) or len(inner) % 2 == 0:
             raise UserError(f"filter {text!r}: expected values separated by commas inside `in (...)`")
-        return Clause(field, "in", tuple(_value(*inner[i], text) for i in range(0, len(inner), 2)), text)
+        values = [inner[i] for i in range(0, len(inner), 2)]
+        return Clause(field, "in", tuple(_value(*v, text) for v in values), text, tuple(_written(*v) for v in values))
     if op_kind != "op":
         raise UserError(f"filter {text!r}: expected an operator (=, !=, <, <=, >, >=, in) after {field!r}")
     value = _value(*tokens[2], text)
@@ -96,7 +103,7 @@ def parse_clause(text):
         raise UserError(f"filter {text!r}: expected one value after {op!r} (use `in (...)` for several)")
     if op in ORDER_OPERATORS and (isinstance(value, bool) or not isinstance(value, (int, float))):
         raise UserError(f"filter {text!r}: {op} compares numbers, got {value!r}")
-    return Clause(field, op, (value,), text)
+    return Clause(field, op, (value,), text, (_written(*tokens[2]),))
 
 
 class Filter:

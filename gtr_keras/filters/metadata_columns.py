@@ -149,9 +149,7 @@ class MetadataColumns:
         self.check(filter)
         for clause in filter.clauses:
             column = self.columns[clause.field]
-            values = clause.values
-            if column.kind in ("string", "list"):
-                values = tuple(v if isinstance(v, str) else _number_text(v) for v in values)
+            values = clause.written if column.kind in ("string", "list") else clause.values
             mask &= column.matches(clause.op, values)
         if filter.ids is not None:
             if self._positions is None:
@@ -160,8 +158,3 @@ class MetadataColumns:
             listed[[self._positions[i] for i in filter.ids if i in self._positions]] = True
             mask &= listed
         return mask
-
-
-def _number_text(value):
-    """A bare number compared with strings: as written (`2019`, not `2019.0`)."""
-    return repr(value) if isinstance(value, float) else str(value)

@@ -9,6 +9,9 @@ compares a number with a string fails the request (`InvalidArgumentError` naming
 import tensorflow as tf
 
 _CLAUSE = r"^\s*(`[^`]+`|[A-Za-z_][A-Za-z0-9_.\-]*)\s*(<=|>=|!=|=|<|>|[iI][nN])\s*(.+?)\s*$"
+_VALUE = r"""'(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*"|[^\s()=<>!,'"`]+"""  # `expressions`' quoted and word tokens
+_LIST = rf"\(\s*(?:{_VALUE})(?:\s*,\s*(?:{_VALUE}))*\s*\)"
+_NUMBER = r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?"
 _COMPARE = {"<": tf.less, "<=": tf.less_equal, ">": tf.greater, ">=": tf.greater_equal}
 
 
@@ -18,6 +21,15 @@ def _unquote(values):
     length = tf.strings.length(values)
     inner = tf.strings.substr(values, tf.minimum(length, 1), tf.maximum(length - 2, 0))
     return tf.where(quoted, tf.strings.regex_replace(inner, r"\\(.)", r"\1"), values)
+
+
+def _list_values(listed):
+    """The values of a well-formed `(A, B, ...)` as written, split at the commas between values (not those
+    inside quotes): `%` is escaped as `%p` so that `%s` marks the splits."""
+    escaped = tf.strings.regex_replace(tf.strings.regex_replace(listed, "%", "%p"), r"^\(|\)$", "")
+    joined = tf.strings.regex_replace(escaped, rf"\s*({_VALUE})\s*,?", r"\1%s")
+    values = tf.strings.split(joined, "%s")[:-1]
+    return tf.strings.regex_replace(values, "%p", "%")
 
 
 def _fail(message, detail):
@@ -81,22 +93,12 @@ class FilterGraph(tf.Module):
         op = tf.strings.lower(tf.strings.regex_replace(clause, _CLAUSE, r"\2"))
         rest = tf.strings.regex_replace(clause, _CLAUSE, r"\3")
         is_in = tf.equal(op, "in")
-        listed = tf.strings.regex_full_match(rest, r"\(.*\)")
-        check = tf.debugging.Assert(tf.logical_or(~is_in, listed), ["filter: expected `in (A, B, ...)`:", clause])
+        shaped = tf.where(is_in, tf.strings.regex_full_match(rest, _LIST), tf.strings.regex_full_match(rest, _VALUE))
+        check = tf.debugging.Assert(shaped, ["filter: cannot parse (expected one value, or `in (A, B, ...)`):", clause])
         with tf.control_dependencies([check]):
-            values = tf.cond(
-                is_in,
-                lambda: tf.strings.split(
-                    tf.strings.substr(
-                        rest, tf.minimum(tf.strings.length(rest), 1), tf.maximum(tf.strings.length(rest) - 2, 0)
-                    ),
-                    ",",
-                ),
-                lambda: tf.reshape(rest, [1]),
-            )
-        values = _unquote(values)
+            written = tf.cond(is_in, lambda: _list_values(rest), lambda: tf.reshape(rest, [1]))
         branches = [
-            (tf.equal(field, name), lambda name=name: self._match(name, op, values, clause)) for name in self._fields
+            (tf.equal(field, name), lambda name=name: self._match(name, op, written, clause)) for name in self._fields
         ]
 
         def unknown():
@@ -105,9 +107,22 @@ class FilterGraph(tf.Module):
 
         return tf.case(branches, default=unknown, exclusive=False) if branches else unknown()
 
-    def _match(self, name, op, values, clause):
+    def _match(self, name, op, written, clause):
         kind, stored = self._fields[name]
         present = stored["present"]
+        values = _unquote(written)
+        bare = {
+            "number": tf.strings.regex_full_match(written, _NUMBER),
+            "boolean": (written == "true") | (written == "false"),
+        }
+        if kind in bare:
+            valid = tf.reduce_all(bare[kind])
+        else:
+            valid = ~tf.reduce_any((written == "true") | (written == "false"))
+        holds = "lists of strings" if kind == "list" else f"{kind}s"
+        check = tf.debugging.Assert(valid, [f"filter: a value of another type, {name!r} holds {holds}:", clause])
+        with tf.control_dependencies([check]):
+            values = tf.identity(values)
         if kind == "number":
             numbers = tf.strings.to_number(values, tf.float64)
             column = stored["codes"]
@@ -121,9 +136,7 @@ class FilterGraph(tf.Module):
         check = tf.debugging.Assert(~ordered, [f"filter: < <= > >= compare numbers, {name!r} is a {kind}:", clause])
         with tf.control_dependencies([check]):
             if kind == "boolean":
-                valid = tf.reduce_all((values == "true") | (values == "false"))
-                with tf.control_dependencies([tf.debugging.Assert(valid, [f"filter: {name!r} is a boolean:", clause])]):
-                    wanted = tf.cast(tf.equal(values, "true"), tf.int8)
+                wanted = tf.cast(tf.equal(values, "true"), tf.int8)
                 equal = tf.reduce_any(stored["codes"][:, None] == wanted[None, :], axis=1)
             else:
                 wanted = stored["vocabulary"].lookup(values)

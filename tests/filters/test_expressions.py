@@ -22,7 +22,12 @@ from gtr_keras.filters.expressions import Clause, Filter, parse_clause
     ],
 )
 def test_clauses_parse(text, clause):
-    assert parse_clause(text) == Clause(*clause, text)
+    parsed = parse_clause(text)
+    assert parsed == Clause(*clause, text, parsed.written)
+
+
+def test_a_clause_keeps_its_values_as_written():
+    assert parse_clause("code in (007, 1e3, 'x, y', 2019.50)").written == ("007", "1e3", "x, y", "2019.50")
 
 
 @pytest.mark.parametrize(

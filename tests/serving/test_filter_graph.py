@@ -53,3 +53,50 @@ def test_a_bad_clause_fails_naming_it(columns_and_mask, clause, message):
     _, mask = columns_and_mask
     with pytest.raises(tf.errors.InvalidArgumentError, match=message):
         mask(tf.constant([clause]))
+
+
+EDGE_METADATA = [
+    {"code": "007", "tag": "a,b", "year": 2019, "open": True},
+    {"code": "7", "tag": "a", "year": 2020, "open": False},
+    {"code": "1e3", "tag": "b", "year": 1000},
+    {"code": "1000.0", "tag": "c"},
+    {"code": "2019.50", "tag": '"a'},
+    {"code": "2019.5", "tag": "true"},
+]
+EDGE_CLAUSES = [
+    'tag in ("a,b", c)',
+    "tag in ('a,b')",
+    "tag in (a, 'b,c')",
+    """tag = '"a'""",
+    "tag = 'true'",
+    "code = 007",
+    "code = 1e3",
+    "code in (2019.50, 7)",
+    "code != 2019.5",
+    "year = 1e3",
+    "year in (2019, 2020.0)",
+    'year = "2019"',
+    "year in (2019, '2020')",
+    "year = inf",
+    "open = 'true'",
+    "tag = true",
+    "tag = a b",
+    "tag in (a b)",
+    "tag in (a,,b)",
+    "tag in ()",
+]
+
+
+@pytest.mark.parametrize("clause", EDGE_CLAUSES)
+def test_the_graph_and_metadata_columns_agree_on_quotes_commas_and_number_tokens(clause):
+    from gtr_keras.errors import UserError
+
+    columns = MetadataColumns([f"d{i}" for i in range(len(EDGE_METADATA))], EDGE_METADATA)
+    mask = tf.function(FilterGraph(columns).mask, input_signature=[tf.TensorSpec([None], tf.string)])
+    try:
+        expected = columns.allowed(Filter(clause)).tolist()
+    except UserError:
+        with pytest.raises(tf.errors.InvalidArgumentError):
+            mask(tf.constant([clause]))
+        return
+    assert mask(tf.constant([clause])).numpy().tolist() == expected
