@@ -165,23 +165,19 @@ def _build_index(args):
 
 @locks_output("args.index")  # before the corpus and the model load: a second run is refused at once
 def update(args):
-    """`update INDEX`: the shards and the corpus read here, the rest of the checks (the index's model, the ids
-    to delete) in `update_index`, all before the model loads."""
+    """`update INDEX`: the shards opened here, the corpus read and the rest of the checks (the index's model,
+    the ids to delete, the metadata types) in `update_index`, all before the model loads."""
     from gtr_keras.retrieval.index_updates import update_index
 
-    shards = corpus = None
+    shards = None
     if args.embeddings:
         from gtr_keras.index.embedding_files import EmbeddingFiles
 
         shards = EmbeddingFiles.open(args.embeddings)
-    if args.corpus:
-        from gtr_keras.beir.readers import load_corpus
-
-        corpus = load_corpus(args.corpus)
     manifest = update_index(
         args.index,
         embeddings=shards,
-        corpus=corpus,
+        corpus=args.corpus,
         encoder=(lambda: _encoder(args)) if args.model else None,
         model_dir=args.model,
         delete=args.delete,

@@ -63,7 +63,7 @@ _BLOCK_ROWS = 65_536
 
 class IndexState:
     """The generation an update starts from: its manifest, deletion masks and the live ids' places, read
-    once (`read_state`) and handed to each step of one update.
+    once (`read_state`) and handed to each step of one update (`live_ids`: each segment's live ids).
     """
 
     def __init__(self, directory):
@@ -77,7 +77,7 @@ class IndexState:
             arrays.append(ids[live])
             segments.append(np.full(len(live), number))
             rows.append(live)
-        self.ids = Ids(np.concatenate(arrays))
+        self.ids, self.live_ids = Ids(np.concatenate(arrays)), arrays
         order = np.argsort(self.ids.array, kind="stable")
         self._sorted = self.ids.array[order]
         self._segment_of, self._row_of = np.concatenate(segments)[order], np.concatenate(rows)[order]

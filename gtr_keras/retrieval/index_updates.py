@@ -16,20 +16,21 @@ which bring no texts, removes the side (with a `DataWarning`).
 import os
 import warnings
 
-from gtr_keras.beir.readers import load_corpus
+import numpy as np
+
+from gtr_keras.beir.readers import load_corpus, metadata_type
 from gtr_keras.errors import DataError, DataWarning, MismatchError, UserError
-from gtr_keras.filters.metadata_columns import MetadataColumns
 from gtr_keras.index.embedding_files import EmbeddingFiles
 from gtr_keras.index.layout import BM25_SUBDIR, INDEX_SUBDIR, check_ids, read_model_record
 from gtr_keras.index.search_index import ArrayRows, SearchIndex
 from gtr_keras.index.segment_writer import missing_ids, read_state, request_sha256, update_search_index
-from gtr_keras.index.segments import BASE, documents_path, read_manifest
+from gtr_keras.index.segments import documents_path, live_corpus
 from gtr_keras.lexical.bm25_side import bm25_side_ids, has_bm25_side, rebuild_bm25_side
 from gtr_keras.retrieval.retriever import MODEL_FIELDS, embeddings_metadata, model_change
 from gtr_keras.utils import files
 from gtr_keras.utils.locks import locks_output
 from gtr_keras.utils.records import describe_change
-from gtr_keras.utils.text_files import check_id_text, iter_lines
+from gtr_keras.utils.text_files import check_id_text, id_field, iter_jsonl, iter_lines
 
 REMEDY = "update it with the model it was built with, or rebuild the index"
 
@@ -97,7 +98,8 @@ def update_index(
     Args:
         index_dir: an index directory of `gtr-keras index` (or `build_index`).
         embeddings: a glob of precomputed shards, or an opened `EmbeddingFiles`, or None.
-        corpus: a `Corpus` to encode with `encoder` instead, or None.
+        corpus: a `Corpus`, or a corpus file (which errors then name with its line), to encode with
+            `encoder` instead, or None.
         encoder: the `Encoder` of the index's model, or a function that makes it (called once the inputs
             are checked): required with `corpus`; with `embeddings`, declares or checks their model.
         model_dir: the encoder's model directory, for messages.
@@ -120,6 +122,9 @@ def update_index(
     >>> update_index("indexes/msmarco", embeddings="new/*.npy", delete="withdrawn.txt")["generation"]
     1
     """
+    corpus_path = None
+    if isinstance(corpus, (str, os.PathLike)):
+        corpus_path, corpus = os.fspath(corpus), load_corpus(corpus)
     if embeddings is not None and corpus is not None:
         raise UserError("update an index from embeddings or from a corpus, not both")
     if corpus is not None and encoder is None:
@@ -139,7 +144,7 @@ def update_index(
     if not missing_ok:
         _check_deletions(index_dir, state, delete_ids, where)
     if corpus is not None:
-        check_metadata_types(search_index, corpus)
+        check_metadata_types(state, corpus, delete_ids, corpus_path)
     encoder = encoder() if callable(encoder) and not hasattr(encoder, "encode_documents") else encoder
     if source is not None:
         metadata = embeddings_metadata(source, encoder, model_dir)
@@ -179,25 +184,39 @@ def update_index(
     return manifest
 
 
-def check_metadata_types(search_index, corpus):
-    """Raises `DataError` naming a document of `corpus` and a metadata field whose type is not the one the
-    documents of the index (every segment's, in `search_index`) give it: one type a field (docs/filters.md).
+def check_metadata_types(state, corpus, removed=(), path=None):
+    """Raises `DataError` naming a document of `corpus` (by its line of `path`, where given) and a metadata
+    field whose type is not the one the index's documents that stay give it: one type a field
+    (docs/filters.md). The documents that stay are the live ones of `state` (`read_state`) that `corpus`
+    does not replace and `removed` (ids) does not delete.
 
     Example:
-    >>> check_metadata_types("indexes/papers/index", load_corpus("new.jsonl"))
+    >>> check_metadata_types(read_state("indexes/papers/index"), load_corpus("new.jsonl"), path="new.jsonl")
     """
     if corpus.metadata is None:
         return
-    manifest = read_manifest(search_index)
-    names = [segment["name"] for segment in manifest["segments"]] if manifest else [BASE]
-    stored = [documents_path(search_index, name) for name in names]
-    ids, metadata = [], []
-    for path in stored:
-        if path is not None and files.exists(path):
-            documents = load_corpus(path)
-            ids += documents.ids
-            metadata += documents.metadata or [{}] * len(documents)
-    MetadataColumns(ids + list(corpus.ids), metadata + list(corpus.metadata))
+    gone = np.array([i.encode("utf-8") for i in [*corpus.ids, *removed]], dtype="S")
+    kept = live_corpus(
+        [
+            (documents_path(state.directory, s["name"]), ids[~np.isin(ids, gone)])
+            for s, ids in zip(state.segments, state.live_ids)
+        ]
+    )
+    stored = {}
+    for doc_id, fields in zip(kept.ids, kept.metadata or []) if kept else ():
+        for field, value in fields.items():
+            stored.setdefault(field, (metadata_type(value), doc_id))
+    for doc_id, fields in zip(corpus.ids, corpus.metadata):
+        for field, value in fields.items():
+            kind, (other, first) = metadata_type(value), stored.get(field, (None, None))
+            if other is not None and kind != other:
+                line = next((n for n, record in iter_jsonl(path) if id_field(path, n, record) == doc_id), 0)
+                where = f"{path}:{line}: " if path is not None else ""
+                raise DataError(
+                    f"{where}document {doc_id!r} field `metadata.{field}` is a {kind}, but the index's document "
+                    f"{first!r} has a {other}: a field holds one type (fix its value in {path or 'the corpus'}, or "
+                    f"replace or delete every document of the index that has the field in the same update)"
+                )
 
 
 def _repair_bm25_side(index_dir, search_index, state):

@@ -173,10 +173,23 @@ def test_an_update_whose_metadata_type_differs_from_the_index_is_refused(indexed
     capsys.readouterr()
     assert _update(index, tiny_model_dir, tmp_path / "new.jsonl") == 2
     err = capsys.readouterr().err
+    assert err.count("\n") == 1 and (
+        f"{tmp_path / 'new.jsonl'}:1: document 'new' field `metadata.year` is a string, but the index's document "
+        f"'d0' has a number: a field holds one type (fix its value in {tmp_path / 'new.jsonl'}" in err
+    ), err
+
+
+def test_an_update_may_retype_a_field_of_every_document_it_replaces_or_deletes(tmp_path, tiny_model_dir, capsys):
+    documents = [{"_id": f"d{i}", "text": f"wing lift {i}", "metadata": {"year": 2000 + i}} for i in range(3)]
+    corpus = _write(tmp_path / "corpus.jsonl", documents)
+    assert main(["index", "--model", tiny_model_dir, "--corpus", str(corpus), "--out", str(tmp_path / "idx")]) == 0
+    _write(tmp_path / "new.jsonl", [dict(d, metadata={"year": f"y{i}"}) for i, d in enumerate(documents[:2])])
+    (tmp_path / "gone.txt").write_text("d2\n")
     assert (
-        err.count("\n") == 1
-        and "document 'new' field `metadata.year` is a string, but document 'd0' has a number" in err
+        _update(tmp_path / "idx", tiny_model_dir, tmp_path / "new.jsonl", "--delete", str(tmp_path / "gone.txt")) == 0
     )
+    hits = _search(capsys, tmp_path / "idx", tiny_model_dir, "--filter", "year in (y0, y1)")
+    assert sorted(i for i, _ in hits) == ["d0", "d1"]
 
 
 def test_shards_searched_as_one_filter_their_union(indexed, tmp_path, tiny_model_dir, tiny_encoder, capsys):
