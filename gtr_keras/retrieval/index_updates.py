@@ -164,6 +164,8 @@ def update_index(
             )
         vectors = encoder.encode_documents(corpus.joined(), batch_size, progress)
         source = ArrayRows(corpus.ids, vectors)
+    if embeddings is not None:
+        _warn_of_lost_metadata(index_dir, state, source.ids)
     documents_change = source is not None or bool(state.find(delete_ids)[0].any())
     manifest = update_search_index(search_index, source, delete_ids, where, missing_ok, compact, corpus, state, request)
     if bm25 and embeddings is not None:
@@ -217,6 +219,27 @@ def check_metadata_types(state, corpus, removed=(), path=None):
                     f"{first!r} has a {other}: a field holds one type (fix its value in {path or 'the corpus'}, or "
                     f"replace or delete every document of the index that has the field in the same update)"
                 )
+
+
+def _warn_of_lost_metadata(index_dir, state, ids):
+    """Warns (`DataWarning`) when documents of the index that `ids`' embeddings replace have metadata:
+    embeddings bring none, so filters no longer match them."""
+    new = np.array([i.encode("utf-8") for i in ids], dtype="S")
+    replaced = live_corpus(
+        [
+            (documents_path(state.directory, s["name"]), live[np.isin(live, new)])
+            for s, live in zip(state.segments, state.live_ids)
+        ]
+    )
+    count = sum(map(bool, replaced.metadata or [])) if replaced else 0
+    if count:
+        lose = "document loses its" if count == 1 else "documents lose their"
+        warnings.warn(
+            f"{index_dir}: {count} replaced {lose} metadata: embeddings bring none (search --filter no longer "
+            "matches them; update them from --corpus to keep it)",
+            DataWarning,
+            stacklevel=3,
+        )
 
 
 def _repair_bm25_side(index_dir, search_index, state):

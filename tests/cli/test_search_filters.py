@@ -200,3 +200,17 @@ def test_shards_searched_as_one_filter_their_union(indexed, tmp_path, tiny_model
     hits = _search(capsys, index, tiny_model_dir, "--index", str(tmp_path / "more"), "--filter", "lang = de")
     expected = _top(_gtr_truth(tiny_encoder, documents + more, lambda m: m["lang"] == "de"))
     assert [i for i, _ in hits] == [i for i, _ in expected]
+
+
+def test_an_update_from_embeddings_warns_that_replaced_documents_lose_their_metadata(tmp_path, tiny_encoder):
+    from gtr_keras.beir.readers import load_corpus
+    from gtr_keras.errors import DataWarning
+    from gtr_keras.retrieval.index_updates import update_index
+    from gtr_keras.retrieval.retriever import build_index
+
+    corpus = load_corpus(_write(tmp_path / "corpus.jsonl", _documents(6)))
+    build_index(tiny_encoder, corpus, tmp_path / "idx")
+    np.save(tmp_path / "e.npy", tiny_encoder.encode_documents(["new one", "new two"]))
+    (tmp_path / "e.ids.txt").write_text("d1\nnew\n")
+    with pytest.warns(DataWarning, match="1 replaced document loses its metadata"):
+        update_index(tmp_path / "idx", embeddings=str(tmp_path / "e.npy"), encoder=tiny_encoder)
