@@ -95,8 +95,6 @@ def check_index_sources(args, parser):
         parser.error("argument --runner: encodes a corpus; --embeddings are encoded already")
     if args.bm25_corpus is not None and args.embeddings is None:
         parser.error("argument --bm25-corpus: only with --embeddings (--corpus is indexed with BM25 itself)")
-    if args.bm25_corpus is not None and not args.bm25:
-        parser.error("argument --bm25-corpus: gives the texts of a BM25 side, which --no-bm25 turns off")
 
 
 def check_update_sources(args, parser, prefix=""):

@@ -130,7 +130,7 @@ def _build_index(args):
 
             corpus = corpus_in_index_order(load_corpus(args.bm25_corpus), args.bm25_corpus, shards.ids)
         num_rows, kind = index_embeddings(
-            shards, args.out, args.model and _encoder(args), args.model, kind, corpus, params
+            shards, args.out, args.model and _encoder(args), args.model, kind, corpus, params, args.bm25
         )
     elif args.runner:
         num_rows, kind = _index_with_beam(args, kind, params)

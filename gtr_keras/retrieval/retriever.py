@@ -165,7 +165,7 @@ def build_index(
 
 
 @locks_output("index_dir")
-def index_embeddings(source, index_dir, encoder=None, model_dir=None, kind="auto", corpus=None, params=None):
+def index_embeddings(source, index_dir, encoder=None, model_dir=None, kind="auto", corpus=None, params=None, bm25=True):
     """Writes an index directory from precomputed embedding shards, a chunk at a time.
 
     The model is the one `gtr-keras encode` recorded beside the shards
@@ -184,6 +184,7 @@ def index_embeddings(source, index_dir, encoder=None, model_dir=None, kind="auto
             (`bm25_side.corpus_in_index_order`), or None: stored as an index of
             `build_index` stores its documents, with a BM25 side.
         params: the index's `params`, as `write_search_index` takes them.
+        bm25: with a `corpus`, also write its BM25 side (False: its documents and metadata only).
 
     Returns:
         `(number of embeddings, kind)`.
@@ -201,7 +202,7 @@ def index_embeddings(source, index_dir, encoder=None, model_dir=None, kind="auto
     """
     shards = source if isinstance(source, EmbeddingFiles) else EmbeddingFiles.open(source)
     return shards.num_rows, write_index(
-        index_dir, shards, corpus, embeddings_metadata(shards, encoder, model_dir), kind, params=params
+        index_dir, shards, corpus, embeddings_metadata(shards, encoder, model_dir), kind, bm25, params
     )
 
 

@@ -478,7 +478,6 @@ def test_a_bad_shard_is_exit_2_naming_it_before_the_model_loads(tmp_path, tiny_m
         (["--corpus", "c.jsonl"], "argument --model: required with --corpus"),
         (["--embeddings", "e.npy", "--runner", "DirectRunner"], "argument --runner: encodes a corpus"),
         (["--corpus", "c.jsonl", "--model", "m", "--bm25-corpus", "c.jsonl"], "argument --bm25-corpus: only with"),
-        (["--embeddings", "e.npy", "--bm25-corpus", "c.jsonl", "--no-bm25"], "which --no-bm25 turns off"),
     ],
 )
 def test_index_takes_a_corpus_or_embeddings(tmp_path, monkeypatch, capsys, flags, message):

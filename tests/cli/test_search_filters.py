@@ -167,6 +167,20 @@ def test_metadata_of_embeddings_and_of_updates_follows_the_documents(tmp_path, t
     assert ids("lang = de") == ["d1", "d10"] and ids("year >= 2030") == ["d4"]
 
 
+def test_embeddings_with_their_metadata_corpus_and_no_bm25_store_the_metadata_only(tmp_path, tiny_model_dir, capsys):
+    from gtr_keras.lexical.bm25_side import has_bm25_side
+
+    corpus = _write(tmp_path / "corpus.jsonl", _documents(12))
+    embeddings = tmp_path / "emb.npy"
+    assert main(["encode", "--model", tiny_model_dir, "--input", str(corpus), "--output", str(embeddings)]) == 0
+    index = tmp_path / "idx"
+    argv = ["index", "--embeddings", str(embeddings), "--metadata-corpus", str(corpus), "--no-bm25", "--out"]
+    assert main([*argv, str(index)]) == 0
+    assert not has_bm25_side(index) and "no BM25 side" in capsys.readouterr().out
+    hits = _search(capsys, index, tiny_model_dir, "-k", "20", "--filter", "lang = de")
+    assert sorted(i for i, _ in hits) == ["d1", "d10", "d4", "d7"]
+
+
 def test_an_update_whose_metadata_type_differs_from_the_index_is_refused(indexed, tmp_path, tiny_model_dir, capsys):
     index, documents = indexed
     _write(tmp_path / "new.jsonl", [dict(documents[0], _id="new", metadata={"year": "recent"})])
