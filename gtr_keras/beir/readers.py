@@ -96,48 +96,53 @@ def metadata_type(value):
     return None
 
 
-class _MetadataTypes:
-    """The type of each metadata field, from the first document that has it; a document whose value is of
-    another type is a `DataError` naming it, its line and the field."""
+def record_metadata(path, line_no, doc_id, record, first):
+    """The `metadata` of one corpus record (`{}` for none, null values dropped), checked: an object of strings,
+    numbers, booleans and lists of strings, each field of the type the first document that has it gives it.
 
-    def __init__(self, path):
-        self.path, self.first = path, {}
+    Args:
+        path, line_no, doc_id: where the record is, for messages.
+        record: the parsed line.
+        first: `{field: (type, id, path, line)}` of the documents read before, filled as fields are seen.
 
-    def check(self, line_no, doc_id, record):
-        metadata = record.get("metadata")
-        if metadata is None:
-            return {}
-        if not isinstance(metadata, dict):
-            raise DataError(f"{self.path}:{line_no}: field `metadata` must be an object, got {type(metadata).__name__}")
-        for field, value in metadata.items():
-            kind = metadata_type(value)
-            if kind is None and value is not None:
-                raise DataError(
-                    f"{self.path}:{line_no}: document {doc_id!r} field `metadata.{field}` must be a string, "
-                    f"number, boolean or list of strings, got {json.dumps(value)[:40]}"
-                )
-            first = self.first.setdefault(field, (kind, doc_id, line_no)) if kind else None
-            if first and first[0] != kind:
-                raise DataError(
-                    f"{self.path}:{line_no}: document {doc_id!r} field `metadata.{field}` is a {kind}, but "
-                    f"document {first[1]!r} (line {first[2]}) has a {first[0]}: a field holds one type"
-                )
-        return {field: value for field, value in metadata.items() if value is not None}
+    Raises:
+        DataError: a malformed `metadata` or a field of another type, naming the file, line, document and field.
+    """
+    metadata = record.get("metadata")
+    if metadata is None:
+        return {}
+    if not isinstance(metadata, dict):
+        raise DataError(f"{path}:{line_no}: field `metadata` must be an object, got {type(metadata).__name__}")
+    for field, value in metadata.items():
+        kind = metadata_type(value)
+        if kind is None and value is not None:
+            raise DataError(
+                f"{path}:{line_no}: document {doc_id!r} field `metadata.{field}` must be a string, "
+                f"number, boolean or list of strings, got {json.dumps(value)[:40]}"
+            )
+        seen = first.setdefault(field, (kind, doc_id, path, line_no)) if kind else None
+        if seen and seen[0] != kind:
+            place = f"line {seen[3]}" if seen[2] == path else f"{seen[2]}:{seen[3]}"
+            raise DataError(
+                f"{path}:{line_no}: document {doc_id!r} field `metadata.{field}` is a {kind}, but "
+                f"document {seen[1]!r} ({place}) has a {seen[0]}: a field holds one type"
+            )
+    return {field: value for field, value in metadata.items() if value is not None}
 
 
 def _read_records(path, with_metadata=False):
     """Reads `_id`, `title`, `text` (and, `with_metadata`, `metadata`) of every record, checking ids are unique."""
     ids, titles, texts, metadata, line_numbers = [], [], [], [], []
-    types = _MetadataTypes(path)
+    first = {}
     for line_no, record in iter_jsonl(path):
         ids.append(id_field(path, line_no, record))
         titles.append(str_field(path, line_no, record, "title", required=False))
         texts.append(str_field(path, line_no, record, "text", required=True))
         if with_metadata:
-            metadata.append(types.check(line_no, ids[-1], record))
+            metadata.append(record_metadata(path, line_no, ids[-1], record, first))
         line_numbers.append(line_no)
     _check_unique(path, ids, line_numbers)
-    return Corpus(ids=ids, titles=titles, texts=texts, metadata=metadata if types.first else None)
+    return Corpus(ids=ids, titles=titles, texts=texts, metadata=metadata if first else None)
 
 
 CORPUS_FILES = ("corpus.jsonl", "corpus.jsonl.gz")

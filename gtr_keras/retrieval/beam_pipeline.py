@@ -47,7 +47,7 @@ from apache_beam.ml.inference.base import (
 from apache_beam.options.pipeline_options import PipelineOptions
 
 from gtr_keras import saving
-from gtr_keras.beir.readers import CORPUS_FILES, Corpus, in_collection
+from gtr_keras.beir.readers import CORPUS_FILES, Corpus, in_collection, record_metadata
 from gtr_keras.errors import CheckpointError, DataError, MismatchError, UserError
 from gtr_keras.models.model_files.fingerprint import fingerprint
 from gtr_keras.utils import files
@@ -122,22 +122,26 @@ def read_documents(file_number, path):
         path: the file (local or any `tf.io.gfile` path).
 
     Yields:
-        `((id, file_number, line_no, title, text), "title text")`, the text
-        joined like `Corpus.joined()`.
+        `((id, file_number, line_no, title, text, metadata), "title text")`, the
+        text joined like `Corpus.joined()`, `metadata` the record's (checked as
+        `load_corpus` checks it) as JSON, or `""` for none.
 
     Raises:
-        DataError: an unreadable file, malformed JSON, or a missing or
-            mistyped `_id`, `title` or `text`.
+        DataError: an unreadable file, malformed JSON, a missing or
+            mistyped `_id`, `title` or `text`, or a malformed `metadata`.
 
     Example:
     >>> next(read_documents(0, "corpus.jsonl"))  # doctest: +SKIP
-    (('d1', 0, 1, 'A title', 'Body.'), 'A title Body.')
+    (('d1', 0, 1, 'A title', 'Body.', ''), 'A title Body.')
     """
+    first = {}
     for line_no, record in iter_jsonl(path):
         doc_id = id_field(path, line_no, record)
         title = str_field(path, line_no, record, "title", required=False)
         text = str_field(path, line_no, record, "text", required=True)
-        yield (doc_id, file_number, line_no, title, text), Corpus([doc_id], [title], [text]).joined()[0]
+        metadata = record_metadata(path, line_no, doc_id, record, first)
+        key = (doc_id, file_number, line_no, title, text, json.dumps(metadata, ensure_ascii=False) if metadata else "")
+        yield key, Corpus([doc_id], [title], [text]).joined()[0]
 
 
 @contextlib.contextmanager
@@ -219,7 +223,8 @@ class _NpzFile:
     Rows are written in corpus order. The file holds `ids` (str), `files`
     (int32 file numbers), `lines` (int64 line numbers), float32 `embeddings`
     `[n, D]`, and `documents`: the rows' `{"_id", "title", "text"}` records
-    as gzipped JSON Lines, stored as a uint8 array.
+    (and `metadata` where a row has any) as gzipped JSON Lines, stored as a
+    uint8 array.
     """
 
     def __init__(self, file_handle):
@@ -231,8 +236,12 @@ class _NpzFile:
         keys = [key for key, _ in self.rows]
         embeddings = np.stack([e for _, e in self.rows]) if self.rows else np.zeros((0, 0), np.float32)
         documents = "".join(
-            json.dumps({"_id": doc_id, "title": title, "text": text}, ensure_ascii=False) + "\n"
-            for doc_id, _, _, title, text in keys
+            json.dumps(
+                {"_id": doc_id, "title": title, "text": text, **({"metadata": json.loads(fields)} if fields else {})},
+                ensure_ascii=False,
+            )
+            + "\n"
+            for doc_id, _, _, title, text, fields in keys
         )
         self.rows = []  # the stacked embeddings and the documents string hold the rows now
         buffer = io.BytesIO()
@@ -383,12 +392,13 @@ def _read_manifest(shard_dir):
 
 
 def _load_shards(shard_dir, with_documents):
-    """Ids, embeddings, and (with documents) titles and texts of every shard, in corpus order."""
+    """Ids, embeddings, and (with documents) titles, texts and metadata (None for none) of every shard, in
+    corpus order, each metadata field checked to hold one type across the corpus files."""
     manifest = _read_manifest(shard_dir)
     paths = manifest["files"]
     numbered, total = _shard_paths(shard_dir)
     arrays = {name: [] for name in ("ids", "files", "lines", "embeddings")}
-    titles, texts = [], []
+    titles, texts, metadata = [], [], []
     for number in range(total):
         with FileSystems.open(numbered[number], compression_type=CompressionTypes.UNCOMPRESSED) as f:
             with np.load(io.BytesIO(f.read()), allow_pickle=False) as shard:
@@ -406,6 +416,7 @@ def _load_shards(shard_dir, with_documents):
                         record = json.loads(line)
                         titles.append(record["title"])
                         texts.append(record["text"])
+                        metadata.append(record.get("metadata", {}))
     if not arrays["ids"]:
         raise DataError(f"{manifest['corpus']}: no documents")
     dims = {e.shape[1] for e in arrays["embeddings"]}
@@ -427,10 +438,14 @@ def _load_shards(shard_dir, with_documents):
     _check_unique_ids(manifest["corpus"], ids, [paths[n] for n in file_numbers], lines)
     embeddings = np.concatenate(arrays.pop("embeddings"))
     embeddings = embeddings[order].astype(np.float32, copy=False)
-    if with_documents:
-        titles = [titles[i] for i in order]
-        texts = [texts[i] for i in order]
-    return ids.tolist(), embeddings, titles, texts
+    if not with_documents:
+        return ids.tolist(), embeddings, titles, texts, None
+    titles, texts = [titles[i] for i in order], [texts[i] for i in order]
+    metadata, first = [metadata[i] for i in order], {}
+    for doc_id, fields, number, line in zip(ids.tolist(), metadata, file_numbers, lines):
+        if fields:
+            record_metadata(paths[number], int(line), doc_id, {"metadata": fields}, first)
+    return ids.tolist(), embeddings, titles, texts, metadata if first else None
 
 
 def _check_unique_ids(corpus_path, ids, paths, lines):
@@ -477,8 +492,8 @@ def corpus_from_shards(shard_dir):
     >>> corpus, embeddings = corpus_from_shards("work/beam")  # doctest: +SKIP
     >>> write_index("indexes/big", SearchIndex(corpus.ids, embeddings), corpus, metadata)  # doctest: +SKIP
     """
-    ids, embeddings, titles, texts = _load_shards(shard_dir, with_documents=True)
-    return Corpus(ids=ids, titles=titles, texts=texts), embeddings
+    ids, embeddings, titles, texts, metadata = _load_shards(shard_dir, with_documents=True)
+    return Corpus(ids=ids, titles=titles, texts=texts, metadata=metadata), embeddings
 
 
 def index_from_shards(shard_dir):
@@ -492,5 +507,5 @@ def index_from_shards(shard_dir):
     >>> ids, embeddings = index_from_shards("work/beam")  # doctest: +SKIP
     >>> index = SearchIndex(ids, embeddings)  # doctest: +SKIP
     """
-    ids, embeddings, _, _ = _load_shards(shard_dir, with_documents=False)
+    ids, embeddings, _, _, _ = _load_shards(shard_dir, with_documents=False)
     return ids, embeddings

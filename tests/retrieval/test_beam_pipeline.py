@@ -304,8 +304,38 @@ def test_read_documents_parses_like_load_corpus(tmp_path):
         b'\xef\xbb\xbf{"_id": 3, "title": "A title", "text": "  Body. "}\n\n{"_id": "d2", "title": null, "text": ""}\n'
     )
     assert list(read_documents(4, str(path))) == [
-        (("3", 4, 1, "A title", "  Body. "), "A title   Body."),  # as Corpus.joined()
-        (("d2", 4, 3, "", ""), ""),
+        (("3", 4, 1, "A title", "  Body. ", ""), "A title   Body."),  # as Corpus.joined()
+        (("d2", 4, 3, "", "", ""), ""),
+    ]
+
+
+def test_read_documents_carries_the_metadata_checked_as_load_corpus_checks_it(tmp_path):
+    path = tmp_path / "corpus.jsonl"
+    path.write_text('{"_id": "a", "text": "x", "metadata": {"year": 2019, "lang": null}}\n{"_id": "b", "text": "y"}\n')
+    assert [key[5] for key, _ in read_documents(0, str(path))] == ['{"year": 2019}', ""]
+    path.write_text('{"_id": "a", "text": "x", "metadata": {"year": 2019}}\n{"_id": "b", "text": "y", "metadata": 3}\n')
+    with pytest.raises(DataError, match=rf"^{re.escape(str(path))}:2: field `metadata` must be an object"):
+        list(read_documents(0, str(path)))
+
+
+def test_a_beam_build_keeps_the_metadata_that_filters_search(tmp_path, tiny_model_dir, capsys):
+    documents = [
+        {"_id": f"d{i}", "text": f"wing lift {i}", "metadata": {"year": 2000 + i, "lang": ["en", "de"][i % 2]}}
+        for i in range(6)
+    ]
+    for number, part in enumerate((documents[:3], documents[3:])):
+        (tmp_path / f"corpus-{number:05d}.jsonl").write_text("".join(json.dumps(d) + "\n" for d in part))
+    pattern, index = str(tmp_path / "corpus-*.jsonl"), str(tmp_path / "index")
+    assert main(beam_index_argv(tiny_model_dir, pattern, index)) == 0
+    capsys.readouterr()
+    argv = ["search", "--index", index, "--model", tiny_model_dir, "--json", "-k", "6", "--filter", "lang = de"]
+    assert main([*argv, "--filter", "year > 2001", "wing"]) == 0
+    assert sorted(hit["id"] for hit in json.loads(capsys.readouterr().out)[0]["hits"]) == ["d3", "d5"]
+    (tmp_path / "corpus-00001.jsonl").write_text('{"_id": "d9", "text": "x", "metadata": {"year": "late"}}\n')
+    assert main(beam_index_argv(tiny_model_dir, pattern, str(tmp_path / "other"))) == 2
+    assert _error_lines(capsys) == [
+        f"gtr-keras index: error: {tmp_path / 'corpus-00001.jsonl'}:1: document 'd9' field `metadata.year` is a "
+        f"string, but document 'd0' ({tmp_path / 'corpus-00000.jsonl'}:1) has a number: a field holds one type"
     ]
 
 
