@@ -76,10 +76,9 @@ def check_index_sources(args, parser):
     if args.update:
         if args.runner:
             parser.error("argument --runner: not with --update (encode the new documents with --model and --corpus)")
-        if args.bm25_corpus is not None or not args.bm25:
-            flag = "--bm25-corpus" if args.bm25_corpus is not None else "--no-bm25"
+        if not args.bm25:
             parser.error(
-                f"argument {flag}: not with --update (an update keeps the index's BM25 side in step, from --corpus)"
+                "argument --no-bm25: not with --update (an update keeps the index's BM25 side in step, from --corpus)"
             )
         if args.exact:
             parser.error("argument --exact: not with --update (an update keeps the index's kind)")
@@ -102,6 +101,8 @@ def check_update_sources(args, parser, prefix=""):
     `--compact`; `--missing-ok` goes with `--delete`."""
     if args.missing_ok and not args.delete:
         parser.error("argument --missing-ok: goes with --delete")
+    if args.bm25_corpus is not None and args.embeddings is None:
+        parser.error("argument --metadata-corpus: only with --embeddings (--corpus brings its own documents)")
     if args.corpus is None and args.embeddings is None:
         if not (args.delete or args.compact):
             parser.error(f"{prefix}needs --embeddings, --corpus (with --model), --delete or --compact")

@@ -178,6 +178,7 @@ def update(args):
         args.index,
         embeddings=shards,
         corpus=args.corpus,
+        documents=args.bm25_corpus,
         encoder=(lambda: _encoder(args)) if args.model else None,
         model_dir=args.model,
         delete=args.delete,

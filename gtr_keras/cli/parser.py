@@ -173,6 +173,16 @@ def add_update_arguments(parser):
         help="precomputed embedding files of the documents to add or replace, e.g. 'emb/part-*.npy' (quote the glob; "
         "default: none)",
     )
+    parser.add_argument(
+        "--metadata-corpus",
+        "--bm25-corpus",
+        dest="bm25_corpus",
+        type=corpus_source,
+        metavar="CORPUS",
+        help="with --embeddings: the BEIR directory or corpus.jsonl[.gz] of the embedded documents (the same ids), "
+        "stored as --corpus stores them (titles, texts, `metadata`; the BM25 side rebuilt) (default: none: the "
+        "documents the embeddings replace lose their texts and metadata)",
+    )
     add_deletion_arguments(parser)
 
 

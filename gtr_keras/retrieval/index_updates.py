@@ -25,7 +25,7 @@ from gtr_keras.index.layout import BM25_SUBDIR, INDEX_SUBDIR, check_ids, read_mo
 from gtr_keras.index.search_index import ArrayRows, SearchIndex
 from gtr_keras.index.segment_writer import missing_ids, read_state, request_sha256, update_search_index
 from gtr_keras.index.segments import documents_path, live_corpus
-from gtr_keras.lexical.bm25_side import bm25_side_ids, has_bm25_side, rebuild_bm25_side
+from gtr_keras.lexical.bm25_side import bm25_side_ids, corpus_in_index_order, has_bm25_side, rebuild_bm25_side
 from gtr_keras.retrieval.retriever import MODEL_FIELDS, embeddings_metadata, model_change
 from gtr_keras.utils import files
 from gtr_keras.utils.locks import locks_output
@@ -81,6 +81,7 @@ def update_index(
     compact="auto",
     batch_size=32,
     progress=None,
+    documents=None,
 ):
     """Adds or replaces documents of an index directory and deletes others, in place.
 
@@ -107,6 +108,9 @@ def update_index(
         missing_ok: skip ids of `delete` that are not in the index.
         compact: `"auto"`, True or False (`segment_writer.update_search_index`).
         batch_size, progress: for encoding `corpus`.
+        documents: with `embeddings`, their documents (titles, texts and metadata, stored as `corpus`'s
+            are): a `Corpus` in the embeddings' order or a corpus file (any order, the same ids); None: the
+            documents the embeddings replace lose theirs (a `DataWarning` when they had metadata).
 
     Returns:
         The manifest of the new generation (`segments`).
@@ -127,6 +131,8 @@ def update_index(
         corpus_path, corpus = os.fspath(corpus), load_corpus(corpus)
     if embeddings is not None and corpus is not None:
         raise UserError("update an index from embeddings or from a corpus, not both")
+    if documents is not None and embeddings is None:
+        raise UserError("documents go with embeddings (a corpus brings its own)")
     if corpus is not None and encoder is None:
         raise UserError("a corpus is encoded by the index's model: pass its encoder")
     recorded = read_model_record(index_dir)
@@ -137,14 +143,19 @@ def update_index(
     source = (
         embeddings if isinstance(embeddings, EmbeddingFiles) or embeddings is None else EmbeddingFiles.open(embeddings)
     )
+    documents_path = None
+    if isinstance(documents, (str, os.PathLike)):
+        documents_path = os.fspath(documents)
+        documents = corpus_in_index_order(load_corpus(documents_path), documents_path, source.ids)
+    stored = corpus if corpus is not None else documents
     asked = source is not None or corpus is not None or bool(delete_ids)
-    request = request_sha256(source, delete_ids, corpus) if asked else None
+    request = request_sha256(source, delete_ids, stored) if asked else None
     if request is not None and state.manifest.get("update_sha256") == request:
         return state.manifest  # a rerun of the update last committed (killed after it): its BM25 side is repaired
     if not missing_ok:
         _check_deletions(index_dir, state, delete_ids, where)
-    if corpus is not None:
-        check_metadata_types(state, corpus, delete_ids, corpus_path)
+    if stored is not None:
+        check_metadata_types(state, stored, delete_ids, corpus_path or documents_path)
     encoder = encoder() if callable(encoder) and not hasattr(encoder, "encode_documents") else encoder
     if source is not None:
         metadata = embeddings_metadata(source, encoder, model_dir)
@@ -164,11 +175,11 @@ def update_index(
             )
         vectors = encoder.encode_documents(corpus.joined(), batch_size, progress)
         source = ArrayRows(corpus.ids, vectors)
-    if embeddings is not None:
+    if embeddings is not None and documents is None:
         _warn_of_lost_metadata(index_dir, state, source.ids)
     documents_change = source is not None or bool(state.find(delete_ids)[0].any())
-    manifest = update_search_index(search_index, source, delete_ids, where, missing_ok, compact, corpus, state, request)
-    if bm25 and embeddings is not None:
+    manifest = update_search_index(search_index, source, delete_ids, where, missing_ok, compact, stored, state, request)
+    if bm25 and embeddings is not None and documents is None:
         side = os.path.join(index_dir, BM25_SUBDIR)
         aside = os.path.join(index_dir, f".{BM25_SUBDIR}.tmp-removed")  # what `files.remove_staging` clears
         if files.is_local(side):

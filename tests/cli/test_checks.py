@@ -183,8 +183,8 @@ def test_export_format_combinations_are_exit_2_before_the_model_loads(
             "argument --no-bm25: not with --update",
         ),
         (
-            ["index", "--out", "INDEX", "--update", "--embeddings", "IDS", "--bm25-corpus", "IDS"],
-            "argument --bm25-corpus: not with --update",
+            ["index", "--out", "INDEX", "--update", "--delete", "IDS", "--bm25-corpus", "IDS"],
+            "argument --metadata-corpus: only with --embeddings",
         ),
     ],
 )

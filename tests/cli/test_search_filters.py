@@ -228,3 +228,36 @@ def test_an_update_from_embeddings_warns_that_replaced_documents_lose_their_meta
     (tmp_path / "e.ids.txt").write_text("d1\nnew\n")
     with pytest.warns(DataWarning, match="1 replaced document loses its metadata"):
         update_index(tmp_path / "idx", embeddings=str(tmp_path / "e.npy"), encoder=tiny_encoder)
+
+
+def test_an_update_from_embeddings_with_their_metadata_corpus_keeps_documents_and_metadata(
+    tmp_path, tiny_model_dir, capsys
+):
+    from gtr_keras.lexical.bm25_side import has_bm25_side
+
+    corpus = _write(tmp_path / "corpus.jsonl", _documents(6))
+    index = tmp_path / "idx"
+    assert main(["index", "--model", tiny_model_dir, "--corpus", str(corpus), "--out", str(index)]) == 0
+    changed = _write(tmp_path / "new.jsonl", [dict(_documents(6)[1], metadata={"lang": "xx", "year": 2050})])
+    assert (
+        main(["encode", "--model", tiny_model_dir, "--input", str(changed), "--output", str(tmp_path / "e.npy")]) == 0
+    )
+    argv = ["update", str(index), "--embeddings", str(tmp_path / "e.npy"), "--metadata-corpus", str(changed)]
+    assert main(argv) == 0
+    assert "lose" not in capsys.readouterr().err and has_bm25_side(index)
+    hits = _search(capsys, index, tiny_model_dir, "--filter", "lang = xx", "--retriever", "hybrid")
+    assert [i for i, _ in hits] == ["d1"]
+    with pytest.raises(SystemExit) as exit_:
+        main(
+            [
+                "update",
+                str(index),
+                "--model",
+                tiny_model_dir,
+                "--corpus",
+                str(changed),
+                "--metadata-corpus",
+                str(changed),
+            ]
+        )
+    assert exit_.value.code == 2 and "argument --metadata-corpus: only with --embeddings" in capsys.readouterr().err
