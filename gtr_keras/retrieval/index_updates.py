@@ -22,7 +22,13 @@ from gtr_keras.filters.metadata_columns import MetadataColumns
 from gtr_keras.index.embedding_files import EmbeddingFiles
 from gtr_keras.index.layout import BM25_SUBDIR, INDEX_SUBDIR, check_ids, read_model_record
 from gtr_keras.index.search_index import ArrayRows, SearchIndex
-from gtr_keras.index.segment_writer import missing_ids, read_state, request_sha256, update_search_index
+from gtr_keras.index.segment_writer import (
+    compacted_if_asked,
+    missing_ids,
+    read_state,
+    request_sha256,
+    update_search_index,
+)
 from gtr_keras.index.segments import BASE, documents_path, read_manifest
 from gtr_keras.lexical.bm25_side import bm25_side_ids, has_bm25_side, rebuild_bm25_side
 from gtr_keras.retrieval.retriever import MODEL_FIELDS, embeddings_metadata, model_change
@@ -135,7 +141,7 @@ def update_index(
     asked = source is not None or corpus is not None or bool(delete_ids)
     request = request_sha256(source, delete_ids, corpus) if asked else None
     if request is not None and state.manifest.get("update_sha256") == request:
-        return state.manifest  # a rerun of the update last committed (killed after it): its BM25 side is repaired
+        return compacted_if_asked(state, compact)  # a rerun of the update last committed: its BM25 side is repaired
     if not missing_ok:
         _check_deletions(index_dir, state, delete_ids, where)
     if corpus is not None:
