@@ -202,8 +202,8 @@ def update_search_index(
         return compact_search_index(directory, state)
     _remove_unused(state)
     request = request or request_sha256(source, delete, corpus)
-    if state.manifest.get("update_sha256") == request:
-        return state.manifest  # a rerun of the update last committed (killed after its commit): nothing to do
+    if state.manifest.get("update_sha256") == request:  # a rerun of the update last committed (killed after it)
+        return compacted_if_asked(state, compact)
     if source is not None and source.dims != state.config["dims"]:
         raise MismatchError(
             f"the new embeddings have {source.dims} dims, the index {state.directory} has {state.config['dims']}"
@@ -233,10 +233,16 @@ def update_search_index(
         _write_segment(state, segment_name(number), source, Ids(new_ids), corpus)
         segments.append({"name": segment_name(number), "num_rows": source.num_rows, "num_deleted": 0})
         number += 1
-    manifest = _commit(state, segments, masks if changed else None, number, request)
-    if compact is True or (compact == "auto" and needs_compaction(manifest)):
-        return compact_search_index(state.directory)  # the generation just committed
-    return manifest
+    _commit(state, segments, masks if changed else None, number, request)
+    return compacted_if_asked(state, compact)
+
+
+def compacted_if_asked(state, compact):
+    """The manifest of the generation `state` holds, compacted when `compact` asks it (a rerun of an update
+    killed between its commit and its compaction compacts too)."""
+    if compact is True or (compact == "auto" and needs_compaction(state.manifest)):
+        return compact_search_index(state.directory)
+    return state.manifest
 
 
 def needs_compaction(manifest):
@@ -328,8 +334,8 @@ def _write_segment(state, name, source, ids, corpus):
 
 def request_sha256(source, delete, corpus):
     """SHA-256 of what an update is asked: the ids (and, with `source`, the vectors) it adds or replaces, the
-    ids it deletes, the documents it stores. `source` None with a `corpus`: the corpus' documents, which the
-    index's model encodes.
+    ids it deletes, the documents it stores (their metadata included). `source` None with a `corpus`: the
+    corpus' documents, which the index's model encodes.
 
     Example:
     >>> request_sha256(None, ["p17"], load_corpus("new.jsonl"))[:12]  # doctest: +SKIP
@@ -343,6 +349,7 @@ def request_sha256(source, delete, corpus):
     digest.update(strings_sha256(sorted(delete)).encode())
     if corpus is not None:
         digest.update(strings_sha256([*corpus.titles, *corpus.texts]).encode())
+        digest.update(json.dumps(corpus.metadata, sort_keys=True).encode())
     return digest.hexdigest()
 
 

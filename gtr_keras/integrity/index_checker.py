@@ -14,9 +14,12 @@ import numpy as np
 
 from gtr_keras.errors import DataError, MismatchError
 from gtr_keras.index.layout import (
+    BM25_SUBDIR,
     DOCUMENTS_FILE,
     EMBEDDINGS_NPY,
     IDS_TXT,
+    INDEX_SUBDIR,
+    RETRIEVER_JSON,
     SCANN_DIR,
     check_scann_rows,
     read_description,
@@ -33,8 +36,7 @@ from gtr_keras.index.segments import (
     read_manifest,
     segment_path,
 )
-from gtr_keras.lexical.bm25_side import BM25_SUBDIR, has_bm25_side, load_bm25_side
-from gtr_keras.retrieval.retriever import INDEX_SUBDIR
+from gtr_keras.lexical.bm25_side import has_bm25_side, load_bm25_side
 from gtr_keras.utils import files
 
 _BASE_FILES = (IDS_TXT, EMBEDDINGS_NPY, SCANN_DIR, files.CHECKSUMS_FILE)
@@ -60,7 +62,7 @@ def check_index_directory(index_dir, report):
     live = check_search_index(search_index, report, checksums=False)
     if recorded is not None and live is not None and not manifest and recorded["num_documents"] != len(live):
         report.add(
-            os.path.join(index_dir, "retriever.json"),
+            os.path.join(index_dir, RETRIEVER_JSON),
             f"num_documents {recorded['num_documents']}, the index holds {len(live)}",
         )
     if bm25 and live is not None:

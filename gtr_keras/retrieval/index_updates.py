@@ -23,7 +23,13 @@ from gtr_keras.errors import DataError, DataWarning, MismatchError, UserError
 from gtr_keras.index.embedding_files import EmbeddingFiles
 from gtr_keras.index.layout import BM25_SUBDIR, INDEX_SUBDIR, check_ids, read_model_record
 from gtr_keras.index.search_index import ArrayRows, SearchIndex
-from gtr_keras.index.segment_writer import missing_ids, read_state, request_sha256, update_search_index
+from gtr_keras.index.segment_writer import (
+    compacted_if_asked,
+    missing_ids,
+    read_state,
+    request_sha256,
+    update_search_index,
+)
 from gtr_keras.index.segments import documents_path, live_corpus
 from gtr_keras.lexical.bm25_side import bm25_side_ids, corpus_in_index_order, has_bm25_side, rebuild_bm25_side
 from gtr_keras.retrieval.retriever import MODEL_FIELDS, embeddings_metadata, model_change
@@ -151,7 +157,7 @@ def update_index(
     asked = source is not None or corpus is not None or bool(delete_ids)
     request = request_sha256(source, delete_ids, stored) if asked else None
     if request is not None and state.manifest.get("update_sha256") == request:
-        return state.manifest  # a rerun of the update last committed (killed after it): its BM25 side is repaired
+        return compacted_if_asked(state, compact)  # a rerun of the update last committed: its BM25 side is repaired
     if not missing_ok:
         _check_deletions(index_dir, state, delete_ids, where)
     if stored is not None:

@@ -25,12 +25,12 @@ import threading
 import time
 
 from gtr_keras.errors import DataError, UserError
-from gtr_keras.index.layout import MANIFEST_JSON, RETRIEVER_JSON
+from gtr_keras.index.layout import BM25_SUBDIR, INDEX_SUBDIR, MANIFEST_JSON, RETRIEVER_JSON
 from gtr_keras.index.segments import read_manifest
 from gtr_keras.lexical.bm25 import SETTINGS_JSON
-from gtr_keras.lexical.bm25_side import BM25_SUBDIR, has_bm25_side, load_bm25_side
+from gtr_keras.lexical.bm25_side import has_bm25_side, load_bm25_side
 from gtr_keras.retrieval.hybrid_retriever import HybridRetriever
-from gtr_keras.retrieval.retriever import INDEX_SUBDIR, Retriever
+from gtr_keras.retrieval.retriever import Retriever
 from gtr_keras.utils import files
 
 Generation = collections.namedtuple("Generation", "searcher bm25_problem number loaded_at")

@@ -365,3 +365,33 @@ def test_loading_with_checksums_asked_names_a_changed_segment_file(tmp_path, mon
     monkeypatch.setenv(VERIFY_VARIABLE, "1")
     with pytest.raises(DataError, match="segment-000001/ids.txt: its SHA-256"):
         SearchIndex.load(directory)
+
+
+def test_an_update_of_the_same_documents_with_other_metadata_is_no_rerun(tmp_path):
+    from gtr_keras.beir.readers import Corpus
+    from gtr_keras.index.segments import documents_path, live_corpus
+
+    vectors = clustered(40, seed=5)
+    _build(tmp_path / "index", [f"d{i}" for i in range(30)], vectors[:30])
+    new_ids = [f"d{i}" for i in range(30, 40)]
+    for lang in ("dee", "de"):  # a typo, then the same update with it fixed
+        corpus = Corpus(new_ids, [""] * 10, ["text"] * 10, [{"lang": lang}] * 10)
+        manifest = update_search_index(tmp_path / "index", ArrayRows(new_ids, vectors[30:]), [], corpus=corpus)
+    newest = manifest["segments"][-1]["name"]
+    stored = live_corpus([(documents_path(tmp_path / "index", newest), None)])
+    assert manifest["generation"] == 2 and {m["lang"] for m in stored.metadata} == {"de"}
+
+
+def test_a_rerun_of_an_update_killed_before_its_compaction_compacts(tmp_path, monkeypatch):
+    vectors = clustered(40, seed=6)
+    _build(tmp_path / "index", [f"d{i}" for i in range(30)], vectors[:30])
+    source = ArrayRows([f"d{i}" for i in range(30, 40)], vectors[30:])
+    with monkeypatch.context() as patched:
+        patched.setattr(
+            segment_writer, "compact_search_index", lambda *a, **k: (_ for _ in ()).throw(KeyboardInterrupt)
+        )
+        with pytest.raises(KeyboardInterrupt):
+            update_search_index(tmp_path / "index", source, [], compact=True)
+    assert len(read_state(tmp_path / "index").manifest["segments"]) == 2  # committed, not compacted
+    manifest = update_search_index(tmp_path / "index", source, [], compact=True)
+    assert len(manifest["segments"]) == 1 and len(SearchIndex.load(tmp_path / "index").ids) == 40

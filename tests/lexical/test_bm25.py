@@ -123,3 +123,13 @@ def test_a_settings_field_of_a_wrong_type_is_named(retriever, tmp_path, field, v
         return
     with pytest.raises(DataError, match=rf"bm25.json: field '{field}'"):
         BM25Retriever.load(tmp_path / "bm25")
+
+
+def test_ties_within_allowed_documents_are_cut_by_id_descending():
+    texts = ["wing lift", "wing lift", "wing lift", "wing lift", "drag"]
+    for order in ([0, 1, 2, 3, 4], [3, 0, 4, 2, 1]):
+        retriever = BM25Retriever()
+        ids = [["a", "b", "c", "d", "z"][i] for i in order]
+        retriever.index([texts[i] for i in order], ids)
+        allowed = [doc_id in ("a", "b", "c") for doc_id in ids]
+        assert retriever.search(["wing"], k=2, allowed=allowed)[0] == [["c", "b"]]
