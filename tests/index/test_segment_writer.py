@@ -222,9 +222,9 @@ def announced(name, function):
     return slow
 
 if sys.argv[1] == "slow":  # stops at each stage for the test's SIGKILL
-    real_write = segment_writer.write_embeddings
-    segment_writer.write_embeddings = lambda path, chunks, n, d: real_write(
-        path, (announced("segment", lambda c: c)(chunk) for chunk in chunks), n, d
+    real_write = segment_writer.write_vectors
+    segment_writer.write_vectors = lambda directory, chunks, n, d, params: real_write(
+        directory, lambda: (announced("segment", lambda c: c)(chunk) for chunk in chunks()), n, d, params
     )
     segment_writer.write_deleted = announced("deletions", segment_writer.write_deleted)
     segment_writer.replace_file = announced("manifest", segment_writer.replace_file)
@@ -258,6 +258,7 @@ def test_kill_during_an_update_leaves_the_previous_version_and_a_rerun_completes
     loaded = SearchIndex.load(tmp_path / "index")
     assert len(loaded.ids) == 1001 - 2 + 3000 and "d1" not in set(loaded.ids)
     assert sorted(os.listdir(tmp_path / "index")) == [
+        "checksums.json",
         "deleted-000002.npz",
         "embeddings.npy",
         "ids.txt",

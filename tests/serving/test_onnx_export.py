@@ -72,7 +72,12 @@ def test_an_onnx_export_on_ram_is_written_as_a_unit(tiny_encoder):
 
     path = export_onnx(tiny_encoder, "ram://onnx-export/gtr")
     assert path == "ram://onnx-export/gtr/encoder.onnx"
-    assert sorted(files.listdir("ram://onnx-export/gtr")) == ["encoder.onnx", "export.json", "spiece.model"]
+    assert sorted(files.listdir("ram://onnx-export/gtr")) == [
+        "checksums.json",
+        "encoder.onnx",
+        "export.json",
+        "spiece.model",
+    ]
     assert json.loads(files.read_bytes("ram://onnx-export/gtr/export.json"))["document_length"] == 512
 
 

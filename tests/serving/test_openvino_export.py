@@ -31,5 +31,11 @@ def test_the_weights_are_stored_in_float32(openvino_export, tiny_encoder):
 @pytest.mark.large
 def test_cli_openvino_export_writes_the_ir(tiny_model_dir, tmp_path):
     assert main(["export", "--model", tiny_model_dir, "--out", str(tmp_path / "ov"), "--format", "openvino"]) == 0
-    assert sorted(os.listdir(tmp_path / "ov")) == ["encoder.bin", "encoder.xml", "export.json", "spiece.model"]
+    assert sorted(os.listdir(tmp_path / "ov")) == [
+        "checksums.json",
+        "encoder.bin",
+        "encoder.xml",
+        "export.json",
+        "spiece.model",
+    ]
     assert RuntimeEncoder(tmp_path / "ov").encode_queries(["wing lift"]).shape == (1, 64)
