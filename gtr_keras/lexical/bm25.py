@@ -6,6 +6,7 @@ import os
 import numpy as np
 
 from gtr_keras.errors import DataError, UserError
+from gtr_keras.index.exact_search import tie_ranks
 from gtr_keras.index.layout import IDS_TXT, read_ids
 from gtr_keras.utils.checksums import verify_if_asked
 from gtr_keras.utils.records import check_fields, read_json_object, strings_sha256
@@ -169,9 +170,8 @@ class BM25Retriever:
             return [], []
         if not self._has_terms:
             return [[] for _ in queries], [[] for _ in queries]
-        if self._id_ranks is None:  # each id's place in ascending order
-            self._id_ranks = np.empty(len(self._doc_ids), np.int64)
-            self._id_ranks[np.argsort(self._doc_ids.astype(str), kind="stable")] = np.arange(len(self._doc_ids))
+        if self._id_ranks is None:
+            self._id_ranks = tie_ranks(np.char.encode(self._doc_ids.astype(str), "utf-8"))
         allowed_rows = None if allowed is None else np.asarray(allowed, bool)
         ids, kept_scores = [], []
         for tokens in self._tokenize(queries):
@@ -179,7 +179,7 @@ class BM25Retriever:
             matched = np.flatnonzero(scores > 0 if allowed_rows is None else (scores > 0) & allowed_rows)
             if len(matched) > k:
                 matched = matched[scores[matched] >= np.partition(scores[matched], -k)[-k]]
-            best = matched[np.lexsort((-self._id_ranks[matched], -scores[matched]))][:k]
+            best = matched[np.lexsort((self._id_ranks[matched], -scores[matched]))][:k]
             ids.append(self._doc_ids[best].tolist())
             kept_scores.append(scores[best].tolist())
         return ids, kept_scores
