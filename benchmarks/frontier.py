@@ -2,18 +2,24 @@
 IVF-PQ with float refinement) and hnswlib on the same vectors, in one run on one machine.
 
 The vectors are `large_index.py`'s synthetic corpus (`add_corpus_arguments`, shards written once into
-`--work` and reused) or, with `--embeddings`/`--query-embeddings`, real ones. Each library builds its index
-(timed), its memory is the size of its serialized index (what a search process loads; for gtr-keras the
-ScaNN files `SearchIndex.load` reads), and each of its search settings is timed on every query in one
-batched call with both cores (the best of two runs) and scored by recall@10 against exact float32 search.
-The table gives the best QPS at recall@10 >= 0.90 and >= 0.95; the plot every library's recall-QPS
-frontier (ann-benchmarks' axes).
+`--work` and reused) or, with `--real DATA`, GTR embeddings of real text: every document of the BEIR
+collections under DATA and every distinct description of `debian-descriptions/pairs.jsonl.gz`, encoded with
+`--model` (default: the bundled model) and cached in `--work`; the queries are `--num-queries` Debian
+summaries and BEIR queries, sampled (seed `--seed`). Each library builds its index (timed); its memory is
+the size of its serialized index (what a search process loads; for gtr-keras the ScaNN files
+`SearchIndex.load` reads). Then every search setting of every library is timed on all the queries in one
+batched call with both cores, the libraries taking turns for `--rounds` rounds (the fastest round counts),
+and scored by recall@10 against exact float32 search. The table gives the best QPS at recall@10 >= 0.90
+and >= 0.95; the plot every library's recall-QPS frontier (ann-benchmarks' axes).
 
 Usage (pip install 'gtr-keras[ann-benchmarks]'):
     PYTHONPATH=. python benchmarks/frontier.py --n 100000 --work /tmp/frontier-100k --plot docs/images/frontier-100k.png
+    PYTHONPATH=. python benchmarks/frontier.py --real ../shared/data --work /tmp/frontier-real
 """
 
 import argparse
+import gzip
+import json
 import os
 import sys
 import time
@@ -25,23 +31,17 @@ from results import RESULTS, lscpu_flags, machine, publish, rerun_command
 SECTION = "## Speed-memory frontier"
 K = 10
 THREADS = len(os.sched_getaffinity(0))
-
-
-def timed(search, repeats=2):
-    """`(result, seconds)`: the result of `search()` and the fastest of `repeats` runs."""
-    best, result = float("inf"), None
-    for _ in range(repeats):
-        start = time.perf_counter()
-        result = search()
-        best = min(best, time.perf_counter() - start)
-    return result, best
+# The peers' grids: as fine as tune's for ScaNN (72 settings), so that none is behind for want of a setting.
+HNSW_EFS = (10, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512)
+IVF_NPROBES = (1, 2, 4, 8, 16, 32, 64, 128)
+IVF_K_FACTORS = (2, 4, 8, 16, 32, 64, 128)
 
 
 def recall(found, truth):
     return float(np.mean([len(np.intersect1d(f, t)) / K for f, t in zip(found, truth)]))
 
 
-def gtr_keras_scann(vectors, queries, truth, work, m, ef_construction, prebuilt=None):
+def gtr_keras_scann(vectors, queries, work, m, ef_construction, prebuilt=None):
     from gtr_keras.index import SearchIndex, write_search_index
     from gtr_keras.index.layout import read_description
     from gtr_keras.index.search_index import ArrayRows
@@ -54,19 +54,32 @@ def gtr_keras_scann(vectors, queries, truth, work, m, ef_construction, prebuilt=
         start = time.perf_counter()
         write_search_index(ArrayRows([f"p{i}" for i in range(len(vectors))], vectors), directory, "scann")
         build = time.perf_counter() - start
-    size = sum(
-        os.path.getsize(os.path.join(directory, "scann", f)) for f in os.listdir(os.path.join(directory, "scann"))
-    )
+    scann_dir = os.path.join(directory, "scann")
+    size = sum(os.path.getsize(os.path.join(scann_dir, f)) for f in os.listdir(scann_dir))
     index = SearchIndex.load(directory)
-    points = []
-    for setting in settings_grid(index, K):
-        index.set_search_params(setting)
-        found, seconds = timed(lambda: index.search(queries, K)[0])
-        points.append((recall(found, truth), len(queries) / seconds, setting))
-    return build, size, points
+
+    def searcher(setting):
+        def search():
+            index.set_search_params(setting)
+            return index.search(queries, K)[0]
+
+        return search
+
+    return build, size, [(setting, searcher(setting)) for setting in settings_grid(index, K)]
 
 
-def faiss_hnsw(vectors, queries, truth, work, m, ef_construction):
+def faiss_size(index, work):
+    """The bytes of `index` written to a file (a file, not `serialize_index`: no second copy in memory)."""
+    import faiss
+
+    path = os.path.join(work, "faiss.index")
+    faiss.write_index(index, path)
+    size = os.path.getsize(path)
+    os.remove(path)
+    return size
+
+
+def faiss_hnsw(vectors, queries, work, m, ef_construction):
     import faiss
 
     faiss.omp_set_num_threads(THREADS)
@@ -75,15 +88,18 @@ def faiss_hnsw(vectors, queries, truth, work, m, ef_construction):
     start = time.perf_counter()
     index.add(vectors)
     build = time.perf_counter() - start
-    points = []
-    for ef in (16, 32, 64, 128, 256, 512):
-        index.hnsw.efSearch = ef
-        (_, found), seconds = timed(lambda: index.search(queries, K))
-        points.append((recall(found, truth), len(queries) / seconds, {"efSearch": ef}))
-    return build, len(faiss.serialize_index(index)), points
+
+    def searcher(ef):
+        def search():
+            index.hnsw.efSearch = ef
+            return index.search(queries, K)[1]
+
+        return search
+
+    return build, faiss_size(index, work), [({"efSearch": ef}, searcher(ef)) for ef in HNSW_EFS]
 
 
-def faiss_ivfpq(vectors, queries, truth, work, m, ef_construction):
+def faiss_ivfpq(vectors, queries, work, m, ef_construction):
     import faiss
 
     faiss.omp_set_num_threads(THREADS)
@@ -97,17 +113,23 @@ def faiss_ivfpq(vectors, queries, truth, work, m, ef_construction):
     index.train(sample)
     index.add(vectors)
     build = time.perf_counter() - start
-    points = []
-    for nprobe in (4, 8, 16, 32, 64, 128):
-        for k_factor in (4, 16, 64):
-            ivf.nprobe = nprobe
-            index.k_factor = k_factor
-            (_, found), seconds = timed(lambda: index.search(queries, K))
-            points.append((recall(found, truth), len(queries) / seconds, {"nprobe": nprobe, "k_factor": k_factor}))
-    return build, len(faiss.serialize_index(index)), points
+
+    def searcher(nprobe, k_factor):
+        def search():
+            ivf.nprobe, index.k_factor = nprobe, k_factor
+            return index.search(queries, K)[1]
+
+        return search
+
+    settings = [
+        ({"nprobe": nprobe, "k_factor": k_factor}, searcher(nprobe, k_factor))
+        for nprobe in IVF_NPROBES
+        for k_factor in IVF_K_FACTORS
+    ]
+    return build, faiss_size(index, work), settings
 
 
-def hnswlib_hnsw(vectors, queries, truth, work, m, ef_construction):
+def hnswlib_hnsw(vectors, queries, work, m, ef_construction):
     import hnswlib
 
     index = hnswlib.Index(space="ip", dim=vectors.shape[1])
@@ -117,12 +139,17 @@ def hnswlib_hnsw(vectors, queries, truth, work, m, ef_construction):
     build = time.perf_counter() - start
     path = os.path.join(work, "hnswlib.bin")
     index.save_index(path)
-    points = []
-    for ef in (16, 32, 64, 128, 256, 512):
-        index.set_ef(ef)
-        (found, _), seconds = timed(lambda: index.knn_query(queries, k=K, num_threads=THREADS))
-        points.append((recall(found, truth), len(queries) / seconds, {"ef": ef}))
-    return build, os.path.getsize(path), points
+    size = os.path.getsize(path)
+    os.remove(path)
+
+    def searcher(ef):
+        def search():
+            index.set_ef(ef)
+            return index.knn_query(queries, k=K, num_threads=THREADS)[0]
+
+        return search
+
+    return build, size, [({"ef": ef}, searcher(ef)) for ef in HNSW_EFS]
 
 
 LIBRARIES = {
@@ -133,58 +160,143 @@ LIBRARIES = {
 }
 
 
+def measure_in_turns(searchers, truth, rounds):
+    """`{library: [(recall, QPS, setting)]}`: every setting of every library timed once a round, the libraries
+    taking turns, the fastest round counting; recall from the first round's answers."""
+    seconds, recalls = {}, {}
+    for round_number in range(rounds):
+        for key, settings in searchers.items():
+            for number, (_, search) in enumerate(settings):
+                start = time.perf_counter()
+                found = search()
+                elapsed = time.perf_counter() - start
+                seconds[key, number] = min(seconds.get((key, number), float("inf")), elapsed)
+                if not round_number:
+                    recalls[key, number] = recall(found, truth)
+        print(f"round {round_number + 1} of {rounds} timed", flush=True)
+    return {
+        key: [(recalls[key, n], len(truth) / seconds[key, n], setting) for n, (setting, _) in enumerate(settings)]
+        for key, settings in searchers.items()
+    }
+
+
 def best_qps(points, target):
     meeting = [(qps, setting) for r, qps, setting in points if r >= target]
     return max(meeting, key=lambda m: m[0]) if meeting else (None, None)
 
 
-def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    add_corpus_arguments(parser)
-    parser.add_argument("--work", required=True, help="directory for the shards and indexes (kept for reruns)")
-    parser.add_argument("--libraries", default=",".join(LIBRARIES), help="comma-separated names of LIBRARIES")
-    parser.add_argument("--hnsw-m", type=int, default=32, help="HNSW's M (faiss and hnswlib)")
-    parser.add_argument("--ef-construction", type=int, default=100, help="HNSW's efConstruction (faiss and hnswlib)")
-    parser.add_argument("--scann-index", help="search this ScaNN index of the same vectors instead of building one")
-    parser.add_argument("--plot", help="the recall-QPS PNG to write (default: WORK/frontier.png)")
-    parser.add_argument("--results", default=RESULTS)
-    parser.add_argument("--no-record", action="store_true")
-    args = parser.parse_args(argv)
-    from gtr_keras.index.exact_search import exact_top_k
-    from gtr_keras.tuning.recall_curve import plot_recall_qps
+def real_vectors(data_dir, work, model, num_queries, seed):
+    """`(documents, queries, description)`: GTR embeddings of every BEIR document under `data_dir` and every
+    distinct Debian description, and of `num_queries` sampled Debian summaries and BEIR queries; encoded once."""
+    from gtr_keras import load_corpus, load_queries
 
+    settings = {"data": os.path.abspath(data_dir), "model": model, "num_queries": num_queries, "seed": seed}
+    record = os.path.join(work, "real.json")
+    cache = os.path.join(work, "real.npz")
+    if not (os.path.exists(record) and json.load(open(record)) == settings and os.path.exists(cache)):
+        import gtr_keras
+
+        documents, queries = [], []
+        for name in sorted(os.listdir(data_dir)):
+            path = os.path.join(data_dir, name)
+            if any(os.path.exists(os.path.join(path, f)) for f in ("corpus.jsonl", "corpus.jsonl.gz")):
+                documents += load_corpus(path).joined()
+                queries += list(load_queries(path).values())
+        with gzip.open(os.path.join(data_dir, "debian-descriptions", "pairs.jsonl.gz"), "rt") as f:
+            pairs = [json.loads(line) for line in f]
+        documents += sorted({pair["positive"] for pair in pairs})
+        queries += [pair["query"] for pair in pairs]
+        picked = np.random.default_rng(seed).choice(len(queries), min(num_queries, len(queries)), replace=False)
+        encoder = gtr_keras.load(model)
+        start = time.perf_counter()
+        document_vectors = encoder.encode_documents(documents, 64, True)
+        query_vectors = encoder.encode_queries([queries[i] for i in sorted(picked)], 64)
+        print(f"encoded {len(documents):,} documents in {time.perf_counter() - start:.0f} s", flush=True)
+        os.makedirs(work, exist_ok=True)
+        np.savez(cache, documents=document_vectors, queries=query_vectors)
+        with open(record, "w") as f:
+            json.dump(settings, f)
+    cached = np.load(cache)
+    vectors, queries = cached["documents"], cached["queries"]
+    described = (
+        f"{len(vectors):,} x {vectors.shape[1]} GTR embeddings ({os.path.basename(model)}) of every document of "
+        f"{data_dir}'s BEIR collections and every distinct Debian description, {len(queries)} sampled queries"
+    )
+    return vectors, queries, described
+
+
+def synthetic_vectors(args):
     shard_dir = os.path.join(args.work, "shards")
     write_shards(args, shard_dir)
     vectors = np.concatenate(
         [np.load(os.path.join(shard_dir, name)) for name in sorted(os.listdir(shard_dir)) if name.endswith(".npy")]
     )
     queries = np.load(os.path.join(args.work, "queries.npy"))
+    described = (
+        f"{len(vectors):,} x {vectors.shape[1]} synthetic vectors ({args.clusters} clusters, noise {args.noise}), "
+        f"{len(queries)} queries"
+    )
+    return vectors, queries, described
+
+
+def main(argv=None):
+    from gtr_keras.cli.demo import DEMO_MODEL
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    add_corpus_arguments(parser)
+    parser.add_argument("--real", metavar="DATA", help="GTR embeddings of the collections under DATA, not synthetic")
+    parser.add_argument("--model", default=DEMO_MODEL, help="the model that encodes --real's texts")
+    parser.add_argument("--work", required=True, help="directory for the vectors and indexes (kept for reruns)")
+    parser.add_argument("--libraries", default=",".join(LIBRARIES), help="comma-separated names of LIBRARIES")
+    parser.add_argument("--hnsw-m", type=int, default=32, help="HNSW's M (faiss and hnswlib)")
+    parser.add_argument("--ef-construction", type=int, default=100, help="HNSW's efConstruction (faiss and hnswlib)")
+    parser.add_argument("--scann-index", help="search this ScaNN index of the same vectors instead of building one")
+    parser.add_argument("--rounds", type=int, default=2, help="timed turns of every setting of every library")
+    parser.add_argument("--plot", help="the recall-QPS PNG to write (default: WORK/frontier.png)")
+    parser.add_argument("--results", default=RESULTS)
+    parser.add_argument("--no-record", action="store_true")
+    args = parser.parse_args(argv)
+    keys = args.libraries.split(",")
+    unknown = sorted(set(keys) - set(LIBRARIES))
+    if unknown:
+        parser.error(f"--libraries: unknown {', '.join(unknown)} (known: {', '.join(LIBRARIES)})")
+    from gtr_keras.index.exact_search import exact_top_k
+    from gtr_keras.tuning.recall_curve import plot_recall_qps
+
+    if args.real:
+        vectors, queries, described = real_vectors(args.real, args.work, args.model, args.num_queries, args.seed)
+    else:
+        vectors, queries, described = synthetic_vectors(args)
     truth = exact_top_k(vectors, queries, K, np.arange(len(vectors)))[0]
-    curves, rows = {}, []
-    for key in args.libraries.split(","):  # one library at a time: each index is freed before the next
+    names, builds, searchers = {}, {}, {}
+    for key in keys:
         name, run = LIBRARIES[key]
-        name = name.format(m=args.hnsw_m, ef=args.ef_construction)
+        names[key] = name.format(m=args.hnsw_m, ef=args.ef_construction)
         extra = {"prebuilt": args.scann_index} if key == "scann" else {}
-        build, size, points = run(vectors, queries, truth, args.work, args.hnsw_m, args.ef_construction, **extra)
-        curves[name] = [(r, q) for r, q, _ in points]
+        build, size, searchers[key] = run(vectors, queries, args.work, args.hnsw_m, args.ef_construction, **extra)
+        builds[key] = build, size
+        print(f"{names[key]}: built in {build or 0:.1f} s, {size / 2**20:,.0f} MiB", flush=True)
+    points = measure_in_turns(searchers, truth, args.rounds)
+    rows = []
+    for key in keys:
         cells = []
         for target in (0.90, 0.95):
-            qps, setting = best_qps(points, target)
+            qps, setting = best_qps(points[key], target)
             cells.append(f"{qps:,.0f} ({', '.join(f'{k}={v}' for k, v in setting.items())})" if qps else "not reached")
-        top = max(points, key=lambda p: p[0])[0]
+        build, size = builds[key]
+        top = max(points[key], key=lambda p: p[0])[0]
         built = f"{build:.1f} s ({len(vectors) / build:,.0f} rows/s)" if build else "prebuilt (`--scann-index`)"
-        rows.append(f"| {name} | {built} | {size / 2**20:,.0f} MiB | {cells[0]} | {cells[1]} | {top:.4f} |")
-        print(rows[-1], flush=True)
+        rows.append(f"| {names[key]} | {built} | {size / 2**20:,.0f} MiB | {cells[0]} | {cells[1]} | {top:.4f} |")
     plot = args.plot or os.path.join(args.work, "frontier.png")
-    plot_recall_qps(curves, plot, f"{len(vectors):,} x {vectors.shape[1]} synthetic, {THREADS} threads", target=0.95)
-    flags = lscpu_flags()
+    curves = {names[key]: [(r, q) for r, q, _ in points[key]] for key in keys}
+    plot_recall_qps(curves, plot, f"{len(vectors):,} x {vectors.shape[1]}, {THREADS} threads", target=0.95)
     block = "\n".join(
         [
-            f"### {len(vectors):,} x {vectors.shape[1]} synthetic vectors ({args.clusters} clusters, noise "
-            f"{args.noise}), {len(queries)} queries",
+            f"### {described}",
             "",
-            f"Command: `{rerun_command(__file__, argv)}`. Machine: {machine()}, shared with other jobs; "
-            f"lscpu flags: {flags}. Python {sys.version.split()[0]}. Plot: `{plot}`.",
+            f"Command: `{rerun_command(__file__, argv)}`. Machine: {machine()}; load average before the run "
+            f"{LOAD_BEFORE}; lscpu flags: {lscpu_flags()}. Python {sys.version.split()[0]}. {args.rounds} timed "
+            f"rounds, the libraries taking turns. Plot: `{plot}`.",
             "",
             "| library | build | index size | QPS at recall@10 >= 0.90 | QPS at recall@10 >= 0.95 | best recall@10 |",
             "|---|---|---|---|---|---|",
@@ -193,6 +305,8 @@ def main(argv=None):
     )
     publish(block, args.results, SECTION, not args.no_record)
 
+
+LOAD_BEFORE = ", ".join(f"{load:.1f}" for load in os.getloadavg())
 
 if __name__ == "__main__":
     main()

@@ -38,7 +38,7 @@ from gtr_keras.utils.records import check_positive_int
 # The grid: leaves searched as fractions of a ScaNN index's leaves, its reordering pools (results times
 # these), and a quantized exact index's rescored candidates (k times these).
 LEAF_FRACTIONS = (0.005, 0.01, 0.02, 0.04, 0.07, 0.1, 0.15, 0.25)
-REORDER_FACTORS = (5, 10, 20, 50, 100, 200)
+REORDER_FACTORS = (5, 10, 20, 30, 50, 70, 100, 150, 200)
 RESCORE_MULTIPLES = (1, 2, 4, 10, 20, 50)
 # With `build=True`, ScaNN builds of these multiples of the index's leaves and these AH block widths too.
 BUILD_LEAF_SCALES = (0.5, 1.0, 2.0)
