@@ -41,6 +41,7 @@ from gtr_keras.index.segments import (
     documents_path,
     initial_manifest,
     live_corpus,
+    metadata_types,
     read_deleted,
     read_manifest,
     segment_name,
@@ -231,7 +232,10 @@ def update_search_index(
     number = state.manifest["next_segment"]
     if source is not None:
         _write_segment(state, segment_name(number), source, Ids(new_ids), corpus)
-        segments.append({"name": segment_name(number), "num_rows": source.num_rows, "num_deleted": 0})
+        types = metadata_types(corpus)
+        segments.append(
+            {"name": segment_name(number), "num_rows": source.num_rows, "num_deleted": 0, "metadata_types": types}
+        )
         number += 1
     _commit(state, segments, masks if changed else None, number, request)
     return compacted_if_asked(state, compact)
@@ -293,7 +297,7 @@ def compact_search_index(directory, state=None):
         )
         if corpus is not None:
             write_documents(tmp / DOCUMENTS_FILE, corpus)
-    segments = [{"name": name, "num_rows": len(live_ids), "num_deleted": 0}]
+    segments = [{"name": name, "num_rows": len(live_ids), "num_deleted": 0, "metadata_types": metadata_types(corpus)}]
     request = state.manifest.get("update_sha256")  # a rerun of the update it follows changes nothing either
     return _commit(state, segments, {}, state.manifest["next_segment"] + 1, request)
 

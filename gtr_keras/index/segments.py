@@ -5,7 +5,10 @@ files (`index_format`). The first update adds `segments.json`, the manifest,
 and from then on the manifest alone says what the index holds:
 
 - `segments`: the segments in row order, each `{"name", "num_rows",
-  "num_deleted"}`; `"."` is the directory's own index, `segment-NNNNNN` a
+  "num_deleted"}` and, where known, `"metadata_types"`: the type of each
+  metadata field its documents held when it was written (`metadata_types`;
+  deletions only narrow it), so that an update's type check reads the
+  documents of only the segments that could disagree; `"."` is the directory's own index, `segment-NNNNNN` a
   subdirectory holding a search index of the same kind (for ScaNN, with the
   tree and codebooks of the first: `scann_builder.build_scann_segment`) and,
   for documents given as text, their `documents.jsonl.gz`;
@@ -33,7 +36,7 @@ import re
 
 import numpy as np
 
-from gtr_keras.beir.readers import Corpus, load_corpus
+from gtr_keras.beir.readers import METADATA_TYPES, Corpus, load_corpus, metadata_type
 from gtr_keras.errors import DataError, MismatchError
 from gtr_keras.index.layout import (
     DOCUMENTS_FILE,
@@ -132,6 +135,14 @@ def check_manifest(path, manifest):
             raise bad(field, f"must count rows with non-negative integers, got {json.dumps(segment)}")
         if segment["num_deleted"] > segment["num_rows"]:
             raise bad(field, f"deletes {segment['num_deleted']} of its {segment['num_rows']} rows")
+        types = segment.get("metadata_types", {})
+        if not isinstance(types, dict) or not all(
+            isinstance(name, str) and kind in METADATA_TYPES for name, kind in types.items()
+        ):
+            raise bad(
+                f"{field}.metadata_types",
+                f"must map field names to one of {', '.join(METADATA_TYPES)}, got {json.dumps(types)[:200]}",
+            )
     for field, listed in ((f"segments[{i}].name", [name]) for i, name in enumerate(names)):
         _check_segment_names(bad, field, listed, manifest["next_segment"])
     _check_segment_names(bad, "previous.segments", previous["segments"], manifest["next_segment"])
@@ -230,6 +241,21 @@ def write_documents(path, corpus):
         for doc_id, title, text, fields in zip(corpus.ids, corpus.titles, corpus.texts, metadata):
             record = {"_id": doc_id, "title": title, "text": text, **({"metadata": fields} if fields else {})}
             f.write(json.dumps(record, ensure_ascii=False) + "\n")
+
+
+def metadata_types(corpus):
+    """`{field: type}` of the metadata of `corpus`'s documents (`beir.readers.metadata_type`; a corpus holds
+    one type a field), sorted by field; `{}` for None or a corpus without metadata.
+
+    Example:
+    >>> metadata_types(Corpus(["a", "b"], ["", ""], ["x", "y"], [{"year": 2019}, {"lang": "en"}]))
+    {'lang': 'string', 'year': 'number'}
+    """
+    types = {}
+    for fields in (corpus.metadata or []) if corpus is not None else []:
+        for field, value in fields.items():
+            types.setdefault(field, metadata_type(value))
+    return dict(sorted(types.items()))
 
 
 def live_corpus(sources):

@@ -19,6 +19,7 @@ from gtr_keras.index.layout import (
     EMBEDDINGS_NPY,
     IDS_TXT,
     INDEX_SUBDIR,
+    MANIFEST_JSON,
     RETRIEVER_JSON,
     SCANN_DIR,
     check_scann_rows,
@@ -32,6 +33,7 @@ from gtr_keras.index.segments import (
     documents_path,
     initial_manifest,
     live_corpus,
+    metadata_types,
     read_deleted,
     read_manifest,
     segment_path,
@@ -89,6 +91,8 @@ def check_search_index(directory, report, checksums=True):
         if checksums or segment["name"] != BASE or files.isfile(os.path.join(path, files.CHECKSUMS_FILE)):
             report.checksums(path)  # the base of an index directory is its parent's unit
         ids = report.step(lambda: _check_segment(path, segment))
+        if "metadata_types" in segment:
+            report.step(lambda: _check_recorded_types(directory, segment))
         if ids is not None:
             mask = deleted.get(segment["name"], np.zeros(len(ids), bool))
             live += [i for i, gone in zip(ids, mask) if not gone]
@@ -111,6 +115,19 @@ def _check_segment(path, segment):
     else:
         read_embeddings(os.path.join(path, EMBEDDINGS_NPY), config, config_path)
     return ids
+
+
+def _check_recorded_types(directory, segment):
+    """Raises `DataError` when `segment`'s documents hold a metadata field of a type that its manifest entry
+    does not record: the record an update's type check trusts instead of reading them."""
+    path = documents_path(directory, segment["name"])
+    recorded = segment["metadata_types"]
+    for field, kind in metadata_types(live_corpus([(path, None)])).items():
+        if recorded.get(field) != kind:
+            raise DataError(
+                f"{path}: field `metadata.{field}` is a {kind}, but {os.path.join(directory, MANIFEST_JSON)} "
+                f"records {recorded.get(field) or 'no such field'} for segment {segment['name']!r}"
+            )
 
 
 def _documents(directory, manifest):

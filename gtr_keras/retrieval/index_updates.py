@@ -30,7 +30,7 @@ from gtr_keras.index.segment_writer import (
     request_sha256,
     update_search_index,
 )
-from gtr_keras.index.segments import documents_path, live_corpus
+from gtr_keras.index.segments import documents_path, live_corpus, metadata_types
 from gtr_keras.lexical.bm25_side import bm25_side_ids, corpus_in_index_order, has_bm25_side, rebuild_bm25_side
 from gtr_keras.retrieval.retriever import MODEL_FIELDS, embeddings_metadata, model_change
 from gtr_keras.utils import files
@@ -209,22 +209,31 @@ def check_metadata_types(state, corpus, removed=(), path=None):
     (docs/filters.md). The documents that stay are the live ones of `state` (`read_state`) that `corpus`
     does not replace and `removed` (ids) does not delete.
 
+    Only the documents of segments that could disagree are read: those whose manifest entry records a
+    field of `corpus` with another type (`metadata_types`), or records none (an index built before the
+    record, or never updated); the types read for the latter are recorded in `state.segments`, which the
+    update's manifest keeps, so that the next update reads them no more.
+
     Example:
     >>> check_metadata_types(read_state("indexes/papers/index"), load_corpus("new.jsonl"), path="new.jsonl")
     """
     if corpus.metadata is None:
         return
-    gone = np.array([i.encode("utf-8") for i in [*corpus.ids, *removed]], dtype="S")
-    kept = live_corpus(
-        [
-            (documents_path(state.directory, s["name"]), ids[~np.isin(ids, gone)])
-            for s, ids in zip(state.segments, state.live_ids)
-        ]
-    )
+    given = metadata_types(corpus)
+    gone = {i.encode("utf-8") for i in [*corpus.ids, *removed]}
     stored = {}
-    for doc_id, fields in zip(kept.ids, kept.metadata or []) if kept else ():
-        for field, value in fields.items():
-            stored.setdefault(field, (metadata_type(value), doc_id))
+    for segment, live in zip(state.segments, state.live_ids):
+        recorded = segment.get("metadata_types")
+        if recorded is not None and all(recorded.get(field, kind) == kind for field, kind in given.items()):
+            continue
+        documents = live_corpus([(documents_path(state.directory, segment["name"]), None)])
+        if recorded is None:
+            segment["metadata_types"] = metadata_types(documents)
+        kept = set(live.tolist()) - gone
+        for doc_id, fields in zip(documents.ids, documents.metadata or []) if documents else ():
+            if doc_id.encode("utf-8") in kept:
+                for field, value in fields.items():
+                    stored.setdefault(field, (metadata_type(value), doc_id))
     for doc_id, fields in zip(corpus.ids, corpus.metadata):
         for field, value in fields.items():
             kind, (other, first) = metadata_type(value), stored.get(field, (None, None))

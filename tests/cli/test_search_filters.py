@@ -206,6 +206,49 @@ def test_an_update_may_retype_a_field_of_every_document_it_replaces_or_deletes(t
     assert sorted(i for i, _ in hits) == ["d0", "d1"]
 
 
+def test_updates_record_each_segments_metadata_types_and_read_only_the_segments_that_could_disagree(
+    tmp_path, tiny_model_dir, monkeypatch
+):
+    from gtr_keras.retrieval import index_updates
+
+    read = []
+    live_corpus = index_updates.live_corpus
+    monkeypatch.setattr(index_updates, "live_corpus", lambda sources: read.append(sources) or live_corpus(sources))
+    corpus = _write(tmp_path / "corpus.jsonl", _documents(6))
+    index = tmp_path / "idx"
+    assert main(["index", "--model", tiny_model_dir, "--corpus", str(corpus), "--out", str(index), "--no-bm25"]) == 0
+    _write(tmp_path / "one.jsonl", [dict(_documents(7)[6], metadata={"year": 2031})])
+    assert _update(index, tiny_model_dir, tmp_path / "one.jsonl") == 0
+    assert len(read) == 1  # the base segment records no types yet: read once, then recorded
+    segments = json.loads((index / "index" / "segments.json").read_text())["segments"]
+    assert [s.get("metadata_types") for s in segments] == [
+        {"lang": "string", "tags": "list", "year": "number"},
+        {"year": "number"},
+    ]
+    _write(tmp_path / "two.jsonl", [dict(_documents(8)[7], metadata={"year": 2032, "lang": "it"})])
+    assert _update(index, tiny_model_dir, tmp_path / "two.jsonl") == 0
+    assert len(read) == 1  # every segment's record agrees with the update's types: no document read
+    _write(tmp_path / "three.jsonl", [dict(_documents(9)[8], metadata={"year": "late"})])
+    assert _update(index, tiny_model_dir, tmp_path / "three.jsonl") == 2
+    assert len(read) == 4  # each segment records year as a number: each one's documents read, the update refused
+
+
+def test_a_recorded_type_whose_documents_are_all_gone_does_not_refuse_an_update(tmp_path, tiny_model_dir, capsys):
+    documents = [{"_id": f"d{i}", "text": f"wing lift {i}", "metadata": {"year": 2000 + i}} for i in range(3)]
+    index = tmp_path / "idx"
+    corpus = _write(tmp_path / "corpus.jsonl", documents)
+    assert main(["index", "--model", tiny_model_dir, "--corpus", str(corpus), "--out", str(index)]) == 0
+    added = {"_id": "d3", "text": "wing lift 3", "metadata": {"year": 2003}}
+    assert _update(index, tiny_model_dir, _write(tmp_path / "one.jsonl", [added])) == 0
+    retyped = [dict(d, metadata={"year": f"y{i}"}) for i, d in enumerate([documents[0], documents[1], added])]
+    (tmp_path / "gone.txt").write_text("d2\n")
+    new = _write(tmp_path / "two.jsonl", retyped)
+    assert _update(index, tiny_model_dir, new, "--delete", str(tmp_path / "gone.txt")) == 0
+    hits = _search(capsys, index, tiny_model_dir, "--filter", "year in (y0, y1, y2)")
+    assert sorted(i for i, _ in hits) == ["d0", "d1", "d3"]
+    assert main(["check", str(index)]) == 0
+
+
 def test_shards_searched_as_one_filter_their_union(indexed, tmp_path, tiny_model_dir, tiny_encoder, capsys):
     index, documents = indexed
     more = [dict(d, _id=f"e{i}", text=f"{d['text']} jet") for i, d in enumerate(_documents(20))]

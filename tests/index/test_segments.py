@@ -11,6 +11,7 @@ from gtr_keras.index.segments import (
     documents_path,
     initial_manifest,
     live_corpus,
+    metadata_types,
     read_deleted,
     read_manifest,
     used_names,
@@ -90,6 +91,8 @@ def test_documents_keep_their_metadata_through_segments(tmp_path):
         ("segments", [{"name": ".", "num_rows": -1, "num_deleted": 0}]),
         ("segments", [{"name": ".", "num_rows": 1, "num_deleted": 2}]),
         ("segments", ["."]),
+        ("segments", [{"name": ".", "num_rows": 1, "num_deleted": 0, "metadata_types": {"year": "date"}}]),
+        ("segments", [{"name": ".", "num_rows": 1, "num_deleted": 0, "metadata_types": ["year"]}]),
         ("generation", None),
         ("generation", "1"),
         ("next_segment", 0),
@@ -105,6 +108,12 @@ def test_a_manifest_field_of_a_wrong_type_or_a_path_is_named(tmp_path, field, va
     (tmp_path / "segments.json").write_text(json.dumps(manifest))
     with pytest.raises(DataError, match=rf"segments.json: field '{field}"):
         read_manifest(tmp_path)
+
+
+def test_metadata_types_are_each_fields_type_sorted_by_field():
+    corpus = Corpus(["a", "b", "c"], ["", "", ""], ["x", "y", "z"], [{"year": 2019, "tags": ["p"]}, {}, {"open": True}])
+    assert metadata_types(corpus) == {"open": "boolean", "tags": "list", "year": "number"}
+    assert metadata_types(Corpus(["a"], [""], ["x"], None)) == {} == metadata_types(None)
 
 
 def test_segments_without_their_manifest_are_refused(tmp_path):

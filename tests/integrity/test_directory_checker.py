@@ -109,6 +109,29 @@ def test_a_manifest_whose_segment_points_outside_is_named(built_index, tiny_mode
     assert code == 2 and "segments.json: field 'segments[1].name'" in err
 
 
+def test_a_segment_whose_documents_hold_a_type_its_manifest_entry_does_not_record_is_named(
+    tiny_model_dir, tmp_path, capsys
+):
+    documents = [{"_id": f"d{i}", "text": f"wing lift {i}", "metadata": {"year": 2000 + i}} for i in range(3)]
+    (tmp_path / "corpus.jsonl").write_text("".join(json.dumps(d) + "\n" for d in documents))
+    index = tmp_path / "idx"
+    assert (
+        main(["index", "--model", tiny_model_dir, "--corpus", str(tmp_path / "corpus.jsonl"), "--out", str(index)]) == 0
+    )
+    (tmp_path / "new.jsonl").write_text(json.dumps({"_id": "d9", "text": "drag", "metadata": {"year": 2024}}) + "\n")
+    assert main(["update", str(index), "--model", tiny_model_dir, "--corpus", str(tmp_path / "new.jsonl")]) == 0
+    assert _check(capsys, index)[0] == 0
+    manifest = json.loads((index / "index" / "segments.json").read_text())
+    manifest["segments"][0]["metadata_types"] = {"year": "string"}
+    (index / "index" / "segments.json").write_text(json.dumps(manifest))
+    code, _, err = _check(capsys, index)
+    assert code == 2 and err.count("\n") == 1, err
+    assert (
+        f"{index / 'documents.jsonl.gz'}: field `metadata.year` is a number, but "
+        f"{index / 'index' / 'segments.json'} records string for segment '.'" in err
+    ), err
+
+
 def test_what_is_not_a_gtr_keras_directory_is_refused(tmp_path, capsys):
     (tmp_path / "notes.txt").write_text("mine")
     code, _, err = _check(capsys, tmp_path)
