@@ -31,7 +31,7 @@ from results import RESULTS, lscpu_flags, machine, publish, rerun_command
 SECTION = "## Speed-memory frontier"
 K = 10
 THREADS = len(os.sched_getaffinity(0))
-# The peers' grids: as fine as tune's for ScaNN (72 settings), so that none is behind for want of a setting.
+# The peers' grids: as fine as tune's for ScaNN (72-81 settings), so none is behind for want of a setting.
 HNSW_EFS = (10, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512)
 IVF_NPROBES = (1, 2, 4, 8, 16, 32, 64, 128)
 IVF_K_FACTORS = (2, 4, 8, 16, 32, 64, 128)
@@ -193,7 +193,7 @@ def real_vectors(data_dir, work, model, num_queries, seed):
     settings = {"data": os.path.abspath(data_dir), "model": model, "num_queries": num_queries, "seed": seed}
     record = os.path.join(work, "real.json")
     cache = os.path.join(work, "real.npz")
-    if not (os.path.exists(record) and json.load(open(record)) == settings and os.path.exists(cache)):
+    if not (os.path.exists(record) and _read_json(record) == settings and os.path.exists(cache)):
         import gtr_keras
 
         documents, queries = [], []
@@ -225,6 +225,11 @@ def real_vectors(data_dir, work, model, num_queries, seed):
     return vectors, queries, described
 
 
+def _read_json(path):
+    with open(path) as f:
+        return json.load(f)
+
+
 def synthetic_vectors(args):
     shard_dir = os.path.join(args.work, "shards")
     write_shards(args, shard_dir)
@@ -244,7 +249,9 @@ def main(argv=None):
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     add_corpus_arguments(parser)
-    parser.add_argument("--real", metavar="DATA", help="GTR embeddings of the collections under DATA, not synthetic")
+    parser.add_argument(
+        "--real", metavar="DATA", help="GTR embeddings of the collections under DATA, not synthetic (--n etc. unused)"
+    )
     parser.add_argument("--model", default=DEMO_MODEL, help="the model that encodes --real's texts")
     parser.add_argument("--work", required=True, help="directory for the vectors and indexes (kept for reruns)")
     parser.add_argument("--libraries", default=",".join(LIBRARIES), help="comma-separated names of LIBRARIES")

@@ -8,8 +8,8 @@ and from then on the manifest alone says what the index holds:
   "num_deleted"}` and, where known, `"metadata_types"`: the type of each
   metadata field its documents held when it was written (`metadata_types`;
   deletions only narrow it), so that an update's type check reads the
-  documents of only the segments that could disagree; `"."` is the directory's own index, `segment-NNNNNN` a
-  subdirectory holding a search index of the same kind (for ScaNN, with the
+  documents of only the segments that could disagree; `"."` is the
+  directory's own index, `segment-NNNNNN` a subdirectory holding a search index of the same kind (for ScaNN, with the
   tree and codebooks of the first: `scann_builder.build_scann_segment`) and,
   for documents given as text, their `documents.jsonl.gz`;
 - `deleted`: the `deleted-GGGGGG.npz` file of the deleted rows of each
@@ -254,7 +254,9 @@ def metadata_types(corpus):
     types = {}
     for fields in (corpus.metadata or []) if corpus is not None else []:
         for field, value in fields.items():
-            types.setdefault(field, metadata_type(value))
+            kind = metadata_type(value)
+            if kind is not None:
+                types.setdefault(field, kind)
     return dict(sorted(types.items()))
 
 

@@ -210,21 +210,22 @@ def check_metadata_types(state, corpus, removed=(), path=None):
     does not replace and `removed` (ids) does not delete.
 
     Only the documents of segments that could disagree are read: those whose manifest entry records a
-    field of `corpus` with another type (`metadata_types`), or records none (an index built before the
-    record, or never updated); the types read for the latter are recorded in `state.segments`, which the
-    update's manifest keeps, so that the next update reads them no more.
+    field of `corpus` with another type (`metadata_types`), or records none (the base segment until an
+    update with metadata commits, and segments written before the record); the types read for the latter
+    are recorded in `state.segments`, which this update's manifest keeps, so that later updates read them
+    no more.
 
     Example:
     >>> check_metadata_types(read_state("indexes/papers/index"), load_corpus("new.jsonl"), path="new.jsonl")
     """
     if corpus.metadata is None:
         return
-    given = metadata_types(corpus)
+    given = {(field, metadata_type(value)) for fields in corpus.metadata for field, value in fields.items()}
     gone = {i.encode("utf-8") for i in [*corpus.ids, *removed]}
     stored = {}
     for segment, live in zip(state.segments, state.live_ids):
         recorded = segment.get("metadata_types")
-        if recorded is not None and all(recorded.get(field, kind) == kind for field, kind in given.items()):
+        if recorded is not None and all(recorded.get(field, kind) == kind for field, kind in given):
             continue
         documents = live_corpus([(documents_path(state.directory, segment["name"]), None)])
         if recorded is None:

@@ -3,8 +3,10 @@ fastest setting that meets a target recall, recorded in the index (`layout.write
 
 A ScaNN index is measured over a grid of leaves searched (fractions of its leaves) and reordering pools
 (`reorder_factor`, candidates rescored on int8 a result); an int8 or binary exact index over its `rescore`
-pools. The exact answers are those of the vectors the index holds: a ScaNN index's int8 copy decoded (ScaNN
-keeps no float32), an exact index's float32. Queries are either held-out vectors or a sample of the
+pools; then the parameters of the fastest setting that meets the target are bisected towards the grid's
+next smaller value (`BISECTED`), where the grid's steps may have skipped a cheaper setting that meets it.
+The exact answers are those of the vectors the index holds: a ScaNN index's int8 copy decoded (ScaNN keeps
+no float32), an exact index's float32. Queries are either held-out vectors or a sample of the
 index's own rows; a sampled row is its own best match, so it is left out of both answers, which are then the
 `k` best other rows. QPS is that of one batched `search` of every query at `k`, the best of `repeats` runs.
 """
@@ -40,6 +42,10 @@ from gtr_keras.utils.records import check_positive_int
 LEAF_FRACTIONS = (0.005, 0.01, 0.02, 0.04, 0.07, 0.1, 0.15, 0.25)
 REORDER_FACTORS = (5, 10, 20, 30, 50, 70, 100, 150, 200)
 RESCORE_MULTIPLES = (1, 2, 4, 10, 20, 50)
+# After the grid, the chosen setting's parameters are bisected towards the grid's next smaller value, in this
+# order, this many times each.
+BISECTED = ("reorder_factor", "num_leaves_to_search", "rescore")
+BISECTIONS = 3
 # With `build=True`, ScaNN builds of these multiples of the index's leaves and these AH block widths too.
 BUILD_LEAF_SCALES = (0.5, 1.0, 2.0)
 BUILD_DIMENSIONS_PER_BLOCK = (2, 4)
@@ -157,8 +163,9 @@ def measure(index, queries, truth, k, own=None, repeats=2):
 
 
 def tune(directory, queries=None, sample=1000, target_recall=0.95, k=10, plot=None, repeats=2, build=False, log=print):
-    """Measures the search settings of the index in `directory`, records the fastest that meets
-    `target_recall` in it (`tuned.json`, which `SearchIndex.load` applies) and draws the recall-QPS curve.
+    """Measures the search settings of the index in `directory` (the grid, then bisections between the
+    fastest setting that meets `target_recall` and the grid's next smaller values), records the fastest that
+    meets `target_recall` in it (`tuned.json`, which `SearchIndex.load` applies) and draws the recall-QPS curve.
 
     Args:
         directory: a local index directory (of `gtr-keras index`, or a search index).
@@ -218,27 +225,43 @@ def tune(directory, queries=None, sample=1000, target_recall=0.95, k=10, plot=No
     log(f"{'setting':<72} {'recall@' + str(k):>10} {'QPS':>10}")
     with tempfile.TemporaryDirectory(prefix=".tune-", dir=os.path.dirname(directory.rstrip("/"))) as scratch:
         builds = build_grid(index.params, len(index.ids)) if build else [None]
-        candidates = {}
-        for number, overrides in enumerate(builds):
-            candidate = index
+        paths, loaded = {}, {0: index}  # one other build loaded at a time
+
+        def measured_at(number, setting):
+            loaded[number].set_search_params(setting)
+            recall, qps = measure(loaded[number], queries, truth, k, own, repeats)
+            measured = {"setting": setting, "recall": round(recall, 4), "qps": round(qps, 1)}
+            if builds[number] is not None:
+                measured["build"] = {name: builds[number][name] for name in ("num_leaves", "dimensions_per_block")}
+            measurements.append(measured)
+            built_by.append(number)
+            log(f"{_describe({**measured.get('build', {}), **setting}):<72} {recall:>10.4f} {qps:>10.1f}")
+            return measured
+
+        def load_build(number):
+            for other in [n for n in loaded if n]:
+                del loaded[other]
             if number:
-                candidates[number] = os.path.join(scratch, str(number))
-                write_search_index(DecodedSource(index), candidates[number], "scann", {**index.params, **overrides})
-                candidate = SearchIndex.load(candidates[number])
-            for setting in grid if not number else settings_grid(candidate, k):
-                candidate.set_search_params(setting)
-                recall, qps = measure(candidate, queries, truth, k, own, repeats)
-                measured = {"setting": setting, "recall": round(recall, 4), "qps": round(qps, 1)}
-                if overrides is not None:
-                    measured["build"] = {name: overrides[name] for name in ("num_leaves", "dimensions_per_block")}
-                measurements.append(measured)
-                built_by.append(number)
-                log(f"{_describe({**measured.get('build', {}), **setting}):<72} {recall:>10.4f} {qps:>10.1f}")
+                loaded[number] = SearchIndex.load(paths[number])
+
+        for number, overrides in enumerate(builds):
+            if number:
+                paths[number] = os.path.join(scratch, str(number))
+                write_search_index(DecodedSource(index), paths[number], "scann", {**index.params, **overrides})
+                load_build(number)
+            for setting in grid if not number else settings_grid(loaded[number], k):
+                measured_at(number, setting)
         chosen = _fastest(measurements, target_recall)
+        if chosen is not None:
+            number = built_by[measurements.index(chosen)]
+            load_build(number)
+            tried = [m["setting"] for m, n in zip(measurements, built_by) if n == number]
+            _bisect(chosen["setting"], tried, target_recall, lambda setting: measured_at(number, setting))
+            chosen = _fastest(measurements, target_recall)
         number = built_by[measurements.index(chosen)] if chosen is not None else 0
         if number:  # another build holds the fastest setting: it replaces the index
             with atomic_directory(directory, [SEARCH_INDEX_DIRECTORY]) as staging:
-                shutil.copytree(candidates[number], staging, dirs_exist_ok=True)
+                shutil.copytree(paths[number], staging, dirs_exist_ok=True)
     plot = plot or os.path.join(directory, TUNE_PLOT)
     curves = {}
     for m in measurements:
@@ -266,6 +289,25 @@ def tune(directory, queries=None, sample=1000, target_recall=0.95, k=10, plot=No
     }
     write_tuned(directory, record)
     return {**record, "plot": plot}
+
+
+def _bisect(setting, tried, target_recall, measured_at):
+    """Measures settings between `setting` (the grid's fastest meeting `target_recall`) and the grid's next
+    smaller value of each of its `BISECTED` parameters in turn, halving the gap `BISECTIONS` times: the
+    smallest value that still meets the target, where the grid's steps skipped it."""
+    setting = dict(setting)
+    for name in (name for name in BISECTED if name in setting):
+        low = max((s[name] for s in tried if s[name] < setting[name]), default=None)
+        high = setting[name]
+        for _ in range(BISECTIONS if low is not None else 0):
+            middle = (low + high) // 2
+            if middle in (low, high):
+                break
+            if measured_at({**setting, name: middle})["recall"] >= target_recall:
+                high = middle
+            else:
+                low = middle
+        setting[name] = high
 
 
 def _fastest(measurements, target_recall):

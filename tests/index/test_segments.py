@@ -114,6 +114,7 @@ def test_metadata_types_are_each_fields_type_sorted_by_field():
     corpus = Corpus(["a", "b", "c"], ["", "", ""], ["x", "y", "z"], [{"year": 2019, "tags": ["p"]}, {}, {"open": True}])
     assert metadata_types(corpus) == {"open": "boolean", "tags": "list", "year": "number"}
     assert metadata_types(Corpus(["a"], [""], ["x"], None)) == {} == metadata_types(None)
+    assert metadata_types(Corpus(["a"], [""], ["x"], [{"year": None}])) == {}  # nulls are no type (dropped on reading)
 
 
 def test_segments_without_their_manifest_are_refused(tmp_path):

@@ -13,7 +13,7 @@ from gtr_keras.errors import UserError
 from gtr_keras.index import SearchIndex
 from gtr_keras.index.layout import TUNE_PLOT, TUNED_JSON
 from gtr_keras.index.search_index import ArrayRows, write_search_index
-from gtr_keras.tuning.tuner import DecodedRows, settings_grid, tune
+from gtr_keras.tuning.tuner import DecodedRows, _bisect, settings_grid, tune
 
 pytest.importorskip("matplotlib")
 
@@ -79,6 +79,40 @@ def test_a_flag_overrides_the_tuned_setting(scann_dir):
     assert index.params["num_leaves_to_search"] == index.params["num_leaves"]
     with pytest.raises(UserError, match="at most num_leaves"):
         index.set_search_params({"num_leaves_to_search": index.params["num_leaves"] + 1})
+
+
+def test_bisection_finds_the_smallest_values_meeting_the_target_between_the_grids_steps():
+    tried = [{"num_leaves_to_search": s, "reorder_factor": r} for s in (5, 10) for r in (50, 100)]
+    measured = []
+
+    def measured_at(setting):
+        measured.append(setting)
+        meets = setting["reorder_factor"] >= 80 and setting["num_leaves_to_search"] >= 7
+        return {"setting": setting, "recall": 0.96 if meets else 0.9}
+
+    _bisect({"num_leaves_to_search": 10, "reorder_factor": 100}, tried, 0.95, measured_at)
+    assert [(m["num_leaves_to_search"], m["reorder_factor"]) for m in measured] == [
+        (10, 75),  # reorder first: fails, 87 meets, 81 meets (three halvings)
+        (10, 87),
+        (10, 81),
+        (7, 81),  # then leaves at reorder 81: 7 meets, 6 fails, nothing left between 6 and 7
+        (6, 81),
+    ]
+
+
+def test_tune_records_a_bisected_setting_when_it_is_the_fastest(scann_dir, monkeypatch):
+    monkeypatch.setattr("gtr_keras.tuning.tuner.measure", lambda index, *args, **kwargs: _fake(index.params))
+    (scann_dir / TUNED_JSON).unlink(missing_ok=True)
+    assert 60 not in {s["reorder_factor"] for s in settings_grid(SearchIndex.load(scann_dir), 10)}
+    record = tune(scann_dir, sample=50, target_recall=0.95, log=lambda line: None)
+    assert record["setting"]["reorder_factor"] == 60  # the grid has 50 (fails) and 70: bisected 60, 55, 57
+    assert SearchIndex.load(scann_dir).params["reorder_factor"] == record["setting"]["reorder_factor"]
+
+
+def _fake(params):
+    """(recall, QPS) of a setting in a model where recall needs reorder_factor >= 60, and QPS falls with both."""
+    recall = 0.99 if params["reorder_factor"] >= 60 else 0.5
+    return recall, 1e6 / (params["reorder_factor"] * params["num_leaves_to_search"])
 
 
 def test_a_quantized_exact_index_is_tuned_on_its_rescore_pool(tmp_path):
