@@ -403,8 +403,9 @@ def build_parser():
         "measure an index's search settings against exact search; record the fastest that meets a recall",
         "Measures recall@k and queries a second of each search setting (ScaNN: leaves searched and reordering "
         "pool; int8|binary exact: candidates rescored) against an exact search of the index's own vectors, "
-        "bisects the fastest that meets --target-recall between the grid's steps, prints them, records the fastest setting that meets --target-recall in the index (INDEX/index/tuned.json: "
-        "search, export, servers and SearchIndex.load use it) and draws the recall-QPS curve as a PNG.",
+        "bisects the fastest that meets --target-recall between the grid's steps, prints them, records the "
+        "fastest setting that meets it in the index (INDEX/index/tuned.json: search, export, servers and "
+        "SearchIndex.load use it) and draws the recall-QPS curve as a PNG.",
     )
     p.add_argument("--index", required=True, type=index_directory, help="a local index directory")
     group = p.add_mutually_exclusive_group()
