@@ -26,7 +26,7 @@ import time
 
 import numpy as np
 from large_index import add_corpus_arguments, write_shards
-from results import RESULTS, lscpu_flags, machine, publish, rerun_command
+from results import RESULTS, lscpu_flags, machine, publish, rerun_command, time_interleaved
 
 SECTION = "## Speed-memory frontier"
 K = 10
@@ -35,10 +35,6 @@ THREADS = len(os.sched_getaffinity(0))
 HNSW_EFS = (10, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512)
 IVF_NPROBES = (1, 2, 4, 8, 16, 32, 64, 128)
 IVF_K_FACTORS = (2, 4, 8, 16, 32, 64, 128)
-
-
-def recall(found, truth):
-    return float(np.mean([len(np.intersect1d(f, t)) / K for f, t in zip(found, truth)]))
 
 
 def gtr_keras_scann(vectors, queries, work, m, ef_construction, prebuilt=None):
@@ -162,20 +158,26 @@ LIBRARIES = {
 
 def measure_in_turns(searchers, truth, rounds):
     """`{library: [(recall, QPS, setting)]}`: every setting of every library timed once a round, the libraries
-    taking turns, the fastest round counting; recall from the first round's answers."""
-    seconds, recalls = {}, {}
-    for round_number in range(rounds):
-        for key, settings in searchers.items():
-            for number, (_, search) in enumerate(settings):
-                start = time.perf_counter()
-                found = search()
-                elapsed = time.perf_counter() - start
-                seconds[key, number] = min(seconds.get((key, number), float("inf")), elapsed)
-                if not round_number:
-                    recalls[key, number] = recall(found, truth)
-        print(f"round {round_number + 1} of {rounds} timed", flush=True)
+    taking turns (`results.time_interleaved`), the fastest round counting; recall from the last round's
+    answers (each search is deterministic)."""
+    from gtr_keras.tuning.tuner import recall_at_k
+
+    found = {}
+
+    def kept(key, search):
+        return lambda: found.__setitem__(key, search())
+
+    functions = {
+        (key, n): kept((key, n), search)
+        for key, settings in searchers.items()
+        for n, (_, search) in enumerate(settings)
+    }
+    seconds = time_interleaved(functions, rounds, warmup=0)
     return {
-        key: [(recalls[key, n], len(truth) / seconds[key, n], setting) for n, (setting, _) in enumerate(settings)]
+        key: [
+            (recall_at_k(found[key, n], truth), len(truth) / min(seconds[key, n]), setting)
+            for n, (setting, _) in enumerate(settings)
+        ]
         for key, settings in searchers.items()
     }
 
@@ -189,6 +191,7 @@ def real_vectors(data_dir, work, model, num_queries, seed):
     """`(documents, queries, description)`: GTR embeddings of every BEIR document under `data_dir` and every
     distinct Debian description, and of `num_queries` sampled Debian summaries and BEIR queries; encoded once."""
     from gtr_keras import load_corpus, load_queries
+    from gtr_keras.beir.readers import CORPUS_FILES
 
     settings = {"data": os.path.abspath(data_dir), "model": model, "num_queries": num_queries, "seed": seed}
     record = os.path.join(work, "real.json")
@@ -199,7 +202,7 @@ def real_vectors(data_dir, work, model, num_queries, seed):
         documents, queries = [], []
         for name in sorted(os.listdir(data_dir)):
             path = os.path.join(data_dir, name)
-            if any(os.path.exists(os.path.join(path, f)) for f in ("corpus.jsonl", "corpus.jsonl.gz")):
+            if any(os.path.exists(os.path.join(path, f)) for f in CORPUS_FILES):
                 documents += load_corpus(path).joined()
                 queries += list(load_queries(path).values())
         with gzip.open(os.path.join(data_dir, "debian-descriptions", "pairs.jsonl.gz"), "rt") as f:
