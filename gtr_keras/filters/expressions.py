@@ -138,7 +138,7 @@ class Filter:
     """What a filtered search may return: the documents matching every clause, and in `ids` when given.
 
     Args:
-        expressions: a clause (str) or a sequence of them, ANDed (`parse_clause`).
+        expressions: a clause (str) or a sequence of them, ANDed (`parse_clause`), or None (none).
         ids: an allow-list of document ids (a sequence of strings, or of integers as a corpus's `_id` may
             be), one id (str), or None (every id).
 
@@ -151,7 +151,8 @@ class Filter:
     """
 
     def __init__(self, expressions=(), ids=None):
-        self.clauses = [parse_clause(expression) for expression in _strings(expressions, "expressions")]
+        expressions = () if expressions is None else _strings(expressions, "expressions")
+        self.clauses = [parse_clause(expression) for expression in expressions]
         self.ids = None if ids is None else _strings(ids, "ids", integers=True)
 
     @classmethod

@@ -85,6 +85,7 @@ def test_a_string_where_a_list_is_expected_is_one_value():
     assert filter.ids == ["d5"] and [clause.text for clause in filter.clauses] == ["lang = en"]
     assert Filter(ids=("d5", 7)).ids == ["d5", "7"]  # integer ids, as a corpus's `_id` may be
     assert Filter(ids=iter(["d1"])).ids == ["d1"] and Filter(ids=[]).ids == []
+    assert Filter(None, ids=["d1"]).clauses == []
 
 
 @pytest.mark.parametrize(

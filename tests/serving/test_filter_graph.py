@@ -1,3 +1,4 @@
+import numpy as np
 import pytest
 import tensorflow as tf
 from hypothesis import HealthCheck, given, settings
@@ -232,6 +233,29 @@ GENERATED_METADATA = [
 @pytest.fixture(scope="module")
 def generated_columns_and_mask():
     return columns_and_mask_of(GENERATED_METADATA)
+
+
+@pytest.mark.parametrize(
+    "text, rows",
+    [
+        ("langin (en)", None),
+        ("yearin (1990, 1991)", None),
+        ("year = \u0662\u0660\u0660\u0660", None),  # a string, on a number field
+        ("x.y-z = \u0662\u0660", [1]),
+        ("lang\u00a0=\u00a0en", [0]),
+        ("lang = en\u00a0", [0]),  # the graph answered none: RE2's `\s` is ASCII
+        ("lang = 'en\u00a0'", [2]),
+        ("year < 1" + "0" * 400, [0, 1, 2, 3]),
+    ],
+)
+def test_the_graph_allows_what_python_allows_on_the_clauses_they_disagreed_on(generated_columns_and_mask, text, rows):
+    columns, _ = generated_columns_and_mask
+    if rows is None:
+        with pytest.raises(UserError):
+            columns.allowed(Filter(text))
+    else:
+        assert np.flatnonzero(columns.allowed(Filter(text))).tolist() == rows
+    assert_the_same_rows(generated_columns_and_mask, text)
 
 
 @given(clauses())
