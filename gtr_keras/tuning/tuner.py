@@ -4,7 +4,8 @@ held out from those it chose on, and the fastest setting that meets a target rec
 
 A ScaNN index is measured over a grid of leaves searched (fractions of its leaves), reordering pools
 (`reorder_factor`, AH candidates reordered on int8 a result) and float32 rescoring pools (`rescore_factor`,
-int8-reordered candidates rescored with float32 a result); an int8 or binary exact index over its `rescore`
+int8-reordered candidates rescored with float32 a result; for each leaves and reordering pool, the next larger
+rescoring pool only while the last one raised recall); an int8 or binary exact index over its `rescore`
 pools; then the parameters of the fastest setting that meets the target are bisected towards the grid's next
 smaller value (`BISECTED`), where the grid's steps may have skipped a cheaper setting that meets it.
 
@@ -184,12 +185,15 @@ def _best_others(rows, own, k):
     """Each query's first `k` result rows that are not its own row (`own`; None: no query is an indexed row)."""
     if own is None:
         return rows[:, :k]
-    return np.stack([row[row != me][:k] for row, me in zip(rows, own)])
+    others = rows != own[:, None]
+    others[others.sum(axis=1) > k, -1] = False  # own row absent: the last one is the (k + 1)-th
+    return rows[others].reshape(len(rows), k)
 
 
 def per_query_recall(found, truth):
-    """Each query's fraction of its true top `k` (`truth`, `[n, k]` rows) among its `found` rows."""
-    return np.array([len(np.intersect1d(f, t)) / t.shape[0] for f, t in zip(found, truth)])
+    """Each query's fraction of its true top `k` (`truth`, `[n, k]` rows) among its `found` rows (distinct)."""
+    found, truth = np.asarray(found), np.asarray(truth)
+    return (found[:, :, None] == truth[:, None, :]).any(axis=1).sum(axis=1) / truth.shape[1]
 
 
 def recall_at_k(found, truth):
@@ -253,14 +257,14 @@ def split_queries(twin, queries, sample, k):
 
 
 def measure(index, queries, k, repeats=2):
-    """`(per-query recall@k, QPS)` of `index`'s current setting on a `QuerySet`."""
+    """`(per-query recall@k, QPS)` of `index`'s current setting on a `QuerySet` (QPS None for `repeats=0`)."""
     recalls = per_query_recall(queries.found(index, k), queries.truth)
     elapsed = []
     for _ in range(repeats):
         start = time.perf_counter()
         index.search(queries.vectors, k)
         elapsed.append(time.perf_counter() - start)
-    return recalls, len(queries) / max(min(elapsed), 1e-9)
+    return recalls, len(queries) / max(min(elapsed), 1e-9) if elapsed else None
 
 
 def _lock_of(directory):
@@ -421,8 +425,16 @@ def _tune(directory, queries, sample, target_recall, k, plot, repeats, build, lo
                     BuildSource(index), paths[number], "scann", {**params, **overrides, "reorder": "int8"}
                 )
                 load_build(number)
+            plateaus = set()  # (leaves, reorder) whose last float32 rescoring pool raised no recall
+            last = None
             for setting in grid if not number else settings_grid(loaded[number], k):
-                measured_at(number, setting)
+                others = tuple(value for name, value in setting.items() if name != "rescore_factor")
+                if others in plateaus:
+                    continue  # a larger pool finds what a smaller found, slower
+                measured = measured_at(number, setting)
+                if "rescore_factor" in setting and last and last[0] == others and measured["recall"] <= last[1]:
+                    plateaus.add(others)
+                last = others, measured["recall"]
         chosen = _fastest(measurements, _meets)
         if chosen is not None:
             number = built_by[measurements.index(chosen)]
@@ -435,9 +447,7 @@ def _tune(directory, queries, sample, target_recall, k, plot, repeats, build, lo
             if number not in loaded:
                 load_build(number)
             loaded[number].set_search_params(candidate["setting"])
-            candidate["held_out"] = round(
-                float(np.mean(per_query_recall(held_out.found(loaded[number], k), held_out.truth))), 4
-            )
+            candidate["held_out"] = round(float(np.mean(measure(loaded[number], held_out, k, repeats=0)[0])), 4)
             if candidate["held_out"] >= target_recall:
                 chosen = candidate
                 break
