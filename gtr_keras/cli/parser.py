@@ -542,8 +542,8 @@ def build_parser():
         choices=["scann", "scann-int8", "brute-force"],
         default="scann",
         help="scann needs ScaNN's ops in the server and holds the index's float32 vectors to rescore with (4 bytes "
-        "a dimension); scann-int8 reorders on ScaNN's int8 copy only (a quarter of the memory, recall@10 about 0.97 "
-        "of float32 search's); brute-force runs on stock TF Serving",
+        "a dimension); scann-int8 reorders on ScaNN's int8 copy only (a quarter of the memory; recall@10 against "
+        "float32 search stops near 0.97); brute-force runs on stock TF Serving",
     )
     p.add_argument(
         "--version",
