@@ -425,7 +425,11 @@ def build_parser():
         help="index rows sampled as queries, each left out of its own answer: document rows, nearer their "
         "neighbours than real queries (default: 1000)",
     )
-    p.add_argument("--model", help="with a --queries file of text: the model the index was built with (checked)")
+    p.add_argument(
+        "--model",
+        help="required with a --queries file of text: the model the index was built with (checked), which encodes "
+        "them (default: none)",
+    )
     p.add_argument("--target-recall", type=fraction, default=0.95, help="recall@k to meet (default: 0.95)")
     p.add_argument("-k", type=at_least_one, default=10, help="results per query whose recall counts")
     p.add_argument(
