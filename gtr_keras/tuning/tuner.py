@@ -101,14 +101,22 @@ class BuildSource:
 
     def __init__(self, index):
         self.ids = list(index.ids)
-        self.rows = (
-            index.embeddings if index.embeddings is not None else DecodedRows(os.path.join(index.path, SCANN_DIR))
-        )
+        self.rows = _read_in_order(index)
+        if self.rows is None:
+            self.rows = DecodedRows(os.path.join(index.path, SCANN_DIR))
         self.num_rows, self.dims = self.rows.shape
 
     def chunks(self):
         for start in range(0, self.num_rows, _CHUNK_ROWS):
             yield np.asarray(self.rows[start : start + _CHUNK_ROWS], dtype=np.float32)
+
+
+def _read_in_order(index):
+    """The float32 vectors of one loaded index to read through, block by block: its `embeddings.npy` mapped
+    anew (a search's map reads at random, without read-ahead), or the array it holds; None without them."""
+    if index.embeddings is None or index.path is None:
+        return index.embeddings
+    return np.load(os.path.join(index.path, EMBEDDINGS_NPY), mmap_mode="r")
 
 
 def build_grid(params, n):
@@ -163,7 +171,7 @@ def exact_twin(index):
     int8 copy decoded; `float32` is then False), its rows numbered as `index`'s."""
     twins, float32 = [], True
     for part, deleted in index.parts:
-        floats = part.embeddings
+        floats = _read_in_order(part)
         if floats is None:
             floats, float32 = DecodedRows(os.path.join(part.path, SCANN_DIR)), False
         twins.append((SearchIndex.from_vectors(part.ids, FloatVectors(floats)), deleted))
