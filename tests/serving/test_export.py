@@ -899,7 +899,7 @@ def test_a_tuned_scann_index_exports_its_tuned_setting_and_a_flag_overrides_it(e
 
     index_dir = tmp_path / "index"
     shutil.copytree(exports["scann"][1], index_dir)
-    write_tuned(index_dir / "index", {"setting": {"num_leaves_to_search": 1, "reorder_factor": 1}})
+    write_tuned(index_dir / "index", {"setting": {"num_leaves_to_search": 1, "reorder_factor": 1, "rescore_factor": 1}})
     encoder = gtr_keras.load(tiny_model_dir)
     tuned = Retriever.load(index_dir, encoder)
     assert tuned.index.params["num_leaves_to_search"] == 1 and tuned.index.params["reorder_factor"] == 1
