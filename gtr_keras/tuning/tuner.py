@@ -24,6 +24,7 @@ recall on the held-out half meets the target is recorded, with both recalls. QPS
 import contextlib
 import math
 import os
+import re
 import shutil
 import tempfile
 import time
@@ -74,6 +75,8 @@ BUILD_DIMENSIONS_PER_BLOCK = (2, 4)
 # plus this many standard errors of their mean (one-sided 95%): `needed_recall`.
 MARGIN_Z = 1.645
 _CHUNK_ROWS = 65_536
+# The random part of a name `tempfile.mkdtemp` makes: 8 of its characters (`tempfile._RandomNameSequence`).
+_MKDTEMP_SUFFIX = "[a-z0-9_]{8}"
 INT8_TRUTH = (
     "keeps no float32 vectors (built before float32 rescoring, only ScaNN's int8 copy): recall is measured "
     "against exact search of that copy, and recall against float32 search stops below it (0.93-0.97 in the "
@@ -284,19 +287,20 @@ def _lock_of(directory):
     return directory, ()
 
 
-def scratch_prefix(directory):
-    """The names of `tune --build`'s scratch beside the search index `directory`: in an index directory every
-    `.tune-*` (it holds one search index), else `.tune-NAME-*`."""
+def scratch_paths(directory):
+    """The scratch directories that `tune --build` runs of the search index `directory` made beside it:
+    `.tune-NAME-` and `tempfile.mkdtemp`'s 8 characters exactly (`_scratch`), so that the scratch of a sibling
+    index `NAME-OTHER` (`.tune-NAME-OTHER-*`, whose `-` mkdtemp never writes) is not among them."""
     parent, name = files.parent_and_name(directory)
-    in_index_directory = name == INDEX_SUBDIR and files.isfile(os.path.join(parent, RETRIEVER_JSON))
-    return parent, TUNE_SCRATCH_PREFIX if in_index_directory else f"{TUNE_SCRATCH_PREFIX}{name}-"
+    mine = re.compile(rf"{re.escape(TUNE_SCRATCH_PREFIX + name)}-{_MKDTEMP_SUFFIX}")
+    return [os.path.join(parent, entry) for entry in files.listdir(parent) if mine.fullmatch(entry)]
 
 
 def remove_scratch(directory):
-    """Removes the scratch that killed `tune --build` runs of the search index `directory` left beside it;
-    returns the paths removed. Only under the index's lock (`tune` holds it): no other run is using them."""
-    parent, prefix = scratch_prefix(directory)
-    stale = [os.path.join(parent, name) for name in files.listdir(parent) if name.startswith(prefix)]
+    """Removes the scratch that killed `tune --build` runs of the search index `directory` left beside it
+    (`scratch_paths`); returns the paths removed. Only under the index's lock (`tune` holds it): no other run
+    is using them."""
+    stale = scratch_paths(directory)
     for path in stale:
         files.remove(path)
     return stale

@@ -299,6 +299,19 @@ def test_a_build_stopped_at_any_point_leaves_scratch_that_the_next_tune_removes(
         assert SearchIndex.load(index_dir).search_ids(CORPUS[[7]], 1)[0] == [["doc-7"]]
 
 
+def test_tune_removes_its_own_scratch_only_not_a_sibling_index_whose_name_it_begins(tmp_path):
+    """A standalone index `foo` beside `foo-bar`: `.tune-foo-bar-*` is the live scratch of `foo-bar`'s tune."""
+    for name in ("foo", "foo-bar"):
+        write_search_index(ArrayRows(doc_ids(300), CORPUS[:300]), tmp_path / name, "exact", {"vectors": "binary"})
+    mine, theirs = tmp_path / ".tune-foo-ab_c1234", tmp_path / ".tune-foo-bar-x9y8z7w6"
+    for scratch in (mine, theirs, tmp_path / ".tune-foo-bar"):
+        scratch.mkdir()
+    assert tuner.scratch_paths(tmp_path / "foo") == [str(mine)]
+    assert tuner.scratch_paths(tmp_path / "foo-bar") == [str(theirs)]
+    tune(tmp_path / "foo", sample=100, target_recall=0.5, log=lambda line: None)
+    assert not mine.exists() and theirs.exists() and (tmp_path / ".tune-foo-bar").exists()
+
+
 @pytest.mark.large
 def test_a_killed_tune_build_leaves_scratch_that_the_next_run_of_the_command_removes(index_dir):
     env = {**os.environ, CRASH_AT_VARIABLE: "3", "PYTHONPATH": REPO}
