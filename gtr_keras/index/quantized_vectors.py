@@ -142,14 +142,14 @@ def load_vectors(directory, config, config_path):
 
 
 def open_float_rows(directory, config, config_path):
-    """The float32 rows of `embeddings.npy` in `directory` as `FloatRows` to rescore candidates with: a local
-    file memory-mapped for random reads (`MADV_RANDOM`), checked for shape and dtype only (a scan would make
-    every page resident); another file system's read into memory."""
-    floats = read_embeddings(os.path.join(directory, EMBEDDINGS_NPY), config, config_path, scan=False)
-    if not isinstance(floats, np.memmap):
-        return FloatRows(floats)
-    with open(floats.filename, "rb") as f:
-        mapped = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+    """The float32 rows of `embeddings.npy` in `directory` as `FloatRows` to rescore candidates with, memory-mapped
+    for random reads (`MADV_RANDOM`) and checked for shape and dtype only (a scan would make every page resident).
+    Another file system's file is copied to a local temporary file first (`files.local_copy`, under `TMPDIR`),
+    which the map keeps on disk, unnamed, until it is let go: never read whole into memory."""
+    with files.local_copy(os.path.join(directory, EMBEDDINGS_NPY)) as path:
+        floats = read_embeddings(path, config, config_path, scan=False)
+        with open(floats.filename, "rb") as f:
+            mapped = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
     mapped.madvise(mmap.MADV_RANDOM)
     return FloatRows(np.frombuffer(mapped, np.float32, floats.size, floats.offset).reshape(floats.shape), mapped)
 

@@ -1,6 +1,7 @@
 """`quantized_vectors`: int8 and binary exact indexes, rescored with float32, on disk and in memory."""
 
 import os
+import tempfile
 
 import numpy as np
 import pytest
@@ -113,3 +114,18 @@ def test_float32_rows_read_through_the_memory_map_are_let_go_past_the_budget(tmp
     monkeypatch.setattr(quantized_vectors, "_MAPPED_BYTES", 0)
     assert recall(index.search(QUERIES, 10)[0], exact_rows) >= 0.99
     assert _mapped_kib(path) == 0
+
+
+@pytest.mark.parametrize("kind, params", [("scann", {"num_leaves": 10}), ("exact", {"vectors": "int8"})])
+def test_float32_rows_on_another_file_system_are_copied_to_a_local_file_and_mapped(kind, params, request):
+    """`ram://` stands for `gs://`: the float32 file is not read into memory but copied to a local temporary
+    file, memory-mapped (and unnamed once mapped: nothing is left in the temporary directory)."""
+    directory = f"ram://float-rows-{kind}-{id(request)}/index"
+    write_search_index(ArrayRows(doc_ids(len(CORPUS)), CORPUS), directory, kind, params)
+    loaded = SearchIndex.load(directory)
+    rows = loaded.float_rows if kind == "scann" else loaded.vectors.float_rows
+    assert isinstance(rows._mapped, quantized_vectors.mmap.mmap) and not rows.floats.flags.owndata
+    np.testing.assert_array_equal(rows.floats, CORPUS)
+    exact_rows = SearchIndex(doc_ids(len(CORPUS)), CORPUS, kind="exact").search(QUERIES, 10)[0]
+    assert recall(loaded.search(QUERIES, 10)[0], exact_rows) >= 0.99
+    assert not [name for name in os.listdir(tempfile.gettempdir()) if name.startswith("gtr-keras-copy-")]
