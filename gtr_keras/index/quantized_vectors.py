@@ -198,7 +198,8 @@ class FloatRows:
 
         Args:
             queries: float32 `[n, D]`.
-            candidates: int64 `[n, c]` distinct rows per query, `c >= k`.
+            candidates: int64 `[n, c]` distinct rows per query, `c >= k`, or -1 for none (scored -inf; at
+                least `k` of each row are rows).
             k: results per query.
             ranks: int64 `[N]`, the order of equal scores.
 
@@ -210,11 +211,14 @@ class FloatRows:
         step = max(1, _RESCORE_ROWS // max(1, candidates.shape[1]))
         for start in range(0, len(queries), step):
             block = candidates[start : start + step]
+            none = block < 0
+            block = np.where(none, 0, block)
             rows, inverse = np.unique(block, return_inverse=True)  # in file order: the memory map reads forward
             vectors = np.asarray(self.floats[rows], dtype=np.float32)
             if self._mapped is not None:
                 self._let_go()
             block_scores = np.einsum("qcd,qd->qc", vectors[inverse.reshape(block.shape)], queries[start : start + step])
+            block_scores[none] = -np.inf
             order = np.lexsort((ranks[block], -block_scores), axis=-1)[:, :k]
             indices[start : start + step] = np.take_along_axis(block, order, axis=1)
             scores[start : start + step] = np.take_along_axis(block_scores, order, axis=1)

@@ -70,7 +70,7 @@ from gtr_keras.index.layout import (
     read_description,
 )
 from gtr_keras.index.scann_builder import codec_files, merge_scann
-from gtr_keras.index.search_index import SearchIndex
+from gtr_keras.index.search_index import RESCORE_BAND, SearchIndex
 from gtr_keras.index.segments import documents_path, index_documents
 from gtr_keras.models.gtr.gtr_text_embedder import SAVED_MODEL_DIRECTORY
 from gtr_keras.models.gtr.gtr_tokenizer import pad_token_ids
@@ -476,7 +476,8 @@ def _write_searcher(encoder, index_dir, staging, searcher, k, search_params=None
                 neighbors, scores = [], []
                 for resource, first, size, reorder, rescore, leaves in searched:
                     width = tf.minimum(k, size)
-                    pool = tf.minimum(rescore * width, size)  # rescored with float32 below (`SearchIndex.search`)
+                    # Rescored with float32 below, as `SearchIndex.search` does (`rescore_pool_size`).
+                    pool = tf.minimum(width + (rescore - 1) * tf.minimum(width, RESCORE_BAND), size)
                     found = scann_ops.scann_search_batched(
                         resource.resource_handle,
                         queries,

@@ -3,9 +3,10 @@ held out from those it chose on, and the fastest setting that meets a target rec
 (`layout.write_tuned`).
 
 A ScaNN index is measured over a grid of leaves searched (fractions of its leaves), reordering pools
-(`reorder_factor`, AH candidates reordered on int8 a result) and float32 rescoring pools (`rescore_factor`,
-int8-reordered candidates rescored with float32 a result; for each leaves and reordering pool, the next larger
-rescoring pool only while the last one raised recall); an int8 or binary exact index over its `rescore`
+(`reorder_factor`, AH candidates reordered on int8 a result) and float32 rescoring pools (`rescore_factor`: of
+the int8-reordered candidates, `search_index.rescore_pool_size(k, rescore_factor)` rescored with float32, at most
+the reordering pool; for each leaves and reordering pool, the next larger rescoring pool only while the last one
+raised recall); an int8 or binary exact index over its `rescore`
 pools; then the parameters of the fastest setting that meets the target are bisected towards the grid's next
 smaller value (`BISECTED`), where the grid's steps may have skipped a cheaper setting that meets it.
 
@@ -48,7 +49,7 @@ from gtr_keras.index.layout import (
     write_tuned,
 )
 from gtr_keras.index.quantized_vectors import FloatVectors
-from gtr_keras.index.search_index import SearchIndex, write_search_index
+from gtr_keras.index.search_index import SearchIndex, rescore_pool_size, write_search_index
 from gtr_keras.index.segmented_index import SegmentedIndex
 from gtr_keras.tuning.recall_curve import plot_recall_qps
 from gtr_keras.utils import files
@@ -58,7 +59,7 @@ from gtr_keras.utils.locks import output_lock
 from gtr_keras.utils.records import check_positive_int
 
 # The grid: leaves searched as fractions of a ScaNN index's leaves, its reordering pools (results times
-# these), its float32 rescoring pools (results times these, at most the reordering pool), and a quantized
+# these), its float32 rescoring pools (`rescore_pool_size` of these, at most the reordering pool), and a quantized
 # exact index's rescored candidates (k times these).
 LEAF_FRACTIONS = (0.005, 0.01, 0.02, 0.04, 0.07, 0.1, 0.15, 0.25)
 REORDER_FACTORS = (5, 10, 20, 30, 50, 70, 100, 150, 200)
@@ -164,7 +165,7 @@ def settings_grid(index, k):
             for s in sorted(searched)
             for r in factors
             for f in rescores
-            if f is None or f <= r  # a larger rescoring pool than the reordering pool is that pool
+            if f is None or rescore_pool_size(k, f) <= r * k  # a larger rescoring pool is the reordering pool
         ]
     return [{"rescore": r} for r in sorted({k * m for m in RESCORE_MULTIPLES} | {params["rescore"]})]
 
@@ -452,7 +453,7 @@ def _tune(directory, queries, sample, target_recall, k, plot, repeats, build, lo
             number = built_by[measurements.index(chosen)]
             load_build(number)
             tried = [m["setting"] for m, n in zip(measurements, built_by) if n == number]
-            _bisect(chosen["setting"], tried, _meets, lambda setting: measured_at(number, setting))
+            _bisect(chosen["setting"], tried, _meets, lambda setting: measured_at(number, setting), k)
         chosen = None
         for candidate in sorted((m for m in measurements if _meets(m)), key=lambda m: -m["qps"]):
             number = built_by[measurements.index(candidate)]
@@ -534,7 +535,7 @@ def _refusal(measurements, target_recall, k, tuning, held_out, float32, plot):
     )
 
 
-def _bisect(setting, tried, meets, measured_at):
+def _bisect(setting, tried, meets, measured_at, k):
     """Measures settings between `setting` (the grid's fastest meeting the target: `meets(measured)`) and the
     grid's next smaller value of each of its `BISECTED` parameters in turn, halving the gap `BISECTIONS` times:
     the smallest value that still meets it, where the grid's steps skipped it."""
@@ -542,7 +543,8 @@ def _bisect(setting, tried, meets, measured_at):
     for name in (name for name in BISECTED if name in setting):
         low = max((s[name] for s in tried if s[name] < setting[name]), default=None)
         if name == "reorder_factor" and low is not None and "rescore_factor" in setting:
-            low = max(low, setting["rescore_factor"] - 1)  # a reordering pool below the rescoring pool is that pool
+            # A reordering pool below the rescoring pool is that pool.
+            low = max(low, math.ceil(rescore_pool_size(k, setting["rescore_factor"]) / k) - 1)
         high = setting[name]
         for _ in range(BISECTIONS if low is not None else 0):
             middle = (low + high) // 2

@@ -18,7 +18,7 @@ from gtr_keras.cli.main import main
 from gtr_keras.errors import UserError
 from gtr_keras.index import SearchIndex
 from gtr_keras.index.layout import EMBEDDINGS_NPY, TUNE_PLOT, TUNED_JSON
-from gtr_keras.index.search_index import ArrayRows, write_search_index
+from gtr_keras.index.search_index import ArrayRows, rescore_pool_size, write_search_index
 from gtr_keras.tuning import tuner
 from gtr_keras.tuning.tuner import _bisect, needed_recall, settings_grid, tune
 from gtr_keras.utils.file_operations import CRASH_AT_VARIABLE, counting, stopping_at
@@ -152,7 +152,7 @@ def test_bisection_finds_the_smallest_values_meeting_the_target_between_the_grid
         meets = setting["reorder_factor"] >= 80 and setting["num_leaves_to_search"] >= 7
         return {"setting": setting, "recall": 0.96 if meets else 0.9, "needed": 0.95}
 
-    _bisect({"num_leaves_to_search": 10, "reorder_factor": 100}, tried, tuner._meets, measured_at)
+    _bisect({"num_leaves_to_search": 10, "reorder_factor": 100}, tried, tuner._meets, measured_at, 10)
     assert [(m["num_leaves_to_search"], m["reorder_factor"]) for m in measured] == [
         (10, 75),  # reorder first: fails, 87 meets, 81 meets (three halvings)
         (10, 87),
@@ -167,6 +167,11 @@ def test_the_grid_holds_the_float32_rescoring_pools_up_to_the_reordering_pool(sc
     assert {s["rescore_factor"] for s in grid} >= set(tuner.RESCORE_FACTORS)
     assert all(s["rescore_factor"] <= s["reorder_factor"] for s in grid)
     assert {s["reorder_factor"] for s in grid} >= set(tuner.REORDER_FACTORS)
+    deep = settings_grid(SearchIndex.load(scann_dir), 1000)  # at depth 1000 a rescoring pool grows by 100s
+    assert all(rescore_pool_size(1000, s["rescore_factor"]) <= s["reorder_factor"] * 1000 for s in deep)
+    assert {"reorder_factor": 5, "rescore_factor": 10} in [
+        {n: s[n] for n in ("reorder_factor", "rescore_factor")} for s in deep
+    ]
 
 
 def test_tune_records_a_bisected_setting_when_it_is_the_fastest(scann_dir, monkeypatch):
