@@ -7,6 +7,7 @@ import pytest
 from search_inputs import CORPUS, DIMS, QUERIES, clustered, doc_ids, recall
 
 from gtr_keras.errors import UserError
+from gtr_keras.index import quantized_vectors, search_index
 from gtr_keras.index.search_index import ArrayRows, SearchIndex, rescore_pool_size, write_search_index
 
 
@@ -156,3 +157,30 @@ def test_leaves_that_fill_the_top_k_but_not_the_pool_are_not_searched_again(monk
     index.set_search_params({"rescore_factor": 1})
     found = index.search(CORPUS[[5, 6]], 300)[0]  # more than the leaf holds: every leaf searched
     assert leaves[1:] == [1, 30] and all(len(set(row)) == 300 for row in found)
+
+
+@pytest.mark.parametrize("kind", ["exact", "scann"])
+def test_save_of_a_loaded_index_writes_its_float32_rows_a_chunk_at_a_time(kind, tmp_path, monkeypatch):
+    write_search_index(
+        ArrayRows(doc_ids(len(CORPUS)), CORPUS),
+        tmp_path / "a",
+        kind,
+        {"num_leaves": 10} if kind == "scann" else {"vectors": "int8"},
+    )
+    written = []
+    write = search_index.write_embeddings
+    monkeypatch.setattr(search_index, "_BUILD_CHUNK_ROWS", 1000)
+    monkeypatch.setattr(
+        search_index,
+        "write_embeddings",
+        lambda path, chunks, *a: write(path, [written.append(len(c)) or c for c in chunks], *a),
+    )
+    if kind == "exact":
+        monkeypatch.setattr(quantized_vectors, "write_embeddings", search_index.write_embeddings)
+    SearchIndex.load(tmp_path / "a").save(tmp_path / "b")
+    assert written == [1000, 1000, 1000]
+    np.testing.assert_array_equal(np.load(tmp_path / "b" / "embeddings.npy"), CORPUS)
+    for want, got in zip(
+        SearchIndex.load(tmp_path / "a").search(QUERIES, 10), SearchIndex.load(tmp_path / "b").search(QUERIES, 10)
+    ):
+        np.testing.assert_array_equal(want, got)
