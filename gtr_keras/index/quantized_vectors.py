@@ -14,6 +14,8 @@ The codes are what a search holds in memory: a quarter (int8) or a thirty-second
 
 import mmap
 import os
+import threading
+import weakref
 
 import numpy as np
 
@@ -36,12 +38,17 @@ VECTOR_TYPES = ("float32", "int8", "binary")
 # with the bundled model (benchmarks/quantized.py, RESULTS.md), int8 keeps float32's NDCG@10 from 10 on
 # (20 leaves a margin), binary keeps it within 0.4% from 100 on (0.7% at 40, 2.3% at 20).
 DEFAULT_RESCORE = {"int8": 20, "binary": 100}
-# `FloatRows.rescore` reads this many candidates' rows at a time (3 MiB at D=768), and lets go of the float32
-# file's pages once the pages of files mapped in the process have grown by more than _MAPPED_BYTES since it last
-# did: the RSS a memory-mapped float32 file adds to a search stays below that, whatever the batch.
+# `FloatRows.rescore` reads this many candidates' rows at a time (3 MiB at D=768), and the process lets go of the
+# pages of every float32 file it maps (`_MAPS`: each segment's and shard's) once the pages of files mapped in the
+# process have grown by more than _MAPPED_BYTES since it last did: one budget for the process, not one a map, so
+# the RSS that memory-mapped float32 files add to a search stays below it (and a block's rows), whatever the batch
+# and however many segments or shards.
 _RESCORE_ROWS = 1024
 _MAPPED_BYTES = 128 * 2**20
 _CODES = {"int8": INT8_NPY, "binary": BINARY_NPY}
+_MAPS = weakref.WeakSet()  # the live `FloatRows` with a memory map
+_RELEASED = {"pages": None}  # the process's mapped file pages when they were last let go
+_RELEASE_LOCK = threading.Lock()
 
 
 def vector_params(vectors="float32", rescore=None):
@@ -178,10 +185,10 @@ class FloatRows:
 
     Args:
         floats: float32 `[N, D]` array, or a view of `mapped`.
-        mapped: the `mmap.mmap` that `floats` views (`open_float_rows`), or None. Its pages are let go
-            (`MADV_DONTNEED`; they stay in the page cache) once the process's mapped file pages have grown by
-            `_MAPPED_BYTES`: the kernel maps whole page-cache folios (up to megabytes) around each row read,
-            which would otherwise stay counted in the RSS until the whole file is.
+        mapped: the `mmap.mmap` that `floats` views (`open_float_rows`), or None. The pages of every such map
+            in the process are let go together (`MADV_DONTNEED`; they stay in the page cache) once the process's
+            mapped file pages have grown by `_MAPPED_BYTES`: the kernel maps whole page-cache folios (up to
+            megabytes) around each row read, which would otherwise stay counted in the RSS until the whole file is.
 
     Example:
     >>> rows = FloatRows(np.eye(3, dtype="float32"))
@@ -190,7 +197,9 @@ class FloatRows:
     """
 
     def __init__(self, floats, mapped=None):
-        self.floats, self._mapped, self._baseline = floats, mapped, None
+        self.floats, self._mapped = floats, mapped
+        if mapped is not None:
+            _MAPS.add(self)
 
     def rescore(self, queries, candidates, k, ranks):
         """The best `k` of each query's `candidates` by float32 dot product, equal scores in `ranks`' order
@@ -216,7 +225,7 @@ class FloatRows:
             rows, inverse = np.unique(block, return_inverse=True)  # in file order: the memory map reads forward
             vectors = np.asarray(self.floats[rows], dtype=np.float32)
             if self._mapped is not None:
-                self._let_go()
+                _let_go_past_the_budget()
             block_scores = np.einsum("qcd,qd->qc", vectors[inverse.reshape(block.shape)], queries[start : start + step])
             block_scores[none] = -np.inf
             order = np.lexsort((ranks[block], -block_scores), axis=-1)[:, :k]
@@ -224,13 +233,19 @@ class FloatRows:
             scores[start : start + step] = np.take_along_axis(block_scores, order, axis=1)
         return indices, scores
 
-    def _let_go(self):
-        """Lets go of the memory map's pages when the process's mapped file pages have grown by more than
-        `_MAPPED_BYTES` since it last did (always, where `/proc/self/statm` cannot tell)."""
-        pages = _file_pages()
-        if pages is None or self._baseline is None or (pages - self._baseline) * mmap.PAGESIZE > _MAPPED_BYTES:
-            self._mapped.madvise(mmap.MADV_DONTNEED)
-            self._baseline = _file_pages()
+
+def _let_go_past_the_budget():
+    """Lets go of the pages of every live float32 memory map (`_MAPS`) when the process's mapped file pages have
+    grown by more than `_MAPPED_BYTES` since they last were, or since they last fell (other files unmapped, pages
+    reclaimed); always where `/proc/self/statm` cannot tell."""
+    with _RELEASE_LOCK:
+        pages, last = _file_pages(), _RELEASED["pages"]
+        if pages is not None and last is not None and (pages - last) * mmap.PAGESIZE <= _MAPPED_BYTES:
+            _RELEASED["pages"] = min(pages, last)
+            return
+        for rows in list(_MAPS):
+            rows._mapped.madvise(mmap.MADV_DONTNEED)
+        _RELEASED["pages"] = _file_pages()
 
 
 def _file_pages():
