@@ -10,7 +10,7 @@ import fnmatch
 import importlib.util
 import os
 
-from gtr_keras.cli.arguments import GLOB_CHARACTERS, PROG, is_remote
+from gtr_keras.cli.arguments import GLOB_CHARACTERS, PROG, is_npy, is_remote
 from gtr_keras.serving.export_formats import FORMATS, missing_package_hint
 
 # Arguments without a path type that name a model: a model directory may be remote (`gs://...`), but
@@ -119,7 +119,7 @@ def _check_one_source(args, parser):
 
 def check_tune_queries(args, parser):
     """`tune --model` encodes a `--queries` file of text, which needs it; `.npy` vectors are encoded already."""
-    text = args.queries is not None and not args.queries.endswith(".npy")
+    text = args.queries is not None and not is_npy(args.queries)
     if text and not args.model:
         parser.error("argument --model: required with a --queries file of text (or give encoded .npy vectors)")
     if args.model and not text:
