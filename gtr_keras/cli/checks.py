@@ -132,6 +132,7 @@ _EXPORT_FLAGS = (
     ("index", None, "the searcher is a SavedModel; --format {format} exports the encoder"),
     ("version", None, "TF Serving's version directories are SavedModels'; --format {format} writes OUT itself"),
     ("precision", "float32", "--format {format} exports float32 (for ONNX Runtime's int8: --quantize int8)"),
+    ("allow_large_float32", False, "the searcher is a SavedModel; --format {format} exports the encoder"),
 )
 
 
@@ -141,6 +142,13 @@ def check_export_format(args, parser):
     searcher's."""
     if args.search_param and (not args.index or not args.searcher.startswith("scann")):
         parser.error("argument --search-param: sets the ScaNN searcher of --index (--searcher scann|scann-int8)")
+    if args.searcher == "scann-int8" and any(name == "rescore_factor" for name, _ in args.search_param or []):
+        parser.error(
+            "argument --search-param: rescore_factor rescores with float32 vectors, which --searcher scann-int8 "
+            "leaves out (--searcher scann keeps them)"
+        )
+    if args.allow_large_float32 and (not args.index or args.searcher != "scann"):
+        parser.error("argument --allow-large-float32: goes with --index and --searcher scann (its float32 vectors)")
     export_format = FORMATS[args.format]
     for dest, default, reason in _EXPORT_FLAGS:
         if dest not in export_format.flags and getattr(args, dest) != default:
