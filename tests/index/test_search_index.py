@@ -4,7 +4,7 @@ import os
 
 import numpy as np
 import pytest
-from search_inputs import CORPUS, DIMS, QUERIES, clustered, doc_ids, recall
+from search_inputs import CORPUS, DIMS, QUERIES, clustered, doc_ids, float32_truth, recall
 
 from gtr_keras.errors import UserError
 from gtr_keras.index import quantized_vectors, search_index
@@ -136,7 +136,7 @@ def test_the_rescoring_pool_grows_by_at_most_a_band_past_k_and_keeps_recall_at_d
     index = SearchIndex(doc_ids(6000), corpus, kind="scann", params={"num_leaves": 20, "num_leaves_to_search": 20})
     index.set_search_params({"reorder_factor": 10, "rescore_factor": 2})
     assert (index.rescore_pool(10), index.rescore_pool(500), rescore_pool_size(500, 11)) == (20, 600, 1500)
-    truth = np.argsort(-(queries @ corpus.T), axis=1, kind="stable")[:, :500]
+    truth = float32_truth(corpus, queries, 500)
     assert recall(index.search(queries, 500)[0], truth) >= 0.999
     index.set_search_params({"rescore_factor": 1})
     assert recall(index.search(queries, 500)[0], truth) < 0.999

@@ -12,7 +12,7 @@ import sys
 import numpy as np
 import pytest
 from conftest import REPO, write_jsonl
-from search_inputs import CORPUS, clustered, doc_ids
+from search_inputs import CORPUS, clustered, doc_ids, float32_recall
 
 from gtr_keras.cli.main import main
 from gtr_keras.errors import UserError
@@ -54,11 +54,9 @@ def _index_directory(directory, vectors, params):
 
 
 def _float32_recall(index_dir, vectors, queries):
-    """recall@10 of `SearchIndex.load(index_dir).search_ids` (its tuned setting) against numpy float32 brute
-    force over `vectors` (ids `doc-i`), on `queries` that tune never saw."""
-    truth = np.argsort(-(queries @ vectors.T), axis=1, kind="stable")[:, :10]
-    found = SearchIndex.load(index_dir).search_ids(queries, 10)[0]
-    return np.mean([len({int(i[4:]) for i in row} & set(t)) / 10 for row, t in zip(found, truth)])
+    """recall@10 of `SearchIndex.load(index_dir)` (its tuned setting) against numpy float32 brute force over
+    `vectors` (ids `doc-i`), on `queries` that tune never saw."""
+    return float32_recall(SearchIndex.load(index_dir), doc_ids(len(vectors)), vectors, queries)[0]
 
 
 @pytest.fixture(scope="module")
