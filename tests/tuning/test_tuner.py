@@ -336,6 +336,18 @@ def test_bad_query_vectors_are_named_with_the_flag_and_file(index_dir, tmp_path,
     assert err.startswith(f"gtr-keras tune: error: --queries {tmp_path / 'q.npy'}: {problem}") and "\n" not in err
 
 
+def test_a_queries_file_too_small_for_the_target_is_refused_before_the_model_loads(
+    index_dir, tmp_path, capsys, monkeypatch, tiny_model_dir
+):
+    from gtr_keras.cli import commands
+
+    write_jsonl(tmp_path / "queries.jsonl", [{"_id": f"q{i}", "text": f"wing lift {i}"} for i in range(40)])
+    monkeypatch.setattr(commands, "_encoder", lambda args: pytest.fail("the model loaded before the refusal"))
+    argv = ["tune", "--index", str(index_dir), "--queries", str(tmp_path / "queries.jsonl"), "--model", tiny_model_dir]
+    assert main([*argv, "--target-recall", "0.99"]) == 2
+    assert "20 tuning queries cannot show recall@10 0.99: " in capsys.readouterr().err
+
+
 def test_query_vectors_in_a_file_named_in_capitals_are_vectors_not_text(index_dir, scann_dir, tmp_path):
     np.save(tmp_path / "q.npy", _vectors(200, seed=7))
     os.rename(tmp_path / "q.npy", tmp_path / "Q.NPY")
