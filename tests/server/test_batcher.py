@@ -14,7 +14,7 @@ class Recorder:
     def __init__(self, gate=None):
         self.calls, self.gate = [], gate
 
-    def __call__(self, key, texts):
+    def __call__(self, key, texts, stop):
         if self.gate is not None:
             assert self.gate.wait(10)
         self.calls.append((key, list(texts)))
@@ -88,19 +88,41 @@ def test_a_full_queue_is_refused_at_once_and_a_closed_batcher_takes_nothing():
     assert batcher.submit(["d"], "k") is None
 
 
-def test_an_error_goes_to_each_request_of_its_batch_and_the_worker_goes_on():
-    def run(key, texts):
+def test_a_failed_batch_runs_again_request_by_request_so_only_the_culprit_fails():
+    calls = []
+
+    def run(key, texts, stop):
+        calls.append(list(texts))
         if "bad" in texts:
             raise ValueError("a bad text")
         return (texts,)
 
-    batcher = Batcher(run, batch_size=8, max_wait=0.2)
+    batcher = Batcher(run, batch_size=8, max_wait=0.3)
     try:
-        futures = [batcher.submit(["ok"], "k"), batcher.submit(["bad"], "k")]
+        good, bad, other = (batcher.submit(texts, "k") for texts in (["ok", "fine"], ["bad"], ["also"]))
+        assert good.result(10) == (["ok", "fine"],) and other.result(10) == (["also"],)
+        with pytest.raises(ValueError, match="a bad text"):
+            bad.result(10)
+        assert calls == [["ok", "fine", "bad", "also"], ["ok", "fine"], ["bad"], ["also"]]
+        assert batcher.submit(["later"], "k").result(10) == (["later"],)
+    finally:
+        batcher.close()
+
+
+def test_an_overloaded_error_goes_to_every_request_of_the_batch_without_a_retry():
+    calls = []
+
+    def run(key, texts, stop):
+        calls.append(list(texts))
+        raise OverloadedError("the encoder's queue is full")
+
+    batcher = Batcher(run, batch_size=8, max_wait=0.3)
+    try:
+        futures = [batcher.submit([text], "k") for text in ("a", "b")]
         for future in futures:
-            with pytest.raises(ValueError, match="a bad text"):
+            with pytest.raises(OverloadedError, match="queue is full"):
                 future.result(10)
-        assert batcher.submit(["fine"], "k").result(10) == (["fine"],)
+        assert calls == [["a", "b"]]
     finally:
         batcher.close()
 
