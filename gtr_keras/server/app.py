@@ -14,7 +14,6 @@ batcher's timeout, and at a stop by the grace period's end.
 
 import asyncio
 import base64
-import contextlib
 import functools
 import json
 import sys
@@ -125,7 +124,8 @@ def build_app(batcher, model_name, embedding_dim, live_index=None, model_source=
 
     The application's `state.stop(grace)` (called in its event loop, at the server's first signal) answers
     the requests in flight within `grace` seconds (503 `stopping` for those unfinished then) and abandons
-    the batchers' work at that moment (`Batcher.abandon`); `state.stop(0)` at once.
+    the batchers' work at that moment (`Batcher.abandon`); `state.stop(0)` at once. `state.batchers` are
+    the batchers, which whoever runs the app closes (`serve`) with the live index once it stopped.
 
     Args:
         batcher: the `Batcher` that encodes every text (`batcher.encoding`).
@@ -247,14 +247,6 @@ def build_app(batcher, model_name, embedding_dim, live_index=None, model_source=
     def stop(grace):
         deadlines.stop(grace, abandon)
 
-    @contextlib.asynccontextmanager
-    async def lifespan(app):
-        yield
-        if live_index is not None:
-            live_index.close(0)  # no wait in the event loop: the process joins the threads, bounded
-        for each in batchers:
-            each.close(0)
-
     routes = [
         Route("/v1/embeddings", _answers(embeddings), methods=["POST"]),
         Route("/v1/search", _answers(search), methods=["POST"]),
@@ -262,7 +254,7 @@ def build_app(batcher, model_name, embedding_dim, live_index=None, model_source=
         Route("/v1/models/{model:path}", _answers(get_model), methods=["GET"]),
         Route("/health", _answers(health), methods=["GET"]),
     ]
-    app = Starlette(routes=routes, exception_handlers={HTTPException: http_error}, lifespan=lifespan)
+    app = Starlette(routes=routes, exception_handlers={HTTPException: http_error})
     app.state.stop = stop
     app.state.batchers = batchers
     return app

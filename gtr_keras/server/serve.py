@@ -7,9 +7,11 @@ SIGTERM or SIGINT makes uvicorn stop accepting connections and close idle ones;
 the requests in flight get `grace_period` seconds to finish, and those
 unfinished then are answered 503 (`stopping`) while the batchers abandon their
 work, the encoder's between two forward passes (`app.build_app`'s
-`state.stop`). The batchers' and the index watch's threads are then given what
-is left of `JOIN_BOUND` seconds, and `serve` returns (the command exits 0),
-within the grace period and about a second. A second signal stops at once.
+`state.stop`). The batchers' and the index watch's threads are then given
+`JOIN_BOUND` seconds, and `serve` returns (the command exits 0; at once, by
+`os._exit`, if a thread still runs a forward pass, which the interpreter's exit
+would abort), within the grace period and about half a second. A second signal
+answers the requests in flight 503 and stops at once.
 """
 
 import asyncio
@@ -26,7 +28,7 @@ from gtr_keras.server.batcher import Batcher, encoding, query_encoder
 from gtr_keras.server.connections import bounded_protocol
 from gtr_keras.server.live_index import LiveIndex
 
-JOIN_BOUND = 1.0  # seconds the threads get to end after the server stopped (daemons left running past it)
+JOIN_BOUND = 0.5  # seconds the threads get to end after the server stopped (daemons left running past it)
 BACKSTOP = 1.0  # seconds past the grace period after which uvicorn cancels what still runs
 
 
@@ -52,12 +54,16 @@ def listening_socket(host, port):
 
 
 class _Server(uvicorn.Server):
-    """uvicorn's server, whose second SIGTERM or SIGINT stops at once (uvicorn's own: a second SIGINT)."""
+    """uvicorn's server, whose second SIGTERM or SIGINT sets `hurry` (uvicorn's own: a second SIGINT ends
+    its wait at once, leaving the requests in flight unanswered)."""
+
+    hurry = False
 
     def handle_exit(self, sig, frame):
+        self._captured_signals.append(sig)  # raised again once uvicorn stopped, as uvicorn does
         if self.should_exit:
-            self.force_exit = True
-        super().handle_exit(sig, frame)
+            self.hurry = True
+        self.should_exit = True
 
 
 def uvicorn_server(
@@ -74,7 +80,7 @@ def uvicorn_server(
         timeout_graceful_shutdown=grace_period + BACKSTOP,
         access_log=access_log,
         log_level="warning",
-        lifespan="on",
+        lifespan="off",  # the batchers and the index's watch end after uvicorn, in `serve`, bounded
     )
     return _Server(config)
 
@@ -97,7 +103,8 @@ def serve(
     header_timeout=10.0,
     keep_alive_timeout=5.0,
 ):
-    """Serves `encoder` (and the index `index_dir`) on `sock` until SIGTERM or SIGINT; then returns.
+    """Serves `encoder` (and the index `index_dir`) on `sock` until SIGTERM or SIGINT; then returns whether
+    its threads ended (False: one still runs a forward pass or a load, abandoned: a daemon thread).
 
     Args:
         encoder: what `gtr_keras.load` returns.
@@ -135,15 +142,15 @@ def serve(
         if server.started:
             index = f", index {index_dir}" if index_dir else ""
             print(f"gtr-keras serve: listening on http://{host}:{port} (model {model_name}{index})", flush=True)
-        stopping = False
-        while not serving.done():  # uvicorn's signal handler sets `should_exit`, then `force_exit`
-            if server.should_exit and not stopping:
-                stopping = True
+        stopped_with = None  # the grace period the app was given
+        while not serving.done():  # the signal handler sets `should_exit`, then `hurry`
+            if server.should_exit and stopped_with is None:
+                stopped_with = grace_period
                 app.state.stop(grace_period)
-            if server.force_exit:
-                app.state.stop(0)
-                await asyncio.sleep(0.05)  # the requests in flight answered 503 before the loop ends
-                break
+            if server.hurry and stopped_with != 0:
+                stopped_with = 0
+                app.state.stop(0)  # the requests in flight answered 503 now
+                asyncio.get_running_loop().call_later(BACKSTOP, setattr, server, "force_exit", True)
             await asyncio.wait([serving], timeout=0.05)
         await serving
 
@@ -161,9 +168,9 @@ def serve(
         for each in app.state.batchers:
             each.abandon()  # nothing is waiting for them any more
         end = time.monotonic() + JOIN_BOUND
-        if live_index:
-            live_index.close(max(0.0, end - time.monotonic()))
+        ended = not live_index or live_index.close(max(0.0, end - time.monotonic()))
         for each in app.state.batchers:
-            each.join(max(0.0, end - time.monotonic()))
+            ended = each.join(max(0.0, end - time.monotonic())) and ended
         sock.close()
     print("gtr-keras serve: stopped", file=sys.stderr, flush=True)
+    return ended

@@ -65,4 +65,8 @@ def running(
         server.should_exit = True
         thread.join(30)
         sock.close()
+        for each in app.state.batchers:
+            each.close()
+        if live:
+            live.close()
         assert not thread.is_alive(), "the server did not stop within 30 s"

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from gtr_keras.errors import OverloadedError, UserError
-from gtr_keras.server.batcher import Batcher, encoding, query_encoder
+from gtr_keras.server.batcher import Batcher, Stopping, encoding, query_encoder
 
 
 class Recorder:
@@ -163,3 +163,52 @@ def test_encoding_gives_the_encoder_s_embeddings_and_token_counts(tiny_encoder):
             batcher.wait(texts, "passage")
     finally:
         batcher.close()
+
+
+class SlowEncoder:
+    """An encoder whose every forward pass waits for `gate` (texts: their length is their token count)."""
+
+    embedding_dim = 2
+
+    def __init__(self):
+        self.gate, self.passes, self.begun = threading.Semaphore(0), [], 0
+
+    def tokenize(self, texts, kind):
+        return [[1] * len(text) for text in texts]
+
+    prepare = tokenize
+
+    def encode(self, texts, kind, batch_size):
+        self.begun += 1
+        assert self.gate.acquire(timeout=10)
+        self.passes.append(list(texts))
+        return np.array([[len(text), 0] for text in texts], np.float32)
+
+
+def test_abandon_answers_every_request_at_once_and_the_encoding_ends_at_its_next_pass():
+    encoder = SlowEncoder()
+    batcher = Batcher(encoding(encoder, 2), batch_size=2, max_wait=0.0)
+    running = batcher.submit(["aaa", "b", "cc", "dddd", "e", "ff"], "document")  # three passes of two
+    while not batcher.running:
+        time.sleep(0.001)
+    queued = batcher.submit(["later"], "document")
+    encoder.gate.release()  # the first pass
+    while encoder.begun < 2:
+        time.sleep(0.001)
+    batcher.abandon()  # during the second pass
+    for future in (running, queued):
+        with pytest.raises(Stopping, match="stopping"):
+            future.result(0)  # answered at once, not when the pass running ends
+    encoder.gate.release()  # the second pass, running when it was abandoned, ends; no third begins
+    assert batcher.join(10)
+    assert encoder.passes == [["b", "e"], ["cc", "ff"]]
+    assert batcher.submit(["x"], "document") is None
+    with pytest.raises(Stopping):
+        batcher.wait(["x"], "document")
+
+
+def test_encoding_gives_the_embeddings_of_one_encode_call_in_length_sorted_passes(tiny_encoder):
+    texts = [" ".join(["wing"] * n) for n in (9, 1, 30, 4, 4, 17, 2, 60, 8, 3)]
+    embeddings, counts = encoding(tiny_encoder, 3)("document", texts, threading.Event())
+    np.testing.assert_allclose(embeddings, tiny_encoder.encode(texts, "document", 3), atol=1e-6, rtol=0)
+    assert counts == [len(ids) for ids in tiny_encoder.tokenize(texts, "document")]

@@ -129,6 +129,104 @@ def _signal_during_a_batch(served, tiny_encoder, sig):
     )
 
 
+LONG_TEXT = " ".join(["shock boundary layer interaction on a swept wing in a supersonic nozzle"] * 40)
+
+
+def _long_request(served, answers):
+    """Posts 2,048 long texts (minutes of encoding for the tiny model on 2 cores) in a thread; returns when
+    the encoder has them."""
+    body = {"input": [f"{number} {LONG_TEXT}" for number in range(2048)], "model": "model"}
+    request = threading.Thread(
+        target=lambda: answers.append(httpx.post(f"{served.url}/v1/embeddings", json=body, timeout=120)),
+        daemon=True,
+    )
+    request.start()
+    deadline = time.monotonic() + 60
+    while httpx.get(f"{served.url}/health", timeout=10).json()["batches"] == 0:
+        assert time.monotonic() < deadline and not answers, f"the request never reached the encoder: {answers}"
+        time.sleep(0.05)
+    return request
+
+
+@pytest.mark.large
+def test_sigterm_during_a_long_request_exits_within_the_grace_period_answering_it_503(tiny_model_dir):
+    served = Served("--model", tiny_model_dir, "--served-model-name", "model", "--grace-period", "3")
+    try:
+        answers = []
+        request = _long_request(served, answers)
+        time.sleep(2)
+        status, seconds, err = served.stop(signal.SIGTERM, timeout=30)
+        request.join(30)
+    finally:
+        if served.process.poll() is None:
+            served.process.kill()
+    assert status == 0 and seconds < 3 + 2, (status, seconds, err)
+    assert err.strip().splitlines()[-1] == "gtr-keras serve: stopped" and "Traceback" not in err
+    assert answers, "the request in flight got no answer"
+    if answers[0].status_code != 200:  # it finished within the grace period on a fast machine
+        assert answers[0].status_code == 503 and answers[0].json()["error"]["code"] == "stopping"
+        assert answers[0].headers["connection"] == "close"
+
+
+@pytest.mark.large
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_a_second_signal_ends_the_grace_period_at_once(tiny_model_dir, sig):
+    served = Served("--model", tiny_model_dir, "--served-model-name", "model", "--grace-period", "60")
+    try:
+        answers = []
+        request = _long_request(served, answers)
+        served.process.send_signal(sig)
+        time.sleep(0.5)
+        assert served.process.poll() is None  # the grace period runs
+        status, seconds, err = served.stop(sig, timeout=30)
+        request.join(30)
+    finally:
+        if served.process.poll() is None:
+            served.process.kill()
+    assert status == 0 and seconds < 3, (status, seconds, err)
+    assert "Traceback" not in err
+    assert not answers or answers[0].status_code == 503
+
+
+@pytest.mark.large
+def test_malformed_requests_leave_no_traceback_on_the_command_s_stderr(tiny_model_dir, index_dir):
+    served = Served("--model", tiny_model_dir, "--index", index_dir, "--served-model-name", "gtr")
+    try:
+        bodies = [
+            ("embeddings", b"[" * 50_000 + b"]" * 50_000),
+            ("embeddings", b'{"input": "a", "model": "gtr", "dimensions": ' + b"9" * 5_000 + b"}"),
+            ("embeddings", b'{"input": ["a", "\\ud800"], "model": "gtr"}'),
+            ("embeddings", b'{"input": "a", "model": "gtr", "dimensions": NaN}'),
+            ("search", b'{"query": "\\udfff"}'),
+            ("search", b'{"query": "a", "k": 1e999}'),
+            ("search", b'{"\\ud800": 1}'),
+        ]
+        statuses = [
+            httpx.post(f"{served.url}/v1/{endpoint}", content=body, timeout=30).status_code for endpoint, body in bodies
+        ]
+        with socket.create_connection(("127.0.0.1", served.port), timeout=30) as sock:
+            sock.sendall(b"POST /v1/search HTTP/1.1\r\nHost: x\r\nContent-Length: -5\r\n\r\n")
+            assert sock.recv(65536).startswith(b"HTTP/1.1 400 ")
+    finally:
+        status, _, err = served.stop()
+    assert statuses == [400, 400, 422, 400, 422, 422, 422]
+    assert status == 0 and "Traceback" not in err and err.strip().endswith("gtr-keras serve: stopped"), err
+
+
+def test_a_port_in_use_is_refused_before_tensorflow_is_imported(tiny_model_dir):
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        script = (
+            "import sys\nfrom gtr_keras.cli.main import main\n"
+            f"status = main(['serve', '--model', {tiny_model_dir!r}, '--port', '{taken.getsockname()[1]}'])\n"
+            "assert status == 2 and 'tensorflow' not in sys.modules and 'keras' not in sys.modules, status\n"
+        )
+        result = subprocess.run([sys.executable, "-c", script], cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert result.stderr.strip().endswith("cannot listen there (Address already in use)")
+
+
 @pytest.mark.large
 def test_a_port_in_use_is_exit_2_in_one_line_before_the_model_loads(tiny_model_dir):
     with socket.socket() as taken:
@@ -192,6 +290,10 @@ def test_an_index_with_an_export_is_exit_2_in_one_line(tiny_onnx_export, index_d
         (["--max-wait-ms", "-1"], "argument --max-wait-ms: must be at least 0, got -1"),
         (["--poll-interval", "0"], "argument --poll-interval: must be positive, got 0"),
         (["--max-inputs", "100", "--max-queue", "10"], "argument --max-inputs: 100 is more than --max-queue holds"),
+        (["--header-timeout", "0"], "argument --header-timeout: must be positive, got 0"),
+        (["--body-timeout", "inf"], "argument --body-timeout: must be a finite number of seconds"),
+        (["--grace-period", "inf"], "argument --grace-period: must be a finite number of seconds"),
+        (["--keep-alive-timeout", "-1"], "argument --keep-alive-timeout: must be positive, got -1"),
     ],
 )
 def test_bad_serve_flags_are_exit_2_in_one_line(flags, message, capsys):
