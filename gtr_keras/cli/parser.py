@@ -629,7 +629,8 @@ def build_parser():
         "--poll-interval",
         type=positive_float,
         default=2.0,
-        help="seconds between looks for a new generation of --index (an update or a rebuild)",
+        help="seconds between looks for a new generation of --index (an update or a rebuild) or a search setting "
+        "`tune` recorded",
     )
     group.add_argument(
         "--grace-period",

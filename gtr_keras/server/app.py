@@ -36,6 +36,7 @@ from gtr_keras.server.deadlines import Deadlines
 from gtr_keras.server.validation import embedding_request, read_json, search_request
 
 DEFAULT_LIMITS = {"max_inputs": 2048, "max_body_bytes": 8 << 20, "max_queries": 64, "max_k": 1000, "body_timeout": 30.0}
+FUSIONS_KEPT = 64  # fusions of a hybrid search's options kept read
 # Refusals after which the connection is closed: its body was not read whole, or the server is stopping.
 CLOSING = ("request_too_large", "body_timeout", "client_disconnected", "stopping")
 
@@ -103,13 +104,14 @@ def _embedding(vector, encoding_format):
 
 def _searching(model_source):
     """The `run` of the search `Batcher`: key `(HybridRetriever, k, retriever, fusion, gtr_weight)`, the hits
-    of the queries (the fusion options make the fusion of `model_source` with them, `fusion.model_fusion`)."""
+    of the queries (the fusion options make the fusion of `model_source` with them, `fusion.model_fusion`,
+    read once for each of the last `FUSIONS_KEPT` options asked, not in every batch)."""
+    fusion_of = functools.lru_cache(maxsize=FUSIONS_KEPT)(functools.partial(model_fusion, model_source))
 
     def run(key, queries, stop):
         searcher, k, retriever, fusion, gtr_weight = key
         if fusion is not None or gtr_weight is not None:
-            fused = model_fusion(model_source, fusion, gtr_weight)
-            searcher = HybridRetriever(searcher.retriever, searcher.bm25, fused, searcher.depth)
+            searcher = HybridRetriever(searcher.retriever, searcher.bm25, fusion_of(fusion, gtr_weight), searcher.depth)
         return (searcher.search(queries, k, retriever),)
 
     return run

@@ -431,3 +431,22 @@ def test_a_text_the_model_fails_on_fails_only_its_own_request_of_a_shared_batch(
     np.testing.assert_allclose([d["embedding"] for d in answers[0].json()["data"]], expected, atol=1e-6, rtol=0)
     assert [len(a.json()["hits"]) for a in answers[4:7]] == [3, 3, 3]
     assert shared < 9  # they shared batches, the poisoned ones among them
+
+
+def test_a_hybrid_search_s_fusion_options_are_read_once_not_in_every_batch(
+    tiny_encoder, tiny_model_dir, index_dir, monkeypatch
+):
+    from gtr_keras.server import app
+
+    reads = []
+
+    def counted(*args):
+        reads.append(args[1:])
+        return model_fusion(*args)
+
+    monkeypatch.setattr(app, "model_fusion", counted)
+    with running(tiny_encoder, index_dir, tiny_model_dir) as (url, _, _):
+        for weight in (0.3, 0.3, 0.3, 0.7):
+            body = {"query": "jet nozzle", "k": 3, "retriever": "hybrid", "fusion": "rrf", "gtr_weight": weight}
+            assert httpx.post(f"{url}/v1/search", json=body, timeout=30).status_code == 200
+    assert reads == [("rrf", 0.3), ("rrf", 0.7)]
