@@ -54,10 +54,17 @@ def listening_socket(host, port):
 
 
 class _Server(uvicorn.Server):
-    """uvicorn's server, whose second SIGTERM or SIGINT sets `hurry` (uvicorn's own: a second SIGINT ends
-    its wait at once, leaving the requests in flight unanswered)."""
+    """uvicorn's server with the stop of `gtr-keras serve`: once `should_exit` (the first SIGTERM or SIGINT),
+    `stop(grace_period)` (the app's `state.stop`: the requests in flight answered by then) and, half a
+    `BACKSTOP` past it, every connection still open cut (a client reading nothing of its answer), before
+    uvicorn would cancel what still runs (with a traceback on stderr). A second signal sets `hurry`: all of
+    it now (uvicorn's own second SIGINT ends its wait leaving the requests in flight unanswered)."""
 
     hurry = False
+
+    def __init__(self, config, stop, grace_period):
+        super().__init__(config)
+        self.stop, self.grace_period = stop, grace_period
 
     def handle_exit(self, sig, frame):
         self._captured_signals.append(sig)  # raised again once uvicorn stopped, as uvicorn does
@@ -65,14 +72,32 @@ class _Server(uvicorn.Server):
             self.hurry = True
         self.should_exit = True
 
+    async def serve(self, sockets=None):
+        serving = asyncio.ensure_future(super().serve(sockets))
+        loop, given = asyncio.get_running_loop(), None
+        while not serving.done():
+            grace = 0.0 if self.hurry else self.grace_period if self.should_exit else None
+            if grace is not None and (given is None or grace < given):
+                given = grace
+                self.stop(grace)
+                loop.call_later(grace + BACKSTOP / 2, self._cut)
+                if self.hurry:
+                    loop.call_later(BACKSTOP, setattr, self, "force_exit", True)
+            await asyncio.wait([serving], timeout=0.05)
+        await serving
+
+    def _cut(self):
+        for connection in list(self.server_state.connections):
+            connection.transport.abort()
+
 
 def uvicorn_server(
     app, grace_period=30.0, access_log=False, header_timeout=10.0, body_timeout=30.0, keep_alive_timeout=5.0
 ):
-    """The `uvicorn.Server` of `app`: HTTP/1.1 with keep-alive, every connection bounded
+    """The `uvicorn.Server` of `app` (`app.build_app`'s): HTTP/1.1 with keep-alive, every connection bounded
     (`connections.bounded_protocol`: `header_timeout`; `body_timeout` for an answer its client does not
-    read; idle `keep_alive_timeout`), no access log unless asked, warnings only, and the requests in flight
-    at a stop cancelled `BACKSTOP` seconds after `grace_period` (the app answers them at `grace_period`)."""
+    read; idle `keep_alive_timeout`), no access log unless asked, warnings only, and at a stop the requests
+    in flight answered within `grace_period` (`_Server`)."""
     config = uvicorn.Config(
         app,
         http=bounded_protocol(header_timeout, body_timeout),
@@ -82,7 +107,7 @@ def uvicorn_server(
         log_level="warning",
         lifespan="off",  # the batchers and the index's watch end after uvicorn, in `serve`, bounded
     )
-    return _Server(config)
+    return _Server(config, app.state.stop, grace_period)
 
 
 def serve(
@@ -142,16 +167,6 @@ def serve(
         if server.started:
             index = f", index {index_dir}" if index_dir else ""
             print(f"gtr-keras serve: listening on http://{host}:{port} (model {model_name}{index})", flush=True)
-        stopped_with = None  # the grace period the app was given
-        while not serving.done():  # the signal handler sets `should_exit`, then `hurry`
-            if server.should_exit and stopped_with is None:
-                stopped_with = grace_period
-                app.state.stop(grace_period)
-            if server.hurry and stopped_with != 0:
-                stopped_with = 0
-                app.state.stop(0)  # the requests in flight answered 503 now
-                asyncio.get_running_loop().call_later(BACKSTOP, setattr, server, "force_exit", True)
-            await asyncio.wait([serving], timeout=0.05)
         await serving
 
     # uvicorn handles the signals while it serves and raises them again once stopped, into the handlers it

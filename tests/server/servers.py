@@ -25,7 +25,7 @@ def corpus(n=40, seed=0, prefix="d"):
 
 
 @contextlib.contextmanager
-def running(
+def serving(
     encoder,
     index_dir=None,
     model_dir=None,
@@ -36,9 +36,11 @@ def running(
     header_timeout=10.0,
     keep_alive_timeout=5.0,
     send_buffer=None,
+    grace_period=5.0,
 ):
-    """Serves `encoder` (and `index_dir`) in this process; yields `(base URL, batcher, live index or None)`.
-    `send_buffer`: the bytes of each connection's socket send buffer (default: the system's)."""
+    """Serves `encoder` (and `index_dir`) in this process; yields `(base URL, batcher, live index or None,
+    uvicorn server)`. `send_buffer`: the bytes of each connection's socket send buffer (default: the
+    system's). Setting the server's `should_exit` (`hurry`) is what the first (second) signal does."""
     batcher = Batcher(encoding(encoder, 32), 32, max_wait, max_queue, timeout=30.0)
     live = index_dir and LiveIndex(index_dir, encoder, query_encoder(batcher), poll_interval=poll_interval)
     app = build_app(batcher, MODEL, encoder.embedding_dim, live, model_dir, limits)
@@ -48,7 +50,7 @@ def running(
     body_timeout = (limits or {}).get("body_timeout", 30.0)
     server = uvicorn_server(
         app,
-        grace_period=5.0,
+        grace_period=grace_period,
         header_timeout=header_timeout,
         body_timeout=body_timeout,
         keep_alive_timeout=keep_alive_timeout,
@@ -60,7 +62,7 @@ def running(
         time.sleep(0.01)
     assert server.started, "the server did not start within 30 s"
     try:
-        yield f"http://127.0.0.1:{sock.getsockname()[1]}", batcher, live
+        yield f"http://127.0.0.1:{sock.getsockname()[1]}", batcher, live, server
     finally:
         server.should_exit = True
         thread.join(30)
@@ -70,3 +72,10 @@ def running(
         if live:
             live.close()
         assert not thread.is_alive(), "the server did not stop within 30 s"
+
+
+@contextlib.contextmanager
+def running(encoder, *args, **kwargs):
+    """`serving`, yielding `(base URL, batcher, live index or None)`."""
+    with serving(encoder, *args, **kwargs) as (url, batcher, live, _):
+        yield url, batcher, live

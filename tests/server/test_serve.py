@@ -1,5 +1,6 @@
 """The `gtr-keras serve` command in a process of its own, on 127.0.0.1 and a free port, with bounded waits."""
 
+import json
 import os
 import signal
 import socket
@@ -13,7 +14,7 @@ import numpy as np
 import openai
 import pytest
 from conftest import REPO
-from servers import corpus
+from servers import MODEL, corpus, serving
 
 from gtr_keras.errors import UserError
 from gtr_keras.retrieval.retriever import build_index
@@ -244,6 +245,65 @@ def test_a_port_in_use_is_exit_2_in_one_line_before_the_model_loads(tiny_model_d
     assert result.stderr.strip() == (
         f"gtr-keras serve: error: --host 127.0.0.1 --port {port}: cannot listen there (Address already in use)"
     )
+
+
+def slow_request(url, batcher, encoder, monkeypatch, answers, passes):
+    """Posts 40 x 32 texts, each forward pass of which takes 0.25 s more, in a thread; returns the thread once
+    the encoder runs them. `passes` gets each pass's start (`time.monotonic()`)."""
+    encode = encoder.encode
+
+    def slow(texts, kind="document", batch_size=32, progress=None):
+        passes.append(time.monotonic())
+        time.sleep(0.25)
+        return encode(texts, kind, batch_size, progress)
+
+    monkeypatch.setattr(encoder, "encode", slow)
+    body = {"input": [f"wing {number}" for number in range(32 * 40)], "model": MODEL}
+    thread = threading.Thread(target=lambda: answers.append(httpx.post(f"{url}/v1/embeddings", json=body, timeout=60)))
+    thread.start()
+    deadline = time.monotonic() + 30
+    while not batcher.running:
+        assert time.monotonic() < deadline and not answers, answers
+        time.sleep(0.01)
+    return thread
+
+
+@pytest.mark.parametrize("hurry", [False, True])
+def test_a_stop_answers_the_requests_in_flight_503_at_the_grace_period_s_end(tiny_encoder, monkeypatch, hurry):
+    answers, passes = [], []
+    grace, end = (30.0, 0.3) if hurry else (1.0, 1.0)  # the end: a second signal's moment, or the grace's
+    with serving(tiny_encoder, grace_period=grace) as (url, batcher, _, server):
+        request = slow_request(url, batcher, tiny_encoder, monkeypatch, answers, passes)
+        start = time.monotonic()
+        server.should_exit = True  # the first signal
+        if hurry:
+            time.sleep(end)
+            server.hurry = True  # the second
+        request.join(30)
+        answered = time.monotonic() - start
+    assert answers[0].status_code == 503 and answers[0].json()["error"]["code"] == "stopping"
+    assert answers[0].headers["connection"] == "close"
+    assert end - 0.1 < answered < end + 1.0
+    assert len(passes) < 40 and all(begun < start + answered for begun in passes)  # none begun after the answer
+
+
+def test_a_client_that_reads_nothing_at_a_stop_is_cut_without_a_traceback(tiny_encoder, capfd):
+    body = json.dumps({"input": ["wing lift drag"] * 256, "model": MODEL, "encoding_format": "float"}).encode()
+    with serving(tiny_encoder, send_buffer=4096, grace_period=0.5) as (url, batcher, _, server):
+        with socket.socket() as sock:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+            sock.connect(("127.0.0.1", int(url.rsplit(":", 1)[1])))
+            sock.sendall(b"POST /v1/embeddings HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n" % len(body) + body)
+            deadline = time.monotonic() + 60
+            while batcher.batches == 0 or batcher.running:  # encoded: its answer waits for the client
+                assert time.monotonic() < deadline
+                time.sleep(0.02)
+            start = time.monotonic()
+            server.should_exit = True
+            while server.started and not server.server_state.connections == set():
+                assert time.monotonic() - start < 0.5 + 1.5, "the connection was not cut"
+                time.sleep(0.02)
+    assert "Traceback" not in capfd.readouterr().err
 
 
 def test_listening_socket_names_the_address_it_cannot_take():
