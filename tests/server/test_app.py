@@ -450,3 +450,11 @@ def test_a_hybrid_search_s_fusion_options_are_read_once_not_in_every_batch(
             body = {"query": "jet nozzle", "k": 3, "retriever": "hybrid", "fusion": "rrf", "gtr_weight": weight}
             assert httpx.post(f"{url}/v1/search", json=body, timeout=30).status_code == 200
     assert reads == [("rrf", 0.3), ("rrf", 0.7)]
+
+
+def test_an_answer_holding_a_lone_surrogate_renders_as_json_escapes_it():
+    from gtr_keras.server.app import _Answer
+
+    answer = _Answer({"hits": [{"id": "d1", "text": "caf\udce9 au lait"}], "query": "café"})
+    assert json.loads(answer.body) == {"hits": [{"id": "d1", "text": "caf\udce9 au lait"}], "query": "café"}
+    assert _Answer({"query": "café"}).body == '{"query":"café"}'.encode()
