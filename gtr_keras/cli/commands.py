@@ -428,7 +428,7 @@ def serve(args):
             f"--index: {args.model} is an export, which an index cannot check as the model it was built "
             "with; serve the index with the model directory (exports serve /v1/embeddings)"
         )
-    ended = serve_http(
+    serve_http(
         encoder,
         args.served_model_name or os.path.basename(str(args.model).rstrip("/")),
         args.socket,
@@ -446,10 +446,6 @@ def serve(args):
         header_timeout=args.header_timeout,
         keep_alive_timeout=args.keep_alive_timeout,
     )
-    if not ended:  # a thread still in TensorFlow, which the interpreter's exit would abort (SIGABRT): end now
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os._exit(0)
 
 
 def demo(args):

@@ -148,4 +148,11 @@ def main(argv=None):
     check_outputs(args, parser.commands[args.command], standalone)
     if not args.debug:
         os.environ.setdefault(*quiet_tensorflow)
-    return _run(args, parser.commands[args.command])
+    status = _run(args, parser.commands[args.command])
+    if standalone and args.command == "serve":
+        # A server stops within its grace period: not after the interpreter's teardown of TensorFlow (seconds),
+        # nor aborted by it (SIGABRT) while an abandoned thread still runs a forward pass.
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(status)
+    return status

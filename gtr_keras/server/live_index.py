@@ -151,8 +151,7 @@ class LiveIndex:
 
     def close(self, timeout=10.0):
         """Ends the watch, waiting up to `timeout` s for a load in progress (0: no wait; the thread, a daemon,
-        ends after it); True when the watch has ended."""
+        ends after it)."""
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout)
-        return self._thread is None or not self._thread.is_alive()

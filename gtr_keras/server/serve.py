@@ -8,10 +8,11 @@ the requests in flight get `grace_period` seconds to finish, and those
 unfinished then are answered 503 (`stopping`) while the batchers abandon their
 work, the encoder's between two forward passes (`app.build_app`'s
 `state.stop`). The batchers' and the index watch's threads are then given
-`JOIN_BOUND` seconds, and `serve` returns (the command exits 0; at once, by
-`os._exit`, if a thread still runs a forward pass, which the interpreter's exit
-would abort), within the grace period and about half a second. A second signal
-answers the requests in flight 503 and stops at once.
+`JOIN_BOUND` seconds (then left running, daemons), and `serve` returns: within
+the grace period and about a second. The command then exits 0 at once
+(`cli.main`: `os._exit`, before the interpreter's teardown of TensorFlow, which
+takes seconds, and would abort while a thread still runs a forward pass). A
+second signal answers the requests in flight 503 and stops at once.
 """
 
 import asyncio
@@ -128,8 +129,8 @@ def serve(
     header_timeout=10.0,
     keep_alive_timeout=5.0,
 ):
-    """Serves `encoder` (and the index `index_dir`) on `sock` until SIGTERM or SIGINT; then returns whether
-    its threads ended (False: one still runs a forward pass or a load, abandoned: a daemon thread).
+    """Serves `encoder` (and the index `index_dir`) on `sock` until SIGTERM or SIGINT; then returns (a thread
+    still in a forward pass or a load `JOIN_BOUND` seconds after the stop is left running, a daemon).
 
     Args:
         encoder: what `gtr_keras.load` returns.
@@ -183,9 +184,9 @@ def serve(
         for each in app.state.batchers:
             each.abandon()  # nothing is waiting for them any more
         end = time.monotonic() + JOIN_BOUND
-        ended = not live_index or live_index.close(max(0.0, end - time.monotonic()))
+        if live_index:
+            live_index.close(max(0.0, end - time.monotonic()))
         for each in app.state.batchers:
-            ended = each.join(max(0.0, end - time.monotonic())) and ended
+            each.join(max(0.0, end - time.monotonic()))
         sock.close()
     print("gtr-keras serve: stopped", file=sys.stderr, flush=True)
-    return ended
