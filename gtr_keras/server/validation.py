@@ -5,7 +5,7 @@ number of more digits than Python converts, nor nesting deeper than its parser
 goes), or not a JSON object. 413: it is larger than the limit (read no further).
 422: a field is unknown, missing, of the wrong type or out of range, named as
 `param` (`input[3]`); a text that UTF-8 cannot encode (a lone surrogate, which
-JSON's `\ud800` escape can write) is one, refused here, before it shares a batch.
+JSON's `\\ud800` escape can write) is one, refused here, before it shares a batch.
 Messages quote at most `SHOWN` characters of a value.
 """
 
