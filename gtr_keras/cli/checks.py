@@ -8,6 +8,7 @@ like a bad flag: one line naming the flag, exit status 2.
 
 import fnmatch
 import importlib.util
+import math
 import os
 
 from gtr_keras.cli.arguments import GLOB_CHARACTERS, PROG, is_remote
@@ -148,6 +149,26 @@ def check_export_format(args, parser):
     hint = missing_package_hint(export_format, "write")
     if hint:
         parser.error(f"argument --format: {hint}")
+
+
+# `serve`'s flags of seconds, each a wait the server bounds: finite.
+_SERVE_SECONDS = (
+    "request_timeout",
+    "header_timeout",
+    "body_timeout",
+    "keep_alive_timeout",
+    "poll_interval",
+    "grace_period",
+)
+
+
+def check_serve(args, parser):
+    """`serve`'s flags that bound a wait are finite; `--max-queue` holds a request of `--max-inputs`."""
+    for dest in _SERVE_SECONDS:
+        if not math.isfinite(getattr(args, dest)):
+            parser.error(f"argument --{dest.replace('_', '-')}: must be a finite number of seconds")
+    if args.max_inputs > args.max_queue:
+        parser.error(f"argument --max-inputs: {args.max_inputs} is more than --max-queue holds")
 
 
 # Flags that need an optional dependency: (flag's dest, what it needs, its module, the extra that installs it).

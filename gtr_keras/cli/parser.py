@@ -615,20 +615,43 @@ def build_parser():
         "--request-timeout",
         type=positive_float,
         default=60.0,
-        help="seconds a request waits for its embeddings (then a 503)",
+        help="seconds a request waits for its embeddings or hits once its body is read (then a 503)",
+    )
+    group = p.add_argument_group("connections (each is closed past its limit)")
+    group.add_argument(
+        "--header-timeout",
+        type=positive_float,
+        default=10.0,
+        help="seconds a request's head (request line and headers) may take to arrive, from the connection's "
+        "opening or a later request's first byte (then a 408)",
+    )
+    group.add_argument(
+        "--body-timeout",
+        type=positive_float,
+        default=30.0,
+        help="seconds a request's body may take to arrive (then a 408), and an answer may wait for its client "
+        "to read any of it",
+    )
+    group.add_argument(
+        "--keep-alive-timeout",
+        type=positive_float,
+        default=5.0,
+        help="seconds an idle keep-alive connection stays open",
     )
     group = p.add_argument_group("live index and stopping")
     group.add_argument(
         "--poll-interval",
         type=positive_float,
         default=2.0,
-        help="seconds between looks for a new generation of --index (an update or a rebuild)",
+        help="seconds between looks for a new generation of --index (an update or a rebuild) or a search setting "
+        "`tune` recorded",
     )
     group.add_argument(
         "--grace-period",
         type=at_least_zero_float,
         default=30.0,
-        help="seconds the requests in flight get to finish after SIGTERM or SIGINT",
+        help="seconds the requests in flight get to finish after SIGTERM or SIGINT (those unfinished then get a "
+        "503); a second signal stops at once",
     )
     p.add_argument("--access-log", action="store_true", help="log every request on stderr")
     add_encoder_arguments(p)
