@@ -10,7 +10,7 @@ import numpy as np
 
 from gtr_keras.beir.readers import Corpus
 from gtr_keras.server.app import build_app
-from gtr_keras.server.batcher import Batcher, encoding, query_encoder
+from gtr_keras.server.batcher import Batcher, encoding, query_encoder, token_lengths
 from gtr_keras.server.live_index import LiveIndex
 from gtr_keras.server.serve import listening_socket, uvicorn_server
 
@@ -37,13 +37,21 @@ def serving(
     keep_alive_timeout=5.0,
     send_buffer=None,
     grace_period=5.0,
+    gateway=None,
+    max_batch_tokens=None,
+    more_sockets=(),
+    wait=True,
 ):
     """Serves `encoder` (and `index_dir`) in this process; yields `(base URL, batcher, live index or None,
     uvicorn server)`. `send_buffer`: the bytes of each connection's socket send buffer (default: the
-    system's). Setting the server's `should_exit` (`hurry`) is what the first (second) signal does."""
-    batcher = Batcher(encoding(encoder, 32), 32, max_wait, max_queue, timeout=30.0)
-    live = index_dir and LiveIndex(index_dir, encoder, query_encoder(batcher), poll_interval=poll_interval)
-    app = build_app(batcher, MODEL, encoder.embedding_dim, live, model_dir, limits)
+    system's). Setting the server's `should_exit` (`hurry`) is what the first (second) signal does.
+    `gateway`: the gateway's `Settings`; `more_sockets`: bound sockets served too (a metrics port's);
+    `wait`: False loads the index's first generation in the background."""
+    lengths = token_lengths(encoder) if max_batch_tokens else None
+    run = encoding(encoder, 32, max_batch_tokens)
+    batcher = Batcher(run, 32, max_wait, max_queue, 30.0, "gtr-keras-encoder", max_batch_tokens, lengths)
+    live = index_dir and LiveIndex(index_dir, encoder, query_encoder(batcher), None, poll_interval, wait)
+    app = build_app(batcher, MODEL, encoder.embedding_dim, live, model_dir, limits, gateway)
     sock = listening_socket("127.0.0.1", 0)
     if send_buffer:  # accepted connections take it from the listening socket
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, send_buffer)
@@ -55,7 +63,7 @@ def serving(
         body_timeout=body_timeout,
         keep_alive_timeout=keep_alive_timeout,
     )
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock, *more_sockets]}, daemon=True)
     thread.start()
     deadline = time.monotonic() + 30
     while not server.started and thread.is_alive() and time.monotonic() < deadline:
@@ -67,6 +75,8 @@ def serving(
         server.should_exit = True
         thread.join(30)
         sock.close()
+        for each in more_sockets:
+            each.close()
         for each in app.state.batchers:
             each.close()
         if live:
