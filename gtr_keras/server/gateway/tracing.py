@@ -11,6 +11,7 @@ only where tracing is on.
 """
 
 import contextlib
+import threading
 import urllib.parse
 
 HINT = "needs OpenTelemetry's SDK and OTLP exporter: pip install 'gtr-keras[otel]'"
@@ -72,9 +73,12 @@ class Tracing:
             span.end()
 
     def close(self):
-        """Exports what is still waiting, for at most `FLUSH_MILLISECONDS` (the exporting thread, a daemon,
-        is left to the process's end: a collector that does not answer holds no stop)."""
-        self.provider.force_flush(FLUSH_MILLISECONDS)
+        """Exports what is still waiting, waiting at most `FLUSH_MILLISECONDS` (the SDK's flush, which
+        retries a collector that does not answer for the exporter's timeout, goes on in a daemon thread:
+        it holds no stop)."""
+        flushing = threading.Thread(target=self.provider.force_flush, name="gtr-keras-trace-flush", daemon=True)
+        flushing.start()
+        flushing.join(FLUSH_MILLISECONDS / 1000)
 
 
 def answered(span, status):
