@@ -18,6 +18,7 @@ from gtr_keras.server.gateway.metrics import Metrics
 from gtr_keras.server.gateway.middleware import Settings
 from gtr_keras.server.serve import listening_socket
 
+
 def samples(text):
     """`{(sample name, sorted label items): value}` of a `/metrics` page."""
     return {

@@ -86,12 +86,15 @@ def test_request_ids_are_taken_or_made_returned_and_logged(keyed):
     url, log = keyed
     given = httpx.get(f"{url}/health", headers={"x-request-id": "checkout-42"}, timeout=30)
     assert given.headers["x-request-id"] == "checkout-42"
-    made = [httpx.get(f"{url}/health", headers=headers, timeout=30).headers["x-request-id"] for headers in (
-        {},
-        {"x-request-id": "has space"},
-        {"x-request-id": "x" * 129},
-        {"x-request-id": ""},
-    )]
+    made = [
+        httpx.get(f"{url}/health", headers=headers, timeout=30).headers["x-request-id"]
+        for headers in (
+            {},
+            {"x-request-id": "has space"},
+            {"x-request-id": "x" * 129},
+            {"x-request-id": ""},
+        )
+    ]
     assert all(len(identity) == 32 and int(identity, 16) >= 0 for identity in made) and len(set(made)) == 4
     refused = httpx.post(f"{url}/v1/embeddings", json=EMBEDDING, headers={"x-request-id": "r-401"}, timeout=30)
     assert refused.status_code == 401 and refused.headers["x-request-id"] == "r-401"
