@@ -1,12 +1,16 @@
 """Helpers of the server tests: an in-process `gtr-keras serve` (uvicorn in a thread, 127.0.0.1, a free
-port) and a tiny corpus to index."""
+port), the command in a process of its own (`Served`), and a tiny corpus to index."""
 
 import contextlib
+import signal
 import socket
+import subprocess
+import sys
 import threading
 import time
 
 import numpy as np
+from conftest import REPO
 
 from gtr_keras.beir.readers import Corpus
 from gtr_keras.server.app import build_app
@@ -89,3 +93,42 @@ def running(encoder, *args, **kwargs):
     """`serving`, yielding `(base URL, batcher, live index or None)`."""
     with serving(encoder, *args, **kwargs) as (url, batcher, live, _):
         yield url, batcher, live
+
+
+def free_port():
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+class Served:
+    """`gtr-keras serve ARGS --port P` started, its stdout read in a thread until it says it listens."""
+
+    def __init__(self, *args):
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        command = [sys.executable, "-m", "gtr_keras", "serve", *map(str, args), "--port", str(self.port)]
+        self.process = subprocess.Popen(command, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        self.lines, listening = [], threading.Event()
+
+        def read():
+            for line in self.process.stdout:
+                self.lines.append(line)
+                if "listening on" in line:
+                    listening.set()
+
+        threading.Thread(target=read, daemon=True).start()
+        if not listening.wait(120):
+            self.process.kill()
+            raise AssertionError(f"not listening within 120 s: {self.process.communicate(timeout=30)[1][-2000:]}")
+
+    def stop(self, sig=signal.SIGTERM, timeout=30):
+        """Sends `sig`; returns `(exit status, seconds it took to exit, stderr)`."""
+        start = time.monotonic()
+        self.process.send_signal(sig)
+        try:
+            _, err = self.process.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            raise
+        return self.process.returncode, time.monotonic() - start, err
