@@ -668,14 +668,14 @@ def build_parser():
         dest="api_keys",
         metavar="KEY",
         help="a key requests must carry (Authorization: Bearer KEY; 401 otherwise), on every path but /health; "
-        "repeatable (a key here shows in the process list: prefer --api-keys-file)",
+        "repeatable (a key here shows in the process list: prefer --api-keys-file; default: none, no key asked)",
     )
     group.add_argument(
         "--api-keys-file",
         type=input_file,
         metavar="FILE",
         help="a local file of keys, one a line (# comments), read again when it changes: a key rotates "
-        "without a restart",
+        "without a restart (default: none)",
     )
     group.add_argument(
         "--allow-unauthenticated",
@@ -691,7 +691,7 @@ def build_parser():
         "--otlp-endpoint",
         metavar="URL",
         help="export OpenTelemetry traces there by OTLP over HTTP, e.g. http://collector:4318 (needs the otel "
-        "extra; /v1/traces is added to a URL without a path)",
+        "extra; /v1/traces is added to a URL without a path; default: none, no traces)",
     )
     group.add_argument("--access-log", action="store_true", help="log every request on stderr, one line")
     group.add_argument(

@@ -13,6 +13,7 @@ import numpy as np
 from conftest import REPO
 
 from gtr_keras.beir.readers import Corpus
+from gtr_keras.retrieval.retriever import build_index
 from gtr_keras.server.app import build_app
 from gtr_keras.server.batcher import Batcher, encoding, query_encoder, token_lengths
 from gtr_keras.server.live_index import LiveIndex
@@ -26,6 +27,13 @@ def corpus(n=40, seed=0, prefix="d"):
     rng = np.random.default_rng(seed)
     texts = [" ".join(rng.choice(WORDS, size=rng.integers(3, 12))) for _ in range(n)]
     return Corpus([f"{prefix}{i}" for i in range(n)], [f"title {prefix}{i}" for i in range(n)], texts)
+
+
+def indexed(tmp_path_factory, encoder, model_dir, name="index"):
+    """A tiny index of `corpus()`, built by `encoder` in a new temporary directory."""
+    directory = tmp_path_factory.mktemp(name) / "index"
+    build_index(encoder, corpus(), directory, model_dir=model_dir)
+    return directory
 
 
 @contextlib.contextmanager

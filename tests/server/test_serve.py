@@ -176,18 +176,24 @@ def test_malformed_requests_leave_no_traceback_on_the_command_s_stderr(tiny_mode
     assert status == 0 and "Traceback" not in err and err.strip().endswith("gtr-keras serve: stopped"), err
 
 
+def _main_before_tensorflow(*argv):
+    """Runs `gtr-keras ARGV` in a fresh process that asserts exit 2 without TensorFlow; returns its stderr."""
+    script = (
+        "import sys\nfrom gtr_keras.cli.main import main\n"
+        f"try:\n    status = main({list(map(str, argv))!r})\nexcept SystemExit as exit_:\n    status = exit_.code\n"
+        "assert status == 2 and 'tensorflow' not in sys.modules and 'keras' not in sys.modules, status\n"
+    )
+    result = subprocess.run([sys.executable, "-c", script], cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    return result.stderr
+
+
 def test_a_port_in_use_is_refused_before_tensorflow_is_imported(tiny_model_dir):
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
         taken.listen()
-        script = (
-            "import sys\nfrom gtr_keras.cli.main import main\n"
-            f"status = main(['serve', '--model', {tiny_model_dir!r}, '--port', '{taken.getsockname()[1]}'])\n"
-            "assert status == 2 and 'tensorflow' not in sys.modules and 'keras' not in sys.modules, status\n"
-        )
-        result = subprocess.run([sys.executable, "-c", script], cwd=REPO, capture_output=True, text=True, timeout=120)
-    assert result.returncode == 0, result.stderr
-    assert result.stderr.strip().endswith("cannot listen there (Address already in use)")
+        err = _main_before_tensorflow("serve", "--model", tiny_model_dir, "--port", taken.getsockname()[1])
+    assert err.strip().endswith("cannot listen there (Address already in use)")
 
 
 @pytest.mark.large
@@ -325,18 +331,6 @@ def test_bad_serve_flags_are_exit_2_in_one_line(flags, message, capsys):
         main(["serve", "--model", "gtr-small-distilled", *flags])
     assert exit_.value.code == 2
     assert message in capsys.readouterr().err.strip()
-
-
-def _main_before_tensorflow(*argv):
-    """Runs `gtr-keras ARGV` in a fresh process that asserts exit 2 without TensorFlow; returns its stderr."""
-    script = (
-        "import sys\nfrom gtr_keras.cli.main import main\n"
-        f"try:\n    status = main({list(map(str, argv))!r})\nexcept SystemExit as exit_:\n    status = exit_.code\n"
-        "assert status == 2 and 'tensorflow' not in sys.modules and 'keras' not in sys.modules, status\n"
-    )
-    result = subprocess.run([sys.executable, "-c", script], cwd=REPO, capture_output=True, text=True, timeout=120)
-    assert result.returncode == 0, result.stderr
-    return result.stderr
 
 
 def test_a_host_beyond_loopback_without_a_key_is_exit_2_in_one_line_before_tensorflow(tiny_model_dir, capsys):

@@ -7,9 +7,8 @@ import socket
 import httpx
 import openai
 import pytest
-from server.servers import MODEL, corpus, serving
+from server.servers import MODEL, indexed, serving
 
-from gtr_keras.retrieval.retriever import build_index
 from gtr_keras.server.gateway.keys import ApiKeys
 from gtr_keras.server.gateway.middleware import Settings
 from gtr_keras.server.gateway.request_log import AccessLog
@@ -21,9 +20,7 @@ SEARCH = {"query": "wing lift", "k": 3}
 
 @pytest.fixture(scope="module")
 def index_dir(tmp_path_factory, tiny_encoder, tiny_model_dir):
-    directory = tmp_path_factory.mktemp("gateway") / "index"
-    build_index(tiny_encoder, corpus(), directory, model_dir=tiny_model_dir)
-    return directory
+    return indexed(tmp_path_factory, tiny_encoder, tiny_model_dir)
 
 
 @pytest.fixture(scope="module")

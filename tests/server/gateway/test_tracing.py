@@ -4,9 +4,8 @@ import time
 
 import httpx
 import pytest
-from server.servers import MODEL, corpus, serving
+from server.servers import MODEL, indexed, serving
 
-from gtr_keras.retrieval.retriever import build_index
 from gtr_keras.server.gateway.middleware import Settings
 from gtr_keras.server.gateway.tracing import Tracing, otlp_provider, traces_url
 from gtr_keras.server.serve import listening_socket
@@ -21,9 +20,7 @@ PARENT_ID = "00f067aa0ba902b7"
 
 @pytest.fixture(scope="module")
 def index_dir(tmp_path_factory, tiny_encoder, tiny_model_dir):
-    directory = tmp_path_factory.mktemp("traced") / "index"
-    build_index(tiny_encoder, corpus(), directory, model_dir=tiny_model_dir)
-    return directory
+    return indexed(tmp_path_factory, tiny_encoder, tiny_model_dir)
 
 
 @pytest.fixture(scope="module")
