@@ -189,7 +189,7 @@ def serve(
             await asyncio.sleep(0.02)
         if live_index and live_index.error:
             server.should_exit = True
-        elif server.started:
+        elif server.started and not serving.done():
             index = f", index {index_dir}" if index_dir else ""
             index += f", metrics on http://{host}:{metrics_port}/metrics" if metrics_port else ""
             print(f"gtr-keras serve: listening on http://{host}:{port} (model {model_name}{index})", flush=True)
