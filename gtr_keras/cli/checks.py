@@ -165,7 +165,7 @@ _SERVE_SECONDS = (
 )
 
 
-def _loopback(host):
+def loopback(host):
     """True when every address `host` names is a loopback one (127.0.0.0/8, ::1)."""
     try:
         return ipaddress.ip_address(host).is_loopback
@@ -190,7 +190,7 @@ def check_serve(args, parser):
     if any(not key or not all("!" <= character <= "~" for character in key) for key in args.api_keys or ()):
         parser.error("argument --api-key: a key must be printable ASCII without spaces (the key is not shown)")
     keyed = bool(args.api_keys or args.api_keys_file)
-    if not keyed and not args.allow_unauthenticated and not _loopback(args.host):
+    if not keyed and not args.allow_unauthenticated and not loopback(args.host):
         parser.error(
             f"argument --host: {args.host} is not a loopback address: give --api-key or --api-keys-file, or "
             "--allow-unauthenticated to serve anyone who reaches it"

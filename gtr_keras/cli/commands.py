@@ -16,6 +16,7 @@ import sys
 import numpy as np
 
 from gtr_keras.cli.arguments import PROG
+from gtr_keras.cli.checks import loopback
 from gtr_keras.errors import DataError, UserError
 from gtr_keras.utils import files
 from gtr_keras.utils.cpu import bfloat16_note
@@ -411,6 +412,13 @@ def serve_socket(args):
 
     keyed = args.api_keys or args.api_keys_file
     args.keys = ApiKeys(args.api_keys or (), args.api_keys_file) if keyed else None
+    if not keyed and not loopback(args.host):  # --allow-unauthenticated: said once, at start
+        print(
+            f"{PROG} serve: warning: serving {args.host} without a key (--allow-unauthenticated): anyone who "
+            "reaches the port can use it",
+            file=sys.stderr,
+            flush=True,
+        )
     held = contextlib.ExitStack()
     args.socket = held.enter_context(listening_socket(args.host, args.port))
     args.metrics_socket = None

@@ -495,3 +495,19 @@ def test_the_command_with_keys_a_metrics_port_and_json_access_log(tiny_model_dir
         entry for entry in lines if entry["request_id"] == "cmd-1"
     ).items()
     assert "sk-flag" not in err and "sk-second" not in err and "sk-first" not in err
+
+
+def test_serving_beyond_loopback_without_a_key_is_said_in_one_line_at_start(tiny_model_dir):
+    with socket.socket() as taken:
+        taken.bind(("0.0.0.0", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        err = _main_before_tensorflow(
+            "serve", "--model", tiny_model_dir, "--host", "0.0.0.0", "--allow-unauthenticated", "--port", port
+        )
+    warning, error = err.strip().splitlines()
+    assert warning == (
+        "gtr-keras serve: warning: serving 0.0.0.0 without a key (--allow-unauthenticated): anyone who reaches the "
+        "port can use it"
+    )
+    assert error.endswith("cannot listen there (Address already in use)")
