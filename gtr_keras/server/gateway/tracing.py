@@ -14,7 +14,6 @@ import contextlib
 import threading
 import urllib.parse
 
-HINT = "needs OpenTelemetry's SDK and OTLP exporter: pip install 'gtr-keras[otel]'"
 TRACES_PATH = "/v1/traces"
 FLUSH_MILLISECONDS = 1000  # what the spans not yet exported get at a stop
 
