@@ -58,7 +58,6 @@ __version__ = "0.1.0"
 _EXPORTS = {
     "load": "gtr_keras.loading",
     "save": "gtr_keras.saving",
-    "migrate": "gtr_keras.saving",
     "convert_sentence_transformers": "gtr_keras.saving",
     "fingerprint": "gtr_keras.models.model_files.fingerprint",
     "CheckpointError": "gtr_keras.errors",

@@ -67,16 +67,6 @@ def convert(args):
     )
 
 
-@locks_output("args.out_dir")
-def migrate(args):
-    from gtr_keras.models.model_files.model_directory import MODEL_DIRECTORIES
-    from gtr_keras.saving import migrate as migrate_directory
-
-    files.check_replaceable(args.out_dir, MODEL_DIRECTORIES)
-    migrate_directory(args.source, args.out_dir)
-    print(f"wrote {args.out_dir} (keras-hub preset directory)")
-
-
 @locks_output("args.output")
 def encode(args):
     from gtr_keras.beir.readers import read_texts

@@ -59,7 +59,6 @@ MANIFEST = "corpus_files.json"
 BEAM_OUTPUT_DIRECTORY = files.DirectoryKind(
     "encode_corpus_with_beam's shards", (), (MANIFEST, f"{SHARD_PREFIX}-*", f"beam-temp-{SHARD_PREFIX}-*")
 )
-SHARD_ARRAYS = ("ids", "files", "lines", "embeddings", "documents")
 _GLOB_CHARS = "*?["
 _MAX_EXAMPLES = 5
 
@@ -402,11 +401,6 @@ def _load_shards(shard_dir, with_documents):
     for number in range(total):
         with FileSystems.open(numbered[number], compression_type=CompressionTypes.UNCOMPRESSED) as f:
             with np.load(io.BytesIO(f.read()), allow_pickle=False) as shard:
-                if set(SHARD_ARRAYS) - set(shard.files):
-                    raise MismatchError(
-                        f"{numbered[number]}: written by an older gtr-keras (no document positions); "
-                        f"encode the corpus again."
-                    )
                 if not len(shard["ids"]):
                     continue
                 for name, parts in arrays.items():
@@ -482,8 +476,7 @@ def corpus_from_shards(shard_dir):
     Raises:
         FileNotFoundError: no shards, or no `corpus_files.json` (the run did
             not finish).
-        MismatchError: shards of different runs, or of an older gtr-keras
-            (delete the shard directory and encode again).
+        MismatchError: shards of different runs (delete the shard directory and encode again).
         DataError: shards missing or of mismatched dimensions, an id that
             occurs more than once (named with its files and lines), or a
             corpus without documents.

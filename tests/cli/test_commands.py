@@ -405,17 +405,6 @@ def test_bfloat16_shards_are_of_the_same_model_and_search_with_it_in_float32(tmp
         np.testing.assert_allclose([score for _, score in found], [score for _, score in expected], atol=0.02)
 
 
-def test_bfloat16_shards_of_an_older_record_are_refused_at_index_time(tmp_path, tiny_model_dir, capsys):
-    _encode_in_bfloat16(tmp_path, tiny_model_dir, n=3)
-    record = json.loads((tmp_path / "e.json").read_text())
-    del record["model"]["bfloat16_sha256"]
-    (tmp_path / "e.json").write_text(json.dumps(record))
-    capsys.readouterr()
-    assert main(["index", "--embeddings", str(tmp_path / "e.npy"), "--out", str(tmp_path / "idx")]) == 2
-    assert "e.json: encoded in bfloat16 by an older gtr-keras" in capsys.readouterr().err
-    assert not (tmp_path / "idx").exists()
-
-
 def test_bfloat16_shards_of_another_model_are_refused(tmp_path, tiny_model_dir, capsys):
     _encode_in_bfloat16(tmp_path, tiny_model_dir, n=3)
     record = json.loads((tmp_path / "e.json").read_text())

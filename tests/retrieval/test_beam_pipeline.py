@@ -396,13 +396,6 @@ def test_stale_or_mixed_shards_are_user_errors_naming_the_shard_directory(tmp_pa
     assert isinstance(raised.value, UserError)
 
 
-def test_a_shard_of_an_older_release_is_a_mismatch_to_encode_again(tmp_path):
-    write_manifest(tmp_path, ["f0.jsonl"])
-    np.savez(tmp_path / "embeddings-00000-of-00001.npz", ids=np.array(["a"]), embeddings=np.ones((1, 4), np.float32))
-    with pytest.raises(MismatchError, match="written by an older gtr-keras .*encode the corpus again"):
-        index_from_shards(str(tmp_path))
-
-
 def test_a_stale_shard_directory_is_exit_2_not_a_bug(tmp_path, tiny_model_dir, monkeypatch, capsys):
     from gtr_keras.retrieval import beam_pipeline
 
