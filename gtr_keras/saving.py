@@ -1,5 +1,5 @@
 """Every way into and out of a model directory, as users call it: `load`, `save` and
-`convert_sentence_transformers`.
+`convert_sentence_transformers`; `encoder_of`, the model of the calls that take one given any way.
 
 A model directory is a keras-hub preset (`GTRTextEmbedder.save_to_preset`), local or on any file
 system TensorFlow knows; `load` also takes what `GTRTextEmbedder.from_preset` converts on the way
@@ -93,6 +93,34 @@ def load(directory, jit_compile=False, dtype=None, query_length=None, document_l
     if document_length:
         embedder.preprocessor.sequence_length = document_length
     return embedder.batch_encoder(jit_compile)
+
+
+def encoder_of(model):
+    """The `Encoder` of a model given any way: a model directory or name (loaded by `load`), an `Encoder`,
+    a `GTRTextEmbedder`, or a function of no arguments that returns one of these (called now).
+
+    Raises:
+        UserError: an export's encoder (an index, an export or an evaluation of the model's fingerprint
+            needs the model's weights), or anything else.
+
+    Example:
+    >>> encoder_of("gtr-small-distilled").embedding_dim
+    384
+    """
+    if isinstance(model, GTRTextEmbedder):
+        return model.batch_encoder()
+    if isinstance(getattr(model, "model", None), GTRTextEmbedder):
+        return model
+    if hasattr(model, "encode_queries"):
+        raise UserError(
+            f"{type(model).__name__}: an export's encoder, which holds no Keras model to fingerprint or export; "
+            "give the model directory, its name or `gtr_keras.load(DIR)`"
+        )
+    if isinstance(model, (str, os.PathLike)):
+        return load(model)
+    if callable(model):
+        return encoder_of(model())
+    raise UserError(f"model: a model directory or name, or a loaded model, got {type(model).__name__}")
 
 
 def convert_sentence_transformers(source, query_length=QUERY_LENGTH, cache_dir=None, dtype=None, load_weights=True):
