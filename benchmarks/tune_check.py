@@ -48,9 +48,8 @@ def main(argv=None):
     parser.add_argument("--results", default=RESULTS)
     parser.add_argument("--no-record", action="store_true")
     args = parser.parse_args(argv)
-    from gtr_keras.index import SearchIndex
-    from gtr_keras.index.layout import read_description
-    from gtr_keras.tuning.tuner import tune
+    from gtr_keras.index import SearchIndex, read_description
+    from gtr_keras.tuning import tune
 
     directory = read_description(args.index)[0]
 

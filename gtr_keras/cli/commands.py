@@ -103,8 +103,15 @@ def index(args):
 @locks_output("args.out")  # before the corpus and the model load: a second run is refused at once
 def _build_index(args):
     from gtr_keras.lexical.bm25_side import has_bm25_side
-    from gtr_keras.retrieval.index import Index
+    from gtr_keras.retrieval.index import GLOB_CHARACTERS, Index
 
+    if (
+        args.corpus
+        and not args.runner
+        and any(c in args.corpus for c in GLOB_CHARACTERS)
+        and not files.exists(args.corpus)
+    ):
+        raise DataError(f"{args.corpus}: a glob of corpus files needs --runner (e.g. --runner DirectRunner)")
     index = Index.build(
         args.out,
         args.corpus,

@@ -75,7 +75,7 @@ SCANN_SUBDIR = "scann"
 IMPORT_HINT = (
     "GTR SavedModels use TF Text's SentencePiece ops (and the ScaNN searcher uses ScaNN's ops): run "
     "`import tensorflow_text` (and `import scann`) before `tf.saved_model.load`/`hub.load`, or load with "
-    "`gtr_keras.load_export(path)`."
+    "`gtr_keras.serving.load_export(path)`."
 )
 
 
@@ -139,7 +139,7 @@ def export_encoder(encoder, export_dir, version=None):
 
     Example:
     >>> export_encoder(gtr_keras.load("models/gtr-base"), "exports/gtr-base")
-    >>> model = gtr_keras.load_export("exports/gtr-base/encoder/1")
+    >>> model = gtr_keras.serving.load_export("exports/gtr-base/encoder/1")
     >>> model.signatures["encode_queries"](texts=tf.constant(["a query"]))["embeddings"]
     """
     return export_all(encoder, export_dir, version=version)["encoder"]
@@ -495,7 +495,7 @@ def load_export(path):
             message says which import brings them).
 
     Example:
-    >>> searcher = gtr_keras.load_export("exports/scifact/searcher/1")
+    >>> searcher = gtr_keras.serving.load_export("exports/scifact/searcher/1")
     >>> searcher.signatures["serving_default"](queries=tf.constant(["vitamin D"]))["ids"]
     """
     import tensorflow_text  # noqa: F401  (registers the SentencePiece ops)

@@ -419,19 +419,19 @@ def test_bfloat16_shards_of_another_model_are_refused(tmp_path, tiny_model_dir, 
 
 
 def test_a_shard_replaced_during_index_embeddings_is_exit_2_naming_it(tmp_path, monkeypatch, capsys):
-    from gtr_keras.retrieval import retriever
+    from gtr_keras.retrieval import index
 
     vectors = np.random.default_rng(0).standard_normal((300, 8)).astype(np.float32)
     vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
     np.save(tmp_path / "e.npy", vectors)
     (tmp_path / "e.ids.txt").write_text("".join(f"d{i}\n" for i in range(300)))
-    build = retriever.index_embeddings
+    build = index.index_embeddings
 
     def replaced_after_the_check(shards, *args):
         np.save(tmp_path / "e.npy", vectors[::-1].copy())
         return build(shards, *args)
 
-    monkeypatch.setattr(retriever, "index_embeddings", replaced_after_the_check)
+    monkeypatch.setattr(index, "index_embeddings", replaced_after_the_check)
     assert main(["index", "--embeddings", str(tmp_path / "e.npy"), "--out", str(tmp_path / "idx")]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and f"{tmp_path / 'e.npy'}: changed since it was checked (rows 0-299 differ)" in err
