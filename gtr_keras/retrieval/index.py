@@ -158,7 +158,7 @@ class Index:
         >>> Index.build("indexes/msmarco", embeddings="emb/*.npy", documents="msmarco/corpus.jsonl")
         """
         if (corpus is None) == (embeddings is None):
-            raise UserError("build an index from a corpus (with its model) or from embeddings, not both")
+            raise UserError("build an index from a corpus (with its model) or from embeddings: one of them, not both")
         if corpus is not None and model is None:
             raise UserError("a corpus is encoded by a model: pass model=")
         if documents is not None and embeddings is None:

@@ -127,7 +127,7 @@ def test_wrong_calls_are_one_line_user_errors(tmp_path, tiny_model_dir):
     corpus = _write(tmp_path / "corpus.jsonl", _documents(6))
     with pytest.raises(UserError, match="a corpus is encoded by a model"):
         Index.build(tmp_path / "idx", corpus)
-    with pytest.raises(UserError, match="from a corpus .* or from embeddings, not both"):
+    with pytest.raises(UserError, match="from a corpus .* or from embeddings: one of them, not both"):
         Index.build(tmp_path / "idx", corpus, tiny_model_dir, embeddings="e/*.npy")
     with pytest.raises(UserError, match="rescore applies to int8 or binary vectors only"):
         Index.build(tmp_path / "idx", corpus, tiny_model_dir, rescore=10)
