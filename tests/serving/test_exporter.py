@@ -8,6 +8,7 @@ import gtr_keras
 from gtr_keras.errors import DataError, UserError
 
 
+@pytest.mark.large
 def test_a_model_and_its_index_export_as_the_command_line_exports_them(tmp_path, tiny_model_dir, tiny_encoder):
     index = gtr_keras.Index.build(
         tmp_path / "idx", gtr_keras.Corpus(["a", "b"], ["", ""], ["wing lift", "heat flow"]), tiny_model_dir
