@@ -50,7 +50,8 @@ def export(
             `"openvino"` (`gtr_keras.serving.FORMATS`: what each needs and takes, docs/serving.md).
         index: `"savedmodel"` only: an index directory built with the model, a list of them (shards) or a
             `gtr_keras.Index`: also a searcher SavedModel, queries in, ids and scores out.
-        searcher: `"scann"` or `"brute-force"` (stock TensorFlow ops; an exact index).
+        searcher: `"scann"` (rescored with the index's float32 vectors), `"scann-int8"` (ScaNN's int8 order,
+            a quarter of the memory) or `"brute-force"` (stock TensorFlow ops; an index with float32 vectors).
         k: results per query of the searcher's `serving_default`.
         version: the TF Serving version to write (default: the next).
         search_params: the ScaNN searcher's `num_leaves_to_search` and `reorder_factor` (default: the index's).
