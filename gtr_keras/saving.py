@@ -1,23 +1,20 @@
-"""Every way into and out of a model directory, as users call it: `load`, `save`, `migrate` and
-`convert_sentence_transformers`.
+"""Every way into and out of a model directory, as users call it: `load`, `save` and
+`convert_sentence_transformers`; `encoder_of`, the model of the calls that take one given any way.
 
 A model directory is a keras-hub preset (`GTRTextEmbedder.save_to_preset`), local or on any file
 system TensorFlow knows; `load` also takes what `GTRTextEmbedder.from_preset` converts on the way
-(sentence-transformers checkpoints, `hf://` ids, the first format). The files and their checks are
+(sentence-transformers checkpoints, `hf://` ids). The files and their checks are
 `model_directory`'s; the readers of other formats live in `gtr_keras.convert`.
 """
 
 import os
 
-from gtr_keras.convert.legacy_format import first_format_config, load_first_format
 from gtr_keras.convert.sentence_transformers import load_sentence_transformers, save_sentence_transformers
 from gtr_keras.errors import CheckpointError, UserError
 from gtr_keras.models.gtr.gtr_text_embedder import GTRTextEmbedder
 from gtr_keras.models.gtr.gtr_tokenizer import QUERY_LENGTH
-from gtr_keras.models.model_files.model_directory import CONFIG_FILE
 from gtr_keras.models.model_files.model_source import (
     ARCHITECTURE,
-    FIRST_FORMAT,
     HF_PREFIX,
     SENTENCE_TRANSFORMERS,
     resolve_model_source,
@@ -98,18 +95,32 @@ def load(directory, jit_compile=False, dtype=None, query_length=None, document_l
     return embedder.batch_encoder(jit_compile)
 
 
-def migrate(source, directory):
-    """Rewrites a model directory of gtr-keras' first format as a keras-hub preset directory.
+def encoder_of(model):
+    """The `Encoder` of a model given any way: a model directory or name (loaded by `load`), an `Encoder`,
+    a `GTRTextEmbedder`, or a function of no arguments that returns one of these (called now).
+
+    Raises:
+        UserError: an export's encoder (an index, an export or an evaluation of the model's fingerprint
+            needs the model's weights), or anything else.
 
     Example:
-    >>> migrate("models/old-gtr", "models/gtr")
+    >>> encoder_of("gtr-small-distilled").embedding_dim
+    384
     """
-    with resolve_model_source(source, FIRST_FORMAT).local() as local:
-        config = first_format_config(local)
-        if config is None:
-            raise CheckpointError(f"{os.path.join(local, CONFIG_FILE)}: not a model directory of the first format")
-        embedder = load_first_format(GTRTextEmbedder, local, config)
-    save(embedder, directory)
+    if isinstance(model, GTRTextEmbedder):
+        return model.batch_encoder()
+    if isinstance(getattr(model, "model", None), GTRTextEmbedder):
+        return model
+    if hasattr(model, "encode_queries"):
+        raise UserError(
+            f"{type(model).__name__}: an export's encoder, which holds no Keras model to fingerprint or export; "
+            "give the model directory, its name or `gtr_keras.load(DIR)`"
+        )
+    if isinstance(model, (str, os.PathLike)):
+        return load(model)
+    if callable(model):
+        return encoder_of(model())
+    raise UserError(f"model: a model directory or name, or a loaded model, got {type(model).__name__}")
 
 
 def convert_sentence_transformers(source, query_length=QUERY_LENGTH, cache_dir=None, dtype=None, load_weights=True):

@@ -240,12 +240,6 @@ def build_parser():
     )
     p.add_argument("--query-length", type=token_budget, default=64, help="query token budget, EOS included")
 
-    p = command("migrate", "rewrite a model directory of the first format as a keras-hub preset")
-    p.add_argument("source", type=input_dir, help='model directory with config.json {"format": "gtr-keras"}')
-    p.add_argument(
-        "out_dir", type=output_dir, help="model directory to write (replaces only an empty one or a model directory)"
-    )
-
     p = command(
         "encode",
         "embed texts from a .txt, corpus.jsonl[.gz] or queries.jsonl file",

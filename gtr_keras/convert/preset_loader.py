@@ -1,17 +1,11 @@
 """The loaders of the model formats that keras-hub does not read, registered with the model family's
 `model_source.register_loader` by `install()` (which `gtr_keras` runs once the family is imported): a
-sentence-transformers checkpoint and gtr-keras' legacy (first) format. Each builds the class it is given.
+sentence-transformers checkpoint. Each builds the class it is given.
 """
 
-from gtr_keras.convert.legacy_format import first_format_config, load_first_format
 from gtr_keras.convert.sentence_transformers import load_sentence_transformers
 from gtr_keras.errors import UserError
-from gtr_keras.models.model_files.model_source import FIRST_FORMAT, SENTENCE_TRANSFORMERS, register_loader
-
-
-def _first_format(embedder_cls, directory, load_weights=True, dtype=None, **kwargs):
-    _refuse_arguments(directory, "a model directory of the first format", kwargs)
-    return load_first_format(embedder_cls, directory, first_format_config(directory), load_weights, dtype)
+from gtr_keras.models.model_files.model_source import SENTENCE_TRANSFORMERS, register_loader
 
 
 def _sentence_transformers(embedder_cls, source, load_weights=True, dtype=None, **kwargs):
@@ -26,11 +20,10 @@ def _refuse_arguments(source, what, arguments):
 
 
 def install():
-    """Registers the loaders of the sentence-transformers and first formats (idempotent).
+    """Registers the loader of sentence-transformers checkpoints (idempotent).
 
     Example:
     >>> install()
     >>> GTRTextEmbedder.from_preset("tests/fixtures/tiny-gtr-st")  # doctest: +SKIP
     """
-    register_loader(FIRST_FORMAT, _first_format)
     register_loader(SENTENCE_TRANSFORMERS, _sentence_transformers)

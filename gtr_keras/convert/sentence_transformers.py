@@ -98,7 +98,7 @@ def load_sentence_transformers(
         embedder_cls: the class to build (as keras-hub's converters take the backbone class).
         source: a local checkpoint directory, or a Hugging Face repo id (`hf://` optional).
         query_length, cache_dir, dtype, load_weights: as for
-            `gtr_keras.convert_sentence_transformers`, which calls this with `GTRTextEmbedder`.
+            `gtr_keras.saving.convert_sentence_transformers`, which calls this with `GTRTextEmbedder`.
 
     Example:
     >>> embedder = load_sentence_transformers(GTRTextEmbedder, "sentence-transformers/gtr-t5-base")

@@ -1,5 +1,5 @@
-"""The checks of a model directory: a keras-hub preset of gtr-keras, one of its first format, or a
-sentence-transformers directory it wrote.
+"""The checks of a model directory: a keras-hub preset of gtr-keras, or a sentence-transformers directory it
+wrote.
 
 Checksums first, then every JSON record (the settings against the weights' shapes and each other:
 `model_directory.check_model_directory`; the fusion record), the SentencePiece model, and every weight
@@ -17,10 +17,9 @@ from gtr_keras.models.model_files.model_directory import (
     check_finite,
     check_model_directory,
     read_json,
-    read_spiece,
     read_weights,
 )
-from gtr_keras.models.model_files.model_source import FIRST_FORMAT, KERAS_HUB, directory_format
+from gtr_keras.models.model_files.model_source import KERAS_HUB, directory_format
 from gtr_keras.utils import files
 
 _PRESET_VOCABULARY = os.path.join("assets", "tokenizer", "vocabulary.spm")
@@ -42,13 +41,11 @@ def check_model_files(directory, report):
         vocabulary = os.path.join(directory, _PRESET_VOCABULARY)
         if files.isfile(vocabulary):
             report.step(lambda: _spiece(vocabulary))
-    elif model_format == FIRST_FORMAT:
-        report.step(lambda: read_spiece(directory))
     weights = [WEIGHTS_FILE if files.isfile(os.path.join(directory, WEIGHTS_FILE)) else SHARDED_WEIGHTS_FILE]
     weights += [TASK_WEIGHTS_FILE] if files.isfile(os.path.join(directory, TASK_WEIGHTS_FILE)) else []
     for name in weights:
         path = os.path.join(directory, name)
-        if files.isfile(path) and model_format in (KERAS_HUB, FIRST_FORMAT):
+        if files.isfile(path) and model_format == KERAS_HUB:
             values = report.step(lambda path=path: read_weights(path))
             if values is not None:
                 report.step(lambda path=path, values=values: check_finite(values, path))

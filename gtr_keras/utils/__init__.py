@@ -3,4 +3,19 @@ record (`files`), each operation that changes a file a countable crash point (`f
 verified (`checksums`), one writer per output (`locks`), line, JSONL and TSV files with FILE:LINE errors
 (`text_files`), JSON records checked field by field, change descriptions and hashes of strings (`records`),
 TensorFlow's C++ log lines filtered around converters (`native_logs`), and post-import hooks
-(`import_hooks`). Imports nothing else of gtr-keras but `gtr_keras.errors`."""
+(`import_hooks`). Imports nothing else of gtr-keras but `gtr_keras.errors`.
+
+Public names: `files` (paths through `tf.io.gfile`, atomic outputs), `iter_jsonl`, `str_field`, `cpu_flags`.
+"""
+
+from gtr_keras.utils.lazy_exports import lazy_exports
+
+__all__, __getattr__ = lazy_exports(
+    __name__,
+    {
+        "files": "gtr_keras.utils.files",
+        "iter_jsonl": "gtr_keras.utils.text_files",
+        "str_field": "gtr_keras.utils.text_files",
+        "cpu_flags": "gtr_keras.utils.cpu",
+    },
+)

@@ -36,9 +36,10 @@ TASK_WEIGHTS_FILE = "task.weights.h5"
 PREPROCESSOR_FILE = "preprocessor.json"
 SPIECE_FILE = "spiece.model"
 TEXT_EMBEDDER = "gtr_keras>GTRTextEmbedder"  # the registered name of the task a model directory holds
-LEGACY_FORMAT = "gtr-keras"  # `config.json`'s "format" in a model directory of gtr-keras' first format
+# `config.json`'s "format" in a model directory of gtr-keras' first format, which is refused with its remedy.
+FIRST_FORMAT = "gtr-keras"
 # What a directory that `gtr_keras.save` replaces may be: a keras-hub preset (sharded weights included, and
-# what downloads add), or a model directory of the first format.
+# what downloads add).
 PRESET_DIRECTORY = files.DirectoryKind(
     "a keras-hub preset",
     (CONFIG_FILE, "metadata.json"),
@@ -58,12 +59,7 @@ PRESET_DIRECTORY = files.DirectoryKind(
         ".gitattributes",
     ),
 )
-FIRST_FORMAT_DIRECTORY = files.DirectoryKind(
-    "a gtr-keras model directory of the first format",
-    (CONFIG_FILE, SPIECE_FILE),
-    (CONFIG_FILE, WEIGHTS_FILE, SPIECE_FILE, "README.md"),
-)
-MODEL_DIRECTORIES = (PRESET_DIRECTORY, FIRST_FORMAT_DIRECTORY)
+MODEL_DIRECTORIES = (PRESET_DIRECTORY,)
 
 
 def check_model_directory(directory, load_weights=True):
