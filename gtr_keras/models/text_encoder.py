@@ -25,6 +25,18 @@ def to_bytes(text):
     return text if isinstance(text, bytes) else text.encode("utf-8")
 
 
+def length_sorted_batches(lengths, batch_size):
+    """Row numbers of items of `lengths` in batches of at most `batch_size`, shortest first (a stable sort), so
+    that a batch padded to its longest item pads little: how every encoder, and a reranker's `PairScorer`, batch.
+
+    Example:
+    >>> [rows.tolist() for rows in length_sorted_batches([5, 1, 3], 2)]
+    [[1, 2], [0]]
+    """
+    order = np.argsort(lengths, kind="stable")
+    return [order[start : start + batch_size] for start in range(0, len(order), batch_size)]
+
+
 class _NoBar:
     def update(self, n):
         pass
@@ -104,10 +116,8 @@ class TextEncoder:
         if not texts:
             return output
         items = self.prepare(texts, kind)
-        order = np.argsort([len(item) for item in items], kind="stable")
         with _progress_bar(len(texts), kind, progress) as bar:
-            for start in range(0, len(texts), batch_size):
-                rows = order[start : start + batch_size]
+            for rows in length_sorted_batches([len(item) for item in items], batch_size):
                 output[rows] = np.asarray(self.embed_batch([items[row] for row in rows], kind, batch_size))[: len(rows)]
                 bar.update(len(rows))
         broken = np.flatnonzero(~np.isfinite(output).all(axis=1))

@@ -18,7 +18,7 @@ import os
 
 from gtr_keras.errors import CheckpointError, UserError
 from gtr_keras.models.gtr.presets import PRESET_SOURCES, PRESETS
-from gtr_keras.models.model_files.model_directory import CONFIG_FILE, LEGACY_FORMAT, read_json
+from gtr_keras.models.model_files.model_directory import CONFIG_FILE, LEGACY_FORMAT, TASK_FILE, read_json
 from gtr_keras.utils import files
 from gtr_keras.utils.checksums import verify_if_asked
 
@@ -31,6 +31,11 @@ KERAS_HUB = "keras-hub"  # a preset directory that `save_to_preset` wrote, or a 
 SENTENCE_TRANSFORMERS = "sentence-transformers"  # that library's layout of a T5 GTR checkpoint
 FIRST_FORMAT = "first-format"  # gtr-keras' first model directories (`gtr-keras migrate` rewrites them)
 ARCHITECTURE = "architecture"  # a name of `presets.PRESETS` with no weights: randomly initialised
+CROSS_ENCODER = "cross-encoder"  # a Hugging Face `*ForSequenceClassification` checkpoint (a reranker)
+RERANKER = "reranker"  # a keras-hub preset of a `Reranker` (what `convert` writes from a cross-encoder)
+RERANKER_TASK = "gtr_keras>Reranker"  # the registered name of the task a reranker's model directory holds
+RERANKER_FORMATS = (CROSS_ENCODER, RERANKER)
+SEQUENCE_CLASSIFICATION = "ForSequenceClassification"
 
 _LOADERS = {}
 
@@ -43,7 +48,8 @@ class ModelSource:
         name: the source as the user gave it (for messages).
         path: what is read: a directory (local, or remote when `remote`), a download id (`hf://...`,
             `kaggle://...`), or an architecture's name.
-        format: `KERAS_HUB`, `SENTENCE_TRANSFORMERS`, `FIRST_FORMAT` or `ARCHITECTURE`; None for a directory
+        format: `KERAS_HUB`, `SENTENCE_TRANSFORMERS`, `FIRST_FORMAT`, `ARCHITECTURE`, or a reranker's
+            `CROSS_ENCODER` (a Hugging Face checkpoint) or `RERANKER` (a model directory); None for a directory
             whose format is not read yet (`resolve_model_source(..., read_format=False)`).
         remote: `path` is a directory on a file system other than the local one.
 
@@ -116,7 +122,7 @@ def resolve_model_source(source, expected_format=None, read_format=True):
     name = os.fspath(source)
     path = PRESET_SOURCES.get(name, name).removeprefix("file://")
     if path.startswith(HF_PREFIX):
-        return ModelSource(name, path, SENTENCE_TRANSFORMERS)
+        return ModelSource(name, path, expected_format or SENTENCE_TRANSFORMERS)
     if path.startswith(DOWNLOAD_PREFIXES):
         return ModelSource(name, path, KERAS_HUB)
     remote = not files.is_local(path)
@@ -133,7 +139,8 @@ def resolve_model_source(source, expected_format=None, read_format=True):
 
 
 def directory_format(directory):
-    """The format of a model directory (`KERAS_HUB`, `SENTENCE_TRANSFORMERS` or `FIRST_FORMAT`).
+    """The format of a model directory (`KERAS_HUB`, `SENTENCE_TRANSFORMERS`, `FIRST_FORMAT`, `CROSS_ENCODER` or
+    `RERANKER`).
 
     Raises:
         CheckpointError: `config.json` missing or unreadable, or a directory of no format gtr-keras reads.
@@ -195,7 +202,11 @@ def _format_of(directory, config):
     if config.get("format") == LEGACY_FORMAT:
         return FIRST_FORMAT
     if "registered_name" in config:
-        return KERAS_HUB
+        task = os.path.join(directory, TASK_FILE)
+        return RERANKER if files.isfile(task) and _config(task).get("registered_name") == RERANKER_TASK else KERAS_HUB
+    architectures = config.get("architectures")
+    if isinstance(architectures, list) and any(str(a).endswith(SEQUENCE_CLASSIFICATION) for a in architectures):
+        return CROSS_ENCODER
     if files.isfile(os.path.join(directory, SENTENCE_TRANSFORMERS_MODULES)):
         return SENTENCE_TRANSFORMERS
     return None
