@@ -44,7 +44,8 @@ def _encoder(args):
 def convert(args):
     from gtr_keras.convert.sentence_transformers import SENTENCE_TRANSFORMERS_DIRECTORY
     from gtr_keras.models.model_files.model_directory import MODEL_DIRECTORIES
-    from gtr_keras.saving import convert_sentence_transformers, load, save
+    from gtr_keras.models.reranker.reranker import Reranker
+    from gtr_keras.saving import convert_checkpoint, load, save
 
     to_sentence_transformers = args.to == "sentence-transformers"
     files.check_replaceable(
@@ -58,8 +59,16 @@ def convert(args):
             f"{embedder.document_length} tokens, not {embedder.query_length})"
         )
         return
-    embedder = convert_sentence_transformers(args.source, query_length=args.query_length)
+    embedder = convert_checkpoint(args.source, query_length=args.query_length)
     save(embedder, args.out_dir)
+    if isinstance(embedder, Reranker):
+        backbone = embedder.backbone
+        print(
+            f"wrote {args.out_dir}: a reranker, {type(backbone).__name__} of {backbone.num_layers} layers, "
+            f"d_model {backbone.hidden_dim}, {embedder.count_params():,} parameters, pair length "
+            f"{embedder.preprocessor.sequence_length}, scores through a {embedder.activation}"
+        )
+        return
     print(
         f"wrote {args.out_dir}: {embedder.backbone.num_layers} layers, d_model {embedder.backbone.hidden_dim}, "
         f"D {embedder.embedding_dim}, {embedder.count_params():,} parameters, "

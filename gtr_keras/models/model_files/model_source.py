@@ -19,6 +19,7 @@ import os
 from gtr_keras.errors import CheckpointError, UserError
 from gtr_keras.models.gtr.presets import PRESET_SOURCES, PRESETS
 from gtr_keras.models.model_files.model_directory import CONFIG_FILE, LEGACY_FORMAT, TASK_FILE, read_json
+from gtr_keras.models.model_files.model_directory import RERANKER as RERANKER_TASK
 from gtr_keras.utils import files
 from gtr_keras.utils.checksums import verify_if_asked
 
@@ -33,7 +34,6 @@ FIRST_FORMAT = "first-format"  # gtr-keras' first model directories (`gtr-keras 
 ARCHITECTURE = "architecture"  # a name of `presets.PRESETS` with no weights: randomly initialised
 CROSS_ENCODER = "cross-encoder"  # a Hugging Face `*ForSequenceClassification` checkpoint (a reranker)
 RERANKER = "reranker"  # a keras-hub preset of a `Reranker` (what `convert` writes from a cross-encoder)
-RERANKER_TASK = "gtr_keras>Reranker"  # the registered name of the task a reranker's model directory holds
 RERANKER_FORMATS = (CROSS_ENCODER, RERANKER)
 SEQUENCE_CLASSIFICATION = "ForSequenceClassification"
 
@@ -203,7 +203,8 @@ def _format_of(directory, config):
         return FIRST_FORMAT
     if "registered_name" in config:
         task = os.path.join(directory, TASK_FILE)
-        return RERANKER if files.isfile(task) and _config(task).get("registered_name") == RERANKER_TASK else KERAS_HUB
+        reranker = files.isfile(task) and read_json(task).get("registered_name") == RERANKER_TASK
+        return RERANKER if reranker else KERAS_HUB
     architectures = config.get("architectures")
     if isinstance(architectures, list) and any(str(a).endswith(SEQUENCE_CLASSIFICATION) for a in architectures):
         return CROSS_ENCODER
