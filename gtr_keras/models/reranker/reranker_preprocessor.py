@@ -63,12 +63,13 @@ class RerankerPreprocessor(keras_hub.models.TextClassifierPreprocessor):
             `model_max_length`).
 
     Call arguments:
-        x: `(queries, documents)`, two string tensors `[batch]`.
+        x: `{"query": queries, "document": documents}`, string tensors `[batch]` (a dict: keras-hub reads a
+            tuple as `(x, y)`).
         y, sample_weight: passed through unaltered.
 
     Example:
     >>> preprocessor = RerankerPreprocessor(RerankerBertTokenizer("vocab.txt", lowercase=True), 40)
-    >>> preprocessor((["what is lift?"], ["lift on a wing"]))["token_ids"].shape  # doctest: +SKIP
+    >>> preprocessor({"query": ["what is lift?"], "document": ["lift on a wing"]})["token_ids"].shape  # doctest: +SKIP
     TensorShape([1, 11])
     """
 
@@ -132,8 +133,7 @@ class RerankerPreprocessor(keras_hub.models.TextClassifierPreprocessor):
 
     @preprocessing_function
     def call(self, x, y=None, sample_weight=None):
-        queries, documents = x
-        return keras.utils.pack_x_y_sample_weight(self.features(queries, documents), y, sample_weight)
+        return keras.utils.pack_x_y_sample_weight(self.features(x["query"], x["document"]), y, sample_weight)
 
     def get_config(self):
         config = super().get_config()
