@@ -263,28 +263,64 @@ def _search_filter(args):
     return Filter(args.filter, read_id_file(args.ids_file)[0] if args.ids_file else None)
 
 
+def _reranker_source(args):
+    """The `--rerank` reranker's resolved source (None without one), checked to hold a reranker before any
+    model loads."""
+    from gtr_keras.models.model_files.model_source import (
+        CROSS_ENCODER,
+        HF_PREFIX,
+        RERANKER_FORMATS,
+        resolve_model_source,
+    )
+
+    if not args.rerank:
+        return None
+    source = resolve_model_source(args.rerank, CROSS_ENCODER if args.rerank.startswith(HF_PREFIX) else None)
+    if source.format not in RERANKER_FORMATS:
+        raise UserError(
+            f"--rerank: {args.rerank} is not a reranker (a {source.format} model directory); give a cross-encoder "
+            "checkpoint or the model directory `gtr-keras convert` wrote from one"
+        )
+    return source
+
+
+def _reranker(args, source):
+    """The `--rerank` reranker's scorer, in the command's `--precision`."""
+    from gtr_keras.saving import load
+
+    return load(source, dtype="bfloat16" if getattr(args, "precision", "float32") == "bfloat16" else None)
+
+
 def search(args):
     from gtr_keras.retrieval.hybrid_retriever import HybridRetriever
+    from gtr_keras.retrieval.reranking import rerank
     from gtr_keras.retrieval.retriever import Retriever, search_results
 
     filter = _search_filter(args)  # a bad expression or ids file before the index and the model load
+    reranker = _reranker_source(args)
+    depth = args.rerank_depth or args.k or 10
+    k = args.k or depth
     if args.retriever == "gtr":
         retriever = Retriever.load(args.index[0] if len(args.index) == 1 else args.index, None)
         retriever.allowed(filter)  # an unknown field or a type mismatch before the model loads
+        _check_documents(retriever, reranker)
         retriever.encoder = _encoder(args)
         for directory in args.index:
             Retriever.check_model(directory, retriever.encoder)
         if args.search_param:
             retriever.index.set_search_params(dict(args.search_param))
-        hits = retriever.search(args.queries, args.k, filter)
+        hits = retriever.search(args.queries, depth if reranker else k, filter)
     else:
         fusion = _fusion(args) if args.retriever == "hybrid" else None  # a bad record before the model loads
         hybrid = HybridRetriever.load(args.index[0], None, fusion)
         hybrid.retriever.allowed(filter)
+        _check_documents(hybrid.retriever, reranker)
         hybrid.retriever.encoder = _encoder(args) if args.retriever == "hybrid" else None
         if hybrid.retriever.encoder is not None:
             Retriever.check_model(args.index[0], hybrid.retriever.encoder)
-        hits = hybrid.search(args.queries, args.k, args.retriever, filter)
+        hits = hybrid.search(args.queries, depth if reranker else k, args.retriever, filter)
+    if reranker:
+        hits = [row[:k] for row in rerank(_reranker(args, reranker), args.queries, hits, depth)]
     if args.json:
         print(json.dumps(search_results(args.queries, hits), ensure_ascii=False, indent=2))
         return
@@ -298,6 +334,15 @@ def search(args):
                 print(f"       {snippet}")
 
 
+def _check_documents(retriever, reranker):
+    """Refuses `--rerank` over an index that stores no document texts, before any model loads."""
+    if reranker is not None and retriever.corpus is None:
+        raise UserError(
+            "--rerank: the index stores no document texts to rerank (built from --embeddings without "
+            "--bm25-corpus); rebuild it with its documents"
+        )
+
+
 @locks_output("args.run_out")
 @locks_output("args.output_json")
 def evaluate(args):
@@ -309,6 +354,7 @@ def evaluate(args):
     from gtr_keras.beir.readers import evaluated_queries, qrels_file
     from gtr_keras.retrieval.runs import bm25_run, gtr_run, load_dataset
 
+    reranker = _reranker_source(args)
     corpus, queries, qrels, report = load_dataset(args.dataset, args.split)
     if not report.ok:
         print(f"warning: {report}", file=sys.stderr)
@@ -341,7 +387,16 @@ def evaluate(args):
         run = bm25_run(corpus, queries, ignore_identical_ids=ignore)
     metrics = evaluate_run(qrels, run)
     name = os.path.basename(os.path.normpath(args.dataset))
-    print(format_table([(f"{name} {args.split} {args.retriever}", metrics)]))
+    rows = [(f"{name} {args.split} {args.retriever}", metrics)]
+    if reranker:
+        from gtr_keras.retrieval.reranking import rerank_run
+
+        depth = args.rerank_depth or 100
+        run = rerank_run(_reranker(args, reranker), queries, run, corpus, depth, args.batch_size)
+        settings["rerank"] = {"model": os.fspath(args.rerank), "depth": depth, "first_stage_metrics": metrics}
+        metrics = evaluate_run(qrels, run)
+        rows.append((f"{name} {args.split} {args.retriever} + rerank@{depth}", metrics))
+    print(format_table(rows))
     outputs = {path: kind for path, kind in ((args.run_out, "run"), (args.output_json, "json")) if path}
     with atomic_outputs(*outputs) as staged:
         for path, staged_path in zip(outputs, staged):

@@ -126,6 +126,8 @@ def main(argv=None):
         parser.commands["search"].error(
             f"argument --index: --retriever {args.retriever} searches one index (several are shards of --retriever gtr)"
         )
+    if args.command in ("evaluate", "search") and args.rerank_depth is not None and not args.rerank:
+        parser.commands[args.command].error("argument --rerank-depth: goes with --rerank")
     if args.command == "serve" and args.max_inputs > args.max_queue:
         parser.commands["serve"].error(f"argument --max-inputs: {args.max_inputs} is more than --max-queue holds")
     if args.command == "search" and args.retriever != "gtr" and args.search_param:

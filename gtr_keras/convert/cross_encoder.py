@@ -76,9 +76,8 @@ def _check_settings(config, path, architecture):
         expected["type_vocab_size"] = (1,)
     for key, allowed in expected.items():
         if key in config and config[key] not in allowed:
-            raise CheckpointError(
-                f"{path}: {key} {config[key]!r} is not supported (keras-hub's backbone has {', '.join(map(repr, allowed))})"
-            )
+            has = ", ".join(map(repr, allowed))
+            raise CheckpointError(f"{path}: {key} {config[key]!r} is not supported (keras-hub's backbone has {has})")
 
 
 def _sequence_length(directory, config, architecture):
@@ -113,7 +112,9 @@ def _bert_tokenizer(tokenizer_cls, directory):
     else:
         vocabulary_path = os.path.join(directory, "vocab.txt")
         if not files.isfile(vocabulary_path):
-            raise CheckpointError(f"{vocabulary_path}: missing (a BERT cross-encoder needs tokenizer.json or vocab.txt)")
+            raise CheckpointError(
+                f"{vocabulary_path}: missing (a BERT cross-encoder needs tokenizer.json or vocab.txt)"
+            )
         vocabulary = files.read_bytes(vocabulary_path).decode("utf-8").splitlines()
         config_path = os.path.join(directory, "tokenizer_config.json")
         settings = read_json(config_path) if files.isfile(config_path) else {}
@@ -205,7 +206,8 @@ def load_cross_encoder(reranker_cls, source, load_weights=True, dtype=None, cach
                 dense.kernel.assign(np.transpose(loader.get_tensor(f"{name}.weight")))
                 dense.bias.assign(loader.get_tensor(f"{name}.bias"))
     except (KeyError, ValueError, OSError) as error:
-        raise CheckpointError(f"{weights_path}: not this checkpoint's weights ({type(error).__name__}: {error})") from None
+        raise CheckpointError(
+            f"{weights_path}: not this checkpoint's weights ({type(error).__name__}: {error})"
+        ) from None
     check_finite({weight.path: weight for weight in reranker.weights}, weights_path)
     return reranker
-

@@ -1,6 +1,7 @@
 """The loaders of the model formats that keras-hub does not read, registered with the model family's
 `model_source.register_loader` by `install()` (which `gtr_keras` runs once the family is imported): a
-sentence-transformers checkpoint, gtr-keras' legacy (first) format and a cross-encoder (reranker) checkpoint. Each builds the class it is given.
+sentence-transformers checkpoint, gtr-keras' legacy (first) format and a cross-encoder (reranker) checkpoint.
+Each builds the class it is given.
 """
 
 from gtr_keras.convert.cross_encoder import load_cross_encoder

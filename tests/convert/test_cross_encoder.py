@@ -50,7 +50,11 @@ def remove(*names):
             edit_config(sentence_transformers={"activation_fn": "torch.nn.modules.activation.Softmax"}),
             "config.json: activation 'torch.nn.modules.activation.Softmax' is not supported",
         ),
-        ("bert", remove("tokenizer.json", "vocab.txt"), "vocab.txt: missing (a BERT cross-encoder needs tokenizer.json"),
+        (
+            "bert",
+            remove("tokenizer.json", "vocab.txt"),
+            "vocab.txt: missing (a BERT cross-encoder needs tokenizer.json",
+        ),
         ("xlmr", remove("sentencepiece.bpe.model"), "sentencepiece.bpe.model: missing (an XLM-RoBERTa cross-encoder"),
         ("xlmr", remove("model.safetensors"), "model.safetensors: missing"),
     ],

@@ -2,7 +2,7 @@ import os
 
 import numpy as np
 import pytest
-from reranker_inputs import CHECKPOINTS, PAIRS, REFERENCE, bert_scorer, reranker_dirs  # noqa: F401
+from reranker_inputs import CHECKPOINTS, PAIRS, REFERENCE
 
 import gtr_keras
 from gtr_keras.cli.main import main
@@ -34,7 +34,7 @@ def test_a_checkpoint_loads_directly_and_its_logits_are_the_references(reranker_
 
 
 def scorer_inputs(items):
-    (ids, segments), = items
+    ((ids, segments),) = items
     return {
         "token_ids": np.array([ids], np.int32),
         "segment_ids": np.array([segments], np.int32),
@@ -42,7 +42,7 @@ def scorer_inputs(items):
     }
 
 
-def test_scores_keep_the_input_order_whatever_the_batches(bert_scorer):  # noqa: F811
+def test_scores_keep_the_input_order_whatever_the_batches(bert_scorer):
     one_by_one = bert_scorer.predict(PAIRS, batch_size=1)
     np.testing.assert_allclose(bert_scorer.predict(PAIRS[::-1], batch_size=5), one_by_one[::-1], atol=1e-6)
     assert bert_scorer.predict([]).shape == (0,)
@@ -60,7 +60,7 @@ def test_the_model_directory_is_checked_file_by_file(reranker_dirs, capsys):
     assert sorted(os.listdir(os.path.join(reranker_dirs["xlmr"], "assets", "tokenizer"))) == ["vocabulary.spm"]
 
 
-def test_pairs_that_are_not_pairs_of_strings_are_refused(bert_scorer):  # noqa: F811
+def test_pairs_that_are_not_pairs_of_strings_are_refused(bert_scorer):
     with pytest.raises(UserError, match=r"^pairs: item 1 is not a \(query, document\) pair of strings"):
         bert_scorer.predict([("a", "b"), ("a", "b", "c")])
     with pytest.raises(UserError, match="item 0"):
