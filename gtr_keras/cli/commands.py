@@ -566,6 +566,15 @@ def _check_run_outputs(config):
 
 
 def train(args):
+    if args.reranker:
+        from gtr_keras.training.reranker_training import RerankerTrainConfig, train_reranker
+
+        args.init = args.reranker
+        config = config_from_args(args, RerankerTrainConfig)
+        _check_run_outputs(config)
+        train_reranker(config)
+        _say_where(config, "reranker trained")
+        return
     from gtr_keras.training.loop import train as run_training
 
     config = config_from_args(args)

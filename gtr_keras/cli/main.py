@@ -128,6 +128,8 @@ def main(argv=None):
         )
     if args.command in ("evaluate", "search") and args.rerank_depth is not None and not args.rerank:
         parser.commands[args.command].error("argument --rerank-depth: goes with --rerank")
+    if args.command == "train" and args.reranker and args.init:
+        parser.commands["train"].error("argument --reranker: the model to fine-tune; not with --init (a GTR model's)")
     if args.command == "serve" and args.max_inputs > args.max_queue:
         parser.commands["serve"].error(f"argument --max-inputs: {args.max_inputs} is more than --max-queue holds")
     if args.command == "search" and args.retriever != "gtr" and args.search_param:

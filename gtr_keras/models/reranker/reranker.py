@@ -75,16 +75,19 @@ class Reranker(keras_hub.models.TextClassifier):
         self.backbone = backbone
         self.preprocessor = preprocessor
         policy = backbone.dtype_policy
-        self.pooled_dropout = keras.layers.Dropout(dropout, dtype=policy, name="pooled_dropout")
-        self.pooled_dense = None
+        hidden = (None, backbone.hidden_dim)
+        self.pooled_dropout = self.pooled_dense = None
         if not self.pools_in_backbone:
+            self.pooled_dropout = keras.layers.Dropout(dropout, dtype=policy, name="pooled_dropout")
             self.pooled_dense = keras.layers.Dense(
                 backbone.hidden_dim, activation="tanh", dtype=policy, name="pooled_dense"
             )
-            self.pooled_dense.build((None, backbone.hidden_dim))
+            self.pooled_dropout.build(hidden)
+            self.pooled_dense.build(hidden)
         self.output_dropout = keras.layers.Dropout(dropout, dtype=policy, name="output_dropout")
         self.output_dense = keras.layers.Dense(1, dtype=policy, name="output_dense")
-        self.output_dense.build((None, backbone.hidden_dim))
+        self.output_dropout.build(hidden)
+        self.output_dense.build(hidden)
         self.built = True
 
         # === Config ===
