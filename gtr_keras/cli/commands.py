@@ -265,7 +265,9 @@ def _search_filter(args):
 
 def _reranker_source(args):
     """The `--rerank` reranker's resolved source (None without one), checked to hold a reranker before any
-    model loads."""
+    model loads (`args.rerank`: a namespace of that alone also serves `export --reranker`)."""
+    if not args.rerank:
+        return None
     from gtr_keras.models.model_files.model_source import (
         CROSS_ENCODER,
         HF_PREFIX,
@@ -273,8 +275,6 @@ def _reranker_source(args):
         resolve_model_source,
     )
 
-    if not args.rerank:
-        return None
     source = resolve_model_source(args.rerank, CROSS_ENCODER if args.rerank.startswith(HF_PREFIX) else None)
     if source.format not in RERANKER_FORMATS:
         raise UserError(
@@ -534,6 +534,15 @@ def export(args):
     from gtr_keras.serving.export_formats import EXPORT_CONFIG_FILE, FORMATS
 
     export_format = FORMATS[args.format]
+    if args.reranker:
+        options = {"version": args.version} if args.format == "savedmodel" else {}
+        source = _reranker_source(argparse.Namespace(rerank=args.reranker))
+        export_format.check_output(args.out, reranker=True, **options)
+        from gtr_keras.saving import load
+
+        for path in export_format.write(load(source), args.out, reranker=True, **options):
+            print(f"wrote {path}")
+        return
     options = {dest: getattr(args, dest) for dest in export_format.options}
     export_format.check_output(args.out, **options)
     for path in export_format.write(_encoder(args), args.out, **options):

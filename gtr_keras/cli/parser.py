@@ -530,7 +530,14 @@ def build_parser():
         "OUT/encoder.tflite (strings in); --format onnx|openvino writes OUT/encoder.onnx or OUT/encoder.xml (token "
         "ids and mask in) with spiece.model and export.json.",
     )
-    p.add_argument("--model", required=True, help=MODEL_HELP)
+    p.add_argument("--model", help=MODEL_HELP + " (required unless --reranker)")
+    p.add_argument(
+        "--reranker",
+        metavar="MODEL",
+        help="export this reranker instead (a cross-encoder checkpoint or its model directory): --format savedmodel "
+        "writes OUT/reranker/VERSION (queries and documents in, scores out), onnx writes OUT/reranker.onnx with "
+        "tokenizer.json (docs/reranking.md) (default: none)",
+    )
     p.add_argument(
         "--out",
         required=True,

@@ -1,27 +1,14 @@
 """`PairScorer`: (query, document) pairs in, a reranker's scores out, in length-sorted batches."""
 
-import numpy as np
 import tensorflow as tf
 
-from gtr_keras.errors import CheckpointError, UserError
 from gtr_keras.models.gtr.encoder import bucket_length
-from gtr_keras.models.text_encoder import length_sorted_batches, to_bytes
+from gtr_keras.models.text_encoder import TextPairScorer, pad_pairs, to_bytes
 
 _TOKENIZED_AT_ONCE = 4096
 
 
-def check_pairs(pairs):
-    """The pairs as a list of `(query, document)` string (or UTF-8 bytes) tuples; `UserError` naming the first
-    item that is not one."""
-    checked = []
-    for number, pair in enumerate(pairs):
-        if isinstance(pair, (str, bytes)) or len(pair) != 2 or not all(isinstance(t, (str, bytes)) for t in pair):
-            raise UserError(f"pairs: item {number} is not a (query, document) pair of strings: {pair!r}"[:200])
-        checked.append(tuple(pair))
-    return checked
-
-
-class PairScorer:
+class PairScorer(TextPairScorer):
     """Scores (query, document) pairs with a `Reranker`: numpy in, numpy out.
 
     Pairs are tokenised in the graph (the reranker's `RerankerPreprocessor`: its budget, `longest_first`),
@@ -67,44 +54,27 @@ class PairScorer:
             tokenized.extend(zip(packed["token_ids"].to_list(), packed["segment_ids"].to_list()))
         return tokenized
 
+    def prepare(self, pairs):
+        return [_Packed(item) for item in self.tokenize(pairs)]
+
     def padded_shape(self, rows, length, batch_size):
         """The `[rows, length]` a batch is padded to: as it is, or under XLA rounded up (`Encoder.padded_shape`)."""
         if not self.jit_compile:
             return rows, length
         return min(batch_size, 1 << (rows - 1).bit_length()), bucket_length(length)
 
-    def score_tokens(self, items, batch_size):
-        """Scores `[len(items)]` of one batch of `tokenize`'s items, padded."""
-        lengths = [len(ids) for ids, _ in items]
-        shape = self.padded_shape(len(items), max(lengths), batch_size)
-        token_ids = np.full(shape, self.model.preprocessor.pad_id, np.int32)
-        segment_ids, mask = np.zeros(shape, np.int32), np.zeros(shape, np.int32)
-        for i, (ids, segments) in enumerate(items):
-            token_ids[i, : lengths[i]], segment_ids[i, : lengths[i]], mask[i, : lengths[i]] = ids, segments, 1
-        return self._forward(token_ids, segment_ids, mask).numpy()[: len(items)]
+    def score_batch(self, items, batch_size):
+        """Scores of one batch of `prepare`'s items, padded."""
+        shape = self.padded_shape(len(items), max(len(item) for item in items), batch_size)
+        inputs = pad_pairs([item.ids for item in items], self.model.preprocessor.pad_id, shape)
+        return self._forward(*inputs).numpy()[: len(items)]
 
-    def predict(self, pairs, batch_size=32):
-        """Scores of `(query, document)` pairs: float32 `[len(pairs)]`, in input order.
 
-        Args:
-            pairs: a list of `(query, document)` strings (or UTF-8 bytes).
-            batch_size: pairs per forward pass.
+class _Packed:
+    """A packed pair, `(token_ids, segment_ids)`, whose `len` is its length in tokens."""
 
-        Raises:
-            UserError: an item that is not a pair of strings.
-            CheckpointError: the model gives a non-finite score; nothing is returned.
-        """
-        pairs = check_pairs(pairs)
-        scores = np.zeros(len(pairs), np.float32)
-        if not pairs:
-            return scores
-        items = self.tokenize(pairs)
-        for rows in length_sorted_batches([len(ids) for ids, _ in items], batch_size):
-            scores[rows] = self.score_tokens([items[row] for row in rows], batch_size)
-        broken = np.flatnonzero(~np.isfinite(scores))
-        if broken.size:
-            raise CheckpointError(
-                f"the reranker gives non-finite scores (NaN or infinity) for {broken.size} of {len(pairs)} pairs "
-                f"(the first: number {broken[0]})"
-            )
-        return scores
+    def __init__(self, ids):
+        self.ids = ids
+
+    def __len__(self):
+        return len(self.ids[0])

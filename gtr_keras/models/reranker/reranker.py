@@ -20,10 +20,11 @@ from gtr_keras.models.reranker.pair_scorer import PairScorer
 from gtr_keras.models.reranker.reranker_bert_backbone import RerankerBertBackbone
 from gtr_keras.models.reranker.reranker_bert_tokenizer import RerankerBertTokenizer
 from gtr_keras.models.reranker.reranker_preprocessor import RerankerPreprocessor
+from gtr_keras.models.reranker.reranker_xlm_roberta_backbone import RerankerXLMRobertaBackbone
 from gtr_keras.models.reranker.reranker_xlm_roberta_tokenizer import RerankerXLMRobertaTokenizer
 
 ACTIVATIONS = ("sigmoid", "identity")
-BACKBONES = (RerankerBertBackbone, keras_hub.models.XLMRobertaBackbone)
+BACKBONES = (RerankerBertBackbone, RerankerXLMRobertaBackbone)
 TOKENIZERS = (RerankerBertTokenizer, RerankerXLMRobertaTokenizer)
 
 
@@ -40,7 +41,7 @@ class Reranker(keras_hub.models.TextClassifier):
     `gtr_keras.load(MODEL_DIR)` returns one for a reranker's model directory.
 
     Args:
-        backbone: a `RerankerBertBackbone` or a `keras_hub.models.XLMRobertaBackbone`.
+        backbone: a `RerankerBertBackbone` or a `RerankerXLMRobertaBackbone`.
         preprocessor: a `RerankerPreprocessor`, or None for a model of token ids only.
         activation: `"sigmoid"` or `"identity"`, applied to the logit in `scores`.
         dropout: the head's dropout rate (training only).
@@ -54,7 +55,7 @@ class Reranker(keras_hub.models.TextClassifier):
     backbone_cls = None  # a BERT or an XLM-RoBERTa backbone
     preprocessor_cls = RerankerPreprocessor
     bert_backbone_cls = RerankerBertBackbone
-    xlm_roberta_backbone_cls = keras_hub.models.XLMRobertaBackbone
+    xlm_roberta_backbone_cls = RerankerXLMRobertaBackbone
     bert_tokenizer_cls = RerankerBertTokenizer
     xlm_roberta_tokenizer_cls = RerankerXLMRobertaTokenizer
 

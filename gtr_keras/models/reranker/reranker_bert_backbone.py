@@ -1,11 +1,28 @@
 """`RerankerBertBackbone`: keras-hub's `BertBackbone` with the GELU of Hugging Face's BERT checkpoints."""
 
-import functools
+import math
 
 import keras
 import keras_hub
+from keras import ops
 
 HIDDEN_ACTIVATIONS = ("gelu", "gelu_new", "gelu_pytorch_tanh")  # Hugging Face's names: erf, tanh, tanh
+
+
+def gelu(x):
+    """The exact GELU, `x Phi(x)`, written with `erf`: Keras' exact GELU is TensorFlow's, written with `erfc`,
+    which ONNX does not have (the reranker's ONNX export runs this one)."""
+    return 0.5 * x * (1.0 + ops.erf(x / math.sqrt(2.0)))
+
+
+def gelu_tanh(x):
+    return keras.activations.gelu(x, approximate=True)
+
+
+def use_feedforward_activation(backbone, activation):
+    """Sets the feed-forward activation of every transformer layer of a keras-hub BERT or RoBERTa backbone."""
+    for layer in backbone.transformer_layers:
+        layer._feedforward_intermediate_dense.activation = activation
 
 
 @keras.saving.register_keras_serializable(package="gtr_keras")
@@ -30,9 +47,7 @@ class RerankerBertBackbone(keras_hub.models.BertBackbone):
         if hidden_act not in HIDDEN_ACTIVATIONS:
             raise ValueError(f"hidden_act must be one of {HIDDEN_ACTIVATIONS}, got {hidden_act!r}")
         super().__init__(**kwargs)
-        activation = functools.partial(keras.activations.gelu, approximate=hidden_act != "gelu")
-        for layer in self.transformer_layers:
-            layer._feedforward_intermediate_dense.activation = activation
+        use_feedforward_activation(self, gelu if hidden_act == "gelu" else gelu_tanh)
         self.hidden_act = hidden_act
 
     def get_config(self):
