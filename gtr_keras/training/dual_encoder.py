@@ -103,7 +103,17 @@ def _towers(batch):
 class StepModel(keras.Model):
     """What the Keras models that `train`'s loop fits share (`DualEncoder`, a reranker's
     `ListwiseReranker`): custom steps on Keras' TensorFlow backend, preprocessors that run in the input
-    pipeline, and no symbolic build of a model `train` has built already."""
+    pipeline, and no symbolic build of a model `train` has built already; and their metrics, the mean loss and
+    accuracy since the start of the epoch."""
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.loss_tracker = keras.metrics.Mean(name="loss")
+        self.accuracy_tracker = keras.metrics.Mean(name="accuracy")
+
+    @property
+    def metrics(self):
+        return [self.loss_tracker, self.accuracy_tracker]
 
     def _preprocessing_built(self):
         """Marks the preprocessors and their tokenizers built: they have no weights and run in the input
@@ -201,8 +211,6 @@ class DualEncoder(StepModel):
         self.mask_false_negatives = mask_false_negatives
         self.grad_cache_chunk_size = grad_cache_chunk_size
         self.contrastive_loss = BidirectionalInBatchLoss(temperature)
-        self.loss_tracker = keras.metrics.Mean(name="loss")
-        self.accuracy_tracker = keras.metrics.Mean(name="accuracy")
         self.built = True
 
     def _batches(self, x):
@@ -235,10 +243,6 @@ class DualEncoder(StepModel):
     def call(self, inputs, training=False):
         """Embeds `{"token_ids", "padding_mask"}` inputs with the shared tower."""
         return self.encoder(inputs, training=training)
-
-    @property
-    def metrics(self):
-        return [self.loss_tracker, self.accuracy_tracker]
 
     def _embed(self, batch, training):
         """Embeddings of the towers present in `batch`: `[B, D]`, negatives `[B, k, D]`."""

@@ -10,7 +10,6 @@ checks, TensorBoard, bfloat16, strategies; the final reranker is the model direc
 import dataclasses
 import os
 
-import keras
 import tensorflow as tf
 
 from gtr_keras.errors import UserError
@@ -82,8 +81,6 @@ class ListwiseReranker(StepModel):
         self.reranker = reranker
         self.group_size = group_size
         self.listwise_loss = ListwiseSoftmaxLoss(temperature)
-        self.loss_tracker = keras.metrics.Mean(name="loss")
-        self.accuracy_tracker = keras.metrics.Mean(name="accuracy")
         self._seed_states = [v for v in reranker.non_trainable_variables if v.name == "seed_generator_state"]
         self.built = True
 
@@ -96,10 +93,6 @@ class ListwiseReranker(StepModel):
 
     def call(self, inputs, training=False):
         return self.reranker(inputs, training=training)
-
-    @property
-    def metrics(self):
-        return [self.loss_tracker, self.accuracy_tracker]
 
     def _loss(self, batch, training):
         logits = tf.reshape(self.reranker(batch, training=training), [-1, self.group_size])
