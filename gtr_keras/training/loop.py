@@ -133,7 +133,7 @@ def _set_preprocessor(config, model, strategy, cluster):
 @dataclasses.dataclass(frozen=True)
 class TrainedModel:
     """How a run of `run_training` builds, prepares, saves and returns the model it trains: a GTR embedder
-    (`GTR_MODEL`, what `train` and `distill` train) or a reranker (`reranker_training`).
+    (`gtr_model()`, what `train` and `distill` train) or a reranker (`reranker_training`).
 
     Args:
         initial: `initial(config, policy)` -> `(model, fingerprint)`: the model a run starts from (built
@@ -149,7 +149,9 @@ class TrainedModel:
     result: object
 
 
-GTR_MODEL = TrainedModel(_initial_encoder, _set_preprocessor, save, lambda model: model.batch_encoder())
+def gtr_model():
+    """The `TrainedModel` of a GTR embedder (`train`, `distill`), of this module's functions as they are now."""
+    return TrainedModel(_initial_encoder, _set_preprocessor, save, lambda model: model.batch_encoder())
 
 
 def _checked_start(config, record, inputs, chief, strategy):
@@ -232,7 +234,7 @@ def train(config):
     return run_training(config, dual_encoder, make_dataset)
 
 
-def run_training(config, make_model, make_dataset, inputs=None, command="train", trained=GTR_MODEL):
+def run_training(config, make_model, make_dataset, inputs=None, command="train", trained=None):
     """The loop of `train`, for any Keras model that trains a `GTRTextEmbedder` (`distill` uses it too).
 
     With the `multi-worker` strategy, every worker runs this with the same
@@ -257,12 +259,13 @@ def run_training(config, make_model, make_dataset, inputs=None, command="train",
         command: the `gtr-keras` command that runs this, for the line a
             multi-worker run prints when a signal stops it
             (`distributed.stopping_on_signals`).
-        trained: the `TrainedModel` the run trains (a GTR embedder by default).
+        trained: the `TrainedModel` the run trains (None: a GTR embedder, `gtr_model()`).
 
     Returns:
         The trained `Encoder`.
     """
     require_tensorflow_backend("gtr-keras training")
+    trained = trained or gtr_model()
     if config.strategy != "multi-worker":
         return _run_training(config, make_model, make_dataset, inputs, trained=trained)
     cluster = Cluster.from_environment()
@@ -294,8 +297,9 @@ def run_training(config, make_model, make_dataset, inputs=None, command="train",
 
 
 @locks_output("config.output_dir", inside=("model", BEST_MODEL, RUN_RECORD, "spiece.model"))
-def _run_training(config, make_model, make_dataset, inputs=None, cluster=None, strategy=None, trained=GTR_MODEL):
+def _run_training(config, make_model, make_dataset, inputs=None, cluster=None, strategy=None, trained=None):
     policy = dtype_policy(config.precision)
+    trained = trained or gtr_model()
     if config.init not in PRESETS and not _is_directory(config.init):
         raise CheckpointError(f"{config.init}: no such model directory and not a preset name ({', '.join(PRESETS)})")
     settings = config.to_dict()
