@@ -15,7 +15,9 @@ WordPiece one, a SentencePiece unigram model `sentencepiece.bpe.model` trained o
 XLM-R, each with `tokenizer.json` and `tokenizer_config.json`), randomly initialised with a wide initializer so that
 the scores spread over (0, 1). `tests/fixtures/tiny-cross-encoder-reference.json` holds the pairs (truncation of
 either side, accents, upper case, unknown and control characters, long words and documents, empty texts), the
-token ids Hugging Face's tokenizer gives each pair, the raw logits and `CrossEncoder(DIR).predict(pairs)`.
+token ids Hugging Face's tokenizer gives each pair, the raw logits and `CrossEncoder(DIR).predict(pairs)`, and
+single texts of other Unicode cases with their token ids. A checkpoint directory that exists is kept (delete
+it to build it again): the reference is computed from the committed files.
 """
 
 import collections
@@ -61,6 +63,24 @@ def pairs():
         ("Mach number 2.5 at 30,000 ft", "pressure p = 0.5 * rho * v^2 (N/m²) [ref. 12]"),
         ("shock waves", " ".join(corpus[5:9])),
         ("  leading and trailing spaces  ", "  spaces  "),
+    ]
+
+
+def texts():
+    """Single texts whose tokens are compared alone: the Unicode cases the pairs leave out."""
+    return [
+        "ΣΟΦΟΣ σοφός ΌΣΟΣ",  # Greek: final sigma, accents
+        "İstanbul ıi Straße ǅ ﬀ",  # Turkish dotted I, sharp s, titlecase digraph, ligature
+        "e\u0301 a\u0308 n\u0303",  # combining marks after their letters
+        "zero\u200bwidth\u200djoiner\u2060word",  # format characters (Cf)
+        "مرحبا بالعالم שלום",  # Arabic and Hebrew
+        "日本語のテキスト 한국어",  # Japanese kana and kanji, Korean
+        "line\u2028separator\u2029paragraph\u0085next",
+        "tab\there\x0bvertical\x0cform",
+        "emoji 👩\u200d🔬 flags 🇫🇷 keycap 1\ufe0f\u20e3",
+        "!!! ??? ... --- ``` ((( )))",
+        "ＦＵＬＬＷＩＤＴＨ ｆｕｌｌ １２３",
+        "x" * 101 + " " + "é" * 60,
     ]
 
 
@@ -142,6 +162,7 @@ def reference(directory):
     examples = pairs()
     tokenizer = model.tokenizer
     encoded = tokenizer([q for q, _ in examples], [d for _, d in examples], truncation=True, max_length=None)
+    singles = tokenizer(texts(), truncation=False)["input_ids"]
     with torch.no_grad():
         logits = model.predict(examples, activation_fn=torch.nn.Identity(), convert_to_numpy=True)
     scores = model.predict(examples, convert_to_numpy=True)
@@ -149,23 +170,28 @@ def reference(directory):
         "max_length": model.max_length,
         "activation": type(model.activation_fn).__name__,
         "token_ids": [list(map(int, ids)) for ids in encoded["input_ids"]],
+        "text_token_ids": [list(map(int, ids[1:-1])) for ids in singles],
         "logits": [float(x) for x in logits.reshape(-1)],
         "scores": [float(x) for x in scores.reshape(-1)],
     }
 
 
 def main():
+    """Builds the checkpoints when they are missing (delete them to rebuild), then their reference record."""
     import sentence_transformers
     import transformers
 
-    build_bert(BERT_DIR)
-    build_xlmr(XLMR_DIR)
+    if not os.path.exists(os.path.join(BERT_DIR, "model.safetensors")):
+        build_bert(BERT_DIR)
+    if not os.path.exists(os.path.join(XLMR_DIR, "model.safetensors")):
+        build_xlmr(XLMR_DIR)
     record = {
         "made_with": {
             "transformers": transformers.__version__,
             "sentence_transformers": sentence_transformers.__version__,
         },
         "pairs": [list(pair) for pair in pairs()],
+        "texts": texts(),
         "bert": reference(BERT_DIR),
         "xlmr": reference(XLMR_DIR),
     }

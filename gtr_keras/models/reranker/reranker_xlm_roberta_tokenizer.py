@@ -14,7 +14,7 @@ class RerankerXLMRobertaTokenizer(keras_hub.models.XLMRobertaTokenizer):
     keras-hub tokenises with TF Text's older `SentencepieceOp`, which breaks exact score ties between
     segmentations otherwise than the `sentencepiece` library and Hugging Face's tokenizer (docs/models.md,
     "The tokenizer"); this op gives their ids, as `GTRTokenizer` does for GTR. Invalid UTF-8 is read with each
-    bad sequence replaced by U+FFFD. `tokenize` gives the pieces alone, without `<s>` and `</s>`.
+    bad sequence replaced by U+FFFD, and NEL (U+0085) is a space, as Hugging Face's pre-tokeniser splits at it. `tokenize` gives the pieces alone, without `<s>` and `</s>`.
 
     Args:
         proto: the SentencePiece model (`sentencepiece.bpe.model`), as bytes or a path.
@@ -40,6 +40,8 @@ class RerankerXLMRobertaTokenizer(keras_hub.models.XLMRobertaTokenizer):
         text = tf.strings.unicode_transcode(
             tf.convert_to_tensor(inputs, tf.string), "UTF-8", "UTF-8", errors="replace", replacement_char=0xFFFD
         )
-        pieces = self._sentence_piece.tokenize(text)
+        # Hugging Face splits words at Unicode whitespace after the model's normalisation, which keeps NEL (U+0085):
+        # the one whitespace character the SentencePiece library would read as text (tested against every one).
+        pieces = self._sentence_piece.tokenize(tf.strings.regex_replace(text, r"\x{85}", " "))
         ids = tf.where(pieces.flat_values == 0, self.unk_token_id, pieces.flat_values + 1)
         return pieces.with_flat_values(tf.cast(ids, tf.int32)).with_row_splits_dtype(tf.int64)
