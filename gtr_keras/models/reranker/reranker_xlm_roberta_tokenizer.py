@@ -14,7 +14,8 @@ class RerankerXLMRobertaTokenizer(keras_hub.models.XLMRobertaTokenizer):
     keras-hub tokenises with TF Text's older `SentencepieceOp`, which breaks exact score ties between
     segmentations otherwise than the `sentencepiece` library and Hugging Face's tokenizer (docs/models.md,
     "The tokenizer"); this op gives their ids, as `GTRTokenizer` does for GTR. Invalid UTF-8 is read with each
-    bad sequence replaced by U+FFFD, and NEL (U+0085) is a space, as Hugging Face's pre-tokeniser splits at it. `tokenize` gives the pieces alone, without `<s>` and `</s>`.
+    bad sequence replaced by U+FFFD, and NEL (U+0085) is a space, as Hugging Face's pre-tokeniser splits at it.
+    `tokenize` gives the pieces alone, without `<s>` and `</s>`.
 
     Args:
         proto: the SentencePiece model (`sentencepiece.bpe.model`), as bytes or a path.
