@@ -179,6 +179,7 @@ def export_reranker_onnx(reranker, export_dir):
     ['exports/minilm-onnx/reranker.onnx']
     """
     check_installed(FORMATS["onnx"], "write")
+    check_installed(FORMATS["onnx"], "run")  # `tokenizers` writes the host's tokenizer.json
     reranker = _reranker(reranker)
     check_reranker_onnx_output(export_dir)
     import tf2onnx
