@@ -237,10 +237,12 @@ def build_parser():
 
     p = command(
         "convert",
-        "import a sentence-transformers GTR checkpoint, or export a model to one",
+        "import a sentence-transformers GTR or cross-encoder checkpoint, or export a model to one",
         "Reads a sentence-transformers GTR checkpoint (T5 encoder, mean pooling, dense projection) "
-        "and writes a gtr-keras model directory (a keras-hub preset); with --to sentence-transformers, "
-        "reads a model directory and writes the sentence-transformers layout.",
+        "and writes a gtr-keras model directory (a keras-hub preset); a cross-encoder checkpoint (config.json "
+        "naming BertForSequenceClassification or XLMRobertaForSequenceClassification) is written as a reranker's "
+        "model directory (docs/reranking.md); with --to sentence-transformers, reads a model directory and writes "
+        "the sentence-transformers layout.",
     )
     p.add_argument(
         "source",
