@@ -8,6 +8,7 @@ like a bad flag: one line naming the flag, exit status 2.
 
 import fnmatch
 import importlib.util
+import math
 import os
 
 from gtr_keras.cli.arguments import GLOB_CHARACTERS, PROG, is_remote
@@ -117,6 +118,15 @@ def _check_one_source(args, parser):
         parser.error("argument --model: required with --corpus")
 
 
+def check_tune_queries(args, parser):
+    """`tune --model` encodes a `--queries` file of text, which needs it; `.npy` vectors are encoded already."""
+    text = args.queries is not None and not args.queries.endswith(".npy")
+    if text and not args.model:
+        parser.error("argument --model: required with a --queries file of text (or give encoded .npy vectors)")
+    if args.model and not text:
+        parser.error("argument --model: encodes a --queries file of text; .npy vectors and --sample need none")
+
+
 # `export`'s flags that not every format takes: (its destination, its default, why a format refuses it).
 _EXPORT_FLAGS = (
     ("quantize", None, "applies to --format onnx, not {format}"),
@@ -161,14 +171,34 @@ def check_export_format(args, parser):
         ]
         if given:
             parser.error(f"argument {given[0]}: does not apply to a reranker's export")
-    if args.search_param and (not args.index or args.searcher != "scann"):
-        parser.error("argument --search-param: sets the ScaNN searcher of --index (--searcher scann)")
+    if args.search_param and (not args.index or not args.searcher.startswith("scann")):
+        parser.error("argument --search-param: sets the ScaNN searcher of --index (--searcher scann|scann-int8)")
     for dest, default, reason in _EXPORT_FLAGS:
         if dest not in export_format.flags and getattr(args, dest) != default:
             parser.error(f"argument --{dest}: {reason.format(format=args.format)}")
     hint = missing_package_hint(export_format, "write")
     if hint:
         parser.error(f"argument --format: {hint}")
+
+
+# `serve`'s flags of seconds, each a wait the server bounds: finite.
+_SERVE_SECONDS = (
+    "request_timeout",
+    "header_timeout",
+    "body_timeout",
+    "keep_alive_timeout",
+    "poll_interval",
+    "grace_period",
+)
+
+
+def check_serve(args, parser):
+    """`serve`'s flags that bound a wait are finite; `--max-queue` holds a request of `--max-inputs`."""
+    for dest in _SERVE_SECONDS:
+        if not math.isfinite(getattr(args, dest)):
+            parser.error(f"argument --{dest.replace('_', '-')}: must be a finite number of seconds")
+    if args.max_inputs > args.max_queue:
+        parser.error(f"argument --max-inputs: {args.max_inputs} is more than --max-queue holds")
 
 
 # Flags that need an optional dependency: (flag's dest, what it needs, its module, the extra that installs it).

@@ -465,40 +465,51 @@ def _any_encoder(args):
     return load(args.model, dtype=dtype, query_length=args.query_length, document_length=args.document_length)
 
 
+def serve_socket(args):
+    """`serve`'s listening socket, bound before the model is resolved or TensorFlow imported: a port in use is
+    exit 2 at once. The command holds it (`args.socket`) until it ends."""
+    from gtr_keras.server.serve import listening_socket
+
+    args.socket = listening_socket(args.host, args.port)
+    return args.socket
+
+
+# What a command does before its model is resolved (`main`): its cheap refusals, and what it holds till the end.
+BEFORE_THE_MODEL = {"serve": serve_socket}
+
+
 def serve(args):
     from gtr_keras.lexical.fusion import model_fusion
     from gtr_keras.models.gtr.encoder import Encoder
-    from gtr_keras.server.serve import listening_socket
     from gtr_keras.server.serve import serve as serve_http
 
-    sock = listening_socket(args.host, args.port)  # a port in use is exit 2 before the model loads
-    try:
-        fusion = model_fusion(args.model) if args.index else None  # a bad record before the model loads
-        limits = {name: getattr(args, name) for name in ("max_inputs", "max_body_bytes", "max_queries", "max_k")}
-        encoder = _any_encoder(args)
-        if args.index and not isinstance(encoder, Encoder):
-            raise UserError(
-                f"--index: {args.model} is an export, which an index cannot check as the model it was built "
-                "with; serve the index with the model directory (exports serve /v1/embeddings)"
-            )
-        serve_http(
-            encoder,
-            args.served_model_name or os.path.basename(str(args.model).rstrip("/")),
-            sock,
-            index_dir=args.index,
-            model_source=args.model,
-            fusion=fusion,
-            batch_size=args.batch_size,
-            max_wait=args.max_wait_ms / 1000,
-            max_queue=args.max_queue,
-            timeout=args.request_timeout,
-            poll_interval=args.poll_interval,
-            grace_period=args.grace_period,
-            limits=limits,
-            access_log=args.access_log,
+    fusion = model_fusion(args.model) if args.index else None  # a bad record before the model loads
+    limits = {name: getattr(args, name) for name in ("max_inputs", "max_body_bytes", "max_queries", "max_k")}
+    limits["body_timeout"] = args.body_timeout
+    encoder = _any_encoder(args)
+    if args.index and not isinstance(encoder, Encoder):
+        raise UserError(
+            f"--index: {args.model} is an export, which an index cannot check as the model it was built "
+            "with; serve the index with the model directory (exports serve /v1/embeddings)"
         )
-    finally:
-        sock.close()
+    serve_http(
+        encoder,
+        args.served_model_name or os.path.basename(str(args.model).rstrip("/")),
+        args.socket,
+        index_dir=args.index,
+        model_source=args.model,
+        fusion=fusion,
+        batch_size=args.batch_size,
+        max_wait=args.max_wait_ms / 1000,
+        max_queue=args.max_queue,
+        timeout=args.request_timeout,
+        poll_interval=args.poll_interval,
+        grace_period=args.grace_period,
+        limits=limits,
+        access_log=args.access_log,
+        header_timeout=args.header_timeout,
+        keep_alive_timeout=args.keep_alive_timeout,
+    )
 
 
 def demo(args):
@@ -511,22 +522,39 @@ def demo(args):
 def tune(args):
     from gtr_keras.tuning.tuner import tune as tune_index
 
-    queries = None
-    if args.queries:
+    record = tune_index(
+        args.index, _tune_queries(args), args.sample, args.target_recall, args.k, args.plot, build=args.build
+    )
+    setting = ", ".join(f"{name}={value}" for name, value in {**record.get("build", {}), **record["setting"]}.items())
+    truth = "exact float32 search" if record["truth"] == "float32" else "exact search of its int8 copy (see the note)"
+    print(
+        f"chose {setting}: recall@{args.k} {record['recall']} on {record['held_out_queries']} held-out queries "
+        f"({record['tuning_recall']} on the {record['tuning_queries']} it was tuned on) against {truth}, at "
+        f"{record['qps']} queries/s (target {args.target_recall}; {record['queries']}); recorded in {args.index}"
+    )
+    print(f"wrote {record['plot']}")
+
+
+def _tune_queries(args):
+    """`tune --queries`' float32 vectors: a `.npy` file's, or a queries file's texts encoded with `--model`
+    (checked against the index's); None without `--queries`."""
+    if not args.queries:
+        return None
+    if args.queries.endswith(".npy"):
         from gtr_keras.utils.records import unreadable_reason
 
         try:
             with files.open(args.queries) as f:
-                queries = np.load(f)
+                return np.load(f)
         except (OSError, ValueError) as e:
             raise DataError(f"{args.queries}: unreadable ({unreadable_reason(e, args.queries)})") from e
-    record = tune_index(args.index, queries, args.sample, args.target_recall, args.k, args.plot, build=args.build)
-    setting = ", ".join(f"{name}={value}" for name, value in {**record.get("build", {}), **record["setting"]}.items())
-    print(
-        f"chose {setting}: recall@{args.k} {record['recall']} at {record['qps']} queries/s "
-        f"(target {args.target_recall}; {record['queries']}); recorded in {args.index}"
-    )
-    print(f"wrote {record['plot']}")
+    from gtr_keras.beir.readers import load_queries
+    from gtr_keras.retrieval.retriever import Retriever
+
+    texts = list(load_queries(args.queries).values())  # a bad file before the model loads
+    encoder = _encoder(args)
+    Retriever.check_model(args.index, encoder)
+    return encoder.encode_queries(texts, 64)
 
 
 @locks_output("args.out")  # before the model loads

@@ -20,6 +20,7 @@ from gtr_keras.cli.arguments import (
     fraction,
     fraction_or_zero,
     index_directory,
+    input_any,
     input_dir,
     input_file,
     input_path,
@@ -427,23 +428,34 @@ def build_parser():
 
     p = command(
         "tune",
-        "measure an index's search settings against exact search; record the fastest that meets a recall",
-        "Measures recall@k and queries a second of each search setting (ScaNN: leaves searched and reordering "
-        "pool; int8|binary exact: candidates rescored) against an exact search of the index's own vectors, "
-        "bisects the fastest that meets --target-recall between the grid's steps, prints them, records the "
-        "fastest setting that meets it in the index (INDEX/index/tuned.json: search, export, servers and "
-        "SearchIndex.load use it) and draws the recall-QPS curve as a PNG.",
+        "measure an index's search settings against exact float32 search; record the fastest that meets a recall",
+        "Measures recall@k and queries a second of each search setting (ScaNN: leaves searched, reordering "
+        "pool and float32 rescoring pool; int8|binary exact: candidates rescored) against an exact search of "
+        "the index's float32 vectors, on half the queries, bisects the fastest that meets --target-recall "
+        "between the grid's steps, prints them, records the fastest setting that also meets it on the other "
+        "half, held out (INDEX/index/tuned.json: search, export, servers and SearchIndex.load use it), and "
+        "draws the recall-QPS curve as a PNG. Exit 2 when no setting meets it held out.",
     )
     p.add_argument("--index", required=True, type=index_directory, help="a local index directory")
     group = p.add_mutually_exclusive_group()
     group.add_argument(
         "--queries",
-        type=input_file,
-        metavar="NPY",
-        help="held-out query vectors, float32 [n, D] .npy (e.g. of `gtr-keras encode`; default: --sample)",
+        type=input_any,
+        metavar="PATH",
+        help="real queries, held out: float32 [n, D] vectors (.npy, e.g. of `gtr-keras encode`), or a BEIR "
+        "queries file or directory (queries.jsonl[.gz]) encoded with --model (default: --sample)",
     )
     group.add_argument(
-        "--sample", type=at_least_one, default=1000, help="index rows sampled as queries (default: 1000)"
+        "--sample",
+        type=at_least_one,
+        default=1000,
+        help="index rows sampled as queries, each left out of its own answer: document rows, nearer their "
+        "neighbours than real queries (default: 1000)",
+    )
+    p.add_argument(
+        "--model",
+        help="required with a --queries file of text: the model the index was built with (checked), which encodes "
+        "them (default: none)",
     )
     p.add_argument("--target-recall", type=fraction, default=0.95, help="recall@k to meet (default: 0.95)")
     p.add_argument("-k", type=at_least_one, default=10, help="results per query whose recall counts")
@@ -568,9 +580,11 @@ def build_parser():
     )
     p.add_argument(
         "--searcher",
-        choices=["scann", "brute-force"],
+        choices=["scann", "scann-int8", "brute-force"],
         default="scann",
-        help="scann needs ScaNN's ops in the server; brute-force runs on stock TF Serving",
+        help="scann needs ScaNN's ops in the server and holds the index's float32 vectors to rescore with (4 bytes "
+        "a dimension); scann-int8 reorders on ScaNN's int8 copy only (a quarter of the memory; recall@10 against "
+        "float32 search stops near 0.97); brute-force runs on stock TF Serving",
     )
     p.add_argument(
         "--version",
@@ -585,8 +599,8 @@ def build_parser():
         type=search_param,
         action="append",
         metavar="NAME=VALUE",
-        help="with --searcher scann: the exported searcher's num_leaves_to_search or reorder_factor instead of "
-        "the index's (the one `tune` recorded, or the build's); repeatable (default: none)",
+        help="with --searcher scann|scann-int8: the exported searcher's num_leaves_to_search, reorder_factor or "
+        "rescore_factor instead of the index's (the one `tune` recorded, or the build's); repeatable (default: none)",
     )
     add_encoder_arguments(p)
 
@@ -638,20 +652,43 @@ def build_parser():
         "--request-timeout",
         type=positive_float,
         default=60.0,
-        help="seconds a request waits for its embeddings (then a 503)",
+        help="seconds a request waits for its embeddings or hits once its body is read (then a 503)",
+    )
+    group = p.add_argument_group("connections (each is closed past its limit)")
+    group.add_argument(
+        "--header-timeout",
+        type=positive_float,
+        default=10.0,
+        help="seconds a request's head (request line and headers) may take to arrive, from the connection's "
+        "opening or a later request's first byte (then a 408)",
+    )
+    group.add_argument(
+        "--body-timeout",
+        type=positive_float,
+        default=30.0,
+        help="seconds a request's body may take to arrive (then a 408), and an answer may wait for its client "
+        "to read any of it",
+    )
+    group.add_argument(
+        "--keep-alive-timeout",
+        type=positive_float,
+        default=5.0,
+        help="seconds an idle keep-alive connection stays open",
     )
     group = p.add_argument_group("live index and stopping")
     group.add_argument(
         "--poll-interval",
         type=positive_float,
         default=2.0,
-        help="seconds between looks for a new generation of --index (an update or a rebuild)",
+        help="seconds between looks for a new generation of --index (an update or a rebuild) or a search setting "
+        "`tune` recorded",
     )
     group.add_argument(
         "--grace-period",
         type=at_least_zero_float,
         default=30.0,
-        help="seconds the requests in flight get to finish after SIGTERM or SIGINT",
+        help="seconds the requests in flight get to finish after SIGTERM or SIGINT (those unfinished then get a "
+        "503); a second signal stops at once",
     )
     p.add_argument("--access-log", action="store_true", help="log every request on stderr")
     add_encoder_arguments(p)

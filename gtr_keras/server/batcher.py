@@ -4,10 +4,17 @@ Requests put their texts on one queue, each with a key, and wait for a future.
 The worker takes the oldest request, waits up to `max_wait` seconds (from that
 request's arrival) for more until `batch_size` texts are queued, then takes
 requests in arrival order up to `batch_size` texts (a larger request alone)
-and makes one `run(key, texts)` call for each key among them. While it runs,
-the next batch fills: under load, batches are full without waiting. A queue
-holding `max_queue` texts takes no more (`submit` returns None, which the
+and makes one `run(key, texts, stop)` call for each key among them. While it
+runs, the next batch fills: under load, batches are full without waiting. A
+queue holding `max_queue` texts takes no more (`submit` returns None, which the
 server answers with 503 at once), so a burst cannot pile up unbounded work.
+
+Each request is judged alone: a call that fails for a batch of several requests
+is made again for each of them alone, so that only the request whose texts
+fail gets the error (an `OverloadedError`, which no text causes, goes to all).
+`abandon` ends the work at once at a stop: every request waiting or running
+gets `Stopping`, and `run` sees `stop` set (`encoding` then ends between two
+forward passes).
 
 The server has two: one encodes (the model's only thread: key `"query"` or
 `"document"`, `encoding`), one searches (key: the searcher, `k` and the
@@ -19,11 +26,17 @@ import concurrent.futures
 import threading
 import time
 
+import numpy as np
+
 from gtr_keras.errors import OverloadedError, UserError
 
 KINDS = ("query", "document")
 
 _Item = collections.namedtuple("_Item", "texts key future arrived")
+
+
+class Stopping(OverloadedError):
+    """A request the server did not finish because it is stopping (`Batcher.abandon`)."""
 
 
 def encoding(encoder, batch_size=32):
@@ -32,16 +45,27 @@ def encoding(encoder, batch_size=32):
     `n` texts. The counts are the encoder's tokenizer's (EOS included, truncated to the kind's budget); an
     export that tokenizes inside its graph (SavedModel, LiteRT) has none to ask, and counts 0.
 
+    The texts are encoded in the batches `encoder.encode` makes (sorted by length, so equal embeddings),
+    one call each, and `stop` (a `threading.Event`) is looked at between two: once set, `Stopping`.
+
     Example:
-    >>> embeddings, counts = encoding(gtr_keras.load("gtr-small-distilled"))("document", ["lift on a wing"])
+    >>> run = encoding(gtr_keras.load("gtr-small-distilled"))
+    >>> embeddings, counts = run("document", ["lift on a wing"], threading.Event())
     """
 
-    def run(kind, texts):
+    def run(kind, texts, stop):
         if kind not in KINDS:
             raise UserError(f"kind must be one of {KINDS}, got {kind!r}")
-        tokenize = getattr(encoder, "tokenize", None)
-        counts = [len(ids) for ids in tokenize(texts, kind)] if tokenize else [0] * len(texts)
-        return encoder.encode(texts, kind, batch_size), counts
+        items = encoder.prepare(texts, kind)  # token ids, where the encoder takes them
+        counts = [len(ids) for ids in items] if hasattr(encoder, "tokenize") else [0] * len(texts)
+        order = np.argsort([len(item) for item in items], kind="stable")
+        embeddings = np.zeros((len(texts), encoder.embedding_dim), np.float32)
+        for start in range(0, len(texts), batch_size):
+            if stop.is_set():
+                raise Stopping("the server is stopping: the encoding was abandoned")
+            rows = order[start : start + batch_size]
+            embeddings[rows] = encoder.encode([texts[row] for row in rows], kind, batch_size)
+        return embeddings, counts
 
     return run
 
@@ -66,12 +90,24 @@ def query_encoder(batcher):
     return _Queries(batcher)
 
 
+def _settle(future, result=None, error=None):
+    """Gives `future` its result or error unless it has one already (an abandoned request's `Stopping`)."""
+    try:
+        if error is not None:
+            future.set_exception(error)
+        else:
+            future.set_result(result)
+    except concurrent.futures.InvalidStateError:
+        pass
+
+
 class Batcher:
     """Runs the texts of concurrent requests in shared batches, in one thread.
 
     Args:
-        run: `run(key, texts)` gives a tuple of sequences (arrays, lists) of `len(texts)` each; a request
-            gets its rows of each (`encoding` makes the encoder's).
+        run: `run(key, texts, stop)` gives a tuple of sequences (arrays, lists) of `len(texts)` each; a
+            request gets its rows of each (`encoding` makes the encoder's). `stop` is a `threading.Event`,
+            set when the batcher is abandoned: a long `run` may look at it and end (raising `Stopping`).
         batch_size: the most texts a batch takes of several requests (and, for `encoding`, per forward pass).
         max_wait: seconds the worker waits from a request's arrival for others to share its batch.
         max_queue: the most texts waiting at once; a request beyond it is refused (`submit` gives None).
@@ -96,8 +132,10 @@ class Batcher:
         self.timeout = timeout
         self.batches = 0  # forward batches taken, for /health
         self._pending = collections.deque()
+        self._running = []
         self._queued = 0
         self._closed = False
+        self._stop = threading.Event()
         self._condition = threading.Condition()
         self._thread = threading.Thread(target=self._work, name=name, daemon=True)
         self._thread.start()
@@ -106,6 +144,11 @@ class Batcher:
     def queued(self):
         """Texts waiting for the worker now."""
         return self._queued
+
+    @property
+    def running(self):
+        """Texts of the batch the worker runs now (0: it waits for requests)."""
+        return sum(len(item.texts) for item in self._running)
 
     def submit(self, texts, key):
         """Queues `texts` (a non-empty list of strings) to run with `key` (hashable).
@@ -128,9 +171,12 @@ class Batcher:
 
         Raises:
             OverloadedError: the queue is full, or no result came within `timeout`.
+            Stopping: the batcher was abandoned.
         """
         future = self.submit(texts, key)
         if future is None:
+            if self._stop.is_set():
+                raise Stopping("the server is stopping")
             raise OverloadedError(f"the queue is full ({self.max_queue:,} texts); retry")
         try:
             return future.result(timeout=self.timeout)
@@ -139,14 +185,34 @@ class Batcher:
             raise OverloadedError(f"no answer within {self.timeout:g} s; retry") from None
 
     def close(self, timeout=10.0):
-        """Stops taking requests, encodes those queued, and ends the worker (waiting up to `timeout` s)."""
+        """Stops taking requests, runs those queued, and ends the worker (waiting up to `timeout` s; 0: no
+        wait, the worker ends by itself)."""
         with self._condition:
             self._closed = True
             self._condition.notify_all()
         self._thread.join(timeout)
 
+    def abandon(self):
+        """Stops taking requests and gives every request queued or running `Stopping` at once; the batch
+        running ends at its next look at `stop` (`encoding`: before its next forward pass)."""
+        with self._condition:
+            self._closed = True
+            self._stop.set()
+            items = [*self._pending, *self._running]
+            self._pending.clear()
+            self._queued = 0
+            self._condition.notify_all()
+        for item in items:
+            _settle(item.future, error=Stopping("the server is stopping: this request was not finished"))
+
+    def join(self, timeout):
+        """Waits up to `timeout` seconds for the worker to end (after `close` or `abandon`); True if it did."""
+        self._thread.join(timeout)
+        return not self._thread.is_alive()
+
     def _next_batch(self):
         with self._condition:
+            self._running = []
             while not self._pending and not self._closed:
                 self._condition.wait()
             if not self._pending:
@@ -160,30 +226,44 @@ class Batcher:
             batch, size = [], 0
             while self._pending and (not batch or size + len(self._pending[0].texts) <= self.batch_size):
                 item = self._pending.popleft()
-                batch.append(item)
+                if item.future.set_running_or_notify_cancel():  # not cancelled (its client gave up)
+                    batch.append(item)
                 size += len(item.texts)
             self._queued -= size
+            self._running = batch
             return batch
 
     def _work(self):
         while (batch := self._next_batch()) is not None:
+            if not batch:  # every request of it was cancelled
+                continue
             self.batches += 1
             groups = {}
             for item in batch:
-                if item.future.set_running_or_notify_cancel():  # not cancelled (its client gave up)
-                    groups.setdefault(item.key, []).append(item)
+                groups.setdefault(item.key, []).append(item)
             for key, items in groups.items():
                 self._run_group(key, items)
 
     def _run_group(self, key, items):
+        """Runs `items` (requests of one key) as one call; if it fails for several, each alone, so that the
+        error goes to the requests whose texts cause it and the others get their answers."""
+        if self._stop.is_set():
+            return  # abandoned: each has its `Stopping`
         try:
-            result = self.run(key, [text for item in items for text in item.texts])
-        except Exception as error:  # handed to each request, which answers it; the worker goes on
+            result = self.run(key, [text for item in items for text in item.texts], self._stop)
+        except OverloadedError as error:  # the server's state (a full queue, a stop), not a text's fault
             for item in items:
-                item.future.set_exception(error)
+                _settle(item.future, error=error)
+            return
+        except Exception as error:  # handed to the request, which answers it; the worker goes on
+            if len(items) == 1:
+                _settle(items[0].future, error=error)
+                return
+            for item in items:
+                self._run_group(key, [item])
             return
         start = 0
         for item in items:
             end = start + len(item.texts)
-            item.future.set_result(tuple(part[start:end] for part in result))
+            _settle(item.future, tuple(part[start:end] for part in result))
             start = end

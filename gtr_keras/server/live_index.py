@@ -2,14 +2,16 @@
 
 A thread looks at the index's commit points every `poll_interval` seconds: the
 modification times of `retriever.json` (a rebuild), `index/segments.json` (an
-update's commit, `segments`) and the BM25 side's settings (its rebuild after
-the commit). When one changed, it loads the index again (`Retriever.load`,
+update's commit, `segments`) and its generation number, the BM25 side's
+settings (its rebuild after the commit) and `index/tuned.json` (a setting `gtr-keras
+tune` recorded). When one changed, it loads the index again (`Retriever.load`,
 `bm25_side.load_bm25_side`) while requests go on with the loaded generation,
 and swaps the new one in by one assignment once it loaded whole. A request
 takes the searcher once and keeps it to its end, so it answers from one
 generation; a failed load (an update between its dense commit and its BM25
-side's rebuild, two commits during the load, a rebuild's rename) keeps the
-loaded generation and is tried again at the next look.
+side's rebuild, a rebuild's rename) keeps the loaded generation and is tried
+again at the next look, and so is a load during which a commit point moved
+(its parts might be of two generations, or of another than the number read).
 
 A loaded generation stays whole however many updates follow: its vectors,
 ScaNN searchers, documents and BM25 index are in memory, or memory-mapped
@@ -25,7 +27,7 @@ import threading
 import time
 
 from gtr_keras.errors import DataError, UserError
-from gtr_keras.index.layout import BM25_SUBDIR, INDEX_SUBDIR, MANIFEST_JSON, RETRIEVER_JSON
+from gtr_keras.index.layout import BM25_SUBDIR, INDEX_SUBDIR, MANIFEST_JSON, RETRIEVER_JSON, TUNED_JSON, search_settings
 from gtr_keras.index.segments import read_manifest
 from gtr_keras.lexical.bm25 import SETTINGS_JSON
 from gtr_keras.lexical.bm25_side import has_bm25_side, load_bm25_side
@@ -33,9 +35,17 @@ from gtr_keras.retrieval.hybrid_retriever import HybridRetriever
 from gtr_keras.retrieval.retriever import Retriever
 from gtr_keras.utils import files
 
-Generation = collections.namedtuple("Generation", "searcher bm25_problem number loaded_at")
+LOADS = 10  # tries of the first load, each undone by a commit during it, before the index is refused
+
+Generation = collections.namedtuple("Generation", "searcher bm25_problem number loaded_at search_settings")
 Generation.__doc__ = """One loaded generation: its `HybridRetriever`, why it has no BM25 side (or None), the manifest's
-generation number (0 for an index never updated) and when it was loaded (`time.time()`)."""
+generation number (0 for an index never updated), when it was loaded (`time.time()`) and the dense index's
+search-time settings in effect (`tuned.json`'s, else the index's own: `{}` for exact float32)."""
+
+
+def _search_settings(index):
+    first = index.parts[0][0]  # every part takes the one setting (`SegmentedIndex.set_search_params`)
+    return {name: first.params[name] for name in search_settings(first.kind, first.params)}
 
 
 class LiveIndex:
@@ -64,8 +74,19 @@ class LiveIndex:
         self.fusion = fusion
         self.poll_interval = poll_interval
         self.reloads = 0
-        self._stamp = self._commit_points()
-        self.current = self._load()  # replaced as a whole: a request reads it once
+        self._watched = (
+            os.path.join(self.index_dir, RETRIEVER_JSON),
+            os.path.join(self.index_dir, INDEX_SUBDIR, MANIFEST_JSON),
+            os.path.join(self.index_dir, BM25_SUBDIR, SETTINGS_JSON),
+            os.path.join(self.index_dir, INDEX_SUBDIR, TUNED_JSON),
+        )
+        for _ in range(LOADS):
+            self._stamp = self._commit_points()
+            self.current = self._load()  # replaced as a whole: a request reads it once
+            if self._whole(self.current, self._stamp):
+                break
+        else:
+            raise UserError(f"{self.index_dir}: changed during each of {LOADS} loads; serve it when its updates pause")
         self._missing_bm25_seen = False
         self._stop = threading.Event()
         self._thread = None
@@ -74,12 +95,18 @@ class LiveIndex:
             self._thread.start()
 
     def _commit_points(self):
-        paths = (
-            os.path.join(self.index_dir, RETRIEVER_JSON),
-            os.path.join(self.index_dir, INDEX_SUBDIR, MANIFEST_JSON),
-            os.path.join(self.index_dir, BM25_SUBDIR, SETTINGS_JSON),
-        )
-        return tuple(files.modified_ns(path) for path in paths)
+        """The watched files' modification times and the manifest's generation (None where unreadable)."""
+        times = tuple(files.modified_ns(path) for path in self._watched)
+        try:
+            manifest = read_manifest(os.path.join(self.index_dir, INDEX_SUBDIR))
+        except (UserError, OSError):  # a load says what is wrong
+            return times, None
+        return times, manifest["generation"] if manifest else 0
+
+    def _whole(self, loaded, stamp):
+        """True when `loaded` is of one generation, the one it names: no commit point moved since `stamp`
+        was taken before the load."""
+        return loaded.number == stamp[1] and self._commit_points() == stamp
 
     def _load(self):
         """The `Generation` of the index as it is now."""
@@ -92,7 +119,8 @@ class LiveIndex:
                 raise  # a malformed side, not a missing one
             bm25, problem = None, str(error)
         searcher = HybridRetriever(Retriever(self.query_encoder, retriever.index, retriever.corpus), bm25, self.fusion)
-        return Generation(searcher, problem, manifest["generation"] if manifest else 0, time.time())
+        number = manifest["generation"] if manifest else 0
+        return Generation(searcher, problem, number, time.time(), _search_settings(retriever.index))
 
     def check_now(self):
         """Loads the index again if a commit point changed since the last load; True when it swapped."""
@@ -104,6 +132,8 @@ class LiveIndex:
         except (UserError, OSError) as error:
             print(f"gtr-keras serve: note: serving generation {self.current.number} for now: {error}", file=sys.stderr)
             return False
+        if not self._whole(loaded, stamp):
+            return False  # a commit during the load: loaded again at the next look
         if loaded.bm25_problem and not self.current.bm25_problem and not self._missing_bm25_seen:
             self._missing_bm25_seen = True  # perhaps the moment of the side's replacement: look again first
             return False
@@ -120,7 +150,8 @@ class LiveIndex:
                 print(f"gtr-keras serve: warning: reloading {self.index_dir}: {error!r}", file=sys.stderr)
 
     def close(self, timeout=10.0):
-        """Ends the watch (waiting up to `timeout` s for a load in progress)."""
+        """Ends the watch, waiting up to `timeout` s for a load in progress (0: no wait; the thread, a daemon,
+        ends after it)."""
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout)

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from gtr_keras.errors import OverloadedError, UserError
-from gtr_keras.server.batcher import Batcher, encoding, query_encoder
+from gtr_keras.server.batcher import Batcher, Stopping, encoding, query_encoder
 
 
 class Recorder:
@@ -14,7 +14,7 @@ class Recorder:
     def __init__(self, gate=None):
         self.calls, self.gate = [], gate
 
-    def __call__(self, key, texts):
+    def __call__(self, key, texts, stop):
         if self.gate is not None:
             assert self.gate.wait(10)
         self.calls.append((key, list(texts)))
@@ -88,19 +88,41 @@ def test_a_full_queue_is_refused_at_once_and_a_closed_batcher_takes_nothing():
     assert batcher.submit(["d"], "k") is None
 
 
-def test_an_error_goes_to_each_request_of_its_batch_and_the_worker_goes_on():
-    def run(key, texts):
+def test_a_failed_batch_runs_again_request_by_request_so_only_the_culprit_fails():
+    calls = []
+
+    def run(key, texts, stop):
+        calls.append(list(texts))
         if "bad" in texts:
             raise ValueError("a bad text")
         return (texts,)
 
-    batcher = Batcher(run, batch_size=8, max_wait=0.2)
+    batcher = Batcher(run, batch_size=8, max_wait=0.3)
     try:
-        futures = [batcher.submit(["ok"], "k"), batcher.submit(["bad"], "k")]
+        good, bad, other = (batcher.submit(texts, "k") for texts in (["ok", "fine"], ["bad"], ["also"]))
+        assert good.result(10) == (["ok", "fine"],) and other.result(10) == (["also"],)
+        with pytest.raises(ValueError, match="a bad text"):
+            bad.result(10)
+        assert calls == [["ok", "fine", "bad", "also"], ["ok", "fine"], ["bad"], ["also"]]
+        assert batcher.submit(["later"], "k").result(10) == (["later"],)
+    finally:
+        batcher.close()
+
+
+def test_an_overloaded_error_goes_to_every_request_of_the_batch_without_a_retry():
+    calls = []
+
+    def run(key, texts, stop):
+        calls.append(list(texts))
+        raise OverloadedError("the encoder's queue is full")
+
+    batcher = Batcher(run, batch_size=8, max_wait=0.3)
+    try:
+        futures = [batcher.submit([text], "k") for text in ("a", "b")]
         for future in futures:
-            with pytest.raises(ValueError, match="a bad text"):
+            with pytest.raises(OverloadedError, match="queue is full"):
                 future.result(10)
-        assert batcher.submit(["fine"], "k").result(10) == (["fine"],)
+        assert calls == [["a", "b"]]
     finally:
         batcher.close()
 
@@ -141,3 +163,52 @@ def test_encoding_gives_the_encoder_s_embeddings_and_token_counts(tiny_encoder):
             batcher.wait(texts, "passage")
     finally:
         batcher.close()
+
+
+class SlowEncoder:
+    """An encoder whose every forward pass waits for `gate` (texts: their length is their token count)."""
+
+    embedding_dim = 2
+
+    def __init__(self):
+        self.gate, self.passes, self.begun = threading.Semaphore(0), [], 0
+
+    def tokenize(self, texts, kind):
+        return [[1] * len(text) for text in texts]
+
+    prepare = tokenize
+
+    def encode(self, texts, kind, batch_size):
+        self.begun += 1
+        assert self.gate.acquire(timeout=10)
+        self.passes.append(list(texts))
+        return np.array([[len(text), 0] for text in texts], np.float32)
+
+
+def test_abandon_answers_every_request_at_once_and_the_encoding_ends_at_its_next_pass():
+    encoder = SlowEncoder()
+    batcher = Batcher(encoding(encoder, 2), batch_size=2, max_wait=0.0)
+    running = batcher.submit(["aaa", "b", "cc", "dddd", "e", "ff"], "document")  # three passes of two
+    while not batcher.running:
+        time.sleep(0.001)
+    queued = batcher.submit(["later"], "document")
+    encoder.gate.release()  # the first pass
+    while encoder.begun < 2:
+        time.sleep(0.001)
+    batcher.abandon()  # during the second pass
+    for future in (running, queued):
+        with pytest.raises(Stopping, match="stopping"):
+            future.result(0)  # answered at once, not when the pass running ends
+    encoder.gate.release()  # the second pass, running when it was abandoned, ends; no third begins
+    assert batcher.join(10)
+    assert encoder.passes == [["b", "e"], ["cc", "ff"]]
+    assert batcher.submit(["x"], "document") is None
+    with pytest.raises(Stopping):
+        batcher.wait(["x"], "document")
+
+
+def test_encoding_gives_the_embeddings_of_one_encode_call_in_length_sorted_passes(tiny_encoder):
+    texts = [" ".join(["wing"] * n) for n in (9, 1, 30, 4, 4, 17, 2, 60, 8, 3)]
+    embeddings, counts = encoding(tiny_encoder, 3)("document", texts, threading.Event())
+    np.testing.assert_allclose(embeddings, tiny_encoder.encode(texts, "document", 3), atol=1e-6, rtol=0)
+    assert counts == [len(ids) for ids in tiny_encoder.tokenize(texts, "document")]

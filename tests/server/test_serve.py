@@ -1,5 +1,6 @@
 """The `gtr-keras serve` command in a process of its own, on 127.0.0.1 and a free port, with bounded waits."""
 
+import json
 import os
 import signal
 import socket
@@ -13,7 +14,7 @@ import numpy as np
 import openai
 import pytest
 from conftest import REPO
-from servers import corpus
+from servers import MODEL, corpus, serving
 
 from gtr_keras.errors import UserError
 from gtr_keras.retrieval.retriever import build_index
@@ -129,6 +130,104 @@ def _signal_during_a_batch(served, tiny_encoder, sig):
     )
 
 
+LONG_TEXT = " ".join(["shock boundary layer interaction on a swept wing in a supersonic nozzle"] * 40)
+
+
+def _long_request(served, answers):
+    """Posts 2,048 long texts (minutes of encoding for the tiny model on 2 cores) in a thread; returns when
+    the encoder has them."""
+    body = {"input": [f"{number} {LONG_TEXT}" for number in range(2048)], "model": "model"}
+    request = threading.Thread(
+        target=lambda: answers.append(httpx.post(f"{served.url}/v1/embeddings", json=body, timeout=120)),
+        daemon=True,
+    )
+    request.start()
+    deadline = time.monotonic() + 60
+    while httpx.get(f"{served.url}/health", timeout=10).json()["batches"] == 0:
+        assert time.monotonic() < deadline and not answers, f"the request never reached the encoder: {answers}"
+        time.sleep(0.05)
+    return request
+
+
+@pytest.mark.large
+def test_sigterm_during_a_long_request_exits_within_the_grace_period_answering_it_503(tiny_model_dir):
+    served = Served("--model", tiny_model_dir, "--served-model-name", "model", "--grace-period", "3")
+    try:
+        answers = []
+        request = _long_request(served, answers)
+        time.sleep(2)
+        status, seconds, err = served.stop(signal.SIGTERM, timeout=30)
+        request.join(30)
+    finally:
+        if served.process.poll() is None:
+            served.process.kill()
+    assert status == 0 and seconds < 3 + 2, (status, seconds, err)
+    assert err.strip().splitlines()[-1] == "gtr-keras serve: stopped" and "Traceback" not in err
+    assert answers, "the request in flight got no answer"
+    if answers[0].status_code != 200:  # it finished within the grace period on a fast machine
+        assert answers[0].status_code == 503 and answers[0].json()["error"]["code"] == "stopping"
+        assert answers[0].headers["connection"] == "close"
+
+
+@pytest.mark.large
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_a_second_signal_ends_the_grace_period_at_once(tiny_model_dir, sig):
+    served = Served("--model", tiny_model_dir, "--served-model-name", "model", "--grace-period", "60")
+    try:
+        answers = []
+        request = _long_request(served, answers)
+        served.process.send_signal(sig)
+        time.sleep(0.5)
+        assert served.process.poll() is None  # the grace period runs
+        status, seconds, err = served.stop(sig, timeout=30)
+        request.join(30)
+    finally:
+        if served.process.poll() is None:
+            served.process.kill()
+    assert status == 0 and seconds < 3, (status, seconds, err)
+    assert "Traceback" not in err
+    assert not answers or answers[0].status_code == 503
+
+
+@pytest.mark.large
+def test_malformed_requests_leave_no_traceback_on_the_command_s_stderr(tiny_model_dir, index_dir):
+    served = Served("--model", tiny_model_dir, "--index", index_dir, "--served-model-name", "gtr")
+    try:
+        bodies = [
+            ("embeddings", b"[" * 50_000 + b"]" * 50_000),
+            ("embeddings", b'{"input": "a", "model": "gtr", "dimensions": ' + b"9" * 5_000 + b"}"),
+            ("embeddings", b'{"input": ["a", "\\ud800"], "model": "gtr"}'),
+            ("embeddings", b'{"input": "a", "model": "gtr", "dimensions": NaN}'),
+            ("search", b'{"query": "\\udfff"}'),
+            ("search", b'{"query": "a", "k": 1e999}'),
+            ("search", b'{"\\ud800": 1}'),
+        ]
+        statuses = [
+            httpx.post(f"{served.url}/v1/{endpoint}", content=body, timeout=30).status_code for endpoint, body in bodies
+        ]
+        with socket.create_connection(("127.0.0.1", served.port), timeout=30) as sock:
+            sock.sendall(b"POST /v1/search HTTP/1.1\r\nHost: x\r\nContent-Length: -5\r\n\r\n")
+            assert sock.recv(65536).startswith(b"HTTP/1.1 400 ")
+    finally:
+        status, _, err = served.stop()
+    assert statuses == [400, 400, 422, 400, 422, 422, 422]
+    assert status == 0 and "Traceback" not in err and err.strip().endswith("gtr-keras serve: stopped"), err
+
+
+def test_a_port_in_use_is_refused_before_tensorflow_is_imported(tiny_model_dir):
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        script = (
+            "import sys\nfrom gtr_keras.cli.main import main\n"
+            f"status = main(['serve', '--model', {tiny_model_dir!r}, '--port', '{taken.getsockname()[1]}'])\n"
+            "assert status == 2 and 'tensorflow' not in sys.modules and 'keras' not in sys.modules, status\n"
+        )
+        result = subprocess.run([sys.executable, "-c", script], cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert result.stderr.strip().endswith("cannot listen there (Address already in use)")
+
+
 @pytest.mark.large
 def test_a_port_in_use_is_exit_2_in_one_line_before_the_model_loads(tiny_model_dir):
     with socket.socket() as taken:
@@ -146,6 +245,65 @@ def test_a_port_in_use_is_exit_2_in_one_line_before_the_model_loads(tiny_model_d
     assert result.stderr.strip() == (
         f"gtr-keras serve: error: --host 127.0.0.1 --port {port}: cannot listen there (Address already in use)"
     )
+
+
+def slow_request(url, batcher, encoder, monkeypatch, answers, passes):
+    """Posts 40 x 32 texts, each forward pass of which takes 0.25 s more, in a thread; returns the thread once
+    the encoder runs them. `passes` gets each pass's start (`time.monotonic()`)."""
+    encode = encoder.encode
+
+    def slow(texts, kind="document", batch_size=32, progress=None):
+        passes.append(time.monotonic())
+        time.sleep(0.25)
+        return encode(texts, kind, batch_size, progress)
+
+    monkeypatch.setattr(encoder, "encode", slow)
+    body = {"input": [f"wing {number}" for number in range(32 * 40)], "model": MODEL}
+    thread = threading.Thread(target=lambda: answers.append(httpx.post(f"{url}/v1/embeddings", json=body, timeout=60)))
+    thread.start()
+    deadline = time.monotonic() + 30
+    while not batcher.running:
+        assert time.monotonic() < deadline and not answers, answers
+        time.sleep(0.01)
+    return thread
+
+
+@pytest.mark.parametrize("hurry", [False, True])
+def test_a_stop_answers_the_requests_in_flight_503_at_the_grace_period_s_end(tiny_encoder, monkeypatch, hurry):
+    answers, passes = [], []
+    grace, end = (30.0, 0.3) if hurry else (1.0, 1.0)  # the end: a second signal's moment, or the grace's
+    with serving(tiny_encoder, grace_period=grace) as (url, batcher, _, server):
+        request = slow_request(url, batcher, tiny_encoder, monkeypatch, answers, passes)
+        start = time.monotonic()
+        server.should_exit = True  # the first signal
+        if hurry:
+            time.sleep(end)
+            server.hurry = True  # the second
+        request.join(30)
+        answered = time.monotonic() - start
+    assert answers[0].status_code == 503 and answers[0].json()["error"]["code"] == "stopping"
+    assert answers[0].headers["connection"] == "close"
+    assert end - 0.1 < answered < end + 1.0
+    assert len(passes) < 40 and all(begun < start + answered for begun in passes)  # none begun after the answer
+
+
+def test_a_client_that_reads_nothing_at_a_stop_is_cut_without_a_traceback(tiny_encoder, capfd):
+    body = json.dumps({"input": ["wing lift drag"] * 256, "model": MODEL, "encoding_format": "float"}).encode()
+    with serving(tiny_encoder, send_buffer=4096, grace_period=0.5) as (url, batcher, _, server):
+        with socket.socket() as sock:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+            sock.connect(("127.0.0.1", int(url.rsplit(":", 1)[1])))
+            sock.sendall(b"POST /v1/embeddings HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n" % len(body) + body)
+            deadline = time.monotonic() + 60
+            while batcher.batches == 0 or batcher.running:  # encoded: its answer waits for the client
+                assert time.monotonic() < deadline
+                time.sleep(0.02)
+            start = time.monotonic()
+            server.should_exit = True
+            while server.started and not server.server_state.connections == set():
+                assert time.monotonic() - start < 0.5 + 1.5, "the connection was not cut"
+                time.sleep(0.02)
+    assert "Traceback" not in capfd.readouterr().err
 
 
 def test_listening_socket_names_the_address_it_cannot_take():
@@ -192,6 +350,10 @@ def test_an_index_with_an_export_is_exit_2_in_one_line(tiny_onnx_export, index_d
         (["--max-wait-ms", "-1"], "argument --max-wait-ms: must be at least 0, got -1"),
         (["--poll-interval", "0"], "argument --poll-interval: must be positive, got 0"),
         (["--max-inputs", "100", "--max-queue", "10"], "argument --max-inputs: 100 is more than --max-queue holds"),
+        (["--header-timeout", "0"], "argument --header-timeout: must be positive, got 0"),
+        (["--body-timeout", "inf"], "argument --body-timeout: must be a finite number of seconds"),
+        (["--grace-period", "inf"], "argument --grace-period: must be a finite number of seconds"),
+        (["--keep-alive-timeout", "-1"], "argument --keep-alive-timeout: must be positive, got -1"),
     ],
 )
 def test_bad_serve_flags_are_exit_2_in_one_line(flags, message, capsys):
