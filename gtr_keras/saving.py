@@ -1,5 +1,6 @@
-"""Every way into and out of a model directory, as users call it: `load`, `save` and
-`convert_sentence_transformers`; `encoder_of`, the model of the calls that take one given any way.
+"""Every way into and out of a model directory, as users call it: `load`, `save`,
+`convert_sentence_transformers` and `convert_checkpoint` (which also reads cross-encoders: rerankers);
+`encoder_of`, the model of the calls that take one given any way.
 
 A model directory is a keras-hub preset (`GTRTextEmbedder.save_to_preset`), local or on any file
 system TensorFlow knows; `load` also takes what `GTRTextEmbedder.from_preset` converts on the way
@@ -9,16 +10,25 @@ system TensorFlow knows; `load` also takes what `GTRTextEmbedder.from_preset` co
 
 import os
 
-from gtr_keras.convert.sentence_transformers import load_sentence_transformers, save_sentence_transformers
+from gtr_keras.convert.cross_encoder import HUB_FILES as CROSS_ENCODER_FILES
+from gtr_keras.convert.sentence_transformers import (
+    HUB_FILES,
+    load_sentence_transformers,
+    resolve_source,
+    save_sentence_transformers,
+)
 from gtr_keras.errors import CheckpointError, UserError
 from gtr_keras.models.gtr.gtr_text_embedder import GTRTextEmbedder
 from gtr_keras.models.gtr.gtr_tokenizer import QUERY_LENGTH
 from gtr_keras.models.model_files.model_source import (
     ARCHITECTURE,
+    CROSS_ENCODER,
     HF_PREFIX,
+    RERANKER_FORMATS,
     SENTENCE_TRANSFORMERS,
     resolve_model_source,
 )
+from gtr_keras.models.reranker.reranker import Reranker
 from gtr_keras.utils import files
 from gtr_keras.utils.locks import locks_output
 
@@ -49,6 +59,8 @@ def save(model, directory, format="keras-hub"):  # noqa: A002  (the name users k
     embedder = getattr(model, "model", model)
     if format == "keras-hub":
         embedder.save_to_preset(directory)
+    elif format == "sentence-transformers" and isinstance(embedder, Reranker):
+        raise UserError(f"{directory}: a reranker is saved as a model directory only (format='keras-hub')")
     elif format == "sentence-transformers":
         save_sentence_transformers(embedder, directory)
     else:
@@ -57,10 +69,13 @@ def save(model, directory, format="keras-hub"):  # noqa: A002  (the name users k
 
 def load(directory, jit_compile=False, dtype=None, query_length=None, document_length=None):
     """An `Encoder` (numpy batches in, numpy embeddings out) for a model directory or checkpoint
-    (`gtr_keras.load` also takes export directories).
+    (`gtr_keras.load` also takes export directories); for a reranker's, a `PairScorer`.
 
     A shortcut for `GTRTextEmbedder.from_preset(directory, dtype=dtype)` with
-    other token budgets and XLA; the model is `encoder.model`.
+    other token budgets and XLA; the model is `encoder.model`. A reranker (a cross-encoder checkpoint, or
+    the model directory `convert` wrote from one) gives `Reranker.from_preset(directory, dtype=dtype).scorer()`,
+    whose `predict(pairs)` scores `(query, document)` pairs (token budgets do not apply: its pair budget is
+    the checkpoint's).
 
     Args:
         directory: a model directory, or anything `GTRTextEmbedder.from_preset`
@@ -82,6 +97,10 @@ def load(directory, jit_compile=False, dtype=None, query_length=None, document_l
             f"{source.path}: no such model directory (the name of an architecture without "
             "weights: `GTRTextEmbedder.from_architecture`)"
         )
+    if source.format in RERANKER_FORMATS:
+        if query_length or document_length:
+            raise UserError(f"{source}: a reranker takes no query_length or document_length (its pair budget is fixed)")
+        return Reranker.from_preset(source, dtype=dtype).scorer(jit_compile)
     try:
         embedder = GTRTextEmbedder.from_preset(source, dtype=dtype)
     except CheckpointError:
@@ -123,6 +142,28 @@ def encoder_of(model):
     raise UserError(f"model: a model directory or name, or a loaded model, got {type(model).__name__}")
 
 
+def convert_checkpoint(source, query_length=QUERY_LENGTH, cache_dir=None):
+    """A `GTRTextEmbedder` of a sentence-transformers GTR checkpoint, or a `Reranker` of a cross-encoder one
+    (a `config.json` naming `BertForSequenceClassification` or `XLMRobertaForSequenceClassification`): a
+    directory, or a Hugging Face id, downloaded when online.
+
+    Example:
+    >>> gtr_keras.save(convert_checkpoint("hf://cross-encoder/ms-marco-MiniLM-L6-v2"), "models/minilm-reranker")
+    """
+    source = _hub_id(os.fspath(source))
+    if source.startswith(HF_PREFIX):  # the files of either kind of checkpoint: a pattern matching none is skipped
+        source = resolve_source(source, cache_dir, sorted({*HUB_FILES, *CROSS_ENCODER_FILES}))
+    if resolve_model_source(source).format == CROSS_ENCODER:
+        return Reranker.from_preset(source)
+    return convert_sentence_transformers(source, query_length, cache_dir)
+
+
+def _hub_id(source):
+    if files.is_local(source) and not files.exists(source) and source.count("/") == 1 and source[0] not in "./":
+        return HF_PREFIX + source  # a Hugging Face repo id
+    return source
+
+
 def convert_sentence_transformers(source, query_length=QUERY_LENGTH, cache_dir=None, dtype=None, load_weights=True):
     """Builds a `GTRTextEmbedder` from a sentence-transformers GTR checkpoint.
 
@@ -139,8 +180,6 @@ def convert_sentence_transformers(source, query_length=QUERY_LENGTH, cache_dir=N
     >>> embedder = convert_sentence_transformers("sentence-transformers/gtr-t5-base")
     >>> gtr_keras.save(embedder, "models/gtr-base")
     """
-    source = os.fspath(source)
-    if files.is_local(source) and not files.exists(source) and source.count("/") == 1 and source[0] not in "./":
-        source = HF_PREFIX + source  # a Hugging Face repo id
+    source = _hub_id(os.fspath(source))
     with resolve_model_source(source, SENTENCE_TRANSFORMERS).local() as local:
         return load_sentence_transformers(GTRTextEmbedder, local, query_length, cache_dir, dtype, load_weights)

@@ -44,7 +44,8 @@ def _encoder(args):
 def convert(args):
     from gtr_keras.convert.sentence_transformers import SENTENCE_TRANSFORMERS_DIRECTORY
     from gtr_keras.models.model_files.model_directory import MODEL_DIRECTORIES
-    from gtr_keras.saving import convert_sentence_transformers, load, save
+    from gtr_keras.models.reranker.reranker import Reranker
+    from gtr_keras.saving import convert_checkpoint, load, save
 
     to_sentence_transformers = args.to == "sentence-transformers"
     files.check_replaceable(
@@ -58,8 +59,16 @@ def convert(args):
             f"{embedder.document_length} tokens, not {embedder.query_length})"
         )
         return
-    embedder = convert_sentence_transformers(args.source, query_length=args.query_length)
+    embedder = convert_checkpoint(args.source, query_length=args.query_length)
     save(embedder, args.out_dir)
+    if isinstance(embedder, Reranker):
+        backbone = embedder.backbone
+        print(
+            f"wrote {args.out_dir}: a reranker, {type(backbone).__name__} of {backbone.num_layers} layers, "
+            f"d_model {backbone.hidden_dim}, {embedder.count_params():,} parameters, pair length "
+            f"{embedder.preprocessor.sequence_length}, scores through a {embedder.activation}"
+        )
+        return
     print(
         f"wrote {args.out_dir}: {embedder.backbone.num_layers} layers, d_model {embedder.backbone.hidden_dim}, "
         f"D {embedder.embedding_dim}, {embedder.count_params():,} parameters, "
@@ -181,16 +190,48 @@ def _search_filter(args):
     return Filter(args.filter, read_id_file(args.ids_file)[0] if args.ids_file else None)
 
 
+def _reranker_source(args):
+    """The `--rerank` reranker's resolved source (None without one), checked to hold a reranker before any
+    model loads (`args.rerank`: a namespace of that alone also serves `export --reranker`)."""
+    if not args.rerank:
+        return None
+    from gtr_keras.models.model_files.model_source import (
+        CROSS_ENCODER,
+        HF_PREFIX,
+        RERANKER_FORMATS,
+        resolve_model_source,
+    )
+
+    source = resolve_model_source(args.rerank, CROSS_ENCODER if args.rerank.startswith(HF_PREFIX) else None)
+    if source.format not in RERANKER_FORMATS:
+        raise UserError(
+            f"--rerank: {args.rerank} is not a reranker (a {source.format} model directory); give a cross-encoder "
+            "checkpoint or the model directory `gtr-keras convert` wrote from one"
+        )
+    return source
+
+
+def _reranker(args, source):
+    """The `--rerank` reranker's scorer, in the command's `--precision`."""
+    from gtr_keras.saving import load
+
+    return load(source, dtype="bfloat16" if getattr(args, "precision", "float32") == "bfloat16" else None)
+
+
 def search(args):
     from gtr_keras.retrieval.index import Index
     from gtr_keras.retrieval.retriever import search_results
 
     filter = _search_filter(args)  # a bad expression or ids file before the index and the model load
+    reranker = _reranker_source(args)  # a model directory that holds no reranker, before any model loads
     fusion = _fusion(args) if args.retriever == "hybrid" else None  # a bad record before the model loads
     index = Index.open(args.index, args.model)
     if args.search_param:
         index.set_search_params(dict(args.search_param))
-    hits = index.search(args.queries, args.k, filter, args.retriever, fusion)
+    depth = args.rerank_depth or args.k or 10
+    k = args.k or (depth if reranker else 10)
+    rerank = reranker and (lambda: _reranker(args, reranker))
+    hits = index.search(args.queries, k, filter, args.retriever, fusion, rerank=rerank, rerank_depth=depth)
     if args.json:
         print(json.dumps(search_results(args.queries, hits), ensure_ascii=False, indent=2))
         return
@@ -216,6 +257,7 @@ def evaluate(args):
     from gtr_keras.retrieval.evaluator import retrieval_run
     from gtr_keras.retrieval.runs import load_dataset
 
+    reranker = _reranker_source(args)
     corpus, queries, qrels, report = load_dataset(args.dataset, args.split)
     if not report.ok:
         print(f"warning: {report}", file=sys.stderr)
@@ -240,7 +282,16 @@ def evaluate(args):
     run = retrieval_run(encoder, corpus, queries, args.retriever, fusion, args.batch_size, not args.keep_identical_ids)
     metrics = evaluate_run(qrels, run)
     name = os.path.basename(os.path.normpath(args.dataset))
-    print(format_table([(f"{name} {args.split} {args.retriever}", metrics)]))
+    rows = [(f"{name} {args.split} {args.retriever}", metrics)]
+    if reranker:
+        from gtr_keras.retrieval.reranking import rerank_run
+
+        depth = args.rerank_depth or 100
+        run = rerank_run(_reranker(args, reranker), queries, run, corpus, depth, args.batch_size)
+        settings["rerank"] = {"model": os.fspath(args.rerank), "depth": depth, "first_stage_metrics": metrics}
+        metrics = evaluate_run(qrels, run)
+        rows.append((f"{name} {args.split} {args.retriever} + rerank@{depth}", metrics))
+    print(format_table(rows))
     outputs = {path: kind for path, kind in ((args.run_out, "run"), (args.output_json, "json")) if path}
     with atomic_outputs(*outputs) as staged:
         for path, staged_path in zip(outputs, staged):
@@ -406,20 +457,24 @@ def export(args):
     from gtr_keras.serving.export_formats import EXPORT_CONFIG_FILE, FORMATS
     from gtr_keras.serving.exporter import export as export_model
 
-    searcher = {"searcher": args.searcher, "k": args.k} if "k" in FORMATS[args.format].options else {}
-    written = export_model(
-        lambda: _encoder(args),
-        args.out,
-        args.format,
-        index=args.index or None,
-        version=args.version,
-        search_params=dict(args.search_param or []),
-        quantize=args.quantize,
-        **searcher,
-    )
+    if args.reranker:
+        reranker = _reranker_source(argparse.Namespace(rerank=args.reranker))  # one line for a model of no reranker
+        written = export_model(reranker, args.out, args.format, version=args.version)
+    else:
+        searcher = {"searcher": args.searcher, "k": args.k} if "k" in FORMATS[args.format].options else {}
+        written = export_model(
+            lambda: _encoder(args),
+            args.out,
+            args.format,
+            index=args.index or None,
+            version=args.version,
+            search_params=dict(args.search_param or []),
+            quantize=args.quantize,
+            **searcher,
+        )
     for path in written:
         print(f"wrote {path}")
-    if EXPORT_CONFIG_FILE in FORMATS[args.format].marks:
+    if EXPORT_CONFIG_FILE in FORMATS[args.format].marks and not args.reranker:
         quantized = f", {args.quantize}" if args.quantize else ""
         spiece = os.path.join(args.out, "spiece.model")
         print(f"({args.format}{quantized}; token ids and mask in) with {spiece} and {EXPORT_CONFIG_FILE}")
@@ -447,6 +502,15 @@ def _check_run_outputs(config):
 
 
 def train(args):
+    if args.reranker:
+        from gtr_keras.training.reranker_training import RerankerTrainConfig, train_reranker
+
+        args.init = args.reranker
+        config = config_from_args(args, RerankerTrainConfig)
+        _check_run_outputs(config)
+        train_reranker(config)
+        _say_where(config, "reranker trained")
+        return
     from gtr_keras.training.loop import train as run_training
 
     config = config_from_args(args)

@@ -1,24 +1,42 @@
 """The checks of an export directory: ONNX and OpenVINO (`export.json`, the vocabulary, the model files),
-LiteRT (the flatbuffer), a SavedModel version directory, and an export root of `encoder/` and `searcher/`
-versions."""
+LiteRT (the flatbuffer), a SavedModel version directory, and an export root of `encoder/`, `searcher/` and
+`reranker/` versions; a reranker's ONNX export (`export.json` of kind `reranker`, its model and tokenizer files)."""
 
 import os
 
 import sentencepiece as spm
 
 from gtr_keras.errors import DataError
-from gtr_keras.serving.runtime_encoder import CONFIG_FILE, check_vocabulary_ids, read_export_config, read_vocabulary
+from gtr_keras.serving.runtime_encoder import (
+    CONFIG_FILE,
+    REMEDY,
+    RERANKER_FIELDS,
+    check_vocabulary_ids,
+    read_export_config,
+    read_vocabulary,
+)
 from gtr_keras.utils import files
+from gtr_keras.utils.records import check_fields, read_json_object
 
 SAVED_MODEL_FILE = "saved_model.pb"
 VARIABLES_INDEX = os.path.join("variables", "variables.index")
-EXPORT_NAMES = ("encoder", "searcher")
+EXPORT_NAMES = ("encoder", "searcher", "reranker")
 _TFLITE_IDENTIFIER = b"TFL3"  # the flatbuffer's file identifier, bytes 4 to 8
 
 
 def check_token_id_export(directory, report):
-    """Checks an `export --format onnx|openvino` directory into `report`."""
+    """Checks an `export --format onnx|openvino` directory (a GTR encoder's or a reranker's) into `report`."""
     report.checksums(directory)
+    path = os.path.join(directory, CONFIG_FILE)
+    record = report.step(lambda: read_json_object(path, REMEDY))
+    if isinstance(record, dict) and record.get("kind") == "reranker":
+        config = report.step(lambda: check_fields(path, record, RERANKER_FIELDS, REMEDY))
+        if config is not None:
+            report.note(f"a reranker's {config['format']} export")
+            for field in ("model_file", "tokenizer"):
+                if not files.isfile(os.path.join(directory, config[field])):
+                    report.add(os.path.join(directory, config[field]), f"missing (named by {CONFIG_FILE}'s {field!r})")
+        return
     config = report.step(lambda: read_export_config(directory))
     if config is None:
         return
@@ -52,7 +70,7 @@ def check_saved_model(directory, report):
 
 
 def check_export_root(directory, report):
-    """Checks every version of an export root's `encoder/` and `searcher/` into `report`."""
+    """Checks every version of an export root's `encoder/`, `searcher/` and `reranker/` into `report`."""
     versions = 0
     for name in EXPORT_NAMES:
         folder = os.path.join(directory, name)
@@ -63,5 +81,5 @@ def check_export_root(directory, report):
                 check_saved_model(os.path.join(folder, version), report)
                 versions += 1
     if not versions:
-        raise DataError(f"{directory}: no encoder/N or searcher/N SavedModel")
+        raise DataError(f"{directory}: no encoder/N, searcher/N or reranker/N SavedModel")
     report.note(f"{versions} SavedModel version{'s' * (versions != 1)}")

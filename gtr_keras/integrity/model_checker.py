@@ -1,5 +1,5 @@
-"""The checks of a model directory: a keras-hub preset of gtr-keras, or a sentence-transformers directory it
-wrote.
+"""The checks of a model directory: a keras-hub preset of gtr-keras (a GTR model or a reranker), or a
+sentence-transformers directory it wrote.
 
 Checksums first, then every JSON record (the settings against the weights' shapes and each other:
 `model_directory.check_model_directory`; the fusion record), the SentencePiece model, and every weight
@@ -19,7 +19,7 @@ from gtr_keras.models.model_files.model_directory import (
     read_json,
     read_weights,
 )
-from gtr_keras.models.model_files.model_source import KERAS_HUB, directory_format
+from gtr_keras.models.model_files.model_source import KERAS_HUB, RERANKER, directory_format
 from gtr_keras.utils import files
 
 _PRESET_VOCABULARY = os.path.join("assets", "tokenizer", "vocabulary.spm")
@@ -35,7 +35,7 @@ def check_model_files(directory, report):
     for name in sorted(files.listdir(directory)):
         if name.endswith(".json") and name != files.CHECKSUMS_FILE:
             report.step(lambda name=name: read_json(os.path.join(directory, name)))
-    if model_format == KERAS_HUB:
+    if model_format in (KERAS_HUB, RERANKER):
         report.step(lambda: check_model_directory(directory))
         report.step(lambda: model_fusion(directory))
         vocabulary = os.path.join(directory, _PRESET_VOCABULARY)
@@ -45,7 +45,7 @@ def check_model_files(directory, report):
     weights += [TASK_WEIGHTS_FILE] if files.isfile(os.path.join(directory, TASK_WEIGHTS_FILE)) else []
     for name in weights:
         path = os.path.join(directory, name)
-        if files.isfile(path) and model_format == KERAS_HUB:
+        if files.isfile(path) and model_format in (KERAS_HUB, RERANKER):
             values = report.step(lambda path=path: read_weights(path))
             if values is not None:
                 report.step(lambda path=path, values=values: check_finite(values, path))

@@ -1,13 +1,14 @@
 """Retrieval, a model over an index: `index` (`Index`, an index directory and its model as one object),
 `retriever` (index directories: build, load, search), `index_updates` (updates of an index directory: its
 search index, documents and BM25 side), `hybrid_retriever` (`HybridRetriever`: GTR, BM25 or both), `runs`
-(runs over a collection, BM25 beside GTR, hard-negative mining), `evaluator` (`evaluate`: a model or an
-`Index` on a BEIR collection) and `beam_pipeline` (corpus encoding with Apache Beam).
+(runs over a collection, BM25 beside GTR, hard-negative mining), `reranking` (a reranker's second stage over
+any of them), `evaluator` (`evaluate`: a model or an `Index` on a BEIR collection) and `beam_pipeline` (corpus
+encoding with Apache Beam).
 
 Public names: `Index` (the one object of an index directory), `evaluate`, `retrieval_run`, `load_dataset`,
 `gtr_run`, `bm25_run`, `mine_negatives`, `EVALUATION_DEPTH`, and the steps `Index` runs: `build_index`,
 `index_embeddings`, `index_metadata`, `update_index`, `Retriever`, `HybridRetriever`, `RETRIEVERS`,
-`encode_corpus_with_beam`, `index_from_shards`.
+`encode_corpus_with_beam`, `index_from_shards`, `rerank`.
 """
 
 from gtr_keras.utils.lazy_exports import lazy_exports
@@ -32,5 +33,6 @@ __all__, __getattr__ = lazy_exports(
         "RETRIEVERS": "gtr_keras.retrieval.hybrid_retriever",
         "encode_corpus_with_beam": "gtr_keras.retrieval.beam_pipeline",
         "index_from_shards": "gtr_keras.retrieval.beam_pipeline",
+        "rerank": "gtr_keras.retrieval.reranking",
     },
 )

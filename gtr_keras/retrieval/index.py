@@ -21,8 +21,10 @@ from gtr_keras.index.layout import read_model_record
 from gtr_keras.index.quantized_vectors import vector_params
 from gtr_keras.lexical.bm25_side import corpus_in_index_order, load_bm25_side
 from gtr_keras.lexical.fusion import Fusion, model_fusion
+from gtr_keras.models.text_encoder import TextPairScorer
 from gtr_keras.retrieval.hybrid_retriever import RETRIEVERS, HybridRetriever
 from gtr_keras.retrieval.index_updates import update_index
+from gtr_keras.retrieval.reranking import rerank as rerank_hits
 from gtr_keras.retrieval.retriever import Retriever, build_index, check_index_outputs, index_embeddings
 from gtr_keras.utils import files
 from gtr_keras.utils.locks import locks_output, output_lock
@@ -35,6 +37,21 @@ def _encoder_of(model):
     from gtr_keras.saving import encoder_of  # the model's stack (Keras, TensorFlow) only for a model
 
     return encoder_of(model)
+
+
+def _reranker_of(reranker):
+    """A reranker's scorer (a `TextPairScorer`), given loaded (`gtr_keras.load`: a model directory or an
+    export), as a function of no arguments that loads one, or as a reranker's model directory or cross-encoder
+    checkpoint."""
+    if not isinstance(reranker, (str, os.PathLike)):
+        scorer = reranker() if callable(reranker) and not isinstance(reranker, TextPairScorer) else reranker
+    else:
+        from gtr_keras.saving import load  # the reranker's stack (Keras, TensorFlow) only for one
+
+        scorer = load(reranker)
+    if not isinstance(scorer, TextPairScorer):
+        raise UserError(f"rerank: {reranker!r} is not a reranker (give a cross-encoder or its model directory)")
+    return scorer
 
 
 def _query_vectors(queries):
@@ -250,12 +267,12 @@ class Index:
         except CheckpointError:  # a recorded directory that is no longer there
             return Fusion()
 
-    def search(self, queries, k=10, filter=None, retriever="gtr", fusion=None):
+    def search(self, queries, k=10, filter=None, retriever="gtr", fusion=None, rerank=None, rerank_depth=None):
         """The top `k` hits of each query: per query, a list of `{"id", "score", "title", "text"}` best
         first (titles and texts where the index stores documents), what `gtr-keras search --json` prints.
 
         Every search of the index runs here: GTR on texts (encoded by the index's model) or on vectors,
-        BM25, or both fused, with or without a filter.
+        BM25, or both fused, with or without a filter, and a reranker's second stage over any of them.
 
         Args:
             queries: a list of texts, or float32 query vectors `[n, D]` (GTR search, no model needed).
@@ -264,16 +281,22 @@ class Index:
                 clauses (ANDed) or a `gtr_keras.Filter` (clauses and an allow-list of ids); docs/filters.md.
             retriever: `"gtr"`, `"bm25"` (the index's BM25 side) or `"hybrid"` (both, fused).
             fusion: the `gtr_keras.Fusion` of hybrid search (default: `self.fusion`).
+            rerank: a reranker (`gtr_keras.load(RERANKER_DIR)`, its model directory or cross-encoder
+                checkpoint, or a function of no arguments that loads one) that reorders each query's first
+                `rerank_depth` hits by its scores of the (query, document) pairs (`reranking.rerank`;
+                docs/reranking.md); the hits' scores are then its scores.
+            rerank_depth: first-stage hits reranked per query (default: `k`); the best `k` of them are returned.
 
         Raises:
-            UserError: a bad clause, an unknown field, `k` not a positive int, BM25 on vectors, or BM25 on
-                several directories; `MismatchError`: the model given is not the index's, or the BM25 side
-                is stale.
+            UserError: a bad clause, an unknown field, `k` not a positive int, BM25 on vectors, BM25 on
+                several directories, or a reranker over vectors or over an index that stores no documents;
+                `MismatchError`: the model given is not the index's, or the BM25 side is stale.
 
         Example:
         >>> index.search(["lift on a wing"], k=3, filter=["lang = en", "year >= 2019"])
         >>> index.search(["lift on a wing"], retriever="hybrid", fusion=gtr_keras.Fusion("rrf"))
         >>> index.search(query_vectors, k=10)
+        >>> index.search(["lift on a wing"], k=10, rerank="models/minilm-reranker", rerank_depth=100)
         """
         if retriever not in RETRIEVERS:
             raise UserError(f"retriever must be one of {RETRIEVERS}, got {retriever!r}")
@@ -281,6 +304,21 @@ class Index:
         vectors = _query_vectors(queries)
         filter = Filter.of(filter)  # a clause that does not parse, before the index is searched
         allowed = self._retriever.allowed(filter)  # an unknown field or a mismatched type, before the model loads
+        if rerank is None:
+            return self._first_stage(queries, vectors, k, filter, allowed, retriever, fusion)
+        depth = check_positive_int(rerank_depth or k, "rerank_depth")
+        if vectors is not None:
+            raise UserError("rerank: a reranker reads query texts, not vectors")
+        if self._retriever.corpus is None:
+            raise UserError(
+                f"rerank: {self.paths[0]} stores no document texts to rerank (built from embeddings without "
+                "documents); rebuild it with its documents"
+            )
+        scorer = _reranker_of(rerank)
+        hits = self._first_stage(queries, None, depth, filter, allowed, retriever, fusion)
+        return [row[:k] for row in rerank_hits(scorer, list(queries), hits, depth)]
+
+    def _first_stage(self, queries, vectors, k, filter, allowed, retriever, fusion):
         if retriever == "gtr":
             vectors = self.encoder.encode_queries(list(queries)) if vectors is None else vectors
             return self._retriever.hits(*self._retriever.search_ids(vectors, k, allowed))

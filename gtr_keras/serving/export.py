@@ -140,7 +140,10 @@ def _write_warmup(staging, signatures, model_name):
             for spec in function.input_signature:
                 values = list(WARMUP_TEXTS) if spec.dtype == tf.string else [WARMUP_K] * len(WARMUP_TEXTS)
                 values = [] if spec.name == FILTER.name else values  # no filter: a warmup needs no metadata field
-                request.inputs[spec.name].CopyFrom(tf.make_tensor_proto(values, dtype=spec.dtype, shape=[len(values)]))
+                if spec.shape.rank == 0:  # a scalar input (a reranker's `query`)
+                    values = values[0]
+                shape = [] if spec.shape.rank == 0 else [len(values)]
+                request.inputs[spec.name].CopyFrom(tf.make_tensor_proto(values, dtype=spec.dtype, shape=shape))
             log = prediction_log_pb2.PredictionLog(predict_log=prediction_log_pb2.PredictLog(request=request))
             writer.write(log.SerializeToString())
 

@@ -27,6 +27,7 @@ from gtr_keras.models.model_files.model_source import (
     ARCHITECTURE,
     DOWNLOAD_PREFIXES,
     KERAS_HUB,
+    RERANKER_FORMATS,
     load_source,
     resolve_model_source,
 )
@@ -180,6 +181,11 @@ class GTRTextEmbedder(keras_hub.models.TextEmbedder):
         source = resolve_model_source(preset)
         if source.format == ARCHITECTURE:
             return cls.from_architecture(source.path, **kwargs)
+        if source.format in RERANKER_FORMATS:
+            raise CheckpointError(
+                f"{source}: a reranker (a cross-encoder), not an embedding model: rerank with it "
+                "(`search --rerank`, `gtr_keras.load(...).predict(pairs)`)"
+            )
         if source.format != KERAS_HUB:
             return load_source(cls, source, load_weights, **kwargs)
         with source.local() as path:

@@ -18,7 +18,8 @@ import os
 
 from gtr_keras.errors import CheckpointError, UserError
 from gtr_keras.models.gtr.presets import PRESET_SOURCES, PRESETS
-from gtr_keras.models.model_files.model_directory import CONFIG_FILE, FIRST_FORMAT, read_json
+from gtr_keras.models.model_files.model_directory import CONFIG_FILE, FIRST_FORMAT, TASK_FILE, read_json
+from gtr_keras.models.model_files.model_directory import RERANKER as RERANKER_TASK
 from gtr_keras.utils import files
 from gtr_keras.utils.checksums import verify_if_asked
 
@@ -30,6 +31,10 @@ SENTENCE_TRANSFORMERS_MODULES = "modules.json"
 KERAS_HUB = "keras-hub"  # a preset directory that `save_to_preset` wrote, or a keras-hub download handle
 SENTENCE_TRANSFORMERS = "sentence-transformers"  # that library's layout of a T5 GTR checkpoint
 ARCHITECTURE = "architecture"  # a name of `presets.PRESETS` with no weights: randomly initialised
+CROSS_ENCODER = "cross-encoder"  # a Hugging Face `*ForSequenceClassification` checkpoint (a reranker)
+RERANKER = "reranker"  # a keras-hub preset of a `Reranker` (what `convert` writes from a cross-encoder)
+RERANKER_FORMATS = (CROSS_ENCODER, RERANKER)
+SEQUENCE_CLASSIFICATION = "ForSequenceClassification"
 
 _LOADERS = {}
 
@@ -42,7 +47,8 @@ class ModelSource:
         name: the source as the user gave it (for messages).
         path: what is read: a directory (local, or remote when `remote`), a download id (`hf://...`,
             `kaggle://...`), or an architecture's name.
-        format: `KERAS_HUB`, `SENTENCE_TRANSFORMERS` or `ARCHITECTURE`; None for a directory
+        format: `KERAS_HUB`, `SENTENCE_TRANSFORMERS`, `ARCHITECTURE`, or a reranker's `CROSS_ENCODER` (a
+            Hugging Face checkpoint) or `RERANKER` (a model directory); None for a directory
             whose format is not read yet (`resolve_model_source(..., read_format=False)`).
         remote: `path` is a directory on a file system other than the local one.
 
@@ -115,7 +121,7 @@ def resolve_model_source(source, expected_format=None, read_format=True):
     name = os.fspath(source)
     path = PRESET_SOURCES.get(name, name).removeprefix("file://")
     if path.startswith(HF_PREFIX):
-        return ModelSource(name, path, SENTENCE_TRANSFORMERS)
+        return ModelSource(name, path, expected_format or SENTENCE_TRANSFORMERS)
     if path.startswith(DOWNLOAD_PREFIXES):
         return ModelSource(name, path, KERAS_HUB)
     remote = not files.is_local(path)
@@ -132,7 +138,7 @@ def resolve_model_source(source, expected_format=None, read_format=True):
 
 
 def directory_format(directory):
-    """The format of a model directory (`KERAS_HUB` or `SENTENCE_TRANSFORMERS`).
+    """The format of a model directory (`KERAS_HUB`, `SENTENCE_TRANSFORMERS`, `CROSS_ENCODER` or `RERANKER`).
 
     Raises:
         CheckpointError: `config.json` missing or unreadable, or a directory of no format gtr-keras reads (one
@@ -196,7 +202,12 @@ def _format_of(directory, config):
             "does not read; rebuild it: `gtr-keras convert` its sentence-transformers checkpoint, or train it again"
         )
     if "registered_name" in config:
-        return KERAS_HUB
+        task = os.path.join(directory, TASK_FILE)
+        reranker = files.isfile(task) and read_json(task).get("registered_name") == RERANKER_TASK
+        return RERANKER if reranker else KERAS_HUB
+    architectures = config.get("architectures")
+    if isinstance(architectures, list) and any(str(a).endswith(SEQUENCE_CLASSIFICATION) for a in architectures):
+        return CROSS_ENCODER
     if files.isfile(os.path.join(directory, SENTENCE_TRANSFORMERS_MODULES)):
         return SENTENCE_TRANSFORMERS
     return None
