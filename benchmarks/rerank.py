@@ -113,7 +113,7 @@ def read_result(peer):
 
 
 def documents(data, collection, count):
-    from gtr_keras import load_corpus, load_queries
+    from gtr_keras.beir import load_corpus, load_queries
 
     corpus = load_corpus(os.path.join(data, collection))
     query = next(iter(load_queries(os.path.join(data, collection)).values()))
@@ -123,7 +123,7 @@ def documents(data, collection, count):
 
 def prepare(args, work):
     """The pairs, and the converted model directory and ONNX export of the peer's checkpoint (built once)."""
-    from gtr_keras.cli.main import main as gtr_keras
+    import gtr_keras
 
     query, texts = documents(args.data, args.collection, max(args.depths))
     pairs_file = os.path.join(work, "pairs.json")
@@ -137,9 +137,9 @@ def prepare(args, work):
         subprocess.run([args.peer_python, os.path.abspath(__file__), "--build", checkpoint, texts_file], check=True)
     paths = {"model": os.path.join(work, "model"), "onnx": os.path.join(work, "onnx")}
     if not os.path.exists(os.path.join(paths["model"], "config.json")):
-        assert gtr_keras(["convert", checkpoint, paths["model"]]) == 0
+        subprocess.run([sys.executable, "-m", "gtr_keras", "convert", checkpoint, paths["model"]], check=True)
     if not os.path.exists(os.path.join(paths["onnx"], "reranker.onnx")):
-        assert gtr_keras(["export", "--reranker", paths["model"], "--out", paths["onnx"], "--format", "onnx"]) == 0
+        gtr_keras.export(paths["model"], paths["onnx"], "onnx")
     return pairs_file, checkpoint, paths, [(query, text) for text in texts]
 
 
