@@ -23,6 +23,7 @@ from gtr_keras.models.model_files.model_source import (
     resolve_model_source,
 )
 from gtr_keras.utils import files
+from gtr_keras.utils.checksums import verify_directory
 from gtr_keras.utils.locks import locks_output
 
 
@@ -58,7 +59,7 @@ def save(model, directory, format="keras-hub"):  # noqa: A002  (the name users k
         raise UserError(f"format must be 'keras-hub' or 'sentence-transformers', got {format!r}")
 
 
-def load(directory, jit_compile=False, dtype=None, query_length=None, document_length=None):
+def load(directory, jit_compile=False, dtype=None, query_length=None, document_length=None, verify=False):
     """An `Encoder` (numpy batches in, numpy embeddings out) for a model directory or checkpoint
     (`gtr_keras.load` also takes export directories).
 
@@ -74,6 +75,8 @@ def load(directory, jit_compile=False, dtype=None, query_length=None, document_l
             to train in bfloat16.
         query_length: token budget for queries instead of the saved one.
         document_length: token budget for documents instead of the saved one.
+        verify: first verify every file of the model directory against its record
+            (`utils.checksums.verify_directory`: a directory gtr-keras wrote), and refuse a damaged one.
 
     Example:
     >>> encoder = gtr_keras.load("models/gtr-base")
@@ -85,6 +88,8 @@ def load(directory, jit_compile=False, dtype=None, query_length=None, document_l
             f"{source.path}: no such model directory (the name of an architecture without "
             "weights: `GTRTextEmbedder.from_architecture`)"
         )
+    if verify:
+        verify_directory(source.path)
     try:
         embedder = GTRTextEmbedder.from_preset(source, dtype=dtype)
     except CheckpointError:

@@ -65,9 +65,12 @@ class ExportFormat:
         written = _named(self.writer)(encoder, out, **options)
         return list(written) if isinstance(written, (list, tuple)) else [written]
 
-    def open(self, export_dir):
-        """The `TextEncoder` of an export directory of this format, its runtime checked first."""
+    def open(self, export_dir, verify=False):
+        """The `TextEncoder` of an export directory of this format, its runtime checked first (and with
+        `verify`, every file against its record: `utils.checksums.verify_directory`)."""
         check_installed(self, "run")
+        if verify:
+            _named("gtr_keras.utils.checksums:verify_directory")(export_dir)
         return _named(self.encoder)(export_dir)
 
 
