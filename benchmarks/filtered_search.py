@@ -6,7 +6,10 @@ index in `--work`, gives every document a synthetic metadata field `bucket` (an 
 measures, on `--num-queries` queries in one batched call each:
 
 - the planner (`filters.filtered_search`), and each of its two plans forced: ScaNN with widening over-fetch,
-  and exact scoring of the allowed rows on ScaNN's int8 vectors;
+  and exact scoring of the allowed rows on ScaNN's int8 vectors, both with the best candidates rescored on
+  float32 (the index's default);
+- the planner as it searched before float32 rescoring (the same index, its float32 rows left unread: int8
+  scores only), for the recall beside;
 - unfiltered ScaNN search (`SearchIndex.search`), for the QPS beside;
 - recall@10 of each against exact filtered search (float32 brute force over the allowed rows).
 
@@ -113,6 +116,10 @@ def main(argv=None):
         build_s = build(shard_dir, index_dir, exact=False)["build_s"]
     queries = np.load(os.path.join(args.work, "queries.npy"))
     index = SearchIndex.load(os.path.join(index_dir, "index"))
+    if index.float_rows is None:
+        sys.exit(f"{index_dir} was built before float32 rescoring: remove it, and this script builds it again")
+    int8_only = SearchIndex.load(os.path.join(index_dir, "index"))
+    int8_only.float_rows = int8_only.embeddings = None  # searched as before float32 rescoring: int8 scores
     rng = np.random.default_rng([args.seed, 44])
     buckets = rng.integers(0, BUCKETS, len(index.ids))
     start = time.perf_counter()
@@ -134,6 +141,8 @@ def main(argv=None):
     }
     rows = []
     for filter, mask, exact_rows, seconds in zip(filters, masks, exact, mask_s):
+        if not mask.any():  # a small --n: no row allowed
+            continue
         row = {"filter": filter.clauses[0].text, "selectivity": float(mask.mean()), "allowed": int(mask.sum())}
         for name, (exact_rows_setting, fraction) in plans.items():
             if name == "scann" and row["selectivity"] < args.scann_min_selectivity:
@@ -143,21 +152,24 @@ def main(argv=None):
             (found, _), search_s = timed(lambda: planner.filtered_search(index, queries, K, mask), args.repeats)
             row[f"{name}_recall"], row[f"{name}_qps"] = recall(found, exact_rows, mask), len(queries) / search_s
         planner.EXACT_ROWS, planner.EXACT_FRACTION = plans["planner"]
+        (found, _), search_s = timed(lambda: planner.filtered_search(int8_only, queries, K, mask), args.repeats)
+        row["int8_recall"], row["int8_qps"] = recall(found, exact_rows, mask), len(queries) / search_s
         row["plan"] = "exact" if planner.plans_exact(row["allowed"], len(index.ids)) else "scann"
         row["mask_ms"] = 1000 * seconds
         rows.append(row)
         print(json.dumps(row), flush=True)
 
     table = [
-        "| filter | selectivity | allowed rows | plan | recall@10 | QPS | ScaNN plan recall / QPS | "
-        "exact plan recall / QPS | unfiltered QPS | mask |",
-        "|---|---:|---:|---|---:|---:|---:|---:|---:|---:|",
+        "| filter | selectivity | allowed rows | plan | recall@10 | QPS | int8 only (before) recall / QPS | "
+        "ScaNN plan recall / QPS | exact plan recall / QPS | unfiltered QPS | mask |",
+        "|---|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for row in rows:
         scann = "not run" if row["scann_qps"] is None else f"{row['scann_recall']:.4f} / {row['scann_qps']:,.0f}"
         table.append(
             f"| `{row['filter']}` | {100 * row['selectivity']:.3g}% | {row['allowed']:,} | {row['plan']} | "
-            f"{row['planner_recall']:.4f} | {row['planner_qps']:,.0f} | {scann} | "
+            f"{row['planner_recall']:.4f} | {row['planner_qps']:,.0f} | "
+            f"{row['int8_recall']:.4f} / {row['int8_qps']:,.0f} | {scann} | "
             f"{row['exact_recall']:.4f} / {row['exact_qps']:,.0f} | "
             f"{unfiltered_qps:,.0f} | {row['mask_ms']:.1f} ms |"
         )
@@ -171,7 +183,9 @@ Command: `{rerun_command(__file__, argv)}`
   queries; metadata `bucket`, uniform over 0-{BUCKETS - 1} and independent of the vectors. Index: ScaNN,
   `{json.dumps(index.params)}`{f", built in {build_s / 60:.1f} min" if build_s else " (reused)"}.
 - Each search: one batched call of every query, median of {args.repeats} (after one warm-up). Recall@10
-  against exact filtered search (float32 dot products over the allowed rows). The planner's settings:
+  against exact filtered search (float32 dot products over the allowed rows); "int8 only (before)" is the
+  planner on the same index with its float32 rows left unread, as it searched before float32 rescoring.
+  The planner's settings:
   exact below {planner.EXACT_FRACTION:.1%} of a part's rows or {planner.EXACT_ROWS:,} rows. MetadataColumns of
   the {len(index.ids):,} documents built in {columns_s:.1f} s; "mask" is `MetadataColumns.allowed` of the filter.
 

@@ -1,5 +1,6 @@
-"""The speed-memory frontier: gtr-keras' ScaNN (the settings `gtr-keras tune` measures), faiss-cpu (HNSW, and
-IVF-PQ with float refinement) and hnswlib on the same vectors, in one run on one machine.
+"""The speed-memory frontier: gtr-keras' ScaNN (the settings `gtr-keras tune` measures, its candidates rescored
+with float32; and, as before float32 rescoring, reordered on int8 only), faiss-cpu (HNSW, and IVF-PQ with float
+refinement) and hnswlib on the same vectors, in one run on one machine.
 
 The vectors are `large_index.py`'s synthetic corpus (`add_corpus_arguments`, shards written once into
 `--work` and reused) or, with `--real DATA`, GTR embeddings of real text: every document of the BEIR
@@ -7,10 +8,12 @@ collections under DATA and every distinct description of `debian-descriptions/pa
 `--model` (default: the bundled model) and cached in `--work`; the queries are `--num-queries` Debian
 summaries and BEIR queries, sampled (seed `--seed`). Each library builds its index (timed); its memory is
 the size of its serialized index (what a search process loads; for gtr-keras the ScaNN files
-`SearchIndex.load` reads). Then every search setting of every library is timed on all the queries in one
-batched call with both cores, the libraries taking turns for `--rounds` rounds (the fastest round counts),
-and scored by recall@10 against exact float32 search. The table gives the best QPS at recall@10 >= 0.90
-and >= 0.95; the plot every library's recall-QPS frontier (ann-benchmarks' axes).
+`SearchIndex.load` reads, and beside them the float32 file it memory-maps, whose pages it lets go of past
+128 MiB: `benchmarks/quantized_memory.py` measures the search's peak RSS). Then every search setting of every
+library is timed on all the queries in one batched call with both cores, the libraries taking turns for
+`--rounds` rounds (the fastest round counts), and scored by recall@10 against exact float32 search. The table
+gives the best QPS at recall@10 >= 0.90, >= 0.95 and >= 0.99; the plot every library's recall-QPS frontier
+(ann-benchmarks' axes).
 
 Usage (pip install 'gtr-keras[ann-benchmarks]'):
     PYTHONPATH=. python benchmarks/frontier.py --n 100000 --work /tmp/frontier-100k --plot docs/images/frontier-100k.png
@@ -30,6 +33,7 @@ from results import RESULTS, lscpu_flags, machine, publish, rerun_command, time_
 
 SECTION = "## Speed-memory frontier"
 K = 10
+TARGETS = (0.90, 0.95, 0.99)
 THREADS = len(os.sched_getaffinity(0))
 # The peers' grids: as fine as tune's for ScaNN (72-81 settings), so none is behind for want of a setting.
 HNSW_EFS = (10, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512)
@@ -37,21 +41,24 @@ IVF_NPROBES = (1, 2, 4, 8, 16, 32, 64, 128)
 IVF_K_FACTORS = (2, 4, 8, 16, 32, 64, 128)
 
 
-def gtr_keras_scann(vectors, queries, work, m, ef_construction, prebuilt=None):
+def gtr_keras_scann(vectors, queries, work, m, ef_construction, prebuilt=None, reorder="float32"):
     from gtr_keras.index import SearchIndex, write_search_index
-    from gtr_keras.index.layout import read_description
+    from gtr_keras.index.layout import EMBEDDINGS_NPY, read_description
     from gtr_keras.index.search_index import ArrayRows
     from gtr_keras.tuning.tuner import settings_grid
 
-    directory, build = os.path.join(work, "scann"), None
+    directory, build = os.path.join(work, f"scann-{reorder}"), None
     if prebuilt:  # an index of these vectors that `gtr-keras index --embeddings` built (timed there)
         directory = read_description(prebuilt)[0]
     else:
         start = time.perf_counter()
-        write_search_index(ArrayRows([f"p{i}" for i in range(len(vectors))], vectors), directory, "scann")
+        rows = ArrayRows([f"p{i}" for i in range(len(vectors))], vectors)
+        write_search_index(rows, directory, "scann", {"reorder": reorder})
         build = time.perf_counter() - start
     scann_dir = os.path.join(directory, "scann")
     size = sum(os.path.getsize(os.path.join(scann_dir, f)) for f in os.listdir(scann_dir))
+    floats = os.path.join(directory, EMBEDDINGS_NPY)
+    mapped = os.path.getsize(floats) if os.path.exists(floats) else 0
     index = SearchIndex.load(directory)
 
     def searcher(setting):
@@ -61,7 +68,11 @@ def gtr_keras_scann(vectors, queries, work, m, ef_construction, prebuilt=None):
 
         return search
 
-    return build, size, [(setting, searcher(setting)) for setting in settings_grid(index, K)]
+    return build, (size, mapped), [(setting, searcher(setting)) for setting in settings_grid(index, K)]
+
+
+def gtr_keras_scann_int8(vectors, queries, work, m, ef_construction):
+    return gtr_keras_scann(vectors, queries, work, m, ef_construction, reorder="int8")
 
 
 def faiss_size(index, work):
@@ -149,7 +160,8 @@ def hnswlib_hnsw(vectors, queries, work, m, ef_construction):
 
 
 LIBRARIES = {
-    "scann": ("gtr-keras ScaNN (tune's grid)", gtr_keras_scann),
+    "scann": ("gtr-keras ScaNN, float32 rescoring (tune's grid)", gtr_keras_scann),
+    "scann-int8": ("gtr-keras ScaNN, int8 reordering only (as before float32 rescoring)", gtr_keras_scann_int8),
     "faiss-hnsw": ("faiss HNSWFlat (M={m}, efConstruction={ef})", faiss_hnsw),
     "faiss-ivfpq": ("faiss IVF-PQ (4 sqrt(N) lists, D/8 bytes) + RefineFlat", faiss_ivfpq),
     "hnswlib": ("hnswlib (M={m}, ef_construction={ef})", hnswlib_hnsw),
@@ -180,6 +192,12 @@ def measure_in_turns(searchers, truth, rounds):
         ]
         for key, settings in searchers.items()
     }
+
+
+def described_size(size):
+    """A library's index size (bytes, or gtr-keras ScaNN's `(in memory, float32 file mapped)`), in MiB."""
+    size, mapped = size if isinstance(size, tuple) else (size, 0)
+    return f"{size / 2**20:,.0f} MiB" + (f" (+ {mapped / 2**20:,.0f} MiB float32, memory-mapped)" if mapped else "")
 
 
 def best_qps(points, target):
@@ -285,21 +303,22 @@ def main(argv=None):
         extra = {"prebuilt": args.scann_index} if key == "scann" else {}
         build, size, searchers[key] = run(vectors, queries, args.work, args.hnsw_m, args.ef_construction, **extra)
         builds[key] = build, size
-        print(f"{names[key]}: built in {build or 0:.1f} s, {size / 2**20:,.0f} MiB", flush=True)
+        print(f"{names[key]}: built in {build or 0:.1f} s, {described_size(size)}", flush=True)
     points = measure_in_turns(searchers, truth, args.rounds)
     rows = []
     for key in keys:
         cells = []
-        for target in (0.90, 0.95):
+        for target in TARGETS:
             qps, setting = best_qps(points[key], target)
             cells.append(f"{qps:,.0f} ({', '.join(f'{k}={v}' for k, v in setting.items())})" if qps else "not reached")
         build, size = builds[key]
+        size = described_size(size)
         top = max(points[key], key=lambda p: p[0])[0]
         built = f"{build:.1f} s ({len(vectors) / build:,.0f} rows/s)" if build else "prebuilt (`--scann-index`)"
-        rows.append(f"| {names[key]} | {built} | {size / 2**20:,.0f} MiB | {cells[0]} | {cells[1]} | {top:.4f} |")
+        rows.append(f"| {names[key]} | {built} | {size} | {' | '.join(cells)} | {top:.4f} |")
     plot = args.plot or os.path.join(args.work, "frontier.png")
     curves = {names[key]: [(r, q) for r, q, _ in points[key]] for key in keys}
-    plot_recall_qps(curves, plot, f"{len(vectors):,} x {vectors.shape[1]}, {THREADS} threads", target=0.95)
+    plot_recall_qps(curves, plot, f"{len(vectors):,} x {vectors.shape[1]}, {THREADS} threads", target=0.99)
     block = "\n".join(
         [
             f"### {described}",
@@ -308,8 +327,10 @@ def main(argv=None):
             f"{LOAD_BEFORE}; lscpu flags: {lscpu_flags()}. Python {sys.version.split()[0]}. {args.rounds} timed "
             f"rounds, the libraries taking turns. Plot: `{plot}`.",
             "",
-            "| library | build | index size | QPS at recall@10 >= 0.90 | QPS at recall@10 >= 0.95 | best recall@10 |",
-            "|---|---|---|---|---|---|",
+            "| library | build | index size | "
+            + " | ".join(f"QPS at recall@10 >= {target:.2f}" for target in TARGETS)
+            + " | best recall@10 |",
+            "|---|---|---|---|---|---|---|",
             *rows,
         ]
     )

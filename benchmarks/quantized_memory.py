@@ -1,17 +1,23 @@
-"""Search memory of exact indexes at corpus scale: float32, int8 and binary (`index --vectors`), side by side.
+"""Search memory at corpus scale: exact indexes of float32, int8 and binary vectors (`index --vectors`), and
+ScaNN with its candidates rescored on float32 (`index`, the default), side by side.
 
 On `large_index.py`'s synthetic shards (written once into `--work/shards`, reused), builds one exact index
-per vector type with `gtr-keras index --embeddings ... --vectors V`, then searches each in a process of its
-own under `/usr/bin/time -v` (`large_index.search`: `SearchIndex.load` and one batched `search_ids` of every
-query): its peak RSS, load time, QPS, and recall@10 against the float32 index's answers. The peak RSS
-counts the pages of `embeddings.npy` a search touched through its memory map (float32's whole file; the
-quantized indexes' candidates' rows only), as the kernel does.
+per vector type with `gtr-keras index --embeddings ... --vectors V` and a ScaNN one with `gtr-keras index
+--embeddings ...`, then searches each in a process of its own under `/usr/bin/time -v` (`large_index.search`:
+`SearchIndex.load`, whose ScaNN search applies the setting `gtr-keras tune` recorded, and one batched
+`search_ids` of every query): its peak RSS, load time, QPS, and recall@10 against the float32 index's answers.
+The peak RSS counts the pages of `embeddings.npy` a search touched through its memory map (float32's whole
+file; the quantized indexes' and ScaNN's candidates' rows only), as the kernel does.
 
 Usage:
     PYTHONPATH=. python benchmarks/quantized_memory.py --n 1000000 --num-queries 200 --work /tmp/frontier-1m
+    # ScaNN at a recall of 0.99: tune it, then search the indexes built again
+    gtr-keras tune --index /tmp/frontier-1m/index-scann --target-recall 0.99
+    PYTHONPATH=. python benchmarks/quantized_memory.py --n 1000000 --num-queries 200 --work /tmp/frontier-1m --reuse
 """
 
 import argparse
+import json
 import os
 
 from large_index import add_corpus_arguments, recall, search, timed_process, write_shards
@@ -32,10 +38,10 @@ def main(argv=None):
     write_shards(args, shard_dir)
     queries = os.path.join(args.work, "queries.npy")
     rows, gib = [], 2**30
-    for vectors in ("float32", "int8", "binary"):
-        index_dir = os.path.join(args.work, f"exact-{vectors}")
+    for vectors in ("float32", "int8", "binary", "scann"):
+        index_dir = os.path.join(args.work, "index-scann" if vectors == "scann" else f"exact-{vectors}")
         command = ["gtr-keras", "index", "--embeddings", os.path.join(shard_dir, "*.npy"), "--out", index_dir]
-        command += ["--exact"] if vectors == "float32" else ["--vectors", vectors]
+        command += {"float32": ["--exact"], "scann": []}.get(vectors, ["--vectors", vectors])
         built = "reused"
         if not (args.reuse and os.path.isdir(index_dir)):
             _, build_peak, build_s = timed_process(command)
@@ -43,9 +49,12 @@ def main(argv=None):
         found = os.path.join(args.work, f"found-{vectors}.npy")
         measured = search(index_dir, queries, found, 0)
         quality = recall(found, os.path.join(args.work, "found-float32.npy"))
-        held = {"float32": 4 * args.dims, "int8": args.dims, "binary": (args.dims + 7) // 8}[vectors] * args.n
+        held = {"float32": 4 * args.dims, "int8": args.dims, "binary": (args.dims + 7) // 8}.get(vectors, 0) * args.n
+        if vectors == "scann":  # ScaNN's files, read into memory
+            scann_dir = os.path.join(index_dir, "index", "scann")
+            held = sum(os.path.getsize(os.path.join(scann_dir, name)) for name in os.listdir(scann_dir))
         rows.append(
-            f"| {vectors} | {measured['params'] and measured['params']['rescore'] or '-'} | {held / gib:.2f} GiB | "
+            f"| {vectors} | {_setting(measured['params'])} | {held / gib:.2f} GiB | "
             f"{built} | {measured['load_s']:.1f} s | "
             f"{measured['search_peak_rss'] / gib:.2f} GiB | {measured['batched_qps']:,.1f} | {quality:.4f} |"
         )
@@ -58,13 +67,21 @@ def main(argv=None):
             "",
             f"Command: `{rerun_command(__file__, argv)}`. Machine: {machine()}, shared; lscpu flags: {flags}",
             "",
-            "| vectors | rescore | codes (or float32) held | build (peak RSS) | load | search peak RSS | QPS batched | "
-            "recall@10 vs float32 |",
+            "| vectors | search setting | codes (or float32, or ScaNN) held | build (peak RSS) | load | "
+            "search peak RSS | QPS batched | recall@10 vs float32 |",
             "|---|---|---|---|---|---|---|---|",
             *rows,
         ]
     )
     publish(block, args.results, SECTION, not args.no_record)
+
+
+def _setting(params):
+    """The search setting of an index's `params`: an exact index's rescored candidates, ScaNN's pools."""
+    if not params:
+        return "-"
+    names = ("num_leaves_to_search", "reorder_factor", "rescore_factor", "reorder", "rescore")
+    return json.dumps({name: params[name] for name in names if name in params}).replace("|", "/")
 
 
 if __name__ == "__main__":

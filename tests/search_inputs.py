@@ -22,6 +22,36 @@ def recall(found, exact):
     return np.mean([len(set(a) & set(e)) / len(e) for a, e in zip(found, exact)])
 
 
+def assert_same_results(actual, expected, atol=1e-6):
+    """Two search results alike: ids, titles and every other value exactly, floats (scores) to `atol`.
+
+    Scores of the same vectors computed by another path (a compacted index against its segments, a batch of
+    another size, another CPU's kernels) agree to float32 rounding, not bit for bit: on an AVX2-only CPU a
+    compacted index's scores differ from its segments' in the 8th digit.
+    """
+    actual_floats, expected_floats = [], []
+    assert _floats_apart(actual, actual_floats) == _floats_apart(expected, expected_floats)
+    np.testing.assert_allclose(actual_floats, expected_floats, rtol=0, atol=atol)
+
+
+def _floats_apart(value, floats):
+    """`value` with each float (of nested dicts, lists, tuples and arrays) replaced by a mark, and added to
+    `floats`."""
+    if isinstance(value, dict):
+        return {key: _floats_apart(item, floats) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_floats_apart(item, floats) for item in value]
+    if isinstance(value, np.ndarray) and np.issubdtype(value.dtype, np.floating):
+        floats.extend(value.ravel().tolist())
+        return ("floats", value.shape)
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    if isinstance(value, (float, np.floating)):
+        floats.append(float(value))
+        return "float"
+    return value
+
+
 def doc_ids(n):
     return [f"doc-{i}" for i in range(n)]
 

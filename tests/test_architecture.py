@@ -6,6 +6,7 @@ import ast
 import os
 import subprocess
 import sys
+import warnings
 
 import pytest
 from conftest import REPO
@@ -232,6 +233,35 @@ def test_the_parser_answers_without_tensorflow_and_the_package_imports_quietly()
     assert result.returncode == 0, result.stderr
     assert result.stdout == ""
     assert result.stderr == "gtr-keras encode: error: ./no-such-dir: no such model directory\n"
+
+
+def _sources():
+    for folder in ("gtr_keras", "tests", "benchmarks", "recipes", "export"):
+        for directory, _, file_names in os.walk(os.path.join(REPO, folder)):
+            yield from (os.path.join(directory, name) for name in sorted(file_names) if name.endswith(".py"))
+
+
+def test_every_source_compiles_on_python_3_11_to_3_13():
+    """Checked on whichever of them runs the tests: no escape sequence that 3.12 warns of (and a later one
+    refuses), and no docstring holding a lone surrogate, which 3.13's compiler (it strips docstrings'
+    indentation) cannot encode."""
+    problems = []
+    for path in _sources():
+        with open(path, "rb") as f:
+            source = f.read()
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            try:
+                tree = ast.parse(source, path)
+            except (SyntaxError, SyntaxWarning, DeprecationWarning) as error:
+                problems.append(f"{path}: {error}")
+                continue
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+                docstring = ast.get_docstring(node, clean=False) or ""
+                if any("\ud800" <= character <= "\udfff" for character in docstring):
+                    problems.append(f"{path}:{node.body[0].lineno}: a docstring holds a lone surrogate")
+    assert problems == []
 
 
 def test_no_python_module_at_the_repository_root():

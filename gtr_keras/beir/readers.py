@@ -11,6 +11,7 @@ fixed without a debugger. Files are read through `gtr_keras.utils.text_files`.
 
 import dataclasses
 import json
+import math
 import os
 import warnings
 
@@ -96,9 +97,24 @@ def metadata_type(value):
     return None
 
 
+def fits_float64(number):
+    """Whether a number is a finite float64, as a number field keeps it: not a 401-digit integer, nor `1e400`
+    (which JSON readers take as infinity), `Infinity` or `NaN`.
+
+    Example:
+    >>> [fits_float64(v) for v in (2019, 1.5e308, 10**400, float("inf"), float("nan"))]
+    [True, True, False, False, False]
+    """
+    try:
+        return math.isfinite(number)
+    except OverflowError:
+        return False
+
+
 def record_metadata(path, line_no, doc_id, record, first):
     """The `metadata` of one corpus record (`{}` for none, null values dropped), checked: an object of strings,
-    numbers, booleans and lists of strings, each field of the type the first document that has it gives it.
+    numbers (finite float64s, `fits_float64`), booleans and lists of strings, each field of the type the first
+    document that has it gives it.
 
     Args:
         path, line_no, doc_id: where the record is, for messages.
@@ -119,6 +135,11 @@ def record_metadata(path, line_no, doc_id, record, first):
             raise DataError(
                 f"{path}:{line_no}: document {doc_id!r} field `metadata.{field}` must be a string, "
                 f"number, boolean or list of strings, got {json.dumps(value)[:40]}"
+            )
+        if kind == "number" and not fits_float64(value):
+            raise DataError(
+                f"{path}:{line_no}: document {doc_id!r} field `metadata.{field}` is a number that does not fit a "
+                "float64 (finite, at most 1.8e308 in size), which number fields hold"
             )
         seen = first.setdefault(field, (kind, doc_id, path, line_no)) if kind else None
         if seen and seen[0] != kind:

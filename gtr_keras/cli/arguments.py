@@ -121,12 +121,12 @@ token_budget = int_at_least(2, " (one token and EOS)")
 
 
 def text(value):
-    """A text argument as valid Unicode: bytes that are not UTF-8 (which Python keeps as surrogate escapes)
+    r"""A text argument as valid Unicode: bytes that are not UTF-8 (which Python keeps as surrogate escapes)
     replaced by U+FFFD, as the tokenizer and BM25 replace them in files.
 
     Example:
     >>> text("wing \udcff lift")
-    'wing \ufffd lift'
+    'wing � lift'
     """
     return value.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
 

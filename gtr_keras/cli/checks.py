@@ -117,6 +117,15 @@ def _check_one_source(args, parser):
         parser.error("argument --model: required with --corpus")
 
 
+def check_tune_queries(args, parser):
+    """`tune --model` encodes a `--queries` file of text, which needs it; `.npy` vectors are encoded already."""
+    text = args.queries is not None and not args.queries.endswith(".npy")
+    if text and not args.model:
+        parser.error("argument --model: required with a --queries file of text (or give encoded .npy vectors)")
+    if args.model and not text:
+        parser.error("argument --model: encodes a --queries file of text; .npy vectors and --sample need none")
+
+
 # `export`'s flags that not every format takes: (its destination, its default, why a format refuses it).
 _EXPORT_FLAGS = (
     ("quantize", None, "applies to --format onnx, not {format}"),
@@ -130,8 +139,8 @@ def check_export_format(args, parser):
     """`export --format NAME` takes the flags of its format (`serving.export_formats.FORMATS`), whose
     packages must be installed (the one-line hint of the Python API too); `--search-param` sets a ScaNN
     searcher's."""
-    if args.search_param and (not args.index or args.searcher != "scann"):
-        parser.error("argument --search-param: sets the ScaNN searcher of --index (--searcher scann)")
+    if args.search_param and (not args.index or not args.searcher.startswith("scann")):
+        parser.error("argument --search-param: sets the ScaNN searcher of --index (--searcher scann|scann-int8)")
     export_format = FORMATS[args.format]
     for dest, default, reason in _EXPORT_FLAGS:
         if dest not in export_format.flags and getattr(args, dest) != default:

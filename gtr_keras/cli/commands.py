@@ -447,22 +447,39 @@ def demo(args):
 def tune(args):
     from gtr_keras.tuning.tuner import tune as tune_index
 
-    queries = None
-    if args.queries:
+    record = tune_index(
+        args.index, _tune_queries(args), args.sample, args.target_recall, args.k, args.plot, build=args.build
+    )
+    setting = ", ".join(f"{name}={value}" for name, value in {**record.get("build", {}), **record["setting"]}.items())
+    truth = "exact float32 search" if record["truth"] == "float32" else "exact search of its int8 copy (see the note)"
+    print(
+        f"chose {setting}: recall@{args.k} {record['recall']} on {record['held_out_queries']} held-out queries "
+        f"({record['tuning_recall']} on the {record['tuning_queries']} it was tuned on) against {truth}, at "
+        f"{record['qps']} queries/s (target {args.target_recall}; {record['queries']}); recorded in {args.index}"
+    )
+    print(f"wrote {record['plot']}")
+
+
+def _tune_queries(args):
+    """`tune --queries`' float32 vectors: a `.npy` file's, or a queries file's texts encoded with `--model`
+    (checked against the index's); None without `--queries`."""
+    if not args.queries:
+        return None
+    if args.queries.endswith(".npy"):
         from gtr_keras.utils.records import unreadable_reason
 
         try:
             with files.open(args.queries) as f:
-                queries = np.load(f)
+                return np.load(f)
         except (OSError, ValueError) as e:
             raise DataError(f"{args.queries}: unreadable ({unreadable_reason(e, args.queries)})") from e
-    record = tune_index(args.index, queries, args.sample, args.target_recall, args.k, args.plot, build=args.build)
-    setting = ", ".join(f"{name}={value}" for name, value in {**record.get("build", {}), **record["setting"]}.items())
-    print(
-        f"chose {setting}: recall@{args.k} {record['recall']} at {record['qps']} queries/s "
-        f"(target {args.target_recall}; {record['queries']}); recorded in {args.index}"
-    )
-    print(f"wrote {record['plot']}")
+    from gtr_keras.beir.readers import load_queries
+    from gtr_keras.retrieval.retriever import Retriever
+
+    texts = list(load_queries(args.queries).values())  # a bad file before the model loads
+    encoder = _encoder(args)
+    Retriever.check_model(args.index, encoder)
+    return encoder.encode_queries(texts, 64)
 
 
 @locks_output("args.out")  # before the model loads

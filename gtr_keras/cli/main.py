@@ -27,6 +27,7 @@ from gtr_keras.cli.checks import (
     check_index_sources,
     check_outputs,
     check_remote_paths,
+    check_tune_queries,
     check_update_sources,
 )
 from gtr_keras.cli.parser import build_parser
@@ -138,6 +139,8 @@ def main(argv=None):
         check_update_sources(args, parser.commands["update"])
     if args.command == "export":
         check_export_format(args, parser.commands["export"])
+    if args.command == "tune":
+        check_tune_queries(args, parser.commands["tune"])
     check_extras(args, parser.commands[args.command])
     check_outputs(args, parser.commands[args.command], standalone)
     if not args.debug:

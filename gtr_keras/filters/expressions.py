@@ -1,30 +1,37 @@
 """The filter syntax: `FIELD OP VALUE` clauses, ANDed, and `Filter`, the clauses with an allow-list of ids.
 
 A clause is `FIELD = VALUE`, `FIELD != VALUE`, `FIELD in (VALUE, VALUE, ...)` or `FIELD < | <= | > | >=
-NUMBER`. A value is a number (`2019`, `-0.5`, `1e3`), `true` or `false`, a quoted string (`'en'` or `"en"`,
-with `\\'` and `\\"` inside) or a bare word (`en`: a string). A field is a name of letters, digits, `_`, `.` and
-`-` (not starting with a digit), or any name in backquotes (`` `release year` ``).
+NUMBER`. A value is a number (`2019`, `-0.5`, `1e3`: ASCII digits), `true` or `false`, a quoted string (`'en'`
+or `"en"`, with `\\'` and `\\"` inside) or a bare word (`en`: a string). A field is a name of ASCII letters,
+digits, `_`, `.` and `-` (not starting with a digit), or any name in backquotes (`` `release year` ``).
+Whitespace is what `str.isspace` calls whitespace (the no-break space and the other Unicode spaces too).
+
+The grammar's pieces (`SPACES`, `WORD`, `QUOTED`, `NUMBER`, `FIELD_NAME`) are regular expressions in the syntax
+that Python's `re` and RE2 read alike, so that the searcher SavedModel's parser (`serving/filter_graph.py`, RE2
+through `tf.strings`) is built from the same ones.
 """
 
+import collections.abc
 import dataclasses
+import numbers
 import re
 
 from gtr_keras.errors import UserError
 
 OPERATORS = ("=", "!=", "<", "<=", ">", ">=", "in")
 ORDER_OPERATORS = ("<", "<=", ">", ">=")
+# The characters of `str.isspace` (the same from Unicode 14 to 15.1), as a character class's contents.
+SPACES = r"\t\n\x0b\x0c\r\x1c-\x1f\x20\x85\xa0" + "\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000"
+SYMBOLS = r"<=|>=|!=|=|<|>"
+WORD = rf"[^{SPACES}()=<>!,'\"`]+"
+QUOTED = r"""'(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*\""""
+NUMBER = r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?"
+FIELD_NAME = r"[A-Za-z_][A-Za-z0-9_.\-]*"
 _TOKEN = re.compile(
-    r"""\s*(?:
-      (?P<op><=|>=|!=|=|<|>)
-    | (?P<punct>[(),])
-    | `(?P<backquoted>[^`]+)`
-    | (?P<quoted>'(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*")
-    | (?P<word>[^\s()=<>!,'"`]+)
-    )""",
-    re.VERBOSE,
+    rf"[{SPACES}]*(?:(?P<op>{SYMBOLS})|(?P<punct>[(),])|`(?P<backquoted>[^`]+)`|(?P<quoted>{QUOTED})|(?P<word>{WORD}))"
 )
-_FIELD = re.compile(r"[A-Za-z_][A-Za-z0-9_.\-]*\Z")
-_NUMBER = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?\Z")
+_FIELD = re.compile(rf"{FIELD_NAME}\Z")
+_NUMBER = re.compile(rf"{NUMBER}\Z")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -44,7 +51,7 @@ def _tokens(text):
     tokens, position = [], 0
     while position < len(text):
         match = _TOKEN.match(text, position)
-        if match is None or match.end() == position:
+        if match is None:
             if not text[position:].strip():
                 break
             raise UserError(f"filter {text!r}: cannot parse from {text[position:].strip()!r}")
@@ -61,7 +68,12 @@ def _value(kind, token, text):
     if token in ("true", "false"):
         return token == "true"
     if _NUMBER.match(token):
-        return float(token) if any(c in token for c in ".eE") else int(token)
+        if any(c in token for c in ".eE"):
+            return float(token)
+        try:
+            return int(token)
+        except ValueError:  # more digits than Python converts (`sys.get_int_max_str_digits`): past a float64
+            return float(token)
     return token
 
 
@@ -106,12 +118,32 @@ def parse_clause(text):
     return Clause(field, op, (value,), text, (_written(*tokens[2]),))
 
 
+def _strings(value, what, integers=False):
+    """`value`, a string or an iterable of strings (or of integers, `integers`), as a list of strings: a string
+    is one item, never its characters."""
+    if isinstance(value, str):
+        return [value]
+    kinds = "strings or integers" if integers else "strings"
+    if isinstance(value, (bytes, bytearray)) or not isinstance(value, collections.abc.Iterable):
+        raise UserError(f"filter: {what} must be a string or a list of {kinds}, got {type(value).__name__}")
+    items = list(value)
+    for item in items:
+        integer = isinstance(item, numbers.Integral) and not isinstance(item, bool)
+        if not isinstance(item, str) and not (integers and integer):
+            raise UserError(f"filter: {what} must be {kinds}, got {type(item).__name__} {item!r:.40}")
+    return [str(item) for item in items]
+
+
 class Filter:
     """What a filtered search may return: the documents matching every clause, and in `ids` when given.
 
     Args:
-        expressions: a clause (str) or a sequence of them, ANDed (`parse_clause`).
-        ids: an allow-list of document ids, or None (every id).
+        expressions: a clause (str) or a sequence of them, ANDed (`parse_clause`), or None (none).
+        ids: an allow-list of document ids (a sequence of strings, or of integers as a corpus's `_id` may
+            be), one id (str), or None (every id).
+
+    Raises:
+        UserError: a clause that does not parse, or an argument of another type (`ids="d5"` is one id).
 
     Example:
     >>> Filter(["year >= 2019", "lang in (en, de)"], ids=["d1", "d7"]).clauses[0].op
@@ -119,9 +151,9 @@ class Filter:
     """
 
     def __init__(self, expressions=(), ids=None):
-        expressions = [expressions] if isinstance(expressions, str) else list(expressions)
+        expressions = () if expressions is None else _strings(expressions, "expressions")
         self.clauses = [parse_clause(expression) for expression in expressions]
-        self.ids = None if ids is None else list(ids)
+        self.ids = None if ids is None else _strings(ids, "ids", integers=True)
 
     @classmethod
     def of(cls, value):

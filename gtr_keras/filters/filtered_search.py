@@ -8,7 +8,8 @@ merged by score, equal scores ordered by id as `exact_search` does:
   answer is brute force over the filtered subset); the others masked out otherwise, in the part's own scoring
   (float32, or int8 or binary codes rescored with float32: `index/quantized_vectors.py`);
 - a ScaNN part whose allowed rows are at most `EXACT_FRACTION` of its rows, or fewer than `EXACT_ROWS`, scores
-  them all on its int8 vectors (those ScaNN reorders on); above, ScaNN is asked for `k / fraction` results and
+  them all on its int8 vectors (those ScaNN reorders on), the best rescored with float32 as its searches are;
+  above, ScaNN is asked for `k / fraction` results and
   a few more, and a query left with fewer than `k` allowed ones is asked again for twice as many, up to
   `_WIDENINGS` times, then its allowed rows are scored exactly. No query gets fewer than `k` hits while `k`
   allowed rows exist.
@@ -124,9 +125,11 @@ def _gathered(vectors, queries, k, allowed, ranks):
 
 
 def _exact_int8(part, queries, k, allowed):
-    """Exact scores of a ScaNN part's allowed rows on its int8 vectors (ScaNN's reordering scores)."""
+    """Exact scores of a ScaNN part's allowed rows on its int8 vectors (ScaNN's reordering scores), the best
+    `rescore_pool(k)` rescored with float32 where the part keeps them (`SearchIndex.rescored`)."""
     vectors, multipliers = _int8_vectors(part)
-    return _gathered(vectors, queries / multipliers, k, allowed, part.tie_ranks)
+    pool = min(part.rescore_pool(k), int(allowed.sum()))
+    return part.rescored(queries, *_gathered(vectors, queries / multipliers, pool, allowed, part.tie_ranks), k)
 
 
 def _int8_vectors(part):

@@ -9,7 +9,7 @@ over N rows, whatever the number of distinct values.
 
 import numpy as np
 
-from gtr_keras.beir.readers import metadata_type
+from gtr_keras.beir.readers import fits_float64, metadata_type
 from gtr_keras.errors import DataError, UserError
 from gtr_keras.filters.expressions import ORDER_OPERATORS
 
@@ -86,7 +86,9 @@ class MetadataColumns:
             list, `element_rows` (the row of each of its `codes`).
 
     Raises:
-        DataError: a field whose values mix types, naming the two documents.
+        DataError: a field whose values mix types, naming the two documents, or a number that does not fit a
+            float64 (`beir.readers.fits_float64`), naming the document and field.
+        UserError: `ids` a string, or `metadata` not one dict (or None) per id.
 
     Example:
     >>> columns = MetadataColumns(["d0", "d1"], [{"year": 2018}, {"year": 2021, "lang": "en"}])
@@ -95,14 +97,28 @@ class MetadataColumns:
     """
 
     def __init__(self, ids, metadata):
+        if isinstance(ids, (str, bytes)):
+            raise UserError(f"MetadataColumns: ids must be a list of ids, got {type(ids).__name__}")
         self.ids = list(ids)
         self._positions = None
+        metadata = [] if metadata is None else list(metadata)
+        if metadata and len(metadata) != len(self.ids):
+            raise UserError(f"MetadataColumns: {len(metadata)} metadata dicts for {len(self.ids)} ids")
         columns, first = {}, {}
-        for row, fields in enumerate(metadata or ()):
+        for row, fields in enumerate(metadata):
+            if fields is not None and not isinstance(fields, dict):
+                raise UserError(
+                    f"MetadataColumns: the metadata of document {self.ids[row]!r} must be a dict or None, "
+                    f"got {type(fields).__name__}"
+                )
             for field, value in (fields or {}).items():
                 kind = metadata_type(value)
                 if kind is None:
                     continue
+                if kind == "number" and not fits_float64(value):
+                    raise DataError(
+                        f"document {self.ids[row]!r} field `metadata.{field}` is a number that does not fit a float64"
+                    )
                 column = columns.get(field)
                 if column is None:
                     column = columns[field] = _Column(kind, len(self.ids))
@@ -149,7 +165,9 @@ class MetadataColumns:
         self.check(filter)
         for clause in filter.clauses:
             column = self.columns[clause.field]
-            values = clause.written if column.kind in ("string", "list") else clause.values
+            values = {"string": clause.written, "list": clause.written, "boolean": clause.values}.get(column.kind)
+            if values is None:  # a number's text read as the nearest float64, as the searcher's parser reads it
+                values = [float(written) for written in clause.written]
             mask &= column.matches(clause.op, values)
         if filter.ids is not None:
             if self._positions is None:

@@ -10,8 +10,10 @@ params), `ids.txt` (one id a line, in row order) and one copy of the
 vectors: float32 `embeddings.npy` (memory-mapped when local) for exact
 search, or ScaNN's searcher in `scann/` (its int8 copy, 1 byte per
 dimension, plus AH codes of 1/4 byte per dimension on disk, 1/8 in memory)
-for approximate search. It lives on any file system TensorFlow knows
-(local, `gs://`, `ram://`).
+for approximate search, with `embeddings.npy` beside it too where ScaNN's
+candidates are rescored with float32 (`reorder: "float32"`, the default;
+indexes built before keep the int8 copy only). It lives on any file system
+TensorFlow knows (local, `gs://`, `ram://`).
 """
 
 import collections.abc
@@ -35,9 +37,19 @@ INT8_NPY = "vectors-int8.npy"
 INT8_CALIBRATION_NPY = "int8-calibration.npy"
 BINARY_NPY = "vectors-binary.npy"
 VECTOR_FILES = (EMBEDDINGS_NPY, INT8_NPY, INT8_CALIBRATION_NPY, BINARY_NPY)
+# A ScaNN index's `reorder` param: ScaNN reorders its candidates on its int8 copy, then the best are rescored
+# with the float32 vectors of `embeddings.npy` (FLOAT32_REORDER), or not (INT8_REORDER: indexes built before).
+INT8_REORDER, FLOAT32_REORDER = "int8", "float32"
+NO_FLOAT32 = (
+    "this index keeps no float32 vectors (a ScaNN index built with reorder 'int8', or before float32 rescoring, "
+    "keeps only ScaNN's int8 copy); rebuild it with `gtr-keras index` (or `--exact`)"
+)
 # `gtr-keras tune` (`tuning`): the search setting chosen, applied when the index is loaded, and its curve.
 TUNED_JSON = "tuned.json"
 TUNE_PLOT = "tune-recall-qps.png"
+# `tune --build`'s scratch, `.tune-NAME-*` beside the search index directory NAME: the builds it measures. A
+# killed run leaves it; the next `tune` of that index removes it.
+TUNE_SCRATCH_PREFIX = ".tune-"
 # An updated index also holds its manifest, its segments and their deletion lists (`segments`).
 MANIFEST_JSON = "segments.json"
 SEARCH_INDEX_DIRECTORY = files.DirectoryKind(
@@ -314,11 +326,19 @@ def check_scann_rows(scann_dir, config):
             raise DataError(f"{path}: {rows} rows, but 'num_embeddings' is {config['num_embeddings']}; {REMEDY}")
 
 
+def has_float32(kind, params):
+    """Whether a search index of `kind` with `params` keeps its float32 vectors (`embeddings.npy`): every
+    exact index, and a ScaNN index whose candidates are rescored with them (`reorder: "float32"`, the default
+    since full-precision reordering; a ScaNN index built before keeps only ScaNN's int8 copy)."""
+    return kind == "exact" or (kind == "scann" and (params or {}).get("reorder") == FLOAT32_REORDER)
+
+
 def search_settings(kind, params):
     """The names of the search-time parameters of an index of `kind` with `params` (what `tune` sets):
-    ScaNN's leaves searched and reordering pool, a quantized exact index's rescored candidates, else none."""
+    ScaNN's leaves searched, reordering pool and (with float32 vectors) float32 rescoring pool, a quantized
+    exact index's rescored candidates, else none."""
     if kind == "scann":
-        return ("num_leaves_to_search", "reorder_factor")
+        return ("num_leaves_to_search", "reorder_factor") + (("rescore_factor",) if has_float32(kind, params) else ())
     return ("rescore",) if params else ()
 
 

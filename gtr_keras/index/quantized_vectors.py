@@ -1,5 +1,7 @@
 """The vectors of an exact index and how they are scored: float32 (`FloatVectors`), or int8 or binary codes
-searched first and their best candidates rescored with the float32 vectors (`QuantizedVectors`).
+searched first and their best candidates rescored with the float32 vectors (`QuantizedVectors`), and those
+float32 vectors read at the candidates' rows only (`FloatRows`, which a ScaNN index with full-precision
+reordering rescores its candidates with too).
 
 The quantization is sentence-transformers' embedding quantization: int8 maps each dimension's range over the
 indexed vectors (its calibration, `[min, step]`, stored beside the codes) to 256 levels; binary keeps the
@@ -34,6 +36,11 @@ VECTOR_TYPES = ("float32", "int8", "binary")
 # with the bundled model (benchmarks/quantized.py, RESULTS.md), int8 keeps float32's NDCG@10 from 10 on
 # (20 leaves a margin), binary keeps it within 0.4% from 100 on (0.7% at 40, 2.3% at 20).
 DEFAULT_RESCORE = {"int8": 20, "binary": 100}
+# `FloatRows.rescore` reads this many candidates' rows at a time (3 MiB at D=768), and lets go of the float32
+# file's pages once the pages of files mapped in the process have grown by more than _MAPPED_BYTES since it last
+# did: the RSS a memory-mapped float32 file adds to a search stays below that, whatever the batch.
+_RESCORE_ROWS = 1024
+_MAPPED_BYTES = 128 * 2**20
 _CODES = {"int8": INT8_NPY, "binary": BINARY_NPY}
 
 
@@ -123,27 +130,28 @@ def load_vectors(directory, config, config_path):
     """The vectors of the exact index in `directory` whose `index.json` fields are `config`: a
     `FloatVectors`, or a `QuantizedVectors` with its codes in memory and its float32 rows memory-mapped."""
     params = config["params"]
-    floats = read_embeddings(os.path.join(directory, EMBEDDINGS_NPY), config, config_path, scan=params is None)
     if params is None:
-        return FloatVectors(floats)
-    floats, mapped = _mapped_for_rescoring(floats)
+        return FloatVectors(read_embeddings(os.path.join(directory, EMBEDDINGS_NPY), config, config_path))
     rows, dims = config["num_embeddings"], config["dims"]
     codes = _load(os.path.join(directory, _CODES[params["vectors"]]))
     width = dims if params["vectors"] == "int8" else (dims + 7) // 8
     calibration = _load(os.path.join(directory, INT8_CALIBRATION_NPY)) if params["vectors"] == "int8" else None
     if codes.shape != (rows, width) or (calibration is not None and calibration.shape != (2, dims)):
         raise DataError(f"{directory}: {params['vectors']} codes of shape {codes.shape}, not {(rows, width)}; {REMEDY}")
-    return QuantizedVectors(floats, codes, params, calibration, mapped)
+    return QuantizedVectors(open_float_rows(directory, config, config_path), codes, params, calibration)
 
 
-def _mapped_for_rescoring(floats):
-    """`(rows, mmap or None)`: a local file's float32 rows memory-mapped for random reads (`MADV_RANDOM`)."""
+def open_float_rows(directory, config, config_path):
+    """The float32 rows of `embeddings.npy` in `directory` as `FloatRows` to rescore candidates with: a local
+    file memory-mapped for random reads (`MADV_RANDOM`), checked for shape and dtype only (a scan would make
+    every page resident); another file system's read into memory."""
+    floats = read_embeddings(os.path.join(directory, EMBEDDINGS_NPY), config, config_path, scan=False)
     if not isinstance(floats, np.memmap):
-        return floats, None
+        return FloatRows(floats)
     with open(floats.filename, "rb") as f:
         mapped = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
     mapped.madvise(mmap.MADV_RANDOM)
-    return np.frombuffer(mapped, np.float32, floats.size, floats.offset).reshape(floats.shape), mapped
+    return FloatRows(np.frombuffer(mapped, np.float32, floats.size, floats.offset).reshape(floats.shape), mapped)
 
 
 def _load(path):
@@ -160,8 +168,74 @@ def quantize(floats, params):
         return FloatVectors(floats)
     if params["vectors"] == "int8":
         calibration = int8_calibration([floats])
-        return QuantizedVectors(floats, int8_codes(floats, calibration), params, calibration)
-    return QuantizedVectors(floats, binary_codes(floats), params)
+        return QuantizedVectors(FloatRows(floats), int8_codes(floats, calibration), params, calibration)
+    return QuantizedVectors(FloatRows(floats), binary_codes(floats), params)
+
+
+class FloatRows:
+    """float32 rows read only where candidates are, to rescore them (`rescore`): what an int8 or binary exact
+    index and a ScaNN index with full-precision reordering keep on disk.
+
+    Args:
+        floats: float32 `[N, D]` array, or a view of `mapped`.
+        mapped: the `mmap.mmap` that `floats` views (`open_float_rows`), or None. Its pages are let go
+            (`MADV_DONTNEED`; they stay in the page cache) once the process's mapped file pages have grown by
+            `_MAPPED_BYTES`: the kernel maps whole page-cache folios (up to megabytes) around each row read,
+            which would otherwise stay counted in the RSS until the whole file is.
+
+    Example:
+    >>> rows = FloatRows(np.eye(3, dtype="float32"))
+    >>> rows.rescore(np.eye(1, 3, 2, dtype="float32"), np.array([[0, 2]]), 1, np.arange(3))
+    (array([[2]]), array([[1.]], dtype=float32))
+    """
+
+    def __init__(self, floats, mapped=None):
+        self.floats, self._mapped, self._baseline = floats, mapped, None
+
+    def rescore(self, queries, candidates, k, ranks):
+        """The best `k` of each query's `candidates` by float32 dot product, equal scores in `ranks`' order
+        (lower first, as `exact_search.exact_top_k` orders them).
+
+        Args:
+            queries: float32 `[n, D]`.
+            candidates: int64 `[n, c]` distinct rows per query, `c >= k`.
+            k: results per query.
+            ranks: int64 `[N]`, the order of equal scores.
+
+        Returns:
+            `(indices, scores)`: int64 and float32 `[n, k]`, best first.
+        """
+        indices = np.empty((len(queries), k), np.int64)
+        scores = np.empty((len(queries), k), np.float32)
+        step = max(1, _RESCORE_ROWS // max(1, candidates.shape[1]))
+        for start in range(0, len(queries), step):
+            block = candidates[start : start + step]
+            rows, inverse = np.unique(block, return_inverse=True)  # in file order: the memory map reads forward
+            vectors = np.asarray(self.floats[rows], dtype=np.float32)
+            if self._mapped is not None:
+                self._let_go()
+            block_scores = np.einsum("qcd,qd->qc", vectors[inverse.reshape(block.shape)], queries[start : start + step])
+            order = np.lexsort((ranks[block], -block_scores), axis=-1)[:, :k]
+            indices[start : start + step] = np.take_along_axis(block, order, axis=1)
+            scores[start : start + step] = np.take_along_axis(block_scores, order, axis=1)
+        return indices, scores
+
+    def _let_go(self):
+        """Lets go of the memory map's pages when the process's mapped file pages have grown by more than
+        `_MAPPED_BYTES` since it last did (always, where `/proc/self/statm` cannot tell)."""
+        pages = _file_pages()
+        if pages is None or self._baseline is None or (pages - self._baseline) * mmap.PAGESIZE > _MAPPED_BYTES:
+            self._mapped.madvise(mmap.MADV_DONTNEED)
+            self._baseline = _file_pages()
+
+
+def _file_pages():
+    """The resident pages of files mapped by this process (`/proc/self/statm`'s third field), or None."""
+    try:
+        with open("/proc/self/statm", "rb") as f:
+            return int(f.read().split()[2])
+    except (OSError, ValueError, IndexError):
+        return None
 
 
 class FloatVectors:
@@ -204,13 +278,11 @@ class QuantizedVectors:
     """int8 or binary codes searched first, the best `params["rescore"]` candidates rescored with float32.
 
     Args:
-        floats: float32 `[N, D]` (a memory map, for a loaded index), read only at the candidates' rows.
+        float_rows: the float32 rows (`FloatRows`; memory-mapped for a loaded index), read only at the
+            candidates' rows.
         codes: int8 `[N, D]` or packed sign bits uint8 `[N, ceil(D / 8)]`.
         params: `vector_params`' dict.
         calibration: the int8 codes' `[min, step]` per dimension (`int8_calibration`); None for binary.
-        mapped: the `mmap.mmap` that `floats` views, or None. After each query's rescoring its pages are
-            let go (`MADV_DONTNEED`; they stay in the page cache): the kernel maps whole page-cache folios
-            (up to megabytes) around each row read, which would otherwise stay counted in the RSS.
 
     Example:
     >>> vectors = quantize(np.eye(4, dtype="float32"), vector_params("binary", rescore=2))
@@ -218,10 +290,10 @@ class QuantizedVectors:
     (array([[3]]), array([[1.]], dtype=float32))
     """
 
-    def __init__(self, floats, codes, params, calibration=None, mapped=None):
-        self.floats, self.codes, self.params, self.calibration = floats, codes, params, calibration
-        self._mapped = mapped
-        self._rows = codes if params["vectors"] == "int8" else SignRows(codes, floats.shape[1])
+    def __init__(self, float_rows, codes, params, calibration=None):
+        self.float_rows, self.floats = float_rows, float_rows.floats
+        self.codes, self.params, self.calibration = codes, params, calibration
+        self._rows = codes if params["vectors"] == "int8" else SignRows(codes, self.floats.shape[1])
 
     def top_k(self, queries, k, ranks, excluded=None):
         """The top `k` by float32 dot product among the best `params["rescore"]` (at least `k`) by the
@@ -230,13 +302,4 @@ class QuantizedVectors:
         pool = min(live, max(k, self.params["rescore"]))
         scored = queries * self.calibration[1] if self.calibration is not None else queries
         candidates, _ = exact_search.exact_top_k(self._rows, scored, pool, ranks, excluded)
-        indices = np.empty((len(queries), k), np.int64)
-        scores = np.empty((len(queries), k), np.float32)
-        for i, (rows, query) in enumerate(zip(candidates, queries)):
-            rows = np.sort(rows)  # in file order: the memory map reads forward
-            row_scores = np.asarray(self.floats[rows], dtype=np.float32) @ query
-            order = np.lexsort((ranks[rows], -row_scores))[:k]
-            indices[i], scores[i] = rows[order], row_scores[order]
-            if self._mapped is not None:
-                self._mapped.madvise(mmap.MADV_DONTNEED)
-        return indices, scores
+        return self.float_rows.rescore(queries, candidates, k, ranks)

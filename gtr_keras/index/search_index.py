@@ -5,7 +5,9 @@ embeddings, i.e. their cosine similarity. `SearchIndex` returns the `k`
 passages with the highest dot product, either exactly (`exact_search`:
 batched matmul over the stored float32 vectors, read in blocks) or
 approximately with ScaNN (`scann_builder`: k-means tree + anisotropic AH +
-reordering on int8 vectors). Building never holds every vector in memory:
+reordering on int8 vectors, whose best candidates are rescored with the
+float32 vectors, memory-mapped: `quantized_vectors.FloatRows`). Building
+never holds every vector in memory:
 `write_search_index` reads its source a chunk at a time. The files of an
 index are those of `index_format`.
 """
@@ -18,7 +20,11 @@ import numpy as np
 from gtr_keras.errors import DataError, UserError
 from gtr_keras.index import exact_search
 from gtr_keras.index.layout import (
+    EMBEDDINGS_NPY,
+    FLOAT32_REORDER,
     IDS_TXT,
+    INT8_REORDER,
+    NO_FLOAT32,
     SCANN_DIR,
     SEARCH_INDEX_DIRECTORY,
     TUNED_JSON,
@@ -26,13 +32,22 @@ from gtr_keras.index.layout import (
     check_embeddings,
     check_ids,
     check_scann_rows,
+    has_float32,
     read_description,
     read_ids,
     read_tuned,
     search_settings,
     write_description,
+    write_embeddings,
 )
-from gtr_keras.index.quantized_vectors import check_vector_params, load_vectors, quantize, write_vectors
+from gtr_keras.index.quantized_vectors import (
+    FloatRows,
+    check_vector_params,
+    load_vectors,
+    open_float_rows,
+    quantize,
+    write_vectors,
+)
 from gtr_keras.index.scann_builder import build_scann, load_scann, scann_params
 from gtr_keras.index.segmented_index import SegmentedIndex
 from gtr_keras.index.segments import (
@@ -92,10 +107,18 @@ def _resolve(kind, params, n):
         kind = "exact" if n < EXACT_MAX_N or (params and "vectors" in params) else "scann"
     if kind == "exact":
         return kind, check_vector_params(params)
-    params = dict(scann_params(n), **(params or {}))
-    if params["reorder"] != "int8":
+    overrides = params or {}
+    params = dict(scann_params(n), **overrides)
+    if params["reorder"] == INT8_REORDER:
+        if "rescore_factor" in overrides:
+            raise UserError("rescore_factor needs the float32 vectors that reorder 'float32' keeps")
+        del params["rescore_factor"]
+    elif params["reorder"] == FLOAT32_REORDER:
+        check_positive_int(params["rescore_factor"], "rescore_factor")
+    else:
         raise UserError(
-            f"reorder must be 'int8' (the one copy of the vectors a ScaNN index keeps), got {params['reorder']!r}"
+            f"reorder must be 'float32' (ScaNN's candidates rescored with the float32 vectors, kept memory-mapped) "
+            f"or 'int8' (ScaNN's int8 copy only), got {params['reorder']!r}"
         )
     return kind, params
 
@@ -105,7 +128,8 @@ def write_search_index(source, directory, kind="auto", params=None):
 
     No more than one chunk of float32 vectors (and ScaNN's training sample)
     is held in memory: exact indexes copy the chunks into `embeddings.npy`;
-    ScaNN indexes are built as `scann_builder.build_scann` says. The directory
+    ScaNN indexes are built as `scann_builder.build_scann` says, and copy
+    them into `embeddings.npy` too with `reorder: "float32"`. The directory
     appears only when complete; a previous index there stays until then.
 
     Args:
@@ -132,6 +156,8 @@ def write_search_index(source, directory, kind="auto", params=None):
         if kind == "scann":
             os.mkdir(tmp / SCANN_DIR)
             build_scann(source, params, tmp / SCANN_DIR)
+            if has_float32(kind, params):
+                write_embeddings(tmp / EMBEDDINGS_NPY, source.chunks(), source.num_rows, source.dims)
         else:
             write_vectors(tmp, source.chunks, source.num_rows, source.dims, params)
         write_description(tmp, ids, kind, params, source.dims)
@@ -144,12 +170,16 @@ class SearchIndex:
     With `kind="exact"`, queries are scored against every float32 embedding
     by batched matrix products, a block of rows at a time. With
     `kind="scann"`, a ScaNN searcher is built with `params` (default
-    `scann_params(N)`), reordering on int8 vectors; query rows that ScaNN
-    cannot fill with `k` results from the leaves searched (`k` close to `N`)
+    `scann_params(N)`): it reorders its `reorder_factor * k` best AH
+    candidates on int8 vectors, and the best `rescore_factor * k` of those are
+    rescored with the float32 vectors (`reorder: "float32"`; with `"int8"`,
+    ScaNN's int8 order is the answer, and no float32 vectors are kept); query
+    rows that ScaNN cannot fill from the leaves searched (`k` close to `N`)
     are searched again over every leaf. `kind="auto"` is `"exact"` below
     `EXACT_MAX_N` embeddings and `"scann"` from there on.
-    `num_leaves_to_search` and `reorder_factor` are read from `index.params`
-    at each search, so they can be tuned without a rebuild. For corpora too
+    `num_leaves_to_search`, `reorder_factor` and `rescore_factor` are read
+    from `index.params` at each search, so they can be tuned without a
+    rebuild. For corpora too
     large for memory, `write_search_index` builds from shards and `load`
     memory-maps what it can.
 
@@ -173,11 +203,15 @@ class SearchIndex:
         parts: `[(self, None)]`: the one part, with no deleted rows (as `SegmentedIndex.parts`).
         path: the directory it was loaded from, or None.
         documents_path: the documents file of its rows in an index directory, or None.
-        embeddings: the float32 `[N, D]` vectors of an exact index (a
-            read-only memory map for one loaded from a local directory);
-            None for ScaNN, which keeps its own int8 copy.
+        embeddings: the float32 `[N, D]` vectors of an exact index, or of a
+            ScaNN index that rescores with them (a read-only memory map for
+            one loaded from a local directory); None for a ScaNN index that
+            keeps only its int8 copy (`reorder: "int8"`, and indexes built
+            before float32 rescoring).
         vectors: how an exact index scores them (`quantized_vectors.FloatVectors`
             or `QuantizedVectors`); None for ScaNN.
+        float_rows: the `quantized_vectors.FloatRows` a ScaNN index rescores
+            its candidates with, or None.
 
     Example:
     >>> index = SearchIndex(["d0", "d1"], np.eye(2, dtype="float32"))
@@ -188,17 +222,19 @@ class SearchIndex:
     def __init__(self, ids, embeddings, kind="auto", params=None):
         source = ArrayRows(ids, embeddings)
         kind, params = _resolve(kind, params, source.num_rows)
-        searcher = None
+        searcher = float_rows = None
         if kind == "scann":
             with files.temporary_directory("gtr-keras-scann-") as scratch:
                 build_scann(source, params, scratch)
                 searcher = load_scann(scratch)
+            float_rows = FloatRows(source.embeddings) if has_float32(kind, params) else None
         vectors = quantize(source.embeddings, params) if kind == "exact" else None
-        self._set(source.ids, kind, params, source.dims, vectors, searcher)
+        self._set(source.ids, kind, params, source.dims, vectors, searcher, float_rows=float_rows)
 
-    def _set(self, ids, kind, params, dims, vectors, searcher, path=None, documents=None):
+    def _set(self, ids, kind, params, dims, vectors, searcher, path=None, documents=None, float_rows=None):
         self.ids, self.kind, self.params, self.dims = Ids(ids), kind, params, dims
-        self.vectors, self.embeddings = vectors, vectors.floats if vectors is not None else None
+        self.vectors, self.float_rows = vectors, float_rows
+        self.embeddings = vectors.floats if vectors is not None else float_rows and float_rows.floats
         self._searcher, self.path, self.documents_path = searcher, path, documents
 
     @classmethod
@@ -228,9 +264,9 @@ class SearchIndex:
         return [(self, None)]
 
     def live_embeddings(self):
-        """The float32 `[N, D]` vectors of an exact index, in row order (`SegmentedIndex.live_embeddings`)."""
-        if self.kind != "exact":
-            raise UserError(f"the float32 vectors are kept by exact indexes only, this one is {self.kind}")
+        """The float32 `[N, D]` vectors of an index that keeps them, in row order (`SegmentedIndex.live_embeddings`)."""
+        if self.embeddings is None:
+            raise UserError(NO_FLOAT32)
         return self.embeddings
 
     def search(self, query_embeddings, k):
@@ -256,17 +292,36 @@ class SearchIndex:
             return self.vectors.top_k(queries, k, self.tie_ranks)
         if not len(queries):
             return np.empty((0, k), np.int64), np.empty((0, k), np.float32)
-        indices, scores = self._scann_search(queries, k, self.params["num_leaves_to_search"])
+        pool = self.rescore_pool(k)
+        indices, scores = self._scann_search(queries, pool, k, self.params["num_leaves_to_search"])
         unfilled = np.isnan(scores).any(axis=1)
         if unfilled.any():
-            indices[unfilled], scores[unfilled] = self._scann_search(queries[unfilled], k, self.params["num_leaves"])
-        return indices, scores
+            indices[unfilled], scores[unfilled] = self._scann_search(
+                queries[unfilled], pool, k, self.params["num_leaves"]
+            )
+        return self.rescored(queries, indices, scores, k)
 
-    def _scann_search(self, queries, k, leaves):
+    def rescore_pool(self, k):
+        """How many candidates a ScaNN search for `k` results rescores with float32: `rescore_factor * k`
+        (at most N), or `k` for an index without float32 vectors."""
+        return min(len(self.ids), self.params["rescore_factor"] * k) if self.float_rows is not None else k
+
+    def rescored(self, queries, candidates, scores, k):
+        """The best `k` of `rescore_pool(k)` candidates by float32 (`FloatRows.rescore`), or, without float32
+        vectors, the first `k` as they are (`candidates` and their `scores`, best first).
+
+        Example:
+        >>> index.rescored(queries, *index_candidates, 10)  # doctest: +SKIP
+        """
+        if self.float_rows is None:
+            return candidates[:, :k], scores[:, :k]
+        return self.float_rows.rescore(queries, candidates, k, self.tie_ranks)
+
+    def _scann_search(self, queries, pool, k, leaves):
         indices, scores = self._searcher.search_batched(
             queries,
-            k,
-            self.params["reorder_factor"] * k,
+            pool,
+            max(pool, self.params["reorder_factor"] * k),
             leaves,
             True,
             256,  # in parallel, 256 queries a task
@@ -283,8 +338,8 @@ class SearchIndex:
 
         Args:
             setting: a dict of positive ints among `layout.search_settings(kind, params)`: for ScaNN
-                `num_leaves_to_search` (at most `num_leaves`) and `reorder_factor`; for an int8 or
-                binary exact index `rescore`.
+                `num_leaves_to_search` (at most `num_leaves`), `reorder_factor` and, with float32
+                vectors, `rescore_factor`; for an int8 or binary exact index `rescore`.
 
         Raises:
             UserError: a parameter the index has not, or a value that is not a positive int.
@@ -295,7 +350,8 @@ class SearchIndex:
         names = search_settings(self.kind, self.params)
         for name, value in setting.items():
             if name not in names:
-                what = f"{self.kind} index" + (f" of {self.params['vectors']} vectors" if self.params else "")
+                vectors = self.params.get("vectors") or self.params.get("reorder") if self.params else None
+                what = f"{self.kind} index" + (f" of {vectors} vectors" if vectors else "")
                 raise UserError(f"a {what} has no search parameter {name!r} (it has: {', '.join(names) or 'none'})")
             check_positive_int(value, name)
         if self.kind == "scann" and setting.get("num_leaves_to_search", 0) > self.params["num_leaves"]:
@@ -307,12 +363,15 @@ class SearchIndex:
 
         Files: `ids.txt` (one id per line), `index.json` (format version,
         kind, N, dims, ScaNN params) and either `embeddings.npy` (exact) or
-        the ScaNN searcher in `scann/`.
+        the ScaNN searcher in `scann/` (and `embeddings.npy`, with float32
+        rescoring).
         """
         with atomic_directory(directory, [SEARCH_INDEX_DIRECTORY]) as tmp:
             if self.kind == "scann":
                 os.mkdir(tmp / SCANN_DIR)
                 self._searcher.serialize(str(tmp / SCANN_DIR), True)
+                if self.float_rows is not None:
+                    write_embeddings(tmp / EMBEDDINGS_NPY, [self.embeddings], len(self.ids), self.dims)
             else:
                 write_vectors(tmp, lambda: [self.embeddings], len(self.ids), self.dims, self.params)
             write_description(tmp, self.ids, self.kind, self.params, self.dims)
@@ -324,7 +383,8 @@ class SearchIndex:
         `directory` may also be an index directory of `gtr-keras index` (its
         `index/` subdirectory is loaded). A local exact index is memory-mapped
         (searches read it a block at a time); ScaNN reads its own files into
-        memory (about 1 KB per 768-d vector). The setting `gtr-keras tune`
+        memory (about 1 KB per 768-d vector) and memory-maps its float32
+        vectors, reading only its candidates' rows. The setting `gtr-keras tune`
         recorded (`tuned.json`) applies to its searches (`set_search_params`
         overrides it). An updated index
         (`segment_writer.update_search_index`) is loaded at the generation its
@@ -402,7 +462,10 @@ class SearchIndex:
             with files.local_copy(os.path.join(directory, SCANN_DIR)) as scann_dir:
                 check_scann_rows(scann_dir, config)
                 searcher = load_scann(scann_dir)
-            index._set(ids, "scann", config["params"], config["dims"], None, searcher, directory, documents)
+            float_rows = (
+                open_float_rows(directory, config, config_path) if has_float32("scann", config["params"]) else None
+            )
+            index._set(ids, "scann", config["params"], config["dims"], None, searcher, directory, documents, float_rows)
         else:
             vectors = load_vectors(directory, config, config_path)
             index._set(ids, "exact", vectors.params, config["dims"], vectors, None, directory, documents)

@@ -7,8 +7,9 @@ at any point before leaves the previous generation as it was, and the next
 update (or a rerun) removes what the killed one had written. A compaction
 writes the live rows of every segment into one new segment (for ScaNN, the
 per-point arrays joined without retraining: every segment shares the first's
-tree and codebooks), and is run automatically past `MAX_SEGMENTS` segments or
-`MAX_DELETED_FRACTION` of deleted rows.
+tree and codebooks; and the float32 rows it rescores with, copied), and is
+run automatically past `MAX_SEGMENTS` segments or `MAX_DELETED_FRACTION` of
+deleted rows.
 """
 
 import hashlib
@@ -28,10 +29,12 @@ from gtr_keras.index.layout import (
     VECTOR_FILES,
     Ids,
     check_ids,
+    has_float32,
     read_description,
     read_embeddings,
     read_ids,
     write_description,
+    write_embeddings,
 )
 from gtr_keras.index.quantized_vectors import write_vectors
 from gtr_keras.index.scann_builder import build_scann_segment, merge_scann
@@ -287,6 +290,8 @@ def compact_search_index(directory, state=None):
         if kind == "scann":
             os.mkdir(tmp / SCANN_DIR)
             merge_scann([(os.path.join(path, SCANN_DIR), keep) for path, keep in zip(paths, keeps)], tmp / SCANN_DIR)
+            if has_float32(kind, state.config["params"]):
+                write_embeddings(tmp / EMBEDDINGS_NPY, _live_blocks(paths, keeps), len(live_ids), state.config["dims"])
         else:
             write_vectors(
                 tmp, lambda: _live_blocks(paths, keeps), len(live_ids), state.config["dims"], state.config["params"]
@@ -329,6 +334,8 @@ def _write_segment(state, name, source, ids, corpus):
             codec = os.path.join(state.path(state.segments[0]["name"]), SCANN_DIR)
             with files.local_copy(codec) as local_codec:
                 build_scann_segment(local_codec, source, tmp / SCANN_DIR)
+            if has_float32(kind, state.config["params"]):
+                write_embeddings(tmp / EMBEDDINGS_NPY, source.chunks(), source.num_rows, source.dims)
         else:
             write_vectors(tmp, source.chunks, source.num_rows, source.dims, state.config["params"])
         write_description(tmp, ids, kind, state.config["params"], state.config["dims"])

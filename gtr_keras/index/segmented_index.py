@@ -18,7 +18,7 @@ import numpy as np
 
 from gtr_keras.errors import DataError, UserError
 from gtr_keras.index import exact_search
-from gtr_keras.index.layout import Ids, check_embeddings
+from gtr_keras.index.layout import NO_FLOAT32, Ids, check_embeddings
 from gtr_keras.utils.records import check_positive_int
 
 # A ScaNN part with deleted rows is asked for k / (live fraction) + this many results, then twice as many
@@ -167,9 +167,9 @@ class SegmentedIndex:
             index.set_search_params(setting)
 
     def live_embeddings(self):
-        """The float32 `[N, D]` vectors of the live rows of an index whose parts are all exact, in row order."""
-        if self.kind != "exact":
-            raise UserError(f"the float32 vectors are kept by exact indexes only, this one is {self.kind}")
+        """The float32 `[N, D]` vectors of the live rows of an index whose parts all keep them, in row order."""
+        if any(index.embeddings is None for index, _ in self.parts):
+            raise UserError(NO_FLOAT32)
         return np.concatenate(
             [index.embeddings if deleted is None else index.embeddings[~deleted] for index, deleted in self.parts]
         )

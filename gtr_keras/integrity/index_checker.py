@@ -30,6 +30,7 @@ from gtr_keras.index.layout import (
     SCANN_DIR,
     TUNED_JSON,
     check_scann_rows,
+    has_float32,
     read_description,
     read_embeddings,
     read_ids,
@@ -150,7 +151,7 @@ def _check_segment(path, segment):
     if config["kind"] == "scann":
         with files.local_copy(os.path.join(path, SCANN_DIR)) as scann_dir:
             check_scann_rows(scann_dir, config)
-    else:
+    if has_float32(config["kind"], config["params"]):
         read_embeddings(os.path.join(path, EMBEDDINGS_NPY), config, config_path)
     return ids
 

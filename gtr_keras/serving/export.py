@@ -34,7 +34,9 @@ The tokenizer (TF Text's `FastSentencepieceTokenize` op, its model a graph const
 also kept as an asset), the encoder weights and the index are inside. The `brute-force` searcher uses
 stock TensorFlow ops only (a matmul and `top_k`) and runs on stock TF Serving; the `scann` searcher needs
 ScaNN's custom ops, and its searcher is rebuilt once when the SavedModel is loaded (from the serialized
-ScaNN assets), never per call.
+ScaNN assets), never per call. An index that rescores ScaNN's candidates with float32 (`reorder: "float32"`)
+is exported with its float32 vectors (a variable) and rescores as `SearchIndex.search` does, answering as
+`gtr-keras search`; `scann-int8` leaves them out (ScaNN's int8 order, a quarter of the memory).
 
 `export_all` writes both as a unit (they replace their previous versions together), checking
 first that the index was built with the encoder's model. A version directory is replaced only when
@@ -58,7 +60,15 @@ import numpy as np
 import tensorflow as tf
 
 from gtr_keras.errors import DataError, UserError
-from gtr_keras.index.layout import INDEX_SUBDIR, SCANN_ARRAY_FILES, SCANN_DATAPOINT_TO_TOKEN, SCANN_TENSOR_FILES
+from gtr_keras.index.layout import (
+    INDEX_SUBDIR,
+    NO_FLOAT32,
+    SCANN_ARRAY_FILES,
+    SCANN_DATAPOINT_TO_TOKEN,
+    SCANN_TENSOR_FILES,
+    has_float32,
+    read_description,
+)
 from gtr_keras.index.scann_builder import codec_files, merge_scann
 from gtr_keras.index.search_index import SearchIndex
 from gtr_keras.index.segments import documents_path, index_documents
@@ -82,6 +92,7 @@ WARMUP_FILE = "tf_serving_warmup_requests"
 WARMUP_TEXTS = ("what keeps a wing up?", "GTR is a dual encoder for retrieval.")
 WARMUP_K = 3
 SCANN_SUBDIR = "scann"
+SEARCHERS = ("scann", "scann-int8", "brute-force")
 IMPORT_HINT = (
     "GTR SavedModels use TF Text's SentencePiece ops (and the ScaNN searcher uses ScaNN's ops): run "
     "`import tensorflow_text` (and `import scann`) before `tf.saved_model.load`/`hub.load`, or load with "
@@ -291,12 +302,16 @@ def export_searcher(encoder, index_dir, export_dir, searcher="scann", version=No
             or not), or a list of them: shards of one model, searched as one
             (the merged top `k`).
         export_dir: the export root.
-        searcher: `"scann"` (the index's ScaNN searcher; an exact index is
-            exported as brute force) or `"brute-force"` (stock ops only).
+        searcher: `"scann"` (the index's ScaNN searcher, with its float32
+            rescoring where the index keeps float32 vectors; an exact index is
+            exported as brute force), `"scann-int8"` (ScaNN's int8 order
+            only: no float32 vectors in memory) or `"brute-force"` (stock ops
+            only; float32 vectors).
         version: the TF Serving version directory (None: `next_version`).
         k: results per query of `serving_default`.
-        search_params: ScaNN's `num_leaves_to_search` and `reorder_factor` for the exported searcher,
-            overriding the index's (the setting `gtr-keras tune` recorded, or the build's); None: the index's.
+        search_params: ScaNN's `num_leaves_to_search`, `reorder_factor` and `rescore_factor` for the exported
+            searcher, overriding the index's (the setting `gtr-keras tune` recorded, or the build's); None: the
+            index's.
 
     Example:
     >>> export_searcher(encoder, "indexes/scifact", "exports/scifact", searcher="brute-force")
@@ -378,17 +393,15 @@ def _write_together(export_dir, version, writers):
 
 
 def _check_searcher(encoder, index_dir, searcher, k):
-    if searcher not in ("scann", "brute-force"):
-        raise UserError(f"searcher must be 'scann' or 'brute-force', got {searcher!r}")
+    if searcher not in SEARCHERS:
+        raise UserError(f"searcher must be one of {', '.join(map(repr, SEARCHERS))}, got {searcher!r}")
     if not isinstance(k, int) or k < 1:
         raise UserError(f"k must be a positive integer, got {k!r}")
     for directory in _index_dirs(index_dir):
-        recorded = Retriever.check_model(directory, encoder)
-        if searcher == "brute-force" and recorded.get("kind") == "scann":
-            raise DataError(
-                f"{directory}: a ScaNN index keeps only int8 vectors; the brute-force searcher needs the "
-                f"float32 ones of an exact index (`gtr-keras index --exact`)"
-            )
+        Retriever.check_model(directory, encoder)
+        _, _, config = read_description(os.path.join(directory, INDEX_SUBDIR))
+        if searcher == "brute-force" and not has_float32(config["kind"], config["params"]):
+            raise DataError(f"{directory}: the brute-force searcher needs float32 vectors, but {NO_FLOAT32}")
 
 
 def _index_dirs(index_dir):
@@ -428,7 +441,8 @@ def _write_searcher(encoder, index_dir, staging, searcher, k, search_params=None
         documents = _original_documents(index, dict(zip(local, originals)))
         if index.kind == "mixed":
             raise UserError(f"{index_dir}: shards of exact and ScaNN indexes; export shards of one kind")
-        use_scann = searcher == "scann" and index.kind == "scann"
+        use_scann = searcher != "brute-force" and index.kind == "scann"
+        float32 = searcher == "scann" and all(part.embeddings is not None for part, _ in index.parts)
         if search_params and use_scann:
             index.set_search_params(search_params)
         root, embed = _root(encoder, staging)
@@ -438,6 +452,8 @@ def _write_searcher(encoder, index_dir, staging, searcher, k, search_params=None
         if use_scann:
             from scann.scann_ops.py import scann_ops
 
+            if float32:
+                root.doc_embeddings = tf.Variable(index.live_embeddings(), trainable=False, name="doc_embeddings")
             root.scann_parts, searched, offset = [], [], 0
             for number, (parts, params) in enumerate(_scann_groups(index)):
                 part_dir = os.path.join(raw_dir, str(number))
@@ -451,24 +467,35 @@ def _write_searcher(encoder, index_dir, staging, searcher, k, search_params=None
                 root.scann_parts.append(resource)
                 size = np.load(os.path.join(parts[0][0], SCANN_DATAPOINT_TO_TOKEN), mmap_mode="r").shape[0]
                 leaves = (params["num_leaves_to_search"], params["num_leaves"])
-                searched.append((resource, offset, size, params["reorder_factor"], leaves))
+                rescore = index.params["rescore_factor"] if float32 else 1
+                searched.append((resource, offset, size, params["reorder_factor"], rescore, leaves))
                 offset += size
 
             def top_k(queries, k, every_leaf=False):
                 # Plain tuples, not ScaNN's named one: `tf.cond` in `search` pairs them with an empty batch's.
                 neighbors, scores = [], []
-                for resource, first, size, reorder, leaves in searched:
+                for resource, first, size, reorder, rescore, leaves in searched:
                     width = tf.minimum(k, size)
+                    pool = tf.minimum(rescore * width, size)  # rescored with float32 below (`SearchIndex.search`)
                     found = scann_ops.scann_search_batched(
-                        resource.resource_handle, queries, width, reorder * width, leaves[every_leaf], True
+                        resource.resource_handle,
+                        queries,
+                        pool,
+                        tf.maximum(pool, reorder * width),
+                        leaves[every_leaf],
+                        True,
                     )
                     missing = tf.math.is_nan(found[1])  # places ScaNN's searched leaves could not fill
                     neighbors.append(tf.where(missing, 0, found[0]) + first)
                     scores.append(tf.where(missing, -np.inf, found[1]))
-                if len(searched) == 1:
-                    return neighbors[0], scores[0]
-                best, place = tf.math.top_k(tf.concat(scores, axis=1), k)
-                return tf.gather(tf.concat(neighbors, axis=1), place, batch_dims=1), best
+                neighbors, scores = tf.concat(neighbors, axis=1), tf.concat(scores, axis=1)
+                if float32:
+                    exact = tf.einsum("bcd,bd->bc", tf.gather(root.doc_embeddings, neighbors), queries)
+                    scores = tf.where(tf.math.is_finite(scores), exact, -np.inf)
+                elif len(searched) == 1:
+                    return neighbors, scores
+                best, place = tf.math.top_k(scores, k)
+                return tf.gather(neighbors, place, batch_dims=1), best
 
             def allowed_top_k(queries, k, allowed):
                 # Over-fetch in proportion to the rows allowed; rows left short are searched again over every

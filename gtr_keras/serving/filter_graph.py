@@ -1,23 +1,31 @@
 """`FilterGraph`: the filter syntax of `search --filter` evaluated by TensorFlow ops, for the searcher SavedModel.
 
-TF Serving has no Python: the clauses arrive as a tf.string tensor and are parsed with RE2 (`tf.strings`), and
-matched against the index's metadata columns (`MetadataColumns`), kept in the SavedModel as variables and, for
+TF Serving has no Python: the clauses arrive as a tf.string tensor and are parsed with RE2 (`tf.strings`) by
+the grammar of `filters.expressions`, built from its pieces (`parse_clause`: the same clauses refused, the same
+fields, operators and values; `tests/serving/test_filter_graph.py` checks it on generated clauses), and matched
+against the index's metadata columns (`MetadataColumns`), kept in the SavedModel as variables and, for
 strings, a hash table of each field's vocabulary. A clause that does not parse, names an unknown field or
 compares a number with a string fails the request (`InvalidArgumentError` naming it).
 """
 
 import tensorflow as tf
 
-_CLAUSE = r"^\s*(`[^`]+`|[A-Za-z_][A-Za-z0-9_.\-]*)\s*(<=|>=|!=|=|<|>|[iI][nN])\s*(.+?)\s*$"
-_VALUE = r"""'(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*"|[^\s()=<>!,'"`]+"""  # `expressions`' quoted and word tokens
-_LIST = rf"\(\s*(?:{_VALUE})(?:\s*,\s*(?:{_VALUE}))*\s*\)"
-_NUMBER = r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?"
+from gtr_keras.filters.expressions import FIELD_NAME, NUMBER, ORDER_OPERATORS, QUOTED, SPACES, SYMBOLS, WORD
+
+_S = f"[{SPACES}]"
+_IN = "[iI][nN]"
+# A field in backquotes (group 1) then any operator (2), or a field name (3) then a symbol (4) or, after
+# whitespace, `in` (5): `langin (en)` is no clause, as `langin` is one word for `expressions`. Then the rest (6).
+_CLAUSE = (
+    rf"^{_S}*(?:`([^`]+)`{_S}*({SYMBOLS}|{_IN})|({FIELD_NAME})(?:{_S}*({SYMBOLS})|{_S}+({_IN}))){_S}*((?s:.+?)){_S}*$"
+)
+_VALUE = f"{QUOTED}|{WORD}"  # `expressions`' quoted and word tokens
+_LIST = rf"\({_S}*(?:{_VALUE})(?:{_S}*,{_S}*(?:{_VALUE}))*{_S}*\)"
 _COMPARE = {"<": tf.less, "<=": tf.less_equal, ">": tf.greater, ">=": tf.greater_equal}
 
 
 def _unquote(values):
-    values = tf.strings.strip(values)
-    quoted = tf.strings.regex_full_match(values, r"'.*'|\".*\"")
+    quoted = tf.strings.regex_full_match(values, r"(?s)'.*'|\".*\"")
     length = tf.strings.length(values)
     inner = tf.strings.substr(values, tf.minimum(length, 1), tf.maximum(length - 2, 0))
     return tf.where(quoted, tf.strings.regex_replace(inner, r"\\(.)", r"\1"), values)
@@ -27,9 +35,43 @@ def _list_values(listed):
     """The values of a well-formed `(A, B, ...)` as written, split at the commas between values (not those
     inside quotes): `%` is escaped as `%p` so that `%s` marks the splits."""
     escaped = tf.strings.regex_replace(tf.strings.regex_replace(listed, "%", "%p"), r"^\(|\)$", "")
-    joined = tf.strings.regex_replace(escaped, rf"\s*({_VALUE})\s*,?", r"\1%s")
+    joined = tf.strings.regex_replace(escaped, rf"{_S}*({_VALUE}){_S}*,?", r"\1%s")
     values = tf.strings.split(joined, "%s")[:-1]
     return tf.strings.regex_replace(values, "%p", "%")
+
+
+def parse_clause(clause):
+    """One clause (tf.string scalar) parsed by the grammar of `filters.expressions.parse_clause`: the same
+    clauses are refused, and the others give the same field, operator and values.
+
+    Returns:
+        `(refusal, field, op, written)`: why `clause` is refused (tf.string, "" when it is not), its field
+        (backquotes removed), its operator (`in` lowercased) and its values as written (tf.string `[n]`,
+        quotes kept: `_unquote` removes them); the last three are meaningful where `refusal` is "".
+
+    Example:
+    >>> [t.numpy() for t in parse_clause(tf.constant("`lang` IN (en, 'de')"))[1:]]
+    [b'lang', b'in', array([b'en', b"'de'"], dtype=object)]
+    """
+    matched = tf.strings.regex_full_match(clause, _CLAUSE)
+    field = tf.strings.regex_replace(clause, _CLAUSE, r"\1\3")
+    op = tf.strings.lower(tf.strings.regex_replace(clause, _CLAUSE, r"\2\4\5"))
+    rest = tf.strings.regex_replace(clause, _CLAUSE, r"\6")
+    is_in = tf.equal(op, "in")
+    shaped = tf.where(is_in, tf.strings.regex_full_match(rest, _LIST), tf.strings.regex_full_match(rest, _VALUE))
+    written = tf.cond(is_in, lambda: _list_values(rest), lambda: tf.reshape(rest, [1]))
+    ordered = tf.reduce_any(tf.equal(op, list(ORDER_OPERATORS)))
+    numbers = tf.reduce_all(tf.strings.regex_full_match(written, NUMBER))
+    refusal = tf.where(
+        ~matched,
+        "filter: cannot parse (expected FIELD OP VALUE):",
+        tf.where(
+            ~shaped,
+            "filter: cannot parse (expected one value, or `in (A, B, ...)`):",
+            tf.where(ordered & ~numbers, "filter: < <= > >= compare numbers:", ""),
+        ),
+    )
+    return refusal, field, op, written
 
 
 def _fail(message, detail):
@@ -85,18 +127,10 @@ class FilterGraph(tf.Module):
         return allowed
 
     def _clause(self, clause):
-        parsed = tf.strings.regex_full_match(clause, _CLAUSE)
-        check = tf.debugging.Assert(parsed, ["filter: cannot parse (expected FIELD OP VALUE):", clause])
+        refusal, field, op, written = parse_clause(clause)
+        check = tf.debugging.Assert(tf.equal(refusal, ""), [refusal, clause])
         with tf.control_dependencies([check]):
-            clause = tf.identity(clause)
-        field = tf.strings.regex_replace(tf.strings.regex_replace(clause, _CLAUSE, r"\1"), r"^`|`$", "")
-        op = tf.strings.lower(tf.strings.regex_replace(clause, _CLAUSE, r"\2"))
-        rest = tf.strings.regex_replace(clause, _CLAUSE, r"\3")
-        is_in = tf.equal(op, "in")
-        shaped = tf.where(is_in, tf.strings.regex_full_match(rest, _LIST), tf.strings.regex_full_match(rest, _VALUE))
-        check = tf.debugging.Assert(shaped, ["filter: cannot parse (expected one value, or `in (A, B, ...)`):", clause])
-        with tf.control_dependencies([check]):
-            written = tf.cond(is_in, lambda: _list_values(rest), lambda: tf.reshape(rest, [1]))
+            field, op, written = tf.identity(field), tf.identity(op), tf.identity(written)
         branches = [
             (tf.equal(field, name), lambda name=name: self._match(name, op, written, clause)) for name in self._fields
         ]
@@ -112,7 +146,7 @@ class FilterGraph(tf.Module):
         present = stored["present"]
         values = _unquote(written)
         bare = {
-            "number": tf.strings.regex_full_match(written, _NUMBER),
+            "number": tf.strings.regex_full_match(written, NUMBER),
             "boolean": (written == "true") | (written == "false"),
         }
         if kind in bare:

@@ -128,7 +128,9 @@ def iter_jsonl(path):
 
     A line that is not valid UTF-8 is decoded with the invalid bytes replaced
     by U+FFFD and a `DataWarning` naming the file and line, as `.txt` input
-    is; a UTF-8 byte order mark at the start of the file is dropped.
+    is; a UTF-8 byte order mark at the start of the file is dropped. An
+    integer of more digits than Python converts (4,300) is read as a float,
+    infinite, for the reader of its field to refuse.
 
     Args:
         path: a `.jsonl` file, or a gzip-compressed `.jsonl.gz` file.
@@ -151,9 +153,18 @@ def iter_jsonl(path):
             record = json.loads(line)
         except (json.JSONDecodeError, RecursionError) as e:  # RecursionError: nested deeper than Python's stack
             raise DataError(f"{path}:{line_no}: malformed JSON ({e})") from None
+        except ValueError:  # an integer of more digits than Python converts: read as a float (infinite)
+            record = json.loads(line, parse_int=_integer_or_float)
         if not isinstance(record, dict):
             raise DataError(f"{path}:{line_no}: expected a JSON object, got {type(record).__name__}")
         yield line_no, record
+
+
+def _integer_or_float(digits):
+    try:
+        return int(digits)
+    except ValueError:
+        return float(digits)
 
 
 def id_field(path, line_no, record):

@@ -508,6 +508,24 @@ def test_corpus_metadata_of_mixed_or_unknown_types_names_the_document_and_field(
         load_corpus(write_jsonl(tmp_path / "corpus.jsonl", records))
 
 
+@pytest.mark.parametrize(
+    "number", ["1" + "0" * 400, "-" + "9" * 5000, "1e400", "-1e309", "Infinity", "NaN"], ids=lambda n: n[:8]
+)
+def test_a_metadata_number_that_does_not_fit_a_float64_names_the_file_line_and_field(tmp_path, number):
+    path = tmp_path / "corpus.jsonl"
+    path.write_text('{"_id": "d0", "text": "a", "metadata": {"year": 2019}}\n')
+    with path.open("a") as f:
+        f.write('{"_id": "d1", "text": "b", "metadata": {"lang": "en", "year": ' + number + "}}\n")
+    message = f"{path}:2: document 'd1' field `metadata.year` is a number that does not fit a float64"
+    with pytest.raises(DataError, match=re.escape(message)):
+        load_corpus(path)
+
+
+def test_the_largest_float64s_are_metadata_numbers(tmp_path):
+    records = [{"_id": "d0", "text": "a", "metadata": {"big": 1.7976931348623157e308, "int": 2**1023, "tiny": 5e-324}}]
+    assert load_corpus(write_jsonl(tmp_path / "corpus.jsonl", records)).metadata == [records[0]["metadata"]]
+
+
 def test_queries_metadata_is_not_read(tmp_path):
     path = write_jsonl(tmp_path / "queries.jsonl", [{"_id": "q0", "text": "a", "metadata": {"nested": {"x": 1}}}])
     assert load_queries(path) == {"q0": "a"}

@@ -46,8 +46,10 @@ def test_demo_with_the_bundled_model_runs_offline_from_any_directory(tmp_path):
     assert os.path.exists(os.path.join(DEMO_MODEL, "model.weights.h5"))
     out = _run_demo(tmp_path)
     _check_output(out, tmp_path)
-    assert _demo_ndcg(out, "GTR (this model)") == _card_cranfield_ndcg("this model")  # the card's number is the demo's
-    assert _demo_ndcg(out, "BM25 (bm25s)") == _card_cranfield_ndcg("BM25 (bm25s)")
+    # The card's numbers are the demo's, to a tie between two documents' scores that another CPU may order the
+    # other way (it moves NDCG@10 in the 4th digit).
+    assert _demo_ndcg(out, "GTR (this model)") == pytest.approx(_card_cranfield_ndcg("this model"), abs=5e-4)
+    assert _demo_ndcg(out, "BM25 (bm25s)") == pytest.approx(_card_cranfield_ndcg("BM25 (bm25s)"), abs=5e-4)
 
 
 @pytest.mark.large

@@ -141,6 +141,58 @@ def test_a_field_of_mixed_types_is_refused_at_build_time_naming_document_and_fie
     assert not (tmp_path / "idx").exists()
 
 
+def test_a_metadata_number_past_a_float64_is_refused_at_build_and_update_before_the_model_loads(
+    indexed, tmp_path, tiny_model_dir, monkeypatch, capsys
+):
+    from gtr_keras.cli import commands
+
+    monkeypatch.setattr(commands, "_encoder", lambda args: pytest.fail("the model loaded before the corpus was read"))
+    lines = [json.dumps(d) for d in _documents(3)]
+    lines[2] = lines[2].replace('"year": 2002', '"year": 1' + "0" * 400)
+    corpus = tmp_path / "corpus.jsonl"
+    corpus.write_text("\n".join(lines) + "\n")
+    capsys.readouterr()
+    assert main(["index", "--model", tiny_model_dir, "--corpus", str(corpus), "--out", str(tmp_path / "idx")]) == 2
+    message = "document 'd2' field `metadata.year` is a number that does not fit a float64"
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"{corpus}:3: {message}" in err, err
+    assert not (tmp_path / "idx").exists()
+    index, _ = indexed
+    assert _update(index, tiny_model_dir, corpus) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"{corpus}:3: {message}" in err, err
+
+
+@pytest.mark.parametrize("expression", ["year < 1" + "0" * 400, "year > -" + "9" * 5000, "year != 1e400"])
+def test_a_filter_number_past_a_float64_compares_as_infinity(indexed, tiny_model_dir, capsys, expression):
+    index, _ = indexed
+    assert len(_search(capsys, index, tiny_model_dir, "--filter", expression, "--filter", "lang = en")) == K
+
+
+def test_a_stored_number_past_a_float64_is_exit_2_naming_the_documents_file_never_a_crash(
+    tmp_path, tiny_model_dir, capsys
+):
+    import gzip
+    import shutil
+
+    from gtr_keras.index.layout import DOCUMENTS_FILE
+
+    corpus = _write(tmp_path / "corpus.jsonl", _documents(4))
+    index = tmp_path / "idx"
+    assert main(["index", "--model", tiny_model_dir, "--corpus", str(corpus), "--out", str(index), "--no-bm25"]) == 0
+    (stored,) = [path for path in index.rglob(DOCUMENTS_FILE)]
+    with gzip.open(stored, "rt") as f:
+        lines = f.read().replace('"year": 2001', '"year": 1' + "0" * 400)
+    with gzip.open(tmp_path / "written.gz", "wt") as f:  # a document stored before numbers were checked
+        f.write(lines)
+    shutil.copyfile(tmp_path / "written.gz", stored)
+    capsys.readouterr()
+    for expression in ("year > 2000", "lang = en"):
+        assert main(["search", "--index", str(index), "--model", tiny_model_dir, "--filter", expression, QUERY]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and f"{stored}:2: document 'd1' field `metadata.year`" in err, err
+
+
 def _update(index, model_dir, corpus, *flags):
     return main(["index", "--update", "--out", str(index), "--model", model_dir, "--corpus", str(corpus), *flags])
 

@@ -54,3 +54,51 @@ def test_a_filter_ands_its_clauses_and_takes_an_allow_list():
     assert [clause.field for clause in filter.clauses] == ["year", "lang"] and filter.ids == ["d1"]
     assert Filter.of("lang = en").clauses[0].values == ("en",)
     assert Filter.of(None) is None and Filter.of(filter) is filter
+
+
+@pytest.mark.parametrize(
+    "text, clause",
+    [
+        ("lang\u00a0=\u00a0en\u00a0", ("lang", "=", ("en",))),  # Unicode spaces separate (str.isspace)
+        ("\u3000lang\u2007in\u2028(en,\u202fde)\x85", ("lang", "in", ("en", "de"))),
+        ("year = \u0662\u0660\u0660\u0660", ("year", "=", ("\u0662\u0660\u0660\u0660",))),  # a word: numbers are ASCII
+        ("year = \uff12\uff10\uff11\uff19", ("year", "=", ("\uff12\uff10\uff11\uff19",))),
+        ("lang = en\u200b", ("lang", "=", ("en\u200b",))),  # a zero-width space is no whitespace
+        ("year < 1" + "0" * 400, ("year", "<", (10**400,))),
+        ("year < -" + "9" * 5000, ("year", "<", (float("-inf"),))),  # past the digits Python converts: a float
+        ("`lang`in (en)", ("lang", "in", ("en",))),
+    ],
+)
+def test_the_grammar_s_whitespace_is_unicode_and_its_digits_ascii(text, clause):
+    parsed = parse_clause(text)
+    assert parsed == Clause(*clause, text, parsed.written)
+
+
+@pytest.mark.parametrize("text", ["langin (en)", "yearin (1990, 1991)", "lang in(en)x", "lang\u200b= en"])
+def test_in_and_a_field_run_together_are_one_word(text):
+    with pytest.raises(UserError):
+        parse_clause(text)
+
+
+def test_a_string_where_a_list_is_expected_is_one_value():
+    filter = Filter("lang = en", ids="d5")
+    assert filter.ids == ["d5"] and [clause.text for clause in filter.clauses] == ["lang = en"]
+    assert Filter(ids=("d5", 7)).ids == ["d5", "7"]  # integer ids, as a corpus's `_id` may be
+    assert Filter(ids=iter(["d1"])).ids == ["d1"] and Filter(ids=[]).ids == []
+    assert Filter(None, ids=["d1"]).clauses == []
+
+
+@pytest.mark.parametrize(
+    "expressions, ids, message",
+    [
+        (5, None, "expressions must be a string or a list of strings, got int"),
+        (["lang = en", 5], None, "expressions must be strings, got int 5"),
+        ((), b"d5", "ids must be a string or a list of strings or integers, got bytes"),
+        ((), [True], "ids must be strings or integers, got bool True"),
+        ((), [["d1"]], "ids must be strings or integers, got list"),
+        ((), 5, "ids must be a string or a list of strings or integers, got int"),
+    ],
+)
+def test_arguments_of_other_types_are_one_user_error(expressions, ids, message):
+    with pytest.raises(UserError, match=re.escape(f"filter: {message}")):
+        Filter(expressions, ids=ids)

@@ -122,6 +122,26 @@ def test_scann_filtered_search_fills_k_with_allowed_rows_by_either_plan(
     assert recall(rows, _brute_force(CORPUS, allowed, QUERIES[:50], 10)[0]) >= 0.8  # 5 of 30 leaves searched
 
 
+@pytest.mark.parametrize("plan", ["exact", "scann"])
+def test_scann_filtered_search_rescored_with_float32_gives_exact_filtered_search(plan, monkeypatch):
+    """Neighbours closer than int8 rounding, each plan forced: recall@10 against float32 brute force over the
+    allowed rows, at each selectivity, and float32 scores."""
+    corpus, queries = (
+        clustered(4000, seed=41, num_clusters=40, noise=0.35),
+        clustered(50, seed=42, num_clusters=40, noise=0.35),
+    )
+    params = {"num_leaves": 20, "num_leaves_to_search": 20, "reorder_factor": 50}
+    index = SearchIndex(doc_ids(len(corpus)), corpus, kind="scann", params=params)
+    monkeypatch.setattr(planner, "EXACT_ROWS", 10**9 if plan == "exact" else 0)
+    monkeypatch.setattr(planner, "EXACT_FRACTION", 1.0 if plan == "exact" else 0.0)
+    for selectivity in (0.5, 0.1, 0.01):
+        allowed = _mask(len(corpus), selectivity)
+        rows, scores = filtered_search(index, queries, 10, allowed)
+        assert allowed[rows].all()
+        assert recall(rows, _brute_force(corpus, allowed, queries, 10)[0]) >= 0.995, selectivity
+        np.testing.assert_allclose(scores, np.sum(queries[:, None] * corpus[rows], axis=-1), atol=1e-5)
+
+
 def test_a_widening_that_falls_short_is_scored_exactly(scann_index, monkeypatch):
     monkeypatch.setattr(planner, "EXACT_ROWS", 0)
     monkeypatch.setattr(planner, "EXACT_FRACTION", 0.0)

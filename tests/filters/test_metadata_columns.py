@@ -1,3 +1,5 @@
+import re
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -127,3 +129,30 @@ def test_random_filters_over_random_metadata_select_what_python_selects(metadata
     chosen = [clause for clause in chosen if clause[0] in columns.types]
     expected = [all(_matches(document, *clause) for clause in chosen) for document in metadata]
     assert columns.allowed(Filter([_text(*clause) for clause in chosen])).tolist() == expected
+
+
+def test_a_number_past_a_float64_in_a_clause_compares_as_infinity():
+    columns = MetadataColumns(IDS, METADATA)
+    assert np.flatnonzero(columns.allowed(Filter("year < 1" + "0" * 400))).tolist() == [0, 1, 2]
+    assert np.flatnonzero(columns.allowed(Filter("year > -" + "9" * 5000))).tolist() == [0, 1, 2]
+    assert np.flatnonzero(columns.allowed(Filter("year in (1e400, 2018)"))).tolist() == [0]
+    assert np.flatnonzero(columns.allowed(Filter("year != 1" + "0" * 400))).tolist() == [0, 1, 2]
+
+
+@pytest.mark.parametrize("number", [10**400, float("inf"), float("nan")])
+def test_a_stored_number_past_a_float64_is_a_data_error_naming_the_document_and_field(number):
+    with pytest.raises(DataError, match="document 'd1' field `metadata.big` is a number that does not fit a float64"):
+        MetadataColumns(["d0", "d1"], [{"big": 1}, {"big": number}])
+
+
+@pytest.mark.parametrize(
+    "ids, metadata, message",
+    [
+        ("d0", None, "ids must be a list of ids, got str"),
+        (["d0", "d1"], [{}], "1 metadata dicts for 2 ids"),
+        (["d0"], ["lang"], "the metadata of document 'd0' must be a dict or None, got str"),
+    ],
+)
+def test_arguments_of_other_shapes_are_one_user_error(ids, metadata, message):
+    with pytest.raises(UserError, match=re.escape(message)):
+        MetadataColumns(ids, metadata)

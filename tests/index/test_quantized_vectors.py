@@ -1,10 +1,13 @@
 """`quantized_vectors`: int8 and binary exact indexes, rescored with float32, on disk and in memory."""
 
+import os
+
 import numpy as np
 import pytest
 from search_inputs import CORPUS, QUERIES, doc_ids, recall
 
 from gtr_keras.errors import UserError
+from gtr_keras.index import quantized_vectors
 from gtr_keras.index.layout import BINARY_NPY, EMBEDDINGS_NPY, INT8_CALIBRATION_NPY, INT8_NPY
 from gtr_keras.index.quantized_vectors import (
     SignRows,
@@ -82,3 +85,31 @@ def test_bad_vectors_or_rescore_are_user_errors():
     index = SearchIndex(doc_ids(2), np.eye(2, dtype=np.float32), "exact", {"vectors": "binary"})
     with pytest.raises(UserError, match="has no search parameter 'reorder_factor' \\(it has: rescore\\)"):
         index.set_search_params({"reorder_factor": 3})
+
+
+def _mapped_kib(path):
+    """The resident KiB of this process's memory maps of the file `path` (`/proc/self/smaps`)."""
+    total, inside = 0, False
+    with open("/proc/self/smaps") as f:
+        for line in f:
+            fields = line.split()
+            if "-" in fields[0] and len(fields) >= 5:  # a mapping's header line
+                inside = len(fields) == 6 and fields[5] == str(path)
+            elif inside and fields[0] == "Rss:":
+                total += int(fields[1])
+    return total
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/smaps"), reason="reads Linux's /proc/self/smaps")
+def test_float32_rows_read_through_the_memory_map_are_let_go_past_the_budget(tmp_path, monkeypatch):
+    """A ScaNN index's float32 file, memory-mapped: the pages its rescoring read stay mapped up to the budget of
+    `_MAPPED_BYTES`, then are let go (they stay in the page cache), so a search's RSS never holds the file."""
+    write_search_index(ArrayRows(doc_ids(len(CORPUS)), CORPUS), tmp_path / "i", "scann", {"num_leaves": 10})
+    path = (tmp_path / "i" / EMBEDDINGS_NPY).resolve()
+    index = SearchIndex.load(tmp_path / "i")
+    exact_rows = SearchIndex(doc_ids(len(CORPUS)), CORPUS, kind="exact").search(QUERIES, 10)[0]
+    assert recall(index.search(QUERIES, 10)[0], exact_rows) >= 0.99
+    assert _mapped_kib(path) > 0  # within the budget: kept mapped
+    monkeypatch.setattr(quantized_vectors, "_MAPPED_BYTES", 0)
+    assert recall(index.search(QUERIES, 10)[0], exact_rows) >= 0.99
+    assert _mapped_kib(path) == 0

@@ -118,6 +118,56 @@ def test_scann_updates_share_the_first_segments_tree_and_keep_recall(tmp_path):
     assert compacted.ids == index.ids and compacted.search_ids(QUERIES, 10)[0] == found
 
 
+def _float32_recall(index, expected, queries, atol=1e-5):
+    """recall@10 of `index` against numpy float32 brute force over `expected` (`{id: vector}`), and its hits
+    (their scores float32 dot products, within `atol`)."""
+    ids, vectors = list(expected), np.stack(list(expected.values()))
+    truth = np.argsort(-(queries @ vectors.T), axis=1, kind="stable")[:, :10]
+    found, scores = index.search_ids(queries, 10)
+    np.testing.assert_allclose(
+        scores, [[queries[q] @ expected[i] for i in row] for q, row in enumerate(found)], atol=atol
+    )
+    return recall([[ids.index(i) for i in row] for row in found], truth), found
+
+
+@pytest.mark.parametrize("reorder", ["float32", "int8"])
+def test_scann_float32_rescoring_follows_updates_deletions_and_compaction(tmp_path, reorder):
+    """Neighbours closer than int8 rounding: recall against float32 brute force stays at ScaNN's rescored one
+    through an update, its deletions and a compaction; an index without float32 vectors stays one."""
+    vectors, queries = (
+        clustered(3000, seed=7, num_clusters=30, noise=0.35),
+        clustered(100, seed=9, num_clusters=30, noise=0.35),
+    )
+    ids = [f"d{i}" for i in range(3000)]
+    params = {**SCANN_PARAMS, "reorder": reorder}
+    write_search_index(ArrayRows(ids, vectors), tmp_path / "index", "scann", params)
+    new = clustered(400, seed=8, num_clusters=30, noise=0.35)
+    new_ids = [f"d{i}" for i in range(2800, 3200)]  # 200 replaced, 200 added
+    update_search_index(tmp_path / "index", ArrayRows(new_ids, new), [f"d{i}" for i in range(0, 600, 2)])
+    expected = dict(zip(ids, vectors))
+    for i in range(0, 600, 2):
+        del expected[f"d{i}"]
+    expected.update(zip(new_ids, new))
+    segment = tmp_path / "index" / "segment-000001"
+    assert (segment / "embeddings.npy").exists() == (reorder == "float32")
+    if reorder == "float32":
+        np.testing.assert_array_equal(np.load(segment / "embeddings.npy"), new)
+    generous = {"reorder_factor": 50} | ({"rescore_factor": 5} if reorder == "float32" else {})
+    index = SearchIndex.load(tmp_path / "index")
+    index.set_search_params(generous)
+    updated, found = _float32_recall(index, expected, queries, 1e-5 if reorder == "float32" else 1e-2)
+    assert not {i for row in found for i in row} - set(expected)  # no deleted or replaced row comes back
+    compact_search_index(tmp_path / "index")
+    compacted = SearchIndex.load(tmp_path / "index")
+    compacted.set_search_params(generous)
+    if reorder == "float32":
+        np.testing.assert_array_equal(compacted.live_embeddings(), np.stack([expected[i] for i in compacted.ids]))
+        assert updated >= 0.995 and _float32_recall(compacted, expected, queries)[0] >= 0.995
+    else:
+        assert compacted.embeddings is None and updated < 0.99  # int8 order: below what float32 rescoring gets
+        assert not list(tmp_path.glob("index/segment-*/embeddings.npy"))
+
+
 def test_deleting_an_unknown_id_names_it_and_changes_nothing(tmp_path):
     _build(tmp_path / "index", ["a", "b", "c"], clustered(3, seed=9))
     before = sorted(os.listdir(tmp_path / "index"))

@@ -4,7 +4,7 @@ import json
 
 import numpy as np
 import pytest
-from search_inputs import CORPUS, QUERIES, doc_ids, recall
+from search_inputs import CORPUS, QUERIES, clustered, doc_ids, recall
 
 from gtr_keras.errors import DataError, MismatchError
 from gtr_keras.index import SearchIndex
@@ -41,6 +41,29 @@ def test_scann_shards_find_what_one_scann_index_finds(tmp_path):
     shards = SearchIndex.load([tmp_path / "a", tmp_path / "b"])
     assert shards.kind == "scann"
     assert recall(shards.search_ids(QUERIES, 10)[0], exact) >= recall(one.search_ids(QUERIES, 10)[0], exact) - 0.02
+
+
+def test_scann_shards_rescored_with_float32_reach_float32_recall_and_scores(tmp_path):
+    """Shards of neighbours closer than int8 rounding: their merged answers, rescored with float32 in each
+    shard, against numpy float32 brute force over the union; shards without float32 vectors stop below."""
+    corpus, queries = (
+        clustered(4000, seed=31, num_clusters=40, noise=0.35),
+        clustered(100, seed=32, num_clusters=40, noise=0.35),
+    )
+    ids = doc_ids(len(corpus))
+    truth = np.argsort(-(queries @ corpus.T), axis=1, kind="stable")[:, :10]
+    recalls = {}
+    for reorder in ("float32", "int8"):
+        params = {"num_leaves": 20, "num_leaves_to_search": 20, "reorder_factor": 50, "reorder": reorder}
+        for name, rows in (("a", slice(0, 2500)), ("b", slice(2500, None))):
+            write_search_index(ArrayRows(ids[rows], corpus[rows]), tmp_path / reorder / name, "scann", params)
+        shards = SearchIndex.load([tmp_path / reorder / "a", tmp_path / reorder / "b"])
+        rows, scores = shards.search(queries, 10)
+        recalls[reorder] = recall(rows, truth)
+        if reorder == "float32":
+            np.testing.assert_allclose(scores, np.sum(queries[:, None] * corpus[rows], axis=-1), atol=1e-5)
+            assert np.all(np.diff(scores, axis=1) <= 0)  # merged by their float32 scores
+    assert recalls["float32"] >= 0.995 > recalls["int8"]
 
 
 def test_a_scann_part_with_most_rows_deleted_still_fills_k():

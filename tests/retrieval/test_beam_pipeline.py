@@ -347,6 +347,10 @@ def test_a_beam_build_keeps_the_metadata_that_filters_search(tmp_path, tiny_mode
         (b'{"_id": true, "text": "x"}', "field `_id` must be a string or an integer"),
         (b'{"_id": "d1"}', "missing field `text`"),
         (b'{"_id": "d1", "title": 5, "text": "x"}', "field `title` must be a string"),
+        (
+            b'{"_id": "d1", "text": "x", "metadata": {"n": 1' + b"0" * 400 + b"}}",
+            "document 'd1' field `metadata.n` is a number that does not fit a float64",
+        ),
     ],
 )
 def test_read_documents_errors_name_file_line_and_field(tmp_path, line, message):

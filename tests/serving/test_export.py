@@ -1,6 +1,7 @@
 import glob
 import json
 import os
+import shutil
 import subprocess
 import sys
 import uuid
@@ -15,6 +16,7 @@ from tensorflow.core.protobuf import saved_model_pb2
 import gtr_keras
 from gtr_keras.cli.main import main
 from gtr_keras.errors import UserError
+from gtr_keras.index import SearchIndex
 from gtr_keras.models.gtr.gtr_tokenizer import TOKENIZER_OP
 from gtr_keras.serving.export import export_encoder, export_searcher, load_export
 
@@ -229,25 +231,52 @@ def test_a_filter_allowing_fewer_than_k_documents_pads_the_rest(exports):
     assert len([i for i in ids if i]) == 4 and ids[4] == "" and scores[4] == -2.0
 
 
-def test_a_scann_index_has_no_float_vectors_for_a_brute_force_searcher(exports, tiny_model_dir, tmp_path, capsys):
-    assert (
-        main(
-            [
-                "export",
-                "--model",
-                tiny_model_dir,
-                "--index",
-                str(exports["scann"][1]),
-                "--searcher",
-                "brute-force",
-                "--out",
-                str(tmp_path / "out"),
-            ]
-        )
-        == 2
+def _export(tiny_model_dir, index_dir, searcher, out):
+    return main(
+        ["export", "--model", tiny_model_dir, "--index", str(index_dir), "--searcher", searcher, "--out", str(out)]
     )
-    assert "a ScaNN index keeps only int8 vectors" in capsys.readouterr().err
-    assert not (tmp_path / "out").exists()
+
+
+def test_a_scann_index_exports_its_float32_vectors_as_brute_force_unless_it_keeps_none(
+    exports, tiny_model_dir, tmp_path, capsys
+):
+    assert _export(tiny_model_dir, exports["scann"][1], "brute-force", tmp_path / "out") == 0
+    exact = load_export(str(exports["brute-force"][0] / "searcher" / "1"))  # an exact index of the same documents
+    from_scann = load_export(str(tmp_path / "out" / "searcher" / "1"))
+    asked = {"queries": tf.constant(QUERIES), "k": tf.constant([5] * len(QUERIES))}
+    found = from_scann.signatures["search"](**asked)
+    assert found["ids"].numpy().tolist() == exact.signatures["search"](**asked)["ids"].numpy().tolist()
+    # An index built before float32 rescoring (ScaNN's int8 copy only) has none to export.
+    old = tmp_path / "old"
+    shutil.copytree(exports["scann"][1], old)
+    config = json.loads((old / "index" / "index.json").read_text())
+    config["params"].update(reorder="int8")
+    del config["params"]["rescore_factor"]
+    (old / "index" / "index.json").write_text(json.dumps(config))
+    (old / "index" / "embeddings.npy").unlink()
+    capsys.readouterr()
+    assert _export(tiny_model_dir, old, "brute-force", tmp_path / "out2") == 2
+    assert "the brute-force searcher needs float32 vectors, but this index keeps no float32" in capsys.readouterr().err
+    assert not (tmp_path / "out2").exists()
+
+
+def test_the_scann_int8_searcher_leaves_the_float32_vectors_out(exports, tiny_model_dir, tmp_path):
+    """`--searcher scann-int8`: ScaNN's int8 order, no float32 variable; `scann` rescores with float32 in the
+    graph as `SearchIndex.search` does: its scores are the float32 dot products."""
+    assert _export(tiny_model_dir, exports["scann"][1], "scann-int8", tmp_path / "out") == 0
+    int8 = load_export(str(tmp_path / "out" / "searcher" / "1"))
+    rescored = load_export(str(exports["scann"][0] / "searcher" / "1"))
+    assert not hasattr(int8, "doc_embeddings") and rescored.doc_embeddings.shape[0] == 300
+    index = SearchIndex.load(exports["scann"][1] / "index")
+    index.set_search_params({"rescore_factor": 1})  # float32 orders the int8 order's top k: int8's hits
+    k, queries = tf.constant([5] * len(QUERIES)), tf.constant(QUERIES)
+    vectors = load_export(str(exports["scann"][0] / "encoder" / "1")).signatures["encode_queries"](texts=queries)
+    hits = index.search_ids(vectors["embeddings"].numpy(), 5)[0]
+    found = int8.signatures["search"](queries=queries, k=k)
+    assert [{i.decode() for i in row} for row in found["ids"].numpy()] == [set(row) for row in hits]
+    scores = rescored.signatures["search"](queries=queries, k=k)["scores"].numpy()
+    index.set_search_params({"rescore_factor": 4})
+    np.testing.assert_allclose(scores, index.search(vectors["embeddings"].numpy(), 5)[1], atol=1e-5)
 
 
 def _tf_text_ops():
@@ -692,7 +721,7 @@ def test_exports_carry_tf_serving_warmup_requests_for_every_signature(exports):
 
 
 def test_export_searcher_checks_its_arguments_first(tmp_path):
-    with pytest.raises(UserError, match="^searcher must be 'scann' or 'brute-force', got 'hnsw'$"):
+    with pytest.raises(UserError, match="^searcher must be one of 'scann', 'scann-int8', 'brute-force', got 'hnsw'$"):
         export_searcher(None, tmp_path / "index", tmp_path / "exports", searcher="hnsw")
     with pytest.raises(UserError, match="^k must be a positive integer, got 0$"):
         export_searcher(None, tmp_path / "index", tmp_path / "exports", k=0)
@@ -870,7 +899,7 @@ def test_a_tuned_scann_index_exports_its_tuned_setting_and_a_flag_overrides_it(e
 
     index_dir = tmp_path / "index"
     shutil.copytree(exports["scann"][1], index_dir)
-    write_tuned(index_dir / "index", {"setting": {"num_leaves_to_search": 1, "reorder_factor": 1}})
+    write_tuned(index_dir / "index", {"setting": {"num_leaves_to_search": 1, "reorder_factor": 1, "rescore_factor": 1}})
     encoder = gtr_keras.load(tiny_model_dir)
     tuned = Retriever.load(index_dir, encoder)
     assert tuned.index.params["num_leaves_to_search"] == 1 and tuned.index.params["reorder_factor"] == 1

@@ -133,3 +133,9 @@ def test_a_line_nested_deeper_than_python_can_parse_is_named_with_its_file_and_l
     path.write_text('{"_id": "1"}\n' + "[" * 100_000 + "]" * 100_000 + "\n")
     with pytest.raises(DataError, match=r"deep\.jsonl:2: malformed JSON \(maximum recursion depth exceeded"):
         list(iter_jsonl(str(path)))
+
+
+def test_an_integer_of_more_digits_than_python_converts_is_read_as_an_infinite_float(tmp_path):
+    path = tmp_path / "corpus.jsonl"
+    path.write_text('{"_id": 7, "metadata": {"big": -' + "9" * 5000 + ', "year": 2019}}\n')
+    assert list(iter_jsonl(str(path))) == [(1, {"_id": 7, "metadata": {"big": float("-inf"), "year": 2019}})]
