@@ -28,6 +28,7 @@ from gtr_keras.index.layout import (
     MANIFEST_JSON,
     RETRIEVER_JSON,
     SCANN_DIR,
+    TUNE_SCRATCH_PREFIX,
     TUNED_JSON,
     check_scann_rows,
     has_float32,
@@ -58,18 +59,21 @@ BUILD_LEFTOVERS = {
     "rerun it (it resumes from them, then removes them), or remove them once no job runs",
     "{name}.partial-beam": f"the shards of an `index --runner` pipeline that did not end: {_RERUN}",
 }
-_TUNE_SCRATCH = {".tune-*": f"the scratch of a `gtr-keras tune` that did not end (killed, or still running): {_RERUN}"}
+_TUNE_SCRATCH = {
+    TUNE_SCRATCH_PREFIX + "{name}-*": f"the scratch of a `gtr-keras tune` that did not end (killed, or still "
+    f"running): {_RERUN}"
+}
 
 
-def _beside(directory):
+def _beside(directory, leftovers):
     name = files.parent_and_name(directory)[1]
-    return {glob.format(name=name): why for glob, why in BUILD_LEFTOVERS.items()}
+    return {glob.format(name=name): why for glob, why in leftovers.items()}
 
 
 def check_index_directory(index_dir, report):
     """Checks an index directory (`retriever.json`, `index/`, its documents and BM25 side) into `report`."""
     report.checksums(index_dir)
-    report.leftovers_beside(index_dir, _beside(index_dir))
+    report.leftovers_beside(index_dir, _beside(index_dir, BUILD_LEFTOVERS))
     search_index = os.path.join(index_dir, INDEX_SUBDIR)
     recorded = report.step(lambda: read_model_record(index_dir), os.path.join(index_dir, RETRIEVER_JSON))
     manifest = report.step(lambda: read_manifest(search_index), os.path.join(search_index, MANIFEST_JSON))
@@ -97,7 +101,7 @@ def check_search_index(directory, report, checksums=True):
     """Checks a search index directory (every segment) into `report`; returns its live ids, or None."""
     if checksums:
         report.checksums(directory)
-        report.leftovers_beside(directory, _TUNE_SCRATCH)
+        report.leftovers_beside(directory, _beside(directory, _TUNE_SCRATCH))
     manifest = report.step(lambda: read_manifest(directory), os.path.join(directory, MANIFEST_JSON))
     described = report.step(lambda: read_description(directory), os.path.join(directory, INDEX_JSON))
     if described is None:

@@ -278,6 +278,7 @@ WRITTEN = {
         "checksums.json",
         "documents.jsonl.gz",
         "index/checksums.json",
+        "index/embeddings.npy",
         "index/ids.txt",
         "index/index.json",
         *_SCANN,
