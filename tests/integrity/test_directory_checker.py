@@ -241,51 +241,32 @@ _SCANN = [
     )
 ]
 # What each writer writes, file by file: a file a writer adds is checked below once it is listed here.
+_INDEX_DIRECTORY = [
+    *_BM25_SIDE,
+    "checksums.json",
+    "documents.jsonl.gz",
+    "index/checksums.json",
+    "index/embeddings.npy",
+    "index/ids.txt",
+    "index/index.json",
+    "retriever.json",
+]
+_TUNED = ["index/tune-recall-qps.png", "index/tuned.json"]
+_SEGMENT = [
+    f"index/segment-000001/{name}"
+    for name in ("checksums.json", "documents.jsonl.gz", "embeddings.npy", "ids.txt", "index.json")
+]
 WRITTEN = {
-    "updated_index": [
-        *_BM25_SIDE,
-        "checksums.json",
-        "documents.jsonl.gz",
-        "index/checksums.json",
-        "index/deleted-000001.npz",
-        "index/embeddings.npy",
-        "index/ids.txt",
-        "index/index.json",
-        "index/segment-000001/checksums.json",
-        "index/segment-000001/documents.jsonl.gz",
-        "index/segment-000001/embeddings.npy",
-        "index/segment-000001/ids.txt",
-        "index/segment-000001/index.json",
-        "index/segments.json",
-        "retriever.json",
-    ],
-    "int8_index": [
-        *_BM25_SIDE,
-        "checksums.json",
-        "documents.jsonl.gz",
-        "index/checksums.json",
-        "index/embeddings.npy",
-        "index/ids.txt",
-        "index/index.json",
-        "index/int8-calibration.npy",
-        "index/tune-recall-qps.png",
-        "index/tuned.json",
-        "index/vectors-int8.npy",
-        "retriever.json",
-    ],
-    "tuned_scann_index": [
-        *_BM25_SIDE,
-        "checksums.json",
-        "documents.jsonl.gz",
-        "index/checksums.json",
-        "index/embeddings.npy",
-        "index/ids.txt",
-        "index/index.json",
-        *_SCANN,
-        "index/tune-recall-qps.png",
-        "index/tuned.json",
-        "retriever.json",
-    ],
+    "updated_index": sorted(
+        [
+            *_INDEX_DIRECTORY,
+            *_SEGMENT,
+            "index/deleted-000001.npz",
+            "index/segments.json",
+        ]
+    ),
+    "int8_index": sorted([*_INDEX_DIRECTORY, *_TUNED, "index/int8-calibration.npy", "index/vectors-int8.npy"]),
+    "tuned_scann_index": sorted([*_INDEX_DIRECTORY, *_TUNED, *_SCANN]),
     "model": [
         "assets/tokenizer/vocabulary.spm",
         "checksums.json",
@@ -452,3 +433,19 @@ def test_compaction_an_update_from_embeddings_and_a_rebuilt_search_index_keep_ev
     write_search_index(ArrayRows(ids, vectors), rebuilt / "index", "exact")  # replaced whole, as `tune --build` does
     code, out, err = _check(capsys, rebuilt)
     assert code == 0, err
+
+
+def test_the_scratch_of_a_stopped_tune_is_named_and_gone_once_tune_reruns(tuned_scann_index, tmp_path, capsys):
+    from gtr_keras.utils.file_operations import stopping_at
+
+    copy = tmp_path / "idx"
+    shutil.copytree(tuned_scann_index, copy)
+    with stopping_at(2) as stopped:  # in its first build, as a kill there would
+        tune(copy, sample=100, target_recall=0.5, build=True, log=lambda line: None)
+    assert stopped.crashed
+    code, _, err = _check(capsys, copy)
+    scratch = [name for name in os.listdir(copy) if name.startswith(".tune-")]
+    assert code == 2 and len(scratch) == 1, err
+    assert err.startswith(f"gtr-keras check: error: {copy / scratch[0]}: the scratch of a `gtr-keras tune`"), err
+    tune(copy, sample=100, target_recall=0.5, log=lambda line: None)
+    assert _check(capsys, copy)[0] == 0
