@@ -30,6 +30,7 @@ from gtr_keras.models.model_files.model_source import (
 )
 from gtr_keras.models.reranker.reranker import Reranker
 from gtr_keras.utils import files
+from gtr_keras.utils.checksums import verify_directory
 from gtr_keras.utils.locks import locks_output
 
 
@@ -67,7 +68,7 @@ def save(model, directory, format="keras-hub"):  # noqa: A002  (the name users k
         raise UserError(f"format must be 'keras-hub' or 'sentence-transformers', got {format!r}")
 
 
-def load(directory, jit_compile=False, dtype=None, query_length=None, document_length=None):
+def load(directory, jit_compile=False, dtype=None, query_length=None, document_length=None, verify=False):
     """An `Encoder` (numpy batches in, numpy embeddings out) for a model directory or checkpoint
     (`gtr_keras.load` also takes export directories); for a reranker's, a `PairScorer`.
 
@@ -86,6 +87,8 @@ def load(directory, jit_compile=False, dtype=None, query_length=None, document_l
             to train in bfloat16.
         query_length: token budget for queries instead of the saved one.
         document_length: token budget for documents instead of the saved one.
+        verify: first verify every file of the model directory against its record
+            (`utils.checksums.verify_directory`: a directory gtr-keras wrote), and refuse a damaged one.
 
     Example:
     >>> encoder = gtr_keras.load("models/gtr-base")
@@ -97,6 +100,8 @@ def load(directory, jit_compile=False, dtype=None, query_length=None, document_l
             f"{source.path}: no such model directory (the name of an architecture without "
             "weights: `GTRTextEmbedder.from_architecture`)"
         )
+    if verify:
+        verify_directory(source.path)
     if source.format in RERANKER_FORMATS:
         if query_length or document_length:
             raise UserError(f"{source}: a reranker takes no query_length or document_length (its pair budget is fixed)")

@@ -18,7 +18,7 @@ import sys
 import numpy as np
 import pytest
 from conftest import REPO, TINY_ST
-from crash_points import assert_every_crash_point
+from crash_points import assert_every_crash_point, assert_nothing_damaged
 
 from gtr_keras.beir.readers import Corpus
 from gtr_keras.cli.main import main
@@ -370,8 +370,9 @@ def test_an_update_killed_for_real_is_finished_by_a_rerun(templates, tiny_model_
         result = _real_kill(argv(idx), n)
         assert result.returncode == -signal.SIGKILL, result.stderr[-2000:]
         assert _dense_new_bm25_stale_allowed(_index_state(idx), before, after)
-        assert main(["check", idx]) == 0
+        assert_nothing_damaged(idx, f"check after a kill at operation {n}")
         assert main(argv(idx)) == 0 and _index_state(idx) == after
+        assert main(["check", idx]) == 0
 
 
 def test_a_training_run_stopped_at_its_checkpoints_and_final_save_resumes_to_the_same_model(tiny_model_dir, tmp_path):

@@ -602,9 +602,10 @@ def build_parser():
         "check",
         "verify an index, a model directory or an export, file by file",
         "Verifies a directory that gtr-keras wrote (an index directory with every segment and its BM25 "
-        "side, a search index, a model directory, an export of any format): its structure, every record's "
-        "fields, row and id counts, and the SHA-256 of every file recorded when it was written. Exit 0 with "
-        "one line when all is well; exit 2 naming the first damaged file and what is wrong.",
+        "side, a search index, a model directory, an export of any format): the SHA-256 of every file against "
+        "its checksums.json records (every file recorded, every record there), its structure, every record's "
+        "fields, row and id counts, and what a job that did not end left there. Exit 0 with one line when all "
+        "is well; exit 2 naming the first damaged file and what is wrong.",
     )
     p.add_argument("path", type=input_path("path"), help="the directory (or .tflite file) to check")
     p.add_argument("--all", action="store_true", help="list every problem, not only the first")

@@ -28,27 +28,28 @@ _PRESET_VOCABULARY = os.path.join("assets", "tokenizer", "vocabulary.spm")
 def check_model_files(directory, report):
     """Checks the model directory `directory` into `report`."""
     report.checksums(directory)
-    model_format = report.step(lambda: directory_format(directory))
+    report.leftovers_beside(directory)
+    model_format = report.step(lambda: directory_format(directory), directory)
     if model_format is None:
         return
     report.note(f"{model_format} format")
     for name in sorted(files.listdir(directory)):
         if name.endswith(".json") and name != files.CHECKSUMS_FILE:
-            report.step(lambda name=name: read_json(os.path.join(directory, name)))
+            report.step(lambda name=name: read_json(os.path.join(directory, name)), os.path.join(directory, name))
     if model_format in (KERAS_HUB, RERANKER):
-        report.step(lambda: check_model_directory(directory))
-        report.step(lambda: model_fusion(directory))
+        report.step(lambda: check_model_directory(directory), directory)
+        report.step(lambda: model_fusion(directory), directory)
         vocabulary = os.path.join(directory, _PRESET_VOCABULARY)
         if files.isfile(vocabulary):
-            report.step(lambda: _spiece(vocabulary))
+            report.step(lambda: _spiece(vocabulary), vocabulary)
     weights = [WEIGHTS_FILE if files.isfile(os.path.join(directory, WEIGHTS_FILE)) else SHARDED_WEIGHTS_FILE]
     weights += [TASK_WEIGHTS_FILE] if files.isfile(os.path.join(directory, TASK_WEIGHTS_FILE)) else []
     for name in weights:
         path = os.path.join(directory, name)
         if files.isfile(path) and model_format in (KERAS_HUB, RERANKER):
-            values = report.step(lambda path=path: read_weights(path))
+            values = report.step(lambda path=path: read_weights(path), path)
             if values is not None:
-                report.step(lambda path=path, values=values: check_finite(values, path))
+                report.step(lambda path=path, values=values: check_finite(values, path), path)
                 report.note(f"{name}: {len(values)} weights, finite")
 
 

@@ -70,7 +70,7 @@ from gtr_keras.models.gtr.gtr_text_embedder import SAVED_MODEL_DIRECTORY, GTRTex
 from gtr_keras.retrieval.retriever import Retriever
 from gtr_keras.serving.filter_graph import FilterGraph
 from gtr_keras.utils import files
-from gtr_keras.utils.checksums import verify_if_asked
+from gtr_keras.utils.checksums import verify_directory
 from gtr_keras.utils.files import atomic_outputs
 from gtr_keras.utils.locks import locks_output
 
@@ -513,11 +513,13 @@ def _write_searcher(encoder, index_dir, staging, searcher, k, search_params=None
         shutil.rmtree(raw_dir, ignore_errors=True)
 
 
-def load_export(path):
+def load_export(path, verify=False):
     """Loads an exported SavedModel after registering the custom ops it needs.
 
     Args:
         path: a SavedModel directory, local or on a file system TensorFlow knows (`gs://...`).
+        verify: first verify every file against the directory's record (`utils.checksums.verify_directory`),
+            and refuse a damaged one.
 
     Raises:
         DataError: `path` does not exist, or is on a file system TensorFlow does not know.
@@ -538,7 +540,8 @@ def load_export(path):
     if not files.exists(path):  # (`exists` names a file system TensorFlow does not know)
         raise DataError(f"{path}: no such file or directory")
     try:
-        verify_if_asked(path)
+        if verify:
+            verify_directory(path)
         return tf.saved_model.load(path)
     except (tf.errors.NotFoundError, ValueError, RuntimeError, KeyError) as error:
         if "not registered" in str(error) or "Op type" in str(error):

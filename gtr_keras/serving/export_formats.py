@@ -85,10 +85,13 @@ class ExportFormat:
         written = _named(self.reranker_writer if reranker else self.writer)(encoder, out, **options)
         return list(written) if isinstance(written, (list, tuple)) else [written]
 
-    def open(self, export_dir):
+    def open(self, export_dir, verify=False):
         """The `TextEncoder` of an export directory of this format (a reranker's `TextPairScorer` for a reranker's
-        export), its runtime checked first."""
+        export), its runtime checked first (and with `verify`, every file against its record:
+        `utils.checksums.verify_directory`)."""
         check_installed(self, "run")
+        if verify:
+            _named("gtr_keras.utils.checksums:verify_directory")(export_dir)
         if self.is_reranker_export(export_dir):
             return _named(self.reranker_scorer)(export_dir)
         return _named(self.encoder)(export_dir)

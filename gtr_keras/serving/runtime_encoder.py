@@ -10,7 +10,6 @@ import sentencepiece as spm
 from gtr_keras.errors import DataError
 from gtr_keras.models.text_encoder import TextEncoder, TextPairScorer, pad_pairs
 from gtr_keras.serving.export_formats import FORMATS, check_installed
-from gtr_keras.utils.checksums import verify_if_asked
 from gtr_keras.utils.records import check_fields, read_json_object
 
 CONFIG_FILE = "export.json"
@@ -68,7 +67,6 @@ class RuntimeEncoder(TextEncoder):
         self.export_dir = os.fspath(export_dir)
         self.openvino_config = openvino_config
         self.session_options = session_options
-        verify_if_asked(self.export_dir)
         self.config = read_export_config(self.export_dir)
         self.runtime = self.config["format"]
         check_installed(FORMATS[self.runtime], "run")  # the install hint of `gtr-keras export --format onnx|openvino`

@@ -21,7 +21,6 @@ from gtr_keras.models.gtr.presets import PRESET_SOURCES, PRESETS
 from gtr_keras.models.model_files.model_directory import CONFIG_FILE, FIRST_FORMAT, TASK_FILE, read_json
 from gtr_keras.models.model_files.model_directory import RERANKER as RERANKER_TASK
 from gtr_keras.utils import files
-from gtr_keras.utils.checksums import verify_if_asked
 
 HF_PREFIX = "hf://"
 # Schemes whose sources are not file systems: keras-hub's or `huggingface_hub`'s downloads.
@@ -241,6 +240,4 @@ def load_source(embedder_cls, source, load_weights=True, **kwargs):
     if loader is None:
         raise UserError(f"{source}: no loader of {source.format} models is registered (`import gtr_keras` does it)")
     with source.local() as path:
-        if os.path.isdir(path):
-            verify_if_asked(path)
         return loader(embedder_cls, path, load_weights, **kwargs)
