@@ -178,7 +178,6 @@ class RuntimeScorer(TextPairScorer):
 
     def __init__(self, export_dir, session_options=None):
         self.export_dir = os.fspath(export_dir)
-        verify_if_asked(self.export_dir)
         path = os.path.join(self.export_dir, CONFIG_FILE)
         self.config = check_fields(path, read_json_object(path, REMEDY), RERANKER_FIELDS, REMEDY)
         check_installed(FORMATS["onnx"], "run")
