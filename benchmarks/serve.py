@@ -58,7 +58,9 @@ import numpy as np
 from results import RESULTS, machine, publish, rerun_command
 
 import gtr_keras
-from gtr_keras.models.gtr.presets import BUNDLED_MODEL_DIR
+from gtr_keras.beir import load_corpus, load_queries
+from gtr_keras.models import BUNDLED_MODEL_DIR
+from gtr_keras.retrieval import Retriever, build_index
 
 SECTION = "## Serve"
 CRANFIELD = os.path.join(os.path.dirname(BUNDLED_MODEL_DIR), "cranfield")
@@ -318,7 +320,7 @@ def main():
     parser.add_argument("--results", default=RESULTS)
     args = parser.parse_args()
 
-    corpus, queries = gtr_keras.load_corpus(CRANFIELD), list(gtr_keras.load_queries(CRANFIELD).values())
+    corpus, queries = load_corpus(CRANFIELD), list(load_queries(CRANFIELD).values())
     documents = corpus.joined()
     need = args.requests * args.docs_per_request
     documents = (documents * (need // len(documents) + 1))[:need]
@@ -332,13 +334,13 @@ def main():
     temporary = tempfile.TemporaryDirectory(prefix="serve-bench-")
     index_dir = args.index or os.path.join(temporary.name, "index")
     if not args.index:
-        gtr_keras.build_index(encoder, corpus, index_dir, model_dir="gtr-small-distilled")
+        build_index(encoder, corpus, index_dir, model_dir="gtr-small-distilled")
     if args.mixed:
         load_before = os.getloadavg()[0]
-        rows = run_mixed(args, corpus.joined(), list(gtr_keras.load_queries(CRANFIELD).values()), index_dir)
+        rows = run_mixed(args, corpus.joined(), list(load_queries(CRANFIELD).values()), index_dir)
         publish(mixed_report(args, rows, load_before), args.results, SECTION, not args.no_record)
         return
-    retriever = gtr_keras.Retriever.load(index_dir, encoder)
+    retriever = Retriever.load(index_dir, encoder)
     size = args.batch_size
     encoder.encode_documents(documents[: 2 * size], size)  # warm-up: the traced graph
     load_before = os.getloadavg()[0]

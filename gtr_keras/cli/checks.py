@@ -19,7 +19,7 @@ from gtr_keras.serving.export_formats import FORMATS, missing_package_hint
 
 # Arguments without a path type that name a model: a model directory may be remote (`gs://...`), but
 # `hf://ORG/NAME` (and keras-hub's other download ids, `model_source.DOWNLOAD_PREFIXES`) are read by the loader.
-_MODEL_DESTS = ("model", "source", "init", "teacher")
+_MODEL_DESTS = ("model", "source", "init", "teacher", "reranker", "rerank")
 
 
 def _path_arguments(args, parser, role):
@@ -139,13 +139,43 @@ _EXPORT_FLAGS = (
 )
 
 
+# `export`'s flags of GTR's exports that a reranker's refuses: (flag, destination, default).
+_RERANKER_EXPORT_FLAGS = (
+    ("--quantize", "quantize", None),
+    ("--index", "index", None),
+    ("--searcher", "searcher", "scann"),
+    ("-k", "k", 10),
+    ("--search-param", "search_param", None),
+    ("--precision", "precision", "float32"),
+    ("--query-length", "query_length", None),
+    ("--document-length", "document_length", None),
+    ("--version", "version", None),
+)
+
+
 def check_export_format(args, parser):
     """`export --format NAME` takes the flags of its format (`serving.export_formats.FORMATS`), whose
     packages must be installed (the one-line hint of the Python API too); `--search-param` sets a ScaNN
     searcher's."""
+    if bool(args.model) == bool(args.reranker):
+        parser.error("one of the arguments --model or --reranker is required, not both")
+    export_format = FORMATS[args.format]
+    if args.reranker:
+        if not export_format.exports_rerankers():
+            exported = [name for name, entry in FORMATS.items() if entry.exports_rerankers()]
+            parser.error(
+                f"argument --reranker: --format {args.format} exports GTR encoders; a reranker exports as "
+                f"{' or '.join(exported)}"
+            )
+        given = [
+            flag
+            for flag, dest, default in _RERANKER_EXPORT_FLAGS
+            if getattr(args, dest) != default and not (dest == "version" and args.format == "savedmodel")
+        ]
+        if given:
+            parser.error(f"argument {given[0]}: does not apply to a reranker's export")
     if args.search_param and (not args.index or not args.searcher.startswith("scann")):
         parser.error("argument --search-param: sets the ScaNN searcher of --index (--searcher scann|scann-int8)")
-    export_format = FORMATS[args.format]
     for dest, default, reason in _EXPORT_FLAGS:
         if dest not in export_format.flags and getattr(args, dest) != default:
             parser.error(f"argument --{dest}: {reason.format(format=args.format)}")

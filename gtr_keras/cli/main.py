@@ -133,6 +133,10 @@ def main(argv=None):
         parser.commands["search"].error(
             f"argument --index: --retriever {args.retriever} searches one index (several are shards of --retriever gtr)"
         )
+    if args.command in ("evaluate", "search") and args.rerank_depth is not None and not args.rerank:
+        parser.commands[args.command].error("argument --rerank-depth: goes with --rerank")
+    if args.command == "train" and args.reranker and args.init:
+        parser.commands["train"].error("argument --reranker: the model to fine-tune; not with --init (a GTR model's)")
     if args.command == "serve":
         check_serve(args, parser.commands["serve"])
     if args.command == "search" and args.retriever != "gtr" and args.search_param:
