@@ -8,6 +8,7 @@ status 2 and one line.
 """
 
 import argparse
+import contextlib
 import json
 import os
 import sys
@@ -15,6 +16,7 @@ import sys
 import numpy as np
 
 from gtr_keras.cli.arguments import PROG
+from gtr_keras.cli.checks import loopback
 from gtr_keras.errors import DataError, UserError
 from gtr_keras.utils import files
 from gtr_keras.utils.cpu import bfloat16_note
@@ -361,12 +363,31 @@ def _any_encoder(args):
 
 
 def serve_socket(args):
-    """`serve`'s listening socket, bound before the model is resolved or TensorFlow imported: a port in use is
-    exit 2 at once. The command holds it (`args.socket`) until it ends."""
+    """`serve`'s listening sockets (`--port`'s, `args.socket`, and `--metrics-port`'s, `args.metrics_socket`)
+    and its keys (`args.keys`), before the model is resolved or TensorFlow imported: a port in use or a
+    malformed keys file is exit 2 at once. The command holds the sockets until it ends."""
+    from gtr_keras.server.gateway.keys import ApiKeys
     from gtr_keras.server.serve import listening_socket
 
-    args.socket = listening_socket(args.host, args.port)
-    return args.socket
+    keyed = args.api_keys or args.api_keys_file
+    args.keys = ApiKeys(args.api_keys or (), args.api_keys_file) if keyed else None
+    if not keyed and not loopback(args.host):  # --allow-unauthenticated: said once, at start
+        print(
+            f"{PROG} serve: warning: serving {args.host} without a key (--allow-unauthenticated): anyone who "
+            "reaches the port can use it",
+            file=sys.stderr,
+            flush=True,
+        )
+    held = contextlib.ExitStack()
+    args.socket = held.enter_context(listening_socket(args.host, args.port))
+    args.metrics_socket = None
+    if args.metrics_port is not None:
+        try:
+            args.metrics_socket = held.enter_context(listening_socket(args.host, args.metrics_port))
+        except UserError as error:
+            held.close()
+            raise UserError(str(error).replace("--port", "--metrics-port")) from None
+    return held
 
 
 # What a command does before its model is resolved (`main`): its cheap refusals, and what it holds till the end.
@@ -376,6 +397,7 @@ BEFORE_THE_MODEL = {"serve": serve_socket}
 def serve(args):
     from gtr_keras.lexical.fusion import model_fusion
     from gtr_keras.models.gtr.encoder import Encoder
+    from gtr_keras.server.gateway.request_log import AccessLog
     from gtr_keras.server.serve import serve as serve_http
 
     fusion = model_fusion(args.model) if args.index else None  # a bad record before the model loads
@@ -387,6 +409,12 @@ def serve(args):
             f"--index: {args.model} is an export, which an index cannot check as the model it was built "
             "with; serve the index with the model directory (exports serve /v1/embeddings)"
         )
+    if args.max_batch_tokens is not None and args.max_batch_tokens < encoder.document_length:
+        raise UserError(
+            f"--max-batch-tokens: {args.max_batch_tokens} is less than the model's document budget "
+            f"({encoder.document_length} tokens): a text of that length would fit no batch"
+        )
+    logged = args.access_log or args.log_format == "json"
     serve_http(
         encoder,
         args.served_model_name or os.path.basename(str(args.model).rstrip("/")),
@@ -401,10 +429,23 @@ def serve(args):
         poll_interval=args.poll_interval,
         grace_period=args.grace_period,
         limits=limits,
-        access_log=args.access_log,
+        access_log=AccessLog(args.log_format) if logged else None,
         header_timeout=args.header_timeout,
         keep_alive_timeout=args.keep_alive_timeout,
+        keys=args.keys,
+        tracing=_tracing(args.otlp_endpoint),
+        metrics_sock=args.metrics_socket,
+        max_batch_tokens=args.max_batch_tokens,
     )
+
+
+def _tracing(endpoint):
+    """The `Tracing` exporting to `--otlp-endpoint`, or None."""
+    if endpoint is None:
+        return None
+    from gtr_keras.server.gateway.tracing import Tracing, otlp_provider
+
+    return Tracing(otlp_provider(endpoint))
 
 
 def demo(args):

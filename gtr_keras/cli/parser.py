@@ -638,6 +638,14 @@ def build_parser():
     group.add_argument(
         "--max-queue", type=at_least_one, default=4096, help="texts waiting at most; a request beyond is a 503"
     )
+    group.add_argument(
+        "--max-batch-tokens",
+        type=at_least_one,
+        default=None,
+        help="bound each batch by padded tokens instead of --batch-size texts, as text-embeddings-inference "
+        "does: a forward pass holds at most N padded tokens (and --batch-size texts), texts of like lengths "
+        "together; at least the model's document budget (default: batches of --batch-size texts)",
+    )
     group = p.add_argument_group("limits")
     group.add_argument("--max-inputs", type=at_least_one, default=2048, help="texts per embedding request")
     group.add_argument("--max-body-bytes", type=at_least_one, default=8 << 20, help="request body size (413 beyond)")
@@ -685,7 +693,45 @@ def build_parser():
         help="seconds the requests in flight get to finish after SIGTERM or SIGINT (those unfinished then get a "
         "503); a second signal stops at once",
     )
-    p.add_argument("--access-log", action="store_true", help="log every request on stderr")
+    group = p.add_argument_group("keys, metrics, traces and logs (docs/serving.md)")
+    group.add_argument(
+        "--api-key",
+        action="append",
+        dest="api_keys",
+        metavar="KEY",
+        help="a key requests must carry (Authorization: Bearer KEY; 401 otherwise), on every path but /health; "
+        "repeatable (a key here shows in the process list: prefer --api-keys-file; default: none, no key asked)",
+    )
+    group.add_argument(
+        "--api-keys-file",
+        type=input_file,
+        metavar="FILE",
+        help="a local file of keys, one a line (# comments), read again when it changes: a key rotates "
+        "without a restart (default: none)",
+    )
+    group.add_argument(
+        "--allow-unauthenticated",
+        action="store_true",
+        help="serve a --host other than loopback without a key (refused otherwise)",
+    )
+    group.add_argument(
+        "--metrics-port",
+        type=port_number,
+        help="serve /metrics (Prometheus' text format) on this port only, on --host (default: on --port)",
+    )
+    group.add_argument(
+        "--otlp-endpoint",
+        metavar="URL",
+        help="export OpenTelemetry traces there by OTLP over HTTP, e.g. http://collector:4318 (needs the otel "
+        "extra; /v1/traces is added to a URL without a path; default: none, no traces)",
+    )
+    group.add_argument("--access-log", action="store_true", help="log every request on stderr, one line")
+    group.add_argument(
+        "--log-format",
+        choices=("text", "json"),
+        default="text",
+        help="the access log's lines: text, or a JSON object a line (json turns the access log on)",
+    )
     add_encoder_arguments(p)
 
     p = command("demo", "the main job: index, search, evaluate vs BM25 and export, offline")

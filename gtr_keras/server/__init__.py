@@ -4,5 +4,6 @@
 shape), `batcher` (texts of concurrent requests encoded together, each request
 judged alone), `deadlines` (every wait of a request bounded), `connections`
 (every connection bounded), `live_index` (the index's newest generation) and
-`serve` (the command: model, server, signals).
+`serve` (the command: model, server, signals); `gateway/`, what every request
+passes whatever its route (keys, request ids, access log, metrics, traces).
 """

@@ -3,6 +3,7 @@
 # OpenAI's `type` of each status the server answers with.
 TYPES = {
     400: "invalid_request_error",
+    401: "invalid_request_error",
     404: "invalid_request_error",
     405: "invalid_request_error",
     408: "invalid_request_error",
@@ -22,8 +23,9 @@ class ApiError(Exception):
     """An HTTP error answer in OpenAI's shape: a one-line message naming the field (`param`).
 
     Args:
-        status: the HTTP status (400 unreadable body, 404 no such model or route, 408 a body that did not
-            arrive in time, 413 body too large, 422 a field's value refused, 503 busy or stopping).
+        status: the HTTP status (400 unreadable body, 401 no key or a wrong one, 404 no such model or route,
+            408 a body that did not arrive in time, 413 body too large, 422 a field's value refused, 503 busy,
+            stopping or loading).
         message: one line saying what is wrong and, where it helps, what to send instead.
         param: the field at fault (`"input[3]"`), or None.
         code: a machine-readable reason (`"invalid_json"`, `"model_not_found"`, ...), or None.

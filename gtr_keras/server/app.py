@@ -1,5 +1,8 @@
 """The routes of `gtr-keras serve`, a Starlette application: `POST /v1/embeddings`, `POST /v1/search`,
-`GET /health`, `GET /v1/models` (and `/v1/models/{id}`).
+`GET /health`, `GET /metrics`, `GET /v1/models` (and `/v1/models/{id}`).
+
+Every request passes the `gateway` first (its id, key, span, metrics and
+access-log line), whatever its route.
 
 Every refusal is OpenAI's error shape (`ApiError`), an unknown route or method
 too; an error of the server itself is a 500 of that shape, one line (its
@@ -23,7 +26,8 @@ import traceback
 import numpy as np
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
-from starlette.responses import JSONResponse
+from starlette.middleware import Middleware
+from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from gtr_keras.errors import OverloadedError, UserError
@@ -33,6 +37,9 @@ from gtr_keras.retrieval.retriever import search_results
 from gtr_keras.server.api_error import ApiError
 from gtr_keras.server.batcher import Batcher, Stopping
 from gtr_keras.server.deadlines import Deadlines
+from gtr_keras.server.gateway import stages
+from gtr_keras.server.gateway.metrics import Metrics
+from gtr_keras.server.gateway.middleware import Gateway, Settings, error_code
 from gtr_keras.server.validation import embedding_request, read_json, search_request
 
 DEFAULT_LIMITS = {"max_inputs": 2048, "max_body_bytes": 8 << 20, "max_queries": 64, "max_k": 1000, "body_timeout": 30.0}
@@ -72,26 +79,33 @@ def _stopping():
     return ApiError(503, "the server is stopping; retry (on another replica)", None, "stopping")
 
 
+def _api_error(error):
+    """The `ApiError` an exception of a handler is answered with: `ApiError` as it is, a `UserError` the
+    library raised as 422, anything else as a one-line 500 (its traceback on the server's stderr)."""
+    if isinstance(error, ApiError):
+        return error
+    if isinstance(error, Stopping):
+        return _stopping()
+    if isinstance(error, OverloadedError):
+        return ApiError(503, str(error), None, "busy")
+    if isinstance(error, UserError):  # e.g. a hybrid search of a model whose fusion record is malformed
+        return ApiError(422, (str(error).splitlines() or [""])[0], None, "invalid_value")
+    traceback.print_exception(error, file=sys.stderr)
+    first_line = (str(error).strip().splitlines() or [""])[0]
+    return ApiError(500, f"{type(error).__name__}: {first_line}", None, "server_error")
+
+
 def _answers(handler):
-    """`handler` answering every error in OpenAI's shape: `ApiError` as it is, a `UserError` the library
-    raised as 422, anything else as a one-line 500 (its traceback on the server's stderr, never in the answer)."""
+    """`handler` answering every error in OpenAI's shape (`_api_error`), its code noted for the metrics."""
 
     @functools.wraps(handler)
     async def answer(request):
         try:
             return await handler(request)
-        except ApiError as error:
+        except Exception as exception:
+            error = _api_error(exception)
+            error_code(request, error.code)
             return _error_response(error)
-        except Stopping:
-            return _error_response(_stopping())
-        except OverloadedError as error:
-            return _error_response(ApiError(503, str(error), None, "busy"))
-        except UserError as error:  # e.g. a hybrid search of a model whose fusion record is malformed
-            return _error_response(ApiError(422, (str(error).splitlines() or [""])[0], None, "invalid_value"))
-        except Exception as error:
-            traceback.print_exc(file=sys.stderr)
-            first_line = (str(error).strip().splitlines() or [""])[0]
-            return _error_response(ApiError(500, f"{type(error).__name__}: {first_line}", None, "server_error"))
 
     return answer
 
@@ -112,13 +126,14 @@ def _searching(model_source):
         searcher, k, retriever, fusion, gtr_weight = key
         if fusion is not None or gtr_weight is not None:
             searcher = HybridRetriever(searcher.retriever, searcher.bm25, fusion_of(fusion, gtr_weight), searcher.depth)
-        return (searcher.search(queries, k, retriever),)
+        with stages.stage("search", queries=len(queries), k=k, retriever=retriever):
+            return (searcher.search(queries, k, retriever),)
 
     return run
 
 
-def build_app(batcher, model_name, embedding_dim, live_index=None, model_source=None, limits=None):
-    """The Starlette application of `gtr-keras serve`.
+def build_app(batcher, model_name, embedding_dim, live_index=None, model_source=None, limits=None, gateway=None):
+    """The Starlette application of `gtr-keras serve`, behind its `gateway` (`middleware.Gateway`).
 
     Searches are batched too: a second `Batcher` (of `batcher`'s settings) runs the queries of concurrent
     searches of one generation, `k` and retriever as one search, whose queries `live_index` encodes through
@@ -127,7 +142,12 @@ def build_app(batcher, model_name, embedding_dim, live_index=None, model_source=
     The application's `state.stop(grace)` (called in its event loop, at the server's first signal) answers
     the requests in flight within `grace` seconds (503 `stopping` for those unfinished then) and abandons
     the batchers' work at that moment (`Batcher.abandon`); `state.stop(0)` at once. `state.batchers` are
-    the batchers, which whoever runs the app closes (`serve`) with the live index once it stopped.
+    the batchers, which whoever runs the app closes (`serve`) with the live index once it stopped;
+    `state.metrics` its `Metrics`, in a registry of its own (`/metrics`).
+
+    Until `live_index` has its first generation (`LiveIndex(wait=False)`), `/health` answers 503 with
+    status `loading`, and so does `/v1/search` (code `loading`): a load balancer's readiness probe of
+    `/health` sends no request before the replica can answer every endpoint.
 
     Args:
         batcher: the `Batcher` that encodes every text (`batcher.encoding`).
@@ -138,6 +158,7 @@ def build_app(batcher, model_name, embedding_dim, live_index=None, model_source=
             `gtr_weight` (`fusion.model_fusion`).
         limits: `DEFAULT_LIMITS` overridden: `max_inputs` (texts an embedding request), `max_body_bytes`,
             `max_queries` (a search request), `max_k`, `body_timeout` (seconds a body takes to arrive).
+        gateway: the gateway's `middleware.Settings` (keys, access log, tracing, metrics port); default none.
 
     Example:
     >>> batcher = Batcher(encoding(gtr_keras.load("gtr-small-distilled")))
@@ -151,6 +172,10 @@ def build_app(batcher, model_name, embedding_dim, live_index=None, model_source=
     searches = live_index and Batcher(_searching(model_source), *settings)
     batchers = [batcher, *([searches] if searches else [])]
     deadlines = Deadlines()
+    metrics = Metrics()
+    metrics.watch(batchers, live_index)
+    for each in batchers:
+        each.observer = metrics
 
     async def within(seconds, awaitable, late):
         """`await awaitable`, at most `seconds` and never past a stop's end; `late` (an `ApiError`) past
@@ -192,6 +217,8 @@ def build_app(batcher, model_name, embedding_dim, live_index=None, model_source=
         if live_index is None:
             raise ApiError(404, "no index is served: start `gtr-keras serve` with --index INDEX", None, "no_index")
         current = live_index.current  # once: the searcher and its generation's number together
+        if current is None:
+            raise ApiError(503, "the index's first generation is loading; retry", None, "loading")
         if asked.retriever != "gtr" and current.bm25_problem:
             raise ApiError(422, f"retriever: {current.bm25_problem}", "retriever", "no_bm25_side")
         key = (current.searcher, asked.k, asked.retriever, asked.fusion, asked.gtr_weight)
@@ -217,16 +244,17 @@ def build_app(batcher, model_name, embedding_dim, live_index=None, model_source=
         return _Answer(model_card(name))
 
     async def health(request):
+        current = live_index and live_index.current
+        status = "stopping" if deadlines.stop_at is not None else "loading" if live_index and not current else "ok"
         answer = {
-            "status": "ok",
+            "status": status,
             "model": model_name,
             "embedding_dim": embedding_dim,
             "batch_size": batcher.batch_size,
             "queued": batcher.queued,
             "batches": batcher.batches,
         }
-        if live_index is not None:
-            current = live_index.current
+        if current:
             answer["index"] = {
                 "path": live_index.index_dir,
                 "generation": current.number,
@@ -235,11 +263,18 @@ def build_app(batcher, model_name, embedding_dim, live_index=None, model_source=
                 "bm25": current.bm25_problem is None,
                 "search_settings": current.search_settings,
             }
-        return _Answer(answer)
+        elif live_index is not None:
+            answer["index"] = {"path": live_index.index_dir, "generation": None, "reloads": 0}
+        return _Answer(answer, status_code=200 if status == "ok" else 503)
+
+    async def metrics_page(request):
+        body, content_type = metrics.page()
+        return Response(body, media_type=content_type)
 
     async def http_error(request, error):
         code = {404: "not_found", 405: "method_not_allowed"}.get(error.status_code)
         message = f"{request.method} {request.url.path}: {error.detail}"
+        error_code(request, code)
         return _error_response(ApiError(error.status_code, message, None, code))
 
     def abandon():
@@ -255,8 +290,11 @@ def build_app(batcher, model_name, embedding_dim, live_index=None, model_source=
         Route("/v1/models", _answers(list_models), methods=["GET"]),
         Route("/v1/models/{model:path}", _answers(get_model), methods=["GET"]),
         Route("/health", _answers(health), methods=["GET"]),
+        Route("/metrics", _answers(metrics_page), methods=["GET"]),
     ]
-    app = Starlette(routes=routes, exception_handlers={HTTPException: http_error})
+    middleware = [Middleware(Gateway, settings=gateway or Settings(), metrics=metrics, routes=routes)]
+    app = Starlette(routes=routes, exception_handlers={HTTPException: http_error}, middleware=middleware)
     app.state.stop = stop
     app.state.batchers = batchers
+    app.state.metrics = metrics
     return app

@@ -13,6 +13,11 @@ side's rebuild, a rebuild's rename) keeps the loaded generation and is tried
 again at the next look, and so is a load during which a commit point moved
 (its parts might be of two generations, or of another than the number read).
 
+Several servers (replicas) over one index directory each watch it so, and each
+answers from the new generation within a poll interval and one load of the
+commit. A server may start listening before the first generation is loaded
+(`wait=False`): `current` is None until then.
+
 A loaded generation stays whole however many updates follow: its vectors,
 ScaNN searchers, documents and BM25 index are in memory, or memory-mapped
 (exact vectors) from files that updates never rewrite and whose removal
@@ -58,6 +63,9 @@ class LiveIndex:
             the encoder's batches); default `encoder`.
         fusion: the `Fusion` of hybrid searches (per request, `HybridRetriever` can take another).
         poll_interval: seconds between looks at the index's commit points; None: never reloads.
+        wait: load the first generation before returning (its errors raised here); False: the watch's
+            thread loads it, `current` being None until then, and its error, if any, in `error` (the watch
+            then ends).
 
     Example:
     >>> live = LiveIndex("indexes/scifact", gtr_keras.load("gtr-small-distilled"), poll_interval=2.0)
@@ -65,34 +73,43 @@ class LiveIndex:
     >>> live.close()
     """
 
-    def __init__(self, index_dir, encoder, query_encoder=None, fusion=None, poll_interval=2.0):
+    def __init__(self, index_dir, encoder, query_encoder=None, fusion=None, poll_interval=2.0, wait=True):
         if poll_interval is not None and poll_interval <= 0:
             raise UserError(f"poll_interval must be positive seconds or None, got {poll_interval!r}")
+        if not wait and poll_interval is None:
+            raise UserError("a LiveIndex that loads its first generation in the background needs a poll_interval")
         self.index_dir = os.fspath(index_dir)
         self.encoder = encoder
         self.query_encoder = query_encoder or encoder
         self.fusion = fusion
         self.poll_interval = poll_interval
         self.reloads = 0
+        self.failures = 0  # loads of a new generation that failed
+        self.error = None  # why the first generation could not be loaded (`wait=False`)
+        self.current = None
         self._watched = (
             os.path.join(self.index_dir, RETRIEVER_JSON),
             os.path.join(self.index_dir, INDEX_SUBDIR, MANIFEST_JSON),
             os.path.join(self.index_dir, BM25_SUBDIR, SETTINGS_JSON),
             os.path.join(self.index_dir, INDEX_SUBDIR, TUNED_JSON),
         )
-        for _ in range(LOADS):
-            self._stamp = self._commit_points()
-            self.current = self._load()  # replaced as a whole: a request reads it once
-            if self._whole(self.current, self._stamp):
-                break
-        else:
-            raise UserError(f"{self.index_dir}: changed during each of {LOADS} loads; serve it when its updates pause")
         self._missing_bm25_seen = False
         self._stop = threading.Event()
         self._thread = None
+        if wait:
+            self._first_load()
         if poll_interval is not None:
             self._thread = threading.Thread(target=self._watch, name="gtr-keras-live-index", daemon=True)
             self._thread.start()
+
+    def _first_load(self):
+        for _ in range(LOADS):
+            stamp = self._commit_points()
+            loaded = self._load()
+            if self._whole(loaded, stamp):
+                self._stamp, self.current = stamp, loaded  # replaced as a whole: a request reads it once
+                return
+        raise UserError(f"{self.index_dir}: changed during each of {LOADS} loads; serve it when its updates pause")
 
     def _commit_points(self):
         """The watched files' modification times and the manifest's generation (None where unreadable)."""
@@ -130,6 +147,7 @@ class LiveIndex:
         try:
             loaded = self._load()
         except (UserError, OSError) as error:
+            self.failures += 1
             print(f"gtr-keras serve: note: serving generation {self.current.number} for now: {error}", file=sys.stderr)
             return False
         if not self._whole(loaded, stamp):
@@ -143,10 +161,17 @@ class LiveIndex:
         return True
 
     def _watch(self):
+        if self.current is None:
+            try:
+                self._first_load()
+            except Exception as error:  # a bad index: the server says it and stops (`serve`)
+                self.error = error
+                return
         while not self._stop.wait(self.poll_interval):
             try:
                 self.check_now()
             except Exception as error:  # a bug must not end the watch: the loaded generation keeps serving
+                self.failures += 1
                 print(f"gtr-keras serve: warning: reloading {self.index_dir}: {error!r}", file=sys.stderr)
 
     def close(self, timeout=10.0):

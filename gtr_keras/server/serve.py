@@ -2,7 +2,12 @@
 stops.
 
 The socket is bound before anything heavy is imported or loaded (a port in use
-is one line and exit status 2 at once: the command binds it first). The first
+is one line and exit status 2 at once: the command binds it first), and so is
+the metrics port's, if any: one uvicorn server serves both sockets (the
+gateway keeps `/metrics` to the metrics port). The server listens once the
+model is loaded, and the index's first generation loads meanwhile (`/health`
+answers 503 `loading`); the `listening on` line comes once it is loaded, and an
+index that cannot be loaded stops the server (exit status 2, its one line). The first
 SIGTERM or SIGINT makes uvicorn stop accepting connections and close idle ones;
 the requests in flight get `grace_period` seconds to finish, and those
 unfinished then are answered 503 (`stopping`) while the batchers abandon their
@@ -25,8 +30,9 @@ import uvicorn
 
 from gtr_keras.errors import UserError
 from gtr_keras.server.app import build_app
-from gtr_keras.server.batcher import Batcher, encoding, query_encoder
+from gtr_keras.server.batcher import Batcher, encoding, query_encoder, token_lengths
 from gtr_keras.server.connections import bounded_protocol
+from gtr_keras.server.gateway.middleware import Settings
 from gtr_keras.server.live_index import LiveIndex
 
 JOIN_BOUND = 0.5  # seconds the threads get to end after the server stopped (daemons left running past it)
@@ -92,19 +98,17 @@ class _Server(uvicorn.Server):
             connection.transport.abort()
 
 
-def uvicorn_server(
-    app, grace_period=30.0, access_log=False, header_timeout=10.0, body_timeout=30.0, keep_alive_timeout=5.0
-):
+def uvicorn_server(app, grace_period=30.0, header_timeout=10.0, body_timeout=30.0, keep_alive_timeout=5.0):
     """The `uvicorn.Server` of `app` (`app.build_app`'s): HTTP/1.1 with keep-alive, every connection bounded
     (`connections.bounded_protocol`: `header_timeout`; `body_timeout` for an answer its client does not
-    read; idle `keep_alive_timeout`), no access log unless asked, warnings only, and at a stop the requests
-    in flight answered within `grace_period` (`_Server`)."""
+    read; idle `keep_alive_timeout`), warnings only (the access log is the gateway's), and at a stop the
+    requests in flight answered within `grace_period` (`_Server`)."""
     config = uvicorn.Config(
         app,
         http=bounded_protocol(header_timeout, body_timeout),
         timeout_keep_alive=keep_alive_timeout,
         timeout_graceful_shutdown=grace_period + BACKSTOP,
-        access_log=access_log,
+        access_log=False,
         log_level="warning",
         lifespan="off",  # the batchers and the index's watch end after uvicorn, in `serve`, bounded
     )
@@ -125,9 +129,13 @@ def serve(
     poll_interval=2.0,
     grace_period=30.0,
     limits=None,
-    access_log=False,
+    access_log=None,
     header_timeout=10.0,
     keep_alive_timeout=5.0,
+    keys=None,
+    tracing=None,
+    metrics_sock=None,
+    max_batch_tokens=None,
 ):
     """Serves `encoder` (and the index `index_dir`) on `sock` until SIGTERM or SIGINT; then returns (a thread
     still in a forward pass or a load `JOIN_BOUND` seconds after the stop is left running, a daemon).
@@ -143,30 +151,47 @@ def serve(
         poll_interval: seconds between looks at the index's commit points (`LiveIndex`).
         grace_period: seconds the requests in flight get to finish at a stop.
         limits: `app.build_app`'s (its `body_timeout` also bounds a client's reading of an answer).
-        access_log: log each request (uvicorn's access log) on stderr.
+        access_log: an `AccessLog` writing a line per request, or None.
         header_timeout: seconds a request's head may take (`connections.bounded_protocol`).
         keep_alive_timeout: seconds an idle keep-alive connection stays open.
+        keys: the `ApiKeys` every request but `/health`'s must carry, or None.
+        tracing: the `Tracing` of the requests' spans, or None.
+        metrics_sock: a second bound socket, the only one that serves `/metrics`; or None.
+        max_batch_tokens: the encoder's batches' budget of padded tokens instead of `batch_size` texts.
+
+    Raises:
+        UserError: the index's first generation cannot be loaded (the server stops first).
 
     Example:
     >>> serve(gtr_keras.load("gtr-small-distilled"), "gtr-small-distilled", listening_socket("127.0.0.1", 8000))
     """
-    batcher = Batcher(encoding(encoder, batch_size), batch_size, max_wait, max_queue, timeout, "gtr-keras-encoder")
+    lengths = token_lengths(encoder) if max_batch_tokens else None
+    run_encoder = encoding(encoder, batch_size, max_batch_tokens)
+    settings = (batch_size, max_wait, max_queue, timeout, "gtr-keras-encoder", max_batch_tokens, lengths)
+    batcher = Batcher(run_encoder, *settings)
     try:
-        live_index = index_dir and LiveIndex(index_dir, encoder, query_encoder(batcher), fusion, poll_interval)
+        live_index = index_dir and LiveIndex(index_dir, encoder, query_encoder(batcher), fusion, poll_interval, False)
     except BaseException:
         batcher.close(0)
         raise
-    app = build_app(batcher, model_name, encoder.embedding_dim, live_index, model_source, limits)
+    metrics_port = metrics_sock.getsockname()[1] if metrics_sock else None
+    gateway = Settings(keys, access_log, tracing, metrics_port)
+    app = build_app(batcher, model_name, encoder.embedding_dim, live_index, model_source, limits, gateway)
     body_timeout = (limits or {}).get("body_timeout", 30.0)
-    server = uvicorn_server(app, grace_period, access_log, header_timeout, body_timeout, keep_alive_timeout)
+    server = uvicorn_server(app, grace_period, header_timeout, body_timeout, keep_alive_timeout)
     host, port = sock.getsockname()[:2]
 
     async def run():
-        serving = asyncio.ensure_future(server.serve(sockets=[sock]))
-        while not server.started and not serving.done():
+        serving = asyncio.ensure_future(server.serve(sockets=[sock, *([metrics_sock] if metrics_sock else [])]))
+        while not (server.started and (not live_index or live_index.current or live_index.error)):
+            if serving.done():
+                break
             await asyncio.sleep(0.02)
-        if server.started:
+        if live_index and live_index.error:
+            server.should_exit = True
+        elif server.started and not serving.done():
             index = f", index {index_dir}" if index_dir else ""
+            index += f", metrics on http://{host}:{metrics_port}/metrics" if metrics_port else ""
             print(f"gtr-keras serve: listening on http://{host}:{port} (model {model_name}{index})", flush=True)
         await serving
 
@@ -189,4 +214,13 @@ def serve(
         for each in app.state.batchers:
             each.join(max(0.0, end - time.monotonic()))
         sock.close()
+        if metrics_sock:
+            metrics_sock.close()
+        if tracing:
+            tracing.close()
+    error = live_index and live_index.error
+    if isinstance(error, (UserError, OSError)):
+        raise UserError(str(error)) from None
+    if error:
+        raise error
     print("gtr-keras serve: stopped", file=sys.stderr, flush=True)
