@@ -11,8 +11,9 @@ import argparse
 import shutil
 import time
 
-from gtr_keras import load, load_corpus
-from gtr_keras.retrieval.beam_pipeline import encode_corpus_with_beam, index_from_shards
+from gtr_keras import load
+from gtr_keras.beir import load_corpus
+from gtr_keras.retrieval import encode_corpus_with_beam, index_from_shards
 
 
 def main():

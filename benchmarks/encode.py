@@ -45,13 +45,9 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from matmul import square_matmul  # noqa: E402
 from results import RESULTS, machine, publish, rerun_command, time_interleaved  # noqa: E402
 
-from gtr_keras import (  # noqa: E402
-    convert_sentence_transformers,
-    load,
-    load_corpus,  # noqa: E402
-    save,
-)
-from gtr_keras.models.gtr.gtr_tokenizer import EOS_ID, train_sentencepiece  # noqa: E402
+from gtr_keras import GTRTextEmbedder, load, save  # noqa: E402
+from gtr_keras.beir import load_corpus
+from gtr_keras.models import EOS_ID, train_sentencepiece  # noqa: E402
 from tests.reference_checkpoint import BASE_T5, TINY_T5, build_checkpoint  # noqa: E402
 
 SECTION = "## Encode"
@@ -74,7 +70,7 @@ def prepare_checkpoints(config_name, corpus_texts, work_dir):
         os.makedirs(root, exist_ok=True)
         spiece = train_sentencepiece(corpus_texts, os.path.join(root, "spiece.model"), pieces)
         build_checkpoint(st_dir, seed=0, spiece_path=spiece, t5_config=t5_config)
-        save(convert_sentence_transformers(st_dir), model_dir)
+        save(GTRTextEmbedder.from_preset(st_dir), model_dir)
     return st_dir, model_dir
 
 
@@ -176,8 +172,10 @@ def corpus_rows(st, encoders, texts, batch_size):
 
 def trained_model_rows(model_dir, dataset, batch_size):
     """NDCG@10 on `dataset`'s test split with the trained model in float32 and bfloat16."""
-    from gtr_keras import SearchIndex, evaluate_run, load_dataset
-    from gtr_keras.retrieval.runs import gtr_run
+    from gtr_keras import load_dataset
+    from gtr_keras.beir import evaluate_run
+    from gtr_keras.index import SearchIndex
+    from gtr_keras.retrieval import gtr_run
 
     corpus, queries, qrels, _ = load_dataset(dataset, "test")
     rows, embeddings = [], {}
@@ -363,7 +361,8 @@ def main(argv=None):
         f"{tf.config.threading.get_intra_op_parallelism_threads() or os.cpu_count()} intra-op threads), "
         f"PyTorch {torch.__version__} ({torch.get_num_threads()} threads), sentence-transformers "
         f"{__import__('sentence_transformers').__version__}.",
-        f"- Model: random weights (seed 0), {shape}; identical in both libraries (`convert_sentence_transformers`).",
+        f"- Model: random weights (seed 0), {shape}; identical in both libraries (converted by "
+        "`GTRTextEmbedder.from_preset`).",
         f"- Attainable rates: float32 {attainable['float32']:.1f} GFLOP/s, bfloat16 {attainable['bfloat16']:.1f} "
         f"GFLOP/s, each the best median of a {args.matmul_size}x{args.matmul_size} `tf.matmul` timed in turn with "
         "the libraries at each throughput shape. GFLOP/s counts the forward pass's matmul FLOPs; \"of "

@@ -18,9 +18,8 @@ import numpy as np
 import tensorflow as tf
 
 import gtr_keras
-from gtr_keras import load_corpus, load_export
-from gtr_keras.serving.export import export_encoder
-from gtr_keras.serving.litert import export_litert, load_litert
+from gtr_keras.beir import load_corpus
+from gtr_keras.serving import export_encoder, export_litert, load_export, load_litert
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from results import machine, publish, rerun_command, time_interleaved  # noqa: E402
@@ -67,11 +66,11 @@ def main():
         saved_model = loaded["SavedModel"].signatures["encode_documents"]
         interpreter = load_litert(litert_file)
         litert = interpreter.get_signature_runner("encode_documents")
-        keras_export = loaded["Keras export"].serve  # (the loaded objects kept: their functions need them)
+        keras_export = loaded["Keras export"].signatures["encode_documents"]  # (the loaded objects kept: needed)
         runs = {
             "SavedModel": lambda batch: saved_model(texts=tf.constant(batch))["embeddings"].numpy(),
             "LiteRT": lambda batch: litert(texts=np.array(batch, dtype=object))["embeddings"],
-            "Keras export": lambda batch: keras_export(tf.constant(batch)).numpy(),
+            "Keras export": lambda batch: keras_export(texts=tf.constant(batch))["embeddings"].numpy(),
         }
         reference = np.concatenate([runs["SavedModel"](batch) for batch in batches])
         differences = {

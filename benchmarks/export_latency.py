@@ -22,16 +22,11 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 import tensorflow as tf  # noqa: E402
 from results import RESULTS, machine, record, time_interleaved  # noqa: E402
 
-from gtr_keras import (  # noqa: E402  # noqa: E402
-    Retriever,
-    build_index,
-    load,  # noqa: E402
-    load_corpus,
-    load_export,  # noqa: E402
-    load_queries,
-)
-from gtr_keras.cli.demo import DEMO_DATASET, DEMO_MODEL  # noqa: E402
-from gtr_keras.serving.export import export_searcher  # noqa: E402
+from gtr_keras import load  # noqa: E402
+from gtr_keras.beir import BUNDLED_COLLECTION_DIR, load_corpus, load_queries  # noqa: E402
+from gtr_keras.models import BUNDLED_MODEL_DIR  # noqa: E402
+from gtr_keras.retrieval import Retriever, build_index  # noqa: E402
+from gtr_keras.serving import export_searcher, load_export  # noqa: E402
 
 SECTION = "## Export"
 
@@ -43,8 +38,8 @@ def median_ms(fn, repeats):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--model", default=DEMO_MODEL)
-    parser.add_argument("--corpus", default=DEMO_DATASET)
+    parser.add_argument("--model", default=BUNDLED_MODEL_DIR)
+    parser.add_argument("--corpus", default=BUNDLED_COLLECTION_DIR)
     parser.add_argument("--repeats", type=int, default=20)
     parser.add_argument("--no-record", action="store_true")
     args = parser.parse_args()

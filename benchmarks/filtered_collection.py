@@ -23,9 +23,10 @@ import numpy as np
 from filtered_search import lscpu_flags
 from results import RESULTS, machine, publish, rerun_command
 
-from gtr_keras import HybridRetriever, Retriever, build_index, evaluate_run, load, load_dataset, model_fusion
-from gtr_keras.lexical.bm25_side import load_bm25_side
-from gtr_keras.retrieval.hybrid_retriever import RETRIEVERS
+from gtr_keras import load, load_dataset
+from gtr_keras.beir import evaluate_run
+from gtr_keras.lexical import load_bm25_side, model_fusion
+from gtr_keras.retrieval import RETRIEVERS, HybridRetriever, Retriever, build_index
 
 SECTION = "## Filtered search"
 DEPTH = 100

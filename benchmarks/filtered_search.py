@@ -104,9 +104,10 @@ def main(argv=None):
     parser.add_argument("--no-record", action="store_true", help="print only")
     args = parser.parse_args(argv)
 
-    from gtr_keras import Filter, SearchIndex
+    from gtr_keras import Filter
+    from gtr_keras.filters import MetadataColumns
     from gtr_keras.filters import filtered_search as planner
-    from gtr_keras.filters.metadata_columns import MetadataColumns
+    from gtr_keras.index import SearchIndex
 
     started = datetime.datetime.now(datetime.UTC)
     shard_dir, index_dir = os.path.join(args.work, "shards"), os.path.join(args.work, "index")

@@ -42,10 +42,8 @@ IVF_K_FACTORS = (2, 4, 8, 16, 32, 64, 128)
 
 
 def gtr_keras_scann(vectors, queries, work, m, ef_construction, prebuilt=None, reorder="float32"):
-    from gtr_keras.index import SearchIndex, write_search_index
-    from gtr_keras.index.layout import EMBEDDINGS_NPY, read_description
-    from gtr_keras.index.search_index import ArrayRows
-    from gtr_keras.tuning.tuner import settings_grid
+    from gtr_keras.index import EMBEDDINGS_NPY, ArrayRows, SearchIndex, read_description, write_search_index
+    from gtr_keras.tuning import settings_grid
 
     directory, build = os.path.join(work, f"scann-{reorder}"), None
     if prebuilt:  # an index of these vectors that `gtr-keras index --embeddings` built (timed there)
@@ -172,7 +170,7 @@ def measure_in_turns(searchers, truth, rounds):
     """`{library: [(recall, QPS, setting)]}`: every setting of every library timed once a round, the libraries
     taking turns (`results.time_interleaved`), the fastest round counting; recall from the last round's
     answers (each search is deterministic)."""
-    from gtr_keras.tuning.tuner import recall_at_k
+    from gtr_keras.tuning import recall_at_k
 
     found = {}
 
@@ -208,8 +206,7 @@ def best_qps(points, target):
 def real_vectors(data_dir, work, model, num_queries, seed):
     """`(documents, queries, description)`: GTR embeddings of every BEIR document under `data_dir` and every
     distinct Debian description, and of `num_queries` sampled Debian summaries and BEIR queries; encoded once."""
-    from gtr_keras import load_corpus, load_queries
-    from gtr_keras.beir.readers import CORPUS_FILES
+    from gtr_keras.beir import CORPUS_FILES, load_corpus, load_queries
 
     settings = {"data": os.path.abspath(data_dir), "model": model, "num_queries": num_queries, "seed": seed}
     record = os.path.join(work, "real.json")
@@ -266,14 +263,14 @@ def synthetic_vectors(args):
 
 
 def main(argv=None):
-    from gtr_keras.cli.demo import DEMO_MODEL
+    from gtr_keras.models import BUNDLED_MODEL_DIR
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     add_corpus_arguments(parser)
     parser.add_argument(
         "--real", metavar="DATA", help="GTR embeddings of the collections under DATA, not synthetic (--n etc. unused)"
     )
-    parser.add_argument("--model", default=DEMO_MODEL, help="the model that encodes --real's texts")
+    parser.add_argument("--model", default=BUNDLED_MODEL_DIR, help="the model that encodes --real's texts")
     parser.add_argument("--work", required=True, help="directory for the vectors and indexes (kept for reruns)")
     parser.add_argument("--libraries", default=",".join(LIBRARIES), help="comma-separated names of LIBRARIES")
     parser.add_argument("--hnsw-m", type=int, default=32, help="HNSW's M (faiss and hnswlib)")
@@ -288,8 +285,8 @@ def main(argv=None):
     unknown = sorted(set(keys) - set(LIBRARIES))
     if unknown:
         parser.error(f"--libraries: unknown {', '.join(unknown)} (known: {', '.join(LIBRARIES)})")
-    from gtr_keras.index.exact_search import exact_top_k
-    from gtr_keras.tuning.recall_curve import plot_recall_qps
+    from gtr_keras.index import exact_top_k
+    from gtr_keras.tuning import plot_recall_qps
 
     if args.real:
         vectors, queries, described = real_vectors(args.real, args.work, args.model, args.num_queries, args.seed)

@@ -26,11 +26,12 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 import numpy as np
 from results import RESULTS, machine, publish, rerun_command
 
-from gtr_keras import HybridRetriever, build_index, load, load_corpus, load_queries, model_fusion
-from gtr_keras.index.layout import BM25_SUBDIR, INDEX_SUBDIR
-from gtr_keras.lexical.bm25_side import write_bm25_side
-from gtr_keras.models.gtr.presets import ASSETS_DIR, BUNDLED_MODEL_DIR
-from gtr_keras.retrieval.hybrid_retriever import RETRIEVERS
+from gtr_keras import load
+from gtr_keras.beir import BUNDLED_COLLECTION_DIR, load_corpus, load_queries
+from gtr_keras.index import BM25_SUBDIR, INDEX_SUBDIR
+from gtr_keras.lexical import model_fusion, write_bm25_side
+from gtr_keras.models import BUNDLED_MODEL_DIR
+from gtr_keras.retrieval import RETRIEVERS, HybridRetriever, build_index
 
 SECTION = "## Hybrid search"
 
@@ -94,7 +95,7 @@ def main(argv=None):
     parser.add_argument("--corpus", help="measure the BM25 side's cost on this corpus (BEIR directory)")
     parser.add_argument("--index", help="measure search latency on this index directory (with a BM25 side)")
     parser.add_argument("--model", default=BUNDLED_MODEL_DIR)
-    parser.add_argument("--dataset", default=os.path.join(ASSETS_DIR, "cranfield"), help="where the queries are")
+    parser.add_argument("--dataset", default=BUNDLED_COLLECTION_DIR, help="where the queries are")
     parser.add_argument("--num-queries", type=int, default=100)
     parser.add_argument("-k", type=int, default=10)
     parser.add_argument("--results", default=RESULTS, help="markdown file to append to")

@@ -185,7 +185,7 @@ def exact_top_ids(source, queries):
 
 def exact_from_shards(shard_dir, queries, out_path):
     """Exact top-10 ids per query, scoring the shards a chunk at a time (the recall reference)."""
-    from gtr_keras import EmbeddingFiles
+    from gtr_keras.index import EmbeddingFiles
 
     shards = EmbeddingFiles(sorted(os.path.join(shard_dir, n) for n in os.listdir(shard_dir) if n.endswith(".npy")))
     np.save(out_path, exact_top_ids(shards, queries), allow_pickle=True)

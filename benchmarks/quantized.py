@@ -30,9 +30,9 @@ def embeddings(work, dataset, data_dir):
     cache = os.path.join(work, f"{dataset}.npz")
     if not os.path.exists(cache):
         import gtr_keras
-        from gtr_keras.cli.demo import DEMO_MODEL
+        from gtr_keras.models import BUNDLED_MODEL_DIR
 
-        encoder = gtr_keras.load(DEMO_MODEL)
+        encoder = gtr_keras.load(BUNDLED_MODEL_DIR)
         start = time.perf_counter()
         documents = encoder.encode_documents(corpus.joined(), 64, False)
         query_vectors = encoder.encode_queries([queries[q] for q in queries], 64)
@@ -43,8 +43,7 @@ def embeddings(work, dataset, data_dir):
 
 
 def ndcg_at_10(index, corpus, queries, qrels, query_vectors):
-    from gtr_keras import evaluate_run
-    from gtr_keras.beir.evaluation import cut_run, results_from_scores
+    from gtr_keras.beir import cut_run, evaluate_run, results_from_scores
 
     indices, scores = index.search(query_vectors, 11)
     run = cut_run(results_from_scores(list(queries), corpus.ids, indices, scores), 10)
@@ -58,9 +57,7 @@ def main(argv=None):
     parser.add_argument("--results", default=RESULTS)
     parser.add_argument("--no-record", action="store_true")
     args = parser.parse_args(argv)
-    from gtr_keras.index import SearchIndex, write_search_index
-    from gtr_keras.index.quantized_vectors import vector_params
-    from gtr_keras.index.search_index import ArrayRows
+    from gtr_keras.index import ArrayRows, SearchIndex, vector_params, write_search_index
 
     os.makedirs(args.work, exist_ok=True)
     rows, ratios = [], {}

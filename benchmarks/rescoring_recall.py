@@ -8,7 +8,8 @@ searched through `set_search_params`:
 1. recall@10 by leaves searched, AH candidates reordered on int8 (`reorder_factor`) and float32 rescoring pool
    (`rescore_factor`; 1 rescores int8's own top 10: int8 order);
 2. recall@k at depth 10, 100 and 1000 by `rescore_factor`, every leaf searched, reorder 20: the rescoring pool
-   of `search_index.rescore_pool_size` (k plus at most `RESCORE_BAND` a step) against `rescore_factor * k`.
+   of `SearchIndex.rescore_pool` (k plus at most 100 a step) against a pool of `rescore_factor * k` (the
+   `rescore_factor` that gives it).
 
 Recall only, no timing: it may run on a busy machine. Prints the tables and appends them, with the command, to
 the "Float32 rescoring" section of benchmarks/RESULTS.md (`--no-record`: print only).
@@ -19,6 +20,7 @@ Usage:
 
 import argparse
 import os
+import subprocess
 import sys
 import time
 
@@ -38,8 +40,6 @@ def recall(found, truth):
 
 def build(work, vectors):
     """The acceptance test's index: `gtr-keras index --embeddings` of 4 embedding files, in `work`."""
-    from gtr_keras.cli.main import main as gtr_keras
-
     index = os.path.join(work, "index")
     if not os.path.exists(index):
         os.makedirs(os.path.join(work, "emb"), exist_ok=True)
@@ -47,8 +47,10 @@ def build(work, vectors):
             np.save(os.path.join(work, "emb", f"part-{number}.npy"), vectors[rows])
             with open(os.path.join(work, "emb", f"part-{number}.ids.txt"), "w") as f:
                 f.writelines(f"{doc_ids(len(vectors))[i]}\n" for i in rows)
-        if gtr_keras(["index", "--embeddings", os.path.join(work, "emb", "part-*.npy"), "--out", index]):
-            raise SystemExit("gtr-keras index failed")
+        embeddings = os.path.join(work, "emb", "part-*.npy")
+        subprocess.run(
+            [sys.executable, "-m", "gtr_keras", "index", "--embeddings", embeddings, "--out", index], check=True
+        )
     return index
 
 
@@ -61,7 +63,7 @@ def main(argv=None):
     parser.add_argument("--results", default=RESULTS)
     parser.add_argument("--no-record", action="store_true")
     args = parser.parse_args(argv)
-    from gtr_keras.index import SearchIndex, search_index
+    from gtr_keras.index import SearchIndex
 
     vectors = clustered(N, seed=11, num_clusters=CENTRES, noise=NOISE)
     queries = clustered(300, seed=12, num_clusters=CENTRES, noise=NOISE)
@@ -84,16 +86,14 @@ def main(argv=None):
             lines.append(f"| {leaves} | {reorder} | " + " | ".join(cells) + " |")
     depth = ["| k | rescore_factor | pool (rescore_pool_size) | recall@k | pool (rescore_factor x k) | recall@k |"]
     depth.append("|---:|---:|---:|---:|---:|---:|")
-    band = search_index.RESCORE_BAND
+    index.set_search_params({"num_leaves_to_search": index.params["num_leaves"], "reorder_factor": 20})
     for k in (10, 100, 1000):
         for factor in (1, 2, 4):
-            index.set_search_params({"num_leaves_to_search": index.params["num_leaves"], "reorder_factor": 20})
-            index.set_search_params({"rescore_factor": factor})
             cells = []
-            for cap in (band, 10**9):  # the band, then none: rescore_factor x k
-                search_index.RESCORE_BAND = cap
+            # `factor`, then the factor whose pool is factor x k: k + (f - 1) * min(k, 100) = factor * k.
+            for pooled in (factor, (factor - 1) * k // min(k, 100) + 1):
+                index.set_search_params({"rescore_factor": pooled})
                 cells += [str(index.rescore_pool(k)), f"{recall(found(k), exact[:, :k]):.4f}"]
-            search_index.RESCORE_BAND = band
             depth.append(f"| {k} | {factor} | " + " | ".join(cells) + " |")
     block = "\n".join(
         [
@@ -109,7 +109,7 @@ def main(argv=None):
             "",
             *lines,
             "",
-            f"recall@k at depth, every leaf searched, reorder_factor 20 (RESCORE_BAND {band}):",
+            "recall@k at depth, every leaf searched, reorder_factor 20:",
             "",
             *depth,
         ]

@@ -77,11 +77,9 @@ def build_models(work, smoke):
     sentence-transformers copy, under `work` (reused when there)."""
     import keras
 
-    from gtr_keras import GTRTextEmbedder, load, preset_config, save
-    from gtr_keras.models.gtr.presets import BUNDLED_MODEL_DIR
-    from gtr_keras.serving.litert import export_litert, litert_path
-    from gtr_keras.serving.onnx_export import export_onnx
-    from gtr_keras.serving.openvino_export import export_openvino
+    from gtr_keras import GTRTextEmbedder, load, save
+    from gtr_keras.models import BUNDLED_MODEL_DIR, preset_config
+    from gtr_keras.serving import export_litert, export_onnx, export_openvino, litert_path
 
     paths = {name: os.path.join(work, name) for name in ("model", "st", "onnx", "onnx-int8", "openvino", "litert")}
     seconds = {}
@@ -112,8 +110,7 @@ def build_models(work, smoke):
 def gtr_keras_runtimes(paths):
     """`{row name: encode function}` of gtr-keras' own paths."""
     from gtr_keras import load
-    from gtr_keras.serving.litert import litert_path, load_litert
-    from gtr_keras.serving.runtime_encoder import RuntimeEncoder
+    from gtr_keras.serving import RuntimeEncoder, litert_path, load_litert
 
     float32, bfloat16 = load(paths["model"]), load(paths["model"], dtype="bfloat16")
     litert = load_litert(litert_path(paths["litert"]), num_threads=os.cpu_count())
@@ -218,11 +215,10 @@ def measure(paths, texts, rounds, batch_size, peer_python, work):
 def int8_ndcg(data, work):
     """NDCG@10 on SciFact's test queries of the bundled model's ONNX exports, float32 (within 1e-5 of
     TensorFlow's, tests/serving/test_onnx_export.py) and int8."""
-    from gtr_keras import evaluate_run, load, load_corpus, load_qrels, load_queries
-    from gtr_keras.beir.evaluation import results_from_scores
-    from gtr_keras.models.gtr.presets import BUNDLED_MODEL_DIR
-    from gtr_keras.serving.onnx_export import export_onnx
-    from gtr_keras.serving.runtime_encoder import RuntimeEncoder
+    from gtr_keras import load
+    from gtr_keras.beir import evaluate_run, load_corpus, load_qrels, load_queries, results_from_scores
+    from gtr_keras.models import BUNDLED_MODEL_DIR
+    from gtr_keras.serving import RuntimeEncoder, export_onnx
 
     corpus = load_corpus(os.path.join(data, "scifact"))
     queries = load_queries(os.path.join(data, "scifact"))
@@ -257,7 +253,7 @@ def tokenizer_differences(data):
     from onnxruntime_extensions import get_library_path
     from openvino_tokenizers import _get_factory
 
-    from gtr_keras import load_corpus, load_queries
+    from gtr_keras.beir import load_corpus, load_queries
 
     texts = []
     for name in COLLECTIONS:
@@ -322,7 +318,7 @@ def tokenizer_differences(data):
 
 
 def report(args, seconds, embeddings, errors, peer_versions, export_seconds, ndcg, tokenizers, texts, started):
-    from gtr_keras.utils.cpu import cpu_flags
+    from gtr_keras.utils import cpu_flags
 
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
     flags = cpu_flags() or set()
@@ -405,7 +401,7 @@ def main():
         return
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     started = time.perf_counter()
-    from gtr_keras import load_corpus
+    from gtr_keras.beir import load_corpus
 
     if args.smoke:
         args.docs, args.rounds = 4, 1

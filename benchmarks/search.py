@@ -24,8 +24,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 import numpy as np
 from results import RESULTS, machine, publish, rerun_command
 
-from gtr_keras import SearchIndex
-from gtr_keras.index.scann_builder import scann_params
+from gtr_keras.index import SearchIndex, scann_params
 
 K = 10
 SECTION = "## Search"

@@ -37,12 +37,9 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from results import RESULTS, machine, publish, rerun_command, time_interleaved  # noqa: E402
 
-from gtr_keras import (
-    DualEncoder,  # noqa: E402
-    convert_sentence_transformers,  # noqa: E402
-)
-from gtr_keras.models.gtr.gtr_tokenizer import EOS_ID  # noqa: E402
-from gtr_keras.training.dual_encoder import make_optimizer  # noqa: E402
+from gtr_keras import DualEncoder, GTRTextEmbedder  # noqa: E402
+from gtr_keras.models import EOS_ID  # noqa: E402
+from gtr_keras.training import make_optimizer  # noqa: E402
 from tests.reference_checkpoint import BASE_T5, ST_DIR, TINY_T5, build_checkpoint  # noqa: E402
 
 SECTION = "## Train"
@@ -81,7 +78,7 @@ def triples(batch, query_length, document_length, vocabulary, seed=0):
 
 def keras_step(st_dir, query, positive, negative, jit_compile):
     """A function running one gtr-keras training step (through `fit`)."""
-    encoder = convert_sentence_transformers(st_dir)
+    encoder = GTRTextEmbedder.from_preset(st_dir)
     model = DualEncoder(encoder, temperature=TEMPERATURE)
     model.compile(optimizer=make_optimizer(steps=1000), jit_compile=jit_compile)
     model.optimizer.build(model.trainable_variables)
@@ -175,7 +172,7 @@ def main(argv=None):
         seconds = {
             name: statistics.median(times) for name, times in time_interleaved(steps, args.steps, args.warmup).items()
         }
-        parameters = convert_sentence_transformers(st_dir).count_params()
+        parameters = GTRTextEmbedder.from_preset(st_dir).count_params()
         for library, median in seconds.items():
             rows.append(
                 {

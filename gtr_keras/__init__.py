@@ -26,6 +26,7 @@ import os
 import sys
 
 from gtr_keras.utils.import_hooks import when_imported
+from gtr_keras.utils.lazy_exports import lazy_exports
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")  # before TensorFlow's first import
 
@@ -55,55 +56,35 @@ for _name in ("keras", "keras_hub"):
 
 __version__ = "0.1.0"
 
-_EXPORTS = {
-    "load": "gtr_keras.loading",
-    "save": "gtr_keras.saving",
-    "migrate": "gtr_keras.saving",
-    "convert_sentence_transformers": "gtr_keras.saving",
-    "fingerprint": "gtr_keras.models.model_files.fingerprint",
-    "CheckpointError": "gtr_keras.errors",
-    "UserError": "gtr_keras.errors",
-    "Encoder": "gtr_keras.models.gtr.encoder",
-    "GTRBackbone": "gtr_keras.models.gtr.gtr_backbone",
-    "GTRTextEmbedder": "gtr_keras.models.gtr.gtr_text_embedder",
-    "GTRTextEmbedderPreprocessor": "gtr_keras.models.gtr.gtr_text_embedder_preprocessor",
-    "GTRTokenizer": "gtr_keras.models.gtr.gtr_tokenizer",
-    "preset_config": "gtr_keras.models.gtr.presets",
-    "SearchIndex": "gtr_keras.index.search_index",
-    "write_search_index": "gtr_keras.index.search_index",
-    "EmbeddingFiles": "gtr_keras.index.embedding_files",
-    "index_embeddings": "gtr_keras.retrieval.retriever",
-    "build_index": "gtr_keras.retrieval.retriever",
-    "update_index": "gtr_keras.retrieval.index_updates",
-    "update_search_index": "gtr_keras.index.segment_writer",
-    "compact_search_index": "gtr_keras.index.segment_writer",
-    "Retriever": "gtr_keras.retrieval.retriever",
-    "HybridRetriever": "gtr_keras.retrieval.hybrid_retriever",
-    "Fusion": "gtr_keras.lexical.fusion",
-    "Filter": "gtr_keras.filters.expressions",
-    "model_fusion": "gtr_keras.lexical.fusion",
-    "load_export": "gtr_keras.serving.export",
-    "export_all": "gtr_keras.serving.export",
-    "TextEncoder": "gtr_keras.models.text_encoder",
-    "Corpus": "gtr_keras.beir.readers",
-    "load_corpus": "gtr_keras.beir.readers",
-    "load_queries": "gtr_keras.beir.readers",
-    "load_qrels": "gtr_keras.beir.readers",
-    "load_dataset": "gtr_keras.retrieval.runs",
-    "evaluate_run": "gtr_keras.beir.evaluation",
-    "read_trec_run": "gtr_keras.beir.evaluation",
-    "write_trec_run": "gtr_keras.beir.evaluation",
-    "train": "gtr_keras.training.loop",
-    "TrainConfig": "gtr_keras.training.config",
-    "DualEncoder": "gtr_keras.training.dual_encoder",
-    "distill": "gtr_keras.distillation.distillation_loop",
-    "load_teacher": "gtr_keras.distillation.teachers",
-}
-
-__all__ = sorted(_EXPORTS)
-
-
-def __getattr__(name):
-    if name in _EXPORTS:
-        return getattr(importlib.import_module(_EXPORTS[name]), name)
-    raise AttributeError(f"module 'gtr_keras' has no attribute {name!r}")
+__all__, __getattr__ = lazy_exports(
+    __name__,
+    {
+        # A model: load, save, export, evaluate.
+        "load": "gtr_keras.loading",
+        "save": "gtr_keras.saving",
+        "export": "gtr_keras.serving.exporter",
+        "evaluate": "gtr_keras.retrieval.evaluator",
+        # An index, its filters and its fusion of GTR and BM25.
+        "Index": "gtr_keras.retrieval.index",
+        "Filter": "gtr_keras.filters.expressions",
+        "Fusion": "gtr_keras.lexical.fusion",
+        # Collections.
+        "Corpus": "gtr_keras.beir.readers",
+        "load_dataset": "gtr_keras.retrieval.runs",
+        # Training and distillation.
+        "train": "gtr_keras.training.loop",
+        "TrainConfig": "gtr_keras.training.config",
+        "DualEncoder": "gtr_keras.training.dual_encoder",
+        "distill": "gtr_keras.distillation.distillation_loop",
+        # The keras-hub classes.
+        "GTRBackbone": "gtr_keras.models.gtr.gtr_backbone",
+        "GTRTextEmbedder": "gtr_keras.models.gtr.gtr_text_embedder",
+        "GTRTextEmbedderPreprocessor": "gtr_keras.models.gtr.gtr_text_embedder_preprocessor",
+        "GTRTokenizer": "gtr_keras.models.gtr.gtr_tokenizer",
+        # The errors a user can fix (exit status 2 on the command line).
+        "UserError": "gtr_keras.errors",
+        "DataError": "gtr_keras.errors",
+        "CheckpointError": "gtr_keras.errors",
+        "MismatchError": "gtr_keras.errors",
+    },
+)

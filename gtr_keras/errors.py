@@ -5,6 +5,18 @@ The module imports nothing heavy, so every other module (and the command line
 before it imports TensorFlow) can use it.
 """
 
+__all__ = [
+    "UserError",
+    "DataError",
+    "DataWarning",
+    "CheckpointError",
+    "MismatchError",
+    "TrainingError",
+    "BusyError",
+    "OverloadedError",
+    "run_script",
+]
+
 
 class UserError(ValueError):
     """Bad input, a bad setting or a mismatch; the message names the file, line and field (or flag)."""

@@ -13,7 +13,7 @@ from gtr_keras.errors import UserError
 from gtr_keras.serving.export_formats import format_of_directory
 
 
-def load(path, jit_compile=False, dtype=None, query_length=None, document_length=None):
+def load(path, jit_compile=False, dtype=None, query_length=None, document_length=None, verify=False):
     """An encoder (texts in, numpy embeddings out) for a model directory, a checkpoint or an export.
 
     Args:
@@ -25,6 +25,8 @@ def load(path, jit_compile=False, dtype=None, query_length=None, document_length
             embeddings out), `"mixed_bfloat16"` to train in bfloat16 (a model only).
         query_length: token budget for queries instead of the saved one (a model only).
         document_length: token budget for documents instead of the saved one (a model only).
+        verify: first verify every file of the directory against its record (`utils.checksums`: a directory
+            gtr-keras wrote; `gtr-keras check` verifies it and more), and refuse a damaged one (`DataError`).
 
     Returns:
         An `Encoder` (a model; the Keras model is `encoder.model`), or the export's encoder:
@@ -46,7 +48,7 @@ def load(path, jit_compile=False, dtype=None, query_length=None, document_length
     if export_format is None:
         from gtr_keras.saving import load as load_model  # the model's stack (Keras, TensorFlow) only for one
 
-        return load_model(path, jit_compile, dtype, query_length, document_length)
+        return load_model(path, jit_compile, dtype, query_length, document_length, verify)
     given = {
         "jit_compile": jit_compile,
         "dtype": dtype,
@@ -58,4 +60,4 @@ def load(path, jit_compile=False, dtype=None, query_length=None, document_length
         raise UserError(
             f"{os.fspath(path)}: a {export_format.name} export takes no {', '.join(fixed)} (fixed at export)"
         )
-    return export_format.open(path)
+    return export_format.open(path, verify)

@@ -1,28 +1,36 @@
-"""Every way into and out of a model directory, as users call it: `load`, `save`, `migrate` and
-`convert_sentence_transformers`.
+"""Every way into and out of a model directory, as users call it: `load`, `save`,
+`convert_sentence_transformers` and `convert_checkpoint` (which also reads cross-encoders: rerankers);
+`encoder_of`, the model of the calls that take one given any way.
 
 A model directory is a keras-hub preset (`GTRTextEmbedder.save_to_preset`), local or on any file
 system TensorFlow knows; `load` also takes what `GTRTextEmbedder.from_preset` converts on the way
-(sentence-transformers checkpoints, `hf://` ids, the first format). The files and their checks are
+(sentence-transformers checkpoints, `hf://` ids). The files and their checks are
 `model_directory`'s; the readers of other formats live in `gtr_keras.convert`.
 """
 
 import os
 
-from gtr_keras.convert.legacy_format import first_format_config, load_first_format
-from gtr_keras.convert.sentence_transformers import load_sentence_transformers, save_sentence_transformers
+from gtr_keras.convert.cross_encoder import HUB_FILES as CROSS_ENCODER_FILES
+from gtr_keras.convert.sentence_transformers import (
+    HUB_FILES,
+    load_sentence_transformers,
+    resolve_source,
+    save_sentence_transformers,
+)
 from gtr_keras.errors import CheckpointError, UserError
 from gtr_keras.models.gtr.gtr_text_embedder import GTRTextEmbedder
 from gtr_keras.models.gtr.gtr_tokenizer import QUERY_LENGTH
-from gtr_keras.models.model_files.model_directory import CONFIG_FILE
 from gtr_keras.models.model_files.model_source import (
     ARCHITECTURE,
-    FIRST_FORMAT,
+    CROSS_ENCODER,
     HF_PREFIX,
+    RERANKER_FORMATS,
     SENTENCE_TRANSFORMERS,
     resolve_model_source,
 )
+from gtr_keras.models.reranker.reranker import Reranker
 from gtr_keras.utils import files
+from gtr_keras.utils.checksums import verify_directory
 from gtr_keras.utils.locks import locks_output
 
 
@@ -52,18 +60,23 @@ def save(model, directory, format="keras-hub"):  # noqa: A002  (the name users k
     embedder = getattr(model, "model", model)
     if format == "keras-hub":
         embedder.save_to_preset(directory)
+    elif format == "sentence-transformers" and isinstance(embedder, Reranker):
+        raise UserError(f"{directory}: a reranker is saved as a model directory only (format='keras-hub')")
     elif format == "sentence-transformers":
         save_sentence_transformers(embedder, directory)
     else:
         raise UserError(f"format must be 'keras-hub' or 'sentence-transformers', got {format!r}")
 
 
-def load(directory, jit_compile=False, dtype=None, query_length=None, document_length=None):
+def load(directory, jit_compile=False, dtype=None, query_length=None, document_length=None, verify=False):
     """An `Encoder` (numpy batches in, numpy embeddings out) for a model directory or checkpoint
-    (`gtr_keras.load` also takes export directories).
+    (`gtr_keras.load` also takes export directories); for a reranker's, a `PairScorer`.
 
     A shortcut for `GTRTextEmbedder.from_preset(directory, dtype=dtype)` with
-    other token budgets and XLA; the model is `encoder.model`.
+    other token budgets and XLA; the model is `encoder.model`. A reranker (a cross-encoder checkpoint, or
+    the model directory `convert` wrote from one) gives `Reranker.from_preset(directory, dtype=dtype).scorer()`,
+    whose `predict(pairs)` scores `(query, document)` pairs (token budgets do not apply: its pair budget is
+    the checkpoint's).
 
     Args:
         directory: a model directory, or anything `GTRTextEmbedder.from_preset`
@@ -74,6 +87,8 @@ def load(directory, jit_compile=False, dtype=None, query_length=None, document_l
             to train in bfloat16.
         query_length: token budget for queries instead of the saved one.
         document_length: token budget for documents instead of the saved one.
+        verify: first verify every file of the model directory against its record
+            (`utils.checksums.verify_directory`: a directory gtr-keras wrote), and refuse a damaged one.
 
     Example:
     >>> encoder = gtr_keras.load("models/gtr-base")
@@ -85,6 +100,12 @@ def load(directory, jit_compile=False, dtype=None, query_length=None, document_l
             f"{source.path}: no such model directory (the name of an architecture without "
             "weights: `GTRTextEmbedder.from_architecture`)"
         )
+    if verify:
+        verify_directory(source.path)
+    if source.format in RERANKER_FORMATS:
+        if query_length or document_length:
+            raise UserError(f"{source}: a reranker takes no query_length or document_length (its pair budget is fixed)")
+        return Reranker.from_preset(source, dtype=dtype).scorer(jit_compile)
     try:
         embedder = GTRTextEmbedder.from_preset(source, dtype=dtype)
     except CheckpointError:
@@ -98,18 +119,54 @@ def load(directory, jit_compile=False, dtype=None, query_length=None, document_l
     return embedder.batch_encoder(jit_compile)
 
 
-def migrate(source, directory):
-    """Rewrites a model directory of gtr-keras' first format as a keras-hub preset directory.
+def encoder_of(model):
+    """The `Encoder` of a model given any way: a model directory or name (loaded by `load`), an `Encoder`,
+    a `GTRTextEmbedder`, or a function of no arguments that returns one of these (called now).
+
+    Raises:
+        UserError: an export's encoder (an index, an export or an evaluation of the model's fingerprint
+            needs the model's weights), or anything else.
 
     Example:
-    >>> migrate("models/old-gtr", "models/gtr")
+    >>> encoder_of("gtr-small-distilled").embedding_dim
+    384
     """
-    with resolve_model_source(source, FIRST_FORMAT).local() as local:
-        config = first_format_config(local)
-        if config is None:
-            raise CheckpointError(f"{os.path.join(local, CONFIG_FILE)}: not a model directory of the first format")
-        embedder = load_first_format(GTRTextEmbedder, local, config)
-    save(embedder, directory)
+    if isinstance(model, GTRTextEmbedder):
+        return model.batch_encoder()
+    if isinstance(getattr(model, "model", None), GTRTextEmbedder):
+        return model
+    if hasattr(model, "encode_queries"):
+        raise UserError(
+            f"{type(model).__name__}: an export's encoder, which holds no Keras model to fingerprint or export; "
+            "give the model directory, its name or `gtr_keras.load(DIR)`"
+        )
+    if isinstance(model, (str, os.PathLike)):
+        return load(model)
+    if callable(model):
+        return encoder_of(model())
+    raise UserError(f"model: a model directory or name, or a loaded model, got {type(model).__name__}")
+
+
+def convert_checkpoint(source, query_length=QUERY_LENGTH, cache_dir=None):
+    """A `GTRTextEmbedder` of a sentence-transformers GTR checkpoint, or a `Reranker` of a cross-encoder one
+    (a `config.json` naming `BertForSequenceClassification` or `XLMRobertaForSequenceClassification`): a
+    directory, or a Hugging Face id, downloaded when online.
+
+    Example:
+    >>> gtr_keras.save(convert_checkpoint("hf://cross-encoder/ms-marco-MiniLM-L6-v2"), "models/minilm-reranker")
+    """
+    source = _hub_id(os.fspath(source))
+    if source.startswith(HF_PREFIX):  # the files of either kind of checkpoint: a pattern matching none is skipped
+        source = resolve_source(source, cache_dir, sorted({*HUB_FILES, *CROSS_ENCODER_FILES}))
+    if resolve_model_source(source).format == CROSS_ENCODER:
+        return Reranker.from_preset(source)
+    return convert_sentence_transformers(source, query_length, cache_dir)
+
+
+def _hub_id(source):
+    if files.is_local(source) and not files.exists(source) and source.count("/") == 1 and source[0] not in "./":
+        return HF_PREFIX + source  # a Hugging Face repo id
+    return source
 
 
 def convert_sentence_transformers(source, query_length=QUERY_LENGTH, cache_dir=None, dtype=None, load_weights=True):
@@ -128,8 +185,6 @@ def convert_sentence_transformers(source, query_length=QUERY_LENGTH, cache_dir=N
     >>> embedder = convert_sentence_transformers("sentence-transformers/gtr-t5-base")
     >>> gtr_keras.save(embedder, "models/gtr-base")
     """
-    source = os.fspath(source)
-    if files.is_local(source) and not files.exists(source) and source.count("/") == 1 and source[0] not in "./":
-        source = HF_PREFIX + source  # a Hugging Face repo id
+    source = _hub_id(os.fspath(source))
     with resolve_model_source(source, SENTENCE_TRANSFORMERS).local() as local:
         return load_sentence_transformers(GTRTextEmbedder, local, query_length, cache_dir, dtype, load_weights)

@@ -6,6 +6,7 @@ import warnings
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import pytest  # noqa: E402
+from reranker_inputs import bert_scorer, reranker_dirs  # noqa: E402, F401  (the rerankers' fixtures)
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FIXTURES = os.path.join(REPO, "tests", "fixtures")

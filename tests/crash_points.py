@@ -5,13 +5,15 @@
 starts again from the previous state, stops the run at its N-th operation
 (`stopping_at`: a `CrashPoint` that skips every cleanup, as a kill would), and
 asserts that what is there is the previous state or the new one, that
-`gtr-keras check` passes on it, and that a rerun ends with exactly the state
-of the uninterrupted run.
+`gtr-keras check` finds nothing damaged there (only what the stopped run left,
+`CheckReport.leftovers`, which the rerun removes), and that a rerun ends with
+exactly the state of the uninterrupted run, which `gtr-keras check` passes.
 """
 
 import os
 
 from gtr_keras.cli.main import main
+from gtr_keras.integrity.directory_checker import check_directory
 from gtr_keras.utils.file_operations import counting, stopping_at
 
 
@@ -25,7 +27,8 @@ def assert_every_crash_point(root, prepare, run, state, checked=None, accept=Non
         run: `run(target)`, the write path.
         state: `state(target)`, a comparable value of what loads there (None: nothing, as before a first
             write).
-        checked: `checked(target)`, the paths that `gtr-keras check` must pass on (default: none).
+        checked: `checked(target)`, the paths that `gtr-keras check` must find nothing damaged in after a stop,
+            and pass after the rerun (default: none).
         accept: `accept(found, before, after)`, whether a state found after a stop is allowed (default:
             `found` is `before` or `after`).
     """
@@ -46,7 +49,17 @@ def assert_every_crash_point(root, prepare, run, state, checked=None, accept=Non
         assert accept(found, before, after), f"stopped at operation {n} ({log.operations[n - 1]}): {found!r}"
         for path in (checked or (lambda _: []))(target):
             if os.path.exists(path):
-                assert main(["check", os.fspath(path)]) == 0, f"check after operation {n} ({log.operations[n - 1]})"
+                assert_nothing_damaged(path, f"check after operation {n} ({log.operations[n - 1]})")
         run(target)
         assert state(target) == after, f"the rerun after a stop at operation {n} ({log.operations[n - 1]})"
+        for path in (checked or (lambda _: []))(target):
+            assert main(["check", os.fspath(path)]) == 0, f"check after the rerun of a stop at operation {n}"
     return log.count
+
+
+def assert_nothing_damaged(path, where):
+    """`gtr-keras check` finds nothing damaged in `path`: what it names is what a stopped run left
+    (`CheckReport.leftovers`), which its rerun removes."""
+    report = check_directory(path)
+    damaged = [problem for problem in report.problems if problem not in report.leftovers]
+    assert not damaged, f"{where}: {damaged}"

@@ -23,7 +23,7 @@ ALLOWED = {
     "filters": {"utils", "beir", "index"},
     "tuning": {"utils", "index"},
     "lexical": {"utils", "models", "beir", "index"},
-    "retrieval": {"utils", "models", "beir", "index", "filters", "lexical"},
+    "retrieval": {"utils", "models", "beir", "index", "filters", "tuning", "lexical"},
     "training": {"utils", "models", "convert", "beir", "retrieval"},
     "distillation": {"utils", "models", "convert", "beir", "index", "retrieval", "training"},
     "serving": {"utils", "models", "index", "filters", "lexical", "retrieval"},
@@ -137,22 +137,58 @@ def test_no_folder_holds_more_than_twelve_modules():
     assert {folder: count for folder, count in counts.items() if count > MAX_MODULES} == {}
 
 
-def test_only_the_top_level_package_the_model_family_and_the_index_import_in_their_init():
-    # The model family registers its presets, as keras-hub's families do; the index package gives the names
-    # that `gtr_keras.index` always gave, on first use.
-    expected = {
-        os.path.join(PACKAGE, "models", "gtr"): [
-            "from keras_hub.src.utils.preset_utils import register_presets",
-            "from gtr_keras.models.gtr.gtr_backbone import GTRBackbone",
-            "from gtr_keras.models.gtr.presets import keras_hub_presets",
-        ],
-        os.path.join(PACKAGE, "index"): ["import importlib"],
-    }
+def _exports(path):
+    """`{name: module}` of the `lazy_exports(__name__, {...})` call of a package's `__init__.py` (or `__all__`'s
+    names of a module), read without importing it; None for a module with neither."""
+    tree = ast.parse(open(path, encoding="utf-8").read())
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "lazy_exports":
+            return {key.value: value.value for key, value in zip(node.args[1].keys, node.args[1].values)}
+        if isinstance(node, ast.Assign) and [getattr(t, "id", None) for t in node.targets] == ["__all__"]:
+            return {element.value: None for element in node.value.elts}
+    return None
+
+
+def public_names(module):
+    """The public names of `gtr_keras` or one of its subpackages or of `gtr_keras.errors` (docs/architecture.md,
+    "Public names"), or None for a module that has none (an internal one)."""
+    modules = module_names()
+    path = modules.get(module)
+    if path is None or not (module == "gtr_keras.errors" or path.endswith("__init__.py")):
+        return None
+    exports = _exports(path)
+    return None if exports is None else set(exports)
+
+
+def test_the_top_level_package_has_at_most_24_public_names_and_each_subpackage_exports_its_own():
+    import gtr_keras
+
+    assert len(gtr_keras.__all__) <= 24
+    assert set(gtr_keras.__all__) == public_names("gtr_keras")
+    for module, path in module_names().items():
+        if path.endswith("__init__.py") and module != "gtr_keras":
+            for name, target in (_exports(path) or {}).items():
+                assert target.startswith(f"{module}."), f"{module}.{name} comes from {target}"
+
+
+def test_the_package_inits_import_only_what_gives_their_public_names():
+    # The model family registers its presets, as keras-hub's families do; a package with public names imports
+    # them on first use (`utils.lazy_exports`).
+    family = [
+        "from keras_hub.src.utils.preset_utils import register_presets",
+        "from gtr_keras.models.gtr.gtr_backbone import GTRBackbone",
+        "from gtr_keras.models.gtr.presets import keras_hub_presets",
+    ]
     for directory, _, file_names in os.walk(PACKAGE):
         if "__init__.py" in file_names and directory != PACKAGE:
-            tree = ast.parse(open(os.path.join(directory, "__init__.py"), encoding="utf-8").read())
+            path = os.path.join(directory, "__init__.py")
+            tree = ast.parse(open(path, encoding="utf-8").read())
             imported = [ast.unparse(n) for n in ast.walk(tree) if isinstance(n, (ast.Import, ast.ImportFrom))]
-            assert imported == expected.get(directory, []), directory
+            lazy = ["from gtr_keras.utils.lazy_exports import lazy_exports"] if _exports(path) else []
+            if directory == os.path.join(PACKAGE, "models", "gtr"):
+                assert imported == family, directory
+            else:
+                assert imported == lazy, directory
 
 
 @pytest.mark.large
@@ -297,6 +333,7 @@ def test_the_top_level_modules_import_what_the_architecture_says():
     # The keras-hub classes once Keras is imported, the patches once the family is, the rest on first use.
     assert graph["gtr_keras"] == {
         "gtr_keras.utils.import_hooks",
+        "gtr_keras.utils.lazy_exports",
         "gtr_keras.convert",
         "gtr_keras.convert.preset_loader",
         "gtr_keras.patches",
@@ -332,17 +369,50 @@ def test_the_converters_and_the_family_modules_they_import_import_first_in_a_fre
     assert result.returncode == 0, result.stderr[-2000:]
 
 
-def test_benchmarks_and_recipes_take_the_public_names_from_the_public_api():
-    import gtr_keras
+def _imports_of_gtr_keras(path):
+    """`[(line, module, name)]` of every use of gtr-keras in a script: `from M import N` (name N), `import M`
+    (name None) and `gtr_keras.N` (module `gtr_keras`, name N)."""
+    uses = []
+    for node in ast.walk(ast.parse(open(path, encoding="utf-8").read())):
+        if isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "gtr_keras":
+            uses += [(node.lineno, node.module, alias.name) for alias in node.names]
+        elif isinstance(node, ast.Import):
+            uses += [(node.lineno, alias.name, None) for alias in node.names if alias.name.split(".")[0] == "gtr_keras"]
+        elif isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "gtr_keras":
+            uses.append((node.lineno, "gtr_keras", node.attr))
+    return uses
 
+
+def test_benchmarks_and_recipes_use_public_names_only():
     private = []
     for folder in ("benchmarks", "recipes"):
         for directory, _, file_names in os.walk(os.path.join(REPO, folder)):
             for file_name in (name for name in file_names if name.endswith(".py")):
                 path = os.path.join(directory, file_name)
-                for node in ast.walk(ast.parse(open(path, encoding="utf-8").read())):
-                    if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("gtr_keras."):
-                        public = [alias.name for alias in node.names if alias.name in gtr_keras.__all__]
-                        if public and node.module not in ("gtr_keras.errors", "gtr_keras.index"):
-                            private.append(f"{os.path.relpath(path, REPO)}: {node.module} {public}")
+                for line, module, name in _imports_of_gtr_keras(path):
+                    names = public_names(module)
+                    if names is None or (name is not None and name not in names):
+                        private.append(f"{os.path.relpath(path, REPO)}:{line}: {module} {name or ''}".rstrip())
     assert private == []
+
+
+def test_the_public_names_check_finds_internal_imports(tmp_path):
+    script = tmp_path / "bench.py"
+    script.write_text(
+        "import gtr_keras\nimport gtr_keras.index\nfrom gtr_keras import Index, build_index\n"
+        "from gtr_keras.index import SearchIndex\nfrom gtr_keras.index.layout import INDEX_JSON\n"
+        "from gtr_keras.cli.demo import DEMO_MODEL\nfrom gtr_keras.errors import run_script\n"
+        "gtr_keras.load('m'); gtr_keras.Retriever\n"
+    )
+    uses = _imports_of_gtr_keras(str(script))
+    refused = [
+        (line, module, name)
+        for line, module, name in uses
+        if public_names(module) is None or (name is not None and name not in public_names(module))
+    ]
+    assert refused == [
+        (3, "gtr_keras", "build_index"),
+        (5, "gtr_keras.index.layout", "INDEX_JSON"),
+        (6, "gtr_keras.cli.demo", "DEMO_MODEL"),
+        (8, "gtr_keras", "Retriever"),
+    ]

@@ -81,12 +81,33 @@ def test_the_command_line_page_names_every_command_and_flag():
     assert not missing
 
 
-def test_the_readme_python_examples_run():
-    with open(os.path.join(REPO, "README.md"), encoding="utf-8") as f:
+def _run_python_blocks(page):
+    """Runs the Python code blocks of `page` in order, in one namespace (in the working directory)."""
+    with open(os.path.join(REPO, page), encoding="utf-8") as f:
         blocks = re.findall(r"```python\n(.*?)```", f.read(), flags=re.DOTALL)
     namespace = {}
     for block in blocks:
-        exec(compile(block, "README.md", "exec"), namespace)
+        exec(compile(block, page, "exec"), namespace)
+    return namespace
+
+
+def test_the_readme_python_examples_run(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    namespace = _run_python_blocks("README.md")
+    assert [[hit["id"] for hit in row] for row in namespace["hits"]] in ([["d1", "d2"]], [["d2", "d1"]])
+    assert len(namespace["fused"][0]) == 2
+    assert sorted(namespace["index"].ids) == ["d1", "d2"]
+    assert namespace["index"].search(["Okapi"], k=1, retriever="bm25")[0][0]["text"].startswith("Okapi BM25")
     assert namespace["d"].shape == (2, namespace["q"].shape[1]) and namespace["scores"].shape == (1, 2)
     assert type(namespace["embedder"]).__name__ == "GTRTextEmbedder"
     assert np.allclose(namespace["q"] @ namespace["d"].T, namespace["scores"], atol=1e-5)  # one model, two APIs
+
+
+@pytest.mark.large
+def test_the_python_api_page_runs(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    namespace = _run_python_blocks("docs/python-api.md")
+    assert sorted(namespace["index"].ids) == ["d1", "d2", "d4", "d5"]
+    assert len(namespace["shards"]) == 5
+    assert namespace["written"] == ["exports/gtr/encoder/1", "exports/gtr/searcher/1"]
+    assert len(namespace["queries"]) == 225

@@ -2,6 +2,7 @@
 `encode_queries` and `encode_documents`; ONNX and OpenVINO without TensorFlow, Keras or wrapt."""
 
 import os
+import shutil
 import subprocess
 import sys
 
@@ -11,7 +12,7 @@ from conftest import REPO
 from runtime_inputs import fixture_texts
 
 import gtr_keras
-from gtr_keras.errors import UserError
+from gtr_keras.errors import DataError, UserError
 from gtr_keras.models.text_encoder import TextEncoder
 from gtr_keras.serving import export_formats
 
@@ -51,6 +52,21 @@ def test_an_onnx_export_gives_the_models_embeddings(tiny_onnx_export, tiny_encod
     encoder = gtr_keras.load(tiny_onnx_export)
     assert type(encoder).__name__ == "RuntimeEncoder" and encoder.runtime == "onnx"
     _assert_encodes_as_the_model(encoder, tiny_encoder)
+
+
+def test_verify_refuses_a_changed_byte_of_a_model_directory_or_an_export_before_loading(
+    tiny_model_dir, tiny_onnx_export, tmp_path
+):
+    pytest.importorskip("onnxruntime")
+    assert gtr_keras.load(tiny_onnx_export, verify=True).runtime == "onnx"
+    for source, name in ((tiny_model_dir, "model.weights.h5"), (tiny_onnx_export, "encoder.onnx")):
+        copy = tmp_path / os.path.basename(source)
+        shutil.copytree(source, copy)
+        data = bytearray((copy / name).read_bytes())
+        data[len(data) // 2] ^= 0x01
+        (copy / name).write_bytes(bytes(data))
+        with pytest.raises(DataError, match=f"{copy / name}: its SHA-256 is not the one recorded"):
+            gtr_keras.load(copy, verify=True)
 
 
 def test_an_export_takes_no_model_only_arguments(tiny_onnx_export):

@@ -12,7 +12,7 @@ from conftest import FIXTURES
 import gtr_keras
 from gtr_keras.cli.main import main
 from gtr_keras.errors import CheckpointError
-from gtr_keras.models.gtr.presets import BUNDLED_MODEL_DIR
+from gtr_keras.models.gtr.presets import BUNDLED_MODEL_DIR, preset_config
 from gtr_keras.models.model_files.fingerprint import fingerprint
 from gtr_keras.models.model_files.model_source import resolve_model_source
 
@@ -69,7 +69,7 @@ def test_an_unknown_name_is_no_model_directory():
 
 @pytest.mark.parametrize("loader", ["gtr_keras.load", "TextEmbedder.from_preset", "Backbone.from_preset"])
 def test_a_model_of_a_mixed_policy_saves_as_a_preset_every_loader_reads(tmp_path, loader):
-    config = {k: v for k, v in gtr_keras.preset_config("gtr-tiny").items() if k != "embedding_dim"}
+    config = {k: v for k, v in preset_config("gtr-tiny").items() if k != "embedding_dim"}
     with open(os.path.join(FIXTURES, "tiny-gtr-st", "spiece.model"), "rb") as f:
         embedder = gtr_keras.GTRTextEmbedder.from_parts(config, f.read(), 32, 16, 64, dtype="mixed_bfloat16")
     gtr_keras.save(embedder, tmp_path / "m")

@@ -167,6 +167,8 @@ def _read_records(path, with_metadata=False):
 
 
 CORPUS_FILES = ("corpus.jsonl", "corpus.jsonl.gz")
+# The Cranfield collection bundled with the package (`gtr-keras demo`'s; assets/cranfield/ATTRIBUTION.md).
+BUNDLED_COLLECTION_DIR = os.path.join(os.path.dirname(os.path.dirname(__file__)), "assets", "cranfield")
 QUERIES_FILES = ("queries.jsonl", "queries.jsonl.gz")
 
 

@@ -8,14 +8,18 @@ like a bad flag: one line naming the flag, exit status 2.
 
 import fnmatch
 import importlib.util
+import ipaddress
+import math
 import os
+import socket
+import urllib.parse
 
 from gtr_keras.cli.arguments import GLOB_CHARACTERS, PROG, is_npy, is_remote
 from gtr_keras.serving.export_formats import FORMATS, missing_package_hint
 
 # Arguments without a path type that name a model: a model directory may be remote (`gs://...`), but
 # `hf://ORG/NAME` (and keras-hub's other download ids, `model_source.DOWNLOAD_PREFIXES`) are read by the loader.
-_MODEL_DESTS = ("model", "source", "init", "teacher")
+_MODEL_DESTS = ("model", "source", "init", "teacher", "reranker", "rerank")
 
 
 def _path_arguments(args, parser, role):
@@ -136,10 +140,42 @@ _EXPORT_FLAGS = (
 )
 
 
+# `export`'s flags of GTR's exports that a reranker's refuses: (flag, destination, default).
+_RERANKER_EXPORT_FLAGS = (
+    ("--quantize", "quantize", None),
+    ("--index", "index", None),
+    ("--searcher", "searcher", "scann"),
+    ("-k", "k", 10),
+    ("--search-param", "search_param", None),
+    ("--precision", "precision", "float32"),
+    ("--query-length", "query_length", None),
+    ("--document-length", "document_length", None),
+    ("--version", "version", None),
+    ("--allow-large-float32", "allow_large_float32", False),
+)
+
+
 def check_export_format(args, parser):
     """`export --format NAME` takes the flags of its format (`serving.export_formats.FORMATS`), whose
     packages must be installed (the one-line hint of the Python API too); `--search-param` sets a ScaNN
     searcher's."""
+    if bool(args.model) == bool(args.reranker):
+        parser.error("one of the arguments --model or --reranker is required, not both")
+    export_format = FORMATS[args.format]
+    if args.reranker:
+        if not export_format.exports_rerankers():
+            exported = [name for name, entry in FORMATS.items() if entry.exports_rerankers()]
+            parser.error(
+                f"argument --reranker: --format {args.format} exports GTR encoders; a reranker exports as "
+                f"{' or '.join(exported)}"
+            )
+        given = [
+            flag
+            for flag, dest, default in _RERANKER_EXPORT_FLAGS
+            if getattr(args, dest) != default and not (dest == "version" and args.format == "savedmodel")
+        ]
+        if given:
+            parser.error(f"argument {given[0]}: does not apply to a reranker's export")
     if args.search_param and (not args.index or not args.searcher.startswith("scann")):
         parser.error("argument --search-param: sets the ScaNN searcher of --index (--searcher scann|scann-int8)")
     if args.searcher == "scann-int8" and any(name == "rescore_factor" for name, _ in args.search_param or []):
@@ -149,7 +185,6 @@ def check_export_format(args, parser):
         )
     if args.allow_large_float32 and (not args.index or args.searcher != "scann"):
         parser.error("argument --allow-large-float32: goes with --index and --searcher scann (its float32 vectors)")
-    export_format = FORMATS[args.format]
     for dest, default, reason in _EXPORT_FLAGS:
         if dest not in export_format.flags and getattr(args, dest) != default:
             parser.error(f"argument --{dest}: {reason.format(format=args.format)}")
@@ -158,11 +193,70 @@ def check_export_format(args, parser):
         parser.error(f"argument --format: {hint}")
 
 
+# `serve`'s flags of seconds, each a wait the server bounds: finite.
+_SERVE_SECONDS = (
+    "request_timeout",
+    "header_timeout",
+    "body_timeout",
+    "keep_alive_timeout",
+    "poll_interval",
+    "grace_period",
+)
+
+
+def loopback(host):
+    """True when every address `host` names is a loopback one (127.0.0.0/8, ::1)."""
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        pass
+    try:
+        addresses = {info[4][0].split("%")[0] for info in socket.getaddrinfo(host, None)}
+    except (OSError, UnicodeError):
+        return False  # listening there says what is wrong
+    return bool(addresses) and all(ipaddress.ip_address(address).is_loopback for address in addresses)
+
+
+def check_serve(args, parser):
+    """`serve`'s flags that bound a wait are finite; `--max-queue` holds a request of `--max-inputs`; a
+    `--host` other than loopback needs a key or `--allow-unauthenticated`; keys are printable ASCII; the
+    OTLP endpoint is an HTTP URL; a token budget holds a text of `--document-length`."""
+    for dest in _SERVE_SECONDS:
+        if not math.isfinite(getattr(args, dest)):
+            parser.error(f"argument --{dest.replace('_', '-')}: must be a finite number of seconds")
+    if args.max_inputs > args.max_queue:
+        parser.error(f"argument --max-inputs: {args.max_inputs} is more than --max-queue holds")
+    if any(not key or not all("!" <= character <= "~" for character in key) for key in args.api_keys or ()):
+        parser.error("argument --api-key: a key must be printable ASCII without spaces (the key is not shown)")
+    keyed = bool(args.api_keys or args.api_keys_file)
+    if not keyed and not args.allow_unauthenticated and not loopback(args.host):
+        parser.error(
+            f"argument --host: {args.host} is not a loopback address: give --api-key or --api-keys-file, or "
+            "--allow-unauthenticated to serve anyone who reaches it"
+        )
+    if args.metrics_port and args.metrics_port == args.port:
+        parser.error(f"argument --metrics-port: {args.metrics_port} is --port; give another (or none)")
+    if args.otlp_endpoint is not None:
+        parts = urllib.parse.urlsplit(args.otlp_endpoint)
+        if parts.scheme not in ("http", "https") or not parts.netloc:
+            parser.error(f"argument --otlp-endpoint: {args.otlp_endpoint!r} is not an http:// or https:// URL")
+    length = args.document_length
+    if args.max_batch_tokens is not None and length is not None and args.max_batch_tokens < length:
+        parser.error(
+            f"argument --max-batch-tokens: {args.max_batch_tokens} is less than --document-length {length}: "
+            "a text of the document budget would fit no batch"
+        )
+
+
 # Flags that need an optional dependency: (flag's dest, what it needs, its module, the extra that installs it).
-_EXTRAS = (("runner", "Apache Beam", "apache_beam", "beam"),)
+_EXTRAS = (
+    ("runner", "Apache Beam", "apache_beam", "beam"),
+    ("otlp_endpoint", "OpenTelemetry's SDK and OTLP exporter", "opentelemetry.exporter.otlp.proto.http", "otel"),
+)
 # Commands that need one: (command, what it needs, its modules, the extra that installs them).
 _COMMAND_EXTRAS = (
     ("serve", "uvicorn and Starlette", ("uvicorn", "starlette"), "serve"),
+    ("serve", "prometheus-client (/metrics)", ("prometheus_client",), "serve"),
     ("tune", "matplotlib (the recall-QPS plot)", ("matplotlib",), "plots"),
 )
 
@@ -175,11 +269,19 @@ def check_extras(args, parser):
     gtr-keras index: error: argument --runner: needs Apache Beam: pip install 'gtr-keras[beam]' ...
     """
     for dest, name, module, extra in _EXTRAS:
-        if getattr(args, dest, None) and importlib.util.find_spec(module) is None:
-            parser.error(f"argument --{dest}: needs {name}: pip install 'gtr-keras[{extra}]'")
+        if getattr(args, dest, None) and not _installed(module):
+            parser.error(f"argument --{dest.replace('_', '-')}: needs {name}: pip install 'gtr-keras[{extra}]'")
     for command, name, modules, extra in _COMMAND_EXTRAS:
-        if args.command == command and any(importlib.util.find_spec(module) is None for module in modules):
+        if args.command == command and not all(_installed(module) for module in modules):
             parser.error(f"needs {name}: pip install 'gtr-keras[{extra}]'")
+
+
+def _installed(module):
+    """True when `module` can be imported (a dotted name whose package is missing too: False)."""
+    try:
+        return importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):
+        return False
 
 
 def _comparable(path):

@@ -8,6 +8,7 @@ status 2 and one line.
 """
 
 import argparse
+import contextlib
 import json
 import os
 import sys
@@ -15,6 +16,7 @@ import sys
 import numpy as np
 
 from gtr_keras.cli.arguments import PROG, is_npy
+from gtr_keras.cli.checks import loopback
 from gtr_keras.errors import DataError, UserError
 from gtr_keras.utils import files
 from gtr_keras.utils.cpu import bfloat16_note
@@ -44,7 +46,8 @@ def _encoder(args):
 def convert(args):
     from gtr_keras.convert.sentence_transformers import SENTENCE_TRANSFORMERS_DIRECTORY
     from gtr_keras.models.model_files.model_directory import MODEL_DIRECTORIES
-    from gtr_keras.saving import convert_sentence_transformers, load, save
+    from gtr_keras.models.reranker.reranker import Reranker
+    from gtr_keras.saving import convert_checkpoint, load, save
 
     to_sentence_transformers = args.to == "sentence-transformers"
     files.check_replaceable(
@@ -58,23 +61,21 @@ def convert(args):
             f"{embedder.document_length} tokens, not {embedder.query_length})"
         )
         return
-    embedder = convert_sentence_transformers(args.source, query_length=args.query_length)
+    embedder = convert_checkpoint(args.source, query_length=args.query_length)
     save(embedder, args.out_dir)
+    if isinstance(embedder, Reranker):
+        backbone = embedder.backbone
+        print(
+            f"wrote {args.out_dir}: a reranker, {type(backbone).__name__} of {backbone.num_layers} layers, "
+            f"d_model {backbone.hidden_dim}, {embedder.count_params():,} parameters, pair length "
+            f"{embedder.preprocessor.sequence_length}, scores through a {embedder.activation}"
+        )
+        return
     print(
         f"wrote {args.out_dir}: {embedder.backbone.num_layers} layers, d_model {embedder.backbone.hidden_dim}, "
         f"D {embedder.embedding_dim}, {embedder.count_params():,} parameters, "
         f"query length {embedder.query_length}, document length {embedder.document_length}"
     )
-
-
-@locks_output("args.out_dir")
-def migrate(args):
-    from gtr_keras.models.model_files.model_directory import MODEL_DIRECTORIES
-    from gtr_keras.saving import migrate as migrate_directory
-
-    files.check_replaceable(args.out_dir, MODEL_DIRECTORIES)
-    migrate_directory(args.source, args.out_dir)
-    print(f"wrote {args.out_dir} (keras-hub preset directory)")
 
 
 @locks_output("args.output")
@@ -112,55 +113,37 @@ def index(args):
 
 @locks_output("args.out")  # before the corpus and the model load: a second run is refused at once
 def _build_index(args):
-    from gtr_keras.index.quantized_vectors import vector_params
-    from gtr_keras.retrieval.retriever import check_index_outputs
-
-    check_index_outputs(args.out, work_dir=not (args.embeddings or args.runner))  # the Beam one: below
-    params = vector_params(args.vectors, args.rescore)
-    kind = "exact" if args.exact or params else "auto"
-    if args.embeddings:
-        from gtr_keras.index.embedding_files import EmbeddingFiles
-        from gtr_keras.retrieval.retriever import index_embeddings
-
-        shards = EmbeddingFiles.open(args.embeddings)  # every shard checked before the model loads
-        corpus = None
-        if args.bm25_corpus:
-            from gtr_keras.beir.readers import load_corpus
-            from gtr_keras.lexical.bm25_side import corpus_in_index_order
-
-            corpus = corpus_in_index_order(load_corpus(args.bm25_corpus), args.bm25_corpus, shards.ids)
-        num_rows, kind = index_embeddings(
-            shards, args.out, args.model and _encoder(args), args.model, kind, corpus, params, args.bm25
-        )
-    elif args.runner:
-        num_rows, kind = _index_with_beam(args, kind, params)
-    else:
-        from gtr_keras.beir.readers import load_corpus
-        from gtr_keras.retrieval.retriever import build_index
-
-        if any(char in args.corpus for char in "*?[") and not files.exists(args.corpus):
-            raise DataError(f"{args.corpus}: a glob of corpus files needs --runner (e.g. --runner DirectRunner)")
-        corpus = load_corpus(args.corpus)
-        num_rows, kind = (
-            len(corpus),
-            build_index(
-                _encoder(args),
-                corpus,
-                args.out,
-                model_dir=args.model,
-                kind=kind,
-                batch_size=args.batch_size,
-                shard_size=args.shard_size,
-                progress=args.progress,
-                bm25=args.bm25,
-                params=params,
-            ).kind,
-        )
     from gtr_keras.lexical.bm25_side import has_bm25_side
+    from gtr_keras.retrieval.index import GLOB_CHARACTERS, Index
 
+    if (
+        args.corpus
+        and not args.runner
+        and any(c in args.corpus for c in GLOB_CHARACTERS)
+        and not files.exists(args.corpus)
+    ):
+        raise DataError(f"{args.corpus}: a glob of corpus files needs --runner (e.g. --runner DirectRunner)")
+    index = Index.build(
+        args.out,
+        args.corpus,
+        args.model,
+        embeddings=args.embeddings,
+        documents=args.bm25_corpus,
+        exact=args.exact,
+        vectors=args.vectors,
+        rescore=args.rescore,
+        bm25=args.bm25,
+        batch_size=args.batch_size,
+        shard_size=args.shard_size,
+        progress=args.progress,
+        runner=args.runner,
+        beam_options=args.beam_option or (),
+        large_model=args.large_model,
+        shard_rows=args.shard_rows,
+    )
     bm25 = "and a BM25 side" if has_bm25_side(args.out) else "no BM25 side"
-    vectors = f" over {args.vectors} vectors" if params else ""
-    print(f"wrote {args.out}: {num_rows} documents, {kind} search{vectors}, {bm25}")
+    vectors = f" over {args.vectors} vectors" if args.vectors != "float32" else ""
+    print(f"wrote {args.out}: {len(index)} documents, {index.kind} search{vectors}, {bm25}")
 
 
 @locks_output("args.index")  # before the corpus and the model load: a second run is refused at once
@@ -192,51 +175,6 @@ def update(args):
     print(f"updated {args.index}: {live} documents in {segments} segments, generation {generation}")
 
 
-def _index_with_beam(args, kind, params):
-    """Encodes with an Apache Beam pipeline that reads the corpus itself, then indexes in corpus order.
-
-    This process lists the corpus files (a glob that matches none is an error
-    before the model loads) but never reads them: the pipeline stores each
-    document's id, title, text and place (file, line) with its embedding, and
-    the index is assembled from those shards (`corpus_from_shards`). Every run
-    starts the pipeline afresh (runners retry failed work themselves), so no
-    embedding of other texts or of another model is ever reused: the shard
-    directory `OUT.partial-beam` is deleted before the pipeline starts (refused if it holds anything else
-    than such shards), and again once the index is written (a failed run leaves it for inspection).
-    """
-    from gtr_keras.index.search_index import ArrayRows
-    from gtr_keras.retrieval.beam_pipeline import (
-        BEAM_OUTPUT_DIRECTORY,
-        beam_pipeline_args,
-        corpus_files,
-        corpus_from_shards,
-        encode_corpus_with_beam,
-    )
-    from gtr_keras.retrieval.retriever import index_metadata, work_dir_for, write_index
-
-    corpus_files(args.corpus)
-    pipeline_args = beam_pipeline_args(args.beam_option)
-    shard_dir = work_dir_for(args.out) + "-beam"
-    files.check_replaceable(shard_dir, [BEAM_OUTPUT_DIRECTORY])
-    metadata = index_metadata(_encoder(args), args.model)
-    files.remove(shard_dir)
-    encode_corpus_with_beam(
-        os.fspath(args.model),
-        args.corpus,
-        shard_dir,
-        runner=args.runner,
-        batch_size=args.batch_size,
-        pipeline_args=pipeline_args,
-        shard_rows=args.shard_rows,
-        large_model=args.large_model,
-        model_sha256=metadata["model_sha256"],
-    )
-    corpus, embeddings = corpus_from_shards(shard_dir)
-    kind = write_index(args.out, ArrayRows(corpus.ids, embeddings), corpus, metadata, kind, args.bm25, params)
-    files.remove(shard_dir)
-    return len(corpus), kind
-
-
 def _fusion(args):
     """The `Fusion` of `--fusion` and `--gtr-weight` over the `--model`'s own (`fusion.model_fusion`)."""
     from gtr_keras.lexical.fusion import model_fusion
@@ -254,28 +192,48 @@ def _search_filter(args):
     return Filter(args.filter, read_id_file(args.ids_file)[0] if args.ids_file else None)
 
 
+def _reranker_source(args):
+    """The `--rerank` reranker's resolved source (None without one), checked to hold a reranker before any
+    model loads (`args.rerank`: a namespace of that alone also serves `export --reranker`)."""
+    if not args.rerank:
+        return None
+    from gtr_keras.models.model_files.model_source import (
+        CROSS_ENCODER,
+        HF_PREFIX,
+        RERANKER_FORMATS,
+        resolve_model_source,
+    )
+
+    source = resolve_model_source(args.rerank, CROSS_ENCODER if args.rerank.startswith(HF_PREFIX) else None)
+    if source.format not in RERANKER_FORMATS:
+        raise UserError(
+            f"--rerank: {args.rerank} is not a reranker (a {source.format} model directory); give a cross-encoder "
+            "checkpoint or the model directory `gtr-keras convert` wrote from one"
+        )
+    return source
+
+
+def _reranker(args, source):
+    """The `--rerank` reranker's scorer, in the command's `--precision`."""
+    from gtr_keras.saving import load
+
+    return load(source, dtype="bfloat16" if getattr(args, "precision", "float32") == "bfloat16" else None)
+
+
 def search(args):
-    from gtr_keras.retrieval.hybrid_retriever import HybridRetriever
-    from gtr_keras.retrieval.retriever import Retriever, search_results
+    from gtr_keras.retrieval.index import Index
+    from gtr_keras.retrieval.retriever import search_results
 
     filter = _search_filter(args)  # a bad expression or ids file before the index and the model load
-    if args.retriever == "gtr":
-        retriever = Retriever.load(args.index[0] if len(args.index) == 1 else args.index, None)
-        retriever.allowed(filter)  # an unknown field or a type mismatch before the model loads
-        retriever.encoder = _encoder(args)
-        for directory in args.index:
-            Retriever.check_model(directory, retriever.encoder)
-        if args.search_param:
-            retriever.index.set_search_params(dict(args.search_param))
-        hits = retriever.search(args.queries, args.k, filter)
-    else:
-        fusion = _fusion(args) if args.retriever == "hybrid" else None  # a bad record before the model loads
-        hybrid = HybridRetriever.load(args.index[0], None, fusion)
-        hybrid.retriever.allowed(filter)
-        hybrid.retriever.encoder = _encoder(args) if args.retriever == "hybrid" else None
-        if hybrid.retriever.encoder is not None:
-            Retriever.check_model(args.index[0], hybrid.retriever.encoder)
-        hits = hybrid.search(args.queries, args.k, args.retriever, filter)
+    reranker = _reranker_source(args)  # a model directory that holds no reranker, before any model loads
+    fusion = _fusion(args) if args.retriever == "hybrid" else None  # a bad record before the model loads
+    index = Index.open(args.index, args.model)
+    if args.search_param:
+        index.set_search_params(dict(args.search_param))
+    depth = args.rerank_depth or args.k or 10
+    k = args.k or (depth if reranker else 10)
+    rerank = reranker and (lambda: _reranker(args, reranker))
+    hits = index.search(args.queries, k, filter, args.retriever, fusion, rerank=rerank, rerank_depth=depth)
     if args.json:
         print(json.dumps(search_results(args.queries, hits), ensure_ascii=False, indent=2))
         return
@@ -298,8 +256,10 @@ def evaluate(args):
         write_trec_run,
     )
     from gtr_keras.beir.readers import evaluated_queries, qrels_file
-    from gtr_keras.retrieval.runs import bm25_run, gtr_run, load_dataset
+    from gtr_keras.retrieval.evaluator import retrieval_run
+    from gtr_keras.retrieval.runs import load_dataset
 
+    reranker = _reranker_source(args)
     corpus, queries, qrels, report = load_dataset(args.dataset, args.split)
     if not report.ok:
         print(f"warning: {report}", file=sys.stderr)
@@ -310,8 +270,7 @@ def evaluate(args):
             "or more and are left out of the means, as in BEIR",
             file=sys.stderr,
         )
-    ignore = not args.keep_identical_ids
-    settings = {}
+    settings, encoder, fusion = {}, None, None
     if args.retriever in ("gtr", "hybrid"):
         fusion = _fusion(args) if args.retriever == "hybrid" else None  # a bad record before the model loads
         encoder = _encoder(args)
@@ -320,19 +279,21 @@ def evaluate(args):
             "query_length": encoder.query_length,
             "document_length": encoder.document_length,
         }
-        if fusion is None:
-            run = gtr_run(encoder, corpus, queries, batch_size=args.batch_size, ignore_identical_ids=ignore)
-        else:
+        if fusion is not None:
             settings["fusion"] = fusion.get_config()
-            from gtr_keras.retrieval.hybrid_retriever import HybridRetriever
-
-            hybrid = HybridRetriever.of_corpus(encoder, corpus, fusion, args.batch_size)
-            run = hybrid.run(queries, ignore_identical_ids=ignore, batch_size=args.batch_size)
-    else:
-        run = bm25_run(corpus, queries, ignore_identical_ids=ignore)
+    run = retrieval_run(encoder, corpus, queries, args.retriever, fusion, args.batch_size, not args.keep_identical_ids)
     metrics = evaluate_run(qrels, run)
     name = os.path.basename(os.path.normpath(args.dataset))
-    print(format_table([(f"{name} {args.split} {args.retriever}", metrics)]))
+    rows = [(f"{name} {args.split} {args.retriever}", metrics)]
+    if reranker:
+        from gtr_keras.retrieval.reranking import rerank_run
+
+        depth = args.rerank_depth or 100
+        run = rerank_run(_reranker(args, reranker), queries, run, corpus, depth, args.batch_size)
+        settings["rerank"] = {"model": os.fspath(args.rerank), "depth": depth, "first_stage_metrics": metrics}
+        metrics = evaluate_run(qrels, run)
+        rows.append((f"{name} {args.split} {args.retriever} + rerank@{depth}", metrics))
+    print(format_table(rows))
     outputs = {path: kind for path, kind in ((args.run_out, "run"), (args.output_json, "json")) if path}
     with atomic_outputs(*outputs) as staged:
         for path, staged_path in zip(outputs, staged):
@@ -401,40 +362,90 @@ def _any_encoder(args):
     return load(args.model, dtype=dtype, query_length=args.query_length, document_length=args.document_length)
 
 
+def serve_socket(args):
+    """`serve`'s listening sockets (`--port`'s, `args.socket`, and `--metrics-port`'s, `args.metrics_socket`)
+    and its keys (`args.keys`), before the model is resolved or TensorFlow imported: a port in use or a
+    malformed keys file is exit 2 at once. The command holds the sockets until it ends."""
+    from gtr_keras.server.gateway.keys import ApiKeys
+    from gtr_keras.server.serve import listening_socket
+
+    keyed = args.api_keys or args.api_keys_file
+    args.keys = ApiKeys(args.api_keys or (), args.api_keys_file) if keyed else None
+    if not keyed and not loopback(args.host):  # --allow-unauthenticated: said once, at start
+        print(
+            f"{PROG} serve: warning: serving {args.host} without a key (--allow-unauthenticated): anyone who "
+            "reaches the port can use it",
+            file=sys.stderr,
+            flush=True,
+        )
+    held = contextlib.ExitStack()
+    args.socket = held.enter_context(listening_socket(args.host, args.port))
+    args.metrics_socket = None
+    if args.metrics_port is not None:
+        try:
+            args.metrics_socket = held.enter_context(listening_socket(args.host, args.metrics_port))
+        except UserError as error:
+            held.close()
+            raise UserError(str(error).replace("--port", "--metrics-port")) from None
+    return held
+
+
+# What a command does before its model is resolved (`main`): its cheap refusals, and what it holds till the end.
+BEFORE_THE_MODEL = {"serve": serve_socket}
+
+
 def serve(args):
     from gtr_keras.lexical.fusion import model_fusion
     from gtr_keras.models.gtr.encoder import Encoder
-    from gtr_keras.server.serve import listening_socket
+    from gtr_keras.server.gateway.request_log import AccessLog
     from gtr_keras.server.serve import serve as serve_http
 
-    sock = listening_socket(args.host, args.port)  # a port in use is exit 2 before the model loads
-    try:
-        fusion = model_fusion(args.model) if args.index else None  # a bad record before the model loads
-        limits = {name: getattr(args, name) for name in ("max_inputs", "max_body_bytes", "max_queries", "max_k")}
-        encoder = _any_encoder(args)
-        if args.index and not isinstance(encoder, Encoder):
-            raise UserError(
-                f"--index: {args.model} is an export, which an index cannot check as the model it was built "
-                "with; serve the index with the model directory (exports serve /v1/embeddings)"
-            )
-        serve_http(
-            encoder,
-            args.served_model_name or os.path.basename(str(args.model).rstrip("/")),
-            sock,
-            index_dir=args.index,
-            model_source=args.model,
-            fusion=fusion,
-            batch_size=args.batch_size,
-            max_wait=args.max_wait_ms / 1000,
-            max_queue=args.max_queue,
-            timeout=args.request_timeout,
-            poll_interval=args.poll_interval,
-            grace_period=args.grace_period,
-            limits=limits,
-            access_log=args.access_log,
+    fusion = model_fusion(args.model) if args.index else None  # a bad record before the model loads
+    limits = {name: getattr(args, name) for name in ("max_inputs", "max_body_bytes", "max_queries", "max_k")}
+    limits["body_timeout"] = args.body_timeout
+    encoder = _any_encoder(args)
+    if args.index and not isinstance(encoder, Encoder):
+        raise UserError(
+            f"--index: {args.model} is an export, which an index cannot check as the model it was built "
+            "with; serve the index with the model directory (exports serve /v1/embeddings)"
         )
-    finally:
-        sock.close()
+    if args.max_batch_tokens is not None and args.max_batch_tokens < encoder.document_length:
+        raise UserError(
+            f"--max-batch-tokens: {args.max_batch_tokens} is less than the model's document budget "
+            f"({encoder.document_length} tokens): a text of that length would fit no batch"
+        )
+    logged = args.access_log or args.log_format == "json"
+    serve_http(
+        encoder,
+        args.served_model_name or os.path.basename(str(args.model).rstrip("/")),
+        args.socket,
+        index_dir=args.index,
+        model_source=args.model,
+        fusion=fusion,
+        batch_size=args.batch_size,
+        max_wait=args.max_wait_ms / 1000,
+        max_queue=args.max_queue,
+        timeout=args.request_timeout,
+        poll_interval=args.poll_interval,
+        grace_period=args.grace_period,
+        limits=limits,
+        access_log=AccessLog(args.log_format) if logged else None,
+        header_timeout=args.header_timeout,
+        keep_alive_timeout=args.keep_alive_timeout,
+        keys=args.keys,
+        tracing=_tracing(args.otlp_endpoint),
+        metrics_sock=args.metrics_socket,
+        max_batch_tokens=args.max_batch_tokens,
+    )
+
+
+def _tracing(endpoint):
+    """The `Tracing` exporting to `--otlp-endpoint`, or None."""
+    if endpoint is None:
+        return None
+    from gtr_keras.server.gateway.tracing import Tracing, otlp_provider
+
+    return Tracing(otlp_provider(endpoint))
 
 
 def demo(args):
@@ -494,13 +505,27 @@ def _tune_queries(args):
 @locks_output("args.out")  # before the model loads
 def export(args):
     from gtr_keras.serving.export_formats import EXPORT_CONFIG_FILE, FORMATS
+    from gtr_keras.serving.exporter import export as export_model
 
-    export_format = FORMATS[args.format]
-    options = {dest: getattr(args, dest) for dest in export_format.options}
-    export_format.check_output(args.out, **options)
-    for path in export_format.write(_encoder(args), args.out, **options):
+    if args.reranker:
+        reranker = _reranker_source(argparse.Namespace(rerank=args.reranker))  # one line for a model of no reranker
+        written = export_model(reranker, args.out, args.format, version=args.version)
+    else:
+        searcher = {"searcher": args.searcher, "k": args.k} if "k" in FORMATS[args.format].options else {}
+        written = export_model(
+            lambda: _encoder(args),
+            args.out,
+            args.format,
+            index=args.index or None,
+            version=args.version,
+            search_params=dict(args.search_param or []),
+            quantize=args.quantize,
+            allow_large_float32=args.allow_large_float32,
+            **searcher,
+        )
+    for path in written:
         print(f"wrote {path}")
-    if EXPORT_CONFIG_FILE in export_format.marks:
+    if EXPORT_CONFIG_FILE in FORMATS[args.format].marks and not args.reranker:
         quantized = f", {args.quantize}" if args.quantize else ""
         spiece = os.path.join(args.out, "spiece.model")
         print(f"({args.format}{quantized}; token ids and mask in) with {spiece} and {EXPORT_CONFIG_FILE}")
@@ -528,6 +553,15 @@ def _check_run_outputs(config):
 
 
 def train(args):
+    if args.reranker:
+        from gtr_keras.training.reranker_training import RerankerTrainConfig, train_reranker
+
+        args.init = args.reranker
+        config = config_from_args(args, RerankerTrainConfig)
+        _check_run_outputs(config)
+        train_reranker(config)
+        _say_where(config, "reranker trained")
+        return
     from gtr_keras.training.loop import train as run_training
 
     config = config_from_args(args)

@@ -14,6 +14,7 @@ Example:
 0
 """
 
+import contextlib
 import importlib
 import os
 import re
@@ -27,6 +28,7 @@ from gtr_keras.cli.checks import (
     check_index_sources,
     check_outputs,
     check_remote_paths,
+    check_serve,
     check_tune_queries,
     check_update_sources,
 )
@@ -64,22 +66,26 @@ def _run(args, parser):
     if model and _missing_local_model(model):
         print(f"{PROG} {args.command}: error: {model}: no such model directory", file=sys.stderr)
         return 2
-    handler = getattr(importlib.import_module("gtr_keras.cli.commands"), args.handler)
+    commands = importlib.import_module("gtr_keras.cli.commands")
+    handler = getattr(commands, args.handler)
     from gtr_keras.errors import UserError
 
     check_remote_paths(args, parser)
     try:
-        if getattr(args, "model", None):
-            from gtr_keras.models.model_files.model_source import resolve_model_source
+        # What the command holds from before its model is resolved (the model's stack is imported there).
+        first = commands.BEFORE_THE_MODEL.get(args.handler, lambda args: contextlib.nullcontext())
+        with first(args):
+            if getattr(args, "model", None):
+                from gtr_keras.models.model_files.model_source import resolve_model_source
 
-            # Once, before the handler reads its inputs; the directory's format is read when the model loads.
-            args.model = resolve_model_source(args.model, read_format=False)
-        with warnings.catch_warnings():
-            if not args.debug:  # one line naming the command, as an error is; with --debug, where it arose
-                warnings.showwarning = lambda message, *_, **__: print(
-                    f"{PROG} {args.command}: warning: {message}", file=sys.stderr
-                )
-            handler(args)
+                # Once, before the handler reads its inputs; the directory's format is read when the model loads.
+                args.model = resolve_model_source(args.model, read_format=False)
+            with warnings.catch_warnings():
+                if not args.debug:  # one line naming the command, as an error is; with --debug, where it arose
+                    warnings.showwarning = lambda message, *_, **__: print(
+                        f"{PROG} {args.command}: warning: {message}", file=sys.stderr
+                    )
+                handler(args)
     except (UserError, OSError) as error:
         if args.debug:
             raise
@@ -127,8 +133,12 @@ def main(argv=None):
         parser.commands["search"].error(
             f"argument --index: --retriever {args.retriever} searches one index (several are shards of --retriever gtr)"
         )
-    if args.command == "serve" and args.max_inputs > args.max_queue:
-        parser.commands["serve"].error(f"argument --max-inputs: {args.max_inputs} is more than --max-queue holds")
+    if args.command in ("evaluate", "search") and args.rerank_depth is not None and not args.rerank:
+        parser.commands[args.command].error("argument --rerank-depth: goes with --rerank")
+    if args.command == "train" and args.reranker and args.init:
+        parser.commands["train"].error("argument --reranker: the model to fine-tune; not with --init (a GTR model's)")
+    if args.command == "serve":
+        check_serve(args, parser.commands["serve"])
     if args.command == "search" and args.retriever != "gtr" and args.search_param:
         parser.commands["search"].error(
             f"argument --search-param: sets the dense index's search, not {args.retriever}'s"
@@ -145,4 +155,11 @@ def main(argv=None):
     check_outputs(args, parser.commands[args.command], standalone)
     if not args.debug:
         os.environ.setdefault(*quiet_tensorflow)
-    return _run(args, parser.commands[args.command])
+    status = _run(args, parser.commands[args.command])
+    if standalone and args.command == "serve":
+        # A server stops within its grace period: not after the interpreter's teardown of TensorFlow (seconds),
+        # nor aborted by it (SIGABRT) while an abandoned thread still runs a forward pass.
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(status)
+    return status

@@ -136,6 +136,26 @@ def add_retriever_arguments(parser, bm25):
     )
 
 
+def add_rerank_arguments(parser, depth_help):
+    """Adds `--rerank MODEL` (a reranker: a cross-encoder checkpoint or the model directory `convert` wrote from
+    one) and `--rerank-depth N`.
+
+    Example:
+    >>> parser = argparse.ArgumentParser()
+    >>> add_rerank_arguments(parser, "first-stage hits reranked per query")
+    >>> parser.parse_args(["--rerank", "models/minilm", "--rerank-depth", "50"]).rerank_depth
+    50
+    """
+    group = parser.add_argument_group("reranking (a second stage; docs/reranking.md)")
+    group.add_argument(
+        "--rerank",
+        metavar="MODEL",
+        help="rerank the first stage's hits with this reranker: a cross-encoder checkpoint, hf://ORG/NAME, or the "
+        "model directory `gtr-keras convert` wrote from one (default: none)",
+    )
+    group.add_argument("--rerank-depth", type=at_least_one, default=None, metavar="N", help=depth_help)
+
+
 def add_batch_size(parser, what="texts"):
     parser.add_argument("--batch-size", type=at_least_one, default=32, help=f"{what} per forward pass")
 
@@ -218,10 +238,12 @@ def build_parser():
 
     p = command(
         "convert",
-        "import a sentence-transformers GTR checkpoint, or export a model to one",
+        "import a sentence-transformers GTR or cross-encoder checkpoint, or export a model to one",
         "Reads a sentence-transformers GTR checkpoint (T5 encoder, mean pooling, dense projection) "
-        "and writes a gtr-keras model directory (a keras-hub preset); with --to sentence-transformers, "
-        "reads a model directory and writes the sentence-transformers layout.",
+        "and writes a gtr-keras model directory (a keras-hub preset); a cross-encoder checkpoint (config.json "
+        "naming BertForSequenceClassification or XLMRobertaForSequenceClassification) is written as a reranker's "
+        "model directory (docs/reranking.md); with --to sentence-transformers, reads a model directory and writes "
+        "the sentence-transformers layout.",
     )
     p.add_argument(
         "source",
@@ -239,12 +261,6 @@ def build_parser():
         "(SentenceTransformer(OUT_DIR) loads it)",
     )
     p.add_argument("--query-length", type=token_budget, default=64, help="query token budget, EOS included")
-
-    p = command("migrate", "rewrite a model directory of the first format as a keras-hub preset")
-    p.add_argument("source", type=input_dir, help='model directory with config.json {"format": "gtr-keras"}')
-    p.add_argument(
-        "out_dir", type=output_dir, help="model directory to write (replaces only an empty one or a model directory)"
-    )
 
     p = command(
         "encode",
@@ -372,7 +388,9 @@ def build_parser():
     )
     p.add_argument("--model", help="the model the index was built with (checked; required unless --retriever bm25)")
     add_retriever_arguments(p, "the index's BM25 side")
-    p.add_argument("-k", type=at_least_one, default=10, help="results per query")
+    p.add_argument(
+        "-k", type=at_least_one, default=None, help="results per query (default: 10; with --rerank, --rerank-depth)"
+    )
     p.add_argument(
         "--filter",
         action="append",
@@ -397,6 +415,9 @@ def build_parser():
         metavar="NAME=VALUE",
         help="override a search setting of the index (the one `tune` recorded, or the build's), e.g. "
         "num_leaves_to_search=40, reorder_factor=50 (ScaNN) or rescore=100 (int8|binary); repeatable (default: none)",
+    )
+    add_rerank_arguments(
+        p, "with --rerank: the first stage's top N hits are reranked, and the best k of them shown (default: -k)"
     )
 
     p = command(
@@ -468,6 +489,9 @@ def build_parser():
         help="keep documents whose id equals the query id (BEIR drops them)",
     )
     add_encoder_arguments(p)
+    add_rerank_arguments(
+        p, "with --rerank: documents of each query's first-stage run reranked (the rest follow below; default: 100)"
+    )
 
     p = command("analyze-lengths", "median words of top-10 vs relevant documents (GTR paper 6.4)")
     p.add_argument("--run", required=True, type=input_file, help="TREC run file")
@@ -514,7 +538,14 @@ def build_parser():
         "OUT/encoder.tflite (strings in); --format onnx|openvino writes OUT/encoder.onnx or OUT/encoder.xml (token "
         "ids and mask in) with spiece.model and export.json.",
     )
-    p.add_argument("--model", required=True, help=MODEL_HELP)
+    p.add_argument("--model", help=MODEL_HELP + " (required unless --reranker)")
+    p.add_argument(
+        "--reranker",
+        metavar="MODEL",
+        help="export this reranker instead (a cross-encoder checkpoint or its model directory): --format savedmodel "
+        "writes OUT/reranker/VERSION (queries and documents in, scores out), onnx writes OUT/reranker.onnx with "
+        "tokenizer.json (docs/reranking.md) (default: none)",
+    )
     p.add_argument(
         "--out",
         required=True,
@@ -578,9 +609,10 @@ def build_parser():
         "check",
         "verify an index, a model directory or an export, file by file",
         "Verifies a directory that gtr-keras wrote (an index directory with every segment and its BM25 "
-        "side, a search index, a model directory, an export of any format): its structure, every record's "
-        "fields, row and id counts, and the SHA-256 of every file recorded when it was written. Exit 0 with "
-        "one line when all is well; exit 2 naming the first damaged file and what is wrong.",
+        "side, a search index, a model directory, an export of any format): the SHA-256 of every file against "
+        "its checksums.json records (every file recorded, every record there), its structure, every record's "
+        "fields, row and id counts, and what a job that did not end left there. Exit 0 with one line when all "
+        "is well; exit 2 naming the first damaged file and what is wrong.",
     )
     p.add_argument("path", type=input_path("path"), help="the directory (or .tflite file) to check")
     p.add_argument("--all", action="store_true", help="list every problem, not only the first")
@@ -613,6 +645,14 @@ def build_parser():
     group.add_argument(
         "--max-queue", type=at_least_one, default=4096, help="texts waiting at most; a request beyond is a 503"
     )
+    group.add_argument(
+        "--max-batch-tokens",
+        type=at_least_one,
+        default=None,
+        help="bound each batch by padded tokens instead of --batch-size texts, as text-embeddings-inference "
+        "does: a forward pass holds at most N padded tokens (and --batch-size texts), texts of like lengths "
+        "together; at least the model's document budget (default: batches of --batch-size texts)",
+    )
     group = p.add_argument_group("limits")
     group.add_argument("--max-inputs", type=at_least_one, default=2048, help="texts per embedding request")
     group.add_argument("--max-body-bytes", type=at_least_one, default=8 << 20, help="request body size (413 beyond)")
@@ -622,22 +662,83 @@ def build_parser():
         "--request-timeout",
         type=positive_float,
         default=60.0,
-        help="seconds a request waits for its embeddings (then a 503)",
+        help="seconds a request waits for its embeddings or hits once its body is read (then a 503)",
+    )
+    group = p.add_argument_group("connections (each is closed past its limit)")
+    group.add_argument(
+        "--header-timeout",
+        type=positive_float,
+        default=10.0,
+        help="seconds a request's head (request line and headers) may take to arrive, from the connection's "
+        "opening or a later request's first byte (then a 408)",
+    )
+    group.add_argument(
+        "--body-timeout",
+        type=positive_float,
+        default=30.0,
+        help="seconds a request's body may take to arrive (then a 408), and an answer may wait for its client "
+        "to read any of it",
+    )
+    group.add_argument(
+        "--keep-alive-timeout",
+        type=positive_float,
+        default=5.0,
+        help="seconds an idle keep-alive connection stays open",
     )
     group = p.add_argument_group("live index and stopping")
     group.add_argument(
         "--poll-interval",
         type=positive_float,
         default=2.0,
-        help="seconds between looks for a new generation of --index (an update or a rebuild)",
+        help="seconds between looks for a new generation of --index (an update or a rebuild) or a search setting "
+        "`tune` recorded",
     )
     group.add_argument(
         "--grace-period",
         type=at_least_zero_float,
         default=30.0,
-        help="seconds the requests in flight get to finish after SIGTERM or SIGINT",
+        help="seconds the requests in flight get to finish after SIGTERM or SIGINT (those unfinished then get a "
+        "503); a second signal stops at once",
     )
-    p.add_argument("--access-log", action="store_true", help="log every request on stderr")
+    group = p.add_argument_group("keys, metrics, traces and logs (docs/serving.md)")
+    group.add_argument(
+        "--api-key",
+        action="append",
+        dest="api_keys",
+        metavar="KEY",
+        help="a key requests must carry (Authorization: Bearer KEY; 401 otherwise), on every path but /health; "
+        "repeatable (a key here shows in the process list: prefer --api-keys-file; default: none, no key asked)",
+    )
+    group.add_argument(
+        "--api-keys-file",
+        type=input_file,
+        metavar="FILE",
+        help="a local file of keys, one a line (# comments), read again when it changes: a key rotates "
+        "without a restart (default: none)",
+    )
+    group.add_argument(
+        "--allow-unauthenticated",
+        action="store_true",
+        help="serve a --host other than loopback without a key (refused otherwise)",
+    )
+    group.add_argument(
+        "--metrics-port",
+        type=port_number,
+        help="serve /metrics (Prometheus' text format) on this port only, on --host (default: on --port)",
+    )
+    group.add_argument(
+        "--otlp-endpoint",
+        metavar="URL",
+        help="export OpenTelemetry traces there by OTLP over HTTP, e.g. http://collector:4318 (needs the otel "
+        "extra; /v1/traces is added to a URL without a path; default: none, no traces)",
+    )
+    group.add_argument("--access-log", action="store_true", help="log every request on stderr, one line")
+    group.add_argument(
+        "--log-format",
+        choices=("text", "json"),
+        default="text",
+        help="the access log's lines: text, or a JSON object a line (json turns the access log on)",
+    )
     add_encoder_arguments(p)
 
     p = command("demo", "the main job: index, search, evaluate vs BM25 and export, offline")

@@ -283,6 +283,13 @@ def add_train_arguments(parser, flags=TRAIN_FLAGS):
     keys = [key for _, key, _, _, _ in flags]
     if flags is TRAIN_FLAGS:
         parser.add_argument(
+            "--reranker",
+            metavar="MODEL",
+            help="fine-tune this reranker (a cross-encoder checkpoint or the model directory `convert` wrote from "
+            "one) instead of a GTR model, with a listwise softmax over each query's positive and --num-negatives "
+            "hard negatives; --temperature is that softmax's (default: 1.0); docs/reranking.md (default: none)",
+        )
+        parser.add_argument(
             "--no-mask-false-negatives",
             dest="mask_false_negatives",
             action="store_const",

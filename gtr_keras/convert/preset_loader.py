@@ -1,22 +1,24 @@
 """The loaders of the model formats that keras-hub does not read, registered with the model family's
 `model_source.register_loader` by `install()` (which `gtr_keras` runs once the family is imported): a
-sentence-transformers checkpoint and gtr-keras' legacy (first) format. Each builds the class it is given.
+sentence-transformers checkpoint and a cross-encoder (reranker) checkpoint. Each builds the class it is given.
 """
 
-from gtr_keras.convert.legacy_format import first_format_config, load_first_format
+from gtr_keras.convert.cross_encoder import load_cross_encoder
 from gtr_keras.convert.sentence_transformers import load_sentence_transformers
-from gtr_keras.errors import UserError
-from gtr_keras.models.model_files.model_source import FIRST_FORMAT, SENTENCE_TRANSFORMERS, register_loader
-
-
-def _first_format(embedder_cls, directory, load_weights=True, dtype=None, **kwargs):
-    _refuse_arguments(directory, "a model directory of the first format", kwargs)
-    return load_first_format(embedder_cls, directory, first_format_config(directory), load_weights, dtype)
+from gtr_keras.errors import CheckpointError, UserError
+from gtr_keras.models.model_files.model_source import CROSS_ENCODER, SENTENCE_TRANSFORMERS, register_loader
 
 
 def _sentence_transformers(embedder_cls, source, load_weights=True, dtype=None, **kwargs):
     _refuse_arguments(source, "a sentence-transformers checkpoint", kwargs)
     return load_sentence_transformers(embedder_cls, source, dtype=dtype, load_weights=load_weights)
+
+
+def _cross_encoder(reranker_cls, source, load_weights=True, dtype=None, **kwargs):
+    _refuse_arguments(source, "a cross-encoder checkpoint", kwargs)
+    if not hasattr(reranker_cls, "bert_tokenizer_cls"):
+        raise CheckpointError(f"{source}: a cross-encoder (a reranker), not a {reranker_cls.__name__}")
+    return load_cross_encoder(reranker_cls, source, load_weights, dtype)
 
 
 def _refuse_arguments(source, what, arguments):
@@ -26,11 +28,11 @@ def _refuse_arguments(source, what, arguments):
 
 
 def install():
-    """Registers the loaders of the sentence-transformers and first formats (idempotent).
+    """Registers the loaders of sentence-transformers and cross-encoder checkpoints (idempotent).
 
     Example:
     >>> install()
     >>> GTRTextEmbedder.from_preset("tests/fixtures/tiny-gtr-st")  # doctest: +SKIP
     """
-    register_loader(FIRST_FORMAT, _first_format)
     register_loader(SENTENCE_TRANSFORMERS, _sentence_transformers)
+    register_loader(CROSS_ENCODER, _cross_encoder)

@@ -57,12 +57,12 @@ HUB_FILES = [
 ]
 
 
-def resolve_source(source, cache_dir=None):
+def resolve_source(source, cache_dir=None, hub_files=None):
     """A local checkpoint directory for `source`: a path, or a Hugging Face Hub repo id.
 
     Hub ids (e.g. `sentence-transformers/gtr-t5-base`) are downloaded with
-    `huggingface_hub`; without network access (or the files in its cache) this
-    fails with a message saying that the checkpoint must be downloaded, and how.
+    `huggingface_hub` (the files `hub_files` names; by default a GTR checkpoint's); without network access (or
+    the files in its cache) this fails with a message saying that the checkpoint must be downloaded, and how.
     """
     if source.startswith(HF_PREFIX):
         source = source[len(HF_PREFIX) :]
@@ -78,7 +78,7 @@ def resolve_source(source, cache_dir=None):
         return snapshot_download(
             source,
             cache_dir=cache_dir,
-            allow_patterns=HUB_FILES + ["pytorch_model.bin", "2_Dense/pytorch_model.bin"],
+            allow_patterns=hub_files or HUB_FILES + ["pytorch_model.bin", "2_Dense/pytorch_model.bin"],
         )
     except Exception as error:
         raise CheckpointError(
@@ -98,7 +98,7 @@ def load_sentence_transformers(
         embedder_cls: the class to build (as keras-hub's converters take the backbone class).
         source: a local checkpoint directory, or a Hugging Face repo id (`hf://` optional).
         query_length, cache_dir, dtype, load_weights: as for
-            `gtr_keras.convert_sentence_transformers`, which calls this with `GTRTextEmbedder`.
+            `gtr_keras.saving.convert_sentence_transformers`, which calls this with `GTRTextEmbedder`.
 
     Example:
     >>> embedder = load_sentence_transformers(GTRTextEmbedder, "sentence-transformers/gtr-t5-base")

@@ -16,18 +16,23 @@ Example:
 >>> SearchIndex.load(["indexes/msmarco-a", "indexes/msmarco-b"]).search_ids(query_embeddings, 10)  # shards
 """
 
-import importlib
+from gtr_keras.utils.lazy_exports import lazy_exports
 
-_EXPORTS = {
-    "SearchIndex": "gtr_keras.index.search_index",
-    "write_search_index": "gtr_keras.index.search_index",
-    "scann_params": "gtr_keras.index.scann_builder",
-}
-
-__all__ = sorted(_EXPORTS)
-
-
-def __getattr__(name):  # imported on first use: `index.layout` alone costs no searcher
-    if name in _EXPORTS:
-        return getattr(importlib.import_module(_EXPORTS[name]), name)
-    raise AttributeError(f"module 'gtr_keras.index' has no attribute {name!r}")
+__all__, __getattr__ = lazy_exports(
+    __name__,
+    {
+        "SearchIndex": "gtr_keras.index.search_index",
+        "ArrayRows": "gtr_keras.index.search_index",
+        "write_search_index": "gtr_keras.index.search_index",
+        "EmbeddingFiles": "gtr_keras.index.embedding_files",
+        "scann_params": "gtr_keras.index.scann_builder",
+        "exact_top_k": "gtr_keras.index.exact_search",
+        "vector_params": "gtr_keras.index.quantized_vectors",
+        "read_description": "gtr_keras.index.layout",
+        "EMBEDDINGS_NPY": "gtr_keras.index.layout",
+        "INDEX_SUBDIR": "gtr_keras.index.layout",
+        "BM25_SUBDIR": "gtr_keras.index.layout",
+        "update_search_index": "gtr_keras.index.segment_writer",
+        "compact_search_index": "gtr_keras.index.segment_writer",
+    },
+)

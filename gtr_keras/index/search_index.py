@@ -59,7 +59,7 @@ from gtr_keras.index.segments import (
     segment_path,
 )
 from gtr_keras.utils import files
-from gtr_keras.utils.checksums import verify_if_asked
+from gtr_keras.utils.checksums import verify_directory
 from gtr_keras.utils.files import atomic_directory
 from gtr_keras.utils.records import check_positive_int
 
@@ -412,7 +412,7 @@ class SearchIndex:
         return _slices(self.embeddings, _BUILD_CHUNK_ROWS)
 
     @classmethod
-    def load(cls, directory):
+    def load(cls, directory, verify=False):
         """Loads an index written by `save` or `write_search_index`, updated or not, or several as one.
 
         `directory` may also be an index directory of `gtr-keras index` (its
@@ -430,9 +430,13 @@ class SearchIndex:
             directory: an index directory, or a list of them (shards of one
                 model, each id in one shard): a `SegmentedIndex` over all,
                 whose top `k` is that of one index over the union.
+            verify: first verify every file of each index against its records
+                (`utils.checksums.verify_directory`: reads every byte; `gtr-keras
+                check` does it and more), and refuse a damaged one.
 
         Raises:
-            DataError: a missing, malformed or inconsistent file.
+            DataError: a missing, malformed or inconsistent file (with
+                `verify`, a file that changed since it was written).
             MismatchError: an index written by another format version, or
                 shards of different models (naming the shard).
 
@@ -446,10 +450,12 @@ class SearchIndex:
             check_same_model([read_description(shard)[0] for shard in shards])
             parts, names = [], []
             for shard in shards:
-                shard_parts = cls.load(shard).parts
+                shard_parts = cls.load(shard, verify).parts
                 parts += shard_parts
                 names += [shard] * len(shard_parts)
             return SegmentedIndex(parts, names)
+        if verify:
+            verify_directory(read_description(directory)[0])
         for attempt in range(3):
             directory, config_path, config = read_description(directory)
             manifest = read_manifest(directory)
@@ -484,7 +490,6 @@ class SearchIndex:
 
     @classmethod
     def _load_one(cls, directory, config_path, config, documents=None):
-        verify_if_asked(directory)
         ids = read_ids(os.path.join(directory, IDS_TXT), config["num_embeddings"])
         index = cls.__new__(cls)
         documents = documents or documents_path(directory, BASE)

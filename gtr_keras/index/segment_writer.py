@@ -405,7 +405,7 @@ def _remove_unused(state):
     for name in (MANIFEST_JSON, segment_name(manifest["next_segment"]), deleted_name(manifest["generation"] + 1)):
         files.remove_staging(os.path.join(directory, name))
     if BASE not in used and manifest["generation"]:
-        for name in (IDS_TXT, *VECTOR_FILES, SCANN_DIR, files.CHECKSUMS_FILE):
+        for name in (IDS_TXT, *VECTOR_FILES, SCANN_DIR):
             files.remove(os.path.join(directory, name))
         base_documents = documents_path(directory, BASE)
         if base_documents is not None:

@@ -33,6 +33,7 @@ import io
 import json
 import os
 import re
+import zipfile
 
 import numpy as np
 
@@ -196,7 +197,7 @@ def read_deleted(directory, manifest):
     try:
         with files.open(path) as f, np.load(io.BytesIO(f.read())) as stored:
             packed = {name: stored[name] for name in stored.files}
-    except (OSError, ValueError) as e:
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile) as e:
         raise DataError(f"{path}: unreadable ({e}); {REMEDY}") from e
     masks = {}
     for segment in manifest["segments"]:

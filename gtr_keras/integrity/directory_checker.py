@@ -44,7 +44,7 @@ def check_directory(path):
         if not path.endswith(".tflite"):
             raise DataError(f"{path}: a file; check takes a directory that gtr-keras writes (or a .tflite)")
         report = CheckReport(path, "a LiteRT export")
-        check_litert_file(path, report)
+        report.step(lambda: check_litert_file(path, report), path)
         return report
 
     def has(name):
@@ -60,17 +60,17 @@ def check_directory(path):
     for mark, kind, check in kinds:
         if has(mark):
             report = CheckReport(path, kind)
-            report.step(lambda check=check, report=report: check(path, report))
+            report.step(lambda check=check, report=report: check(path, report), path)
             return report
     if any(has(name) for name in EXPORT_NAMES):
         report = CheckReport(path, "an export")
-        report.step(lambda: check_export_root(path, report))
+        report.step(lambda: check_export_root(path, report), path)
         return report
     from gtr_keras.serving.litert import LITERT_FILE  # imports TensorFlow: the last kind tried
 
     if has(LITERT_FILE):
         report = CheckReport(path, "a LiteRT export")
-        check_litert_file(os.path.join(path, LITERT_FILE), report)
+        report.step(lambda: check_litert_file(os.path.join(path, LITERT_FILE), report), path)
         return report
     raise DataError(
         f"{path}: not a directory that gtr-keras writes (no {RETRIEVER_JSON}, {INDEX_JSON}, {EXPORT_JSON}, "

@@ -1,36 +1,44 @@
 """The checks of an index directory of `gtr-keras index`, and of a search index directory.
 
-Checksums first (so that a changed byte is named by its file), then the
-records (`retriever.json`, `index.json`, `segments.json`: every field), then
-each segment: its ids (their count against its record), its vectors (shape,
-dtype, finite rows) or ScaNN's per-point arrays, its deletion list, its
-documents, and the BM25 side (its ids against the dense part's live ids, its
-texts against the documents).
+Checksums first, of every file below the directory (`utils.checksums`: its
+search index, every segment, deletion list, manifest and tuned setting, its
+documents and BM25 side, each against the record of the directory it lies in),
+so that a changed byte is named by its file; then the records
+(`retriever.json`, `index.json`, `segments.json`, `tuned.json`: every field),
+then each segment: its ids (their count against its record), its vectors
+(shape, dtype, finite rows) or ScaNN's per-point arrays, its deletion list,
+its documents, and the BM25 side (its ids against the dense part's live ids,
+its texts against the documents). What killed jobs left inside the directory
+or beside it (staging, `.tune-*`, `NAME.partial`, segments no generation uses)
+is named too.
 """
 
 import os
+import re
 
 import numpy as np
 
-from gtr_keras.errors import DataError, MismatchError
+from gtr_keras.errors import DataError
 from gtr_keras.index.layout import (
     BM25_SUBDIR,
-    DOCUMENTS_FILE,
     EMBEDDINGS_NPY,
     IDS_TXT,
+    INDEX_JSON,
     INDEX_SUBDIR,
     MANIFEST_JSON,
     RETRIEVER_JSON,
     SCANN_DIR,
+    TUNE_SCRATCH_PREFIX,
+    TUNED_JSON,
     check_scann_rows,
     has_float32,
     read_description,
     read_embeddings,
     read_ids,
     read_model_record,
+    read_tuned,
 )
 from gtr_keras.index.segments import (
-    BASE,
     documents_path,
     initial_manifest,
     live_corpus,
@@ -38,69 +46,103 @@ from gtr_keras.index.segments import (
     read_deleted,
     read_manifest,
     segment_path,
+    used_names,
 )
-from gtr_keras.lexical.bm25_side import has_bm25_side, load_bm25_side
+from gtr_keras.lexical.bm25_side import has_bm25_side, load_bm25_side, side_mismatch
 from gtr_keras.utils import files
 
-_BASE_FILES = (IDS_TXT, EMBEDDINGS_NPY, SCANN_DIR, files.CHECKSUMS_FILE)
+_UNUSED = re.compile(r"segment-\d{6}|deleted-\d{6}\.npz")
+_RERUN = "rerun the job (it removes it), or remove it once no job runs"
+# What a build or a tune that did not end leaves beside a directory it writes (their own scratch).
+BUILD_LEFTOVERS = {
+    "{name}.partial": "the encoded pieces of a `gtr-keras index` that did not end (killed, or still running): "
+    "rerun it (it resumes from them, then removes them), or remove them once no job runs",
+    "{name}.partial-beam": f"the shards of an `index --runner` pipeline that did not end: {_RERUN}",
+}
+_TUNE_SCRATCH = {
+    TUNE_SCRATCH_PREFIX + "{name}-*": f"the scratch of a `gtr-keras tune` that did not end (killed, or still "
+    f"running): {_RERUN}"
+}
+
+
+def _beside(directory, leftovers):
+    name = files.parent_and_name(directory)[1]
+    return {glob.format(name=name): why for glob, why in leftovers.items()}
 
 
 def check_index_directory(index_dir, report):
     """Checks an index directory (`retriever.json`, `index/`, its documents and BM25 side) into `report`."""
+    report.checksums(index_dir)
+    report.leftovers_beside(index_dir, _beside(index_dir, BUILD_LEFTOVERS))
     search_index = os.path.join(index_dir, INDEX_SUBDIR)
-    manifest = report.step(lambda: read_manifest(search_index))
-    base_used = manifest is None or any(s["name"] == BASE for s in manifest["segments"])
-    bm25 = has_bm25_side(index_dir)
-
-    def expected_absent(relative):
-        name = relative.split("/")
-        if name[0] == INDEX_SUBDIR and len(name) > 1 and name[1] in _BASE_FILES:
-            return not base_used
-        if relative == DOCUMENTS_FILE:
-            return not base_used
-        return name[0] == BM25_SUBDIR and not bm25
-
-    report.checksums(index_dir, expected_absent)
-    recorded = report.step(lambda: read_model_record(index_dir))
+    recorded = report.step(lambda: read_model_record(index_dir), os.path.join(index_dir, RETRIEVER_JSON))
+    manifest = report.step(lambda: read_manifest(search_index), os.path.join(search_index, MANIFEST_JSON))
     live = check_search_index(search_index, report, checksums=False)
     if recorded is not None and live is not None and not manifest and recorded["num_documents"] != len(live):
         report.add(
             os.path.join(index_dir, RETRIEVER_JSON),
             f"num_documents {recorded['num_documents']}, the index holds {len(live)}",
         )
-    if bm25 and live is not None:
-        corpus = report.step(lambda: _documents(search_index, manifest))
-        try:
-            report.step(lambda: load_bm25_side(index_dir, list(live), corpus), passes=MismatchError)
-            report.note("BM25 side")
-        except MismatchError as error:  # an update killed between its dense commit and the side's rebuild
-            report.note(f"BM25 side stale, refused until rebuilt ({str(error).split(': ', 1)[-1]})")
+    side = os.path.join(index_dir, BM25_SUBDIR)
+    if live is None or not report.step(lambda: has_bm25_side(index_dir), side):
+        return
+    corpus = report.step(lambda: _documents(search_index, manifest), search_index)
+    retriever = report.step(lambda: load_bm25_side(index_dir), side)
+    mismatch = retriever and side_mismatch(retriever, live, corpus)
+    if mismatch and manifest and manifest["generation"]:  # an update killed between its commit and the rebuild
+        report.note(f"BM25 side stale, refused until rebuilt ({mismatch}; the next update rebuilds it)")
+    elif mismatch:  # never updated: the side was written with the index
+        report.add(side, f"{mismatch}: the index was never updated, so its side was changed since; rebuild the index")
+    elif retriever is not None:
+        report.note("BM25 side")
 
 
 def check_search_index(directory, report, checksums=True):
     """Checks a search index directory (every segment) into `report`; returns its live ids, or None."""
-    manifest = report.step(lambda: read_manifest(directory))
-    described = report.step(lambda: read_description(directory))
+    if checksums:
+        report.checksums(directory)
+        report.leftovers_beside(directory, _beside(directory, _TUNE_SCRATCH))
+    manifest = report.step(lambda: read_manifest(directory), os.path.join(directory, MANIFEST_JSON))
+    described = report.step(lambda: read_description(directory), os.path.join(directory, INDEX_JSON))
     if described is None:
         return None
     directory, _, config = described
+    tuned = report.step(lambda: read_tuned(directory), os.path.join(directory, TUNED_JSON))
     manifest = manifest or initial_manifest(config["num_embeddings"])
-    deleted = report.step(lambda: read_deleted(directory, manifest)) or {}
+    deleted_path = os.path.join(directory, manifest["deleted"] or "deleted-*.npz")
+    deleted = report.step(lambda: read_deleted(directory, manifest), deleted_path) or {}
+    _check_unused(directory, manifest, report)
     live, stored = [], 0
     for segment in manifest["segments"]:
         path = segment_path(directory, segment["name"])
-        if checksums or segment["name"] != BASE or files.isfile(os.path.join(path, files.CHECKSUMS_FILE)):
-            report.checksums(path)  # the base of an index directory is its parent's unit
-        ids = report.step(lambda: _check_segment(path, segment))
+        ids = report.step(lambda: _check_segment(path, segment), path)
         if "metadata_types" in segment:
-            report.step(lambda: _check_recorded_types(directory, segment))
+            report.step(
+                lambda: _check_recorded_types(directory, segment), documents_path(directory, segment["name"]) or path
+            )
         if ids is not None:
             mask = deleted.get(segment["name"], np.zeros(len(ids), bool))
             live += [i for i, gone in zip(ids, mask) if not gone]
             stored += len(ids)
     report.note(f"{len(manifest['segments'])} segment{'s' * (len(manifest['segments']) != 1)}")
     report.note(f"{len(live)} live rows of {stored} stored ({config['kind']}, {config['dims']} dims)")
+    if tuned is not None:
+        report.note(f"tuned: {', '.join(f'{name} {value}' for name, value in tuned['setting'].items())}")
     return live
+
+
+def _check_unused(directory, manifest, report):
+    """Names the segments and deletion lists that neither the manifest's generation nor the one before uses:
+    what an update that did not end wrote before its commit."""
+    used = used_names(manifest)
+    for name in files.listdir(directory):
+        if _UNUSED.fullmatch(name) and name not in used:
+            report.add(
+                os.path.join(directory, name),
+                f"used by no generation of {os.path.join(directory, MANIFEST_JSON)}: written by an update that did "
+                "not end (killed, or still running): the next update removes it (or remove it once no update runs)",
+                leftover=True,
+            )
 
 
 def _check_segment(path, segment):

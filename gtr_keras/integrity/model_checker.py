@@ -1,4 +1,4 @@
-"""The checks of a model directory: a keras-hub preset of gtr-keras, one of its first format, or a
+"""The checks of a model directory: a keras-hub preset of gtr-keras (a GTR model or a reranker), or a
 sentence-transformers directory it wrote.
 
 Checksums first, then every JSON record (the settings against the weights' shapes and each other:
@@ -17,10 +17,9 @@ from gtr_keras.models.model_files.model_directory import (
     check_finite,
     check_model_directory,
     read_json,
-    read_spiece,
     read_weights,
 )
-from gtr_keras.models.model_files.model_source import FIRST_FORMAT, KERAS_HUB, directory_format
+from gtr_keras.models.model_files.model_source import KERAS_HUB, RERANKER, directory_format
 from gtr_keras.utils import files
 
 _PRESET_VOCABULARY = os.path.join("assets", "tokenizer", "vocabulary.spm")
@@ -29,29 +28,28 @@ _PRESET_VOCABULARY = os.path.join("assets", "tokenizer", "vocabulary.spm")
 def check_model_files(directory, report):
     """Checks the model directory `directory` into `report`."""
     report.checksums(directory)
-    model_format = report.step(lambda: directory_format(directory))
+    report.leftovers_beside(directory)
+    model_format = report.step(lambda: directory_format(directory), directory)
     if model_format is None:
         return
     report.note(f"{model_format} format")
     for name in sorted(files.listdir(directory)):
         if name.endswith(".json") and name != files.CHECKSUMS_FILE:
-            report.step(lambda name=name: read_json(os.path.join(directory, name)))
-    if model_format == KERAS_HUB:
-        report.step(lambda: check_model_directory(directory))
-        report.step(lambda: model_fusion(directory))
+            report.step(lambda name=name: read_json(os.path.join(directory, name)), os.path.join(directory, name))
+    if model_format in (KERAS_HUB, RERANKER):
+        report.step(lambda: check_model_directory(directory), directory)
+        report.step(lambda: model_fusion(directory), directory)
         vocabulary = os.path.join(directory, _PRESET_VOCABULARY)
         if files.isfile(vocabulary):
-            report.step(lambda: _spiece(vocabulary))
-    elif model_format == FIRST_FORMAT:
-        report.step(lambda: read_spiece(directory))
+            report.step(lambda: _spiece(vocabulary), vocabulary)
     weights = [WEIGHTS_FILE if files.isfile(os.path.join(directory, WEIGHTS_FILE)) else SHARDED_WEIGHTS_FILE]
     weights += [TASK_WEIGHTS_FILE] if files.isfile(os.path.join(directory, TASK_WEIGHTS_FILE)) else []
     for name in weights:
         path = os.path.join(directory, name)
-        if files.isfile(path) and model_format in (KERAS_HUB, FIRST_FORMAT):
-            values = report.step(lambda path=path: read_weights(path))
+        if files.isfile(path) and model_format in (KERAS_HUB, RERANKER):
+            values = report.step(lambda path=path: read_weights(path), path)
             if values is not None:
-                report.step(lambda path=path, values=values: check_finite(values, path))
+                report.step(lambda path=path, values=values: check_finite(values, path), path)
                 report.note(f"{name}: {len(values)} weights, finite")
 
 

@@ -8,7 +8,7 @@ import numpy as np
 from gtr_keras.errors import DataError, UserError
 from gtr_keras.index.exact_search import tie_ranks
 from gtr_keras.index.layout import IDS_TXT, read_ids
-from gtr_keras.utils.checksums import verify_if_asked
+from gtr_keras.utils.checksums import verify_directory
 from gtr_keras.utils.records import check_fields, read_json_object, strings_sha256
 
 SETTINGS_JSON = "bm25.json"
@@ -85,13 +85,17 @@ class BM25Retriever:
             json.dump(settings, f, indent=2)
 
     @classmethod
-    def load(cls, directory):
+    def load(cls, directory, verify=False):
         """A `BM25Retriever` saved by `save` in the local directory `directory`.
+
+        `verify`: first verify every file against the directory's records (`utils.checksums.verify_directory`;
+        a directory gtr-keras committed: an index's BM25 side), and refuse a damaged one.
 
         Raises:
             DataError: a missing or malformed file, or an index of another format or tokenization.
         """
-        verify_if_asked(directory)
+        if verify:
+            verify_directory(directory)
         path = os.path.join(directory, SETTINGS_JSON)
         remedy = "rebuild the index"
         settings = read_json_object(path, remedy)
@@ -105,7 +109,7 @@ class BM25Retriever:
         try:
             if retriever._has_terms:
                 retriever._bm25 = bm25s.BM25.load(directory, show_progress=False)
-        except (OSError, ValueError, KeyError) as error:
+        except (OSError, ValueError, KeyError, TypeError, IndexError, AttributeError) as error:
             raise DataError(f"{directory}: unreadable BM25 index ({error}); {remedy}") from error
         ids = read_ids(os.path.join(directory, IDS_TXT), settings["num_documents"])
         retriever._doc_ids = np.asarray(list(ids), dtype=object)

@@ -30,12 +30,14 @@ def _bm25_of(corpus):
 
 
 def write_bm25_side(staging, corpus):
-    """Indexes `corpus` with BM25 into `staging/bm25`, a local directory (an index's staging directory).
+    """Indexes `corpus` with BM25 into `staging/bm25`, a local directory (an index's staging directory), a
+    unit with its own record (`files.write_checksums`), as the side an update rebuilds is.
 
     Example:
     >>> write_bm25_side(pathlib.Path("/tmp/.scifact.tmp-1"), load_corpus("scifact"))
     """
     _bm25_of(corpus).save(os.path.join(staging, BM25_SUBDIR))
+    files.write_checksums(os.path.join(staging, BM25_SUBDIR))
 
 
 def rebuild_bm25_side(index_dir, index):
@@ -70,14 +72,15 @@ def has_bm25_side(index_dir):
     return files.isfile(os.path.join(index_dir, BM25_SUBDIR, SETTINGS_JSON))
 
 
-def load_bm25_side(index_dir, ids, corpus=None):
+def load_bm25_side(index_dir, ids=None, corpus=None, verify=False):
     """The `BM25Retriever` of an index directory, once its ids are checked to be `ids` (the dense part's)
     and its texts those of `corpus`.
 
     Args:
         index_dir: an index directory (local or on any file system TensorFlow knows).
-        ids: the ids of the index's dense part, in row order.
+        ids: the ids of the index's dense part, in row order, or None: not checked.
         corpus: the documents the index stores (`Retriever.corpus`), or None: texts not checked.
+        verify: first verify the side's files against its record (`BM25Retriever.load`).
 
     Raises:
         DataError: the index has no BM25 side (one line saying how to give it one), or a malformed one.
@@ -93,24 +96,36 @@ def load_bm25_side(index_dir, ids, corpus=None):
             "without --no-bm25, or, for one of --embeddings, with --bm25-corpus CORPUS"
         )
     with files.local_copy(path) as local:
-        retriever = BM25Retriever.load(local)
-    side, dense = retriever.ids, list(ids)
-    if side != dense:
+        retriever = BM25Retriever.load(local, verify)
+    mismatch = side_mismatch(retriever, ids, corpus)
+    if mismatch:
+        raise MismatchError(
+            f"{path}: {mismatch}: an update is rebuilding it (retry when it ends) or was killed first (the next "
+            f"update, or `gtr-keras index --out {index_dir} --update --compact`, rebuilds it)"
+        )
+    return retriever
+
+
+def side_mismatch(retriever, ids, corpus=None):
+    """How a loaded BM25 side differs from the index whose dense part holds `ids` (None: not compared) and
+    stores `corpus` (None: not compared), or None where it does not.
+
+    Example:
+    >>> side_mismatch(load_bm25_side("indexes/scifact"), ["d0"])  # doctest: +SKIP
+    "not the documents of the index (5183 ids for 1; row 0 holds '4983', the dense part 'd0')"
+    """
+    side, dense = retriever.ids, None if ids is None else list(ids)
+    if dense is not None and side != dense:
         first = next((i for i, (a, b) in enumerate(zip(side, dense)) if a != b), min(len(side), len(dense)))
         found = repr(side[first]) if first < len(side) else "nothing"
         wanted = repr(dense[first]) if first < len(dense) else "nothing"
-        raise MismatchError(
-            f"{path}: not the documents of the index ({len(side)} ids for {len(dense)}; row {first} holds "
-            f"{found}, the dense part {wanted}): an update is rebuilding it (retry when it ends) or was killed "
-            f"first (the next update, or `gtr-keras index --out {index_dir} --update --compact`, rebuilds it)"
+        return (
+            f"not the documents of the index ({len(side)} ids for {len(dense)}; row {first} holds {found}, the "
+            f"dense part {wanted})"
         )
     if corpus is not None and retriever.texts_sha256 != strings_sha256(corpus.joined()):
-        raise MismatchError(
-            f"{path}: indexed other texts than the documents the index stores: an update is rebuilding it (retry "
-            f"when it ends) or was killed first (the next update, or `gtr-keras index --out {index_dir} --update "
-            "--compact`, rebuilds it)"
-        )
-    return retriever
+        return "indexed other texts than the documents the index stores"
+    return None
 
 
 def corpus_in_index_order(corpus, path, ids):

@@ -1,7 +1,8 @@
 """`TextEncoder`: what every encoder of gtr-keras shares, whatever runs the model (Keras, a SavedModel,
 LiteRT, ONNX Runtime, OpenVINO): `encode_queries` and `encode_documents` with the same arguments and the
-same batching. It needs numpy only (tqdm for a progress bar), so that the encoders of the ONNX and OpenVINO
-exports run without TensorFlow or Keras.
+same batching; and `TextPairScorer`, what every reranker's scorer shares (`predict(pairs)`). It needs numpy
+only (tqdm for a progress bar), so that the encoders and scorers of the ONNX and OpenVINO exports run without
+TensorFlow or Keras.
 """
 
 import contextlib
@@ -23,6 +24,18 @@ def check_kind(kind):
 def to_bytes(text):
     """A text as UTF-8 bytes (bytes as they are), for a `tf.string` batch."""
     return text if isinstance(text, bytes) else text.encode("utf-8")
+
+
+def length_sorted_batches(lengths, batch_size):
+    """Row numbers of items of `lengths` in batches of at most `batch_size`, shortest first (a stable sort), so
+    that a batch padded to its longest item pads little: how every encoder, and a reranker's `PairScorer`, batch.
+
+    Example:
+    >>> [rows.tolist() for rows in length_sorted_batches([5, 1, 3], 2)]
+    [[1, 2], [0]]
+    """
+    order = np.argsort(lengths, kind="stable")
+    return [order[start : start + batch_size] for start in range(0, len(order), batch_size)]
 
 
 class _NoBar:
@@ -104,10 +117,8 @@ class TextEncoder:
         if not texts:
             return output
         items = self.prepare(texts, kind)
-        order = np.argsort([len(item) for item in items], kind="stable")
         with _progress_bar(len(texts), kind, progress) as bar:
-            for start in range(0, len(texts), batch_size):
-                rows = order[start : start + batch_size]
+            for rows in length_sorted_batches([len(item) for item in items], batch_size):
                 output[rows] = np.asarray(self.embed_batch([items[row] for row in rows], kind, batch_size))[: len(rows)]
                 bar.update(len(rows))
         broken = np.flatnonzero(~np.isfinite(output).all(axis=1))
@@ -125,3 +136,71 @@ class TextEncoder:
     def encode_documents(self, texts, batch_size=32, progress=None):
         """Embeds documents (truncated to `document_length` tokens)."""
         return self.encode(texts, "document", batch_size, progress)
+
+
+def check_pairs(pairs):
+    """The pairs as a list of `(query, document)` string (or UTF-8 bytes) tuples; `UserError` naming the first
+    item that is not one.
+
+    Example:
+    >>> check_pairs([["what is lift?", "lift on a wing"]])
+    [('what is lift?', 'lift on a wing')]
+    """
+    checked = []
+    for number, pair in enumerate(pairs):
+        if isinstance(pair, (str, bytes)) or len(pair) != 2 or not all(isinstance(t, (str, bytes)) for t in pair):
+            raise UserError(f"pairs: item {number} is not a (query, document) pair of strings: {pair!r}"[:200])
+        checked.append(tuple(pair))
+    return checked
+
+
+class TextPairScorer:
+    """(query, document) pairs in, a reranker's float32 scores out, in batches sorted by length; results in input
+    order: what every reranker's scorer shares, whatever runs the model (Keras, a SavedModel, ONNX Runtime).
+
+    A subclass gives `prepare(pairs)` (one item per pair, each with a `len` to sort by) and
+    `score_batch(items, batch_size)` (the scores of one batch of items).
+
+    Example:
+    >>> scorer = gtr_keras.load("models/minilm-reranker")  # or its SavedModel or ONNX export
+    >>> scorer.predict([("what keeps a wing up?", "lift"), ("what keeps a wing up?", "drag")]).shape
+    (2,)
+    """
+
+    def predict(self, pairs, batch_size=32):
+        """Scores of `(query, document)` pairs: float32 `[len(pairs)]`, in input order.
+
+        Args:
+            pairs: a list of `(query, document)` strings (or UTF-8 bytes).
+            batch_size: pairs per forward pass.
+
+        Raises:
+            UserError: an item that is not a pair of strings.
+            CheckpointError: the model gives a non-finite score; nothing is returned.
+        """
+        pairs = check_pairs(pairs)
+        scores = np.zeros(len(pairs), np.float32)
+        if not pairs:
+            return scores
+        items = self.prepare(pairs)
+        for rows in length_sorted_batches([len(item) for item in items], batch_size):
+            scores[rows] = np.asarray(self.score_batch([items[row] for row in rows], batch_size))[: len(rows)]
+        broken = np.flatnonzero(~np.isfinite(scores))
+        if broken.size:
+            raise CheckpointError(
+                f"the reranker gives non-finite scores (NaN or infinity) for {broken.size} of {len(pairs)} pairs "
+                f"(the first: number {broken[0]})"
+            )
+        return scores
+
+
+def pad_pairs(items, pad_id, shape=None):
+    """int32 `token_ids`, `segment_ids` and `padding_mask` `[rows, length]` of `(token_ids, segment_ids)` lists,
+    padded with `pad_id` to the longest (or to `shape`)."""
+    lengths = [len(ids) for ids, _ in items]
+    shape = shape or (len(items), max(lengths))
+    token_ids = np.full(shape, pad_id, np.int32)
+    segment_ids, mask = np.zeros(shape, np.int32), np.zeros(shape, np.int32)
+    for i, (ids, segments) in enumerate(items):
+        token_ids[i, : lengths[i]], segment_ids[i, : lengths[i]], mask[i, : lengths[i]] = ids, segments, 1
+    return token_ids, segment_ids, mask

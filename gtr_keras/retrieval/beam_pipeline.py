@@ -59,7 +59,6 @@ MANIFEST = "corpus_files.json"
 BEAM_OUTPUT_DIRECTORY = files.DirectoryKind(
     "encode_corpus_with_beam's shards", (), (MANIFEST, f"{SHARD_PREFIX}-*", f"beam-temp-{SHARD_PREFIX}-*")
 )
-SHARD_ARRAYS = ("ids", "files", "lines", "embeddings", "documents")
 _GLOB_CHARS = "*?["
 _MAX_EXAMPLES = 5
 
@@ -402,11 +401,6 @@ def _load_shards(shard_dir, with_documents):
     for number in range(total):
         with FileSystems.open(numbered[number], compression_type=CompressionTypes.UNCOMPRESSED) as f:
             with np.load(io.BytesIO(f.read()), allow_pickle=False) as shard:
-                if set(SHARD_ARRAYS) - set(shard.files):
-                    raise MismatchError(
-                        f"{numbered[number]}: written by an older gtr-keras (no document positions); "
-                        f"encode the corpus again."
-                    )
                 if not len(shard["ids"]):
                     continue
                 for name, parts in arrays.items():
@@ -482,8 +476,7 @@ def corpus_from_shards(shard_dir):
     Raises:
         FileNotFoundError: no shards, or no `corpus_files.json` (the run did
             not finish).
-        MismatchError: shards of different runs, or of an older gtr-keras
-            (delete the shard directory and encode again).
+        MismatchError: shards of different runs (delete the shard directory and encode again).
         DataError: shards missing or of mismatched dimensions, an id that
             occurs more than once (named with its files and lines), or a
             corpus without documents.
@@ -509,3 +502,53 @@ def index_from_shards(shard_dir):
     """
     ids, embeddings, _, _, _ = _load_shards(shard_dir, with_documents=False)
     return ids, embeddings
+
+
+def index_with_beam(corpus, index_dir, model_dir, encoder, kind="auto", bm25=True, params=None, **pipeline):
+    """Encodes `corpus` with an Apache Beam pipeline that reads it itself, then writes the index directory
+    `index_dir` in corpus order (`retriever.write_index`); returns `(number of documents, kind)`.
+
+    This process lists the corpus files (a glob that matches none is an error before the pipeline starts)
+    but never reads them: the pipeline stores each document's id, title, text and place (file, line) with
+    its embedding, and the index is assembled from those shards (`corpus_from_shards`). Every run starts the
+    pipeline afresh (runners retry failed work themselves), so no embedding of other texts or of another
+    model is ever reused: the shard directory `INDEX_DIR.partial-beam` is deleted before the pipeline starts
+    (refused if it holds anything else than such shards), and again once the index is written (a failed run
+    leaves it for inspection).
+
+    Args:
+        corpus: a BEIR directory, a corpus file or a glob of them, on any file system the workers read.
+        index_dir: the index directory to write.
+        model_dir: the model's directory or name, which each worker loads.
+        encoder: the same model loaded here (a function that loads it, called once the corpus is listed),
+            for the index's model record.
+        kind, bm25, params: as for `retriever.write_index`.
+        **pipeline: `encode_corpus_with_beam`'s `runner`, `batch_size`, `shard_rows` and `large_model`, and
+            `beam_options`, `KEY[=VALUE]` strings (`beam_pipeline_args`).
+
+    Example:
+    >>> index_with_beam("gs://b/corpus-*.jsonl.gz", "indexes/big", "models/gtr-base", encoder, runner="DataflowRunner")
+    ... # doctest: +SKIP
+    """
+    from gtr_keras.index.search_index import ArrayRows
+    from gtr_keras.retrieval.retriever import index_metadata, work_dir_for, write_index
+
+    corpus_files(corpus)
+    pipeline_args = beam_pipeline_args(pipeline.pop("beam_options", ()))
+    shard_dir = work_dir_for(index_dir) + "-beam"
+    files.check_replaceable(shard_dir, [BEAM_OUTPUT_DIRECTORY])
+    encoder = encoder() if callable(encoder) and not hasattr(encoder, "encode_documents") else encoder
+    metadata = index_metadata(encoder, model_dir)
+    files.remove(shard_dir)
+    encode_corpus_with_beam(
+        os.fspath(model_dir),
+        corpus,
+        shard_dir,
+        pipeline_args=pipeline_args,
+        model_sha256=metadata["model_sha256"],
+        **pipeline,
+    )
+    documents, embeddings = corpus_from_shards(shard_dir)
+    kind = write_index(index_dir, ArrayRows(documents.ids, embeddings), documents, metadata, kind, bm25, params)
+    files.remove(shard_dir)
+    return len(documents), kind

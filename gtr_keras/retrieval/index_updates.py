@@ -75,7 +75,7 @@ def _check_deletions(index_dir, state, ids, where=None):
         raise DataError(f"{where(missing[0])}: id {ids[missing[0]]!r} is not in the index {index_dir}")
 
 
-@locks_output("index_dir")
+@locks_output("index_dir", inside=(INDEX_SUBDIR,))
 def update_index(
     index_dir,
     embeddings=None,

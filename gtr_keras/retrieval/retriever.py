@@ -192,9 +192,7 @@ def index_embeddings(source, index_dir, encoder=None, model_dir=None, kind="auto
     Raises:
         DataError: a bad shard, named with its file (before any index work).
         MismatchError: `encoder` is not the model the shards record (at
-            another precision, `model_change` says when it is), or shards
-            encoded in bfloat16 by a gtr-keras that did not record
-            `bfloat16_sha256`.
+            another precision, `model_change` says when it is).
 
     Example:
     >>> index_embeddings("embeddings/part-*.npy", "indexes/msmarco", gtr_keras.load("gtr-base"), "gtr-base")
@@ -224,12 +222,6 @@ def embeddings_metadata(shards, encoder=None, model_dir=None):
             raise DataError(
                 f"{shards.model_path}: field 'model' lacks {missing} (the model record `gtr-keras "
                 f"encode` writes); encode the shard again"
-            )
-        if recorded["compute_dtype"] == "bfloat16" and BFLOAT16_SHA256 not in recorded:
-            raise MismatchError(
-                f"{shards.model_path}: encoded in bfloat16 by an older gtr-keras, whose record "
-                f"lacks {BFLOAT16_SHA256!r}, so no search could check its queries' model; encode "
-                f"the shards again"
             )
         if recorded["embedding_dim"] != shards.dims:
             raise DataError(
@@ -411,8 +403,7 @@ class Retriever:
         `retriever.json` (`SEARCH_FIELDS`) must be the encoder's: queries
         encoded by another model, even one of the same embedding size, would
         be compared with document embeddings they do not belong with. The
-        query token budget may differ. Indexes written before the fingerprint
-        was recorded are refused too.
+        query token budget may differ.
 
         Args:
             index_dir: an index directory written by `build_index`.
@@ -424,24 +415,18 @@ class Retriever:
         Raises:
             DataError: `index_dir` is not an index directory, or its
                 `retriever.json` is unreadable.
-            MismatchError: the index was built with another model, or by a
-                gtr-keras that did not record the model's fingerprint.
+            MismatchError: the index was built with another model, or from embeddings of no recorded model.
 
         Example:
         >>> Retriever.check_model("indexes/scifact", gtr_keras.load("models/gtr-base"))["kind"]
         'exact'
         """
         recorded = read_model_record(index_dir)
-        if recorded.get("model_sha256", "") is None:
+        if recorded.get("model_sha256") is None:
             raise MismatchError(
                 f"{index_dir}: built from embeddings with no record of their model (no NAME.json "
                 f"from `gtr-keras encode` beside them); rebuild it with `gtr-keras index --embeddings "
                 f"... --model MODEL` to declare the model that encoded them"
-            )
-        if "model_sha256" not in recorded:
-            raise MismatchError(
-                f"{index_dir}: built by an older gtr-keras that did not record the model's "
-                f"fingerprint; rebuild the index with `gtr-keras index`"
             )
         change, _ = model_change(recorded, encoder, SEARCH_FIELDS)
         if change:

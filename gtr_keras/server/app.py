@@ -1,17 +1,24 @@
 """The routes of `gtr-keras serve`, a Starlette application: `POST /v1/embeddings`, `POST /v1/search`,
-`GET /health`, `GET /v1/models` (and `/v1/models/{id}`).
+`GET /health`, `GET /metrics`, `GET /v1/models` (and `/v1/models/{id}`).
+
+Every request passes the `gateway` first (its id, key, span, metrics and
+access-log line), whatever its route.
 
 Every refusal is OpenAI's error shape (`ApiError`), an unknown route or method
-too; an error of the server itself is a 500 of that shape, one line, never a
-traceback. Embedding requests await the `Batcher`'s future in the event loop;
-searches run in Starlette's thread pool, their queries encoded through the same
-batcher, on the generation `LiveIndex.current` held when they began.
+too; an error of the server itself is a 500 of that shape, one line (its
+traceback on stderr, the only one a request can print). Every request passes
+through `_answers`, the one place where a check of every request goes. Requests
+await the `Batcher`s' futures in the event loop: embeddings the encoder's,
+searches the search batcher's, on the generation `LiveIndex.current` held when
+they began (their queries encoded through the encoder's batches). Each wait, for
+the body and for the answer, is bounded (`Deadlines`): by `body_timeout`, by the
+batcher's timeout, and at a stop by the grace period's end.
 """
 
 import asyncio
 import base64
-import contextlib
 import functools
+import json
 import sys
 import time
 import traceback
@@ -19,7 +26,8 @@ import traceback
 import numpy as np
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
-from starlette.responses import JSONResponse
+from starlette.middleware import Middleware
+from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from gtr_keras.errors import OverloadedError, UserError
@@ -27,10 +35,17 @@ from gtr_keras.lexical.fusion import model_fusion
 from gtr_keras.retrieval.hybrid_retriever import HybridRetriever
 from gtr_keras.retrieval.retriever import search_results
 from gtr_keras.server.api_error import ApiError
-from gtr_keras.server.batcher import Batcher
+from gtr_keras.server.batcher import Batcher, Stopping
+from gtr_keras.server.deadlines import Deadlines
+from gtr_keras.server.gateway import stages
+from gtr_keras.server.gateway.metrics import Metrics
+from gtr_keras.server.gateway.middleware import Gateway, Settings, error_code
 from gtr_keras.server.validation import embedding_request, read_json, search_request
 
-DEFAULT_LIMITS = {"max_inputs": 2048, "max_body_bytes": 8 << 20, "max_queries": 64, "max_k": 1000}
+DEFAULT_LIMITS = {"max_inputs": 2048, "max_body_bytes": 8 << 20, "max_queries": 64, "max_k": 1000, "body_timeout": 30.0}
+FUSIONS_KEPT = 64  # fusions of a hybrid search's options kept read
+# Refusals after which the connection is closed: its body was not read whole, or the server is stopping.
+CLOSING = ("request_too_large", "body_timeout", "client_disconnected", "stopping")
 
 
 def served_models(name):
@@ -44,28 +59,53 @@ def served_models(name):
     return {name: None, f"{name}-query": "query", f"{name}-document": "document"}
 
 
+class _Answer(JSONResponse):
+    """Starlette's JSON answer, but one that any text renders: a lone surrogate (a document read with
+    invalid UTF-8) is escaped as JSON allows (`\\udcff`) instead of failing the answer."""
+
+    def render(self, content):
+        try:
+            return super().render(content)
+        except UnicodeEncodeError:
+            return json.dumps(content, ensure_ascii=True, allow_nan=False, separators=(",", ":")).encode("ascii")
+
+
 def _error_response(error):
-    return JSONResponse(error.body(), status_code=error.status)
+    headers = {"connection": "close"} if error.code in CLOSING else None
+    return _Answer(error.body(), status_code=error.status, headers=headers)
+
+
+def _stopping():
+    return ApiError(503, "the server is stopping; retry (on another replica)", None, "stopping")
+
+
+def _api_error(error):
+    """The `ApiError` an exception of a handler is answered with: `ApiError` as it is, a `UserError` the
+    library raised as 422, anything else as a one-line 500 (its traceback on the server's stderr)."""
+    if isinstance(error, ApiError):
+        return error
+    if isinstance(error, Stopping):
+        return _stopping()
+    if isinstance(error, OverloadedError):
+        return ApiError(503, str(error), None, "busy")
+    if isinstance(error, UserError):  # e.g. a hybrid search of a model whose fusion record is malformed
+        return ApiError(422, (str(error).splitlines() or [""])[0], None, "invalid_value")
+    traceback.print_exception(error, file=sys.stderr)
+    first_line = (str(error).strip().splitlines() or [""])[0]
+    return ApiError(500, f"{type(error).__name__}: {first_line}", None, "server_error")
 
 
 def _answers(handler):
-    """`handler` answering every error in OpenAI's shape: `ApiError` as it is, a `UserError` the library
-    raised as 422, anything else as a one-line 500 (its traceback on the server's stderr, never in the answer)."""
+    """`handler` answering every error in OpenAI's shape (`_api_error`), its code noted for the metrics."""
 
     @functools.wraps(handler)
     async def answer(request):
         try:
             return await handler(request)
-        except ApiError as error:
+        except Exception as exception:
+            error = _api_error(exception)
+            error_code(request, error.code)
             return _error_response(error)
-        except OverloadedError as error:
-            return _error_response(ApiError(503, str(error), None, "busy"))
-        except UserError as error:  # e.g. a hybrid search of a model whose fusion record is malformed
-            return _error_response(ApiError(422, (str(error).splitlines() or [""])[0], None, "invalid_value"))
-        except Exception as error:
-            traceback.print_exc(file=sys.stderr)
-            first_line = (str(error).strip().splitlines() or [""])[0]
-            return _error_response(ApiError(500, f"{type(error).__name__}: {first_line}", None, "server_error"))
 
     return answer
 
@@ -78,24 +118,36 @@ def _embedding(vector, encoding_format):
 
 def _searching(model_source):
     """The `run` of the search `Batcher`: key `(HybridRetriever, k, retriever, fusion, gtr_weight)`, the hits
-    of the queries (the fusion options make the fusion of `model_source` with them, `fusion.model_fusion`)."""
+    of the queries (the fusion options make the fusion of `model_source` with them, `fusion.model_fusion`,
+    read once for each of the last `FUSIONS_KEPT` options asked, not in every batch)."""
+    fusion_of = functools.lru_cache(maxsize=FUSIONS_KEPT)(functools.partial(model_fusion, model_source))
 
-    def run(key, queries):
+    def run(key, queries, stop):
         searcher, k, retriever, fusion, gtr_weight = key
         if fusion is not None or gtr_weight is not None:
-            fused = model_fusion(model_source, fusion, gtr_weight)
-            searcher = HybridRetriever(searcher.retriever, searcher.bm25, fused, searcher.depth)
-        return (searcher.search(queries, k, retriever),)
+            searcher = HybridRetriever(searcher.retriever, searcher.bm25, fusion_of(fusion, gtr_weight), searcher.depth)
+        with stages.stage("search", queries=len(queries), k=k, retriever=retriever):
+            return (searcher.search(queries, k, retriever),)
 
     return run
 
 
-def build_app(batcher, model_name, embedding_dim, live_index=None, model_source=None, limits=None):
-    """The Starlette application of `gtr-keras serve`.
+def build_app(batcher, model_name, embedding_dim, live_index=None, model_source=None, limits=None, gateway=None):
+    """The Starlette application of `gtr-keras serve`, behind its `gateway` (`middleware.Gateway`).
 
     Searches are batched too: a second `Batcher` (of `batcher`'s settings) runs the queries of concurrent
     searches of one generation, `k` and retriever as one search, whose queries `live_index` encodes through
     `batcher` (`batcher.query_encoder`).
+
+    The application's `state.stop(grace)` (called in its event loop, at the server's first signal) answers
+    the requests in flight within `grace` seconds (503 `stopping` for those unfinished then) and abandons
+    the batchers' work at that moment (`Batcher.abandon`); `state.stop(0)` at once. `state.batchers` are
+    the batchers, which whoever runs the app closes (`serve`) with the live index once it stopped;
+    `state.metrics` its `Metrics`, in a registry of its own (`/metrics`).
+
+    Until `live_index` has its first generation (`LiveIndex(wait=False)`), `/health` answers 503 with
+    status `loading`, and so does `/v1/search` (code `loading`): a load balancer's readiness probe of
+    `/health` sends no request before the replica can answer every endpoint.
 
     Args:
         batcher: the `Batcher` that encodes every text (`batcher.encoding`).
@@ -105,7 +157,8 @@ def build_app(batcher, model_name, embedding_dim, live_index=None, model_source=
         model_source: the model directory (or source), for the fusion of a hybrid search's `fusion` and
             `gtr_weight` (`fusion.model_fusion`).
         limits: `DEFAULT_LIMITS` overridden: `max_inputs` (texts an embedding request), `max_body_bytes`,
-            `max_queries` (a search request), `max_k`.
+            `max_queries` (a search request), `max_k`, `body_timeout` (seconds a body takes to arrive).
+        gateway: the gateway's `middleware.Settings` (keys, access log, tracing, metrics port); default none.
 
     Example:
     >>> batcher = Batcher(encoding(gtr_keras.load("gtr-small-distilled")))
@@ -117,17 +170,37 @@ def build_app(batcher, model_name, embedding_dim, live_index=None, model_source=
     started = int(time.time())
     settings = (batcher.batch_size, batcher.max_wait, batcher.max_queue, batcher.timeout, "gtr-keras-search")
     searches = live_index and Batcher(_searching(model_source), *settings)
+    batchers = [batcher, *([searches] if searches else [])]
+    deadlines = Deadlines()
+    metrics = Metrics()
+    metrics.watch(batchers, live_index)
+    for each in batchers:
+        each.observer = metrics
+
+    async def within(seconds, awaitable, late):
+        """`await awaitable`, at most `seconds` and never past a stop's end; `late` (an `ApiError`) past
+        `seconds`, 503 `stopping` past the stop's end."""
+        try:
+            async with deadlines.bounded(seconds):
+                return await awaitable
+        except TimeoutError:
+            raise (_stopping() if deadlines.stopped() else late) from None
+
+    async def body_of(request):
+        seconds = limits["body_timeout"]
+        late = ApiError(408, f"the body did not arrive within {seconds:g} s", None, "body_timeout")
+        return await within(seconds, read_json(request, limits["max_body_bytes"]), late)
 
     async def answer_of(future, what):
         if future is None:
+            if deadlines.stop_at is not None:
+                raise _stopping()
             raise ApiError(503, f"the {what} queue is full ({batcher.max_queue:,} texts); retry", None, "busy")
-        try:
-            return await asyncio.wait_for(asyncio.wrap_future(future), batcher.timeout)
-        except TimeoutError:
-            raise ApiError(503, f"no {what} answer within {batcher.timeout:g} s; retry", None, "timeout") from None
+        late = ApiError(503, f"no {what} answer within {batcher.timeout:g} s; retry", None, "timeout")
+        return await within(batcher.timeout, asyncio.wrap_future(future), late)
 
     async def embeddings(request):
-        body = await read_json(request, limits["max_body_bytes"])
+        body = await body_of(request)
         asked = embedding_request(body, models, embedding_dim, limits["max_inputs"])
         vectors, counts = await answer_of(batcher.submit(asked.texts, asked.kind), "encoder's")
         tokens = sum(counts)
@@ -136,14 +209,16 @@ def build_app(batcher, model_name, embedding_dim, live_index=None, model_source=
             for i, vector in enumerate(vectors)
         ]
         usage = {"prompt_tokens": tokens, "total_tokens": tokens}
-        return JSONResponse({"object": "list", "data": data, "model": asked.model, "usage": usage})
+        return _Answer({"object": "list", "data": data, "model": asked.model, "usage": usage})
 
     async def search(request):
-        body = await read_json(request, limits["max_body_bytes"])
+        body = await body_of(request)
         asked = search_request(body, limits["max_queries"], limits["max_k"])
         if live_index is None:
             raise ApiError(404, "no index is served: start `gtr-keras serve` with --index INDEX", None, "no_index")
-        current = live_index.current
+        current = live_index.current  # once: the searcher and its generation's number together
+        if current is None:
+            raise ApiError(503, "the index's first generation is loading; retry", None, "loading")
         if asked.retriever != "gtr" and current.bm25_problem:
             raise ApiError(422, f"retriever: {current.bm25_problem}", "retriever", "no_bm25_side")
         key = (current.searcher, asked.k, asked.retriever, asked.fusion, asked.gtr_weight)
@@ -154,53 +229,60 @@ def build_app(batcher, model_name, embedding_dim, live_index=None, model_source=
         if asked.single:
             answer.update(query=asked.queries[0], hits=results[0]["hits"])
         answer["results"] = results
-        return JSONResponse(answer)
+        return _Answer(answer)
 
     def model_card(name):
         return {"id": name, "object": "model", "created": started, "owned_by": "gtr-keras"}
 
     async def list_models(request):
-        return JSONResponse({"object": "list", "data": [model_card(name) for name in models]})
+        return _Answer({"object": "list", "data": [model_card(name) for name in models]})
 
     async def get_model(request):
         name = request.path_params["model"]
         if name not in models:
             raise ApiError(404, f"model: {name!r} is not served here", "model", "model_not_found")
-        return JSONResponse(model_card(name))
+        return _Answer(model_card(name))
 
     async def health(request):
+        current = live_index and live_index.current
+        status = "stopping" if deadlines.stop_at is not None else "loading" if live_index and not current else "ok"
         answer = {
-            "status": "ok",
+            "status": status,
             "model": model_name,
             "embedding_dim": embedding_dim,
             "batch_size": batcher.batch_size,
             "queued": batcher.queued,
             "batches": batcher.batches,
         }
-        if live_index is not None:
-            current = live_index.current
+        if current:
             answer["index"] = {
                 "path": live_index.index_dir,
                 "generation": current.number,
                 "loaded_at": current.loaded_at,
                 "reloads": live_index.reloads,
                 "bm25": current.bm25_problem is None,
+                "search_settings": current.search_settings,
             }
-        return JSONResponse(answer)
+        elif live_index is not None:
+            answer["index"] = {"path": live_index.index_dir, "generation": None, "reloads": 0}
+        return _Answer(answer, status_code=200 if status == "ok" else 503)
+
+    async def metrics_page(request):
+        body, content_type = metrics.page()
+        return Response(body, media_type=content_type)
 
     async def http_error(request, error):
         code = {404: "not_found", 405: "method_not_allowed"}.get(error.status_code)
         message = f"{request.method} {request.url.path}: {error.detail}"
+        error_code(request, code)
         return _error_response(ApiError(error.status_code, message, None, code))
 
-    @contextlib.asynccontextmanager
-    async def lifespan(app):
-        yield
-        if live_index is not None:
-            live_index.close()
-        if searches:
-            searches.close()
-        batcher.close()
+    def abandon():
+        for each in batchers:
+            each.abandon()
+
+    def stop(grace):
+        deadlines.stop(grace, abandon)
 
     routes = [
         Route("/v1/embeddings", _answers(embeddings), methods=["POST"]),
@@ -208,5 +290,11 @@ def build_app(batcher, model_name, embedding_dim, live_index=None, model_source=
         Route("/v1/models", _answers(list_models), methods=["GET"]),
         Route("/v1/models/{model:path}", _answers(get_model), methods=["GET"]),
         Route("/health", _answers(health), methods=["GET"]),
+        Route("/metrics", _answers(metrics_page), methods=["GET"]),
     ]
-    return Starlette(routes=routes, exception_handlers={HTTPException: http_error}, lifespan=lifespan)
+    middleware = [Middleware(Gateway, settings=gateway or Settings(), metrics=metrics, routes=routes)]
+    app = Starlette(routes=routes, exception_handlers={HTTPException: http_error}, middleware=middleware)
+    app.state.stop = stop
+    app.state.batchers = batchers
+    app.state.metrics = metrics
+    return app

@@ -2,14 +2,21 @@
 
 A thread looks at the index's commit points every `poll_interval` seconds: the
 modification times of `retriever.json` (a rebuild), `index/segments.json` (an
-update's commit, `segments`) and the BM25 side's settings (its rebuild after
-the commit). When one changed, it loads the index again (`Retriever.load`,
+update's commit, `segments`) and its generation number, the BM25 side's
+settings (its rebuild after the commit) and `index/tuned.json` (a setting `gtr-keras
+tune` recorded). When one changed, it loads the index again (`Retriever.load`,
 `bm25_side.load_bm25_side`) while requests go on with the loaded generation,
 and swaps the new one in by one assignment once it loaded whole. A request
 takes the searcher once and keeps it to its end, so it answers from one
 generation; a failed load (an update between its dense commit and its BM25
-side's rebuild, two commits during the load, a rebuild's rename) keeps the
-loaded generation and is tried again at the next look.
+side's rebuild, a rebuild's rename) keeps the loaded generation and is tried
+again at the next look, and so is a load during which a commit point moved
+(its parts might be of two generations, or of another than the number read).
+
+Several servers (replicas) over one index directory each watch it so, and each
+answers from the new generation within a poll interval and one load of the
+commit. A server may start listening before the first generation is loaded
+(`wait=False`): `current` is None until then.
 
 A loaded generation stays whole however many updates follow: its vectors,
 ScaNN searchers, documents and BM25 index are in memory, or memory-mapped
@@ -25,7 +32,7 @@ import threading
 import time
 
 from gtr_keras.errors import DataError, UserError
-from gtr_keras.index.layout import BM25_SUBDIR, INDEX_SUBDIR, MANIFEST_JSON, RETRIEVER_JSON
+from gtr_keras.index.layout import BM25_SUBDIR, INDEX_SUBDIR, MANIFEST_JSON, RETRIEVER_JSON, TUNED_JSON, search_settings
 from gtr_keras.index.segments import read_manifest
 from gtr_keras.lexical.bm25 import SETTINGS_JSON
 from gtr_keras.lexical.bm25_side import has_bm25_side, load_bm25_side
@@ -33,9 +40,17 @@ from gtr_keras.retrieval.hybrid_retriever import HybridRetriever
 from gtr_keras.retrieval.retriever import Retriever
 from gtr_keras.utils import files
 
-Generation = collections.namedtuple("Generation", "searcher bm25_problem number loaded_at")
+LOADS = 10  # tries of the first load, each undone by a commit during it, before the index is refused
+
+Generation = collections.namedtuple("Generation", "searcher bm25_problem number loaded_at search_settings")
 Generation.__doc__ = """One loaded generation: its `HybridRetriever`, why it has no BM25 side (or None), the manifest's
-generation number (0 for an index never updated) and when it was loaded (`time.time()`)."""
+generation number (0 for an index never updated), when it was loaded (`time.time()`) and the dense index's
+search-time settings in effect (`tuned.json`'s, else the index's own: `{}` for exact float32)."""
+
+
+def _search_settings(index):
+    first = index.parts[0][0]  # every part takes the one setting (`SegmentedIndex.set_search_params`)
+    return {name: first.params[name] for name in search_settings(first.kind, first.params)}
 
 
 class LiveIndex:
@@ -48,6 +63,9 @@ class LiveIndex:
             the encoder's batches); default `encoder`.
         fusion: the `Fusion` of hybrid searches (per request, `HybridRetriever` can take another).
         poll_interval: seconds between looks at the index's commit points; None: never reloads.
+        wait: load the first generation before returning (its errors raised here); False: the watch's
+            thread loads it, `current` being None until then, and its error, if any, in `error` (the watch
+            then ends).
 
     Example:
     >>> live = LiveIndex("indexes/scifact", gtr_keras.load("gtr-small-distilled"), poll_interval=2.0)
@@ -55,31 +73,57 @@ class LiveIndex:
     >>> live.close()
     """
 
-    def __init__(self, index_dir, encoder, query_encoder=None, fusion=None, poll_interval=2.0):
+    def __init__(self, index_dir, encoder, query_encoder=None, fusion=None, poll_interval=2.0, wait=True):
         if poll_interval is not None and poll_interval <= 0:
             raise UserError(f"poll_interval must be positive seconds or None, got {poll_interval!r}")
+        if not wait and poll_interval is None:
+            raise UserError("a LiveIndex that loads its first generation in the background needs a poll_interval")
         self.index_dir = os.fspath(index_dir)
         self.encoder = encoder
         self.query_encoder = query_encoder or encoder
         self.fusion = fusion
         self.poll_interval = poll_interval
         self.reloads = 0
-        self._stamp = self._commit_points()
-        self.current = self._load()  # replaced as a whole: a request reads it once
+        self.failures = 0  # loads of a new generation that failed
+        self.error = None  # why the first generation could not be loaded (`wait=False`)
+        self.current = None
+        self._watched = (
+            os.path.join(self.index_dir, RETRIEVER_JSON),
+            os.path.join(self.index_dir, INDEX_SUBDIR, MANIFEST_JSON),
+            os.path.join(self.index_dir, BM25_SUBDIR, SETTINGS_JSON),
+            os.path.join(self.index_dir, INDEX_SUBDIR, TUNED_JSON),
+        )
         self._missing_bm25_seen = False
         self._stop = threading.Event()
         self._thread = None
+        if wait:
+            self._first_load()
         if poll_interval is not None:
             self._thread = threading.Thread(target=self._watch, name="gtr-keras-live-index", daemon=True)
             self._thread.start()
 
+    def _first_load(self):
+        for _ in range(LOADS):
+            stamp = self._commit_points()
+            loaded = self._load()
+            if self._whole(loaded, stamp):
+                self._stamp, self.current = stamp, loaded  # replaced as a whole: a request reads it once
+                return
+        raise UserError(f"{self.index_dir}: changed during each of {LOADS} loads; serve it when its updates pause")
+
     def _commit_points(self):
-        paths = (
-            os.path.join(self.index_dir, RETRIEVER_JSON),
-            os.path.join(self.index_dir, INDEX_SUBDIR, MANIFEST_JSON),
-            os.path.join(self.index_dir, BM25_SUBDIR, SETTINGS_JSON),
-        )
-        return tuple(files.modified_ns(path) for path in paths)
+        """The watched files' modification times and the manifest's generation (None where unreadable)."""
+        times = tuple(files.modified_ns(path) for path in self._watched)
+        try:
+            manifest = read_manifest(os.path.join(self.index_dir, INDEX_SUBDIR))
+        except (UserError, OSError):  # a load says what is wrong
+            return times, None
+        return times, manifest["generation"] if manifest else 0
+
+    def _whole(self, loaded, stamp):
+        """True when `loaded` is of one generation, the one it names: no commit point moved since `stamp`
+        was taken before the load."""
+        return loaded.number == stamp[1] and self._commit_points() == stamp
 
     def _load(self):
         """The `Generation` of the index as it is now."""
@@ -92,7 +136,8 @@ class LiveIndex:
                 raise  # a malformed side, not a missing one
             bm25, problem = None, str(error)
         searcher = HybridRetriever(Retriever(self.query_encoder, retriever.index, retriever.corpus), bm25, self.fusion)
-        return Generation(searcher, problem, manifest["generation"] if manifest else 0, time.time())
+        number = manifest["generation"] if manifest else 0
+        return Generation(searcher, problem, number, time.time(), _search_settings(retriever.index))
 
     def check_now(self):
         """Loads the index again if a commit point changed since the last load; True when it swapped."""
@@ -102,8 +147,11 @@ class LiveIndex:
         try:
             loaded = self._load()
         except (UserError, OSError) as error:
+            self.failures += 1
             print(f"gtr-keras serve: note: serving generation {self.current.number} for now: {error}", file=sys.stderr)
             return False
+        if not self._whole(loaded, stamp):
+            return False  # a commit during the load: loaded again at the next look
         if loaded.bm25_problem and not self.current.bm25_problem and not self._missing_bm25_seen:
             self._missing_bm25_seen = True  # perhaps the moment of the side's replacement: look again first
             return False
@@ -113,14 +161,22 @@ class LiveIndex:
         return True
 
     def _watch(self):
+        if self.current is None:
+            try:
+                self._first_load()
+            except Exception as error:  # a bad index: the server says it and stops (`serve`)
+                self.error = error
+                return
         while not self._stop.wait(self.poll_interval):
             try:
                 self.check_now()
             except Exception as error:  # a bug must not end the watch: the loaded generation keeps serving
+                self.failures += 1
                 print(f"gtr-keras serve: warning: reloading {self.index_dir}: {error!r}", file=sys.stderr)
 
     def close(self, timeout=10.0):
-        """Ends the watch (waiting up to `timeout` s for a load in progress)."""
+        """Ends the watch, waiting up to `timeout` s for a load in progress (0: no wait; the thread, a daemon,
+        ends after it)."""
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout)

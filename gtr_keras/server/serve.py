@@ -1,25 +1,42 @@
 """The `gtr-keras serve` process: its listening socket, the batcher, the live index and uvicorn, and how it
 stops.
 
-The socket is bound before the model loads (a port in use is one line and exit
-status 2 at once). The first SIGTERM or SIGINT makes uvicorn stop accepting
-connections, close idle ones, and wait for the requests in flight, up to
-`grace_period` seconds (then they are cancelled); the batcher and the index's
-watch end after them, and `serve` returns (the command exits 0). A second
-SIGINT ends the wait.
+The socket is bound before anything heavy is imported or loaded (a port in use
+is one line and exit status 2 at once: the command binds it first), and so is
+the metrics port's, if any: one uvicorn server serves both sockets (the
+gateway keeps `/metrics` to the metrics port). The server listens once the
+model is loaded, and the index's first generation loads meanwhile (`/health`
+answers 503 `loading`); the `listening on` line comes once it is loaded, and an
+index that cannot be loaded stops the server (exit status 2, its one line). The first
+SIGTERM or SIGINT makes uvicorn stop accepting connections and close idle ones;
+the requests in flight get `grace_period` seconds to finish, and those
+unfinished then are answered 503 (`stopping`) while the batchers abandon their
+work, the encoder's between two forward passes (`app.build_app`'s
+`state.stop`). The batchers' and the index watch's threads are then given
+`JOIN_BOUND` seconds (then left running, daemons), and `serve` returns: within
+the grace period and about a second. The command then exits 0 at once
+(`cli.main`: `os._exit`, before the interpreter's teardown of TensorFlow, which
+takes seconds, and would abort while a thread still runs a forward pass). A
+second signal answers the requests in flight 503 and stops at once.
 """
 
 import asyncio
 import signal
 import socket
 import sys
+import time
 
 import uvicorn
 
 from gtr_keras.errors import UserError
 from gtr_keras.server.app import build_app
-from gtr_keras.server.batcher import Batcher, encoding, query_encoder
+from gtr_keras.server.batcher import Batcher, encoding, query_encoder, token_lengths
+from gtr_keras.server.connections import bounded_protocol
+from gtr_keras.server.gateway.middleware import Settings
 from gtr_keras.server.live_index import LiveIndex
+
+JOIN_BOUND = 0.5  # seconds the threads get to end after the server stopped (daemons left running past it)
+BACKSTOP = 1.0  # seconds past the grace period after which uvicorn cancels what still runs
 
 
 def listening_socket(host, port):
@@ -43,17 +60,59 @@ def listening_socket(host, port):
     return sock
 
 
-def uvicorn_server(app, grace_period=30.0, access_log=False):
-    """The `uvicorn.Server` of `app`: HTTP/1.1 with keep-alive, no access log unless asked, warnings only,
-    and `grace_period` seconds for the requests in flight at a stop."""
+class _Server(uvicorn.Server):
+    """uvicorn's server with the stop of `gtr-keras serve`: once `should_exit` (the first SIGTERM or SIGINT),
+    `stop(grace_period)` (the app's `state.stop`: the requests in flight answered by then) and, half a
+    `BACKSTOP` past it, every connection still open cut (a client reading nothing of its answer), before
+    uvicorn would cancel what still runs (with a traceback on stderr). A second signal sets `hurry`: all of
+    it now (uvicorn's own second SIGINT ends its wait leaving the requests in flight unanswered)."""
+
+    hurry = False
+
+    def __init__(self, config, stop, grace_period):
+        super().__init__(config)
+        self.stop, self.grace_period = stop, grace_period
+
+    def handle_exit(self, sig, frame):
+        self._captured_signals.append(sig)  # raised again once uvicorn stopped, as uvicorn does
+        if self.should_exit:
+            self.hurry = True
+        self.should_exit = True
+
+    async def serve(self, sockets=None):
+        serving = asyncio.ensure_future(super().serve(sockets))
+        loop, given = asyncio.get_running_loop(), None
+        while not serving.done():
+            grace = 0.0 if self.hurry else self.grace_period if self.should_exit else None
+            if grace is not None and (given is None or grace < given):
+                given = grace
+                self.stop(grace)
+                loop.call_later(grace + BACKSTOP / 2, self._cut)
+                if self.hurry:
+                    loop.call_later(BACKSTOP, setattr, self, "force_exit", True)
+            await asyncio.wait([serving], timeout=0.05)
+        await serving
+
+    def _cut(self):
+        for connection in list(self.server_state.connections):
+            connection.transport.abort()
+
+
+def uvicorn_server(app, grace_period=30.0, header_timeout=10.0, body_timeout=30.0, keep_alive_timeout=5.0):
+    """The `uvicorn.Server` of `app` (`app.build_app`'s): HTTP/1.1 with keep-alive, every connection bounded
+    (`connections.bounded_protocol`: `header_timeout`; `body_timeout` for an answer its client does not
+    read; idle `keep_alive_timeout`), warnings only (the access log is the gateway's), and at a stop the
+    requests in flight answered within `grace_period` (`_Server`)."""
     config = uvicorn.Config(
         app,
-        timeout_graceful_shutdown=grace_period,
-        access_log=access_log,
+        http=bounded_protocol(header_timeout, body_timeout),
+        timeout_keep_alive=keep_alive_timeout,
+        timeout_graceful_shutdown=grace_period + BACKSTOP,
+        access_log=False,
         log_level="warning",
-        lifespan="on",
+        lifespan="off",  # the batchers and the index's watch end after uvicorn, in `serve`, bounded
     )
-    return uvicorn.Server(config)
+    return _Server(config, app.state.stop, grace_period)
 
 
 def serve(
@@ -70,9 +129,16 @@ def serve(
     poll_interval=2.0,
     grace_period=30.0,
     limits=None,
-    access_log=False,
+    access_log=None,
+    header_timeout=10.0,
+    keep_alive_timeout=5.0,
+    keys=None,
+    tracing=None,
+    metrics_sock=None,
+    max_batch_tokens=None,
 ):
-    """Serves `encoder` (and the index `index_dir`) on `sock` until SIGTERM or SIGINT; then returns.
+    """Serves `encoder` (and the index `index_dir`) on `sock` until SIGTERM or SIGINT; then returns (a thread
+    still in a forward pass or a load `JOIN_BOUND` seconds after the stop is left running, a daemon).
 
     Args:
         encoder: what `gtr_keras.load` returns.
@@ -83,29 +149,49 @@ def serve(
         fusion: the `Fusion` of hybrid searches without fusion options.
         batch_size, max_wait, max_queue, timeout: the `Batcher`s' (the encoder's and the searches').
         poll_interval: seconds between looks at the index's commit points (`LiveIndex`).
-        grace_period: seconds the requests in flight at a stop get to finish.
-        limits: `app.build_app`'s.
-        access_log: log each request (uvicorn's access log) on stderr.
+        grace_period: seconds the requests in flight get to finish at a stop.
+        limits: `app.build_app`'s (its `body_timeout` also bounds a client's reading of an answer).
+        access_log: an `AccessLog` writing a line per request, or None.
+        header_timeout: seconds a request's head may take (`connections.bounded_protocol`).
+        keep_alive_timeout: seconds an idle keep-alive connection stays open.
+        keys: the `ApiKeys` every request but `/health`'s must carry, or None.
+        tracing: the `Tracing` of the requests' spans, or None.
+        metrics_sock: a second bound socket, the only one that serves `/metrics`; or None.
+        max_batch_tokens: the encoder's batches' budget of padded tokens instead of `batch_size` texts.
+
+    Raises:
+        UserError: the index's first generation cannot be loaded (the server stops first).
 
     Example:
     >>> serve(gtr_keras.load("gtr-small-distilled"), "gtr-small-distilled", listening_socket("127.0.0.1", 8000))
     """
-    batcher = Batcher(encoding(encoder, batch_size), batch_size, max_wait, max_queue, timeout, "gtr-keras-encoder")
+    lengths = token_lengths(encoder) if max_batch_tokens else None
+    run_encoder = encoding(encoder, batch_size, max_batch_tokens)
+    settings = (batch_size, max_wait, max_queue, timeout, "gtr-keras-encoder", max_batch_tokens, lengths)
+    batcher = Batcher(run_encoder, *settings)
     try:
-        live_index = index_dir and LiveIndex(index_dir, encoder, query_encoder(batcher), fusion, poll_interval)
+        live_index = index_dir and LiveIndex(index_dir, encoder, query_encoder(batcher), fusion, poll_interval, False)
     except BaseException:
-        batcher.close()
+        batcher.close(0)
         raise
-    app = build_app(batcher, model_name, encoder.embedding_dim, live_index, model_source, limits)
-    server = uvicorn_server(app, grace_period, access_log)
+    metrics_port = metrics_sock.getsockname()[1] if metrics_sock else None
+    gateway = Settings(keys, access_log, tracing, metrics_port)
+    app = build_app(batcher, model_name, encoder.embedding_dim, live_index, model_source, limits, gateway)
+    body_timeout = (limits or {}).get("body_timeout", 30.0)
+    server = uvicorn_server(app, grace_period, header_timeout, body_timeout, keep_alive_timeout)
     host, port = sock.getsockname()[:2]
 
     async def run():
-        serving = asyncio.ensure_future(server.serve(sockets=[sock]))
-        while not server.started and not serving.done():
+        serving = asyncio.ensure_future(server.serve(sockets=[sock, *([metrics_sock] if metrics_sock else [])]))
+        while not (server.started and (not live_index or live_index.current or live_index.error)):
+            if serving.done():
+                break
             await asyncio.sleep(0.02)
-        if server.started:
+        if live_index and live_index.error:
+            server.should_exit = True
+        elif server.started and not serving.done():
             index = f", index {index_dir}" if index_dir else ""
+            index += f", metrics on http://{host}:{metrics_port}/metrics" if metrics_port else ""
             print(f"gtr-keras serve: listening on http://{host}:{port} (model {model_name}{index})", flush=True)
         await serving
 
@@ -120,8 +206,21 @@ def serve(
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
+        for each in app.state.batchers:
+            each.abandon()  # nothing is waiting for them any more
+        end = time.monotonic() + JOIN_BOUND
         if live_index:
-            live_index.close()
-        batcher.close()
+            live_index.close(max(0.0, end - time.monotonic()))
+        for each in app.state.batchers:
+            each.join(max(0.0, end - time.monotonic()))
         sock.close()
+        if metrics_sock:
+            metrics_sock.close()
+        if tracing:
+            tracing.close()
+    error = live_index and live_index.error
+    if isinstance(error, (UserError, OSError)):
+        raise UserError(str(error)) from None
+    if error:
+        raise error
     print("gtr-keras serve: stopped", file=sys.stderr, flush=True)

@@ -1,13 +1,20 @@
 """The request bodies of `gtr-keras serve`, read and checked before any work: `ApiError`s naming the field.
 
-400: the body is not UTF-8, not JSON, or not a JSON object. 413: it is larger
-than the limit (read no further). 422: a field is unknown, missing, of the wrong
-type or out of range, named as `param` (`input[3]`).
+400: the body is not UTF-8, not JSON (NaN and Infinity are not JSON; nor is a
+number of more digits than Python converts, nor nesting deeper than its parser
+goes), or not a JSON object. 413: it is larger than the limit (read no further).
+422: a field is unknown, missing, of the wrong type or out of range, named as
+`param` (`input[3]`); a text that UTF-8 cannot encode (a lone surrogate, which
+JSON's `\\ud800` escape can write) is one, refused here, before it shares a batch.
+Messages quote at most `SHOWN` characters of a value.
 """
 
 import collections
 import json
 import math
+import sys
+
+from starlette.requests import ClientDisconnect
 
 from gtr_keras.lexical.fusion import METHODS
 from gtr_keras.retrieval.hybrid_retriever import RETRIEVERS
@@ -17,6 +24,7 @@ EMBEDDING_FIELDS = ("input", "model", "encoding_format", "dimensions", "user", "
 SEARCH_FIELDS = ("query", "queries", "k", "retriever", "fusion", "gtr_weight")
 ENCODING_FORMATS = ("float", "base64")
 INPUT_TYPES = ("query", "document")
+SHOWN = 60
 
 EmbeddingRequest = collections.namedtuple("EmbeddingRequest", "texts kind model encoding_format")
 EmbeddingRequest.__doc__ = "A checked `/v1/embeddings` body: its texts, their kind, the model name, the format."
@@ -32,14 +40,19 @@ async def read_json(request, max_bytes):
             400 for one that is not UTF-8, not JSON, or not an object.
     """
     length = request.headers.get("content-length", "")
-    if length.isdigit() and int(length) > max_bytes:
-        raise ApiError(413, f"the body is {int(length):,} bytes; at most {max_bytes:,}", None, "request_too_large")
+    if length.isascii() and length.isdigit() and (len(length) > 18 or int(length) > max_bytes):
+        shown = f"{int(length):,}" if len(length) <= 18 else _cut(length)
+        raise ApiError(413, f"the body is {shown} bytes; at most {max_bytes:,}", None, "request_too_large")
     chunks, size = [], 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > max_bytes:
-            raise ApiError(413, f"the body is over {max_bytes:,} bytes", None, "request_too_large")
-        chunks.append(chunk)
+    try:
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > max_bytes:
+                raise ApiError(413, f"the body is over {max_bytes:,} bytes", None, "request_too_large")
+            chunks.append(chunk)
+    except ClientDisconnect:
+        message = "the client closed the connection before its body ended"
+        raise ApiError(400, message, None, "client_disconnected") from None
     raw = b"".join(chunks)
     try:
         text = raw.decode("utf-8")
@@ -47,13 +60,32 @@ async def read_json(request, max_bytes):
         message = f"the body is not UTF-8 (byte {error.start}: {error.reason})"
         raise ApiError(400, message, None, "invalid_utf8") from None
     try:
-        body = json.loads(text)
+        body = json.loads(text, parse_constant=_not_json)
     except json.JSONDecodeError as error:
         message = f"the body is not JSON ({error.msg} at line {error.lineno} column {error.colno})"
+        raise ApiError(400, message, None, "invalid_json") from None
+    except RecursionError:
+        raise ApiError(400, "the body is not JSON this server reads: nested too deeply", None, "invalid_json") from None
+    except ValueError:  # the one other error of `json.loads`: an integer too long to convert
+        message = f"the body is not JSON this server reads: a number of over {sys.get_int_max_str_digits():,} digits"
         raise ApiError(400, message, None, "invalid_json") from None
     if not isinstance(body, dict):
         raise ApiError(400, f"the body must be a JSON object, got {_json_type(body)}", None, "invalid_json")
     return body
+
+
+def _not_json(constant):
+    raise ApiError(400, f"the body is not JSON ({constant} is not a JSON number)", None, "invalid_json")
+
+
+def _cut(text):
+    return text if len(text) <= SHOWN else text[: SHOWN - 3] + "..."
+
+
+def _shown(value):
+    """`value` as a message quotes it: JSON for a string or a number (at most `SHOWN` characters), the type's
+    name for an array or an object."""
+    return _json_type(value) if isinstance(value, (list, dict)) else _cut(json.dumps(value))
 
 
 def _json_type(value):
@@ -74,16 +106,30 @@ def _refuse(param, message, code="invalid_value"):
 def _check_fields(body, fields):
     unknown = next((name for name in body if name not in fields), None)
     if unknown is not None:
-        _refuse(unknown, f"unknown field (the fields are {', '.join(fields)})", "unknown_field")
+        _refuse(_cut(unknown), f"unknown field (the fields are {', '.join(fields)})", "unknown_field")
 
 
 def _choice(body, field, choices, default):
     value = body.get(field, default)
     if value is None:
         return default
-    if value not in choices or not isinstance(value, str):
-        _refuse(field, f"must be one of {', '.join(choices)}, got {json.dumps(value)}")
+    if not isinstance(value, str) or value not in choices:
+        _refuse(field, f"must be one of {', '.join(choices)}, got {_shown(value)}")
     return value
+
+
+def _check_text(param, text):
+    """Refuses a text that UTF-8 cannot encode (a lone surrogate), naming where its first one is."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as error:
+        character = f"U+{ord(text[error.start]):04X}"
+        _refuse(
+            param,
+            f"a lone surrogate ({character} at character {error.start}), which UTF-8 cannot encode; send "
+            "valid Unicode text",
+            "invalid_text",
+        )
 
 
 def _texts(body, field, max_items, blank=True):
@@ -103,6 +149,7 @@ def _texts(body, field, max_items, blank=True):
             _refuse(f"{field}[{i}]", "token ids are not taken; send the text as a string", "invalid_type")
         if not isinstance(text, str):
             _refuse(f"{field}[{i}]", f"must be a string, got {_json_type(text)}", "invalid_type")
+        _check_text(f"{field}[{i}]" if field != "query" else field, text)
         if not blank and not text.strip():
             _refuse(f"{field}[{i}]" if field == "queries" else field, "a blank query; send text", "empty_input")
     return value
@@ -135,7 +182,7 @@ def embedding_request(body, models, embedding_dim, max_inputs):
     if not isinstance(model, str):
         _refuse("model", f"must be a string, got {_json_type(model)}", "invalid_type")
     if model not in models:
-        message = f"model: {model!r} is not served here (served: {', '.join(models)})"
+        message = f"model: {_shown(model)} is not served here (served: {', '.join(models)})"
         raise ApiError(404, message, "model", "model_not_found")
     texts = _texts(body, "input", max_inputs)
     encoding_format = _choice(body, "encoding_format", ENCODING_FORMATS, "float")
@@ -147,11 +194,13 @@ def embedding_request(body, models, embedding_dim, max_inputs):
         _refuse(
             "dimensions",
             f"this model gives {embedding_dim}-dimensional embeddings only (GTR's are not truncatable), "
-            f"got {json.dumps(dimensions)}",
+            f"got {_shown(dimensions)}",
             "unsupported_value",
         )
-    if body.get("user") is not None and not isinstance(body["user"], str):
-        _refuse("user", f"must be a string, got {_json_type(body['user'])}", "invalid_type")
+    if body.get("user") is not None:
+        if not isinstance(body["user"], str):
+            _refuse("user", f"must be a string, got {_json_type(body['user'])}", "invalid_type")
+        _check_text("user", body["user"])
     return EmbeddingRequest(texts, models[model] or input_type or "document", model, encoding_format)
 
 
@@ -178,13 +227,13 @@ def search_request(body, max_queries, max_k):
     queries = _texts(body, "query" if single else "queries", max_queries, blank=False)
     k = body.get("k", 10)
     if type(k) is not int or not 1 <= k <= max_k:
-        _refuse("k", f"must be an integer from 1 to {max_k}, got {json.dumps(k)}")
+        _refuse("k", f"must be an integer from 1 to {max_k}, got {_shown(k)}")
     retriever = _choice(body, "retriever", RETRIEVERS, "gtr")
     fusion = _choice(body, "fusion", METHODS, None)
     gtr_weight = body.get("gtr_weight")
     if gtr_weight is not None:
         if type(gtr_weight) not in (int, float) or not math.isfinite(gtr_weight) or not 0 <= gtr_weight <= 1:
-            _refuse("gtr_weight", f"must be a number from 0 to 1, got {json.dumps(gtr_weight)}")
+            _refuse("gtr_weight", f"must be a number from 0 to 1, got {_shown(gtr_weight)}")
         gtr_weight = float(gtr_weight)
     for field, value in (("fusion", fusion), ("gtr_weight", gtr_weight)):
         if value is not None and retriever != "hybrid":

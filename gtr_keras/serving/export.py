@@ -2,15 +2,9 @@
 
 `export_encoder` writes `EXPORT_DIR/encoder/<version>/`, a TF Hub reusable SavedModel
 (https://www.tensorflow.org/hub/reusable_saved_models) following TF Hub's text-embedding
-convention:
-
-- `obj(texts)` / `obj(texts, training=...)`: tf.string `[batch]` -> float32 `[batch, D]`, with the
-  document budget (`document_length`, 512 tokens for GTR); `training=True` runs dropout;
-- `obj.variables`, `obj.trainable_variables` (each weight stored once) and `obj.regularization_losses`
-  (none), so `hub.KerasLayer(path, trainable=True)` fine-tunes it;
-- signatures for TF Serving and Keras 3's `TFSMLayer`: `serving_default` and `encode_documents`
-  (tf.string `[None]` -> `{"embeddings": float32 [None, D]}`, document budget) and `encode_queries`
-  (query budget).
+convention, with TF Serving's warmup requests: the SavedModel is `GTRTextEmbedder.write_saved_model`'s,
+the one `GTRTextEmbedder.export` writes too (`obj(texts, training=...)`, `obj.variables`; signatures
+`serving_default`, `encode_documents`, `encode_queries`).
 
 `export_searcher` writes `EXPORT_DIR/searcher/<version>/` with
 
@@ -72,22 +66,18 @@ from gtr_keras.index.layout import (
 from gtr_keras.index.scann_builder import codec_files, merge_scann
 from gtr_keras.index.search_index import RESCORE_BAND, SearchIndex
 from gtr_keras.index.segments import documents_path, index_documents, initial_manifest, read_manifest, segment_path
-from gtr_keras.models.gtr.gtr_text_embedder import SAVED_MODEL_DIRECTORY
-from gtr_keras.models.gtr.gtr_tokenizer import pad_token_ids
+from gtr_keras.models.gtr.gtr_text_embedder import SAVED_MODEL_DIRECTORY, GTRTextEmbedder
 from gtr_keras.retrieval.retriever import Retriever
 from gtr_keras.serving.filter_graph import FilterGraph
 from gtr_keras.utils import files
-from gtr_keras.utils.checksums import verify_if_asked
+from gtr_keras.utils.checksums import verify_directory
 from gtr_keras.utils.files import atomic_outputs
 from gtr_keras.utils.locks import locks_output
 
-STRINGS = tf.TensorSpec([None], tf.string, name="texts")
 QUERIES = tf.TensorSpec([None], tf.string, name="queries")
 K = tf.TensorSpec([None], tf.int32, name="k")
 FILTER = tf.TensorSpec([None], tf.string, name="filter")
 PAD_ID, PAD_SCORE = "", -2.0
-# The encoder's signature of each kind of text (also the LiteRT export's).
-ENCODER_SIGNATURES = {"query": "encode_queries", "document": "encode_documents"}
 WARMUP_FILE = "tf_serving_warmup_requests"
 WARMUP_TEXTS = ("what keeps a wing up?", "GTR is a dual encoder for retrieval.")
 WARMUP_K = 3
@@ -102,7 +92,7 @@ _VARIABLE_ROWS = 65_536
 IMPORT_HINT = (
     "GTR SavedModels use TF Text's SentencePiece ops (and the ScaNN searcher uses ScaNN's ops): run "
     "`import tensorflow_text` (and `import scann`) before `tf.saved_model.load`/`hub.load`, or load with "
-    "`gtr_keras.load_export(path)`."
+    "`gtr_keras.serving.load_export(path)`."
 )
 
 
@@ -138,33 +128,8 @@ def check_export_outputs(export_dir, version=1, names=("encoder", "searcher")):
         files.check_replaceable(_version_dir(export_dir, name, version), [SAVED_MODEL_DIRECTORY])
 
 
-def _root(encoder, staging):
-    """The object to save, and the embedding function `embed(texts, kind, training)` for its functions.
-
-    The Keras model is not tracked: its functions capture the weights, which
-    `root.variables` lists, so each is stored once.
-    """
-    root = tf.__internal__.tracking.AutoTrackable()
-    model = encoder.model
-    tokenizer = encoder.tokenizer
-    root.variables = [v.value for v in model.variables]
-    root.trainable_variables = [v.value for v in model.trainable_variables]
-    root.regularization_losses = []
-
-    def embed(texts, kind, training=False):
-        features = pad_token_ids(tokenizer.token_ids(texts, encoder.preprocessor.length(kind)))
-        return tf.cast(model(features, training=training), tf.float32)
-
-    path = os.path.join(staging, "spiece.model")
-    with open(path, "wb") as f:
-        f.write(tokenizer.proto)
-    root.spiece_model = tf.saved_model.Asset(path)
-    return root, embed
-
-
 def _save(root, staging, signatures, model_name):
-    tf.saved_model.save(root, str(staging), signatures=signatures)
-    os.remove(os.path.join(staging, "spiece.model"))
+    GTRTextEmbedder.save_saved_model(root, staging, signatures)
     _write_warmup(staging, signatures, model_name)
 
 
@@ -181,7 +146,10 @@ def _write_warmup(staging, signatures, model_name):
             for spec in function.input_signature:
                 values = list(WARMUP_TEXTS) if spec.dtype == tf.string else [WARMUP_K] * len(WARMUP_TEXTS)
                 values = [] if spec.name == FILTER.name else values  # no filter: a warmup needs no metadata field
-                request.inputs[spec.name].CopyFrom(tf.make_tensor_proto(values, dtype=spec.dtype, shape=[len(values)]))
+                if spec.shape.rank == 0:  # a scalar input (a reranker's `query`)
+                    values = values[0]
+                shape = [] if spec.shape.rank == 0 else [len(values)]
+                request.inputs[spec.name].CopyFrom(tf.make_tensor_proto(values, dtype=spec.dtype, shape=shape))
             log = prediction_log_pb2.PredictionLog(predict_log=prediction_log_pb2.PredictLog(request=request))
             writer.write(log.SerializeToString())
 
@@ -191,31 +159,14 @@ def export_encoder(encoder, export_dir, version=None):
 
     Example:
     >>> export_encoder(gtr_keras.load("models/gtr-base"), "exports/gtr-base")
-    >>> model = gtr_keras.load_export("exports/gtr-base/encoder/1")
+    >>> model = gtr_keras.serving.load_export("exports/gtr-base/encoder/1")
     >>> model.signatures["encode_queries"](texts=tf.constant(["a query"]))["embeddings"]
     """
     return export_all(encoder, export_dir, version=version)["encoder"]
 
 
 def _write_encoder(encoder, staging):
-    root, embed = _root(encoder, staging)
-    root.__call__ = tf.function(lambda texts, training=False: embed(texts, "document", training))
-    for training in (False, True):
-        root.__call__.get_concrete_function(STRINGS, training)
-    root.encode_queries = tf.function(lambda texts: {"embeddings": embed(texts, "query")}, input_signature=[STRINGS])
-    root.encode_documents = tf.function(
-        lambda texts: {"embeddings": embed(texts, "document")}, input_signature=[STRINGS]
-    )
-    _save(
-        root,
-        staging,
-        {
-            "serving_default": root.encode_documents,
-            "encode_documents": root.encode_documents,
-            "encode_queries": root.encode_queries,
-        },
-        "gtr_encoder",
-    )
+    _write_warmup(staging, encoder.model.write_saved_model(staging), "gtr_encoder")
 
 
 class _ScannResource(tf.saved_model.experimental.TrackableResource):
@@ -514,7 +465,7 @@ def _write_searcher(encoder, index_dir, staging, searcher, k, search_params=None
         float32 = searcher == "scann" and all(part.embeddings is not None for part, _ in index.parts)
         if search_params and use_scann:
             index.set_search_params(search_params)
-        root, embed = _root(encoder, staging)
+        root, embed = encoder.model.saved_model_root(staging), encoder.model.embed_strings
         root.doc_ids = tf.Variable(np.array(index.ids, dtype=object), trainable=False, name="doc_ids")
         num_docs = len(index.ids)
         raw_dir = os.path.join(staging, "scann_raw")
@@ -650,11 +601,13 @@ def _float32_variable(index):
     return variable
 
 
-def load_export(path):
+def load_export(path, verify=False):
     """Loads an exported SavedModel after registering the custom ops it needs.
 
     Args:
         path: a SavedModel directory, local or on a file system TensorFlow knows (`gs://...`).
+        verify: first verify every file against the directory's record (`utils.checksums.verify_directory`),
+            and refuse a damaged one.
 
     Raises:
         DataError: `path` does not exist, or is on a file system TensorFlow does not know.
@@ -662,7 +615,7 @@ def load_export(path):
             message says which import brings them).
 
     Example:
-    >>> searcher = gtr_keras.load_export("exports/scifact/searcher/1")
+    >>> searcher = gtr_keras.serving.load_export("exports/scifact/searcher/1")
     >>> searcher.signatures["serving_default"](queries=tf.constant(["vitamin D"]))["ids"]
     """
     import tensorflow_text  # noqa: F401  (registers the SentencePiece ops)
@@ -675,7 +628,8 @@ def load_export(path):
     if not files.exists(path):  # (`exists` names a file system TensorFlow does not know)
         raise DataError(f"{path}: no such file or directory")
     try:
-        verify_if_asked(path)
+        if verify:
+            verify_directory(path)
         return tf.saved_model.load(path)
     except (tf.errors.NotFoundError, ValueError, RuntimeError, KeyError) as error:
         if "not registered" in str(error) or "Op type" in str(error):

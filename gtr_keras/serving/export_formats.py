@@ -40,6 +40,11 @@ class ExportFormat:
         checker: `"module:function"`, `function(out, **options)`, refusing (`UserError`) an output that the
             export could not replace, before the model loads; or None.
         encoder: `"module:Class"`, `Class(export_dir)`, a `TextEncoder` of the export.
+        reranker_writer: `"module:function"`, `function(reranker, out, **options)`, writing a reranker's export
+            (`export --reranker`); None for a format that exports GTR encoders only.
+        reranker_checker: as `checker`, for a reranker's export.
+        reranker_marks: the files of a reranker's export directory of this format.
+        reranker_scorer: `"module:Class"`, `Class(export_dir)`, a `TextPairScorer` of a reranker's export.
     """
 
     name: str
@@ -53,21 +58,42 @@ class ExportFormat:
     writer: str
     checker: str | None
     encoder: str
+    reranker_writer: str | None = None
+    reranker_checker: str | None = None
+    reranker_marks: tuple = ()
+    reranker_scorer: str | None = None
 
-    def check_output(self, out, **options):
-        """Refuses (`UserError`) an output that this export could not replace, before any work."""
-        if self.checker:
-            _named(self.checker)(out, **options)
+    def exports_rerankers(self):
+        return self.reranker_writer is not None
 
-    def write(self, encoder, out, **options):
-        """Writes `encoder`'s export to `out`, its packages checked first; returns the paths written."""
+    def is_reranker_export(self, export_dir):
+        """True when `export_dir` holds this format's export of a reranker."""
+        marks = self.reranker_marks
+        return bool(marks) and all(os.path.isfile(os.path.join(os.fspath(export_dir), mark)) for mark in marks)
+
+    def check_output(self, out, reranker=False, **options):
+        """Refuses (`UserError`) an output that this export (of a reranker, with `reranker`) could not replace,
+        before any work."""
+        checker = self.reranker_checker if reranker else self.checker
+        if checker:
+            _named(checker)(out, **options)
+
+    def write(self, encoder, out, reranker=False, **options):
+        """Writes `encoder`'s export (a reranker's, with `reranker`) to `out`, its packages checked first; returns
+        the paths written."""
         check_installed(self, "write")
-        written = _named(self.writer)(encoder, out, **options)
+        written = _named(self.reranker_writer if reranker else self.writer)(encoder, out, **options)
         return list(written) if isinstance(written, (list, tuple)) else [written]
 
-    def open(self, export_dir):
-        """The `TextEncoder` of an export directory of this format, its runtime checked first."""
+    def open(self, export_dir, verify=False):
+        """The `TextEncoder` of an export directory of this format (a reranker's `TextPairScorer` for a reranker's
+        export), its runtime checked first (and with `verify`, every file against its record:
+        `utils.checksums.verify_directory`)."""
         check_installed(self, "run")
+        if verify:
+            _named("gtr_keras.utils.checksums:verify_directory")(export_dir)
+        if self.is_reranker_export(export_dir):
+            return _named(self.reranker_scorer)(export_dir)
         return _named(self.encoder)(export_dir)
 
 
@@ -86,6 +112,10 @@ FORMATS = {
             writer="gtr_keras.serving.export:write_export",
             checker="gtr_keras.serving.export:check_export_versions",
             encoder="gtr_keras.serving.saved_model_encoder:SavedModelEncoder",
+            reranker_writer="gtr_keras.serving.reranker_export:export_reranker_savedmodel",
+            reranker_checker="gtr_keras.serving.reranker_export:check_reranker_savedmodel_outputs",
+            reranker_marks=("saved_model.pb", os.path.join("assets.extra", "reranker.json")),
+            reranker_scorer="gtr_keras.serving.saved_model_encoder:SavedModelScorer",
         ),
         ExportFormat(
             "litert",
@@ -104,7 +134,7 @@ FORMATS = {
             "onnx",
             "an ONNX encoder of token ids, for ONNX Runtime",
             writes=(("tf2onnx", "tf2onnx"), ("onnxruntime", "onnxruntime")),
-            runs=(("onnxruntime", "onnxruntime"), ("sentencepiece", "sentencepiece")),
+            runs=(("onnxruntime", "onnxruntime"), ("sentencepiece", "sentencepiece"), ("tokenizers", "tokenizers")),
             extra="onnx",
             flags=("quantize",),
             options=("quantize",),
@@ -112,6 +142,10 @@ FORMATS = {
             writer="gtr_keras.serving.onnx_export:export_onnx",
             checker="gtr_keras.serving.onnx_export:check_onnx_output",
             encoder="gtr_keras.serving.runtime_encoder:RuntimeEncoder",
+            reranker_writer="gtr_keras.serving.reranker_export:export_reranker_onnx",
+            reranker_checker="gtr_keras.serving.reranker_export:check_reranker_onnx_output",
+            reranker_marks=("reranker.onnx", EXPORT_CONFIG_FILE),
+            reranker_scorer="gtr_keras.serving.runtime_encoder:RuntimeScorer",
         ),
         ExportFormat(
             "openvino",
@@ -159,10 +193,12 @@ def check_installed(export_format, purpose):
 
 
 def format_of_directory(path):
-    """The `ExportFormat` whose marks are all in the local directory `path`, or None (a model directory,
-    or anything else)."""
+    """The `ExportFormat` whose marks (or whose reranker export's marks) are all in the local directory `path`, or
+    None (a model directory, or anything else)."""
     path = os.fspath(path)
     for export_format in FORMATS.values():
         if all(os.path.isfile(os.path.join(path, mark)) for mark in export_format.marks):
+            return export_format
+        if export_format.is_reranker_export(path):
             return export_format
     return None

@@ -1,8 +1,9 @@
 """LiteRT (TFLite) export: raw strings in, embeddings out, the tokenizer inside as TF Text's custom op.
 
-`export_litert` writes `EXPORT_DIR/encoder.tflite`, a flatbuffer with the SavedModel encoder's two
-signatures (`serving.export`): `encode_documents` (the document budget) and `encode_queries` (the query
-budget), each `texts` tf.string `[batch]` -> `embeddings` float32 `[batch, D]`, batch and length dynamic.
+`export_litert` writes `EXPORT_DIR/encoder.tflite` (and the directory's `checksums.json`), a flatbuffer
+with the SavedModel encoder's two signatures (`serving.export`): `encode_documents` (the document budget)
+and `encode_queries` (the query budget), each `texts` tf.string `[batch]` -> `embeddings` float32
+`[batch, D]`, batch and length dynamic.
 It holds TFLite builtin ops and TF Text's `TFText>FastSentencepieceTokenize` custom op, which
 `tensorflow_text`'s `tflite_registrar` registers (no Flex delegate: `load_litert`). Texts must be valid
 UTF-8 (the SavedModel also replaces invalid bytes by U+FFFD; LiteRT has no op for that); surrounding
@@ -17,13 +18,15 @@ import tensorflow as tf
 
 from gtr_keras.errors import UserError
 from gtr_keras.utils import files
-from gtr_keras.utils.files import atomic_file
+from gtr_keras.utils.files import atomic_directory
 from gtr_keras.utils.locks import locks_output
 from gtr_keras.utils.native_logs import filtered_native_logs
 
 LITERT_FILE = "encoder.tflite"
 SIGNATURES = ("encode_documents", "encode_queries")
 TEXTS = tf.TensorSpec([None], tf.string, name="texts")
+# What an export directory of `export_litert` holds (its `checksums.json` besides), so that it may be replaced.
+LITERT_DIRECTORY = files.DirectoryKind("a LiteRT export", (LITERT_FILE,), (LITERT_FILE,))
 
 
 def litert_path(export_dir):
@@ -34,7 +37,8 @@ def litert_path(export_dir):
 def check_litert_export(encoder, export_dir):
     """Refuses (`UserError`), before the work, what a LiteRT export cannot hold or replace: a model that
     lowercases in TensorFlow (no LiteRT op for it), one in bfloat16, a vocabulary that keeps extra
-    whitespace (the export leaves stripping to SentencePiece), or a directory at `encoder.tflite`."""
+    whitespace (the export leaves stripping to SentencePiece), a directory at `encoder.tflite`, or an
+    `export_dir` that holds anything else than a LiteRT export (`files.check_replaceable`)."""
     from sentencepiece import sentencepiece_model_pb2
 
     if encoder.tokenizer.lowercase:
@@ -52,6 +56,7 @@ def check_litert_export(encoder, export_dir):
         )
     if files.isdir(litert_path(export_dir)):
         raise UserError(f"{litert_path(export_dir)}: is a directory, expected the .tflite file to write")
+    files.check_replaceable(export_dir, [LITERT_DIRECTORY])
 
 
 def litert_flatbuffer(encoder):
@@ -79,11 +84,12 @@ def litert_flatbuffer(encoder):
 
 @locks_output("export_dir")
 def export_litert(encoder, export_dir):
-    """Writes `export_dir/encoder.tflite` (replacing an earlier one at once) and returns its path.
+    """Writes the directory `export_dir` of `encoder.tflite` (replacing an earlier LiteRT export at once) and
+    returns the file's path.
 
     Args:
         encoder: the float32 `Encoder` to export.
-        export_dir: the export root, local or on any file system TensorFlow knows.
+        export_dir: the export directory, local or on any file system TensorFlow knows.
 
     Example:
     >>> path = export_litert(gtr_keras.load("gtr-small-distilled"), "exports/gtr")
@@ -93,10 +99,9 @@ def export_litert(encoder, export_dir):
     """
     check_litert_export(encoder, export_dir)
     flatbuffer = litert_flatbuffer(encoder)
-    path = litert_path(export_dir)
-    with atomic_file(path) as f:
-        f.write(flatbuffer)
-    return path
+    with atomic_directory(export_dir, [LITERT_DIRECTORY]) as staging:
+        (staging / LITERT_FILE).write_bytes(flatbuffer)
+    return litert_path(export_dir)
 
 
 def load_litert(path, num_threads=None):

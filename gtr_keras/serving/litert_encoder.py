@@ -4,8 +4,8 @@ import os
 
 import numpy as np
 
+from gtr_keras.models.gtr.gtr_text_embedder import ENCODER_SIGNATURES
 from gtr_keras.models.text_encoder import TextEncoder
-from gtr_keras.serving.export import ENCODER_SIGNATURES
 from gtr_keras.serving.litert import LITERT_FILE, load_litert
 
 

@@ -1,4 +1,5 @@
-"""`RuntimeEncoder`: texts to embeddings with an ONNX (ONNX Runtime) or OpenVINO export of gtr-keras."""
+"""`RuntimeEncoder`: texts to embeddings with an ONNX (ONNX Runtime) or OpenVINO export of gtr-keras; and
+`RuntimeScorer`: pairs to scores with a reranker's ONNX export."""
 
 import hashlib
 import os
@@ -7,9 +8,8 @@ import numpy as np
 import sentencepiece as spm
 
 from gtr_keras.errors import DataError
-from gtr_keras.models.text_encoder import TextEncoder
+from gtr_keras.models.text_encoder import TextEncoder, TextPairScorer, pad_pairs
 from gtr_keras.serving.export_formats import FORMATS, check_installed
-from gtr_keras.utils.checksums import verify_if_asked
 from gtr_keras.utils.records import check_fields, read_json_object
 
 CONFIG_FILE = "export.json"
@@ -67,7 +67,6 @@ class RuntimeEncoder(TextEncoder):
         self.export_dir = os.fspath(export_dir)
         self.openvino_config = openvino_config
         self.session_options = session_options
-        verify_if_asked(self.export_dir)
         self.config = read_export_config(self.export_dir)
         self.runtime = self.config["format"]
         check_installed(FORMATS[self.runtime], "run")  # the install hint of `gtr-keras export --format onnx|openvino`
@@ -148,3 +147,61 @@ def read_vocabulary(path, config):
             f"vocabulary_sha256); {REMEDY}"
         )
     return proto
+
+
+RERANKER_FIELDS = {
+    "format": ("onnx",),
+    "kind": ("reranker",),
+    "model_file": "file",
+    "tokenizer": "file",
+    "activation": ("sigmoid", "identity"),
+    "sequence_length": "positive",
+    "pad_id": "count",
+}
+
+
+class RuntimeScorer(TextPairScorer):
+    """Scores (query, document) pairs with a reranker's ONNX export (`export --reranker MODEL --format onnx`).
+
+    The pairs are tokenised, packed and cut on the host by the export's `tokenizer.json` (Hugging Face's
+    `tokenizers`: the reranker's vocabulary and rules, `longest_first` at its budget), sorted by length,
+    padded per batch and run in ONNX Runtime. It imports neither TensorFlow nor Keras.
+
+    Args:
+        export_dir: a local export directory (`export.json`, `tokenizer.json`, `reranker.onnx`).
+        session_options: an `onnxruntime.SessionOptions`, or None.
+
+    Example:
+    >>> RuntimeScorer("exports/minilm-onnx").predict([("what keeps a wing up?", "lift")]).shape
+    (1,)
+    """
+
+    def __init__(self, export_dir, session_options=None):
+        self.export_dir = os.fspath(export_dir)
+        path = os.path.join(self.export_dir, CONFIG_FILE)
+        self.config = check_fields(path, read_json_object(path, REMEDY), RERANKER_FIELDS, REMEDY)
+        check_installed(FORMATS["onnx"], "run")
+        import onnxruntime
+        from tokenizers import Tokenizer
+
+        self.tokenizer = Tokenizer.from_file(os.path.join(self.export_dir, self.config["tokenizer"]))
+        model_path = os.path.join(self.export_dir, self.config["model_file"])
+        self._session = onnxruntime.InferenceSession(model_path, session_options, providers=["CPUExecutionProvider"])
+
+    sequence_length = property(lambda self: self.config["sequence_length"], doc="The pair's token budget.")
+
+    def prepare(self, pairs):
+        texts = [tuple(t.decode("utf-8", errors="replace") if isinstance(t, bytes) else t for t in p) for p in pairs]
+        return [_Encoded(e.ids, e.type_ids) for e in self.tokenizer.encode_batch(texts)]
+
+    def score_batch(self, items, batch_size):
+        ids, segments, mask = pad_pairs([(item.ids, item.type_ids) for item in items], self.config["pad_id"])
+        return self._session.run(None, {"token_ids": ids, "segment_ids": segments, "padding_mask": mask})[0]
+
+
+class _Encoded:
+    def __init__(self, ids, type_ids):
+        self.ids, self.type_ids = ids, type_ids
+
+    def __len__(self):
+        return len(self.ids)

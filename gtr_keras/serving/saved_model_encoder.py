@@ -1,10 +1,12 @@
-"""`SavedModelEncoder`: texts to embeddings with the encoder SavedModel of `gtr-keras export` (`encoder/N`)."""
+"""`SavedModelEncoder`: texts to embeddings with the encoder SavedModel of `gtr-keras export` (`encoder/N`); and
+`SavedModelScorer`: pairs to scores with a reranker's (`reranker/N`)."""
 
 import numpy as np
 import tensorflow as tf
 
-from gtr_keras.models.text_encoder import TextEncoder, to_bytes
-from gtr_keras.serving.export import ENCODER_SIGNATURES, load_export
+from gtr_keras.models.gtr.gtr_text_embedder import ENCODER_SIGNATURES
+from gtr_keras.models.text_encoder import TextEncoder, TextPairScorer, to_bytes
+from gtr_keras.serving.export import load_export
 
 
 class SavedModelEncoder(TextEncoder):
@@ -35,3 +37,28 @@ class SavedModelEncoder(TextEncoder):
 
     def embed_batch(self, items, kind, batch_size):
         return self._signatures[kind](texts=tf.constant(items, tf.string))["embeddings"].numpy().astype(np.float32)
+
+
+class SavedModelScorer(TextPairScorer):
+    """Scores (query, document) pairs with a reranker's SavedModel (`EXPORT_DIR/reranker/VERSION`), as the
+    reranker does: each batch (sorted by the pairs' characters, results in input order) goes to its `score`
+    signature, which tokenises in its graph. `gtr_keras.load` returns one for such a directory.
+
+    Args:
+        path: the SavedModel directory, local or on a file system TensorFlow knows.
+
+    Example:
+    >>> SavedModelScorer("exports/minilm/reranker/1").predict([("what keeps a wing up?", "lift")]).shape
+    (1,)
+    """
+
+    def __init__(self, path):
+        self.saved_model = load_export(path)
+        self._score = self.saved_model.signatures["score"]
+
+    def prepare(self, pairs):
+        return [(to_bytes(query), to_bytes(document)) for query, document in pairs]
+
+    def score_batch(self, items, batch_size):
+        queries, documents = (tf.constant([item[side] for item in items], tf.string) for side in (0, 1))
+        return self._score(queries=queries, documents=documents)["scores"].numpy().astype(np.float32)

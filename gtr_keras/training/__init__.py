@@ -4,4 +4,20 @@ examples, (query, positive, hard negatives), read from JSONL, BEIR, MS MARCO and
 trains), `config` (`TrainConfig`, YAML, precisions, strategies), `distributed` (`TF_CONFIG`, the
 multi-worker strategy, each replica's share of the global batch, the collectives that keep workers in
 step), `resume` (the run record and its checks), `callbacks` (checkpoints, TensorBoard scalars,
-validation, progress) and `loop` (`train`). Distillation, laid out as training is, is `gtr_keras.distillation`."""
+validation, progress) and `loop` (`train`). Distillation, laid out as training is, is `gtr_keras.distillation`.
+
+Public names: `train`, `TrainConfig`, `DualEncoder`, `TrainingData`, `make_optimizer`.
+"""
+
+from gtr_keras.utils.lazy_exports import lazy_exports
+
+__all__, __getattr__ = lazy_exports(
+    __name__,
+    {
+        "train": "gtr_keras.training.loop",
+        "TrainConfig": "gtr_keras.training.config",
+        "DualEncoder": "gtr_keras.training.dual_encoder",
+        "TrainingData": "gtr_keras.training.data",
+        "make_optimizer": "gtr_keras.training.dual_encoder",
+    },
+)

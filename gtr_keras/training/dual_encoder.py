@@ -100,7 +100,52 @@ def _towers(batch):
 
 
 @keras.saving.register_keras_serializable(package="gtr_keras")
-class DualEncoder(keras.Model):
+class StepModel(keras.Model):
+    """What the Keras models that `train`'s loop fits share (`DualEncoder`, a reranker's
+    `ListwiseReranker`): custom steps on Keras' TensorFlow backend, preprocessors that run in the input
+    pipeline, and no symbolic build of a model `train` has built already; and their metrics, the mean loss and
+    accuracy since the start of the epoch."""
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.loss_tracker = keras.metrics.Mean(name="loss")
+        self.accuracy_tracker = keras.metrics.Mean(name="accuracy")
+
+    @property
+    def metrics(self):
+        return [self.loss_tracker, self.accuracy_tracker]
+
+    def _preprocessing_built(self):
+        """Marks the preprocessors and their tokenizers built: they have no weights and run in the input
+        pipeline, but an unbuilt layer makes Keras, under a distribution strategy, build the model by
+        calling it on a whole batch (which `call` does not take) before `fit` or `evaluate`. Every
+        preprocessor the encoder tracks counts: `train` gives a loaded model a new one, and Keras keeps
+        tracking the one it replaced."""
+        for layer in self._flatten_layers(include_self=False):  # `Model.layers` leaves a Task's preprocessor out
+            if isinstance(layer, (keras_hub.models.Preprocessor, keras_hub.tokenizers.Tokenizer)) and not layer.built:
+                layer.built = True
+
+    def _maybe_symbolic_build(self, iterator=None, data_batch=None):
+        """Keras' TensorFlow trainer, under a distribution strategy, takes a batch from a first iterator
+        over the data to build the model before `fit` iterates the data again. A dataset that reshuffles
+        on each iteration (`TrainingData`) would then train on another order than with the default
+        strategy, after skipping the batches of a resumed run twice; so a model whose layers and
+        optimizer are built already (as `train` builds them) skips that step."""
+        built = all(layer.built for layer in self._flatten_layers())
+        if built and (self.optimizer is None or self.optimizer.built):
+            return
+        super()._maybe_symbolic_build(iterator=iterator, data_batch=data_batch)
+
+    def compile(self, *args, **kwargs):
+        require_tensorflow_backend(f"{type(self).__name__} training")
+        super().compile(*args, **kwargs)
+
+    def fit(self, *args, **kwargs):
+        self._preprocessing_built()
+        return super().fit(*args, **kwargs)
+
+
+class DualEncoder(StepModel):
     """Trains a shared GTR tower on (query, positive, hard negatives) batches.
 
     Batches are dicts as `TrainingData.dataset` makes them: `"query"` and
@@ -166,8 +211,6 @@ class DualEncoder(keras.Model):
         self.mask_false_negatives = mask_false_negatives
         self.grad_cache_chunk_size = grad_cache_chunk_size
         self.contrastive_loss = BidirectionalInBatchLoss(temperature)
-        self.loss_tracker = keras.metrics.Mean(name="loss")
-        self.accuracy_tracker = keras.metrics.Mean(name="accuracy")
         self.built = True
 
     def _batches(self, x):
@@ -188,29 +231,7 @@ class DualEncoder(keras.Model):
         tower_features = self.encoder.preprocessor.tower_features
         return x.map(lambda batch: {**batch, **tower_features(batch)}, num_parallel_calls=tf.data.AUTOTUNE)
 
-    def _preprocessing_built(self):
-        """Marks the preprocessors and their tokenizers built: they have no weights and run in the input
-        pipeline, but an unbuilt layer makes Keras, under a distribution strategy, build the model by
-        calling it on a whole batch (which `call` does not take) before `fit` or `evaluate`. Every
-        preprocessor the encoder tracks counts: `train` gives a loaded model a new one, and Keras keeps
-        tracking the one it replaced."""
-        for layer in self._flatten_layers(include_self=False):  # `Model.layers` leaves a Task's preprocessor out
-            if isinstance(layer, (keras_hub.models.Preprocessor, keras_hub.tokenizers.Tokenizer)) and not layer.built:
-                layer.built = True
-
-    def _maybe_symbolic_build(self, iterator=None, data_batch=None):
-        """Keras' TensorFlow trainer, under a distribution strategy, takes a batch from a first iterator
-        over the data to build the model before `fit` iterates the data again. A dataset that reshuffles
-        on each iteration (`TrainingData`) would then train on another order than with the default
-        strategy, after skipping the batches of a resumed run twice; so a model whose layers and
-        optimizer are built already (as `train` builds them) skips that step."""
-        built = all(layer.built for layer in self._flatten_layers())
-        if built and (self.optimizer is None or self.optimizer.built):
-            return
-        super()._maybe_symbolic_build(iterator=iterator, data_batch=data_batch)
-
     def fit(self, x=None, *args, **kwargs):
-        self._preprocessing_built()
         if "validation_data" in kwargs:
             kwargs["validation_data"] = self._batches(kwargs["validation_data"])
         return super().fit(self._batches(x), *args, **kwargs)
@@ -222,10 +243,6 @@ class DualEncoder(keras.Model):
     def call(self, inputs, training=False):
         """Embeds `{"token_ids", "padding_mask"}` inputs with the shared tower."""
         return self.encoder(inputs, training=training)
-
-    @property
-    def metrics(self):
-        return [self.loss_tracker, self.accuracy_tracker]
 
     def _embed(self, batch, training):
         """Embeddings of the towers present in `batch`: `[B, D]`, negatives `[B, k, D]`."""
@@ -273,10 +290,6 @@ class DualEncoder(keras.Model):
             # fails; the replicas' values are equal (all-reduced above), so a [1] vector reduces to the same scalar.
             logs = {name: tf.reshape(value, [1]) for name, value in logs.items()}
         return logs
-
-    def compile(self, *args, **kwargs):
-        require_tensorflow_backend(f"{type(self).__name__} training")
-        super().compile(*args, **kwargs)
 
     def train_step(self, batch):
         batch = as_batch(batch)

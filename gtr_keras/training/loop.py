@@ -130,6 +130,30 @@ def _set_preprocessor(config, model, strategy, cluster):
     model.preprocessor = GTRTextEmbedderPreprocessor(tokenizer, config.data.document_length, config.data.query_length)
 
 
+@dataclasses.dataclass(frozen=True)
+class TrainedModel:
+    """How a run of `run_training` builds, prepares, saves and returns the model it trains: a GTR embedder
+    (`gtr_model()`, what `train` and `distill` train) or a reranker (`reranker_training`).
+
+    Args:
+        initial: `initial(config, policy)` -> `(model, fingerprint)`: the model a run starts from (built
+            under the strategy's scope) and the SHA-256 of what determines it, recorded and compared on resume.
+        prepare: `prepare(config, model, strategy, cluster)`: gives the model the run's tokenizer and budgets.
+        save: `save(model, directory)`: writes the final model directory.
+        result: `result(model)` -> what the run returns.
+    """
+
+    initial: object
+    prepare: object
+    save: object
+    result: object
+
+
+def gtr_model():
+    """The `TrainedModel` of a GTR embedder (`train`, `distill`), of this module's functions as they are now."""
+    return TrainedModel(_initial_encoder, _set_preprocessor, save, lambda model: model.batch_encoder())
+
+
 def _checked_start(config, record, inputs, chief, strategy):
     """The checks of a run's start, in the order that fails fastest, filling `record`'s inputs; returns
     `(resumed run record or None, validation collection or None, strategy)` (the strategy is created here
@@ -210,7 +234,7 @@ def train(config):
     return run_training(config, dual_encoder, make_dataset)
 
 
-def run_training(config, make_model, make_dataset, inputs=None, command="train"):
+def run_training(config, make_model, make_dataset, inputs=None, command="train", trained=None):
     """The loop of `train`, for any Keras model that trains a `GTRTextEmbedder` (`distill` uses it too).
 
     With the `multi-worker` strategy, every worker runs this with the same
@@ -235,13 +259,15 @@ def run_training(config, make_model, make_dataset, inputs=None, command="train")
         command: the `gtr-keras` command that runs this, for the line a
             multi-worker run prints when a signal stops it
             (`distributed.stopping_on_signals`).
+        trained: the `TrainedModel` the run trains (None: a GTR embedder, `gtr_model()`).
 
     Returns:
         The trained `Encoder`.
     """
     require_tensorflow_backend("gtr-keras training")
+    trained = trained or gtr_model()
     if config.strategy != "multi-worker":
-        return _run_training(config, make_model, make_dataset, inputs)
+        return _run_training(config, make_model, make_dataset, inputs, trained=trained)
     cluster = Cluster.from_environment()
 
     def kept():
@@ -258,11 +284,11 @@ def run_training(config, make_model, make_dataset, inputs=None, command="train")
         try:
             with watching(cluster):
                 if cluster.is_chief:
-                    return _run_training(config, make_model, make_dataset, inputs, cluster, strategy)
+                    return _run_training(config, make_model, make_dataset, inputs, cluster, strategy, trained)
                 with worker_directory(cluster) as scratch:
                     # A worker keeps one checkpoint: its copies only match the chief's collectives.
                     worker = dataclasses.replace(config, output_dir=scratch, keep_checkpoints=1)
-                    return _run_training(worker, make_model, make_dataset, inputs, cluster, strategy)
+                    return _run_training(worker, make_model, make_dataset, inputs, cluster, strategy, trained)
         except tf.errors.OpError as error:
             lost = lost_worker_error(cluster, error, kept())
             if lost is None:
@@ -271,8 +297,9 @@ def run_training(config, make_model, make_dataset, inputs=None, command="train")
 
 
 @locks_output("config.output_dir", inside=("model", BEST_MODEL, RUN_RECORD, "spiece.model"))
-def _run_training(config, make_model, make_dataset, inputs=None, cluster=None, strategy=None):
+def _run_training(config, make_model, make_dataset, inputs=None, cluster=None, strategy=None, trained=None):
     policy = dtype_policy(config.precision)
+    trained = trained or gtr_model()
     if config.init not in PRESETS and not _is_directory(config.init):
         raise CheckpointError(f"{config.init}: no such model directory and not a preset name ({', '.join(PRESETS)})")
     settings = config.to_dict()
@@ -296,7 +323,7 @@ def _run_training(config, make_model, make_dataset, inputs=None, cluster=None, s
             + (f" into GradCache chunks of {chunk}" if config.grad_cache_chunk_size else "")
         )
     with strategy.scope():
-        encoder, init_fingerprint = _initial_encoder(config, policy)
+        encoder, init_fingerprint = trained.initial(config, policy)
     record["inputs"]["init"] = {"path": os.fspath(config.init), "sha256": init_fingerprint}
     try:
         if resumed:
@@ -312,7 +339,7 @@ def _run_training(config, make_model, make_dataset, inputs=None, cluster=None, s
         with atomic_file(os.path.join(config.output_dir, RUN_RECORD)) as f:
             f.write(json.dumps(record, indent=2, default=os.fspath).encode("utf-8"))
 
-    _set_preprocessor(config, encoder, strategy, cluster)
+    trained.prepare(config, encoder, strategy, cluster)
     with strategy.scope():
         model = make_model(encoder)
         optimizer = make_optimizer(config.steps, config.learning_rate)
@@ -388,7 +415,7 @@ def _run_training(config, make_model, make_dataset, inputs=None, cluster=None, s
                 + (" with at least one hard negative" if config.data.num_negatives else "")
             )
     if chief:
-        save(encoder, os.path.join(config.output_dir, "model"))
+        trained.save(encoder, os.path.join(config.output_dir, "model"))
     if cluster is not None:  # the others wait for the chief's model: every worker ends together
         check_same_run(strategy, cluster, {})
-    return encoder.batch_encoder()
+    return trained.result(encoder)

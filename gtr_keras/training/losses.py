@@ -1,4 +1,5 @@
-"""GTR's training loss: a bidirectional in-batch sampled softmax with hard negatives.
+"""GTR's training loss: a bidirectional in-batch sampled softmax with hard negatives; and a reranker's, a listwise
+softmax over each query's group (`ListwiseSoftmaxLoss`).
 
 For a batch of `B` queries `q_i`, their positive passages `p_i` and `k` hard
 negatives `n_i1 .. n_ik` per query (all unit-norm, so dot products are
@@ -377,3 +378,41 @@ class SimilarityDistillationLoss:
     @classmethod
     def from_config(cls, config):
         return cls(**config)
+
+
+class ListwiseSoftmaxLoss:
+    """A reranker's loss over each query's group: its positive and its `k` hard negatives, scored as pairs.
+
+    `L = 1/B sum_i -log( exp(s_i0 / tau) / sum_{j=0..k} exp(s_ij / tau) )`, where `s_i0` is the reranker's
+    logit of query `i` with its positive and `s_ij` (`j >= 1`) with its negatives (sentence-transformers'
+    `ListNetLoss` with one relevant document, or `MultipleNegativesRankingLoss` within the group).
+
+    Calling it with `batch_size=G` divides the sum by `G` instead of the queries passed: a replica's share of
+    the loss of a global batch of `G` queries (the shares of the replicas add up to it).
+
+    Args:
+        temperature: `tau` (1.0: the logits as they are).
+
+    Example:
+    >>> loss = ListwiseSoftmaxLoss()
+    >>> round(float(loss(tf.constant([[2.0, 0.0], [0.0, 0.0]]))), 4)
+    0.4100
+    """
+
+    def __init__(self, temperature=1.0):
+        self.temperature = temperature
+
+    def __call__(self, logits, batch_size=None):
+        """The mean loss of logits `[B, 1 + k]` (positive first), or the sum over `batch_size`."""
+        return self.loss_and_hits(logits, batch_size)[0]
+
+    def loss_and_hits(self, logits, batch_size=None):
+        """The loss and how many queries score their positive above every negative."""
+        logits = tf.cast(logits, tf.float32) / self.temperature
+        terms = tf.reduce_logsumexp(logits, axis=1) - logits[:, 0]
+        count = tf.cast(tf.shape(logits)[0] if batch_size is None else batch_size, tf.float32)
+        hits = tf.reduce_sum(tf.cast(tf.argmax(logits, axis=1) == 0, tf.float32))
+        return tf.reduce_sum(terms) / count, hits
+
+    def get_config(self):
+        return {"temperature": self.temperature}

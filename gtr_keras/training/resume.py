@@ -159,5 +159,5 @@ def resumed_record(config):
     except (json.JSONDecodeError, UnicodeDecodeError) as error:
         raise MismatchError(f"{path}: unreadable ({error}); {start_over}") from None
     if not isinstance(record, dict) or not {"settings", "inputs"} <= set(record):
-        raise MismatchError(f"{path}: written by an older gtr-keras, without fingerprints of the inputs; {start_over}")
+        raise MismatchError(f"{path}: not a run record (no settings and inputs); {start_over}")
     return record

@@ -27,7 +27,6 @@ unrounded. QPS is that of one batched `search` of the tuning half at `k`, the be
 import contextlib
 import math
 import os
-import re
 import shutil
 import tempfile
 import time
@@ -46,6 +45,7 @@ from gtr_keras.index.layout import (
     TUNE_PLOT,
     TUNE_SCRATCH_PREFIX,
     check_embeddings,
+    is_tune_scratch,
     read_description,
     search_settings,
     write_description,
@@ -80,8 +80,6 @@ BUILD_DIMENSIONS_PER_BLOCK = (2, 4)
 # plus this many standard errors of their mean (one-sided 95%): `needed_recall`.
 MARGIN_Z = 1.645
 _CHUNK_ROWS = 65_536
-# The random part of a name `tempfile.mkdtemp` makes: 8 of its characters (`tempfile._RandomNameSequence`).
-_MKDTEMP_SUFFIX = "[a-z0-9_]{8}"
 INT8_TRUTH = (
     "keeps no float32 vectors (built before float32 rescoring, only ScaNN's int8 copy): recall is measured "
     "against exact search of that copy, and recall against float32 search stops below it (0.93-0.97 in the "
@@ -286,8 +284,7 @@ def scratch_paths(directory):
     `.tune-NAME-` and `tempfile.mkdtemp`'s 8 characters exactly (`_scratch`), so that the scratch of a sibling
     index `NAME-OTHER` (`.tune-NAME-OTHER-*`, whose `-` mkdtemp never writes) is not among them."""
     parent, name = files.parent_and_name(directory)
-    mine = re.compile(rf"{re.escape(TUNE_SCRATCH_PREFIX + name)}-{_MKDTEMP_SUFFIX}")
-    return [os.path.join(parent, entry) for entry in files.listdir(parent) if mine.fullmatch(entry)]
+    return [os.path.join(parent, entry) for entry in files.listdir(parent) if is_tune_scratch(entry, name)]
 
 
 def remove_scratch(directory):

@@ -1,6 +1,22 @@
-"""Plumbing shared by every concern: paths through `tf.io.gfile` with atomic outputs and the checksums they
-record (`files`), each operation that changes a file a countable crash point (`file_operations`), checksums
-verified (`checksums`), one writer per output (`locks`), line, JSONL and TSV files with FILE:LINE errors
-(`text_files`), JSON records checked field by field, change descriptions and hashes of strings (`records`),
-TensorFlow's C++ log lines filtered around converters (`native_logs`), and post-import hooks
-(`import_hooks`). Imports nothing else of gtr-keras but `gtr_keras.errors`."""
+"""Plumbing shared by every concern: paths through `tf.io.gfile` with atomic outputs and the records of
+checksums they keep (`files`), what such a record holds (`checksum_records`), each operation that changes a
+file a countable crash point (`file_operations`), records verified (`checksums`), one writer per output
+(`locks`), line, JSONL and TSV files with FILE:LINE errors (`text_files`), JSON records checked field by
+field, change descriptions and hashes of strings (`records`), TensorFlow's C++ log lines filtered around
+converters (`native_logs`), post-import hooks (`import_hooks`), and a package's public names imported on
+first use (`lazy_exports`). Imports nothing else of gtr-keras but `gtr_keras.errors`.
+
+Public names: `files` (paths through `tf.io.gfile`, atomic outputs), `iter_jsonl`, `str_field`, `cpu_flags`.
+"""
+
+from gtr_keras.utils.lazy_exports import lazy_exports
+
+__all__, __getattr__ = lazy_exports(
+    __name__,
+    {
+        "files": "gtr_keras.utils.files",
+        "iter_jsonl": "gtr_keras.utils.text_files",
+        "str_field": "gtr_keras.utils.text_files",
+        "cpu_flags": "gtr_keras.utils.cpu",
+    },
+)

@@ -21,6 +21,12 @@ file system; by an upload to a sibling staging name and per-file renames
 elsewhere). An existing directory is replaced only when it is empty or of a
 `DirectoryKind` the writer names (`check_replaceable`): never a folder of the
 user's that happens to sit where an output goes.
+
+Every directory `atomic_outputs` commits holds its record, `checksums.json`
+(`checksum_records`), and every later write into it through this module
+(`replace_file`, `atomic_outputs`, `remove`, `rename`) keeps that record up to
+date, in two steps around the change (`_recorded`), so that whatever writer
+adds a file to a directory gtr-keras wrote, `gtr-keras check` verifies it.
 """
 
 import builtins
@@ -34,18 +40,18 @@ import functools
 import glob as globbing
 import gzip
 import hashlib
-import json
 import os
 import pathlib
 import shutil
 import tempfile
 
 from gtr_keras.errors import DataError, UserError
+from gtr_keras.utils import checksum_records
 from gtr_keras.utils.file_operations import CrashPoint, crashed, perform
 
-# Written into every directory that `atomic_outputs` commits: the SHA-256 and size of each of its files.
-CHECKSUMS_FILE = "checksums.json"
-CHECKSUMS_FORMAT = 1
+# Written into every directory that `atomic_outputs` commits, and kept up to date by every later write into it
+# (`replace_file`, `atomic_outputs`, `remove`, `rename`): the SHA-256 and size of each of its files.
+CHECKSUMS_FILE = checksum_records.CHECKSUMS_FILE
 
 
 class _TensorFlow:
@@ -163,9 +169,15 @@ def makedirs(path):
     tf.io.gfile.makedirs(path)
 
 
-@_named_errors
 def remove(path):
-    """Deletes a file or a directory tree; nothing happens if it does not exist."""
+    """Deletes a file or a directory tree; nothing happens if it does not exist. The record of its directory
+    no longer names it (`_recorded`)."""
+    with _recorded([(path, {"files": {}, "units": {}})]):
+        _delete(path)
+
+
+@_named_errors
+def _delete(path):
     local = _local(path)
     if local is not None:
         if os.path.lexists(local):
@@ -181,19 +193,22 @@ def remove(path):
     if not tf.io.gfile.isdir(path):
         tf.io.gfile.remove(path)
         return
-    for file in _files_under(path):
+    for file in files_under(path):
         tf.io.gfile.remove(file)
     with contextlib.suppress(tf.errors.NotFoundError):  # ram:// has no directories left once empty
         tf.io.gfile.rmtree(path)
 
 
-def _files_under(directory):
+def files_under(directory):
     """The files below `directory`, at any depth.
 
     `ram://` lists no subdirectories (and calls any prefix of a path a
     directory), so there the tree is globbed depth by depth: a match is a file
     unless a deeper match lies below it.
     """
+    directory = os.fspath(directory)
+    if _local(directory) is not None:
+        return sorted(os.path.join(root, name) for root, _, names in os.walk(_local(directory)) for name in names)
     if not directory.startswith("ram://"):
         return [os.path.join(root, name) for root, _, names in tf.io.gfile.walk(directory) for name in names]
     files, matches, pattern = [], tf.io.gfile.glob(f"{directory.rstrip('/')}/*"), directory.rstrip("/")
@@ -332,7 +347,7 @@ def local_copy(path):
     with temporary_directory("gtr-keras-copy-") as scratch:
         local = os.path.join(scratch, os.path.basename(path.rstrip("/")) or "copy")
         if isdir(path):
-            for file in _files_under(path):
+            for file in files_under(path):
                 destination = os.path.join(local, os.path.relpath(file, path))
                 os.makedirs(os.path.dirname(destination), exist_ok=True)
                 tf.io.gfile.copy(file, destination, overwrite=True)
@@ -492,10 +507,10 @@ def _commit(pairs):
     try:
         for staged, target in pairs:
             if os.path.exists(target):
-                rename(target, f"{staged}-old")
+                _rename(target, f"{staged}-old")
                 moved_aside.append((staged, target))
         for staged, target in pairs:
-            rename(staged, target)
+            _rename(staged, target)
             placed.append(target)
     except BaseException as error:
         if isinstance(error, CrashPoint):
@@ -532,20 +547,20 @@ def _upload_and_commit(pairs):
                 tf.io.gfile.copy(file, destination, overwrite=True)
             uploads.append((upload, target, is_file))
         for upload, target, is_file in uploads:
-            remove(target)
+            _delete(target)
             if is_file:
-                rename(upload, target)
+                _rename(upload, target)
                 continue
-            for file in _files_under(upload):
+            for file in files_under(upload):
                 destination = f"{target}/{os.path.relpath(file, upload)}"
                 _make_parent(destination)
-                rename(file, destination)
-            remove(upload)
+                _rename(file, destination)
+            _delete(upload)
     except BaseException as error:
         if isinstance(error, CrashPoint):
             raise
         for upload, _, _ in uploads:
-            remove(upload)
+            _delete(upload)
         raise
 
 
@@ -566,21 +581,25 @@ def parent_and_name(path):
 def remove_staging(target):
     """Removes what runs killed while writing `target` through `atomic_outputs` left beside it
     (`.NAME.tmp-*`, `.NAME.upload-*`), or puts back the previous `target` that a commit killed between its
-    renames had moved aside (`.NAME.tmp-*-old`). Names are matched literally (no glob).
+    renames had moved aside (`.NAME.tmp-*-old`); for a `target` directory with a record, also what killed
+    changes of its record left inside it. Names are matched literally (no glob).
 
     Only for a caller that knows no other run is writing `target` (`locks.output_lock` holds it).
     """
     parent, name = parent_and_name(target)
     if not isdir(parent):
         return
+    if name != CHECKSUMS_FILE and isfile(f"{parent}/{name}/{CHECKSUMS_FILE}"):
+        with _record_lock(f"{parent}/{name}"):  # a change of the record that a writer without the lock makes
+            remove_staging(f"{parent}/{name}/{CHECKSUMS_FILE}")
     for entry in sorted(entry.rstrip("/") for entry in listdir(parent)):
         if not entry.startswith((f".{name}.tmp-", f".{name}.upload-")):
             continue
         stale = f"{parent}/{entry}"
         if entry.endswith("-old") and is_local(parent) and not os.path.exists(f"{parent}/{name}"):
-            rename(stale, f"{parent}/{name}")
+            _rename(stale, f"{parent}/{name}")
         else:
-            remove(stale)
+            _delete(stale)
 
 
 def _make_parent(path):
@@ -686,10 +705,15 @@ def atomic_outputs(*targets, replaces=None):
                     _fsync_tree(staged)
                 else:
                     _fsync(staged)
-            _upload_and_commit(
-                [(staged, target) for staged, target, path in zip(staging, targets, local) if path is None]
-            )
-            _commit(local_pairs)
+            changes = [
+                (target, _staged_entries(staged, parent_and_name(target)[1]))
+                for staged, target in zip(staging, targets)
+            ]
+            with _recorded(changes):
+                _upload_and_commit(
+                    [(staged, target) for staged, target, path in zip(staging, targets, local) if path is None]
+                )
+                _commit(local_pairs)
         except BaseException as error:
             if isinstance(error, CrashPoint):
                 raise
@@ -698,7 +722,7 @@ def atomic_outputs(*targets, replaces=None):
             for parent in reversed(created):  # the parents made for outputs that are not written
                 with contextlib.suppress(OSError, DataError):
                     if isdir(parent) and not listdir(parent):
-                        remove(parent)
+                        _delete(parent)
             raise
 
 
@@ -714,35 +738,118 @@ def _missing_parents(directory):
     return missing
 
 
-def file_sha256(path, chunk_size=1 << 22):
+def file_sha256(path):
     """`(SHA-256 hex digest, size in bytes)` of the file `path` (local or on any file system)."""
-    digest, size = hashlib.sha256(), 0
     with open(path, "rb") as f:
-        while chunk := f.read(chunk_size):
-            digest.update(chunk)
-            size += len(chunk)
-    return digest.hexdigest(), size
+        return checksum_records.sha256_of(f)
 
 
 def write_checksums(directory):
-    """Writes `directory/checksums.json` (the local directory an output is staged in): the SHA-256 and size
-    of every file below it, by path relative to it, which `gtr-keras check` verifies.
+    """Writes `directory/checksums.json` (the local directory an output is staged in): the record of every
+    file below it, by path relative to it, and of the units below it (`checksum_records`), which
+    `gtr-keras check` verifies; returns its unit id.
 
     Example:
     >>> write_checksums("/tmp/.index.tmp-x")  # doctest: +SKIP
+    '3f2a...'
     """
-    entries = {}
-    for root, _, names in os.walk(directory):
-        for name in names:
-            path = os.path.join(root, name)
-            relative = os.path.relpath(path, directory).replace(os.sep, "/")
-            if relative != CHECKSUMS_FILE:
-                sha256, size = file_sha256(path)
-                entries[relative] = {"sha256": sha256, "size": size}
-    record = {"format": CHECKSUMS_FORMAT, "algorithm": "sha256", "files": dict(sorted(entries.items()))}
-    with builtins.open(os.path.join(directory, CHECKSUMS_FILE), "w", encoding="utf-8") as f:
-        json.dump(record, f, indent=1)
-        f.write("\n")
+    return checksum_records.write_staged(directory)
+
+
+def _read_record(directory):
+    """The record (`checksum_records`) of `directory`, or None where it holds none.
+
+    Raises:
+        DataError: a damaged record, naming it: a write into the directory would leave a record that no
+            check can trust.
+    """
+    path = f"{directory.rstrip('/')}/{CHECKSUMS_FILE}"
+    return checksum_records.parse(read_bytes(path), path) if isfile(path) else None
+
+
+def _staged_entries(staged, name):
+    """`entries_at`'s shape for a local staged output that will be `name`: a file's state, or a directory's
+    unit id (it holds its record by then)."""
+    if os.path.isdir(staged):
+        return {"files": {}, "units": {name: _read_record(os.fspath(staged))["unit"]}}
+    return {"files": {name: checksum_records.file_state(staged)}, "units": {}}
+
+
+@contextlib.contextmanager
+def _record_lock(directory):
+    """Holds an exclusive `fcntl.flock` on the local `directory` for the block (nothing elsewhere): one
+    change of its record at a time, whichever writers write into it."""
+    if not is_local(directory):
+        yield
+        return
+    descriptor = os.open(_local(directory), os.O_RDONLY)
+    try:
+        fcntl.flock(descriptor, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(descriptor)
+
+
+def _change_record(directory, change):
+    """Replaces the record of `directory` by `change(record)`, read and written under its lock."""
+    path = f"{directory}/{CHECKSUMS_FILE}"
+    with _record_lock(directory):
+        record = _read_record(directory)
+        if record is None:  # the directory was removed meanwhile
+            return
+        remove_staging(path)  # what a killed change of the record left: no other one runs under the lock
+        changed = change(record)
+        if changed != record:
+            _replace_bytes(path, checksum_records.sealed(changed))
+
+
+@contextlib.contextmanager
+def _recorded(changes):
+    """Keeps the records of the directories that `changes` write into up to date around the block, which
+    makes the change: `changes` is a list of `(target, entries)`, `entries` what the target (a name directly
+    in its directory) holds after the block, in `checksum_records.entries_at`'s shape (empty: removed).
+
+    A directory without a record (one gtr-keras did not commit, or a staging one) is left as it is. In the
+    others, the target's entries first allow both states, then, once the block has ended, hold the new one
+    (`checksum_records.while_changing`, `after_change`): a kill leaves every file in a state its record
+    allows. If the block raises, they are put back as they were.
+    """
+    targets, before = [], {}
+    for target, entries in changes:
+        parent, name = parent_and_name(target)
+        try:
+            recorded = name != CHECKSUMS_FILE and not name.startswith(".") and isfile(f"{parent}/{CHECKSUMS_FILE}")
+        except DataError:  # a file system TensorFlow does not know: the change itself names the target
+            recorded = False
+        if recorded:
+            targets.append((parent, name, entries))
+
+    def during(parent, name, entries):
+        def change(record):
+            before[parent, name] = checksum_records.entries_at(record, name)
+            return checksum_records.while_changing(record, name, entries)
+
+        return change
+
+    for parent, name, entries in targets:
+        _change_record(parent, during(parent, name, entries))
+    try:
+        yield
+    except BaseException as error:
+        if not isinstance(error, CrashPoint):
+            for parent, name, _ in targets:
+                _change_record(parent, lambda r, p=parent, n=name: checksum_records.after_change(r, n, before[p, n]))
+        raise
+    for parent, name, entries in targets:
+        _change_record(parent, lambda r, n=name, e=entries: checksum_records.after_change(r, n, e))
+
+
+def _recorded_entries(path):
+    """The entries of the record of `path`'s directory at `path` (`entries_at`'s shape), or None where its
+    directory holds no record."""
+    parent, name = parent_and_name(path)
+    record = _read_record(parent)
+    return None if record is None else checksum_records.entries_at(record, name)
 
 
 @contextlib.contextmanager
@@ -790,18 +897,14 @@ def atomic_file(path):
             yield f
 
 
-def replace_file(path, data):
-    """Writes `data` (bytes) to the file `path` by one rename over it: a reader finds the old contents or the
-    new, and `path` is never absent (as `atomic_file`'s commit may leave it for a moment, when the old file
-    is renamed aside first). For a small file that readers poll, such as a manifest.
-
-    Example:
-    >>> replace_file("index/segments.json", json.dumps(manifest).encode("utf-8"))
-    """
+def _replace_bytes(path, data):
+    """Writes `data` to the file `path` by one rename over it (`replace_file`), leaving records as they are."""
     path = os.fspath(path)
     parent, name = parent_and_name(path)
     if is_local(path):
         descriptor, staged = tempfile.mkstemp(prefix=f".{name}.tmp-", dir=parent)
+        with contextlib.suppress(FileNotFoundError):  # the mode of the file replaced (mkstemp's is 0600)
+            os.fchmod(descriptor, os.stat(os.path.join(parent, name)).st_mode & 0o777)
         try:
             with os.fdopen(descriptor, "wb") as f:
                 perform("write", staged)
@@ -809,7 +912,7 @@ def replace_file(path, data):
                 f.flush()
                 perform("fsync", staged)
                 os.fsync(f.fileno())
-            rename(staged, os.path.join(parent, name))
+            _rename(staged, os.path.join(parent, name))
         except BaseException as error:
             if not isinstance(error, CrashPoint):
                 _remove(staged)
@@ -820,12 +923,39 @@ def replace_file(path, data):
     perform("write", upload)
     with tf.io.gfile.GFile(upload, "wb") as f:
         f.write(data)
-    rename(upload, path)
+    _rename(upload, path)
+
+
+def replace_file(path, data):
+    """Writes `data` (bytes) to the file `path` by one rename over it: a reader finds the old contents or the
+    new, and `path` is never absent (as `atomic_file`'s commit may leave it for a moment, when the old file
+    is renamed aside first). For a small file that readers poll, such as a manifest.
+
+    Example:
+    >>> replace_file("index/segments.json", json.dumps(manifest).encode("utf-8"))
+    """
+    with _recorded([(path, {"files": {parent_and_name(path)[1]: _bytes_state(data)}, "units": {}})]):
+        _replace_bytes(path, data)
+
+
+def _bytes_state(data):
+    return {"sha256": hashlib.sha256(data).hexdigest(), "size": len(data)}
+
+
+def rename(source, target):
+    """Renames `source` to `target` (replacing a file there; one rename on a local file system), the records
+    of their directories kept up to date (`_recorded`)."""
+    source, target = os.fspath(source), os.fspath(target)
+    entries = _recorded_entries(source)
+    moved = {"files": {}, "units": {}}
+    if entries is not None and parent_and_name(source)[0] == parent_and_name(target)[0]:
+        moved = checksum_records.moved(entries, parent_and_name(source)[1], parent_and_name(target)[1])
+    with _recorded([(source, {"files": {}, "units": {}}), (target, moved)]):
+        _rename(source, target)
 
 
 @_named_errors
-def rename(source, target):
-    """Renames `source` to `target` (replacing a file there; one rename on a local file system)."""
+def _rename(source, target):
     perform("rename", source)
     if _local(source) is not None:
         os.rename(_local(source), _local(target))

@@ -1,7 +1,7 @@
 """One writer at a time per output: a second run on the same output is refused, naming the first.
 
 `output_lock(path)` is held by every command that writes a resumable or
-replaced output (index, train, distill, export, encode, convert, migrate, evaluate, mine), for
+replaced output (index, train, distill, export, encode, convert, evaluate, mine), for
 the whole run. Its lock file is `.NAME.lock` beside the output, and notes the
 holder's host, process id and command line for the message another run gets.
 

@@ -13,9 +13,12 @@ import argparse
 import json
 import time
 
-from gtr_keras import SearchIndex, evaluate_run, load_dataset, load_teacher
+from gtr_keras import load_dataset
+from gtr_keras.beir import evaluate_run
+from gtr_keras.distillation import load_teacher
 from gtr_keras.errors import run_script
-from gtr_keras.retrieval.runs import gtr_run
+from gtr_keras.index import SearchIndex
+from gtr_keras.retrieval import gtr_run
 from gtr_keras.utils import files
 
 

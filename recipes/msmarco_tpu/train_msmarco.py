@@ -28,10 +28,10 @@ import argparse
 import json
 import os
 
-from gtr_keras import convert_sentence_transformers, evaluate_run, load_dataset, save, train
-from gtr_keras.beir.evaluation import format_table
-from gtr_keras.models.gtr.presets import PRESETS
-from gtr_keras.retrieval.runs import gtr_run
+from gtr_keras import load, load_dataset, save, train
+from gtr_keras.beir import evaluate_run, format_table
+from gtr_keras.models import PRESETS
+from gtr_keras.retrieval import gtr_run
 from gtr_keras.utils import files
 
 
@@ -42,7 +42,8 @@ def model_init(init, output_dir):
         return init
     converted = os.path.join(output_dir, "initial_model")
     if not files.exists(converted):
-        save(convert_sentence_transformers(init), converted)
+        hub_id = not init.startswith("hf://") and not files.exists(init)
+        save(load("hf://" + init if hub_id else init), converted)
     return converted
 
 

@@ -14,8 +14,7 @@ import keras
 import numpy as np
 
 from gtr_keras import DualEncoder, GTRTextEmbedder, GTRTokenizer
-from gtr_keras.training.data import TrainingData
-from gtr_keras.training.dual_encoder import make_optimizer
+from gtr_keras.training import TrainingData, make_optimizer
 
 
 def main():

@@ -2,10 +2,9 @@
 exit 2 and one line naming it and a file in it, before the model loads, and is left as it was."""
 
 import json
-import os
 
 import pytest
-from conftest import FIXTURES, TINY_ST
+from conftest import TINY_ST
 
 from gtr_keras.cli.main import main
 
@@ -33,7 +32,7 @@ def no_model_loads(monkeypatch):
     def load(*args, **kwargs):
         raise AssertionError("the model was loaded before the output was checked")
 
-    for name in ("load", "convert_sentence_transformers", "migrate"):
+    for name in ("load", "convert_sentence_transformers"):
         monkeypatch.setattr(saving, name, load)
     monkeypatch.setattr(demo, "load", load)
 
@@ -43,10 +42,9 @@ def test_convert_to_sentence_transformers_keeps_a_users_folder(tmp_path, tiny_mo
     _refused(capsys, out, ["convert", "--to", "sentence-transformers", tiny_model_dir, str(out)])
 
 
-def test_convert_and_migrate_keep_a_users_folder(tmp_path, capsys, no_model_loads):
+def test_convert_keeps_a_users_folder(tmp_path, capsys, no_model_loads):
     out = _users_folder(tmp_path / "userdir")
     _refused(capsys, out, ["convert", TINY_ST, str(out)])
-    _refused(capsys, out, ["migrate", os.path.join(FIXTURES, "tiny-gtr-legacy"), str(out)])
 
 
 def test_a_model_directory_with_a_stranger_inside_is_kept_whole(tmp_path, tiny_model_dir, capsys):

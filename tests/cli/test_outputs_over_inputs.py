@@ -14,7 +14,6 @@ from gtr_keras.cli.parser import build_parser
 # Every path argument of every command that writes something: (flag, kind of the value, "input"/"output").
 COMMANDS = {
     "convert": [("SOURCE", "dir", "input"), ("OUT", "out-dir", "output")],
-    "migrate": [("SOURCE", "dir", "input"), ("OUT", "out-dir", "output")],
     "encode": [("--model", "dir", "input"), ("--input", "file", "input"), ("--output", "out-npy", "output")],
     "index": [("--model", "dir", "input"), ("--corpus", "beir", "input"), ("--out", "out-dir", "output")],
     "evaluate": [

@@ -17,10 +17,10 @@ TEXT = ["lift on a wing"]
 
 
 def test_each_format_loads_to_the_same_embeddings():
-    # The three fixtures hold the same tiny model in three formats.
+    # The two fixtures hold the same tiny model in two formats.
     loaded = [
         GTRTextEmbedder.from_preset(resolve_model_source(path)).encode_queries(TEXT)
-        for path in (TINY_ST, f"{FIXTURES}/tiny-gtr-legacy", f"{FIXTURES}/tiny-gtr-preset-0.1")
+        for path in (TINY_ST, f"{FIXTURES}/tiny-gtr-preset-0.1")
     ]
     for other in loaded[1:]:
         np.testing.assert_allclose(other, loaded[0], atol=1e-6, rtol=0)
@@ -40,10 +40,9 @@ def test_a_keras_hub_preset_is_checked_before_keras_hub_reads_it(tmp_path):
         GTRTextEmbedder.from_preset(copy)
 
 
-@pytest.mark.parametrize("path", [TINY_ST, f"{FIXTURES}/tiny-gtr-legacy"])
-def test_other_formats_take_no_keras_hub_arguments(path):
+def test_other_formats_take_no_keras_hub_arguments():
     with pytest.raises(UserError, match="takes no \\['num_classes'\\]"):
-        GTRTextEmbedder.from_preset(path, num_classes=2)
+        GTRTextEmbedder.from_preset(TINY_ST, num_classes=2)
 
 
 def test_a_format_without_a_registered_loader_is_named(monkeypatch):

@@ -221,6 +221,7 @@ def test_old_generations_files_go_once_two_newer_ones_exist(tmp_path):
     compact_search_index(tmp_path / "index")
     update_search_index(tmp_path / "index", None, ["d5"])
     assert sorted(os.listdir(tmp_path / "index")) == [
+        "checksums.json",
         "deleted-000005.npz",
         "index.json",
         "segment-000004",
@@ -343,6 +344,7 @@ def test_a_reader_loading_during_updates_sees_one_whole_generation(tmp_path, mon
 
 def test_updates_and_compaction_on_another_file_system():
     from gtr_keras.utils import files
+    from gtr_keras.utils.checksums import verify_checksums
 
     directory = "ram://live-indexes/index"
     expected = dict(zip([f"d{i}" for i in range(100)], clustered(100, seed=1)))
@@ -358,7 +360,9 @@ def test_updates_and_compaction_on_another_file_system():
     update_search_index(directory, None, ["d61"])
     del expected["d60"], expected["d61"]
     _assert_same_results(SearchIndex.load(directory), expected)
+    assert verify_checksums(directory) == ([], 7)  # every write kept the records on another file system too
     assert files.listdir(directory) == [
+        "checksums.json",
         "deleted-000005.npz",
         "deleted-000006.npz",
         "index.json",
@@ -402,18 +406,16 @@ def test_a_first_update_killed_after_its_segment_is_redone_by_a_rerun(tmp_path):
     assert len(SearchIndex.load(directory).ids) == 11
 
 
-def test_loading_with_checksums_asked_names_a_changed_segment_file(tmp_path, monkeypatch):
-    from gtr_keras.utils.checksums import VERIFY_VARIABLE
-
+def test_loading_with_checksums_asked_names_a_changed_segment_file(tmp_path):
     directory = tmp_path / "index"
     _build(directory, [f"d{i}" for i in range(10)], clustered(10, seed=1))
     update_search_index(directory, ArrayRows(["n0"], clustered(1, seed=2)))
+    SearchIndex.load(directory, verify=True)
     ids = directory / "segment-000001" / "ids.txt"
     ids.write_text("m0\n")
     assert len(SearchIndex.load(directory).ids) == 11  # the cheap checks pass
-    monkeypatch.setenv(VERIFY_VARIABLE, "1")
     with pytest.raises(DataError, match="segment-000001/ids.txt: its SHA-256"):
-        SearchIndex.load(directory)
+        SearchIndex.load(directory, verify=True)
 
 
 def test_an_update_of_the_same_documents_with_other_metadata_is_no_rerun(tmp_path):

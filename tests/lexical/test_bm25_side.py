@@ -50,6 +50,20 @@ def test_a_side_of_other_ids_or_order_is_refused(tmp_path):
         load_bm25_side(tmp_path, [*CORPUS.ids, "extra"])
 
 
+def test_a_written_side_is_a_unit_of_its_own_and_verify_names_a_changed_byte(tmp_path):
+    from gtr_keras.utils.checksums import verify_checksums
+
+    write_bm25_side(tmp_path, CORPUS)
+    assert verify_checksums(tmp_path / "bm25") == ([], 7)
+    load_bm25_side(tmp_path, CORPUS.ids, verify=True)
+    data = bytearray((tmp_path / "bm25" / "data.csc.index.npy").read_bytes())
+    data[-1] ^= 0x01
+    (tmp_path / "bm25" / "data.csc.index.npy").write_bytes(bytes(data))
+    load_bm25_side(tmp_path, CORPUS.ids)  # the cheap checks pass
+    with pytest.raises(DataError, match=r"bm25/data.csc.index.npy: its SHA-256 is not the one recorded"):
+        load_bm25_side(tmp_path, CORPUS.ids, verify=True)
+
+
 def test_a_side_of_other_texts_than_the_stored_documents_is_refused(tmp_path):
     write_bm25_side(tmp_path, CORPUS)
     assert load_bm25_side(tmp_path, CORPUS.ids, CORPUS).ids == CORPUS.ids

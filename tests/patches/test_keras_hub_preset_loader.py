@@ -51,12 +51,11 @@ def test_every_name_of_the_table_loads_the_same_model_through_every_loader(
         assert set(hub_downloads_give_the_tiny_checkpoint) == {PRESET_SOURCES[name].removeprefix("hf://")}
 
 
-def test_a_sentence_transformers_checkpoint_and_the_first_format_load_through_keras_hub():
-    for directory in (TINY_ST, f"{FIXTURES}/tiny-gtr-legacy"):
-        embedder = keras_hub.models.TextEmbedder.from_preset(directory)
-        np.testing.assert_allclose(
-            embedder.encode_queries(TEXT), gtr_keras.load(directory).encode_queries(TEXT), atol=0, rtol=0
-        )
+def test_a_sentence_transformers_checkpoint_loads_through_keras_hub():
+    embedder = keras_hub.models.TextEmbedder.from_preset(TINY_ST)
+    np.testing.assert_allclose(
+        embedder.encode_queries(TEXT), gtr_keras.load(TINY_ST).encode_queries(TEXT), atol=0, rtol=0
+    )
 
 
 def test_only_gtr_sources_that_keras_hub_cannot_read_get_the_gtr_loader(tmp_path):

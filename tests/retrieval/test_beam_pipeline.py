@@ -226,9 +226,9 @@ def test_duplicate_ids_across_corpus_files_end_the_command_with_one_line(tmp_pat
 
 @pytest.mark.parametrize("where", ["local", "ram"])
 def test_a_glob_matching_nothing_fails_before_the_model_loads(tmp_path, tiny_model_dir, monkeypatch, capsys, where):
-    from gtr_keras.cli import commands
+    from gtr_keras import saving
 
-    monkeypatch.setattr(commands, "_encoder", lambda args: pytest.fail("the model was loaded"))
+    monkeypatch.setattr(saving, "load", lambda *args, **kwargs: pytest.fail("the model was loaded"))
     directory = str(tmp_path) if where == "local" else f"ram://empty-{uuid.uuid4().hex}"
     pattern = f"{directory}/corpus-*.jsonl.gz"
 
@@ -237,9 +237,9 @@ def test_a_glob_matching_nothing_fails_before_the_model_loads(tmp_path, tiny_mod
 
 
 def test_a_glob_without_runner_is_refused_naming_the_flag(tmp_path, tiny_model_dir, monkeypatch, capsys):
-    from gtr_keras.cli import commands
+    from gtr_keras import saving
 
-    monkeypatch.setattr(commands, "_encoder", lambda args: pytest.fail("the model was loaded"))
+    monkeypatch.setattr(saving, "load", lambda *args, **kwargs: pytest.fail("the model was loaded"))
     write_corpus(tmp_path / "corpus-00000.jsonl.gz", 3)
     pattern = str(tmp_path / "corpus-*.jsonl.gz")
     assert main(["index", "--model", tiny_model_dir, "--corpus", pattern, "--out", str(tmp_path / "index")]) == 2
@@ -398,13 +398,6 @@ def test_stale_or_mixed_shards_are_user_errors_naming_the_shard_directory(tmp_pa
     with pytest.raises(error, match=re.escape(f"{tmp_path}: {message}")) as raised:
         index_from_shards(str(tmp_path))
     assert isinstance(raised.value, UserError)
-
-
-def test_a_shard_of_an_older_release_is_a_mismatch_to_encode_again(tmp_path):
-    write_manifest(tmp_path, ["f0.jsonl"])
-    np.savez(tmp_path / "embeddings-00000-of-00001.npz", ids=np.array(["a"]), embeddings=np.ones((1, 4), np.float32))
-    with pytest.raises(MismatchError, match="written by an older gtr-keras .*encode the corpus again"):
-        index_from_shards(str(tmp_path))
 
 
 def test_a_stale_shard_directory_is_exit_2_not_a_bug(tmp_path, tiny_model_dir, monkeypatch, capsys):

@@ -188,8 +188,7 @@ def test_index_without_a_model_fingerprint_is_refused(index_copy, tiny_encoder):
     _edit_retriever_json(index_copy, model_sha256=None)
     with pytest.raises(
         MismatchError,
-        match=f"^{re.escape(str(index_copy))}: built by an older gtr-keras that did "
-        "not record the model's fingerprint; rebuild the index",
+        match=f"^{re.escape(str(index_copy))}: built from embeddings with no record of their model",
     ):
         Retriever.load(index_copy, tiny_encoder)
 

@@ -8,7 +8,7 @@ from search_inputs import assert_same_results, clustered
 
 from gtr_keras.beir.readers import Corpus
 from gtr_keras.cli.main import main
-from gtr_keras.errors import MismatchError
+from gtr_keras.errors import DataError, MismatchError
 from gtr_keras.index.search_index import SearchIndex
 from gtr_keras.retrieval.index_updates import read_id_file, update_index
 from gtr_keras.retrieval.retriever import Retriever, build_index, index_metadata
@@ -107,10 +107,10 @@ def test_cli_update_flags_are_checked_first(tmp_path, capsys, flags, message):
 
 def test_an_id_file_names_the_line_of_a_bad_id(tmp_path):
     (tmp_path / "ids.txt").write_text("a\nb c\n")
-    with pytest.raises(Exception, match=r"ids.txt:2: id 'b c' holds whitespace"):
+    with pytest.raises(DataError, match=r"^\S*ids.txt:2: id 'b c' holds whitespace"):
         read_id_file(tmp_path / "ids.txt")
     (tmp_path / "ids.txt").write_text("a\n\nb\na\n")
-    with pytest.raises(Exception, match=r"ids.txt:4: id 'a' duplicates .*ids.txt:1"):
+    with pytest.raises(DataError, match=r"^\S*ids.txt:4: id 'a' duplicates .*ids.txt:1"):
         read_id_file(tmp_path / "ids.txt")
 
 

@@ -306,3 +306,157 @@ def test_an_onnx_export_serves_the_embeddings_of_its_runtime(tiny_onnx_export, t
     np.testing.assert_allclose(embeddings, onnx.encode_documents(TEXTS), atol=1e-6, rtol=0)
     np.testing.assert_allclose(embeddings, tiny_encoder.encode_documents(TEXTS), atol=1e-4, rtol=0)
     assert answer["usage"]["prompt_tokens"] == sum(len(ids) for ids in onnx.tokenize(TEXTS, "document"))
+
+
+@pytest.fixture(scope="module")
+def roomy_url(tiny_encoder, tiny_model_dir, index_dir):
+    """A server of the default limits (a body of 8 MiB), for the bodies the small server refuses by size."""
+    with running(tiny_encoder, index_dir, tiny_model_dir) as (url, _, _):
+        yield url
+
+
+DEEP = b"[" * 50_000 + b"]" * 50_000
+DIGITS = b"9" * 5_000
+MALFORMED = [
+    ("embeddings", DEEP, 400, None, "invalid_json"),
+    ("embeddings", b'{"input": ' + DEEP + b', "model": "tiny"}', 400, None, "invalid_json"),
+    ("embeddings", b'{"input": "a", "model": "tiny", "dimensions": ' + DIGITS + b"}", 400, None, "invalid_json"),
+    ("search", b'{"query": "a", "k": ' + DIGITS + b"}", 400, None, "invalid_json"),
+    ("embeddings", b'{"input": "a", "model": "tiny", "dimensions": ' + b"9" * 4000 + b"}", 422, "dimensions", None),
+    ("search", b'{"query": "a", "k": -' + b"9" * 4000 + b"}", 422, "k", "invalid_value"),
+    ("embeddings", b'{"input": "a", "model": "tiny", "dimensions": NaN}', 400, None, "invalid_json"),
+    ("search", b'{"query": "a", "retriever": "hybrid", "gtr_weight": Infinity}', 400, None, "invalid_json"),
+    ("search", b'{"query": "a", "retriever": "hybrid", "gtr_weight": -Infinity}', 400, None, "invalid_json"),
+    ("search", b'{"query": "a", "retriever": "hybrid", "gtr_weight": 1e999}', 422, "gtr_weight", "invalid_value"),
+    ("search", b'{"query": "a", "k": 1e999}', 422, "k", "invalid_value"),
+    ("embeddings", b'{"input": "\\ud800", "model": "tiny"}', 422, "input[0]", "invalid_text"),
+    ("embeddings", b'{"input": ["ok", "a\\udfffb"], "model": "tiny"}', 422, "input[1]", "invalid_text"),
+    ("embeddings", b'{"input": "a", "model": "tiny", "user": "\\udc80"}', 422, "user", "invalid_text"),
+    ("embeddings", b'{"input": "a", "model": "\\ud800"}', 404, "model", "model_not_found"),
+    ("embeddings", b'{"input": "a", "model": "tiny", "\\ud800": 1}', 422, "\\ud800", "unknown_field"),
+    ("search", b'{"query": "\\ud800 wing"}', 422, "query", "invalid_text"),
+    ("search", b'{"queries": ["wing", "\\udc80"]}', 422, "queries[1]", "invalid_text"),
+    ("embeddings", b'{"input": {}, "model": "tiny"}', 422, "input", "invalid_type"),
+    ("embeddings", b'{"input": "a", "model": "tiny", "encoding_format": []}', 422, "encoding_format", None),
+    ("embeddings", b'{"input": "a", "model": "tiny", "input_type": {}}', 422, "input_type", None),
+    ("embeddings", b'{"input": "a", "model": ["tiny"]}', 422, "model", "invalid_type"),
+    ("search", b'{"query": "a", "k": "10"}', 422, "k", "invalid_value"),
+    ("search", b'{"query": "a", "k": null}', 422, "k", "invalid_value"),
+    ("search", b'{"query": "a", "retriever": 5}', 422, "retriever", "invalid_value"),
+    ("search", b'{"query": "a", "retriever": "hybrid", "fusion": ["rrf"]}', 422, "fusion", "invalid_value"),
+    ("search", b'{"query": "a", "retriever": "hybrid", "gtr_weight": "0.5"}', 422, "gtr_weight", "invalid_value"),
+    ("search", b'{"query": {"text": "a"}}', 422, "query", "invalid_type"),
+    ("search", b"", 400, None, "invalid_json"),
+    ("search", b"null", 400, None, "invalid_json"),
+    ("search", b"[]", 400, None, "invalid_json"),
+    ("search", b'{"query": "a"', 400, None, "invalid_json"),
+]
+
+
+@pytest.mark.parametrize("endpoint, body, status, param, code", MALFORMED)
+def test_every_malformed_body_is_a_4xx_in_openai_s_shape_without_a_traceback(
+    roomy_url, capfd, endpoint, body, status, param, code
+):
+    response = httpx.post(f"{roomy_url}/v1/{endpoint}", content=body, timeout=30)
+    assert response.status_code == status, response.text
+    error = response.json()["error"]
+    assert set(error) == {"message", "type", "param", "code"} and error["type"] == "invalid_request_error"
+    assert error["param"] == param and (code is None or error["code"] == code)
+    assert "\n" not in error["message"] and len(error["message"]) < 300
+    assert "Traceback" not in capfd.readouterr().err
+
+
+def test_a_bad_text_fails_its_own_request_alone_among_concurrent_good_ones(tiny_encoder, tiny_model_dir, index_dir):
+    bad_bodies = [
+        ("embeddings", {"input": ["wing", "\ud800"], "model": MODEL}),
+        ("search", {"query": "lift \udfff", "k": 3}),
+        ("search", {"queries": ["heat", "\udc80"], "k": 3, "retriever": "hybrid"}),
+    ]
+    good_bodies = [
+        ("embeddings", {"input": ["lift on a wing", "heat transfer"], "model": MODEL}),
+        ("search", {"query": "shock boundary layer", "k": 3}),
+        ("search", {"query": "jet nozzle", "k": 3, "retriever": "hybrid"}),
+    ]
+    good, bad = [], []
+    with running(tiny_encoder, index_dir, tiny_model_dir, max_wait=0.02) as (url, batcher, _):
+
+        def ask(bodies, answers):
+            with httpx.Client(timeout=30) as client:
+                for number in range(12):
+                    endpoint, body = bodies[number % len(bodies)]
+                    # json.dumps writes a lone surrogate as its escape: valid JSON, as a client sends it
+                    answers.append(client.post(f"{url}/v1/{endpoint}", content=json.dumps(body).encode()))
+
+        threads = [threading.Thread(target=ask, args=(good_bodies, good)) for _ in range(6)]
+        threads += [threading.Thread(target=ask, args=(bad_bodies, bad)) for _ in range(3)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(120)
+        shared = batcher.batches
+    assert len(good) == 72 and [r.status_code for r in good if r.status_code != 200] == []
+    assert len(bad) == 36 and {(r.status_code, r.json()["error"]["code"]) for r in bad} == {(422, "invalid_text")}
+    assert shared < 72  # the good requests shared batches
+
+
+def test_a_text_the_model_fails_on_fails_only_its_own_request_of_a_shared_batch(
+    tiny_encoder, tiny_model_dir, index_dir, monkeypatch
+):
+    encode = tiny_encoder.encode
+
+    def poisoned(texts, kind="document", batch_size=32, progress=None):
+        if any("poison" in text for text in texts):
+            raise RuntimeError("the model cannot take this text")
+        return encode(texts, kind, batch_size, progress)
+
+    monkeypatch.setattr(tiny_encoder, "encode", poisoned)
+    bodies = [("embeddings", {"input": [f"wing {i}", "lift"], "model": MODEL}) for i in range(4)]
+    bodies += [("search", {"query": f"heat {i}", "k": 3}) for i in range(3)]
+    bodies += [("embeddings", {"input": ["a poison text"], "model": MODEL}), ("search", {"query": "poison", "k": 3})]
+    answers = [None] * len(bodies)
+    with running(tiny_encoder, index_dir, tiny_model_dir, max_wait=0.5) as (url, batcher, _):
+
+        def ask(number):
+            endpoint, body = bodies[number]
+            answers[number] = httpx.post(f"{url}/v1/{endpoint}", json=body, timeout=30)
+
+        threads = [threading.Thread(target=ask, args=(number,)) for number in range(len(bodies))]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(60)
+        shared = batcher.batches
+    assert [a.status_code for a in answers] == [200] * 7 + [500, 500]
+    assert {a.json()["error"]["type"] for a in answers[7:]} == {"server_error"}
+    assert "the model cannot take this text" in answers[7].json()["error"]["message"]
+    expected = tiny_encoder.encode_documents(["wing 0", "lift"])
+    np.testing.assert_allclose([d["embedding"] for d in answers[0].json()["data"]], expected, atol=1e-6, rtol=0)
+    assert [len(a.json()["hits"]) for a in answers[4:7]] == [3, 3, 3]
+    assert shared < 9  # they shared batches, the poisoned ones among them
+
+
+def test_a_hybrid_search_s_fusion_options_are_read_once_not_in_every_batch(
+    tiny_encoder, tiny_model_dir, index_dir, monkeypatch
+):
+    from gtr_keras.server import app
+
+    reads = []
+
+    def counted(*args):
+        reads.append(args[1:])
+        return model_fusion(*args)
+
+    monkeypatch.setattr(app, "model_fusion", counted)
+    with running(tiny_encoder, index_dir, tiny_model_dir) as (url, _, _):
+        for weight in (0.3, 0.3, 0.3, 0.7):
+            body = {"query": "jet nozzle", "k": 3, "retriever": "hybrid", "fusion": "rrf", "gtr_weight": weight}
+            assert httpx.post(f"{url}/v1/search", json=body, timeout=30).status_code == 200
+    assert reads == [("rrf", 0.3), ("rrf", 0.7)]
+
+
+def test_an_answer_holding_a_lone_surrogate_renders_as_json_escapes_it():
+    from gtr_keras.server.app import _Answer
+
+    answer = _Answer({"hits": [{"id": "d1", "text": "caf\udce9 au lait"}], "query": "café"})
+    assert json.loads(answer.body) == {"hits": [{"id": "d1", "text": "caf\udce9 au lait"}], "query": "café"}
+    assert _Answer({"query": "café"}).body == '{"query":"café"}'.encode()

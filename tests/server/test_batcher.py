@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from gtr_keras.errors import OverloadedError, UserError
-from gtr_keras.server.batcher import Batcher, encoding, query_encoder
+from gtr_keras.server.batcher import Batcher, Stopping, encoding, forward_passes, query_encoder, token_lengths
 
 
 class Recorder:
@@ -14,7 +14,7 @@ class Recorder:
     def __init__(self, gate=None):
         self.calls, self.gate = [], gate
 
-    def __call__(self, key, texts):
+    def __call__(self, key, texts, stop):
         if self.gate is not None:
             assert self.gate.wait(10)
         self.calls.append((key, list(texts)))
@@ -88,19 +88,41 @@ def test_a_full_queue_is_refused_at_once_and_a_closed_batcher_takes_nothing():
     assert batcher.submit(["d"], "k") is None
 
 
-def test_an_error_goes_to_each_request_of_its_batch_and_the_worker_goes_on():
-    def run(key, texts):
+def test_a_failed_batch_runs_again_request_by_request_so_only_the_culprit_fails():
+    calls = []
+
+    def run(key, texts, stop):
+        calls.append(list(texts))
         if "bad" in texts:
             raise ValueError("a bad text")
         return (texts,)
 
-    batcher = Batcher(run, batch_size=8, max_wait=0.2)
+    batcher = Batcher(run, batch_size=8, max_wait=0.3)
     try:
-        futures = [batcher.submit(["ok"], "k"), batcher.submit(["bad"], "k")]
+        good, bad, other = (batcher.submit(texts, "k") for texts in (["ok", "fine"], ["bad"], ["also"]))
+        assert good.result(10) == (["ok", "fine"],) and other.result(10) == (["also"],)
+        with pytest.raises(ValueError, match="a bad text"):
+            bad.result(10)
+        assert calls == [["ok", "fine", "bad", "also"], ["ok", "fine"], ["bad"], ["also"]]
+        assert batcher.submit(["later"], "k").result(10) == (["later"],)
+    finally:
+        batcher.close()
+
+
+def test_an_overloaded_error_goes_to_every_request_of_the_batch_without_a_retry():
+    calls = []
+
+    def run(key, texts, stop):
+        calls.append(list(texts))
+        raise OverloadedError("the encoder's queue is full")
+
+    batcher = Batcher(run, batch_size=8, max_wait=0.3)
+    try:
+        futures = [batcher.submit([text], "k") for text in ("a", "b")]
         for future in futures:
-            with pytest.raises(ValueError, match="a bad text"):
+            with pytest.raises(OverloadedError, match="queue is full"):
                 future.result(10)
-        assert batcher.submit(["fine"], "k").result(10) == (["fine"],)
+        assert calls == [["a", "b"]]
     finally:
         batcher.close()
 
@@ -141,3 +163,126 @@ def test_encoding_gives_the_encoder_s_embeddings_and_token_counts(tiny_encoder):
             batcher.wait(texts, "passage")
     finally:
         batcher.close()
+
+
+class SlowEncoder:
+    """An encoder whose every forward pass waits for `gate` (texts: their length is their token count)."""
+
+    embedding_dim = 2
+
+    def __init__(self):
+        self.gate, self.passes, self.begun = threading.Semaphore(0), [], 0
+
+    def tokenize(self, texts, kind):
+        return [[1] * len(text) for text in texts]
+
+    prepare = tokenize
+
+    def encode(self, texts, kind, batch_size):
+        self.begun += 1
+        assert self.gate.acquire(timeout=10)
+        self.passes.append(list(texts))
+        return np.array([[len(text), 0] for text in texts], np.float32)
+
+
+def test_abandon_answers_every_request_at_once_and_the_encoding_ends_at_its_next_pass():
+    encoder = SlowEncoder()
+    batcher = Batcher(encoding(encoder, 2), batch_size=2, max_wait=0.0)
+    running = batcher.submit(["aaa", "b", "cc", "dddd", "e", "ff"], "document")  # three passes of two
+    while not batcher.running:
+        time.sleep(0.001)
+    queued = batcher.submit(["later"], "document")
+    encoder.gate.release()  # the first pass
+    while encoder.begun < 2:
+        time.sleep(0.001)
+    batcher.abandon()  # during the second pass
+    for future in (running, queued):
+        with pytest.raises(Stopping, match="stopping"):
+            future.result(0)  # answered at once, not when the pass running ends
+    encoder.gate.release()  # the second pass, running when it was abandoned, ends; no third begins
+    assert batcher.join(10)
+    assert encoder.passes == [["b", "e"], ["cc", "ff"]]
+    assert batcher.submit(["x"], "document") is None
+    with pytest.raises(Stopping):
+        batcher.wait(["x"], "document")
+
+
+def test_encoding_gives_the_embeddings_of_one_encode_call_in_length_sorted_passes(tiny_encoder):
+    texts = [" ".join(["wing"] * n) for n in (9, 1, 30, 4, 4, 17, 2, 60, 8, 3)]
+    embeddings, counts = encoding(tiny_encoder, 3)("document", texts, threading.Event())
+    np.testing.assert_allclose(embeddings, tiny_encoder.encode(texts, "document", 3), atol=1e-6, rtol=0)
+    assert counts == [len(ids) for ids in tiny_encoder.tokenize(texts, "document")]
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_forward_passes_of_a_token_budget_hold_like_lengths_within_the_budget(seed):
+    rng = np.random.default_rng(seed)
+    lengths = [int(n) for n in rng.choice([3, 9, 40, 130, 512], size=200)]
+    passes = forward_passes(lengths, batch_size=64, max_batch_tokens=2048)
+    assert sorted(row for rows in passes for row in rows) == list(range(200))
+    for rows in passes:
+        longest, shortest = max(lengths[row] for row in rows), min(lengths[row] for row in rows)
+        assert len(rows) <= 64 and len(rows) * longest <= 2048
+        assert longest <= max(2 * shortest, 16)  # a short text is never padded to a long one
+    padded = sum(len(rows) * max(lengths[row] for row in rows) for rows in passes)
+    by_count = sum(len(rows) * max(lengths[row] for row in rows) for rows in forward_passes(lengths, 64))
+    assert padded < by_count
+    assert forward_passes([5, 1, 3], batch_size=2) == [[1, 2], [0]]  # without a budget: sorted, batch_size each
+
+
+def test_a_token_budget_takes_requests_while_their_tokens_fit_measuring_each_text_once():
+    measured = []
+
+    def lengths(key, texts):
+        measured.extend(texts)
+        return [len(text) for text in texts]
+
+    run = Recorder(threading.Event())
+    batcher = Batcher(run, batch_size=2, max_wait=0.0, max_batch_tokens=10, lengths=lengths)
+    try:
+        first = batcher.submit(["x"], "k")
+        while batcher.queued:
+            time.sleep(0.001)
+        sizes = (["aaaa", "bbb"], ["cc"], ["dddd"], ["e" * 15], ["f", "g"], ["h" * 9])
+        futures = [batcher.submit(texts, "k") for texts in sizes]
+        run.gate.set()
+        for future in [first, *futures]:
+            future.result(10)
+        taken = [texts for _, texts in run.calls]
+        assert taken == [["x"], ["aaaa", "bbb", "cc"], ["dddd"], ["e" * 15], ["f", "g"], ["h" * 9]]
+        assert sorted(measured) == sorted(["x", *[text for texts in sizes for text in texts]])  # once each
+    finally:
+        batcher.close()
+
+
+def test_a_text_that_cannot_be_measured_fails_its_own_request_alone():
+    def lengths(key, texts):
+        if "bad" in texts:
+            raise ValueError("cannot tokenize")
+        return [len(text) for text in texts]
+
+    batcher = Batcher(Recorder(), max_wait=0.3, max_batch_tokens=100, lengths=lengths)
+    try:
+        good, bad, other = (batcher.submit(texts, "k") for texts in (["ok"], ["bad"], ["fine"]))
+        assert good.result(10) == ([2], ["k"]) and other.result(10) == ([4], ["k"])
+        with pytest.raises(ValueError, match="cannot tokenize"):
+            bad.result(10)
+    finally:
+        batcher.close()
+    with pytest.raises(UserError, match="lengths"):
+        Batcher(Recorder(), max_batch_tokens=100)
+
+
+def test_encoding_with_a_token_budget_gives_the_same_embeddings(tiny_encoder):
+    texts = [" ".join(["wing"] * n) for n in (9, 1, 300, 4, 4, 17, 2, 60, 8, 3)]
+    lengths = token_lengths(tiny_encoder)("document", texts)
+    assert lengths == [len(ids) for ids in tiny_encoder.tokenize(texts, "document")]
+    batcher = Batcher(
+        encoding(tiny_encoder, 32, 512), 32, 0.0, max_batch_tokens=512, lengths=token_lengths(tiny_encoder)
+    )
+    try:
+        embeddings, counts = batcher.wait(texts, "document")
+    finally:
+        batcher.close()
+    np.testing.assert_allclose(embeddings, tiny_encoder.encode_documents(texts), atol=1e-6, rtol=0)
+    assert counts == lengths

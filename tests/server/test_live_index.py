@@ -8,7 +8,8 @@ import pytest
 from servers import corpus, running
 
 from gtr_keras.retrieval.index_updates import update_index
-from gtr_keras.retrieval.retriever import build_index
+from gtr_keras.retrieval.retriever import Retriever, build_index
+from gtr_keras.server import live_index
 from gtr_keras.server.live_index import LiveIndex
 
 
@@ -53,6 +54,26 @@ def test_a_failed_load_keeps_the_generation_and_is_tried_again(index_dir, tiny_e
     with open(manifest, "w", encoding="utf-8") as f:
         f.write(good)
     assert live.check_now() and live.current.number == 1
+
+
+def test_a_load_during_which_an_update_commits_is_not_served_under_the_older_number(
+    index_dir, tiny_encoder, monkeypatch
+):
+    live = LiveIndex(index_dir, tiny_encoder, poll_interval=None)
+    update_index(index_dir, corpus=corpus(2, seed=3, prefix="new"), encoder=tiny_encoder)  # generation 1
+
+    class CommittingMeanwhile(Retriever):
+        @classmethod
+        def load(cls, directory, encoder):
+            monkeypatch.setattr(live_index, "Retriever", Retriever)  # once
+            update_index(directory, delete=["d0"])  # generation 2 commits between the number read and the load
+            return Retriever.load(directory, encoder)
+
+    monkeypatch.setattr(live_index, "Retriever", CommittingMeanwhile)
+    assert not live.check_now()  # loaded generation 2 where generation 1 was read: not swapped in
+    assert live.current.number == 0 and live.reloads == 0
+    assert live.check_now() and live.current.number == 2
+    assert "d0" not in _ids(live.current, "wing lift drag") and "new0" in _ids(live.current, "wing lift drag")
 
 
 def test_a_bm25_side_that_went_away_is_believed_at_the_second_look(index_dir, tiny_encoder):
@@ -115,3 +136,72 @@ def test_an_update_while_clients_search_fails_no_request(index_dir, tiny_encoder
     assert not failures, failures[:3]
     assert {retriever for retriever, _ in answers} == {"gtr", "bm25", "hybrid"}
     assert {seen for _, seen in answers} >= {0, generation}
+
+
+def test_a_setting_tune_records_is_applied_by_a_running_server(tiny_encoder, tiny_model_dir, tmp_path):
+    pytest.importorskip("matplotlib")
+    from gtr_keras.tuning.tuner import tune
+
+    build_index(tiny_encoder, corpus(), tmp_path / "index", model_dir=tiny_model_dir, params={"vectors": "int8"})
+    with running(tiny_encoder, tmp_path / "index", tiny_model_dir, poll_interval=0.05) as (url, _, _):
+        before = httpx.get(f"{url}/health").json()["index"]
+        assert before["search_settings"] == {"rescore": before["search_settings"]["rescore"]}
+        record = tune(tmp_path / "index", sample=20, target_recall=0.9, k=5, plot=tmp_path / "p.png", log=print)
+        deadline = time.monotonic() + 10
+        while (health := httpx.get(f"{url}/health").json()["index"])["reloads"] == before["reloads"]:
+            assert time.monotonic() < deadline, "the recorded setting was not loaded within 10 s"
+            time.sleep(0.02)
+        assert health["search_settings"] == record["setting"] and health["generation"] == 0
+        answer = httpx.post(f"{url}/v1/search", json={"query": "wing lift", "k": 5}).json()
+        assert len(answer["hits"]) == 5
+
+
+@pytest.mark.large
+def test_each_answer_s_hits_are_of_the_generation_it_names_through_quick_updates(
+    index_dir, tiny_encoder, tiny_model_dir
+):
+    first = corpus()
+    documents = {0: dict(zip(first.ids, first.texts))}  # generation: {id: text}
+    answers, stop = [], threading.Event()
+    with running(tiny_encoder, index_dir, tiny_model_dir, poll_interval=0.05) as (url, _, _):
+
+        def search(retriever):
+            with httpx.Client(timeout=30) as client:
+                for _ in range(400):  # at most; until the updates end
+                    if stop.is_set():
+                        return
+                    body = {"query": "wing lift heat", "k": 100, "retriever": retriever}
+                    answers.append((retriever, client.post(f"{url}/v1/search", json=body)))
+
+        clients = [threading.Thread(target=search, args=(r,)) for r in ("gtr", "hybrid", "bm25", "gtr")]
+        for client in clients:
+            client.start()
+        try:
+            live = dict(documents[0])
+            for number in range(12):
+                if number % 3 == 2:
+                    change = {"delete": sorted(live)[:2]}
+                    for doc_id in change["delete"]:
+                        del live[doc_id]
+                else:
+                    new = corpus(3, seed=20 + number, prefix=f"u{number}-")
+                    change = {"corpus": new, "encoder": tiny_encoder}
+                    live.update(zip(new.ids, new.texts))
+                generation = update_index(index_dir, **change)["generation"]
+                documents[generation] = dict(live)
+                time.sleep(0.03)
+        finally:
+            stop.set()
+            for client in clients:
+                client.join(60)
+    assert answers and all(response.status_code == 200 for _, response in answers)
+    served = set()
+    for retriever, response in answers:
+        answer = response.json()
+        generation = documents[answer["generation"]]
+        served.add(answer["generation"])
+        hits = {hit["id"]: hit["text"] for hit in answer["hits"]}
+        assert all(generation.get(doc_id) == text for doc_id, text in hits.items()), (retriever, answer["generation"])
+        if retriever == "gtr":  # exact search, k past the documents: all of them
+            assert set(hits) == set(generation), (answer["generation"], set(hits) ^ set(generation))
+    assert len(served) > 1

@@ -1,6 +1,8 @@
 """The `gtr-keras serve` command in a process of its own, on 127.0.0.1 and a free port, with bounded waits."""
 
+import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -13,50 +15,11 @@ import numpy as np
 import openai
 import pytest
 from conftest import REPO
-from servers import corpus
+from servers import MODEL, Served, corpus, free_port, serving
 
 from gtr_keras.errors import UserError
 from gtr_keras.retrieval.retriever import build_index
 from gtr_keras.server.serve import listening_socket
-
-
-def free_port():
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-class Served:
-    """`gtr-keras serve ARGS --port P` started, its stdout read in a thread until it says it listens."""
-
-    def __init__(self, *args):
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        command = [sys.executable, "-m", "gtr_keras", "serve", *map(str, args), "--port", str(self.port)]
-        self.process = subprocess.Popen(command, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        self.lines, listening = [], threading.Event()
-
-        def read():
-            for line in self.process.stdout:
-                self.lines.append(line)
-                if "listening on" in line:
-                    listening.set()
-
-        threading.Thread(target=read, daemon=True).start()
-        if not listening.wait(120):
-            self.process.kill()
-            raise AssertionError(f"not listening within 120 s: {self.process.communicate(timeout=30)[1][-2000:]}")
-
-    def stop(self, sig=signal.SIGTERM, timeout=30):
-        """Sends `sig`; returns `(exit status, seconds it took to exit, stderr)`."""
-        start = time.monotonic()
-        self.process.send_signal(sig)
-        try:
-            _, err = self.process.communicate(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            raise
-        return self.process.returncode, time.monotonic() - start, err
 
 
 @pytest.fixture(scope="module")
@@ -129,6 +92,110 @@ def _signal_during_a_batch(served, tiny_encoder, sig):
     )
 
 
+LONG_TEXT = " ".join(["shock boundary layer interaction on a swept wing in a supersonic nozzle"] * 40)
+
+
+def _long_request(served, answers):
+    """Posts 2,048 long texts (minutes of encoding for the tiny model on 2 cores) in a thread; returns when
+    the encoder has them."""
+    body = {"input": [f"{number} {LONG_TEXT}" for number in range(2048)], "model": "model"}
+    request = threading.Thread(
+        target=lambda: answers.append(httpx.post(f"{served.url}/v1/embeddings", json=body, timeout=120)),
+        daemon=True,
+    )
+    request.start()
+    deadline = time.monotonic() + 60
+    while httpx.get(f"{served.url}/health", timeout=10).json()["batches"] == 0:
+        assert time.monotonic() < deadline and not answers, f"the request never reached the encoder: {answers}"
+        time.sleep(0.05)
+    return request
+
+
+@pytest.mark.large
+def test_sigterm_during_a_long_request_exits_within_the_grace_period_answering_it_503(tiny_model_dir):
+    served = Served("--model", tiny_model_dir, "--served-model-name", "model", "--grace-period", "3")
+    try:
+        answers = []
+        request = _long_request(served, answers)
+        time.sleep(2)
+        status, seconds, err = served.stop(signal.SIGTERM, timeout=30)
+        request.join(30)
+    finally:
+        if served.process.poll() is None:
+            served.process.kill()
+    assert status == 0 and seconds < 3 + 2, (status, seconds, err)
+    assert err.strip().splitlines()[-1] == "gtr-keras serve: stopped" and "Traceback" not in err
+    assert answers, "the request in flight got no answer"
+    if answers[0].status_code != 200:  # it finished within the grace period on a fast machine
+        assert answers[0].status_code == 503 and answers[0].json()["error"]["code"] == "stopping"
+        assert answers[0].headers["connection"] == "close"
+
+
+@pytest.mark.large
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_a_second_signal_ends_the_grace_period_at_once(tiny_model_dir, sig):
+    served = Served("--model", tiny_model_dir, "--served-model-name", "model", "--grace-period", "60")
+    try:
+        answers = []
+        request = _long_request(served, answers)
+        served.process.send_signal(sig)
+        time.sleep(0.5)
+        assert served.process.poll() is None  # the grace period runs
+        status, seconds, err = served.stop(sig, timeout=30)
+        request.join(30)
+    finally:
+        if served.process.poll() is None:
+            served.process.kill()
+    assert status == 0 and seconds < 3, (status, seconds, err)
+    assert "Traceback" not in err
+    assert not answers or answers[0].status_code == 503
+
+
+@pytest.mark.large
+def test_malformed_requests_leave_no_traceback_on_the_command_s_stderr(tiny_model_dir, index_dir):
+    served = Served("--model", tiny_model_dir, "--index", index_dir, "--served-model-name", "gtr")
+    try:
+        bodies = [
+            ("embeddings", b"[" * 50_000 + b"]" * 50_000),
+            ("embeddings", b'{"input": "a", "model": "gtr", "dimensions": ' + b"9" * 5_000 + b"}"),
+            ("embeddings", b'{"input": ["a", "\\ud800"], "model": "gtr"}'),
+            ("embeddings", b'{"input": "a", "model": "gtr", "dimensions": NaN}'),
+            ("search", b'{"query": "\\udfff"}'),
+            ("search", b'{"query": "a", "k": 1e999}'),
+            ("search", b'{"\\ud800": 1}'),
+        ]
+        statuses = [
+            httpx.post(f"{served.url}/v1/{endpoint}", content=body, timeout=30).status_code for endpoint, body in bodies
+        ]
+        with socket.create_connection(("127.0.0.1", served.port), timeout=30) as sock:
+            sock.sendall(b"POST /v1/search HTTP/1.1\r\nHost: x\r\nContent-Length: -5\r\n\r\n")
+            assert sock.recv(65536).startswith(b"HTTP/1.1 400 ")
+    finally:
+        status, _, err = served.stop()
+    assert statuses == [400, 400, 422, 400, 422, 422, 422]
+    assert status == 0 and "Traceback" not in err and err.strip().endswith("gtr-keras serve: stopped"), err
+
+
+def _main_before_tensorflow(*argv):
+    """Runs `gtr-keras ARGV` in a fresh process that asserts exit 2 without TensorFlow; returns its stderr."""
+    script = (
+        "import sys\nfrom gtr_keras.cli.main import main\n"
+        f"try:\n    status = main({list(map(str, argv))!r})\nexcept SystemExit as exit_:\n    status = exit_.code\n"
+        "assert status == 2 and 'tensorflow' not in sys.modules and 'keras' not in sys.modules, status\n"
+    )
+    result = subprocess.run([sys.executable, "-c", script], cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    return result.stderr
+
+
+def test_a_port_in_use_is_refused_before_tensorflow_is_imported(tiny_model_dir):
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        err = _main_before_tensorflow("serve", "--model", tiny_model_dir, "--port", taken.getsockname()[1])
+    assert err.strip().endswith("cannot listen there (Address already in use)")
+
+
 @pytest.mark.large
 def test_a_port_in_use_is_exit_2_in_one_line_before_the_model_loads(tiny_model_dir):
     with socket.socket() as taken:
@@ -146,6 +213,65 @@ def test_a_port_in_use_is_exit_2_in_one_line_before_the_model_loads(tiny_model_d
     assert result.stderr.strip() == (
         f"gtr-keras serve: error: --host 127.0.0.1 --port {port}: cannot listen there (Address already in use)"
     )
+
+
+def slow_request(url, batcher, encoder, monkeypatch, answers, passes):
+    """Posts 40 x 32 texts, each forward pass of which takes 0.25 s more, in a thread; returns the thread once
+    the encoder runs them. `passes` gets each pass's start (`time.monotonic()`)."""
+    encode = encoder.encode
+
+    def slow(texts, kind="document", batch_size=32, progress=None):
+        passes.append(time.monotonic())
+        time.sleep(0.25)
+        return encode(texts, kind, batch_size, progress)
+
+    monkeypatch.setattr(encoder, "encode", slow)
+    body = {"input": [f"wing {number}" for number in range(32 * 40)], "model": MODEL}
+    thread = threading.Thread(target=lambda: answers.append(httpx.post(f"{url}/v1/embeddings", json=body, timeout=60)))
+    thread.start()
+    deadline = time.monotonic() + 30
+    while not batcher.running:
+        assert time.monotonic() < deadline and not answers, answers
+        time.sleep(0.01)
+    return thread
+
+
+@pytest.mark.parametrize("hurry", [False, True])
+def test_a_stop_answers_the_requests_in_flight_503_at_the_grace_period_s_end(tiny_encoder, monkeypatch, hurry):
+    answers, passes = [], []
+    grace, end = (30.0, 0.3) if hurry else (1.0, 1.0)  # the end: a second signal's moment, or the grace's
+    with serving(tiny_encoder, grace_period=grace) as (url, batcher, _, server):
+        request = slow_request(url, batcher, tiny_encoder, monkeypatch, answers, passes)
+        start = time.monotonic()
+        server.should_exit = True  # the first signal
+        if hurry:
+            time.sleep(end)
+            server.hurry = True  # the second
+        request.join(30)
+        answered = time.monotonic() - start
+    assert answers[0].status_code == 503 and answers[0].json()["error"]["code"] == "stopping"
+    assert answers[0].headers["connection"] == "close"
+    assert end - 0.1 < answered < end + 1.0
+    assert len(passes) < 40 and all(begun < start + answered for begun in passes)  # none begun after the answer
+
+
+def test_a_client_that_reads_nothing_at_a_stop_is_cut_without_a_traceback(tiny_encoder, capfd):
+    body = json.dumps({"input": ["wing lift drag"] * 256, "model": MODEL, "encoding_format": "float"}).encode()
+    with serving(tiny_encoder, send_buffer=4096, grace_period=0.5) as (url, batcher, _, server):
+        with socket.socket() as sock:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+            sock.connect(("127.0.0.1", int(url.rsplit(":", 1)[1])))
+            sock.sendall(b"POST /v1/embeddings HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n" % len(body) + body)
+            deadline = time.monotonic() + 60
+            while batcher.batches == 0 or batcher.running:  # encoded: its answer waits for the client
+                assert time.monotonic() < deadline
+                time.sleep(0.02)
+            start = time.monotonic()
+            server.should_exit = True
+            while server.started and not server.server_state.connections == set():
+                assert time.monotonic() - start < 0.5 + 1.5, "the connection was not cut"
+                time.sleep(0.02)
+    assert "Traceback" not in capfd.readouterr().err
 
 
 def test_listening_socket_names_the_address_it_cannot_take():
@@ -192,6 +318,10 @@ def test_an_index_with_an_export_is_exit_2_in_one_line(tiny_onnx_export, index_d
         (["--max-wait-ms", "-1"], "argument --max-wait-ms: must be at least 0, got -1"),
         (["--poll-interval", "0"], "argument --poll-interval: must be positive, got 0"),
         (["--max-inputs", "100", "--max-queue", "10"], "argument --max-inputs: 100 is more than --max-queue holds"),
+        (["--header-timeout", "0"], "argument --header-timeout: must be positive, got 0"),
+        (["--body-timeout", "inf"], "argument --body-timeout: must be a finite number of seconds"),
+        (["--grace-period", "inf"], "argument --grace-period: must be a finite number of seconds"),
+        (["--keep-alive-timeout", "-1"], "argument --keep-alive-timeout: must be positive, got -1"),
     ],
 )
 def test_bad_serve_flags_are_exit_2_in_one_line(flags, message, capsys):
@@ -201,3 +331,183 @@ def test_bad_serve_flags_are_exit_2_in_one_line(flags, message, capsys):
         main(["serve", "--model", "gtr-small-distilled", *flags])
     assert exit_.value.code == 2
     assert message in capsys.readouterr().err.strip()
+
+
+def test_a_host_beyond_loopback_without_a_key_is_exit_2_in_one_line_before_tensorflow(tiny_model_dir, capsys):
+    from gtr_keras.cli.main import main
+
+    for host in ("0.0.0.0", "::"):
+        with pytest.raises(SystemExit) as exit_:
+            main(["serve", "--model", tiny_model_dir, "--host", host])
+        assert exit_.value.code == 2
+        (line,) = capsys.readouterr().err.strip().splitlines()
+        assert line.startswith(f"gtr-keras serve: error: argument --host: {host} is not a loopback address: give ")
+    err = _main_before_tensorflow("serve", "--model", tiny_model_dir, "--host", "0.0.0.0")
+    assert "--allow-unauthenticated" in err and len(err.strip().splitlines()) == 1
+
+
+def test_a_key_or_allow_unauthenticated_passes_the_host_check(tiny_model_dir):
+    from gtr_keras.cli.checks import check_serve
+    from gtr_keras.cli.parser import build_parser
+
+    parser = build_parser()
+    for extra in (["--api-key", "sk-1"], ["--allow-unauthenticated"], ["--host", "localhost"], ["--host", "127.0.0.9"]):
+        host = [] if "--host" in extra else ["--host", "0.0.0.0"]
+        check_serve(parser.parse_args(["serve", "--model", tiny_model_dir, *host, *extra]), parser)
+
+
+def test_a_malformed_keys_file_is_exit_2_naming_its_line_before_tensorflow(tiny_model_dir, tmp_path):
+    keys = tmp_path / "keys"
+    keys.write_text("sk-good\nsk with spaces\n")
+    err = _main_before_tensorflow("serve", "--model", tiny_model_dir, "--api-keys-file", keys, "--port", "0")
+    assert err.strip() == (
+        f"gtr-keras serve: error: --api-keys-file {keys}:2: a key must be printable ASCII without spaces "
+        "(the key is not shown)"
+    )
+
+
+def test_the_otel_extra_s_hint_when_opentelemetry_is_missing(tmp_path):
+    script = (
+        "import sys\nsys.modules['opentelemetry'] = None\nfrom gtr_keras.cli.main import main\n"
+        "sys.exit(main(sys.argv[1:]))\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", script, "serve", "--model", str(tmp_path), "--otlp-endpoint", "http://127.0.0.1:4318"],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": REPO},
+        timeout=60,
+    )
+    assert result.returncode == 2
+    assert result.stderr.strip().startswith(
+        "gtr-keras serve: error: argument --otlp-endpoint: needs OpenTelemetry's SDK and OTLP exporter: "
+        "pip install 'gtr-keras[otel]'"
+    )
+
+
+@pytest.mark.parametrize(
+    "flags, message",
+    [
+        (["--api-key", "sk 1"], "argument --api-key: a key must be printable ASCII without spaces (the key is not"),
+        (["--otlp-endpoint", "collector:4318"], "argument --otlp-endpoint: 'collector:4318' is not an http:// or"),
+        (["--max-batch-tokens", "100", "--document-length", "128"], "argument --max-batch-tokens: 100 is less than"),
+        (["--max-batch-tokens", "0"], "argument --max-batch-tokens: must be at least 1"),
+        (["--port", "8000", "--metrics-port", "8000"], "argument --metrics-port: 8000 is --port"),
+        (["--log-format", "xml"], "argument --log-format: invalid choice: 'xml'"),
+    ],
+)
+def test_bad_serve_flags_of_the_gateway_are_exit_2_in_one_line(flags, message, capsys):
+    from gtr_keras.cli.main import main
+
+    with pytest.raises(SystemExit) as exit_:
+        main(["serve", "--model", "gtr-small-distilled", *flags])
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err.strip()
+    assert message in err and "\n" not in err and "sk 1" not in err
+
+
+def test_a_token_budget_below_the_model_s_document_budget_is_exit_2(tiny_model_dir, capsys):
+    from gtr_keras.cli.main import main
+
+    assert main(["serve", "--model", tiny_model_dir, "--max-batch-tokens", "100", "--port", "0"]) == 2
+    assert capsys.readouterr().err.strip() == (
+        "gtr-keras serve: error: --max-batch-tokens: 100 is less than the model's document budget (512 tokens): "
+        "a text of that length would fit no batch"
+    )
+
+
+def test_health_says_loading_503_until_the_first_generation_is_loaded(
+    tiny_encoder, tiny_model_dir, index_dir, monkeypatch
+):
+    from gtr_keras.server import live_index
+
+    gate, load = threading.Event(), live_index.Retriever.load
+
+    def held(directory, encoder):
+        assert gate.wait(30)
+        return load(directory, encoder)
+
+    monkeypatch.setattr(live_index.Retriever, "load", held)
+    with serving(tiny_encoder, index_dir, tiny_model_dir, poll_interval=0.05, wait=False) as (url, _, live, _):
+        health = httpx.get(f"{url}/health", timeout=30)
+        assert health.status_code == 503 and health.json()["status"] == "loading"
+        assert health.json()["index"] == {"path": str(index_dir), "generation": None, "reloads": 0}
+        search = httpx.post(f"{url}/v1/search", json={"query": "wing", "k": 3}, timeout=30)
+        assert search.status_code == 503 and search.json()["error"]["code"] == "loading"
+        body = {"input": ["a wing"], "model": MODEL}
+        assert httpx.post(f"{url}/v1/embeddings", json=body, timeout=30).status_code == 200
+        gate.set()
+        deadline = time.monotonic() + 30
+        while (health := httpx.get(f"{url}/health", timeout=30)).status_code != 200:
+            assert time.monotonic() < deadline, "not ready within 30 s"
+            time.sleep(0.02)
+        assert health.json()["status"] == "ok" and health.json()["index"]["generation"] == 0
+        assert httpx.post(f"{url}/v1/search", json={"query": "wing", "k": 3}, timeout=30).status_code == 200
+
+
+@pytest.mark.large
+def test_an_index_that_cannot_be_loaded_stops_the_command_exit_2_in_one_line(tiny_model_dir, index_dir, tmp_path):
+    broken = tmp_path / "index"
+    shutil.copytree(index_dir, broken)
+    (broken / "index" / "segments.json").write_text("{broken")
+    result = subprocess.run(
+        [sys.executable, "-m", "gtr_keras", "serve", "--model", tiny_model_dir, "--index", broken, "--port", "0"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+    assert result.returncode == 2 and "listening on" not in result.stdout
+    (line,) = [line for line in result.stderr.splitlines() if line.startswith("gtr-keras")]  # TensorFlow's aside
+    assert line.startswith("gtr-keras serve: error: ") and "segments.json" in line
+
+
+@pytest.mark.large
+def test_the_command_with_keys_a_metrics_port_and_json_access_log(tiny_model_dir, index_dir, tmp_path):
+    metrics_port = free_port()
+    keys = tmp_path / "keys"
+    keys.write_text("sk-first\n")
+    served = Served(
+        "--model", tiny_model_dir, "--index", index_dir, "--served-model-name", "gtr", "--host", "127.0.0.1",
+        "--api-key", "sk-flag", "--api-keys-file", keys, "--metrics-port", metrics_port, "--log-format", "json",
+    )  # fmt: skip
+    try:
+        assert served.lines[0].strip().endswith(f", metrics on http://127.0.0.1:{metrics_port}/metrics)")
+        body = {"input": ["a wing"], "model": "gtr"}
+        assert httpx.post(f"{served.url}/v1/embeddings", json=body, timeout=30).status_code == 401
+        bearer = {"authorization": "Bearer sk-flag", "x-request-id": "cmd-1"}
+        assert httpx.post(f"{served.url}/v1/embeddings", json=body, headers=bearer, timeout=30).status_code == 200
+        replacement = tmp_path / "keys.next"
+        replacement.write_text("sk-second\n")
+        os.replace(replacement, keys)  # rotated: taken within a second, no restart
+        rotated, deadline = {"authorization": "Bearer sk-second"}, time.monotonic() + 10
+        while httpx.post(f"{served.url}/v1/search", json={"query": "wing"}, headers=rotated).status_code != 200:
+            assert time.monotonic() < deadline, "the rotated key was not taken within 10 s"
+            time.sleep(0.2)
+        metrics = httpx.get(f"http://127.0.0.1:{metrics_port}/metrics", headers=bearer, timeout=30)
+        assert metrics.status_code == 200 and "gtr_keras_requests_total" in metrics.text
+        assert httpx.get(f"{served.url}/metrics", headers=bearer, timeout=30).status_code == 404
+    finally:
+        status, _, err = served.stop()
+    assert status == 0
+    lines = [json.loads(line) for line in err.splitlines() if line.startswith("{")]
+    assert {"request_id": "cmd-1", "status": 200, "path": "/v1/embeddings"}.items() <= next(
+        entry for entry in lines if entry["request_id"] == "cmd-1"
+    ).items()
+    assert "sk-flag" not in err and "sk-second" not in err and "sk-first" not in err
+
+
+def test_serving_beyond_loopback_without_a_key_is_said_in_one_line_at_start(tiny_model_dir):
+    with socket.socket() as taken:
+        taken.bind(("0.0.0.0", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        err = _main_before_tensorflow(
+            "serve", "--model", tiny_model_dir, "--host", "0.0.0.0", "--allow-unauthenticated", "--port", port
+        )
+    warning, error = err.strip().splitlines()
+    assert warning == (
+        "gtr-keras serve: warning: serving 0.0.0.0 without a key (--allow-unauthenticated): anyone who reaches the "
+        "port can use it"
+    )
+    assert error.endswith("cannot listen there (Address already in use)")

@@ -52,3 +52,34 @@ def test_a_search_request_takes_query_or_queries_and_the_fusion_options():
 def test_a_gtr_weight_must_be_a_number_from_0_to_1(weight):
     error = _refused(search_request, {"query": "a", "retriever": "hybrid", "gtr_weight": weight}, 4, 100)
     assert error.param == "gtr_weight"
+
+
+@pytest.mark.parametrize(
+    "body, param",
+    [
+        ({"input": "\ud800", "model": "m"}, "input[0]"),
+        ({"input": ["a", "b\udfffc"], "model": "m"}, "input[1]"),
+        ({"input": "a", "model": "m", "user": "\udc80"}, "user"),
+    ],
+)
+def test_a_text_utf8_cannot_encode_is_refused_naming_where(body, param):
+    error = _refused(embedding_request, body, MODELS, 8, 4)
+    assert (error.status, error.param, error.code) == (422, param, "invalid_text")
+    assert error.message.startswith(f"{param}: a lone surrogate (U+D")
+    assert error.body()["error"]["message"].encode("utf-8")  # the answer itself is UTF-8
+
+
+@pytest.mark.parametrize("body, param", [({"query": "x\ud800"}, "query"), ({"queries": ["a", "\udc00"]}, "queries[1]")])
+def test_a_query_utf8_cannot_encode_is_refused(body, param):
+    error = _refused(search_request, body, 4, 100)
+    assert (error.param, error.code) == (param, "invalid_text")
+
+
+def test_a_value_is_quoted_short_and_a_field_name_encodable():
+    error = _refused(embedding_request, {"input": "a", "model": "m" * 100_000}, MODELS, 8, 4)
+    assert error.status == 404 and len(error.message) < 200
+    error = _refused(search_request, {"query": "a", "k": 10**4000}, 4, 100)
+    assert error.param == "k" and len(error.message) < 200 and error.message.endswith("got 1" + "0" * 56 + "...")
+    error = _refused(embedding_request, {"input": "a", "model": "m", "\ud800" + "x" * 500: 1}, MODELS, 8, 4)
+    assert error.code == "unknown_field" and error.param.startswith("\\ud800") and len(error.param) < 70
+    assert error.body()["error"]["param"].encode("utf-8")

@@ -504,15 +504,17 @@ def test_each_weight_is_stored_once(tmp_path):
 
 
 @pytest.mark.large
-def test_load_export_is_top_level_and_names_the_missing_import(exports):
-    assert gtr_keras.load_export is load_export
+def test_load_export_is_public_in_serving_and_names_the_missing_import(exports):
+    import gtr_keras.serving
+
+    assert gtr_keras.serving.load_export is load_export
     searcher_dir = exports["scann"][0] / "searcher" / "1"
     out = _run_fresh(f"""
 import sys
 sys.modules["scann"] = None  # as on a machine without ScaNN
-import gtr_keras
+import gtr_keras.serving
 try:
-    gtr_keras.load_export({str(searcher_dir)!r})
+    gtr_keras.serving.load_export({str(searcher_dir)!r})
 except RuntimeError as error:
     print("HINT", error)
 """)

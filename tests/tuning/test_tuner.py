@@ -8,6 +8,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 
 import numpy as np
 import pytest
@@ -393,6 +394,8 @@ def test_tune_removes_its_own_scratch_only_not_a_sibling_index_whose_name_it_beg
     assert tuner.scratch_paths(tmp_path / "foo-bar") == [str(theirs)]
     tune(tmp_path / "foo", sample=100, target_recall=0.5, log=lambda line: None)
     assert not mine.exists() and theirs.exists() and (tmp_path / ".tune-foo-bar").exists()
+    made = [tempfile.mkdtemp(prefix=".tune-foo-", dir=tmp_path) for _ in range(20)]  # this Python's mkdtemp
+    assert sorted(tuner.scratch_paths(tmp_path / "foo")) == sorted(made)
 
 
 @pytest.mark.large

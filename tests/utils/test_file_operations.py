@@ -1,4 +1,3 @@
-import json
 import os
 import subprocess
 import sys
@@ -60,25 +59,8 @@ def test_a_refused_output_leaves_no_parent_directories_behind(tmp_path):
     assert os.listdir(tmp_path) == []
 
 
-def test_the_checksums_of_a_committed_directory_name_each_file(tmp_path):
-    _write_index(tmp_path / "out")
-    record = json.loads((tmp_path / "out" / files.CHECKSUMS_FILE).read_text())
-    assert record["files"] == {"ids.txt": {"sha256": files.file_sha256(tmp_path / "out" / "ids.txt")[0], "size": 2}}
-
-
 def test_the_environment_variable_kills_the_process_at_that_operation(tmp_path):
     script = f"from gtr_keras.utils import files\nwith files.atomic_file({str(tmp_path / 'f')!r}) as f: f.write(b'x')\n"
     env = {**os.environ, CRASH_AT_VARIABLE: "2"}
     result = subprocess.run([sys.executable, "-c", script], env=env, timeout=120, capture_output=True)
     assert result.returncode == -9 and not (tmp_path / "f").exists()
-
-
-def test_the_load_time_option_verifies_the_checksums(tmp_path, monkeypatch):
-    from gtr_keras.utils.checksums import VERIFY_VARIABLE, verify_if_asked
-
-    _write_index(tmp_path / "out")
-    (tmp_path / "out" / "ids.txt").write_text("b\n")
-    verify_if_asked(tmp_path / "out")  # not asked: nothing read
-    monkeypatch.setenv(VERIFY_VARIABLE, "1")
-    with pytest.raises(DataError, match=r"out/ids.txt: its SHA-256 is not the one recorded"):
-        verify_if_asked(tmp_path / "out")

@@ -118,7 +118,6 @@ def commands(model, inputs, out):
         "encode": ["encode", "--model", model, "--input", str(inputs / "texts.txt"), "--output", f"{out}.npy"],
         "export": ["export", "--model", model, "--index", str(inputs / "index"), "--out", out],
         "convert": ["convert", os.path.join(REPO, "tests", "fixtures", "tiny-gtr-st"), out],
-        "migrate": ["migrate", os.path.join(REPO, "tests", "fixtures", "tiny-gtr-legacy"), out],
         "train": [
             "train",
             "--init",

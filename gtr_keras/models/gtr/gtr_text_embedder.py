@@ -27,6 +27,7 @@ from gtr_keras.models.model_files.model_source import (
     ARCHITECTURE,
     DOWNLOAD_PREFIXES,
     KERAS_HUB,
+    RERANKER_FORMATS,
     load_source,
     resolve_model_source,
 )
@@ -34,6 +35,11 @@ from gtr_keras.models.model_files.preset_writer import write_preset
 from gtr_keras.models.text_encoder import to_bytes
 from gtr_keras.utils import files
 
+# The texts a SavedModel takes, the encoder's signature of each kind of text (also the LiteRT export's), and
+# the name of its SentencePiece asset.
+STRINGS = tf.TensorSpec([None], tf.string, name="texts")
+ENCODER_SIGNATURES = {"query": "encode_queries", "document": "encode_documents"}
+SPIECE_ASSET = "spiece.model"
 # What a SavedModel directory holds (`export` and `serving.export` replace one only when it is one).
 SAVED_MODEL_DIRECTORY = files.DirectoryKind(
     "a SavedModel",
@@ -175,6 +181,11 @@ class GTRTextEmbedder(keras_hub.models.TextEmbedder):
         source = resolve_model_source(preset)
         if source.format == ARCHITECTURE:
             return cls.from_architecture(source.path, **kwargs)
+        if source.format in RERANKER_FORMATS:
+            raise CheckpointError(
+                f"{source}: a reranker (a cross-encoder), not an embedding model: rerank with it "
+                "(`search --rerank`, `gtr_keras.load(...).predict(pairs)`)"
+            )
         if source.format != KERAS_HUB:
             return load_source(cls, source, load_weights, **kwargs)
         with source.local() as path:
@@ -273,24 +284,25 @@ class GTRTextEmbedder(keras_hub.models.TextEmbedder):
         return self.encode_text(documents, "document", batch_size, progress)
 
     def export(self, filepath, format="tf_saved_model", verbose=None, input_signature=None, **kwargs):
-        """Keras' `Model.export` with strings in: a SavedModel whose `serve` (documents) and `encode_queries`
-        endpoints take tf.string `[batch]` and return float32 `[batch, D]` (the tokenizer is in the graph).
+        """Keras' `Model.export` with strings in: the encoder SavedModel that `gtr-keras export` writes (one
+        set of signatures however it is written: `write_saved_model`), without TF Serving's version
+        directory and warmup requests.
 
         Loading it needs `import tensorflow_text` first. Keras' other formats (and an `input_signature`)
         are refused: their converters do not take TF Text's tokenizer op; `gtr-keras export --format`
-        writes GTR's exports for other runtimes (docs/serving.md). The directory is written as a unit, and
-        an existing one is replaced only when empty or a SavedModel (a `DataError` names a file of any other
-        folder, before any work).
+        (`gtr_keras.export`) writes GTR's exports for other runtimes (docs/serving.md). The directory is
+        written as a unit, and an existing one is replaced only when empty or a SavedModel (a `DataError`
+        names a file of any other folder, before any work).
 
         Args:
             filepath: the SavedModel directory to write.
             format: `"tf_saved_model"`.
-            verbose: print a summary of the endpoints (Keras' default: yes).
+            verbose: print its signatures (Keras' default: yes).
 
         Example:
         >>> embedder.export("exports/keras-gtr")
-        >>> tf.saved_model.load("exports/keras-gtr").serve(tf.constant(["a document"])).shape
-        TensorShape([1, 768])
+        >>> tf.saved_model.load("exports/keras-gtr").signatures["encode_queries"](texts=tf.constant(["a query"]))
+        {'embeddings': <tf.Tensor: shape=(1, 768), dtype=float32, numpy=...>}
         """
         if format != "tf_saved_model" or input_signature is not None or kwargs:
             given = f"format={format!r}" if format != "tf_saved_model" else "input_signature or keyword arguments"
@@ -301,20 +313,69 @@ class GTRTextEmbedder(keras_hub.models.TextEmbedder):
         if self.preprocessor is None:
             raise UserError("GTRTextEmbedder.export: this GTRTextEmbedder has no preprocessor to take strings")
         files.check_replaceable(filepath, [SAVED_MODEL_DIRECTORY])
-        texts = tf.TensorSpec([None], tf.string, name="texts")
-        archive = keras.export.ExportArchive()
-        archive.track(self)
-        for endpoint, kind in (("serve", "document"), ("encode_queries", "query")):
-            archive.add_endpoint(
-                endpoint,
-                functools.partial(self._embed_strings, kind=kind),
-                input_signature=[texts],
-            )
         with files.atomic_directory(filepath, [SAVED_MODEL_DIRECTORY]) as staging:
-            archive.write_out(os.fspath(staging), verbose=True if verbose is None else verbose)
+            signatures = self.write_saved_model(staging)
+        if verbose is None or verbose:
+            for name in signatures:
+                print(f"{filepath}: signature {name!r}: texts tf.string [batch] -> embeddings float32 [batch, D]")
 
-    def _embed_strings(self, texts, kind):
-        return tf.cast(self(pad_token_ids(self.preprocessor.token_ids(texts, kind)), training=False), tf.float32)
+    def saved_model_root(self, directory):
+        """The object a SavedModel of this model saves (the encoder's, and `gtr-keras export`'s searcher's):
+        the model's weights, each stored once (`variables`, `trainable_variables`, `regularization_losses`:
+        TF Hub's reusable SavedModel), and the SentencePiece model as an asset (staged in `directory`, a local
+        directory, as `spiece.model`; `save_saved_model` removes the staged copy). Its functions embed with
+        `embed_strings`.
+
+        Example:
+        >>> root = embedder.saved_model_root(staging)  # doctest: +SKIP
+        """
+        root = tf.__internal__.tracking.AutoTrackable()
+        root.variables = [v.value for v in self.variables]
+        root.trainable_variables = [v.value for v in self.trainable_variables]
+        root.regularization_losses = []
+        with open(os.path.join(directory, SPIECE_ASSET), "wb") as f:
+            f.write(self.preprocessor.tokenizer.proto)
+        root.spiece_model = tf.saved_model.Asset(os.path.join(directory, SPIECE_ASSET))
+        return root
+
+    @staticmethod
+    def save_saved_model(root, directory, signatures):
+        """Saves `root` (`saved_model_root`) with `signatures` into `directory`."""
+        tf.saved_model.save(root, os.fspath(directory), signatures=signatures)
+        os.remove(os.path.join(directory, SPIECE_ASSET))
+
+    def write_saved_model(self, directory):
+        """Writes the encoder SavedModel into the empty local `directory`; returns its signatures.
+
+        It follows TF Hub's convention for text embeddings: `obj(texts)` / `obj(texts, training=...)`,
+        tf.string `[batch]` -> float32 `[batch, D]` with the document budget (`training=True` runs dropout),
+        and `obj.variables` and `obj.trainable_variables`, so `hub.KerasLayer(path, trainable=True)`
+        fine-tunes it; its signatures, for TF Serving and Keras 3's `TFSMLayer`, are `serving_default` and
+        `encode_documents` (tf.string `[None]` -> `{"embeddings": float32 [None, D]}`, document budget) and
+        `encode_queries` (query budget).
+        """
+        root = self.saved_model_root(directory)
+        root.__call__ = tf.function(lambda texts, training=False: self.embed_strings(texts, "document", training))
+        for training in (False, True):
+            root.__call__.get_concrete_function(STRINGS, training)
+
+        def embed(kind):
+            return tf.function(lambda texts: {"embeddings": self.embed_strings(texts, kind)}, input_signature=[STRINGS])
+
+        root.encode_queries, root.encode_documents = embed("query"), embed("document")
+        signatures = {
+            "serving_default": root.encode_documents,
+            ENCODER_SIGNATURES["document"]: root.encode_documents,
+            ENCODER_SIGNATURES["query"]: root.encode_queries,
+        }
+        self.save_saved_model(root, directory, signatures)
+        return signatures
+
+    def embed_strings(self, texts, kind, training=False):
+        """Embeddings of a tf.string `[batch]` tensor of texts of `kind` (`"query"` or `"document"`), in the
+        graph: tokenised with the kind's budget, float32 `[batch, D]` out."""
+        features = pad_token_ids(self.preprocessor.token_ids(texts, kind))
+        return tf.cast(self(features, training=training), tf.float32)
 
     def similarity(self, query_embeddings, document_embeddings):
         """Cosine similarities `[queries, documents]` of unit-norm embeddings."""

@@ -1,5 +1,5 @@
-"""The fingerprint of a GTR model: SHA-256 of its weights, vocabulary and architecture, which resumed
-jobs, indexes and teacher caches record to notice a changed model.
+"""The fingerprint of a GTR model (or a reranker): SHA-256 of its weights, vocabulary and architecture, which
+resumed jobs, indexes and teacher caches record to notice a changed model.
 """
 
 import hashlib
@@ -34,6 +34,8 @@ def fingerprint(model, in_bfloat16=False):
     True
     """
     embedder = getattr(model, "model", model)
+    if not hasattr(embedder, "embedding_dim"):
+        return _reranker_fingerprint(embedder, in_bfloat16)
     settings = {key: value for key, value in embedder.backbone.get_config().items() if key not in ("name", "dtype")}
     settings["embedding_dim"] = embedder.embedding_dim
     digest = hashlib.sha256(json.dumps(settings, sort_keys=True).encode("utf-8"))
@@ -41,6 +43,25 @@ def fingerprint(model, in_bfloat16=False):
     if embedder.preprocessor.tokenizer.lowercase:  # only when on: the fingerprints of other models stay as they were
         digest.update(b"lowercase")
     update_with_weights(digest, embedder.weights, in_bfloat16)
+    return digest.hexdigest()
+
+
+def _reranker_fingerprint(reranker, in_bfloat16):
+    """A `Reranker`'s fingerprint: its backbone's class and settings, its head's, its pair budget, its
+    vocabulary and its weights."""
+    settings = {key: value for key, value in reranker.backbone.get_config().items() if key not in ("name", "dtype")}
+    settings.update(
+        backbone=type(reranker.backbone).__name__,
+        activation=reranker.activation,
+        sequence_length=reranker.preprocessor.sequence_length,
+    )
+    digest = hashlib.sha256(json.dumps(settings, sort_keys=True).encode("utf-8"))
+    tokenizer = reranker.preprocessor.tokenizer
+    proto = getattr(tokenizer, "proto", None)
+    digest.update(proto if proto is not None else "\n".join(tokenizer.get_vocabulary()).encode("utf-8"))
+    options = {k: v for k, v in tokenizer.get_config().items() if k not in ("name", "dtype", "vocabulary", "proto")}
+    digest.update(json.dumps(options, sort_keys=True, default=str).encode("utf-8"))
+    update_with_weights(digest, reranker.weights, in_bfloat16)
     return digest.hexdigest()
 
 

@@ -36,9 +36,11 @@ TASK_WEIGHTS_FILE = "task.weights.h5"
 PREPROCESSOR_FILE = "preprocessor.json"
 SPIECE_FILE = "spiece.model"
 TEXT_EMBEDDER = "gtr_keras>GTRTextEmbedder"  # the registered name of the task a model directory holds
-LEGACY_FORMAT = "gtr-keras"  # `config.json`'s "format" in a model directory of gtr-keras' first format
+RERANKER = "gtr_keras>Reranker"  # or, for a reranker's model directory
+# `config.json`'s "format" in a model directory of gtr-keras' first format, which is refused with its remedy.
+FIRST_FORMAT = "gtr-keras"
 # What a directory that `gtr_keras.save` replaces may be: a keras-hub preset (sharded weights included, and
-# what downloads add), or a model directory of the first format.
+# what downloads add).
 PRESET_DIRECTORY = files.DirectoryKind(
     "a keras-hub preset",
     (CONFIG_FILE, "metadata.json"),
@@ -58,12 +60,7 @@ PRESET_DIRECTORY = files.DirectoryKind(
         ".gitattributes",
     ),
 )
-FIRST_FORMAT_DIRECTORY = files.DirectoryKind(
-    "a gtr-keras model directory of the first format",
-    (CONFIG_FILE, SPIECE_FILE),
-    (CONFIG_FILE, WEIGHTS_FILE, SPIECE_FILE, "README.md"),
-)
-MODEL_DIRECTORIES = (PRESET_DIRECTORY, FIRST_FORMAT_DIRECTORY)
+MODEL_DIRECTORIES = (PRESET_DIRECTORY,)
 
 
 def check_model_directory(directory, load_weights=True):
@@ -106,7 +103,7 @@ def check_model_directory(directory, load_weights=True):
             f"{task_path}: missing (the model directory has a preprocessor, so a text embedder; "
             "without its task, keras-hub would build a random projection)"
         )
-    if task_file is not None and task_file.get("registered_name") != TEXT_EMBEDDER:
+    if task_file is not None and task_file.get("registered_name") not in (TEXT_EMBEDDER, RERANKER):
         raise CheckpointError(
             f"{task_path}: names {task_file.get('registered_name')!r}, not {TEXT_EMBEDDER!r} "
             "(keras-hub would build a random projection in its place)"
@@ -123,15 +120,18 @@ def check_model_directory(directory, load_weights=True):
             weights_path = os.path.join(directory, SHARDED_WEIGHTS_FILE)
         shapes = read_weights(weights_path, values=False)
         weights_name = os.path.basename(weights_path)
-        check_architecture(backbone, shapes, config_path, weights_name)
-        check_architecture(task_backbone, shapes, task_path, weights_name, "backbone.")
+        # The architecture settings that weights show are GTR's; a reranker's keras-hub backbone checks its own.
+        gtr = (task_file or {}).get("registered_name") != RERANKER
+        if gtr:
+            check_architecture(backbone, shapes, config_path, weights_name)
+            check_architecture(task_backbone, shapes, task_path, weights_name, "backbone.")
         task_weights_path = os.path.join(directory, TASK_WEIGHTS_FILE)
         if task and not files.isfile(task_weights_path):
             raise CheckpointError(
                 f"{task_weights_path}: missing ({TASK_FILE} is there: the projection's weights would be random); "
                 "copy the whole model directory again"
             )
-        if task:
+        if task and gtr:
             check_architecture(task, read_weights(task_weights_path, values=False), task_path, TASK_WEIGHTS_FILE)
     _check_agreement(config_path, backbone, task_backbone, "backbone")
     _check_agreement(preprocessor_path, preprocessor, task_preprocessor, "preprocessor")

@@ -18,9 +18,9 @@ import os
 
 from gtr_keras.errors import CheckpointError, UserError
 from gtr_keras.models.gtr.presets import PRESET_SOURCES, PRESETS
-from gtr_keras.models.model_files.model_directory import CONFIG_FILE, LEGACY_FORMAT, read_json
+from gtr_keras.models.model_files.model_directory import CONFIG_FILE, FIRST_FORMAT, TASK_FILE, read_json
+from gtr_keras.models.model_files.model_directory import RERANKER as RERANKER_TASK
 from gtr_keras.utils import files
-from gtr_keras.utils.checksums import verify_if_asked
 
 HF_PREFIX = "hf://"
 # Schemes whose sources are not file systems: keras-hub's or `huggingface_hub`'s downloads.
@@ -29,8 +29,11 @@ SENTENCE_TRANSFORMERS_MODULES = "modules.json"
 
 KERAS_HUB = "keras-hub"  # a preset directory that `save_to_preset` wrote, or a keras-hub download handle
 SENTENCE_TRANSFORMERS = "sentence-transformers"  # that library's layout of a T5 GTR checkpoint
-FIRST_FORMAT = "first-format"  # gtr-keras' first model directories (`gtr-keras migrate` rewrites them)
 ARCHITECTURE = "architecture"  # a name of `presets.PRESETS` with no weights: randomly initialised
+CROSS_ENCODER = "cross-encoder"  # a Hugging Face `*ForSequenceClassification` checkpoint (a reranker)
+RERANKER = "reranker"  # a keras-hub preset of a `Reranker` (what `convert` writes from a cross-encoder)
+RERANKER_FORMATS = (CROSS_ENCODER, RERANKER)
+SEQUENCE_CLASSIFICATION = "ForSequenceClassification"
 
 _LOADERS = {}
 
@@ -43,7 +46,8 @@ class ModelSource:
         name: the source as the user gave it (for messages).
         path: what is read: a directory (local, or remote when `remote`), a download id (`hf://...`,
             `kaggle://...`), or an architecture's name.
-        format: `KERAS_HUB`, `SENTENCE_TRANSFORMERS`, `FIRST_FORMAT` or `ARCHITECTURE`; None for a directory
+        format: `KERAS_HUB`, `SENTENCE_TRANSFORMERS`, `ARCHITECTURE`, or a reranker's `CROSS_ENCODER` (a
+            Hugging Face checkpoint) or `RERANKER` (a model directory); None for a directory
             whose format is not read yet (`resolve_model_source(..., read_format=False)`).
         remote: `path` is a directory on a file system other than the local one.
 
@@ -116,7 +120,7 @@ def resolve_model_source(source, expected_format=None, read_format=True):
     name = os.fspath(source)
     path = PRESET_SOURCES.get(name, name).removeprefix("file://")
     if path.startswith(HF_PREFIX):
-        return ModelSource(name, path, SENTENCE_TRANSFORMERS)
+        return ModelSource(name, path, expected_format or SENTENCE_TRANSFORMERS)
     if path.startswith(DOWNLOAD_PREFIXES):
         return ModelSource(name, path, KERAS_HUB)
     remote = not files.is_local(path)
@@ -133,10 +137,11 @@ def resolve_model_source(source, expected_format=None, read_format=True):
 
 
 def directory_format(directory):
-    """The format of a model directory (`KERAS_HUB`, `SENTENCE_TRANSFORMERS` or `FIRST_FORMAT`).
+    """The format of a model directory (`KERAS_HUB`, `SENTENCE_TRANSFORMERS`, `CROSS_ENCODER` or `RERANKER`).
 
     Raises:
-        CheckpointError: `config.json` missing or unreadable, or a directory of no format gtr-keras reads.
+        CheckpointError: `config.json` missing or unreadable, or a directory of no format gtr-keras reads (one
+            of gtr-keras' first format named with how to rebuild it).
     """
     found = _format_of(directory, _config(directory))
     if found is None:
@@ -152,11 +157,11 @@ def gtr_model_source(source):
     nothing (a keras-hub name of another model, a missing path).
 
     GTR sources: a name of `PRESET_SOURCES`, an `hf://` id of a GTR checkpoint, or a directory of a
-    gtr-keras preset, of the first format or of a sentence-transformers T5 checkpoint. Reads a directory's
-    `config.json` once.
+    gtr-keras preset or of a sentence-transformers T5 checkpoint. Reads a directory's `config.json` once.
 
     Raises:
-        CheckpointError: a directory whose `config.json` is unreadable, naming it.
+        CheckpointError: a directory whose `config.json` is unreadable, or one of gtr-keras' first format,
+            naming it.
 
     Example:
     >>> gtr_model_source("gtr-base").path, gtr_model_source("bert_base_en")
@@ -175,10 +180,8 @@ def gtr_model_source(source):
         return None
     config = _config(path)
     found = _format_of(path, config)
-    gtr = (
-        found == FIRST_FORMAT
-        or str(config.get("registered_name", "")).startswith("gtr_keras>")
-        or (found == SENTENCE_TRANSFORMERS and config.get("model_type") == "t5")
+    gtr = str(config.get("registered_name", "")).startswith("gtr_keras>") or (
+        found == SENTENCE_TRANSFORMERS and config.get("model_type") == "t5"
     )
     return resolve_model_source(name, found) if gtr else None
 
@@ -192,10 +195,18 @@ def _config(directory):
 
 
 def _format_of(directory, config):
-    if config.get("format") == LEGACY_FORMAT:
-        return FIRST_FORMAT
+    if config.get("format") == FIRST_FORMAT:
+        raise CheckpointError(
+            f"{os.path.join(directory, CONFIG_FILE)}: a model directory of gtr-keras' first format, which this version "
+            "does not read; rebuild it: `gtr-keras convert` its sentence-transformers checkpoint, or train it again"
+        )
     if "registered_name" in config:
-        return KERAS_HUB
+        task = os.path.join(directory, TASK_FILE)
+        reranker = files.isfile(task) and read_json(task).get("registered_name") == RERANKER_TASK
+        return RERANKER if reranker else KERAS_HUB
+    architectures = config.get("architectures")
+    if isinstance(architectures, list) and any(str(a).endswith(SEQUENCE_CLASSIFICATION) for a in architectures):
+        return CROSS_ENCODER
     if files.isfile(os.path.join(directory, SENTENCE_TRANSFORMERS_MODULES)):
         return SENTENCE_TRANSFORMERS
     return None
@@ -205,11 +216,11 @@ def register_loader(model_format, loader):
     """Makes `load_source` read sources of `model_format` with `loader`.
 
     Args:
-        model_format: `SENTENCE_TRANSFORMERS`, `FIRST_FORMAT`, or another format's name.
+        model_format: `SENTENCE_TRANSFORMERS`, or another format's name.
         loader: `loader(embedder_cls, local_path, load_weights=True, **kwargs)`, building `embedder_cls`.
 
     Example:
-    >>> register_loader(FIRST_FORMAT, load_first_format_directory)  # doctest: +SKIP
+    >>> register_loader(SENTENCE_TRANSFORMERS, load_sentence_transformers_directory)  # doctest: +SKIP
     """
     _LOADERS[model_format] = loader
 
@@ -229,6 +240,4 @@ def load_source(embedder_cls, source, load_weights=True, **kwargs):
     if loader is None:
         raise UserError(f"{source}: no loader of {source.format} models is registered (`import gtr_keras` does it)")
     with source.local() as path:
-        if os.path.isdir(path):
-            verify_if_asked(path)
         return loader(embedder_cls, path, load_weights, **kwargs)

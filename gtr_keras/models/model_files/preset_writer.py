@@ -23,7 +23,7 @@ def write_preset(embedder, preset_dir, save):
     recorded as their weights' dtype, which keras-hub's loader reads (it refuses mixed policies).
 
     Args:
-        embedder: a `GTRTextEmbedder`.
+        embedder: a `GTRTextEmbedder` (or a `Reranker`).
         preset_dir: the directory to write.
         save: a function writing `embedder`'s preset files into the directory it is given.
 
@@ -53,9 +53,10 @@ def write_preset(embedder, preset_dir, save):
             path = staging / name
             if path.exists():
                 path.write_text(json.dumps(_weights_dtypes(json.loads(path.read_text())), indent=4))
-        if embedder.preprocessor is not None:
+        proto = getattr(embedder.preprocessor.tokenizer, "proto", None) if embedder.preprocessor is not None else None
+        if proto is not None:  # a SentencePiece model (a WordPiece vocabulary has none)
             metadata = json.loads((staging / METADATA_FILE).read_text())
-            metadata[VOCABULARY_SHA256] = hashlib.sha256(embedder.preprocessor.tokenizer.proto).hexdigest()
+            metadata[VOCABULARY_SHA256] = hashlib.sha256(proto).hexdigest()
             (staging / METADATA_FILE).write_text(json.dumps(metadata, indent=4))
 
 

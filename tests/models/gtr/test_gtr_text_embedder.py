@@ -78,13 +78,26 @@ def test_keras_export_of_a_loaded_preset_serves_strings(tiny_model_dir, tmp_path
     import tensorflow as tf
     import tensorflow_text  # noqa: F401  (the tokenizer's op, which loading needs)
 
+    from gtr_keras.serving.export import export_encoder
+
     embedder = GTRTextEmbedder.from_preset(tiny_model_dir)
     embedder.export(str(tmp_path / "keras-export"), verbose=False)
     loaded = tf.saved_model.load(str(tmp_path / "keras-export"))
     texts = ["boundary layer " * 300, "wing lift", ""]
-    np.testing.assert_allclose(loaded.serve(tf.constant(texts)).numpy(), embedder.encode_documents(texts), atol=1e-5)
-    queries = loaded.encode_queries(tf.constant(texts)).numpy()
+    strings = tf.constant(texts)
+    documents = loaded.signatures["encode_documents"](texts=strings)["embeddings"].numpy()
+    np.testing.assert_allclose(documents, embedder.encode_documents(texts), atol=1e-5)
+    queries = loaded.signatures["encode_queries"](texts=strings)["embeddings"].numpy()
     np.testing.assert_allclose(queries, embedder.encode_queries(texts), atol=1e-5)
+    np.testing.assert_array_equal(loaded(strings).numpy(), documents)
+    # One set of signatures, whichever way the encoder is exported.
+    cli = tf.saved_model.load(export_encoder(embedder.batch_encoder(), str(tmp_path / "cli"), version=1))
+    assert set(cli.signatures) == set(loaded.signatures) == {"serving_default", "encode_documents", "encode_queries"}
+    for name in loaded.signatures:
+        assert cli.signatures[name].structured_outputs.keys() == loaded.signatures[name].structured_outputs.keys()
+        np.testing.assert_array_equal(
+            cli.signatures[name](texts=strings)["embeddings"], documents if name != "encode_queries" else queries
+        )
 
 
 @pytest.mark.parametrize("format", ["onnx", "openvino", "litert", "torch"])

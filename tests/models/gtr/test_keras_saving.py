@@ -10,16 +10,14 @@ import keras_hub
 import numpy as np
 import pytest
 import tensorflow as tf
-from conftest import FIXTURES, TINY_ST
+from conftest import TINY_ST
 
-from gtr_keras.cli.main import main
 from gtr_keras.errors import CheckpointError
 from gtr_keras.models.gtr.gtr_backbone import GTRBackbone
 from gtr_keras.models.gtr.gtr_text_embedder import GTRTextEmbedder
 from gtr_keras.saving import load
 
 TEXTS = ["wing lift", "boundary layer " * 300, "", "Ünïcode ﬁ ①"]
-LEGACY = os.path.join(FIXTURES, "tiny-gtr-legacy")
 
 
 def _run_fresh(code, tmp_path):
@@ -121,18 +119,6 @@ def test_get_config_from_config_and_clone_model_keep_the_classes(tiny_encoder):
     backbone = embedder.backbone
     assert type(keras.models.clone_model(backbone)) is GTRBackbone
     assert type(GTRBackbone.from_config(backbone.get_config())) is GTRBackbone
-
-
-def test_first_format_directories_load_and_migrate(tiny_model_dir, tmp_path):
-    converted = load(tiny_model_dir)
-    legacy = load(LEGACY)
-    np.testing.assert_array_equal(legacy.encode_documents(TEXTS), converted.encode_documents(TEXTS))
-    np.testing.assert_array_equal(legacy.encode_queries(TEXTS), converted.encode_queries(TEXTS))
-    out = tmp_path / "migrated"
-    assert main(["migrate", LEGACY, str(out)]) == 0
-    migrated = keras_hub.models.TextEmbedder.from_preset(str(out))
-    np.testing.assert_array_equal(migrated.encode_documents(TEXTS), converted.encode_documents(TEXTS))
-    assert main(["migrate", tiny_model_dir, str(tmp_path / "again")]) == 2
 
 
 def test_bundled_demo_model_is_a_preset():

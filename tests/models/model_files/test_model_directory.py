@@ -170,20 +170,33 @@ def test_sharded_weights_are_checked_too(tiny_model_dir, tmp_path):
     )
 
 
-@pytest.mark.parametrize(
-    "keys, value, message",
-    [
-        (["model", "num_layers"], 2, "config.json: model.num_layers is 2 but model.weights.h5 holds 3 encoder blocks"),
-        (
-            ["tokenizer", "document_length"],
-            1,
-            "config.json: tokenizer.document_length must be at least 2 (one token and EOS), got 1",
-        ),
-    ],
-)
-def test_first_format_settings_are_checked(tmp_path, keys, value, message):
-    source = f"{FIXTURES}/tiny-gtr-legacy"
-    assert_refused(edited(source, tmp_path / "m", "config.json", keys, value), message)
+@pytest.mark.parametrize("loader", sorted(LOADERS))
+def test_a_directory_of_the_first_format_is_refused_saying_how_to_rebuild_it(tmp_path, loader):
+    old = tmp_path / "old"
+    old.mkdir()
+    (old / "config.json").write_text(json.dumps({"format": "gtr-keras", "format_version": 1, "model": {}}))
+    message = (
+        "config.json: a model directory of gtr-keras' first format, which this version does not read; rebuild it: "
+        "`gtr-keras convert` its sentence-transformers checkpoint, or train it again"
+    )
+    assert_refused(old, message, LOADERS[loader])
+
+
+def test_the_command_line_refuses_a_directory_of_the_first_format_in_one_line(tmp_path, capsys):
+    from gtr_keras.cli.main import main
+
+    old = tmp_path / "old"
+    old.mkdir()
+    (old / "config.json").write_text(json.dumps({"format": "gtr-keras"}))
+    (tmp_path / "texts.txt").write_text("lift\n")
+    argv = ["encode", "--model", str(old), "--input", str(tmp_path / "texts.txt"), "--output", str(tmp_path / "o.npy")]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"gtr-keras encode: error: {old}/config.json: a model directory of gtr-keras' first format")
+    assert err.count("\n") == 1 and "rebuild it" in err
+    from gtr_keras.cli.parser import build_parser
+
+    assert "migrate" not in build_parser().commands  # the command that rewrote them is gone
 
 
 @pytest.mark.parametrize("loader", sorted(LOADERS))

@@ -11,7 +11,6 @@ from gtr_keras.errors import CheckpointError
 from gtr_keras.models.gtr.presets import BUNDLED_MODEL_DIR, PRESET_SOURCES
 from gtr_keras.models.model_files.model_source import (
     ARCHITECTURE,
-    FIRST_FORMAT,
     KERAS_HUB,
     SENTENCE_TRANSFORMERS,
     ModelSource,
@@ -19,7 +18,6 @@ from gtr_keras.models.model_files.model_source import (
     resolve_model_source,
 )
 
-LEGACY = os.path.join(FIXTURES, "tiny-gtr-legacy")
 PRESET = os.path.join(FIXTURES, "tiny-gtr-preset-0.1")
 
 
@@ -34,7 +32,6 @@ PRESET = os.path.join(FIXTURES, "tiny-gtr-preset-0.1")
         ("kaggle://org/gtr/keras/gtr_small", "kaggle://org/gtr/keras/gtr_small", KERAS_HUB),
         ("gtr-tiny", "gtr-tiny", ARCHITECTURE),
         (TINY_ST, TINY_ST, SENTENCE_TRANSFORMERS),
-        (LEGACY, LEGACY, FIRST_FORMAT),
         (PRESET, PRESET, KERAS_HUB),
         ("file://" + PRESET, PRESET, KERAS_HUB),
     ],
@@ -97,7 +94,7 @@ def test_gtr_sources_are_told_from_other_models(tmp_path):
     (tmp_path / "bert").mkdir()
     (tmp_path / "bert" / "config.json").write_text('{"model_type": "bert"}')
     (tmp_path / "bert" / "modules.json").write_text("[]")
-    for source in (TINY_ST, LEGACY, PRESET, "hf://sentence-transformers/gtr-t5-base"):
+    for source in (TINY_ST, PRESET, "hf://sentence-transformers/gtr-t5-base"):
         assert gtr_model_source(source) == resolve_model_source(source), source
     others = (
         tmp_path / "bert",

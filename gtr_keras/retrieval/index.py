@@ -1,0 +1,438 @@
+"""`Index`: an index directory (or several searched as one) with the model that encodes its queries, as one
+object: build, open, search (GTR, BM25 or both fused, with filters), add or replace documents, delete them,
+compact, tune.
+
+It holds no logic of its own beyond choosing the step: building is `retriever.build_index`,
+`retriever.index_embeddings` or `beam_pipeline.index_with_beam`; searching `Retriever` and
+`HybridRetriever` (`filtered_search` for filters); updates `index_updates.update_index`; tuning
+`tuning.tuner.tune`. `gtr-keras index` and `gtr-keras search` run through it, so an `Index` answers as the
+command line does (`gtr-keras search --json` prints `search`'s hits).
+"""
+
+import os
+
+import numpy as np
+
+from gtr_keras.beir.readers import load_corpus
+from gtr_keras.errors import CheckpointError, DataError, UserError
+from gtr_keras.filters.expressions import Filter
+from gtr_keras.index.embedding_files import EmbeddingFiles
+from gtr_keras.index.layout import read_model_record
+from gtr_keras.index.quantized_vectors import vector_params
+from gtr_keras.lexical.bm25_side import corpus_in_index_order, load_bm25_side
+from gtr_keras.lexical.fusion import Fusion, model_fusion
+from gtr_keras.models.text_encoder import TextPairScorer
+from gtr_keras.retrieval.hybrid_retriever import RETRIEVERS, HybridRetriever
+from gtr_keras.retrieval.index_updates import update_index
+from gtr_keras.retrieval.reranking import rerank as rerank_hits
+from gtr_keras.retrieval.retriever import Retriever, build_index, check_index_outputs, index_embeddings
+from gtr_keras.utils import files
+from gtr_keras.utils.locks import locks_output, output_lock
+from gtr_keras.utils.records import check_positive_int
+
+GLOB_CHARACTERS = "*?["
+
+
+def _encoder_of(model):
+    from gtr_keras.saving import encoder_of  # the model's stack (Keras, TensorFlow) only for a model
+
+    return encoder_of(model)
+
+
+def _reranker_of(reranker):
+    """A reranker's scorer (a `TextPairScorer`), given loaded (`gtr_keras.load`: a model directory or an
+    export), as a function of no arguments that loads one, or as a reranker's model directory or cross-encoder
+    checkpoint."""
+    if not isinstance(reranker, (str, os.PathLike)):
+        scorer = reranker() if callable(reranker) and not isinstance(reranker, TextPairScorer) else reranker
+    else:
+        from gtr_keras.saving import load  # the reranker's stack (Keras, TensorFlow) only for one
+
+        scorer = load(reranker)
+    if not isinstance(scorer, TextPairScorer):
+        raise UserError(f"rerank: {reranker!r} is not a reranker (give a cross-encoder or its model directory)")
+    return scorer
+
+
+def _query_vectors(queries):
+    """`queries` as float32 `[n, D]` when they are vectors (a numeric array), or None when they are texts."""
+    if isinstance(queries, (str, bytes)):
+        raise UserError("queries: a list of texts (or an array of query vectors), not one string")
+    if isinstance(queries, np.ndarray) and queries.dtype.kind == "f":
+        if queries.ndim != 2:
+            raise UserError(f"query vectors: a [queries, D] array, got shape {queries.shape}")
+        return queries.astype(np.float32, copy=False)
+    return None
+
+
+class Index:
+    """An index directory of gtr-keras (or several, shards of one corpus, searched as one) and its model.
+
+    An index keeps document embeddings (exact or ScaNN search), the documents with their metadata, and a
+    BM25 side of them; its model record (`retriever.json`) says which model encoded them, and a text query
+    is encoded by that model only (checked by fingerprint). Searches, updates and tuning go to the
+    directory: another process opening it sees each committed update whole, and an `Index` sees its own
+    updates at once.
+
+    Args:
+        path: an index directory, or a list of them (shards: one model, each id in one of them).
+        model: the model the index was built with: a model directory or name (`"gtr-small-distilled"`,
+            loaded when a text first needs encoding), a loaded encoder (`gtr_keras.load(DIR)`) or
+            `GTRTextEmbedder`, or a function that loads one; None: the model the index records (its
+            `model_dir`), loaded when a text query needs it. Vectors and BM25 need no model.
+
+    Example:
+    >>> index = gtr_keras.Index.build("indexes/scifact", "data/scifact", "gtr-small-distilled")
+    >>> index.search(["does vitamin D prevent fractures?"], k=5, filter="year >= 2019")[0][0]["id"]
+    >>> index.search(["vitamin D"], retriever="hybrid")
+    >>> index.add("new.jsonl")  # adds, or replaces the documents whose id is in the index
+    >>> index.delete(["4983"])
+    >>> same = gtr_keras.Index.open("indexes/scifact")
+    """
+
+    def __init__(self, path, model=None):
+        self.paths = [os.fspath(path)] if isinstance(path, (str, os.PathLike)) else [os.fspath(p) for p in path]
+        if not self.paths:
+            raise UserError("an Index needs at least one index directory")
+        self.records = [read_model_record(directory) for directory in self.paths]  # not an index: one line
+        self._model = model
+        self._encoder = None
+        self._search_params = {}
+        self._reopen()
+
+    @classmethod
+    def open(cls, path, model=None):
+        """The `Index` of an index directory, or of several searched as one (`Index(path, model)`).
+
+        Raises:
+            DataError: not an index directory, or a damaged one (naming the file).
+            MismatchError: shards of different models.
+        """
+        return cls(path, model)
+
+    @classmethod
+    @locks_output("path")
+    def build(
+        cls,
+        path,
+        corpus=None,
+        model=None,
+        *,
+        embeddings=None,
+        documents=None,
+        exact=False,
+        vectors="float32",
+        rescore=None,
+        bm25=True,
+        batch_size=32,
+        shard_size=2048,
+        progress=None,
+        runner=None,
+        beam_options=(),
+        large_model=False,
+        shard_rows=50_000,
+    ):
+        """Builds an index directory at `path` (what `gtr-keras index` does, with its options) and opens it.
+
+        From a corpus, encoded by `model` (resumable: a killed build started again resumes from its last
+        finished piece), or from embedding files of `gtr-keras encode` or the Beam pipeline. Every input
+        is checked before the model loads; the directory appears only when complete (an index there before
+        stays until then), with a BM25 side of its documents unless `bm25=False`.
+
+        Args:
+            path: the index directory to write (replaces only an empty one or an index).
+            corpus: a BEIR directory, a corpus file (`corpus.jsonl[.gz]`) or a `gtr_keras.Corpus`; with
+                `runner`, also a glob of corpus files.
+            model: as `Index` takes it; required with `corpus`; with `embeddings`, declares or checks
+                their model (default: the one `gtr-keras encode` recorded beside them).
+            embeddings: a glob of embedding files (`"emb/*.npy"`) instead of `corpus`.
+            documents: with `embeddings`, their corpus (a file, a BEIR directory or a `Corpus`; the same
+                ids, any order): its titles, texts and metadata are stored (for display and filters) and
+                indexed with BM25.
+            exact: exact search even above 20,000 documents (ScaNN's threshold).
+            vectors: `"float32"`, or `"int8"` / `"binary"` codes for an exact index, rescored with float32.
+            rescore: candidates rescored per query with `"int8"` or `"binary"` vectors.
+            bm25: also index the documents with BM25 (for `retriever="bm25"` and `"hybrid"`).
+            batch_size: documents per forward pass.
+            shard_size: documents per resumable piece of the encoding.
+            progress: show a progress bar (default: for 5,000 documents or more).
+            runner: encode with an Apache Beam pipeline on this runner (`"DirectRunner"`,
+                `"DataflowRunner"`, ...), `model` then a directory or name every worker loads.
+            beam_options: Beam pipeline options, `"KEY=VALUE"` or `"KEY"` strings.
+            large_model: one model copy per machine, shared by its Beam workers.
+            shard_rows: documents per embedding file of the Beam pipeline.
+
+        Returns:
+            The `Index`, with `model` loaded when it was used.
+
+        Raises:
+            UserError: both or neither of `corpus` and `embeddings`, `corpus` without `model`, an
+                option that does not apply; `DataError` for a bad input file, naming it; `MismatchError`
+                for embeddings of another model than `model`.
+
+        Example:
+        >>> index = Index.build("indexes/scifact", "data/scifact", "gtr-small-distilled")
+        >>> Index.build("indexes/msmarco", embeddings="emb/*.npy", documents="msmarco/corpus.jsonl")
+        """
+        if (corpus is None) == (embeddings is None):
+            raise UserError("build an index from a corpus (with its model) or from embeddings: one of them, not both")
+        if corpus is not None and model is None:
+            raise UserError("a corpus is encoded by a model: pass model=")
+        if documents is not None and embeddings is None:
+            raise UserError("documents go with embeddings (a corpus is indexed with its own)")
+        if runner is not None and embeddings is not None:
+            raise UserError("runner encodes a corpus; embeddings are encoded already")
+        check_index_outputs(path, work_dir=embeddings is None and runner is None)  # Beam's: by its pipeline
+        params = vector_params(vectors, rescore)
+        kind = "exact" if exact or params else "auto"
+        model_dir = model if isinstance(model, (str, os.PathLike)) else None
+        encoder = None
+        if embeddings is not None:
+            shards = embeddings if isinstance(embeddings, EmbeddingFiles) else EmbeddingFiles.open(embeddings)
+            if documents is not None:
+                where = documents if isinstance(documents, (str, os.PathLike)) else "documents"
+                stored = load_corpus(documents) if isinstance(documents, (str, os.PathLike)) else documents
+                documents = corpus_in_index_order(stored, where, shards.ids)
+            encoder = None if model is None else _encoder_of(model)
+            index_embeddings(shards, path, encoder, model_dir, kind, documents, params, bm25)
+        elif runner is not None:
+            from gtr_keras.retrieval.beam_pipeline import index_with_beam  # Apache Beam, an extra
+
+            if model_dir is None:
+                raise UserError("runner: each Beam worker loads the model: pass its directory or name as model=")
+            index_with_beam(
+                corpus,
+                path,
+                model_dir,
+                lambda: _encoder_of(model),
+                kind,
+                bm25,
+                params,
+                runner=runner,
+                beam_options=beam_options,
+                batch_size=batch_size,
+                shard_rows=shard_rows,
+                large_model=large_model,
+            )
+        else:
+            if isinstance(corpus, (str, os.PathLike)):
+                name = os.fspath(corpus)
+                if any(char in name for char in GLOB_CHARACTERS) and not files.exists(name):
+                    raise DataError(f"{name}: a glob of corpus files needs a Beam runner (runner='DirectRunner')")
+                corpus = load_corpus(name)
+            encoder = _encoder_of(model)
+            build_index(encoder, corpus, path, model_dir, kind, batch_size, shard_size, progress, bm25, params)
+        index = cls(path, model)
+        index._encoder = index._retriever.encoder = encoder  # checked by the build (None: none loaded)
+        return index
+
+    def _reopen(self):
+        """Loads the directories' newest generation, keeping the model and the search settings set."""
+        self._retriever = Retriever.load(self.paths[0] if len(self.paths) == 1 else self.paths, None)
+        self._retriever.encoder = self._encoder
+        if self._search_params:
+            self._retriever.index.set_search_params(self._search_params)
+        self._bm25 = None
+
+    @property
+    def encoder(self):
+        """The `Encoder` of the index's model, loaded (and checked as the model of every directory) when
+        first needed.
+
+        Raises:
+            UserError: no model given and none recorded; `MismatchError`: the model given is another one.
+        """
+        if self._encoder is None:
+            model = self._model if self._model is not None else self.records[0].get("model_dir")
+            if model is None:
+                raise UserError(
+                    f"{self.paths[0]}: records no model directory; text queries need the model the index was "
+                    "built with: Index.open(path, model=...)"
+                )
+            encoder = _encoder_of(model)
+            for directory in self.paths:
+                Retriever.check_model(directory, encoder)
+            self._encoder = self._retriever.encoder = encoder
+        return self._encoder
+
+    @property
+    def fusion(self):
+        """The `Fusion` of hybrid search by default: the model's own (`fusion.model_fusion`) when the model
+        is a directory or name, given or recorded, else `Fusion()`."""
+        model = self._model if isinstance(self._model, (str, os.PathLike)) else self.records[0].get("model_dir")
+        if model is None:
+            return Fusion()
+        try:
+            return model_fusion(model)
+        except CheckpointError:  # a recorded directory that is no longer there
+            return Fusion()
+
+    def search(self, queries, k=10, filter=None, retriever="gtr", fusion=None, rerank=None, rerank_depth=None):
+        """The top `k` hits of each query: per query, a list of `{"id", "score", "title", "text"}` best
+        first (titles and texts where the index stores documents), what `gtr-keras search --json` prints.
+
+        Every search of the index runs here: GTR on texts (encoded by the index's model) or on vectors,
+        BM25, or both fused, with or without a filter, and a reranker's second stage over any of them.
+
+        Args:
+            queries: a list of texts, or float32 query vectors `[n, D]` (GTR search, no model needed).
+            k: hits per query.
+            filter: only documents it allows: a clause (`"lang = fr"`, `"year >= 2019"`), a list of
+                clauses (ANDed) or a `gtr_keras.Filter` (clauses and an allow-list of ids); docs/filters.md.
+            retriever: `"gtr"`, `"bm25"` (the index's BM25 side) or `"hybrid"` (both, fused).
+            fusion: the `gtr_keras.Fusion` of hybrid search (default: `self.fusion`).
+            rerank: a reranker (`gtr_keras.load(RERANKER_DIR)`, its model directory or cross-encoder
+                checkpoint, or a function of no arguments that loads one) that reorders each query's first
+                `rerank_depth` hits by its scores of the (query, document) pairs (`reranking.rerank`;
+                docs/reranking.md); the hits' scores are then its scores.
+            rerank_depth: first-stage hits reranked per query (default: `k`); the best `k` of them are returned.
+
+        Raises:
+            UserError: a bad clause, an unknown field, `k` not a positive int, BM25 on vectors, BM25 on
+                several directories, or a reranker over vectors or over an index that stores no documents;
+                `MismatchError`: the model given is not the index's, or the BM25 side is stale.
+
+        Example:
+        >>> index.search(["lift on a wing"], k=3, filter=["lang = en", "year >= 2019"])
+        >>> index.search(["lift on a wing"], retriever="hybrid", fusion=gtr_keras.Fusion("rrf"))
+        >>> index.search(query_vectors, k=10)
+        >>> index.search(["lift on a wing"], k=10, rerank="models/minilm-reranker", rerank_depth=100)
+        """
+        if retriever not in RETRIEVERS:
+            raise UserError(f"retriever must be one of {RETRIEVERS}, got {retriever!r}")
+        k = check_positive_int(k, "k")
+        vectors = _query_vectors(queries)
+        filter = Filter.of(filter)  # a clause that does not parse, before the index is searched
+        allowed = self._retriever.allowed(filter)  # an unknown field or a mismatched type, before the model loads
+        if rerank is None:
+            return self._first_stage(queries, vectors, k, filter, allowed, retriever, fusion)
+        depth = check_positive_int(rerank_depth or k, "rerank_depth")
+        if vectors is not None:
+            raise UserError("rerank: a reranker reads query texts, not vectors")
+        if self._retriever.corpus is None:
+            raise UserError(
+                f"rerank: {self.paths[0]} stores no document texts to rerank (built from embeddings without "
+                "documents); rebuild it with its documents"
+            )
+        scorer = _reranker_of(rerank)
+        hits = self._first_stage(queries, None, depth, filter, allowed, retriever, fusion)
+        return [row[:k] for row in rerank_hits(scorer, list(queries), hits, depth)]
+
+    def _first_stage(self, queries, vectors, k, filter, allowed, retriever, fusion):
+        if retriever == "gtr":
+            vectors = self.encoder.encode_queries(list(queries)) if vectors is None else vectors
+            return self._retriever.hits(*self._retriever.search_ids(vectors, k, allowed))
+        if vectors is not None:
+            raise UserError(f"retriever {retriever!r} searches texts (BM25 has no vectors)")
+        if len(self.paths) > 1:
+            raise UserError(f"retriever {retriever!r} searches one index (several are shards of retriever='gtr')")
+        if self._bm25 is None:
+            self._bm25 = load_bm25_side(self.paths[0], self._retriever.index.ids, self._retriever.corpus)
+        if retriever == "hybrid":
+            fusion = fusion or self.fusion  # a bad fusion record of the model's, before the model loads
+            self._retriever.encoder = self.encoder
+        return HybridRetriever(self._retriever, self._bm25, fusion).search(list(queries), k, retriever, filter)
+
+    def _update(self, **update):
+        if len(self.paths) > 1:
+            raise UserError("an update goes to one index directory: open the shard that holds the documents")
+        update_index(self.paths[0], **update)
+        self._reopen()
+
+    def add(self, corpus=None, *, embeddings=None, documents=None, batch_size=32, progress=None):
+        """Adds documents, replacing those whose id is in the index, in place (`gtr-keras update`).
+
+        The update is one new segment, committed whole; the BM25 side follows the documents. Readers that
+        opened the index before keep their version; this `Index` sees the update at once.
+
+        Args:
+            corpus: a corpus file, a BEIR directory or a `gtr_keras.Corpus`, encoded by the index's model.
+            embeddings: embedding files (a glob) of the index's model instead of `corpus`.
+            documents: with `embeddings`, their corpus (titles, texts, metadata); without it the documents
+                the embeddings replace lose theirs, and the BM25 side is removed (a warning says so).
+            batch_size, progress: for encoding `corpus`.
+
+        Raises:
+            MismatchError: embeddings or a model of another model than the index's; `DataError`: a bad
+                file, naming it; `UserError`: both or neither of `corpus` and `embeddings`.
+
+        Example:
+        >>> index.add("new.jsonl")
+        >>> index.add(embeddings="new/*.npy", documents="new/corpus.jsonl")
+        """
+        if (corpus is None) == (embeddings is None):
+            raise UserError("add a corpus (encoded by the index's model) or embeddings, not both")
+        encoder = (lambda: self.encoder) if corpus is not None else self._encoder
+        self._update(
+            corpus=corpus,
+            embeddings=embeddings,
+            documents=documents,
+            encoder=encoder,
+            batch_size=batch_size,
+            progress=progress,
+        )
+
+    def delete(self, ids, missing_ok=False):
+        """Deletes documents in place.
+
+        Args:
+            ids: a list of ids, or a file of one id a line.
+            missing_ok: skip ids that are not in the index (else a `DataError` names the first).
+
+        Example:
+        >>> index.delete(["d1", "d7"])
+        """
+        self._update(delete=ids, missing_ok=missing_ok)
+
+    def compact(self):
+        """Rewrites the index as one segment without its deleted rows (updates do so by themselves past
+        `segment_writer.MAX_SEGMENTS` segments or `MAX_DELETED_FRACTION` deleted rows)."""
+        self._update(compact=True)
+
+    def tune(self, queries=None, sample=1000, target_recall=0.95, k=10, plot=None, build=False, log=print):
+        """Measures the index's search settings against exact search and records the fastest that meets
+        `target_recall` in the index (`gtr-keras tune`; `tuning.tuner.tune` has the arguments), which its
+        searches then use.
+
+        Returns:
+            The record written (`setting`, `recall`, `qps`, ...).
+
+        Example:
+        >>> index.tune(sample=1000, target_recall=0.95)["setting"]
+        {'num_leaves_to_search': 70, 'reorder_factor': 20}
+        """
+        from gtr_keras.tuning.tuner import tune
+
+        if len(self.paths) > 1:
+            raise UserError("tune measures one index directory: open each shard")
+        with output_lock(self.paths[0]):
+            record = tune(self.paths[0], queries, sample, target_recall, k, plot, build=build, log=log)
+        self._reopen()
+        return record
+
+    def set_search_params(self, setting):
+        """Sets search parameters for this `Index`'s searches (overriding a tuned setting): ScaNN's
+        `num_leaves_to_search` and `reorder_factor`, an int8 or binary index's `rescore`.
+
+        Example:
+        >>> index.set_search_params({"num_leaves_to_search": 40})
+        """
+        self._retriever.index.set_search_params(setting)
+        self._search_params = {**self._search_params, **setting}
+
+    @property
+    def kind(self):
+        """`"exact"` or `"scann"` (`"mixed"` for shards of both)."""
+        return self._retriever.index.kind
+
+    @property
+    def ids(self):
+        """The ids of the documents, in the index's order."""
+        return list(self._retriever.index.ids)
+
+    def __len__(self):
+        return len(self._retriever.index.ids)
+
+    def __repr__(self):
+        where = self.paths[0] if len(self.paths) == 1 else self.paths
+        return f"Index({where!r}: {len(self)} documents, {self.kind})"

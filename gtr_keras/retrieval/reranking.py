@@ -1,0 +1,102 @@
+"""A second stage: a reranker (a cross-encoder) reorders the first stage's hits of each query.
+
+`rerank` is the one function every path that retrieves calls (`search --rerank`, `evaluate --rerank` through
+`rerank_run`, and whatever else reranks hits): the first `depth` hits of every query become (query, document
+text) pairs, scored in one call of the reranker's `predict`, which batches all of them by length as the encoders
+batch texts (`PairScorer`), so a short hit of one query shares a batch with short hits of another. A document
+longer than the reranker's budget is cut there with the query (Hugging Face's `longest_first`,
+`RerankerPreprocessor`).
+"""
+
+import numpy as np
+
+from gtr_keras.beir.evaluation import rank_documents
+from gtr_keras.errors import UserError
+
+
+def hit_text(hit):
+    """The text a reranker reads for a hit: `"title text"`, stripped (what BEIR embeds, `Corpus.joined`)."""
+    return f"{hit.get('title', '')} {hit['text']}".strip()
+
+
+def rerank(scorer, queries, hits, depth=None, batch_size=32):
+    """The first `depth` hits of each query, reordered by the reranker's scores of their (query, text) pairs.
+
+    Args:
+        scorer: a reranker's scorer (`gtr_keras.load(RERANKER_DIR)`: `predict(pairs, batch_size)` gives a
+            float32 score per pair).
+        queries: the query texts.
+        hits: per query, its first-stage hits, best first: dicts with `"id"`, `"score"` and the document's
+            `"text"` (and `"title"`), as `Retriever.search` and `HybridRetriever.search` give them.
+        depth: how many of each query's first hits are reranked and returned (None: all).
+        batch_size: pairs per forward pass.
+
+    Returns:
+        Per query, its reranked hits, best first: each hit as it was, its `"score"` the reranker's
+        (ties keep the first stage's order).
+
+    Raises:
+        UserError: `len(hits) != len(queries)`, or a hit without its document's text (an index that
+            stores no documents), naming the query.
+
+    Example:
+    >>> first = retriever.search(["what keeps a wing up?"], k=100)
+    >>> best = rerank(gtr_keras.load("models/minilm-reranker"), ["what keeps a wing up?"], first, depth=100)
+    """
+    queries, hits = list(queries), [list(row[:depth] if depth else row) for row in hits]
+    if len(queries) != len(hits):
+        raise UserError(f"rerank: {len(queries)} queries but hits for {len(hits)}")
+    pairs = []
+    for number, (query, row) in enumerate(zip(queries, hits)):
+        for hit in row:
+            if "text" not in hit:
+                raise UserError(
+                    f"rerank: hit {hit.get('id')!r} of query {number} has no document text to rerank (the index "
+                    "stores no documents: build it from a corpus, or give --bm25-corpus with --embeddings)"
+                )
+            pairs.append((query, hit_text(hit)))
+    scores = scorer.predict(pairs, batch_size=batch_size) if pairs else np.zeros(0, np.float32)
+    reranked, start = [], 0
+    for row in hits:
+        row_scores = scores[start : start + len(row)]
+        start += len(row)
+        order = np.argsort(-row_scores, kind="stable")
+        reranked.append([{**row[i], "score": float(row_scores[i])} for i in order])
+    return reranked
+
+
+def rerank_run(scorer, queries, run, corpus, depth=100, batch_size=32):
+    """A run `{qid: {doc_id: score}}` with each query's first `depth` documents reranked (`rerank`): those
+    first, by the reranker's scores, then the rest in the first stage's order below every reranked one.
+
+    Args:
+        scorer: a reranker's scorer.
+        queries: `{qid: text}`.
+        run: the first stage's run.
+        corpus: the `Corpus` of the run's documents.
+        depth: documents reranked per query.
+        batch_size: pairs per forward pass.
+
+    Example:
+    >>> reranked = rerank_run(scorer, queries, gtr_run(encoder, corpus, queries), corpus, depth=100)
+    """
+    positions = {doc_id: i for i, doc_id in enumerate(corpus.ids)}
+    query_ids = list(run)
+    ranked = {qid: rank_documents(run[qid]) for qid in query_ids}
+    hits = [
+        [
+            {"id": d, "title": corpus.titles[positions[d]], "text": corpus.texts[positions[d]]}
+            for d in ranked[qid][:depth]
+            if d in positions
+        ]
+        for qid in query_ids
+    ]
+    reranked = rerank(scorer, [queries[qid] for qid in query_ids], hits, batch_size=batch_size)
+    result = {}
+    for qid, row in zip(query_ids, reranked):
+        scores = {hit["id"]: hit["score"] for hit in row}
+        floor = min(scores.values(), default=0.0) - 1.0
+        rest = [d for d in ranked[qid] if d not in scores]
+        scores.update({d: floor - i / max(len(rest), 1) for i, d in enumerate(rest)})
+        result[qid] = scores
+    return result
