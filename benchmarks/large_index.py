@@ -61,6 +61,12 @@ def write_shard(path, ids, vectors):
         f.writelines(f"{i}\n" for i in ids)
 
 
+def corpus_centres(args):
+    """`(rng, centres)`: the generator of the synthetic corpus (`args.seed`) and the centres it drew first."""
+    rng = np.random.default_rng(args.seed)
+    return rng, _normalise(rng.standard_normal((args.clusters, args.dims), dtype=np.float32))
+
+
 def write_shards(args, shard_dir):
     """Writes `args.shards` shards of synthetic unit vectors (and the queries), unless already there."""
     settings = {key: getattr(args, key) for key in ("n", "shards", "dims", "clusters", "noise", "seed", "num_queries")}
@@ -69,8 +75,7 @@ def write_shards(args, shard_dir):
         return
     shutil.rmtree(shard_dir, ignore_errors=True)
     os.makedirs(shard_dir)
-    rng = np.random.default_rng(args.seed)
-    centres = _normalise(rng.standard_normal((args.clusters, args.dims), dtype=np.float32))
+    rng, centres = corpus_centres(args)
     np.save(os.path.join(shard_dir, "..", "queries.npy"), synthetic(args.num_queries, centres, args.noise, rng))
     bounds = np.linspace(0, args.n, args.shards + 1).astype(int)
     for number, (start, stop) in enumerate(zip(bounds[:-1], bounds[1:])):
@@ -102,8 +107,9 @@ def build(shard_dir, index_dir, exact):
     return {"build_peak_rss": peak, "build_s": seconds, "disk_bytes": size}
 
 
-def search_child(index_dir, queries_path, out_path, single):
-    """The measured search process: load, one batched call, then `single` calls of one query."""
+def search_child(index_dir, queries_path, out_path, single, steady_path=None):
+    """The measured search process: load, one batched call, then `single` calls of one query, then, with
+    `steady_path`, its queries searched in batches of as many, the file pages mapped (`RssFile`) after each."""
     from gtr_keras.index import SearchIndex
 
     queries = np.load(queries_path)
@@ -118,10 +124,21 @@ def search_child(index_dir, queries_path, out_path, single):
         start = time.perf_counter()
         index.search_ids(queries[row : row + 1], K)
         latencies.append(time.perf_counter() - start)
+    mapped = []
+    if steady_path:  # read a batch at a time, not mapped: the file pages counted are the index's
+        header = np.load(steady_path, mmap_mode="r")
+        (num_steady, dims), offset = header.shape, header.offset
+        del header
+        for start in range(0, num_steady, len(queries)):
+            rows = min(len(queries), num_steady - start)
+            batch = np.fromfile(steady_path, np.float32, rows * dims, offset=offset + start * dims * 4)
+            index.search_ids(batch.reshape(rows, dims), K)
+            mapped.append(_rss_file_bytes())
     np.save(out_path, np.array(ids, dtype=object), allow_pickle=True)
     print(
         json.dumps(
             {
+                "mapped_file_bytes": mapped,
                 "load_s": load_s,
                 "batched_qps": len(queries) / batched_s,
                 "latency_ms_p50": 1000 * float(np.median(latencies)) if latencies else None,
@@ -133,8 +150,16 @@ def search_child(index_dir, queries_path, out_path, single):
     )
 
 
-def search(index_dir, queries_path, out_path, single):
+def _rss_file_bytes():
+    """This process's resident pages of mapped files (`/proc/self/status`' `RssFile`), in bytes."""
+    with open("/proc/self/status") as f:
+        return next(int(line.split()[1]) * 1024 for line in f if line.startswith("RssFile:"))
+
+
+def search(index_dir, queries_path, out_path, single, steady_path=None):
+    """Runs `search_child` in a process of its own under `/usr/bin/time -v`: its JSON line, peak RSS and time."""
     command = [sys.executable, __file__, "--search-child", index_dir, queries_path, out_path, str(single)]
+    command += [steady_path] if steady_path else []
     path = [os.path.dirname(os.path.abspath(__file__)), *filter(None, [os.environ.get("PYTHONPATH")])]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(path)}  # with the caller's: `PYTHONPATH=.` runs this tree
     stdout, peak, seconds = timed_process(command, env)
@@ -250,6 +275,6 @@ Command: `{rerun_command(__file__, argv)}`
 
 if __name__ == "__main__":
     if sys.argv[1:2] == ["--search-child"]:
-        search_child(sys.argv[2], sys.argv[3], sys.argv[4], int(sys.argv[5]))
+        search_child(sys.argv[2], sys.argv[3], sys.argv[4], int(sys.argv[5]), *sys.argv[6:7])
     else:
         main()

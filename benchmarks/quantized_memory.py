@@ -5,9 +5,12 @@ On `large_index.py`'s synthetic shards (written once into `--work/shards`, reuse
 per vector type with `gtr-keras index --embeddings ... --vectors V` and a ScaNN one with `gtr-keras index
 --embeddings ...`, then searches each in a process of its own under `/usr/bin/time -v` (`large_index.search`:
 `SearchIndex.load`, whose ScaNN search applies the setting `gtr-keras tune` recorded, and one batched
-`search_ids` of every query): its peak RSS, load time, QPS, and recall@10 against the float32 index's answers.
-The peak RSS counts the pages of `embeddings.npy` a search touched through its memory map (float32's whole
-file; the quantized indexes' and ScaNN's candidates' rows only), as the kernel does.
+`search_ids` of every query, then `--steady-queries` more queries drawn the same way, searched in batches of
+`--num-queries`, so that the float32 pages the rescoring maps reach the level where the process lets them go,
+`quantized_vectors._MAPPED_BYTES`): its peak RSS, load time, QPS (of the first batch), recall@10 against the
+float32 index's answers, and the file pages mapped after the first and the last steady batches (`RssFile`,
+which should level off). The peak RSS counts the pages of `embeddings.npy` a search touched through its memory
+map (float32's whole file; the quantized indexes' and ScaNN's candidates' rows only), as the kernel does.
 
 Usage:
     PYTHONPATH=. python benchmarks/quantized_memory.py --n 1000000 --num-queries 200 --work /tmp/frontier-1m
@@ -20,8 +23,10 @@ import argparse
 import json
 import os
 
-from large_index import add_corpus_arguments, recall, search, timed_process, write_shards
+import numpy as np
+from large_index import add_corpus_arguments, corpus_centres, recall, search, timed_process, write_shards
 from results import RESULTS, lscpu_flags, machine, publish, rerun_command
+from search import synthetic
 
 SECTION = "## Quantized exact search"
 
@@ -31,13 +36,24 @@ def main(argv=None):
     add_corpus_arguments(parser)
     parser.add_argument("--work", required=True, help="directory for shards and indexes (kept for reruns)")
     parser.add_argument("--reuse", action="store_true", help="search the indexes a previous run built in --work")
+    parser.add_argument(
+        "--steady-queries",
+        type=int,
+        default=20_000,
+        help="queries searched after the first batch, in batches of --num-queries, until the mapped pages level off",
+    )
     parser.add_argument("--results", default=RESULTS)
     parser.add_argument("--no-record", action="store_true")
     args = parser.parse_args(argv)
     shard_dir = os.path.join(args.work, "shards")
     write_shards(args, shard_dir)
     queries = os.path.join(args.work, "queries.npy")
-    rows, gib = [], 2**30
+    steady = os.path.join(args.work, f"queries-steady-{args.steady_queries}.npy")
+    if not os.path.exists(steady):
+        _, centres = corpus_centres(args)
+        rng = np.random.default_rng([args.seed, args.steady_queries])
+        np.save(steady, synthetic(args.steady_queries, centres, args.noise, rng))
+    rows, gib, mib = [], 2**30, 2**20
     for vectors in ("float32", "int8", "binary", "scann"):
         index_dir = os.path.join(args.work, "index-scann" if vectors == "scann" else f"exact-{vectors}")
         command = ["gtr-keras", "index", "--embeddings", os.path.join(shard_dir, "*.npy"), "--out", index_dir]
@@ -47,7 +63,8 @@ def main(argv=None):
             _, build_peak, build_s = timed_process(command)
             built = f"{build_s / 60:.1f} min ({build_peak / gib:.2f} GiB)"
         found = os.path.join(args.work, f"found-{vectors}.npy")
-        measured = search(index_dir, queries, found, 0)
+        measured = search(index_dir, queries, found, 0, steady if args.steady_queries else None)
+        mapped = measured["mapped_file_bytes"] or [0]
         quality = recall(found, os.path.join(args.work, "found-float32.npy"))
         held = {"float32": 4 * args.dims, "int8": args.dims, "binary": (args.dims + 7) // 8}.get(vectors, 0) * args.n
         if vectors == "scann":  # ScaNN's files, read into memory
@@ -56,20 +73,21 @@ def main(argv=None):
         rows.append(
             f"| {vectors} | {_setting(measured['params'])} | {held / gib:.2f} GiB | "
             f"{built} | {measured['load_s']:.1f} s | "
-            f"{measured['search_peak_rss'] / gib:.2f} GiB | {measured['batched_qps']:,.1f} | {quality:.4f} |"
+            f"{measured['search_peak_rss'] / gib:.2f} GiB | {mapped[0] / mib:,.0f} -> {mapped[-1] / mib:,.0f} MiB | "
+            f"{measured['batched_qps']:,.1f} | {quality:.4f} |"
         )
         print(rows[-1], flush=True)
     flags = lscpu_flags()
     block = "\n".join(
         [
             f"### Search memory at {args.n:,} x {args.dims} (synthetic, {args.clusters} clusters), "
-            f"{args.num_queries} queries",
+            f"{args.num_queries} queries, then {args.steady_queries:,} more in batches of as many",
             "",
             f"Command: `{rerun_command(__file__, argv)}`. Machine: {machine()}, shared; lscpu flags: {flags}",
             "",
             "| vectors | search setting | codes (or float32, or ScaNN) held | build (peak RSS) | load | "
-            "search peak RSS | QPS batched | recall@10 vs float32 |",
-            "|---|---|---|---|---|---|---|---|",
+            "search peak RSS | file pages mapped, first -> last steady batch | QPS batched | recall@10 vs float32 |",
+            "|---|---|---|---|---|---|---|---|---|",
             *rows,
         ]
     )

@@ -135,6 +135,16 @@ def is_remote(path):
     return "://" in path
 
 
+def is_npy(path):
+    """Whether `path` names a `.npy` file of vectors, in any case (`Q.NPY` too).
+
+    Example:
+    >>> is_npy("queries.NPY"), is_npy("queries.jsonl")
+    (True, False)
+    """
+    return os.fspath(path).lower().endswith(".npy")
+
+
 def input_path(kind):
     """An argparse type for an input that must exist: `"file"`, `"directory"` or `"path"` (either).
 

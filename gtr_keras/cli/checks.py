@@ -14,7 +14,7 @@ import os
 import socket
 import urllib.parse
 
-from gtr_keras.cli.arguments import GLOB_CHARACTERS, PROG, is_remote
+from gtr_keras.cli.arguments import GLOB_CHARACTERS, PROG, is_npy, is_remote
 from gtr_keras.serving.export_formats import FORMATS, missing_package_hint
 
 # Arguments without a path type that name a model: a model directory may be remote (`gs://...`), but
@@ -123,7 +123,7 @@ def _check_one_source(args, parser):
 
 def check_tune_queries(args, parser):
     """`tune --model` encodes a `--queries` file of text, which needs it; `.npy` vectors are encoded already."""
-    text = args.queries is not None and not args.queries.endswith(".npy")
+    text = args.queries is not None and not is_npy(args.queries)
     if text and not args.model:
         parser.error("argument --model: required with a --queries file of text (or give encoded .npy vectors)")
     if args.model and not text:
@@ -136,6 +136,7 @@ _EXPORT_FLAGS = (
     ("index", None, "the searcher is a SavedModel; --format {format} exports the encoder"),
     ("version", None, "TF Serving's version directories are SavedModels'; --format {format} writes OUT itself"),
     ("precision", "float32", "--format {format} exports float32 (for ONNX Runtime's int8: --quantize int8)"),
+    ("allow_large_float32", False, "the searcher is a SavedModel; --format {format} exports the encoder"),
 )
 
 
@@ -150,6 +151,7 @@ _RERANKER_EXPORT_FLAGS = (
     ("--query-length", "query_length", None),
     ("--document-length", "document_length", None),
     ("--version", "version", None),
+    ("--allow-large-float32", "allow_large_float32", False),
 )
 
 
@@ -176,6 +178,13 @@ def check_export_format(args, parser):
             parser.error(f"argument {given[0]}: does not apply to a reranker's export")
     if args.search_param and (not args.index or not args.searcher.startswith("scann")):
         parser.error("argument --search-param: sets the ScaNN searcher of --index (--searcher scann|scann-int8)")
+    if args.searcher == "scann-int8" and any(name == "rescore_factor" for name, _ in args.search_param or []):
+        parser.error(
+            "argument --search-param: rescore_factor rescores with float32 vectors, which --searcher scann-int8 "
+            "leaves out (--searcher scann keeps them)"
+        )
+    if args.allow_large_float32 and (not args.index or args.searcher != "scann"):
+        parser.error("argument --allow-large-float32: goes with --index and --searcher scann (its float32 vectors)")
     for dest, default, reason in _EXPORT_FLAGS:
         if dest not in export_format.flags and getattr(args, dest) != default:
             parser.error(f"argument --{dest}: {reason.format(format=args.format)}")

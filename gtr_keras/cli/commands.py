@@ -15,7 +15,7 @@ import sys
 
 import numpy as np
 
-from gtr_keras.cli.arguments import PROG
+from gtr_keras.cli.arguments import PROG, is_npy
 from gtr_keras.cli.checks import loopback
 from gtr_keras.errors import DataError, UserError
 from gtr_keras.utils import files
@@ -472,22 +472,31 @@ def tune(args):
 
 
 def _tune_queries(args):
-    """`tune --queries`' float32 vectors: a `.npy` file's, or a queries file's texts encoded with `--model`
-    (checked against the index's); None without `--queries`."""
+    """`tune --queries`' float32 vectors: a `.npy` file's (checked: finite, of the index's dims), or a queries
+    file's texts encoded with `--model` (checked against the index's, after `tuner.check_request`: nothing
+    encoded for a tune refused anyway); None without `--queries`. A bad `.npy` is named `--queries PATH: `."""
+    from gtr_keras.tuning.tuner import check_queries, check_request
+
     if not args.queries:
         return None
-    if args.queries.endswith(".npy"):
+    if is_npy(args.queries):
+        from gtr_keras.index.layout import read_description
         from gtr_keras.utils.records import unreadable_reason
 
         try:
             with files.open(args.queries) as f:
-                return np.load(f)
+                vectors = np.load(f)
         except (OSError, ValueError) as e:
-            raise DataError(f"{args.queries}: unreadable ({unreadable_reason(e, args.queries)})") from e
+            raise DataError(f"--queries {args.queries}: unreadable ({unreadable_reason(e, args.queries)})") from e
+        try:
+            return check_queries(vectors, read_description(args.index)[2]["dims"])
+        except UserError as e:
+            raise UserError(f"--queries {args.queries}: {e}") from e
     from gtr_keras.beir.readers import load_queries
     from gtr_keras.retrieval.retriever import Retriever
 
     texts = list(load_queries(args.queries).values())  # a bad file before the model loads
+    check_request(args.index, args.target_recall, args.k, args.build, len(texts), sampled=False)
     encoder = _encoder(args)
     Retriever.check_model(args.index, encoder)
     return encoder.encode_queries(texts, 64)
@@ -511,6 +520,7 @@ def export(args):
             version=args.version,
             search_params=dict(args.search_param or []),
             quantize=args.quantize,
+            allow_large_float32=args.allow_large_float32,
             **searcher,
         )
     for path in written:

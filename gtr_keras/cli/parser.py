@@ -594,7 +594,14 @@ def build_parser():
         action="append",
         metavar="NAME=VALUE",
         help="with --searcher scann|scann-int8: the exported searcher's num_leaves_to_search, reorder_factor or "
-        "rescore_factor instead of the index's (the one `tune` recorded, or the build's); repeatable (default: none)",
+        "rescore_factor (scann only) instead of the index's (the one `tune` recorded, or the build's); repeatable "
+        "(default: none)",
+    )
+    p.add_argument(
+        "--allow-large-float32",
+        action="store_true",
+        help="with --searcher scann: hold the index's float32 vectors in the searcher even above 1 GiB (refused "
+        "otherwise, --searcher scann-int8 suggested)",
     )
     add_encoder_arguments(p)
 

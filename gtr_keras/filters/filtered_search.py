@@ -9,10 +9,11 @@ merged by score, equal scores ordered by id as `exact_search` does:
   (float32, or int8 or binary codes rescored with float32: `index/quantized_vectors.py`);
 - a ScaNN part whose allowed rows are at most `EXACT_FRACTION` of its rows, or fewer than `EXACT_ROWS`, scores
   them all on its int8 vectors (those ScaNN reorders on), the best rescored with float32 as its searches are;
-  above, ScaNN is asked for `k / fraction` results and
-  a few more, and a query left with fewer than `k` allowed ones is asked again for twice as many, up to
-  `_WIDENINGS` times, then its allowed rows are scored exactly. No query gets fewer than `k` hits while `k`
-  allowed rows exist.
+  above, ScaNN is asked for `k / fraction` candidates and a few more, in its int8 order, of which the allowed
+  ones are kept and the best `SearchIndex.rescore_pool(k)` of those rescored with float32 (not the pool of
+  every candidate, most of them thrown away); a query left with fewer than `k` allowed ones is asked again for
+  twice as many, up to `_WIDENINGS` times, then its allowed rows are scored exactly. No query gets fewer than
+  `k` hits while `k` allowed rows exist.
 
 The thresholds come from `benchmarks/filtered_search.py` (benchmarks/RESULTS.md, "Filtered search").
 """
@@ -103,12 +104,16 @@ def _search_part(part, queries, k, allowed):
     pending = np.arange(len(queries))
     fetch = math.ceil(k * n / num_allowed) + _MARGIN
     for _ in range(_WIDENINGS + 1):
-        found_rows, found_scores = part.search(queries[pending], min(fetch, n))
-        keep = allowed[found_rows]
-        first = np.argsort(~keep, axis=1, kind="stable")[:, :k]
+        found_rows, found_scores = part.candidates(queries[pending], min(fetch, n), min(fetch, n))
+        keep = allowed[found_rows] & ~np.isnan(found_scores)
+        first = np.argsort(~keep, axis=1, kind="stable")[:, : part.rescore_pool(k)]  # the allowed, in int8 order
         full = keep.sum(axis=1) >= k
-        rows[pending[full]] = np.take_along_axis(found_rows, first, axis=1)[full]
-        scores[pending[full]] = np.take_along_axis(found_scores, first, axis=1)[full]
+        kept_scores = np.where(
+            np.take_along_axis(keep, first, axis=1), np.take_along_axis(found_scores, first, axis=1), np.nan
+        )
+        rows[pending[full]], scores[pending[full]] = part.rescored(
+            queries[pending[full]], np.take_along_axis(found_rows, first, axis=1)[full], kept_scores[full], k
+        )
         pending = pending[~full]
         if not len(pending) or fetch >= n:
             break

@@ -48,7 +48,7 @@ NO_FLOAT32 = (
 TUNED_JSON = "tuned.json"
 TUNE_PLOT = "tune-recall-qps.png"
 # `tune --build`'s scratch, `.tune-NAME-*` beside the search index directory NAME: the builds it measures. A
-# killed run leaves it; the next `tune` of that index removes it.
+# killed run leaves it; the next `tune` of that index removes it (`is_tune_scratch`).
 TUNE_SCRATCH_PREFIX = ".tune-"
 # An updated index also holds its manifest, its segments and their deletion lists (`segments`).
 MANIFEST_JSON = "segments.json"
@@ -331,6 +331,19 @@ def has_float32(kind, params):
     exact index, and a ScaNN index whose candidates are rescored with them (`reorder: "float32"`, the default
     since full-precision reordering; a ScaNN index built before keeps only ScaNN's int8 copy)."""
     return kind == "exact" or (kind == "scann" and (params or {}).get("reorder") == FLOAT32_REORDER)
+
+
+def is_tune_scratch(entry, name):
+    """Whether `entry`, a name beside the search index directory `name`, is the scratch of a `tune --build` of it:
+    `.tune-NAME-` and the 8 characters `tempfile.mkdtemp` adds (`[a-z0-9_]`, never `-`), so that the scratch of a
+    sibling index `NAME-OTHER` (`.tune-NAME-OTHER-*`) is not.
+
+    Example:
+    >>> is_tune_scratch(".tune-foo-ab_c1234", "foo"), is_tune_scratch(".tune-foo-bar-x9y8z7w6", "foo")
+    (True, False)
+    """
+    suffix = entry.removeprefix(f"{TUNE_SCRATCH_PREFIX}{name}-")
+    return suffix != entry and len(suffix) == 8 and all(c in "abcdefghijklmnopqrstuvwxyz0123456789_" for c in suffix)
 
 
 def search_settings(kind, params):

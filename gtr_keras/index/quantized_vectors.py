@@ -14,6 +14,8 @@ The codes are what a search holds in memory: a quarter (int8) or a thirty-second
 
 import mmap
 import os
+import threading
+import weakref
 
 import numpy as np
 
@@ -36,12 +38,17 @@ VECTOR_TYPES = ("float32", "int8", "binary")
 # with the bundled model (benchmarks/quantized.py, RESULTS.md), int8 keeps float32's NDCG@10 from 10 on
 # (20 leaves a margin), binary keeps it within 0.4% from 100 on (0.7% at 40, 2.3% at 20).
 DEFAULT_RESCORE = {"int8": 20, "binary": 100}
-# `FloatRows.rescore` reads this many candidates' rows at a time (3 MiB at D=768), and lets go of the float32
-# file's pages once the pages of files mapped in the process have grown by more than _MAPPED_BYTES since it last
-# did: the RSS a memory-mapped float32 file adds to a search stays below that, whatever the batch.
+# `FloatRows.rescore` reads this many candidates' rows at a time (3 MiB at D=768), and the process lets go of the
+# pages of every float32 file it maps (`_MAPS`: each segment's and shard's) once the pages of files mapped in the
+# process have grown by more than _MAPPED_BYTES since it last did: one budget for the process, not one a map, so
+# the RSS that memory-mapped float32 files add to a search stays below it (and a block's rows), whatever the batch
+# and however many segments or shards.
 _RESCORE_ROWS = 1024
 _MAPPED_BYTES = 128 * 2**20
 _CODES = {"int8": INT8_NPY, "binary": BINARY_NPY}
+_MAPS = weakref.WeakSet()  # the live `FloatRows` with a memory map
+_RELEASED = {"pages": None}  # the process's mapped file pages when they were last let go
+_RELEASE_LOCK = threading.Lock()
 
 
 def vector_params(vectors="float32", rescore=None):
@@ -142,14 +149,14 @@ def load_vectors(directory, config, config_path):
 
 
 def open_float_rows(directory, config, config_path):
-    """The float32 rows of `embeddings.npy` in `directory` as `FloatRows` to rescore candidates with: a local
-    file memory-mapped for random reads (`MADV_RANDOM`), checked for shape and dtype only (a scan would make
-    every page resident); another file system's read into memory."""
-    floats = read_embeddings(os.path.join(directory, EMBEDDINGS_NPY), config, config_path, scan=False)
-    if not isinstance(floats, np.memmap):
-        return FloatRows(floats)
-    with open(floats.filename, "rb") as f:
-        mapped = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+    """The float32 rows of `embeddings.npy` in `directory` as `FloatRows` to rescore candidates with, memory-mapped
+    for random reads (`MADV_RANDOM`) and checked for shape and dtype only (a scan would make every page resident).
+    Another file system's file is copied to a local temporary file first (`files.local_copy`, under `TMPDIR`),
+    which the map keeps on disk, unnamed, until it is let go: never read whole into memory."""
+    with files.local_copy(os.path.join(directory, EMBEDDINGS_NPY)) as path:
+        floats = read_embeddings(path, config, config_path, scan=False)
+        with open(floats.filename, "rb") as f:
+            mapped = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
     mapped.madvise(mmap.MADV_RANDOM)
     return FloatRows(np.frombuffer(mapped, np.float32, floats.size, floats.offset).reshape(floats.shape), mapped)
 
@@ -178,10 +185,10 @@ class FloatRows:
 
     Args:
         floats: float32 `[N, D]` array, or a view of `mapped`.
-        mapped: the `mmap.mmap` that `floats` views (`open_float_rows`), or None. Its pages are let go
-            (`MADV_DONTNEED`; they stay in the page cache) once the process's mapped file pages have grown by
-            `_MAPPED_BYTES`: the kernel maps whole page-cache folios (up to megabytes) around each row read,
-            which would otherwise stay counted in the RSS until the whole file is.
+        mapped: the `mmap.mmap` that `floats` views (`open_float_rows`), or None. The pages of every such map
+            in the process are let go together (`MADV_DONTNEED`; they stay in the page cache) once the process's
+            mapped file pages have grown by `_MAPPED_BYTES`: the kernel maps whole page-cache folios (up to
+            megabytes) around each row read, which would otherwise stay counted in the RSS until the whole file is.
 
     Example:
     >>> rows = FloatRows(np.eye(3, dtype="float32"))
@@ -190,7 +197,9 @@ class FloatRows:
     """
 
     def __init__(self, floats, mapped=None):
-        self.floats, self._mapped, self._baseline = floats, mapped, None
+        self.floats, self._mapped = floats, mapped
+        if mapped is not None:
+            _MAPS.add(self)
 
     def rescore(self, queries, candidates, k, ranks):
         """The best `k` of each query's `candidates` by float32 dot product, equal scores in `ranks`' order
@@ -198,7 +207,8 @@ class FloatRows:
 
         Args:
             queries: float32 `[n, D]`.
-            candidates: int64 `[n, c]` distinct rows per query, `c >= k`.
+            candidates: int64 `[n, c]` distinct rows per query, `c >= k`, or -1 for none (scored -inf; at
+                least `k` of each row are rows).
             k: results per query.
             ranks: int64 `[N]`, the order of equal scores.
 
@@ -210,23 +220,32 @@ class FloatRows:
         step = max(1, _RESCORE_ROWS // max(1, candidates.shape[1]))
         for start in range(0, len(queries), step):
             block = candidates[start : start + step]
+            none = block < 0
+            block = np.where(none, 0, block)
             rows, inverse = np.unique(block, return_inverse=True)  # in file order: the memory map reads forward
             vectors = np.asarray(self.floats[rows], dtype=np.float32)
             if self._mapped is not None:
-                self._let_go()
+                _let_go_past_the_budget()
             block_scores = np.einsum("qcd,qd->qc", vectors[inverse.reshape(block.shape)], queries[start : start + step])
+            block_scores[none] = -np.inf
             order = np.lexsort((ranks[block], -block_scores), axis=-1)[:, :k]
             indices[start : start + step] = np.take_along_axis(block, order, axis=1)
             scores[start : start + step] = np.take_along_axis(block_scores, order, axis=1)
         return indices, scores
 
-    def _let_go(self):
-        """Lets go of the memory map's pages when the process's mapped file pages have grown by more than
-        `_MAPPED_BYTES` since it last did (always, where `/proc/self/statm` cannot tell)."""
-        pages = _file_pages()
-        if pages is None or self._baseline is None or (pages - self._baseline) * mmap.PAGESIZE > _MAPPED_BYTES:
-            self._mapped.madvise(mmap.MADV_DONTNEED)
-            self._baseline = _file_pages()
+
+def _let_go_past_the_budget():
+    """Lets go of the pages of every live float32 memory map (`_MAPS`) when the process's mapped file pages have
+    grown by more than `_MAPPED_BYTES` since they last were, or since they last fell (other files unmapped, pages
+    reclaimed); always where `/proc/self/statm` cannot tell."""
+    with _RELEASE_LOCK:
+        pages, last = _file_pages(), _RELEASED["pages"]
+        if pages is not None and last is not None and (pages - last) * mmap.PAGESIZE <= _MAPPED_BYTES:
+            _RELEASED["pages"] = min(pages, last)
+            return
+        for rows in list(_MAPS):
+            rows._mapped.madvise(mmap.MADV_DONTNEED)
+        _RELEASED["pages"] = _file_pages()
 
 
 def _file_pages():

@@ -23,9 +23,11 @@ from gtr_keras.index.layout import FLOAT32_REORDER, SCANN_PER_POINT
 # ScaNN searchers are built for this many neighbours; `search` passes its own
 # `k`, so this only sizes the default reordering pool.
 _DEFAULT_K = 10
-# The int8-reordered candidates rescored with float32, per result: on 40,000 x 64 clustered vectors whose
-# neighbours lie close (tests/index/test_scann_builder.py), 2 reaches recall@10 0.998 against float32 search
-# where int8 alone stops at 0.93, and 3 reaches 1.0; 4 leaves a margin for denser corpora. `tune` measures it.
+# The int8-reordered candidates rescored with float32, per result (`search_index.rescore_pool_size`): on issue
+# 52's 40,000 x 64 clustered vectors, whose neighbours lie closer than int8 rounding (benchmarks/rescoring_recall.py,
+# RESULTS.md "Float32 rescoring"), 2 reaches recall@10 0.998-0.999 (reorder 20) to 0.9997 (reorder 50) against
+# float32 search where int8 order alone stops at 0.928, and 3 reaches 0.998 to 1.0; 4 leaves a margin for denser corpora
+# (tests/index/test_scann_builder.py checks 5 >= 0.995 on 20,000 such rows). `tune` measures it.
 DEFAULT_RESCORE_FACTOR = 4
 
 
@@ -49,8 +51,9 @@ def scann_params(n):
     must be among those candidates, and the denser the corpus the more points
     AH cannot tell from them (`benchmarks/reorder_pool.py` measures recall per
     pool size; its runs are in `benchmarks/RESULTS.md`). Then the best
-    `rescore_factor * k` of those (`DEFAULT_RESCORE_FACTOR`) are rescored with
-    the float32 vectors, memory-mapped from the index (`reorder: "float32"`):
+    `rescore_factor * k` of those (`DEFAULT_RESCORE_FACTOR`; past k = 100,
+    `search_index.rescore_pool_size`) are rescored with the float32
+    vectors, memory-mapped from the index (`reorder: "float32"`):
     int8 scores cannot order neighbours whose scores lie closer than their
     rounding, which held recall@10 against float32 search at about 0.97.
     `num_leaves_to_search`, `reorder_factor` and `rescore_factor` apply at

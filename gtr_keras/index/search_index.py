@@ -69,6 +69,26 @@ KINDS = ("auto", "exact", "scann")
 # is a single BLAS call, so an approximate index buys little there.
 EXACT_MAX_N = 20_000
 _BUILD_CHUNK_ROWS = 65_536
+# The float32 rescoring pool of a ScaNN search for `k` results grows by `rescore_factor - 1` times at most this
+# many candidates (`rescore_pool_size`): recall@k against float32 only needs the near-ties around the k-th place
+# rescored, not `rescore_factor` times every result at depth 1000.
+RESCORE_BAND = 100
+
+
+def rescore_pool_size(k, rescore_factor):
+    """The int8-ordered candidates a ScaNN search for `k` results rescores with float32: `k` and `rescore_factor
+    - 1` times `min(k, RESCORE_BAND)` more (docs/choosing-a-search.md says why), before the cap of the index's rows.
+
+    Example:
+    >>> rescore_pool_size(10, 4), rescore_pool_size(1000, 4)
+    (40, 1300)
+    """
+    return k + (rescore_factor - 1) * min(k, RESCORE_BAND)
+
+
+def _slices(rows, chunk_rows):
+    for start in range(0, len(rows), chunk_rows):
+        yield rows[start : start + chunk_rows]
 
 
 class ArrayRows:
@@ -96,8 +116,7 @@ class ArrayRows:
         self.chunk_rows = chunk_rows or _BUILD_CHUNK_ROWS
 
     def chunks(self):
-        for start in range(0, self.num_rows, self.chunk_rows):
-            yield self.embeddings[start : start + self.chunk_rows]
+        return _slices(self.embeddings, self.chunk_rows)
 
 
 def _resolve(kind, params, n):
@@ -171,11 +190,12 @@ class SearchIndex:
     by batched matrix products, a block of rows at a time. With
     `kind="scann"`, a ScaNN searcher is built with `params` (default
     `scann_params(N)`): it reorders its `reorder_factor * k` best AH
-    candidates on int8 vectors, and the best `rescore_factor * k` of those are
-    rescored with the float32 vectors (`reorder: "float32"`; with `"int8"`,
-    ScaNN's int8 order is the answer, and no float32 vectors are kept); query
-    rows that ScaNN cannot fill from the leaves searched (`k` close to `N`)
-    are searched again over every leaf. `kind="auto"` is `"exact"` below
+    candidates on int8 vectors, and the best `rescore_pool_size(k,
+    rescore_factor)` of those are rescored with the float32 vectors
+    (`reorder: "float32"`; with `"int8"`, ScaNN's int8 order is the answer,
+    and no float32 vectors are kept); query rows whose first `k` places
+    ScaNN cannot fill from the leaves searched (`k` close to `N`) are
+    searched again over every leaf. `kind="auto"` is `"exact"` below
     `EXACT_MAX_N` embeddings and `"scann"` from there on.
     `num_leaves_to_search`, `reorder_factor` and `rescore_factor` are read
     from `index.params` at each search, so they can be tuned without a
@@ -186,7 +206,10 @@ class SearchIndex:
     Args:
         ids: sequence of str, one per embedding row; non-empty, unique and
             without line breaks.
-        embeddings: float array of shape `[N, D]`, rows L2-normalised.
+        embeddings: float array of shape `[N, D]`, rows L2-normalised. A
+            float32 C-contiguous array is kept as it is, not copied, by an
+            exact index and by a ScaNN index that rescores with it: changing
+            it afterwards changes their scores.
         kind: `"auto"`, `"exact"` or `"scann"`.
         params: dict of overrides of `scann_params(N)` for `kind="scann"`
             (or `"auto"` resolving to it); for `"exact"`, the vectors kept
@@ -292,30 +315,39 @@ class SearchIndex:
             return self.vectors.top_k(queries, k, self.tie_ranks)
         if not len(queries):
             return np.empty((0, k), np.int64), np.empty((0, k), np.float32)
-        pool = self.rescore_pool(k)
+        return self.rescored(queries, *self.candidates(queries, self.rescore_pool(k), k), k)
+
+    def rescore_pool(self, k):
+        """How many candidates a ScaNN search for `k` results rescores with float32: `rescore_pool_size(k,
+        rescore_factor)` (at most N), or `k` for an index without float32 vectors."""
+        if self.float_rows is None:
+            return k
+        return min(len(self.ids), rescore_pool_size(k, self.params["rescore_factor"]))
+
+    def candidates(self, queries, pool, k):
+        """ScaNN's best `pool` rows for each of `queries` (float32 `[n, D]`) in its int8 order, of the
+        `max(pool, reorder_factor * k)` AH candidates reordered on int8: `(indices, scores)`, `[n, pool]`,
+        places that the leaves searched could not fill scored NaN. A query whose first `k` places are not all
+        filled is searched again over every leaf.
+
+        Example:
+        >>> index.rescored(queries, *index.candidates(queries, index.rescore_pool(10), 10), 10)  # doctest: +SKIP
+        """
         indices, scores = self._scann_search(queries, pool, k, self.params["num_leaves_to_search"])
-        unfilled = np.isnan(scores).any(axis=1)
+        unfilled = np.isnan(scores[:, :k]).any(axis=1)
         if unfilled.any():
             indices[unfilled], scores[unfilled] = self._scann_search(
                 queries[unfilled], pool, k, self.params["num_leaves"]
             )
-        return self.rescored(queries, indices, scores, k)
-
-    def rescore_pool(self, k):
-        """How many candidates a ScaNN search for `k` results rescores with float32: `rescore_factor * k`
-        (at most N), or `k` for an index without float32 vectors."""
-        return min(len(self.ids), self.params["rescore_factor"] * k) if self.float_rows is not None else k
+        return indices, scores
 
     def rescored(self, queries, candidates, scores, k):
-        """The best `k` of `rescore_pool(k)` candidates by float32 (`FloatRows.rescore`), or, without float32
-        vectors, the first `k` as they are (`candidates` and their `scores`, best first).
-
-        Example:
-        >>> index.rescored(queries, *index_candidates, 10)  # doctest: +SKIP
-        """
+        """The best `k` of a ScaNN search's candidates (`candidates` and their int8 `scores`, `[n, c]`, best first,
+        at least `k` of each row scored, NaN where none is) by float32 (`FloatRows.rescore`), or, without float32
+        vectors, the first `k` as they are."""
         if self.float_rows is None:
             return candidates[:, :k], scores[:, :k]
-        return self.float_rows.rescore(queries, candidates, k, self.tie_ranks)
+        return self.float_rows.rescore(queries, np.where(np.isnan(scores), -1, candidates), k, self.tie_ranks)
 
     def _scann_search(self, queries, pool, k, leaves):
         indices, scores = self._searcher.search_batched(
@@ -371,10 +403,13 @@ class SearchIndex:
                 os.mkdir(tmp / SCANN_DIR)
                 self._searcher.serialize(str(tmp / SCANN_DIR), True)
                 if self.float_rows is not None:
-                    write_embeddings(tmp / EMBEDDINGS_NPY, [self.embeddings], len(self.ids), self.dims)
+                    write_embeddings(tmp / EMBEDDINGS_NPY, self._row_chunks(), len(self.ids), self.dims)
             else:
-                write_vectors(tmp, lambda: [self.embeddings], len(self.ids), self.dims, self.params)
+                write_vectors(tmp, self._row_chunks, len(self.ids), self.dims, self.params)
             write_description(tmp, self.ids, self.kind, self.params, self.dims)
+
+    def _row_chunks(self):
+        return _slices(self.embeddings, _BUILD_CHUNK_ROWS)
 
     @classmethod
     def load(cls, directory, verify=False):

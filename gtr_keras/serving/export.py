@@ -64,8 +64,8 @@ from gtr_keras.index.layout import (
     read_description,
 )
 from gtr_keras.index.scann_builder import codec_files, merge_scann
-from gtr_keras.index.search_index import SearchIndex
-from gtr_keras.index.segments import documents_path, index_documents
+from gtr_keras.index.search_index import RESCORE_BAND, SearchIndex
+from gtr_keras.index.segments import documents_path, index_documents, initial_manifest, read_manifest, segment_path
 from gtr_keras.models.gtr.gtr_text_embedder import SAVED_MODEL_DIRECTORY, GTRTextEmbedder
 from gtr_keras.retrieval.retriever import Retriever
 from gtr_keras.serving.filter_graph import FilterGraph
@@ -83,6 +83,12 @@ WARMUP_TEXTS = ("what keeps a wing up?", "GTR is a dual encoder for retrieval.")
 WARMUP_K = 3
 SCANN_SUBDIR = "scann"
 SEARCHERS = ("scann", "scann-int8", "brute-force")
+# A `scann` searcher holds the float32 vectors it rescores with as a variable, in TF Serving's memory (a SavedModel
+# cannot memory-map them): 2.9 GiB a million 768-d vectors. Above this it is refused unless asked for
+# (`allow_large_float32`), `scann-int8` suggested: at 1 GiB (350,000 768-d vectors) the float32 copy already
+# holds more than ScaNN's whole index of a million.
+FLOAT32_LIMIT = 2**30
+_VARIABLE_ROWS = 65_536
 IMPORT_HINT = (
     "GTR SavedModels use TF Text's SentencePiece ops (and the ScaNN searcher uses ScaNN's ops): run "
     "`import tensorflow_text` (and `import scann`) before `tf.saved_model.load`/`hub.load`, or load with "
@@ -244,7 +250,9 @@ class _ScannResource(tf.saved_model.experimental.TrackableResource):
 
 
 @locks_output("export_dir")
-def export_searcher(encoder, index_dir, export_dir, searcher="scann", version=None, k=10, search_params=None):
+def export_searcher(
+    encoder, index_dir, export_dir, searcher="scann", version=None, k=10, search_params=None, allow_large_float32=False
+):
     """Writes a query-string-to-document-ids SavedModel to `export_dir/searcher/<version>/`.
 
     Args:
@@ -263,11 +271,13 @@ def export_searcher(encoder, index_dir, export_dir, searcher="scann", version=No
         search_params: ScaNN's `num_leaves_to_search`, `reorder_factor` and `rescore_factor` for the exported
             searcher, overriding the index's (the setting `gtr-keras tune` recorded, or the build's); None: the
             index's.
+        allow_large_float32: a `scann` searcher may hold more than `FLOAT32_LIMIT` bytes of float32 vectors
+            (`searcher_float32_bytes`); without it that is a `UserError` suggesting `scann-int8`.
 
     Example:
     >>> export_searcher(encoder, "indexes/scifact", "exports/scifact", searcher="brute-force")
     """
-    _check_searcher(encoder, index_dir, searcher, k)
+    _check_searcher(encoder, index_dir, searcher, k, allow_large_float32)
     return _write_together(
         export_dir,
         version,
@@ -278,7 +288,16 @@ def export_searcher(encoder, index_dir, export_dir, searcher="scann", version=No
 
 
 @locks_output("export_dir")
-def export_all(encoder, export_dir, index_dir=None, searcher="scann", version=None, k=10, search_params=None):
+def export_all(
+    encoder,
+    export_dir,
+    index_dir=None,
+    searcher="scann",
+    version=None,
+    k=10,
+    search_params=None,
+    allow_large_float32=False,
+):
     """Writes the encoder export and, given an index, the searcher export, as a unit.
 
     `export_dir/encoder/<version>/` and `export_dir/searcher/<version>/`
@@ -291,7 +310,7 @@ def export_all(encoder, export_dir, index_dir=None, searcher="scann", version=No
         encoder: the `Encoder` to export.
         export_dir: the export root.
         index_dir: an index directory built with `encoder`, or None for the encoder only.
-        searcher, version, k, search_params: as for `export_searcher`.
+        searcher, version, k, search_params, allow_large_float32: as for `export_searcher`.
 
     Returns:
         A dict from `"encoder"` (and `"searcher"`) to the directory written.
@@ -302,33 +321,82 @@ def export_all(encoder, export_dir, index_dir=None, searcher="scann", version=No
     """
     writers = {"encoder": lambda staging: _write_encoder(encoder, staging)}
     if index_dir is not None:
-        _check_searcher(encoder, index_dir, searcher, k)
+        _check_searcher(encoder, index_dir, searcher, k, allow_large_float32)
         writers["searcher"] = lambda staging: _write_searcher(encoder, index_dir, staging, searcher, k, search_params)
     return _write_together(export_dir, version, writers)
 
 
-def write_export(encoder, export_dir, index=None, searcher="scann", k=10, version=None, search_param=None):
+def write_export(
+    encoder, export_dir, index=None, searcher="scann", k=10, version=None, search_param=None, allow_large_float32=False
+):
     """`export --format savedmodel`: the encoder (and, given index directories, the searcher) SavedModels
     as the next version of `export_dir` (or `version`), after checking the version directories; returns
     the directories written. `search_param`: `(name, value)` pairs of the ScaNN searcher's setting
-    (`export_searcher`'s `search_params`).
+    (`export_searcher`'s `search_params`). Prints one line with the bytes of float32 vectors a `scann`
+    searcher holds, where it holds any.
 
     Example:
     >>> write_export(encoder, "exports/scifact", ["indexes/scifact"])
     ['exports/scifact/encoder/1', 'exports/scifact/searcher/1']
     """
-    version = check_export_versions(export_dir, index, version)
+    version = check_export_versions(
+        export_dir, index, version, searcher=searcher, allow_large_float32=allow_large_float32
+    )
     index_dir = index[0] if index and len(index) == 1 else index
+    held = searcher_float32_bytes(index_dir, searcher) if index_dir else None
+    if held:
+        print(
+            f"the scann searcher holds {held[0]:,} bytes ({held[0] / 2**30:.2f} GiB) of float32 vectors ({held[1]:,} "
+            f"rows x {held[2]} dims) to rescore with, in the memory of what serves it; --searcher scann-int8 leaves "
+            "them out"
+        )
     search_params = dict(search_param or [])
-    return list(export_all(encoder, export_dir, index_dir, searcher, version, k, search_params).values())
+    return list(
+        export_all(encoder, export_dir, index_dir, searcher, version, k, search_params, allow_large_float32).values()
+    )
 
 
-def check_export_versions(export_dir, index=None, version=None, **options):
-    """The version `write_export` writes, its directories checked first (`check_export_outputs`)."""
+def check_export_versions(export_dir, index=None, version=None, searcher="scann", allow_large_float32=False, **options):
+    """The version `write_export` writes, its directories checked first (`check_export_outputs`), and the float32
+    vectors of a `scann` searcher of `index` (`check_float32`), before the model loads."""
     names = ["encoder", "searcher"] if index else ["encoder"]
     version = version or next_version(export_dir, names)
     check_export_outputs(export_dir, version, names)
+    if index:
+        check_float32(index[0] if len(index) == 1 else index, searcher, allow_large_float32)
     return version
+
+
+def searcher_float32_bytes(index_dir, searcher):
+    """`(bytes, rows, dims)` of the float32 vectors a `searcher` export of `index_dir` (one index directory or a
+    list) holds to rescore ScaNN's candidates with: the live rows of every segment, 4 bytes a dimension; None for
+    another searcher than `scann`, an exact index (brute force), or a ScaNN index with a part keeping none. Read
+    from the indexes' descriptions and manifests, no vector loaded."""
+    if searcher != "scann":
+        return None
+    rows = dims = 0
+    for directory in _index_dirs(index_dir):
+        search_dir, _, config = read_description(os.path.join(directory, INDEX_SUBDIR))
+        manifest = read_manifest(search_dir) or initial_manifest(config["num_embeddings"])
+        for segment in manifest["segments"]:
+            _, _, described = read_description(segment_path(search_dir, segment["name"]))
+            if described["kind"] != "scann" or not has_float32(described["kind"], described["params"]):
+                return None
+            rows, dims = rows + segment["num_rows"] - segment["num_deleted"], described["dims"]
+    return rows * dims * 4, rows, dims
+
+
+def check_float32(index_dir, searcher, allow_large_float32=False):
+    """Refuses a `scann` searcher of `index_dir` that would hold more than `FLOAT32_LIMIT` bytes of float32
+    vectors (`searcher_float32_bytes`), unless `allow_large_float32`: a `UserError` suggesting `scann-int8`."""
+    held = searcher_float32_bytes(index_dir, searcher)
+    if held and held[0] > FLOAT32_LIMIT and not allow_large_float32:
+        raise UserError(
+            f"--searcher scann would hold {held[0] / 2**30:.2f} GiB of float32 vectors ({held[1]:,} rows x {held[2]} "
+            f"dims) in the SavedModel, in the memory of what serves it, above the {FLOAT32_LIMIT / 2**30:g} GiB "
+            "limit: export --searcher scann-int8 (ScaNN's int8 order, recall@10 against float32 search near 0.97), "
+            "or pass --allow-large-float32"
+        )
 
 
 def _write_together(export_dir, version, writers):
@@ -343,7 +411,7 @@ def _write_together(export_dir, version, writers):
     return targets
 
 
-def _check_searcher(encoder, index_dir, searcher, k):
+def _check_searcher(encoder, index_dir, searcher, k, allow_large_float32):
     if searcher not in SEARCHERS:
         raise UserError(f"searcher must be one of {', '.join(map(repr, SEARCHERS))}, got {searcher!r}")
     if not isinstance(k, int) or k < 1:
@@ -353,6 +421,7 @@ def _check_searcher(encoder, index_dir, searcher, k):
         _, _, config = read_description(os.path.join(directory, INDEX_SUBDIR))
         if searcher == "brute-force" and not has_float32(config["kind"], config["params"]):
             raise DataError(f"{directory}: the brute-force searcher needs float32 vectors, but {NO_FLOAT32}")
+    check_float32(index_dir, searcher, allow_large_float32)
 
 
 def _index_dirs(index_dir):
@@ -404,7 +473,7 @@ def _write_searcher(encoder, index_dir, staging, searcher, k, search_params=None
             from scann.scann_ops.py import scann_ops
 
             if float32:
-                root.doc_embeddings = tf.Variable(index.live_embeddings(), trainable=False, name="doc_embeddings")
+                root.doc_embeddings = _float32_variable(index)
             root.scann_parts, searched, offset = [], [], 0
             for number, (parts, params) in enumerate(_scann_groups(index)):
                 part_dir = os.path.join(raw_dir, str(number))
@@ -427,7 +496,8 @@ def _write_searcher(encoder, index_dir, staging, searcher, k, search_params=None
                 neighbors, scores = [], []
                 for resource, first, size, reorder, rescore, leaves in searched:
                     width = tf.minimum(k, size)
-                    pool = tf.minimum(rescore * width, size)  # rescored with float32 below (`SearchIndex.search`)
+                    # Rescored with float32 below, as `SearchIndex.search` does (`rescore_pool_size`).
+                    pool = tf.minimum(width + (rescore - 1) * tf.minimum(width, RESCORE_BAND), size)
                     found = scann_ops.scann_search_batched(
                         resource.resource_handle,
                         queries,
@@ -464,8 +534,7 @@ def _write_searcher(encoder, index_dir, staging, searcher, k, search_params=None
                 neighbors, scores, filled = kept(fetch, False)
                 return tf.cond(filled, lambda: (neighbors, scores), lambda: kept(tf.constant(num_docs), True)[:2])
         else:
-            vectors = index.live_embeddings()
-            root.doc_embeddings = tf.Variable(vectors, trainable=False, name="doc_embeddings")
+            root.doc_embeddings = _float32_variable(index)  # `_check_searcher` refused an index without them
 
             def top_k(queries, k):
                 scores, neighbors = tf.math.top_k(tf.matmul(queries, root.doc_embeddings, transpose_b=True), k)
@@ -511,6 +580,25 @@ def _write_searcher(encoder, index_dir, staging, searcher, k, search_params=None
         signatures = {"serving_default": root.search_default_k, "search": root.search}
         _save(root, staging, {**signatures, "search_filtered": root.search_filtered}, "gtr_searcher")
         shutil.rmtree(raw_dir, ignore_errors=True)
+
+
+def _float32_variable(index):
+    """The float32 vectors of `index`'s live rows as the variable `doc_embeddings`, filled `_VARIABLE_ROWS` rows at
+    a time from its (memory-mapped) parts: the export holds one copy of them, TensorFlow's, not a second in numpy
+    (`tf.Variable` of an array holds both, and three at its peak)."""
+    dims = index.dims
+    variable = tf.Variable(lambda: tf.zeros([len(index.ids), dims], tf.float32), trainable=False, name="doc_embeddings")
+    start = 0
+    for part, deleted in index.parts:
+        live = np.arange(len(part.ids)) if deleted is None else np.flatnonzero(~deleted)
+        for first in range(0, len(live), _VARIABLE_ROWS):
+            rows = np.asarray(part.embeddings[live[first : first + _VARIABLE_ROWS]], np.float32)
+            end = start + len(rows)
+            tf.raw_ops.ResourceStridedSliceAssign(
+                ref=variable.handle, begin=[start, 0], end=[end, dims], strides=[1, 1], value=rows
+            )
+            start = end
+    return variable
 
 
 def load_export(path, verify=False):

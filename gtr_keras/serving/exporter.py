@@ -16,6 +16,7 @@ _OPTIONS = {
     "version": (None, "version"),
     "search_params": (None, "search_param"),
     "quantize": (None, "quantize"),
+    "allow_large_float32": (False, "allow_large_float32"),
 }
 
 
@@ -60,6 +61,7 @@ def export(
     version=None,
     search_params=None,
     quantize=None,
+    allow_large_float32=False,
 ):
     """Writes a model's export, and with an index its searcher, to `directory` (`gtr-keras export`).
 
@@ -81,6 +83,8 @@ def export(
         version: the TF Serving version to write (default: the next).
         search_params: the ScaNN searcher's `num_leaves_to_search` and `reorder_factor` (default: the index's).
         quantize: `"onnx"` only: `"int8"` weights.
+        allow_large_float32: a `"scann"` searcher may hold more than `export.FLOAT32_LIMIT` (1 GiB) of float32
+            vectors (refused otherwise, `"scann-int8"` suggested).
 
     Returns:
         The paths written.
@@ -112,6 +116,7 @@ def export(
         "version": version,
         "search_params": sorted(search_params.items()) if search_params else None,
         "quantize": quantize,
+        "allow_large_float32": allow_large_float32,
     }
     options = {}
     for name, (default, option) in _OPTIONS.items():

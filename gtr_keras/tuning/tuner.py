@@ -3,9 +3,10 @@ held out from those it chose on, and the fastest setting that meets a target rec
 (`layout.write_tuned`).
 
 A ScaNN index is measured over a grid of leaves searched (fractions of its leaves), reordering pools
-(`reorder_factor`, AH candidates reordered on int8 a result) and float32 rescoring pools (`rescore_factor`,
-int8-reordered candidates rescored with float32 a result; for each leaves and reordering pool, the next larger
-rescoring pool only while the last one raised recall); an int8 or binary exact index over its `rescore`
+(`reorder_factor`, AH candidates reordered on int8 a result) and float32 rescoring pools (`rescore_factor`: of
+the int8-reordered candidates, `search_index.rescore_pool_size(k, rescore_factor)` rescored with float32, at most
+the reordering pool; for each leaves and reordering pool, the next larger rescoring pool only while the last one
+raised recall); an int8 or binary exact index over its `rescore`
 pools; then the parameters of the fastest setting that meets the target are bisected towards the grid's next
 smaller value (`BISECTED`), where the grid's steps may have skipped a cheaper setting that meets it.
 
@@ -15,10 +16,12 @@ index built before float32 rescoring keeps none (only ScaNN's int8 copy): its tr
 
 The queries are held-out vectors (`queries`, real queries where there are some) or a sample of the index's own
 rows, each left out of its own answer (document rows: nearer their neighbours than a real query is). They are
-split in two halves of one distribution: settings are measured and chosen on the tuning half, where a setting
-must reach the target plus a margin for the half's size (`needed_recall`), and the fastest of those whose
-recall on the held-out half meets the target is recorded, with both recalls. QPS is that of one batched
-`search` of the tuning half at `k`, the best of `repeats` runs.
+split in two halves of one distribution: settings are measured and chosen on the tuning half only, where a
+setting must reach the target plus a margin for the half's size (`needed_recall`; a target that the half cannot
+show at any recall is refused before any search, with the number of queries that can, `queries_to_show`), and
+the fastest of those is checked once on the held-out half: recorded, with both recalls, if it meets the target
+there, else refused (trying the next fastest there would make its held-out recall biased). Recalls are compared
+unrounded. QPS is that of one batched `search` of the tuning half at `k`, the best of `repeats` runs.
 """
 
 import contextlib
@@ -41,14 +44,17 @@ from gtr_keras.index.layout import (
     SEARCH_INDEX_DIRECTORY,
     TUNE_PLOT,
     TUNE_SCRATCH_PREFIX,
+    check_embeddings,
+    is_tune_scratch,
     read_description,
     search_settings,
     write_description,
     write_tuned,
 )
 from gtr_keras.index.quantized_vectors import FloatVectors
-from gtr_keras.index.search_index import SearchIndex, write_search_index
+from gtr_keras.index.search_index import SearchIndex, rescore_pool_size, write_search_index
 from gtr_keras.index.segmented_index import SegmentedIndex
+from gtr_keras.index.segments import read_manifest
 from gtr_keras.tuning.recall_curve import plot_recall_qps
 from gtr_keras.utils import files
 from gtr_keras.utils.file_operations import crashed
@@ -57,7 +63,7 @@ from gtr_keras.utils.locks import output_lock
 from gtr_keras.utils.records import check_positive_int
 
 # The grid: leaves searched as fractions of a ScaNN index's leaves, its reordering pools (results times
-# these), its float32 rescoring pools (results times these, at most the reordering pool), and a quantized
+# these), its float32 rescoring pools (`rescore_pool_size` of these, at most the reordering pool), and a quantized
 # exact index's rescored candidates (k times these).
 LEAF_FRACTIONS = (0.005, 0.01, 0.02, 0.04, 0.07, 0.1, 0.15, 0.25)
 REORDER_FACTORS = (5, 10, 20, 30, 50, 70, 100, 150, 200)
@@ -142,12 +148,7 @@ def build_grid(params, n):
 def settings_grid(index, k):
     """The search settings `tune` measures for a loaded `index` (see the module's grid), as dicts."""
     first = index.parts[0][0]
-    names = search_settings(index.kind, first.params)
-    if not names:
-        raise UserError(
-            f"a {index.kind} index of float32 vectors has no search setting to tune (its search is exact); "
-            "tune a ScaNN index, or one built with `index --vectors int8|binary`"
-        )
+    names = _tunable(index.kind, first.params)
     params = first.params
     if index.kind == "scann":
         leaves = params["num_leaves"]
@@ -161,7 +162,7 @@ def settings_grid(index, k):
             for s in sorted(searched)
             for r in factors
             for f in rescores
-            if f is None or f <= r  # a larger rescoring pool than the reordering pool is that pool
+            if f is None or rescore_pool_size(k, f) <= r * k  # a larger rescoring pool is the reordering pool
         ]
     return [{"rescore": r} for r in sorted({k * m for m in RESCORE_MULTIPLES} | {params["rescore"]})]
 
@@ -239,12 +240,13 @@ class QuerySet:
 
 def split_queries(twin, queries, sample, k):
     """`(tuning, held_out, description)`: two `QuerySet`s of one distribution, from held-out `queries` (float32
-    `[n, D]`, shuffled with seed 0, then halved) or, without, from `sample` of `twin`'s rows (seed 0)."""
+    `[n, D]`, n >= 2, shuffled with seed 0, then halved) or, without, from `sample` (>= 2) of `twin`'s rows (seed
+    0)."""
     rng = np.random.default_rng(0)
     if queries is None:
         picked = rng.choice(len(twin.ids), min(sample, len(twin.ids)), replace=False)
         halves = [np.sort(picked[: len(picked) - len(picked) // 2]), np.sort(picked[len(picked) - len(picked) // 2 :])]
-        sets = [QuerySet(twin, _sampled_rows(twin, half), half, k) if len(half) else None for half in halves]
+        sets = [QuerySet(twin, _sampled_rows(twin, half), half, k) for half in halves]
         described = (
             f"{len(picked)} of the index's rows as queries, sampled (seed 0): document rows, each left out of its "
             "own answer, not real queries"
@@ -252,15 +254,8 @@ def split_queries(twin, queries, sample, k):
     else:
         order = rng.permutation(len(queries))
         cut = len(queries) - len(queries) // 2
-        sets = [
-            QuerySet(twin, queries[np.sort(half)], None, k) if len(half) else None for half in np.split(order, [cut])
-        ]
+        sets = [QuerySet(twin, queries[np.sort(half)], None, k) for half in np.split(order, [cut])]
         described = f"{len(queries)} held-out query vectors"
-    if sets[1] is None:
-        raise UserError(
-            f"tune needs at least 2 queries (half to tune on, half to check on), got {len(sets[0])}: "
-            "raise --sample or give more --queries"
-        )
     return sets[0], sets[1], described
 
 
@@ -284,19 +279,19 @@ def _lock_of(directory):
     return directory, ()
 
 
-def scratch_prefix(directory):
-    """The names of `tune --build`'s scratch beside the search index `directory`: in an index directory every
-    `.tune-*` (it holds one search index), else `.tune-NAME-*`."""
+def scratch_paths(directory):
+    """The scratch directories that `tune --build` runs of the search index `directory` made beside it:
+    `.tune-NAME-` and `tempfile.mkdtemp`'s 8 characters exactly (`_scratch`), so that the scratch of a sibling
+    index `NAME-OTHER` (`.tune-NAME-OTHER-*`, whose `-` mkdtemp never writes) is not among them."""
     parent, name = files.parent_and_name(directory)
-    in_index_directory = name == INDEX_SUBDIR and files.isfile(os.path.join(parent, RETRIEVER_JSON))
-    return parent, TUNE_SCRATCH_PREFIX if in_index_directory else f"{TUNE_SCRATCH_PREFIX}{name}-"
+    return [os.path.join(parent, entry) for entry in files.listdir(parent) if is_tune_scratch(entry, name)]
 
 
 def remove_scratch(directory):
-    """Removes the scratch that killed `tune --build` runs of the search index `directory` left beside it;
-    returns the paths removed. Only under the index's lock (`tune` holds it): no other run is using them."""
-    parent, prefix = scratch_prefix(directory)
-    stale = [os.path.join(parent, name) for name in files.listdir(parent) if name.startswith(prefix)]
+    """Removes the scratch that killed `tune --build` runs of the search index `directory` left beside it
+    (`scratch_paths`); returns the paths removed. Only under the index's lock (`tune` holds it): no other run
+    is using them."""
+    stale = scratch_paths(directory)
     for path in stale:
         files.remove(path)
     return stale
@@ -315,20 +310,22 @@ def _scratch(directory):
             shutil.rmtree(path, ignore_errors=True)
 
 
-def _rescoring_like(build, index):
+def _rescoring_like(build, index, built):
     """`build` (a ScaNN index over `index`'s rows in their order, written without float32) rescoring with
-    `index`'s float32 rows, as it will once it replaces `index`: the builds `tune --build` measures share them."""
+    `index`'s float32 rows, as it will once it replaces `index`, with the rescoring of `built` (the params its
+    `index.json` holds, which measuring does not change): the builds `tune --build` measures share them."""
     if index.float_rows is not None:
         build.float_rows, build.embeddings = index.float_rows, index.embeddings
-        build.params.update(reorder=index.params["reorder"], rescore_factor=index.params["rescore_factor"])
+        build.params.update(reorder=built["reorder"], rescore_factor=built["rescore_factor"])
     return build
 
 
 def tune(directory, queries=None, sample=1000, target_recall=0.95, k=10, plot=None, repeats=2, build=False, log=print):
     """Measures the search settings of the index in `directory` (the grid, then bisections between the
-    fastest setting that meets `target_recall` and the grid's next smaller values) on half the queries,
-    records the fastest that meets `target_recall` on the other half in it (`tuned.json`, which
-    `SearchIndex.load` applies) and draws the recall-QPS curve.
+    fastest setting that meets `target_recall` and the grid's next smaller values) on half the queries, chooses
+    the fastest that meets it there (with the margin of `needed_recall`), checks that one setting once on the
+    other half, and records it in the index if it meets `target_recall` there too (`tuned.json`, which
+    `SearchIndex.load` applies); draws the recall-QPS curve.
 
     Args:
         directory: a local index directory (of `gtr-keras index`, or a search index).
@@ -350,12 +347,16 @@ def tune(directory, queries=None, sample=1000, target_recall=0.95, k=10, plot=No
         `qps`, `k`, `target_recall`, `queries` (what they are), `tuning_queries` and `held_out_queries`
         (how many), `truth` (`"float32"`, or `"int8"` for an index without float32 vectors),
         `measurements` (every setting's `recall` and `needed` on the tuning half, `qps`, and `held_out`
-        where it was checked), and `plot`, the PNG's path.
+        for the one checked), and `plot`, the PNG's path. Recalls are compared unrounded and recorded to 4
+        digits.
 
     Raises:
         UserError: an index with nothing to tune (exact float32), `build` for another than a ScaNN index of
-            one segment, queries of other dims, fewer than 2 queries, or no setting that meets the target on
-            the held-out half (nothing is recorded or rebuilt then; the plot is still drawn).
+            one segment, queries that are not finite float vectors of the index's dims, fewer than 2 queries, a
+            target that the tuning half cannot show (its needed recall above 1: the message says how many
+            queries can), no setting that meets it on the tuning half, or a chosen setting that misses it on
+            the held-out half (another is not tried there: that would make the held-out recall biased). Nothing
+            is recorded or rebuilt then; the plot is still drawn, before the last two.
 
     Example:
     >>> tune("indexes/msmarco", sample=1000, target_recall=0.95)["setting"]  # doctest: +SKIP
@@ -373,62 +374,122 @@ def tune(directory, queries=None, sample=1000, target_recall=0.95, k=10, plot=No
         return _tune(directory, queries, sample, target_recall, k, plot, repeats, build, log)
 
 
+def check_queries(queries, dims):
+    """Held-out query vectors for `tune`: float32 `[n, D]`, finite, of the index's `dims`; a `UserError` says what
+    is wrong (`gtr-keras tune` puts `--queries PATH: ` before it)."""
+    queries = check_embeddings(queries, "queries")
+    if queries.shape[1] != dims:
+        raise UserError(f"queries of {queries.shape[1]} dims, the index has {dims}")
+    return queries
+
+
+def queries_to_show(target, k):
+    """The fewest queries (both halves) whose tuning half can show `target` with a margin: all found, it would
+    need a recall at most halfway from `target` to 1 (`needed_recall` with the variance floor of `k` neighbours).
+
+    Example:
+    >>> queries_to_show(0.999, 10)
+    2163
+    """
+    if target == 1:
+        return 2
+    tuning = math.ceil(4 * MARGIN_Z**2 * target / (k * (1 - target)))
+    while needed_recall(target, np.ones(tuning), k) > (1 + target) / 2:
+        tuning += 1
+    return max(2, 2 * tuning - 1)
+
+
+def check_request(directory, target_recall, k, build, count, sampled):
+    """The checks of a `tune` of the search index `directory` that read its description only, made before any
+    search (and by `gtr-keras tune` before it encodes a queries file): something to tune, `build` only for a
+    ScaNN index of one segment, at least 2 queries (`count`: `sampled` rows, or held-out queries), and a
+    target that their tuning half can show (`queries_to_show`). Raises `UserError` naming what is wrong."""
+    directory, _, config = read_description(directory)
+    _tunable(config["kind"], config["params"])
+    manifest = read_manifest(directory)
+    if build and (config["kind"] != "scann" or (manifest is not None and manifest["generation"])):
+        raise UserError(
+            f"{directory}: build=True rebuilds a ScaNN index of one segment; this one is {config['kind']}"
+            + (
+                " with updates (compact it first: `gtr-keras index --update --compact`)"
+                if config["kind"] == "scann"
+                else ""
+            )
+        )
+    if count < 2:
+        raise UserError(
+            f"tune needs at least 2 queries (half to tune on, half to check on), got {count}: "
+            "raise --sample or give more --queries"
+        )
+    tuning = count - count // 2
+    needed = needed_recall(target_recall, np.ones(tuning), k)
+    if needed > 1:
+        enough = queries_to_show(target_recall, k)
+        raise UserError(
+            f"{tuning} tuning queries cannot show recall@{k} {target_recall}: all found, they would need "
+            f"{needed:.4f} for the margin of their number; "
+            f"use {f'--sample >= {enough}' if sampled else f'>= {enough} --queries'}"
+        )
+
+
+def _tunable(kind, params):
+    """The search settings of an index of `kind` and `params` (`layout.search_settings`), or a `UserError`."""
+    names = search_settings(kind, params)
+    if not names:
+        raise UserError(
+            f"a {kind} index of float32 vectors has no search setting to tune (its search is exact); "
+            "tune a ScaNN index, or one built with `index --vectors int8|binary`"
+        )
+    return names
+
+
 def _tune(directory, queries, sample, target_recall, k, plot, repeats, build, log):
     index = SearchIndex.load(directory)
+    if queries is not None:
+        queries = check_queries(queries, index.dims)
+    count = min(sample, len(index.ids)) if queries is None else len(queries)
+    check_request(directory, target_recall, k, build, count, queries is None)
+    if k + (queries is None) > len(index.ids):
+        raise UserError(f"k={k} needs more than the index's {len(index.ids)} rows")
+    built = read_description(directory)[2]["params"]  # the build's, which measuring does not change
     grid = settings_grid(index, k)
     twin, float32 = exact_twin(index)
     if not float32:
         log(f"note: {directory} {INT8_TRUTH}")
-    if queries is not None:
-        queries = np.asarray(queries, dtype=np.float32)
-        if queries.ndim != 2 or queries.shape[1] != index.dims:
-            raise UserError(f"queries of shape {queries.shape}, the index has {index.dims} dims")
-    if k + (queries is None) > len(index.ids):
-        raise UserError(f"k={k} needs more than the index's {len(index.ids)} rows")
     tuning, held_out, described = split_queries(twin, queries, sample, k)
-    if build and (index.kind != "scann" or isinstance(index, SegmentedIndex)):
-        raise UserError(
-            f"{directory}: build=True rebuilds a ScaNN index of one segment; this one is {index.kind}"
-            + (
-                " with updates (compact it first: `gtr-keras index --update --compact`)"
-                if index.kind == "scann"
-                else ""
-            )
-        )
     measurements, built_by = [], []
     log(f"{len(tuning)} tuning queries, {len(held_out)} held out; {described}")
     log(f"{'setting':<72} {'recall@' + str(k):>10} {'QPS':>10}")
     with _scratch(directory) if build else contextlib.nullcontext() as scratch:
-        builds = build_grid(index.params, len(index.ids)) if build else [None]
+        builds = build_grid(built, len(index.ids)) if build else [None]
         paths, loaded = {}, {0: index}  # one other build loaded at a time
 
         def measured_at(number, setting):
             loaded[number].set_search_params(setting)
             recalls, qps = measure(loaded[number], tuning, k, repeats)
-            recall = float(np.mean(recalls))
             measured = {
                 "setting": setting,
-                "recall": round(recall, 4),
-                "needed": round(needed_recall(target_recall, recalls, k), 4),
-                "qps": round(qps, 1),
+                "recall": float(np.mean(recalls)),
+                "needed": needed_recall(target_recall, recalls, k),
+                "qps": qps,
             }
             if builds[number] is not None:
                 measured["build"] = {name: builds[number][name] for name in ("num_leaves", "dimensions_per_block")}
             measurements.append(measured)
             built_by.append(number)
-            log(f"{_describe({**measured.get('build', {}), **setting}):<72} {recall:>10.4f} {qps:>10.1f}")
+            log(f"{_describe({**measured.get('build', {}), **setting}):<72} {measured['recall']:>10.4f} {qps:>10.1f}")
             return measured
 
         def load_build(number):
             for other in [n for n in loaded if n]:
                 del loaded[other]
             if number:
-                loaded[number] = _rescoring_like(SearchIndex.load(paths[number]), index)
+                loaded[number] = _rescoring_like(SearchIndex.load(paths[number]), index, built)
 
         for number, overrides in enumerate(builds):
             if number:
                 paths[number] = os.path.join(scratch, str(number))
-                params = {name: value for name, value in index.params.items() if name != "rescore_factor"}
+                params = {name: value for name, value in built.items() if name != "rescore_factor"}
                 write_search_index(
                     BuildSource(index), paths[number], "scann", {**params, **overrides, "reorder": "int8"}
                 )
@@ -448,51 +509,51 @@ def _tune(directory, queries, sample, target_recall, k, plot, repeats, build, lo
             number = built_by[measurements.index(chosen)]
             load_build(number)
             tried = [m["setting"] for m, n in zip(measurements, built_by) if n == number]
-            _bisect(chosen["setting"], tried, _meets, lambda setting: measured_at(number, setting))
-        chosen = None
-        for candidate in sorted((m for m in measurements if _meets(m)), key=lambda m: -m["qps"]):
-            number = built_by[measurements.index(candidate)]
-            if number not in loaded:
-                load_build(number)
-            loaded[number].set_search_params(candidate["setting"])
-            candidate["held_out"] = round(float(np.mean(measure(loaded[number], held_out, k, repeats=0)[0])), 4)
-            if candidate["held_out"] >= target_recall:
-                chosen = candidate
-                break
-        number = built_by[measurements.index(chosen)] if chosen is not None else 0
-        if number:  # another build holds the fastest setting: it replaces the index
-            _replace_with_build(index, paths[number], directory)
+            _bisect(chosen["setting"], tried, _meets, lambda setting: measured_at(number, setting), k)
+            chosen = _fastest(measurements, _meets)  # a bisected setting of that build, or the grid's
+            loaded[number].set_search_params(chosen["setting"])
+            chosen["held_out"] = float(np.mean(measure(loaded[number], held_out, k, repeats=0)[0]))
+            if number and chosen["held_out"] >= target_recall:  # another build holds it: it replaces the index
+                _replace_with_build(index, paths[number], directory, built)
+    passed = chosen is not None and chosen["held_out"] >= target_recall
     plot = plot or os.path.join(directory, TUNE_PLOT)
     curves = {}
     for m in measurements:
         name = _describe(m["build"]) if build else index.kind
         curves.setdefault(name, []).append((m["recall"], m["qps"]))
-    where = chosen and (chosen["recall"], chosen["qps"])
+    where = (chosen["recall"], chosen["qps"]) if passed else None
     title = f"{os.path.basename(os.path.dirname(directory.rstrip('/')))}: {index.kind}, {len(index.ids)} rows"
     plot_recall_qps(curves, plot, title, where, target_recall)
-    if chosen is None:
-        raise UserError(_refusal(measurements, target_recall, k, len(tuning), len(held_out), float32, plot))
+    if not passed:
+        raise UserError(_refusal(measurements, chosen, target_recall, k, len(tuning), len(held_out), float32, plot))
     record = {
         **({"build": chosen["build"]} if build else {}),
         "setting": chosen["setting"],
-        "recall": chosen["held_out"],
-        "tuning_recall": chosen["recall"],
-        "qps": chosen["qps"],
+        "recall": round(chosen["held_out"], 4),
+        "tuning_recall": round(chosen["recall"], 4),
+        "qps": round(chosen["qps"], 1),
         "k": k,
         "target_recall": target_recall,
         "queries": described,
         "tuning_queries": len(tuning),
         "held_out_queries": len(held_out),
         "truth": "float32" if float32 else "int8",
-        "measurements": measurements,
+        "measurements": [_rounded(m) for m in measurements],
     }
     write_tuned(directory, record)
     return {**record, "plot": plot}
 
 
-def _replace_with_build(index, build_dir, directory):
+def _rounded(measured):
+    """A measurement as `tuned.json` records it: recalls to 4 digits, QPS to 1."""
+    digits = {"recall": 4, "needed": 4, "held_out": 4, "qps": 1}
+    return {name: round(value, digits[name]) if name in digits else value for name, value in measured.items()}
+
+
+def _replace_with_build(index, build_dir, directory, built):
     """Replaces the search index `directory` with the build in `build_dir` (atomically), giving it the index's
-    float32 vectors (a hard link where the file system allows) and float32 rescoring where the index had them."""
+    float32 vectors (a hard link where the file system allows) and the float32 rescoring of `built` (the
+    index's params as its `index.json` holds them) where the index had them."""
     with atomic_directory(directory, [SEARCH_INDEX_DIRECTORY]) as staging:
         shutil.copytree(build_dir, staging, dirs_exist_ok=True)
         if index.float_rows is not None:
@@ -502,11 +563,7 @@ def _replace_with_build(index, build_dir, directory):
             except OSError:
                 shutil.copyfile(source, staging / EMBEDDINGS_NPY)
             _, _, config = read_description(build_dir)
-            params = {
-                **config["params"],
-                "reorder": index.params["reorder"],
-                "rescore_factor": index.params["rescore_factor"],
-            }
+            params = {**config["params"], "reorder": built["reorder"], "rescore_factor": built["rescore_factor"]}
             write_description(staging, index.ids, "scann", params, index.dims)
 
 
@@ -514,23 +571,34 @@ def _meets(measured):
     return measured["recall"] >= measured["needed"]
 
 
-def _refusal(measurements, target_recall, k, tuning, held_out, float32, plot):
-    """The one line of `tune`'s refusal when no setting meets the target on the held-out queries."""
-    best = max(measurements, key=lambda m: m["recall"])
-    reached = f"the best: {best['recall']} on the {tuning} tuning queries with {_describe(best['setting'])}"
-    checked = [m for m in measurements if "held_out" in m]
-    if checked:
-        held = max(checked, key=lambda m: m["held_out"])
-        reached += f", {held['held_out']} on the {held_out} held out with {_describe(held['setting'])}"
+def _refusal(measurements, chosen, target_recall, k, tuning, held_out, float32, plot):
+    """The one line of `tune`'s refusal: no setting met the target on the tuning queries, or the one chosen there
+    missed it on the held-out queries."""
+    nothing = f"nothing recorded (plot: {plot})"
+    if chosen is not None:
+        return (
+            f"the fastest setting meeting recall@{k} {target_recall} on the {tuning} tuning queries "
+            f"({_describe(chosen['setting'])}: {_shown(chosen['recall'], chosen['needed'])}, needed "
+            f"{_shown(chosen['needed'], chosen['recall'])}) reached {_shown(chosen['held_out'], target_recall)} on "
+            f"the {held_out} held out, below the target; {nothing}: another setting is not tried held out (its "
+            "recall there would be biased by the choice); tune on more queries or lower --target-recall"
+        )
+    best = max(measurements, key=lambda m: m["recall"] - m["needed"])
     remedy = "rebuild it with `gtr-keras index` for float32 rescoring" if not float32 else "rebuild with more leaves"
     return (
-        f"no setting reached recall@{k} {target_recall} on held-out queries ({reached}; to be checked held out a "
-        f"setting needs {best['needed']} on the tuning queries, a margin for their number); nothing recorded "
-        f"(plot: {plot}): lower --target-recall, tune on more queries, or {remedy}"
+        f"no setting reached recall@{k} {target_recall} on the {tuning} tuning queries with the margin for their "
+        f"number (the nearest: {_shown(best['recall'], best['needed'])} with {_describe(best['setting'])}, "
+        f"needed {_shown(best['needed'], best['recall'])}); {nothing}: lower --target-recall, tune on more "
+        f"queries, or {remedy}"
     )
 
 
-def _bisect(setting, tried, meets, measured_at):
+def _shown(value, other):
+    """`value` to 4 digits, or more where 4 would not tell it from `other`."""
+    return f"{value:.4f}" if round(value, 4) != round(other, 4) or value == other else f"{value:.6f}"
+
+
+def _bisect(setting, tried, meets, measured_at, k):
     """Measures settings between `setting` (the grid's fastest meeting the target: `meets(measured)`) and the
     grid's next smaller value of each of its `BISECTED` parameters in turn, halving the gap `BISECTIONS` times:
     the smallest value that still meets it, where the grid's steps skipped it."""
@@ -538,7 +606,8 @@ def _bisect(setting, tried, meets, measured_at):
     for name in (name for name in BISECTED if name in setting):
         low = max((s[name] for s in tried if s[name] < setting[name]), default=None)
         if name == "reorder_factor" and low is not None and "rescore_factor" in setting:
-            low = max(low, setting["rescore_factor"] - 1)  # a reordering pool below the rescoring pool is that pool
+            # A reordering pool below the rescoring pool is that pool.
+            low = max(low, math.ceil(rescore_pool_size(k, setting["rescore_factor"]) / k) - 1)
         high = setting[name]
         for _ in range(BISECTIONS if low is not None else 0):
             middle = (low + high) // 2

@@ -150,14 +150,21 @@ def iter_jsonl(path):
         if not line.strip():
             continue
         try:
-            record = json.loads(line)
+            record = _json_object(line)
         except (json.JSONDecodeError, RecursionError) as e:  # RecursionError: nested deeper than Python's stack
             raise DataError(f"{path}:{line_no}: malformed JSON ({e})") from None
-        except ValueError:  # an integer of more digits than Python converts: read as a float (infinite)
-            record = json.loads(line, parse_int=_integer_or_float)
         if not isinstance(record, dict):
             raise DataError(f"{path}:{line_no}: expected a JSON object, got {type(record).__name__}")
         yield line_no, record
+
+
+def _json_object(line):
+    try:
+        return json.loads(line)
+    except json.JSONDecodeError:
+        raise
+    except ValueError:  # an integer of more digits than Python converts: read as a float (infinite)
+        return json.loads(line, parse_int=_integer_or_float)
 
 
 def _integer_or_float(digits):

@@ -216,6 +216,16 @@ def test_flags_that_would_be_ignored_are_exit_2(argv, message, tmp_path, capsys,
         (["search", "q", "--index", "{index}", "--retriever", "bm25", "--search-param", "rescore=5"], "--search-param"),
         (["search", "q", "--index", "{index}", "--model", "m", "--search-param", "rescore"], "NAME=VALUE"),
         (["export", "--model", "m", "--out", "o", "--search-param", "reorder_factor=5"], "ScaNN searcher of --index"),
+        (
+            ["export", "--model", "m", "--out", "o", "--index", "{index}", "--searcher", "scann-int8"]
+            + ["--search-param", "rescore_factor=2"],
+            "argument --search-param: rescore_factor rescores with float32 vectors, which --searcher scann-int8",
+        ),
+        (
+            ["export", "--model", "m", "--out", "o", "--index", "{index}", "--searcher", "brute-force"]
+            + ["--allow-large-float32"],
+            "argument --allow-large-float32: goes with --index and --searcher scann",
+        ),
         (["tune", "--index", "{index}", "--sample", "5", "--queries", "{tmp}/q.npy"], "not allowed with argument"),
         (["tune", "--index", "{index}", "--target-recall", "1.5"], "must be in (0, 1]"),
     ],

@@ -125,7 +125,8 @@ def test_scann_filtered_search_fills_k_with_allowed_rows_by_either_plan(
 @pytest.mark.parametrize("plan", ["exact", "scann"])
 def test_scann_filtered_search_rescored_with_float32_gives_exact_filtered_search(plan, monkeypatch):
     """Neighbours closer than int8 rounding, each plan forced: recall@10 against float32 brute force over the
-    allowed rows, at each selectivity, and float32 scores."""
+    allowed rows, at each selectivity, and float32 scores; only the best `rescore_pool(k)` allowed candidates
+    of a query are rescored with float32 (not every candidate fetched, most of them not allowed)."""
     corpus, queries = (
         clustered(4000, seed=41, num_clusters=40, noise=0.35),
         clustered(50, seed=42, num_clusters=40, noise=0.35),
@@ -134,10 +135,14 @@ def test_scann_filtered_search_rescored_with_float32_gives_exact_filtered_search
     index = SearchIndex(doc_ids(len(corpus)), corpus, kind="scann", params=params)
     monkeypatch.setattr(planner, "EXACT_ROWS", 10**9 if plan == "exact" else 0)
     monkeypatch.setattr(planner, "EXACT_FRACTION", 1.0 if plan == "exact" else 0.0)
+    rescore, rescored = index.float_rows.rescore, []
+    monkeypatch.setattr(index.float_rows, "rescore", lambda q, c, *args: rescored.append(c) or rescore(q, c, *args))
     for selectivity in (0.5, 0.1, 0.01):
         allowed = _mask(len(corpus), selectivity)
+        rescored.clear()
         rows, scores = filtered_search(index, queries, 10, allowed)
-        assert allowed[rows].all()
+        assert allowed[rows].all() and rescored
+        assert all(c.shape[1] <= index.rescore_pool(10) and allowed[c[c >= 0]].all() for c in rescored)
         assert recall(rows, _brute_force(corpus, allowed, queries, 10)[0]) >= 0.995, selectivity
         np.testing.assert_allclose(scores, np.sum(queries[:, None] * corpus[rows], axis=-1), atol=1e-5)
 

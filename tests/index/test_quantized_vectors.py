@@ -1,6 +1,7 @@
 """`quantized_vectors`: int8 and binary exact indexes, rescored with float32, on disk and in memory."""
 
 import os
+import tempfile
 
 import numpy as np
 import pytest
@@ -113,3 +114,57 @@ def test_float32_rows_read_through_the_memory_map_are_let_go_past_the_budget(tmp
     monkeypatch.setattr(quantized_vectors, "_MAPPED_BYTES", 0)
     assert recall(index.search(QUERIES, 10)[0], exact_rows) >= 0.99
     assert _mapped_kib(path) == 0
+
+
+@pytest.mark.parametrize("kind, params", [("scann", {"num_leaves": 10}), ("exact", {"vectors": "int8"})])
+def test_float32_rows_on_another_file_system_are_copied_to_a_local_file_and_mapped(kind, params, request):
+    """`ram://` stands for `gs://`: the float32 file is not read into memory but copied to a local temporary
+    file, memory-mapped (and unnamed once mapped: nothing is left in the temporary directory)."""
+    directory = f"ram://float-rows-{kind}-{id(request)}/index"
+    write_search_index(ArrayRows(doc_ids(len(CORPUS)), CORPUS), directory, kind, params)
+    loaded = SearchIndex.load(directory)
+    rows = loaded.float_rows if kind == "scann" else loaded.vectors.float_rows
+    assert isinstance(rows._mapped, quantized_vectors.mmap.mmap) and not rows.floats.flags.owndata
+    np.testing.assert_array_equal(rows.floats, CORPUS)
+    exact_rows = SearchIndex(doc_ids(len(CORPUS)), CORPUS, kind="exact").search(QUERIES, 10)[0]
+    assert recall(loaded.search(QUERIES, 10)[0], exact_rows) >= 0.99
+    assert not [name for name in os.listdir(tempfile.gettempdir()) if name.startswith("gtr-keras-copy-")]
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/smaps"), reason="reads Linux's /proc/self/smaps")
+def test_the_budget_of_float32_pages_is_one_for_the_process_not_one_a_map(tmp_path, monkeypatch):
+    """Two shards' float32 files: past the budget, a search of one lets go of the other's pages too, so the RSS
+    that S maps add stays within one budget, not S."""
+    paths = []
+    for name in ("a", "b"):
+        write_search_index(ArrayRows(doc_ids(len(CORPUS)), CORPUS), tmp_path / name, "scann", {"num_leaves": 10})
+        paths.append((tmp_path / name / EMBEDDINGS_NPY).resolve())
+    first, second = SearchIndex.load(tmp_path / "a"), SearchIndex.load(tmp_path / "b")
+    first.search(QUERIES, 10)
+    assert _mapped_kib(paths[0]) > 0  # within the budget: kept mapped
+    monkeypatch.setattr(quantized_vectors, "_MAPPED_BYTES", 0)
+    second.search(QUERIES, 10)
+    assert _mapped_kib(paths[0]) == _mapped_kib(paths[1]) == 0
+
+
+def test_every_map_is_let_go_when_the_process_pages_grow_past_the_budget_and_only_then(monkeypatch):
+    class Map:
+        released = 0
+
+        def madvise(self, advice):
+            self.released += advice == quantized_vectors.mmap.MADV_DONTNEED
+
+    maps = [Map(), Map()]
+    rows = [quantized_vectors.FloatRows(np.zeros((2, 2), np.float32), m) for m in maps]  # noqa: F841 (kept alive)
+    pages = iter(
+        [1000, 1000, 1010, 900, 900 + quantized_vectors._MAPPED_BYTES // quantized_vectors.mmap.PAGESIZE + 1, 5]
+    )
+    monkeypatch.setattr(quantized_vectors, "_file_pages", lambda: next(pages))
+    monkeypatch.setitem(quantized_vectors._RELEASED, "pages", None)
+    quantized_vectors._let_go_past_the_budget()  # no baseline yet: every map let go, baseline 1000
+    assert [m.released for m in maps] == [1, 1]
+    quantized_vectors._let_go_past_the_budget()  # 1010: within the budget
+    quantized_vectors._let_go_past_the_budget()  # 900: fewer (another file unmapped): the baseline follows
+    assert [m.released for m in maps] == [1, 1] and quantized_vectors._RELEASED["pages"] == 900
+    quantized_vectors._let_go_past_the_budget()  # past the budget above 900: every map let go
+    assert [m.released for m in maps] == [2, 2] and quantized_vectors._RELEASED["pages"] == 5

@@ -2,7 +2,7 @@
 
 import numpy as np
 import pytest
-from search_inputs import CORPUS, QUERIES, clustered, doc_ids, recall
+from search_inputs import CORPUS, QUERIES, clustered, doc_ids, float32_truth, recall
 
 from gtr_keras.errors import UserError
 from gtr_keras.index.scann_builder import build_scann_segment, codec_files, load_scann, merge_scann, scann_params
@@ -34,7 +34,7 @@ def test_float32_rescoring_reaches_the_recall_that_int8_reordering_cannot():
     """Neighbours whose scores lie closer than int8 rounding: 20,000 x 64 unit vectors around 200 centres."""
     corpus = clustered(20_000, seed=21, num_clusters=200, noise=0.35)
     queries = clustered(300, seed=22, num_clusters=200, noise=0.35)
-    truth = np.argsort(-(queries @ corpus.T), axis=1, kind="stable")[:, :10]  # numpy float32 brute force
+    truth = float32_truth(corpus, queries)
     index = SearchIndex(doc_ids(len(corpus)), corpus, kind="scann")
     generous = {"num_leaves_to_search": index.params["num_leaves"], "reorder_factor": 50}
     index.set_search_params({**generous, "rescore_factor": 5})

@@ -4,10 +4,11 @@ import os
 
 import numpy as np
 import pytest
-from search_inputs import CORPUS, DIMS, QUERIES, clustered, doc_ids, recall
+from search_inputs import CORPUS, DIMS, QUERIES, clustered, doc_ids, float32_truth, recall
 
 from gtr_keras.errors import UserError
-from gtr_keras.index.search_index import ArrayRows, SearchIndex, write_search_index
+from gtr_keras.index import quantized_vectors, search_index
+from gtr_keras.index.search_index import ArrayRows, SearchIndex, rescore_pool_size, write_search_index
 
 
 @pytest.fixture(scope="module")
@@ -124,3 +125,62 @@ def test_the_search_params_of_an_index_without_float32_vectors_have_no_rescore_f
     scann_index.set_search_params({"num_leaves_to_search": 3, "reorder_factor": 20})  # the keys of before
     scann_index.set_search_params({"rescore_factor": scann_index.params["rescore_factor"]})
     np.testing.assert_array_equal(scann_index.live_embeddings(), CORPUS)
+
+
+def test_the_rescoring_pool_grows_by_at_most_a_band_past_k_and_keeps_recall_at_depth():
+    """At depth 500 a rescore_factor of 2 rescores 600 candidates, not 1,000: recall@500 against numpy float32
+    brute force stays what the full pool gives, on neighbours closer than int8 rounding (200 centres, noise
+    0.35), where int8 order alone loses some."""
+    corpus = clustered(6000, seed=5, num_clusters=200, noise=0.35)
+    queries = clustered(50, seed=6, num_clusters=200, noise=0.35)
+    index = SearchIndex(doc_ids(6000), corpus, kind="scann", params={"num_leaves": 20, "num_leaves_to_search": 20})
+    index.set_search_params({"reorder_factor": 10, "rescore_factor": 2})
+    assert (index.rescore_pool(10), index.rescore_pool(500), rescore_pool_size(500, 11)) == (20, 600, 1500)
+    truth = float32_truth(corpus, queries, 500)
+    assert recall(index.search(queries, 500)[0], truth) >= 0.999
+    index.set_search_params({"rescore_factor": 1})
+    assert recall(index.search(queries, 500)[0], truth) < 0.999
+
+
+def test_leaves_that_fill_the_top_k_but_not_the_pool_are_not_searched_again(monkeypatch):
+    """A pool larger than the rows of the leaves searched: the unfilled places are no candidates (not row 0,
+    ScaNN's filler), and the query is not searched again over every leaf while its top `k` is filled."""
+    index = SearchIndex(doc_ids(len(CORPUS)), CORPUS, kind="scann", params={"num_leaves": 30})
+    index.set_search_params({"num_leaves_to_search": 1, "reorder_factor": 1, "rescore_factor": 20})
+    leaves = []
+    search = index._scann_search
+    monkeypatch.setattr(index, "_scann_search", lambda *args: leaves.append(args[-1]) or search(*args))
+    found, scores = index.search(CORPUS[[5, 6]], 10)
+    assert np.isnan(search(CORPUS[[5, 6]], 200, 10, 1)[1]).any()  # the one leaf holds fewer than 200 rows
+    assert leaves == [1] and (found[:, 0] == [5, 6]).all() and all(len(set(row)) == 10 for row in found)
+    assert np.isfinite(scores).all() and (np.diff(scores, axis=1) <= 0).all()
+    index.set_search_params({"rescore_factor": 1})
+    found = index.search(CORPUS[[5, 6]], 300)[0]  # more than the leaf holds: every leaf searched
+    assert leaves[1:] == [1, 30] and all(len(set(row)) == 300 for row in found)
+
+
+@pytest.mark.parametrize("kind", ["exact", "scann"])
+def test_save_of_a_loaded_index_writes_its_float32_rows_a_chunk_at_a_time(kind, tmp_path, monkeypatch):
+    write_search_index(
+        ArrayRows(doc_ids(len(CORPUS)), CORPUS),
+        tmp_path / "a",
+        kind,
+        {"num_leaves": 10} if kind == "scann" else {"vectors": "int8"},
+    )
+    written = []
+    write = search_index.write_embeddings
+    monkeypatch.setattr(search_index, "_BUILD_CHUNK_ROWS", 1000)
+    monkeypatch.setattr(
+        search_index,
+        "write_embeddings",
+        lambda path, chunks, *a: write(path, [written.append(len(c)) or c for c in chunks], *a),
+    )
+    if kind == "exact":
+        monkeypatch.setattr(quantized_vectors, "write_embeddings", search_index.write_embeddings)
+    SearchIndex.load(tmp_path / "a").save(tmp_path / "b")
+    assert written == [1000, 1000, 1000]
+    np.testing.assert_array_equal(np.load(tmp_path / "b" / "embeddings.npy"), CORPUS)
+    for want, got in zip(
+        SearchIndex.load(tmp_path / "a").search(QUERIES, 10), SearchIndex.load(tmp_path / "b").search(QUERIES, 10)
+    ):
+        np.testing.assert_array_equal(want, got)

@@ -9,7 +9,7 @@ import sys
 import numpy as np
 import pytest
 from conftest import REPO
-from search_inputs import QUERIES, clustered, recall
+from search_inputs import QUERIES, clustered, float32_recall, recall
 
 from gtr_keras.errors import BusyError, DataError, MismatchError, UserError
 from gtr_keras.index import segment_writer
@@ -119,15 +119,13 @@ def test_scann_updates_share_the_first_segments_tree_and_keep_recall(tmp_path):
 
 
 def _float32_recall(index, expected, queries, atol=1e-5):
-    """recall@10 of `index` against numpy float32 brute force over `expected` (`{id: vector}`), and its hits
-    (their scores float32 dot products, within `atol`)."""
-    ids, vectors = list(expected), np.stack(list(expected.values()))
-    truth = np.argsort(-(queries @ vectors.T), axis=1, kind="stable")[:, :10]
-    found, scores = index.search_ids(queries, 10)
+    """`float32_recall` of `index` over `expected` (`{id: vector}`) and its hits, whose scores are checked to be
+    float32 dot products within `atol`."""
+    found_recall, found, scores = float32_recall(index, list(expected), np.stack(list(expected.values())), queries)
     np.testing.assert_allclose(
         scores, [[queries[q] @ expected[i] for i in row] for q, row in enumerate(found)], atol=atol
     )
-    return recall([[ids.index(i) for i in row] for row in found], truth), found
+    return found_recall, found
 
 
 @pytest.mark.parametrize("reorder", ["float32", "int8"])

@@ -4,7 +4,7 @@ import json
 
 import numpy as np
 import pytest
-from search_inputs import CORPUS, QUERIES, clustered, doc_ids, recall
+from search_inputs import CORPUS, QUERIES, clustered, doc_ids, float32_truth, recall
 
 from gtr_keras.errors import DataError, MismatchError
 from gtr_keras.index import SearchIndex
@@ -51,7 +51,7 @@ def test_scann_shards_rescored_with_float32_reach_float32_recall_and_scores(tmp_
         clustered(100, seed=32, num_clusters=40, noise=0.35),
     )
     ids = doc_ids(len(corpus))
-    truth = np.argsort(-(queries @ corpus.T), axis=1, kind="stable")[:, :10]
+    truth = float32_truth(corpus, queries)
     recalls = {}
     for reorder in ("float32", "int8"):
         params = {"num_leaves": 20, "num_leaves_to_search": 20, "reorder_factor": 50, "reorder": reorder}

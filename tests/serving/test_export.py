@@ -936,3 +936,35 @@ def test_an_int8_index_exports_a_brute_force_searcher_of_its_float32_vectors(exp
     retriever.index.set_search_params({"rescore": 300})  # every row rescored: exact float32 search
     expected = [[hit["id"] for hit in row] for row in retriever.search(QUERIES, 10)]
     assert [[i.decode() for i in row] for row in found] == expected
+
+
+def test_a_scann_searcher_says_the_float32_bytes_it_holds_and_above_the_limit_is_refused_unless_allowed(
+    exports, tiny_model_dir, tmp_path, capsys, monkeypatch
+):
+    """Refused before the model loads, nothing written; allowed, the one line gives the bytes, and the variable,
+    filled a block of rows at a time, holds the index's float32 vectors."""
+    from gtr_keras.cli import commands
+    from gtr_keras.serving import export
+
+    index_dir = exports["scann"][1]
+    held = 300 * SearchIndex.load(index_dir / "index").dims * 4
+    monkeypatch.setattr(export, "FLOAT32_LIMIT", held - 1)
+    encoder = commands._encoder
+    monkeypatch.setattr(commands, "_encoder", lambda args: pytest.fail("the model loaded before the refusal"))
+    assert _export(tiny_model_dir, index_dir, "scann", tmp_path / "refused") == 2
+    err = capsys.readouterr().err.strip()
+    assert (
+        err.count("\n") == 0
+        and f"--searcher scann would hold {held / 2**30:.2f} GiB of float32 vectors (300 rows" in err
+    )
+    assert "export --searcher scann-int8" in err and "or pass --allow-large-float32" in err
+    assert not (tmp_path / "refused").exists()
+    monkeypatch.setattr(commands, "_encoder", encoder)
+    monkeypatch.setattr(export, "_VARIABLE_ROWS", 7)
+    argv = ["export", "--model", tiny_model_dir, "--index", str(index_dir), "--out", str(tmp_path / "out")]
+    assert main([*argv, "--allow-large-float32"]) == 0
+    assert f"the scann searcher holds {held:,} bytes " in capsys.readouterr().out
+    searcher = load_export(str(tmp_path / "out" / "searcher" / "1"))
+    np.testing.assert_array_equal(
+        searcher.doc_embeddings.numpy(), SearchIndex.load(index_dir / "index").live_embeddings()
+    )

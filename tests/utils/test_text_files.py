@@ -139,3 +139,19 @@ def test_an_integer_of_more_digits_than_python_converts_is_read_as_an_infinite_f
     path = tmp_path / "corpus.jsonl"
     path.write_text('{"_id": 7, "metadata": {"big": -' + "9" * 5000 + ', "year": 2019}}\n')
     assert list(iter_jsonl(str(path))) == [(1, {"_id": 7, "metadata": {"big": float("-inf"), "year": 2019}})]
+
+
+@pytest.mark.parametrize(
+    "after, problem",
+    [
+        (', "x": }', "malformed JSON (Expecting value"),
+        (', "deep": ' + "[" * 100_000 + "]" * 100_000 + "}", "malformed JSON (maximum recursion"),
+    ],
+    ids=["syntax", "depth"],
+)
+def test_a_long_integer_followed_by_bad_json_is_named_with_its_file_and_line(tmp_path, after, problem):
+    """The long integer sends the line to the second parse (integers read as floats): its errors are named too."""
+    path = tmp_path / "corpus.jsonl"
+    path.write_text('{"_id": 1}\n{"_id": 2, "big": ' + "9" * 5000 + after + "\n")
+    with pytest.raises(DataError, match=f"^{re.escape(str(path))}:2: {re.escape(problem)}"):
+        list(iter_jsonl(str(path)))
