@@ -71,7 +71,8 @@ class CheckReport:
 
     def leftovers_beside(self, directory, names=None):
         """Adds what jobs that did not end left beside `directory`: the staging of its writes
-        (`.NAME.tmp-*`, `.NAME.upload-*`), and the siblings that `names` maps (a glob) to what left them."""
+        (`.NAME.tmp-*`, `.NAME.upload-*`), and the siblings that `names` maps (a glob, or a test of a name) to
+        what left them."""
         parent, name = files.parent_and_name(directory)
         if not files.isdir(parent):
             return
@@ -79,7 +80,7 @@ class CheckReport:
             if entry.startswith((f".{name}.tmp-", f".{name}.upload-")):
                 self.add(os.path.join(parent, entry), leftover_reason(entry), leftover=True)
                 continue
-            reason = next((why for glob, why in (names or {}).items() if fnmatch.fnmatchcase(entry, glob)), None)
+            reason = next((why for match, why in (names or {}).items() if _matches(match, entry)), None)
             if reason is not None:
                 self.add(os.path.join(parent, entry), reason, leftover=True)
 
@@ -87,3 +88,7 @@ class CheckReport:
         """One line: what the directory is, what was checked, and how many files' SHA-256 were verified."""
         sums = f"{self.verified} files' SHA-256 verified"
         return f"{self.path}: {self.kind}, ok ({'; '.join([*self.facts, sums])})"
+
+
+def _matches(match, entry):
+    return match(entry) if callable(match) else fnmatch.fnmatchcase(entry, match)

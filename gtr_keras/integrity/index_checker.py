@@ -28,10 +28,10 @@ from gtr_keras.index.layout import (
     MANIFEST_JSON,
     RETRIEVER_JSON,
     SCANN_DIR,
-    TUNE_SCRATCH_PREFIX,
     TUNED_JSON,
     check_scann_rows,
     has_float32,
+    is_tune_scratch,
     read_description,
     read_embeddings,
     read_ids,
@@ -59,10 +59,7 @@ BUILD_LEFTOVERS = {
     "rerun it (it resumes from them, then removes them), or remove them once no job runs",
     "{name}.partial-beam": f"the shards of an `index --runner` pipeline that did not end: {_RERUN}",
 }
-_TUNE_SCRATCH = {
-    TUNE_SCRATCH_PREFIX + "{name}-*": f"the scratch of a `gtr-keras tune` that did not end (killed, or still "
-    f"running): {_RERUN}"
-}
+_TUNE_SCRATCH = f"the scratch of a `gtr-keras tune` that did not end (killed, or still running): {_RERUN}"
 
 
 def _beside(directory, leftovers):
@@ -101,7 +98,8 @@ def check_search_index(directory, report, checksums=True):
     """Checks a search index directory (every segment) into `report`; returns its live ids, or None."""
     if checksums:
         report.checksums(directory)
-        report.leftovers_beside(directory, _beside(directory, _TUNE_SCRATCH))
+        name = files.parent_and_name(directory)[1]
+        report.leftovers_beside(directory, {lambda entry: is_tune_scratch(entry, name): _TUNE_SCRATCH})
     manifest = report.step(lambda: read_manifest(directory), os.path.join(directory, MANIFEST_JSON))
     described = report.step(lambda: read_description(directory), os.path.join(directory, INDEX_JSON))
     if described is None:

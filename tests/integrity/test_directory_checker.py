@@ -367,8 +367,8 @@ def test_a_child_directory_swapped_for_another_shards_or_an_empty_record_dropped
 def test_what_a_killed_job_left_is_named_with_what_to_do(updated_index, tmp_path, capsys):
     copy = tmp_path / "idx"
     shutil.copytree(updated_index, copy)
-    (copy / ".tune-k3x9").mkdir()  # a killed `tune --build`
-    (copy / ".tune-k3x9" / "1").write_bytes(b"x" * 10)
+    (copy / ".tune-index-k3x9ab_1").mkdir()  # a killed `tune --build` of idx/index
+    (copy / ".tune-index-k3x9ab_1" / "1").write_bytes(b"x" * 10)
     (copy / "index" / ".segments.json.tmp-ab12").write_text("{")  # a killed manifest write
     (tmp_path / ".idx.tmp-zz").mkdir()  # a killed rebuild of the whole index
     (tmp_path / "idx.partial").mkdir()  # a killed build's encoded pieces
@@ -378,7 +378,7 @@ def test_what_a_killed_job_left_is_named_with_what_to_do(updated_index, tmp_path
     lines = err.splitlines()
     assert code == 2 and len(lines) == 5, err
     for path, what in [
-        (copy / ".tune-k3x9", "the scratch of a `gtr-keras tune` that did not end"),
+        (copy / ".tune-index-k3x9ab_1", "the scratch of a `gtr-keras tune` that did not end"),
         (copy / "index" / ".segments.json.tmp-ab12", "the staging of a write of segments.json that did not end"),
         (tmp_path / ".idx.tmp-zz", "the staging of a write of idx that did not end"),
         (tmp_path / "idx.partial", "the encoded pieces of a `gtr-keras index` that did not end"),
@@ -433,6 +433,21 @@ def test_compaction_an_update_from_embeddings_and_a_rebuilt_search_index_keep_ev
     write_search_index(ArrayRows(ids, vectors), rebuilt / "index", "exact")  # replaced whole, as `tune --build` does
     code, out, err = _check(capsys, rebuilt)
     assert code == 0, err
+
+
+def test_a_bare_search_index_is_not_blamed_for_the_tune_scratch_of_a_sibling_whose_name_it_begins(tmp_path, capsys):
+    import numpy as np
+
+    from gtr_keras.index.search_index import ArrayRows, write_search_index
+
+    vectors = np.eye(4, 8, dtype=np.float32)
+    for name in ("foo", "foo-bar"):
+        write_search_index(ArrayRows([f"d{i}" for i in range(4)], vectors), tmp_path / name, "exact")
+    (tmp_path / ".tune-foo-bar-k3x9ab_1").mkdir()  # a running (or killed) `tune --build` of foo-bar
+    code, _, err = _check(capsys, tmp_path / "foo")
+    assert code == 0, err
+    code, _, err = _check(capsys, tmp_path / "foo-bar")
+    assert code == 2 and ".tune-foo-bar-k3x9ab_1: the scratch of a `gtr-keras tune`" in err
 
 
 def test_the_scratch_of_a_stopped_tune_is_named_and_gone_once_tune_reruns(tuned_scann_index, tmp_path, capsys):
