@@ -62,7 +62,7 @@ def serving(
     lengths = token_lengths(encoder) if max_batch_tokens else None
     run = encoding(encoder, 32, max_batch_tokens)
     batcher = Batcher(run, 32, max_wait, max_queue, 30.0, "gtr-keras-encoder", max_batch_tokens, lengths)
-    live = index_dir and LiveIndex(index_dir, encoder, query_encoder(batcher), None, poll_interval, wait)
+    live = index_dir and LiveIndex(index_dir, encoder, query_encoder(batcher, encoder), None, poll_interval, wait)
     app = build_app(batcher, MODEL, encoder.embedding_dim, live, model_dir, limits, gateway)
     sock = listening_socket("127.0.0.1", 0)
     if send_buffer:  # accepted connections take it from the listening socket
