@@ -613,11 +613,19 @@ def build_parser():
         "serve",
         "embeddings and search over HTTP (OpenAI's /v1/embeddings, /v1/search)",
         "Serves the model's embeddings in OpenAI's /v1/embeddings schema and, with --index, searches of the "
-        "index at /v1/search, on uvicorn; requests are encoded together in batches across clients, and an "
-        "update of the index is served without a restart (docs/serving.md). SIGTERM or SIGINT stops it.",
+        "index at /v1/search (with --reranker, reranks at /v1/rerank), on uvicorn; requests are encoded "
+        "together in batches across clients, and an update of the index is served without a restart "
+        "(docs/serving.md). SIGTERM or SIGINT stops it.",
     )
     p.add_argument("--model", required=True, help=MODEL_HELP)
     p.add_argument("--index", type=index_directory, help="index directory for /v1/search (default: none)")
+    p.add_argument(
+        "--reranker",
+        metavar="MODEL",
+        help="a reranker for /v1/rerank (Cohere's and Jina's schema) and for /v1/search's rerank: a cross-encoder "
+        "checkpoint or the model directory `gtr-keras convert` wrote from one; served as its directory's name "
+        "(docs/reranking.md) (default: none)",
+    )
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (0.0.0.0: every interface)")
     p.add_argument("--port", type=port_number, default=8000, help="port to listen on (0: a free one, printed)")
     p.add_argument(
