@@ -41,7 +41,7 @@ from gtr_keras.server.batcher import Batcher, Stopping
 from gtr_keras.server.deadlines import Deadlines
 from gtr_keras.server.gateway import stages
 from gtr_keras.server.gateway.metrics import Metrics
-from gtr_keras.server.gateway.middleware import Gateway, Settings, error_code
+from gtr_keras.server.gateway.middleware import Gateway, Settings, authorized, error_code
 from gtr_keras.server.reranking import PAIRS, ranked
 from gtr_keras.server.validation import embedding_request, read_json, rerank_request, search_request
 
@@ -290,6 +290,9 @@ def build_app(
     async def health(request):
         current = live_index and live_index.current
         status = "stopping" if deadlines.stop_at is not None else "loading" if live_index and not current else "ok"
+        code = 200 if status == "ok" else 503
+        if not authorized(request):  # a probe without the key: the status, not the model, index or settings
+            return _Answer({"status": status}, status_code=code)
         answer = {
             "status": status,
             "model": model_name,
@@ -311,7 +314,7 @@ def build_app(
             }
         elif live_index is not None:
             answer["index"] = {"path": live_index.index_dir, "generation": None, "reloads": 0}
-        return _Answer(answer, status_code=200 if status == "ok" else 503)
+        return _Answer(answer, status_code=code)
 
     async def metrics_page(request):
         body, content_type = metrics.page()

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 from reranker_inputs import PAIRS
-from servers import MODEL, RERANKER, corpus, running
+from servers import MODEL, RERANKER, Served, corpus, running
 
 from gtr_keras.retrieval.index import Index
 from gtr_keras.retrieval.retriever import build_index
@@ -238,3 +238,30 @@ def test_the_command_refuses_a_reranker_that_is_not_one_or_whose_name_is_taken(t
         main(["serve", "--model", tiny_model_dir, "--reranker", f"elsewhere/{name}-query"])
     assert exit_.value.code == 2
     assert f"argument --reranker: its name is one the model is served under ({name})" in capsys.readouterr().err
+
+
+@pytest.mark.large
+def test_the_command_serves_rerank_under_the_reranker_directory_s_name_with_keys_and_limits(
+    tiny_model_dir, reranker_dirs, bert_scorer
+):
+    served = Served(
+        "--model", tiny_model_dir, "--reranker", reranker_dirs["bert"], "--api-key", "sk-rerank", "--max-inputs", "5",
+        "--served-model-name", "gtr",
+    )  # fmt: skip
+    bearer = {"authorization": "Bearer sk-rerank"}
+    body = {"model": "bert", "query": QUERY, "documents": DOCUMENTS[:5], "top_n": 3}
+    try:
+        assert served.lines[0].strip().endswith("(model gtr, reranker bert)")
+        assert httpx.post(f"{served.url}/v1/rerank", json=body, timeout=60).status_code == 401
+        answer = httpx.post(f"{served.url}/v1/rerank", json=body, headers=bearer, timeout=60)
+        too_many = httpx.post(f"{served.url}/v1/rerank", json={**body, "documents": DOCUMENTS[:6]}, headers=bearer)
+        models = httpx.get(f"{served.url}/v1/models", headers=bearer, timeout=30).json()["data"]
+    finally:
+        status, _, err = served.stop()
+    assert status == 0 and "Traceback" not in err and "sk-rerank" not in err
+    expected = bert_scorer.predict([(QUERY, document) for document in DOCUMENTS[:5]])
+    results = answer.json()["results"]
+    assert [result["index"] for result in results] == list(np.argsort(-expected, kind="stable")[:3])
+    np.testing.assert_allclose([r["relevance_score"] for r in results], np.sort(expected)[::-1][:3], atol=1e-5, rtol=0)
+    assert too_many.status_code == 422 and too_many.json()["error"]["code"] == "too_many_inputs"
+    assert [model["id"] for model in models] == ["gtr", "gtr-query", "gtr-document", "bert"]
