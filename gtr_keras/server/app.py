@@ -127,6 +127,14 @@ def _embedding(vector, encoding_format):
     return vector.tolist()
 
 
+def _scored(reranker, most, pairs):
+    """The scores of a batch of searches' (query, hit) pairs through the reranker's `Batcher`, at most `most`
+    (a request's worth) a time: the batch may hold more pairs than the reranker's queue ever takes."""
+    step = max(1, min(most, reranker.max_queue))
+    parts = [reranker.wait(pairs[start : start + step], PAIRS)[0] for start in range(0, len(pairs), step)]
+    return np.concatenate(parts) if parts else np.zeros(0, np.float32)
+
+
 def _searching(model_source, fusion, scorer):
     """The `run` of the search `Batcher`: key `(Index, k, retriever, fusion, gtr_weight, rerank_depth)`, the
     hits of the queries by `Index.search` (`fusion` for a hybrid search without options; with options, the
@@ -195,7 +203,7 @@ def build_app(
     rerankers = (reranker_name,) if reranker else ()
     started = int(time.time())
     settings = (batcher.batch_size, batcher.max_wait, batcher.max_queue, batcher.timeout, "gtr-keras-search")
-    scorer = reranker and FunctionScorer(lambda pairs: reranker.wait(pairs, PAIRS)[0])
+    scorer = reranker and FunctionScorer(functools.partial(_scored, reranker, limits["max_inputs"]))
     fusion = (live_index and live_index.fusion) or Fusion()
     searches = live_index and Batcher(_searching(model_source, fusion, scorer), *settings)
     batchers = [batcher, *([searches] if searches else []), *([reranker] if reranker else [])]

@@ -1,3 +1,4 @@
+import contextlib
 import threading
 import time
 
@@ -55,37 +56,38 @@ def test_a_batch_takes_at_most_batch_size_texts_and_a_larger_request_a_batch_at_
         batcher.close()
 
 
-def test_a_large_request_delays_a_later_one_by_at_most_two_batches():
+@contextlib.contextmanager
+def _running_the_first_batch_of(texts, key):
+    """A batcher of batches of 2 whose worker runs the first batch of a request of `texts` and waits on its
+    `run`'s gate; yields `(run, batcher, the request's future)`."""
     run = Recorder(threading.Event())
     batcher = Batcher(run, batch_size=2, max_wait=0.0)
     try:
-        large = batcher.submit([f"document {number}" for number in range(40)], "document")
+        future = batcher.submit(texts, key)
         while not batcher.running:
             time.sleep(0.001)
-        query = batcher.submit(["a query"], "query")
-        run.gate.set()
-        assert query.result(10) == ([7], ["query"])
-        embeddings, keys = large.result(10)
-        assert embeddings == [len(f"document {number}") for number in range(40)] and keys == ["document"] * 40
-        assert [key for key, _ in run.calls][:4] == ["document", "document", "query", "document"]
-        assert len(run.calls) == 21 and batcher.queued == 0
+        yield run, batcher, future
     finally:
         batcher.close()
 
 
+def test_a_large_request_delays_a_later_one_by_at_most_two_batches():
+    documents = [f"document {number}" for number in range(40)]
+    with _running_the_first_batch_of(documents, "document") as (run, batcher, large):
+        query = batcher.submit(["a query"], "query")
+        run.gate.set()
+        assert query.result(10) == ([7], ["query"])
+        assert large.result(10) == ([len(document) for document in documents], ["document"] * 40)
+        assert [key for key, _ in run.calls][:4] == ["document", "document", "query", "document"]
+        assert len(run.calls) == 21 and batcher.queued == 0
+
+
 def test_a_large_request_cancelled_between_its_chunks_runs_no_more_of_them():
-    run = Recorder(threading.Event())
-    batcher = Batcher(run, batch_size=2, max_wait=0.0)
-    try:
-        large = batcher.submit([f"t{number}" for number in range(10)], "k")
-        while not batcher.running:
-            time.sleep(0.001)
+    with _running_the_first_batch_of([f"t{number}" for number in range(10)], "k") as (run, batcher, large):
         assert large.cancel()  # its client went away (a timeout) while its first chunk ran
         run.gate.set()
         assert batcher.submit(["next"], "k").result(10) == ([4], ["k"])
         assert [texts for _, texts in run.calls] == [["t0", "t1"], ["next"]] and batcher.queued == 0
-    finally:
-        batcher.close()
 
 
 def test_the_worker_waits_up_to_max_wait_for_a_fuller_batch():

@@ -10,10 +10,9 @@ import numpy as np
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 from reranker_inputs import PAIRS
-from servers import MODEL, RERANKER, Served, corpus, running
+from servers import MODEL, RERANKER, Served, indexed, running
 
 from gtr_keras.retrieval.index import Index
-from gtr_keras.retrieval.retriever import build_index
 from gtr_keras.server.gateway.keys import ApiKeys
 from gtr_keras.server.gateway.middleware import Settings
 from gtr_keras.server.reranking import PAIRS as KEY
@@ -25,9 +24,7 @@ DOCUMENTS = [document for _, document in PAIRS]
 
 @pytest.fixture(scope="module")
 def index_dir(tmp_path_factory, tiny_encoder, tiny_model_dir):
-    directory = tmp_path_factory.mktemp("reranked") / "index"
-    build_index(tiny_encoder, corpus(), directory, model_dir=tiny_model_dir)
-    return directory
+    return indexed(tmp_path_factory, tiny_encoder, tiny_model_dir, "reranked")
 
 
 @pytest.fixture(scope="module")
@@ -156,6 +153,30 @@ def test_a_search_with_rerank_answers_as_index_search_with_the_reranker(
     )
     default = httpx.post(f"{url}/v1/search", json=body, timeout=60).json()  # depth: k
     assert default["rerank_depth"] == 3
+
+
+def test_searches_batched_together_rerank_more_pairs_than_the_reranker_s_queue_holds(
+    tiny_encoder, tiny_model_dir, index_dir, bert_scorer
+):
+    limits = {"max_inputs": 30, "max_k": 30}
+    queries = ["shock boundary layer", "jet nozzle", "wing flutter"]
+    answers = [None] * len(queries)
+    with running(tiny_encoder, index_dir, tiny_model_dir, limits, 0.5, 40, reranker=bert_scorer) as (url, _, _):
+
+        def ask(number):  # 25 pairs each, 75 together in one batch of searches, past a queue of 40
+            body = {"query": queries[number], "k": 2, "rerank": True, "rerank_depth": 25}
+            answers[number] = httpx.post(f"{url}/v1/search", json=body, timeout=60)
+
+        threads = [threading.Thread(target=ask, args=(number,)) for number in range(len(queries))]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(60)
+    assert [answer.status_code for answer in answers] == [200] * 3, answers[0].text
+    expected = Index.open(index_dir, tiny_model_dir).search(queries, 2, rerank=bert_scorer, rerank_depth=25)
+    assert [[hit["id"] for hit in answer.json()["hits"]] for answer in answers] == [
+        [hit["id"] for hit in row] for row in expected
+    ]
 
 
 @pytest.mark.parametrize(
