@@ -42,7 +42,7 @@ from gtr_keras.server.deadlines import Deadlines
 from gtr_keras.server.gateway import stages
 from gtr_keras.server.gateway.metrics import Metrics
 from gtr_keras.server.gateway.middleware import Gateway, Settings, authorized, error_code
-from gtr_keras.server.reranking import PAIRS, ranked
+from gtr_keras.server.rerank_scoring import PAIRS, ranked
 from gtr_keras.server.validation import embedding_request, read_json, rerank_request, search_request
 
 DEFAULT_LIMITS = {"max_inputs": 2048, "max_body_bytes": 8 << 20, "max_queries": 64, "max_k": 1000, "body_timeout": 30.0}
@@ -189,7 +189,7 @@ def build_app(
         limits: `DEFAULT_LIMITS` overridden: `max_inputs` (texts an embedding request), `max_body_bytes`,
             `max_queries` (a search request), `max_k`, `body_timeout` (seconds a body takes to arrive).
         gateway: the gateway's `middleware.Settings` (keys, access log, tracing, metrics port); default none.
-        reranker: the `Batcher` of (query, document) pairs that a reranker scores (`reranking.scoring`), for
+        reranker: the `Batcher` of (query, document) pairs that a reranker scores (`rerank_scoring.scoring`), for
             `/v1/rerank` and searches with `rerank`; or None (404 there, 422 for `rerank`).
         reranker_name: the reranker's name in requests and `/v1/models` (its directory's name).
 

@@ -34,7 +34,7 @@ from gtr_keras.server.batcher import Batcher, encoding, query_encoder, token_len
 from gtr_keras.server.connections import bounded_protocol
 from gtr_keras.server.gateway.middleware import Settings
 from gtr_keras.server.live_index import LiveIndex
-from gtr_keras.server.reranking import pair_lengths, scoring
+from gtr_keras.server.rerank_scoring import pair_lengths, scoring
 
 JOIN_BOUND = 0.5  # seconds the threads get to end after the server stopped (daemons left running past it)
 BACKSTOP = 1.0  # seconds past the grace period after which uvicorn cancels what still runs
@@ -193,7 +193,7 @@ def serve(
         max_batch_tokens: the encoder's (and the reranker's) batches' budget of padded tokens instead of
             `batch_size` texts (pairs).
         reranker: a reranker's scorer (`gtr_keras.load(RERANKER_DIR)`) for `/v1/rerank` and searches with
-            `rerank`, batched by its own `Batcher` (`reranking.scoring`); or None.
+            `rerank`, batched by its own `Batcher` (`rerank_scoring.scoring`); or None.
         reranker_name: its name in requests and `/v1/models`.
 
     Raises:

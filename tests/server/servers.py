@@ -17,7 +17,7 @@ from gtr_keras.retrieval.retriever import build_index
 from gtr_keras.server.app import build_app
 from gtr_keras.server.batcher import Batcher, encoding, query_encoder, token_lengths
 from gtr_keras.server.live_index import LiveIndex
-from gtr_keras.server.reranking import pair_lengths, scoring
+from gtr_keras.server.rerank_scoring import pair_lengths, scoring
 from gtr_keras.server.serve import listening_socket, uvicorn_server
 
 WORDS = "wing lift drag shock boundary layer heat transfer flutter nozzle jet buckling panel cone mach".split()

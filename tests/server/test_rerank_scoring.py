@@ -1,4 +1,4 @@
-"""`/v1/rerank` and `/v1/search`'s `rerank`: the reranker's batches of pairs (`server/reranking.py`), in a
+"""`/v1/rerank` and `/v1/search`'s `rerank`: the reranker's batches of pairs (`server/rerank_scoring.py`), in a
 server in this process on 127.0.0.1 and a free port, with the tiny BERT cross-encoder of `reranker_inputs`."""
 
 import json
@@ -15,8 +15,8 @@ from servers import MODEL, RERANKER, Served, indexed, running
 from gtr_keras.retrieval.index import Index
 from gtr_keras.server.gateway.keys import ApiKeys
 from gtr_keras.server.gateway.middleware import Settings
-from gtr_keras.server.reranking import PAIRS as KEY
-from gtr_keras.server.reranking import ranked, scoring
+from gtr_keras.server.rerank_scoring import PAIRS as KEY
+from gtr_keras.server.rerank_scoring import ranked, scoring
 
 QUERY = "boundary layer of a wing"
 DOCUMENTS = [document for _, document in PAIRS]
