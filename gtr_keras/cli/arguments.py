@@ -75,6 +75,36 @@ def at_least_zero_float(text):
 at_least_zero_float.__name__ = "float"
 
 
+# The longest wait a flag may set (seconds: a day): `server.deadlines.LONGEST_WAIT`, which a thread's wait stays
+# far within (`threading.TIMEOUT_MAX`; a wait of more overflows).
+LONGEST_WAIT = 86_400.0
+
+
+def seconds(zero=False, per_second=1, unit="seconds"):
+    """An argparse type: a wait, in `unit`s (`per_second` of them a second): positive (at least 0 with `zero`),
+    finite and at most a day (`LONGEST_WAIT`).
+
+    Example:
+    >>> seconds()("1e300")
+    Traceback (most recent call last):
+    argparse.ArgumentTypeError: must be at most 86400 seconds (a day), got 1e300
+    """
+
+    def parse(text):
+        value = float(text)
+        if not (value >= 0 if zero else value > 0):
+            raise argparse.ArgumentTypeError(f"must be {'at least 0' if zero else 'positive'}, got {text}")
+        if value == float("inf"):
+            raise argparse.ArgumentTypeError(f"must be a finite number of {unit}")
+        most = LONGEST_WAIT * per_second
+        if value > most:
+            raise argparse.ArgumentTypeError(f"must be at most {most:g} {unit} (a day), got {text}")
+        return value
+
+    parse.__name__ = "float"
+    return parse
+
+
 def fraction(text):
     value = float(text)
     if not 0 < value <= 1:

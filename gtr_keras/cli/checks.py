@@ -9,7 +9,6 @@ like a bad flag: one line naming the flag, exit status 2.
 import fnmatch
 import importlib.util
 import ipaddress
-import math
 import os
 import socket
 import urllib.parse
@@ -193,17 +192,6 @@ def check_export_format(args, parser):
         parser.error(f"argument --format: {hint}")
 
 
-# `serve`'s flags of seconds, each a wait the server bounds: finite.
-_SERVE_SECONDS = (
-    "request_timeout",
-    "header_timeout",
-    "body_timeout",
-    "keep_alive_timeout",
-    "poll_interval",
-    "grace_period",
-)
-
-
 def loopback(host):
     """True when every address `host` names is a loopback one (127.0.0.0/8, ::1)."""
     try:
@@ -218,14 +206,22 @@ def loopback(host):
 
 
 def check_serve(args, parser):
-    """`serve`'s flags that bound a wait are finite; `--max-queue` holds a request of `--max-inputs`; a
-    `--host` other than loopback needs a key or `--allow-unauthenticated`; keys are printable ASCII; the
-    OTLP endpoint is an HTTP URL; a token budget holds a text of `--document-length`."""
-    for dest in _SERVE_SECONDS:
-        if not math.isfinite(getattr(args, dest)):
-            parser.error(f"argument --{dest.replace('_', '-')}: must be a finite number of seconds")
-    if args.max_inputs > args.max_queue:
-        parser.error(f"argument --max-inputs: {args.max_inputs} is more than --max-queue holds")
+    """`--max-queue` holds a request of `--max-inputs` or `--max-queries` and a batch of `--batch-size` (a
+    request it cannot hold would be told to retry forever; the flags of seconds are bounded by their type,
+    `arguments.seconds`); a `--host` other than loopback needs a key or `--allow-unauthenticated`; keys are
+    printable ASCII; the OTLP endpoint is an HTTP URL; a token budget holds a text of `--document-length`; the
+    reranker's name (its directory's) is not one the model is served under."""
+    for flag, value in (("--max-inputs", args.max_inputs), ("--max-queries", args.max_queries)):
+        if value > args.max_queue:
+            parser.error(f"argument {flag}: {value} is more than --max-queue holds")
+    if args.batch_size > args.max_queue:
+        parser.error(f"argument --batch-size: {args.batch_size} is more than --max-queue holds (a batch never fills)")
+    model = args.served_model_name or os.path.basename(str(args.model).rstrip("/"))
+    if args.reranker and os.path.basename(args.reranker.rstrip("/")) in (model, f"{model}-query", f"{model}-document"):
+        parser.error(
+            f"argument --reranker: its name is one the model is served under ({model}); give the model another "
+            "with --served-model-name"
+        )
     if any(not key or not all("!" <= character <= "~" for character in key) for key in args.api_keys or ()):
         parser.error("argument --api-key: a key must be printable ASCII without spaces (the key is not shown)")
     keyed = bool(args.api_keys or args.api_keys_file)

@@ -401,6 +401,7 @@ def serve(args):
     from gtr_keras.server.serve import serve as serve_http
 
     fusion = model_fusion(args.model) if args.index else None  # a bad record before the model loads
+    reranker = _serve_reranker_source(args)  # a model directory that holds no reranker, before any model loads
     limits = {name: getattr(args, name) for name in ("max_inputs", "max_body_bytes", "max_queries", "max_k")}
     limits["body_timeout"] = args.body_timeout
     encoder = _any_encoder(args)
@@ -413,6 +414,12 @@ def serve(args):
         raise UserError(
             f"--max-batch-tokens: {args.max_batch_tokens} is less than the model's document budget "
             f"({encoder.document_length} tokens): a text of that length would fit no batch"
+        )
+    scorer = reranker and _reranker(args, reranker)
+    if scorer and args.max_batch_tokens is not None and args.max_batch_tokens < scorer.sequence_length:
+        raise UserError(
+            f"--max-batch-tokens: {args.max_batch_tokens} is less than the reranker's pair budget "
+            f"({scorer.sequence_length} tokens): a pair of that length would fit no batch"
         )
     logged = args.access_log or args.log_format == "json"
     serve_http(
@@ -436,7 +443,17 @@ def serve(args):
         tracing=_tracing(args.otlp_endpoint),
         metrics_sock=args.metrics_socket,
         max_batch_tokens=args.max_batch_tokens,
+        reranker=scorer,
+        reranker_name=scorer and os.path.basename(args.reranker.rstrip("/")),
     )
+
+
+def _serve_reranker_source(args):
+    """`serve --reranker`'s resolved source (`_reranker_source`), or None."""
+    try:
+        return _reranker_source(argparse.Namespace(rerank=args.reranker))
+    except UserError as error:
+        raise UserError(str(error).replace("--rerank:", "--reranker:", 1)) from None
 
 
 def _tracing(endpoint):

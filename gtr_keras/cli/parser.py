@@ -14,7 +14,6 @@ from gtr_keras.cli.arguments import (
     Parser,
     at_least_one,
     at_least_zero,
-    at_least_zero_float,
     corpus_source,
     embedding_source,
     fraction,
@@ -28,8 +27,8 @@ from gtr_keras.cli.arguments import (
     output_file,
     output_path,
     port_number,
-    positive_float,
     search_param,
+    seconds,
     text,
     token_budget,
 )
@@ -621,11 +620,19 @@ def build_parser():
         "serve",
         "embeddings and search over HTTP (OpenAI's /v1/embeddings, /v1/search)",
         "Serves the model's embeddings in OpenAI's /v1/embeddings schema and, with --index, searches of the "
-        "index at /v1/search, on uvicorn; requests are encoded together in batches across clients, and an "
-        "update of the index is served without a restart (docs/serving.md). SIGTERM or SIGINT stops it.",
+        "index at /v1/search (with --reranker, reranks at /v1/rerank), on uvicorn; requests are encoded "
+        "together in batches across clients, and an update of the index is served without a restart "
+        "(docs/serving.md). SIGTERM or SIGINT stops it.",
     )
     p.add_argument("--model", required=True, help=MODEL_HELP)
     p.add_argument("--index", type=index_directory, help="index directory for /v1/search (default: none)")
+    p.add_argument(
+        "--reranker",
+        metavar="MODEL",
+        help="a reranker for /v1/rerank (Cohere's and Jina's schema) and for /v1/search's rerank: a cross-encoder "
+        "checkpoint or the model directory `gtr-keras convert` wrote from one; served as its directory's name "
+        "(docs/reranking.md) (default: none)",
+    )
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (0.0.0.0: every interface)")
     p.add_argument("--port", type=port_number, default=8000, help="port to listen on (0: a free one, printed)")
     p.add_argument(
@@ -637,7 +644,7 @@ def build_parser():
     add_batch_size(group, "texts (of one or several requests)")
     group.add_argument(
         "--max-wait-ms",
-        type=at_least_zero_float,
+        type=seconds(zero=True, per_second=1000, unit="milliseconds"),
         default=0.0,
         help="how long an idle encoder waits after a request for others to share its batch (0: none; under "
         "load, requests share batches anyway: they queue while it encodes)",
@@ -660,42 +667,42 @@ def build_parser():
     group.add_argument("--max-k", type=at_least_one, default=1000, help="largest k of a search")
     group.add_argument(
         "--request-timeout",
-        type=positive_float,
+        type=seconds(),
         default=60.0,
         help="seconds a request waits for its embeddings or hits once its body is read (then a 503)",
     )
     group = p.add_argument_group("connections (each is closed past its limit)")
     group.add_argument(
         "--header-timeout",
-        type=positive_float,
+        type=seconds(),
         default=10.0,
         help="seconds a request's head (request line and headers) may take to arrive, from the connection's "
         "opening or a later request's first byte (then a 408)",
     )
     group.add_argument(
         "--body-timeout",
-        type=positive_float,
+        type=seconds(),
         default=30.0,
         help="seconds a request's body may take to arrive (then a 408), and an answer may wait for its client "
         "to read any of it",
     )
     group.add_argument(
         "--keep-alive-timeout",
-        type=positive_float,
+        type=seconds(),
         default=5.0,
         help="seconds an idle keep-alive connection stays open",
     )
     group = p.add_argument_group("live index and stopping")
     group.add_argument(
         "--poll-interval",
-        type=positive_float,
+        type=seconds(),
         default=2.0,
         help="seconds between looks for a new generation of --index (an update or a rebuild) or a search setting "
         "`tune` recorded",
     )
     group.add_argument(
         "--grace-period",
-        type=at_least_zero_float,
+        type=seconds(zero=True),
         default=30.0,
         help="seconds the requests in flight get to finish after SIGTERM or SIGINT (those unfinished then get a "
         "503); a second signal stops at once",

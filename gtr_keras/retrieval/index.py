@@ -17,7 +17,7 @@ from gtr_keras.beir.readers import load_corpus
 from gtr_keras.errors import CheckpointError, DataError, UserError
 from gtr_keras.filters.expressions import Filter
 from gtr_keras.index.embedding_files import EmbeddingFiles
-from gtr_keras.index.layout import read_model_record
+from gtr_keras.index.layout import read_model_record, search_settings
 from gtr_keras.index.quantized_vectors import vector_params
 from gtr_keras.lexical.bm25_side import corpus_in_index_order, load_bm25_side
 from gtr_keras.lexical.fusion import Fusion, model_fusion
@@ -256,6 +256,27 @@ class Index:
         return self._encoder
 
     @property
+    def bm25(self):
+        """The BM25 side (`BM25Retriever`) of the index's version this `Index` holds, loaded when first needed
+        (a server loads it with the version, so that both sides answer from one).
+
+        Raises:
+            DataError: the index has no BM25 side (built with `bm25=False`, or from embeddings without their
+                documents), or a damaged one; `MismatchError`: a side of other documents.
+        """
+        if self._bm25 is None:
+            self._bm25 = load_bm25_side(self.paths[0], self._retriever.index.ids, self._retriever.corpus)
+        return self._bm25
+
+    @property
+    def search_settings(self):
+        """The dense index's search-time settings in effect: `{"num_leaves_to_search", "reorder_factor"}` for
+        ScaNN, `{"rescore"}` for int8 or binary vectors, `{}` for exact float32; those `tune` recorded, else
+        the index's own, or those `set_search_params` set."""
+        first = self._retriever.index.parts[0][0]  # every part takes the one setting (`set_search_params`)
+        return {name: first.params[name] for name in search_settings(first.kind, first.params)}
+
+    @property
     def fusion(self):
         """The `Fusion` of hybrid search by default: the model's own (`fusion.model_fusion`) when the model
         is a directory or name, given or recorded, else `Fusion()`."""
@@ -326,12 +347,11 @@ class Index:
             raise UserError(f"retriever {retriever!r} searches texts (BM25 has no vectors)")
         if len(self.paths) > 1:
             raise UserError(f"retriever {retriever!r} searches one index (several are shards of retriever='gtr')")
-        if self._bm25 is None:
-            self._bm25 = load_bm25_side(self.paths[0], self._retriever.index.ids, self._retriever.corpus)
+        bm25 = self.bm25
         if retriever == "hybrid":
             fusion = fusion or self.fusion  # a bad fusion record of the model's, before the model loads
             self._retriever.encoder = self.encoder
-        return HybridRetriever(self._retriever, self._bm25, fusion).search(list(queries), k, retriever, filter)
+        return HybridRetriever(self._retriever, bm25, fusion).search(list(queries), k, retriever, filter)
 
     def _update(self, **update):
         if len(self.paths) > 1:

@@ -12,11 +12,32 @@ import numpy as np
 
 from gtr_keras.beir.evaluation import rank_documents
 from gtr_keras.errors import UserError
+from gtr_keras.models.text_encoder import TextPairScorer, check_pairs
 
 
 def hit_text(hit):
     """The text a reranker reads for a hit: `"title text"`, stripped (what BEIR embeds, `Corpus.joined`)."""
     return f"{hit.get('title', '')} {hit['text']}".strip()
+
+
+class FunctionScorer(TextPairScorer):
+    """A reranker's scorer whose scores come from a function of the pairs: what a server gives
+    `Index.search(rerank=...)` so that a search's pairs are scored in its batches of pairs, shared with other
+    requests, by the thread that runs its reranker.
+
+    Args:
+        score: `score(pairs)`, float32 scores of a list of `(query, document)` string pairs, in their order.
+
+    Example:
+    >>> index.search(["lift"], rerank=FunctionScorer(lambda pairs: batcher.wait(pairs, "pairs")[0]))
+    """
+
+    def __init__(self, score):
+        self.score = score
+
+    def predict(self, pairs, batch_size=32):
+        """Scores of `pairs`: float32 `[len(pairs)]` (`batch_size` is the function's to choose)."""
+        return np.asarray(self.score(check_pairs(pairs)), np.float32)
 
 
 def rerank(scorer, queries, hits, depth=None, batch_size=32):

@@ -1,5 +1,5 @@
 """The routes of `gtr-keras serve`, a Starlette application: `POST /v1/embeddings`, `POST /v1/search`,
-`GET /health`, `GET /metrics`, `GET /v1/models` (and `/v1/models/{id}`).
+`POST /v1/rerank`, `GET /health`, `GET /metrics`, `GET /v1/models` (and `/v1/models/{id}`).
 
 Every request passes the `gateway` first (its id, key, span, metrics and
 access-log line), whatever its route.
@@ -9,8 +9,10 @@ too; an error of the server itself is a 500 of that shape, one line (its
 traceback on stderr, the only one a request can print). Every request passes
 through `_answers`, the one place where a check of every request goes. Requests
 await the `Batcher`s' futures in the event loop: embeddings the encoder's,
-searches the search batcher's, on the generation `LiveIndex.current` held when
-they began (their queries encoded through the encoder's batches). Each wait, for
+reranks the reranker's, searches the search batcher's, which searches the
+`Index` of the generation `LiveIndex.current` held when they began
+(`Index.search`, the one search path: their queries encoded through the
+encoder's batches, their pairs reranked through the reranker's). Each wait, for
 the body and for the answer, is bounded (`Deadlines`): by `body_timeout`, by the
 batcher's timeout, and at a stop by the grace period's end.
 """
@@ -30,22 +32,26 @@ from starlette.middleware import Middleware
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from gtr_keras.errors import OverloadedError, UserError
-from gtr_keras.lexical.fusion import model_fusion
-from gtr_keras.retrieval.hybrid_retriever import HybridRetriever
+from gtr_keras.errors import CheckpointError, DataError, MismatchError, OverloadedError, UserError
+from gtr_keras.lexical.fusion import Fusion, model_fusion
+from gtr_keras.retrieval.reranking import FunctionScorer
 from gtr_keras.retrieval.retriever import search_results
 from gtr_keras.server.api_error import ApiError
 from gtr_keras.server.batcher import Batcher, Stopping
 from gtr_keras.server.deadlines import Deadlines
 from gtr_keras.server.gateway import stages
 from gtr_keras.server.gateway.metrics import Metrics
-from gtr_keras.server.gateway.middleware import Gateway, Settings, error_code
-from gtr_keras.server.validation import embedding_request, read_json, search_request
+from gtr_keras.server.gateway.middleware import Gateway, Settings, authorized, error_code
+from gtr_keras.server.rerank_scoring import PAIRS, ranked
+from gtr_keras.server.validation import embedding_request, read_json, rerank_request, search_request
 
 DEFAULT_LIMITS = {"max_inputs": 2048, "max_body_bytes": 8 << 20, "max_queries": 64, "max_k": 1000, "body_timeout": 30.0}
 FUSIONS_KEPT = 64  # fusions of a hybrid search's options kept read
 # Refusals after which the connection is closed: its body was not read whole, or the server is stopping.
 CLOSING = ("request_too_large", "body_timeout", "client_disconnected", "stopping")
+# The library's errors that, raised once a request was checked, are the server's files' fault (a damaged index,
+# a model's malformed record, a stale BM25 side, a reranker's non-finite score), not the request's.
+SERVER_SIDE = (DataError, CheckpointError, MismatchError)
 
 
 def served_models(name):
@@ -80,18 +86,23 @@ def _stopping():
 
 
 def _api_error(error):
-    """The `ApiError` an exception of a handler is answered with: `ApiError` as it is, a `UserError` the
-    library raised as 422, anything else as a one-line 500 (its traceback on the server's stderr)."""
+    """The `ApiError` an exception of a handler is answered with: `ApiError` as it is, an error of the server's
+    files (`SERVER_SIDE`) as a 500 (its line on the server's stderr), another `UserError` the library raised
+    as 422 (e.g. a reranked search of an index that stores no texts), anything else as a one-line 500 (its
+    traceback on the server's stderr)."""
     if isinstance(error, ApiError):
         return error
     if isinstance(error, Stopping):
         return _stopping()
     if isinstance(error, OverloadedError):
         return ApiError(503, str(error), None, "busy")
-    if isinstance(error, UserError):  # e.g. a hybrid search of a model whose fusion record is malformed
-        return ApiError(422, (str(error).splitlines() or [""])[0], None, "invalid_value")
-    traceback.print_exception(error, file=sys.stderr)
     first_line = (str(error).strip().splitlines() or [""])[0]
+    if isinstance(error, SERVER_SIDE):
+        print(f"gtr-keras serve: error: {type(error).__name__}: {first_line}", file=sys.stderr, flush=True)
+        return ApiError(500, f"the server's files: {first_line}", None, "server_data_error")
+    if isinstance(error, UserError):
+        return ApiError(422, first_line, None, "invalid_value")
+    traceback.print_exception(error, file=sys.stderr)
     return ApiError(500, f"{type(error).__name__}: {first_line}", None, "server_error")
 
 
@@ -116,28 +127,47 @@ def _embedding(vector, encoding_format):
     return vector.tolist()
 
 
-def _searching(model_source):
-    """The `run` of the search `Batcher`: key `(HybridRetriever, k, retriever, fusion, gtr_weight)`, the hits
-    of the queries (the fusion options make the fusion of `model_source` with them, `fusion.model_fusion`,
-    read once for each of the last `FUSIONS_KEPT` options asked, not in every batch)."""
+def _scored(reranker, most, pairs):
+    """The scores of a batch of searches' (query, hit) pairs through the reranker's `Batcher`, at most `most`
+    (a request's worth) a time: the batch may hold more pairs than the reranker's queue ever takes."""
+    step = max(1, min(most, reranker.max_queue))
+    parts = [reranker.wait(pairs[start : start + step], PAIRS)[0] for start in range(0, len(pairs), step)]
+    return np.concatenate(parts) if parts else np.zeros(0, np.float32)
+
+
+def _searching(model_source, fusion, scorer):
+    """The `run` of the search `Batcher`: key `(Index, k, retriever, fusion, gtr_weight, rerank_depth)`, the
+    hits of the queries by `Index.search` (`fusion` for a hybrid search without options; with options, the
+    fusion of `model_source` with them, `fusion.model_fusion`, read once for each of the last `FUSIONS_KEPT`
+    options asked, not in every batch; with a depth, reranked by `scorer`)."""
     fusion_of = functools.lru_cache(maxsize=FUSIONS_KEPT)(functools.partial(model_fusion, model_source))
 
     def run(key, queries, stop):
-        searcher, k, retriever, fusion, gtr_weight = key
-        if fusion is not None or gtr_weight is not None:
-            searcher = HybridRetriever(searcher.retriever, searcher.bm25, fusion_of(fusion, gtr_weight), searcher.depth)
+        index, k, retriever, method, gtr_weight, depth = key
+        chosen = fusion_of(method, gtr_weight) if method is not None or gtr_weight is not None else fusion
+        rerank = scorer if depth is not None else None
         with stages.stage("search", queries=len(queries), k=k, retriever=retriever):
-            return (searcher.search(queries, k, retriever),)
+            return (index.search(queries, k, retriever=retriever, fusion=chosen, rerank=rerank, rerank_depth=depth),)
 
     return run
 
 
-def build_app(batcher, model_name, embedding_dim, live_index=None, model_source=None, limits=None, gateway=None):
+def build_app(
+    batcher,
+    model_name,
+    embedding_dim,
+    live_index=None,
+    model_source=None,
+    limits=None,
+    gateway=None,
+    reranker=None,
+    reranker_name=None,
+):
     """The Starlette application of `gtr-keras serve`, behind its `gateway` (`middleware.Gateway`).
 
     Searches are batched too: a second `Batcher` (of `batcher`'s settings) runs the queries of concurrent
-    searches of one generation, `k` and retriever as one search, whose queries `live_index` encodes through
-    `batcher` (`batcher.query_encoder`).
+    searches of one generation, `k`, retriever, fusion and rerank depth as one `Index.search`, whose queries
+    `live_index` encodes through `batcher` (`batcher.query_encoder`) and whose pairs `reranker` scores.
 
     The application's `state.stop(grace)` (called in its event loop, at the server's first signal) answers
     the requests in flight within `grace` seconds (503 `stopping` for those unfinished then) and abandons
@@ -159,6 +189,9 @@ def build_app(batcher, model_name, embedding_dim, live_index=None, model_source=
         limits: `DEFAULT_LIMITS` overridden: `max_inputs` (texts an embedding request), `max_body_bytes`,
             `max_queries` (a search request), `max_k`, `body_timeout` (seconds a body takes to arrive).
         gateway: the gateway's `middleware.Settings` (keys, access log, tracing, metrics port); default none.
+        reranker: the `Batcher` of (query, document) pairs that a reranker scores (`rerank_scoring.scoring`), for
+            `/v1/rerank` and searches with `rerank`; or None (404 there, 422 for `rerank`).
+        reranker_name: the reranker's name in requests and `/v1/models` (its directory's name).
 
     Example:
     >>> batcher = Batcher(encoding(gtr_keras.load("gtr-small-distilled")))
@@ -167,10 +200,13 @@ def build_app(batcher, model_name, embedding_dim, live_index=None, model_source=
     """
     limits = {**DEFAULT_LIMITS, **(limits or {})}
     models = served_models(model_name)
+    rerankers = (reranker_name,) if reranker else ()
     started = int(time.time())
     settings = (batcher.batch_size, batcher.max_wait, batcher.max_queue, batcher.timeout, "gtr-keras-search")
-    searches = live_index and Batcher(_searching(model_source), *settings)
-    batchers = [batcher, *([searches] if searches else [])]
+    scorer = reranker and FunctionScorer(functools.partial(_scored, reranker, limits["max_inputs"]))
+    fusion = (live_index and live_index.fusion) or Fusion()
+    searches = live_index and Batcher(_searching(model_source, fusion, scorer), *settings)
+    batchers = [batcher, *([searches] if searches else []), *([reranker] if reranker else [])]
     deadlines = Deadlines()
     metrics = Metrics()
     metrics.watch(batchers, live_index)
@@ -213,39 +249,58 @@ def build_app(batcher, model_name, embedding_dim, live_index=None, model_source=
 
     async def search(request):
         body = await body_of(request)
-        asked = search_request(body, limits["max_queries"], limits["max_k"])
+        asked = search_request(body, limits["max_queries"], limits["max_k"], limits["max_inputs"])
         if live_index is None:
             raise ApiError(404, "no index is served: start `gtr-keras serve` with --index INDEX", None, "no_index")
-        current = live_index.current  # once: the searcher and its generation's number together
+        current = live_index.current  # once: the generation's `Index` and its number together
         if current is None:
             raise ApiError(503, "the index's first generation is loading; retry", None, "loading")
         if asked.retriever != "gtr" and current.bm25_problem:
             raise ApiError(422, f"retriever: {current.bm25_problem}", "retriever", "no_bm25_side")
-        key = (current.searcher, asked.k, asked.retriever, asked.fusion, asked.gtr_weight)
+        if asked.rerank_depth is not None and reranker is None:
+            message = "rerank: no reranker is served: start `gtr-keras serve` with --reranker MODEL"
+            raise ApiError(422, message, "rerank", "no_reranker")
+        key = (current.index, asked.k, asked.retriever, asked.fusion, asked.gtr_weight, asked.rerank_depth)
         (hits,) = await answer_of(searches.submit(asked.queries, key), "search")
         results = search_results(asked.queries, hits)
         answer = {"object": "search", "model": model_name, "retriever": asked.retriever, "k": asked.k}
+        if asked.rerank_depth is not None:
+            answer.update(reranker=reranker_name, rerank_depth=asked.rerank_depth)
         answer["generation"] = current.number
         if asked.single:
             answer.update(query=asked.queries[0], hits=results[0]["hits"])
         answer["results"] = results
         return _Answer(answer)
 
+    async def rerank(request):
+        body = await body_of(request)
+        if reranker is None:
+            message = "no reranker is served: start `gtr-keras serve` with --reranker MODEL"
+            raise ApiError(404, message, None, "no_reranker")
+        asked = rerank_request(body, rerankers, limits["max_inputs"])
+        pairs = [(asked.query, document) for document in asked.documents]
+        scores, counts = await answer_of(reranker.submit(pairs, PAIRS), "reranker's")
+        results = ranked(scores, asked.documents, asked.top_n, asked.return_documents)
+        return _Answer({"model": asked.model, "results": results, "usage": {"total_tokens": sum(counts)}})
+
     def model_card(name):
         return {"id": name, "object": "model", "created": started, "owned_by": "gtr-keras"}
 
     async def list_models(request):
-        return _Answer({"object": "list", "data": [model_card(name) for name in models]})
+        return _Answer({"object": "list", "data": [model_card(name) for name in (*models, *rerankers)]})
 
     async def get_model(request):
         name = request.path_params["model"]
-        if name not in models:
+        if name not in models and name not in rerankers:
             raise ApiError(404, f"model: {name!r} is not served here", "model", "model_not_found")
         return _Answer(model_card(name))
 
     async def health(request):
         current = live_index and live_index.current
         status = "stopping" if deadlines.stop_at is not None else "loading" if live_index and not current else "ok"
+        code = 200 if status == "ok" else 503
+        if not authorized(request):  # a probe without the key: the status, not the model, index or settings
+            return _Answer({"status": status}, status_code=code)
         answer = {
             "status": status,
             "model": model_name,
@@ -254,6 +309,8 @@ def build_app(batcher, model_name, embedding_dim, live_index=None, model_source=
             "queued": batcher.queued,
             "batches": batcher.batches,
         }
+        if reranker:
+            answer["reranker"] = reranker_name
         if current:
             answer["index"] = {
                 "path": live_index.index_dir,
@@ -265,7 +322,7 @@ def build_app(batcher, model_name, embedding_dim, live_index=None, model_source=
             }
         elif live_index is not None:
             answer["index"] = {"path": live_index.index_dir, "generation": None, "reloads": 0}
-        return _Answer(answer, status_code=200 if status == "ok" else 503)
+        return _Answer(answer, status_code=code)
 
     async def metrics_page(request):
         body, content_type = metrics.page()
@@ -287,6 +344,7 @@ def build_app(batcher, model_name, embedding_dim, live_index=None, model_source=
     routes = [
         Route("/v1/embeddings", _answers(embeddings), methods=["POST"]),
         Route("/v1/search", _answers(search), methods=["POST"]),
+        Route("/v1/rerank", _answers(rerank), methods=["POST"]),
         Route("/v1/models", _answers(list_models), methods=["GET"]),
         Route("/v1/models/{model:path}", _answers(get_model), methods=["GET"]),
         Route("/health", _answers(health), methods=["GET"]),

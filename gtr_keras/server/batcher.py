@@ -3,18 +3,25 @@
 Requests put their texts on one queue, each with a key, and wait for a future.
 The worker takes the oldest request, waits up to `max_wait` seconds (from that
 request's arrival) for more until `batch_size` texts are queued, then takes
-requests in arrival order up to `batch_size` texts (a larger request alone)
-and makes one `run(key, texts, stop)` call for each key among them. While it
-runs, the next batch fills: under load, batches are full without waiting. A
-queue holding `max_queue` texts takes no more (`submit` returns None, which the
-server answers with 503 at once), so a burst cannot pile up unbounded work.
+requests in the queue's order up to `batch_size` texts and makes one
+`run(key, texts, stop)` call for each key among them. While it runs, the next
+batch fills: under load, batches are full without waiting. A queue holding
+`max_queue` texts takes no more (`submit` returns None, which the server
+answers with 503 at once), so a burst cannot pile up unbounded work.
+
+A request larger than a batch is taken a batch at a time: its first
+`batch_size` texts, then the rest goes back to the end of the queue, behind the
+requests that came meanwhile (round robin), so that one client's 2,048 long
+documents delay another's query by one batch, not by all of them. Its answer
+is its chunks' results joined, once the last has run.
 
 With a token budget (`max_batch_tokens`, `--max-batch-tokens`), a batch is
 bounded by tokens instead: the worker measures the queued requests' texts
-(`lengths`, the tokenizer's counts; each text once) and takes requests in
-arrival order while their tokens stay within the budget (a larger request
-alone), and `encoding` cuts a batch into forward passes of at most that many
-padded tokens, texts of like lengths together (`forward_passes`).
+(`lengths`, the tokenizer's counts; each text once) and takes requests while
+their tokens stay within the budget (a larger request a budget's worth at a
+time, at least one text), and `encoding` cuts a batch into forward passes of
+at most that many padded tokens, texts of like lengths together
+(`forward_passes`).
 
 Each request is judged alone: a call that fails for a batch of several requests
 is made again for each of them alone, so that only the request whose texts
@@ -39,6 +46,7 @@ import time
 import numpy as np
 
 from gtr_keras.errors import OverloadedError, UserError
+from gtr_keras.server.deadlines import LONGEST_WAIT
 from gtr_keras.server.gateway import stages
 
 KINDS = ("query", "document")
@@ -47,15 +55,49 @@ LIKE_LENGTHS = 16  # tokens: a forward pass of a token budget pads a text to at 
 
 class _Item:
     """A request in a `Batcher`'s queue: its texts, key and future, when it came (monotonic, and ns since the
-    epoch for its spans), its spans' parents, and its texts' token counts once measured."""
+    epoch for its spans), its spans' parents, its texts' token counts once measured, how many of its texts
+    batches took (`taken`) and the results of its chunks run so far (`parts`)."""
 
-    __slots__ = ("texts", "key", "future", "arrived", "arrived_ns", "parents", "lengths")
+    __slots__ = ("texts", "key", "future", "arrived", "arrived_ns", "parents", "lengths", "taken", "parts")
 
     def __init__(self, texts, key, future):
         self.texts, self.key, self.future = texts, key, future
         self.arrived, self.arrived_ns = time.monotonic(), time.time_ns()
         self.parents = stages.parents()
         self.lengths = None
+        self.taken = 0
+        self.parts = []
+
+    @property
+    def left(self):
+        """Texts no batch has taken yet."""
+        return len(self.texts) - self.taken
+
+
+class _Part:
+    """The texts `start:end` of a request (`_Item`) that a batch took: the whole request, or a chunk of it."""
+
+    __slots__ = ("item", "start", "end")
+
+    def __init__(self, item, start, end):
+        self.item, self.start, self.end = item, start, end
+
+    @property
+    def texts(self):
+        return self.item.texts[self.start : self.end]
+
+    def __len__(self):
+        return self.end - self.start
+
+
+def _joined(parts):
+    """A request's result from its chunks' (each a tuple of sequences): arrays concatenated, lists added."""
+    if len(parts) == 1:
+        return parts[0]
+    return tuple(
+        np.concatenate(column) if isinstance(column[0], np.ndarray) else [row for piece in column for row in piece]
+        for column in zip(*parts)
+    )
 
 
 class Stopping(OverloadedError):
@@ -145,23 +187,30 @@ def token_lengths(encoder):
 
 
 class _Queries:
-    """An encoder of queries for `Retriever.search` whose texts go through an encoding `Batcher`."""
+    """An encoder whose queries go through an encoding `Batcher`: the encoder it stands for in all else."""
 
-    def __init__(self, batcher):
+    def __init__(self, batcher, encoder):
         self.batcher = batcher
+        self.encoder = encoder
+
+    def __getattr__(self, name):  # the model, its settings and fingerprint: an `Index` checks them
+        if name == "encoder":  # not set yet (a copy being made)
+            raise AttributeError(name)
+        return getattr(self.encoder, name)
 
     def encode_queries(self, texts, batch_size=None):
         return self.batcher.wait(list(texts), "query")[0]
 
 
-def query_encoder(batcher):
-    """What a `Retriever` takes as its encoder to encode its queries through `batcher` (`encoding`'s), sharing
-    its batches with other requests; `encode_queries` waits at most the batcher's timeout.
+def query_encoder(batcher, encoder):
+    """`encoder` (what `gtr_keras.load` returns) with its queries encoded through `batcher` (`encoding`'s),
+    sharing its batches with other requests; `encode_queries` waits at most the batcher's timeout. An `Index`
+    takes it as its model: it checks the model's fingerprint as `encoder`'s.
 
     Example:
-    >>> retriever = Retriever(query_encoder(batcher), index, corpus)
+    >>> index = gtr_keras.Index("indexes/scifact", query_encoder(batcher, encoder))
     """
-    return _Queries(batcher)
+    return _Queries(batcher, encoder)
 
 
 def _settle(future, result=None, error=None):
@@ -211,8 +260,10 @@ class Batcher:
         max_batch_tokens=None,
         lengths=None,
     ):
-        if batch_size < 1 or max_queue < 1 or max_wait < 0 or timeout <= 0:
-            raise UserError("batch_size and max_queue must be positive, max_wait >= 0 and timeout > 0")
+        if batch_size < 1 or max_queue < 1 or not 0 <= max_wait <= LONGEST_WAIT or not 0 < timeout <= LONGEST_WAIT:
+            raise UserError(
+                f"batch_size and max_queue must be positive, max_wait from 0 and timeout above 0 to {LONGEST_WAIT:g} s"
+            )
         if max_batch_tokens is not None and (max_batch_tokens < 1 or lengths is None):
             raise UserError("max_batch_tokens must be positive, with the lengths that measure the texts")
         self.run = run
@@ -242,7 +293,7 @@ class Batcher:
     @property
     def running(self):
         """Texts of the batch the worker runs now (0: it waits for requests)."""
-        return sum(len(item.texts) for item in self._running)
+        return sum(len(part) for part in self._running)
 
     def submit(self, texts, key):
         """Queues `texts` (a non-empty list of strings) to run with `key` (hashable), in the context of the
@@ -293,7 +344,7 @@ class Batcher:
         with self._condition:
             self._closed = True
             self._stop.set()
-            items = [*self._pending, *self._running]
+            items = [*self._pending, *(part.item for part in self._running)]
             self._pending.clear()
             self._queued = 0
             self._condition.notify_all()
@@ -321,23 +372,35 @@ class Batcher:
             self._condition.wait(remaining)
         return True
 
-    def _take(self, cost, budget):
-        """Takes (holding the condition) requests from the queue's head while their `cost`s stay within
-        `budget`, the first whatever its cost, and none whose cost is None (not yet measured); returns them,
-        less those settled already (a client gone, a failed measure)."""
-        batch, spent, taken = [], 0, 0
+    def _take(self, costs, budget):
+        """Takes (holding the condition) requests from the queue's head while their texts' `costs` (a list per
+        request, None while not measured) stay within `budget`: a request whole, or, the first of a batch
+        larger than it, its first texts within it (at least one), the rest queued again at the end (round
+        robin). Returns the `_Part`s taken, less requests settled already (a client gone, a failed measure or
+        chunk)."""
+        batch, spent = [], 0
         while self._pending:
             item = self._pending[0]
             if item.future.done():
-                self._queued -= len(self._pending.popleft().texts)
+                self._queued -= self._pending.popleft().left
                 continue
-            price = cost(item)
-            if price is None or (taken and spent + price > budget):
+            prices = costs(item)
+            if prices is None or (batch and spent + sum(prices) > budget):
                 break
-            self._queued -= len(self._pending.popleft().texts)
-            spent, taken = spent + price, taken + 1
-            if item.future.set_running_or_notify_cancel():
-                batch.append(item)
+            self._pending.popleft()
+            count, within = 0, 0
+            for price in prices:
+                if count and within + price > budget - spent:
+                    break
+                count, within = count + 1, within + price
+            start, spent = item.taken, spent + within
+            item.taken += count
+            self._queued -= count
+            if item.left:
+                self._pending.append(item)  # behind the requests that came meanwhile
+            elif not item.future.set_running_or_notify_cancel():
+                continue
+            batch.append(_Part(item, start, item.taken))
         self._running = batch
         return batch
 
@@ -347,7 +410,7 @@ class Batcher:
         with self._condition:
             if not self._wait_for_requests():
                 return None
-            return self._take(lambda item: len(item.texts), self.batch_size)
+            return self._take(lambda item: [1] * item.left, self.batch_size)
 
     def _next_token_batch(self):
         """The next batch within `max_batch_tokens`: the queue's head measured first (outside the condition,
@@ -357,13 +420,15 @@ class Batcher:
                 return None
             candidates, size = [], 0
             for item in self._pending:  # every text is a token at least: no more can fit
-                if candidates and size + len(item.texts) > self.max_batch_tokens:
+                if candidates and size + item.left > self.max_batch_tokens:
                     break
                 candidates.append(item)
-                size += len(item.texts)
+                size += item.left
         self._measure([item for item in candidates if item.lengths is None])
         with self._condition:
-            return self._take(lambda item: None if item.lengths is None else sum(item.lengths), self.max_batch_tokens)
+            return self._take(
+                lambda item: None if item.lengths is None else list(item.lengths[item.taken :]), self.max_batch_tokens
+            )
 
     def _measure(self, items):
         """Gives `items` their texts' token counts (`lengths`), one call per key (the `measure` stage); a call
@@ -388,41 +453,60 @@ class Batcher:
                 start += len(item.texts)
 
     def _work(self):
-        while (batch := self._next_batch()) is not None:
-            if not batch:  # every request of it was cancelled
-                continue
-            self.batches += 1
-            if self.observer is not None:
-                self.observer.record(self.label, "batch", {"texts": sum(len(item.texts) for item in batch)})
-            arrivals = [(item.parents, item.arrived_ns) for item in batch]
-            stages.waited(self.observer, self.label, arrivals, time.time_ns())
-            groups = {}
-            for item in batch:
-                groups.setdefault(item.key, []).append(item)
-            for key, items in groups.items():
-                self._run_group(key, items)
+        while True:
+            batch = []
+            try:
+                batch = self._next_batch()
+                if batch is None:
+                    return
+                if batch:  # else every request of it was cancelled
+                    self._run_batch(batch)
+            except Exception as error:  # a bug here or in the observer: its requests get it, the worker goes on
+                with self._condition:
+                    items = [part.item for part in batch or ()] or list(self._pending)
+                    if not batch:
+                        self._pending.clear()
+                        self._queued = 0
+                for item in items:
+                    _settle(item.future, error=error)
 
-    def _run_group(self, key, items):
-        """Runs `items` (requests of one key) as one call, in their context; if it fails for several, each
-        alone, so that the error goes to the requests whose texts cause it and the others get their answers."""
+    def _run_batch(self, batch):
+        self.batches += 1
+        if self.observer is not None:
+            self.observer.record(self.label, "batch", {"texts": sum(len(part) for part in batch)})
+        arrivals = [(part.item.parents, part.item.arrived_ns) for part in batch if part.start == 0]
+        stages.waited(self.observer, self.label, arrivals, time.time_ns())
+        groups = {}
+        for part in batch:
+            groups.setdefault(part.item.key, []).append(part)
+        for key, parts in groups.items():
+            self._run_group(key, parts)
+
+    def _run_group(self, key, parts):
+        """Runs `parts` (of requests of one key) as one call, in their context; if it fails for several, each
+        alone, so that the error goes to the requests whose texts cause it and the others get their answers.
+        A request's answer is given once its last part has run."""
         if self._stop.is_set():
             return  # abandoned: each has its `Stopping`
         try:
-            with stages.running(self.observer, self.label, [parent for item in items for parent in item.parents]):
-                result = self.run(key, [text for item in items for text in item.texts], self._stop)
+            parents = [parent for part in parts for parent in part.item.parents]
+            with stages.running(self.observer, self.label, parents):
+                result = self.run(key, [text for part in parts for text in part.texts], self._stop)
         except OverloadedError as error:  # the server's state (a full queue, a stop), not a text's fault
-            for item in items:
-                _settle(item.future, error=error)
+            for part in parts:
+                _settle(part.item.future, error=error)
             return
         except Exception as error:  # handed to the request, which answers it; the worker goes on
-            if len(items) == 1:
-                _settle(items[0].future, error=error)
+            if len(parts) == 1:
+                _settle(parts[0].item.future, error=error)
                 return
-            for item in items:
-                self._run_group(key, [item])
+            for part in parts:
+                self._run_group(key, [part])
             return
         start = 0
-        for item in items:
-            end = start + len(item.texts)
-            _settle(item.future, tuple(part[start:end] for part in result))
+        for part in parts:
+            end = start + len(part)
+            part.item.parts.append(tuple(column[start:end] for column in result))
+            if part.end == len(part.item.texts):
+                _settle(part.item.future, _joined(part.item.parts))
             start = end

@@ -11,6 +11,10 @@ period ends (503), never cancelled unanswered, and none outlives it.
 import asyncio
 import contextlib
 
+# The longest any wait of the server may be given (seconds: a day), far within `threading.TIMEOUT_MAX`, which
+# a thread's wait of more overflows: `--request-timeout`, `--poll-interval`, `--max-wait-ms` and the others.
+LONGEST_WAIT = 86_400.0
+
 
 class Deadlines:
     """The deadlines of a server's waits (one per server, used in its event loop).

@@ -1,14 +1,15 @@
-"""`LiveIndex`: the searcher of an index directory's newest generation, swapped in whole after an update.
+"""`LiveIndex`: an `Index` of an index directory's newest generation, swapped in whole after an update.
 
 A thread looks at the index's commit points every `poll_interval` seconds: the
 modification times of `retriever.json` (a rebuild), `index/segments.json` (an
 update's commit, `segments`) and its generation number, the BM25 side's
-settings (its rebuild after the commit) and `index/tuned.json` (a setting `gtr-keras
-tune` recorded). When one changed, it loads the index again (`Retriever.load`,
-`bm25_side.load_bm25_side`) while requests go on with the loaded generation,
-and swaps the new one in by one assignment once it loaded whole. A request
-takes the searcher once and keeps it to its end, so it answers from one
-generation; a failed load (an update between its dense commit and its BM25
+settings (its rebuild after the commit) and `index/tuned.json` (a setting
+`gtr-keras tune` recorded). When one changed, it opens the index again
+(`gtr_keras.Index`, the model checked and the BM25 side loaded with it) while
+requests go on with the loaded generation, and swaps the new one in by one
+assignment once it loaded whole. A request takes the generation's `Index` once
+and keeps it to its end, searching through `Index.search`, so it answers from
+one generation; a failed load (an update between its dense commit and its BM25
 side's rebuild, a rebuild's rename) keeps the loaded generation and is tried
 again at the next look, and so is a load during which a commit point moved
 (its parts might be of two generations, or of another than the number read).
@@ -32,36 +33,32 @@ import threading
 import time
 
 from gtr_keras.errors import DataError, UserError
-from gtr_keras.index.layout import BM25_SUBDIR, INDEX_SUBDIR, MANIFEST_JSON, RETRIEVER_JSON, TUNED_JSON, search_settings
+from gtr_keras.index.layout import BM25_SUBDIR, INDEX_SUBDIR, MANIFEST_JSON, RETRIEVER_JSON, TUNED_JSON
 from gtr_keras.index.segments import read_manifest
 from gtr_keras.lexical.bm25 import SETTINGS_JSON
-from gtr_keras.lexical.bm25_side import has_bm25_side, load_bm25_side
-from gtr_keras.retrieval.hybrid_retriever import HybridRetriever
-from gtr_keras.retrieval.retriever import Retriever
+from gtr_keras.lexical.bm25_side import has_bm25_side
+from gtr_keras.retrieval.index import Index
+from gtr_keras.server.deadlines import LONGEST_WAIT
 from gtr_keras.utils import files
 
 LOADS = 10  # tries of the first load, each undone by a commit during it, before the index is refused
 
-Generation = collections.namedtuple("Generation", "searcher bm25_problem number loaded_at search_settings")
-Generation.__doc__ = """One loaded generation: its `HybridRetriever`, why it has no BM25 side (or None), the manifest's
-generation number (0 for an index never updated), when it was loaded (`time.time()`) and the dense index's
-search-time settings in effect (`tuned.json`'s, else the index's own: `{}` for exact float32)."""
-
-
-def _search_settings(index):
-    first = index.parts[0][0]  # every part takes the one setting (`SegmentedIndex.set_search_params`)
-    return {name: first.params[name] for name in search_settings(first.kind, first.params)}
+Generation = collections.namedtuple("Generation", "index bm25_problem number loaded_at search_settings")
+Generation.__doc__ = """One loaded generation: its `Index` (its model checked, its BM25 side loaded), why it has no
+BM25 side (or None), the manifest's generation number (0 for an index never updated), when it was loaded
+(`time.time()`) and the dense index's search-time settings in effect (`Index.search_settings`: `tuned.json`'s,
+else the index's own; `{}` for exact float32)."""
 
 
 class LiveIndex:
-    """Holds a `HybridRetriever` of an index directory's newest generation, loading updates as they commit.
+    """Holds an `Index` of an index directory's newest generation, loading updates as they commit.
 
     Args:
         index_dir: an index directory (`gtr-keras index`), local or on any file system TensorFlow knows.
-        encoder: the model the index was built with (checked by `Retriever.check_model` at each load).
-        query_encoder: what encodes the queries of searches (`batcher.query_encoder`, so that they share
-            the encoder's batches); default `encoder`.
-        fusion: the `Fusion` of hybrid searches (per request, `HybridRetriever` can take another).
+        encoder: the model the index was built with (checked as the index's model at each load).
+        query_encoder: the model as searches encode their queries with it (`batcher.query_encoder`, so that
+            they share the encoder's batches): the `Index`'s model; default `encoder`.
+        fusion: the `Fusion` of hybrid searches without options of their own.
         poll_interval: seconds between looks at the index's commit points; None: never reloads.
         wait: load the first generation before returning (its errors raised here); False: the watch's
             thread loads it, `current` being None until then, and its error, if any, in `error` (the watch
@@ -69,13 +66,13 @@ class LiveIndex:
 
     Example:
     >>> live = LiveIndex("indexes/scifact", gtr_keras.load("gtr-small-distilled"), poll_interval=2.0)
-    >>> live.current.searcher.search(["vitamin D and fractures"], k=5, retriever="bm25")[0][0]["id"]
+    >>> live.current.index.search(["vitamin D and fractures"], k=5, retriever="bm25")[0][0]["id"]
     >>> live.close()
     """
 
     def __init__(self, index_dir, encoder, query_encoder=None, fusion=None, poll_interval=2.0, wait=True):
-        if poll_interval is not None and poll_interval <= 0:
-            raise UserError(f"poll_interval must be positive seconds or None, got {poll_interval!r}")
+        if poll_interval is not None and not 0 < poll_interval <= LONGEST_WAIT:
+            raise UserError(f"poll_interval must be seconds from 0 to {LONGEST_WAIT:g}, or None, got {poll_interval!r}")
         if not wait and poll_interval is None:
             raise UserError("a LiveIndex that loads its first generation in the background needs a poll_interval")
         self.index_dir = os.fspath(index_dir)
@@ -126,18 +123,19 @@ class LiveIndex:
         return loaded.number == stamp[1] and self._commit_points() == stamp
 
     def _load(self):
-        """The `Generation` of the index as it is now."""
+        """The `Generation` of the index as it is now: its `Index`, the model checked and both sides loaded."""
         manifest = read_manifest(os.path.join(self.index_dir, INDEX_SUBDIR))  # before: a commit meanwhile reloads
-        retriever = Retriever.load(self.index_dir, self.encoder)
+        index = Index(self.index_dir, self.query_encoder)
+        index.encoder  # noqa: B018  (the model checked now, not in a search)
         try:
-            bm25, problem = load_bm25_side(self.index_dir, retriever.index.ids, retriever.corpus), None
+            index.bm25  # noqa: B018  (loaded with the dense side: a search never loads a later generation's)
+            problem = None
         except DataError as error:
             if has_bm25_side(self.index_dir):
                 raise  # a malformed side, not a missing one
-            bm25, problem = None, str(error)
-        searcher = HybridRetriever(Retriever(self.query_encoder, retriever.index, retriever.corpus), bm25, self.fusion)
+            problem = str(error)
         number = manifest["generation"] if manifest else 0
-        return Generation(searcher, problem, number, time.time(), _search_settings(retriever.index))
+        return Generation(index, problem, number, time.time(), index.search_settings)
 
     def check_now(self):
         """Loads the index again if a commit point changed since the last load; True when it swapped."""

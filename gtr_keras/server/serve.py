@@ -34,13 +34,18 @@ from gtr_keras.server.batcher import Batcher, encoding, query_encoder, token_len
 from gtr_keras.server.connections import bounded_protocol
 from gtr_keras.server.gateway.middleware import Settings
 from gtr_keras.server.live_index import LiveIndex
+from gtr_keras.server.rerank_scoring import pair_lengths, scoring
 
 JOIN_BOUND = 0.5  # seconds the threads get to end after the server stopped (daemons left running past it)
 BACKSTOP = 1.0  # seconds past the grace period after which uvicorn cancels what still runs
+BACKLOG = 2048  # connections waiting to be accepted (uvicorn's default)
 
 
 def listening_socket(host, port):
-    """A TCP socket bound to `host`:`port` (0: a free port), not yet listening.
+    """A TCP socket listening on `host`:`port` (0: a free port); connections wait in its backlog until the
+    server accepts them. It listens at once: on Linux a second socket with `SO_REUSEADDR` binds a port that
+    another binds but does not listen on yet, and only `listen` refuses it, so two servers started together
+    on one port would both pass a bind.
 
     Raises:
         UserError: the address is in use, or not this machine's, naming it.
@@ -49,12 +54,16 @@ def listening_socket(host, port):
     >>> listening_socket("127.0.0.1", 0).getsockname()[1] > 0
     True
     """
+    sock = None
     try:
         family = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0][0]
         sock = socket.socket(family, socket.SOCK_STREAM)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind((host, port))
+        sock.listen(BACKLOG)
     except OSError as error:
+        if sock is not None:
+            sock.close()
         raise UserError(f"--host {host} --port {port}: cannot listen there ({error.strerror or error})") from None
     sock.set_inheritable(True)
     return sock
@@ -115,6 +124,28 @@ def uvicorn_server(app, grace_period=30.0, header_timeout=10.0, body_timeout=30.
     return _Server(config, app.state.stop, grace_period)
 
 
+def _shut_down(batchers, live_index, sockets, tracing):
+    """What `serve` ends once uvicorn stopped, each step whatever the others did, within `JOIN_BOUND` and the
+    traces' flush: the batchers' work abandoned and their threads and the index's watch given the bound, the
+    sockets closed, and the spans not yet exported flushed (`Tracing.close`). The command then ends by
+    `os._exit` (`cli.main`), which runs no `atexit` hook: what an exporter or a buffer holds must be flushed
+    here (OpenTelemetry's `BatchSpanProcessor` flushes at exit only through `atexit`)."""
+    end = time.monotonic() + JOIN_BOUND
+    steps = [each.abandon for each in batchers]  # nothing is waiting for them any more
+    steps += [lambda: live_index.close(max(0.0, end - time.monotonic()))] if live_index else []
+    steps += [lambda each=each: each.join(max(0.0, end - time.monotonic())) for each in batchers]
+    steps += [each.close for each in sockets if each is not None]
+    steps += [tracing.close] if tracing else []
+    problems = []
+    for step in steps:
+        try:
+            step()
+        except Exception as error:  # the next steps still run; the first problem is raised after them
+            problems.append(error)
+    if problems:
+        raise problems[0]
+
+
 def serve(
     encoder,
     model_name,
@@ -136,6 +167,8 @@ def serve(
     tracing=None,
     metrics_sock=None,
     max_batch_tokens=None,
+    reranker=None,
+    reranker_name=None,
 ):
     """Serves `encoder` (and the index `index_dir`) on `sock` until SIGTERM or SIGINT; then returns (a thread
     still in a forward pass or a load `JOIN_BOUND` seconds after the stop is left running, a daemon).
@@ -157,7 +190,11 @@ def serve(
         keys: the `ApiKeys` every request but `/health`'s must carry, or None.
         tracing: the `Tracing` of the requests' spans, or None.
         metrics_sock: a second bound socket, the only one that serves `/metrics`; or None.
-        max_batch_tokens: the encoder's batches' budget of padded tokens instead of `batch_size` texts.
+        max_batch_tokens: the encoder's (and the reranker's) batches' budget of padded tokens instead of
+            `batch_size` texts (pairs).
+        reranker: a reranker's scorer (`gtr_keras.load(RERANKER_DIR)`) for `/v1/rerank` and searches with
+            `rerank`, batched by its own `Batcher` (`rerank_scoring.scoring`); or None.
+        reranker_name: its name in requests and `/v1/models`.
 
     Raises:
         UserError: the index's first generation cannot be loaded (the server stops first).
@@ -169,14 +206,24 @@ def serve(
     run_encoder = encoding(encoder, batch_size, max_batch_tokens)
     settings = (batch_size, max_wait, max_queue, timeout, "gtr-keras-encoder", max_batch_tokens, lengths)
     batcher = Batcher(run_encoder, *settings)
+    reranks = None
     try:
-        live_index = index_dir and LiveIndex(index_dir, encoder, query_encoder(batcher), fusion, poll_interval, False)
+        if reranker is not None:
+            measure = pair_lengths(reranker) if max_batch_tokens else None
+            run_reranker = scoring(reranker, batch_size, max_batch_tokens)
+            reranks = Batcher(run_reranker, *settings[:4], "gtr-keras-reranker", max_batch_tokens, measure)
+        queries = query_encoder(batcher, encoder)
+        live_index = index_dir and LiveIndex(index_dir, encoder, queries, fusion, poll_interval, False)
     except BaseException:
-        batcher.close(0)
+        for each in (batcher, reranks):
+            if each is not None:
+                each.close(0)
         raise
     metrics_port = metrics_sock.getsockname()[1] if metrics_sock else None
     gateway = Settings(keys, access_log, tracing, metrics_port)
-    app = build_app(batcher, model_name, encoder.embedding_dim, live_index, model_source, limits, gateway)
+    app = build_app(
+        batcher, model_name, encoder.embedding_dim, live_index, model_source, limits, gateway, reranks, reranker_name
+    )
     body_timeout = (limits or {}).get("body_timeout", 30.0)
     server = uvicorn_server(app, grace_period, header_timeout, body_timeout, keep_alive_timeout)
     host, port = sock.getsockname()[:2]
@@ -191,6 +238,7 @@ def serve(
             server.should_exit = True
         elif server.started and not serving.done():
             index = f", index {index_dir}" if index_dir else ""
+            index += f", reranker {reranker_name}" if reranks else ""
             index += f", metrics on http://{host}:{metrics_port}/metrics" if metrics_port else ""
             print(f"gtr-keras serve: listening on http://{host}:{port} (model {model_name}{index})", flush=True)
         await serving
@@ -206,18 +254,7 @@ def serve(
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
-        for each in app.state.batchers:
-            each.abandon()  # nothing is waiting for them any more
-        end = time.monotonic() + JOIN_BOUND
-        if live_index:
-            live_index.close(max(0.0, end - time.monotonic()))
-        for each in app.state.batchers:
-            each.join(max(0.0, end - time.monotonic()))
-        sock.close()
-        if metrics_sock:
-            metrics_sock.close()
-        if tracing:
-            tracing.close()
+        _shut_down(app.state.batchers, live_index, [sock, metrics_sock], tracing)
     error = live_index and live_index.error
     if isinstance(error, (UserError, OSError)):
         raise UserError(str(error)) from None

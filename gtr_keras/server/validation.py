@@ -11,7 +11,6 @@ Messages quote at most `SHOWN` characters of a value.
 
 import collections
 import json
-import math
 import sys
 
 from starlette.requests import ClientDisconnect
@@ -21,15 +20,19 @@ from gtr_keras.retrieval.hybrid_retriever import RETRIEVERS
 from gtr_keras.server.api_error import ApiError
 
 EMBEDDING_FIELDS = ("input", "model", "encoding_format", "dimensions", "user", "input_type")
-SEARCH_FIELDS = ("query", "queries", "k", "retriever", "fusion", "gtr_weight")
+SEARCH_FIELDS = ("query", "queries", "k", "retriever", "fusion", "gtr_weight", "rerank", "rerank_depth")
+RERANK_FIELDS = ("model", "query", "documents", "top_n", "return_documents")
 ENCODING_FORMATS = ("float", "base64")
 INPUT_TYPES = ("query", "document")
 SHOWN = 60
 
 EmbeddingRequest = collections.namedtuple("EmbeddingRequest", "texts kind model encoding_format")
 EmbeddingRequest.__doc__ = "A checked `/v1/embeddings` body: its texts, their kind, the model name, the format."
-SearchRequest = collections.namedtuple("SearchRequest", "queries single k retriever fusion gtr_weight")
-SearchRequest.__doc__ = "A checked `/v1/search` body (`single`: asked with `query`, not `queries`)."
+SearchRequest = collections.namedtuple("SearchRequest", "queries single k retriever fusion gtr_weight rerank_depth")
+SearchRequest.__doc__ = """A checked `/v1/search` body (`single`: asked with `query`, not `queries`; `rerank_depth`:
+the first-stage hits reranked per query, None without `rerank`)."""
+RerankRequest = collections.namedtuple("RerankRequest", "query documents top_n return_documents model")
+RerankRequest.__doc__ = "A checked `/v1/rerank` body: its query, documents' texts, `top_n` (None: all) and model."
 
 
 async def read_json(request, max_bytes):
@@ -109,6 +112,38 @@ def _check_fields(body, fields):
         _refuse(_cut(unknown), f"unknown field (the fields are {', '.join(fields)})", "unknown_field")
 
 
+def _model(body, served):
+    """The served model `body` asks for (one of `served`): 422 missing or not a string, 404 not served."""
+    if "model" not in body:
+        _refuse("model", "missing (a required field)", "missing_field")
+    model = body["model"]
+    if not isinstance(model, str):
+        _refuse("model", f"must be a string, got {_json_type(model)}", "invalid_type")
+    if model not in served:
+        message = f"model: {_shown(model)} is not served here (served: {', '.join(served)})"
+        raise ApiError(404, message, "model", "model_not_found")
+    return model
+
+
+def _flag(body, field, default):
+    value = body.get(field)
+    if value is None:
+        return default
+    if not isinstance(value, bool):
+        _refuse(field, f"must be true or false, got {_shown(value)}")
+    return value
+
+
+def _count(body, field, default, most=None):
+    """`body[field]`: an integer from 1 (to `most`), or `default` when absent or null."""
+    value = body.get(field)
+    if value is None:
+        return default
+    if type(value) is not int or value < 1 or (most is not None and value > most):
+        _refuse(field, f"must be an integer from 1{'' if most is None else f' to {most}'}, got {_shown(value)}")
+    return value
+
+
 def _choice(body, field, choices, default):
     value = body.get(field, default)
     if value is None:
@@ -175,15 +210,9 @@ def embedding_request(body, models, embedding_dim, max_inputs):
     'document'
     """
     _check_fields(body, EMBEDDING_FIELDS)
-    for field in ("input", "model"):
-        if field not in body:
-            _refuse(field, "missing (a required field)", "missing_field")
-    model = body["model"]
-    if not isinstance(model, str):
-        _refuse("model", f"must be a string, got {_json_type(model)}", "invalid_type")
-    if model not in models:
-        message = f"model: {_shown(model)} is not served here (served: {', '.join(models)})"
-        raise ApiError(404, message, "model", "model_not_found")
+    if "input" not in body:
+        _refuse("input", "missing (a required field)", "missing_field")
+    model = _model(body, models)
     texts = _texts(body, "input", max_inputs)
     encoding_format = _choice(body, "encoding_format", ENCODING_FORMATS, "float")
     input_type = _choice(body, "input_type", INPUT_TYPES, None)
@@ -204,9 +233,11 @@ def embedding_request(body, models, embedding_dim, max_inputs):
     return EmbeddingRequest(texts, models[model] or input_type or "document", model, encoding_format)
 
 
-def search_request(body, max_queries, max_k):
+def search_request(body, max_queries, max_k, max_pairs=None):
     """Checks a `/v1/search` body: `query` (a string) or `queries` (strings), `k`, `retriever`, `fusion`,
-    `gtr_weight` (the last two with `retriever` hybrid, as `gtr-keras search` takes them).
+    `gtr_weight` (the last two with `retriever` hybrid, as `gtr-keras search` takes them), `rerank` (true:
+    each query's first `rerank_depth` hits, default `k`, reranked; at most `max_k` of them, and at most
+    `max_pairs` (query, hit) pairs a request).
 
     Returns:
         A `SearchRequest`.
@@ -232,10 +263,53 @@ def search_request(body, max_queries, max_k):
     fusion = _choice(body, "fusion", METHODS, None)
     gtr_weight = body.get("gtr_weight")
     if gtr_weight is not None:
-        if type(gtr_weight) not in (int, float) or not math.isfinite(gtr_weight) or not 0 <= gtr_weight <= 1:
+        # compared as it is: an int of any size compares exactly (float() or isfinite of 10**400 would raise)
+        if type(gtr_weight) not in (int, float) or not 0 <= gtr_weight <= 1:
             _refuse("gtr_weight", f"must be a number from 0 to 1, got {_shown(gtr_weight)}")
         gtr_weight = float(gtr_weight)
     for field, value in (("fusion", fusion), ("gtr_weight", gtr_weight)):
         if value is not None and retriever != "hybrid":
             _refuse(field, f"fuses retriever hybrid, not {retriever}")
-    return SearchRequest(queries, single, k, retriever, fusion, gtr_weight)
+    rerank = _flag(body, "rerank", False)
+    depth = _count(body, "rerank_depth", k, max_k)
+    if "rerank_depth" in body and body["rerank_depth"] is not None and not rerank:
+        _refuse("rerank_depth", "goes with rerank: true")
+    if rerank and max_pairs is not None and len(queries) * depth > max_pairs:
+        message = f"{len(queries)} queries x {depth} hits are {len(queries) * depth:,} pairs; at most {max_pairs:,}"
+        _refuse("rerank_depth", f"{message} a request", "too_many_inputs")
+    return SearchRequest(queries, single, k, retriever, fusion, gtr_weight, depth if rerank else None)
+
+
+def rerank_request(body, models, max_documents):
+    """Checks a `/v1/rerank` body, the shape Cohere's, Jina's and text-embeddings-inference's clients send:
+    `model`, `query` (a string), `documents` (strings, or objects `{"text": ...}` as Cohere's took them),
+    `top_n` (default: all) and `return_documents` (default false).
+
+    Args:
+        body: the JSON object (`read_json`).
+        models: the served reranker's name, in a sequence.
+        max_documents: the most documents a request may hold.
+
+    Returns:
+        A `RerankRequest`.
+
+    Raises:
+        ApiError: 422 naming the field; 404 for a model not served.
+
+    Example:
+    >>> rerank_request({"model": "minilm", "query": "lift", "documents": ["a wing"]}, ["minilm"], 2048).top_n
+    """
+    _check_fields(body, RERANK_FIELDS)
+    for field in ("query", "documents"):
+        if field not in body:
+            _refuse(field, "missing (a required field)", "missing_field")
+    model = _model(body, models)
+    if not isinstance(body["query"], str):
+        _refuse("query", f"must be a string, got {_json_type(body['query'])}", "invalid_type")
+    (query,) = _texts(body, "query", 1, blank=False)
+    documents = body["documents"]
+    if isinstance(documents, list):
+        documents = [item["text"] if isinstance(item, dict) and list(item) == ["text"] else item for item in documents]
+    documents = _texts({"documents": documents}, "documents", max_documents)
+    top_n = _count(body, "top_n", None)
+    return RerankRequest(query, documents, top_n, _flag(body, "return_documents", False), model)

@@ -148,3 +148,16 @@ def test_wrong_calls_are_one_line_user_errors(tmp_path, tiny_model_dir):
     other.model.weights[-1].assign(other.model.weights[-1].numpy() + 1e-3)
     with pytest.raises(MismatchError, match="built with another model"):
         Index.open(tmp_path / "idx", other).search(QUERIES)
+
+
+def test_an_index_says_its_bm25_side_and_search_settings(tmp_path, tiny_model_dir):
+    corpus = _write(tmp_path / "corpus.jsonl", _documents(12))
+    index = gtr_keras.Index.build(str(tmp_path / "idx"), corpus, tiny_model_dir)
+    assert index.search_settings == {} and index.bm25 is index.bm25  # exact float32: no setting; loaded once
+    assert index.bm25.search(["wing lift"], 3)[0][0][0] == index.search(["wing lift"], 3, retriever="bm25")[0][0]["id"]
+    quantized = gtr_keras.Index.build(str(tmp_path / "int8"), corpus, tiny_model_dir, vectors="int8", bm25=False)
+    assert set(quantized.search_settings) == {"rescore"}
+    quantized.set_search_params({"rescore": 7})
+    assert quantized.search_settings == {"rescore": 7}
+    with pytest.raises(DataError, match="BM25"):
+        quantized.bm25  # noqa: B018

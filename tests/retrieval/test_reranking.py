@@ -39,3 +39,21 @@ def test_a_reranked_run_puts_the_reranked_documents_above_the_rest_in_first_stag
     run = {"q": {"d1": 4.0, "d2": 3.0, "d3": 2.0, "d4": 1.0}}
     reranked = rerank_run(LengthScorer(), {"q": "query"}, run, corpus, depth=2)["q"]
     assert sorted(reranked, key=lambda d: -reranked[d]) == ["d2", "d1", "d3", "d4"]
+
+
+def test_a_function_scorer_is_a_reranker_for_index_search_whose_pairs_a_function_scores():
+    from gtr_keras.models.text_encoder import TextPairScorer
+    from gtr_keras.retrieval.reranking import FunctionScorer
+
+    asked = []
+
+    def score(pairs):
+        asked.append(pairs)
+        return [len(document) for _, document in pairs]
+
+    scorer = FunctionScorer(score)
+    assert isinstance(scorer, TextPairScorer)  # what `Index.search(rerank=...)` takes
+    scores = scorer.predict([["q", "abc"], ("q", "a")])
+    assert scores.dtype == np.float32 and scores.tolist() == [3.0, 1.0] and asked == [[("q", "abc"), ("q", "a")]]
+    with pytest.raises(UserError, match="item 0 is not a"):
+        scorer.predict(["not a pair"])

@@ -17,10 +17,12 @@ from gtr_keras.retrieval.retriever import build_index
 from gtr_keras.server.app import build_app
 from gtr_keras.server.batcher import Batcher, encoding, query_encoder, token_lengths
 from gtr_keras.server.live_index import LiveIndex
+from gtr_keras.server.rerank_scoring import pair_lengths, scoring
 from gtr_keras.server.serve import listening_socket, uvicorn_server
 
 WORDS = "wing lift drag shock boundary layer heat transfer flutter nozzle jet buckling panel cone mach".split()
 MODEL = "tiny"
+RERANKER = "tiny-reranker"
 
 
 def corpus(n=40, seed=0, prefix="d"):
@@ -53,17 +55,24 @@ def serving(
     max_batch_tokens=None,
     more_sockets=(),
     wait=True,
+    reranker=None,
 ):
     """Serves `encoder` (and `index_dir`) in this process; yields `(base URL, batcher, live index or None,
     uvicorn server)`. `send_buffer`: the bytes of each connection's socket send buffer (default: the
     system's). Setting the server's `should_exit` (`hurry`) is what the first (second) signal does.
     `gateway`: the gateway's `Settings`; `more_sockets`: bound sockets served too (a metrics port's);
-    `wait`: False loads the index's first generation in the background."""
+    `wait`: False loads the index's first generation in the background; `reranker`: a reranker's scorer served
+    as `RERANKER` (its pairs in batches of 32, or of `max_batch_tokens`)."""
     lengths = token_lengths(encoder) if max_batch_tokens else None
     run = encoding(encoder, 32, max_batch_tokens)
     batcher = Batcher(run, 32, max_wait, max_queue, 30.0, "gtr-keras-encoder", max_batch_tokens, lengths)
-    live = index_dir and LiveIndex(index_dir, encoder, query_encoder(batcher), None, poll_interval, wait)
-    app = build_app(batcher, MODEL, encoder.embedding_dim, live, model_dir, limits, gateway)
+    live = index_dir and LiveIndex(index_dir, encoder, query_encoder(batcher, encoder), None, poll_interval, wait)
+    reranks = reranker and Batcher(
+        scoring(reranker, 32, max_batch_tokens),
+        *(32, max_wait, max_queue, 30.0, "gtr-keras-reranker", max_batch_tokens),
+        pair_lengths(reranker) if max_batch_tokens else None,
+    )
+    app = build_app(batcher, MODEL, encoder.embedding_dim, live, model_dir, limits, gateway, reranks, RERANKER)
     sock = listening_socket("127.0.0.1", 0)
     if send_buffer:  # accepted connections take it from the listening socket
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, send_buffer)

@@ -329,6 +329,9 @@ MALFORMED = [
     ("search", b'{"query": "a", "retriever": "hybrid", "gtr_weight": -Infinity}', 400, None, "invalid_json"),
     ("search", b'{"query": "a", "retriever": "hybrid", "gtr_weight": 1e999}', 422, "gtr_weight", "invalid_value"),
     ("search", b'{"query": "a", "k": 1e999}', 422, "k", "invalid_value"),
+    ("search", b'{"query": "a", "retriever": "hybrid", "gtr_weight": 1' + b"0" * 400 + b"}", 422, "gtr_weight", None),
+    ("search", b'{"query": "a", "retriever": "hybrid", "gtr_weight": -' + b"9" * 400 + b"}", 422, "gtr_weight", None),
+    ("search", b'{"query": "a", "rerank": true, "rerank_depth": ' + b"9" * 400 + b"}", 422, "rerank_depth", None),
     ("embeddings", b'{"input": "\\ud800", "model": "tiny"}', 422, "input[0]", "invalid_text"),
     ("embeddings", b'{"input": ["ok", "a\\udfffb"], "model": "tiny"}', 422, "input[1]", "invalid_text"),
     ("embeddings", b'{"input": "a", "model": "tiny", "user": "\\udc80"}', 422, "user", "invalid_text"),
@@ -460,3 +463,29 @@ def test_an_answer_holding_a_lone_surrogate_renders_as_json_escapes_it():
     answer = _Answer({"hits": [{"id": "d1", "text": "caf\udce9 au lait"}], "query": "café"})
     assert json.loads(answer.body) == {"hits": [{"id": "d1", "text": "caf\udce9 au lait"}], "query": "café"}
     assert _Answer({"query": "café"}).body == '{"query":"café"}'.encode()
+
+
+def test_a_damaged_index_found_by_a_search_is_the_server_s_500_not_the_client_s_422(
+    tiny_encoder, tiny_model_dir, index_dir, monkeypatch, capfd
+):
+    from gtr_keras.errors import DataError
+    from gtr_keras.retrieval.index import Index
+
+    search = Index.search
+
+    def damaged(self, queries, *args, **kwargs):
+        if "damaged" in queries:
+            raise DataError(f"{index_dir}/bm25/data.csc.index.npy: a changed byte\nmore")
+        return search(self, queries, *args, **kwargs)
+
+    monkeypatch.setattr(Index, "search", damaged)
+    with running(tiny_encoder, index_dir, tiny_model_dir) as (url, _, _):
+        response = httpx.post(f"{url}/v1/search", json={"query": "damaged", "retriever": "bm25"}, timeout=30)
+        assert httpx.post(f"{url}/v1/search", json={"query": "wing"}, timeout=30).status_code == 200
+    assert response.status_code == 500
+    error = response.json()["error"]
+    assert (error["type"], error["code"]) == ("server_error", "server_data_error") and "data.csc.index.npy" in error[
+        "message"
+    ]
+    err = capfd.readouterr().err
+    assert "Traceback" not in err and "gtr-keras serve: error: DataError: " in err and "more" not in err

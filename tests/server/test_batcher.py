@@ -1,3 +1,4 @@
+import contextlib
 import threading
 import time
 
@@ -38,20 +39,55 @@ def test_requests_queued_together_run_as_one_batch_per_key_in_arrival_order():
         batcher.close()
 
 
-def test_a_batch_takes_at_most_batch_size_texts_but_a_larger_request_alone():
+def test_a_batch_takes_at_most_batch_size_texts_and_a_larger_request_a_batch_at_a_time():
     run = Recorder(threading.Event())
     batcher = Batcher(run, batch_size=3, max_wait=0.0)
     try:
         first = batcher.submit(["x"], "k")
         while batcher.queued:
             time.sleep(0.001)
-        futures = [batcher.submit(texts, "k") for texts in (["a", "b"], ["c", "d"], ["e", "f", "g", "h"], ["i"])]
+        futures = [batcher.submit(texts, "k") for texts in (["a", "b"], ["c", "d"], ["e", "f", "g", "hh"], ["i"])]
         run.gate.set()
-        for future in [first, *futures]:
-            future.result(10)
-        assert [texts for _, texts in run.calls] == [["x"], ["a", "b"], ["c", "d"], ["e", "f", "g", "h"], ["i"]]
+        assert [future.result(10) for future in futures][2] == ([1, 1, 1, 2], ["k"] * 4)  # its chunks joined
+        first.result(10)
+        # its rest behind the request queued meanwhile, in one batch with it
+        assert [texts for _, texts in run.calls] == [["x"], ["a", "b"], ["c", "d"], ["e", "f", "g"], ["i", "hh"]]
     finally:
         batcher.close()
+
+
+@contextlib.contextmanager
+def _running_the_first_batch_of(texts, key):
+    """A batcher of batches of 2 whose worker runs the first batch of a request of `texts` and waits on its
+    `run`'s gate; yields `(run, batcher, the request's future)`."""
+    run = Recorder(threading.Event())
+    batcher = Batcher(run, batch_size=2, max_wait=0.0)
+    try:
+        future = batcher.submit(texts, key)
+        while not batcher.running:
+            time.sleep(0.001)
+        yield run, batcher, future
+    finally:
+        batcher.close()
+
+
+def test_a_large_request_delays_a_later_one_by_at_most_two_batches():
+    documents = [f"document {number}" for number in range(40)]
+    with _running_the_first_batch_of(documents, "document") as (run, batcher, large):
+        query = batcher.submit(["a query"], "query")
+        run.gate.set()
+        assert query.result(10) == ([7], ["query"])
+        assert large.result(10) == ([len(document) for document in documents], ["document"] * 40)
+        assert [key for key, _ in run.calls][:4] == ["document", "document", "query", "document"]
+        assert len(run.calls) == 21 and batcher.queued == 0
+
+
+def test_a_large_request_cancelled_between_its_chunks_runs_no_more_of_them():
+    with _running_the_first_batch_of([f"t{number}" for number in range(10)], "k") as (run, batcher, large):
+        assert large.cancel()  # its client went away (a timeout) while its first chunk ran
+        run.gate.set()
+        assert batcher.submit(["next"], "k").result(10) == ([4], ["k"])
+        assert [texts for _, texts in run.calls] == [["t0", "t1"], ["next"]] and batcher.queued == 0
 
 
 def test_the_worker_waits_up_to_max_wait_for_a_fuller_batch():
@@ -145,9 +181,59 @@ def test_a_cancelled_request_is_left_out_and_a_wait_past_the_timeout_is_refused(
         batcher.close()
 
 
-def test_settings_are_checked():
-    with pytest.raises(UserError):
-        Batcher(Recorder(), batch_size=0)
+@pytest.mark.parametrize(
+    "settings",
+    [{"batch_size": 0}, {"max_wait": float("inf")}, {"max_wait": 1e300}, {"timeout": 1e300}, {"timeout": 0}],
+)
+def test_settings_are_checked(settings):
+    with pytest.raises(UserError, match="must be"):
+        Batcher(Recorder(), **settings)  # a wait past a day would overflow a thread's wait and end the worker
+
+
+class FailingObserver:
+    """An observer (the application's metrics) whose first `record` raises: a bug, not a text's fault."""
+
+    def __init__(self):
+        self.failed = False
+
+    def record(self, batcher, event, values):
+        if not self.failed:
+            self.failed = True
+            raise RuntimeError("an observer's bug")
+
+    def stage(self, batcher, name, seconds):
+        pass
+
+
+def test_an_error_outside_the_run_fails_its_batch_s_requests_and_the_worker_goes_on():
+    batcher = Batcher(Recorder(), batch_size=4, max_wait=0.0)
+    batcher.observer = FailingObserver()
+    try:
+        with pytest.raises(RuntimeError, match="an observer's bug"):
+            batcher.submit(["a"], "k").result(10)
+        assert batcher.submit(["bb"], "k").result(10) == ([2], ["k"])
+    finally:
+        batcher.close()
+
+
+def test_an_error_taking_a_batch_fails_the_queued_requests_and_the_worker_goes_on(monkeypatch):
+    batcher = Batcher(Recorder(), batch_size=4, max_wait=0.0)
+    take = batcher._take
+    calls = []
+
+    def failing_once(*args):
+        calls.append(args)
+        if len(calls) == 1:
+            raise OverflowError("timeout value is too large")  # what a wait of 1e300 s raised
+        return take(*args)
+
+    monkeypatch.setattr(batcher, "_take", failing_once)
+    try:
+        with pytest.raises(OverflowError):
+            batcher.submit(["a"], "k").result(10)  # answered, not left waiting for the request's timeout
+        assert batcher.submit(["bb"], "k").result(10) == ([2], ["k"]) and batcher.queued == 0
+    finally:
+        batcher.close()
 
 
 def test_encoding_gives_the_encoder_s_embeddings_and_token_counts(tiny_encoder):
@@ -157,7 +243,7 @@ def test_encoding_gives_the_encoder_s_embeddings_and_token_counts(tiny_encoder):
         embeddings, counts = batcher.wait(texts, "document")
         np.testing.assert_allclose(embeddings, tiny_encoder.encode_documents(texts), atol=1e-6, rtol=0)
         assert counts == [len(ids) for ids in tiny_encoder.tokenize(texts, "document")]
-        queries = query_encoder(batcher).encode_queries(texts[:1])
+        queries = query_encoder(batcher, tiny_encoder).encode_queries(texts[:1])
         np.testing.assert_allclose(queries, tiny_encoder.encode_queries(texts[:1]), atol=1e-6, rtol=0)
         with pytest.raises(UserError, match="kind must be one of"):
             batcher.wait(texts, "passage")
@@ -188,7 +274,7 @@ class SlowEncoder:
 def test_abandon_answers_every_request_at_once_and_the_encoding_ends_at_its_next_pass():
     encoder = SlowEncoder()
     batcher = Batcher(encoding(encoder, 2), batch_size=2, max_wait=0.0)
-    running = batcher.submit(["aaa", "b", "cc", "dddd", "e", "ff"], "document")  # three passes of two
+    running = batcher.submit(["aaa", "b", "cc", "dddd", "e", "ff"], "document")  # three batches of two
     while not batcher.running:
         time.sleep(0.001)
     queued = batcher.submit(["later"], "document")
@@ -201,7 +287,7 @@ def test_abandon_answers_every_request_at_once_and_the_encoding_ends_at_its_next
             future.result(0)  # answered at once, not when the pass running ends
     encoder.gate.release()  # the second pass, running when it was abandoned, ends; no third begins
     assert batcher.join(10)
-    assert encoder.passes == [["b", "e"], ["cc", "ff"]]
+    assert encoder.passes == [["b", "aaa"], ["cc", "dddd"]]  # a batch (two texts) of the request at a time
     assert batcher.submit(["x"], "document") is None
     with pytest.raises(Stopping):
         batcher.wait(["x"], "document")

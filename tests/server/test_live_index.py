@@ -7,8 +7,10 @@ import httpx
 import pytest
 from servers import corpus, running
 
+from gtr_keras.errors import UserError
+from gtr_keras.retrieval.index import Index
 from gtr_keras.retrieval.index_updates import update_index
-from gtr_keras.retrieval.retriever import Retriever, build_index
+from gtr_keras.retrieval.retriever import build_index
 from gtr_keras.server import live_index
 from gtr_keras.server.live_index import LiveIndex
 
@@ -20,7 +22,7 @@ def index_dir(tmp_path, tiny_encoder, tiny_model_dir):
 
 
 def _ids(generation, query, retriever="gtr", k=100):
-    return [hit["id"] for hit in generation.searcher.search([query], k, retriever)[0]]
+    return [hit["id"] for hit in generation.index.search([query], k, retriever=retriever)[0]]
 
 
 def test_an_update_is_swapped_in_whole_and_a_held_generation_outlives_its_files(index_dir, tiny_encoder):
@@ -37,7 +39,7 @@ def test_an_update_is_swapped_in_whole_and_a_held_generation_outlives_its_files(
     assert not os.path.exists(os.path.join(index_dir, "index", "segment-000001"))  # generation 1's segment
     assert live.check_now() and live.current.number == last > 1
     for retriever in ("gtr", "bm25", "hybrid"):  # the generation held still answers whole
-        hits = first.searcher.search([new.texts[0]], 5, retriever)[0]
+        hits = first.index.search([new.texts[0]], 5, retriever=retriever)[0]
         assert hits and all(hit["text"] for hit in hits)
     assert "d1" in _ids(first, "wing lift drag") and "d1" not in _ids(live.current, "wing lift drag")
 
@@ -62,14 +64,13 @@ def test_a_load_during_which_an_update_commits_is_not_served_under_the_older_num
     live = LiveIndex(index_dir, tiny_encoder, poll_interval=None)
     update_index(index_dir, corpus=corpus(2, seed=3, prefix="new"), encoder=tiny_encoder)  # generation 1
 
-    class CommittingMeanwhile(Retriever):
-        @classmethod
-        def load(cls, directory, encoder):
-            monkeypatch.setattr(live_index, "Retriever", Retriever)  # once
+    class CommittingMeanwhile(Index):
+        def __init__(self, directory, model):
+            monkeypatch.setattr(live_index, "Index", Index)  # once
             update_index(directory, delete=["d0"])  # generation 2 commits between the number read and the load
-            return Retriever.load(directory, encoder)
+            super().__init__(directory, model)
 
-    monkeypatch.setattr(live_index, "Retriever", CommittingMeanwhile)
+    monkeypatch.setattr(live_index, "Index", CommittingMeanwhile)
     assert not live.check_now()  # loaded generation 2 where generation 1 was read: not swapped in
     assert live.current.number == 0 and live.reloads == 0
     assert live.check_now() and live.current.number == 2
@@ -82,6 +83,23 @@ def test_a_bm25_side_that_went_away_is_believed_at_the_second_look(index_dir, ti
     os.utime(os.path.join(index_dir, "retriever.json"))  # a commit point changed
     assert not live.check_now() and live.current.bm25_problem is None  # perhaps a replacement's moment
     assert live.check_now() and "no BM25 side" in live.current.bm25_problem
+
+
+@pytest.mark.parametrize("poll_interval", [0.0, 1e300, float("inf")])
+def test_a_poll_interval_past_a_day_or_not_positive_is_refused(index_dir, tiny_encoder, poll_interval):
+    with pytest.raises(UserError, match="poll_interval must be seconds"):
+        LiveIndex(index_dir, tiny_encoder, poll_interval=poll_interval)  # a wait of 1e300 s ends the watch
+
+
+def test_each_generation_is_an_index_whose_searches_are_index_search_s(index_dir, tiny_encoder, tiny_model_dir):
+    live = LiveIndex(index_dir, tiny_encoder, poll_interval=None)
+    served = live.current.index
+    assert isinstance(served, Index) and served.search_settings == live.current.search_settings == {}
+    opened = Index.open(index_dir, tiny_model_dir)
+    for retriever in ("gtr", "bm25", "hybrid"):
+        assert _ids(live.current, "wing lift", retriever, 10) == [
+            hit["id"] for hit in opened.search(["wing lift"], 10, retriever=retriever)[0]
+        ]
 
 
 def test_the_watch_reloads_by_itself_and_stops(index_dir, tiny_encoder):

@@ -1,5 +1,6 @@
 """The `gtr-keras serve` command in a process of its own, on 127.0.0.1 and a free port, with bounded waits."""
 
+import inspect
 import json
 import os
 import shutil
@@ -148,7 +149,8 @@ def test_a_second_signal_ends_the_grace_period_at_once(tiny_model_dir, sig):
             served.process.kill()
     assert status == 0 and seconds < 3, (status, seconds, err)
     assert "Traceback" not in err
-    assert not answers or answers[0].status_code == 503
+    assert answers, "the request in flight got no answer"
+    assert answers[0].status_code == 503 and answers[0].json()["error"]["code"] == "stopping"
 
 
 @pytest.mark.large
@@ -285,6 +287,36 @@ def test_listening_socket_names_the_address_it_cannot_take():
     sock.close()
 
 
+def test_two_servers_starting_together_on_one_port_the_second_is_refused_at_once():
+    first = listening_socket("127.0.0.1", 0)  # bound and listening before the model loads
+    try:
+        with pytest.raises(UserError, match="Address already in use"):
+            listening_socket("127.0.0.1", first.getsockname()[1])  # a bind alone passes on Linux (SO_REUSEADDR)
+        with socket.create_connection(first.getsockname()[:2], timeout=5):
+            pass  # a connection waits in the backlog while the server loads
+    finally:
+        first.close()
+
+
+def test_the_uvicorn_internals_the_server_relies_on_are_there():
+    """`serve.py` and `connections.py` subclass uvicorn's server and protocols (pyproject pins the uvicorn
+    releases they were tried with): each name they use must be there."""
+    import uvicorn
+    from uvicorn.protocols.http.h11_impl import H11Protocol
+    from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+
+    server = uvicorn.Server(uvicorn.Config(app=None))
+    assert callable(server.config.get_loop_factory) and isinstance(server._captured_signals, list)
+    assert isinstance(server.server_state.connections, set) and isinstance(server.server_state.default_headers, list)
+    assert all(hasattr(server, name) for name in ("should_exit", "force_exit", "started", "handle_exit", "serve"))
+    for protocol in (HttpToolsProtocol, H11Protocol):
+        for name in ("connection_made", "connection_lost", "data_received", "pause_writing", "resume_writing"):
+            assert callable(getattr(protocol, name)), (protocol, name)
+        assert callable(protocol.send_400_response)
+        source = inspect.getsource(protocol)
+        assert "self.cycle" in source and "response_complete" in source and "self.loop" in source
+
+
 def test_the_serve_extra_s_hint_when_uvicorn_is_missing(tmp_path):
     script = (
         "import sys\nsys.modules['uvicorn'] = None\nfrom gtr_keras.cli.main import main\nsys.exit(main(sys.argv[1:]))\n"
@@ -322,6 +354,19 @@ def test_an_index_with_an_export_is_exit_2_in_one_line(tiny_onnx_export, index_d
         (["--body-timeout", "inf"], "argument --body-timeout: must be a finite number of seconds"),
         (["--grace-period", "inf"], "argument --grace-period: must be a finite number of seconds"),
         (["--keep-alive-timeout", "-1"], "argument --keep-alive-timeout: must be positive, got -1"),
+        (["--max-wait-ms", "inf"], "argument --max-wait-ms: must be a finite number of milliseconds"),
+        (["--max-wait-ms", "1e300"], "argument --max-wait-ms: must be at most 8.64e+07 milliseconds (a day), got"),
+        (["--poll-interval", "1e300"], "argument --poll-interval: must be at most 86400 seconds (a day), got 1e300"),
+        (["--request-timeout", "1e300"], "argument --request-timeout: must be at most 86400 seconds (a day), got"),
+        (["--header-timeout", "86401"], "argument --header-timeout: must be at most 86400 seconds (a day), got"),
+        (
+            ["--max-queries", "100", "--max-queue", "64", "--max-inputs", "8"],
+            "argument --max-queries: 100 is more than",
+        ),
+        (
+            ["--batch-size", "64", "--max-inputs", "8", "--max-queries", "8", "--max-queue", "32"],
+            "argument --batch-size: 64",
+        ),
     ],
 )
 def test_bad_serve_flags_are_exit_2_in_one_line(flags, message, capsys):
@@ -421,13 +466,13 @@ def test_health_says_loading_503_until_the_first_generation_is_loaded(
 ):
     from gtr_keras.server import live_index
 
-    gate, load = threading.Event(), live_index.Retriever.load
+    gate, Index = threading.Event(), live_index.Index
 
-    def held(directory, encoder):
+    def held(directory, model):
         assert gate.wait(30)
-        return load(directory, encoder)
+        return Index(directory, model)
 
-    monkeypatch.setattr(live_index.Retriever, "load", held)
+    monkeypatch.setattr(live_index, "Index", held)
     with serving(tiny_encoder, index_dir, tiny_model_dir, poll_interval=0.05, wait=False) as (url, _, live, _):
         health = httpx.get(f"{url}/health", timeout=30)
         assert health.status_code == 503 and health.json()["status"] == "loading"

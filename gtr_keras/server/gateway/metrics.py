@@ -14,6 +14,7 @@ The series (docs/serving.md, "Metrics", says what each means):
 `gtr_keras_request_duration_seconds{endpoint}`, `gtr_keras_stage_duration_seconds{batcher,stage}`,
 `gtr_keras_batch_texts{batcher}`, `gtr_keras_forward_pass_padded_tokens`,
 `gtr_keras_embedded_texts_total{kind}`, `gtr_keras_embedded_tokens_total{kind}`,
+`gtr_keras_reranked_pairs_total`, `gtr_keras_reranked_tokens_total`,
 `gtr_keras_queue_texts{batcher}`, `gtr_keras_batches_total{batcher}`, `gtr_keras_ready`,
 `gtr_keras_index_generation`, `gtr_keras_index_reloads_total`, `gtr_keras_index_reload_failures_total`, and
 the process's own (`process_resident_memory_bytes`, `process_cpu_seconds_total`, ...).
@@ -114,6 +115,12 @@ class Metrics:
             ["kind"],
             registry=registry,
         )
+        self.pairs = Counter("gtr_keras_reranked_pairs", "(query, document) pairs reranked.", registry=registry)
+        self.pair_tokens = Counter(
+            "gtr_keras_reranked_tokens",
+            "Tokens of the pairs reranked (packed and cut at the reranker's budget, not padding).",
+            registry=registry,
+        )
         self._watched = _Watched()
         registry.register(self._watched)
 
@@ -134,7 +141,7 @@ class Metrics:
 
     def record(self, batcher, event, values):
         """A count of `stages.record`: `batch` (texts), `forward_pass` (padded_tokens), `embedded` (kind,
-        texts, tokens)."""
+        texts, tokens), `reranked` (pairs, tokens)."""
         if event == "batch":
             self.batch_texts.labels(batcher).observe(values["texts"])
         elif event == "forward_pass":
@@ -142,6 +149,9 @@ class Metrics:
         elif event == "embedded":
             self.texts.labels(values["kind"]).inc(values["texts"])
             self.tokens.labels(values["kind"]).inc(values["tokens"])
+        elif event == "reranked":
+            self.pairs.inc(values["pairs"])
+            self.pair_tokens.inc(values["tokens"])
 
     def page(self):
         """`(body, content type)` of `/metrics`: Prometheus' text format."""

@@ -5,7 +5,8 @@ returned), its span (continuing the trace of its `traceparent`; the batchers'
 stages become its children), the port rule of `--metrics-port` (`/metrics` there
 only, and nothing else there), its key (`Authorization: Bearer KEY` on every
 path but `/health`: 401 in OpenAI's error shape, the connection closed as its
-body is not read), then the application; once answered, its metrics (by route
+body is not read; `/health` answers a request without it its status alone,
+`authorized`), then the application; once answered, its metrics (by route
 template and status, and the error code the application gave) and its
 access-log line. A route added to the application passes through all of it
 with no change here.
@@ -26,6 +27,9 @@ from gtr_keras.server.gateway.tracing import answered
 OPEN_PATHS = ("/health",)  # load balancers' probes ask without a key
 METRICS_PATH = "/metrics"
 UNMATCHED = "other"  # the endpoint label of a path no route takes
+# HTTP's methods (RFC 9110, and PATCH): a span is named by one of them, or `HTTP` (OpenTelemetry's rule for
+# another), so that no client can make span names of its own (uvicorn's h11 parser takes any token).
+METHODS = ("GET", "HEAD", "POST", "PUT", "DELETE", "CONNECT", "OPTIONS", "TRACE", "PATCH")
 
 Settings = collections.namedtuple("Settings", "keys access_log tracing metrics_port", defaults=(None, None, None, None))
 Settings.__doc__ = """What the gateway does beyond ids and metrics: `keys` (an `ApiKeys`, or None: every request
@@ -36,6 +40,12 @@ port that alone serves `/metrics`, or None: the server's own)."""
 def error_code(request, code):
     """Notes the error code of a request's answer, for the gateway's metrics (the application calls it)."""
     request.state.error_code = code
+
+
+def authorized(request):
+    """False for a request of an open path (`/health`) without a key that the server asks for: it may know
+    the status alone, not what the server serves."""
+    return request.scope.get("state", {}).get("authorized", True)
 
 
 def _endpoint(routes, scope):
@@ -68,7 +78,11 @@ class Gateway:
         elif port is not None and path == METRICS_PATH:
             return ApiError(404, f"{asked}: served on the metrics port ({port})", None, "not_found")
         keys = self.settings.keys
-        if keys is None or path in OPEN_PATHS or keys.allows(headers.get("authorization")):
+        if keys is None:
+            return None
+        allowed = keys.allows(headers.get("authorization"))
+        scope.setdefault("state", {})["authorized"] = allowed
+        if allowed or path in OPEN_PATHS:
             return None
         if "authorization" not in headers:
             message = "no API key: send it as the header Authorization: Bearer KEY"
@@ -92,9 +106,11 @@ class Gateway:
             await send(message)
 
         tracing, refusal = self.settings.tracing, None
-        attributes = {"http.request.method": scope["method"], "url.path": scope["path"], "http.route": endpoint}
+        known = scope["method"] in METHODS
+        method = scope["method"] if known else "_OTHER"
+        attributes = {"http.request.method": method, "url.path": scope["path"], "http.route": endpoint}
         attributes["gtr_keras.request_id"] = identity
-        span_of = tracing.request(headers, f"{scope['method']} {endpoint}", attributes) if tracing else None
+        span_of = tracing.request(headers, f"{method if known else 'HTTP'} {endpoint}", attributes) if tracing else None
         try:
             with span_of or contextlib.nullcontext() as span:
                 with stages.requesting((tracing.tracer, span) if span is not None else None):

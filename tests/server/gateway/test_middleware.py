@@ -60,6 +60,14 @@ def test_health_is_open_and_everything_else_asks_for_the_key(keyed):
     assert httpx.get(f"{url}/no/such/route", headers=_bearer(KEY), timeout=30).status_code == 404
 
 
+def test_health_without_the_key_says_the_status_alone(keyed, index_dir):
+    url, _ = keyed
+    for headers in ({}, _bearer("sk-wrong")):
+        assert httpx.get(f"{url}/health", headers=headers, timeout=30).json() == {"status": "ok"}
+    health = httpx.get(f"{url}/health", headers=_bearer(KEY), timeout=30).json()
+    assert health["model"] == MODEL and health["index"]["path"] == str(index_dir)
+
+
 def test_the_openai_client_passes_with_its_api_key_and_raises_without(keyed):
     url, _ = keyed
     client = openai.OpenAI(base_url=f"{url}/v1", api_key=KEY, max_retries=0, timeout=30)

@@ -1,14 +1,18 @@
 """OpenTelemetry spans of requests, read back from the SDK's in-memory exporter."""
 
+import asyncio
+import http.server
+import socket
+import threading
 import time
 
 import httpx
 import pytest
-from server.servers import MODEL, indexed, serving
+from server.servers import MODEL, Served, indexed, serving
 
-from gtr_keras.server.gateway.middleware import Settings
+from gtr_keras.server.gateway.metrics import Metrics
+from gtr_keras.server.gateway.middleware import Gateway, Settings
 from gtr_keras.server.gateway.tracing import Tracing, otlp_provider, traces_url
-from gtr_keras.server.serve import listening_socket
 
 sdk_trace = pytest.importorskip("opentelemetry.sdk.trace")
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor  # noqa: E402
@@ -88,7 +92,8 @@ def test_a_request_without_traceparent_starts_a_trace_and_a_refusal_is_traced_to
 
 
 def test_an_exporter_that_fails_never_fails_a_request(tiny_encoder):
-    closed = listening_socket("127.0.0.1", 0)  # bound, never listening: the collector is down
+    closed = socket.socket()
+    closed.bind(("127.0.0.1", 0))  # bound, never listening: the collector is down
     tracing = Tracing(otlp_provider(f"http://127.0.0.1:{closed.getsockname()[1]}"))
     with serving(tiny_encoder, gateway=Settings(tracing=tracing)) as (url, *_):
         for number in range(5):
@@ -103,3 +108,69 @@ def test_an_exporter_that_fails_never_fails_a_request(tiny_encoder):
 def test_the_otlp_url_gets_its_traces_path_unless_given_one():
     assert traces_url("http://collector:4318/") == "http://collector:4318/v1/traces"
     assert traces_url("https://otel.example/custom/path") == "https://otel.example/custom/path"
+
+
+def test_a_method_http_does_not_define_names_no_span_of_its_own():
+    exporter = InMemorySpanExporter()
+    provider = sdk_trace.TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+
+    async def app(scope, receive, send):
+        await send({"type": "http.response.start", "status": 404, "headers": []})
+        await send({"type": "http.response.body", "body": b""})
+
+    async def nothing():
+        return {"type": "http.request", "body": b""}
+
+    async def sent(message):
+        pass
+
+    gateway = Gateway(app, Settings(tracing=Tracing(provider)), Metrics(), routes=[])
+    for method in ("BREW-7f3a", "GET"):  # uvicorn's h11 parser takes any token as a method
+        scope = {"type": "http", "method": method, "path": "/coffee", "headers": []}
+        asyncio.run(gateway(scope, nothing, sent))
+    other, known = exporter.get_finished_spans()
+    assert (other.name, other.attributes["http.request.method"]) == ("HTTP other", "_OTHER")
+    assert (known.name, known.attributes["http.request.method"]) == ("GET other", "GET")
+
+
+class _Collector(http.server.BaseHTTPRequestHandler):
+    """An OTLP/HTTP collector on 127.0.0.1 that keeps the bodies of the traces posted to it."""
+
+    bodies = []
+
+    def do_POST(self):
+        self.bodies.append(self.rfile.read(int(self.headers["content-length"])))
+        self.send_response(200)
+        self.send_header("content-type", "application/x-protobuf")
+        self.send_header("content-length", "0")
+        self.end_headers()
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.mark.large
+def test_the_spans_of_the_last_requests_are_exported_before_the_command_exits(tiny_model_dir):
+    pytest.importorskip("opentelemetry.exporter.otlp.proto.http")
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
+    collector = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Collector)
+    threading.Thread(target=collector.serve_forever, daemon=True).start()
+    endpoint = f"http://127.0.0.1:{collector.server_address[1]}"
+    served = Served("--model", tiny_model_dir, "--served-model-name", "gtr", "--otlp-endpoint", endpoint)
+    try:
+        body = {"input": ["a wing"], "model": "gtr"}
+        headers = {"traceparent": f"00-{TRACE_ID}-{PARENT_ID}-01"}
+        assert httpx.post(f"{served.url}/v1/embeddings", json=body, headers=headers, timeout=30).status_code == 200
+    finally:  # at once: the batch processor exports every 5 s, and the command ends by os._exit (no atexit)
+        status, _, err = served.stop()
+        collector.shutdown()
+    assert status == 0, err
+    names = []
+    for posted in _Collector.bodies:
+        request = ExportTraceServiceRequest.FromString(posted)
+        for resource in request.resource_spans:
+            for scoped in resource.scope_spans:
+                names += [span.name for span in scoped.spans if span.trace_id.hex() == TRACE_ID]
+    assert "POST /v1/embeddings" in names and {"queue", "tokenize", "model"} <= set(names), names
