@@ -385,7 +385,7 @@ def test_a_local_file_that_cannot_be_read_is_named(tmp_path, monkeypatch):
     def refuse(*args, **kwargs):
         raise PermissionError(13, "Permission denied")
 
-    monkeypatch.setattr("gtr_keras.utils.files.builtins.open", refuse)
+    monkeypatch.setattr("gtr_keras.utils.files.paths.builtins.open", refuse)
     with pytest.raises(DataError, match=located(path, r": permission denied$")):
         load_corpus(tmp_path)
 

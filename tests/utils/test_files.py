@@ -5,7 +5,7 @@ import pytest
 
 from gtr_keras.errors import DataError
 from gtr_keras.utils import files
-from gtr_keras.utils.files import atomic_directory, atomic_file, atomic_outputs
+from gtr_keras.utils.files import atomic_directory, atomic_file, atomic_outputs, commits
 
 OLD = files.DirectoryKind("an old output", ("old.txt",), ("old.txt", "new.txt"))
 
@@ -124,7 +124,7 @@ def test_atomic_outputs_keep_every_old_output_when_the_second_rename_fails(tmp_p
         real_rename(source, target)
 
     real_rename = os.rename
-    monkeypatch.setattr(files.os, "rename", failing_rename)
+    monkeypatch.setattr(commits.os, "rename", failing_rename)
     with pytest.raises(OSError, match="No space"):
         with atomic_outputs(tmp_path / "a.npy", tmp_path / "a.ids.txt") as (npy, ids):
             npy.write_bytes(b"new a")
