@@ -62,7 +62,7 @@ __all__, __getattr__ = lazy_exports(
         # A model: load, save, export, evaluate.
         "load": "gtr_keras.loading",
         "save": "gtr_keras.saving",
-        "export": "gtr_keras.serving.exporter",
+        "export": "gtr_keras.exports.exporter",
         "evaluate": "gtr_keras.retrieval.evaluator",
         # An index, its filters and its fusion of GTR and BM25.
         "Index": "gtr_keras.retrieval.index",

@@ -1,7 +1,7 @@
 """`gtr_keras.load`: one call for an encoder of any runtime, from a model directory or an export directory.
 
 An export directory (the SavedModel `EXPORT_DIR/encoder/VERSION`, or what `gtr-keras export --format
-litert|onnx|openvino` wrote) is recognised by its files (`serving.export_formats.format_of_directory`) and
+litert|onnx|openvino` wrote) is recognised by its files (`exports.export_formats.format_of_directory`) and
 opened with its format's encoder; anything else is a model source (`saving.load`). Each gives the same
 `encode_queries` and `encode_documents` (`models.text_encoder.TextEncoder`). This module imports no
 TensorFlow: an ONNX or OpenVINO export loads with its runtime, `sentencepiece` and numpy only.
@@ -10,7 +10,7 @@ TensorFlow: an ONNX or OpenVINO export loads with its runtime, `sentencepiece` a
 import os
 
 from gtr_keras.errors import UserError
-from gtr_keras.serving.export_formats import format_of_directory
+from gtr_keras.exports.export_formats import format_of_directory
 
 
 def load(path, jit_compile=False, dtype=None, query_length=None, document_length=None, verify=False):

@@ -59,7 +59,7 @@ def tiny_encoder(tiny_model_dir):
 @pytest.fixture(scope="session")
 def tiny_onnx_export(tmp_path_factory, tiny_encoder):
     """The tiny model's float32 ONNX export directory (`export_onnx`; needs tf2onnx and onnxruntime)."""
-    from gtr_keras.serving.onnx_export import export_onnx
+    from gtr_keras.exports.onnx_export import export_onnx
 
     return os.path.dirname(export_onnx(tiny_encoder, str(tmp_path_factory.mktemp("onnx") / "float32")))
 

@@ -285,7 +285,7 @@ def short_encoder(tiny_model_dir):
 
 
 def test_export_onnx(tiny_onnx_export, tiny_encoder, short_encoder, tmp_path, monkeypatch):
-    from gtr_keras.serving import onnx_export
+    from gtr_keras.exports import onnx_export
 
     monkeypatch.setattr(onnx_export, "write_onnx", _cached_writer(os.path.join(tiny_onnx_export, "encoder.onnx")))
     _token_id_export(tmp_path, "export `--format onnx`", onnx_export.export_onnx, short_encoder, tiny_encoder)
@@ -293,7 +293,7 @@ def test_export_onnx(tiny_onnx_export, tiny_encoder, short_encoder, tmp_path, mo
 
 def test_export_openvino(tiny_encoder, short_encoder, tmp_path, monkeypatch):
     pytest.importorskip("openvino", reason="openvino is not installed (pip install 'gtr-keras[openvino]')")
-    from gtr_keras.serving import openvino_export
+    from gtr_keras.exports import openvino_export
 
     made = tmp_path / "made"
     made.mkdir()
@@ -310,7 +310,7 @@ def test_export_openvino(tiny_encoder, short_encoder, tmp_path, monkeypatch):
 
 
 def test_export_litert(tiny_encoder, tmp_path, monkeypatch):
-    from gtr_keras.serving import litert
+    from gtr_keras.exports import litert
 
     flatbuffer = litert.litert_flatbuffer(tiny_encoder)
     monkeypatch.setattr(litert, "litert_flatbuffer", lambda encoder: flatbuffer + bytes([encoder.query_length]))
@@ -325,7 +325,7 @@ def test_export_litert(tiny_encoder, tmp_path, monkeypatch):
 
 
 def test_export_saved_model(tiny_encoder, short_encoder, tmp_path, monkeypatch):
-    from gtr_keras.serving import export
+    from gtr_keras.exports.savedmodel import export
 
     made = tmp_path / "made"
     made.mkdir()

@@ -13,8 +13,8 @@ from runtime_inputs import fixture_texts
 
 import gtr_keras
 from gtr_keras.errors import DataError, UserError
+from gtr_keras.exports import export_formats
 from gtr_keras.models.text_encoder import TextEncoder
-from gtr_keras.serving import export_formats
 
 # Imports of these fail in the subprocess, as if only the runtime, sentencepiece and numpy were installed.
 BLOCK = (

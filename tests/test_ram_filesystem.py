@@ -23,6 +23,7 @@ from gtr_keras.beir.evaluation import evaluate_run
 from gtr_keras.beir.readers import Corpus
 from gtr_keras.cli.main import main
 from gtr_keras.errors import CheckpointError, DataError
+from gtr_keras.exports import export_all, load_export
 from gtr_keras.index.resumable_encoding import ResumableEncoding
 from gtr_keras.index.search_index import SearchIndex
 from gtr_keras.models.gtr.gtr_text_embedder import GTRTextEmbedder
@@ -31,7 +32,6 @@ from gtr_keras.models.model_files.model_directory import check_model_directory
 from gtr_keras.retrieval.retriever import Retriever, build_index, work_dir_for
 from gtr_keras.retrieval.runs import gtr_run, load_dataset
 from gtr_keras.saving import convert_sentence_transformers
-from gtr_keras.serving.export import export_all, load_export
 from gtr_keras.training.loop import train
 from gtr_keras.training.resume import RUN_RECORD
 from gtr_keras.utils import files

@@ -73,7 +73,7 @@ class ShardedSearcher:
 
 
 def saved_model_searcher(loaded):
-    """A searcher callable of a searcher SavedModel loaded in this process (`gtr_keras.serving.load_export`)."""
+    """A searcher callable of a searcher SavedModel loaded in this process (`gtr_keras.exports.load_export`)."""
     search = loaded.signatures["search"]
 
     def run(queries, k):

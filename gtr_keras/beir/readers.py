@@ -1,4 +1,5 @@
-"""Readers for BEIR collections and for the texts that `gtr-keras encode` embeds.
+"""Readers for BEIR collections (the texts that `gtr-keras encode` embeds: `text_inputs`; qrels checked
+against a collection: `qrels_checks`).
 
 A BEIR collection is a directory holding `corpus.jsonl` (or `corpus.jsonl.gz`)
 with `{"_id", "title", "text"}` records, `queries.jsonl` with `{"_id", "text"}`
@@ -13,20 +14,18 @@ import dataclasses
 import json
 import math
 import os
-import warnings
 
-from gtr_keras.errors import DataError, DataWarning, UserError
+from gtr_keras.errors import DataError
 from gtr_keras.utils import files
 from gtr_keras.utils.text_files import (
     check_id_text,
     id_field,
     iter_jsonl,
-    iter_lines,
     iter_tsv_rows,
     str_field,
 )
 
-_MAX_EXAMPLES = 5
+MAX_EXAMPLES = 5
 
 
 @dataclasses.dataclass
@@ -70,7 +69,7 @@ def _check_unique(path, ids, line_numbers):
             first_line[doc_id] = line_no
     if duplicates:
         examples = ", ".join(
-            f"{doc_id!r} (lines {first} and {again})" for doc_id, first, again in duplicates[:_MAX_EXAMPLES]
+            f"{doc_id!r} (lines {first} and {again})" for doc_id, first, again in duplicates[:MAX_EXAMPLES]
         )
         raise DataError(f"{path}: {len(duplicates)} duplicate `_id` value(s), e.g. {examples}")
 
@@ -151,7 +150,7 @@ def record_metadata(path, line_no, doc_id, record, first):
     return {field: value for field, value in metadata.items() if value is not None}
 
 
-def _read_records(path, with_metadata=False):
+def read_records(path, with_metadata=False):
     """Reads `_id`, `title`, `text` (and, `with_metadata`, `metadata`) of every record, checking ids are unique."""
     ids, titles, texts, metadata, line_numbers = [], [], [], [], []
     first = {}
@@ -167,8 +166,12 @@ def _read_records(path, with_metadata=False):
 
 
 CORPUS_FILES = ("corpus.jsonl", "corpus.jsonl.gz")
+
+
 # The Cranfield collection bundled with the package (`gtr-keras demo`'s; assets/cranfield/ATTRIBUTION.md).
 BUNDLED_COLLECTION_DIR = os.path.join(os.path.dirname(os.path.dirname(__file__)), "assets", "cranfield")
+
+
 QUERIES_FILES = ("queries.jsonl", "queries.jsonl.gz")
 
 
@@ -195,7 +198,7 @@ def in_collection(path, names):
 def _read_collection_file(path, names, what, with_metadata=False):
     """The records of `path` (or of the first of `names` in it); at least one."""
     path = in_collection(path, names)
-    records = _read_records(path, with_metadata)
+    records = read_records(path, with_metadata)
     if not records:
         raise DataError(f"{path}: no {what}")
     return records
@@ -345,179 +348,3 @@ def load_qrels(path, split="test"):
     if not qrels:
         raise DataError(f"{path}: no judgements")
     return qrels
-
-
-def _read_text_lines(path):
-    texts = []
-    for line_no, line in iter_lines(path, errors="replace"):
-        text = line.removesuffix("\n").removesuffix("\r")
-        if "\0" in text:
-            warnings.warn(
-                f"{path}:{line_no}: line contains NUL byte(s); kept in the text",
-                DataWarning,
-                stacklevel=3,
-            )
-        texts.append(text)
-    return [str(i) for i in range(1, len(texts) + 1)], texts
-
-
-def read_texts(path):
-    """Reads the texts to embed from a file, choosing the reader by file name.
-
-    * `*.txt`: one text per line; the id of a text is its 1-based line number.
-      Lines are split on `"\\n"` and a trailing `"\\r"` is removed; blank lines
-      are kept as empty texts so ids stay equal to line numbers. A line
-      holding NUL bytes keeps them, with a `DataWarning` naming the file and
-      line. An empty file gives no texts.
-    * `queries.jsonl[.gz]`: BEIR queries, `(ids, texts)`.
-    * `corpus.jsonl[.gz]`, or any other `*.jsonl[.gz]` where some record has a
-      `title`: BEIR documents, `(ids, Corpus.joined())`.
-    * any other `*.jsonl[.gz]`: records with `_id` and `text`, `(ids, texts)`.
-
-    Every kind is decoded alike: a UTF-8 byte order mark at the start of the
-    file is dropped, and a line that is not valid UTF-8 is decoded with the
-    invalid bytes replaced by U+FFFD and a `DataWarning` naming the file and
-    line. An empty `.jsonl` file gives no texts either.
-
-    Args:
-        path: the input file.
-
-    Returns:
-        `(ids, texts)`, two lists of strings of equal length.
-
-    Raises:
-        DataError: unsupported file name, a missing or unreadable file, a
-            broken gzip file, or a malformed record.
-
-    Example:
-    >>> ids, texts = read_texts("sentences.txt")  # doctest: +SKIP
-    """
-    path = os.fspath(path)
-    name = os.path.basename(path)
-    if name.endswith(".txt"):
-        return _read_text_lines(path)
-    if not name.endswith((".jsonl", ".jsonl.gz")):
-        raise DataError(f"{path}: unsupported input; expected a .txt, .jsonl or .jsonl.gz file")
-    records = _read_records(path)
-    is_corpus = name.startswith("corpus.") or (not name.startswith("queries.") and any(records.titles))
-    return records.ids, (records.joined() if is_corpus else records.texts)
-
-
-@dataclasses.dataclass
-class QrelsReport:
-    """How `check_qrels` matched the judgements with the collection.
-
-    Attributes:
-        num_queries: queries in the qrels before checking.
-        num_judgements: judgements in the qrels before checking.
-        unknown_query_ids: judged queries missing from the queries, in order.
-        unknown_doc_ids: judged documents missing from the corpus, in order.
-        num_dropped_judgements: judgements removed from the qrels.
-        num_kept_unknown_doc_judgements: judgements of documents missing
-            from the corpus kept in the qrels (BEIR's rule: relevant
-            documents never retrieved, so misses).
-    """
-
-    num_queries: int
-    num_judgements: int
-    unknown_query_ids: list
-    unknown_doc_ids: list
-    num_dropped_judgements: int
-    num_kept_unknown_doc_judgements: int
-
-    @property
-    def ok(self):
-        """True when every judged query and document is known."""
-        return not (self.unknown_query_ids or self.unknown_doc_ids)
-
-    def __str__(self):
-        if self.ok:
-            return f"qrels: all {self.num_queries} queries and {self.num_judgements} judgements match the collection"
-        problems = []
-        for ids, what in (
-            (self.unknown_query_ids, "query id(s) not in the queries"),
-            (self.unknown_doc_ids, "document id(s) not in the corpus"),
-        ):
-            if ids:
-                examples = ", ".join(repr(i) for i in ids[:_MAX_EXAMPLES])
-                problems.append(f"{len(ids)} {what} (e.g. {examples})")
-        if self.num_dropped_judgements:
-            problems.append(f"dropped {self.num_dropped_judgements} of {self.num_judgements} judgements")
-        if self.num_kept_unknown_doc_judgements:
-            problems.append(
-                f"kept {self.num_kept_unknown_doc_judgements} judgement(s) of "
-                "absent documents as relevant, counted as misses (BEIR's rule)"
-            )
-        return f"qrels: {'; '.join(problems)}"
-
-
-def check_qrels(qrels, corpus_ids, query_ids, unknown_documents="drop"):
-    """Checks judgements against a collection, dropping what cannot be used.
-
-    Judgements of queries missing from `query_ids` are dropped: a query
-    without text has no results, and BEIR scores only queries with results.
-    Judgements of documents missing from the corpus are dropped for training
-    (`unknown_documents="drop"`: there is no text to train on), or kept for
-    evaluation (`"keep"`) as BEIR and MTEB keep them: `pytrec_eval` counts
-    them as relevant documents never retrieved, so dropping them would
-    inflate the scores. Queries left with no judgement are removed. The
-    report says what was found.
-
-    Args:
-        qrels: dict from query id to a dict from document id to score.
-        corpus_ids: the ids of the corpus documents.
-        query_ids: the ids of the queries.
-        unknown_documents: `"drop"` or `"keep"` the judgements of documents
-            missing from the corpus.
-
-    Returns:
-        `(checked_qrels, QrelsReport)`.
-
-    Raises:
-        UserError: `unknown_documents` is neither `"drop"` nor `"keep"`.
-
-    Example:
-    >>> qrels = {"q1": {"d1": 1, "d9": 1}, "q7": {"d1": 1}}
-    >>> check_qrels(qrels, ["d1"], ["q1"])[0]
-    {'q1': {'d1': 1}}
-    >>> checked, report = check_qrels(qrels, ["d1"], ["q1"], unknown_documents="keep")
-    >>> checked
-    {'q1': {'d1': 1, 'd9': 1}}
-    >>> report.unknown_query_ids, report.unknown_doc_ids
-    (['q7'], ['d9'])
-    """
-    if unknown_documents not in ("drop", "keep"):
-        raise UserError(f'unknown_documents must be "drop" or "keep", got {unknown_documents!r}')
-    corpus_ids = set(corpus_ids)
-    query_ids = set(query_ids)
-    checked = {}
-    unknown_queries = []
-    unknown_docs = {}
-    num_judgements = 0
-    num_kept = 0
-    num_kept_unknown = 0
-    for query_id, judgements in qrels.items():
-        num_judgements += len(judgements)
-        if query_id not in query_ids:
-            unknown_queries.append(query_id)
-            continue
-        kept = {}
-        for doc_id, score in judgements.items():
-            known = doc_id in corpus_ids
-            if not known:
-                unknown_docs.setdefault(doc_id, None)
-            if known or unknown_documents == "keep":
-                kept[doc_id] = score
-                num_kept_unknown += not known
-        if kept:
-            checked[query_id] = kept
-            num_kept += len(kept)
-    report = QrelsReport(
-        num_queries=len(qrels),
-        num_judgements=num_judgements,
-        unknown_query_ids=unknown_queries,
-        unknown_doc_ids=list(unknown_docs),
-        num_dropped_judgements=num_judgements - num_kept,
-        num_kept_unknown_doc_judgements=num_kept_unknown,
-    )
-    return checked, report

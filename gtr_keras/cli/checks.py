@@ -14,7 +14,7 @@ import socket
 import urllib.parse
 
 from gtr_keras.cli.arguments import GLOB_CHARACTERS, PROG, is_npy, is_remote
-from gtr_keras.serving.export_formats import FORMATS, missing_package_hint
+from gtr_keras.exports.export_formats import FORMATS, missing_package_hint
 
 # Arguments without a path type that name a model: a model directory may be remote (`gs://...`), but
 # `hf://ORG/NAME` (and keras-hub's other download ids, `model_source.DOWNLOAD_PREFIXES`) are read by the loader.
@@ -155,7 +155,7 @@ _RERANKER_EXPORT_FLAGS = (
 
 
 def check_export_format(args, parser):
-    """`export --format NAME` takes the flags of its format (`serving.export_formats.FORMATS`), whose
+    """`export --format NAME` takes the flags of its format (`exports.export_formats.FORMATS`), whose
     packages must be installed (the one-line hint of the Python API too); `--search-param` sets a ScaNN
     searcher's."""
     if bool(args.model) == bool(args.reranker):

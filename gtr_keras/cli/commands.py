@@ -80,7 +80,7 @@ def convert(args):
 
 @locks_output("args.output")
 def encode(args):
-    from gtr_keras.beir.readers import read_texts
+    from gtr_keras.beir.text_inputs import read_texts
     from gtr_keras.index.embedding_files import ids_path_for, model_path_for
     from gtr_keras.retrieval.retriever import index_metadata
 
@@ -353,8 +353,8 @@ def mine(args):
 
 def _any_encoder(args):
     """The `--model` encoder of a model directory (`_encoder`) or of any export `gtr_keras.load` takes."""
+    from gtr_keras.exports.export_formats import format_of_directory
     from gtr_keras.loading import load
-    from gtr_keras.serving.export_formats import format_of_directory
 
     if format_of_directory(args.model) is None:
         return _encoder(args)
@@ -521,8 +521,8 @@ def _tune_queries(args):
 
 @locks_output("args.out")  # before the model loads
 def export(args):
-    from gtr_keras.serving.export_formats import EXPORT_CONFIG_FILE, FORMATS
-    from gtr_keras.serving.exporter import export as export_model
+    from gtr_keras.exports.export_formats import EXPORT_CONFIG_FILE, FORMATS
+    from gtr_keras.exports.exporter import export as export_model
 
     if args.reranker:
         reranker = _reranker_source(argparse.Namespace(rerank=args.reranker))  # one line for a model of no reranker

@@ -15,12 +15,14 @@ import tensorflow as tf
 
 from gtr_keras.beir.evaluation import evaluate_run, format_table
 from gtr_keras.beir.readers import BUNDLED_COLLECTION_DIR
+from gtr_keras.exports.savedmodel.export import export_encoder, export_searcher
+from gtr_keras.exports.savedmodel.loader import load_export
+from gtr_keras.exports.versions import check_export_outputs
 from gtr_keras.lexical.fusion import model_fusion
 from gtr_keras.models.gtr.presets import BUNDLED_MODEL_DIR
 from gtr_keras.retrieval.retriever import Retriever, build_index, check_index_outputs
 from gtr_keras.retrieval.runs import EVALUATION_DEPTH, bm25_run, gtr_run, load_dataset
 from gtr_keras.saving import load
-from gtr_keras.serving.export import check_export_outputs, export_encoder, export_searcher, load_export
 
 DEMO_MODEL = BUNDLED_MODEL_DIR
 DEMO_DATASET = BUNDLED_COLLECTION_DIR

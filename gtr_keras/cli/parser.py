@@ -33,7 +33,7 @@ from gtr_keras.cli.arguments import (
     token_budget,
 )
 from gtr_keras.cli.train_arguments import DISTILL_FLAGS, add_train_arguments
-from gtr_keras.serving.export_formats import FORMATS
+from gtr_keras.exports.export_formats import FORMATS
 
 INFERENCE_PRECISIONS = ("float32", "bfloat16")
 RETRIEVERS = ("gtr", "bm25", "hybrid")

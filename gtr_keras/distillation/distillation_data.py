@@ -9,7 +9,7 @@ from typing import ClassVar
 import numpy as np
 import tensorflow as tf
 
-from gtr_keras.beir.readers import read_texts
+from gtr_keras.beir.text_inputs import read_texts
 from gtr_keras.errors import DataError, UserError
 from gtr_keras.models.gtr.gtr_text_embedder_preprocessor import GTRTextEmbedderPreprocessor
 from gtr_keras.models.gtr.gtr_tokenizer import DOCUMENT_LENGTH, QUERY_LENGTH
@@ -27,13 +27,13 @@ class DistillationTexts:
 
     Files (any mix), read by the project's readers:
 
-    - `.txt`: a single text a line (`readers.read_texts`; blank lines skipped).
+    - `.txt`: a single text a line (`text_inputs.read_texts`; blank lines skipped).
     - `.jsonl`, `.jsonl.gz` whose first record has a `"query"`: pairs in the
       training-data format, `{"query": str, "positive": str, ...}`
       (`examples.read_triples`; negatives are not used; pairs with an empty text
       are skipped with a `DataWarning`).
     - other `.jsonl`, `.jsonl.gz`: single texts, `{"_id", "text"[, "title"]}`
-      records (`readers.read_texts`: a BEIR corpus, embedded as
+      records (`text_inputs.read_texts`: a BEIR corpus, embedded as
       `"title text"`; empty texts skipped).
 
     A pair's query is embedded with the query budget and scored against the

@@ -7,8 +7,8 @@ digits, `_`, `.` and `-` (not starting with a digit), or any name in backquotes 
 Whitespace is what `str.isspace` calls whitespace (the no-break space and the other Unicode spaces too).
 
 The grammar's pieces (`SPACES`, `WORD`, `QUOTED`, `NUMBER`, `FIELD_NAME`) are regular expressions in the syntax
-that Python's `re` and RE2 read alike, so that the searcher SavedModel's parser (`serving/filter_graph.py`, RE2
-through `tf.strings`) is built from the same ones.
+that Python's `re` and RE2 read alike, so that the searcher SavedModel's parser
+(`exports/savedmodel/filter_graph.py`, RE2 through `tf.strings`) is built from the same ones.
 """
 
 import collections.abc

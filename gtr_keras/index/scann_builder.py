@@ -94,7 +94,7 @@ def scann_params(n):
 @functools.cache
 def _scann():
     """ScaNN's pybind extension and its config builder, loaded without the `scann` package, whose import
-    loads TensorFlow for ScaNN's TF ops: only exports need those (`serving.export` imports them)."""
+    loads TensorFlow for ScaNN's TF ops: only exports need those (`exports.savedmodel` imports them)."""
     spec = importlib.util.find_spec("scann")
     if spec is None:
         raise ImportError("ScaNN is not installed: pip install scann==1.4.2")

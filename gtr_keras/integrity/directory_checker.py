@@ -9,6 +9,7 @@ model directory (`config.json`).
 import os
 
 from gtr_keras.errors import DataError
+from gtr_keras.exports.runtime_encoder import CONFIG_FILE as EXPORT_JSON
 from gtr_keras.index.layout import INDEX_JSON, RETRIEVER_JSON
 from gtr_keras.integrity.check_report import CheckReport
 from gtr_keras.integrity.export_checker import (
@@ -22,7 +23,6 @@ from gtr_keras.integrity.export_checker import (
 from gtr_keras.integrity.index_checker import check_index_directory, check_search_index
 from gtr_keras.integrity.model_checker import check_model_files
 from gtr_keras.models.model_files.model_directory import CONFIG_FILE
-from gtr_keras.serving.runtime_encoder import CONFIG_FILE as EXPORT_JSON
 from gtr_keras.utils import files
 
 
@@ -66,7 +66,7 @@ def check_directory(path):
         report = CheckReport(path, "an export")
         report.step(lambda: check_export_root(path, report), path)
         return report
-    from gtr_keras.serving.litert import LITERT_FILE  # imports TensorFlow: the last kind tried
+    from gtr_keras.exports.litert import LITERT_FILE  # imports TensorFlow: the last kind tried
 
     if has(LITERT_FILE):
         report = CheckReport(path, "a LiteRT export")

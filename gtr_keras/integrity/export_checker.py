@@ -7,7 +7,7 @@ import os
 import sentencepiece as spm
 
 from gtr_keras.errors import DataError
-from gtr_keras.serving.runtime_encoder import (
+from gtr_keras.exports.runtime_encoder import (
     CONFIG_FILE,
     REMEDY,
     RERANKER_FIELDS,

@@ -3,12 +3,8 @@ run is `HybridRetriever.run`'s), and hard negatives mined from the model's own r
 """
 
 from gtr_keras.beir.evaluation import cut_run, results_from_scores
-from gtr_keras.beir.readers import (
-    check_qrels,
-    load_corpus,
-    load_qrels,
-    load_queries,
-)
+from gtr_keras.beir.qrels_checks import check_qrels
+from gtr_keras.beir.readers import load_corpus, load_qrels, load_queries
 from gtr_keras.index.search_index import SearchIndex
 
 EVALUATION_DEPTH = 1000

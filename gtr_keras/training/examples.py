@@ -33,12 +33,8 @@ from typing import NamedTuple
 
 import tensorflow as tf
 
-from gtr_keras.beir.readers import (
-    check_qrels,
-    load_corpus,
-    load_qrels,
-    load_queries,
-)
+from gtr_keras.beir.qrels_checks import check_qrels
+from gtr_keras.beir.readers import load_corpus, load_qrels, load_queries
 from gtr_keras.errors import DataError, DataWarning
 from gtr_keras.utils import files
 from gtr_keras.utils.text_files import iter_jsonl, iter_tsv_rows

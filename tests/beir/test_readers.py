@@ -5,7 +5,9 @@ import re
 import pytest
 from conftest import write_jsonl
 
-from gtr_keras.beir.readers import Corpus, check_qrels, load_corpus, load_qrels, load_queries, read_texts
+from gtr_keras.beir.qrels_checks import check_qrels
+from gtr_keras.beir.readers import Corpus, load_corpus, load_qrels, load_queries
+from gtr_keras.beir.text_inputs import read_texts
 from gtr_keras.errors import DataError, DataWarning, UserError
 
 

@@ -43,7 +43,7 @@ def test_help_answers_without_importing_tensorflow_or_the_library():
     assert result.stdout.strip().splitlines()[-1] == str(
         ["gtr_keras", "gtr_keras.cli"]
         + [f"gtr_keras.cli.{name}" for name in parser]
-        + ["gtr_keras.errors", "gtr_keras.serving", "gtr_keras.serving.export_formats", "gtr_keras.utils"]
+        + ["gtr_keras.errors", "gtr_keras.exports", "gtr_keras.exports.export_formats", "gtr_keras.utils"]
         + ["gtr_keras.utils.import_hooks", "gtr_keras.utils.lazy_exports"]
     )
     assert "usage: gtr-keras train" in result.stdout

@@ -15,7 +15,8 @@ import numpy as np
 import pytest
 
 from gtr_keras.beir.evaluation import read_trec_run, write_trec_run
-from gtr_keras.beir.readers import load_corpus, load_qrels, load_queries, read_texts
+from gtr_keras.beir.readers import load_corpus, load_qrels, load_queries
+from gtr_keras.beir.text_inputs import read_texts
 from gtr_keras.cli.main import main
 from gtr_keras.errors import DataError
 from gtr_keras.training.data import TrainingData

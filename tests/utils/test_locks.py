@@ -235,7 +235,7 @@ def test_a_run_holding_the_lock_removes_the_staging_that_killed_runs_left(tmp_pa
 
 KILLED_EXPORT = """
 import sys, time
-from gtr_keras.serving import export
+from gtr_keras.exports.savedmodel import export
 write = export._write_encoder
 
 def pausing(encoder, staging):

@@ -40,7 +40,7 @@ from gtr_keras.utils import files
 STRINGS = tf.TensorSpec([None], tf.string, name="texts")
 ENCODER_SIGNATURES = {"query": "encode_queries", "document": "encode_documents"}
 SPIECE_ASSET = "spiece.model"
-# What a SavedModel directory holds (`export` and `serving.export` replace one only when it is one).
+# What a SavedModel directory holds (`export` and `exports.savedmodel` replace one only when it is one).
 SAVED_MODEL_DIRECTORY = files.DirectoryKind(
     "a SavedModel",
     ("saved_model.pb",),

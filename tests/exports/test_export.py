@@ -16,9 +16,9 @@ from tensorflow.core.protobuf import saved_model_pb2
 import gtr_keras
 from gtr_keras.cli.main import main
 from gtr_keras.errors import UserError
+from gtr_keras.exports import export_encoder, export_searcher, load_export
 from gtr_keras.index import SearchIndex
 from gtr_keras.models.gtr.gtr_tokenizer import TOKENIZER_OP
-from gtr_keras.serving.export import export_encoder, export_searcher, load_export
 
 REQUESTS = os.path.join(REPO, "export", "serving", "requests")
 TEXTS = ["what is the lift of a wing?", "", "boundary layer " * 400, "Ünïcödé 北京"]
@@ -505,16 +505,16 @@ def test_each_weight_is_stored_once(tmp_path):
 
 @pytest.mark.large
 def test_load_export_is_public_in_serving_and_names_the_missing_import(exports):
-    import gtr_keras.serving
+    import gtr_keras.exports
 
-    assert gtr_keras.serving.load_export is load_export
+    assert gtr_keras.exports.load_export is load_export
     searcher_dir = exports["scann"][0] / "searcher" / "1"
     out = _run_fresh(f"""
 import sys
 sys.modules["scann"] = None  # as on a machine without ScaNN
-import gtr_keras.serving
+import gtr_keras.exports
 try:
-    gtr_keras.serving.load_export({str(searcher_dir)!r})
+    gtr_keras.exports.load_export({str(searcher_dir)!r})
 except RuntimeError as error:
     print("HINT", error)
 """)
@@ -644,7 +644,7 @@ def test_a_failed_searcher_export_leaves_the_previous_encoder_and_searcher_intac
 ):
     import shutil
 
-    from gtr_keras.serving import export
+    from gtr_keras.exports.savedmodel import export
 
     out, index_dir = tmp_path / "out", exports["brute-force"][1]
     shutil.copytree(exports["brute-force"][0], out)
@@ -654,7 +654,7 @@ def test_a_failed_searcher_export_leaves_the_previous_encoder_and_searcher_intac
         (staging / "saved_model.pb").write_bytes(b"half")
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(export, "_write_searcher", failing)
+    monkeypatch.setattr(export, "write_searcher", failing)
     assert (
         main(
             [
@@ -944,11 +944,11 @@ def test_a_scann_searcher_says_the_float32_bytes_it_holds_and_above_the_limit_is
     """Refused before the model loads, nothing written; allowed, the one line gives the bytes, and the variable,
     filled a block of rows at a time, holds the index's float32 vectors."""
     from gtr_keras.cli import commands
-    from gtr_keras.serving import export
+    from gtr_keras.exports.savedmodel import searcher_graph
 
     index_dir = exports["scann"][1]
     held = 300 * SearchIndex.load(index_dir / "index").dims * 4
-    monkeypatch.setattr(export, "FLOAT32_LIMIT", held - 1)
+    monkeypatch.setattr(searcher_graph, "FLOAT32_LIMIT", held - 1)
     encoder = commands._encoder
     monkeypatch.setattr(commands, "_encoder", lambda args: pytest.fail("the model loaded before the refusal"))
     assert _export(tiny_model_dir, index_dir, "scann", tmp_path / "refused") == 2
@@ -960,7 +960,7 @@ def test_a_scann_searcher_says_the_float32_bytes_it_holds_and_above_the_limit_is
     assert "export --searcher scann-int8" in err and "or pass --allow-large-float32" in err
     assert not (tmp_path / "refused").exists()
     monkeypatch.setattr(commands, "_encoder", encoder)
-    monkeypatch.setattr(export, "_VARIABLE_ROWS", 7)
+    monkeypatch.setattr(searcher_graph, "_VARIABLE_ROWS", 7)
     argv = ["export", "--model", tiny_model_dir, "--index", str(index_dir), "--out", str(tmp_path / "out")]
     assert main([*argv, "--allow-large-float32"]) == 0
     assert f"the scann searcher holds {held:,} bytes " in capsys.readouterr().out

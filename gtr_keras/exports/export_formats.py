@@ -20,7 +20,7 @@ import os
 from gtr_keras.errors import UserError
 
 TENSORFLOW = (("tensorflow", "tensorflow"), ("tensorflow_text", "tensorflow-text"))
-EXPORT_CONFIG_FILE = "export.json"  # the ONNX and OpenVINO exports' record (`serving.token_id_export`)
+EXPORT_CONFIG_FILE = "export.json"  # the ONNX and OpenVINO exports' record (`exports.token_id_export`)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -109,13 +109,13 @@ FORMATS = {
             flags=("index", "searcher", "k", "version", "precision", "search_param", "allow_large_float32"),
             options=("index", "searcher", "k", "version", "search_param", "allow_large_float32"),
             marks=("saved_model.pb",),
-            writer="gtr_keras.serving.export:write_export",
-            checker="gtr_keras.serving.export:check_export_versions",
-            encoder="gtr_keras.serving.saved_model_encoder:SavedModelEncoder",
-            reranker_writer="gtr_keras.serving.reranker_export:export_reranker_savedmodel",
-            reranker_checker="gtr_keras.serving.reranker_export:check_reranker_savedmodel_outputs",
+            writer="gtr_keras.exports.savedmodel.cli_adapter:write_export",
+            checker="gtr_keras.exports.savedmodel.cli_adapter:check_export_versions",
+            encoder="gtr_keras.exports.saved_model_encoder:SavedModelEncoder",
+            reranker_writer="gtr_keras.exports.reranker_export:export_reranker_savedmodel",
+            reranker_checker="gtr_keras.exports.reranker_export:check_reranker_savedmodel_outputs",
             reranker_marks=("saved_model.pb", os.path.join("assets.extra", "reranker.json")),
-            reranker_scorer="gtr_keras.serving.saved_model_encoder:SavedModelScorer",
+            reranker_scorer="gtr_keras.exports.saved_model_encoder:SavedModelScorer",
         ),
         ExportFormat(
             "litert",
@@ -126,9 +126,9 @@ FORMATS = {
             flags=(),
             options=(),
             marks=("encoder.tflite",),
-            writer="gtr_keras.serving.litert:export_litert",
+            writer="gtr_keras.exports.litert:export_litert",
             checker=None,
-            encoder="gtr_keras.serving.litert_encoder:LiteRTEncoder",
+            encoder="gtr_keras.exports.litert_encoder:LiteRTEncoder",
         ),
         ExportFormat(
             "onnx",
@@ -139,13 +139,13 @@ FORMATS = {
             flags=("quantize",),
             options=("quantize",),
             marks=("encoder.onnx", EXPORT_CONFIG_FILE),
-            writer="gtr_keras.serving.onnx_export:export_onnx",
-            checker="gtr_keras.serving.onnx_export:check_onnx_output",
-            encoder="gtr_keras.serving.runtime_encoder:RuntimeEncoder",
-            reranker_writer="gtr_keras.serving.reranker_export:export_reranker_onnx",
-            reranker_checker="gtr_keras.serving.reranker_export:check_reranker_onnx_output",
+            writer="gtr_keras.exports.onnx_export:export_onnx",
+            checker="gtr_keras.exports.onnx_export:check_onnx_output",
+            encoder="gtr_keras.exports.runtime_encoder:RuntimeEncoder",
+            reranker_writer="gtr_keras.exports.reranker_export:export_reranker_onnx",
+            reranker_checker="gtr_keras.exports.reranker_export:check_reranker_onnx_output",
             reranker_marks=("reranker.onnx", EXPORT_CONFIG_FILE),
-            reranker_scorer="gtr_keras.serving.runtime_encoder:RuntimeScorer",
+            reranker_scorer="gtr_keras.exports.runtime_encoder:RuntimeScorer",
         ),
         ExportFormat(
             "openvino",
@@ -156,9 +156,9 @@ FORMATS = {
             flags=(),
             options=(),
             marks=("encoder.xml", EXPORT_CONFIG_FILE),
-            writer="gtr_keras.serving.openvino_export:export_openvino",
-            checker="gtr_keras.serving.openvino_export:check_openvino_output",
-            encoder="gtr_keras.serving.runtime_encoder:RuntimeEncoder",
+            writer="gtr_keras.exports.openvino_export:export_openvino",
+            checker="gtr_keras.exports.openvino_export:check_openvino_output",
+            encoder="gtr_keras.exports.runtime_encoder:RuntimeEncoder",
         ),
     )
 }

@@ -4,9 +4,9 @@ import os
 
 import numpy as np
 
+from gtr_keras.exports.litert import LITERT_FILE, load_litert
 from gtr_keras.models.gtr.gtr_text_embedder import ENCODER_SIGNATURES
 from gtr_keras.models.text_encoder import TextEncoder
-from gtr_keras.serving.litert import LITERT_FILE, load_litert
 
 
 class LiteRTEncoder(TextEncoder):
@@ -14,7 +14,7 @@ class LiteRTEncoder(TextEncoder):
 
     The flatbuffer tokenises inside (TF Text's SentencePiece op, registered by `load_litert`): each batch
     (sorted by length, results in input order) goes to its `encode_queries` or `encode_documents`
-    signature. Texts must be valid UTF-8 (`serving.litert`). `gtr_keras.load` returns one for such a
+    signature. Texts must be valid UTF-8 (`exports.litert`). `gtr_keras.load` returns one for such a
     directory.
 
     Args:

@@ -1,7 +1,7 @@
 """LiteRT (TFLite) export: raw strings in, embeddings out, the tokenizer inside as TF Text's custom op.
 
 `export_litert` writes `EXPORT_DIR/encoder.tflite` (and the directory's `checksums.json`), a flatbuffer
-with the SavedModel encoder's two signatures (`serving.export`): `encode_documents` (the document budget)
+with the SavedModel encoder's two signatures (`exports.savedmodel`): `encode_documents` (the document budget)
 and `encode_queries` (the query budget), each `texts` tf.string `[batch]` -> `embeddings` float32
 `[batch, D]`, batch and length dynamic.
 It holds TFLite builtin ops and TF Text's `TFText>FastSentencepieceTokenize` custom op, which

@@ -3,14 +3,14 @@
 The encoder is converted with tf2onnx (opset `OPSET`, batch and length dynamic); `--quantize int8`
 quantizes its MatMul weights with ONNX Runtime's dynamic quantization (int8 weights, activations quantized
 per call), the fastest CPU path measured here (benchmarks/RESULTS.md, "Runtimes"). The files beside the
-model and how to feed it: `gtr_keras.serving.token_id_export`.
+model and how to feed it: `gtr_keras.exports.token_id_export`.
 """
 
 import os
 
 from gtr_keras.errors import UserError
-from gtr_keras.serving.export_formats import FORMATS, check_installed
-from gtr_keras.serving.token_id_export import forward_function, token_id_directory, write_token_id_export
+from gtr_keras.exports.export_formats import FORMATS, check_installed
+from gtr_keras.exports.token_id_export import forward_function, token_id_directory, write_token_id_export
 from gtr_keras.utils import files
 from gtr_keras.utils.native_logs import filtered_native_logs
 

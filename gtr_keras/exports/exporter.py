@@ -4,8 +4,8 @@
 import os
 
 from gtr_keras.errors import UserError
+from gtr_keras.exports.export_formats import FORMATS
 from gtr_keras.models.text_encoder import TextPairScorer
-from gtr_keras.serving.export_formats import FORMATS
 from gtr_keras.utils.locks import locks_output
 
 # The options of `export`, their defaults and the writers' names for them (`ExportFormat.options`).
@@ -74,7 +74,7 @@ def export(
         directory: the export directory: TF Serving's base path for `"savedmodel"` (its `encoder/VERSION`
             and `searcher/VERSION`), the directory of the files for the others.
         format: `"savedmodel"` (raw strings in; TF Hub, TF Serving, Keras 3), `"litert"`, `"onnx"` or
-            `"openvino"` (`gtr_keras.serving.FORMATS`: what each needs and takes, docs/serving.md).
+            `"openvino"` (`gtr_keras.exports.FORMATS`: what each needs and takes, docs/serving.md).
         index: `"savedmodel"` only: an index directory built with the model, a list of them (shards) or a
             `gtr_keras.Index`: also a searcher SavedModel, queries in, ids and scores out.
         searcher: `"scann"` (rescored with the index's float32 vectors), `"scann-int8"` (ScaNN's int8 order,
@@ -83,8 +83,8 @@ def export(
         version: the TF Serving version to write (default: the next).
         search_params: the ScaNN searcher's `num_leaves_to_search` and `reorder_factor` (default: the index's).
         quantize: `"onnx"` only: `"int8"` weights.
-        allow_large_float32: a `"scann"` searcher may hold more than `export.FLOAT32_LIMIT` (1 GiB) of float32
-            vectors (refused otherwise, `"scann-int8"` suggested).
+        allow_large_float32: a `"scann"` searcher may hold more than `savedmodel.searcher_graph.FLOAT32_LIMIT`
+            (1 GiB) of float32 vectors (refused otherwise, `"scann-int8"` suggested).
 
     Returns:
         The paths written.

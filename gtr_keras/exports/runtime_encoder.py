@@ -8,8 +8,8 @@ import numpy as np
 import sentencepiece as spm
 
 from gtr_keras.errors import DataError
+from gtr_keras.exports.export_formats import FORMATS, check_installed
 from gtr_keras.models.text_encoder import TextEncoder, TextPairScorer, pad_pairs
-from gtr_keras.serving.export_formats import FORMATS, check_installed
 from gtr_keras.utils.records import check_fields, read_json_object
 
 CONFIG_FILE = "export.json"

@@ -4,9 +4,9 @@
 import numpy as np
 import tensorflow as tf
 
+from gtr_keras.exports.savedmodel.loader import load_export
 from gtr_keras.models.gtr.gtr_text_embedder import ENCODER_SIGNATURES
 from gtr_keras.models.text_encoder import TextEncoder, TextPairScorer, to_bytes
-from gtr_keras.serving.export import load_export
 
 
 class SavedModelEncoder(TextEncoder):

@@ -5,14 +5,14 @@ import pytest
 from runtime_inputs import token_batches
 
 from gtr_keras.errors import DataError, UserError
-from gtr_keras.saving import load
-from gtr_keras.serving.token_id_export import (
+from gtr_keras.exports.token_id_export import (
     CONFIG_FILE,
     VOCABULARY_FILE,
     forward_function,
     token_id_directory,
     write_token_id_export,
 )
+from gtr_keras.saving import load
 from gtr_keras.utils.files import CHECKSUMS_FILE
 
 DIRECTORY = token_id_directory("a test export", ("model.bin",))

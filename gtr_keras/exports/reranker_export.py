@@ -18,7 +18,7 @@ ops have no ONNX equivalent, so, as the GTR encoder's ONNX export keeps `spiece.
 library, the tokenizer runs on the host: `tokenizer.json` is Hugging Face's fast tokenizer of the same
 vocabulary and rules (BERT's normaliser, pre-tokeniser and WordPiece; XLM-RoBERTa's SentencePiece unigram with
 fairseq's ids), its pair template and `longest_first` truncation at the budget, read with the `tokenizers`
-package (`serving.runtime_encoder.RuntimeScorer`).
+package (`exports.runtime_encoder.RuntimeScorer`).
 """
 
 import json
@@ -27,10 +27,11 @@ import os
 import tensorflow as tf
 
 from gtr_keras.errors import UserError
-from gtr_keras.serving.export import _write_together, _write_warmup, check_export_outputs, next_version
-from gtr_keras.serving.export_formats import FORMATS, check_installed
-from gtr_keras.serving.onnx_export import OPSET
-from gtr_keras.serving.runtime_encoder import CONFIG_FILE
+from gtr_keras.exports.export_formats import FORMATS, check_installed
+from gtr_keras.exports.onnx_export import OPSET
+from gtr_keras.exports.runtime_encoder import CONFIG_FILE
+from gtr_keras.exports.savedmodel.warmup import write_warmup
+from gtr_keras.exports.versions import check_export_outputs, next_version, write_together
 from gtr_keras.utils import files
 from gtr_keras.utils.files import atomic_directory
 from gtr_keras.utils.locks import locks_output
@@ -116,10 +117,10 @@ def export_reranker_savedmodel(reranker, export_dir, version=None):
         )
         signatures = {"serving_default": root.score, "score": root.score, "rerank": root.rerank}
         tf.saved_model.save(root, str(staging), signatures=signatures)
-        _write_warmup(staging, signatures, "gtr_reranker")
+        write_warmup(staging, signatures, "gtr_reranker")
         (staging / RERANKER_RECORD).write_text(json.dumps(_record(reranker), indent=2) + "\n", encoding="utf-8")
 
-    return list(_write_together(export_dir, version, {RERANKER_NAME: write}).values())
+    return list(write_together(export_dir, version, {RERANKER_NAME: write}).values())
 
 
 def hugging_face_tokenizer(reranker):

@@ -4,8 +4,8 @@ import pytest
 
 from gtr_keras.cli.main import main
 from gtr_keras.errors import UserError
-from gtr_keras.serving import export_formats
-from gtr_keras.serving.export_formats import FORMATS, format_of_directory, missing_package_hint
+from gtr_keras.exports import export_formats
+from gtr_keras.exports.export_formats import FORMATS, format_of_directory, missing_package_hint
 
 
 @pytest.fixture
@@ -30,7 +30,7 @@ def test_every_format_names_what_it_needs_takes_and_writes():
 
 
 def test_a_missing_package_is_one_hint_from_the_command_and_from_python(without, tiny_encoder, tmp_path, capsys):
-    from gtr_keras.serving.onnx_export import export_onnx
+    from gtr_keras.exports.onnx_export import export_onnx
 
     without("tf2onnx")
     hint = "onnx needs tf2onnx: pip install 'gtr-keras[onnx]'"

@@ -11,7 +11,7 @@ library and `GTRTokenizer`: benchmarks/RESULTS.md, "Runtimes"), so an export dir
 - `export.json`: the token budgets (`query_length`, `document_length`, EOS included), `lowercase`, the EOS
   and pad ids, `embedding_dim`, the model file and its format.
 
-`gtr_keras.serving.runtime_encoder.RuntimeEncoder` reads such a directory and encodes texts as the
+`gtr_keras.exports.runtime_encoder.RuntimeEncoder` reads such a directory and encodes texts as the
 SavedModel does.
 """
 
@@ -22,8 +22,8 @@ import os
 import tensorflow as tf
 
 from gtr_keras.errors import UserError
+from gtr_keras.exports.runtime_encoder import CONFIG_FILE, INPUTS, OUTPUT
 from gtr_keras.models.gtr.gtr_tokenizer import EOS_ID, PAD_ID
-from gtr_keras.serving.runtime_encoder import CONFIG_FILE, INPUTS, OUTPUT
 from gtr_keras.utils import files
 from gtr_keras.utils.files import atomic_directory
 from gtr_keras.utils.locks import locks_output

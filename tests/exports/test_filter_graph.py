@@ -5,10 +5,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from gtr_keras.errors import UserError
+from gtr_keras.exports.savedmodel.filter_graph import FilterGraph, _unquote
+from gtr_keras.exports.savedmodel.filter_graph import parse_clause as parse_graph_clause
 from gtr_keras.filters.expressions import NUMBER, Filter, parse_clause
 from gtr_keras.filters.metadata_columns import MetadataColumns
-from gtr_keras.serving.filter_graph import FilterGraph, _unquote
-from gtr_keras.serving.filter_graph import parse_clause as parse_graph_clause
 
 METADATA = [
     {"lang": "en", "year": 2018, "open": True, "tags": ["a", "b"]},

@@ -6,8 +6,8 @@ import tensorflow as tf
 
 from gtr_keras.cli.main import main
 from gtr_keras.errors import UserError
-from gtr_keras.serving.export import export_encoder, load_export
-from gtr_keras.serving.litert import LITERT_FILE, check_litert_export, load_litert
+from gtr_keras.exports import export_encoder, load_export
+from gtr_keras.exports.litert import LITERT_FILE, check_litert_export, load_litert
 
 TEXTS = [
     "what is the lift of a wing?",

@@ -3,11 +3,11 @@
 `openvino.convert_model` converts the encoder's TensorFlow function (batch and length dynamic); the
 weights are stored in float32 (`compress_to_fp16=False`). OpenVINO's CPU plugin runs in bfloat16 by
 default on CPUs with AVX512-BF16 or AMX: compile with `{"INFERENCE_PRECISION_HINT": "f32"}` for float32
-(`RuntimeEncoder` does). The files beside the model: `gtr_keras.serving.token_id_export`.
+(`RuntimeEncoder` does). The files beside the model: `gtr_keras.exports.token_id_export`.
 """
 
-from gtr_keras.serving.export_formats import FORMATS, check_installed
-from gtr_keras.serving.token_id_export import forward_function, token_id_directory, write_token_id_export
+from gtr_keras.exports.export_formats import FORMATS, check_installed
+from gtr_keras.exports.token_id_export import forward_function, token_id_directory, write_token_id_export
 from gtr_keras.utils import files
 from gtr_keras.utils.native_logs import filtered_native_logs
 

@@ -8,8 +8,8 @@ from gtr_keras.cli.main import main
 
 pytest.importorskip("openvino", reason="openvino is not installed (pip install 'gtr-keras[openvino]')")
 
-from gtr_keras.serving.openvino_export import OPENVINO_FILES, export_openvino  # noqa: E402
-from gtr_keras.serving.runtime_encoder import RuntimeEncoder  # noqa: E402
+from gtr_keras.exports.openvino_export import OPENVINO_FILES, export_openvino  # noqa: E402
+from gtr_keras.exports.runtime_encoder import RuntimeEncoder  # noqa: E402
 
 
 @pytest.fixture(scope="module")

@@ -8,13 +8,13 @@ from runtime_inputs import fixture_texts, token_batches
 
 from gtr_keras.cli.main import main
 from gtr_keras.errors import UserError
-from gtr_keras.serving.export import load_export
+from gtr_keras.exports.savedmodel.loader import load_export
 
 pytest.importorskip("tf2onnx", reason="tf2onnx is not installed (pip install 'gtr-keras[onnx]')")
 pytest.importorskip("onnxruntime", reason="onnxruntime is not installed (pip install 'gtr-keras[onnx]')")
 
-from gtr_keras.serving.onnx_export import ONNX_FILE, export_onnx  # noqa: E402
-from gtr_keras.serving.runtime_encoder import RuntimeEncoder  # noqa: E402
+from gtr_keras.exports.onnx_export import ONNX_FILE, export_onnx  # noqa: E402
+from gtr_keras.exports.runtime_encoder import RuntimeEncoder  # noqa: E402
 
 
 @pytest.fixture(scope="module")

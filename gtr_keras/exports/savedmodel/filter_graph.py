@@ -2,7 +2,7 @@
 
 TF Serving has no Python: the clauses arrive as a tf.string tensor and are parsed with RE2 (`tf.strings`) by
 the grammar of `filters.expressions`, built from its pieces (`parse_clause`: the same clauses refused, the same
-fields, operators and values; `tests/serving/test_filter_graph.py` checks it on generated clauses), and matched
+fields, operators and values; `tests/exports/test_filter_graph.py` checks it on generated clauses), and matched
 against the index's metadata columns (`MetadataColumns`), kept in the SavedModel as variables and, for
 strings, a hash table of each field's vocabulary. A clause that does not parse, names an unknown field or
 compares a number with a string fails the request (`InvalidArgumentError` naming it).

@@ -14,7 +14,7 @@ from gtr_keras.errors import DataError, UserError
 pytest.importorskip("tf2onnx", reason="tf2onnx is not installed (pip install 'gtr-keras[onnx]')")
 pytest.importorskip("onnxruntime", reason="onnxruntime is not installed (pip install 'gtr-keras[onnx]')")
 
-from gtr_keras.serving.runtime_encoder import RuntimeEncoder  # noqa: E402
+from gtr_keras.exports.runtime_encoder import RuntimeEncoder  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -110,7 +110,7 @@ def test_unicode_whitespace_at_the_ends_is_kept_as_the_model_keeps_it(export_dir
 @pytest.mark.large
 def test_the_docs_onnx_and_openvino_snippets_run(export_dir, tiny_encoder, tmp_path, monkeypatch, capsys):
     pytest.importorskip("openvino", reason="openvino is not installed (pip install 'gtr-keras[openvino]')")
-    from gtr_keras.serving.openvino_export import export_openvino
+    from gtr_keras.exports.openvino_export import export_openvino
 
     shutil.copytree(export_dir, tmp_path / "exports" / "gtr-onnx")
     export_openvino(tiny_encoder, str(tmp_path / "exports" / "gtr-openvino"))
@@ -129,7 +129,7 @@ def test_the_docs_onnx_and_openvino_snippets_run(export_dir, tiny_encoder, tmp_p
 @pytest.mark.large
 def test_a_runtime_encoder_loads_no_tensorflow_nor_wrapt(export_dir):
     script = (
-        "import sys\nfrom gtr_keras.serving.runtime_encoder import RuntimeEncoder\n"
+        "import sys\nfrom gtr_keras.exports.runtime_encoder import RuntimeEncoder\n"
         f"print(RuntimeEncoder({export_dir!r}).encode_queries(['wing lift']).shape)\n"
         "print(sorted(m for m in ('tensorflow', 'keras', 'wrapt') if m in sys.modules))\n"
     )
