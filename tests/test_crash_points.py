@@ -26,8 +26,8 @@ from gtr_keras.errors import MismatchError
 from gtr_keras.index.search_index import SearchIndex
 from gtr_keras.index.segments import index_documents
 from gtr_keras.lexical.bm25_side import has_bm25_side, load_bm25_side
+from gtr_keras.retrieval.index_building import build_index
 from gtr_keras.retrieval.index_updates import update_index
-from gtr_keras.retrieval.retriever import build_index
 from gtr_keras.utils.file_operations import CRASH_AT_VARIABLE, counting
 
 pytestmark = pytest.mark.large

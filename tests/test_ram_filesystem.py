@@ -29,7 +29,8 @@ from gtr_keras.index.search_index import SearchIndex
 from gtr_keras.models.gtr.gtr_text_embedder import GTRTextEmbedder
 from gtr_keras.models.model_files.fingerprint import fingerprint
 from gtr_keras.models.model_files.model_directory import check_model_directory
-from gtr_keras.retrieval.retriever import Retriever, build_index, work_dir_for
+from gtr_keras.retrieval.index_building import build_index, work_dir_for
+from gtr_keras.retrieval.retriever import Retriever
 from gtr_keras.retrieval.runs import gtr_run, load_dataset
 from gtr_keras.saving import convert_sentence_transformers
 from gtr_keras.training.loop import train

@@ -20,7 +20,8 @@ from gtr_keras.exports.savedmodel.loader import load_export
 from gtr_keras.exports.versions import check_export_outputs
 from gtr_keras.lexical.fusion import model_fusion
 from gtr_keras.models.gtr.presets import BUNDLED_MODEL_DIR
-from gtr_keras.retrieval.retriever import Retriever, build_index, check_index_outputs
+from gtr_keras.retrieval.index_building import build_index, check_index_outputs
+from gtr_keras.retrieval.retriever import Retriever
 from gtr_keras.retrieval.runs import EVALUATION_DEPTH, bm25_run, gtr_run, load_dataset
 from gtr_keras.saving import load
 

@@ -2,7 +2,7 @@
 bm25s' own format, with the ids of the dense part in its order.
 
 `gtr-keras index` writes it beside the dense part, inside the same atomic
-directory (`retriever.write_index`): the two appear, and are replaced, together.
+directory (`index_building.write_index`): the two appear, and are replaced, together.
 Loading checks that its ids are the dense part's, in order, and that it indexed
 the texts of the documents the index stores. An index of
 precomputed embeddings has no texts: it gets a BM25 side from a corpus given

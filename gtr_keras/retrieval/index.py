@@ -2,8 +2,8 @@
 object: build, open, search (GTR, BM25 or both fused, with filters), add or replace documents, delete them,
 compact, tune.
 
-It holds no logic of its own beyond choosing the step: building is `retriever.build_index`,
-`retriever.index_embeddings` or `beam_pipeline.index_with_beam`; searching `Retriever` and
+It holds no logic of its own beyond choosing the step: building is `index_building.build_index`,
+`index_building.index_embeddings` or `beam_pipeline.index_with_beam`; searching `Retriever` and
 `HybridRetriever` (`filtered_search` for filters); updates `index_updates.update_index`; tuning
 `tuning.tuner.tune`. `gtr-keras index` and `gtr-keras search` run through it, so an `Index` answers as the
 command line does (`gtr-keras search --json` prints `search`'s hits).
@@ -23,9 +23,10 @@ from gtr_keras.lexical.bm25_side import corpus_in_index_order, load_bm25_side
 from gtr_keras.lexical.fusion import Fusion, model_fusion
 from gtr_keras.models.text_encoder import TextPairScorer
 from gtr_keras.retrieval.hybrid_retriever import RETRIEVERS, HybridRetriever
+from gtr_keras.retrieval.index_building import build_index, check_index_outputs, index_embeddings
 from gtr_keras.retrieval.index_updates import update_index
 from gtr_keras.retrieval.reranking import rerank as rerank_hits
-from gtr_keras.retrieval.retriever import Retriever, build_index, check_index_outputs, index_embeddings
+from gtr_keras.retrieval.retriever import Retriever
 from gtr_keras.utils import files
 from gtr_keras.utils.locks import locks_output, output_lock
 from gtr_keras.utils.records import check_positive_int
@@ -196,7 +197,7 @@ class Index:
             encoder = None if model is None else _encoder_of(model)
             index_embeddings(shards, path, encoder, model_dir, kind, documents, params, bm25)
         elif runner is not None:
-            from gtr_keras.retrieval.beam_pipeline import index_with_beam  # Apache Beam, an extra
+            from gtr_keras.retrieval.encoding.beam_pipeline import index_with_beam  # Apache Beam, an extra
 
             if model_dir is None:
                 raise UserError("runner: each Beam worker loads the model: pass its directory or name as model=")

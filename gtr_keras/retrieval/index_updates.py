@@ -32,7 +32,8 @@ from gtr_keras.index.segment_writer import (
 )
 from gtr_keras.index.segments import documents_path, live_corpus, metadata_types
 from gtr_keras.lexical.bm25_side import bm25_side_ids, corpus_in_index_order, has_bm25_side, rebuild_bm25_side
-from gtr_keras.retrieval.retriever import MODEL_FIELDS, embeddings_metadata, model_change
+from gtr_keras.retrieval.index_building import MODEL_FIELDS, embeddings_metadata
+from gtr_keras.retrieval.retriever import model_change
 from gtr_keras.utils import files
 from gtr_keras.utils.locks import locks_output
 from gtr_keras.utils.records import describe_change

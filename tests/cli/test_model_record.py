@@ -10,7 +10,7 @@ from gtr_keras.models.gtr.presets import BUNDLED_MODEL_DIR
 def test_a_bundled_model_given_by_name_is_recorded_and_named_as_its_directory(
     tmp_path, monkeypatch, capsys, tiny_model_dir
 ):
-    from gtr_keras.retrieval.retriever import index_metadata
+    from gtr_keras.retrieval.index_building import index_metadata
     from gtr_keras.saving import load
 
     monkeypatch.chdir(tmp_path)

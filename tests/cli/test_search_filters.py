@@ -314,8 +314,8 @@ def test_shards_searched_as_one_filter_their_union(indexed, tmp_path, tiny_model
 def test_an_update_from_embeddings_warns_that_replaced_documents_lose_their_metadata(tmp_path, tiny_encoder):
     from gtr_keras.beir.readers import load_corpus
     from gtr_keras.errors import DataWarning
+    from gtr_keras.retrieval.index_building import build_index
     from gtr_keras.retrieval.index_updates import update_index
-    from gtr_keras.retrieval.retriever import build_index
 
     corpus = load_corpus(_write(tmp_path / "corpus.jsonl", _documents(6)))
     build_index(tiny_encoder, corpus, tmp_path / "idx")

@@ -838,7 +838,8 @@ def _index_ids(index_dir):
 @pytest.mark.large
 def test_scann_searchers_over_two_shards_answer_as_the_shards_searched_together(tiny_model_dir, tmp_path):
     from gtr_keras.beir.readers import load_corpus
-    from gtr_keras.retrieval.retriever import Retriever, build_index
+    from gtr_keras.retrieval.index_building import build_index
+    from gtr_keras.retrieval.retriever import Retriever
 
     encoder = gtr_keras.load(tiny_model_dir)
     corpus = load_corpus(os.path.join(REPO, "gtr_keras", "assets", "cranfield"))
@@ -881,7 +882,7 @@ def test_scann_searchers_over_two_shards_answer_as_the_shards_searched_together(
 
 def test_a_refused_export_of_overlapping_shards_leaves_no_empty_folders(tiny_model_dir, tiny_encoder, tmp_path):
     from gtr_keras.beir.readers import Corpus
-    from gtr_keras.retrieval.retriever import build_index
+    from gtr_keras.retrieval.index_building import build_index
 
     corpus = Corpus(["d0", "d1", "d2"], ["", "", ""], ["wing lift", "heat transfer", "drag"])
     for name in ("a", "b"):  # the same ids in both shards

@@ -187,7 +187,7 @@ def test_a_byte_order_mark_at_the_start_of_an_ids_file_is_dropped(tmp_path):
 @pytest.mark.parametrize("name", ["a.npy", "x.npz"])
 @pytest.mark.parametrize("kind", ["exact", "scann"])
 def test_a_shard_replaced_after_its_check_is_refused_naming_it(tmp_path, name, kind):
-    from gtr_keras.retrieval.retriever import index_embeddings
+    from gtr_keras.retrieval.index_building import index_embeddings
 
     ids = [f"d{i}" for i in range(150)]
     if name.endswith(".npy"):
@@ -214,7 +214,7 @@ def test_a_beam_shard_replaced_between_its_ids_and_its_vectors_check_is_refused(
 
 
 def test_a_model_record_lacking_a_field_is_named(tmp_path):
-    from gtr_keras.retrieval.retriever import index_embeddings
+    from gtr_keras.retrieval.index_building import index_embeddings
 
     _shard(tmp_path, "a", ["a0"])
     (tmp_path / "a.json").write_text(json.dumps({"model": {"embedding_dim": DIMS}, "kind": "document"}))
@@ -244,7 +244,7 @@ def test_shards_of_one_model_at_two_paths_are_of_one_model(tmp_path):
 @pytest.mark.parametrize("kind", ["exact", "scann"])
 def test_index_embeddings_on_each_file_system_searches_as_the_in_memory_index(directory, kind):
     from gtr_keras.index.search_index import SearchIndex
-    from gtr_keras.retrieval.retriever import index_embeddings
+    from gtr_keras.retrieval.index_building import index_embeddings
 
     first = _shard(directory, "part-0", [f"a{i}" for i in range(150)], seed=1)
     second = _shard(directory, "part-1", [f"b{i}" for i in range(120)], seed=2)

@@ -9,8 +9,8 @@ import pytest
 
 from gtr_keras.beir.readers import Corpus
 from gtr_keras.cli.main import main
+from gtr_keras.retrieval.index_building import build_index, index_embeddings
 from gtr_keras.retrieval.index_updates import update_index
-from gtr_keras.retrieval.retriever import build_index, index_embeddings
 from gtr_keras.tuning.tuner import tune
 from gtr_keras.utils import files
 

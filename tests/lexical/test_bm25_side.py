@@ -13,7 +13,8 @@ from gtr_keras.lexical.bm25_side import (
     load_bm25_side,
     write_bm25_side,
 )
-from gtr_keras.retrieval.retriever import Retriever, build_index, index_embeddings, work_dir_for, write_index
+from gtr_keras.retrieval.index_building import build_index, index_embeddings, work_dir_for, write_index
+from gtr_keras.retrieval.retriever import Retriever
 
 CORPUS = Corpus(
     ["cats", "rockets", "bread", "tides"],

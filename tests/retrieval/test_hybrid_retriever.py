@@ -5,7 +5,8 @@ from gtr_keras.beir.readers import Corpus
 from gtr_keras.errors import DataError, UserError
 from gtr_keras.lexical.fusion import Fusion
 from gtr_keras.retrieval.hybrid_retriever import HybridRetriever
-from gtr_keras.retrieval.retriever import Retriever, build_index
+from gtr_keras.retrieval.index_building import build_index
+from gtr_keras.retrieval.retriever import Retriever
 
 WORDS = "wing lift drag shock boundary layer heat transfer flutter nozzle jet buckling panel cone mach".split()
 

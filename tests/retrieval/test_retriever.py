@@ -12,17 +12,12 @@ from beir_files import write_beir
 
 from gtr_keras.beir.readers import Corpus
 from gtr_keras.cli.main import main
+from gtr_keras.index.layout import RETRIEVER_JSON
 from gtr_keras.index.resumable_encoding import ResumableEncoding
 from gtr_keras.index.search_index import SearchIndex
 from gtr_keras.lexical.bm25_side import load_bm25_side
-from gtr_keras.retrieval.retriever import (
-    MODEL_FIELDS,
-    RETRIEVER_JSON,
-    Retriever,
-    build_index,
-    model_change,
-    work_dir_for,
-)
+from gtr_keras.retrieval.index_building import MODEL_FIELDS, build_index, work_dir_for
+from gtr_keras.retrieval.retriever import Retriever, model_change
 
 WORDS = "wing lift drag shock boundary layer heat transfer flutter nozzle jet buckling panel cone mach".split()
 
@@ -47,7 +42,7 @@ def test_index_then_search_returns_the_best_document_with_its_text(tmp_path, tin
 
 def test_an_index_tokenized_by_the_older_op_is_searched_as_before(tmp_path, tiny_encoder):
     """Indexes record the tokenizer's op; one without the record (TF Text's older SentencepieceOp, whose ids
-    differ only on exact ties: retriever.TOKENIZER_FIELD) is accepted, for searching and for resuming."""
+    differ only on exact ties: index_building.TOKENIZER_FIELD) is accepted, for searching and for resuming."""
     from gtr_keras.models.gtr.gtr_tokenizer import TOKENIZER_OP
 
     corpus = _corpus()

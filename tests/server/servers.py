@@ -13,7 +13,7 @@ import numpy as np
 from conftest import REPO
 
 from gtr_keras.beir.readers import Corpus
-from gtr_keras.retrieval.retriever import build_index
+from gtr_keras.retrieval.index_building import build_index
 from gtr_keras.server.app import build_app
 from gtr_keras.server.batcher import Batcher, encoding, query_encoder, token_lengths
 from gtr_keras.server.live_index import LiveIndex

@@ -12,7 +12,8 @@ from servers import MODEL, corpus, running
 from gtr_keras.cli.main import main
 from gtr_keras.lexical.fusion import model_fusion
 from gtr_keras.retrieval.hybrid_retriever import HybridRetriever
-from gtr_keras.retrieval.retriever import Retriever, build_index, search_results
+from gtr_keras.retrieval.index_building import build_index
+from gtr_keras.retrieval.retriever import Retriever, search_results
 
 TEXTS = ["lift on a swept wing", "shock boundary layer interaction in a supersonic nozzle", "heat transfer"]
 

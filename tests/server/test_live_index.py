@@ -9,8 +9,8 @@ from servers import corpus, running
 
 from gtr_keras.errors import UserError
 from gtr_keras.retrieval.index import Index
+from gtr_keras.retrieval.index_building import build_index
 from gtr_keras.retrieval.index_updates import update_index
-from gtr_keras.retrieval.retriever import build_index
 from gtr_keras.server import live_index
 from gtr_keras.server.live_index import LiveIndex
 

@@ -8,8 +8,8 @@ import httpx
 import pytest
 from servers import Served, corpus, running
 
+from gtr_keras.retrieval.index_building import build_index
 from gtr_keras.retrieval.index_updates import update_index
-from gtr_keras.retrieval.retriever import build_index
 
 CLIENTS = 8
 MOST_REQUESTS = 400  # per client, at most: each stops once the update is served and it saw it

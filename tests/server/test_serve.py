@@ -19,7 +19,7 @@ from conftest import REPO
 from servers import MODEL, Served, corpus, free_port, serving
 
 from gtr_keras.errors import UserError
-from gtr_keras.retrieval.retriever import build_index
+from gtr_keras.retrieval.index_building import build_index
 from gtr_keras.server.serve import listening_socket
 
 

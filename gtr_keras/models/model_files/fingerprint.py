@@ -21,7 +21,7 @@ def fingerprint(model, in_bfloat16=False):
     tokenizer's op is not covered: it is not part of the model, and the ids
     of TF Text's older op, which earlier fingerprints were taken with, differ
     from the current op's only on exact score ties (indexes record the op:
-    `retrieval.retriever.TOKENIZER_FIELD`).
+    `retrieval.index_building.TOKENIZER_FIELD`).
 
     Args:
         model: a `GTRTextEmbedder`, or an `Encoder` (its `.model`).

@@ -11,8 +11,8 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 from server.servers import MODEL, corpus, serving
 
+from gtr_keras.retrieval.index_building import build_index
 from gtr_keras.retrieval.index_updates import update_index
-from gtr_keras.retrieval.retriever import build_index
 from gtr_keras.server.gateway.keys import ApiKeys
 from gtr_keras.server.gateway.metrics import Metrics
 from gtr_keras.server.gateway.middleware import Settings

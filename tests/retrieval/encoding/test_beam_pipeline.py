@@ -20,7 +20,7 @@ from gtr_keras.cli.main import main  # noqa: E402
 from gtr_keras.cli.parser import add_beam_arguments  # noqa: E402
 from gtr_keras.errors import DataError, MismatchError, UserError  # noqa: E402
 from gtr_keras.index.search_index import SearchIndex  # noqa: E402
-from gtr_keras.retrieval.beam_pipeline import (
+from gtr_keras.retrieval.encoding.beam_pipeline import (
     MANIFEST,
     GTRModelHandler,
     beam_pipeline_args,
@@ -250,13 +250,13 @@ def test_a_glob_without_runner_is_refused_naming_the_flag(tmp_path, tiny_model_d
 
 def test_a_rerun_after_a_failure_encodes_afresh(tmp_path, tiny_model_dir, tiny_encoder, monkeypatch):
     from gtr_keras.cli.main import main
-    from gtr_keras.retrieval import retriever
+    from gtr_keras.retrieval import index_building
 
     corpus_path = tmp_path / "corpus.jsonl.gz"
     write_corpus(corpus_path, 20)
     argv = beam_index_argv(tiny_model_dir, str(corpus_path), str(tmp_path / "index"))
     with monkeypatch.context() as patch:
-        patch.setattr(retriever, "write_index", lambda *args: (_ for _ in ()).throw(OSError(28, "disk full")))
+        patch.setattr(index_building, "write_index", lambda *args: (_ for _ in ()).throw(OSError(28, "disk full")))
         assert main(argv) == 2
     shard_dir = tmp_path / "index.partial-beam"
     assert (shard_dir / MANIFEST).is_file()
@@ -401,7 +401,7 @@ def test_stale_or_mixed_shards_are_user_errors_naming_the_shard_directory(tmp_pa
 
 
 def test_a_stale_shard_directory_is_exit_2_not_a_bug(tmp_path, tiny_model_dir, monkeypatch, capsys):
-    from gtr_keras.retrieval import beam_pipeline
+    from gtr_keras.retrieval.encoding import beam_pipeline
 
     def stale_run(model_dir, corpus_path, output_dir, **kwargs):
         os.makedirs(output_dir)
@@ -478,7 +478,7 @@ def test_model_handler_stages_a_remote_model_dir_and_removes_the_copy(
 
 def test_the_index_command_passes_the_model_it_records_to_the_workers(tmp_path, tiny_model_dir, monkeypatch, capsys):
     from gtr_keras.cli.main import main
-    from gtr_keras.retrieval import beam_pipeline
+    from gtr_keras.retrieval.encoding import beam_pipeline
 
     corpus_path = tmp_path / "corpus.jsonl.gz"
     write_corpus(corpus_path, 8)

@@ -17,7 +17,7 @@ locally; `DataflowRunner`, `FlinkRunner`, `SparkRunner` on a cluster):
    has succeeded.
 
 `corpus_from_shards` reads the shards back as a `Corpus` and its embeddings in
-corpus order, ready for `SearchIndex` and `retriever.write_index`;
+corpus order, ready for `SearchIndex` and `index_building.write_index`;
 `index_from_shards` returns only the ids and embeddings.
 
 Example:
@@ -506,7 +506,7 @@ def index_from_shards(shard_dir):
 
 def index_with_beam(corpus, index_dir, model_dir, encoder, kind="auto", bm25=True, params=None, **pipeline):
     """Encodes `corpus` with an Apache Beam pipeline that reads it itself, then writes the index directory
-    `index_dir` in corpus order (`retriever.write_index`); returns `(number of documents, kind)`.
+    `index_dir` in corpus order (`index_building.write_index`); returns `(number of documents, kind)`.
 
     This process lists the corpus files (a glob that matches none is an error before the pipeline starts)
     but never reads them: the pipeline stores each document's id, title, text and place (file, line) with
@@ -522,7 +522,7 @@ def index_with_beam(corpus, index_dir, model_dir, encoder, kind="auto", bm25=Tru
         model_dir: the model's directory or name, which each worker loads.
         encoder: the same model loaded here (a function that loads it, called once the corpus is listed),
             for the index's model record.
-        kind, bm25, params: as for `retriever.write_index`.
+        kind, bm25, params: as for `index_building.write_index`.
         **pipeline: `encode_corpus_with_beam`'s `runner`, `batch_size`, `shard_rows` and `large_model`, and
             `beam_options`, `KEY[=VALUE]` strings (`beam_pipeline_args`).
 
@@ -531,7 +531,7 @@ def index_with_beam(corpus, index_dir, model_dir, encoder, kind="auto", bm25=Tru
     ... # doctest: +SKIP
     """
     from gtr_keras.index.search_index import ArrayRows
-    from gtr_keras.retrieval.retriever import index_metadata, work_dir_for, write_index
+    from gtr_keras.retrieval.index_building import index_metadata, work_dir_for, write_index
 
     corpus_files(corpus)
     pipeline_args = beam_pipeline_args(pipeline.pop("beam_options", ()))

@@ -1,0 +1,364 @@
+"""Index directories built from a corpus with a GTR encoder (resumable) or from embeddings; `retriever`
+searches them.
+
+An index directory (written by `build_index`, atomically) holds:
+
+- `retriever.json`: the model it was built with (directory, settings and
+  `fingerprint.fingerprint`; null fields for embeddings of an unknown model;
+  for documents encoded in bfloat16 also `bfloat16_sha256`, which lets the
+  model in float32 search them: `model_change`; `tokenizer_op`, the TF op
+  that tokenized them), the index kind and the number of documents;
+- `documents.jsonl.gz`: the indexed documents (`_id`, `title`, `text`) for
+  display; absent for an index of precomputed embeddings (`index_embeddings`);
+- `index/`: the `SearchIndex` (ids, and float32 vectors or a ScaNN searcher);
+- `bm25/`: the BM25 side (`bm25_side`: the same documents, ids and order, in bm25s'
+  format), unless built without one or from embeddings without their corpus.
+
+Index directories, and the work directories beside them, may be local or on
+any file system TensorFlow knows (`gs://...`, `ram://...`).
+"""
+
+import json
+import os
+
+from tqdm.auto import tqdm
+
+from gtr_keras.errors import DataError, MismatchError, UserError
+from gtr_keras.index.embedding_files import EmbeddingFiles
+from gtr_keras.index.layout import (
+    BM25_SUBDIR,
+    DOCUMENTS_FILE,
+    INDEX_SUBDIR,
+    RETRIEVER_JSON,
+)
+from gtr_keras.index.resumable_encoding import RESUMABLE_ENCODING_DIRECTORY, ResumableEncoding
+from gtr_keras.index.search_index import KINDS, SearchIndex, write_search_index
+from gtr_keras.index.segments import write_documents
+from gtr_keras.lexical.bm25_side import write_bm25_side
+from gtr_keras.utils import files
+from gtr_keras.utils.files import atomic_directory
+from gtr_keras.utils.locks import locks_output
+from gtr_keras.utils.records import (
+    check_positive_int,
+    describe_change,
+)
+
+INDEX_DIRECTORY = files.DirectoryKind(
+    "an index directory",
+    (RETRIEVER_JSON,),
+    (RETRIEVER_JSON, INDEX_SUBDIR, DOCUMENTS_FILE, BM25_SUBDIR, f".{INDEX_SUBDIR}.lock"),
+)
+
+
+# What determines document embeddings, in the order a mismatch is reported: settings first, as
+# they name the cause, then the fingerprint that also covers the weights and the vocabulary.
+MODEL_FIELDS = ("embedding_dim", "document_length", "query_length", "compute_dtype", "model_sha256")
+
+
+# The TF op that tokenized the documents. Not compared: an index without it was tokenized by TF Text's older
+# SentencepieceOp, whose ids differ from the current op's (the `sentencepiece` library's) only where two
+# segmentations tie exactly in score: 94 of the 16,676 documents of the five collections measured with the
+# bundled vocabulary, by up to 6.6e-3 in an embedding (benchmarks/RESULTS.md, "Tokenizer ties"), which
+# searches as before; `gtr-keras index` again gives the exact embeddings.
+TOKENIZER_FIELD = "tokenizer_op"
+
+
+# Recorded for a model in bfloat16: its fingerprint with every weight in bfloat16, which the model in float32
+# also has, rounded so (`fingerprint.fingerprint(..., in_bfloat16=True)`).
+BFLOAT16_SHA256 = "bfloat16_sha256"
+
+
+def check_index_outputs(index_dir, work_dir=True):
+    """Refuses (`DataError` naming a file there) an `index_dir`, or (`work_dir`) a `work_dir_for(index_dir)`,
+    holding something else than an index or its shards: writing an index replaces the first, and
+    `build_index` deletes the second once done.
+
+    Example:
+    >>> check_index_outputs("indexes/scifact")
+    """
+    files.check_replaceable(index_dir, [INDEX_DIRECTORY])
+    if work_dir:
+        files.check_replaceable(work_dir_for(index_dir), [RESUMABLE_ENCODING_DIRECTORY])
+
+
+def work_dir_for(index_dir):
+    """Where `build_index` keeps finished shards until the index is complete: `<index_dir>.partial`
+    (an absolute path for a local `index_dir`; a URL such as `gs://...` stays one)."""
+    path = os.fspath(index_dir)
+    if files.is_local(path):
+        return os.path.abspath(path.removeprefix("file://")).rstrip(os.sep) + ".partial"
+    return path.rstrip("/") + ".partial"
+
+
+@locks_output("index_dir")
+def build_index(
+    encoder,
+    corpus,
+    index_dir,
+    model_dir=None,
+    kind="auto",
+    batch_size=32,
+    shard_size=2048,
+    progress=None,
+    bm25=True,
+    params=None,
+):
+    """Encodes `corpus` and writes a searchable index directory.
+
+    Embeddings are written shard by shard to `work_dir_for(index_dir)`; a run
+    that is killed resumes from the last finished shard when started again.
+    Resuming checks that the model (`fingerprint.fingerprint`: weights,
+    vocabulary, architecture, precision, token budgets), the ids, the shard
+    size and the texts of every finished shard are the same as before. The
+    index directory appears only when complete, with its BM25 side (a
+    previous index stays in place until then): a run killed after the last
+    shard builds both when started again.
+
+    Args:
+        encoder: the `Encoder` for documents.
+        corpus: a `Corpus`.
+        index_dir: directory to write.
+        model_dir: the model directory, recorded in `retriever.json` for the
+            user (the fingerprint is what `Retriever.load` checks).
+        kind: `"auto"` (exact below 20k documents, ScaNN above), `"exact"`, `"scann"`.
+        batch_size: documents per forward pass.
+        shard_size: documents per resumable shard.
+        progress: show a progress bar (default: for corpora of 5000 or more).
+        bm25: also write the BM25 side (`bm25_side`) of the documents.
+        params: the index's `params` (`write_search_index`: ScaNN overrides, or an exact index's vectors).
+
+    Returns:
+        The `SearchIndex` written to `index_dir/index`.
+
+    Raises:
+        MismatchError: the work directory holds shards of another model,
+            other ids, another shard size or other texts.
+        UserError: an empty corpus, an unknown `kind`, a `batch_size` or
+            `shard_size` that is not a positive int.
+        DataError: `index_dir` or the work directory holds files of something
+            else (`check_index_outputs`), before any encoding.
+
+    Example:
+    >>> build_index(gtr_keras.load("models/gtr-base"), load_corpus("scifact"), "indexes/scifact")
+    """
+    if kind not in KINDS:
+        raise UserError(f"kind must be one of {KINDS}, got {kind!r}.")
+    check_positive_int(batch_size, "batch_size")
+    check_positive_int(shard_size, "shard_size")
+    if not len(corpus):
+        raise UserError("the corpus is empty: nothing to index")
+    check_index_outputs(index_dir)
+    texts = corpus.joined()
+    metadata = index_metadata(encoder, model_dir)
+    model = {field: metadata[field] for field in MODEL_FIELDS}
+    writer = ResumableEncoding(work_dir_for(index_dir), corpus.ids, texts, shard_size, model)
+    pending = writer.pending_pieces()
+    show = progress if progress is not None else len(corpus) >= 5000
+    done = len(corpus) - sum(s.end - s.start for s in pending)
+    with tqdm(total=len(corpus), initial=done, disable=not show, desc="indexing", unit="doc") as bar:
+        for shard in pending:
+            writer.write(shard.number, encoder.encode_documents(texts[shard.start : shard.end], batch_size, False))
+            bar.update(shard.end - shard.start)
+    write_index(index_dir, writer, corpus, metadata, kind, bm25, params)  # the shards are read back one at a time
+    files.remove(writer.work_dir)
+    return SearchIndex.load(os.path.join(index_dir, INDEX_SUBDIR))
+
+
+@locks_output("index_dir")
+def index_embeddings(source, index_dir, encoder=None, model_dir=None, kind="auto", corpus=None, params=None, bm25=True):
+    """Writes an index directory from precomputed embedding shards, a chunk at a time.
+
+    The model is the one `gtr-keras encode` recorded beside the shards
+    (`NAME.json`); with `encoder` given it must be that one (shards without
+    a record take it as declared). Without either, the index searches query
+    vectors (`SearchIndex.load`), but `search` and `export` refuse it: they
+    cannot check that queries are encoded by the model of the documents.
+
+    Args:
+        source: a glob of shards or an opened `EmbeddingFiles`.
+        index_dir: the index directory to write (atomically).
+        encoder: the `Encoder` of the embeddings, or None.
+        model_dir: its model directory, recorded for the user.
+        kind: `"auto"`, `"exact"` or `"scann"`.
+        corpus: the `Corpus` of the embedded documents, in the shards' order
+            (`bm25_side.corpus_in_index_order`), or None: stored as an index of
+            `build_index` stores its documents, with a BM25 side.
+        params: the index's `params`, as `write_search_index` takes them.
+        bm25: with a `corpus`, also write its BM25 side (False: its documents and metadata only).
+
+    Returns:
+        `(number of embeddings, kind)`.
+
+    Raises:
+        DataError: a bad shard, named with its file (before any index work).
+        MismatchError: `encoder` is not the model the shards record (at
+            another precision, `model_change` says when it is).
+
+    Example:
+    >>> index_embeddings("embeddings/part-*.npy", "indexes/msmarco", gtr_keras.load("gtr-base"), "gtr-base")
+    (8841823, 'scann')
+    """
+    shards = source if isinstance(source, EmbeddingFiles) else EmbeddingFiles.open(source)
+    return shards.num_rows, write_index(
+        index_dir, shards, corpus, embeddings_metadata(shards, encoder, model_dir), kind, bm25, params
+    )
+
+
+def embeddings_metadata(shards, encoder=None, model_dir=None):
+    """The model record (`index_metadata`'s fields) of the documents in an opened `EmbeddingFiles`: the one
+    `gtr-keras encode` recorded beside them, checked against `encoder` when given; or, for shards without a
+    record, `encoder`'s (null fields without it).
+
+    Raises:
+        DataError, MismatchError: as for `index_embeddings`.
+
+    Example:
+    >>> embeddings_metadata(EmbeddingFiles.open("new/*.npy"))["model_sha256"]  # doctest: +SKIP
+    """
+    recorded = shards.model
+    if recorded is not None:
+        missing = [field for field in MODEL_FIELDS if field not in recorded]
+        if missing:
+            raise DataError(
+                f"{shards.model_path}: field 'model' lacks {missing} (the model record `gtr-keras "
+                f"encode` writes); encode the shard again"
+            )
+        if recorded["embedding_dim"] != shards.dims:
+            raise DataError(
+                f"{shards.paths[0]}: {shards.dims} dims, but its model record {shards.model_path} "
+                f"says {recorded['embedding_dim']!r}"
+            )
+    metadata = recorded or {"model_dir": None, **dict.fromkeys(MODEL_FIELDS), "embedding_dim": shards.dims}
+    if encoder is not None:
+        change, given = model_change(metadata, encoder, MODEL_FIELDS, model_dir)
+        if recorded is not None and change:
+            raise MismatchError(
+                f"{shards.paths[0]}: encoded by another model than --model ({change}; recorded "
+                f"model_dir: {recorded.get('model_dir')})"
+            )
+        if given["embedding_dim"] != shards.dims:
+            raise MismatchError(
+                f"{shards.paths[0]}: {shards.dims} dims, the model given makes {given['embedding_dim']}"
+            )
+        metadata = given if recorded is None else {**recorded, "model_dir": given["model_dir"]}
+    return metadata
+
+
+def write_index(index_dir, source, corpus, metadata, kind="auto", bm25=True, params=None):
+    """Writes an index directory over `source`'s vectors (and `corpus`'s documents), atomically.
+
+    Every file is written into a temporary sibling directory that replaces
+    `index_dir` only once complete: a failure or a kill leaves the previous
+    `index_dir` (or none) as it was. The vectors are read a chunk at a time
+    (`write_search_index`).
+
+    Args:
+        index_dir: the directory to create or replace.
+        source: the vectors: an `EmbeddingFiles`, `ArrayRows`, `ResumableEncoding`
+            or anything with `ids`, `dims`, `num_rows` and `chunks()`.
+        corpus: the indexed `Corpus` (its ids those of `source`, in order),
+            stored for titles and snippets; or None.
+        metadata: `index_metadata` of the encoder that made the embeddings.
+        kind: `"auto"`, `"exact"` or `"scann"`.
+        bm25: with a `corpus`, also write its BM25 side (`bm25_side.write_bm25_side`).
+        params: the index's `params`, as `write_search_index` takes them.
+
+    Returns:
+        The index kind written (`"exact"` or `"scann"`).
+
+    Raises:
+        UserError: the source and the corpus hold other ids, or `metadata`
+            lacks a field of `MODEL_FIELDS`.
+        DataError: `index_dir` is a directory of something else than an index
+            (`INDEX_DIRECTORY`), naming a file there; nothing is written.
+
+    Example:
+    >>> write_index("indexes/scifact", ArrayRows(corpus.ids, embeddings), corpus,
+    ...             index_metadata(encoder, "models/gtr-base"))
+    'exact'
+    """
+    if corpus is not None and list(source.ids) != list(corpus.ids):
+        raise UserError("the index rows must hold the corpus documents, in corpus order")
+    missing = [field for field in MODEL_FIELDS if field not in metadata]
+    if missing:
+        raise UserError(f"metadata lacks {missing}: pass index_metadata(encoder, model_dir)")
+    # A local directory, uploaded after for a remote index_dir.
+    with atomic_directory(index_dir, [INDEX_DIRECTORY]) as staging:
+        kind = write_search_index(source, os.path.join(staging, INDEX_SUBDIR), kind, params)
+        if corpus is not None and bm25:
+            write_bm25_side(staging, corpus)
+        if corpus is not None:
+            write_documents(os.path.join(staging, DOCUMENTS_FILE), corpus)
+        with open(os.path.join(staging, RETRIEVER_JSON), "w", encoding="utf-8") as f:
+            json.dump({**metadata, "kind": kind, "num_documents": source.num_rows}, f, indent=2)
+    return kind
+
+
+def index_metadata(encoder, model_dir):
+    """What an index records about the model that built it.
+
+    Args:
+        encoder: the `Encoder` that encodes the documents.
+        model_dir: its model directory (recorded as an absolute path, or as
+            given for one on another file system such as `gs://...`), a
+            `ModelSource` or a model's name (recorded as the directory or id
+            it stands for: `gtr-small-distilled` as the bundled directory), or None.
+
+    Returns:
+        A JSON-serialisable dict: `model_dir`, the `MODEL_FIELDS`, among
+        them `model_sha256`, the model's `fingerprint.fingerprint`, and
+        `tokenizer_op` (recorded, not compared: see `TOKENIZER_FIELD`).
+
+    Example:
+    >>> index_metadata(gtr_keras.load("models/gtr-base"), "models/gtr-base")["embedding_dim"]
+    768
+    """
+    from gtr_keras.models.gtr.gtr_tokenizer import TOKENIZER_OP
+    from gtr_keras.models.gtr.presets import PRESET_SOURCES, PRESETS
+    from gtr_keras.models.model_files.fingerprint import fingerprint  # Keras: not needed to index embeddings alone
+    from gtr_keras.models.model_files.model_source import ARCHITECTURE, resolve_model_source
+
+    if model_dir and os.fspath(model_dir) in PRESET_SOURCES.keys() | PRESETS.keys():
+        model_dir = resolve_model_source(model_dir)
+    if model_dir and getattr(model_dir, "format", None) != ARCHITECTURE and files.is_local(model_dir):
+        model_dir = os.path.abspath(os.fspath(model_dir).removeprefix("file://"))
+    metadata = {
+        "model_dir": os.fspath(model_dir) if model_dir else None,
+        "embedding_dim": encoder.embedding_dim,
+        "document_length": encoder.document_length,
+        "query_length": encoder.query_length,
+        "compute_dtype": encoder.model.compute_dtype,
+        "model_sha256": fingerprint(encoder),
+        TOKENIZER_FIELD: TOKENIZER_OP,
+    }
+    if metadata["compute_dtype"] == "bfloat16":
+        metadata[BFLOAT16_SHA256] = fingerprint(encoder, in_bfloat16=True)
+    return metadata
+
+
+def model_change(recorded, encoder, fields, model_dir=None):
+    """What differs between the model `recorded` (by `index_metadata`) and `encoder` in `fields`.
+
+    The same model at another precision is the same model: where the record
+    is of the model in bfloat16 (it holds `bfloat16_sha256`) and `encoder`
+    computes in another dtype, `compute_dtype` and `model_sha256` are not
+    compared, but the fingerprints of both models rounded to bfloat16 are.
+    Documents encoded in bfloat16 are then searched with queries encoded in
+    the encoder's dtype (float32 embeddings either way, within bfloat16's
+    rounding of each other).
+
+    Returns:
+        `(change, given)`: `describe_change`'s phrase, or None when the model
+        is the recorded one; and `index_metadata(encoder, model_dir)`.
+
+    Example:
+    >>> model_change(index_metadata(encoder, None), encoder, MODEL_FIELDS)[0] is None
+    True
+    """
+    from gtr_keras.models.model_files.fingerprint import fingerprint
+
+    given = index_metadata(encoder, model_dir)
+    if BFLOAT16_SHA256 in recorded and recorded.get("compute_dtype") != given["compute_dtype"]:
+        fields = [field for field in fields if field not in ("compute_dtype", "model_sha256")] + [BFLOAT16_SHA256]
+        given[BFLOAT16_SHA256] = fingerprint(encoder, in_bfloat16=True)
+    return describe_change(recorded, {field: given[field] for field in fields}, "the model given has"), given
