@@ -32,8 +32,10 @@ ALLOWED = {
     "cli": {"utils", "models", "convert", "patches", "beir", "index", "filters", "tuning", "lexical", "retrieval"}
     | {"training", "distillation", "exports", "integrity", "server"},
 }
-# A folder holds at most this many modules, its `__init__.py` included.
+# A folder holds at most this many modules, its `__init__.py` included; `cli/commands/` one a command, however many.
 MAX_MODULES = 12
+MAX_LINES = 600
+COMMANDS_FOLDER = os.path.join("gtr_keras", "cli", "commands")
 
 
 def module_names():
@@ -47,13 +49,15 @@ def module_names():
     return names
 
 
-def imports(modules):
-    """`{module: {module it imports}}` over every import statement, at any depth of the code."""
-    graph = {}
+def imports(modules, trees=None, known=None):
+    """`{module: {module it imports}}` over every import statement, at any depth of the code (of `trees`' where
+    given), resolved among the modules `known` (default: `modules`)."""
+    graph, known = {}, known or modules
     for name, path in modules.items():
         package = name if path.endswith("__init__.py") else name.rpartition(".")[0]
         targets = set()
-        for node in ast.walk(ast.parse(open(path, encoding="utf-8").read())):
+        tree = (trees or {}).get(name) or ast.parse(open(path, encoding="utf-8").read())
+        for node in ast.walk(tree):
             if isinstance(node, ast.Import):
                 candidates = [alias.name for alias in node.names]
             elif isinstance(node, ast.ImportFrom):
@@ -65,13 +69,24 @@ def imports(modules):
             else:
                 continue
             for candidate in candidates:
-                while candidate and candidate not in modules:
+                while candidate and candidate not in known:
                     candidate = candidate.rpartition(".")[0]
                 # A module's own packages are imported before it: importing them back is no cycle.
                 if candidate and candidate != name and not name.startswith(f"{candidate}."):
                     targets.add(candidate)
         graph[name] = targets
     return graph
+
+
+def module_level_imports(module):
+    """The modules of the package that `module` imports outside its functions (what importing it runs)."""
+    modules = module_names()
+    path = modules[module]
+    tree = ast.parse(open(path, encoding="utf-8").read())
+    top = ast.Module(
+        body=[node for node in tree.body if isinstance(node, (ast.Import, ast.ImportFrom))], type_ignores=[]
+    )
+    return imports({module: path}, {module: top}, modules)[module]
 
 
 def strongly_connected_components(graph):
@@ -133,8 +148,13 @@ def test_no_folder_holds_more_than_twelve_modules():
         modules = [name for name in file_names if name.endswith(".py")]
         if modules:
             counts[os.path.relpath(directory, REPO)] = len(modules)
-    assert len(counts) > 10
-    assert {folder: count for folder, count in counts.items() if count > MAX_MODULES} == {}
+    assert len(counts) > 10 and COMMANDS_FOLDER in counts
+    assert {f: count for f, count in counts.items() if count > MAX_MODULES and f != COMMANDS_FOLDER} == {}
+
+
+def test_no_module_is_longer_than_600_lines():
+    lengths = {name: len(open(path, encoding="utf-8").readlines()) for name, path in module_names().items()}
+    assert {name: length for name, length in lengths.items() if length > MAX_LINES} == {}
 
 
 def _exports(path):
@@ -310,23 +330,33 @@ def test_the_top_level_modules_import_what_the_architecture_says():
     parser = {
         "gtr_keras.cli.arguments",
         "gtr_keras.cli.train_arguments",
+        "gtr_keras.cli.shared_flags",
         "gtr_keras.cli.parser",
         "gtr_keras.cli.checks",
+        "gtr_keras.cli.commands",
+    }
+    light = {  # what the parser may import besides: no TensorFlow (`utils.files` imports it on first use)
+        "gtr_keras.errors",
+        "gtr_keras.utils",
+        "gtr_keras.utils.files",
+        "gtr_keras.models.model_files.model_source",
+        "gtr_keras.exports",
+        "gtr_keras.exports.export_formats",
+        "gtr_keras.index",
+        "gtr_keras.index.layout",
     }
     for name in parser:  # what `--help` and argument errors run: no TensorFlow, nothing of the library
-        assert graph[name] <= parser | {
-            "gtr_keras.errors",
-            "gtr_keras.utils",
-            "gtr_keras.utils.files",
-            "gtr_keras.models.model_files.model_source",
-            "gtr_keras.exports",
-            "gtr_keras.exports.export_formats",
-            "gtr_keras.index",
-            "gtr_keras.index.layout",
+        assert graph[name] <= parser | light, name
+    # A command's module is imported to parse: its handler imports what it runs when it runs.
+    handlers = {"gtr_keras.cli.handler_inputs", "gtr_keras.cli.train_runs"}
+    commands = {name for name in graph if name.startswith("gtr_keras.cli.commands.")}
+    for name in commands | handlers:
+        assert module_level_imports(name) <= parser | light | handlers | commands | {
+            "gtr_keras.utils.cpu",
+            "gtr_keras.utils.locks",
         }, name
     assert graph["gtr_keras.cli.main"] <= parser | {
         "gtr_keras.errors",
-        "gtr_keras.cli.commands",
         "gtr_keras.models.model_files.model_source",
     }
     assert graph["gtr_keras.__main__"] == {"gtr_keras.cli.main"}

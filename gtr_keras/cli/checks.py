@@ -1,20 +1,18 @@
-"""The checks of parsed `gtr-keras` arguments that look at several arguments, or at remote paths.
+"""The checks of parsed `gtr-keras` arguments that several commands share, or that look at remote paths (a
+command's own are its module's `check`, in `gtr_keras.cli.commands`).
 
 An output may not be, contain or lie inside an input or another output;
-`index` takes a corpus or embeddings; paths with a scheme (`gs://...`) are
-checked through `tf.io.gfile` like local ones. Each problem ends the command
+`index` and `update` take a corpus or embeddings; `search` and `evaluate` the
+retriever's flags; paths with a scheme (`gs://...`) are checked through
+`tf.io.gfile` like local ones. Each problem ends the command
 like a bad flag: one line naming the flag, exit status 2.
 """
 
 import fnmatch
 import importlib.util
-import ipaddress
 import os
-import socket
-import urllib.parse
 
-from gtr_keras.cli.arguments import GLOB_CHARACTERS, PROG, is_npy, is_remote
-from gtr_keras.exports.export_formats import FORMATS, missing_package_hint
+from gtr_keras.cli.arguments import GLOB_CHARACTERS, PROG, is_remote
 
 # Arguments without a path type that name a model: a model directory may be remote (`gs://...`), but
 # `hf://ORG/NAME` (and keras-hub's other download ids, `model_source.DOWNLOAD_PREFIXES`) are read by the loader.
@@ -70,35 +68,6 @@ def _config_settings(args):
     return flat
 
 
-def check_index_sources(args, parser):
-    """`index` takes `--corpus` (with `--model`) or `--embeddings` (with `--bm25-corpus` if any), not both;
-    `index --update`, the alias of `update`, takes `update`'s flags (`check_update_sources`) and none of a
-    build's; `--rescore` goes with `--vectors int8|binary`."""
-    if args.rescore is not None and args.vectors == "float32":
-        parser.error("argument --rescore: rescores the candidates of --vectors int8|binary")
-    if args.update:
-        if args.runner:
-            parser.error("argument --runner: not with --update (encode the new documents with --model and --corpus)")
-        if not args.bm25:
-            parser.error(
-                "argument --no-bm25: not with --update (an update keeps the index's BM25 side in step, from --corpus)"
-            )
-        if args.exact:
-            parser.error("argument --exact: not with --update (an update keeps the index's kind)")
-        if args.vectors != "float32":
-            parser.error("argument --vectors: not with --update (an update keeps the index's vectors)")
-        check_update_sources(args, parser, "argument --update: ")
-        return
-    for flag in ("delete", "missing_ok", "compact"):
-        if getattr(args, flag):
-            parser.error(f"argument --{flag.replace('_', '-')}: updates an index: needs --update")
-    _check_one_source(args, parser)
-    if args.embeddings is not None and args.runner:
-        parser.error("argument --runner: encodes a corpus; --embeddings are encoded already")
-    if args.bm25_corpus is not None and args.embeddings is None:
-        parser.error("argument --bm25-corpus: only with --embeddings (--corpus is indexed with BM25 itself)")
-
-
 def check_update_sources(args, parser, prefix=""):
     """`update` takes `--corpus` (with `--model`) or `--embeddings`, or neither with `--delete` or
     `--compact`; `--missing-ok` goes with `--delete`."""
@@ -110,138 +79,31 @@ def check_update_sources(args, parser, prefix=""):
         if not (args.delete or args.compact):
             parser.error(f"{prefix}needs --embeddings, --corpus (with --model), --delete or --compact")
         return
-    _check_one_source(args, parser)
+    check_one_source(args, parser)
 
 
-def _check_one_source(args, parser):
+def check_one_source(args, parser):
     if (args.corpus is None) == (args.embeddings is None):
         parser.error("one of the arguments --corpus (with --model) or --embeddings is required, not both")
     if args.corpus is not None and not args.model:
         parser.error("argument --model: required with --corpus")
 
 
-def check_tune_queries(args, parser):
-    """`tune --model` encodes a `--queries` file of text, which needs it; `.npy` vectors are encoded already."""
-    text = args.queries is not None and not is_npy(args.queries)
-    if text and not args.model:
-        parser.error("argument --model: required with a --queries file of text (or give encoded .npy vectors)")
-    if args.model and not text:
-        parser.error("argument --model: encodes a --queries file of text; .npy vectors and --sample need none")
+def check_retriever_flags(args, parser):
+    """`search` and `evaluate`: `--model` unless `--retriever bm25`; `--fusion` and `--gtr-weight` fuse
+    `--retriever hybrid`."""
+    if args.retriever != "bm25" and not args.model:
+        parser.error(f"argument --model: required with --retriever {args.retriever}")
+    if args.retriever != "hybrid":
+        for flag, value in (("--fusion", args.fusion), ("--gtr-weight", args.gtr_weight)):
+            if value is not None:
+                parser.error(f"argument {flag}: fuses --retriever hybrid, not {args.retriever}")
 
 
-# `export`'s flags that not every format takes: (its destination, its default, why a format refuses it).
-_EXPORT_FLAGS = (
-    ("quantize", None, "applies to --format onnx, not {format}"),
-    ("index", None, "the searcher is a SavedModel; --format {format} exports the encoder"),
-    ("version", None, "TF Serving's version directories are SavedModels'; --format {format} writes OUT itself"),
-    ("precision", "float32", "--format {format} exports float32 (for ONNX Runtime's int8: --quantize int8)"),
-    ("allow_large_float32", False, "the searcher is a SavedModel; --format {format} exports the encoder"),
-)
-
-
-# `export`'s flags of GTR's exports that a reranker's refuses: (flag, destination, default).
-_RERANKER_EXPORT_FLAGS = (
-    ("--quantize", "quantize", None),
-    ("--index", "index", None),
-    ("--searcher", "searcher", "scann"),
-    ("-k", "k", 10),
-    ("--search-param", "search_param", None),
-    ("--precision", "precision", "float32"),
-    ("--query-length", "query_length", None),
-    ("--document-length", "document_length", None),
-    ("--version", "version", None),
-    ("--allow-large-float32", "allow_large_float32", False),
-)
-
-
-def check_export_format(args, parser):
-    """`export --format NAME` takes the flags of its format (`exports.export_formats.FORMATS`), whose
-    packages must be installed (the one-line hint of the Python API too); `--search-param` sets a ScaNN
-    searcher's."""
-    if bool(args.model) == bool(args.reranker):
-        parser.error("one of the arguments --model or --reranker is required, not both")
-    export_format = FORMATS[args.format]
-    if args.reranker:
-        if not export_format.exports_rerankers():
-            exported = [name for name, entry in FORMATS.items() if entry.exports_rerankers()]
-            parser.error(
-                f"argument --reranker: --format {args.format} exports GTR encoders; a reranker exports as "
-                f"{' or '.join(exported)}"
-            )
-        given = [
-            flag
-            for flag, dest, default in _RERANKER_EXPORT_FLAGS
-            if getattr(args, dest) != default and not (dest == "version" and args.format == "savedmodel")
-        ]
-        if given:
-            parser.error(f"argument {given[0]}: does not apply to a reranker's export")
-    if args.search_param and (not args.index or not args.searcher.startswith("scann")):
-        parser.error("argument --search-param: sets the ScaNN searcher of --index (--searcher scann|scann-int8)")
-    if args.searcher == "scann-int8" and any(name == "rescore_factor" for name, _ in args.search_param or []):
-        parser.error(
-            "argument --search-param: rescore_factor rescores with float32 vectors, which --searcher scann-int8 "
-            "leaves out (--searcher scann keeps them)"
-        )
-    if args.allow_large_float32 and (not args.index or args.searcher != "scann"):
-        parser.error("argument --allow-large-float32: goes with --index and --searcher scann (its float32 vectors)")
-    for dest, default, reason in _EXPORT_FLAGS:
-        if dest not in export_format.flags and getattr(args, dest) != default:
-            parser.error(f"argument --{dest}: {reason.format(format=args.format)}")
-    hint = missing_package_hint(export_format, "write")
-    if hint:
-        parser.error(f"argument --format: {hint}")
-
-
-def loopback(host):
-    """True when every address `host` names is a loopback one (127.0.0.0/8, ::1)."""
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        pass
-    try:
-        addresses = {info[4][0].split("%")[0] for info in socket.getaddrinfo(host, None)}
-    except (OSError, UnicodeError):
-        return False  # listening there says what is wrong
-    return bool(addresses) and all(ipaddress.ip_address(address).is_loopback for address in addresses)
-
-
-def check_serve(args, parser):
-    """`--max-queue` holds a request of `--max-inputs` or `--max-queries` and a batch of `--batch-size` (a
-    request it cannot hold would be told to retry forever; the flags of seconds are bounded by their type,
-    `arguments.seconds`); a `--host` other than loopback needs a key or `--allow-unauthenticated`; keys are
-    printable ASCII; the OTLP endpoint is an HTTP URL; a token budget holds a text of `--document-length`; the
-    reranker's name (its directory's) is not one the model is served under."""
-    for flag, value in (("--max-inputs", args.max_inputs), ("--max-queries", args.max_queries)):
-        if value > args.max_queue:
-            parser.error(f"argument {flag}: {value} is more than --max-queue holds")
-    if args.batch_size > args.max_queue:
-        parser.error(f"argument --batch-size: {args.batch_size} is more than --max-queue holds (a batch never fills)")
-    model = args.served_model_name or os.path.basename(str(args.model).rstrip("/"))
-    if args.reranker and os.path.basename(args.reranker.rstrip("/")) in (model, f"{model}-query", f"{model}-document"):
-        parser.error(
-            f"argument --reranker: its name is one the model is served under ({model}); give the model another "
-            "with --served-model-name"
-        )
-    if any(not key or not all("!" <= character <= "~" for character in key) for key in args.api_keys or ()):
-        parser.error("argument --api-key: a key must be printable ASCII without spaces (the key is not shown)")
-    keyed = bool(args.api_keys or args.api_keys_file)
-    if not keyed and not args.allow_unauthenticated and not loopback(args.host):
-        parser.error(
-            f"argument --host: {args.host} is not a loopback address: give --api-key or --api-keys-file, or "
-            "--allow-unauthenticated to serve anyone who reaches it"
-        )
-    if args.metrics_port and args.metrics_port == args.port:
-        parser.error(f"argument --metrics-port: {args.metrics_port} is --port; give another (or none)")
-    if args.otlp_endpoint is not None:
-        parts = urllib.parse.urlsplit(args.otlp_endpoint)
-        if parts.scheme not in ("http", "https") or not parts.netloc:
-            parser.error(f"argument --otlp-endpoint: {args.otlp_endpoint!r} is not an http:// or https:// URL")
-    length = args.document_length
-    if args.max_batch_tokens is not None and length is not None and args.max_batch_tokens < length:
-        parser.error(
-            f"argument --max-batch-tokens: {args.max_batch_tokens} is less than --document-length {length}: "
-            "a text of the document budget would fit no batch"
-        )
+def check_rerank_flags(args, parser):
+    """`search` and `evaluate`: `--rerank-depth` goes with `--rerank`."""
+    if args.rerank_depth is not None and not args.rerank:
+        parser.error("argument --rerank-depth: goes with --rerank")
 
 
 # Flags that need an optional dependency: (flag's dest, what it needs, its module, the extra that installs it).

@@ -1,8 +1,9 @@
 """The `gtr-keras` command: parses and checks the arguments, runs the sub-command's handler, reports errors.
 
 The parser and its checks import neither TensorFlow nor Keras, so `--help` and
-every mistake in the arguments are answered at once. Only then is the
-sub-command's handler in `gtr_keras.cli.commands` imported and run.
+every mistake in the arguments are answered at once. Each command is a module of
+`gtr_keras.cli.commands`: its flags, its checks of several flags (`check`) and its
+handler (`run`), which imports what the command needs only when it runs.
 
 Every user error ends the command with exit status 2 and one line naming the
 flag, or the file, line and field: argument errors from the parser, the rest
@@ -15,24 +16,14 @@ Example:
 """
 
 import contextlib
-import importlib
 import os
 import re
 import sys
 import warnings
 
 from gtr_keras.cli.arguments import PROG
-from gtr_keras.cli.checks import (
-    check_export_format,
-    check_extras,
-    check_index_sources,
-    check_outputs,
-    check_remote_paths,
-    check_serve,
-    check_tune_queries,
-    check_update_sources,
-)
-from gtr_keras.cli.parser import build_parser
+from gtr_keras.cli.checks import check_extras, check_outputs, check_remote_paths
+from gtr_keras.cli.parser import build_parser, command_module
 
 
 def _resource_problem(error):
@@ -66,14 +57,13 @@ def _run(args, parser):
     if model and _missing_local_model(model):
         print(f"{PROG} {args.command}: error: {model}: no such model directory", file=sys.stderr)
         return 2
-    commands = importlib.import_module("gtr_keras.cli.commands")
-    handler = getattr(commands, args.handler)
+    command = command_module(args.command)
     from gtr_keras.errors import UserError
 
     check_remote_paths(args, parser)
     try:
         # What the command holds from before its model is resolved (the model's stack is imported there).
-        first = commands.BEFORE_THE_MODEL.get(args.handler, lambda args: contextlib.nullcontext())
+        first = getattr(command, "before_the_model", lambda args: contextlib.nullcontext())
         with first(args):
             if getattr(args, "model", None):
                 from gtr_keras.models.model_files.model_source import resolve_model_source
@@ -85,7 +75,7 @@ def _run(args, parser):
                     warnings.showwarning = lambda message, *_, **__: print(
                         f"{PROG} {args.command}: warning: {message}", file=sys.stderr
                     )
-                handler(args)
+                command.run(args)
     except (UserError, OSError) as error:
         if args.debug:
             raise
@@ -118,39 +108,12 @@ def main(argv=None):
     quiet_tensorflow = ("TF_CPP_MIN_LOG_LEVEL", "3")  # TensorFlow's C++ start-up lines (CUDA probing, oneDNN)
     if argv[:1] == ["saved-model-cli"]:
         os.environ.setdefault(*quiet_tensorflow)
-        from gtr_keras.cli.commands import saved_model_cli
-
-        return saved_model_cli(argv[1:])
+        return command_module("saved-model-cli").run(argv[1:])
     parser = build_parser()
     args = parser.parse_args(argv)
-    if args.command in ("evaluate", "search") and args.retriever != "bm25" and not args.model:
-        parser.commands[args.command].error(f"argument --model: required with --retriever {args.retriever}")
-    if args.command in ("evaluate", "search") and args.retriever != "hybrid":
-        for flag, value in (("--fusion", args.fusion), ("--gtr-weight", args.gtr_weight)):
-            if value is not None:
-                parser.commands[args.command].error(f"argument {flag}: fuses --retriever hybrid, not {args.retriever}")
-    if args.command == "search" and args.retriever != "gtr" and len(args.index) > 1:
-        parser.commands["search"].error(
-            f"argument --index: --retriever {args.retriever} searches one index (several are shards of --retriever gtr)"
-        )
-    if args.command in ("evaluate", "search") and args.rerank_depth is not None and not args.rerank:
-        parser.commands[args.command].error("argument --rerank-depth: goes with --rerank")
-    if args.command == "train" and args.reranker and args.init:
-        parser.commands["train"].error("argument --reranker: the model to fine-tune; not with --init (a GTR model's)")
-    if args.command == "serve":
-        check_serve(args, parser.commands["serve"])
-    if args.command == "search" and args.retriever != "gtr" and args.search_param:
-        parser.commands["search"].error(
-            f"argument --search-param: sets the dense index's search, not {args.retriever}'s"
-        )
-    if args.command == "index":
-        check_index_sources(args, parser.commands["index"])
-    if args.command == "update":
-        check_update_sources(args, parser.commands["update"])
-    if args.command == "export":
-        check_export_format(args, parser.commands["export"])
-    if args.command == "tune":
-        check_tune_queries(args, parser.commands["tune"])
+    check = getattr(command_module(args.command), "check", None)
+    if check:
+        check(args, parser.commands[args.command])
     check_extras(args, parser.commands[args.command])
     check_outputs(args, parser.commands[args.command], standalone)
     if not args.debug:

@@ -1,5 +1,4 @@
-"""`Retriever`: an index directory (`index_building` writes one) loaded with its model and searched.
-"""
+"""`Retriever`: an index directory (`index_building` writes one) loaded with its model and searched."""
 
 import functools
 import os

@@ -232,9 +232,9 @@ def _collection(tmp_path, grades, doc_ids=("d0", "d1", "d2")):
 
 
 def test_qrels_without_a_relevant_document_are_exit_2_before_any_encoding(tmp_path, monkeypatch, capsys):
-    from gtr_keras.cli import commands
+    from gtr_keras.cli import handler_inputs
 
-    monkeypatch.setattr(commands, "_encoder", lambda args: pytest.fail("the model was loaded"))
+    monkeypatch.setattr(handler_inputs, "encoder", lambda args: pytest.fail("the model was loaded"))
     dataset = _collection(tmp_path, [0, 0])
     (tmp_path / "run.trec").write_text("q0 Q0 d0 1 0.5 x\n")
     qrels = dataset / "qrels" / "test.tsv"

@@ -22,10 +22,3 @@ def test_every_flag_has_help_that_states_its_default(name):
         needs_default = not action.required and action.nargs != 0
         if needs_default:
             assert "default" in text or "required" in text, f"{name} {action.option_strings[0]}: no default in help"
-
-
-def test_every_sub_command_names_a_handler_that_exists():
-    from gtr_keras.cli import commands
-
-    for name, parser in build_parser().commands.items():
-        assert callable(getattr(commands, parser.get_default("handler"))), name

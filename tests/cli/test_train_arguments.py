@@ -37,7 +37,7 @@ def _check_stated_defaults(flags, config_class):
 
 
 def test_train_flags_override_the_config_file(tmp_path):
-    from gtr_keras.cli.commands import config_from_args
+    from gtr_keras.cli.train_runs import config_from_args
 
     (tmp_path / "t.tsv").write_text("q\tp\tn\n")
     path = tmp_path / "train.json"

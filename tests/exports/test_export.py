@@ -944,14 +944,14 @@ def test_a_scann_searcher_says_the_float32_bytes_it_holds_and_above_the_limit_is
 ):
     """Refused before the model loads, nothing written; allowed, the one line gives the bytes, and the variable,
     filled a block of rows at a time, holds the index's float32 vectors."""
-    from gtr_keras.cli import commands
+    from gtr_keras.cli import handler_inputs
     from gtr_keras.exports.savedmodel import searcher_graph
 
     index_dir = exports["scann"][1]
     held = 300 * SearchIndex.load(index_dir / "index").dims * 4
     monkeypatch.setattr(searcher_graph, "FLOAT32_LIMIT", held - 1)
-    encoder = commands._encoder
-    monkeypatch.setattr(commands, "_encoder", lambda args: pytest.fail("the model loaded before the refusal"))
+    encoder = handler_inputs.encoder
+    monkeypatch.setattr(handler_inputs, "encoder", lambda args: pytest.fail("the model loaded before the refusal"))
     assert _export(tiny_model_dir, index_dir, "scann", tmp_path / "refused") == 2
     err = capsys.readouterr().err.strip()
     assert (
@@ -960,7 +960,7 @@ def test_a_scann_searcher_says_the_float32_bytes_it_holds_and_above_the_limit_is
     )
     assert "export --searcher scann-int8" in err and "or pass --allow-large-float32" in err
     assert not (tmp_path / "refused").exists()
-    monkeypatch.setattr(commands, "_encoder", encoder)
+    monkeypatch.setattr(handler_inputs, "encoder", encoder)
     monkeypatch.setattr(searcher_graph, "_VARIABLE_ROWS", 7)
     argv = ["export", "--model", tiny_model_dir, "--index", str(index_dir), "--out", str(tmp_path / "out")]
     assert main([*argv, "--allow-large-float32"]) == 0

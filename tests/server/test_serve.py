@@ -392,7 +392,7 @@ def test_a_host_beyond_loopback_without_a_key_is_exit_2_in_one_line_before_tenso
 
 
 def test_a_key_or_allow_unauthenticated_passes_the_host_check(tiny_model_dir):
-    from gtr_keras.cli.checks import check_serve
+    from gtr_keras.cli.commands.serve import check as check_serve
     from gtr_keras.cli.parser import build_parser
 
     parser = build_parser()

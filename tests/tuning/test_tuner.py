@@ -340,10 +340,10 @@ def test_bad_query_vectors_are_named_with_the_flag_and_file(index_dir, tmp_path,
 def test_a_queries_file_too_small_for_the_target_is_refused_before_the_model_loads(
     index_dir, tmp_path, capsys, monkeypatch, tiny_model_dir
 ):
-    from gtr_keras.cli import commands
+    from gtr_keras.cli import handler_inputs
 
     write_jsonl(tmp_path / "queries.jsonl", [{"_id": f"q{i}", "text": f"wing lift {i}"} for i in range(40)])
-    monkeypatch.setattr(commands, "_encoder", lambda args: pytest.fail("the model loaded before the refusal"))
+    monkeypatch.setattr(handler_inputs, "encoder", lambda args: pytest.fail("the model loaded before the refusal"))
     argv = ["tune", "--index", str(index_dir), "--queries", str(tmp_path / "queries.jsonl"), "--model", tiny_model_dir]
     assert main([*argv, "--target-recall", "0.99"]) == 2
     assert "20 tuning queries cannot show recall@10 0.99: " in capsys.readouterr().err

@@ -114,8 +114,7 @@ def atomic_outputs(*targets, replaces=None):
                 else:
                     fsync(staged)
             changes = [
-                (target, staged_entries(staged, parent_and_name(target)[1]))
-                for staged, target in zip(staging, targets)
+                (target, staged_entries(staged, parent_and_name(target)[1])) for staged, target in zip(staging, targets)
             ]
             with recorded(changes):
                 upload_and_commit(

@@ -1,0 +1,176 @@
+"""`gtr-keras index`: a search index built from a corpus (encoded, resumably) or from precomputed embeddings;
+`index --out INDEX --update`, the name of earlier releases for `update INDEX`, runs `update`."""
+
+import argparse
+
+from gtr_keras.cli.arguments import (
+    MODEL_HELP,
+    at_least_one,
+    corpus_source,
+    embedding_source,
+    output_dir,
+)
+from gtr_keras.cli.checks import check_one_source, check_update_sources
+from gtr_keras.cli.commands import update
+from gtr_keras.cli.shared_flags import (
+    add_batch_size,
+    add_beam_arguments,
+    add_deletion_arguments,
+    add_progress,
+)
+from gtr_keras.errors import DataError
+from gtr_keras.utils import files
+from gtr_keras.utils.locks import locks_output
+
+
+def add_parser(subparsers, parents):
+    """Adds `index` and its flags to `subparsers` (`parents`: the flags every command takes)."""
+    p = subparsers.add_parser(
+        "index",
+        help="encode a corpus, or take precomputed embeddings, and build a search index (resumable)",
+        description="With --model and --corpus: encodes the corpus shard by shard (a killed run resumes if nothing it "
+        "depends on changed) and writes the index directory at the end. With --embeddings: indexes "
+        "embedding shards (encode's NAME.npy + NAME.ids.txt, or the Beam pipeline's .npz), checked before "
+        "any index work, a chunk at a time (memory: see docs/large-corpora.md).",
+        parents=parents,
+    )
+    p.add_argument(
+        "--model",
+        help=MODEL_HELP + "; required with --corpus; with --embeddings, declares or checks "
+        "their model (default: the model encode recorded, if any)",
+    )
+    p.add_argument(
+        "--corpus",
+        type=corpus_source,
+        help="BEIR directory or corpus.jsonl[.gz]; with --runner also a glob of such files, e.g. "
+        "'gs://b/corpus-*.jsonl.gz' (required unless --embeddings)",
+    )
+    p.add_argument(
+        "--embeddings",
+        type=embedding_source,
+        metavar="GLOB",
+        help="precomputed embedding shards instead of --corpus, e.g. 'emb/part-*.npy' (quote the glob), "
+        "in file-name order (default: none)",
+    )
+    p.add_argument(
+        "--out",
+        required=True,
+        type=output_dir,
+        help="index directory to write (replaces only an empty one or an index)",
+    )
+    p.add_argument("--exact", action="store_true", help="exact brute-force search even for large corpora")
+    p.add_argument(
+        "--vectors",
+        choices=["float32", "int8", "binary"],
+        default="float32",
+        help="the vectors an exact index searches in memory: int8 (per-dimension calibration) or binary (signs) "
+        "codes, their best --rescore candidates rescored with float32 read from disk (implies --exact; "
+        "docs/choosing-a-search.md)",
+    )
+    p.add_argument(
+        "--rescore",
+        type=at_least_one,
+        default=None,
+        help="with --vectors int8|binary: candidates rescored per query (default: 20 for int8, 100 for binary)",
+    )
+    p.add_argument(
+        "--bm25",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="also index the documents with BM25 (INDEX/bm25/), for `search --retriever bm25|hybrid`; "
+        "with --embeddings, needs --bm25-corpus",
+    )
+    p.add_argument(
+        "--bm25-corpus",
+        "--metadata-corpus",
+        dest="bm25_corpus",
+        type=corpus_source,
+        metavar="CORPUS",
+        help="with --embeddings: the BEIR directory or corpus.jsonl[.gz] of the embedded documents (the same "
+        "ids), stored with the index (titles, texts and the `metadata` that --filter searches) and indexed "
+        "with BM25 (default: none, no texts, no metadata and no BM25 side)",
+    )
+    group = p.add_argument_group("updates in place: the alias of `update OUT` (docs/live-indexes.md)")
+    group.add_argument(
+        "--update",
+        action="store_true",
+        help="update the index OUT in place, as `update OUT` does: documents of --embeddings or --corpus whose "
+        "id is there replace it, the others are added (the model must be the index's)",
+    )
+    add_deletion_arguments(group, "with --update: ")
+    add_batch_size(p, "documents")
+    p.add_argument("--shard-size", type=at_least_one, default=2048, help="documents per resumable shard")
+    add_progress(p)
+    add_beam_arguments(p)
+    return p
+
+
+def check(args, parser):
+    """`index` takes `--corpus` (with `--model`) or `--embeddings` (with `--bm25-corpus` if any), not both;
+    `index --update`, the alias of `update`, takes `update`'s flags (`check_update_sources`) and none of a
+    build's; `--rescore` goes with `--vectors int8|binary`."""
+    if args.rescore is not None and args.vectors == "float32":
+        parser.error("argument --rescore: rescores the candidates of --vectors int8|binary")
+    if args.update:
+        if args.runner:
+            parser.error("argument --runner: not with --update (encode the new documents with --model and --corpus)")
+        if not args.bm25:
+            parser.error(
+                "argument --no-bm25: not with --update (an update keeps the index's BM25 side in step, from --corpus)"
+            )
+        if args.exact:
+            parser.error("argument --exact: not with --update (an update keeps the index's kind)")
+        if args.vectors != "float32":
+            parser.error("argument --vectors: not with --update (an update keeps the index's vectors)")
+        check_update_sources(args, parser, "argument --update: ")
+        return
+    for flag in ("delete", "missing_ok", "compact"):
+        if getattr(args, flag):
+            parser.error(f"argument --{flag.replace('_', '-')}: updates an index: needs --update")
+    check_one_source(args, parser)
+    if args.embeddings is not None and args.runner:
+        parser.error("argument --runner: encodes a corpus; --embeddings are encoded already")
+    if args.bm25_corpus is not None and args.embeddings is None:
+        parser.error("argument --bm25-corpus: only with --embeddings (--corpus is indexed with BM25 itself)")
+
+
+def run(args):
+    if args.update:  # `index --out INDEX --update ...`, the name of earlier releases for `update INDEX ...`
+        args.index = args.out
+        return update.run(args)
+    return _build_index(args)
+
+
+@locks_output("args.out")  # before the corpus and the model load: a second run is refused at once
+def _build_index(args):
+    from gtr_keras.lexical.bm25_side import has_bm25_side
+    from gtr_keras.retrieval.index import GLOB_CHARACTERS, Index
+
+    if (
+        args.corpus
+        and not args.runner
+        and any(c in args.corpus for c in GLOB_CHARACTERS)
+        and not files.exists(args.corpus)
+    ):
+        raise DataError(f"{args.corpus}: a glob of corpus files needs --runner (e.g. --runner DirectRunner)")
+    index = Index.build(
+        args.out,
+        args.corpus,
+        args.model,
+        embeddings=args.embeddings,
+        documents=args.bm25_corpus,
+        exact=args.exact,
+        vectors=args.vectors,
+        rescore=args.rescore,
+        bm25=args.bm25,
+        batch_size=args.batch_size,
+        shard_size=args.shard_size,
+        progress=args.progress,
+        runner=args.runner,
+        beam_options=args.beam_option or (),
+        large_model=args.large_model,
+        shard_rows=args.shard_rows,
+    )
+    bm25 = "and a BM25 side" if has_bm25_side(args.out) else "no BM25 side"
+    vectors = f" over {args.vectors} vectors" if args.vectors != "float32" else ""
+    print(f"wrote {args.out}: {len(index)} documents, {index.kind} search{vectors}, {bm25}")

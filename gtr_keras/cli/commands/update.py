@@ -1,0 +1,66 @@
+"""`gtr-keras update`: documents of an index added, replaced or deleted in place (docs/live-indexes.md)."""
+
+from gtr_keras.cli import handler_inputs
+from gtr_keras.cli.arguments import (
+    index_directory,
+)
+from gtr_keras.cli.checks import check_update_sources
+from gtr_keras.cli.shared_flags import (
+    add_batch_size,
+    add_progress,
+    add_update_arguments,
+)
+from gtr_keras.utils.locks import locks_output
+
+
+def add_parser(subparsers, parents):
+    """Adds `update` and its flags to `subparsers` (`parents`: the flags every command takes)."""
+    p = subparsers.add_parser(
+        "update",
+        help="add, replace or delete documents of an index in place (docs/live-indexes.md)",
+        description="Documents of --corpus (encoded with --model, the index's) or of --embeddings whose id is in "
+        "the index replace it, the others are added; --delete deletes ids; --compact rewrites the index as one segment "
+        "(also done past the thresholds of docs/live-indexes.md). Every input is checked before the model "
+        "loads; the update is committed whole or not at all, and readers keep the version they loaded. "
+        "`index --out INDEX --update ...` is the same command.",
+        parents=parents,
+    )
+    p.add_argument("index", metavar="INDEX", type=index_directory, help="required: the index directory to update")
+    add_update_arguments(p)
+    add_batch_size(p, "documents")
+    add_progress(p)
+    return p
+
+
+def check(args, parser):
+    """`update`'s sources (`checks.check_update_sources`)."""
+    check_update_sources(args, parser)
+
+
+@locks_output("args.index")  # before the corpus and the model load: a second run is refused at once
+def run(args):
+    """`update INDEX`: the shards opened here, the corpus read and the rest of the checks (the index's model,
+    the ids to delete, the metadata types) in `update_index`, all before the model loads."""
+    from gtr_keras.retrieval.index_updates import update_index
+
+    shards = None
+    if args.embeddings:
+        from gtr_keras.index.embedding_files import EmbeddingFiles
+
+        shards = EmbeddingFiles.open(args.embeddings)
+    manifest = update_index(
+        args.index,
+        embeddings=shards,
+        corpus=args.corpus,
+        documents=args.bm25_corpus,
+        encoder=(lambda: handler_inputs.encoder(args)) if args.model else None,
+        model_dir=args.model,
+        delete=args.delete,
+        missing_ok=args.missing_ok,
+        compact=True if args.compact else "auto",
+        batch_size=args.batch_size,
+        progress=args.progress,
+    )
+    live = sum(s["num_rows"] - s["num_deleted"] for s in manifest["segments"])
+    segments, generation = len(manifest["segments"]), manifest["generation"]
+    print(f"updated {args.index}: {live} documents in {segments} segments, generation {generation}")
