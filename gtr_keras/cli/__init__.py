@@ -1,3 +1,4 @@
-"""The `gtr-keras` command line: `main` (the entry, its checks and error path), `parser` with `arguments`,
-`train_arguments` and `checks` (no TensorFlow: `--help` and bad arguments answer at once), and the handlers
-they run, `commands` (one function a sub-command) and `demo` (the main job)."""
+"""The `gtr-keras` command line: `main` (the entry, its checks and error path), `parser` with `arguments` (flag
+types), `shared_flags`, `train_arguments` and `checks` (no TensorFlow: `--help` and bad arguments answer at
+once), `commands/` (one module a command: its flags, its checks and its handler), `handler_inputs` and
+`train_runs` (what several handlers share) and `demo` (the main job)."""
