@@ -103,6 +103,14 @@ def test_the_readme_python_examples_run(tmp_path, monkeypatch):
     assert np.allclose(namespace["q"] @ namespace["d"].T, namespace["scores"], atol=1e-5)  # one model, two APIs
 
 
+def test_the_architecture_page_holds_diagrams_and_runs_its_code():
+    with open(os.path.join(REPO, "docs", "architecture.md"), encoding="utf-8") as f:
+        fences = re.findall(r"^```(\w*)$", f.read(), flags=re.MULTILINE)
+    openings = fences[0::2]
+    assert openings and set(openings) <= {"text", "python"}, openings  # a diagram is text; code runs below
+    _run_python_blocks("docs/architecture.md")
+
+
 @pytest.mark.large
 def test_the_python_api_page_runs(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)

@@ -1,10 +1,9 @@
 """Retrieval, a model over an index: `index` (`Index`, an index directory and its model as one object),
-`index_building` (index directories
-built), `retriever` (`Retriever`: one loaded and searched), `index_updates` (updates of an index directory: its
-search index, documents and BM25 side), `hybrid_retriever` (`HybridRetriever`: GTR, BM25 or both), `runs`
-(runs over a collection, BM25 beside GTR, hard-negative mining), `reranking` (a reranker's second stage over
-any of them), `evaluator` (`evaluate`: a model or an `Index` on a BEIR collection) and `encoding/` (`beam_pipeline`:
-corpus encoding with Apache Beam).
+`index_building` (index directories built), `retriever` (`Retriever`: one loaded and searched),
+`index_updates` (updates of an index directory: its search index, documents and BM25 side),
+`hybrid_retriever` (`HybridRetriever`: GTR, BM25 or both), `runs` (runs over a collection, BM25 beside GTR,
+hard-negative mining), `reranking` (a reranker's second stage over any of them), `evaluator` (`evaluate`: a
+model or an `Index` on a BEIR collection) and `encoding/` (`beam_pipeline`: corpus encoding with Apache Beam).
 
 Public names: `Index` (the one object of an index directory), `evaluate`, `retrieval_run`, `load_dataset`,
 `gtr_run`, `bm25_run`, `mine_negatives`, `EVALUATION_DEPTH`, and the steps `Index` runs: `build_index`,
