@@ -200,9 +200,9 @@ def test_a_missing_model_is_exit_2_and_one_line(tmp_path, monkeypatch, capsys):
 
 
 def test_a_missing_model_is_named_before_the_input_is_read(tmp_path, monkeypatch, capsys):
-    import gtr_keras.beir.readers
+    import gtr_keras.beir.text_inputs
 
-    monkeypatch.setattr(gtr_keras.beir.readers, "read_texts", lambda path: pytest.fail("the input was read"))
+    monkeypatch.setattr(gtr_keras.beir.text_inputs, "read_texts", lambda path: pytest.fail("the input was read"))
     (tmp_path / "texts.txt").write_text("a\n")
     assert (
         main(
