@@ -35,7 +35,7 @@ SECTION = "## Speed-memory frontier"
 K = 10
 TARGETS = (0.90, 0.95, 0.99)
 THREADS = len(os.sched_getaffinity(0))
-# The peers' grids: as fine as tune's for ScaNN (72-81 settings), so none is behind for want of a setting.
+# The peers' grids: as fine as tune's for ScaNN at each recall, so none is behind for want of a setting.
 HNSW_EFS = (10, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512)
 IVF_NPROBES = (1, 2, 4, 8, 16, 32, 64, 128)
 IVF_K_FACTORS = (2, 4, 8, 16, 32, 64, 128)

@@ -6,6 +6,9 @@ default on CPUs with AVX512-BF16 or AMX: compile with `{"INFERENCE_PRECISION_HIN
 (`RuntimeEncoder` does). The files beside the model: `gtr_keras.exports.token_id_export`.
 """
 
+import contextlib
+import sys
+
 from gtr_keras.exports.export_formats import FORMATS, check_installed
 from gtr_keras.exports.token_id_export import forward_function, token_id_directory, write_token_id_export
 from gtr_keras.utils import files
@@ -20,6 +23,32 @@ def check_openvino_output(export_dir, **options):
     files.check_replaceable(export_dir, [OPENVINO_DIRECTORY])
 
 
+@contextlib.contextmanager
+def _tensorflow_frontend_on_python_3_13():
+    """OpenVINO's TensorFlow frontend (2026.4) reads TensorFlow's version through `exec("import tensorflow")`
+    then `exec("del tensorflow")`, which raises NameError on Python 3.13, where each `exec` in a function
+    gets a fresh snapshot of its locals (PEP 667): every in-memory TensorFlow conversion fails. For the
+    conversion only, that function is replaced by one that reads the same fields without `exec`."""
+    from openvino.frontend.tensorflow import utils
+
+    if sys.version_info < (3, 13):
+        yield
+        return
+    original = utils.get_environment_setup
+
+    def environment_setup(framework):
+        setup = {"python_version": "{}.{}.{}".format(*sys.version_info[:3]), "sys_platform": sys.platform}
+        if framework == "tf" and "tensorflow" in sys.modules:
+            setup["tensorflow"] = utils.get_imported_module_version(sys.modules["tensorflow"])
+        return setup
+
+    utils.get_environment_setup = environment_setup
+    try:
+        yield
+    finally:
+        utils.get_environment_setup = original
+
+
 def write_openvino(encoder, path):
     """Converts the encoder to an OpenVINO IR at `path` (`.xml`, local; its `.bin` beside it).
 
@@ -28,7 +57,7 @@ def write_openvino(encoder, path):
     """
     import openvino
 
-    with filtered_native_logs():
+    with filtered_native_logs(), _tensorflow_frontend_on_python_3_13():
         model = openvino.convert_model(forward_function(encoder).get_concrete_function())
     openvino.save_model(model, path, compress_to_fp16=False)
 

@@ -69,36 +69,18 @@ from gtr_keras.utils.records import check_positive_int
 # The grid: leaves searched as fractions of a ScaNN index's leaves, its reordering pools (results times
 # these), its float32 rescoring pools (`rescore_pool_size` of these, at most the reordering pool), and a quantized
 # exact index's rescored candidates (k times these).
-LEAF_FRACTIONS = (0.005, 0.01, 0.02, 0.04, 0.07, 0.1, 0.15, 0.25)
-
-
+LEAF_FRACTIONS = (0.005, 0.01, 0.02, 0.04, 0.07, 0.1, 0.15, 0.25, 0.4, 0.6, 1.0)
 REORDER_FACTORS = (5, 10, 20, 30, 50, 70, 100, 150, 200)
-
-
 RESCORE_FACTORS = (1, 2, 3, 5, 10)
-
-
 RESCORE_MULTIPLES = (1, 2, 4, 10, 20, 50)
-
-
 # After the grid, the chosen setting's parameters are bisected towards the grid's next smaller value, in this
 # order, this many times each.
 BISECTED = ("reorder_factor", "rescore_factor", "num_leaves_to_search", "rescore")
-
-
 BISECTIONS = 3
-
-
 # With `build=True`, ScaNN builds of these multiples of the index's leaves and these AH block widths too.
 BUILD_LEAF_SCALES = (0.5, 1.0, 2.0)
-
-
 BUILD_DIMENSIONS_PER_BLOCK = (2, 4)
-
-
 _CHUNK_ROWS = 65_536
-
-
 INT8_TRUTH = (
     "keeps no float32 vectors (built before float32 rescoring, only ScaNN's int8 copy): recall is measured "
     "against exact search of that copy, and recall against float32 search stops below it (0.93-0.97 in the "
