@@ -96,7 +96,7 @@ def test_the_readme_python_examples_run(tmp_path, monkeypatch):
     namespace = _run_python_blocks("README.md")
     assert [[hit["id"] for hit in row] for row in namespace["hits"]] in ([["d1", "d2"]], [["d2", "d1"]])
     assert len(namespace["fused"][0]) == 2
-    assert sorted(namespace["index"].ids) == ["d1", "d2"]
+    assert sorted(namespace["index"].ids) == ["d2", "d4"]
     assert namespace["index"].search(["Okapi"], k=1, retriever="bm25")[0][0]["text"].startswith("Okapi BM25")
     assert namespace["d"].shape == (2, namespace["q"].shape[1]) and namespace["scores"].shape == (1, 2)
     assert type(namespace["embedder"]).__name__ == "GTRTextEmbedder"
@@ -115,7 +115,7 @@ def test_the_architecture_page_holds_diagrams_and_runs_its_code():
 def test_the_python_api_page_runs(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     namespace = _run_python_blocks("docs/python-api.md")
-    assert sorted(namespace["index"].ids) == ["d1", "d2", "d4", "d5"]
+    assert sorted(namespace["index"].ids) == ["d1", "d2", "d5", "d6"]
     assert len(namespace["shards"]) == 5
     assert namespace["written"] == ["exports/gtr/encoder/1", "exports/gtr/searcher/1"]
     assert len(namespace["queries"]) == 225

@@ -14,6 +14,7 @@ that Python's `re` and RE2 read alike, so that the searcher SavedModel's parser
 import collections.abc
 import dataclasses
 import numbers
+import os
 import re
 
 from gtr_keras.errors import UserError
@@ -118,19 +119,44 @@ def parse_clause(text):
     return Clause(field, op, (value,), text, (_written(*tokens[2]),))
 
 
-def _strings(value, what, integers=False):
-    """`value`, a string or an iterable of strings (or of integers, `integers`), as a list of strings: a string
-    is one item, never its characters."""
+def _strings(value, what):
+    """`value`, a string or an iterable of strings, as a list of strings: a string is one item, never its
+    characters."""
     if isinstance(value, str):
         return [value]
-    kinds = "strings or integers" if integers else "strings"
     if isinstance(value, (bytes, bytearray)) or not isinstance(value, collections.abc.Iterable):
-        raise UserError(f"filter: {what} must be a string or a list of {kinds}, got {type(value).__name__}")
+        raise UserError(f"filter: {what} must be a string or a list of strings, got {type(value).__name__}")
     items = list(value)
     for item in items:
-        integer = isinstance(item, numbers.Integral) and not isinstance(item, bool)
-        if not isinstance(item, str) and not (integers and integer):
-            raise UserError(f"filter: {what} must be {kinds}, got {type(item).__name__} {item!r:.40}")
+        if not isinstance(item, str):
+            raise UserError(f"filter: {what} must be strings, got {type(item).__name__} {item!r:.40}")
+    return items
+
+
+def _is_id(value):
+    return isinstance(value, str) or (isinstance(value, numbers.Integral) and not isinstance(value, bool))
+
+
+def id_list(ids, what):
+    """`ids` as a list of document ids (strings): one id (a string, or an integer as a corpus's `_id` may be)
+    is one item, never its characters; an iterable of ids is each of them. Files of ids are their callers'
+    (given as an `os.PathLike`: `Filter`, `Index.delete`).
+
+    Raises:
+        UserError: naming `what`, for anything else (bytes, a float, a list of lists).
+
+    Example:
+    >>> id_list("d5", "delete"), id_list(["d1", 7], "delete")
+    (['d5'], ['d1', '7'])
+    """
+    if _is_id(ids):
+        return [str(ids)]
+    if isinstance(ids, (bytes, bytearray, os.PathLike)) or not isinstance(ids, collections.abc.Iterable):
+        raise UserError(f"{what} must be an id (a string or an integer) or a list of ids, got {type(ids).__name__}")
+    items = list(ids)
+    for item in items:
+        if not _is_id(item):
+            raise UserError(f"{what} must be strings or integers, got {type(item).__name__} {item!r:.40}")
     return [str(item) for item in items]
 
 
@@ -139,21 +165,29 @@ class Filter:
 
     Args:
         expressions: a clause (str) or a sequence of them, ANDed (`parse_clause`), or None (none).
-        ids: an allow-list of document ids (a sequence of strings, or of integers as a corpus's `_id` may
-            be), one id (str), or None (every id).
+        ids: an allow-list of document ids: a sequence of ids (strings, or integers as a corpus's `_id` may
+            be), one id (`ids="d5"` is the one document `d5`), a file of one id a line given as an
+            `os.PathLike` (`pathlib.Path("allowed.txt")`; a `str` is always an id), or None (every id).
 
     Raises:
-        UserError: a clause that does not parse, or an argument of another type (`ids="d5"` is one id).
+        UserError: a clause that does not parse, or an argument of another type; `DataError`: a file of ids
+            that cannot be read, or an id there twice (naming its line).
 
     Example:
     >>> Filter(["year >= 2019", "lang in (en, de)"], ids=["d1", "d7"]).clauses[0].op
     '>='
+    >>> Filter(ids="d5").ids
+    ['d5']
     """
 
     def __init__(self, expressions=(), ids=None):
         expressions = () if expressions is None else _strings(expressions, "expressions")
         self.clauses = [parse_clause(expression) for expression in expressions]
-        self.ids = None if ids is None else _strings(ids, "ids", integers=True)
+        if isinstance(ids, os.PathLike):
+            from gtr_keras.retrieval.index_updates import read_id_file  # the index's stack only for a file
+
+            ids = read_id_file(os.fspath(ids))[0]
+        self.ids = None if ids is None else id_list(ids, "filter: ids")
 
     @classmethod
     def of(cls, value):

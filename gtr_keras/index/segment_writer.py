@@ -143,6 +143,16 @@ def live_ids(directory):
     return read_state(directory).ids
 
 
+def check_not_added(delete, new_ids, where=None):
+    """Raises `UserError` naming (by `where(i)`, default `delete[i]`) the first id of `delete` that `new_ids`
+    (the ids an update adds or replaces) holds too: an update deletes an id or writes it, not both."""
+    both = set(delete) & set(new_ids)
+    if both:
+        first = next(i for i, id_ in enumerate(delete) if id_ in both)
+        where = where or (lambda i: f"delete[{i}]")
+        raise UserError(f"{where(first)}: id {delete[first]!r} is also among the documents added or replaced")
+
+
 @locks_output("directory")
 def update_search_index(
     directory,
@@ -215,10 +225,7 @@ def update_search_index(
     new_ids = list(source.ids) if source is not None else []
     if corpus is not None and list(corpus.ids) != new_ids:
         raise UserError("the corpus must hold the documents of the new rows, in their order")
-    both = set(delete) & set(new_ids)
-    if both:
-        first = next(i for i, id_ in enumerate(delete) if id_ in both)
-        raise UserError(f"{where(first)}: id {delete[first]!r} is also among the documents added or replaced")
+    check_not_added(delete, new_ids, where)
     deleted = state.find(delete)
     if not missing_ok and not deleted[0].all():
         first = int(np.flatnonzero(~deleted[0])[0])

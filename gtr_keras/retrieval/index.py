@@ -1,12 +1,13 @@
 """`Index`: an index directory (or several searched as one) with the model that encodes its queries, as one
-object: build, open, search (GTR, BM25 or both fused, with filters), add or replace documents, delete them,
-compact, tune.
+object: build, open, search (GTR, BM25 or both fused, with filters), add or replace documents, delete them
+(or both in one update), compact, tune, check.
 
 It holds no logic of its own beyond choosing the step: building is `index_building.build_index`,
 `index_building.index_embeddings` or `beam_pipeline.index_with_beam`; searching `Retriever` and
 `HybridRetriever` (`filtered_search` for filters); updates `index_updates.update_index`; tuning
-`tuning.tuner.tune`. `gtr-keras index` and `gtr-keras search` run through it, so an `Index` answers as the
-command line does (`gtr-keras search --json` prints `search`'s hits).
+`tuning.tuner.tune`; checking `integrity.index_checker` (what `gtr-keras check` runs on an index directory).
+`gtr-keras index` and `gtr-keras search` run through it, so an `Index` answers as the command line does
+(`gtr-keras search --json` prints `search`'s hits).
 """
 
 import os
@@ -15,7 +16,7 @@ import numpy as np
 
 from gtr_keras.beir.readers import load_corpus
 from gtr_keras.errors import CheckpointError, DataError, UserError
-from gtr_keras.filters.expressions import Filter
+from gtr_keras.filters.expressions import Filter, id_list
 from gtr_keras.index.embedding_files import EmbeddingFiles
 from gtr_keras.index.layout import read_model_record, search_settings
 from gtr_keras.index.quantized_vectors import vector_params
@@ -55,15 +56,22 @@ def _reranker_of(reranker):
     return scorer
 
 
-def _query_vectors(queries):
-    """`queries` as float32 `[n, D]` when they are vectors (a numeric array), or None when they are texts."""
+def _queries(queries):
+    """`(vectors, texts)`: `queries` as float32 `[n, D]` and None when they are vectors (a float array), or
+    None and a list of strings when they are texts; a `UserError` for anything else."""
     if isinstance(queries, (str, bytes)):
         raise UserError("queries: a list of texts (or an array of query vectors), not one string")
     if isinstance(queries, np.ndarray) and queries.dtype.kind == "f":
         if queries.ndim != 2:
             raise UserError(f"query vectors: a [queries, D] array, got shape {queries.shape}")
-        return queries.astype(np.float32, copy=False)
-    return None
+        return queries.astype(np.float32, copy=False), None
+    texts = list(queries)
+    for text in texts:
+        if not isinstance(text, str):
+            raise UserError(
+                f"queries: a list of texts or a float array of query vectors, got a {type(text).__name__} in the list"
+            )
+    return None, texts
 
 
 class Index:
@@ -87,7 +95,9 @@ class Index:
     >>> index.search(["does vitamin D prevent fractures?"], k=5, filter="year >= 2019")[0][0]["id"]
     >>> index.search(["vitamin D"], retriever="hybrid")
     >>> index.add("new.jsonl")  # adds, or replaces the documents whose id is in the index
-    >>> index.delete(["4983"])
+    >>> index.delete("4983")  # one id; a list of ids, or a pathlib.Path of a file of ids
+    >>> index.update(add="new.jsonl", delete=["17", "4983"])  # one commit
+    >>> all(report.ok for report in index.check())
     >>> same = gtr_keras.Index.open("indexes/scifact")
     """
 
@@ -307,11 +317,14 @@ class Index:
                 checkpoint, or a function of no arguments that loads one) that reorders each query's first
                 `rerank_depth` hits by its scores of the (query, document) pairs (`reranking.rerank`;
                 docs/reranking.md); the hits' scores are then its scores.
-            rerank_depth: first-stage hits reranked per query (default: `k`); the best `k` of them are returned.
+            rerank_depth: first-stage hits reranked per query, at least `k` (default: `k`); the best `k` of them
+                are returned. Without `rerank`, no hits are reranked.
 
         Raises:
-            UserError: a bad clause, an unknown field, `k` not a positive int, BM25 on vectors, BM25 on
-                several directories, or a reranker over vectors or over an index that stores no documents;
+            UserError: one line, before any search or model loads, for an unknown `retriever`, `k` not a positive
+                int, `fusion` other than a `Fusion` or without `retriever="hybrid"`, `rerank_depth` not an int
+                or below `k`, a bad clause or an unknown field, BM25 on vectors or on several
+                directories, or a reranker over vectors or over an index that stores no documents;
                 `MismatchError`: the model given is not the index's, or the BM25 side is stale.
 
         Example:
@@ -323,26 +336,32 @@ class Index:
         if retriever not in RETRIEVERS:
             raise UserError(f"retriever must be one of {RETRIEVERS}, got {retriever!r}")
         k = check_positive_int(k, "k")
-        vectors = _query_vectors(queries)
+        if fusion is not None and not isinstance(fusion, Fusion):
+            raise UserError(f"fusion must be a gtr_keras.Fusion (e.g. Fusion('rrf')), got {type(fusion).__name__}")
+        if fusion is not None and retriever != "hybrid":
+            raise UserError(f"fusion fuses the hits of retriever='hybrid'; retriever={retriever!r} has none to fuse")
+        depth = check_positive_int(k if rerank_depth is None else rerank_depth, "rerank_depth")
+        if depth < k:
+            raise UserError(f"rerank_depth ({depth}) must be at least k ({k}): the best k of the reranked hits return")
+        vectors, texts = _queries(queries)
+        if rerank is not None and vectors is not None:
+            raise UserError("rerank: a reranker reads query texts, not vectors")
         filter = Filter.of(filter)  # a clause that does not parse, before the index is searched
         allowed = self._retriever.allowed(filter)  # an unknown field or a mismatched type, before the model loads
         if rerank is None:
-            return self._first_stage(queries, vectors, k, filter, allowed, retriever, fusion)
-        depth = check_positive_int(rerank_depth or k, "rerank_depth")
-        if vectors is not None:
-            raise UserError("rerank: a reranker reads query texts, not vectors")
+            return self._first_stage(texts, vectors, k, filter, allowed, retriever, fusion)
         if self._retriever.corpus is None:
             raise UserError(
                 f"rerank: {self.paths[0]} stores no document texts to rerank (built from embeddings without "
                 "documents); rebuild it with its documents"
             )
         scorer = _reranker_of(rerank)
-        hits = self._first_stage(queries, None, depth, filter, allowed, retriever, fusion)
-        return [row[:k] for row in rerank_hits(scorer, list(queries), hits, depth)]
+        hits = self._first_stage(texts, None, depth, filter, allowed, retriever, fusion)
+        return [row[:k] for row in rerank_hits(scorer, texts, hits, depth)]
 
-    def _first_stage(self, queries, vectors, k, filter, allowed, retriever, fusion):
+    def _first_stage(self, texts, vectors, k, filter, allowed, retriever, fusion):
         if retriever == "gtr":
-            vectors = self.encoder.encode_queries(list(queries)) if vectors is None else vectors
+            vectors = self.encoder.encode_queries(texts) if vectors is None else vectors
             return self._retriever.hits(*self._retriever.search_ids(vectors, k, allowed))
         if vectors is not None:
             raise UserError(f"retriever {retriever!r} searches texts (BM25 has no vectors)")
@@ -352,19 +371,78 @@ class Index:
         if retriever == "hybrid":
             fusion = fusion or self.fusion  # a bad fusion record of the model's, before the model loads
             self._retriever.encoder = self.encoder
-        return HybridRetriever(self._retriever, bm25, fusion).search(list(queries), k, retriever, filter)
+        return HybridRetriever(self._retriever, bm25, fusion).search(texts, k, retriever, filter)
 
-    def _update(self, **update):
+    def update(
+        self,
+        add=None,
+        delete=None,
+        *,
+        embeddings=None,
+        documents=None,
+        missing_ok=False,
+        compact=False,
+        batch_size=32,
+        progress=None,
+    ):
+        """Adds (or replaces) and deletes documents in place, in one commit (`gtr-keras update` with
+        `--corpus` or `--embeddings` and `--delete`).
+
+        The update is one new generation of the index, committed whole or not at all: a reader that opened
+        the index before keeps its version, one that opens it after sees every addition and deletion; this
+        `Index` sees it at once. A compaction (asked, or past the thresholds) follows as a generation of its
+        own, of the same documents. The BM25 side follows the documents. Every input (the ids to delete, the
+        model, the metadata types) is checked before the model loads.
+
+        Args:
+            add: a corpus file, a BEIR directory or a `gtr_keras.Corpus`, encoded by the index's model;
+                documents whose id is in the index replace those, the others are added.
+            delete: the ids to delete: one id (a string, or an integer), a list (or any iterable) of ids, or a
+                file of one id a line given as an `os.PathLike` (`pathlib.Path("withdrawn.txt")`; a `str` is
+                always one id). An id both added and deleted is refused.
+            embeddings: embedding files (a glob) of the index's model instead of `add`.
+            documents: with `embeddings`, their corpus (titles, texts, metadata); without it the documents
+                the embeddings replace lose theirs, and the BM25 side is removed (a warning says so).
+            missing_ok: skip ids of `delete` that are not in the index (else a `DataError` names the first).
+            compact: then rewrite the index as one segment without its deleted rows (else done by itself past
+                `segment_writer.MAX_SEGMENTS` segments or `MAX_DELETED_FRACTION` deleted rows).
+            batch_size, progress: for encoding `add`.
+
+        Raises:
+            UserError: both `add` and `embeddings`, nothing to do, ids of another type, an id both added
+                and deleted, or several directories (an update goes to one); `DataError`: an id to delete
+                that is not in the index, or a bad file, naming it; `MismatchError`: embeddings or a model of
+                another model than the index's.
+
+        Example:
+        >>> index.update(add="new.jsonl", delete=["d1", "d7"])
+        >>> index.update(embeddings="new/*.npy", documents="new/corpus.jsonl", delete=pathlib.Path("gone.txt"))
+        """
+        if add is not None and embeddings is not None:
+            raise UserError("add a corpus (encoded by the index's model) or embeddings, not both")
+        if add is None and embeddings is None and delete is None and not compact:
+            raise UserError("update: nothing to do: pass add=, embeddings= or delete= (or compact=True)")
         if len(self.paths) > 1:
             raise UserError("an update goes to one index directory: open the shard that holds the documents")
-        update_index(self.paths[0], **update)
+        if delete is not None:
+            delete = os.fspath(delete) if isinstance(delete, os.PathLike) else id_list(delete, "delete")
+        update_index(
+            self.paths[0],
+            embeddings=embeddings,
+            corpus=add,
+            documents=documents,
+            encoder=(lambda: self.encoder) if add is not None else self._encoder,
+            delete=delete,
+            missing_ok=missing_ok,
+            compact=True if compact else "auto",
+            batch_size=batch_size,
+            progress=progress,
+        )
         self._reopen()
 
     def add(self, corpus=None, *, embeddings=None, documents=None, batch_size=32, progress=None):
-        """Adds documents, replacing those whose id is in the index, in place (`gtr-keras update`).
-
-        The update is one new segment, committed whole; the BM25 side follows the documents. Readers that
-        opened the index before keep their version; this `Index` sees the update at once.
+        """Adds documents, replacing those whose id is in the index, in place: `update(add=corpus)` (or
+        `update(embeddings=...)`), one commit.
 
         Args:
             corpus: a corpus file, a BEIR directory or a `gtr_keras.Corpus`, encoded by the index's model.
@@ -383,53 +461,90 @@ class Index:
         """
         if (corpus is None) == (embeddings is None):
             raise UserError("add a corpus (encoded by the index's model) or embeddings, not both")
-        encoder = (lambda: self.encoder) if corpus is not None else self._encoder
-        self._update(
-            corpus=corpus,
-            embeddings=embeddings,
-            documents=documents,
-            encoder=encoder,
-            batch_size=batch_size,
-            progress=progress,
-        )
+        self.update(corpus, embeddings=embeddings, documents=documents, batch_size=batch_size, progress=progress)
 
     def delete(self, ids, missing_ok=False):
-        """Deletes documents in place.
+        """Deletes documents in place: `update(delete=ids)`, one commit.
 
         Args:
-            ids: a list of ids, or a file of one id a line.
+            ids: one id (a string, or an integer): `delete("d5")` deletes the document `d5`; a list (or any
+                iterable) of ids; or a file of one id a line, given as an `os.PathLike`
+                (`pathlib.Path("withdrawn.txt")`: a `str` is always one id).
             missing_ok: skip ids that are not in the index (else a `DataError` names the first).
 
         Example:
+        >>> index.delete("d5")
         >>> index.delete(["d1", "d7"])
+        >>> index.delete(pathlib.Path("withdrawn.txt"))
         """
-        self._update(delete=ids, missing_ok=missing_ok)
+        self.update(delete=ids, missing_ok=missing_ok)
 
     def compact(self):
         """Rewrites the index as one segment without its deleted rows (updates do so by themselves past
         `segment_writer.MAX_SEGMENTS` segments or `MAX_DELETED_FRACTION` deleted rows)."""
-        self._update(compact=True)
+        self.update(compact=True)
 
     def tune(self, queries=None, sample=1000, target_recall=0.95, k=10, plot=None, build=False, log=print):
         """Measures the index's search settings against exact search and records the fastest that meets
-        `target_recall` in the index (`gtr-keras tune`; `tuning.tuner.tune` has the arguments), which its
-        searches then use.
+        `target_recall` in the index (`gtr-keras tune`; `tuning.tuner.tune` has the other arguments), which
+        its searches then use.
+
+        Args:
+            queries: held-out queries: a list of texts (encoded by the index's model, as `search` encodes
+                them), or float32 query vectors `[n, D]`; None: `sample` of the index's rows.
 
         Returns:
             The record written (`setting`, `recall`, `qps`, ...).
 
+        Raises:
+            UserError: as `tuning.tuner.tune` says (nothing to tune, too few queries for `target_recall`, ...),
+                checked before texts are encoded; `MismatchError`: the model given is not the index's.
+
         Example:
         >>> index.tune(sample=1000, target_recall=0.95)["setting"]
         {'num_leaves_to_search': 70, 'reorder_factor': 20}
+        >>> index.tune(queries=[query for query in load_queries("data/scifact").values()])
         """
-        from gtr_keras.tuning.tuner import tune
+        from gtr_keras.tuning.tuner import check_request, tune
 
         if len(self.paths) > 1:
             raise UserError("tune measures one index directory: open each shard")
         with output_lock(self.paths[0]):
+            if queries is not None:
+                vectors, texts = _queries(queries)
+                if texts is not None:
+                    check_request(self.paths[0], target_recall, k, build, len(texts), sampled=False)
+                    vectors = self.encoder.encode_queries(texts)
+                queries = vectors
             record = tune(self.paths[0], queries, sample, target_recall, k, plot, build=build, log=log)
         self._reopen()
         return record
+
+    def check(self):
+        """The integrity of the index's directory (each shard's): what `gtr-keras check DIR` reports, as
+        `CheckReport`s rather than printed. Every file's checksum, the records, each segment, the documents
+        and the BM25 side, and what killed jobs left beside them (`integrity.index_checker`); a finding is
+        a problem of the report, never an exception.
+
+        Returns:
+            One `CheckReport` per directory, in `paths`' order: `ok`, `problems` (one line each, naming the
+            file: `"PATH: what is wrong"`), `facts`, and `summary()` (the line `gtr-keras check` prints).
+
+        Example:
+        >>> [report.ok for report in index.check()]
+        [True]
+        >>> index.check()[0].problems
+        ['indexes/scifact/index/segment-000000/embeddings.npy: SHA-256 ... differs from its record ...']
+        """
+        from gtr_keras.integrity.check_report import CheckReport
+        from gtr_keras.integrity.index_checker import check_index_directory
+
+        reports = []
+        for path in self.paths:
+            report = CheckReport(path, "an index directory")
+            report.step(lambda path=path, report=report: check_index_directory(path, report), path)
+            reports.append(report)
+        return reports
 
     def set_search_params(self, setting):
         """Sets search parameters for this `Index`'s searches (overriding a tuned setting): ScaNN's

@@ -24,6 +24,7 @@ from gtr_keras.index.embedding_files import EmbeddingFiles
 from gtr_keras.index.layout import BM25_SUBDIR, INDEX_SUBDIR, check_ids, read_model_record
 from gtr_keras.index.search_index import ArrayRows, SearchIndex
 from gtr_keras.index.segment_writer import (
+    check_not_added,
     compacted_if_asked,
     missing_ids,
     read_state,
@@ -161,6 +162,8 @@ def update_index(
         return compacted_if_asked(state, compact)  # a rerun of the update last committed: its BM25 side is repaired
     if not missing_ok:
         _check_deletions(index_dir, state, delete_ids, where)
+    new = corpus if corpus is not None else source
+    check_not_added(delete_ids, [] if new is None else new.ids, where)  # before any encoding
     if stored is not None:
         check_metadata_types(state, stored, delete_ids, corpus_path or documents_path)
     encoder = encoder() if callable(encoder) and not hasattr(encoder, "encode_documents") else encoder

@@ -144,7 +144,9 @@ def _searching(model_source, fusion, scorer):
 
     def run(key, queries, stop):
         index, k, retriever, method, gtr_weight, depth = key
-        chosen = fusion_of(method, gtr_weight) if method is not None or gtr_weight is not None else fusion
+        chosen = None if retriever != "hybrid" else fusion
+        if retriever == "hybrid" and (method is not None or gtr_weight is not None):
+            chosen = fusion_of(method, gtr_weight)
         rerank = scorer if depth is not None else None
         with stages.stage("search", queries=len(queries), k=k, retriever=retriever):
             return (index.search(queries, k, retriever=retriever, fusion=chosen, rerank=rerank, rerank_depth=depth),)

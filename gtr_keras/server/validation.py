@@ -274,6 +274,8 @@ def search_request(body, max_queries, max_k, max_pairs=None):
     depth = _count(body, "rerank_depth", k, max_k)
     if "rerank_depth" in body and body["rerank_depth"] is not None and not rerank:
         _refuse("rerank_depth", "goes with rerank: true")
+    if rerank and depth < k:
+        _refuse("rerank_depth", f"must be at least k ({k}): the best k of the reranked hits return, got {depth}")
     if rerank and max_pairs is not None and len(queries) * depth > max_pairs:
         message = f"{len(queries)} queries x {depth} hits are {len(queries) * depth:,} pairs; at most {max_pairs:,}"
         _refuse("rerank_depth", f"{message} a request", "too_many_inputs")

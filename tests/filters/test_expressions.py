@@ -1,8 +1,9 @@
 import re
 
+import numpy as np
 import pytest
 
-from gtr_keras.errors import UserError
+from gtr_keras.errors import DataError, UserError
 from gtr_keras.filters.expressions import Clause, Filter, parse_clause
 
 
@@ -80,12 +81,20 @@ def test_in_and_a_field_run_together_are_one_word(text):
         parse_clause(text)
 
 
-def test_a_string_where_a_list_is_expected_is_one_value():
+def test_a_string_where_a_list_is_expected_is_one_value(tmp_path):
     filter = Filter("lang = en", ids="d5")
     assert filter.ids == ["d5"] and [clause.text for clause in filter.clauses] == ["lang = en"]
     assert Filter(ids=("d5", 7)).ids == ["d5", "7"]  # integer ids, as a corpus's `_id` may be
+    assert Filter(ids=7).ids == ["7"] and Filter(ids=np.int64(7)).ids == ["7"]
     assert Filter(ids=iter(["d1"])).ids == ["d1"] and Filter(ids=[]).ids == []
     assert Filter(None, ids=["d1"]).clauses == []
+    allowed = tmp_path / "allowed.txt"
+    allowed.write_text("d2\n\nd9\n")
+    assert Filter(ids=allowed).ids == ["d2", "d9"]  # a file of ids only as an os.PathLike
+    assert Filter(ids=str(allowed)).ids == [str(allowed)]  # a str is one id, whatever it looks like
+    allowed.write_text("d2\nd2\n")
+    with pytest.raises(DataError, match="allowed.txt:2"):
+        Filter(ids=allowed)
 
 
 @pytest.mark.parametrize(
@@ -93,10 +102,11 @@ def test_a_string_where_a_list_is_expected_is_one_value():
     [
         (5, None, "expressions must be a string or a list of strings, got int"),
         (["lang = en", 5], None, "expressions must be strings, got int 5"),
-        ((), b"d5", "ids must be a string or a list of strings or integers, got bytes"),
+        ((), b"d5", "ids must be an id (a string or an integer) or a list of ids, got bytes"),
         ((), [True], "ids must be strings or integers, got bool True"),
         ((), [["d1"]], "ids must be strings or integers, got list"),
-        ((), 5, "ids must be a string or a list of strings or integers, got int"),
+        ((), 5.0, "ids must be an id (a string or an integer) or a list of ids, got float"),
+        ((), True, "ids must be an id (a string or an integer) or a list of ids, got bool"),
     ],
 )
 def test_arguments_of_other_types_are_one_user_error(expressions, ids, message):

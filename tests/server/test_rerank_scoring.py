@@ -186,6 +186,7 @@ def test_searches_batched_together_rerank_more_pairs_than_the_reranker_s_queue_h
         ({"query": "wing", "rerank": "yes"}, "rerank", "invalid_value"),
         ({"query": "wing", "rerank": True, "rerank_depth": 0}, "rerank_depth", "invalid_value"),
         ({"query": "wing", "rerank": True, "rerank_depth": 31}, "rerank_depth", "invalid_value"),
+        ({"query": "wing", "k": 5, "rerank": True, "rerank_depth": 4}, "rerank_depth", "invalid_value"),
         ({"queries": ["a", "b"], "rerank": True, "rerank_depth": 16}, "rerank_depth", "too_many_inputs"),
     ],
 )
