@@ -25,6 +25,7 @@ import numpy as np
 from gtr_keras.errors import DataError, MismatchError, UserError
 from gtr_keras.utils import files
 from gtr_keras.utils.records import check_fields, read_json_object, unreadable_reason
+from gtr_keras.utils.text_files import check_id_text, iter_lines
 
 FORMAT_VERSION = 2
 INDEX_JSON = "index.json"
@@ -377,3 +378,28 @@ def read_tuned(directory):
             f"{path}: field 'setting' must map parameter names to positive ints; run `gtr-keras tune` again"
         )
     return record
+
+
+def read_id_file(path):
+    """The ids of a file of one id a line (blank lines skipped), and `where(i)`, which names id `i`'s line.
+
+    Raises:
+        DataError: an unreadable file, or an id that holds whitespace or is
+            there twice, named with its file and line.
+
+    Example:
+    >>> ids, where = read_id_file("withdrawn.txt")  # doctest: +SKIP
+    >>> where(0)  # doctest: +SKIP
+    'withdrawn.txt:1'
+    """
+    ids, lines = [], []
+    for line_no, line in iter_lines(path):
+        value = line.rstrip("\r\n")
+        if value.strip():
+            ids.append(check_id_text(path, line_no, value, "id"))
+            lines.append(line_no)
+
+    def where(i):
+        return f"{path}:{lines[i]}"
+
+    return check_ids(ids, where, DataError), where

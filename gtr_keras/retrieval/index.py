@@ -1,13 +1,12 @@
 """`Index`: an index directory (or several searched as one) with the model that encodes its queries, as one
 object: build, open, search (GTR, BM25 or both fused, with filters), add or replace documents, delete them
-(or both in one update), compact, tune, check.
+(or both in one update), compact, tune. `gtr_keras.integrity.check_directory` checks its files.
 
 It holds no logic of its own beyond choosing the step: building is `index_building.build_index`,
 `index_building.index_embeddings` or `beam_pipeline.index_with_beam`; searching `Retriever` and
 `HybridRetriever` (`filtered_search` for filters); updates `index_updates.update_index`; tuning
-`tuning.tuner.tune`; checking `integrity.index_checker` (what `gtr-keras check` runs on an index directory).
-`gtr-keras index` and `gtr-keras search` run through it, so an `Index` answers as the command line does
-(`gtr-keras search --json` prints `search`'s hits).
+`tuning.tuner.tune`. `gtr-keras index` and `gtr-keras search` run through it, so an `Index` answers as the
+command line does (`gtr-keras search --json` prints `search`'s hits).
 """
 
 import os
@@ -519,32 +518,6 @@ class Index:
             record = tune(self.paths[0], queries, sample, target_recall, k, plot, build=build, log=log)
         self._reopen()
         return record
-
-    def check(self):
-        """The integrity of the index's directory (each shard's): what `gtr-keras check DIR` reports, as
-        `CheckReport`s rather than printed. Every file's checksum, the records, each segment, the documents
-        and the BM25 side, and what killed jobs left beside them (`integrity.index_checker`); a finding is
-        a problem of the report, never an exception.
-
-        Returns:
-            One `CheckReport` per directory, in `paths`' order: `ok`, `problems` (one line each, naming the
-            file: `"PATH: what is wrong"`), `facts`, and `summary()` (the line `gtr-keras check` prints).
-
-        Example:
-        >>> [report.ok for report in index.check()]
-        [True]
-        >>> index.check()[0].problems
-        ['indexes/scifact/index/segment-000000/embeddings.npy: SHA-256 ... differs from its record ...']
-        """
-        from gtr_keras.integrity.check_report import CheckReport
-        from gtr_keras.integrity.index_checker import check_index_directory
-
-        reports = []
-        for path in self.paths:
-            report = CheckReport(path, "an index directory")
-            report.step(lambda path=path, report=report: check_index_directory(path, report), path)
-            reports.append(report)
-        return reports
 
     def set_search_params(self, setting):
         """Sets search parameters for this `Index`'s searches (overriding a tuned setting): ScaNN's

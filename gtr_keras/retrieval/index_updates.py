@@ -21,7 +21,7 @@ import numpy as np
 from gtr_keras.beir.readers import load_corpus, metadata_type
 from gtr_keras.errors import DataError, DataWarning, MismatchError, UserError
 from gtr_keras.index.embedding_files import EmbeddingFiles
-from gtr_keras.index.layout import BM25_SUBDIR, INDEX_SUBDIR, check_ids, read_model_record
+from gtr_keras.index.layout import BM25_SUBDIR, INDEX_SUBDIR, read_id_file, read_model_record
 from gtr_keras.index.search_index import ArrayRows, SearchIndex
 from gtr_keras.index.segment_writer import (
     check_not_added,
@@ -38,34 +38,9 @@ from gtr_keras.retrieval.retriever import model_change
 from gtr_keras.utils import files
 from gtr_keras.utils.locks import locks_output
 from gtr_keras.utils.records import describe_change
-from gtr_keras.utils.text_files import check_id_text, id_field, iter_jsonl, iter_lines
+from gtr_keras.utils.text_files import id_field, iter_jsonl
 
 REMEDY = "update it with the model it was built with, or rebuild the index"
-
-
-def read_id_file(path):
-    """The ids of a file of one id a line (blank lines skipped), and `where(i)`, which names id `i`'s line.
-
-    Raises:
-        DataError: an unreadable file, or an id that holds whitespace or is
-            there twice, named with its file and line.
-
-    Example:
-    >>> ids, where = read_id_file("withdrawn.txt")  # doctest: +SKIP
-    >>> where(0)  # doctest: +SKIP
-    'withdrawn.txt:1'
-    """
-    ids, lines = [], []
-    for line_no, line in iter_lines(path):
-        value = line.rstrip("\r\n")
-        if value.strip():
-            ids.append(check_id_text(path, line_no, value, "id"))
-            lines.append(line_no)
-
-    def where(i):
-        return f"{path}:{lines[i]}"
-
-    return check_ids(ids, where, DataError), where
 
 
 def _check_deletions(index_dir, state, ids, where=None):

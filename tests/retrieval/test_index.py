@@ -12,6 +12,7 @@ import pytest
 import gtr_keras
 from gtr_keras.cli.main import main
 from gtr_keras.errors import DataError, MismatchError, UserError
+from gtr_keras.integrity import check_directory
 from gtr_keras.retrieval.index import Index
 
 WORDS = "wing lift drag shock boundary layer heat transfer flutter nozzle jet buckling panel cone mach".split()
@@ -377,11 +378,11 @@ def test_tune_takes_query_texts_encoded_by_the_index_model(tmp_path, tiny_model_
     assert loads == []
 
 
-def test_check_reports_the_integrity_of_the_index_as_gtr_keras_check_does(tmp_path, capsys):
+def test_check_directory_reports_the_integrity_of_an_index_as_gtr_keras_check_does(tmp_path, capsys):
     rng = np.random.default_rng(2)
     embeddings, documents = _embedding_files(tmp_path / "e", [f"d{i}" for i in range(8)], _unit_rows(rng, 8))
-    index = Index.build(tmp_path / "idx", embeddings=embeddings, documents=documents)
-    [report] = index.check()
+    Index.build(tmp_path / "idx", embeddings=embeddings, documents=documents)
+    report = check_directory(tmp_path / "idx")
     assert report.ok and report.problems == [] and report.summary().startswith(f"{tmp_path / 'idx'}: an index")
     capsys.readouterr()
     assert main(["check", str(tmp_path / "idx")]) == 0
@@ -391,7 +392,7 @@ def test_check_reports_the_integrity_of_the_index_as_gtr_keras_check_does(tmp_pa
     data = bytearray(vectors.read_bytes())
     data[-1] ^= 0x01
     vectors.write_bytes(bytes(data))
-    [report] = index.check()
+    report = check_directory(tmp_path / "idx")
     assert not report.ok and report.problems[0].startswith(f"{vectors}: ")
     assert main(["check", str(tmp_path / "idx")]) == 2
     assert capsys.readouterr().err.splitlines()[-1] == f"gtr-keras check: error: {report.problems[0]}"

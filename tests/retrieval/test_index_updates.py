@@ -9,9 +9,10 @@ from search_inputs import assert_same_results, clustered
 from gtr_keras.beir.readers import Corpus
 from gtr_keras.cli.main import main
 from gtr_keras.errors import DataError, MismatchError
+from gtr_keras.index.layout import read_id_file
 from gtr_keras.index.search_index import SearchIndex
 from gtr_keras.retrieval.index_building import build_index, index_metadata
-from gtr_keras.retrieval.index_updates import read_id_file, update_index
+from gtr_keras.retrieval.index_updates import update_index
 from gtr_keras.retrieval.retriever import Retriever
 
 WORDS = "wing lift drag shock boundary layer heat transfer flutter nozzle jet buckling panel cone mach".split()
