@@ -70,7 +70,7 @@ from gtr_keras.utils.records import check_positive_int
 # these), its float32 rescoring pools (`rescore_pool_size` of these, at most the reordering pool), and a quantized
 # exact index's rescored candidates (k times these).
 LEAF_FRACTIONS = (0.005, 0.01, 0.02, 0.04, 0.07, 0.1, 0.15, 0.25, 0.4, 0.6, 1.0)
-REORDER_FACTORS = (5, 10, 20, 30, 50, 70, 100, 150, 200)
+REORDER_FACTORS = (5, 10, 20, 30, 50, 70, 100, 150, 200, 300, 500, 1000)
 RESCORE_FACTORS = (1, 2, 3, 5, 10)
 RESCORE_MULTIPLES = (1, 2, 4, 10, 20, 50)
 # After the grid, the chosen setting's parameters are bisected towards the grid's next smaller value, in this
