@@ -101,9 +101,14 @@ def check_retriever_flags(args, parser):
 
 
 def check_rerank_flags(args, parser):
-    """`search` and `evaluate`: `--rerank-depth` goes with `--rerank`."""
+    """`search` and `evaluate`: `--rerank-depth` goes with `--rerank`, and is at least `search`'s `-k`."""
     if args.rerank_depth is not None and not args.rerank:
         parser.error("argument --rerank-depth: goes with --rerank")
+    k = getattr(args, "k", None)
+    if args.rerank_depth is not None and k is not None and args.rerank_depth < k:
+        parser.error(
+            f"argument --rerank-depth: {args.rerank_depth} is below -k {k}: the best k of the reranked hits are shown"
+        )
 
 
 # Flags that need an optional dependency: (flag's dest, what it needs, its module, the extra that installs it).

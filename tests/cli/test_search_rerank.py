@@ -98,3 +98,21 @@ def test_rerank_is_refused_before_any_model_loads(index, tiny_model_dir, capsys)
     with pytest.raises(SystemExit) as stopped:
         main(["search", "--index", index, "--retriever", "bm25", "--rerank-depth", "5", QUERY])
     assert stopped.value.code == 2 and "argument --rerank-depth: goes with --rerank" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as stopped:
+        main(
+            [
+                "search",
+                "--index",
+                index,
+                "--retriever",
+                "bm25",
+                "--rerank",
+                tiny_model_dir,
+                "-k",
+                "10",
+                "--rerank-depth",
+                "5",
+                QUERY,
+            ]
+        )
+    assert stopped.value.code == 2 and "argument --rerank-depth: 5 is below -k 10" in capsys.readouterr().err
