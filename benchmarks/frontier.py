@@ -11,7 +11,9 @@ the size of its serialized index (what a search process loads; for gtr-keras the
 `SearchIndex.load` reads, and beside them the float32 file it memory-maps, whose pages it lets go of past
 128 MiB: `benchmarks/quantized_memory.py` measures the search's peak RSS). Then every search setting of every
 library is timed on all the queries in one batched call with both cores, the libraries taking turns for
-`--rounds` rounds (the fastest round counts), and scored by recall@10 against exact float32 search. The table
+`--rounds` rounds (the fastest round counts), and scored by recall@10 against exact float32 search. With
+`--screen Q`, each setting is first run once on Q queries, and only those near their library's frontier there
+are timed in turns (ScaNN's grid of ~800 settings at 1M takes over an hour a round on 2 cores). The table
 gives the best QPS at recall@10 >= 0.90, >= 0.95 and >= 0.99; the plot every library's recall-QPS frontier
 (ann-benchmarks' axes).
 
@@ -34,6 +36,7 @@ from results import RESULTS, lscpu_flags, machine, publish, rerun_command, time_
 SECTION = "## Speed-memory frontier"
 K = 10
 TARGETS = (0.90, 0.95, 0.99)
+SCREEN_MARGIN = 1.5
 THREADS = len(os.sched_getaffinity(0))
 # The peers' grids: as fine as tune's for ScaNN at each recall, so none is behind for want of a setting.
 HNSW_EFS = (10, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512)
@@ -41,7 +44,7 @@ IVF_NPROBES = (1, 2, 4, 8, 16, 32, 64, 128)
 IVF_K_FACTORS = (2, 4, 8, 16, 32, 64, 128)
 
 
-def gtr_keras_scann(vectors, queries, work, m, ef_construction, prebuilt=None, reorder="float32"):
+def gtr_keras_scann(vectors, work, m, ef_construction, prebuilt=None, reorder="float32"):
     from gtr_keras.index import EMBEDDINGS_NPY, ArrayRows, SearchIndex, read_description, write_search_index
     from gtr_keras.tuning import settings_grid
 
@@ -60,7 +63,7 @@ def gtr_keras_scann(vectors, queries, work, m, ef_construction, prebuilt=None, r
     index = SearchIndex.load(directory)
 
     def searcher(setting):
-        def search():
+        def search(queries):
             index.set_search_params(setting)
             return index.search(queries, K)[0]
 
@@ -69,8 +72,8 @@ def gtr_keras_scann(vectors, queries, work, m, ef_construction, prebuilt=None, r
     return build, (size, mapped), [(setting, searcher(setting)) for setting in settings_grid(index, K)]
 
 
-def gtr_keras_scann_int8(vectors, queries, work, m, ef_construction):
-    return gtr_keras_scann(vectors, queries, work, m, ef_construction, reorder="int8")
+def gtr_keras_scann_int8(vectors, work, m, ef_construction):
+    return gtr_keras_scann(vectors, work, m, ef_construction, reorder="int8")
 
 
 def faiss_size(index, work):
@@ -84,7 +87,7 @@ def faiss_size(index, work):
     return size
 
 
-def faiss_hnsw(vectors, queries, work, m, ef_construction):
+def faiss_hnsw(vectors, work, m, ef_construction):
     import faiss
 
     faiss.omp_set_num_threads(THREADS)
@@ -95,7 +98,7 @@ def faiss_hnsw(vectors, queries, work, m, ef_construction):
     build = time.perf_counter() - start
 
     def searcher(ef):
-        def search():
+        def search(queries):
             index.hnsw.efSearch = ef
             return index.search(queries, K)[1]
 
@@ -104,7 +107,7 @@ def faiss_hnsw(vectors, queries, work, m, ef_construction):
     return build, faiss_size(index, work), [({"efSearch": ef}, searcher(ef)) for ef in HNSW_EFS]
 
 
-def faiss_ivfpq(vectors, queries, work, m, ef_construction):
+def faiss_ivfpq(vectors, work, m, ef_construction):
     import faiss
 
     faiss.omp_set_num_threads(THREADS)
@@ -120,7 +123,7 @@ def faiss_ivfpq(vectors, queries, work, m, ef_construction):
     build = time.perf_counter() - start
 
     def searcher(nprobe, k_factor):
-        def search():
+        def search(queries):
             ivf.nprobe, index.k_factor = nprobe, k_factor
             return index.search(queries, K)[1]
 
@@ -134,7 +137,7 @@ def faiss_ivfpq(vectors, queries, work, m, ef_construction):
     return build, faiss_size(index, work), settings
 
 
-def hnswlib_hnsw(vectors, queries, work, m, ef_construction):
+def hnswlib_hnsw(vectors, work, m, ef_construction):
     import hnswlib
 
     index = hnswlib.Index(space="ip", dim=vectors.shape[1])
@@ -148,7 +151,7 @@ def hnswlib_hnsw(vectors, queries, work, m, ef_construction):
     os.remove(path)
 
     def searcher(ef):
-        def search():
+        def search(queries):
             index.set_ef(ef)
             return index.knn_query(queries, k=K, num_threads=THREADS)[0]
 
@@ -166,16 +169,16 @@ LIBRARIES = {
 }
 
 
-def measure_in_turns(searchers, truth, rounds):
-    """`{library: [(recall, QPS, setting)]}`: every setting of every library timed once a round, the libraries
-    taking turns (`results.time_interleaved`), the fastest round counting; recall from the last round's
-    answers (each search is deterministic)."""
+def measure_in_turns(searchers, queries, truth, rounds):
+    """`{library: [(recall, QPS, setting)]}`: every setting of every library timed once a round on all the
+    queries, the libraries taking turns (`results.time_interleaved`), the fastest round counting; recall from the
+    last round's answers (each search is deterministic)."""
     from gtr_keras.tuning import recall_at_k
 
     found = {}
 
     def kept(key, search):
-        return lambda: found.__setitem__(key, search())
+        return lambda: found.__setitem__(key, search(queries))
 
     functions = {
         (key, n): kept((key, n), search)
@@ -190,6 +193,28 @@ def measure_in_turns(searchers, truth, rounds):
         ]
         for key, settings in searchers.items()
     }
+
+
+def screened(searchers, queries, truth, count):
+    """`searchers` less the settings that cannot be on their library's frontier: each setting is run once on the
+    first `count` queries, and goes when another of its library has at least its recall@10 there and more than
+    SCREEN_MARGIN times its QPS (a margin wide enough that the full timing, on every query, cannot reverse it)."""
+    from gtr_keras.tuning import recall_at_k
+
+    kept = {}
+    for key, settings in searchers.items():
+        points = []
+        for _, search in settings:
+            start = time.perf_counter()
+            found = search(queries[:count])
+            points.append((recall_at_k(found, truth[:count]), count / (time.perf_counter() - start)))
+        kept[key] = [
+            setting
+            for setting, (recall, qps) in zip(settings, points)
+            if not any(other >= recall and faster > SCREEN_MARGIN * qps for other, faster in points)
+        ]
+        print(f"{key}: {len(kept[key])} of {len(settings)} settings kept by the screen", flush=True)
+    return kept
 
 
 def described_size(size):
@@ -277,6 +302,14 @@ def main(argv=None):
     parser.add_argument("--ef-construction", type=int, default=100, help="HNSW's efConstruction (faiss and hnswlib)")
     parser.add_argument("--scann-index", help="search this ScaNN index of the same vectors instead of building one")
     parser.add_argument("--rounds", type=int, default=2, help="timed turns of every setting of every library")
+    parser.add_argument(
+        "--screen",
+        type=int,
+        default=0,
+        metavar="Q",
+        help="first run each setting once on Q queries and time in turns only those near their library's frontier "
+        "there (`screened`; for grids too slow to time whole, as ScaNN's at 1M); 0: time every setting",
+    )
     parser.add_argument("--plot", help="the recall-QPS PNG to write (default: WORK/frontier.png)")
     parser.add_argument("--results", default=RESULTS)
     parser.add_argument("--no-record", action="store_true")
@@ -298,10 +331,12 @@ def main(argv=None):
         name, run = LIBRARIES[key]
         names[key] = name.format(m=args.hnsw_m, ef=args.ef_construction)
         extra = {"prebuilt": args.scann_index} if key == "scann" else {}
-        build, size, searchers[key] = run(vectors, queries, args.work, args.hnsw_m, args.ef_construction, **extra)
+        build, size, searchers[key] = run(vectors, args.work, args.hnsw_m, args.ef_construction, **extra)
         builds[key] = build, size
         print(f"{names[key]}: built in {build or 0:.1f} s, {described_size(size)}", flush=True)
-    points = measure_in_turns(searchers, truth, args.rounds)
+    if args.screen:
+        searchers = screened(searchers, queries, truth, args.screen)
+    points = measure_in_turns(searchers, queries, truth, args.rounds)
     rows = []
     for key in keys:
         cells = []
@@ -314,6 +349,13 @@ def main(argv=None):
         built = f"{build:.1f} s ({len(vectors) / build:,.0f} rows/s)" if build else "prebuilt (`--scann-index`)"
         rows.append(f"| {names[key]} | {built} | {size} | {' | '.join(cells)} | {top:.4f} |")
     plot = args.plot or os.path.join(args.work, "frontier.png")
+    screen = (
+        f", of the settings the screen kept ({', '.join(f'{key} {len(searchers[key])}' for key in keys)}: each "
+        f"setting run once on {args.screen} queries, dropped when another of its library had at least its recall "
+        f"there and over {SCREEN_MARGIN}x its QPS)"
+        if args.screen
+        else ""
+    )
     curves = {names[key]: [(r, q) for r, q, _ in points[key]] for key in keys}
     plot_recall_qps(curves, plot, f"{len(vectors):,} x {vectors.shape[1]}, {THREADS} threads", target=0.99)
     block = "\n".join(
@@ -322,7 +364,7 @@ def main(argv=None):
             "",
             f"Command: `{rerun_command(__file__, argv)}`. Machine: {machine()}; load average before the run "
             f"{LOAD_BEFORE}; lscpu flags: {lscpu_flags()}. Python {sys.version.split()[0]}. {args.rounds} timed "
-            f"rounds, the libraries taking turns. Plot: `{plot}`.",
+            f"rounds, the libraries taking turns{screen}. Plot: `{plot}`.",
             "",
             "| library | build | index size | "
             + " | ".join(f"QPS at recall@10 >= {target:.2f}" for target in TARGETS)
