@@ -25,23 +25,17 @@ import argparse
 import datetime
 import json
 import os
-import subprocess
 import sys
 import time
 
 import numpy as np
 from large_index import add_corpus_arguments, build, write_shards
-from results import RESULTS, machine, publish, rerun_command
+from results import RESULTS, lscpu_flags, machine, publish, rerun_command
 
 K = 10
 SECTION = "## Filtered search"
 BUCKETS = 10_000
 THRESHOLDS = (5000, 1000, 100, 10, 1)  # bucket < T: 50%, 10%, 1%, 0.1%, 0.01%
-
-
-def lscpu_flags():
-    output = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
-    return next((line.split(":", 1)[1].strip() for line in output.splitlines() if line.startswith("Flags")), "")
 
 
 def shard_paths(shard_dir):
