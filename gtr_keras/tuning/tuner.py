@@ -6,9 +6,11 @@ A ScaNN index is measured over a grid of leaves searched (fractions of its leave
 (`reorder_factor`, AH candidates reordered on int8 a result) and float32 rescoring pools (`rescore_factor`: of
 the int8-reordered candidates, `search_index.rescore_pool_size(k, rescore_factor)` rescored with float32, at most
 the reordering pool; for each leaves and reordering pool, the next larger rescoring pool only while the last one
-raised recall); an int8 or binary exact index over its `rescore`
-pools; then the parameters of the fastest setting that meets the target are bisected towards the grid's next
-smaller value (`BISECTED`), where the grid's steps may have skipped a cheaper setting that meets it.
+raised recall); an int8 or binary exact index over its `rescore` pools. Once a setting meets the target, a
+setting measured `SLOWER` times slower than it cannot be chosen, nor can any setting at least as large in every
+parameter (it searches at least as much): those are not measured. Then the parameters of the fastest setting that
+meets the target are bisected towards the grid's next smaller value (`BISECTED`), where the grid's steps may
+have skipped a cheaper setting that meets it.
 
 The truth is exact search of the index's float32 vectors: what a user's recall is counted against. A ScaNN
 index built before float32 rescoring keeps none (only ScaNN's int8 copy): its truth is that copy, decoded, and
@@ -73,6 +75,9 @@ LEAF_FRACTIONS = (0.005, 0.01, 0.02, 0.04, 0.07, 0.1, 0.15, 0.25, 0.4, 0.6, 1.0)
 REORDER_FACTORS = (5, 10, 20, 30, 50, 70, 100, 150, 200, 300, 500, 1000)
 RESCORE_FACTORS = (1, 2, 3, 5, 10)
 RESCORE_MULTIPLES = (1, 2, 4, 10, 20, 50)
+# Once a setting meets the target, one measured SLOWER times slower cannot be chosen, nor can any setting of the
+# grid at least as large in every parameter (it searches at least as much): those are not measured.
+SLOWER = 1.5
 # After the grid, the chosen setting's parameters are bisected towards the grid's next smaller value, in this
 # order, this many times each.
 BISECTED = ("reorder_factor", "rescore_factor", "num_leaves_to_search", "rescore")
@@ -372,15 +377,21 @@ def _tune(directory, queries, sample, target_recall, k, plot, repeats, build, lo
                 )
                 load_build(number)
             plateaus = set()  # (leaves, reorder) whose last float32 rescoring pool raised no recall
+            slow = []  # settings SLOWER times slower than the fastest meeting the target when measured
             last = None
             for setting in grid if not number else settings_grid(loaded[number], k):
                 others = tuple(value for name, value in setting.items() if name != "rescore_factor")
                 if others in plateaus:
                     continue  # a larger pool finds what a smaller found, slower
+                if any(all(setting[name] >= value for name, value in s.items()) for s in slow):
+                    continue  # searches at least as much as a setting too slow to be chosen
                 measured = measured_at(number, setting)
                 if "rescore_factor" in setting and last and last[0] == others and measured["recall"] <= last[1]:
                     plateaus.add(others)
                 last = others, measured["recall"]
+                fastest = _fastest(measurements, _meets)
+                if fastest is not None and measured["qps"] * SLOWER < fastest["qps"]:
+                    slow.append(setting)
         chosen = _fastest(measurements, _meets)
         if chosen is not None:
             number = built_by[measurements.index(chosen)]
