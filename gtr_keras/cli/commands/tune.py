@@ -21,7 +21,8 @@ def add_parser(subparsers, parents):
         "tune",
         help="measure an index's search settings against exact float32 search; record the fastest that meets a recall",
         description="Measures recall@k and queries a second of each search setting (ScaNN: leaves searched, reordering "
-        "pool and float32 rescoring pool; int8|binary exact: candidates rescored) against an exact search of "
+        "pool and float32 rescoring pool; int8|binary exact: candidates rescored; none searching at least as "
+        "much as one 1.5x slower than a setting meeting --target-recall) against an exact search of "
         "the index's float32 vectors, on half the queries, bisects the fastest that meets --target-recall "
         "between the grid's steps, prints them, records the fastest setting that also meets it on the other "
         "half, held out (INDEX/index/tuned.json: search, export, servers and SearchIndex.load use it), and "
