@@ -2,8 +2,8 @@
 
 Writes (or reuses) `large_index.py`'s synthetic corpus (`add_corpus_arguments`, `write_shard`s) and its ScaNN
 index in `--work`, gives every document a synthetic metadata field `bucket` (an integer drawn uniformly from
-0-9,999, independent of the vectors), and for each selectivity (`bucket < T`: 50%, 10%, 1%, 0.1%, 0.01%)
-measures, on `--num-queries` queries in one batched call each:
+0-9,999, independent of the vectors), and for each selectivity (`bucket < T`: 50%, 30%, 20%, 15%, 10%, 1%,
+0.1%, 0.01%) measures, on `--num-queries` queries in one batched call each:
 
 - the planner (`filters.filtered_search`), and each of its two plans forced: ScaNN with widening over-fetch,
   and exact scoring of the allowed rows on ScaNN's int8 vectors, both with the best candidates rescored on
@@ -35,7 +35,7 @@ from results import RESULTS, lscpu_flags, machine, publish, rerun_command
 K = 10
 SECTION = "## Filtered search"
 BUCKETS = 10_000
-THRESHOLDS = (5000, 1000, 100, 10, 1)  # bucket < T: 50%, 10%, 1%, 0.1%, 0.01%
+THRESHOLDS = (5000, 3000, 2000, 1500, 1000, 100, 10, 1)  # bucket < T: 50%, 30%, 20%, 15%, 10%, 1%, 0.1%, 0.01%
 
 
 def shard_paths(shard_dir):

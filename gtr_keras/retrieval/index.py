@@ -501,7 +501,7 @@ class Index:
 
         Example:
         >>> index.tune(sample=1000, target_recall=0.95)["setting"]
-        {'num_leaves_to_search': 70, 'reorder_factor': 20}
+        {'num_leaves_to_search': 70, 'reorder_factor': 20, 'rescore_factor': 1}
         >>> index.tune(queries=[query for query in load_queries("data/scifact").values()])
         """
         from gtr_keras.tuning.tuner import check_request, tune
@@ -521,7 +521,8 @@ class Index:
 
     def set_search_params(self, setting):
         """Sets search parameters for this `Index`'s searches (overriding a tuned setting): ScaNN's
-        `num_leaves_to_search` and `reorder_factor`, an int8 or binary index's `rescore`.
+        `num_leaves_to_search`, `reorder_factor` and `rescore_factor` (float32 rescoring), an int8 or binary
+        index's `rescore`.
 
         Example:
         >>> index.set_search_params({"num_leaves_to_search": 40})
