@@ -56,6 +56,7 @@ def main(argv=None):
     parser.add_argument("--results", default=RESULTS)
     parser.add_argument("--no-record", action="store_true")
     args = parser.parse_args(argv)
+    load_before = os.getloadavg()
     from gtr_keras.index import EMBEDDINGS_NPY, SearchIndex, read_description
     from gtr_keras.tuning import tune
 
@@ -84,7 +85,8 @@ def main(argv=None):
         [
             f"### tune checked on {len(index.ids):,} x {index.dims} (ScaNN, {index.params['num_leaves']} leaves)",
             "",
-            f"Command: `{rerun_command(__file__, argv)}`. Machine: {machine()}, shared; lscpu flags: {flags}",
+            f"Command: `{rerun_command(__file__, argv)}`. Machine: {machine()}; load average before the run "
+            f"{', '.join(f'{load:.1f}' for load in load_before)}; lscpu flags: {flags}",
             f"Queries: {record['queries']}; truth: exact search of the index's {record['truth']} vectors.",
             "",
             "| rows | target | settings measured | chosen | recall@10 tune reported: tuning half / held out | "
