@@ -198,7 +198,8 @@ def measure_in_turns(searchers, queries, truth, rounds):
 def screened(searchers, queries, truth, count):
     """`searchers` less the settings that cannot be on their library's frontier: each setting is run once on the
     first `count` queries, and goes when another of its library has at least its recall@10 there and more than
-    SCREEN_MARGIN times its QPS (a margin wide enough that the full timing, on every query, cannot reverse it)."""
+    SCREEN_MARGIN times its QPS (a margin wide enough that the full timing, on every query, is unlikely to
+    reverse it)."""
     from gtr_keras.tuning import recall_at_k
 
     kept = {}
@@ -209,8 +210,8 @@ def screened(searchers, queries, truth, count):
             found = search(queries[:count])
             points.append((recall_at_k(found, truth[:count]), count / (time.perf_counter() - start)))
         kept[key] = [
-            setting
-            for setting, (recall, qps) in zip(settings, points)
+            pair
+            for pair, (recall, qps) in zip(settings, points)
             if not any(other >= recall and faster > SCREEN_MARGIN * qps for other, faster in points)
         ]
         print(
