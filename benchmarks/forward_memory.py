@@ -24,7 +24,7 @@ import subprocess
 import sys
 import time
 
-from results import RESULTS, lscpu_flags, machine, publish, rerun_command
+from results import RESULTS, lscpu_flags, machine, publish, rerun_command, resident_bytes
 
 SECTION = "## Serve"
 VARIANTS = {
@@ -33,11 +33,6 @@ VARIANTS = {
     "one shape": ("fixed", {}),
     "random, oneDNN off": ("random", {"TF_ENABLE_ONEDNN_OPTS": "0"}),
 }
-
-
-def rss_mib():
-    with open("/proc/self/status") as f:
-        return next(int(line.split()[1]) / 1024 for line in f if line.startswith("VmRSS"))
 
 
 def forward_passes(shapes, batches, model, seed):
@@ -61,7 +56,7 @@ def forward_passes(shapes, batches, model, seed):
         if number == 0:
             start = time.perf_counter()
         if number % (batches // 4) == 0:
-            rss.append(rss_mib())
+            rss.append(resident_bytes() / 2**20)
     print(json.dumps({"rss": rss, "seconds": time.perf_counter() - start}))
 
 

@@ -27,6 +27,12 @@ def lscpu_flags():
     return next((line.split(":", 1)[1].strip() for line in output.splitlines() if line.startswith("Flags")), "?")
 
 
+def resident_bytes(pid="self"):
+    """The resident set size of process `pid` (default: this one) in bytes (Linux: /proc/PID/status)."""
+    with open(f"/proc/{pid}/status", encoding="utf-8") as f:
+        return next(int(line.split()[1]) * 1024 for line in f if line.startswith("VmRSS:"))
+
+
 def rerun_command(script, argv=None):
     """The command line that reruns benchmark `script` (its `__file__`) with `argv` (default: this process's)."""
     args = sys.argv[1:] if argv is None else argv

@@ -55,7 +55,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 import aiohttp
 import httpx
 import numpy as np
-from results import RESULTS, machine, publish, rerun_command
+from results import RESULTS, machine, publish, rerun_command, resident_bytes
 
 import gtr_keras
 from gtr_keras.beir import load_corpus, load_queries
@@ -150,12 +150,6 @@ def mixed_requests(documents, queries, total, seed=0):
             retriever = ("gtr", "gtr", "bm25", "hybrid")[int(rng.integers(0, 4))]
             requests.append(("/v1/search", {"query": query, "k": 10, "retriever": retriever}))
     return requests
-
-
-def resident_bytes(pid):
-    """The resident set size of process `pid` (Linux: /proc/PID/status)."""
-    with open(f"/proc/{pid}/status", encoding="utf-8") as f:
-        return next(int(line.split()[1]) * 1024 for line in f if line.startswith("VmRSS:"))
 
 
 async def mixed_load(base, requests, clients, headers, scrape):
