@@ -323,6 +323,8 @@ def main(argv=None):
     unknown = sorted(set(keys) - set(LIBRARIES))
     if unknown:
         parser.error(f"--libraries: unknown {', '.join(unknown)} (known: {', '.join(LIBRARIES)})")
+    if not 0 <= args.screen <= args.num_queries:
+        parser.error(f"argument --screen: between 0 and --num-queries ({args.num_queries}), not {args.screen}")
     from gtr_keras.index import exact_top_k
     from gtr_keras.tuning import plot_recall_qps
 
