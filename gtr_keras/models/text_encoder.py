@@ -10,6 +10,7 @@ import contextlib
 import numpy as np
 
 from gtr_keras.errors import CheckpointError, UserError
+from gtr_keras.utils.text_values import check_text
 
 KINDS = ("query", "document")
 PROGRESS_THRESHOLD = 5000
@@ -109,10 +110,11 @@ class TextEncoder:
             progress: show a progress bar; by default only for long inputs.
 
         Raises:
+            UserError: a text that is not valid Unicode (a lone surrogate), naming it.
             CheckpointError: the model gives a non-finite embedding; nothing is returned.
         """
         check_kind(kind)
-        texts = list(texts)
+        texts = [check_text(f"texts[{i}]", text) if isinstance(text, str) else text for i, text in enumerate(texts)]
         output = np.zeros((len(texts), self.embedding_dim), np.float32)
         if not texts:
             return output
@@ -140,7 +142,7 @@ class TextEncoder:
 
 def check_pairs(pairs):
     """The pairs as a list of `(query, document)` string (or UTF-8 bytes) tuples; `UserError` naming the first
-    item that is not one.
+    item that is not one, or whose text is not valid Unicode (a lone surrogate).
 
     Example:
     >>> check_pairs([["what is lift?", "lift on a wing"]])
@@ -150,6 +152,9 @@ def check_pairs(pairs):
     for number, pair in enumerate(pairs):
         if isinstance(pair, (str, bytes)) or len(pair) != 2 or not all(isinstance(t, (str, bytes)) for t in pair):
             raise UserError(f"pairs: item {number} is not a (query, document) pair of strings: {pair!r}"[:200])
+        for side, text in zip(("query", "document"), pair):
+            if isinstance(text, str):
+                check_text(f"pairs: item {number}'s {side}", text)
         checked.append(tuple(pair))
     return checked
 
@@ -175,7 +180,7 @@ class TextPairScorer:
             batch_size: pairs per forward pass.
 
         Raises:
-            UserError: an item that is not a pair of strings.
+            UserError: an item that is not a pair of strings, or a text that is not valid Unicode.
             CheckpointError: the model gives a non-finite score; nothing is returned.
         """
         pairs = check_pairs(pairs)

@@ -13,7 +13,7 @@ import os
 
 import numpy as np
 
-from gtr_keras.beir.readers import load_corpus
+from gtr_keras.beir.readers import check_corpus, load_corpus
 from gtr_keras.errors import CheckpointError, DataError, UserError
 from gtr_keras.filters.expressions import Filter, id_list
 from gtr_keras.index.embedding_files import EmbeddingFiles
@@ -30,6 +30,7 @@ from gtr_keras.retrieval.retriever import Retriever
 from gtr_keras.utils import files
 from gtr_keras.utils.locks import locks_output, output_lock
 from gtr_keras.utils.records import check_positive_int
+from gtr_keras.utils.text_values import check_text
 
 GLOB_CHARACTERS = "*?["
 
@@ -57,7 +58,8 @@ def _reranker_of(reranker):
 
 def _queries(queries):
     """`(vectors, texts)`: `queries` as float32 `[n, D]` and None when they are vectors (a float array), or
-    None and a list of strings when they are texts; a `UserError` for anything else."""
+    None and a list of strings when they are texts; a `UserError` for anything else, or a text that is not valid
+    Unicode (a lone surrogate)."""
     if isinstance(queries, (str, bytes)):
         raise UserError("queries: a list of texts (or an array of query vectors), not one string")
     if isinstance(queries, np.ndarray) and queries.dtype.kind == "f":
@@ -65,11 +67,12 @@ def _queries(queries):
             raise UserError(f"query vectors: a [queries, D] array, got shape {queries.shape}")
         return queries.astype(np.float32, copy=False), None
     texts = list(queries)
-    for text in texts:
+    for number, text in enumerate(texts):
         if not isinstance(text, str):
             raise UserError(
                 f"queries: a list of texts or a float array of query vectors, got a {type(text).__name__} in the list"
             )
+        check_text(f"queries[{number}]", text)
     return None, texts
 
 
@@ -177,8 +180,10 @@ class Index:
 
         Raises:
             UserError: both or neither of `corpus` and `embeddings`, `corpus` without `model`, an
-                option that does not apply; `DataError` for a bad input file, naming it; `MismatchError`
-                for embeddings of another model than `model`.
+                option that does not apply; `DataError` for a bad input file, naming it, or a value of a
+                `Corpus` that a corpus file could not hold (`readers.check_corpus`: naming its row and field,
+                before the model loads, the index at `path` left as it was); `MismatchError` for embeddings of
+                another model than `model`.
 
         Example:
         >>> index = Index.build("indexes/scifact", "data/scifact", "gtr-small-distilled")
@@ -199,10 +204,10 @@ class Index:
         encoder = None
         if embeddings is not None:
             shards = embeddings if isinstance(embeddings, EmbeddingFiles) else EmbeddingFiles.open(embeddings)
-            if documents is not None:
-                where = documents if isinstance(documents, (str, os.PathLike)) else "documents"
-                stored = load_corpus(documents) if isinstance(documents, (str, os.PathLike)) else documents
-                documents = corpus_in_index_order(stored, where, shards.ids)
+            if isinstance(documents, (str, os.PathLike)):
+                documents = corpus_in_index_order(load_corpus(documents), documents, shards.ids)
+            elif documents is not None:
+                documents = corpus_in_index_order(check_corpus(documents), "documents", shards.ids)
             encoder = None if model is None else _encoder_of(model)
             index_embeddings(shards, path, encoder, model_dir, kind, documents, params, bm25)
         elif runner is not None:
@@ -210,6 +215,8 @@ class Index:
 
             if model_dir is None:
                 raise UserError("runner: each Beam worker loads the model: pass its directory or name as model=")
+            if not isinstance(corpus, (str, os.PathLike)):
+                raise UserError("runner: each Beam worker reads corpus files: pass their path or glob as corpus=")
             index_with_beam(
                 corpus,
                 path,
@@ -230,6 +237,8 @@ class Index:
                 if any(char in name for char in GLOB_CHARACTERS) and not files.exists(name):
                     raise DataError(f"{name}: a glob of corpus files needs a Beam runner (runner='DirectRunner')")
                 corpus = load_corpus(name)
+            else:
+                corpus = check_corpus(corpus)  # before the model loads
             encoder = _encoder_of(model)
             build_index(encoder, corpus, path, model_dir, kind, batch_size, shard_size, progress, bm25, params)
         index = cls(path, model)
@@ -320,10 +329,11 @@ class Index:
                 are returned. Without `rerank`, no hits are reranked.
 
         Raises:
-            UserError: one line, before any search or model loads, for an unknown `retriever`, `k` not a positive
-                int, `fusion` other than a `Fusion` or without `retriever="hybrid"`, `rerank_depth` not an int
-                or below `k`, a bad clause or an unknown field, BM25 on vectors or on several
-                directories, or a reranker over vectors or over an index that stores no documents;
+            UserError: one line, before any search or model loads, for a query or a filter that is not valid
+                Unicode (a lone surrogate, naming it), an unknown `retriever`, `k` not a positive int, `fusion`
+                other than a `Fusion` or without `retriever="hybrid"`, `rerank_depth` not an int or below `k`, a
+                bad clause or an unknown field, BM25 on vectors or on several directories, or a reranker over
+                vectors or over an index that stores no documents;
                 `MismatchError`: the model given is not the index's, or the BM25 side is stale.
 
         Example:
@@ -408,10 +418,11 @@ class Index:
             batch_size, progress: for encoding `add`.
 
         Raises:
-            UserError: both `add` and `embeddings`, nothing to do, ids of another type, an id both added
-                and deleted, or several directories (an update goes to one); `DataError`: an id to delete
-                that is not in the index, or a bad file, naming it; `MismatchError`: embeddings or a model of
-                another model than the index's.
+            UserError: both `add` and `embeddings`, nothing to do, ids of another type or not valid Unicode,
+                an id both added and deleted, or several directories (an update goes to one); `DataError`: an
+                id to delete that is not in the index, a bad file, naming it, or a value of a `Corpus` that a
+                corpus file could not hold (naming its row and field; the index is left as it was);
+                `MismatchError`: embeddings or a model of another model than the index's.
 
         Example:
         >>> index.update(add="new.jsonl", delete=["d1", "d7"])

@@ -23,6 +23,7 @@ import os
 
 from tqdm.auto import tqdm
 
+from gtr_keras.beir.readers import check_corpus
 from gtr_keras.errors import DataError, MismatchError, UserError
 from gtr_keras.index.embedding_files import EmbeddingFiles
 from gtr_keras.index.layout import (
@@ -116,7 +117,7 @@ def build_index(
 
     Args:
         encoder: the `Encoder` for documents.
-        corpus: a `Corpus`.
+        corpus: a `Corpus` (`readers.check_corpus` holds it to the rule of a corpus file before any work).
         index_dir: directory to write.
         model_dir: the model directory, recorded in `retriever.json` for the
             user (the fingerprint is what `Retriever.load` checks).
@@ -133,7 +134,8 @@ def build_index(
     Raises:
         MismatchError: the work directory holds shards of another model,
             other ids, another shard size or other texts.
-        UserError: an empty corpus, an unknown `kind`, a `batch_size` or
+        UserError: an empty corpus, a value a corpus file could not hold (naming
+            its row and field), an unknown `kind`, a `batch_size` or
             `shard_size` that is not a positive int.
         DataError: `index_dir` or the work directory holds files of something
             else (`check_index_outputs`), before any encoding.
@@ -145,6 +147,7 @@ def build_index(
         raise UserError(f"kind must be one of {KINDS}, got {kind!r}.")
     check_positive_int(batch_size, "batch_size")
     check_positive_int(shard_size, "shard_size")
+    corpus = check_corpus(corpus)
     if not len(corpus):
         raise UserError("the corpus is empty: nothing to index")
     check_index_outputs(index_dir)
@@ -198,6 +201,7 @@ def index_embeddings(source, index_dir, encoder=None, model_dir=None, kind="auto
     >>> index_embeddings("embeddings/part-*.npy", "indexes/msmarco", gtr_keras.load("gtr-base"), "gtr-base")
     (8841823, 'scann')
     """
+    corpus = None if corpus is None else check_corpus(corpus)
     shards = source if isinstance(source, EmbeddingFiles) else EmbeddingFiles.open(source)
     return shards.num_rows, write_index(
         index_dir, shards, corpus, embeddings_metadata(shards, encoder, model_dir), kind, bm25, params

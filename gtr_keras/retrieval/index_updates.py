@@ -18,8 +18,9 @@ import warnings
 
 import numpy as np
 
-from gtr_keras.beir.readers import load_corpus, metadata_type
+from gtr_keras.beir.readers import check_corpus, load_corpus, metadata_type
 from gtr_keras.errors import DataError, DataWarning, MismatchError, UserError
+from gtr_keras.filters.expressions import id_list
 from gtr_keras.index.embedding_files import EmbeddingFiles
 from gtr_keras.index.layout import BM25_SUBDIR, INDEX_SUBDIR, read_id_file, read_model_record
 from gtr_keras.index.search_index import ArrayRows, SearchIndex
@@ -102,8 +103,11 @@ def update_index(
         MismatchError: embeddings or an encoder of another model than the
             index's, or of another D.
         DataError: not an index directory, an id to delete that is not in the
-            index (named with its file and line), a bad shard or id file.
-        UserError: both `embeddings` and `corpus`, or `corpus` without `encoder`.
+            index (named with its file and line), a bad shard or id file, or a
+            value of a `Corpus` that a corpus file could not hold (`check_corpus`,
+            naming its row and field).
+        UserError: both `embeddings` and `corpus`, or `corpus` without `encoder`,
+            or an id to delete that is not valid Unicode (a lone surrogate).
 
     Example:
     >>> update_index("indexes/msmarco", embeddings="new/*.npy", delete="withdrawn.txt")["generation"]
@@ -112,17 +116,22 @@ def update_index(
     corpus_path = None
     if isinstance(corpus, (str, os.PathLike)):
         corpus_path, corpus = os.fspath(corpus), load_corpus(corpus)
+    elif corpus is not None:
+        corpus = check_corpus(corpus)
     if embeddings is not None and corpus is not None:
         raise UserError("update an index from embeddings or from a corpus, not both")
     if documents is not None and embeddings is None:
         raise UserError("documents go with embeddings (a corpus brings its own)")
     if corpus is not None and encoder is None:
         raise UserError("a corpus is encoded by the index's model: pass its encoder")
+    if isinstance(delete, (str, os.PathLike)):
+        delete_ids, where = read_id_file(delete)
+    else:
+        delete_ids, where = id_list(delete or [], "delete"), None
     recorded = read_model_record(index_dir)
     search_index = os.path.join(index_dir, INDEX_SUBDIR)
     state = read_state(search_index)
     bm25 = _repair_bm25_side(index_dir, search_index, state)
-    delete_ids, where = read_id_file(delete) if isinstance(delete, (str, os.PathLike)) else (list(delete or []), None)
     source = (
         embeddings if isinstance(embeddings, EmbeddingFiles) or embeddings is None else EmbeddingFiles.open(embeddings)
     )
@@ -130,6 +139,8 @@ def update_index(
     if isinstance(documents, (str, os.PathLike)):
         documents_path = os.fspath(documents)
         documents = corpus_in_index_order(load_corpus(documents_path), documents_path, source.ids)
+    elif documents is not None:
+        documents = check_corpus(documents)
     stored = corpus if corpus is not None else documents
     asked = source is not None or corpus is not None or bool(delete_ids)
     request = request_sha256(source, delete_ids, stored) if asked else None
@@ -206,7 +217,7 @@ def check_metadata_types(state, corpus, removed=(), path=None):
         recorded = segment.get("metadata_types")
         if recorded is not None and all(recorded.get(field, kind) == kind for field, kind in given):
             continue
-        documents = live_corpus([(documents_path(state.directory, segment["name"]), None)])
+        documents = live_corpus([(documents_path(state.directory, segment["name"]), None)], keep_damaged=True)
         if recorded is None:
             segment["metadata_types"] = metadata_types(documents)
         kept = set(live.tolist()) - gone
@@ -214,14 +225,17 @@ def check_metadata_types(state, corpus, removed=(), path=None):
             if doc_id.encode("utf-8") in kept:
                 for field, value in fields.items():
                     stored.setdefault(field, (metadata_type(value), doc_id))
-    for doc_id, fields in zip(corpus.ids, corpus.metadata):
+    for row, (doc_id, fields) in enumerate(zip(corpus.ids, corpus.metadata)):
         for field, value in fields.items():
             kind, (other, first) = metadata_type(value), stored.get(field, (None, None))
             if other is not None and kind != other:
-                line = next((n for n, record in iter_jsonl(path) if id_field(path, n, record) == doc_id), 0)
-                where = f"{path}:{line}: " if path is not None else ""
+                if path is None:
+                    where = f"Corpus row {row}"
+                else:
+                    line = next((n for n, record in iter_jsonl(path) if id_field(path, n, record) == doc_id), 0)
+                    where = f"{path}:{line}"
                 raise DataError(
-                    f"{where}document {doc_id!r} field `metadata.{field}` is a {kind}, but the index's document "
+                    f"{where}: document {doc_id!r} field `metadata.{field}` is a {kind}, but the index's document "
                     f"{first!r} has a {other}: a field holds one type (fix its value in {path or 'the corpus'}, or "
                     f"replace or delete every document of the index that has the field in the same update)"
                 )

@@ -16,6 +16,7 @@ import zlib
 from gtr_keras.errors import DataError, DataWarning
 from gtr_keras.utils import files
 from gtr_keras.utils.files import tf  # TensorFlow on first use
+from gtr_keras.utils.text_values import id_value, text_value
 
 
 def _decode(path, line_no, raw, errors):
@@ -175,34 +176,14 @@ def _integer_or_float(digits):
 
 
 def id_field(path, line_no, record):
-    value = record.get("_id")
-    if value is None:
-        raise DataError(f"{path}:{line_no}: missing field `_id`")
-    if isinstance(value, bool) or not isinstance(value, (str, int)):
-        raise DataError(f"{path}:{line_no}: field `_id` must be a string or an integer, got {type(value).__name__}")
-    return check_id_text(path, line_no, str(value), "`_id`")
-
-
-def check_id_text(path, line_no, value, field):
-    """`value`, an id, unless it holds whitespace, which a TREC run line (`qid Q0 docid rank score tag`)
-    cannot keep: a `DataError` naming the file, line and field then."""
-    if any(character.isspace() for character in value):
-        raise DataError(
-            f"{path}:{line_no}: {field} {value!r} holds whitespace, which TREC run files (and so "
-            "evaluation) cannot keep"
-        )
-    return value
+    """The `_id` of a JSON Lines record, checked by the rule of ids (`text_values.id_value`)."""
+    return id_value(f"{path}:{line_no}", record.get("_id"))
 
 
 def str_field(path, line_no, record, field, required):
-    value = record.get(field)
-    if value is None:
-        if required:
-            raise DataError(f"{path}:{line_no}: missing field `{field}`")
-        return ""
-    if not isinstance(value, str):
-        raise DataError(f"{path}:{line_no}: field `{field}` must be a string, got {type(value).__name__}")
-    return value
+    """A string field of a JSON Lines record (`""` for a missing optional one), checked by the rule of texts
+    (`text_values.text_value`: a string, without a lone surrogate)."""
+    return text_value(f"{path}:{line_no}", record.get(field), field, required)
 
 
 def iter_tsv_rows(path, names):

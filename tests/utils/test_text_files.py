@@ -5,7 +5,7 @@ import pytest
 from conftest import write_jsonl
 
 from gtr_keras.errors import DataError, DataWarning
-from gtr_keras.utils.text_files import check_id_text, id_field, iter_jsonl, iter_lines, iter_tsv_rows, str_field
+from gtr_keras.utils.text_files import id_field, iter_jsonl, iter_lines, iter_tsv_rows, str_field
 
 
 def located(path, pattern):
@@ -106,16 +106,6 @@ def test_id_field_reads_a_string_or_integer_id(value, expected):
 def test_id_field_names_file_line_and_problem(record, problem):
     with pytest.raises(DataError, match=f"^corpus.jsonl:3: {re.escape(problem)}"):
         id_field("corpus.jsonl", 3, record)
-
-
-@pytest.mark.parametrize("value", ["q\t1", "q\n", "q\u00a01"])
-def test_check_id_text_refuses_any_whitespace(value):
-    with pytest.raises(DataError, match="^run.txt:2: query id .* holds whitespace, which TREC run files"):
-        check_id_text("run.txt", 2, value, "query id")
-
-
-def test_check_id_text_returns_an_id_without_whitespace():
-    assert check_id_text("run.txt", 2, "doc-1_é", "query id") == "doc-1_é"
 
 
 def test_str_field_required_optional_and_of_the_wrong_type():

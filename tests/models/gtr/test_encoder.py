@@ -89,3 +89,9 @@ def test_a_preprocessor_set_on_the_model_later_applies_to_its_encoder(tiny_model
     model.preprocessor = None
     with pytest.raises(UserError, match="the model has no preprocessor now: it embeds token ids only"):
         encoder.encode_documents(texts)
+
+
+def test_a_text_holding_a_lone_surrogate_is_one_user_error_naming_it(tiny_encoder):
+    with pytest.raises(UserError, match=r"^texts\[1\]: a lone surrogate \(U\+D800 at character 4\), which UTF-8"):
+        tiny_encoder.encode_queries(["lift", "wing\ud800"])
+    assert tiny_encoder.encode_documents(["wing \u00e9".encode()]).shape == (1, 64)  # UTF-8 bytes as they are
