@@ -18,8 +18,15 @@ import os
 
 from gtr_keras.errors import DataError, UserError
 from gtr_keras.utils import files
-from gtr_keras.utils.text_files import iter_jsonl, iter_tsv_rows
-from gtr_keras.utils.text_values import check_id_text, check_text, id_value, text_problem, text_value
+from gtr_keras.utils.text_files import (
+    check_id_text,
+    check_text,
+    id_value,
+    iter_jsonl,
+    iter_tsv_rows,
+    text_problem,
+    text_value,
+)
 
 MAX_EXAMPLES = 5
 
@@ -170,7 +177,7 @@ def record_metadata(source, number, doc_id, metadata, first):
 
 def document_values(source, number, doc_id, title, text, metadata, first, stored=False):
     """One document's `(id, title, text, metadata)`, checked by the one rule of documents, whoever gives them (a
-    corpus file, a `Corpus`, the Beam pipeline): the id by `text_values.id_value` (a string or an integer, not
+    corpus file, a `Corpus`, the Beam pipeline): the id by `text_files.id_value` (a string or an integer, not
     empty, without whitespace), title and text strings (a missing title `""`), every string valid Unicode, and
     the metadata by `record_metadata`.
 

@@ -18,7 +18,7 @@ import os
 import re
 
 from gtr_keras.errors import UserError
-from gtr_keras.utils.text_values import check_id_text, check_text
+from gtr_keras.utils.text_files import check_id_text, check_text
 
 OPERATORS = ("=", "!=", "<", "<=", ">", ">=", "in")
 ORDER_OPERATORS = ("<", "<=", ">", ">=")
@@ -143,7 +143,7 @@ def id_list(ids, what):
     is one item, never its characters; an iterable of ids is each of them. Files of ids are their callers'
     (given as an `os.PathLike`: `Filter`, `Index.delete`).
 
-    Each id names a document already stored, checked as such (`text_values.check_id_text(reference=True)`:
+    Each id names a document already stored, checked as such (`text_files.check_id_text(reference=True)`:
     not empty, valid Unicode, no NUL or line break; whitespace kept, as older versions stored such ids).
 
     Raises:

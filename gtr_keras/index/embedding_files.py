@@ -34,7 +34,7 @@ from gtr_keras.errors import DataError
 from gtr_keras.index.layout import check_ids
 from gtr_keras.utils import files
 from gtr_keras.utils.records import unreadable_reason
-from gtr_keras.utils.text_values import check_id_text, text_problem
+from gtr_keras.utils.text_files import check_id_text, text_problem
 
 # Unit-norm tolerance: float32 normalisation leaves ~1e-6; un-normalised embeddings are far off.
 NORM_TOLERANCE = 1e-3

@@ -25,8 +25,7 @@ import numpy as np
 from gtr_keras.errors import DataError, MismatchError, UserError
 from gtr_keras.utils import files
 from gtr_keras.utils.records import check_fields, read_json_object, unreadable_reason
-from gtr_keras.utils.text_files import iter_lines
-from gtr_keras.utils.text_values import check_id_text
+from gtr_keras.utils.text_files import check_id_text, iter_lines
 
 FORMAT_VERSION = 2
 INDEX_JSON = "index.json"
@@ -384,7 +383,7 @@ def read_tuned(directory):
 def read_id_file(path):
     """The ids of a file of one id a line (blank lines skipped), and `where(i)`, which names id `i`'s line.
 
-    An id names a document already stored (`text_values.check_id_text(reference=True)`): it may hold
+    An id names a document already stored (`text_files.check_id_text(reference=True)`): it may hold
     whitespace other than line breaks, so that a document an older version stored with such an id can be
     deleted.
 

@@ -49,7 +49,7 @@ from gtr_keras.index.layout import (
 )
 from gtr_keras.utils import files
 from gtr_keras.utils.records import describe_change, read_json_object
-from gtr_keras.utils.text_values import id_problem
+from gtr_keras.utils.text_files import id_problem
 
 BASE = "."
 MANIFEST_FORMAT = 1
@@ -299,7 +299,7 @@ def live_corpus(sources, keep_damaged=False):
 
 def check_stored_ids(path, documents):
     """Raises `DataError` when a live document of the documents file `path` (`documents`: its `(row, id)`
-    pairs) has an id that breaks the rule of ids (`text_values.id_problem`: one with whitespace, which older
+    pairs) has an id that breaks the rule of ids (`text_files.id_problem`: one with whitespace, which older
     versions stored unchecked from Python), naming the file, the first such document's line and how to repair
     the index: delete them (`gtr-keras update INDEX --delete FILE`), or rebuild it."""
     damaged = [(row, doc_id, problem) for row, doc_id in documents if (problem := id_problem(doc_id))]

@@ -10,7 +10,7 @@ import contextlib
 import numpy as np
 
 from gtr_keras.errors import CheckpointError, UserError
-from gtr_keras.utils.text_values import check_text
+from gtr_keras.utils.text_files import check_text
 
 KINDS = ("query", "document")
 PROGRESS_THRESHOLD = 5000

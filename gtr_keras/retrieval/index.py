@@ -30,7 +30,7 @@ from gtr_keras.retrieval.retriever import Retriever
 from gtr_keras.utils import files
 from gtr_keras.utils.locks import locks_output, output_lock
 from gtr_keras.utils.records import check_positive_int
-from gtr_keras.utils.text_values import check_text
+from gtr_keras.utils.text_files import check_text
 
 GLOB_CHARACTERS = "*?["
 

@@ -18,7 +18,7 @@ from starlette.requests import ClientDisconnect
 from gtr_keras.lexical.fusion import METHODS
 from gtr_keras.retrieval.hybrid_retriever import RETRIEVERS
 from gtr_keras.server.api_error import ApiError
-from gtr_keras.utils.text_values import text_problem
+from gtr_keras.utils.text_files import text_problem
 
 EMBEDDING_FIELDS = ("input", "model", "encoding_format", "dimensions", "user", "input_type")
 SEARCH_FIELDS = ("query", "queries", "k", "retriever", "fusion", "gtr_weight", "rerank", "rerank_depth")
@@ -155,7 +155,7 @@ def _choice(body, field, choices, default):
 
 
 def _check_text(param, text):
-    """Refuses a text that UTF-8 cannot encode (a lone surrogate: `text_values.text_problem`, the rule of every
+    """Refuses a text that UTF-8 cannot encode (a lone surrogate: `text_files.text_problem`, the rule of every
     text gtr-keras takes), naming where its first one is."""
     problem = text_problem(text)
     if problem is not None:
