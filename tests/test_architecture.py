@@ -52,15 +52,30 @@ def module_names():
     return names
 
 
+def _type_checking_imports(tree):
+    """The import statements of `tree` under `if TYPE_CHECKING:`, which only a type checker reads."""
+    return {
+        id(inner)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.If) and ast.unparse(node.test) in ("TYPE_CHECKING", "typing.TYPE_CHECKING")
+        for statement in node.body
+        for inner in ast.walk(statement)
+    }
+
+
 def imports(modules, trees=None, known=None):
-    """`{module: {module it imports}}` over every import statement, at any depth of the code (of `trees`' where
-    given), resolved among the modules `known` (default: `modules`)."""
+    """`{module: {module it imports}}` over every import statement that runs, at any depth of the code (of
+    `trees`' where given; not those under `if TYPE_CHECKING:`), resolved among the modules `known` (default:
+    `modules`)."""
     graph, known = {}, known or modules
     for name, path in modules.items():
         package = name if path.endswith("__init__.py") else name.rpartition(".")[0]
         targets = set()
         tree = (trees or {}).get(name) or ast.parse(open(path, encoding="utf-8").read())
+        typing_only = _type_checking_imports(tree)
         for node in ast.walk(tree):
+            if id(node) in typing_only:
+                continue
             if isinstance(node, ast.Import):
                 candidates = [alias.name for alias in node.names]
             elif isinstance(node, ast.ImportFrom):
@@ -390,10 +405,11 @@ def test_the_top_level_modules_import_what_the_architecture_says():
     }
     assert graph["gtr_keras.utils.import_hooks"] == set()
     assert graph["gtr_keras.exports.export_formats"] == {"gtr_keras.errors"}  # what the parser may read
-    # `gtr_keras.load`: exports' encoders without TensorFlow, a model's stack only for a model.
+    # `gtr_keras.load`: exports' encoders without TensorFlow (the encoders' types), a model's stack only for a model.
     assert graph["gtr_keras.loading"] == {
         "gtr_keras.errors",
         "gtr_keras.exports.export_formats",
+        "gtr_keras.models.text_encoder",
         "gtr_keras.saving",
     }
     # The user's loading and saving, above the model family and the converters.

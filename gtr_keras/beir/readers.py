@@ -14,6 +14,7 @@ import dataclasses
 import json
 import math
 import os
+from typing import Any
 
 from gtr_keras.errors import DataError
 from gtr_keras.utils import files
@@ -26,6 +27,8 @@ from gtr_keras.utils.text_files import (
 )
 
 MAX_EXAMPLES = 5
+# Relevance judgements: per query id, the relevance of each judged document id.
+Qrels = dict[str, dict[str, int]]
 
 
 @dataclasses.dataclass
@@ -41,10 +44,10 @@ class Corpus:
             field of one type (`metadata_type`) in every document.
     """
 
-    ids: list
-    titles: list
-    texts: list
-    metadata: list = None
+    ids: list[str]
+    titles: list[str]
+    texts: list[str]
+    metadata: list[dict[str, Any]] | None = None
 
     def __len__(self):
         return len(self.ids)

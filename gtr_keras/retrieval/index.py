@@ -103,7 +103,7 @@ class Index(IndexHandle):
         self.records = [read_model_record(directory) for directory in self.paths]  # not an index: one line
         self._model = model
         self._encoder = None
-        self._search_params = {}
+        self._search_params: dict[str, int] = {}
         self._reopen()
 
     @classmethod

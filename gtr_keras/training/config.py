@@ -193,8 +193,8 @@ class TrainConfig:
     data: TrainingData
     output_dir: str
     model: dict = dataclasses.field(default_factory=dict)
-    tokenizer: str = None
-    sentencepiece_vocabulary_size: int = None
+    tokenizer: str | None = None
+    sentencepiece_vocabulary_size: int | None = None
     sentencepiece_case_folding: bool = False
     steps: int = 1000
     batch_size: int = 128
@@ -202,21 +202,21 @@ class TrainConfig:
     checkpoint_every: int = 1000
     keep_checkpoints: int = 3
     precision: str = "float32"
-    grad_cache_chunk_size: int = None
+    grad_cache_chunk_size: int | None = None
     strategy: str = "default"
-    tpu: str = None
+    tpu: str | None = None
     worker_timeout: int = 120
     seed: int = 0
     temperature: float = DEFAULT_TEMPERATURE
     mask_false_negatives: bool = True
     deterministic: bool = True
     verbose: int = 1
-    steps_per_execution: int = None
+    steps_per_execution: int | None = None
     log_every: int = 100
-    validation_data: str = None
+    validation_data: str | None = None
     validation_split: str = "dev"
-    validate_every: int = None
-    validation_max_queries: int = None
+    validate_every: int | None = None
+    validation_max_queries: int | None = None
     keep_best: bool = False
 
     data_class: ClassVar[type] = TrainingData
