@@ -49,10 +49,10 @@ class Corpus:
     texts: list[str]
     metadata: list[dict[str, Any]] | None = None
 
-    def __len__(self):
+    def __len__(self) -> int:
         return len(self.ids)
 
-    def joined(self):
+    def joined(self) -> list[str]:
         """The strings BEIR embeds for each document: `"title text"`, stripped.
 
         Example:
@@ -207,7 +207,7 @@ def _read_collection_file(path, names, what, with_metadata=False):
     return records
 
 
-def load_corpus(path):
+def load_corpus(path: str | os.PathLike[str]) -> Corpus:
     """Loads the documents of a BEIR collection.
 
     Args:
@@ -233,7 +233,7 @@ def load_corpus(path):
     return _read_collection_file(path, CORPUS_FILES, "documents", with_metadata=True)
 
 
-def load_queries(path):
+def load_queries(path: str | os.PathLike[str]) -> dict[str, str]:
     """Loads the queries of a BEIR collection.
 
     Args:
@@ -289,7 +289,7 @@ def evaluated_queries(qrels, path):
     return evaluated
 
 
-def load_qrels(path, split="test"):
+def load_qrels(path: str | os.PathLike[str], split: str = "test") -> Qrels:
     """Loads relevance judgements from a BEIR qrels TSV file.
 
     The file has three tab-separated columns, query id, document id and an
@@ -321,8 +321,8 @@ def load_qrels(path, split="test"):
     path = os.fspath(path)
     if files.isdir(path):
         path = qrels_file(path, split)
-    qrels = {}
-    first_line = {}
+    qrels: Qrels = {}
+    first_line: dict[tuple[str, str], int] = {}
     rows = iter_tsv_rows(path, _QRELS_COLUMNS)
     for row_index, (line_no, columns) in enumerate(rows):
         query_id, doc_id, score = columns
