@@ -31,7 +31,7 @@ from gtr_keras.models.model_files.model_source import (
     resolve_model_source,
 )
 from gtr_keras.models.reranker.reranker import Reranker
-from gtr_keras.models.text_encoder import TextEncoder, TextPairScorer
+from gtr_keras.models.text_encoder import TextPairScorer
 from gtr_keras.utils import files
 from gtr_keras.utils.checksums import verify_directory
 from gtr_keras.utils.locks import locks_output
@@ -82,7 +82,7 @@ def load(
     query_length: int | None = None,
     document_length: int | None = None,
     verify: bool = False,
-) -> TextEncoder | TextPairScorer:
+) -> Encoder | TextPairScorer:
     """An `Encoder` (numpy batches in, numpy embeddings out) for a model directory or checkpoint
     (`gtr_keras.load` also takes export directories); for a reranker's, a `PairScorer`.
 
