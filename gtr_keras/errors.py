@@ -5,6 +5,9 @@ The module imports nothing heavy, so every other module (and the command line
 before it imports TensorFlow) can use it.
 """
 
+from collections.abc import Callable
+from typing import NoReturn
+
 __all__ = [
     "UserError",
     "DataError",
@@ -51,7 +54,7 @@ class OverloadedError(UserError):
     """A server's work queue is full, or its answer did not come in time; the message says to retry."""
 
 
-def run_script(main):
+def run_script(main: Callable[[], int | None]) -> NoReturn:
     """Runs a recipe's or benchmark's `main()` as `gtr-keras` runs a command: a `UserError` or
     `OSError` ends the script with exit status 2 and one line on stderr, `SCRIPT: error: MESSAGE`;
     any other exception is a bug and keeps its traceback. `main`'s return value is the exit status.

@@ -23,6 +23,7 @@ from gtr_keras.distillation.distillation_config import DistillConfig
 from gtr_keras.distillation.distilled_dual_encoder import DistilledDualEncoder
 from gtr_keras.errors import DataError
 from gtr_keras.index.resumable_encoding import ResumableEncoding
+from gtr_keras.models.gtr.encoder import Encoder
 from gtr_keras.training.loop import run_training
 
 TEACHER_EMBEDDINGS = "teacher_embeddings"
@@ -72,7 +73,7 @@ def teacher_embeddings(teacher, texts, kind, work_dir, batch_size=64, shard_size
     return writer.assemble()
 
 
-def distill(config):
+def distill(config: DistillConfig) -> Encoder:
     """Distils a teacher into a GTR student and writes the model directory `output_dir/model`.
 
     The order of work: the settings, the resumed run's record and the texts

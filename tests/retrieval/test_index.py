@@ -14,6 +14,7 @@ from gtr_keras.cli.main import main
 from gtr_keras.errors import DataError, MismatchError, UserError
 from gtr_keras.integrity import check_directory
 from gtr_keras.retrieval.index import Index
+from gtr_keras.retrieval.index_types import IndexUpdate
 
 WORDS = "wing lift drag shock boundary layer heat transfer flutter nozzle jet buckling panel cone mach".split()
 QUERIES = ["boundary layer heat transfer", "wing flutter at mach one"]
@@ -199,7 +200,7 @@ def test_an_index_says_its_bm25_side_and_search_settings(tmp_path, tiny_model_di
     assert index.bm25.search(["wing lift"], 3)[0][0][0] == index.search(["wing lift"], 3, retriever="bm25")[0][0]["id"]
     quantized = gtr_keras.Index.build(str(tmp_path / "int8"), corpus, tiny_model_dir, vectors="int8", bm25=False)
     assert set(quantized.search_settings) == {"rescore"}
-    quantized.set_search_params({"rescore": 7})
+    quantized.set_search_settings({"rescore": 7})
     assert quantized.search_settings == {"rescore": 7}
     with pytest.raises(DataError, match="BM25"):
         quantized.bm25  # noqa: B018
@@ -445,3 +446,39 @@ def test_a_side_not_of_a_readers_version_says_retry_only_where_a_retry_can_succe
         moved_on.search(QUERIES, retriever="hybrid")
     assert "retry" not in str(error.value)
     assert Index.open(path).search(QUERIES, k=3, retriever="bm25") == writer.search(QUERIES, k=3, retriever="bm25")
+
+
+def test_add_delete_update_and_compact_return_what_they_changed(tmp_path):
+    rng = np.random.default_rng(3)
+    embeddings, documents = _embedding_files(tmp_path / "e", [f"d{i}" for i in range(20)], _unit_rows(rng, 20))
+    index = Index.build(tmp_path / "idx", embeddings=embeddings, documents=documents)
+    new_embeddings, new_documents = _embedding_files(tmp_path / "new", ["n1", "d2", "n0"], _unit_rows(rng, 3))
+    added = index.add(embeddings=new_embeddings, documents=new_documents)
+    assert (added.added, added.replaced, added.deleted) == (("n1", "n0"), ("d2",), ())
+    assert (
+        (added.generation, added.documents, added.segments)
+        == (_generation(index.paths[0]), len(index), 2)
+        == (1, 22, 2)
+    )
+    deleted = index.delete(["d5", "gone", "n1"], missing_ok=True)
+    assert (deleted.added, deleted.replaced, deleted.deleted, deleted.documents) == ((), (), ("d5", "n1"), 20)
+    both = index.update(delete="d6")
+    assert both.deleted == ("d6",) and both.generation == 3
+    compacted = index.compact()
+    assert compacted == IndexUpdate((), (), (), generation=4, documents=19, segments=1)
+
+
+@pytest.mark.slow
+def test_a_reranker_model_given_as_rerank_is_the_reranker_not_a_factory(tmp_path, reranker_dirs):
+    from gtr_keras.models.reranker.reranker import Reranker
+
+    rng = np.random.default_rng(4)
+    embeddings, documents = _embedding_files(tmp_path / "e", [f"d{i}" for i in range(9)], _unit_rows(rng, 9))
+    index = Index.build(tmp_path / "idx", embeddings=embeddings, documents=documents)
+    model = Reranker.from_preset(reranker_dirs["bert"])
+    by_model = index.search(["text of d4"], k=3, retriever="bm25", rerank=model, rerank_depth=9)
+    by_directory = index.search(["text of d4"], k=3, retriever="bm25", rerank=reranker_dirs["bert"], rerank_depth=9)
+    assert [hit["id"] for hit in by_model[0]] == [hit["id"] for hit in by_directory[0]]
+    np.testing.assert_allclose([h["score"] for h in by_model[0]], [h["score"] for h in by_directory[0]], rtol=1e-5)
+    scores = model.scorer().predict([("text of d4", f"text of {hit['id']}") for hit in by_model[0]])
+    np.testing.assert_allclose([hit["score"] for hit in by_model[0]], scores, rtol=1e-5)

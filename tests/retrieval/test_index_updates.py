@@ -1,5 +1,6 @@
 """`update_index` and `gtr-keras index --update`: index directories updated in place, checked as builds are."""
 
+import dataclasses
 import json
 
 import numpy as np
@@ -11,7 +12,9 @@ from gtr_keras.cli.main import main
 from gtr_keras.errors import DataError, MismatchError
 from gtr_keras.index.layout import read_id_file
 from gtr_keras.index.search_index import SearchIndex
+from gtr_keras.retrieval.index import Index
 from gtr_keras.retrieval.index_building import build_index, index_metadata
+from gtr_keras.retrieval.index_types import IndexUpdate
 from gtr_keras.retrieval.index_updates import update_index
 from gtr_keras.retrieval.retriever import Retriever
 
@@ -215,3 +218,16 @@ def test_a_compaction_alone_keeps_the_bm25_side(tmp_path, tiny_encoder, tiny_mod
     assert len(hits[0]) == 3
     update_index(tmp_path / "idx", delete=["d4"])
     assert len(rebuilds) == 1
+
+
+def test_an_update_returns_the_ids_it_added_replaced_and_deleted_in_the_order_given(tmp_path):
+    _shard(tmp_path / "base.npy", [f"d{i}" for i in range(20)], _unit(20, 8))
+    Index.build(tmp_path / "idx", embeddings=str(tmp_path / "base.npy"))
+    _shard(tmp_path / "new.npy", ["n1", "d2", "n0"], _unit(3, 8))
+    update = {"embeddings": str(tmp_path / "new.npy"), "delete": ["zz", "d7"], "missing_ok": True}
+    change = update_index(tmp_path / "idx", **update)
+    assert change == IndexUpdate(("n1", "n0"), ("d2",), ("d7",), generation=1, documents=21, segments=2)
+    assert update_index(tmp_path / "idx", **update) == IndexUpdate((), (), (), 1, 21, 2)  # a rerun changes nothing
+    assert update_index(tmp_path / "idx", compact=True) == IndexUpdate((), (), (), 2, 21, 1)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        change.added = ()

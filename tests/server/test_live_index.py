@@ -35,7 +35,7 @@ def test_an_update_is_swapped_in_whole_and_a_held_generation_outlives_its_files(
     assert first.number == 1 and live.reloads == 1
     assert "new0" in _ids(first, new.texts[0], "bm25") and "d0" not in _ids(first, "wing lift drag")
     update_index(index_dir, corpus=corpus(2, seed=8, prefix="later"), encoder=tiny_encoder, compact=True)
-    last = update_index(index_dir, delete=["d1"], compact=True)["generation"]
+    last = update_index(index_dir, delete=["d1"], compact=True).generation
     assert not os.path.exists(os.path.join(index_dir, "index", "segment-000001"))  # generation 1's segment
     assert live.check_now() and live.current.number == last > 1
     for retriever in ("gtr", "bm25", "hybrid"):  # the generation held still answers whole
@@ -140,7 +140,7 @@ def test_an_update_while_clients_search_fails_no_request(index_dir, tiny_encoder
         try:
             new = corpus(3, seed=9, prefix="new")
             for change in ({"corpus": new, "encoder": tiny_encoder}, {"delete": ["d2", "d3"]}, {"compact": True}):
-                generation = update_index(index_dir, **change)["generation"]
+                generation = update_index(index_dir, **change).generation
                 deadline = time.monotonic() + 10  # the documented delay: --poll-interval and one load
                 while httpx.get(f"{url}/health").json()["index"]["generation"] != generation:
                     assert time.monotonic() < deadline, f"generation {generation} not served within 10 s"
@@ -205,7 +205,7 @@ def test_each_answer_s_hits_are_of_the_generation_it_names_through_quick_updates
                     new = corpus(3, seed=20 + number, prefix=f"u{number}-")
                     change = {"corpus": new, "encoder": tiny_encoder}
                     live.update(zip(new.ids, new.texts))
-                generation = update_index(index_dir, **change)["generation"]
+                generation = update_index(index_dir, **change).generation
                 documents[generation] = dict(live)
                 time.sleep(0.03)
         finally:

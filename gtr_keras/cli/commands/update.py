@@ -48,7 +48,7 @@ def run(args):
         from gtr_keras.index.embedding_files import EmbeddingFiles
 
         shards = EmbeddingFiles.open(args.embeddings)
-    manifest = update_index(
+    change = update_index(
         args.index,
         embeddings=shards,
         corpus=args.corpus,
@@ -61,6 +61,7 @@ def run(args):
         batch_size=args.batch_size,
         progress=args.progress,
     )
-    live = sum(s["num_rows"] - s["num_deleted"] for s in manifest["segments"])
-    segments, generation = len(manifest["segments"]), manifest["generation"]
-    print(f"updated {args.index}: {live} documents in {segments} segments, generation {generation}")
+    print(
+        f"updated {args.index}: {change.documents} documents in {change.segments} segments, "
+        f"generation {change.generation}"
+    )
