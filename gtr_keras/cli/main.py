@@ -7,7 +7,8 @@ handler (`run`), which imports what the command needs only when it runs.
 
 Every user error ends the command with exit status 2 and one line naming the
 flag, or the file, line and field: argument errors from the parser, the rest
-as `gtr_keras.errors.UserError` from the library. Other exceptions are bugs:
+as `gtr_keras.errors.UserError` from the library. So does a
+`gtr_keras.errors.RetryLaterError` (an output another run holds). Other exceptions are bugs:
 one line and exit status 1, or the traceback with `--debug`.
 
 Example:
@@ -58,7 +59,7 @@ def _run(args, parser):
         print(f"{PROG} {args.command}: error: {model}: no such model directory", file=sys.stderr)
         return 2
     command = command_module(args.command)
-    from gtr_keras.errors import UserError
+    from gtr_keras.errors import RetryLaterError, UserError
 
     check_remote_paths(args, parser)
     try:
@@ -76,7 +77,7 @@ def _run(args, parser):
                         f"{PROG} {args.command}: warning: {message}", file=sys.stderr
                     )
                 command.run(args)
-    except (UserError, OSError) as error:
+    except (UserError, RetryLaterError, OSError) as error:
         if args.debug:
             raise
         print(f"{PROG} {args.command}: error: {_one_line(str(error))}", file=sys.stderr)
