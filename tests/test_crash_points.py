@@ -12,13 +12,12 @@ import json
 import os
 import shutil
 import signal
-import subprocess
-import sys
 
 import numpy as np
 import pytest
 from conftest import REPO, TINY_ST
 from crash_points import assert_every_crash_point, assert_nothing_damaged
+from killed_at import killed_at
 
 from gtr_keras.beir.readers import Corpus
 from gtr_keras.cli.main import main
@@ -28,7 +27,7 @@ from gtr_keras.index.segments import index_documents
 from gtr_keras.lexical.bm25_side import has_bm25_side, load_bm25_side
 from gtr_keras.retrieval.index_building import build_index
 from gtr_keras.retrieval.index_updates import update_index
-from gtr_keras.utils.file_operations import CRASH_AT_VARIABLE, counting
+from gtr_keras.utils.file_operations import counting
 
 pytestmark = pytest.mark.large
 
@@ -348,13 +347,6 @@ def test_export_saved_model(tiny_encoder, short_encoder, tmp_path, monkeypatch):
     assert_documented("export, SavedModel encoder (a new version)", count)
 
 
-def _real_kill(argv, n):
-    """Runs `gtr-keras ARGV` in a subprocess that SIGKILLs itself at its `n`-th file operation."""
-    script = "import sys\nfrom gtr_keras.cli.main import main\nsys.exit(main(sys.argv[1:]))\n"
-    env = {**os.environ, CRASH_AT_VARIABLE: str(n)}
-    return subprocess.run([sys.executable, "-c", script, *argv], cwd=REPO, env=env, capture_output=True, timeout=300)
-
-
 def test_an_update_killed_for_real_is_finished_by_a_rerun(templates, tiny_model_dir, tmp_path):
     new = tmp_path / "new.jsonl"
     new.write_text("".join(json.dumps({"_id": f"d{i}", "title": "", "text": f"wing {i}"}) + "\n" for i in range(3)))
@@ -367,7 +359,7 @@ def test_an_update_killed_for_real_is_finished_by_a_rerun(templates, tiny_model_
     for n in points:
         idx = _copy(templates / "built")(tmp_path / f"killed-{n}")
         before = _index_state(idx)
-        result = _real_kill(argv(idx), n)
+        result = killed_at(n, "-m", "gtr_keras", *argv(idx), timeout=300)
         assert result.returncode == -signal.SIGKILL, result.stderr[-2000:]
         assert _dense_new_bm25_stale_allowed(_index_state(idx), before, after)
         assert_nothing_damaged(idx, f"check after a kill at operation {n}")

@@ -13,6 +13,7 @@ import tempfile
 import numpy as np
 import pytest
 from conftest import REPO, write_jsonl
+from killed_at import killed_at
 from search_inputs import CORPUS, clustered, doc_ids, float32_recall
 
 from gtr_keras.cli.main import main
@@ -22,7 +23,7 @@ from gtr_keras.index.layout import EMBEDDINGS_NPY, TUNE_PLOT, TUNED_JSON
 from gtr_keras.index.search_index import ArrayRows, rescore_pool_size, write_search_index
 from gtr_keras.tuning import tuner
 from gtr_keras.tuning.tuner import _bisect, needed_recall, settings_grid, tune
-from gtr_keras.utils.file_operations import CRASH_AT_VARIABLE, counting, stopping_at
+from gtr_keras.utils.file_operations import counting, stopping_at
 
 pytest.importorskip("matplotlib")
 
@@ -424,14 +425,13 @@ def test_tune_removes_its_own_scratch_only_not_a_sibling_index_whose_name_it_beg
 
 @pytest.mark.large
 def test_a_killed_tune_build_leaves_scratch_that_the_next_run_of_the_command_removes(index_dir):
-    env = {**os.environ, CRASH_AT_VARIABLE: "3", "PYTHONPATH": REPO}
-    argv = [sys.executable, "-m", "gtr_keras", "tune", "--index", str(index_dir), "--sample", "50", "--build"]
-    killed = subprocess.run(argv, env=env, capture_output=True, timeout=600)
+    argv = ["-m", "gtr_keras", "tune", "--index", str(index_dir), "--sample", "50", "--build"]
+    killed = killed_at(3, *argv)
     assert killed.returncode == -signal.SIGKILL
     assert _scratch(index_dir)
-    del env[CRASH_AT_VARIABLE]
-    argv = [*argv[:-1], "--target-recall", "0.5"]
-    assert subprocess.run(argv, env=env, capture_output=True, timeout=600).returncode == 0
+    rerun = [sys.executable, *argv[:-1], "--target-recall", "0.5"]
+    env = {**os.environ, "PYTHONPATH": REPO}
+    assert subprocess.run(rerun, env=env, capture_output=True, timeout=600).returncode == 0
     assert not _scratch(index_dir)
 
 
