@@ -79,6 +79,6 @@ def run_script(main):
         status = main()
     except (UserError, RetryLaterError, OSError) as error:
         message = "; ".join(line.strip() for line in str(error).splitlines() if line.strip())
-        print(f"{os.path.basename(sys.argv[0])}: error: {message}", file=sys.stderr)
+        sys.stderr.write(f"{os.path.basename(sys.argv[0])}: error: {message}\n")
         sys.exit(2)
     sys.exit(status)

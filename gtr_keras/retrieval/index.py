@@ -483,7 +483,7 @@ class Index:
         `segment_writer.MAX_SEGMENTS` segments or `MAX_DELETED_FRACTION` deleted rows)."""
         self.update(compact=True)
 
-    def tune(self, queries=None, sample=1000, target_recall=0.95, k=10, plot=None, build=False, log=print):
+    def tune(self, queries=None, sample=1000, target_recall=0.95, k=10, plot=None, build=False):
         """Measures the index's search settings against exact search and records the fastest that meets
         `target_recall` in the index (`gtr-keras tune`; `tuning.tuner.tune` has the other arguments), which
         its searches then use.
@@ -515,7 +515,7 @@ class Index:
                     check_request(self.paths[0], target_recall, k, build, len(texts), sampled=False)
                     vectors = self.encoder.encode_queries(texts)
                 queries = vectors
-            record = tune(self.paths[0], queries, sample, target_recall, k, plot, build=build, log=log)
+            record = tune(self.paths[0], queries, sample, target_recall, k, plot, build=build)
         self._reopen()
         return record
 

@@ -1,6 +1,7 @@
 """`GTRTextEmbedder`: the GTR tower as a keras-hub `TextEmbedder`."""
 
 import functools
+import logging
 import os
 
 import keras
@@ -34,6 +35,8 @@ from gtr_keras.models.model_files.model_source import (
 from gtr_keras.models.model_files.preset_writer import write_preset
 from gtr_keras.models.text_encoder import to_bytes
 from gtr_keras.utils import files
+
+logger = logging.getLogger(__name__)
 
 # The texts a SavedModel takes, the encoder's signature of each kind of text (also the LiteRT export's), and
 # the name of its SentencePiece asset.
@@ -297,7 +300,7 @@ class GTRTextEmbedder(keras_hub.models.TextEmbedder):
         Args:
             filepath: the SavedModel directory to write.
             format: `"tf_saved_model"`.
-            verbose: print its signatures (Keras' default: yes).
+            verbose: log its signatures, at INFO (Keras' default: yes).
 
         Example:
         >>> embedder.export("exports/keras-gtr")
@@ -317,7 +320,9 @@ class GTRTextEmbedder(keras_hub.models.TextEmbedder):
             signatures = self.write_saved_model(staging)
         if verbose is None or verbose:
             for name in signatures:
-                print(f"{filepath}: signature {name!r}: texts tf.string [batch] -> embeddings float32 [batch, D]")
+                logger.info(
+                    "%s: signature %r: texts tf.string [batch] -> embeddings float32 [batch, D]", filepath, name
+                )
 
     def saved_model_root(self, directory):
         """The object a SavedModel of this model saves (the encoder's, and `gtr-keras export`'s searcher's):
