@@ -163,8 +163,7 @@ class GTRTextEmbedder(keras_hub.models.TextEmbedder):
         on a file system TensorFlow knows, such as `gs://` or `ram://`, copied
         locally first; `kaggle://`); a sentence-transformers GTR checkpoint (a
         directory, or a Hugging Face id `hf://sentence-transformers/gtr-t5-base`,
-        downloaded when online); a model directory of gtr-keras' first format;
-        a trained model's name or alias of `presets.PRESET_SOURCES`
+        downloaded when online); a trained model's name or alias of `presets.PRESET_SOURCES`
         (`"gtr_t5_base_en"`, `"gtr-base"`, `"gtr-small-distilled"`); or an
         architecture's name of `presets.PRESETS` without published weights
         (`"gtr-tiny"`, `"gtr-small"`), which gives a randomly initialised model
