@@ -1,5 +1,5 @@
 """Every crash point of every write path (tests/crash_points.py): index build, update, compaction, exports,
-convert both ways, save; and real SIGKILLs of `gtr-keras index --update` in a subprocess. Each path's count
+convert both ways, save; and real SIGKILLs of `gtr-keras update` in a subprocess. Each path's count
 of crash points is the one docs/reliability.md gives it.
 
 The writers that fill a staging directory with a converter's output (tf2onnx, OpenVINO, the LiteRT
@@ -350,7 +350,7 @@ def test_export_saved_model(tiny_encoder, short_encoder, tmp_path, monkeypatch):
 def test_an_update_killed_for_real_is_finished_by_a_rerun(templates, tiny_model_dir, tmp_path):
     new = tmp_path / "new.jsonl"
     new.write_text("".join(json.dumps({"_id": f"d{i}", "title": "", "text": f"wing {i}"}) + "\n" for i in range(3)))
-    argv = lambda idx: ["index", "--model", tiny_model_dir, "--corpus", str(new), "--out", idx, "--update"]  # noqa: E731
+    argv = lambda idx: ["update", idx, "--model", tiny_model_dir, "--corpus", str(new)]  # noqa: E731
     reference = _copy(templates / "built")(tmp_path / "reference")
     with counting() as log:
         assert main(argv(reference)) == 0

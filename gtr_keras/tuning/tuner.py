@@ -295,7 +295,7 @@ def check_request(directory, target_recall, k, build, count, sampled):
         raise UserError(
             f"{directory}: build=True rebuilds a ScaNN index of one segment; this one is {config['kind']}"
             + (
-                " with updates (compact it first: `gtr-keras index --update --compact`)"
+                " with updates (compact it first: `gtr-keras update INDEX --compact`)"
                 if config["kind"] == "scann"
                 else ""
             )

@@ -109,7 +109,7 @@ def test_an_updated_index_checks_every_segment_and_its_bm25_side(built_index, ti
     copy = tmp_path / "idx"
     shutil.copytree(built_index, copy)
     new = _corpus(tmp_path / "new.jsonl", 3)
-    assert main(["index", "--model", tiny_model_dir, "--corpus", str(new), "--out", str(copy), "--update"]) == 0
+    assert main(["update", str(copy), "--model", tiny_model_dir, "--corpus", str(new)]) == 0
     code, out, err = _check(capsys, copy)
     assert code == 0 and "2 segments" in out and "BM25 side" in out, err
     _flip(copy / "index" / "segment-000001" / "embeddings.npy", -1)
@@ -121,7 +121,7 @@ def test_a_manifest_whose_segment_points_outside_is_named(built_index, tiny_mode
     copy = tmp_path / "idx"
     shutil.copytree(built_index, copy)
     new = _corpus(tmp_path / "new.jsonl", 3)
-    assert main(["index", "--model", tiny_model_dir, "--corpus", str(new), "--out", str(copy), "--update"]) == 0
+    assert main(["update", str(copy), "--model", tiny_model_dir, "--corpus", str(new)]) == 0
     manifest = json.loads((copy / "index" / "segments.json").read_text())
     manifest["segments"][1]["name"] = "../../elsewhere"
     _rewrite(copy / "index" / "segments.json", manifest)
