@@ -9,17 +9,18 @@ It holds no logic of its own beyond choosing the step: building is `index_buildi
 command line does (`gtr-keras search --json` prints `search`'s hits).
 """
 
+import contextlib
 import os
 
 import numpy as np
 
 from gtr_keras.beir.readers import load_corpus
-from gtr_keras.errors import CheckpointError, DataError, UserError
+from gtr_keras.errors import CheckpointError, DataError, MismatchError, UserError
 from gtr_keras.filters.expressions import Filter, id_list
 from gtr_keras.index.embedding_files import EmbeddingFiles
-from gtr_keras.index.layout import read_model_record, search_settings
+from gtr_keras.index.layout import INDEX_SUBDIR, MANIFEST_JSON, RETRIEVER_JSON, read_model_record, search_settings
 from gtr_keras.index.quantized_vectors import vector_params
-from gtr_keras.lexical.bm25_side import corpus_in_index_order, load_bm25_side
+from gtr_keras.lexical.bm25_side import corpus_in_index_order, has_bm25_side, load_bm25_side
 from gtr_keras.lexical.fusion import Fusion, model_fusion
 from gtr_keras.models.text_encoder import TextPairScorer
 from gtr_keras.retrieval.hybrid_retriever import RETRIEVERS, HybridRetriever
@@ -32,6 +33,8 @@ from gtr_keras.utils.locks import locks_output, output_lock
 from gtr_keras.utils.records import check_positive_int
 
 GLOB_CHARACTERS = "*?["
+LOADS = 3  # loads of a version and its BM25 side, each undone by a commit between the two
+COMMIT_POINTS = (RETRIEVER_JSON, os.path.join(INDEX_SUBDIR, MANIFEST_JSON))
 
 
 def _encoder_of(model):
@@ -237,12 +240,28 @@ class Index:
         return index
 
     def _reopen(self):
-        """Loads the directories' newest generation, keeping the model and the search settings set."""
-        self._retriever = Retriever.load(self.paths[0] if len(self.paths) == 1 else self.paths, None)
-        self._retriever.encoder = self._encoder
-        if self._search_params:
-            self._retriever.index.set_search_params(self._search_params)
-        self._bm25 = None
+        """Loads the directories' newest generation with its BM25 side, so that the three retrievers answer
+        from that version whatever commits later, keeping the model and the search settings set. A commit
+        between the dense part's load and the side's loads both again."""
+        for _ in range(LOADS):
+            self._version = self._commit_times()
+            self._retriever = Retriever.load(self.paths[0] if len(self.paths) == 1 else self.paths, None)
+            self._retriever.encoder = self._encoder
+            if self._search_params:
+                self._retriever.index.set_search_params(self._search_params)
+            self._bm25 = None
+            if len(self.paths) == 1 and has_bm25_side(self.paths[0]):
+                with contextlib.suppress(DataError, MismatchError):  # a side being rebuilt or damaged: told if needed
+                    self.bm25  # noqa: B018  (loaded with the version: a later commit replaces the side's files)
+            if self._bm25 is not None or self._commit_times() == self._version:
+                return
+
+    def _commit_times(self):
+        """When the index directory's model record (a rebuild) and manifest (an update) were written; None for
+        several directories (BM25 searches one)."""
+        if len(self.paths) > 1:
+            return None
+        return tuple(files.modified_ns(os.path.join(self.paths[0], name)) for name in COMMIT_POINTS)
 
     @property
     def encoder(self):
@@ -267,15 +286,25 @@ class Index:
 
     @property
     def bm25(self):
-        """The BM25 side (`BM25Retriever`) of the index's version this `Index` holds, loaded when first needed
-        (a server loads it with the version, so that both sides answer from one).
+        """The BM25 side (`BM25Retriever`) of the index's version this `Index` holds, loaded with that version
+        (its arrays memory-mapped), or when first needed where it was then being rebuilt after its commit.
 
         Raises:
             DataError: the index has no BM25 side (built with `bm25=False`, or from embeddings without their
-                documents), or a damaged one; `MismatchError`: a side of other documents.
+                documents), or a damaged one; `MismatchError`: a side of other documents: one an update is
+                rebuilding (or was killed before rebuilding), or, where the index was updated since, one
+                this `Index` can no longer load (open the index again).
         """
         if self._bm25 is None:
-            self._bm25 = load_bm25_side(self.paths[0], self._retriever.index.ids, self._retriever.corpus)
+            try:
+                self._bm25 = load_bm25_side(self.paths[0], self._retriever.index.ids, self._retriever.corpus)
+            except MismatchError as error:
+                if self._commit_times() == self._version:
+                    raise  # the side of this version, rebuilt after its commit: there when the rebuild ends
+                raise MismatchError(
+                    f"{self.paths[0]}: updated since this Index loaded it, while its BM25 side was not yet of the "
+                    "version loaded; open the index again (Index.open) for BM25 or hybrid search"
+                ) from error
         return self._bm25
 
     @property

@@ -43,7 +43,7 @@ from gtr_keras.server.gateway import stages
 from gtr_keras.server.gateway.metrics import Metrics
 from gtr_keras.server.gateway.middleware import Gateway, Settings, authorized, error_code
 from gtr_keras.server.rerank_scoring import PAIRS, ranked
-from gtr_keras.server.validation import embedding_request, read_json, rerank_request, search_request
+from gtr_keras.server.validation import discard_body, embedding_request, read_json, rerank_request, search_request
 
 logger = logging.getLogger(__name__)
 
@@ -229,7 +229,13 @@ def build_app(
     async def body_of(request):
         seconds = limits["body_timeout"]
         late = ApiError(408, f"the body did not arrive within {seconds:g} s", None, "body_timeout")
-        return await within(seconds, read_json(request, limits["max_body_bytes"]), late)
+        end, most, chunks = time.monotonic() + seconds, limits["max_body_bytes"], request.stream()
+        try:
+            return await within(seconds, read_json(request, most, chunks), late)
+        except ApiError as error:
+            if error.code == "request_too_large":  # answered once the rest came, within the body's time
+                await within(max(0.0, end - time.monotonic()), discard_body(request, most, chunks), error)
+            raise
 
     async def answer_of(future, what):
         if future is None:

@@ -72,6 +72,12 @@ def test_check_passes_a_healthy_index_model_and_onnx_export_and_names_one_change
         assert err.startswith(f"gtr-keras check: error: {copy / data_file}: ") and err.count("\n") == 1, err
 
 
+def test_check_says_what_an_onnx_export_runs_with_as_gtr_keras_load_checks_it(tiny_onnx_export, capsys):
+    code, out, err = _check(capsys, tiny_onnx_export)
+    assert code == 0, err
+    assert "onnx export, D 64; runs with onnxruntime, sentencepiece;" in out and "tokenizers" not in out
+
+
 def test_all_lists_every_problem_and_the_first_is_named_alone(built_index, tmp_path, capsys):
     copy = tmp_path / "idx"
     shutil.copytree(built_index, copy)

@@ -396,3 +396,52 @@ def test_check_directory_reports_the_integrity_of_an_index_as_gtr_keras_check_do
     assert not report.ok and report.problems[0].startswith(f"{vectors}: ")
     assert main(["check", str(tmp_path / "idx")]) == 2
     assert capsys.readouterr().err.splitlines()[-1] == f"gtr-keras check: error: {report.problems[0]}"
+
+
+@pytest.mark.parametrize(
+    "commit",
+    [
+        lambda index, new: index.add(new),
+        lambda index, new: index.delete(["d3", "d4"]),
+        lambda index, new: index.update(add=new, delete=["d5"]),
+        lambda index, new: index.compact(),
+    ],
+    ids=["add", "delete", "update", "compact"],
+)
+def test_a_reader_keeps_its_version_for_every_retriever_after_another_writer_commits(tmp_path, tiny_model_dir, commit):
+    corpus = _write(tmp_path / "corpus.jsonl", _documents(30))
+    new = _write(tmp_path / "new.jsonl", _documents(2, offset=3) + _documents(4, prefix="n", offset=1))
+    path = str(Index.build(tmp_path / "idx", corpus, tiny_model_dir).paths[0])
+    Index.open(path, tiny_model_dir).delete("d9")  # an updated index: segments and a deletion list
+    seen, reader = Index.open(path, tiny_model_dir), Index.open(path, tiny_model_dir)
+    before = {retriever: seen.search(QUERIES, k=8, retriever=retriever) for retriever in ("gtr", "bm25", "hybrid")}
+    writer = Index.open(path, tiny_model_dir)
+    commit(writer, new)
+    for retriever, hits in before.items():
+        assert reader.search(QUERIES, k=8, retriever=retriever) == hits, retriever
+    fresh = Index.open(path, tiny_model_dir)
+    assert fresh.ids == writer.ids
+    for retriever in before:
+        assert fresh.search(QUERIES, k=8, retriever=retriever) == writer.search(QUERIES, k=8, retriever=retriever)
+
+
+def test_a_side_not_of_a_readers_version_says_retry_only_where_a_retry_can_succeed(tmp_path, tiny_model_dir):
+    path = tmp_path / "idx"
+    Index.build(path, _write(tmp_path / "corpus.jsonl", _documents(20)), tiny_model_dir)
+    shutil.copytree(path / "bm25", tmp_path / "side-before")
+    writer = Index.open(path)
+    writer.add(_write(tmp_path / "new.jsonl", _documents(3, prefix="n")))
+    (path / "bm25").rename(tmp_path / "side-after")
+    shutil.copytree(tmp_path / "side-before", path / "bm25")  # committed, its BM25 side not yet rebuilt
+    rebuilding, moved_on = Index.open(path), Index.open(path)
+    assert rebuilding.search(QUERIES, k=3) == writer.search(QUERIES, k=3)  # GTR answers meanwhile
+    with pytest.raises(MismatchError, match=r"an update is rebuilding it \(retry when it ends\)"):
+        rebuilding.search(QUERIES, retriever="bm25")
+    shutil.rmtree(path / "bm25")
+    (tmp_path / "side-after").rename(path / "bm25")  # the rebuild ends
+    assert rebuilding.search(QUERIES, k=3, retriever="bm25") == writer.search(QUERIES, k=3, retriever="bm25")
+    writer.delete("n0")
+    with pytest.raises(MismatchError, match=r"updated since this Index loaded it.*open the index again") as error:
+        moved_on.search(QUERIES, retriever="hybrid")
+    assert "retry" not in str(error.value)
+    assert Index.open(path).search(QUERIES, k=3, retriever="bm25") == writer.search(QUERIES, k=3, retriever="bm25")

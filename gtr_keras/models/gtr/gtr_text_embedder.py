@@ -288,7 +288,8 @@ class GTRTextEmbedder(keras_hub.models.TextEmbedder):
     def export(self, filepath, format="tf_saved_model", verbose=None, input_signature=None, **kwargs):
         """Keras' `Model.export` with strings in: the encoder SavedModel that `gtr-keras export` writes (one
         set of signatures however it is written: `write_saved_model`), without TF Serving's version
-        directory and warmup requests.
+        directory and warmup requests. As Keras' export, it has the `serve` endpoint: `serve(texts)`, tf.string
+        `[batch]` -> float32 `[batch, D]`, the documents' embeddings (the document budget, as `serving_default`).
 
         Loading it needs `import tensorflow_text` first. Keras' other formats (and an `input_signature`)
         are refused: their converters do not take TF Text's tokenizer op; `gtr-keras export --format`
@@ -299,10 +300,12 @@ class GTRTextEmbedder(keras_hub.models.TextEmbedder):
         Args:
             filepath: the SavedModel directory to write.
             format: `"tf_saved_model"`.
-            verbose: log its signatures, at INFO (Keras' default: yes).
+            verbose: log its endpoint and signatures, at INFO (Keras' default: yes).
 
         Example:
         >>> embedder.export("exports/keras-gtr")
+        >>> tf.saved_model.load("exports/keras-gtr").serve(tf.constant(["a document"])).shape
+        TensorShape([1, 768])
         >>> tf.saved_model.load("exports/keras-gtr").signatures["encode_queries"](texts=tf.constant(["a query"]))
         {'embeddings': <tf.Tensor: shape=(1, 768), dtype=float32, numpy=...>}
         """
@@ -318,6 +321,7 @@ class GTRTextEmbedder(keras_hub.models.TextEmbedder):
         with files.atomic_directory(filepath, [SAVED_MODEL_DIRECTORY]) as staging:
             signatures = self.write_saved_model(staging)
         if verbose is None or verbose:
+            logger.info("%s: endpoint 'serve': texts tf.string [batch] -> float32 [batch, D] (documents)", filepath)
             for name in signatures:
                 logger.info(
                     "%s: signature %r: texts tf.string [batch] -> embeddings float32 [batch, D]", filepath, name
@@ -356,7 +360,8 @@ class GTRTextEmbedder(keras_hub.models.TextEmbedder):
         and `obj.variables` and `obj.trainable_variables`, so `hub.KerasLayer(path, trainable=True)`
         fine-tunes it; its signatures, for TF Serving and Keras 3's `TFSMLayer`, are `serving_default` and
         `encode_documents` (tf.string `[None]` -> `{"embeddings": float32 [None, D]}`, document budget) and
-        `encode_queries` (query budget).
+        `encode_queries` (query budget). Its `serve` endpoint is Keras' `Model.export`'s: `obj.serve(texts)`,
+        the embeddings `[batch, D]` of `serving_default` as a tensor.
         """
         root = self.saved_model_root(directory)
         root.__call__ = tf.function(lambda texts, training=False: self.embed_strings(texts, "document", training))
@@ -367,6 +372,7 @@ class GTRTextEmbedder(keras_hub.models.TextEmbedder):
             return tf.function(lambda texts: {"embeddings": self.embed_strings(texts, kind)}, input_signature=[STRINGS])
 
         root.encode_queries, root.encode_documents = embed("query"), embed("document")
+        root.serve = tf.function(lambda texts: self.embed_strings(texts, "document"), input_signature=[STRINGS])
         signatures = {
             "serving_default": root.encode_documents,
             ENCODER_SIGNATURES["document"]: root.encode_documents,
