@@ -115,5 +115,7 @@ __all__, __getattr__ = lazy_exports(
         "DataError": "gtr_keras.errors",
         "CheckpointError": "gtr_keras.errors",
         "MismatchError": "gtr_keras.errors",
+        # The errors of work to retry later, unchanged (exit status 2 too).
+        "RetryLaterError": "gtr_keras.errors",
     },
 )

@@ -391,7 +391,9 @@ def test_the_top_level_modules_import_what_the_architecture_says():
     assert graph["gtr_keras.cli.main"] <= parser | {
         "gtr_keras.errors",
         "gtr_keras.models.model_files.model_source",
+        "gtr_keras.cli.console",
     }
+    assert graph["gtr_keras.cli.console"] == set()
     assert graph["gtr_keras.__main__"] == {"gtr_keras.cli.main"}
     # The keras-hub classes once Keras is imported, the patches once the family is, the rest on first use.
     assert graph["gtr_keras"] == {
@@ -480,3 +482,21 @@ def test_the_public_names_check_finds_internal_imports(tmp_path):
         (6, "gtr_keras.cli.demo", "DEMO_MODEL"),
         (8, "gtr_keras", "Retriever"),
     ]
+
+
+def test_the_library_never_prints_and_each_module_logs_under_its_own_name():
+    """Outside `cli/`, no `print` and no direct write to stdout (a program that embeds gtr-keras routes or silences
+    its lines with `logging`); a module's logger is `logging.getLogger(__name__)`, under `gtr_keras`."""
+    found = []
+    for name, path in module_names().items():
+        if name.startswith("gtr_keras.cli"):
+            continue
+        for node in ast.walk(ast.parse(open(path, encoding="utf-8").read())):
+            if not isinstance(node, ast.Call):
+                continue
+            call = ast.unparse(node.func)
+            if call in ("print", "sys.stdout.write"):
+                found.append(f"{name}:{node.lineno}: {call}")
+            if call == "logging.getLogger" and [ast.unparse(arg) for arg in node.args] != ["__name__"]:
+                found.append(f"{name}:{node.lineno}: {ast.unparse(node)}")
+    assert found == []

@@ -520,7 +520,6 @@ class Index(IndexHandle):
         k: int = 10,
         plot: str | None = None,
         build: bool = False,
-        log: Callable[[str], object] = print,
     ) -> dict[str, Any]:
         """Measures the index's search settings against exact search and records the fastest that meets
         `target_recall` in the index (`gtr-keras tune`; `tuning.tuner.tune` has the other arguments), which
@@ -554,7 +553,7 @@ class Index(IndexHandle):
                     check_request(self.paths[0], target_recall, k, build, len(texts), sampled=False)
                     vectors = self.encoder.encode_queries(texts)
                 queries = vectors
-            record = tune(self.paths[0], queries, sample, target_recall, k, plot, build=build, log=log)
+            record = tune(self.paths[0], queries, sample, target_recall, k, plot, build=build)
         self._reopen()
         return record
 

@@ -799,7 +799,7 @@ def test_an_updated_index_exports_as_the_next_version_and_served_versions_stay(e
     served = {p.relative_to(out): p.read_bytes() for p in out.rglob("*") if p.is_file()}
     first_id = load_export(str(out / "searcher" / "1")).signatures["serving_default"](queries=tf.constant(QUERIES[:1]))
     (tmp_path / "gone.txt").write_text(first_id["ids"].numpy()[0][0].decode() + "\n")
-    assert main(["index", "--out", str(index_dir), "--update", "--delete", str(tmp_path / "gone.txt")]) == 0
+    assert main(["update", str(index_dir), "--delete", str(tmp_path / "gone.txt")]) == 0
     assert main([*export, "--searcher", "brute-force"]) == 0
     assert sorted(os.listdir(out / "searcher")) == sorted(os.listdir(out / "encoder")) == ["1", "2"]
     assert {
@@ -821,7 +821,7 @@ def test_an_updated_scann_index_exports_its_live_rows(exports, tiny_model_dir, t
     index_dir = tmp_path / "index"
     shutil.copytree(exports["scann"][1], index_dir)
     (tmp_path / "gone.txt").write_text("".join(f"{i}\n" for i in list(_index_ids(index_dir))[:50]))
-    assert main(["index", "--out", str(index_dir), "--update", "--delete", str(tmp_path / "gone.txt")]) == 0
+    assert main(["update", str(index_dir), "--delete", str(tmp_path / "gone.txt")]) == 0
     assert main(["export", "--model", tiny_model_dir, "--index", str(index_dir), "--out", str(tmp_path / "e")]) == 0
     searcher = load_export(str(tmp_path / "e" / "searcher" / "1")).signatures["search"]
     found = searcher(queries=tf.constant(QUERIES), k=tf.constant([10] * len(QUERIES)))["ids"].numpy()

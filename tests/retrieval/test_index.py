@@ -356,12 +356,12 @@ def test_tune_takes_query_texts_encoded_by_the_index_model(tmp_path, tiny_model_
     corpus = _write(tmp_path / "corpus.jsonl", _documents(60))
     index = Index.build(tmp_path / "idx", corpus, tiny_model_dir, vectors="int8", bm25=False)
     texts = [" ".join(WORDS[(i * 5 + j) % len(WORDS)] for j in range(2 + i % 3)) for i in range(40)]
-    by_texts = index.tune(queries=texts, target_recall=0.5, k=5, plot=str(tmp_path / "t.png"), log=lambda line: None)
+    by_texts = index.tune(queries=texts, target_recall=0.5, k=5, plot=str(tmp_path / "t.png"))
     assert by_texts["tuning_queries"] + by_texts["held_out_queries"] == 40
     assert index.search_settings == by_texts["setting"]
     other = Index.build(tmp_path / "other", corpus, tiny_model_dir, vectors="int8", bm25=False)
     by_vectors = other.tune(
-        queries=tiny_encoder.encode_queries(texts), target_recall=0.5, k=5, plot=str(tmp_path / "v.png"), log=print
+        queries=tiny_encoder.encode_queries(texts), target_recall=0.5, k=5, plot=str(tmp_path / "v.png")
     )
     assert by_texts["queries"] == by_vectors["queries"]
 

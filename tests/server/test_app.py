@@ -1,6 +1,7 @@
 import base64
 import http.client
 import json
+import logging
 import socket
 import threading
 
@@ -361,7 +362,7 @@ MALFORMED = [
 
 @pytest.mark.parametrize("endpoint, body, status, param, code", MALFORMED)
 def test_every_malformed_body_is_a_4xx_in_openai_s_shape_without_a_traceback(
-    roomy_url, capfd, endpoint, body, status, param, code
+    roomy_url, capfd, caplog, endpoint, body, status, param, code
 ):
     response = httpx.post(f"{roomy_url}/v1/{endpoint}", content=body, timeout=30)
     assert response.status_code == status, response.text
@@ -369,7 +370,7 @@ def test_every_malformed_body_is_a_4xx_in_openai_s_shape_without_a_traceback(
     assert set(error) == {"message", "type", "param", "code"} and error["type"] == "invalid_request_error"
     assert error["param"] == param and (code is None or error["code"] == code)
     assert "\n" not in error["message"] and len(error["message"]) < 300
-    assert "Traceback" not in capfd.readouterr().err
+    assert "Traceback" not in capfd.readouterr().err + caplog.text
 
 
 def test_a_bad_text_fails_its_own_request_alone_among_concurrent_good_ones(tiny_encoder, tiny_model_dir, index_dir):
@@ -469,7 +470,7 @@ def test_an_answer_holding_a_lone_surrogate_renders_as_json_escapes_it():
 
 
 def test_a_damaged_index_found_by_a_search_is_the_server_s_500_not_the_client_s_422(
-    tiny_encoder, tiny_model_dir, index_dir, monkeypatch, capfd
+    tiny_encoder, tiny_model_dir, index_dir, monkeypatch, capfd, caplog
 ):
     from gtr_keras.errors import DataError
     from gtr_keras.retrieval.index import Index
@@ -490,8 +491,9 @@ def test_a_damaged_index_found_by_a_search_is_the_server_s_500_not_the_client_s_
     assert (error["type"], error["code"]) == ("server_error", "server_data_error") and "data.csc.index.npy" in error[
         "message"
     ]
-    err = capfd.readouterr().err
-    assert "Traceback" not in err and "gtr-keras serve: error: DataError: " in err and "more" not in err
+    (logged,) = [record for record in caplog.records if record.name == "gtr_keras.server.app"]
+    assert logged.levelno == logging.ERROR and logged.message.startswith("gtr-keras serve: error: DataError: ")
+    assert "more" not in logged.message and "Traceback" not in capfd.readouterr().err + caplog.text
 
 
 OVER_8_MIB = 9_200_000  # bytes: over the default --max-body-bytes (8 MiB)

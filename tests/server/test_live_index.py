@@ -44,7 +44,7 @@ def test_an_update_is_swapped_in_whole_and_a_held_generation_outlives_its_files(
     assert "d1" in _ids(first, "wing lift drag") and "d1" not in _ids(live.current, "wing lift drag")
 
 
-def test_a_failed_load_keeps_the_generation_and_is_tried_again(index_dir, tiny_encoder, capsys):
+def test_a_failed_load_keeps_the_generation_and_is_tried_again(index_dir, tiny_encoder, caplog):
     live = LiveIndex(index_dir, tiny_encoder, poll_interval=None)
     update_index(index_dir, corpus=corpus(2, seed=3, prefix="new"), encoder=tiny_encoder)
     manifest = os.path.join(index_dir, "index", "segments.json")
@@ -52,7 +52,7 @@ def test_a_failed_load_keeps_the_generation_and_is_tried_again(index_dir, tiny_e
     with open(manifest, "w", encoding="utf-8") as f:
         f.write("{broken")
     assert not live.check_now() and live.current.number == 0
-    assert "serving generation 0 for now" in capsys.readouterr().err
+    assert "serving generation 0 for now" in caplog.text
     with open(manifest, "w", encoding="utf-8") as f:
         f.write(good)
     assert live.check_now() and live.current.number == 1
@@ -164,7 +164,7 @@ def test_a_setting_tune_records_is_applied_by_a_running_server(tiny_encoder, tin
     with running(tiny_encoder, tmp_path / "index", tiny_model_dir, poll_interval=0.05) as (url, _, _):
         before = httpx.get(f"{url}/health").json()["index"]
         assert before["search_settings"] == {"rescore": before["search_settings"]["rescore"]}
-        record = tune(tmp_path / "index", sample=20, target_recall=0.9, k=5, plot=tmp_path / "p.png", log=print)
+        record = tune(tmp_path / "index", sample=20, target_recall=0.9, k=5, plot=tmp_path / "p.png")
         deadline = time.monotonic() + 10
         while (health := httpx.get(f"{url}/health").json()["index"])["reloads"] == before["reloads"]:
             assert time.monotonic() < deadline, "the recorded setting was not loaded within 10 s"

@@ -21,8 +21,7 @@ def add_parser(subparsers, parents):
         description="Documents of --corpus (encoded with --model, the index's) or of --embeddings whose id is in "
         "the index replace it, the others are added; --delete deletes ids; --compact rewrites the index as one segment "
         "(also done past the thresholds of docs/live-indexes.md). Every input is checked before the model "
-        "loads; the update is committed whole or not at all, and readers keep the version they loaded. "
-        "`index --out INDEX --update ...` is the same command.",
+        "loads; the update is committed whole or not at all, and readers keep the version they loaded.",
         parents=parents,
     )
     p.add_argument("index", metavar="INDEX", type=index_directory, help="required: the index directory to update")

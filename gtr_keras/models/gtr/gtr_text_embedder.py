@@ -1,6 +1,7 @@
 """`GTRTextEmbedder`: the GTR tower as a keras-hub `TextEmbedder`."""
 
 import functools
+import logging
 import os
 from collections.abc import Sequence
 from typing import Any, Literal, Self
@@ -36,6 +37,8 @@ from gtr_keras.models.model_files.model_source import (
 from gtr_keras.models.model_files.preset_writer import write_preset
 from gtr_keras.models.text_encoder import to_bytes
 from gtr_keras.utils import files
+
+logger = logging.getLogger(__name__)
 
 # The texts a SavedModel takes, the encoder's signature of each kind of text (also the LiteRT export's), and
 # the name of its SentencePiece asset.
@@ -180,8 +183,7 @@ class GTRTextEmbedder(keras_hub.models.TextEmbedder):
         on a file system TensorFlow knows, such as `gs://` or `ram://`, copied
         locally first; `kaggle://`); a sentence-transformers GTR checkpoint (a
         directory, or a Hugging Face id `hf://sentence-transformers/gtr-t5-base`,
-        downloaded when online); a model directory of gtr-keras' first format;
-        a trained model's name or alias of `presets.PRESET_SOURCES`
+        downloaded when online); a trained model's name or alias of `presets.PRESET_SOURCES`
         (`"gtr_t5_base_en"`, `"gtr-base"`, `"gtr-small-distilled"`); or an
         architecture's name of `presets.PRESETS` without published weights
         (`"gtr-tiny"`, `"gtr-small"`), which gives a randomly initialised model
@@ -326,7 +328,7 @@ class GTRTextEmbedder(keras_hub.models.TextEmbedder):
         Args:
             filepath: the SavedModel directory to write.
             format: `"tf_saved_model"`.
-            verbose: print its signatures (Keras' default: yes).
+            verbose: log its endpoint and signatures, at INFO (Keras' default: yes).
 
         Example:
         >>> embedder.export("exports/keras-gtr")
@@ -347,9 +349,11 @@ class GTRTextEmbedder(keras_hub.models.TextEmbedder):
         with files.atomic_directory(filepath, [SAVED_MODEL_DIRECTORY]) as staging:
             signatures = self.write_saved_model(staging)
         if verbose is None or verbose:
-            print(f"{filepath}: endpoint 'serve': texts tf.string [batch] -> float32 [batch, D] (documents)")
+            logger.info("%s: endpoint 'serve': texts tf.string [batch] -> float32 [batch, D] (documents)", filepath)
             for name in signatures:
-                print(f"{filepath}: signature {name!r}: texts tf.string [batch] -> embeddings float32 [batch, D]")
+                logger.info(
+                    "%s: signature %r: texts tf.string [batch] -> embeddings float32 [batch, D]", filepath, name
+                )
 
     def saved_model_root(self, directory: str | os.PathLike[str]) -> Any:
         """The object a SavedModel of this model saves (the encoder's, and `gtr-keras export`'s searcher's):

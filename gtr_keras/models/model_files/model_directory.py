@@ -38,8 +38,6 @@ SPIECE_FILE = "spiece.model"
 SAFETENSORS_FILE = "model.safetensors"  # the weights of a Hugging Face checkpoint
 TEXT_EMBEDDER = "gtr_keras>GTRTextEmbedder"  # the registered name of the task a model directory holds
 RERANKER = "gtr_keras>Reranker"  # or, for a reranker's model directory
-# `config.json`'s "format" in a model directory of gtr-keras' first format, which is refused with its remedy.
-FIRST_FORMAT = "gtr-keras"
 # What a directory that `gtr_keras.save` replaces may be: a keras-hub preset (sharded weights included, and
 # what downloads add).
 PRESET_DIRECTORY = files.DirectoryKind(
