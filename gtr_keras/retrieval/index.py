@@ -13,7 +13,7 @@ It holds no logic of its own beyond choosing the step: building is `index_buildi
 """
 
 import os
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any, Literal, Self
 
 import numpy as np
