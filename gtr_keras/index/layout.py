@@ -252,8 +252,7 @@ def read_description(directory):
     if config["format_version"] != FORMAT_VERSION:
         raise MismatchError(
             f"{config_path}: field 'format_version' is {config['format_version']!r}, "
-            f"this version of gtr_keras reads {FORMAT_VERSION} (one int8 copy of the vectors for ScaNN); "
-            f"{REMEDY}"
+            f"this version of gtr_keras reads {FORMAT_VERSION}; {REMEDY}"
         )
     if config["kind"] not in ("exact", "scann"):
         raise DataError(f"{config_path}: field 'kind' is {config['kind']!r}, not 'exact' or 'scann'; {REMEDY}")

@@ -200,9 +200,8 @@ def check_metadata_types(state, corpus, removed=(), path=None):
 
     Only the documents of segments that could disagree are read: those whose manifest entry records a
     field of `corpus` with another type (`metadata_types`), or records none (the base segment until an
-    update with metadata commits, and segments written before the record); the types read for the latter
-    are recorded in `state.segments`, which this update's manifest keeps, so that later updates read them
-    no more.
+    update with metadata commits); the types read for the latter are recorded in `state.segments`, which this
+    update's manifest keeps, so that later updates read them no more.
 
     Example:
     >>> check_metadata_types(read_state("indexes/papers/index"), load_corpus("new.jsonl"), path="new.jsonl")
