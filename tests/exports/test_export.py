@@ -246,7 +246,7 @@ def test_a_scann_index_exports_its_float32_vectors_as_brute_force_unless_it_keep
     asked = {"queries": tf.constant(QUERIES), "k": tf.constant([5] * len(QUERIES))}
     found = from_scann.signatures["search"](**asked)
     assert found["ids"].numpy().tolist() == exact.signatures["search"](**asked)["ids"].numpy().tolist()
-    # An index built before float32 rescoring (ScaNN's int8 copy only) has none to export.
+    # An index built with reorder 'int8' (ScaNN's int8 copy only) has none to export.
     old = tmp_path / "old"
     shutil.copytree(exports["scann"][1], old)
     config = json.loads((old / "index" / "index.json").read_text())
