@@ -179,4 +179,3 @@ def test_the_best_model_so_far_counts_only_with_the_same_settings_and_collection
     assert best_so_far(config, "b" * 64) is None
     assert best_so_far(_config(tmp_path, collection_dir, validation_max_queries=5), "a" * 64) is None
     assert best_so_far(_config(tmp_path, collection_dir, keep_best=False), "a" * 64) is None
-
