@@ -44,6 +44,7 @@ from gtr_keras.server.gateway.metrics import Metrics
 from gtr_keras.server.gateway.middleware import Gateway, Settings, authorized, error_code
 from gtr_keras.server.rerank_scoring import PAIRS, ranked
 from gtr_keras.server.validation import embedding_request, read_json, rerank_request, search_request
+from gtr_keras.utils.dimensions import truncate
 
 DEFAULT_LIMITS = {"max_inputs": 2048, "max_body_bytes": 8 << 20, "max_queries": 64, "max_k": 1000, "body_timeout": 30.0}
 FUSIONS_KEPT = 64  # fusions of a hybrid search's options kept read
@@ -244,7 +245,7 @@ def build_app(
         tokens = sum(counts)
         data = [
             {"object": "embedding", "index": i, "embedding": _embedding(vector, asked.encoding_format)}
-            for i, vector in enumerate(vectors)
+            for i, vector in enumerate(truncate(vectors, asked.dimensions))
         ]
         usage = {"prompt_tokens": tokens, "total_tokens": tokens}
         return _Answer({"object": "list", "data": data, "model": asked.model, "usage": usage})

@@ -7,6 +7,7 @@ from gtr_keras.cli.arguments import (
 from gtr_keras.cli.checks import check_update_sources
 from gtr_keras.cli.shared_flags import (
     add_batch_size,
+    add_dimensions,
     add_progress,
     add_update_arguments,
 )
@@ -29,6 +30,7 @@ def add_parser(subparsers, parents):
     add_update_arguments(p)
     add_batch_size(p, "documents")
     add_progress(p)
+    add_dimensions(p, "--corpus's vectors (default: the index's; others are refused)")
     return p
 
 
