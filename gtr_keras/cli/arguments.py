@@ -73,6 +73,19 @@ def dimensions(text):
     return value
 
 
+def dimension_list(text):
+    """An argparse type: comma-separated `dimensions` (`--matryoshka-dims 64,128,256`), a list of integers.
+
+    Example:
+    >>> dimension_list("128,64")
+    [128, 64]
+    """
+    return [dimensions(part) for part in text.split(",")]
+
+
+dimension_list.__name__ = "dimensions"
+
+
 def positive_float(text):
     value = float(text)
     if not value > 0:

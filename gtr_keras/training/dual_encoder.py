@@ -16,6 +16,7 @@ import tensorflow as tf
 from gtr_keras.errors import UserError
 from gtr_keras.training.distributed import is_multi_worker
 from gtr_keras.training.losses import DEFAULT_TEMPERATURE, BidirectionalInBatchLoss
+from gtr_keras.utils.dimensions import check_dimensions
 
 _TOWERS = ("query", "positive", "negatives")
 
@@ -189,6 +190,9 @@ class DualEncoder(StepModel):
             the other positives of the same query (when the batch carries ids).
         grad_cache_chunk_size: examples per GradCache chunk; `None` for plain
             backpropagation.
+        matryoshka_dims: prefixes N of the embeddings trained besides D, each with the same loss
+            (`BidirectionalInBatchLoss`); recorded on `encoder` (its config), so that the saved model says
+            which `dimensions` it serves without a warning.
 
     Example:
     >>> embedder = keras_hub.models.TextEmbedder.from_preset(model_dir)
@@ -201,7 +205,13 @@ class DualEncoder(StepModel):
     """
 
     def __init__(
-        self, encoder, temperature=DEFAULT_TEMPERATURE, mask_false_negatives=True, grad_cache_chunk_size=None, **kwargs
+        self,
+        encoder,
+        temperature=DEFAULT_TEMPERATURE,
+        mask_false_negatives=True,
+        grad_cache_chunk_size=None,
+        matryoshka_dims=(),
+        **kwargs,
     ):
         super().__init__(**kwargs)
         if grad_cache_chunk_size is not None and grad_cache_chunk_size < 1:
@@ -210,7 +220,12 @@ class DualEncoder(StepModel):
         self.temperature = temperature
         self.mask_false_negatives = mask_false_negatives
         self.grad_cache_chunk_size = grad_cache_chunk_size
-        self.contrastive_loss = BidirectionalInBatchLoss(temperature)
+        self.matryoshka_dims = tuple(
+            check_dimensions(n, encoder.embedding_dim, "matryoshka_dims") for n in matryoshka_dims or ()
+        )
+        if self.matryoshka_dims:
+            encoder.matryoshka_dims = self.matryoshka_dims  # recorded in its config: what it is trained for
+        self.contrastive_loss = BidirectionalInBatchLoss(temperature, self.matryoshka_dims)
         self.built = True
 
     def _batches(self, x):
@@ -379,6 +394,7 @@ class DualEncoder(StepModel):
             "temperature": self.temperature,
             "mask_false_negatives": self.mask_false_negatives,
             "grad_cache_chunk_size": self.grad_cache_chunk_size,
+            "matryoshka_dims": list(self.matryoshka_dims),
         }
 
     @classmethod

@@ -66,8 +66,9 @@ def truncate(embeddings, dimensions):
 
 
 def truncate_tensor(embeddings, dimensions):
-    """`truncate` in a TensorFlow graph: float `[batch, D]` in, float32 `[batch, dimensions]` out (its last
-    dimension static), for an export that bakes `dimensions` in. `dimensions` None: the embeddings as float32.
+    """`truncate` in a TensorFlow graph: float `[..., D]` in, float32 `[..., dimensions]` out (its last
+    dimension static), for an export that bakes `dimensions` in and the Matryoshka loss
+    (`training.losses`). `dimensions` None: the embeddings as float32.
 
     Example:
     >>> truncate_tensor(tf.constant([[3.0, 4.0, 12.0]]), 2).shape
@@ -79,4 +80,4 @@ def truncate_tensor(embeddings, dimensions):
     if dimensions is None:
         return embeddings
     check_dimensions(dimensions, embeddings.shape[-1])
-    return tf.math.l2_normalize(embeddings[:, :dimensions], axis=-1)
+    return tf.math.l2_normalize(embeddings[..., :dimensions], axis=-1)
