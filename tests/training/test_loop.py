@@ -126,6 +126,7 @@ def test_training_with_matryoshka_dims_records_them_in_the_model(tmp_path, capsy
         assert encoder.encode_queries(["lift"], dimensions=16).shape == (1, 16)
     with pytest.warns(UserWarning, match="not trained for embeddings of 8 dimensions"):
         encoder.encode_queries(["lift"], dimensions=8)
+    (tmp_path / "bad").mkdir()
     with pytest.raises(SystemExit):
         main(train_argv(tmp_path / "bad", "--matryoshka-dims", "16,x"))
     assert "argument --matryoshka-dims: must be an integer of at least 1, got 'x'" in capsys.readouterr().err
