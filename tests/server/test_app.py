@@ -424,10 +424,10 @@ def test_a_text_the_model_fails_on_fails_only_its_own_request_of_a_shared_batch(
 ):
     encode = tiny_encoder.encode
 
-    def poisoned(texts, kind="document", batch_size=32, progress=None):
+    def poisoned(texts, kind="document", batch_size=32, progress=None, dimensions=None):
         if any("poison" in text for text in texts):
             raise RuntimeError("the model cannot take this text")
-        return encode(texts, kind, batch_size, progress)
+        return encode(texts, kind, batch_size, progress, dimensions)
 
     monkeypatch.setattr(tiny_encoder, "encode", poisoned)
     bodies = [("embeddings", {"input": [f"wing {i}", "lift"], "model": MODEL}) for i in range(4)]
