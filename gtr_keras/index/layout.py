@@ -72,6 +72,7 @@ RETRIEVER_FIELDS = {
     "query_length": "positive?",
     "compute_dtype": "str?",
     "model_sha256": "sha256?",
+    "dimensions": "positive?",
     "kind": ("exact", "scann"),
     "num_documents": "count",
 }
