@@ -95,12 +95,15 @@ def corpus_files(path):
 
     Raises:
         DataError: no such file or directory, a directory without a corpus
-            file, or a glob that matches no file.
+            file, or a glob that matches no file; `UserError`: not a path (a
+            `Corpus`: each worker reads files).
 
     Example:
     >>> corpus_files("data/corpus/part-*.jsonl.gz")  # doctest: +SKIP
     ['data/corpus/part-00000.jsonl.gz', 'data/corpus/part-00001.jsonl.gz']
     """
+    if not isinstance(path, (str, os.PathLike)):
+        raise UserError(f"each Beam worker reads corpus files: pass their path or glob, not a {type(path).__name__}")
     path = os.fspath(path)
     if any(char in path for char in _GLOB_CHARS) and not files.exists(path):
         matches = files.glob(path)
