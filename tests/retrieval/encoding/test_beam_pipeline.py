@@ -189,6 +189,13 @@ def test_index_of_sharded_cranfield_equals_the_in_process_index(
     assert not any(p.name.endswith("-beam") for p in tmp_path.iterdir())
 
 
+def test_a_corpus_given_in_python_is_refused_by_the_pipeline_which_reads_files(tmp_path, tiny_model_dir):
+    corpus = gtr_keras.Corpus(["d1"], [""], ["lift"])
+    with pytest.raises(UserError, match="^each Beam worker reads corpus files: pass their path or glob, not a Corpus$"):
+        gtr_keras.Index.build(tmp_path / "idx", corpus, tiny_model_dir, runner="DirectRunner")
+    assert not (tmp_path / "idx").exists()
+
+
 def test_index_reads_corpus_shards_on_any_gfile_file_system(
     tmp_path, tiny_model_dir, cranfield_in_process, launcher_never_loads_the_corpus
 ):
