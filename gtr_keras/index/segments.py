@@ -315,9 +315,8 @@ def check_stored_ids(path, documents):
         others = f" (and {len(damaged) - 1} other live documents of this segment: {shown})"
     raise DataError(
         f"{path}:{row + 1}: document id {doc_id!r} {problem}{others}: an older gtr-keras stored such ids unchecked "
-        f"from Python; delete them (`gtr-keras update {index_dir} --delete FILE`, FILE holding the ids one a line, "
-        f"or `gtr_keras.retrieval.update_index({index_dir!r}, delete=[...])`), or rebuild the index from a "
-        "corrected corpus"
+        f"from Python; delete them (`gtr-keras update {index_dir} --delete FILE`, FILE holding the ids one a line) "
+        "or rebuild the index from a corrected corpus"
     )
 
 
