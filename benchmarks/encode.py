@@ -174,8 +174,8 @@ def trained_model_rows(model_dir, dataset, batch_size):
     """NDCG@10 on `dataset`'s test split with the trained model in float32 and bfloat16."""
     from gtr_keras import load_dataset
     from gtr_keras.beir import evaluate_run
-    from gtr_keras.index import SearchIndex
     from gtr_keras.retrieval import gtr_run
+    from gtr_keras.storage import SearchIndex
 
     corpus, queries, qrels, _ = load_dataset(dataset, "test")
     rows, embeddings = [], {}

@@ -45,7 +45,7 @@ IVF_K_FACTORS = (2, 4, 8, 16, 32, 64, 128)
 
 
 def gtr_keras_scann(vectors, work, m, ef_construction, prebuilt=None, reorder="float32"):
-    from gtr_keras.index import EMBEDDINGS_NPY, ArrayRows, SearchIndex, read_description, write_search_index
+    from gtr_keras.storage import EMBEDDINGS_NPY, ArrayRows, SearchIndex, read_description, write_search_index
     from gtr_keras.tuning import settings_grid
 
     directory, build = os.path.join(work, f"scann-{reorder}"), None
@@ -325,7 +325,7 @@ def main(argv=None):
         parser.error(f"--libraries: unknown {', '.join(unknown)} (known: {', '.join(LIBRARIES)})")
     if not 0 <= args.screen <= args.num_queries:
         parser.error(f"argument --screen: between 0 and --num-queries ({args.num_queries}), not {args.screen}")
-    from gtr_keras.index import exact_top_k
+    from gtr_keras.storage import exact_top_k
     from gtr_keras.tuning import plot_recall_qps
 
     if args.real:

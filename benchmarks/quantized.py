@@ -57,7 +57,7 @@ def main(argv=None):
     parser.add_argument("--results", default=RESULTS)
     parser.add_argument("--no-record", action="store_true")
     args = parser.parse_args(argv)
-    from gtr_keras.index import ArrayRows, SearchIndex, vector_params, write_search_index
+    from gtr_keras.storage import ArrayRows, SearchIndex, vector_params, write_search_index
 
     os.makedirs(args.work, exist_ok=True)
     rows, ratios = [], {}

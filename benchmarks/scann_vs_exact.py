@@ -22,8 +22,8 @@ from results import RESULTS, machine, publish, rerun_command
 import gtr_keras
 from gtr_keras import load_dataset
 from gtr_keras.beir import cut_run, evaluate_run, results_from_scores
-from gtr_keras.index import SearchIndex
 from gtr_keras.retrieval import EVALUATION_DEPTH, index_embeddings, index_metadata
+from gtr_keras.storage import SearchIndex
 
 SECTION = "## Large corpora"
 

@@ -57,7 +57,7 @@ def main(argv=None):
     parser.add_argument("--no-record", action="store_true")
     args = parser.parse_args(argv)
     load_before = os.getloadavg()
-    from gtr_keras.index import EMBEDDINGS_NPY, SearchIndex, read_description
+    from gtr_keras.storage import EMBEDDINGS_NPY, SearchIndex, read_description
     from gtr_keras.tuning import tune
 
     directory = read_description(args.index)[0]

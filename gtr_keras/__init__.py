@@ -5,7 +5,7 @@ Importing the package registers its keras-hub classes (`GTRBackbone`,
 that `keras_hub.models.TextEmbedder.from_preset(DIR)` and `keras.saving.load_model`
 find them: at once when Keras is imported already, else as soon as it is
 (a post-import hook, `utils.import_hooks`), so that a process that only searches an
-index (`gtr_keras.index.SearchIndex`) or runs an ONNX or OpenVINO export never loads
+index (`gtr_keras.storage.SearchIndex`) or runs an ONNX or OpenVINO export never loads
 Keras or TensorFlow. Once the model family is imported, the package installs its
 Keras and keras-hub patches (`gtr_keras.patches`) and the loaders of other model
 formats (`gtr_keras.convert`). The other top-level names are imported on first use; a type checker or an
@@ -66,6 +66,7 @@ if TYPE_CHECKING:
     from gtr_keras.errors import CheckpointError as CheckpointError
     from gtr_keras.errors import DataError as DataError
     from gtr_keras.errors import MismatchError as MismatchError
+    from gtr_keras.errors import RetryLaterError as RetryLaterError
     from gtr_keras.errors import UserError as UserError
     from gtr_keras.exports.exporter import export as export
     from gtr_keras.filters.expressions import Filter as Filter

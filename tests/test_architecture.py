@@ -19,17 +19,17 @@ ALLOWED = {
     "convert": {"utils", "models"},
     "patches": {"utils", "models", "convert"},
     "beir": {"utils"},
-    "index": {"utils", "beir"},
-    "filters": {"utils", "beir", "index"},
-    "tuning": {"utils", "index"},
-    "lexical": {"utils", "models", "beir", "index"},
-    "retrieval": {"utils", "models", "beir", "index", "filters", "tuning", "lexical"},
+    "storage": {"utils", "beir"},
+    "filters": {"utils", "beir", "storage"},
+    "tuning": {"utils", "storage"},
+    "lexical": {"utils", "models", "beir", "storage"},
+    "retrieval": {"utils", "models", "beir", "storage", "filters", "tuning", "lexical"},
     "training": {"utils", "models", "convert", "beir", "retrieval"},
-    "distillation": {"utils", "models", "convert", "beir", "index", "retrieval", "training"},
-    "exports": {"utils", "models", "index", "filters", "lexical", "retrieval"},
-    "integrity": {"utils", "models", "index", "lexical", "exports"},
-    "server": {"utils", "index", "filters", "lexical", "retrieval"},
-    "cli": {"utils", "models", "convert", "patches", "beir", "index", "filters", "tuning", "lexical", "retrieval"}
+    "distillation": {"utils", "models", "convert", "beir", "storage", "retrieval", "training"},
+    "exports": {"utils", "models", "storage", "filters", "lexical", "retrieval"},
+    "integrity": {"utils", "models", "storage", "lexical", "exports"},
+    "server": {"utils", "storage", "filters", "lexical", "retrieval"},
+    "cli": {"utils", "models", "convert", "patches", "beir", "storage", "filters", "tuning", "lexical", "retrieval"}
     | {"training", "distillation", "exports", "integrity", "server"},
 }
 # Modules of a folder above that a folder may import too: integrity's checks of an index directory, which import
@@ -266,7 +266,7 @@ def test_the_keras_classes_are_registered_whatever_is_imported_first(imports):
 def test_a_process_that_searches_a_local_index_loads_neither_keras_nor_tensorflow(tmp_path):
     import numpy as np
 
-    from gtr_keras.index.search_index import ArrayRows, write_search_index
+    from gtr_keras.storage.search_index import ArrayRows, write_search_index
 
     vectors = np.random.default_rng(0).standard_normal((30, 8)).astype(np.float32)
     vectors[0] = np.eye(1, 8) * 2
@@ -274,7 +274,7 @@ def test_a_process_that_searches_a_local_index_loads_neither_keras_nor_tensorflo
     for kind in ("exact", "scann"):
         write_search_index(ArrayRows([f"d{i}" for i in range(30)], vectors), tmp_path / kind, kind)
     script = (
-        "import sys, numpy as np\nfrom gtr_keras.index import SearchIndex\n"
+        "import sys, numpy as np\nfrom gtr_keras.storage import SearchIndex\n"
         f"for kind in ('exact', 'scann'):\n"
         f"    index = SearchIndex.load({str(tmp_path)!r} + '/' + kind)\n"
         "    assert index.search_ids(np.eye(1, 8, dtype=np.float32), 1)[0] == [['d0']], kind\n"
@@ -375,8 +375,8 @@ def test_the_top_level_modules_import_what_the_architecture_says():
         "gtr_keras.models.model_files.model_source",
         "gtr_keras.exports",
         "gtr_keras.exports.export_formats",
-        "gtr_keras.index",
-        "gtr_keras.index.layout",
+        "gtr_keras.storage",
+        "gtr_keras.storage.layout",
     }
     for name in parser:  # what `--help` and argument errors run: no TensorFlow, nothing of the library
         assert graph[name] <= parser | light, name
@@ -465,8 +465,8 @@ def test_benchmarks_and_recipes_use_public_names_only():
 def test_the_public_names_check_finds_internal_imports(tmp_path):
     script = tmp_path / "bench.py"
     script.write_text(
-        "import gtr_keras\nimport gtr_keras.index\nfrom gtr_keras import Index, build_index\n"
-        "from gtr_keras.index import SearchIndex\nfrom gtr_keras.index.layout import INDEX_JSON\n"
+        "import gtr_keras\nimport gtr_keras.storage\nfrom gtr_keras import Index, build_index\n"
+        "from gtr_keras.storage import SearchIndex\nfrom gtr_keras.storage.layout import INDEX_JSON\n"
         "from gtr_keras.cli.demo import DEMO_MODEL\nfrom gtr_keras.errors import run_script\n"
         "gtr_keras.load('m'); gtr_keras.Retriever\n"
     )
@@ -478,7 +478,7 @@ def test_the_public_names_check_finds_internal_imports(tmp_path):
     ]
     assert refused == [
         (3, "gtr_keras", "build_index"),
-        (5, "gtr_keras.index.layout", "INDEX_JSON"),
+        (5, "gtr_keras.storage.layout", "INDEX_JSON"),
         (6, "gtr_keras.cli.demo", "DEMO_MODEL"),
         (8, "gtr_keras", "Retriever"),
     ]

@@ -231,7 +231,7 @@ def output_path(kind, suffix=None):
 
 
 def index_directory(path):
-    from gtr_keras.index.layout import RETRIEVER_JSON, not_an_index
+    from gtr_keras.storage.layout import RETRIEVER_JSON, not_an_index
 
     path = input_path("directory")(path)
     if not is_remote(path) and not os.path.isfile(os.path.join(path, RETRIEVER_JSON)):

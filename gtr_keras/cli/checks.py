@@ -201,7 +201,7 @@ def _remote_path_problem(path, check):
         if kind in ("directory", "index") and not files.isdir(path):
             return f"{path}: is a file, expected a directory"
         if kind == "index":
-            from gtr_keras.index.layout import RETRIEVER_JSON, not_an_index
+            from gtr_keras.storage.layout import RETRIEVER_JSON, not_an_index
 
             if not files.exists(f"{path.rstrip('/')}/{RETRIEVER_JSON}"):
                 return not_an_index(path)

@@ -7,8 +7,8 @@ import os
 from gtr_keras.beir.evaluation import Run, cut_run, results_from_scores
 from gtr_keras.beir.qrels_checks import QrelsReport, check_qrels
 from gtr_keras.beir.readers import Corpus, Qrels, load_corpus, load_qrels, load_queries
-from gtr_keras.index.search_index import SearchIndex
 from gtr_keras.models.text_encoder import TextEncoder
+from gtr_keras.storage.search_index import SearchIndex
 
 EVALUATION_DEPTH = 1000
 

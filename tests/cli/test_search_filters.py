@@ -177,7 +177,7 @@ def test_a_stored_number_past_a_float64_is_exit_2_naming_the_documents_file_neve
     import gzip
     import shutil
 
-    from gtr_keras.index.layout import DOCUMENTS_FILE
+    from gtr_keras.storage.layout import DOCUMENTS_FILE
 
     corpus = _write(tmp_path / "corpus.jsonl", _documents(4))
     index = tmp_path / "idx"

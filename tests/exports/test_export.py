@@ -17,8 +17,8 @@ import gtr_keras
 from gtr_keras.cli.main import main
 from gtr_keras.errors import UserError
 from gtr_keras.exports import export_encoder, export_searcher, load_export
-from gtr_keras.index import SearchIndex
 from gtr_keras.models.gtr.gtr_tokenizer import TOKENIZER_OP
+from gtr_keras.storage import SearchIndex
 
 REQUESTS = os.path.join(REPO, "export", "serving", "requests")
 TEXTS = ["what is the lift of a wing?", "", "boundary layer " * 400, "Ünïcödé 北京"]
@@ -72,8 +72,8 @@ def exports(tmp_path_factory, tiny_model_dir):
     ):
         index_dir = root / f"index-{name}"
         with pytest.MonkeyPatch.context() as patch:
-            patch.setattr("gtr_keras.index.search_index.EXACT_MAX_N", 10)  # ScaNN even for 300 documents
-            patch.setattr("gtr_keras.index.embedding_files._CHUNK_ROWS", 128)  # ScaNN fed in 3 chunks
+            patch.setattr("gtr_keras.storage.search_index.EXACT_MAX_N", 10)  # ScaNN even for 300 documents
+            patch.setattr("gtr_keras.storage.embedding_files._CHUNK_ROWS", 128)  # ScaNN fed in 3 chunks
             assert main(["index", *source, "--out", str(index_dir), *index_flags]) == 0
         assert (
             main(
@@ -830,7 +830,7 @@ def test_an_updated_scann_index_exports_its_live_rows(exports, tiny_model_dir, t
 
 
 def _index_ids(index_dir):
-    from gtr_keras.index.search_index import SearchIndex
+    from gtr_keras.storage.search_index import SearchIndex
 
     return SearchIndex.load(index_dir).ids
 
@@ -844,7 +844,7 @@ def test_scann_searchers_over_two_shards_answer_as_the_shards_searched_together(
     encoder = gtr_keras.load(tiny_model_dir)
     corpus = load_corpus(os.path.join(REPO, "gtr_keras", "assets", "cranfield"))
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr("gtr_keras.index.search_index.EXACT_MAX_N", 10)  # ScaNN even for small shards
+        patch.setattr("gtr_keras.storage.search_index.EXACT_MAX_N", 10)  # ScaNN even for small shards
         for name, rows in (("a", slice(0, 150)), ("b", slice(150, 300))):
             part = type(corpus)(corpus.ids[rows], corpus.titles[rows], corpus.texts[rows])
             build_index(encoder, part, tmp_path / name, model_dir=tiny_model_dir)
@@ -897,8 +897,8 @@ def test_a_refused_export_of_overlapping_shards_leaves_no_empty_folders(tiny_mod
 def test_a_tuned_scann_index_exports_its_tuned_setting_and_a_flag_overrides_it(exports, tiny_model_dir, tmp_path):
     import shutil
 
-    from gtr_keras.index.layout import write_tuned
     from gtr_keras.retrieval.retriever import Retriever
+    from gtr_keras.storage.layout import write_tuned
 
     index_dir = tmp_path / "index"
     shutil.copytree(exports["scann"][1], index_dir)

@@ -12,11 +12,11 @@ import pytest
 
 from gtr_keras.beir.readers import Corpus
 from gtr_keras.errors import DataError, MismatchError, UserError
-from gtr_keras.index.layout import RETRIEVER_JSON
-from gtr_keras.index.search_index import ArrayRows
 from gtr_keras.retrieval.index_building import build_index, index_metadata, work_dir_for, write_index
 from gtr_keras.retrieval.retriever import Retriever
 from gtr_keras.saving import load
+from gtr_keras.storage.layout import RETRIEVER_JSON
+from gtr_keras.storage.search_index import ArrayRows
 
 WORDS = "wing lift drag shock boundary layer heat transfer flutter nozzle jet buckling panel cone mach".split()
 

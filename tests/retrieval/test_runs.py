@@ -5,10 +5,10 @@ from beir_files import write_beir
 import gtr_keras.retrieval.runs
 from gtr_keras.beir.readers import Corpus
 from gtr_keras.errors import DataError
-from gtr_keras.index.search_index import SearchIndex
 from gtr_keras.lexical.fusion import Fusion
 from gtr_keras.retrieval.hybrid_retriever import HybridRetriever
 from gtr_keras.retrieval.runs import bm25_run, gtr_run, load_dataset, mine_negatives
+from gtr_keras.storage.search_index import SearchIndex
 
 CORPUS = Corpus(["d1", "d2", "d3", "d4", "d5"], ["", "", "", "", ""], ["t1", "t2", "t3", "t4", "t5"])
 DOCUMENTS = np.eye(5, dtype=np.float32)  # document i scores query[i]

@@ -54,8 +54,8 @@ def run(args):
     import numpy as np
 
     from gtr_keras.beir.text_inputs import read_texts
-    from gtr_keras.index.embedding_files import ids_path_for, model_path_for
     from gtr_keras.retrieval.index_building import index_metadata
+    from gtr_keras.storage.embedding_files import ids_path_for, model_path_for
 
     ids_path, record_path = ids_path_for(args.output), model_path_for(args.output)
     for path in (ids_path, record_path):

@@ -86,7 +86,7 @@ def check(args, parser):
 def _search_filter(args):
     """The `Filter` of `--filter` and `--ids-file` (each clause parsed, the file read), or None."""
     from gtr_keras.filters.expressions import Filter
-    from gtr_keras.index.layout import read_id_file
+    from gtr_keras.storage.layout import read_id_file
 
     if not args.filter and not args.ids_file:
         return None

@@ -103,7 +103,7 @@ def _tune_queries(args):
     if not args.queries:
         return None
     if is_npy(args.queries):
-        from gtr_keras.index.layout import read_description
+        from gtr_keras.storage.layout import read_description
         from gtr_keras.utils.records import unreadable_reason
 
         try:

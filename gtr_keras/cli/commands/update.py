@@ -44,7 +44,7 @@ def run(args):
 
     shards = None
     if args.embeddings:
-        from gtr_keras.index.embedding_files import EmbeddingFiles
+        from gtr_keras.storage.embedding_files import EmbeddingFiles
 
         shards = EmbeddingFiles.open(args.embeddings)
     change = update_index(

@@ -530,8 +530,8 @@ def index_with_beam(corpus, index_dir, model_dir, encoder, kind="auto", bm25=Tru
     >>> index_with_beam("gs://b/corpus-*.jsonl.gz", "indexes/big", "models/gtr-base", encoder, runner="DataflowRunner")
     ... # doctest: +SKIP
     """
-    from gtr_keras.index.search_index import ArrayRows
     from gtr_keras.retrieval.index_building import index_metadata, work_dir_for, write_index
+    from gtr_keras.storage.search_index import ArrayRows
 
     corpus_files(corpus)
     pipeline_args = beam_pipeline_args(pipeline.pop("beam_options", ()))

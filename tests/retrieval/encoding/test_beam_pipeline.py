@@ -19,7 +19,6 @@ from gtr_keras.beir.readers import load_corpus
 from gtr_keras.cli.main import main  # noqa: E402
 from gtr_keras.cli.shared_flags import add_beam_arguments  # noqa: E402
 from gtr_keras.errors import DataError, MismatchError, UserError  # noqa: E402
-from gtr_keras.index.search_index import SearchIndex  # noqa: E402
 from gtr_keras.retrieval.encoding.beam_pipeline import (
     MANIFEST,
     GTRModelHandler,
@@ -30,6 +29,7 @@ from gtr_keras.retrieval.encoding.beam_pipeline import (
     index_from_shards,
     read_documents,
 )
+from gtr_keras.storage.search_index import SearchIndex  # noqa: E402
 
 WORDS = "retrieval dense encoder passage query neural sparse index token corpus".split()
 CRANFIELD = os.path.join(os.path.dirname(gtr_keras.__file__), "assets", "cranfield", "corpus.jsonl.gz")

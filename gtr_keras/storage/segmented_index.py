@@ -17,8 +17,8 @@ import math
 import numpy as np
 
 from gtr_keras.errors import DataError, UserError
-from gtr_keras.index import exact_search
-from gtr_keras.index.layout import NO_FLOAT32, Ids, check_embeddings
+from gtr_keras.storage import exact_search
+from gtr_keras.storage.layout import NO_FLOAT32, Ids, check_embeddings
 from gtr_keras.utils.records import check_positive_int
 
 # A ScaNN part with deleted rows is asked for k / (live fraction) + this many results, then twice as many

@@ -19,7 +19,7 @@ import os
 import numpy as np
 
 from gtr_keras.errors import DataError, MismatchError, UserError
-from gtr_keras.index.layout import (
+from gtr_keras.storage.layout import (
     DOCUMENTS_FILE,
     EMBEDDINGS_NPY,
     IDS_TXT,
@@ -36,9 +36,9 @@ from gtr_keras.index.layout import (
     write_description,
     write_embeddings,
 )
-from gtr_keras.index.quantized_vectors import write_vectors
-from gtr_keras.index.scann_builder import build_scann_segment, merge_scann
-from gtr_keras.index.segments import (
+from gtr_keras.storage.quantized_vectors import write_vectors
+from gtr_keras.storage.scann_builder import build_scann_segment, merge_scann
+from gtr_keras.storage.segments import (
     BASE,
     deleted_name,
     documents_path,

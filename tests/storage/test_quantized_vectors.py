@@ -8,17 +8,17 @@ import pytest
 from search_inputs import CORPUS, QUERIES, doc_ids, recall
 
 from gtr_keras.errors import UserError
-from gtr_keras.index import quantized_vectors
-from gtr_keras.index.layout import BINARY_NPY, EMBEDDINGS_NPY, INT8_CALIBRATION_NPY, INT8_NPY
-from gtr_keras.index.quantized_vectors import (
+from gtr_keras.storage import quantized_vectors
+from gtr_keras.storage.layout import BINARY_NPY, EMBEDDINGS_NPY, INT8_CALIBRATION_NPY, INT8_NPY
+from gtr_keras.storage.quantized_vectors import (
     SignRows,
     binary_codes,
     int8_calibration,
     int8_codes,
     vector_params,
 )
-from gtr_keras.index.search_index import ArrayRows, SearchIndex, write_search_index
-from gtr_keras.index.segment_writer import update_search_index
+from gtr_keras.storage.search_index import ArrayRows, SearchIndex, write_search_index
+from gtr_keras.storage.segment_writer import update_search_index
 
 
 @pytest.fixture(scope="module")

@@ -7,7 +7,7 @@ import pytest
 from search_inputs import doc_ids
 
 from gtr_keras.errors import DataError, MismatchError, UserError
-from gtr_keras.index.search_index import SearchIndex
+from gtr_keras.storage.search_index import SearchIndex
 
 
 @pytest.mark.parametrize(

@@ -18,8 +18,8 @@ import os
 import numpy as np
 
 from gtr_keras.errors import DataError, UserError
-from gtr_keras.index import exact_search
-from gtr_keras.index.layout import (
+from gtr_keras.storage import exact_search
+from gtr_keras.storage.layout import (
     EMBEDDINGS_NPY,
     FLOAT32_REORDER,
     IDS_TXT,
@@ -40,7 +40,7 @@ from gtr_keras.index.layout import (
     write_description,
     write_embeddings,
 )
-from gtr_keras.index.quantized_vectors import (
+from gtr_keras.storage.quantized_vectors import (
     FloatRows,
     check_vector_params,
     load_vectors,
@@ -48,9 +48,9 @@ from gtr_keras.index.quantized_vectors import (
     quantize,
     write_vectors,
 )
-from gtr_keras.index.scann_builder import build_scann, load_scann, scann_params
-from gtr_keras.index.segmented_index import SegmentedIndex
-from gtr_keras.index.segments import (
+from gtr_keras.storage.scann_builder import build_scann, load_scann, scann_params
+from gtr_keras.storage.segmented_index import SegmentedIndex
+from gtr_keras.storage.segments import (
     BASE,
     check_same_model,
     documents_path,

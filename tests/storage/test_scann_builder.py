@@ -5,8 +5,8 @@ import pytest
 from search_inputs import CORPUS, QUERIES, clustered, doc_ids, float32_truth, recall
 
 from gtr_keras.errors import UserError
-from gtr_keras.index.scann_builder import build_scann_segment, codec_files, load_scann, merge_scann, scann_params
-from gtr_keras.index.search_index import ArrayRows, SearchIndex, write_search_index
+from gtr_keras.storage.scann_builder import build_scann_segment, codec_files, load_scann, merge_scann, scann_params
+from gtr_keras.storage.search_index import ArrayRows, SearchIndex, write_search_index
 
 
 def test_scann_recall_at_10():

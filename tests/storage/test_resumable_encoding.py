@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from gtr_keras.errors import DataError, MismatchError, UserError
-from gtr_keras.index.resumable_encoding import Piece, ResumableEncoding
+from gtr_keras.storage.resumable_encoding import Piece, ResumableEncoding
 
 DIMS = 16
 

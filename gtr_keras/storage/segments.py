@@ -39,7 +39,7 @@ import numpy as np
 
 from gtr_keras.beir.readers import METADATA_TYPES, Corpus, load_corpus, metadata_type
 from gtr_keras.errors import DataError, MismatchError
-from gtr_keras.index.layout import (
+from gtr_keras.storage.layout import (
     DOCUMENTS_FILE,
     MANIFEST_JSON,
     REMEDY,

@@ -7,8 +7,8 @@ import pytest
 from search_inputs import CORPUS, DIMS, QUERIES, clustered, doc_ids, float32_truth, recall
 
 from gtr_keras.errors import UserError
-from gtr_keras.index import quantized_vectors, search_index
-from gtr_keras.index.search_index import ArrayRows, SearchIndex, rescore_pool_size, write_search_index
+from gtr_keras.storage import quantized_vectors, search_index
+from gtr_keras.storage.search_index import ArrayRows, SearchIndex, rescore_pool_size, write_search_index
 
 
 @pytest.fixture(scope="module")
@@ -63,7 +63,7 @@ def test_save_load_round_trip(kind, scann_index, tmp_path):
 
 @pytest.mark.parametrize("kind", ["exact", "scann"])
 def test_streamed_build_equals_the_in_memory_index(kind, tmp_path, monkeypatch):
-    monkeypatch.setattr("gtr_keras.index.search_index._BUILD_CHUNK_ROWS", 700)  # 5 chunks, the last one short
+    monkeypatch.setattr("gtr_keras.storage.search_index._BUILD_CHUNK_ROWS", 700)  # 5 chunks, the last one short
     params = None if kind == "exact" else {"num_leaves_to_search": 30, "reorder_factor": 300}
     assert write_search_index(ArrayRows(doc_ids(len(CORPUS)), CORPUS), tmp_path / "index", kind, params) == kind
     written = SearchIndex.load(tmp_path / "index")

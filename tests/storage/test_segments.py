@@ -7,7 +7,7 @@ import pytest
 
 from gtr_keras.beir.readers import Corpus
 from gtr_keras.errors import DataError
-from gtr_keras.index.segments import (
+from gtr_keras.storage.segments import (
     documents_path,
     initial_manifest,
     live_corpus,

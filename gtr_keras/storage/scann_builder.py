@@ -18,7 +18,7 @@ import tempfile
 import numpy as np
 
 from gtr_keras.errors import UserError
-from gtr_keras.index.layout import FLOAT32_REORDER, SCANN_PER_POINT
+from gtr_keras.storage.layout import FLOAT32_REORDER, SCANN_PER_POINT
 
 # ScaNN searchers are built for this many neighbours; `search` passes its own
 # `k`, so this only sizes the default reordering pool.
@@ -27,7 +27,7 @@ _DEFAULT_K = 10
 # 52's 40,000 x 64 clustered vectors, whose neighbours lie closer than int8 rounding (benchmarks/rescoring_recall.py,
 # RESULTS.md "Float32 rescoring"), 2 reaches recall@10 0.998-0.999 (reorder 20) to 0.9997 (reorder 50) against
 # float32 search where int8 order alone stops at 0.928, and 3 reaches 0.998 to 1.0; 4 leaves a margin for denser corpora
-# (tests/index/test_scann_builder.py checks 5 >= 0.995 on 20,000 such rows). `tune` measures it.
+# (tests/storage/test_scann_builder.py checks 5 >= 0.995 on 20,000 such rows). `tune` measures it.
 DEFAULT_RESCORE_FACTOR = 4
 
 

@@ -7,9 +7,9 @@ import pytest
 from search_inputs import CORPUS, QUERIES, clustered, doc_ids, float32_truth, recall
 
 from gtr_keras.errors import DataError, MismatchError
-from gtr_keras.index import SearchIndex
-from gtr_keras.index.search_index import ArrayRows, write_search_index
-from gtr_keras.index.segmented_index import SegmentedIndex
+from gtr_keras.storage import SearchIndex
+from gtr_keras.storage.search_index import ArrayRows, write_search_index
+from gtr_keras.storage.segmented_index import SegmentedIndex
 
 IDS = doc_ids(len(CORPUS))
 

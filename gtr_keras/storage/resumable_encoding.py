@@ -13,7 +13,7 @@ from typing import NamedTuple
 import numpy as np
 
 from gtr_keras.errors import DataError, MismatchError, UserError
-from gtr_keras.index.layout import check_embeddings, check_ids
+from gtr_keras.storage.layout import check_embeddings, check_ids
 from gtr_keras.utils import files
 from gtr_keras.utils.files import atomic_file
 from gtr_keras.utils.records import (

@@ -20,8 +20,8 @@ import weakref
 import numpy as np
 
 from gtr_keras.errors import DataError, UserError
-from gtr_keras.index import exact_search
-from gtr_keras.index.layout import (
+from gtr_keras.storage import exact_search
+from gtr_keras.storage.layout import (
     BINARY_NPY,
     EMBEDDINGS_NPY,
     INT8_CALIBRATION_NPY,

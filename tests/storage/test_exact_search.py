@@ -3,8 +3,8 @@
 import numpy as np
 from search_inputs import CORPUS, QUERIES, doc_ids
 
-from gtr_keras.index.quantized_vectors import FloatVectors
-from gtr_keras.index.search_index import SearchIndex
+from gtr_keras.storage.quantized_vectors import FloatVectors
+from gtr_keras.storage.search_index import SearchIndex
 
 
 def test_exact_search_matches_naive_argsort():
@@ -27,7 +27,7 @@ def _assert_same_results(expected, got):
 def test_exact_search_chunks_queries(monkeypatch):
     index = SearchIndex(doc_ids(len(CORPUS)), CORPUS, kind="exact")
     expected = index.search(QUERIES, k=5)
-    monkeypatch.setattr("gtr_keras.index.exact_search._CHUNK_SCORES", 7 * len(CORPUS))
+    monkeypatch.setattr("gtr_keras.storage.exact_search._CHUNK_SCORES", 7 * len(CORPUS))
     _assert_same_results(expected, index.search(QUERIES, k=5))
 
 
@@ -58,7 +58,7 @@ def test_ties_at_the_depth_cut_do_not_depend_on_corpus_order():
 def test_exact_search_reads_the_vectors_in_row_blocks(monkeypatch):
     index = SearchIndex(doc_ids(len(CORPUS)), CORPUS, kind="exact")
     expected = index.search(QUERIES, k=10)
-    monkeypatch.setattr("gtr_keras.index.exact_search._ROW_BLOCK", 97)
+    monkeypatch.setattr("gtr_keras.storage.exact_search._ROW_BLOCK", 97)
     blocks = []
 
     class Recorded:
@@ -77,6 +77,6 @@ def test_exact_search_reads_the_vectors_in_row_blocks(monkeypatch):
 def test_row_blocks_keep_trec_ties_across_block_edges(monkeypatch):
     vectors = np.tile(np.eye(4, dtype=np.float32)[:1], (40, 1))
     ids = [f"d{i:02d}" for i in range(40)]
-    monkeypatch.setattr("gtr_keras.index.exact_search._ROW_BLOCK", 7)
+    monkeypatch.setattr("gtr_keras.storage.exact_search._ROW_BLOCK", 7)
     got, _ = SearchIndex(ids, vectors, kind="exact").search_ids(vectors[:1], k=5)
     assert got == [["d39", "d38", "d37", "d36", "d35"]]

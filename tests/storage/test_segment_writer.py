@@ -12,16 +12,16 @@ from conftest import REPO
 from search_inputs import QUERIES, clustered, float32_recall, recall
 
 from gtr_keras.errors import BusyError, DataError, MismatchError, UserError
-from gtr_keras.index import segment_writer
-from gtr_keras.index.search_index import ArrayRows, SearchIndex, write_search_index
-from gtr_keras.index.segment_writer import (
+from gtr_keras.storage import segment_writer
+from gtr_keras.storage.search_index import ArrayRows, SearchIndex, write_search_index
+from gtr_keras.storage.segment_writer import (
     compact_search_index,
     live_ids,
     missing_ids,
     read_state,
     update_search_index,
 )
-from gtr_keras.index.segmented_index import SegmentedIndex
+from gtr_keras.storage.segmented_index import SegmentedIndex
 from gtr_keras.utils.locks import output_lock
 
 SCANN_PARAMS = {"num_leaves": 20, "num_leaves_to_search": 20, "training_sample_size": 2000}
@@ -260,8 +260,8 @@ _UPDATE = """
 import sys, time
 sys.path.insert(0, {tests!r})
 from search_inputs import clustered
-from gtr_keras.index import segment_writer
-from gtr_keras.index.search_index import ArrayRows
+from gtr_keras.storage import segment_writer
+from gtr_keras.storage.search_index import ArrayRows
 
 def announced(name, function):
     def slow(*args):
@@ -420,7 +420,7 @@ def test_loading_with_checksums_asked_names_a_changed_segment_file(tmp_path):
 
 def test_an_update_of_the_same_documents_with_other_metadata_is_no_rerun(tmp_path):
     from gtr_keras.beir.readers import Corpus
-    from gtr_keras.index.segments import documents_path, live_corpus
+    from gtr_keras.storage.segments import documents_path, live_corpus
 
     vectors = clustered(40, seed=5)
     _build(tmp_path / "index", [f"d{i}" for i in range(30)], vectors[:30])

@@ -31,7 +31,7 @@ import re
 import numpy as np
 
 from gtr_keras.errors import DataError
-from gtr_keras.index.layout import check_ids
+from gtr_keras.storage.layout import check_ids
 from gtr_keras.utils import files
 from gtr_keras.utils.records import unreadable_reason
 from gtr_keras.utils.text_files import check_id_text

@@ -5,7 +5,7 @@ import pytest
 import tensorflow as tf
 
 from gtr_keras.errors import DataError
-from gtr_keras.index.embedding_files import EmbeddingFiles
+from gtr_keras.storage.embedding_files import EmbeddingFiles
 
 DIMS = 16
 
@@ -243,8 +243,8 @@ def test_shards_of_one_model_at_two_paths_are_of_one_model(tmp_path):
 
 @pytest.mark.parametrize("kind", ["exact", "scann"])
 def test_index_embeddings_on_each_file_system_searches_as_the_in_memory_index(directory, kind):
-    from gtr_keras.index.search_index import SearchIndex
     from gtr_keras.retrieval.index_building import index_embeddings
+    from gtr_keras.storage.search_index import SearchIndex
 
     first = _shard(directory, "part-0", [f"a{i}" for i in range(150)], seed=1)
     second = _shard(directory, "part-1", [f"b{i}" for i in range(120)], seed=2)
