@@ -325,7 +325,7 @@ def test_the_parser_answers_without_tensorflow_and_the_package_imports_quietly()
 
 
 def _sources():
-    for folder in ("gtr_keras", "tests", "benchmarks", "recipes", "export"):
+    for folder in ("gtr_keras", "tests", "benchmarks", "recipes", "deploy"):
         for directory, _, file_names in os.walk(os.path.join(REPO, folder)):
             yield from (os.path.join(directory, name) for name in sorted(file_names) if name.endswith(".py"))
 

@@ -20,7 +20,7 @@ from gtr_keras.exports import export_encoder, export_searcher, load_export
 from gtr_keras.models.gtr.gtr_tokenizer import TOKENIZER_OP
 from gtr_keras.storage import SearchIndex
 
-REQUESTS = os.path.join(REPO, "export", "serving", "requests")
+REQUESTS = os.path.join(REPO, "deploy", "tf_serving", "requests")
 TEXTS = ["what is the lift of a wing?", "", "boundary layer " * 400, "Ünïcödé 北京"]
 QUERIES = ["wing lift", "heat transfer at hypersonic speed", "buckling of thin cylinders"]
 
@@ -571,10 +571,10 @@ def _batching_parameters_class():
 
 
 def _serving_client(name):
-    """A module of export/serving (`grpc_client`, `sharded_client`)."""
+    """A module of deploy/tf_serving (`grpc_client`, `sharded_client`)."""
     import importlib
 
-    sys.path.insert(0, os.path.join(REPO, "export", "serving"))
+    sys.path.insert(0, os.path.join(REPO, "deploy", "tf_serving"))
     try:
         return importlib.import_module(name)
     finally:
@@ -585,7 +585,7 @@ def test_serving_configs_parse_and_fit_every_served_signature(exports):
     from google.protobuf import text_format
     from tensorflow_serving.config import model_server_config_pb2
 
-    serving = os.path.join(REPO, "export", "serving")
+    serving = os.path.join(REPO, "deploy", "tf_serving")
     with open(os.path.join(serving, "models.config")) as f:
         config = text_format.Parse(f.read(), model_server_config_pb2.ModelServerConfig())
     models = {model.name: model for model in config.model_config_list.config}

@@ -6,7 +6,7 @@ and keeps the best `k` of the answers by score (equal scores: ids in descending 
 search), which for exact shards is the top `k` of one index over the whole corpus.
 
     pip install tensorflow-serving-api==2.20.*
-    python export/serving/sharded_client.py --host machine-a:8500 --host machine-b:8500 -k 10 "wing lift"
+    python deploy/tf_serving/sharded_client.py --host machine-a:8500 --host machine-b:8500 -k 10 "wing lift"
 
 `ShardedSearcher` takes any callables `(queries, k) -> {"ids", "scores"}`, so the same merge serves gRPC
 stubs (`grpc_searcher`) and SavedModels loaded in one process (as the tests do).

@@ -1,9 +1,9 @@
 """gRPC client for a gtr-keras export served by TF Serving.
 
     pip install tensorflow-serving-api==2.20.*
-    python export/serving/grpc_client.py --host localhost:8500 "wing lift"
-    python export/serving/grpc_client.py --signature search --k 3 "wing lift" "boundary layer"
-    python export/serving/grpc_client.py --model gtr_encoder --signature encode_queries "wing lift"
+    python deploy/tf_serving/grpc_client.py --host localhost:8500 "wing lift"
+    python deploy/tf_serving/grpc_client.py --signature search --k 3 "wing lift" "boundary layer"
+    python deploy/tf_serving/grpc_client.py --model gtr_encoder --signature encode_queries "wing lift"
 
 Texts go in requests of at most `--chunk-size` (the server's `max_batch_size`, 256 in
 `batching.config`; larger requests are rejected); the answers are printed in input order.
