@@ -361,11 +361,12 @@ def test_the_top_level_modules_import_what_the_architecture_says():
     graph = imports(module_names())
     assert graph["gtr_keras.errors"] == set()
     parser = {
-        "gtr_keras.cli.arguments",
-        "gtr_keras.cli.train_arguments",
-        "gtr_keras.cli.shared_flags",
+        "gtr_keras.cli.helpers.flag_types",
+        "gtr_keras.cli.helpers.train_flags",
+        "gtr_keras.cli.helpers.shared_flags",
         "gtr_keras.cli.parser",
-        "gtr_keras.cli.checks",
+        "gtr_keras.cli.helpers",
+        "gtr_keras.cli.helpers.flag_checks",
         "gtr_keras.cli.commands",
     }
     light = {  # what the parser may import besides: no TensorFlow (`utils.files` imports it on first use)
@@ -381,7 +382,7 @@ def test_the_top_level_modules_import_what_the_architecture_says():
     for name in parser:  # what `--help` and argument errors run: no TensorFlow, nothing of the library
         assert graph[name] <= parser | light, name
     # A command's module is imported to parse: its handler imports what it runs when it runs.
-    handlers = {"gtr_keras.cli.handler_inputs", "gtr_keras.cli.train_runs"}
+    handlers = {"gtr_keras.cli.helpers.handler_inputs", "gtr_keras.cli.helpers.train_runs"}
     commands = {name for name in graph if name.startswith("gtr_keras.cli.commands.")}
     for name in commands | handlers:
         assert module_level_imports(name) <= parser | light | handlers | commands | {
@@ -391,9 +392,9 @@ def test_the_top_level_modules_import_what_the_architecture_says():
     assert graph["gtr_keras.cli.main"] <= parser | {
         "gtr_keras.errors",
         "gtr_keras.models.model_files.model_source",
-        "gtr_keras.cli.console",
+        "gtr_keras.cli.helpers.console",
     }
-    assert graph["gtr_keras.cli.console"] == set()
+    assert graph["gtr_keras.cli.helpers.console"] == set()
     assert graph["gtr_keras.__main__"] == {"gtr_keras.cli.main"}
     # The keras-hub classes once Keras is imported, the patches once the family is, the rest on first use.
     assert graph["gtr_keras"] == {
@@ -467,7 +468,7 @@ def test_the_public_names_check_finds_internal_imports(tmp_path):
     script.write_text(
         "import gtr_keras\nimport gtr_keras.storage\nfrom gtr_keras import Index, build_index\n"
         "from gtr_keras.storage import SearchIndex\nfrom gtr_keras.storage.layout import INDEX_JSON\n"
-        "from gtr_keras.cli.demo import DEMO_MODEL\nfrom gtr_keras.errors import run_script\n"
+        "from gtr_keras.cli.helpers.demo_steps import DEMO_MODEL\nfrom gtr_keras.errors import run_script\n"
         "gtr_keras.load('m'); gtr_keras.Retriever\n"
     )
     uses = _imports_of_gtr_keras(str(script))
@@ -479,7 +480,7 @@ def test_the_public_names_check_finds_internal_imports(tmp_path):
     assert refused == [
         (3, "gtr_keras", "build_index"),
         (5, "gtr_keras.storage.layout", "INDEX_JSON"),
-        (6, "gtr_keras.cli.demo", "DEMO_MODEL"),
+        (6, "gtr_keras.cli.helpers.demo_steps", "DEMO_MODEL"),
         (8, "gtr_keras", "Retriever"),
     ]
 

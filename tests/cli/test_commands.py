@@ -232,7 +232,7 @@ def _collection(tmp_path, grades, doc_ids=("d0", "d1", "d2")):
 
 
 def test_qrels_without_a_relevant_document_are_exit_2_before_any_encoding(tmp_path, monkeypatch, capsys):
-    from gtr_keras.cli import handler_inputs
+    from gtr_keras.cli.helpers import handler_inputs
 
     monkeypatch.setattr(handler_inputs, "encoder", lambda args: pytest.fail("the model was loaded"))
     dataset = _collection(tmp_path, [0, 0])
@@ -595,7 +595,7 @@ def test_a_query_argument_of_invalid_utf8_is_searched_as_u_fffd_by_every_retriev
 @pytest.mark.large
 def test_acceptance_index_vectors_int8_and_binary_of_cranfield_with_the_bundled_model(tmp_path, capsys):
     from gtr_keras.beir.evaluation import evaluate_run
-    from gtr_keras.cli.demo import DEMO_DATASET, DEMO_MODEL
+    from gtr_keras.cli.helpers.demo_steps import DEMO_DATASET, DEMO_MODEL
     from gtr_keras.retrieval.retriever import Retriever
     from gtr_keras.retrieval.runs import gtr_run, load_dataset
 

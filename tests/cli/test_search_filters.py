@@ -144,7 +144,7 @@ def test_a_field_of_mixed_types_is_refused_at_build_time_naming_document_and_fie
 def test_a_metadata_number_past_a_float64_is_refused_at_build_and_update_before_the_model_loads(
     indexed, tmp_path, tiny_model_dir, monkeypatch, capsys
 ):
-    from gtr_keras.cli import handler_inputs
+    from gtr_keras.cli.helpers import handler_inputs
 
     monkeypatch.setattr(
         handler_inputs, "encoder", lambda args: pytest.fail("the model loaded before the corpus was read")

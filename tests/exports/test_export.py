@@ -492,7 +492,7 @@ print(json.dumps([len(layer.trainable_weights), moved, float(np.abs(layer(texts)
 
 
 def test_each_weight_is_stored_once(tmp_path):
-    from gtr_keras.cli.demo import DEMO_MODEL
+    from gtr_keras.cli.helpers.demo_steps import DEMO_MODEL
     from gtr_keras.models.gtr.presets import parameter_count, preset_config
 
     encoder = gtr_keras.load(DEMO_MODEL)
@@ -944,7 +944,7 @@ def test_a_scann_searcher_says_the_float32_bytes_it_holds_and_above_the_limit_is
 ):
     """Refused before the model loads, nothing written; allowed, the one line gives the bytes, and the variable,
     filled a block of rows at a time, holds the index's float32 vectors."""
-    from gtr_keras.cli import handler_inputs
+    from gtr_keras.cli.helpers import handler_inputs
     from gtr_keras.exports.savedmodel import searcher_graph
 
     index_dir = exports["scann"][1]

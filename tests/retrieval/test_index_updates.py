@@ -103,7 +103,7 @@ def test_an_id_file_names_the_line_of_a_bad_id(tmp_path):
 
 
 def test_cli_update_checks_the_index_and_the_ids_before_the_model_loads(tmp_path, capsys, monkeypatch, tiny_model_dir):
-    from gtr_keras.cli import handler_inputs
+    from gtr_keras.cli.helpers import handler_inputs
 
     monkeypatch.setattr(handler_inputs, "encoder", lambda args: pytest.fail("the model loaded before the checks"))
     (tmp_path / "ids.txt").write_text("d1\nnope\n")

@@ -376,7 +376,7 @@ def test_bad_query_vectors_are_named_with_the_flag_and_file(index_dir, tmp_path,
 def test_a_queries_file_too_small_for_the_target_is_refused_before_the_model_loads(
     index_dir, tmp_path, capsys, monkeypatch, tiny_model_dir
 ):
-    from gtr_keras.cli import handler_inputs
+    from gtr_keras.cli.helpers import handler_inputs
 
     write_jsonl(tmp_path / "queries.jsonl", [{"_id": f"q{i}", "text": f"wing lift {i}"} for i in range(40)])
     monkeypatch.setattr(handler_inputs, "encoder", lambda args: pytest.fail("the model loaded before the refusal"))

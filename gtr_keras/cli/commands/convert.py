@@ -1,7 +1,7 @@
 """`gtr-keras convert`: a sentence-transformers GTR or cross-encoder checkpoint to a model directory, or a model
 directory to the sentence-transformers layout."""
 
-from gtr_keras.cli.arguments import (
+from gtr_keras.cli.helpers.flag_types import (
     MODEL_HELP,
     output_dir,
     token_budget,

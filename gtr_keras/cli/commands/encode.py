@@ -3,13 +3,13 @@
 import json
 import os
 
-from gtr_keras.cli import handler_inputs
-from gtr_keras.cli.arguments import (
+from gtr_keras.cli.helpers import handler_inputs
+from gtr_keras.cli.helpers.flag_types import (
     MODEL_HELP,
     input_file,
     output_path,
 )
-from gtr_keras.cli.shared_flags import (
+from gtr_keras.cli.helpers.shared_flags import (
     add_batch_size,
     add_encoder_arguments,
     add_progress,

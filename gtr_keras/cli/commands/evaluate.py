@@ -4,14 +4,14 @@ import json
 import os
 import sys
 
-from gtr_keras.cli import handler_inputs
-from gtr_keras.cli.arguments import (
+from gtr_keras.cli.helpers import handler_inputs
+from gtr_keras.cli.helpers.flag_checks import check_rerank_flags, check_retriever_flags
+from gtr_keras.cli.helpers.flag_types import (
     MODEL_HELP,
     input_dir,
     output_file,
 )
-from gtr_keras.cli.checks import check_rerank_flags, check_retriever_flags
-from gtr_keras.cli.shared_flags import (
+from gtr_keras.cli.helpers.shared_flags import (
     add_batch_size,
     add_encoder_arguments,
     add_rerank_arguments,

@@ -1,8 +1,8 @@
 """`gtr-keras tune`: an index's search settings measured against exact search, the fastest that meets a recall
 recorded."""
 
-from gtr_keras.cli import handler_inputs
-from gtr_keras.cli.arguments import (
+from gtr_keras.cli.helpers import handler_inputs
+from gtr_keras.cli.helpers.flag_types import (
     at_least_one,
     fraction,
     index_directory,

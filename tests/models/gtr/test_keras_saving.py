@@ -122,7 +122,7 @@ def test_get_config_from_config_and_clone_model_keep_the_classes(tiny_encoder):
 
 
 def test_bundled_demo_model_is_a_preset():
-    from gtr_keras.cli.demo import DEMO_MODEL
+    from gtr_keras.cli.helpers.demo_steps import DEMO_MODEL
 
     with open(os.path.join(DEMO_MODEL, "config.json")) as f:
         assert json.load(f)["registered_name"] == "gtr_keras>GTRBackbone"

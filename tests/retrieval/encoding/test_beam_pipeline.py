@@ -16,8 +16,8 @@ from apache_beam.io.localfilesystem import LocalFileSystem  # noqa: E402
 
 import gtr_keras  # noqa: E402
 from gtr_keras.beir.readers import load_corpus
+from gtr_keras.cli.helpers.shared_flags import add_beam_arguments  # noqa: E402
 from gtr_keras.cli.main import main  # noqa: E402
-from gtr_keras.cli.shared_flags import add_beam_arguments  # noqa: E402
 from gtr_keras.errors import DataError, MismatchError, UserError  # noqa: E402
 from gtr_keras.retrieval.encoding.beam_pipeline import (
     MANIFEST,

@@ -4,7 +4,7 @@
 
 import argparse
 
-from gtr_keras.cli.arguments import (
+from gtr_keras.cli.helpers.flag_types import (
     MODEL_HELP,
     at_least_one,
     corpus_source,

@@ -3,7 +3,7 @@
 
 import sys
 
-from gtr_keras.cli.arguments import PROG
+from gtr_keras.cli.helpers.flag_types import PROG
 from gtr_keras.errors import UserError
 from gtr_keras.utils.cpu import bfloat16_note
 

@@ -5,7 +5,7 @@ import sys
 from command_line import empty_model_dir
 from conftest import REPO
 
-from gtr_keras.cli.console import console_logging
+from gtr_keras.cli.helpers.console import console_logging
 from gtr_keras.cli.main import main
 
 LIBRARY = logging.getLogger("gtr_keras.tuning.tuner")

@@ -4,7 +4,7 @@ Each flag's default is the `--config` file's value (or the config class's
 default), so that a flag given overrides one setting and nothing else.
 """
 
-from gtr_keras.cli.arguments import (
+from gtr_keras.cli.helpers.flag_types import (
     at_least_one,
     at_least_zero,
     at_least_zero_float,

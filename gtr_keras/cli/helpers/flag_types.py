@@ -3,7 +3,7 @@
 Each type raises `argparse.ArgumentTypeError`, which the parser (`Parser`)
 reports as one line naming the flag, with exit status 2. Local paths are
 checked here; paths with a scheme (`gs://...`) carry a `path_check` attribute
-and are checked by `gtr_keras.cli.checks.check_remote_paths` once TensorFlow is
+and are checked by `gtr_keras.cli.helpers.flag_checks.check_remote_paths` once TensorFlow is
 loaded. The module imports neither TensorFlow nor the rest of the package.
 
 Example:

@@ -12,7 +12,7 @@ import fnmatch
 import importlib.util
 import os
 
-from gtr_keras.cli.arguments import GLOB_CHARACTERS, PROG, is_remote
+from gtr_keras.cli.helpers.flag_types import GLOB_CHARACTERS, PROG, is_remote
 
 # Arguments without a path type that name a model: a model directory may be remote (`gs://...`), but
 # `hf://ORG/NAME` (and keras-hub's other download ids, `model_source.DOWNLOAD_PREFIXES`) are read by the loader.

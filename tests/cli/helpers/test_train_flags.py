@@ -4,8 +4,8 @@ import dataclasses
 import json
 import re
 
+from gtr_keras.cli.helpers.train_flags import DISTILL_FLAGS, TRAIN_FLAGS
 from gtr_keras.cli.parser import build_parser
-from gtr_keras.cli.train_arguments import DISTILL_FLAGS, TRAIN_FLAGS
 
 
 def test_train_and_distill_flag_defaults_in_help_are_the_config_defaults():
@@ -37,7 +37,7 @@ def _check_stated_defaults(flags, config_class):
 
 
 def test_train_flags_override_the_config_file(tmp_path):
-    from gtr_keras.cli.train_runs import config_from_args
+    from gtr_keras.cli.helpers.train_runs import config_from_args
 
     (tmp_path / "t.tsv").write_text("q\tp\tn\n")
     path = tmp_path / "train.json"

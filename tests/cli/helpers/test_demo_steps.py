@@ -4,7 +4,7 @@ import sys
 
 import pytest
 
-from gtr_keras.cli.demo import DEMO_MODEL
+from gtr_keras.cli.helpers.demo_steps import DEMO_MODEL
 
 
 def _card_cranfield_ndcg(row):
