@@ -61,6 +61,7 @@ __version__ = "0.1.0"
 
 # What `lazy_exports` imports on first use, for type checkers and IDEs (never run; `X as X`: a re-export).
 if TYPE_CHECKING:
+    from gtr_keras.beir.dataset import load_dataset as load_dataset
     from gtr_keras.beir.readers import Corpus as Corpus
     from gtr_keras.distillation.distillation_loop import distill as distill
     from gtr_keras.errors import CheckpointError as CheckpointError
@@ -80,7 +81,6 @@ if TYPE_CHECKING:
     from gtr_keras.models.gtr.gtr_tokenizer import GTRTokenizer as GTRTokenizer
     from gtr_keras.retrieval.evaluator import evaluate as evaluate
     from gtr_keras.retrieval.index import Index as Index
-    from gtr_keras.retrieval.runs import load_dataset as load_dataset
     from gtr_keras.saving import save as save
     from gtr_keras.training.config import TrainConfig as TrainConfig
     from gtr_keras.training.dual_encoder import DualEncoder as DualEncoder
@@ -100,7 +100,7 @@ __all__, __getattr__ = lazy_exports(
         "Fusion": "gtr_keras.lexical.fusion",
         # Collections.
         "Corpus": "gtr_keras.beir.readers",
-        "load_dataset": "gtr_keras.retrieval.runs",
+        "load_dataset": "gtr_keras.beir.dataset",
         # Training and distillation.
         "train": "gtr_keras.training.loop",
         "TrainConfig": "gtr_keras.training.config",

@@ -19,6 +19,7 @@ import pytest
 import tensorflow as tf
 
 import gtr_keras
+from gtr_keras.beir.dataset import load_dataset
 from gtr_keras.beir.evaluation import evaluate_run
 from gtr_keras.beir.readers import Corpus
 from gtr_keras.cli.main import main
@@ -29,7 +30,7 @@ from gtr_keras.models.model_files.fingerprint import fingerprint
 from gtr_keras.models.model_files.model_directory import check_model_directory
 from gtr_keras.retrieval.index_building import build_index, work_dir_for
 from gtr_keras.retrieval.retriever import Retriever
-from gtr_keras.retrieval.runs import gtr_run, load_dataset
+from gtr_keras.retrieval.runs import gtr_run
 from gtr_keras.saving import convert_sentence_transformers
 from gtr_keras.storage.resumable_encoding import ResumableEncoding
 from gtr_keras.storage.search_index import SearchIndex

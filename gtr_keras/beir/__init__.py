@@ -1,6 +1,7 @@
 """BEIR data and evaluation: `readers` (BEIR collections), `text_inputs` (the texts `gtr-keras encode`
-embeds), `qrels_checks` (judgements checked against a collection) and `evaluation` (pytrec_eval metrics, TREC
-run files). Imports nothing of gtr-keras but `utils`.
+embeds), `qrels_checks` (judgements checked against a collection), `dataset`
+(`gtr_keras.load_dataset`: a collection's corpus, judged queries and checked qrels) and `evaluation`
+(pytrec_eval metrics, TREC run files). Imports nothing of gtr-keras but `utils`.
 
 Public names (imported on first use): `Corpus`, `load_corpus`, `load_queries`, `load_qrels`, `CORPUS_FILES`,
 `in_collection`, `BUNDLED_COLLECTION_DIR` (the Cranfield collection bundled with the package), `evaluate_run`,

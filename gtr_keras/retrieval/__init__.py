@@ -8,7 +8,7 @@ files checked, closing), `index_types` (what `Index` takes and answers, typed) a
 (`beam_pipeline`: corpus encoding with Apache Beam).
 
 Public names: `Index` (the one object of an index directory), `Hit`, `Document` and `IndexUpdate` (what it
-answers: a search hit, a document by id, what an update changed), `evaluate`, `retrieval_run`, `load_dataset`,
+answers: a search hit, a document by id, what an update changed), `evaluate`, `retrieval_run`,
 `gtr_run`, `bm25_run`, `mine_negatives`, `EVALUATION_DEPTH`, and the steps `Index` runs: `build_index`,
 `index_embeddings`, `index_metadata`, `update_index`, `Retriever`, `HybridRetriever`, `RETRIEVERS`,
 `encode_corpus_with_beam`, `index_from_shards`, `rerank`.
@@ -25,7 +25,6 @@ __all__, __getattr__ = lazy_exports(
         "IndexUpdate": "gtr_keras.retrieval.index_types",
         "evaluate": "gtr_keras.retrieval.evaluator",
         "retrieval_run": "gtr_keras.retrieval.evaluator",
-        "load_dataset": "gtr_keras.retrieval.runs",
         "gtr_run": "gtr_keras.retrieval.runs",
         "bm25_run": "gtr_keras.retrieval.runs",
         "mine_negatives": "gtr_keras.retrieval.runs",

@@ -594,10 +594,11 @@ def test_a_query_argument_of_invalid_utf8_is_searched_as_u_fffd_by_every_retriev
 
 @pytest.mark.large
 def test_acceptance_index_vectors_int8_and_binary_of_cranfield_with_the_bundled_model(tmp_path, capsys):
+    from gtr_keras.beir.dataset import load_dataset
     from gtr_keras.beir.evaluation import evaluate_run
     from gtr_keras.cli.helpers.demo_steps import DEMO_DATASET, DEMO_MODEL
     from gtr_keras.retrieval.retriever import Retriever
-    from gtr_keras.retrieval.runs import gtr_run, load_dataset
+    from gtr_keras.retrieval.runs import gtr_run
 
     corpus, queries, qrels, _ = load_dataset(DEMO_DATASET, "test")
     encoder = gtr_keras.load(DEMO_MODEL)

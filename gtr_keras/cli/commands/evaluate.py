@@ -63,6 +63,7 @@ def check(args, parser):
 @locks_output("args.run_out")
 @locks_output("args.output_json")
 def run(args):
+    from gtr_keras.beir.dataset import load_dataset
     from gtr_keras.beir.evaluation import (
         evaluate_run,
         format_table,
@@ -70,7 +71,6 @@ def run(args):
     )
     from gtr_keras.beir.readers import evaluated_queries, qrels_file
     from gtr_keras.retrieval.evaluator import retrieval_run
-    from gtr_keras.retrieval.runs import load_dataset
 
     reranker = handler_inputs.reranker_source(args)
     corpus, queries, qrels, report = load_dataset(args.dataset, args.split)

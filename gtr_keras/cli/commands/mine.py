@@ -45,7 +45,8 @@ def add_parser(subparsers, parents):
 
 @locks_output("args.out")
 def run(args):
-    from gtr_keras.retrieval.runs import load_dataset, mine_negatives
+    from gtr_keras.beir.dataset import load_dataset
+    from gtr_keras.retrieval.runs import mine_negatives
 
     corpus, queries, qrels, report = load_dataset(args.dataset, args.split)
     if not report.ok:

@@ -13,6 +13,7 @@ import time
 
 import tensorflow as tf
 
+from gtr_keras.beir.dataset import load_dataset
 from gtr_keras.beir.evaluation import evaluate_run, format_table
 from gtr_keras.beir.readers import BUNDLED_COLLECTION_DIR
 from gtr_keras.exports.savedmodel.export import export_encoder, export_searcher
@@ -22,7 +23,7 @@ from gtr_keras.lexical.fusion import model_fusion
 from gtr_keras.models.gtr.presets import BUNDLED_MODEL_DIR
 from gtr_keras.retrieval.index_building import build_index, check_index_outputs
 from gtr_keras.retrieval.retriever import Retriever
-from gtr_keras.retrieval.runs import EVALUATION_DEPTH, bm25_run, gtr_run, load_dataset
+from gtr_keras.retrieval.runs import EVALUATION_DEPTH, bm25_run, gtr_run
 from gtr_keras.saving import load
 
 DEMO_MODEL = BUNDLED_MODEL_DIR
