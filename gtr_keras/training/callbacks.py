@@ -253,8 +253,7 @@ def collection_sha256(collection):
 
 def best_so_far(config, sha256):
     """The NDCG@10 of `output_dir/best_model` when kept with the same validation settings on a collection
-    of the same content (`sha256`, its `collection_sha256`), else None (the next validation replaces it).
-    A record written before records held the content's SHA-256 is compared by its settings alone."""
+    of the same content (`sha256`, its `collection_sha256`), else None (the next validation replaces it)."""
     path = os.path.join(config.output_dir, BEST_MODEL, BEST_MODEL_RECORD)
     if not config.keep_best or not fs.exists(path):
         return None
@@ -262,7 +261,7 @@ def best_so_far(config, sha256):
     same = json.dumps(_validation_settings(config), default=os.fspath) == json.dumps(
         {key: record.get(key) for key in _validation_settings(config)}, default=os.fspath
     )
-    return record.get("ndcg@10") if same and record.get("validation_sha256", sha256) == sha256 else None
+    return record.get("ndcg@10") if same and record.get("validation_sha256") == sha256 else None
 
 
 class Progress(keras.callbacks.ProgbarLogger):

@@ -13,7 +13,7 @@ meets the target are bisected towards the grid's next smaller value (`BISECTED`)
 have skipped a cheaper setting that meets it.
 
 The truth is exact search of the index's float32 vectors: what a user's recall is counted against. A ScaNN
-index built before float32 rescoring keeps none (only ScaNN's int8 copy): its truth is that copy, decoded, and
+index built with `reorder: "int8"` keeps none (only ScaNN's int8 copy): its truth is that copy, decoded, and
 `tune` says so, since its recall against float32 search stops below what is measured.
 
 The queries are held-out vectors (`queries`, real queries where there are some) or a sample of the index's own
@@ -90,7 +90,7 @@ BUILD_LEAF_SCALES = (0.5, 1.0, 2.0)
 BUILD_DIMENSIONS_PER_BLOCK = (2, 4)
 _CHUNK_ROWS = 65_536
 INT8_TRUTH = (
-    "keeps no float32 vectors (built before float32 rescoring, only ScaNN's int8 copy): recall is measured "
+    "keeps no float32 vectors (built with reorder 'int8', only ScaNN's int8 copy): recall is measured "
     "against exact search of that copy, and recall against float32 search stops below it (0.93-0.97 in the "
     "project's runs; not measurable without the float32 vectors); rebuild it with `gtr-keras index` for float32 "
     "rescoring"

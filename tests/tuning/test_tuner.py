@@ -305,11 +305,11 @@ def test_float32_exact_or_an_unreachable_target_is_one_line_and_records_nothing(
         tune(tmp_path / "bin", sample=1)
 
 
-def test_an_index_built_before_float32_rescoring_is_tuned_against_its_int8_copy_and_says_so(tmp_path, capsys):
-    """An index of ScaNN's int8 copy only (`reorder: "int8"`, as every ScaNN index built before): readable,
-    searchable and tuned; its truth is that copy, and one line says what that means."""
+def test_an_int8_only_scann_index_is_tuned_against_its_int8_copy_and_says_so(tmp_path, capsys):
+    """An index of ScaNN's int8 copy only (`reorder: "int8"`): readable, searchable and tuned; its truth is that
+    copy, and one line says what that means."""
     vectors = _vectors(3000, seed=8)
-    index_dir = _index_directory(tmp_path / "old", vectors, {"num_leaves": 10, "reorder": "int8"})
+    index_dir = _index_directory(tmp_path / "int8", vectors, {"num_leaves": 10, "reorder": "int8"})
     assert not (index_dir / "index" / EMBEDDINGS_NPY).exists()
     assert main(["tune", "--index", str(index_dir), "--sample", "200", "--target-recall", "0.9"]) == 0
     out = capsys.readouterr().out.splitlines()

@@ -26,8 +26,6 @@ DOCUMENT_LENGTH = 512
 VOCABULARY_FILE = "vocabulary.spm"  # keras-hub's SentencePiece asset name
 METADATA_FILE = "metadata.json"  # keras-hub's preset metadata, where the vocabulary's SHA-256 is recorded
 VOCABULARY_SHA256 = "vocabulary_sha256"
-# The TF op that tokenizes, recorded by indexes (retrieval/retriever.py): ids equal the `sentencepiece` library's.
-TOKENIZER_OP = "TFText>FastSentencepieceTokenize"
 
 
 def pad_token_ids(token_ids, length=None):
