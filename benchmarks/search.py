@@ -24,7 +24,8 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 import numpy as np
 from results import RESULTS, machine, publish, rerun_command
 
-from gtr_keras.storage import SearchIndex, scann_params
+from gtr_keras.storage.scann_builder import scann_params
+from gtr_keras.storage.search_index import SearchIndex
 
 K = 10
 SECTION = "## Search"

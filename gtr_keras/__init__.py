@@ -5,7 +5,7 @@ Importing the package registers its keras-hub classes (`GTRBackbone`,
 that `keras_hub.models.TextEmbedder.from_preset(DIR)` and `keras.saving.load_model`
 find them: at once when Keras is imported already, else as soon as it is
 (a post-import hook, `utils.import_hooks`), so that a process that only searches an
-index (`gtr_keras.storage.SearchIndex`) or runs an ONNX or OpenVINO export never loads
+index (`gtr_keras.Index.open(path).search(vectors)`) or runs an ONNX or OpenVINO export never loads
 Keras or TensorFlow. Once the model family is imported, the package installs its
 Keras and keras-hub patches (`gtr_keras.patches`) and the loaders of other model
 formats (`gtr_keras.convert`). The other top-level names are imported on first use; a type checker or an

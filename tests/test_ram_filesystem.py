@@ -24,7 +24,8 @@ from gtr_keras.beir.evaluation import evaluate_run
 from gtr_keras.beir.readers import Corpus
 from gtr_keras.cli.main import main
 from gtr_keras.errors import CheckpointError, DataError
-from gtr_keras.exports import export_all, load_export
+from gtr_keras.exports.savedmodel.export import export_all
+from gtr_keras.exports.savedmodel.loader import load_export
 from gtr_keras.models.gtr.gtr_text_embedder import GTRTextEmbedder
 from gtr_keras.models.model_files.fingerprint import fingerprint
 from gtr_keras.models.model_files.model_directory import check_model_directory

@@ -9,29 +9,11 @@ updates of an index in place: `segments` (its manifest, deletion lists and docum
 (`SegmentedIndex`: segments or shards searched as one) and `segment_writer` (updates and compaction of a search
 index).
 
+Internal: no public names. An index is opened, searched and updated through `gtr_keras.Index`, which imports
+neither TensorFlow nor Keras to search query vectors.
+
 Example:
->>> from gtr_keras.storage import SearchIndex
->>> SearchIndex.load("indexes/msmarco").search_ids(query_embeddings, 10)
->>> SearchIndex.load(["indexes/msmarco-a", "indexes/msmarco-b"]).search_ids(query_embeddings, 10)  # shards
+>>> from gtr_keras import Index
+>>> Index.open("indexes/msmarco").search(query_embeddings, k=10)
+>>> Index.open(["indexes/msmarco-a", "indexes/msmarco-b"]).search(query_embeddings, k=10)  # shards
 """
-
-from gtr_keras.utils.lazy_exports import lazy_exports
-
-__all__, __getattr__ = lazy_exports(
-    __name__,
-    {
-        "SearchIndex": "gtr_keras.storage.search_index",
-        "ArrayRows": "gtr_keras.storage.search_index",
-        "write_search_index": "gtr_keras.storage.search_index",
-        "EmbeddingFiles": "gtr_keras.storage.embedding_files",
-        "scann_params": "gtr_keras.storage.scann_builder",
-        "exact_top_k": "gtr_keras.storage.exact_search",
-        "vector_params": "gtr_keras.storage.quantized_vectors",
-        "read_description": "gtr_keras.storage.layout",
-        "EMBEDDINGS_NPY": "gtr_keras.storage.layout",
-        "INDEX_SUBDIR": "gtr_keras.storage.layout",
-        "BM25_SUBDIR": "gtr_keras.storage.layout",
-        "update_search_index": "gtr_keras.storage.segment_writer",
-        "compact_search_index": "gtr_keras.storage.segment_writer",
-    },
-)

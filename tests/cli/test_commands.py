@@ -319,7 +319,7 @@ def test_index_from_embeddings_equals_index_from_the_corpus(tmp_path, tiny_model
     assert_same_results(
         _search(tmp_path / "by-emb", tiny_model_dir, capsys), _search(tmp_path / "by-corpus", tiny_model_dir, capsys)
     )
-    from gtr_keras.storage import SearchIndex
+    from gtr_keras.storage.search_index import SearchIndex
 
     queries = np.load(tmp_path / "emb" / "part-0.npy")[:4]
     by_emb, by_corpus = SearchIndex.load(tmp_path / "by-emb"), SearchIndex.load(tmp_path / "by-corpus")

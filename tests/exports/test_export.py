@@ -16,8 +16,9 @@ from tensorflow.core.protobuf import saved_model_pb2
 import gtr_keras
 from gtr_keras.cli.main import main
 from gtr_keras.errors import UserError
-from gtr_keras.exports import export_encoder, export_searcher, load_export
-from gtr_keras.storage import SearchIndex
+from gtr_keras.exports.savedmodel.export import export_encoder, export_searcher
+from gtr_keras.exports.savedmodel.loader import load_export
+from gtr_keras.storage.search_index import SearchIndex
 
 REQUESTS = os.path.join(REPO, "deploy", "tf_serving", "requests")
 TEXTS = ["what is the lift of a wing?", "", "boundary layer " * 400, "Ünïcödé 北京"]

@@ -7,8 +7,7 @@ import pytest
 from search_inputs import CORPUS, QUERIES, clustered, doc_ids, float32_truth, recall
 
 from gtr_keras.errors import DataError, MismatchError
-from gtr_keras.storage import SearchIndex
-from gtr_keras.storage.search_index import ArrayRows, write_search_index
+from gtr_keras.storage.search_index import ArrayRows, SearchIndex, write_search_index
 from gtr_keras.storage.segmented_index import SegmentedIndex
 
 IDS = doc_ids(len(CORPUS))

@@ -1,18 +1,17 @@
 import numpy as np
+import pytest
 
 import gtr_keras.storage
-from gtr_keras.storage import scann_builder, search_index
+from gtr_keras.storage.search_index import SearchIndex
 
 
-def test_the_public_alias_names_the_retrieval_index_objects():
-    assert gtr_keras.storage.SearchIndex is search_index.SearchIndex
-    assert gtr_keras.storage.write_search_index is search_index.write_search_index
-    assert gtr_keras.storage.scann_params is scann_builder.scann_params
+def test_the_storage_package_exports_nothing_an_index_is_opened_through_index():
+    assert not hasattr(gtr_keras.storage, "__all__")
+    with pytest.raises(ImportError):
+        exec("from gtr_keras.storage import SearchIndex")
 
 
-def test_an_index_made_through_the_alias_searches(tmp_path):
-    from gtr_keras.storage import SearchIndex
-
+def test_a_search_index_of_the_storage_layer_searches(tmp_path):
     vectors = np.eye(3, dtype="float32")
     SearchIndex(["a", "b", "c"], vectors, "exact").save(str(tmp_path / "index"))
     ids, scores = SearchIndex.load(str(tmp_path / "index")).search_ids(vectors[[2]], 1)

@@ -19,9 +19,8 @@ from search_inputs import CORPUS, clustered, doc_ids, float32_recall
 
 from gtr_keras.cli.main import main
 from gtr_keras.errors import UserError
-from gtr_keras.storage import SearchIndex
 from gtr_keras.storage.layout import EMBEDDINGS_NPY, TUNE_PLOT, TUNED_JSON
-from gtr_keras.storage.search_index import ArrayRows, rescore_pool_size, write_search_index
+from gtr_keras.storage.search_index import ArrayRows, SearchIndex, rescore_pool_size, write_search_index
 from gtr_keras.tuning import tuner
 from gtr_keras.tuning.tuner import _bisect, needed_recall, settings_grid, tune
 from gtr_keras.utils.file_operations import counting, stopping_at

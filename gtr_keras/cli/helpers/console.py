@@ -8,7 +8,7 @@ errors on stderr (`logging.lastResort`); `gtr-keras` shows both as the command's
 
 Example:
 >>> with console_logging():  # doctest: +SKIP
-...     gtr_keras.tuning.tune("indexes/scifact")  # its table on stdout
+...     gtr_keras.tuning.tuner.tune("indexes/scifact")  # its table on stdout
 """
 
 import contextlib
