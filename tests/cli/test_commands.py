@@ -442,7 +442,7 @@ def test_a_shard_replaced_during_index_embeddings_is_exit_2_naming_it(tmp_path, 
 def test_a_bad_shard_is_exit_2_naming_it_before_the_model_loads(tmp_path, tiny_model_dir, capsys, monkeypatch):
     np.save(tmp_path / "e.npy", np.full((2, 4), 0.5, np.float32))
     (tmp_path / "e.ids.txt").write_text("a\na\n")
-    monkeypatch.setattr("gtr_keras.saving.load", lambda *args, **kwargs: pytest.fail("the model was loaded"))
+    monkeypatch.setattr("gtr_keras.saving.load_model", lambda *args, **kwargs: pytest.fail("the model was loaded"))
     assert (
         main(
             [

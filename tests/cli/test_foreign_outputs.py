@@ -32,9 +32,9 @@ def no_model_loads(monkeypatch):
     def load(*args, **kwargs):
         raise AssertionError("the model was loaded before the output was checked")
 
-    for name in ("load", "convert_sentence_transformers"):
+    for name in ("load_model", "convert_sentence_transformers"):
         monkeypatch.setattr(saving, name, load)
-    monkeypatch.setattr(demo_steps, "load", load)
+    monkeypatch.setattr(demo_steps, "load_model", load)
 
 
 def test_convert_to_sentence_transformers_keeps_a_users_folder(tmp_path, tiny_model_dir, capsys, no_model_loads):

@@ -677,10 +677,10 @@ def test_a_failed_searcher_export_leaves_the_previous_encoder_and_searcher_intac
 
 
 def test_export_refuses_an_index_of_another_model_before_writing(exports, tmp_path, capsys):
-    from gtr_keras.saving import load, save
+    from gtr_keras.saving import load_model, save
 
     other_dir = tmp_path / "other-model"
-    other = load(REPO + "/tests/fixtures/tiny-gtr-st")
+    other = load_model(REPO + "/tests/fixtures/tiny-gtr-st")
     other.model.get_layer("projection").kernel.assign(other.model.get_layer("projection").kernel * 2.0)
     save(other, other_dir)
     assert (

@@ -24,7 +24,7 @@ from gtr_keras.models.gtr.presets import BUNDLED_MODEL_DIR
 from gtr_keras.retrieval.index_building import build_index, check_index_outputs
 from gtr_keras.retrieval.retriever import Retriever
 from gtr_keras.retrieval.runs import EVALUATION_DEPTH, bm25_run, gtr_run
-from gtr_keras.saving import load
+from gtr_keras.saving import load_model
 
 DEMO_MODEL = BUNDLED_MODEL_DIR
 DEMO_DATASET = BUNDLED_COLLECTION_DIR
@@ -45,7 +45,7 @@ def run_demo(out_dir="gtr-demo", model_dir=DEMO_MODEL, dataset=DEMO_DATASET, k=3
     index_dir, export_dir = os.path.join(out_dir, "index"), os.path.join(out_dir, "export")
     check_index_outputs(index_dir)
     check_export_outputs(export_dir)
-    encoder = load(model_dir)
+    encoder = load_model(model_dir)
     fusion = model_fusion(model_dir)
     corpus, queries, qrels, report = load_dataset(dataset)
     print(f"model: {model_dir} ({encoder.model.count_params():,} parameters, D={encoder.embedding_dim})")

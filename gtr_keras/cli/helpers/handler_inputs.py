@@ -11,7 +11,7 @@ from gtr_keras.utils.cpu import bfloat16_note
 def encoder(args):
     """The `--model` encoder, with the `add_encoder_arguments` settings and `--dimensions` where the sub-command
     has them (N checked against the model's D: one line, before any work)."""
-    from gtr_keras.saving import load
+    from gtr_keras.saving import load_model
 
     # float32 loads the model as saved; bfloat16 keeps the weights in bfloat16 too (the arithmetic of
     # "mixed_bfloat16" without casting every weight on every call).
@@ -19,7 +19,7 @@ def encoder(args):
     note = dtype and bfloat16_note()
     if note:
         print(f"{PROG} {args.command}: note: {note}", file=sys.stderr)
-    encoder = load(
+    encoder = load_model(
         args.model,
         dtype=dtype,
         query_length=getattr(args, "query_length", None),
@@ -61,6 +61,6 @@ def reranker_source(args):
 
 def reranker(args, source):
     """The `--rerank` reranker's scorer, in the command's `--precision`."""
-    from gtr_keras.saving import load
+    from gtr_keras.saving import load_model
 
-    return load(source, dtype="bfloat16" if getattr(args, "precision", "float32") == "bfloat16" else None)
+    return load_model(source, dtype="bfloat16" if getattr(args, "precision", "float32") == "bfloat16" else None)

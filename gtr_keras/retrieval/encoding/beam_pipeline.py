@@ -195,7 +195,7 @@ class GTRModelHandler(ModelHandler):
 
     def load_model(self):
         with _local_model_dir(self.model_dir) as local:
-            encoder = saving.load(local)
+            encoder = saving.load_model(local)
         if self.model_sha256 is not None:
             found = fingerprint(encoder)
             if found != self.model_sha256:

@@ -19,7 +19,7 @@ def no_model_loading(monkeypatch):
     def refuse(*args, **kwargs):
         raise AssertionError("the model was loaded")
 
-    monkeypatch.setattr(gtr_keras.saving, "load", refuse)
+    monkeypatch.setattr(gtr_keras.saving, "load_model", refuse)
 
 
 @pytest.mark.parametrize(

@@ -228,7 +228,7 @@ def test_duplicate_ids_across_corpus_files_end_the_command_with_one_line(tmp_pat
 def test_a_glob_matching_nothing_fails_before_the_model_loads(tmp_path, tiny_model_dir, monkeypatch, capsys, where):
     from gtr_keras import saving
 
-    monkeypatch.setattr(saving, "load", lambda *args, **kwargs: pytest.fail("the model was loaded"))
+    monkeypatch.setattr(saving, "load_model", lambda *args, **kwargs: pytest.fail("the model was loaded"))
     directory = str(tmp_path) if where == "local" else f"ram://empty-{uuid.uuid4().hex}"
     pattern = f"{directory}/corpus-*.jsonl.gz"
 
@@ -239,7 +239,7 @@ def test_a_glob_matching_nothing_fails_before_the_model_loads(tmp_path, tiny_mod
 def test_a_glob_without_runner_is_refused_naming_the_flag(tmp_path, tiny_model_dir, monkeypatch, capsys):
     from gtr_keras import saving
 
-    monkeypatch.setattr(saving, "load", lambda *args, **kwargs: pytest.fail("the model was loaded"))
+    monkeypatch.setattr(saving, "load_model", lambda *args, **kwargs: pytest.fail("the model was loaded"))
     write_corpus(tmp_path / "corpus-00000.jsonl.gz", 3)
     pattern = str(tmp_path / "corpus-*.jsonl.gz")
     assert main(["index", "--model", tiny_model_dir, "--corpus", pattern, "--out", str(tmp_path / "index")]) == 2
