@@ -204,7 +204,7 @@ def write_embeddings(path, chunks, num_rows, dims):
     with open(path, "wb") as f:
         np.lib.format.write_array_header_2_0(f, {"descr": "<f4", "fortran_order": False, "shape": (num_rows, dims)})
         for chunk in chunks:
-            f.write(np.ascontiguousarray(chunk, dtype="<f4").tobytes())
+            f.write(np.ascontiguousarray(chunk, dtype="<f4"))  # its buffer: no copy of the chunk
 
 
 def write_description(directory, ids, kind, params, dims):
