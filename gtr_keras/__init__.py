@@ -8,7 +8,8 @@ find them: at once when Keras is imported already, else as soon as it is
 index (`gtr_keras.index.SearchIndex`) or runs an ONNX or OpenVINO export never loads
 Keras or TensorFlow. Once the model family is imported, the package installs its
 Keras and keras-hub patches (`gtr_keras.patches`) and the loaders of other model
-formats (`gtr_keras.convert`). The other top-level names are imported on first use.
+formats (`gtr_keras.convert`). The other top-level names are imported on first use; a type checker or an
+IDE reads them from the `if TYPE_CHECKING:` imports below (the package is typed: `py.typed`).
 
 TensorFlow's C++ start-up lines (CUDA probing on a machine without a GPU,
 oneDNN notices) are silenced unless `TF_CPP_MIN_LOG_LEVEL` is set: set it (to 0
@@ -24,6 +25,7 @@ Example:
 import importlib
 import os
 import sys
+from typing import TYPE_CHECKING
 
 from gtr_keras.utils.import_hooks import when_imported
 from gtr_keras.utils.lazy_exports import lazy_exports
@@ -41,8 +43,9 @@ def _register_keras_classes(module):
 
 
 def _wire_the_model_family(family):
-    from gtr_keras.convert import preset_loader
-    from gtr_keras.patches import keras_functional_models, keras_hub_preset_loader
+    from gtr_keras.convert import preset_loader as preset_loader
+    from gtr_keras.patches import keras_functional_models as keras_functional_models
+    from gtr_keras.patches import keras_hub_preset_loader as keras_hub_preset_loader
 
     keras_functional_models.install()
     keras_hub_preset_loader.install()
@@ -55,6 +58,32 @@ for _name in ("keras", "keras_hub"):
     when_imported(_name, _register_keras_classes)  # runs now if `_name` is imported already
 
 __version__ = "0.1.0"
+
+# What `lazy_exports` imports on first use, for type checkers and IDEs (never run; `X as X`: a re-export).
+if TYPE_CHECKING:
+    from gtr_keras.beir.readers import Corpus as Corpus
+    from gtr_keras.distillation.distillation_loop import distill as distill
+    from gtr_keras.errors import CheckpointError as CheckpointError
+    from gtr_keras.errors import DataError as DataError
+    from gtr_keras.errors import MismatchError as MismatchError
+    from gtr_keras.errors import UserError as UserError
+    from gtr_keras.exports.exporter import export as export
+    from gtr_keras.filters.expressions import Filter as Filter
+    from gtr_keras.lexical.fusion import Fusion as Fusion
+    from gtr_keras.loading import load as load
+    from gtr_keras.models.gtr.gtr_backbone import GTRBackbone as GTRBackbone
+    from gtr_keras.models.gtr.gtr_text_embedder import GTRTextEmbedder as GTRTextEmbedder
+    from gtr_keras.models.gtr.gtr_text_embedder_preprocessor import (
+        GTRTextEmbedderPreprocessor as GTRTextEmbedderPreprocessor,
+    )
+    from gtr_keras.models.gtr.gtr_tokenizer import GTRTokenizer as GTRTokenizer
+    from gtr_keras.retrieval.evaluator import evaluate as evaluate
+    from gtr_keras.retrieval.index import Index as Index
+    from gtr_keras.retrieval.runs import load_dataset as load_dataset
+    from gtr_keras.saving import save as save
+    from gtr_keras.training.config import TrainConfig as TrainConfig
+    from gtr_keras.training.dual_encoder import DualEncoder as DualEncoder
+    from gtr_keras.training.loop import train as train
 
 __all__, __getattr__ = lazy_exports(
     __name__,
@@ -86,5 +115,7 @@ __all__, __getattr__ = lazy_exports(
         "DataError": "gtr_keras.errors",
         "CheckpointError": "gtr_keras.errors",
         "MismatchError": "gtr_keras.errors",
+        # The errors of work to retry later, unchanged (exit status 2 too).
+        "RetryLaterError": "gtr_keras.errors",
     },
 )

@@ -2,7 +2,7 @@
 
 `keras_hub.models.TextEmbedder.from_preset`, `Backbone.from_preset`, `Preprocessor.from_preset` and
 `Tokenizer.from_preset` pick a loader with `get_preset_loader(preset)`, which knows keras-hub presets and a
-fixed list of Hugging Face architectures: not sentence-transformers' T5, not gtr-keras' first format, and not
+fixed list of Hugging Face architectures: not sentence-transformers' T5, and not
 the aliases of the trained models' names. keras-hub has no registry of loaders, so `install()` (run when
 the model family is imported) wraps the `get_preset_loader` that those four classes call: a GTR source of
 such a format (`model_source.gtr_model_source`) gets a `GTRPresetLoader`, which loads through

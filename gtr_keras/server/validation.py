@@ -2,7 +2,9 @@
 
 400: the body is not UTF-8, not JSON (NaN and Infinity are not JSON; nor is a
 number of more digits than Python converts, nor nesting deeper than its parser
-goes), or not a JSON object. 413: it is larger than the limit (read no further).
+goes), or not a JSON object. 413: it is larger than the limit (kept no further;
+`discard_body` reads the rest and drops it, so that a client that writes its
+whole body before it reads the answer reads the 413).
 422: a field is unknown, missing, of the wrong type or out of range, named as
 `param` (`input[3]`); a text that UTF-8 cannot encode (a lone surrogate, which
 JSON's `\\ud800` escape can write) is one, refused here, before it shares a batch.
@@ -18,6 +20,7 @@ from starlette.requests import ClientDisconnect
 from gtr_keras.lexical.fusion import METHODS
 from gtr_keras.retrieval.hybrid_retriever import RETRIEVERS
 from gtr_keras.server.api_error import ApiError
+from gtr_keras.utils.dimensions import dimensions_rule
 
 EMBEDDING_FIELDS = ("input", "model", "encoding_format", "dimensions", "user", "input_type")
 SEARCH_FIELDS = ("query", "queries", "k", "retriever", "fusion", "gtr_weight", "rerank", "rerank_depth")
@@ -25,9 +28,13 @@ RERANK_FIELDS = ("model", "query", "documents", "top_n", "return_documents")
 ENCODING_FORMATS = ("float", "base64")
 INPUT_TYPES = ("query", "document")
 SHOWN = 60
+# The most of a body over the limit that `discard_body` reads on and drops, past the limit: more, the answer goes
+# at once and the client, still writing, may see the connection reset instead of it.
+DISCARDED_BYTES = 64 << 20
 
-EmbeddingRequest = collections.namedtuple("EmbeddingRequest", "texts kind model encoding_format")
-EmbeddingRequest.__doc__ = "A checked `/v1/embeddings` body: its texts, their kind, the model name, the format."
+EmbeddingRequest = collections.namedtuple("EmbeddingRequest", "texts kind model encoding_format dimensions")
+EmbeddingRequest.__doc__ = """A checked `/v1/embeddings` body: its texts, their kind, the model name, the format and
+the `dimensions` each embedding is cut to (None: all D)."""
 SearchRequest = collections.namedtuple("SearchRequest", "queries single k retriever fusion gtr_weight rerank_depth")
 SearchRequest.__doc__ = """A checked `/v1/search` body (`single`: asked with `query`, not `queries`; `rerank_depth`:
 the first-stage hits reranked per query, None without `rerank`)."""
@@ -35,8 +42,9 @@ RerankRequest = collections.namedtuple("RerankRequest", "query documents top_n r
 RerankRequest.__doc__ = "A checked `/v1/rerank` body: its query, documents' texts, `top_n` (None: all) and model."
 
 
-async def read_json(request, max_bytes):
-    """The JSON object of a Starlette `request`'s body, read up to `max_bytes`.
+async def read_json(request, max_bytes, chunks):
+    """The JSON object of a Starlette `request`'s body, read up to `max_bytes` from `chunks`, its
+    `request.stream()` (left where it stopped: `discard_body` reads on).
 
     Raises:
         ApiError: 413 for a body over `max_bytes` (by its Content-Length, or once that many bytes came);
@@ -46,17 +54,17 @@ async def read_json(request, max_bytes):
     if length.isascii() and length.isdigit() and (len(length) > 18 or int(length) > max_bytes):
         shown = f"{int(length):,}" if len(length) <= 18 else _cut(length)
         raise ApiError(413, f"the body is {shown} bytes; at most {max_bytes:,}", None, "request_too_large")
-    chunks, size = [], 0
+    kept, size = [], 0
     try:
-        async for chunk in request.stream():
+        async for chunk in chunks:
             size += len(chunk)
             if size > max_bytes:
                 raise ApiError(413, f"the body is over {max_bytes:,} bytes", None, "request_too_large")
-            chunks.append(chunk)
+            kept.append(chunk)
     except ClientDisconnect:
         message = "the client closed the connection before its body ended"
         raise ApiError(400, message, None, "client_disconnected") from None
-    raw = b"".join(chunks)
+    raw = b"".join(kept)
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as error:
@@ -75,6 +83,35 @@ async def read_json(request, max_bytes):
     if not isinstance(body, dict):
         raise ApiError(400, f"the body must be a JSON object, got {_json_type(body)}", None, "invalid_json")
     return body
+
+
+async def discard_body(request, max_bytes, chunks):
+    """Reads on what `read_json` left of `chunks` (`request.stream()`), a body refused as over `max_bytes`, and
+    drops it, so that its client, which may write its whole body before it reads the answer (`http.client`,
+    `urllib`), finds the answer once it did, and the connection closes with nothing unread (closing on unread
+    bytes resets it, and the answer may be lost). At most `DISCARDED_BYTES` past `max_bytes` are read: none for
+    a Content-Length of more, nor for a client waiting for `Expect: 100-continue` (it has sent no body).
+    Bounded in time by the caller.
+
+    Example:
+    >>> chunks = request.stream()
+    >>> await read_json(request, 8 << 20, chunks)  # doctest: +SKIP
+    >>> await discard_body(request, 8 << 20, chunks)  # after its 413  # doctest: +SKIP
+    """
+    most = max_bytes + DISCARDED_BYTES
+    length = request.headers.get("content-length", "")
+    if request.headers.get("expect", "").lower() == "100-continue":
+        return
+    if length.isascii() and length.isdigit() and (len(length) > 18 or int(length) > most):
+        return
+    size = 0
+    try:
+        async for chunk in chunks:
+            size += len(chunk)
+            if size > most:
+                return
+    except ClientDisconnect:
+        return
 
 
 def _not_json(constant):
@@ -196,7 +233,7 @@ def embedding_request(body, models, embedding_dim, max_inputs):
     Args:
         body: the JSON object (`read_json`).
         models: `{served model name: "query", "document" or None}` (None: `input_type` says, default document).
-        embedding_dim: D, the only `dimensions` taken.
+        embedding_dim: D: `dimensions` is an integer from 1 to D (`utils.dimensions`' rule).
         max_inputs: the most texts a request may hold.
 
     Returns:
@@ -219,18 +256,14 @@ def embedding_request(body, models, embedding_dim, max_inputs):
     if models[model] and input_type and input_type != models[model]:
         _refuse("input_type", f"{input_type!r}, but model {model!r} embeds {models[model]}s")
     dimensions = body.get("dimensions")
-    if dimensions is not None and (type(dimensions) is not int or dimensions != embedding_dim):
-        _refuse(
-            "dimensions",
-            f"this model gives {embedding_dim}-dimensional embeddings only (GTR's are not truncatable), "
-            f"got {_shown(dimensions)}",
-            "unsupported_value",
-        )
+    if dimensions is not None and dimensions_rule(dimensions, embedding_dim):
+        _refuse("dimensions", f"must be an integer from 1 to {embedding_dim}, got {_shown(dimensions)}")
     if body.get("user") is not None:
         if not isinstance(body["user"], str):
             _refuse("user", f"must be a string, got {_json_type(body['user'])}", "invalid_type")
         _check_text("user", body["user"])
-    return EmbeddingRequest(texts, models[model] or input_type or "document", model, encoding_format)
+    kind = models[model] or input_type or "document"
+    return EmbeddingRequest(texts, kind, model, encoding_format, dimensions)
 
 
 def search_request(body, max_queries, max_k, max_pairs=None):

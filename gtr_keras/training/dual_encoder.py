@@ -9,13 +9,18 @@ so the gradients that the optimizer sums over replicas are those of the global-b
 device.
 """
 
+from collections.abc import Sequence
+from typing import Any
+
 import keras
 import keras_hub
 import tensorflow as tf
 
 from gtr_keras.errors import UserError
+from gtr_keras.models.gtr.gtr_text_embedder import GTRTextEmbedder
 from gtr_keras.training.distributed import is_multi_worker
 from gtr_keras.training.losses import DEFAULT_TEMPERATURE, BidirectionalInBatchLoss
+from gtr_keras.utils.dimensions import check_dimensions
 
 _TOWERS = ("query", "positive", "negatives")
 
@@ -189,6 +194,9 @@ class DualEncoder(StepModel):
             the other positives of the same query (when the batch carries ids).
         grad_cache_chunk_size: examples per GradCache chunk; `None` for plain
             backpropagation.
+        matryoshka_dims: prefixes N of the embeddings trained besides D, each with the same loss
+            (`BidirectionalInBatchLoss`); recorded on `encoder` (its config), so that the saved model says
+            which `dimensions` it serves without a warning.
 
     Example:
     >>> embedder = keras_hub.models.TextEmbedder.from_preset(model_dir)
@@ -201,7 +209,13 @@ class DualEncoder(StepModel):
     """
 
     def __init__(
-        self, encoder, temperature=DEFAULT_TEMPERATURE, mask_false_negatives=True, grad_cache_chunk_size=None, **kwargs
+        self,
+        encoder: GTRTextEmbedder,
+        temperature: float = DEFAULT_TEMPERATURE,
+        mask_false_negatives: bool = True,
+        grad_cache_chunk_size: int | None = None,
+        matryoshka_dims: Sequence[int] = (),
+        **kwargs: Any,
     ):
         super().__init__(**kwargs)
         if grad_cache_chunk_size is not None and grad_cache_chunk_size < 1:
@@ -210,7 +224,12 @@ class DualEncoder(StepModel):
         self.temperature = temperature
         self.mask_false_negatives = mask_false_negatives
         self.grad_cache_chunk_size = grad_cache_chunk_size
-        self.contrastive_loss = BidirectionalInBatchLoss(temperature)
+        self.matryoshka_dims = tuple(
+            check_dimensions(n, encoder.embedding_dim, "matryoshka_dims") for n in matryoshka_dims or ()
+        )
+        if self.matryoshka_dims:
+            encoder.matryoshka_dims = self.matryoshka_dims  # recorded in its config: what it is trained for
+        self.contrastive_loss = BidirectionalInBatchLoss(temperature, self.matryoshka_dims)
         self.built = True
 
     def _batches(self, x):
@@ -231,12 +250,12 @@ class DualEncoder(StepModel):
         tower_features = self.encoder.preprocessor.tower_features
         return x.map(lambda batch: {**batch, **tower_features(batch)}, num_parallel_calls=tf.data.AUTOTUNE)
 
-    def fit(self, x=None, *args, **kwargs):
+    def fit(self, x: Any = None, *args: Any, **kwargs: Any) -> Any:
         if "validation_data" in kwargs:
             kwargs["validation_data"] = self._batches(kwargs["validation_data"])
         return super().fit(self._batches(x), *args, **kwargs)
 
-    def evaluate(self, x=None, *args, **kwargs):
+    def evaluate(self, x: Any = None, *args: Any, **kwargs: Any) -> Any:
         self._preprocessing_built()
         return super().evaluate(self._batches(x), *args, **kwargs)
 
@@ -379,6 +398,7 @@ class DualEncoder(StepModel):
             "temperature": self.temperature,
             "mask_false_negatives": self.mask_false_negatives,
             "grad_cache_chunk_size": self.grad_cache_chunk_size,
+            "matryoshka_dims": list(self.matryoshka_dims),
         }
 
     @classmethod

@@ -21,6 +21,7 @@ import keras
 import tensorflow as tf
 
 from gtr_keras.errors import CheckpointError, MismatchError, TrainingError, UserError
+from gtr_keras.models.gtr.encoder import Encoder
 from gtr_keras.models.gtr.gtr_text_embedder import GTRTextEmbedder
 from gtr_keras.models.gtr.gtr_text_embedder_preprocessor import GTRTextEmbedderPreprocessor
 from gtr_keras.models.gtr.gtr_tokenizer import GTRTokenizer, train_sentencepiece
@@ -181,7 +182,7 @@ def _checked_start(config, record, inputs, chief, strategy):
     return resumed, validation, strategy
 
 
-def train(config):
+def train(config: TrainConfig) -> Encoder:
     """Trains a GTR dual encoder and writes the model directory `output_dir/model`.
 
     A new run first reads the training data through once (`TrainingData.check`),
@@ -226,7 +227,13 @@ def train(config):
         config = TrainConfig.from_dict(config)
 
     def dual_encoder(encoder):
-        return DualEncoder(encoder, config.temperature, config.mask_false_negatives, config.grad_cache_chunk_size)
+        return DualEncoder(
+            encoder,
+            config.temperature,
+            config.mask_false_negatives,
+            config.grad_cache_chunk_size,
+            config.matryoshka_dims,
+        )
 
     def make_dataset(run, tokenizer, batch_size, **kwargs):
         return functools.partial(run.data.dataset, tokenizer, batch_size, **kwargs)

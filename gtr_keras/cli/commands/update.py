@@ -7,6 +7,7 @@ from gtr_keras.cli.arguments import (
 from gtr_keras.cli.checks import check_update_sources
 from gtr_keras.cli.shared_flags import (
     add_batch_size,
+    add_dimensions,
     add_progress,
     add_update_arguments,
 )
@@ -21,20 +22,22 @@ def add_parser(subparsers, parents):
         description="Documents of --corpus (encoded with --model, the index's) or of --embeddings whose id is in "
         "the index replace it, the others are added; --delete deletes ids; --compact rewrites the index as one segment "
         "(also done past the thresholds of docs/live-indexes.md). Every input is checked before the model "
-        "loads; the update is committed whole or not at all, and readers keep the version they loaded. "
-        "`index --out INDEX --update ...` is the same command.",
+        "loads; the update is committed whole or not at all, and readers keep the version they loaded.",
         parents=parents,
     )
     p.add_argument("index", metavar="INDEX", type=index_directory, help="required: the index directory to update")
     add_update_arguments(p)
     add_batch_size(p, "documents")
     add_progress(p)
+    add_dimensions(p, "--corpus's vectors (default: the index's; others are refused)")
     return p
 
 
 def check(args, parser):
-    """`update`'s sources (`checks.check_update_sources`)."""
+    """`update`'s sources (`checks.check_update_sources`); `--dimensions` cuts what `--corpus` encodes."""
     check_update_sources(args, parser)
+    if args.dimensions is not None and args.embeddings is not None:
+        parser.error("argument --dimensions: an update takes embeddings encoded with the index's dimensions")
 
 
 @locks_output("args.index")  # before the corpus and the model load: a second run is refused at once
@@ -48,7 +51,7 @@ def run(args):
         from gtr_keras.index.embedding_files import EmbeddingFiles
 
         shards = EmbeddingFiles.open(args.embeddings)
-    manifest = update_index(
+    change = update_index(
         args.index,
         embeddings=shards,
         corpus=args.corpus,
@@ -61,6 +64,7 @@ def run(args):
         batch_size=args.batch_size,
         progress=args.progress,
     )
-    live = sum(s["num_rows"] - s["num_deleted"] for s in manifest["segments"])
-    segments, generation = len(manifest["segments"]), manifest["generation"]
-    print(f"updated {args.index}: {live} documents in {segments} segments, generation {generation}")
+    print(
+        f"updated {args.index}: {change.documents} documents in {change.segments} segments, "
+        f"generation {change.generation}"
+    )

@@ -3,8 +3,8 @@
 `export_encoder` writes `EXPORT_DIR/encoder/<version>/`, a TF Hub reusable SavedModel
 (https://www.tensorflow.org/hub/reusable_saved_models) following TF Hub's text-embedding
 convention, with TF Serving's warmup requests: the SavedModel is `GTRTextEmbedder.write_saved_model`'s,
-the one `GTRTextEmbedder.export` writes too (`obj(texts, training=...)`, `obj.variables`; signatures
-`serving_default`, `encode_documents`, `encode_queries`).
+the one `GTRTextEmbedder.export` writes too (`obj(texts, training=...)`, `obj.variables`, Keras' `obj.serve(texts)`;
+signatures `serving_default`, `encode_documents`, `encode_queries`).
 
 `export_searcher` writes `EXPORT_DIR/searcher/<version>/` with
 
@@ -62,7 +62,7 @@ def export_encoder(encoder, export_dir, version=None):
 
 
 def _write_encoder(encoder, staging):
-    write_warmup(staging, encoder.model.write_saved_model(staging), "gtr_encoder")
+    write_warmup(staging, encoder.model.write_saved_model(staging, encoder.dimensions), "gtr_encoder")
 
 
 @locks_output("export_dir")

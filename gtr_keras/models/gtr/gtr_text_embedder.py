@@ -1,7 +1,10 @@
 """`GTRTextEmbedder`: the GTR tower as a keras-hub `TextEmbedder`."""
 
 import functools
+import logging
 import os
+from collections.abc import Sequence
+from typing import Any, Literal, Self
 
 import keras
 import keras_hub
@@ -34,6 +37,9 @@ from gtr_keras.models.model_files.model_source import (
 from gtr_keras.models.model_files.preset_writer import write_preset
 from gtr_keras.models.text_encoder import to_bytes
 from gtr_keras.utils import files
+from gtr_keras.utils.dimensions import check_dimensions, truncate, truncate_tensor
+
+logger = logging.getLogger(__name__)
 
 # The texts a SavedModel takes, the encoder's signature of each kind of text (also the LiteRT export's), and
 # the name of its SentencePiece asset.
@@ -71,6 +77,9 @@ class GTRTextEmbedder(keras_hub.models.TextEmbedder):
         preprocessor: a `GTRTextEmbedderPreprocessor`, or `None` for a model
             that takes `{"token_ids", "padding_mask"}` only.
         embedding_dim: output dimension D of the projection (768 in GTR).
+        matryoshka_dims: the prefixes of its embeddings it was trained to rank with (`gtr-keras train
+            --matryoshka-dims`), recorded in its config; `()` for GTR's. `encode_*(dimensions=N)` warns for
+            another N.
 
     Inputs: `{"token_ids", "padding_mask"}` int `[batch, length]` (raw
     strings through `predict`/`fit`/`encode_*` when there is a preprocessor).
@@ -87,7 +96,17 @@ class GTRTextEmbedder(keras_hub.models.TextEmbedder):
     backbone_cls = GTRBackbone
     preprocessor_cls = GTRTextEmbedderPreprocessor
 
-    def __init__(self, backbone, preprocessor=None, embedding_dim=768, **kwargs):
+    # Keras tracks it; None only for a model that embeds token ids (texts need one): what its methods take as set.
+    preprocessor: Any
+
+    def __init__(
+        self,
+        backbone: GTRBackbone,
+        preprocessor: GTRTextEmbedderPreprocessor | None = None,
+        embedding_dim: int = 768,
+        matryoshka_dims: Sequence[int] = (),
+        **kwargs: Any,
+    ):
         # A subclassed model rather than a functional one, so that `keras.models.clone_model`
         # (which rebuilds functional models as plain `Functional`s) keeps the class.
         super().__init__(dtype=backbone.dtype_policy, **kwargs)
@@ -106,14 +125,19 @@ class GTRTextEmbedder(keras_hub.models.TextEmbedder):
 
         # === Config ===
         self.embedding_dim = embedding_dim
-        self._batch_encoders = {}
+        self.matryoshka_dims = tuple(
+            check_dimensions(n, embedding_dim, "matryoshka_dims", CheckpointError) for n in matryoshka_dims or ()
+        )
+        self._batch_encoders: dict[bool, Encoder] = {}
 
     def call(self, inputs, training=False):
         sequence = self.backbone(inputs, training=training)
         return self.normalization(self.projection(self.pooling(sequence, inputs["padding_mask"])))
 
     @classmethod
-    def from_architecture(cls, preset, preprocessor=None, dtype=None, **overrides):
+    def from_architecture(
+        cls, preset: str, preprocessor: GTRTextEmbedderPreprocessor | None = None, dtype: Any = None, **overrides: Any
+    ) -> Self:
         """A randomly initialised embedder of a preset's shape (`gtr-tiny` ... `gtr-xxl`).
 
         Args:
@@ -129,8 +153,15 @@ class GTRTextEmbedder(keras_hub.models.TextEmbedder):
 
     @classmethod
     def from_parts(
-        cls, backbone_config, vocabulary, document_length, query_length, embedding_dim, lowercase=False, dtype=None
-    ):
+        cls,
+        backbone_config: dict[str, Any],
+        vocabulary: bytes,
+        document_length: int,
+        query_length: int,
+        embedding_dim: int,
+        lowercase: bool = False,
+        dtype: Any = None,
+    ) -> Self:
         """A randomly initialised embedder from its parts, as the converters of other formats read them.
 
         Args:
@@ -150,7 +181,7 @@ class GTRTextEmbedder(keras_hub.models.TextEmbedder):
         return cls(cls.backbone_cls(**backbone_config, dtype=dtype), preprocessor, embedding_dim)
 
     @classmethod
-    def from_preset(cls, preset, load_weights=True, **kwargs):
+    def from_preset(cls, preset: str | os.PathLike[str], load_weights: bool = True, **kwargs: Any) -> Self:
         """Loads a preset directory, or converts a sentence-transformers GTR checkpoint on the way.
 
         The source is resolved once (`model_source.resolve_model_source`), then
@@ -160,8 +191,7 @@ class GTRTextEmbedder(keras_hub.models.TextEmbedder):
         on a file system TensorFlow knows, such as `gs://` or `ram://`, copied
         locally first; `kaggle://`); a sentence-transformers GTR checkpoint (a
         directory, or a Hugging Face id `hf://sentence-transformers/gtr-t5-base`,
-        downloaded when online); a model directory of gtr-keras' first format;
-        a trained model's name or alias of `presets.PRESET_SOURCES`
+        downloaded when online); a trained model's name or alias of `presets.PRESET_SOURCES`
         (`"gtr_t5_base_en"`, `"gtr-base"`, `"gtr-small-distilled"`); or an
         architecture's name of `presets.PRESETS` without published weights
         (`"gtr-tiny"`, `"gtr-small"`), which gives a randomly initialised model
@@ -193,7 +223,7 @@ class GTRTextEmbedder(keras_hub.models.TextEmbedder):
                 check_model_directory(path, load_weights)  # its settings, before keras-hub reads it
             return preset_utils.get_preset_loader(path).load_task(cls, load_weights, True, **kwargs)
 
-    def save_to_preset(self, preset_dir, max_shard_size=10):
+    def save_to_preset(self, preset_dir: str | os.PathLike[str], max_shard_size: int = 10) -> None:
         """keras-hub's `save_to_preset`, replacing `preset_dir` as a unit (`preset_writer.write_preset`).
 
         A quantized model is refused; a mixed precision policy (`mixed_bfloat16`) is recorded as its
@@ -229,7 +259,10 @@ class GTRTextEmbedder(keras_hub.models.TextEmbedder):
         check_finite(file_weights_by_path(self), filepath)
 
     def get_config(self):
-        return {**super().get_config(), "embedding_dim": self.embedding_dim}
+        config = {**super().get_config(), "embedding_dim": self.embedding_dim}
+        if self.matryoshka_dims:  # only when trained with them: other models' configs stay as they were
+            config["matryoshka_dims"] = list(self.matryoshka_dims)
+        return config
 
     @property
     def query_length(self):
@@ -241,7 +274,7 @@ class GTRTextEmbedder(keras_hub.models.TextEmbedder):
         """Token budget of documents (the preprocessor's), EOS included."""
         return self.preprocessor.sequence_length
 
-    def batch_encoder(self, jit_compile=False):
+    def batch_encoder(self, jit_compile: bool = False) -> Encoder:
         """The `Encoder` behind `encode_*` (one per `jit_compile` setting, built once)."""
         if self.preprocessor is None:
             raise ValueError("this GTRTextEmbedder has no preprocessor: it embeds token ids only")
@@ -249,7 +282,14 @@ class GTRTextEmbedder(keras_hub.models.TextEmbedder):
             self._batch_encoders[jit_compile] = Encoder(self, jit_compile=jit_compile)
         return self._batch_encoders[jit_compile]
 
-    def encode_text(self, text, kind="document", batch_size=32, progress=None):
+    def encode_text(
+        self,
+        text: str | Sequence[str],
+        kind: Literal["query", "document"] = "document",
+        batch_size: int = 32,
+        progress: bool | None = None,
+        dimensions: int | None = None,
+    ) -> np.ndarray:
         """Embeds a string or a list of strings: float32 numpy `[n, D]`, unit rows, in input order.
 
         Args:
@@ -257,11 +297,13 @@ class GTRTextEmbedder(keras_hub.models.TextEmbedder):
             kind: `"query"` or `"document"`: which token budget applies.
             batch_size: texts per forward pass.
             progress: show a progress bar; by default only for long inputs.
+            dimensions: N, the first N coordinates renormalised (`TextEncoder.encode`); None: all D.
         """
         texts = [text] if isinstance(text, (str, bytes)) else list(text)
         if keras.backend.backend() != "tensorflow":
-            return self._encode_through_the_backend(texts, kind, batch_size)
-        return self.batch_encoder().encode(texts, kind, batch_size, progress)
+            dimensions = self.batch_encoder().check_dimensions(dimensions)
+            return truncate(self._encode_through_the_backend(texts, kind, batch_size), dimensions)
+        return self.batch_encoder().encode(texts, kind, batch_size, progress, dimensions)
 
     def _encode_through_the_backend(self, texts, kind, batch_size):
         """`encode_text` on the JAX or PyTorch backend, where the `Encoder`'s traced TensorFlow path is not
@@ -275,18 +317,31 @@ class GTRTextEmbedder(keras_hub.models.TextEmbedder):
             rows.append(ops.convert_to_numpy(self({key: value.numpy() for key, value in features.items()})))
         return np.concatenate(rows).astype(np.float32)
 
-    def encode_queries(self, queries, batch_size=32, progress=None):
-        """Embeds queries (truncated to `query_length` tokens)."""
-        return self.encode_text(queries, "query", batch_size, progress)
+    def encode_queries(
+        self,
+        queries: Sequence[str],
+        batch_size: int = 32,
+        progress: bool | None = None,
+        dimensions: int | None = None,
+    ) -> np.ndarray:
+        """Embeds queries (truncated to `query_length` tokens; to `dimensions` coordinates where given)."""
+        return self.encode_text(queries, "query", batch_size, progress, dimensions)
 
-    def encode_documents(self, documents, batch_size=32, progress=None):
-        """Embeds documents (truncated to `document_length` tokens)."""
-        return self.encode_text(documents, "document", batch_size, progress)
+    def encode_documents(
+        self,
+        documents: Sequence[str],
+        batch_size: int = 32,
+        progress: bool | None = None,
+        dimensions: int | None = None,
+    ) -> np.ndarray:
+        """Embeds documents (truncated to `document_length` tokens; to `dimensions` coordinates where given)."""
+        return self.encode_text(documents, "document", batch_size, progress, dimensions)
 
     def export(self, filepath, format="tf_saved_model", verbose=None, input_signature=None, **kwargs):
         """Keras' `Model.export` with strings in: the encoder SavedModel that `gtr-keras export` writes (one
         set of signatures however it is written: `write_saved_model`), without TF Serving's version
-        directory and warmup requests.
+        directory and warmup requests. As Keras' export, it has the `serve` endpoint: `serve(texts)`, tf.string
+        `[batch]` -> float32 `[batch, D]`, the documents' embeddings (the document budget, as `serving_default`).
 
         Loading it needs `import tensorflow_text` first. Keras' other formats (and an `input_signature`)
         are refused: their converters do not take TF Text's tokenizer op; `gtr-keras export --format`
@@ -297,10 +352,12 @@ class GTRTextEmbedder(keras_hub.models.TextEmbedder):
         Args:
             filepath: the SavedModel directory to write.
             format: `"tf_saved_model"`.
-            verbose: print its signatures (Keras' default: yes).
+            verbose: log its endpoint and signatures, at INFO (Keras' default: yes).
 
         Example:
         >>> embedder.export("exports/keras-gtr")
+        >>> tf.saved_model.load("exports/keras-gtr").serve(tf.constant(["a document"])).shape
+        TensorShape([1, 768])
         >>> tf.saved_model.load("exports/keras-gtr").signatures["encode_queries"](texts=tf.constant(["a query"]))
         {'embeddings': <tf.Tensor: shape=(1, 768), dtype=float32, numpy=...>}
         """
@@ -316,10 +373,13 @@ class GTRTextEmbedder(keras_hub.models.TextEmbedder):
         with files.atomic_directory(filepath, [SAVED_MODEL_DIRECTORY]) as staging:
             signatures = self.write_saved_model(staging)
         if verbose is None or verbose:
+            logger.info("%s: endpoint 'serve': texts tf.string [batch] -> float32 [batch, D] (documents)", filepath)
             for name in signatures:
-                print(f"{filepath}: signature {name!r}: texts tf.string [batch] -> embeddings float32 [batch, D]")
+                logger.info(
+                    "%s: signature %r: texts tf.string [batch] -> embeddings float32 [batch, D]", filepath, name
+                )
 
-    def saved_model_root(self, directory):
+    def saved_model_root(self, directory: str | os.PathLike[str]) -> Any:
         """The object a SavedModel of this model saves (the encoder's, and `gtr-keras export`'s searcher's):
         the model's weights, each stored once (`variables`, `trainable_variables`, `regularization_losses`:
         TF Hub's reusable SavedModel), and the SentencePiece model as an asset (staged in `directory`, a local
@@ -339,12 +399,12 @@ class GTRTextEmbedder(keras_hub.models.TextEmbedder):
         return root
 
     @staticmethod
-    def save_saved_model(root, directory, signatures):
+    def save_saved_model(root: Any, directory: str | os.PathLike[str], signatures: dict[str, Any]) -> None:
         """Saves `root` (`saved_model_root`) with `signatures` into `directory`."""
         tf.saved_model.save(root, os.fspath(directory), signatures=signatures)
         os.remove(os.path.join(directory, SPIECE_ASSET))
 
-    def write_saved_model(self, directory):
+    def write_saved_model(self, directory: str | os.PathLike[str], dimensions: int | None = None) -> dict[str, Any]:
         """Writes the encoder SavedModel into the empty local `directory`; returns its signatures.
 
         It follows TF Hub's convention for text embeddings: `obj(texts)` / `obj(texts, training=...)`,
@@ -352,17 +412,27 @@ class GTRTextEmbedder(keras_hub.models.TextEmbedder):
         and `obj.variables` and `obj.trainable_variables`, so `hub.KerasLayer(path, trainable=True)`
         fine-tunes it; its signatures, for TF Serving and Keras 3's `TFSMLayer`, are `serving_default` and
         `encode_documents` (tf.string `[None]` -> `{"embeddings": float32 [None, D]}`, document budget) and
-        `encode_queries` (query budget).
+        `encode_queries` (query budget). Its `serve` endpoint is Keras' `Model.export`'s: `obj.serve(texts)`,
+        the embeddings `[batch, D]` of `serving_default` as a tensor. With `dimensions` N, every function
+        gives the first N coordinates renormalised, `[batch, N]` (`gtr-keras export --dimensions`).
         """
         root = self.saved_model_root(directory)
-        root.__call__ = tf.function(lambda texts, training=False: self.embed_strings(texts, "document", training))
+        root.__call__ = tf.function(
+            lambda texts, training=False: self.embed_strings(texts, "document", training, dimensions)
+        )
         for training in (False, True):
             root.__call__.get_concrete_function(STRINGS, training)
 
         def embed(kind):
-            return tf.function(lambda texts: {"embeddings": self.embed_strings(texts, kind)}, input_signature=[STRINGS])
+            return tf.function(
+                lambda texts: {"embeddings": self.embed_strings(texts, kind, dimensions=dimensions)},
+                input_signature=[STRINGS],
+            )
 
         root.encode_queries, root.encode_documents = embed("query"), embed("document")
+        root.serve = tf.function(
+            lambda texts: self.embed_strings(texts, "document", dimensions=dimensions), input_signature=[STRINGS]
+        )
         signatures = {
             "serving_default": root.encode_documents,
             ENCODER_SIGNATURES["document"]: root.encode_documents,
@@ -371,13 +441,16 @@ class GTRTextEmbedder(keras_hub.models.TextEmbedder):
         self.save_saved_model(root, directory, signatures)
         return signatures
 
-    def embed_strings(self, texts, kind, training=False):
+    def embed_strings(
+        self, texts: Any, kind: Literal["query", "document"], training: bool = False, dimensions: int | None = None
+    ) -> Any:
         """Embeddings of a tf.string `[batch]` tensor of texts of `kind` (`"query"` or `"document"`), in the
-        graph: tokenised with the kind's budget, float32 `[batch, D]` out."""
+        graph: tokenised with the kind's budget, float32 `[batch, D]` out (`[batch, dimensions]`, the first
+        coordinates renormalised, with `dimensions`)."""
         features = pad_token_ids(self.preprocessor.token_ids(texts, kind))
-        return tf.cast(self(features, training=training), tf.float32)
+        return truncate_tensor(self(features, training=training), dimensions)
 
-    def similarity(self, query_embeddings, document_embeddings):
+    def similarity(self, query_embeddings: Any, document_embeddings: Any) -> Any:
         """Cosine similarities `[queries, documents]` of unit-norm embeddings."""
         scores = ops.matmul(ops.convert_to_tensor(query_embeddings), ops.transpose(document_embeddings))
         return ops.convert_to_numpy(scores)
