@@ -167,11 +167,17 @@ port_number.__name__ = "int"
 
 
 def search_param(text):
-    """`NAME=VALUE`, a search setting and its positive int value, as `(name, value)`."""
+    """`NAME=VALUE`, a search setting and its int value (`layout.check_search_value`'s rule), as `(name, value)`."""
+    from gtr_keras.errors import UserError
+    from gtr_keras.storage.layout import check_search_value
+
     name, equals, value = text.partition("=")
-    if not equals or not name or not value.isdigit() or int(value) < 1:
-        raise argparse.ArgumentTypeError(f"must be NAME=VALUE with a positive int VALUE, got {text!r}")
-    return name, int(value)
+    if not equals or not name or not value.isdigit():
+        raise argparse.ArgumentTypeError(f"must be NAME=VALUE with an int VALUE, got {text!r}")
+    try:
+        return name, check_search_value(name, int(value))
+    except UserError as e:
+        raise argparse.ArgumentTypeError(str(e)) from e
 
 
 search_param.__name__ = "NAME=VALUE"

@@ -130,9 +130,9 @@ def write_searcher(encoder, index_dir, staging, searcher, k, search_params=None)
         if index.kind == "mixed":
             raise UserError(f"{index_dir}: shards of exact and ScaNN indexes; export shards of one kind")
         use_scann = searcher != "brute-force" and index.kind == "scann"
-        float32 = searcher == "scann" and all(part.embeddings is not None for part, _ in index.parts)
         if search_params and use_scann:
             index.set_search_params(search_params)
+        float32 = searcher == "scann" and all(part.rescores for part, _ in index.parts)  # rescore_factor 0: none
         encoder = with_recorded_dimensions(read_model_record(index_dirs(index_dir)[0]), encoder, index_dir)
         root, embed = encoder.model.saved_model_root(staging), encoder.model.embed_strings
         root.doc_ids = tf.Variable(np.array(index.ids, dtype=object), trainable=False, name="doc_ids")
