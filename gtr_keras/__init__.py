@@ -5,7 +5,7 @@ Importing the package registers its keras-hub classes (`GTRBackbone`,
 that `keras_hub.models.TextEmbedder.from_preset(DIR)` and `keras.saving.load_model`
 find them: at once when Keras is imported already, else as soon as it is
 (a post-import hook, `utils.import_hooks`), so that a process that only searches an
-index (`gtr_keras.index.SearchIndex`) or runs an ONNX or OpenVINO export never loads
+index (`gtr_keras.Index.open(path).search(vectors)`) or runs an ONNX or OpenVINO export never loads
 Keras or TensorFlow. Once the model family is imported, the package installs its
 Keras and keras-hub patches (`gtr_keras.patches`) and the loaders of other model
 formats (`gtr_keras.convert`). The other top-level names are imported on first use; a type checker or an
@@ -61,11 +61,13 @@ __version__ = "0.1.0"
 
 # What `lazy_exports` imports on first use, for type checkers and IDEs (never run; `X as X`: a re-export).
 if TYPE_CHECKING:
+    from gtr_keras.beir.dataset import load_dataset as load_dataset
     from gtr_keras.beir.readers import Corpus as Corpus
     from gtr_keras.distillation.distillation_loop import distill as distill
     from gtr_keras.errors import CheckpointError as CheckpointError
     from gtr_keras.errors import DataError as DataError
     from gtr_keras.errors import MismatchError as MismatchError
+    from gtr_keras.errors import RetryLaterError as RetryLaterError
     from gtr_keras.errors import UserError as UserError
     from gtr_keras.exports.exporter import export as export
     from gtr_keras.filters.expressions import Filter as Filter
@@ -79,7 +81,6 @@ if TYPE_CHECKING:
     from gtr_keras.models.gtr.gtr_tokenizer import GTRTokenizer as GTRTokenizer
     from gtr_keras.retrieval.evaluator import evaluate as evaluate
     from gtr_keras.retrieval.index import Index as Index
-    from gtr_keras.retrieval.runs import load_dataset as load_dataset
     from gtr_keras.saving import save as save
     from gtr_keras.training.config import TrainConfig as TrainConfig
     from gtr_keras.training.dual_encoder import DualEncoder as DualEncoder
@@ -99,7 +100,7 @@ __all__, __getattr__ = lazy_exports(
         "Fusion": "gtr_keras.lexical.fusion",
         # Collections.
         "Corpus": "gtr_keras.beir.readers",
-        "load_dataset": "gtr_keras.retrieval.runs",
+        "load_dataset": "gtr_keras.beir.dataset",
         # Training and distillation.
         "train": "gtr_keras.training.loop",
         "TrainConfig": "gtr_keras.training.config",

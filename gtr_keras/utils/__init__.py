@@ -5,20 +5,7 @@ file a countable crash point (`file_operations`), records verified (`checksums`)
 takes (`text_files`), JSON records checked field by field, change descriptions and hashes of strings
 (`records`), TensorFlow's C++ log lines filtered around converters (`native_logs`), post-import hooks
 (`import_hooks`), a package's public names imported on first use (`lazy_exports`), and embeddings cut to
-their first N coordinates (`dimensions`). Imports nothing
-else of gtr-keras but `gtr_keras.errors`.
+their first N coordinates (`dimensions`). Imports nothing else of gtr-keras but `gtr_keras.errors`.
 
-Public names: `files` (paths through `tf.io.gfile`, atomic outputs), `iter_jsonl`, `str_field`, `cpu_flags`.
+Internal: no public names.
 """
-
-from gtr_keras.utils.lazy_exports import lazy_exports
-
-__all__, __getattr__ = lazy_exports(
-    __name__,
-    {
-        "files": "gtr_keras.utils.files",
-        "iter_jsonl": "gtr_keras.utils.text_files",
-        "str_field": "gtr_keras.utils.text_files",
-        "cpu_flags": "gtr_keras.utils.cpu",
-    },
-)

@@ -13,7 +13,9 @@ from gtr_keras.errors import DataError, UserError
 from gtr_keras.exports.savedmodel.filter_graph import FilterGraph
 from gtr_keras.exports.savedmodel.scann_resource import ScannResource
 from gtr_keras.exports.savedmodel.warmup import FILTER, QUERIES, K, save_with_warmup
-from gtr_keras.index.layout import (
+from gtr_keras.retrieval.index_building import with_recorded_dimensions
+from gtr_keras.retrieval.retriever import Retriever
+from gtr_keras.storage.layout import (
     INDEX_SUBDIR,
     NO_FLOAT32,
     SCANN_DATAPOINT_TO_TOKEN,
@@ -21,11 +23,9 @@ from gtr_keras.index.layout import (
     read_description,
     read_model_record,
 )
-from gtr_keras.index.scann_builder import codec_files, merge_scann
-from gtr_keras.index.search_index import RESCORE_BAND, SearchIndex
-from gtr_keras.index.segments import documents_path, index_documents, initial_manifest, read_manifest, segment_path
-from gtr_keras.retrieval.index_building import with_recorded_dimensions
-from gtr_keras.retrieval.retriever import Retriever
+from gtr_keras.storage.scann_builder import codec_files, merge_scann
+from gtr_keras.storage.search_index import RESCORE_BAND, SearchIndex
+from gtr_keras.storage.segments import documents_path, index_documents, initial_manifest, read_manifest, segment_path
 from gtr_keras.utils import files
 
 PAD_ID, PAD_SCORE = "", -2.0
@@ -130,9 +130,9 @@ def write_searcher(encoder, index_dir, staging, searcher, k, search_params=None)
         if index.kind == "mixed":
             raise UserError(f"{index_dir}: shards of exact and ScaNN indexes; export shards of one kind")
         use_scann = searcher != "brute-force" and index.kind == "scann"
-        float32 = searcher == "scann" and all(part.embeddings is not None for part, _ in index.parts)
         if search_params and use_scann:
             index.set_search_params(search_params)
+        float32 = searcher == "scann" and all(part.rescores for part, _ in index.parts)  # rescore_factor 0: none
         encoder = with_recorded_dimensions(read_model_record(index_dirs(index_dir)[0]), encoder, index_dir)
         root, embed = encoder.model.saved_model_root(staging), encoder.model.embed_strings
         root.doc_ids = tf.Variable(np.array(index.ids, dtype=object), trainable=False, name="doc_ids")
