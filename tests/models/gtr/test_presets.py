@@ -117,4 +117,3 @@ def test_every_name_of_the_table_loads_the_same_model_through_both_loaders(
     )
     if PRESET_SOURCES[name].startswith("hf://"):
         assert set(hub_downloads_give_the_tiny_checkpoint) == {PRESET_SOURCES[name].removeprefix("hf://")}
-
