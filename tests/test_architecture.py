@@ -304,6 +304,7 @@ def test_the_package_inits_import_only_what_gives_their_public_names():
     family = [
         "from keras_hub.src.utils.preset_utils import register_presets",
         "from gtr_keras.models.gtr.gtr_backbone import GTRBackbone",
+        "from gtr_keras.models.gtr.gtr_text_embedder import GTRTextEmbedder",
         "from gtr_keras.models.gtr.presets import keras_hub_presets",
     ]
     for directory, _, file_names in os.walk(PACKAGE):
@@ -325,6 +326,7 @@ def test_the_package_inits_import_only_what_gives_their_public_names():
         "import keras, gtr_keras",
         "import keras_hub, gtr_keras",
         "import gtr_keras, keras; import gtr_keras.models.gtr",
+        "import gtr_keras, keras; gtr_keras.GTRBackbone",
         "import gtr_keras; gtr_keras.GTRTextEmbedder",
         "import gtr_keras; from gtr_keras.models.gtr.gtr_backbone import GTRBackbone",
     ],

@@ -17,7 +17,6 @@ import dataclasses
 import os
 
 from gtr_keras.errors import CheckpointError, UserError
-from gtr_keras.models.gtr.presets import PRESET_SOURCES, PRESETS
 from gtr_keras.models.model_files.model_directory import CONFIG_FILE, FIRST_FORMAT, TASK_FILE, read_json
 from gtr_keras.models.model_files.model_directory import RERANKER as RERANKER_TASK
 from gtr_keras.models.model_files.model_formats import (
@@ -116,6 +115,8 @@ def resolve_model_source(source, expected_format=None, read_format=True):
         if source.format is None and read_format:
             return dataclasses.replace(source, format=expected_format or directory_format(source.path))
         return source
+    from gtr_keras.models.gtr.presets import PRESET_SOURCES, PRESETS  # the family, which imports this module
+
     name = os.fspath(source)
     path = PRESET_SOURCES.get(name, name).removeprefix("file://")
     if path.startswith(HF_PREFIX):
@@ -166,6 +167,8 @@ def gtr_model_source(source):
     >>> gtr_model_source("gtr-base").path, gtr_model_source("bert_base_en")
     ('hf://sentence-transformers/gtr-t5-base', None)
     """
+    from gtr_keras.models.gtr.presets import PRESET_SOURCES
+
     name = os.fspath(source)
     path = name.removeprefix("file://")
     if name in PRESET_SOURCES or (path.startswith(HF_PREFIX) and "gtr-t5" in path):
