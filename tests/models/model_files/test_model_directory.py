@@ -170,8 +170,8 @@ def test_sharded_weights_are_checked_too(tiny_model_dir, tmp_path):
     )
 
 
-@pytest.mark.parametrize("loader", sorted(LOADERS))
-def test_a_directory_of_the_first_format_is_refused_saying_how_to_rebuild_it(tmp_path, loader):
+@pytest.mark.parametrize("load", [gtr_keras.load, gtr_keras.GTRTextEmbedder.from_preset])
+def test_a_directory_of_the_first_format_is_refused_saying_how_to_rebuild_it(tmp_path, load):
     old = tmp_path / "old"
     old.mkdir()
     (old / "config.json").write_text(json.dumps({"format": "gtr-keras", "format_version": 1, "model": {}}))
@@ -179,7 +179,10 @@ def test_a_directory_of_the_first_format_is_refused_saying_how_to_rebuild_it(tmp
         "config.json: a model directory of gtr-keras' first format, which this version does not read; rebuild it: "
         "`gtr-keras convert` its sentence-transformers checkpoint, or train it again"
     )
-    assert_refused(old, message, LOADERS[loader])
+    assert_refused(old, message, load)
+    for generic in (keras_hub.models.TextEmbedder.from_preset, keras_hub.models.Backbone.from_preset):
+        with pytest.raises(ValueError, match="Unrecognized format for config.json"):  # keras-hub reads its presets
+            generic(str(old))
 
 
 def test_the_command_line_refuses_a_directory_of_the_first_format_in_one_line(tmp_path, capsys):
