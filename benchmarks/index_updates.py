@@ -6,7 +6,7 @@ On the synthetic corpus of `benchmarks/large_index.py` (unit vectors around
 1. the full build of a ScaNN index (`index_embeddings`, as `gtr-keras index
    --embeddings` runs it): wall time and bytes on disk; its recall@10 against
    exact search, batched QPS and one-query latency;
-2. one update (`update_index`, as `gtr-keras index --update --embeddings NEW
+2. one update (`update_index`, as `gtr-keras update INDEX --embeddings NEW
    --delete IDS` runs it) that replaces `--changes` documents, adds as many
    and deletes as many: wall time, bytes of the files it wrote (and the
    process's `wchar` over the update), recall@10 against exact search over

@@ -10,7 +10,8 @@ when Keras is imported already, else with the first of the package's names that 
 index (`gtr_keras.index.SearchIndex`) or runs an ONNX or OpenVINO export never loads Keras or
 TensorFlow. A process that imports Keras after the package and then loads a GTR model through
 Keras or keras-hub alone imports the family first (`import gtr_keras.models.gtr`). The other
-top-level names are imported on first use.
+top-level names are imported on first use; a type checker or an IDE reads them from the
+`if TYPE_CHECKING:` imports below (the package is typed: `py.typed`).
 
 TensorFlow's C++ start-up lines (CUDA probing on a machine without a GPU,
 oneDNN notices) are silenced unless `TF_CPP_MIN_LOG_LEVEL` is set: set it (to 0
@@ -27,6 +28,7 @@ Example:
 import importlib
 import os
 import sys
+from typing import TYPE_CHECKING
 
 from gtr_keras.convert import preset_loader
 from gtr_keras.utils.lazy_exports import lazy_exports
@@ -36,6 +38,32 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")  # before TensorFlow's first 
 preset_loader.install()
 
 __version__ = "0.1.0"
+
+# What `lazy_exports` imports on first use, for type checkers and IDEs (never run; `X as X`: a re-export).
+if TYPE_CHECKING:
+    from gtr_keras.beir.readers import Corpus as Corpus
+    from gtr_keras.distillation.distillation_loop import distill as distill
+    from gtr_keras.errors import CheckpointError as CheckpointError
+    from gtr_keras.errors import DataError as DataError
+    from gtr_keras.errors import MismatchError as MismatchError
+    from gtr_keras.errors import UserError as UserError
+    from gtr_keras.exports.exporter import export as export
+    from gtr_keras.filters.expressions import Filter as Filter
+    from gtr_keras.lexical.fusion import Fusion as Fusion
+    from gtr_keras.loading import load as load
+    from gtr_keras.models.gtr.gtr_backbone import GTRBackbone as GTRBackbone
+    from gtr_keras.models.gtr.gtr_text_embedder import GTRTextEmbedder as GTRTextEmbedder
+    from gtr_keras.models.gtr.gtr_text_embedder_preprocessor import (
+        GTRTextEmbedderPreprocessor as GTRTextEmbedderPreprocessor,
+    )
+    from gtr_keras.models.gtr.gtr_tokenizer import GTRTokenizer as GTRTokenizer
+    from gtr_keras.retrieval.evaluator import evaluate as evaluate
+    from gtr_keras.retrieval.index import Index as Index
+    from gtr_keras.retrieval.runs import load_dataset as load_dataset
+    from gtr_keras.saving import save as save
+    from gtr_keras.training.config import TrainConfig as TrainConfig
+    from gtr_keras.training.dual_encoder import DualEncoder as DualEncoder
+    from gtr_keras.training.loop import train as train
 
 __all__, __getattr__ = lazy_exports(
     __name__,
@@ -67,6 +95,8 @@ __all__, __getattr__ = lazy_exports(
         "DataError": "gtr_keras.errors",
         "CheckpointError": "gtr_keras.errors",
         "MismatchError": "gtr_keras.errors",
+        # The errors of work to retry later, unchanged (exit status 2 too).
+        "RetryLaterError": "gtr_keras.errors",
     },
 )
 

@@ -1,9 +1,16 @@
-"""Errors the user can fix. The `gtr-keras` command prints any `UserError` as one
-line and exits with status 2; other exceptions are bugs and keep their traceback.
+"""Errors the user can fix, and errors to retry later. The `gtr-keras` command prints any `UserError` or
+`RetryLaterError` as one line and exits with status 2; other exceptions are bugs and keep their traceback.
+
+A `UserError` (a `ValueError`) says the input is wrong: the same call fails again until it changes. A
+`RetryLaterError` is none of them: the input is fine, and the same call may succeed later (`BusyError`:
+another run holds the output; `OverloadedError`: a server's queue is full).
 
 The module imports nothing heavy, so every other module (and the command line
 before it imports TensorFlow) can use it.
 """
+
+from collections.abc import Callable
+from typing import NoReturn
 
 __all__ = [
     "UserError",
@@ -12,6 +19,7 @@ __all__ = [
     "CheckpointError",
     "MismatchError",
     "TrainingError",
+    "RetryLaterError",
     "BusyError",
     "OverloadedError",
     "run_script",
@@ -43,16 +51,20 @@ class TrainingError(UserError):
     """Training could not go on (NaN loss, data ran out); the message says what to do."""
 
 
-class BusyError(UserError):
+class RetryLaterError(Exception):
+    """The work cannot be done now but may be later, unchanged (not a `UserError`: the input is fine)."""
+
+
+class BusyError(RetryLaterError):
     """An output is in use by another run; the message names that run."""
 
 
-class OverloadedError(UserError):
+class OverloadedError(RetryLaterError):
     """A server's work queue is full, or its answer did not come in time; the message says to retry."""
 
 
-def run_script(main):
-    """Runs a recipe's or benchmark's `main()` as `gtr-keras` runs a command: a `UserError` or
+def run_script(main: Callable[[], int | None]) -> NoReturn:
+    """Runs a recipe's or benchmark's `main()` as `gtr-keras` runs a command: a `UserError`, `RetryLaterError` or
     `OSError` ends the script with exit status 2 and one line on stderr, `SCRIPT: error: MESSAGE`;
     any other exception is a bug and keeps its traceback. `main`'s return value is the exit status.
 
@@ -68,8 +80,8 @@ def run_script(main):
 
     try:
         status = main()
-    except (UserError, OSError) as error:
+    except (UserError, RetryLaterError, OSError) as error:
         message = "; ".join(line.strip() for line in str(error).splitlines() if line.strip())
-        print(f"{os.path.basename(sys.argv[0])}: error: {message}", file=sys.stderr)
+        sys.stderr.write(f"{os.path.basename(sys.argv[0])}: error: {message}\n")
         sys.exit(2)
     sys.exit(status)

@@ -11,9 +11,17 @@ import os
 
 from gtr_keras.errors import UserError
 from gtr_keras.exports.export_formats import format_of_directory
+from gtr_keras.models.text_encoder import TextEncoder, TextPairScorer
 
 
-def load(path, jit_compile=False, dtype=None, query_length=None, document_length=None, verify=False):
+def load(
+    path: str | os.PathLike[str],
+    jit_compile: bool = False,
+    dtype: str | None = None,
+    query_length: int | None = None,
+    document_length: int | None = None,
+    verify: bool = False,
+) -> TextEncoder | TextPairScorer:
     """An encoder (texts in, numpy embeddings out) for a model directory, a checkpoint or an export.
 
     Args:

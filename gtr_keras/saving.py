@@ -9,6 +9,7 @@ system TensorFlow knows; `load` also takes what `GTRTextEmbedder.from_preset` co
 """
 
 import os
+from typing import Any, Literal
 
 from gtr_keras.convert.cross_encoder import HUB_FILES as CROSS_ENCODER_FILES
 from gtr_keras.convert.sentence_transformers import (
@@ -18,6 +19,7 @@ from gtr_keras.convert.sentence_transformers import (
     save_sentence_transformers,
 )
 from gtr_keras.errors import CheckpointError, UserError
+from gtr_keras.models.gtr.encoder import Encoder
 from gtr_keras.models.gtr.gtr_text_embedder import GTRTextEmbedder
 from gtr_keras.models.gtr.gtr_tokenizer import QUERY_LENGTH
 from gtr_keras.models.model_files.model_formats import (
@@ -28,13 +30,18 @@ from gtr_keras.models.model_files.model_formats import (
 )
 from gtr_keras.models.model_files.model_source import HF_PREFIX, resolve_model_source
 from gtr_keras.models.reranker.reranker import Reranker
+from gtr_keras.models.text_encoder import TextPairScorer
 from gtr_keras.utils import files
 from gtr_keras.utils.checksums import verify_directory
 from gtr_keras.utils.locks import locks_output
 
 
 @locks_output("directory")
-def save(model, directory, format="keras-hub"):  # noqa: A002  (the name users know from Keras' `save`)
+def save(
+    model: GTRTextEmbedder | Reranker | Encoder,
+    directory: str | os.PathLike[str],
+    format: Literal["keras-hub", "sentence-transformers"] = "keras-hub",  # noqa: A002  (the name users know from Keras' `save`)
+) -> None:
     """Writes a `GTRTextEmbedder` (or an `Encoder`'s) as a model directory, atomically.
 
     The directory replaces any previous one as a unit: a crash leaves no half
@@ -56,7 +63,7 @@ def save(model, directory, format="keras-hub"):  # noqa: A002  (the name users k
     >>> gtr_keras.save(encoder, "models/my-gtr")
     >>> gtr_keras.save(encoder, "hf/my-gtr", format="sentence-transformers")
     """
-    embedder = getattr(model, "model", model)
+    embedder: Any = getattr(model, "model", model)
     if format == "keras-hub":
         embedder.save_to_preset(directory)
     elif format == "sentence-transformers" and isinstance(embedder, Reranker):
@@ -67,7 +74,14 @@ def save(model, directory, format="keras-hub"):  # noqa: A002  (the name users k
         raise UserError(f"format must be 'keras-hub' or 'sentence-transformers', got {format!r}")
 
 
-def load(directory, jit_compile=False, dtype=None, query_length=None, document_length=None, verify=False):
+def load(
+    directory: str | os.PathLike[str],
+    jit_compile: bool = False,
+    dtype: str | None = None,
+    query_length: int | None = None,
+    document_length: int | None = None,
+    verify: bool = False,
+) -> Encoder | TextPairScorer:
     """An `Encoder` (numpy batches in, numpy embeddings out) for a model directory or checkpoint
     (`gtr_keras.load` also takes export directories); for a reranker's, a `PairScorer`.
 
@@ -146,7 +160,9 @@ def encoder_of(model):
     raise UserError(f"model: a model directory or name, or a loaded model, got {type(model).__name__}")
 
 
-def convert_checkpoint(source, query_length=QUERY_LENGTH, cache_dir=None):
+def convert_checkpoint(
+    source: str, query_length: int = QUERY_LENGTH, cache_dir: str | None = None
+) -> GTRTextEmbedder | Reranker:
     """A `GTRTextEmbedder` of a sentence-transformers GTR checkpoint, or a `Reranker` of a cross-encoder one
     (a `config.json` naming `BertForSequenceClassification` or `XLMRobertaForSequenceClassification`): a
     directory, or a Hugging Face id, downloaded when online.
@@ -168,7 +184,13 @@ def _hub_id(source):
     return source
 
 
-def convert_sentence_transformers(source, query_length=QUERY_LENGTH, cache_dir=None, dtype=None, load_weights=True):
+def convert_sentence_transformers(
+    source: str,
+    query_length: int = QUERY_LENGTH,
+    cache_dir: str | None = None,
+    dtype: str | None = None,
+    load_weights: bool = True,
+) -> GTRTextEmbedder:
     """Builds a `GTRTextEmbedder` from a sentence-transformers GTR checkpoint.
 
     Args:

@@ -26,11 +26,14 @@ ALLOWED = {
     "training": {"utils", "models", "convert", "beir", "retrieval"},
     "distillation": {"utils", "models", "convert", "beir", "index", "retrieval", "training"},
     "exports": {"utils", "models", "index", "filters", "lexical", "retrieval"},
-    "integrity": {"utils", "models", "index", "lexical", "retrieval", "exports"},
+    "integrity": {"utils", "models", "index", "lexical", "exports"},
     "server": {"utils", "index", "filters", "lexical", "retrieval"},
     "cli": {"utils", "models", "convert", "beir", "index", "filters", "tuning", "lexical", "retrieval"}
     | {"training", "distillation", "exports", "integrity", "server"},
 }
+# Modules of a folder above that a folder may import too: integrity's checks of an index directory, which import
+# only folders beneath retrieval (`Index.check`); the rest of integrity reads exports, which import retrieval.
+ALLOWED_MODULES = {"retrieval": {"gtr_keras.integrity.check_report", "gtr_keras.integrity.index_checker"}}
 # A folder holds at most this many modules, its `__init__.py` included; `cli/commands/` one a command, however many.
 MAX_MODULES = 12
 MAX_LINES = 600
@@ -48,15 +51,30 @@ def module_names():
     return names
 
 
+def _type_checking_imports(tree):
+    """The import statements of `tree` under `if TYPE_CHECKING:`, which only a type checker reads."""
+    return {
+        id(inner)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.If) and ast.unparse(node.test) in ("TYPE_CHECKING", "typing.TYPE_CHECKING")
+        for statement in node.body
+        for inner in ast.walk(statement)
+    }
+
+
 def imports(modules, trees=None, known=None):
-    """`{module: {module it imports}}` over every import statement, at any depth of the code (of `trees`' where
-    given), resolved among the modules `known` (default: `modules`)."""
+    """`{module: {module it imports}}` over every import statement that runs, at any depth of the code (of
+    `trees`' where given; not those under `if TYPE_CHECKING:`), resolved among the modules `known` (default:
+    `modules`)."""
     graph, known = {}, known or modules
     for name, path in modules.items():
         package = name if path.endswith("__init__.py") else name.rpartition(".")[0]
         targets = set()
         tree = (trees or {}).get(name) or ast.parse(open(path, encoding="utf-8").read())
+        typing_only = _type_checking_imports(tree)
         for node in ast.walk(tree):
+            if id(node) in typing_only:
+                continue
             if isinstance(node, ast.Import):
                 candidates = [alias.name for alias in node.names]
             elif isinstance(node, ast.ImportFrom):
@@ -136,8 +154,23 @@ def test_folders_import_only_the_layers_beneath_them():
             continue
         for target in targets:
             folder = target.split(".")[1] if target.startswith("gtr_keras.") and target.count(".") >= 2 else None
-            if folder and folder != parts[1] and folder not in ALLOWED[parts[1]]:
+            allowed = folder in ALLOWED[parts[1]] or target in ALLOWED_MODULES.get(parts[1], ())
+            if folder and folder != parts[1] and not allowed:
                 wrong.append(f"{module} -> {target}")
+    assert wrong == []
+
+
+def test_the_modules_a_lower_folder_may_import_import_only_what_it_may():
+    """A module of `ALLOWED_MODULES` imports only the folders that its importer may import (and the other
+    modules of its exception), so that the exception cannot carry an import cycle between the folders."""
+    graph = imports(module_names())
+    wrong = []
+    for folder, modules in ALLOWED_MODULES.items():
+        for module in modules:
+            for target in graph[module]:
+                beneath = target.split(".")[1] in ALLOWED[folder] | {"errors"} or target in modules
+                if target.startswith("gtr_keras.") and not beneath:
+                    wrong.append(f"{module} -> {target}")
     assert wrong == []
 
 
@@ -469,7 +502,9 @@ def test_the_top_level_modules_import_what_the_architecture_says():
     assert graph["gtr_keras.cli.main"] <= parser | {
         "gtr_keras.errors",
         "gtr_keras.models.model_files.model_source",
+        "gtr_keras.cli.console",
     }
+    assert graph["gtr_keras.cli.console"] == set()
     assert graph["gtr_keras.__main__"] == {"gtr_keras.cli.main"}
     # The loaders of other formats at once (no Keras), the model family only when Keras is imported already,
     # the rest on first use.
@@ -484,10 +519,11 @@ def test_the_top_level_modules_import_what_the_architecture_says():
     }
     assert module_level_imports("gtr_keras.models.model_files.model_formats") == set()
     assert graph["gtr_keras.exports.export_formats"] == {"gtr_keras.errors"}  # what the parser may read
-    # `gtr_keras.load`: exports' encoders without TensorFlow, a model's stack only for a model.
+    # `gtr_keras.load`: exports' encoders without TensorFlow (the encoders' types), a model's stack only for a model.
     assert graph["gtr_keras.loading"] == {
         "gtr_keras.errors",
         "gtr_keras.exports.export_formats",
+        "gtr_keras.models.text_encoder",
         "gtr_keras.saving",
     }
     # The user's loading and saving, above the model family and the converters.
@@ -558,3 +594,21 @@ def test_the_public_names_check_finds_internal_imports(tmp_path):
         (6, "gtr_keras.cli.demo", "DEMO_MODEL"),
         (8, "gtr_keras", "Retriever"),
     ]
+
+
+def test_the_library_never_prints_and_each_module_logs_under_its_own_name():
+    """Outside `cli/`, no `print` and no direct write to stdout (a program that embeds gtr-keras routes or silences
+    its lines with `logging`); a module's logger is `logging.getLogger(__name__)`, under `gtr_keras`."""
+    found = []
+    for name, path in module_names().items():
+        if name.startswith("gtr_keras.cli"):
+            continue
+        for node in ast.walk(ast.parse(open(path, encoding="utf-8").read())):
+            if not isinstance(node, ast.Call):
+                continue
+            call = ast.unparse(node.func)
+            if call in ("print", "sys.stdout.write"):
+                found.append(f"{name}:{node.lineno}: {call}")
+            if call == "logging.getLogger" and [ast.unparse(arg) for arg in node.args] != ["__name__"]:
+                found.append(f"{name}:{node.lineno}: {ast.unparse(node)}")
+    assert found == []

@@ -1,5 +1,5 @@
 """Every crash point of every write path (tests/crash_points.py): index build, update, compaction, exports,
-convert both ways, save; and real SIGKILLs of `gtr-keras index --update` in a subprocess. Each path's count
+convert both ways, save; and real SIGKILLs of `gtr-keras update` in a subprocess. Each path's count
 of crash points is the one docs/reliability.md gives it.
 
 The writers that fill a staging directory with a converter's output (tf2onnx, OpenVINO, the LiteRT
@@ -12,13 +12,12 @@ import json
 import os
 import shutil
 import signal
-import subprocess
-import sys
 
 import numpy as np
 import pytest
 from conftest import REPO, TINY_ST
 from crash_points import assert_every_crash_point, assert_nothing_damaged
+from killed_at import killed_at
 
 from gtr_keras.beir.readers import Corpus
 from gtr_keras.cli.main import main
@@ -28,7 +27,7 @@ from gtr_keras.index.segments import index_documents
 from gtr_keras.lexical.bm25_side import has_bm25_side, load_bm25_side
 from gtr_keras.retrieval.index_building import build_index
 from gtr_keras.retrieval.index_updates import update_index
-from gtr_keras.utils.file_operations import CRASH_AT_VARIABLE, counting
+from gtr_keras.utils.file_operations import counting
 
 pytestmark = pytest.mark.large
 
@@ -348,17 +347,10 @@ def test_export_saved_model(tiny_encoder, short_encoder, tmp_path, monkeypatch):
     assert_documented("export, SavedModel encoder (a new version)", count)
 
 
-def _real_kill(argv, n):
-    """Runs `gtr-keras ARGV` in a subprocess that SIGKILLs itself at its `n`-th file operation."""
-    script = "import sys\nfrom gtr_keras.cli.main import main\nsys.exit(main(sys.argv[1:]))\n"
-    env = {**os.environ, CRASH_AT_VARIABLE: str(n)}
-    return subprocess.run([sys.executable, "-c", script, *argv], cwd=REPO, env=env, capture_output=True, timeout=300)
-
-
 def test_an_update_killed_for_real_is_finished_by_a_rerun(templates, tiny_model_dir, tmp_path):
     new = tmp_path / "new.jsonl"
     new.write_text("".join(json.dumps({"_id": f"d{i}", "title": "", "text": f"wing {i}"}) + "\n" for i in range(3)))
-    argv = lambda idx: ["index", "--model", tiny_model_dir, "--corpus", str(new), "--out", idx, "--update"]  # noqa: E731
+    argv = lambda idx: ["update", idx, "--model", tiny_model_dir, "--corpus", str(new)]  # noqa: E731
     reference = _copy(templates / "built")(tmp_path / "reference")
     with counting() as log:
         assert main(argv(reference)) == 0
@@ -367,7 +359,7 @@ def test_an_update_killed_for_real_is_finished_by_a_rerun(templates, tiny_model_
     for n in points:
         idx = _copy(templates / "built")(tmp_path / f"killed-{n}")
         before = _index_state(idx)
-        result = _real_kill(argv(idx), n)
+        result = killed_at(n, "-m", "gtr_keras", *argv(idx), timeout=300)
         assert result.returncode == -signal.SIGKILL, result.stderr[-2000:]
         assert _dense_new_bm25_stale_allowed(_index_state(idx), before, after)
         assert_nothing_damaged(idx, f"check after a kill at operation {n}")

@@ -8,15 +8,28 @@ from gtr_keras.errors import (
     DataError,
     DataWarning,
     MismatchError,
+    OverloadedError,
+    RetryLaterError,
     TrainingError,
     UserError,
     run_script,
 )
 
 
-@pytest.mark.parametrize("error", [DataError, CheckpointError, MismatchError, TrainingError, BusyError])
+@pytest.mark.parametrize("error", [DataError, CheckpointError, MismatchError, TrainingError])
 def test_every_user_error_is_a_user_error_and_a_value_error(error):
     assert issubclass(error, UserError) and issubclass(error, ValueError)
+
+
+@pytest.mark.parametrize("error", [BusyError, OverloadedError])
+def test_a_held_output_or_a_full_queue_is_to_retry_later_not_a_users_mistake(error):
+    assert issubclass(error, RetryLaterError)
+    assert not issubclass(error, ValueError) and not issubclass(RetryLaterError, UserError)
+    with pytest.raises(RetryLaterError):
+        try:
+            raise error("in use by another gtr-keras run")
+        except UserError:
+            pytest.fail("caught as the user's mistake")
 
 
 def test_a_data_warning_is_a_user_warning_not_an_error():
@@ -37,9 +50,14 @@ def test_run_script_exits_with_what_main_returns(status, monkeypatch, capsys):
 
 
 @pytest.mark.parametrize(
-    "error", [DataError("corpus.jsonl:3: missing field `text`"), FileNotFoundError("corpus.jsonl: no such file")]
+    "error",
+    [
+        DataError("corpus.jsonl:3: missing field `text`"),
+        FileNotFoundError("corpus.jsonl: no such file"),
+        BusyError("out: in use by another gtr-keras run (train.py, pid 7 on host)"),
+    ],
 )
-def test_run_script_reports_a_user_error_or_os_error_as_one_line_and_exit_2(error, monkeypatch, capsys):
+def test_run_script_reports_a_user_error_retry_later_or_os_error_as_one_line_and_exit_2(error, monkeypatch, capsys):
     def main():
         raise error
 

@@ -85,9 +85,12 @@ def test_a_missing_runtime_is_the_export_commands_one_line_hint(tiny_onnx_export
     assert export_formats.missing_package_hint(export_formats.FORMATS["onnx"], "write") == str(error.value)
 
 
-def test_an_onnx_export_loads_without_tensorflow_keras_or_wrapt(tiny_onnx_export):
+def test_an_onnx_export_loads_without_tensorflow_keras_wrapt_or_tokenizers(tiny_onnx_export):
+    """A GTR encoder's ONNX export runs with onnxruntime, sentencepiece and numpy only: Hugging Face's
+    `tokenizers` is the reranker's export's need, not this one's."""
     pytest.importorskip("onnxruntime")
     script = BLOCK + (
+        "sys.modules['tokenizers'] = None  # as where it is not installed: find_spec answers None\n"
         "import gtr_keras\n"
         f"encoder = gtr_keras.load({tiny_onnx_export!r})\n"
         "print(encoder.encode_documents(['lift on a wing'], batch_size=4, progress=False).shape)\n"
@@ -96,6 +99,19 @@ def test_an_onnx_export_loads_without_tensorflow_keras_or_wrapt(tiny_onnx_export
     result = subprocess.run([sys.executable, "-c", script], cwd=REPO, capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr[-2000:]
     assert result.stdout.splitlines() == ["(1, 64)", "[]"]
+
+
+def test_only_a_rerankers_onnx_export_needs_tokenizers(tiny_onnx_export, tmp_path, monkeypatch, tiny_encoder):
+    pytest.importorskip("onnxruntime")
+    monkeypatch.setitem(sys.modules, "tokenizers", None)  # as where it is not installed
+    _assert_encodes_as_the_model(gtr_keras.load(tiny_onnx_export), tiny_encoder)
+    reranker = tmp_path / "reranker-onnx"  # a reranker's ONNX export, as its files mark it: read after the check
+    reranker.mkdir()
+    (reranker / "reranker.onnx").write_bytes(b"")
+    (reranker / "export.json").write_text('{"format": "onnx", "kind": "reranker"}')
+    with pytest.raises(UserError) as error:
+        gtr_keras.load(reranker)
+    assert str(error.value) == "onnx needs tokenizers: pip install 'gtr-keras[onnx]'"
 
 
 @pytest.mark.large

@@ -11,6 +11,8 @@ from gtr_keras.utils import files
 from gtr_keras.utils.files import tf  # TensorFlow on first use: BM25 runs and their analyses need none
 from gtr_keras.utils.text_files import iter_lines
 
+# A run: per query id, the score of each document id retrieved.
+Run = dict[str, dict[str, float]]
 METRICS = ("ndcg@10", "mrr@10", "recall@100", "recall@1000", "map")
 
 _TREC_MEASURES = {"ndcg_cut.10", "recall.100,1000", "map"}

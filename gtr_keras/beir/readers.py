@@ -14,6 +14,7 @@ import dataclasses
 import json
 import math
 import os
+from typing import Any
 
 from gtr_keras.errors import DataError
 from gtr_keras.utils import files
@@ -26,6 +27,8 @@ from gtr_keras.utils.text_files import (
 )
 
 MAX_EXAMPLES = 5
+# Relevance judgements: per query id, the relevance of each judged document id.
+Qrels = dict[str, dict[str, int]]
 
 
 @dataclasses.dataclass
@@ -41,15 +44,15 @@ class Corpus:
             field of one type (`metadata_type`) in every document.
     """
 
-    ids: list
-    titles: list
-    texts: list
-    metadata: list = None
+    ids: list[str]
+    titles: list[str]
+    texts: list[str]
+    metadata: list[dict[str, Any]] | None = None
 
-    def __len__(self):
+    def __len__(self) -> int:
         return len(self.ids)
 
-    def joined(self):
+    def joined(self) -> list[str]:
         """The strings BEIR embeds for each document: `"title text"`, stripped.
 
         Example:
@@ -204,7 +207,7 @@ def _read_collection_file(path, names, what, with_metadata=False):
     return records
 
 
-def load_corpus(path):
+def load_corpus(path: str | os.PathLike[str]) -> Corpus:
     """Loads the documents of a BEIR collection.
 
     Args:
@@ -230,7 +233,7 @@ def load_corpus(path):
     return _read_collection_file(path, CORPUS_FILES, "documents", with_metadata=True)
 
 
-def load_queries(path):
+def load_queries(path: str | os.PathLike[str]) -> dict[str, str]:
     """Loads the queries of a BEIR collection.
 
     Args:
@@ -286,7 +289,7 @@ def evaluated_queries(qrels, path):
     return evaluated
 
 
-def load_qrels(path, split="test"):
+def load_qrels(path: str | os.PathLike[str], split: str = "test") -> Qrels:
     """Loads relevance judgements from a BEIR qrels TSV file.
 
     The file has three tab-separated columns, query id, document id and an
@@ -318,8 +321,8 @@ def load_qrels(path, split="test"):
     path = os.fspath(path)
     if files.isdir(path):
         path = qrels_file(path, split)
-    qrels = {}
-    first_line = {}
+    qrels: Qrels = {}
+    first_line: dict[tuple[str, str], int] = {}
     rows = iter_tsv_rows(path, _QRELS_COLUMNS)
     for row_index, (line_no, columns) in enumerate(rows):
         query_id, doc_id, score = columns

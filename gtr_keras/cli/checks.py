@@ -68,7 +68,7 @@ def _config_settings(args):
     return flat
 
 
-def check_update_sources(args, parser, prefix=""):
+def check_update_sources(args, parser):
     """`update` takes `--corpus` (with `--model`) or `--embeddings`, or neither with `--delete` or
     `--compact`; `--missing-ok` goes with `--delete`."""
     if args.missing_ok and not args.delete:
@@ -77,7 +77,7 @@ def check_update_sources(args, parser, prefix=""):
         parser.error("argument --metadata-corpus: only with --embeddings (--corpus brings its own documents)")
     if args.corpus is None and args.embeddings is None:
         if not (args.delete or args.compact):
-            parser.error(f"{prefix}needs --embeddings, --corpus (with --model), --delete or --compact")
+            parser.error("needs --embeddings, --corpus (with --model), --delete or --compact")
         return
     check_one_source(args, parser)
 

@@ -7,8 +7,10 @@ handler (`run`), which imports what the command needs only when it runs.
 
 Every user error ends the command with exit status 2 and one line naming the
 flag, or the file, line and field: argument errors from the parser, the rest
-as `gtr_keras.errors.UserError` from the library. Other exceptions are bugs:
-one line and exit status 1, or the traceback with `--debug`.
+as `gtr_keras.errors.UserError` from the library. So does a
+`gtr_keras.errors.RetryLaterError` (an output another run holds). Other exceptions are bugs:
+one line and exit status 1, or the traceback with `--debug`. What the library logs
+shows as the command's lines while it runs (`console.console_logging`).
 
 Example:
 >>> main(["search", "what is a dual encoder?", "--index", "idx", "--model", "gtr-small-distilled"])  # doctest: +SKIP
@@ -23,6 +25,7 @@ import warnings
 
 from gtr_keras.cli.arguments import PROG
 from gtr_keras.cli.checks import check_extras, check_outputs, check_remote_paths
+from gtr_keras.cli.console import console_logging
 from gtr_keras.cli.parser import build_parser, command_module
 
 
@@ -58,7 +61,7 @@ def _run(args, parser):
         print(f"{PROG} {args.command}: error: {model}: no such model directory", file=sys.stderr)
         return 2
     command = command_module(args.command)
-    from gtr_keras.errors import UserError
+    from gtr_keras.errors import RetryLaterError, UserError
 
     check_remote_paths(args, parser)
     try:
@@ -76,7 +79,7 @@ def _run(args, parser):
                         f"{PROG} {args.command}: warning: {message}", file=sys.stderr
                     )
                 command.run(args)
-    except (UserError, OSError) as error:
+    except (UserError, RetryLaterError, OSError) as error:
         if args.debug:
             raise
         print(f"{PROG} {args.command}: error: {_one_line(str(error))}", file=sys.stderr)
@@ -118,7 +121,8 @@ def main(argv=None):
     check_outputs(args, parser.commands[args.command], standalone)
     if not args.debug:
         os.environ.setdefault(*quiet_tensorflow)
-    status = _run(args, parser.commands[args.command])
+    with console_logging():
+        status = _run(args, parser.commands[args.command])
     if standalone and args.command == "serve":
         # A server stops within its grace period: not after the interpreter's teardown of TensorFlow (seconds),
         # nor aborted by it (SIGABRT) while an abandoned thread still runs a forward pass.

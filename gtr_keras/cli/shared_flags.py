@@ -138,19 +138,19 @@ def add_batch_size(parser, what="texts"):
     parser.add_argument("--batch-size", type=at_least_one, default=32, help=f"{what} per forward pass")
 
 
-def add_deletion_arguments(parser, prefix=""):
-    """`--delete`, `--missing-ok` and `--compact`, of `update` (and of its alias `index --update`)."""
+def add_deletion_arguments(parser):
+    """`--delete`, `--missing-ok` and `--compact`, of `update`."""
     parser.add_argument(
         "--delete",
         type=input_file,
         metavar="IDS_FILE",
-        help=f"{prefix}delete these ids (one a line; default: none)",
+        help="delete these ids (one a line; default: none)",
     )
     parser.add_argument("--missing-ok", action="store_true", help="with --delete: skip ids that are not in the index")
     parser.add_argument(
         "--compact",
         action="store_true",
-        help=f"{prefix}rewrite the index as one segment (also done past the thresholds of docs/live-indexes.md)",
+        help="rewrite the index as one segment (also done past the thresholds of docs/live-indexes.md)",
     )
 
 

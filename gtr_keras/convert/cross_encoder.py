@@ -13,7 +13,12 @@ import numpy as np
 
 from gtr_keras.convert.sentence_transformers import resolve_source
 from gtr_keras.errors import CheckpointError
-from gtr_keras.models.model_files.model_directory import check_finite, read_json, require_file
+from gtr_keras.models.model_files.model_directory import (
+    SAFETENSORS_FILE,
+    check_finite,
+    check_safetensors,
+    read_json,
+)
 from gtr_keras.utils import files
 
 BERT = "BertForSequenceClassification"
@@ -161,9 +166,9 @@ def load_cross_encoder(reranker_cls, source, load_weights=True, dtype=None, cach
     architecture = cross_encoder_architecture(config, config_path)
     _check_settings(config, config_path, architecture)
     activation = _activation(config, config_path)
-    weights_path = os.path.join(directory, "model.safetensors")
+    weights_path = os.path.join(directory, SAFETENSORS_FILE)
     if load_weights:
-        require_file(weights_path)
+        check_safetensors(weights_path)
     bert = architecture == BERT
     if bert:
         tokenizer = _bert_tokenizer(reranker_cls.bert_tokenizer_cls, directory)

@@ -14,8 +14,10 @@ import numpy as np
 from gtr_keras.errors import CheckpointError
 from gtr_keras.models.gtr.gtr_tokenizer import DOCUMENT_LENGTH, EOS_ID, PAD_ID, QUERY_LENGTH
 from gtr_keras.models.model_files.model_directory import (
+    SAFETENSORS_FILE,
     SPIECE_FILE,
     assign_weights,
+    check_safetensors,
     read_json,
     read_spiece,
     weights_by_path,
@@ -231,15 +233,12 @@ def _hf_tensors_by_path(model, tensors, feedforward):
 
 
 def _read_tensors(directory):
-    safetensors_path = os.path.join(directory, "model.safetensors")
+    safetensors_path = os.path.join(directory, SAFETENSORS_FILE)
     if files.exists(safetensors_path):
-        from safetensors import SafetensorError
         from safetensors.numpy import load_file
 
-        try:
-            return load_file(safetensors_path)
-        except (SafetensorError, OSError, ValueError) as error:
-            raise CheckpointError(f"{safetensors_path}: corrupt or unreadable safetensors file ({error})") from error
+        check_safetensors(safetensors_path)
+        return load_file(safetensors_path)
     bin_path = os.path.join(directory, "pytorch_model.bin")
     if files.exists(bin_path):
         try:

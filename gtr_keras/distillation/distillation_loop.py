@@ -15,6 +15,7 @@ teacher's space (for the embedding MSE) is a training aid and is not kept.
 """
 
 import functools
+import logging
 import os
 
 import numpy as np
@@ -23,7 +24,10 @@ from gtr_keras.distillation.distillation_config import DistillConfig
 from gtr_keras.distillation.distilled_dual_encoder import DistilledDualEncoder
 from gtr_keras.errors import DataError
 from gtr_keras.index.resumable_encoding import ResumableEncoding
+from gtr_keras.models.gtr.encoder import Encoder
 from gtr_keras.training.loop import run_training
+
+logger = logging.getLogger(__name__)
 
 TEACHER_EMBEDDINGS = "teacher_embeddings"
 
@@ -42,7 +46,7 @@ def teacher_embeddings(teacher, texts, kind, work_dir, batch_size=64, shard_size
         work_dir: the shard directory.
         batch_size: texts per forward pass.
         shard_size: texts per shard.
-        verbose: print a line per shard.
+        verbose: log a line per shard (INFO).
 
     Returns:
         float32 `[len(texts), teacher.embedding_dim]`.
@@ -64,15 +68,18 @@ def teacher_embeddings(teacher, texts, kind, work_dir, batch_size=64, shard_size
             )
         writer.write(shard.number, rows)
         if verbose:
-            print(
-                f"teacher {kind} embeddings: shard {shard.number + 1} of {writer.num_pieces} written "
-                f"({done} of {len(pending)} this run)",
-                flush=True,
+            logger.info(
+                "teacher %s embeddings: shard %d of %d written (%d of %d this run)",
+                kind,
+                shard.number + 1,
+                writer.num_pieces,
+                done,
+                len(pending),
             )
     return writer.assemble()
 
 
-def distill(config):
+def distill(config: DistillConfig) -> Encoder:
     """Distils a teacher into a GTR student and writes the model directory `output_dir/model`.
 
     The order of work: the settings, the resumed run's record and the texts

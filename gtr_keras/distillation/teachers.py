@@ -18,6 +18,7 @@ import tensorflow as tf
 from gtr_keras.errors import CheckpointError
 from gtr_keras.models.gtr.presets import PRESET_SOURCES
 from gtr_keras.models.model_files.fingerprint import fingerprint, update_with_weights
+from gtr_keras.models.model_files.model_directory import SAFETENSORS_FILE, check_safetensors
 from gtr_keras.models.model_files.model_source import gtr_model_source
 from gtr_keras.saving import load
 from gtr_keras.utils import files
@@ -108,7 +109,8 @@ class Teacher:
 
 def check_teacher_source(source):
     """Raises `CheckpointError` for a local teacher path that is no directory, nor a GTR hub name
-    (`gtr-base`, ...) or keras-hub `TextEmbedder` preset name (`all_minilm_l6_v2_en`, ...); cheap.
+    (`gtr-base`, ...) or keras-hub `TextEmbedder` preset name (`all_minilm_l6_v2_en`, ...), or a local
+    directory whose `model.safetensors` is damaged or truncated (naming it); cheap.
 
     Returns:
         `source` as a string.
@@ -120,6 +122,9 @@ def check_teacher_source(source):
     known = source in PRESET_SOURCES or source in keras_hub.models.TextEmbedder.presets
     if local and not known and not files.isdir(source.removeprefix("file://")):
         raise CheckpointError(f"{source}: no such teacher model directory (nor a preset name)")
+    weights = os.path.join(source.removeprefix("file://"), SAFETENSORS_FILE)
+    if local and not known and files.exists(weights):
+        check_safetensors(weights)
     return source
 
 

@@ -10,6 +10,8 @@ Example:
 >>> FORMATS["onnx"].extra, FORMATS["onnx"].flags
 ('onnx', ('quantize',))
 >>> check_installed(FORMATS["onnx"], "run")  # UserError: onnx needs onnxruntime: pip install 'gtr-keras[onnx]'
+>>> [package for _, package in FORMATS["onnx"].needs("run", reranker=True)]
+['onnxruntime', 'tokenizers']
 """
 
 import dataclasses
@@ -31,7 +33,7 @@ class ExportFormat:
         name: its `--format` value.
         description: what it is, for `--help` and messages.
         writes: `(import name, pip package)` of what writing it needs.
-        runs: `(import name, pip package)` of what running it needs (`gtr_keras.load`).
+        runs: `(import name, pip package)` of what running a GTR encoder's export needs (`gtr_keras.load`).
         extra: the gtr-keras extra that installs them (None: the base install).
         flags: the destinations of `export`'s optional flags it takes (the others stay at their defaults).
         options: those of `flags` that its writer takes as keyword arguments.
@@ -45,6 +47,7 @@ class ExportFormat:
         reranker_checker: as `checker`, for a reranker's export.
         reranker_marks: the files of a reranker's export directory of this format.
         reranker_scorer: `"module:Class"`, `Class(export_dir)`, a `TextPairScorer` of a reranker's export.
+        reranker_runs: as `runs`, for a reranker's export (writing one needs them too: it writes with them).
     """
 
     name: str
@@ -62,9 +65,17 @@ class ExportFormat:
     reranker_checker: str | None = None
     reranker_marks: tuple = ()
     reranker_scorer: str | None = None
+    reranker_runs: tuple = ()
 
     def exports_rerankers(self):
         return self.reranker_writer is not None
+
+    def needs(self, purpose, reranker=False):
+        """`(import name, pip package)` of what `purpose` (`"write"` or `"run"`) of this format's export (a
+        reranker's, with `reranker`) needs."""
+        if purpose == "write":
+            return self.writes + (self.reranker_runs if reranker else ())
+        return self.reranker_runs if reranker else self.runs
 
     def is_reranker_export(self, export_dir):
         """True when `export_dir` holds this format's export of a reranker."""
@@ -81,7 +92,7 @@ class ExportFormat:
     def write(self, encoder, out, reranker=False, **options):
         """Writes `encoder`'s export (a reranker's, with `reranker`) to `out`, its packages checked first; returns
         the paths written."""
-        check_installed(self, "write")
+        check_installed(self, "write", reranker)
         written = _named(self.reranker_writer if reranker else self.writer)(encoder, out, **options)
         return list(written) if isinstance(written, (list, tuple)) else [written]
 
@@ -89,12 +100,11 @@ class ExportFormat:
         """The `TextEncoder` of an export directory of this format (a reranker's `TextPairScorer` for a reranker's
         export), its runtime checked first (and with `verify`, every file against its record:
         `utils.checksums.verify_directory`)."""
-        check_installed(self, "run")
+        reranker = self.is_reranker_export(export_dir)
+        check_installed(self, "run", reranker)
         if verify:
             _named("gtr_keras.utils.checksums:verify_directory")(export_dir)
-        if self.is_reranker_export(export_dir):
-            return _named(self.reranker_scorer)(export_dir)
-        return _named(self.encoder)(export_dir)
+        return _named(self.reranker_scorer if reranker else self.encoder)(export_dir)
 
 
 FORMATS = {
@@ -134,7 +144,7 @@ FORMATS = {
             "onnx",
             "an ONNX encoder of token ids, for ONNX Runtime",
             writes=(("tf2onnx", "tf2onnx"), ("onnxruntime", "onnxruntime")),
-            runs=(("onnxruntime", "onnxruntime"), ("sentencepiece", "sentencepiece"), ("tokenizers", "tokenizers")),
+            runs=(("onnxruntime", "onnxruntime"), ("sentencepiece", "sentencepiece")),
             extra="onnx",
             flags=("quantize",),
             options=("quantize",),
@@ -146,6 +156,7 @@ FORMATS = {
             reranker_checker="gtr_keras.exports.reranker_export:check_reranker_onnx_output",
             reranker_marks=("reranker.onnx", EXPORT_CONFIG_FILE),
             reranker_scorer="gtr_keras.exports.runtime_encoder:RuntimeScorer",
+            reranker_runs=(("onnxruntime", "onnxruntime"), ("tokenizers", "tokenizers")),
         ),
         ExportFormat(
             "openvino",
@@ -169,25 +180,25 @@ def _named(reference):
     return getattr(importlib.import_module(module), name)
 
 
-def missing_package_hint(export_format, purpose):
+def missing_package_hint(export_format, purpose, reranker=False):
     """The one-line install hint for the first package that `purpose` (`"write"` or `"run"`) of
-    `export_format` lacks, or None when all are installed.
+    `export_format`'s export (a reranker's, with `reranker`: `ExportFormat.needs`) lacks, or None when all are
+    installed.
 
     Example:
     >>> missing_package_hint(FORMATS["openvino"], "run")  # without openvino installed
     "openvino needs openvino: pip install 'gtr-keras[openvino]'"
     """
-    needs = export_format.writes if purpose == "write" else export_format.runs
-    for module, package in needs:
+    for module, package in export_format.needs(purpose, reranker):
         if importlib.util.find_spec(module) is None:
             install = f"gtr-keras[{export_format.extra}]" if export_format.extra else package
             return f"{export_format.name} needs {package}: pip install '{install}'"
     return None
 
 
-def check_installed(export_format, purpose):
+def check_installed(export_format, purpose, reranker=False):
     """Raises `UserError` with `missing_package_hint` when a package that `purpose` needs is missing."""
-    hint = missing_package_hint(export_format, purpose)
+    hint = missing_package_hint(export_format, purpose, reranker)
     if hint:
         raise UserError(hint)
 

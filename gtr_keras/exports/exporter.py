@@ -2,10 +2,13 @@
 `gtr-keras export` runs: the format's entry of `export_formats.FORMATS` checks the output, then writes it."""
 
 import os
+from typing import Any, Literal
 
 from gtr_keras.errors import UserError
 from gtr_keras.exports.export_formats import FORMATS
 from gtr_keras.models.text_encoder import TextPairScorer
+from gtr_keras.retrieval.index import Index
+from gtr_keras.retrieval.index_types import IndexPaths
 from gtr_keras.utils.locks import locks_output
 
 # The options of `export`, their defaults and the writers' names for them (`ExportFormat.options`).
@@ -52,18 +55,18 @@ def _is_reranker(model):
 
 @locks_output("directory")
 def export(
-    model,
-    directory,
-    format="savedmodel",  # noqa: A002  (the name of `gtr-keras export --format`)
+    model: Any,
+    directory: str | os.PathLike[str],
+    format: Literal["savedmodel", "litert", "onnx", "openvino"] = "savedmodel",  # noqa: A002  (`export --format`)
     *,
-    index=None,
-    searcher="scann",
-    k=10,
-    version=None,
-    search_params=None,
-    quantize=None,
-    allow_large_float32=False,
-):
+    index: IndexPaths | Index | None = None,
+    searcher: Literal["scann", "scann-int8", "brute-force"] = "scann",
+    k: int = 10,
+    version: int | None = None,
+    search_params: dict[str, int] | None = None,
+    quantize: Literal["int8"] | None = None,
+    allow_large_float32: bool = False,
+) -> list[str]:
     """Writes a model's export, and with an index its searcher, to `directory` (`gtr-keras export`).
 
     Args:

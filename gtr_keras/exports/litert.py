@@ -3,7 +3,8 @@
 `export_litert` writes `EXPORT_DIR/encoder.tflite` (and the directory's `checksums.json`), a flatbuffer
 with the SavedModel encoder's two signatures (`exports.savedmodel`): `encode_documents` (the document budget)
 and `encode_queries` (the query budget), each `texts` tf.string `[batch]` -> `embeddings` float32
-`[batch, D]`, batch and length dynamic.
+`[batch, D]`, batch and length dynamic; 0 texts give `[0, D]`, in TFLite's interpreter with its default XNNPACK
+delegate too (`_at_least_one_row`).
 It holds TFLite builtin ops and TF Text's `TFText>FastSentencepieceTokenize` custom op, which
 `tensorflow_text`'s `tflite_registrar` registers (no Flex delegate: `load_litert`). Texts must be valid
 UTF-8 (the SavedModel also replaces invalid bytes by U+FFFD; LiteRT has no op for that); surrounding
@@ -13,7 +14,6 @@ whitespace is SentencePiece's to drop, as in the SavedModel.
 import os
 import warnings
 
-import numpy as np
 import tensorflow as tf
 
 from gtr_keras.errors import UserError
@@ -59,13 +59,24 @@ def check_litert_export(encoder, export_dir):
     files.check_replaceable(export_dir, [LITERT_DIRECTORY])
 
 
+def _at_least_one_row(features):
+    """`features` (`token_ids`, `padding_mask` `[batch, length]`) padded to one row of one token where they
+    are empty, as they are for 0 texts: XNNPACK, the delegate TFLite's interpreters apply by default, cannot
+    reshape its nodes to an empty batch (`RuntimeError: XNNPack delegate failed to reshape runtime`). The
+    embedding of the row added is cut off after (`litert_flatbuffer`); a batch of texts is left as it is."""
+    shape = tf.shape(features["token_ids"])
+    missing = [[0, 1 - tf.minimum(shape[0], 1)], [0, 1 - tf.minimum(shape[1], 1)]]
+    return {name: tf.pad(value, missing, constant_values=1) for name, value in features.items()}
+
+
 def litert_flatbuffer(encoder):
     """The `.tflite` bytes of `encoder` (converted through a SavedModel in a temporary directory)."""
     tokenizer, model = encoder.tokenizer, encoder.model
 
     def embed(texts, kind):
         features = tokenizer.dense_token_ids(texts, encoder.preprocessor.length(kind), clean_text=False)
-        return {"embeddings": tf.cast(model(features, training=False), tf.float32)}
+        embeddings = model(_at_least_one_row(features), training=False)[: tf.shape(texts)[0]]
+        return {"embeddings": tf.cast(embeddings, tf.float32)}
 
     root = tf.__internal__.tracking.AutoTrackable()
     root.weights = [v.value for v in model.variables]
@@ -107,9 +118,7 @@ def export_litert(encoder, export_dir):
 def load_litert(path, num_threads=None):
     """A TFLite interpreter of a LiteRT export, with TF Text's custom ops registered (no Flex delegate).
 
-    `num_threads`: the interpreter's threads (None: TFLite's default). Its signature runners give
-    float32 `[0, D]` embeddings for 0 texts, as every other encoder does (TFLite cannot return an empty
-    tensor).
+    `num_threads`: the interpreter's threads (None: TFLite's default).
 
     Example:
     >>> interpreter = load_litert("exports/gtr/encoder.tflite")
@@ -123,30 +132,8 @@ def load_litert(path, num_threads=None):
         warnings.catch_warnings()
     ):  # TF 2.20's interpreter points to ai_edge_litert's, which TF Text's ops do not target
         warnings.filterwarnings("ignore", message=".*tf.lite.Interpreter is deprecated")
-        interpreter = InterpreterWithCustomOps(
+        return InterpreterWithCustomOps(
             model_content=files.read_bytes(os.fspath(path)),
             custom_op_registerers=tflite_registrar.SELECT_TFTEXT_OPS,
             num_threads=num_threads,
         )
-    runners = interpreter.get_signature_runner
-    interpreter.get_signature_runner = lambda *args, **kwargs: _EmptyBatchRunner(runners(*args, **kwargs))
-    return interpreter
-
-
-class _EmptyBatchRunner:
-    """A TFLite signature runner that answers 0 texts with float32 `[0, D]` embeddings itself (D read once
-    from the embedding of one empty text: the flatbuffer records no output shape)."""
-
-    def __init__(self, runner):
-        self._runner, self._empty = runner, None
-
-    def __call__(self, **inputs):
-        if not all(np.size(value) == 0 for value in inputs.values()):
-            return self._runner(**inputs)
-        if self._empty is None:
-            probe = self._runner(**{name: np.array([""], dtype=object) for name in inputs})
-            self._empty = {name: np.zeros([0, *value.shape[1:]], value.dtype) for name, value in probe.items()}
-        return {name: value.copy() for name, value in self._empty.items()}
-
-    def __getattr__(self, name):
-        return getattr(self._runner, name)

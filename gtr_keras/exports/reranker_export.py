@@ -180,8 +180,7 @@ def export_reranker_onnx(reranker, export_dir):
     >>> export_reranker_onnx(gtr_keras.load("models/minilm-reranker"), "exports/minilm-onnx")
     ['exports/minilm-onnx/reranker.onnx']
     """
-    check_installed(FORMATS["onnx"], "write")
-    check_installed(FORMATS["onnx"], "run")  # `tokenizers` writes the host's tokenizer.json
+    check_installed(FORMATS["onnx"], "write", reranker=True)  # `tokenizers` writes the host's tokenizer.json
     reranker = _reranker(reranker)
     check_reranker_onnx_output(export_dir)
     import tf2onnx

@@ -180,7 +180,7 @@ class RuntimeScorer(TextPairScorer):
         self.export_dir = os.fspath(export_dir)
         path = os.path.join(self.export_dir, CONFIG_FILE)
         self.config = check_fields(path, read_json_object(path, REMEDY), RERANKER_FIELDS, REMEDY)
-        check_installed(FORMATS["onnx"], "run")
+        check_installed(FORMATS["onnx"], "run", reranker=True)
         import onnxruntime
         from tokenizers import Tokenizer
 

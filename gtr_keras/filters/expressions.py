@@ -16,6 +16,7 @@ import dataclasses
 import numbers
 import os
 import re
+from collections.abc import Iterable, Sequence
 
 from gtr_keras.errors import UserError
 
@@ -137,7 +138,7 @@ def _is_id(value):
     return isinstance(value, str) or (isinstance(value, numbers.Integral) and not isinstance(value, bool))
 
 
-def id_list(ids, what):
+def id_list(ids: object, what: str) -> list[str]:
     """`ids` as a list of document ids (strings): one id (a string, or an integer as a corpus's `_id` may be)
     is one item, never its characters; an iterable of ids is each of them. Files of ids are their callers'
     (given as an `os.PathLike`: `Filter`, `Index.delete`).
@@ -180,7 +181,11 @@ class Filter:
     ['d5']
     """
 
-    def __init__(self, expressions=(), ids=None):
+    def __init__(
+        self,
+        expressions: str | Sequence[str] | None = (),
+        ids: str | int | Iterable[str | int] | os.PathLike[str] | None = None,
+    ):
         expressions = () if expressions is None else _strings(expressions, "expressions")
         self.clauses = [parse_clause(expression) for expression in expressions]
         if isinstance(ids, os.PathLike):
@@ -190,12 +195,12 @@ class Filter:
         self.ids = None if ids is None else id_list(ids, "filter: ids")
 
     @classmethod
-    def of(cls, value):
+    def of(cls, value: "str | Sequence[str] | Filter | None") -> "Filter | None":
         """`value` as a `Filter`: a `Filter`, a clause (str), a list of clauses, or None (None)."""
         if value is None or isinstance(value, Filter):
             return value
         return cls(value)
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         ids = "" if self.ids is None else f", ids=<{len(self.ids)} ids>"
         return f"Filter({[clause.text for clause in self.clauses]!r}{ids})"

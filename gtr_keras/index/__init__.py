@@ -8,8 +8,6 @@ built a chunk at a time), `search_index` (`SearchIndex`: exact or ScaNN, and `wr
 in place: `segments` (its manifest, deletion lists and documents), `segmented_index` (`SegmentedIndex`:
 segments or shards searched as one) and `segment_writer` (updates and compaction of a search index).
 
-`gtr_keras.index.SearchIndex` is also the name of earlier releases.
-
 Example:
 >>> from gtr_keras.index import SearchIndex
 >>> SearchIndex.load("indexes/msmarco").search_ids(query_embeddings, 10)

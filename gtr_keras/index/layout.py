@@ -12,7 +12,7 @@ search, or ScaNN's searcher in `scann/` (its int8 copy, 1 byte per
 dimension, plus AH codes of 1/4 byte per dimension on disk, 1/8 in memory)
 for approximate search, with `embeddings.npy` beside it too where ScaNN's
 candidates are rescored with float32 (`reorder: "float32"`, the default;
-indexes built before keep the int8 copy only). It lives on any file system
+`reorder: "int8"` keeps the int8 copy only). It lives on any file system
 TensorFlow knows (local, `gs://`, `ram://`).
 """
 
@@ -39,11 +39,11 @@ INT8_CALIBRATION_NPY = "int8-calibration.npy"
 BINARY_NPY = "vectors-binary.npy"
 VECTOR_FILES = (EMBEDDINGS_NPY, INT8_NPY, INT8_CALIBRATION_NPY, BINARY_NPY)
 # A ScaNN index's `reorder` param: ScaNN reorders its candidates on its int8 copy, then the best are rescored
-# with the float32 vectors of `embeddings.npy` (FLOAT32_REORDER), or not (INT8_REORDER: indexes built before).
+# with the float32 vectors of `embeddings.npy` (FLOAT32_REORDER), or not (INT8_REORDER: no `embeddings.npy`).
 INT8_REORDER, FLOAT32_REORDER = "int8", "float32"
 NO_FLOAT32 = (
-    "this index keeps no float32 vectors (a ScaNN index built with reorder 'int8', or before float32 rescoring, "
-    "keeps only ScaNN's int8 copy); rebuild it with `gtr-keras index` (or `--exact`)"
+    "this index keeps no float32 vectors (a ScaNN index built with reorder 'int8' keeps only ScaNN's int8 copy); "
+    "rebuild it with `gtr-keras index` (or `--exact`)"
 )
 # `gtr-keras tune` (`tuning`): the search setting chosen, applied when the index is loaded, and its curve.
 TUNED_JSON = "tuned.json"
@@ -252,8 +252,7 @@ def read_description(directory):
     if config["format_version"] != FORMAT_VERSION:
         raise MismatchError(
             f"{config_path}: field 'format_version' is {config['format_version']!r}, "
-            f"this version of gtr_keras reads {FORMAT_VERSION} (one int8 copy of the vectors for ScaNN); "
-            f"{REMEDY}"
+            f"this version of gtr_keras reads {FORMAT_VERSION}; {REMEDY}"
         )
     if config["kind"] not in ("exact", "scann"):
         raise DataError(f"{config_path}: field 'kind' is {config['kind']!r}, not 'exact' or 'scann'; {REMEDY}")
@@ -329,8 +328,8 @@ def check_scann_rows(scann_dir, config):
 
 def has_float32(kind, params):
     """Whether a search index of `kind` with `params` keeps its float32 vectors (`embeddings.npy`): every
-    exact index, and a ScaNN index whose candidates are rescored with them (`reorder: "float32"`, the default
-    since full-precision reordering; a ScaNN index built before keeps only ScaNN's int8 copy)."""
+    exact index, and a ScaNN index whose candidates are rescored with them (`reorder: "float32"`, the default;
+    one built with `reorder: "int8"` keeps only ScaNN's int8 copy)."""
     return kind == "exact" or (kind == "scann" and (params or {}).get("reorder") == FLOAT32_REORDER)
 
 

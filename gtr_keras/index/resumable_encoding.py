@@ -26,9 +26,9 @@ from gtr_keras.utils.records import (
 
 _MANIFEST_JSON = "manifest.json"
 _SHARD_FORMAT = 2
-# What a killed shard write leaves: staging files (`atomic_file`'s names, and earlier versions')
-# and, on another file system, an upload not yet moved into place.
-_STALE_SHARDS = ("shard-*.tmp-*", ".shard-*.tmp-*", ".shard-*.upload-*")
+# What a killed shard write leaves: `atomic_file`'s staging file and, on another file system, an upload not yet
+# moved into place.
+_STALE_SHARDS = (".shard-*.tmp-*", ".shard-*.upload-*")
 _MANIFEST_FIELDS = ("shard_format", "num_rows", "shard_size", "ids_sha256")
 RESUMABLE_ENCODING_DIRECTORY = files.DirectoryKind(
     "a ResumableEncoding's shards", (_MANIFEST_JSON,), (_MANIFEST_JSON, "shard-*.npz", *_STALE_SHARDS)

@@ -229,8 +229,7 @@ class SearchIndex:
         embeddings: the float32 `[N, D]` vectors of an exact index, or of a
             ScaNN index that rescores with them (a read-only memory map for
             one loaded from a local directory); None for a ScaNN index that
-            keeps only its int8 copy (`reorder: "int8"`, and indexes built
-            before float32 rescoring).
+            keeps only its int8 copy (`reorder: "int8"`).
         vectors: how an exact index scores them (`quantized_vectors.FloatVectors`
             or `QuantizedVectors`); None for ScaNN.
         float_rows: the `quantized_vectors.FloatRows` a ScaNN index rescores

@@ -20,7 +20,7 @@ from gtr_keras.integrity.export_checker import (
     check_saved_model,
     check_token_id_export,
 )
-from gtr_keras.integrity.index_checker import check_index_directory, check_search_index
+from gtr_keras.integrity.index_checker import INDEX_DIRECTORY, check_index_directory, check_search_index
 from gtr_keras.integrity.model_checker import check_model_files
 from gtr_keras.models.model_files.model_directory import CONFIG_FILE
 from gtr_keras.utils import files
@@ -51,7 +51,7 @@ def check_directory(path):
         return files.exists(os.path.join(path, name))
 
     kinds = (
-        (RETRIEVER_JSON, "an index directory", check_index_directory),
+        (RETRIEVER_JSON, INDEX_DIRECTORY, check_index_directory),
         (INDEX_JSON, "a search index", check_search_index),
         (EXPORT_JSON, "an ONNX or OpenVINO export", check_token_id_export),
         (SAVED_MODEL_FILE, "a SavedModel", check_saved_model),

@@ -7,6 +7,7 @@ import os
 import sentencepiece as spm
 
 from gtr_keras.errors import DataError
+from gtr_keras.exports.export_formats import FORMATS
 from gtr_keras.exports.runtime_encoder import (
     CONFIG_FILE,
     REMEDY,
@@ -25,6 +26,11 @@ EXPORT_NAMES = ("encoder", "searcher", "reranker")
 _TFLITE_IDENTIFIER = b"TFL3"  # the flatbuffer's file identifier, bytes 4 to 8
 
 
+def _runs_with(export_format, reranker=False):
+    """The note of what running the export needs (`ExportFormat.needs`, which `gtr_keras.load` checks)."""
+    return f"runs with {', '.join(package for _, package in FORMATS[export_format].needs('run', reranker))}"
+
+
 def check_token_id_export(directory, report):
     """Checks an `export --format onnx|openvino` directory (a GTR encoder's or a reranker's) into `report`."""
     report.checksums(directory)
@@ -35,6 +41,7 @@ def check_token_id_export(directory, report):
         config = report.step(lambda: check_fields(path, record, RERANKER_FIELDS, REMEDY), path)
         if config is not None:
             report.note(f"a reranker's {config['format']} export")
+            report.note(_runs_with(config["format"], reranker=True))
             for field in ("model_file", "tokenizer"):
                 if not files.isfile(os.path.join(directory, config[field])):
                     report.add(os.path.join(directory, config[field]), f"missing (named by {CONFIG_FILE}'s {field!r})")
@@ -43,6 +50,7 @@ def check_token_id_export(directory, report):
     if config is None:
         return
     report.note(f"{config['format']} export, D {config['embedding_dim']}")
+    report.note(_runs_with(config["format"]))
     vocabulary = os.path.join(directory, config["vocabulary"])
     proto = report.step(lambda: read_vocabulary(vocabulary, config), vocabulary)
     pieces = report.step(lambda: spm.SentencePieceProcessor(model_proto=proto), vocabulary) if proto else None

@@ -11,6 +11,10 @@ its documents, and the BM25 side (its ids against the dense part's live ids,
 its texts against the documents). What killed jobs left inside the directory
 or beside it (staging, `.tune-*`, `NAME.partial`, segments no generation uses)
 is named too.
+
+`check_index` reports on index directories as `gtr-keras check` does (`Index.check`): it and what it
+imports (`check_report`, and `utils`, `index` and `lexical`) lie beneath `retrieval`, which may import them
+(docs/architecture.md); the checks of the other kinds of directory stay above `exports`.
 """
 
 import os
@@ -48,9 +52,11 @@ from gtr_keras.index.segments import (
     segment_path,
     used_names,
 )
+from gtr_keras.integrity.check_report import CheckReport
 from gtr_keras.lexical.bm25_side import has_bm25_side, load_bm25_side, side_mismatch
 from gtr_keras.utils import files
 
+INDEX_DIRECTORY = "an index directory"
 _UNUSED = re.compile(r"segment-\d{6}|deleted-\d{6}\.npz")
 _RERUN = "rerun the job (it removes it), or remove it once no job runs"
 # What a build or a tune that did not end leaves beside a directory it writes (their own scratch).
@@ -65,6 +71,28 @@ _TUNE_SCRATCH = f"the scratch of a `gtr-keras tune` that did not end (killed, or
 def _beside(directory, leftovers):
     name = files.parent_and_name(directory)[1]
     return {glob.format(name=name): why for glob, why in leftovers.items()}
+
+
+def check_index(paths):
+    """The `CheckReport` of an index directory, as `gtr-keras check` prints it (`check_directory`), or of
+    several, shards of one index, in one report: every shard's problems, and its facts after its path.
+
+    Example:
+    >>> check_index(["indexes/scifact"]).ok
+    True
+    """
+    if len(paths) == 1:
+        report = CheckReport(paths[0], INDEX_DIRECTORY)
+        report.step(lambda: check_index_directory(paths[0], report), paths[0])
+        return report
+    report = CheckReport(", ".join(paths), f"{len(paths)} index directories (shards of one index)")
+    for path in paths:
+        shard = check_index([path])
+        report.problems += shard.problems
+        report.leftovers += shard.leftovers
+        report.verified += shard.verified
+        report.note(f"{path}: {'; '.join(shard.facts)}")
+    return report
 
 
 def check_index_directory(index_dir, report):

@@ -86,7 +86,9 @@ class BM25Retriever:
 
     @classmethod
     def load(cls, directory, verify=False):
-        """A `BM25Retriever` saved by `save` in the local directory `directory`.
+        """A `BM25Retriever` saved by `save` in the local directory `directory`, its arrays memory-mapped: read
+        as searches need them, and readable after the files' removal (an index's update replaces its BM25
+        side's directory, never a file in it), so that a loaded side keeps its version.
 
         `verify`: first verify every file against the directory's records (`utils.checksums.verify_directory`;
         a directory gtr-keras committed: an index's BM25 side), and refuse a damaged one.
@@ -108,7 +110,7 @@ class BM25Retriever:
         retriever._has_terms = settings.get("has_terms", True)
         try:
             if retriever._has_terms:
-                retriever._bm25 = bm25s.BM25.load(directory, show_progress=False)
+                retriever._bm25 = bm25s.BM25.load(directory, mmap=True, show_progress=False)
         except (OSError, ValueError, KeyError, TypeError, IndexError, AttributeError) as error:
             raise DataError(f"{directory}: unreadable BM25 index ({error}); {remedy}") from error
         ids = read_ids(os.path.join(directory, IDS_TXT), settings["num_documents"])

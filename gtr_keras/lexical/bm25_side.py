@@ -101,7 +101,7 @@ def load_bm25_side(index_dir, ids=None, corpus=None, verify=False):
     if mismatch:
         raise MismatchError(
             f"{path}: {mismatch}: an update is rebuilding it (retry when it ends) or was killed first (the next "
-            f"update, or `gtr-keras index --out {index_dir} --update --compact`, rebuilds it)"
+            f"update, or `gtr-keras update {index_dir} --compact`, rebuilds it)"
         )
     return retriever
 

@@ -22,6 +22,7 @@ suits it in its `metadata.json` (`"fusion": {"method": ..., "gtr_weight": ...}`:
 import json
 import math
 import os
+from typing import Any, Literal, Self
 
 from gtr_keras.beir.evaluation import rank_documents
 from gtr_keras.errors import DataError, UserError
@@ -33,7 +34,7 @@ RRF_K = 60
 METADATA_FILE = "metadata.json"
 FUSION_KEY = "fusion"
 # For a model whose metadata.json records no fusion: equal shares of the normalised scores (docs/hybrid.md).
-DEFAULT_FUSION = {"method": "weighted", "gtr_weight": 0.5}
+DEFAULT_FUSION: dict[str, Any] = {"method": "weighted", "gtr_weight": 0.5}
 
 
 class Fusion:
@@ -50,7 +51,7 @@ class Fusion:
     {'b': 0.75, 'a': 0.25, 'c': 0.0}
     """
 
-    def __init__(self, method="weighted", gtr_weight=0.5, rrf_k=RRF_K):
+    def __init__(self, method: Literal["weighted", "rrf"] = "weighted", gtr_weight: float = 0.5, rrf_k: int = RRF_K):
         if method not in METHODS:
             raise UserError(f"fusion method must be one of {METHODS}, got {method!r}")
         if isinstance(gtr_weight, bool) or not isinstance(gtr_weight, (int, float)) or not 0 <= gtr_weight <= 1:
@@ -61,11 +62,11 @@ class Fusion:
         self.gtr_weight = float(gtr_weight)
         self.rrf_k = rrf_k
 
-    def get_config(self):
+    def get_config(self) -> dict[str, Any]:
         return {"method": self.method, "gtr_weight": self.gtr_weight, "rrf_k": self.rrf_k}
 
     @classmethod
-    def from_config(cls, config):
+    def from_config(cls, config: dict[str, Any]) -> Self:
         return cls(**config)
 
     def _contributions(self, scores):
@@ -80,7 +81,7 @@ class Fusion:
             return dict.fromkeys(ranked, 1.0)
         return {doc_id: (scores[doc_id] - low) / (high - low) for doc_id in ranked}
 
-    def fuse(self, gtr_scores, bm25_scores):
+    def fuse(self, gtr_scores: dict[str, float], bm25_scores: dict[str, float]) -> dict[str, float]:
         """The fused scores of one query's documents, best first.
 
         Args:
@@ -97,7 +98,9 @@ class Fusion:
         }
         return {doc_id: fused[doc_id] for doc_id in rank_documents(fused)}
 
-    def fuse_runs(self, gtr_run, bm25_run, depth=None):
+    def fuse_runs(
+        self, gtr_run: dict[str, dict[str, float]], bm25_run: dict[str, dict[str, float]], depth: int | None = None
+    ) -> dict[str, dict[str, float]]:
         """`fuse` for every query of either run (`{qid: {doc_id: score}}`), each cut at `depth` (None: uncut)."""
         run = {}
         for query_id in {**gtr_run, **bm25_run}:
@@ -106,7 +109,9 @@ class Fusion:
         return run
 
 
-def model_fusion(model, method=None, gtr_weight=None):
+def model_fusion(
+    model: str | os.PathLike[str], method: Literal["weighted", "rrf"] | None = None, gtr_weight: float | None = None
+) -> Fusion:
     """The `Fusion` for a model: what its `metadata.json` records under `"fusion"`, else `DEFAULT_FUSION`,
     with `method` and `gtr_weight` (when not None) in place of either. A recorded weight is measured for
     its method: another `method` without a `gtr_weight` gets `DEFAULT_FUSION`'s weight.

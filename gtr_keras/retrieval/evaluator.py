@@ -2,11 +2,14 @@
 `retrieval_run`, the run of a model over a collection's corpus that `gtr-keras evaluate` scores too."""
 
 import os
+from typing import Literal
 
 from gtr_keras.beir.evaluation import evaluate_run
 from gtr_keras.errors import UserError
+from gtr_keras.lexical.fusion import Fusion
 from gtr_keras.retrieval.hybrid_retriever import RETRIEVERS, HybridRetriever
 from gtr_keras.retrieval.index import Index
+from gtr_keras.retrieval.index_types import ModelLike
 from gtr_keras.retrieval.runs import EVALUATION_DEPTH, bm25_run, gtr_run, load_dataset
 
 
@@ -41,14 +44,14 @@ def _index_run(index, queries, retriever, fusion, ignore_identical_ids):
 
 
 def evaluate(
-    model,
-    dataset,
-    split="test",
-    retriever="gtr",
-    fusion=None,
-    batch_size=32,
-    ignore_identical_ids=True,
-):
+    model: ModelLike | Index | None,
+    dataset: str | os.PathLike[str],
+    split: str = "test",
+    retriever: Literal["gtr", "bm25", "hybrid"] = "gtr",
+    fusion: Fusion | None = None,
+    batch_size: int = 32,
+    ignore_identical_ids: bool = True,
+) -> dict[str, float]:
     """NDCG@10, MRR@10, Recall@100, Recall@1000 and MAP of a model, or of an `Index`, on a BEIR collection.
 
     A model searches the collection's corpus indexed in memory, exactly (what `gtr-keras evaluate` does);

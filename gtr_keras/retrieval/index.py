@@ -1,31 +1,40 @@
 """`Index`: an index directory (or several searched as one) with the model that encodes its queries, as one
-object: build, open, search (GTR, BM25 or both fused, with filters), add or replace documents, delete them
-(or both in one update), compact, tune. `gtr_keras.integrity.check_directory` checks its files.
+object: build, open, search (GTR, BM25 or both fused, with filters), get documents by id, add or replace
+documents, delete them (or both in one update), compact, tune, check its files (as `gtr-keras check` does),
+close.
 
 It holds no logic of its own beyond choosing the step: building is `index_building.build_index`,
 `index_building.index_embeddings` or `beam_pipeline.index_with_beam`; searching `Retriever` and
 `HybridRetriever` (`filtered_search` for filters); updates `index_updates.update_index`; tuning
-`tuning.tuner.tune`. `gtr-keras index` and `gtr-keras search` run through it, so an `Index` answers as the
-command line does (`gtr-keras search --json` prints `search`'s hits).
+`tuning.tuner.tune`; its base `index_handle.IndexHandle` gets documents, checks its files and closes it.
+`gtr-keras index` and `gtr-keras search` run through it, so an `Index` answers as the command line does
+(`gtr-keras search --json` prints `search`'s hits). What it takes and answers is typed in `index_types`
+(`Hit`, `Document`, `IndexUpdate`).
 """
 
 import os
+from collections.abc import Iterable, Sequence
+from typing import Any, Literal, Self
 
 import numpy as np
 
-from gtr_keras.beir.readers import load_corpus
-from gtr_keras.errors import CheckpointError, DataError, UserError
+from gtr_keras.beir.readers import Corpus, load_corpus
+from gtr_keras.errors import CheckpointError, DataError, MismatchError, UserError
 from gtr_keras.filters.expressions import Filter, id_list
 from gtr_keras.index.embedding_files import EmbeddingFiles
 from gtr_keras.index.layout import read_model_record, search_settings
 from gtr_keras.index.quantized_vectors import vector_params
+from gtr_keras.lexical.bm25 import BM25Retriever
 from gtr_keras.lexical.bm25_side import corpus_in_index_order, load_bm25_side
 from gtr_keras.lexical.fusion import Fusion, model_fusion
-from gtr_keras.models.text_encoder import TextPairScorer
+from gtr_keras.models.text_encoder import TextEncoder
 from gtr_keras.retrieval.hybrid_retriever import RETRIEVERS, HybridRetriever
 from gtr_keras.retrieval.index_building import build_index, check_index_outputs, index_embeddings
+from gtr_keras.retrieval.index_handle import IndexHandle
+from gtr_keras.retrieval.index_types import FilterLike, Hit, IdsLike, IndexPaths, IndexUpdate, ModelLike, RerankerLike
 from gtr_keras.retrieval.index_updates import update_index
 from gtr_keras.retrieval.reranking import rerank as rerank_hits
+from gtr_keras.retrieval.reranking import reranker_of
 from gtr_keras.retrieval.retriever import Retriever
 from gtr_keras.utils import files
 from gtr_keras.utils.locks import locks_output, output_lock
@@ -38,21 +47,6 @@ def _encoder_of(model):
     from gtr_keras.saving import encoder_of  # the model's stack (Keras, TensorFlow) only for a model
 
     return encoder_of(model)
-
-
-def _reranker_of(reranker):
-    """A reranker's scorer (a `TextPairScorer`), given loaded (`gtr_keras.load`: a model directory or an
-    export), as a function of no arguments that loads one, or as a reranker's model directory or cross-encoder
-    checkpoint."""
-    if not isinstance(reranker, (str, os.PathLike)):
-        scorer = reranker() if callable(reranker) and not isinstance(reranker, TextPairScorer) else reranker
-    else:
-        from gtr_keras.saving import load  # the reranker's stack (Keras, TensorFlow) only for one
-
-        scorer = load(reranker)
-    if not isinstance(scorer, TextPairScorer):
-        raise UserError(f"rerank: {reranker!r} is not a reranker (give a cross-encoder or its model directory)")
-    return scorer
 
 
 def _queries(queries):
@@ -73,7 +67,7 @@ def _queries(queries):
     return None, texts
 
 
-class Index:
+class Index(IndexHandle):
     """An index directory of gtr-keras (or several, shards of one corpus, searched as one) and its model.
 
     An index keeps document embeddings (exact or ScaNN search), the documents with their metadata, and a
@@ -95,23 +89,25 @@ class Index:
     >>> index.search(["vitamin D"], retriever="hybrid")
     >>> index.add("new.jsonl")  # adds, or replaces the documents whose id is in the index
     >>> index.delete("4983")  # one id; a list of ids, or a pathlib.Path of a file of ids
-    >>> index.update(add="new.jsonl", delete=["17", "4983"])  # one commit
-    >>> gtr_keras.integrity.check_directory("indexes/scifact").ok  # its files, as `gtr-keras check` verifies them
-    >>> same = gtr_keras.Index.open("indexes/scifact")
+    >>> index.update(add="new.jsonl", delete=["17", "4983"]).added  # one commit; what it changed
+    >>> index.get(["4983", "17"])[0]["text"], "17" in index
+    >>> index.check().ok  # its files, as `gtr-keras check` verifies them
+    >>> with gtr_keras.Index.open("indexes/scifact") as same:
+    ...     same.search(["vitamin D"], k=3)
     """
 
-    def __init__(self, path, model=None):
+    def __init__(self, path: IndexPaths, model: ModelLike | None = None):
         self.paths = [os.fspath(path)] if isinstance(path, (str, os.PathLike)) else [os.fspath(p) for p in path]
         if not self.paths:
             raise UserError("an Index needs at least one index directory")
         self.records = [read_model_record(directory) for directory in self.paths]  # not an index: one line
         self._model = model
         self._encoder = None
-        self._search_params = {}
+        self._search_params: dict[str, int] = {}
         self._reopen()
 
     @classmethod
-    def open(cls, path, model=None):
+    def open(cls, path: IndexPaths, model: ModelLike | None = None) -> Self:
         """The `Index` of an index directory, or of several searched as one (`Index(path, model)`).
 
         Raises:
@@ -124,24 +120,24 @@ class Index:
     @locks_output("path")
     def build(
         cls,
-        path,
-        corpus=None,
-        model=None,
+        path: str | os.PathLike[str],
+        corpus: str | os.PathLike[str] | Corpus | None = None,
+        model: ModelLike | None = None,
         *,
-        embeddings=None,
-        documents=None,
-        exact=False,
-        vectors="float32",
-        rescore=None,
-        bm25=True,
-        batch_size=32,
-        shard_size=2048,
-        progress=None,
-        runner=None,
-        beam_options=(),
-        large_model=False,
-        shard_rows=50_000,
-    ):
+        embeddings: str | EmbeddingFiles | None = None,
+        documents: str | os.PathLike[str] | Corpus | None = None,
+        exact: bool = False,
+        vectors: Literal["float32", "int8", "binary"] = "float32",
+        rescore: Literal["int8", "binary"] | None = None,
+        bm25: bool = True,
+        batch_size: int = 32,
+        shard_size: int = 2048,
+        progress: bool | None = None,
+        runner: str | None = None,
+        beam_options: Sequence[str] = (),
+        large_model: bool = False,
+        shard_rows: int = 50_000,
+    ) -> Self:
         """Builds an index directory at `path` (what `gtr-keras index` does, with its options) and opens it.
 
         From a corpus, encoded by `model` (resumable: a killed build started again resumes from its last
@@ -236,22 +232,15 @@ class Index:
         index._encoder = index._retriever.encoder = encoder  # checked by the build (None: none loaded)
         return index
 
-    def _reopen(self):
-        """Loads the directories' newest generation, keeping the model and the search settings set."""
-        self._retriever = Retriever.load(self.paths[0] if len(self.paths) == 1 else self.paths, None)
-        self._retriever.encoder = self._encoder
-        if self._search_params:
-            self._retriever.index.set_search_params(self._search_params)
-        self._bm25 = None
-
     @property
-    def encoder(self):
+    def encoder(self) -> TextEncoder:
         """The `Encoder` of the index's model, loaded (and checked as the model of every directory) when
         first needed.
 
         Raises:
             UserError: no model given and none recorded; `MismatchError`: the model given is another one.
         """
+        self._check_open()
         if self._encoder is None:
             model = self._model if self._model is not None else self.records[0].get("model_dir")
             if model is None:
@@ -266,28 +255,38 @@ class Index:
         return self._encoder
 
     @property
-    def bm25(self):
-        """The BM25 side (`BM25Retriever`) of the index's version this `Index` holds, loaded when first needed
-        (a server loads it with the version, so that both sides answer from one).
+    def bm25(self) -> BM25Retriever:
+        """The BM25 side (`BM25Retriever`) of the index's version this `Index` holds, loaded with that version
+        (its arrays memory-mapped), or when first needed where it was then being rebuilt after its commit.
 
         Raises:
             DataError: the index has no BM25 side (built with `bm25=False`, or from embeddings without their
-                documents), or a damaged one; `MismatchError`: a side of other documents.
+                documents), or a damaged one; `MismatchError`: a side of other documents: one an update is
+                rebuilding (or was killed before rebuilding), or, where the index was updated since, one
+                this `Index` can no longer load (open the index again).
         """
         if self._bm25 is None:
-            self._bm25 = load_bm25_side(self.paths[0], self._retriever.index.ids, self._retriever.corpus)
+            try:
+                self._bm25 = load_bm25_side(self.paths[0], self._retriever.index.ids, self._retriever.corpus)
+            except MismatchError as error:
+                if self._commit_times() == self._version:
+                    raise  # the side of this version, rebuilt after its commit: there when the rebuild ends
+                raise MismatchError(
+                    f"{self.paths[0]}: updated since this Index loaded it, while its BM25 side was not yet of the "
+                    "version loaded; open the index again (Index.open) for BM25 or hybrid search"
+                ) from error
         return self._bm25
 
     @property
-    def search_settings(self):
+    def search_settings(self) -> dict[str, int]:
         """The dense index's search-time settings in effect: `{"num_leaves_to_search", "reorder_factor"}` for
         ScaNN, `{"rescore"}` for int8 or binary vectors, `{}` for exact float32; those `tune` recorded, else
-        the index's own, or those `set_search_params` set."""
-        first = self._retriever.index.parts[0][0]  # every part takes the one setting (`set_search_params`)
+        the index's own, or those `set_search_settings` set."""
+        first = self._retriever.index.parts[0][0]  # every part takes the one setting (`set_search_settings`)
         return {name: first.params[name] for name in search_settings(first.kind, first.params)}
 
     @property
-    def fusion(self):
+    def fusion(self) -> Fusion:
         """The `Fusion` of hybrid search by default: the model's own (`fusion.model_fusion`) when the model
         is a directory or name, given or recorded, else `Fusion()`."""
         model = self._model if isinstance(self._model, (str, os.PathLike)) else self.records[0].get("model_dir")
@@ -298,7 +297,16 @@ class Index:
         except CheckpointError:  # a recorded directory that is no longer there
             return Fusion()
 
-    def search(self, queries, k=10, filter=None, retriever="gtr", fusion=None, rerank=None, rerank_depth=None):
+    def search(
+        self,
+        queries: Iterable[str] | np.ndarray,
+        k: int = 10,
+        filter: FilterLike | None = None,
+        retriever: Literal["gtr", "bm25", "hybrid"] = "gtr",
+        fusion: Fusion | None = None,
+        rerank: RerankerLike | None = None,
+        rerank_depth: int | None = None,
+    ) -> list[list[Hit]]:
         """The top `k` hits of each query: per query, a list of `{"id", "score", "title", "text"}` best
         first (titles and texts where the index stores documents), what `gtr-keras search --json` prints.
 
@@ -312,9 +320,9 @@ class Index:
                 clauses (ANDed) or a `gtr_keras.Filter` (clauses and an allow-list of ids); docs/filters.md.
             retriever: `"gtr"`, `"bm25"` (the index's BM25 side) or `"hybrid"` (both, fused).
             fusion: the `gtr_keras.Fusion` of hybrid search (default: `self.fusion`).
-            rerank: a reranker (`gtr_keras.load(RERANKER_DIR)`, its model directory or cross-encoder
-                checkpoint, or a function of no arguments that loads one) that reorders each query's first
-                `rerank_depth` hits by its scores of the (query, document) pairs (`reranking.rerank`;
+            rerank: a reranker (`gtr_keras.load(RERANKER_DIR)`, a `Reranker` model, its model directory or
+                cross-encoder checkpoint, or a function of no arguments that loads one) that reorders each query's
+                first `rerank_depth` hits by its scores of the (query, document) pairs (`reranking.rerank`;
                 docs/reranking.md); the hits' scores are then its scores.
             rerank_depth: first-stage hits reranked per query, at least `k` (default: `k`); the best `k` of them
                 are returned. Without `rerank`, no hits are reranked.
@@ -354,7 +362,7 @@ class Index:
                 f"rerank: {self.paths[0]} stores no document texts to rerank (built from embeddings without "
                 "documents); rebuild it with its documents"
             )
-        scorer = _reranker_of(rerank)
+        scorer = reranker_of(rerank)
         hits = self._first_stage(texts, None, depth, filter, allowed, retriever, fusion)
         return [row[:k] for row in rerank_hits(scorer, texts, hits, depth)]
 
@@ -374,16 +382,16 @@ class Index:
 
     def update(
         self,
-        add=None,
-        delete=None,
+        add: str | os.PathLike[str] | Corpus | None = None,
+        delete: IdsLike | os.PathLike[str] | None = None,
         *,
-        embeddings=None,
-        documents=None,
-        missing_ok=False,
-        compact=False,
-        batch_size=32,
-        progress=None,
-    ):
+        embeddings: str | EmbeddingFiles | None = None,
+        documents: str | os.PathLike[str] | Corpus | None = None,
+        missing_ok: bool = False,
+        compact: bool = False,
+        batch_size: int = 32,
+        progress: bool | None = None,
+    ) -> IndexUpdate:
         """Adds (or replaces) and deletes documents in place, in one commit (`gtr-keras update` with
         `--corpus` or `--embeddings` and `--delete`).
 
@@ -407,6 +415,10 @@ class Index:
                 `segment_writer.MAX_SEGMENTS` segments or `MAX_DELETED_FRACTION` deleted rows).
             batch_size, progress: for encoding `add`.
 
+        Returns:
+            What changed (`IndexUpdate`): the ids added, replaced and deleted, and the generation, documents and
+            segments the update left.
+
         Raises:
             UserError: both `add` and `embeddings`, nothing to do, ids of another type, an id both added
                 and deleted, or several directories (an update goes to one); `DataError`: an id to delete
@@ -417,6 +429,7 @@ class Index:
         >>> index.update(add="new.jsonl", delete=["d1", "d7"])
         >>> index.update(embeddings="new/*.npy", documents="new/corpus.jsonl", delete=pathlib.Path("gone.txt"))
         """
+        self._check_open()
         if add is not None and embeddings is not None:
             raise UserError("add a corpus (encoded by the index's model) or embeddings, not both")
         if add is None and embeddings is None and delete is None and not compact:
@@ -425,7 +438,7 @@ class Index:
             raise UserError("an update goes to one index directory: open the shard that holds the documents")
         if delete is not None:
             delete = os.fspath(delete) if isinstance(delete, os.PathLike) else id_list(delete, "delete")
-        update_index(
+        change = update_index(
             self.paths[0],
             embeddings=embeddings,
             corpus=add,
@@ -438,8 +451,17 @@ class Index:
             progress=progress,
         )
         self._reopen()
+        return change
 
-    def add(self, corpus=None, *, embeddings=None, documents=None, batch_size=32, progress=None):
+    def add(
+        self,
+        corpus: str | os.PathLike[str] | Corpus | None = None,
+        *,
+        embeddings: str | EmbeddingFiles | None = None,
+        documents: str | os.PathLike[str] | Corpus | None = None,
+        batch_size: int = 32,
+        progress: bool | None = None,
+    ) -> IndexUpdate:
         """Adds documents, replacing those whose id is in the index, in place: `update(add=corpus)` (or
         `update(embeddings=...)`), one commit.
 
@@ -449,6 +471,9 @@ class Index:
             documents: with `embeddings`, their corpus (titles, texts, metadata); without it the documents
                 the embeddings replace lose theirs, and the BM25 side is removed (a warning says so).
             batch_size, progress: for encoding `corpus`.
+
+        Returns:
+            What changed (`IndexUpdate`: `added`, `replaced`).
 
         Raises:
             MismatchError: embeddings or a model of another model than the index's; `DataError`: a bad
@@ -460,9 +485,9 @@ class Index:
         """
         if (corpus is None) == (embeddings is None):
             raise UserError("add a corpus (encoded by the index's model) or embeddings, not both")
-        self.update(corpus, embeddings=embeddings, documents=documents, batch_size=batch_size, progress=progress)
+        return self.update(corpus, embeddings=embeddings, documents=documents, batch_size=batch_size, progress=progress)
 
-    def delete(self, ids, missing_ok=False):
+    def delete(self, ids: IdsLike | os.PathLike[str], missing_ok: bool = False) -> IndexUpdate:
         """Deletes documents in place: `update(delete=ids)`, one commit.
 
         Args:
@@ -471,19 +496,31 @@ class Index:
                 (`pathlib.Path("withdrawn.txt")`: a `str` is always one id).
             missing_ok: skip ids that are not in the index (else a `DataError` names the first).
 
+        Returns:
+            What changed (`IndexUpdate`: `deleted`, those of `ids` that were in the index).
+
         Example:
         >>> index.delete("d5")
         >>> index.delete(["d1", "d7"])
         >>> index.delete(pathlib.Path("withdrawn.txt"))
         """
-        self.update(delete=ids, missing_ok=missing_ok)
+        return self.update(delete=ids, missing_ok=missing_ok)
 
-    def compact(self):
+    def compact(self) -> IndexUpdate:
         """Rewrites the index as one segment without its deleted rows (updates do so by themselves past
-        `segment_writer.MAX_SEGMENTS` segments or `MAX_DELETED_FRACTION` deleted rows)."""
-        self.update(compact=True)
+        `segment_writer.MAX_SEGMENTS` segments or `MAX_DELETED_FRACTION` deleted rows); returns the
+        `IndexUpdate` (no document added, replaced or deleted)."""
+        return self.update(compact=True)
 
-    def tune(self, queries=None, sample=1000, target_recall=0.95, k=10, plot=None, build=False, log=print):
+    def tune(
+        self,
+        queries: Iterable[str] | np.ndarray | None = None,
+        sample: int = 1000,
+        target_recall: float = 0.95,
+        k: int = 10,
+        plot: str | None = None,
+        build: bool = False,
+    ) -> dict[str, Any]:
         """Measures the index's search settings against exact search and records the fastest that meets
         `target_recall` in the index (`gtr-keras tune`; `tuning.tuner.tune` has the other arguments), which
         its searches then use.
@@ -506,6 +543,7 @@ class Index:
         """
         from gtr_keras.tuning.tuner import check_request, tune
 
+        self._check_open()
         if len(self.paths) > 1:
             raise UserError("tune measures one index directory: open each shard")
         with output_lock(self.paths[0]):
@@ -515,34 +553,36 @@ class Index:
                     check_request(self.paths[0], target_recall, k, build, len(texts), sampled=False)
                     vectors = self.encoder.encode_queries(texts)
                 queries = vectors
-            record = tune(self.paths[0], queries, sample, target_recall, k, plot, build=build, log=log)
+            record = tune(self.paths[0], queries, sample, target_recall, k, plot, build=build)
         self._reopen()
         return record
 
-    def set_search_params(self, setting):
-        """Sets search parameters for this `Index`'s searches (overriding a tuned setting): ScaNN's
-        `num_leaves_to_search`, `reorder_factor` and `rescore_factor` (float32 rescoring), an int8 or binary
-        index's `rescore`.
+    def set_search_settings(self, setting: dict[str, int]) -> None:
+        """Sets search settings for this `Index`'s searches (overriding a tuned setting; `search_settings`
+        says those in effect): ScaNN's `num_leaves_to_search`, `reorder_factor` and `rescore_factor` (float32
+        rescoring), an int8 or binary index's `rescore`.
 
         Example:
-        >>> index.set_search_params({"num_leaves_to_search": 40})
+        >>> index.set_search_settings({"num_leaves_to_search": 40})
         """
         self._retriever.index.set_search_params(setting)
         self._search_params = {**self._search_params, **setting}
 
     @property
-    def kind(self):
+    def kind(self) -> str:
         """`"exact"` or `"scann"` (`"mixed"` for shards of both)."""
         return self._retriever.index.kind
 
     @property
-    def ids(self):
+    def ids(self) -> list[str]:
         """The ids of the documents, in the index's order."""
         return list(self._retriever.index.ids)
 
-    def __len__(self):
+    def __len__(self) -> int:
         return len(self._retriever.index.ids)
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         where = self.paths[0] if len(self.paths) == 1 else self.paths
+        if self.closed:
+            return f"Index({where!r}: closed)"
         return f"Index({where!r}: {len(self)} documents, {self.kind})"

@@ -6,8 +6,7 @@ An index directory (written by `build_index`, atomically) holds:
 - `retriever.json`: the model it was built with (directory, settings and
   `fingerprint.fingerprint`; null fields for embeddings of an unknown model;
   for documents encoded in bfloat16 also `bfloat16_sha256`, which lets the
-  model in float32 search them: `model_change`; `tokenizer_op`, the TF op
-  that tokenized them), the index kind and the number of documents;
+  model in float32 search them: `model_change`), the index kind and the number of documents;
 - `documents.jsonl.gz`: the indexed documents (`_id`, `title`, `text`) for
   display; absent for an index of precomputed embeddings (`index_embeddings`);
 - `index/`: the `SearchIndex` (ids, and float32 vectors or a ScaNN searcher);
@@ -53,14 +52,6 @@ INDEX_DIRECTORY = files.DirectoryKind(
 # What determines document embeddings, in the order a mismatch is reported: settings first, as
 # they name the cause, then the fingerprint that also covers the weights and the vocabulary.
 MODEL_FIELDS = ("embedding_dim", "document_length", "query_length", "compute_dtype", "model_sha256")
-
-
-# The TF op that tokenized the documents. Not compared: an index without it was tokenized by TF Text's older
-# SentencepieceOp, whose ids differ from the current op's (the `sentencepiece` library's) only where two
-# segmentations tie exactly in score: 94 of the 16,676 documents of the five collections measured with the
-# bundled vocabulary, by up to 6.6e-3 in an embedding (benchmarks/RESULTS.md, "Tokenizer ties"), which
-# searches as before; `gtr-keras index` again gives the exact embeddings.
-TOKENIZER_FIELD = "tokenizer_op"
 
 
 # Recorded for a model in bfloat16: its fingerprint with every weight in bfloat16, which the model in float32
@@ -306,14 +297,12 @@ def index_metadata(encoder, model_dir):
 
     Returns:
         A JSON-serialisable dict: `model_dir`, the `MODEL_FIELDS`, among
-        them `model_sha256`, the model's `fingerprint.fingerprint`, and
-        `tokenizer_op` (recorded, not compared: see `TOKENIZER_FIELD`).
+        them `model_sha256`, the model's `fingerprint.fingerprint`.
 
     Example:
     >>> index_metadata(gtr_keras.load("models/gtr-base"), "models/gtr-base")["embedding_dim"]
     768
     """
-    from gtr_keras.models.gtr.gtr_tokenizer import TOKENIZER_OP
     from gtr_keras.models.gtr.presets import PRESET_SOURCES, PRESETS
     from gtr_keras.models.model_files.fingerprint import fingerprint  # Keras: not needed to index embeddings alone
     from gtr_keras.models.model_files.model_source import ARCHITECTURE, resolve_model_source
@@ -329,7 +318,6 @@ def index_metadata(encoder, model_dir):
         "query_length": encoder.query_length,
         "compute_dtype": encoder.model.compute_dtype,
         "model_sha256": fingerprint(encoder),
-        TOKENIZER_FIELD: TOKENIZER_OP,
     }
     if metadata["compute_dtype"] == "bfloat16":
         metadata[BFLOAT16_SHA256] = fingerprint(encoder, in_bfloat16=True)

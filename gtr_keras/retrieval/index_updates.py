@@ -34,6 +34,7 @@ from gtr_keras.index.segment_writer import (
 from gtr_keras.index.segments import documents_path, live_corpus, metadata_types
 from gtr_keras.lexical.bm25_side import bm25_side_ids, corpus_in_index_order, has_bm25_side, rebuild_bm25_side
 from gtr_keras.retrieval.index_building import MODEL_FIELDS, embeddings_metadata
+from gtr_keras.retrieval.index_types import IndexUpdate
 from gtr_keras.retrieval.retriever import model_change
 from gtr_keras.utils import files
 from gtr_keras.utils.locks import locks_output
@@ -96,7 +97,8 @@ def update_index(
             documents the embeddings replace lose theirs (a `DataWarning` when they had metadata).
 
     Returns:
-        The manifest of the new generation (`segments`).
+        An `IndexUpdate`: the ids added, replaced and deleted, and the generation, documents and segments
+        the update left.
 
     Raises:
         MismatchError: embeddings or an encoder of another model than the
@@ -106,7 +108,7 @@ def update_index(
         UserError: both `embeddings` and `corpus`, or `corpus` without `encoder`.
 
     Example:
-    >>> update_index("indexes/msmarco", embeddings="new/*.npy", delete="withdrawn.txt")["generation"]
+    >>> update_index("indexes/msmarco", embeddings="new/*.npy", delete="withdrawn.txt").generation
     1
     """
     corpus_path = None
@@ -134,7 +136,8 @@ def update_index(
     asked = source is not None or corpus is not None or bool(delete_ids)
     request = request_sha256(source, delete_ids, stored) if asked else None
     if request is not None and state.manifest.get("update_sha256") == request:
-        return compacted_if_asked(state, compact)  # a rerun of the update last committed: its BM25 side is repaired
+        # A rerun of the update last committed changes nothing: its BM25 side is repaired.
+        return IndexUpdate.of(compacted_if_asked(state, compact))
     if not missing_ok:
         _check_deletions(index_dir, state, delete_ids, where)
     new = corpus if corpus is not None else source
@@ -162,7 +165,9 @@ def update_index(
         source = ArrayRows(corpus.ids, vectors)
     if embeddings is not None and documents is None:
         _warn_of_lost_metadata(index_dir, state, source.ids)
-    documents_change = source is not None or bool(state.find(delete_ids)[0].any())
+    new_ids = [] if source is None else list(source.ids)
+    replaced, deleted = state.find(new_ids)[0], state.find(delete_ids)[0]
+    documents_change = source is not None or bool(deleted.any())
     manifest = update_search_index(search_index, source, delete_ids, where, missing_ok, compact, stored, state, request)
     if bm25 and embeddings is not None and documents is None:
         side = os.path.join(index_dir, BM25_SUBDIR)
@@ -179,7 +184,12 @@ def update_index(
         )
     elif bm25 and documents_change:
         rebuild_bm25_side(index_dir, SearchIndex.load(search_index))
-    return manifest
+    return IndexUpdate.of(
+        manifest,
+        added=[i for i, found in zip(new_ids, replaced) if not found],
+        replaced=[i for i, found in zip(new_ids, replaced) if found],
+        deleted=[i for i, found in zip(delete_ids, deleted) if found],
+    )
 
 
 def check_metadata_types(state, corpus, removed=(), path=None):
@@ -190,9 +200,8 @@ def check_metadata_types(state, corpus, removed=(), path=None):
 
     Only the documents of segments that could disagree are read: those whose manifest entry records a
     field of `corpus` with another type (`metadata_types`), or records none (the base segment until an
-    update with metadata commits, and segments written before the record); the types read for the latter
-    are recorded in `state.segments`, which this update's manifest keeps, so that later updates read them
-    no more.
+    update with metadata commits); the types read for the latter are recorded in `state.segments`, which this
+    update's manifest keeps, so that later updates read them no more.
 
     Example:
     >>> check_metadata_types(read_state("indexes/papers/index"), load_corpus("new.jsonl"), path="new.jsonl")

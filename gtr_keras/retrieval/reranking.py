@@ -8,6 +8,9 @@ longer than the reranker's budget is cut there with the query (Hugging Face's `l
 `RerankerPreprocessor`).
 """
 
+import os
+import sys
+
 import numpy as np
 
 from gtr_keras.beir.evaluation import rank_documents
@@ -18,6 +21,36 @@ from gtr_keras.models.text_encoder import TextPairScorer, check_pairs
 def hit_text(hit):
     """The text a reranker reads for a hit: `"title text"`, stripped (what BEIR embeds, `Corpus.joined`)."""
     return f"{hit.get('title', '')} {hit['text']}".strip()
+
+
+def _is_reranker_model(reranker):
+    """Whether `reranker` is a Keras `Reranker` (a callable model, which no process has without its module)."""
+    module = sys.modules.get("gtr_keras.models.reranker.reranker")
+    return module is not None and isinstance(reranker, module.Reranker)
+
+
+def reranker_of(reranker):
+    """A reranker's scorer (a `TextPairScorer`), given loaded (`gtr_keras.load`: a model directory or an
+    export; or a `Reranker` model, scoring with its `scorer()`), as a function of no arguments that loads one,
+    or as a reranker's model directory or cross-encoder checkpoint.
+
+    Raises:
+        UserError: anything else (an encoder of GTR, a model of another kind).
+
+    Example:
+    >>> reranker_of("models/minilm-reranker").predict([("lift", "lift on a wing")])
+    """
+    if _is_reranker_model(reranker):
+        scorer = reranker.scorer()
+    elif not isinstance(reranker, (str, os.PathLike)):
+        scorer = reranker() if callable(reranker) and not isinstance(reranker, TextPairScorer) else reranker
+    else:
+        from gtr_keras.saving import load  # the reranker's stack (Keras, TensorFlow) only for one
+
+        scorer = load(reranker)
+    if not isinstance(scorer, TextPairScorer):
+        raise UserError(f"rerank: {reranker!r} is not a reranker (give a cross-encoder or its model directory)")
+    return scorer
 
 
 class FunctionScorer(TextPairScorer):

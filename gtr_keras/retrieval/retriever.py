@@ -147,6 +147,15 @@ class Retriever:
         rows, scores = filtered_search(self.index, query_embeddings, k, allowed)
         return [[self.index.ids[i] for i in row] for row in rows], scores
 
+    def document(self, doc_id):
+        """The stored `Document` of `doc_id` (`{"id", "title", "text", "metadata"}`), its fields empty (`""`,
+        `{}`) where the index stores none for it: whether `doc_id` is in the index is `index.ids`' to say."""
+        i = self._positions.get(doc_id)
+        if i is None:
+            return {"id": doc_id, "title": "", "text": "", "metadata": {}}
+        metadata = dict(self.corpus.metadata[i]) if self.corpus.metadata is not None else {}
+        return {"id": doc_id, "title": self.corpus.titles[i], "text": self.corpus.texts[i], "metadata": metadata}
+
     def hits(self, ids, scores):
         """Per query, `{"id", "score"}` of each of its `ids` and `scores`, with the document's `title` and
         `text` where the index stores documents."""

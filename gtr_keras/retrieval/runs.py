@@ -2,15 +2,20 @@
 run is `HybridRetriever.run`'s), and hard negatives mined from the model's own retrieval.
 """
 
-from gtr_keras.beir.evaluation import cut_run, results_from_scores
-from gtr_keras.beir.qrels_checks import check_qrels
-from gtr_keras.beir.readers import load_corpus, load_qrels, load_queries
+import os
+
+from gtr_keras.beir.evaluation import Run, cut_run, results_from_scores
+from gtr_keras.beir.qrels_checks import QrelsReport, check_qrels
+from gtr_keras.beir.readers import Corpus, Qrels, load_corpus, load_qrels, load_queries
 from gtr_keras.index.search_index import SearchIndex
+from gtr_keras.models.text_encoder import TextEncoder
 
 EVALUATION_DEPTH = 1000
 
 
-def load_dataset(dataset, split="test"):
+def load_dataset(
+    dataset: str | os.PathLike[str], split: str = "test"
+) -> tuple[Corpus, dict[str, str], Qrels, QrelsReport]:
     """A BEIR dataset's corpus, the judged queries of `split`, and checked qrels.
 
     The qrels are evaluated as BEIR does: judgements of documents missing
@@ -44,15 +49,15 @@ def load_dataset(dataset, split="test"):
 
 
 def gtr_run(
-    encoder,
-    corpus,
-    queries,
-    depth=EVALUATION_DEPTH,
-    batch_size=32,
-    ignore_identical_ids=True,
-    progress=None,
-    index=None,
-):
+    encoder: TextEncoder,
+    corpus: Corpus,
+    queries: dict[str, str],
+    depth: int = EVALUATION_DEPTH,
+    batch_size: int = 32,
+    ignore_identical_ids: bool = True,
+    progress: bool | None = None,
+    index: SearchIndex | None = None,
+) -> Run:
     """A run `{qid: {docid: score}}` from GTR search of `corpus` (exact, unless `index` is given)."""
     query_ids = list(queries)
     if index is None:
@@ -61,7 +66,9 @@ def gtr_run(
     return cut_run(results_from_scores(query_ids, corpus.ids, indices, scores, ignore_identical_ids), depth)
 
 
-def bm25_run(corpus, queries, depth=EVALUATION_DEPTH, ignore_identical_ids=True):
+def bm25_run(
+    corpus: Corpus, queries: dict[str, str], depth: int = EVALUATION_DEPTH, ignore_identical_ids: bool = True
+) -> Run:
     """A run from the `bm25s` baseline (English stemming and stopwords)."""
     from gtr_keras.lexical.bm25 import BM25Retriever
 
@@ -75,7 +82,17 @@ def bm25_run(corpus, queries, depth=EVALUATION_DEPTH, ignore_identical_ids=True)
     return cut_run(run, depth)
 
 
-def mine_negatives(encoder, corpus, queries, qrels, depth=100, skip_top=0, per_query=10, batch_size=32, progress=None):
+def mine_negatives(
+    encoder: TextEncoder,
+    corpus: Corpus,
+    queries: dict[str, str],
+    qrels: Qrels,
+    depth: int = 100,
+    skip_top: int = 0,
+    per_query: int = 10,
+    batch_size: int = 32,
+    progress: bool | None = None,
+) -> dict[str, list[str]]:
     """Hard negatives from the model's own retrieval, judged positives excluded.
 
     For each judged query, the top `depth` documents of exact GTR search are

@@ -21,7 +21,7 @@ import asyncio
 import base64
 import functools
 import json
-import sys
+import logging
 import time
 import traceback
 
@@ -43,7 +43,9 @@ from gtr_keras.server.gateway import stages
 from gtr_keras.server.gateway.metrics import Metrics
 from gtr_keras.server.gateway.middleware import Gateway, Settings, authorized, error_code
 from gtr_keras.server.rerank_scoring import PAIRS, ranked
-from gtr_keras.server.validation import embedding_request, read_json, rerank_request, search_request
+from gtr_keras.server.validation import discard_body, embedding_request, read_json, rerank_request, search_request
+
+logger = logging.getLogger(__name__)
 
 DEFAULT_LIMITS = {"max_inputs": 2048, "max_body_bytes": 8 << 20, "max_queries": 64, "max_k": 1000, "body_timeout": 30.0}
 FUSIONS_KEPT = 64  # fusions of a hybrid search's options kept read
@@ -98,11 +100,11 @@ def _api_error(error):
         return ApiError(503, str(error), None, "busy")
     first_line = (str(error).strip().splitlines() or [""])[0]
     if isinstance(error, SERVER_SIDE):
-        print(f"gtr-keras serve: error: {type(error).__name__}: {first_line}", file=sys.stderr, flush=True)
+        logger.error("gtr-keras serve: error: %s: %s", type(error).__name__, first_line)
         return ApiError(500, f"the server's files: {first_line}", None, "server_data_error")
     if isinstance(error, UserError):
         return ApiError(422, first_line, None, "invalid_value")
-    traceback.print_exception(error, file=sys.stderr)
+    logger.error("%s", "".join(traceback.format_exception(error)).rstrip("\n"))
     return ApiError(500, f"{type(error).__name__}: {first_line}", None, "server_error")
 
 
@@ -227,7 +229,13 @@ def build_app(
     async def body_of(request):
         seconds = limits["body_timeout"]
         late = ApiError(408, f"the body did not arrive within {seconds:g} s", None, "body_timeout")
-        return await within(seconds, read_json(request, limits["max_body_bytes"]), late)
+        end, most, chunks = time.monotonic() + seconds, limits["max_body_bytes"], request.stream()
+        try:
+            return await within(seconds, read_json(request, most, chunks), late)
+        except ApiError as error:
+            if error.code == "request_too_large":  # answered once the rest came, within the body's time
+                await within(max(0.0, end - time.monotonic()), discard_body(request, most, chunks), error)
+            raise
 
     async def answer_of(future, what):
         if future is None:

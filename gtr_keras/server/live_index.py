@@ -27,8 +27,8 @@ last request holding an old generation frees it.
 """
 
 import collections
+import logging
 import os
-import sys
 import threading
 import time
 
@@ -40,6 +40,8 @@ from gtr_keras.lexical.bm25_side import has_bm25_side
 from gtr_keras.retrieval.index import Index
 from gtr_keras.server.deadlines import LONGEST_WAIT
 from gtr_keras.utils import files
+
+logger = logging.getLogger(__name__)
 
 LOADS = 10  # tries of the first load, each undone by a commit during it, before the index is refused
 
@@ -146,7 +148,7 @@ class LiveIndex:
             loaded = self._load()
         except (UserError, OSError) as error:
             self.failures += 1
-            print(f"gtr-keras serve: note: serving generation {self.current.number} for now: {error}", file=sys.stderr)
+            logger.warning("gtr-keras serve: note: serving generation %d for now: %s", self.current.number, error)
             return False
         if not self._whole(loaded, stamp):
             return False  # a commit during the load: loaded again at the next look
@@ -170,7 +172,7 @@ class LiveIndex:
                 self.check_now()
             except Exception as error:  # a bug must not end the watch: the loaded generation keeps serving
                 self.failures += 1
-                print(f"gtr-keras serve: warning: reloading {self.index_dir}: {error!r}", file=sys.stderr)
+                logger.warning("gtr-keras serve: warning: reloading %s: %r", self.index_dir, error)
 
     def close(self, timeout=10.0):
         """Ends the watch, waiting up to `timeout` s for a load in progress (0: no wait; the thread, a daemon,

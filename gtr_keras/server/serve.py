@@ -21,9 +21,9 @@ second signal answers the requests in flight 503 and stops at once.
 """
 
 import asyncio
+import logging
 import signal
 import socket
-import sys
 import time
 
 import uvicorn
@@ -35,6 +35,8 @@ from gtr_keras.server.connections import bounded_protocol
 from gtr_keras.server.gateway.middleware import Settings
 from gtr_keras.server.live_index import LiveIndex
 from gtr_keras.server.rerank_scoring import pair_lengths, scoring
+
+logger = logging.getLogger(__name__)
 
 JOIN_BOUND = 0.5  # seconds the threads get to end after the server stopped (daemons left running past it)
 BACKSTOP = 1.0  # seconds past the grace period after which uvicorn cancels what still runs
@@ -240,7 +242,7 @@ def serve(
             index = f", index {index_dir}" if index_dir else ""
             index += f", reranker {reranker_name}" if reranks else ""
             index += f", metrics on http://{host}:{metrics_port}/metrics" if metrics_port else ""
-            print(f"gtr-keras serve: listening on http://{host}:{port} (model {model_name}{index})", flush=True)
+            logger.info("gtr-keras serve: listening on http://%s:%s (model %s%s)", host, port, model_name, index)
         await serving
 
     # uvicorn handles the signals while it serves and raises them again once stopped, into the handlers it
@@ -260,4 +262,3 @@ def serve(
         raise UserError(str(error)) from None
     if error:
         raise error
-    print("gtr-keras serve: stopped", file=sys.stderr, flush=True)

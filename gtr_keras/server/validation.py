@@ -2,7 +2,9 @@
 
 400: the body is not UTF-8, not JSON (NaN and Infinity are not JSON; nor is a
 number of more digits than Python converts, nor nesting deeper than its parser
-goes), or not a JSON object. 413: it is larger than the limit (read no further).
+goes), or not a JSON object. 413: it is larger than the limit (kept no further;
+`discard_body` reads the rest and drops it, so that a client that writes its
+whole body before it reads the answer reads the 413).
 422: a field is unknown, missing, of the wrong type or out of range, named as
 `param` (`input[3]`); a text that UTF-8 cannot encode (a lone surrogate, which
 JSON's `\\ud800` escape can write) is one, refused here, before it shares a batch.
@@ -25,6 +27,9 @@ RERANK_FIELDS = ("model", "query", "documents", "top_n", "return_documents")
 ENCODING_FORMATS = ("float", "base64")
 INPUT_TYPES = ("query", "document")
 SHOWN = 60
+# The most of a body over the limit that `discard_body` reads on and drops, past the limit: more, the answer goes
+# at once and the client, still writing, may see the connection reset instead of it.
+DISCARDED_BYTES = 64 << 20
 
 EmbeddingRequest = collections.namedtuple("EmbeddingRequest", "texts kind model encoding_format")
 EmbeddingRequest.__doc__ = "A checked `/v1/embeddings` body: its texts, their kind, the model name, the format."
@@ -35,8 +40,9 @@ RerankRequest = collections.namedtuple("RerankRequest", "query documents top_n r
 RerankRequest.__doc__ = "A checked `/v1/rerank` body: its query, documents' texts, `top_n` (None: all) and model."
 
 
-async def read_json(request, max_bytes):
-    """The JSON object of a Starlette `request`'s body, read up to `max_bytes`.
+async def read_json(request, max_bytes, chunks):
+    """The JSON object of a Starlette `request`'s body, read up to `max_bytes` from `chunks`, its
+    `request.stream()` (left where it stopped: `discard_body` reads on).
 
     Raises:
         ApiError: 413 for a body over `max_bytes` (by its Content-Length, or once that many bytes came);
@@ -46,17 +52,17 @@ async def read_json(request, max_bytes):
     if length.isascii() and length.isdigit() and (len(length) > 18 or int(length) > max_bytes):
         shown = f"{int(length):,}" if len(length) <= 18 else _cut(length)
         raise ApiError(413, f"the body is {shown} bytes; at most {max_bytes:,}", None, "request_too_large")
-    chunks, size = [], 0
+    kept, size = [], 0
     try:
-        async for chunk in request.stream():
+        async for chunk in chunks:
             size += len(chunk)
             if size > max_bytes:
                 raise ApiError(413, f"the body is over {max_bytes:,} bytes", None, "request_too_large")
-            chunks.append(chunk)
+            kept.append(chunk)
     except ClientDisconnect:
         message = "the client closed the connection before its body ended"
         raise ApiError(400, message, None, "client_disconnected") from None
-    raw = b"".join(chunks)
+    raw = b"".join(kept)
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as error:
@@ -75,6 +81,35 @@ async def read_json(request, max_bytes):
     if not isinstance(body, dict):
         raise ApiError(400, f"the body must be a JSON object, got {_json_type(body)}", None, "invalid_json")
     return body
+
+
+async def discard_body(request, max_bytes, chunks):
+    """Reads on what `read_json` left of `chunks` (`request.stream()`), a body refused as over `max_bytes`, and
+    drops it, so that its client, which may write its whole body before it reads the answer (`http.client`,
+    `urllib`), finds the answer once it did, and the connection closes with nothing unread (closing on unread
+    bytes resets it, and the answer may be lost). At most `DISCARDED_BYTES` past `max_bytes` are read: none for
+    a Content-Length of more, nor for a client waiting for `Expect: 100-continue` (it has sent no body).
+    Bounded in time by the caller.
+
+    Example:
+    >>> chunks = request.stream()
+    >>> await read_json(request, 8 << 20, chunks)  # doctest: +SKIP
+    >>> await discard_body(request, 8 << 20, chunks)  # after its 413  # doctest: +SKIP
+    """
+    most = max_bytes + DISCARDED_BYTES
+    length = request.headers.get("content-length", "")
+    if request.headers.get("expect", "").lower() == "100-continue":
+        return
+    if length.isascii() and length.isdigit() and (len(length) > 18 or int(length) > most):
+        return
+    size = 0
+    try:
+        async for chunk in chunks:
+            size += len(chunk)
+            if size > most:
+                return
+    except ClientDisconnect:
+        return
 
 
 def _not_json(constant):

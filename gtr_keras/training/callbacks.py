@@ -5,9 +5,9 @@ is read back from the device between executions but the metrics Keras hands to c
 
 import itertools
 import json
+import logging
 import math
 import os
-import sys
 import time
 
 import keras
@@ -20,6 +20,8 @@ from gtr_keras.models.model_files.model_directory import PRESET_DIRECTORY
 from gtr_keras.utils import files as fs
 from gtr_keras.utils.file_operations import perform
 from gtr_keras.utils.records import read_json_object, strings_sha256
+
+logger = logging.getLogger(__name__)
 
 VALIDATION_DEPTH = 100
 BEST_MODEL = "best_model"
@@ -210,7 +212,7 @@ class Validation(keras.callbacks.Callback):
                 (staging / BEST_MODEL_RECORD).write_text(json.dumps(record, indent=2, default=os.fspath) + "\n")
             line += f"; best so far, saved to {os.path.join(self.config.output_dir, BEST_MODEL)}"
         if self.config.verbose:
-            print(line, flush=True)
+            logger.info("%s", line)
 
 
 def _validation_settings(config):
@@ -229,7 +231,7 @@ def validation_collection(config):
 
     corpus, queries, qrels, report = load_dataset(config.validation_data, config.validation_split)
     if not report.ok:
-        print(f"warning: validation data: {report}", file=sys.stderr)
+        logger.warning("warning: validation data: %s", report)
     queries = dict(itertools.islice(queries.items(), config.validation_max_queries))
     qrels = {qid: qrels[qid] for qid in queries}
     if not any(grade >= 1 for judgements in qrels.values() for grade in judgements.values()):
@@ -251,8 +253,7 @@ def collection_sha256(collection):
 
 def best_so_far(config, sha256):
     """The NDCG@10 of `output_dir/best_model` when kept with the same validation settings on a collection
-    of the same content (`sha256`, its `collection_sha256`), else None (the next validation replaces it).
-    A record written before records held the content's SHA-256 is compared by its settings alone."""
+    of the same content (`sha256`, its `collection_sha256`), else None (the next validation replaces it)."""
     path = os.path.join(config.output_dir, BEST_MODEL, BEST_MODEL_RECORD)
     if not config.keep_best or not fs.exists(path):
         return None
@@ -260,7 +261,7 @@ def best_so_far(config, sha256):
     same = json.dumps(_validation_settings(config), default=os.fspath) == json.dumps(
         {key: record.get(key) for key in _validation_settings(config)}, default=os.fspath
     )
-    return record.get("ndcg@10") if same and record.get("validation_sha256", sha256) == sha256 else None
+    return record.get("ndcg@10") if same and record.get("validation_sha256") == sha256 else None
 
 
 class Progress(keras.callbacks.ProgbarLogger):

@@ -7,7 +7,7 @@ import inspect
 import math
 import os
 import re
-from typing import ClassVar
+from typing import Any, ClassVar, Self
 
 import tensorflow as tf
 import yaml
@@ -193,8 +193,8 @@ class TrainConfig:
     data: TrainingData
     output_dir: str
     model: dict = dataclasses.field(default_factory=dict)
-    tokenizer: str = None
-    sentencepiece_vocabulary_size: int = None
+    tokenizer: str | None = None
+    sentencepiece_vocabulary_size: int | None = None
     sentencepiece_case_folding: bool = False
     steps: int = 1000
     batch_size: int = 128
@@ -202,21 +202,21 @@ class TrainConfig:
     checkpoint_every: int = 1000
     keep_checkpoints: int = 3
     precision: str = "float32"
-    grad_cache_chunk_size: int = None
+    grad_cache_chunk_size: int | None = None
     strategy: str = "default"
-    tpu: str = None
+    tpu: str | None = None
     worker_timeout: int = 120
     seed: int = 0
     temperature: float = DEFAULT_TEMPERATURE
     mask_false_negatives: bool = True
     deterministic: bool = True
     verbose: int = 1
-    steps_per_execution: int = None
+    steps_per_execution: int | None = None
     log_every: int = 100
-    validation_data: str = None
+    validation_data: str | None = None
     validation_split: str = "dev"
-    validate_every: int = None
-    validation_max_queries: int = None
+    validate_every: int | None = None
+    validation_max_queries: int | None = None
     keep_best: bool = False
 
     data_class: ClassVar[type] = TrainingData
@@ -285,7 +285,7 @@ class TrainConfig:
                 + also
             )
 
-    def epoch_length(self):
+    def epoch_length(self) -> int:
         """Steps of a Keras epoch of `train`: `checkpoint_every`, or its gcd with `validate_every`.
 
         Example:
@@ -296,7 +296,7 @@ class TrainConfig:
             return self.checkpoint_every
         return math.gcd(self.checkpoint_every, self.validate_every)
 
-    def resolved_steps_per_execution(self):
+    def resolved_steps_per_execution(self) -> int:
         """`steps_per_execution`, or its default: 1, or with `tpu` the largest divisor of
         `epoch_length()` up to 100.
 
@@ -313,7 +313,7 @@ class TrainConfig:
         return max(k for k in range(1, min(length, TPU_STEPS_PER_EXECUTION) + 1) if length % k == 0)
 
     @classmethod
-    def from_dict(cls, values, source="config"):
+    def from_dict(cls, values: dict[str, Any], source: str | os.PathLike[str] = "config") -> Self:
         """Builds a config from plain values, naming `source` and the key in errors.
 
         Raises:
@@ -336,7 +336,7 @@ class TrainConfig:
         except (TypeError, ValueError) as error:
             raise UserError(f"{source}: {error}") from None
 
-    def to_dict(self):
+    def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
 
 
@@ -349,7 +349,11 @@ ConfigLoader.add_implicit_resolver(
 )
 
 
-def load_config(path, overrides=None, config_class=None):
+def load_config(
+    path: str | os.PathLike[str] | None,
+    overrides: dict[str, Any] | None = None,
+    config_class: type["TrainConfig"] | None = None,
+) -> "TrainConfig":
     """Reads a YAML (or JSON) training config, with `overrides` on top.
 
     Args:
@@ -366,7 +370,7 @@ def load_config(path, overrides=None, config_class=None):
     Example:
     >>> config = load_config("train.yaml", {"steps": 20, "data.train_fraction": 0.1})  # doctest: +SKIP
     """
-    values = {}
+    values: dict[str, Any] = {}
     if path is not None:
         with fs.open(path, "r") as f:
             try:

@@ -21,6 +21,7 @@ import contextlib
 import dataclasses
 import errno
 import json
+import logging
 import os
 import re
 import shutil
@@ -31,6 +32,8 @@ import threading
 import time
 
 from gtr_keras.errors import MismatchError, TrainingError, UserError
+
+logger = logging.getLogger(__name__)
 
 TF_CONFIG = "TF_CONFIG"
 _JOBS = ("chief", "worker")
@@ -329,10 +332,8 @@ def stopping_on_signals(cluster, command, kept):
 
     def end(line, status):
         sys.stdout.flush()
-        print(
-            f"gtr-keras {command}: {line}; {kept()}: rerun every worker with the same command to resume from it",
-            file=sys.stderr,
-            flush=True,
+        logger.error(
+            "gtr-keras %s: %s; %s: rerun every worker with the same command to resume from it", command, line, kept()
         )
         os._exit(status)
 

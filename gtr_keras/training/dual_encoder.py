@@ -9,11 +9,14 @@ so the gradients that the optimizer sums over replicas are those of the global-b
 device.
 """
 
+from typing import Any
+
 import keras
 import keras_hub
 import tensorflow as tf
 
 from gtr_keras.errors import UserError
+from gtr_keras.models.gtr.gtr_text_embedder import GTRTextEmbedder
 from gtr_keras.training.distributed import is_multi_worker
 from gtr_keras.training.losses import DEFAULT_TEMPERATURE, BidirectionalInBatchLoss
 
@@ -201,7 +204,12 @@ class DualEncoder(StepModel):
     """
 
     def __init__(
-        self, encoder, temperature=DEFAULT_TEMPERATURE, mask_false_negatives=True, grad_cache_chunk_size=None, **kwargs
+        self,
+        encoder: GTRTextEmbedder,
+        temperature: float = DEFAULT_TEMPERATURE,
+        mask_false_negatives: bool = True,
+        grad_cache_chunk_size: int | None = None,
+        **kwargs: Any,
     ):
         super().__init__(**kwargs)
         if grad_cache_chunk_size is not None and grad_cache_chunk_size < 1:
@@ -231,12 +239,12 @@ class DualEncoder(StepModel):
         tower_features = self.encoder.preprocessor.tower_features
         return x.map(lambda batch: {**batch, **tower_features(batch)}, num_parallel_calls=tf.data.AUTOTUNE)
 
-    def fit(self, x=None, *args, **kwargs):
+    def fit(self, x: Any = None, *args: Any, **kwargs: Any) -> Any:
         if "validation_data" in kwargs:
             kwargs["validation_data"] = self._batches(kwargs["validation_data"])
         return super().fit(self._batches(x), *args, **kwargs)
 
-    def evaluate(self, x=None, *args, **kwargs):
+    def evaluate(self, x: Any = None, *args: Any, **kwargs: Any) -> Any:
         self._preprocessing_built()
         return super().evaluate(self._batches(x), *args, **kwargs)
 

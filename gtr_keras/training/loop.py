@@ -21,6 +21,7 @@ import keras
 import tensorflow as tf
 
 from gtr_keras.errors import CheckpointError, MismatchError, TrainingError, UserError
+from gtr_keras.models.gtr.encoder import Encoder
 from gtr_keras.models.gtr.gtr_text_embedder import GTRTextEmbedder
 from gtr_keras.models.gtr.gtr_text_embedder_preprocessor import GTRTextEmbedderPreprocessor
 from gtr_keras.models.gtr.gtr_tokenizer import GTRTokenizer, train_sentencepiece
@@ -181,7 +182,7 @@ def _checked_start(config, record, inputs, chief, strategy):
     return resumed, validation, strategy
 
 
-def train(config):
+def train(config: TrainConfig) -> Encoder:
     """Trains a GTR dual encoder and writes the model directory `output_dir/model`.
 
     A new run first reads the training data through once (`TrainingData.check`),

@@ -13,7 +13,7 @@ meets the target are bisected towards the grid's next smaller value (`BISECTED`)
 have skipped a cheaper setting that meets it.
 
 The truth is exact search of the index's float32 vectors: what a user's recall is counted against. A ScaNN
-index built before float32 rescoring keeps none (only ScaNN's int8 copy): its truth is that copy, decoded, and
+index built with `reorder: "int8"` keeps none (only ScaNN's int8 copy): its truth is that copy, decoded, and
 `tune` says so, since its recall against float32 search stops below what is measured.
 
 The queries are held-out vectors (`queries`, real queries where there are some) or a sample of the index's own
@@ -27,6 +27,7 @@ unrounded. QPS is that of one batched `search` of the tuning half at `k`, the be
 """
 
 import contextlib
+import logging
 import math
 import os
 import shutil
@@ -68,6 +69,8 @@ from gtr_keras.utils.files import atomic_directory
 from gtr_keras.utils.locks import output_lock
 from gtr_keras.utils.records import check_positive_int
 
+logger = logging.getLogger(__name__)
+
 # The grid: leaves searched as fractions of a ScaNN index's leaves, its reordering pools (results times
 # these), its float32 rescoring pools (`rescore_pool_size` of these, at most the reordering pool), and a quantized
 # exact index's rescored candidates (k times these).
@@ -87,7 +90,7 @@ BUILD_LEAF_SCALES = (0.5, 1.0, 2.0)
 BUILD_DIMENSIONS_PER_BLOCK = (2, 4)
 _CHUNK_ROWS = 65_536
 INT8_TRUTH = (
-    "keeps no float32 vectors (built before float32 rescoring, only ScaNN's int8 copy): recall is measured "
+    "keeps no float32 vectors (built with reorder 'int8', only ScaNN's int8 copy): recall is measured "
     "against exact search of that copy, and recall against float32 search stops below it (0.93-0.97 in the "
     "project's runs; not measurable without the float32 vectors); rebuild it with `gtr-keras index` for float32 "
     "rescoring"
@@ -202,12 +205,12 @@ def _rescoring_like(build, index, built):
     return build
 
 
-def tune(directory, queries=None, sample=1000, target_recall=0.95, k=10, plot=None, repeats=2, build=False, log=print):
+def tune(directory, queries=None, sample=1000, target_recall=0.95, k=10, plot=None, repeats=2, build=False):
     """Measures the search settings of the index in `directory` (the grid, then bisections between the
     fastest setting that meets `target_recall` and the grid's next smaller values) on half the queries, chooses
     the fastest that meets it there (with the margin of `needed_recall`), checks that one setting once on the
     other half, and records it in the index if it meets `target_recall` there too (`tuned.json`, which
-    `SearchIndex.load` applies); draws the recall-QPS curve.
+    `SearchIndex.load` applies); draws the recall-QPS curve. Each line of the table is logged (INFO).
 
     Args:
         directory: a local index directory (of `gtr-keras index`, or a search index).
@@ -222,7 +225,6 @@ def tune(directory, queries=None, sample=1000, target_recall=0.95, k=10, plot=No
             fastest setting, it replaces the index (atomically), and the record says which (`build`). For a
             ScaNN index without updates. Its scratch (`.tune-*` beside the search index) is removed at the
             end, and by the next run when a kill left it.
-        log: called with each line of the table.
 
     Returns:
         The record written to `tuned.json`: `setting`, `recall` (on the held-out half), `tuning_recall`,
@@ -253,7 +255,7 @@ def tune(directory, queries=None, sample=1000, target_recall=0.95, k=10, plot=No
     with output_lock(*_lock_of(directory)):
         files.remove_staging(directory)  # what a run killed while it replaced the index with a build left
         remove_scratch(directory)
-        return _tune(directory, queries, sample, target_recall, k, plot, repeats, build, log)
+        return _tune(directory, queries, sample, target_recall, k, plot, repeats, build)
 
 
 def check_queries(queries, dims):
@@ -293,7 +295,7 @@ def check_request(directory, target_recall, k, build, count, sampled):
         raise UserError(
             f"{directory}: build=True rebuilds a ScaNN index of one segment; this one is {config['kind']}"
             + (
-                " with updates (compact it first: `gtr-keras index --update --compact`)"
+                " with updates (compact it first: `gtr-keras update INDEX --compact`)"
                 if config["kind"] == "scann"
                 else ""
             )
@@ -325,7 +327,7 @@ def _tunable(kind, params):
     return names
 
 
-def _tune(directory, queries, sample, target_recall, k, plot, repeats, build, log):
+def _tune(directory, queries, sample, target_recall, k, plot, repeats, build):
     index = SearchIndex.load(directory)
     if queries is not None:
         queries = check_queries(queries, index.dims)
@@ -337,11 +339,11 @@ def _tune(directory, queries, sample, target_recall, k, plot, repeats, build, lo
     grid = settings_grid(index, k)
     twin, float32 = exact_twin(index)
     if not float32:
-        log(f"note: {directory} {INT8_TRUTH}")
+        logger.info("note: %s %s", directory, INT8_TRUTH)
     tuning, held_out, described = split_queries(twin, queries, sample, k)
     measurements, built_by = [], []
-    log(f"{len(tuning)} tuning queries, {len(held_out)} held out; {described}")
-    log(f"{'setting':<72} {'recall@' + str(k):>10} {'QPS':>10}")
+    logger.info("%d tuning queries, %d held out; %s", len(tuning), len(held_out), described)
+    logger.info("%-72s %10s %10s", "setting", f"recall@{k}", "QPS")
     with _scratch(directory) if build else contextlib.nullcontext() as scratch:
         builds = build_grid(built, len(index.ids)) if build else [None]
         paths, loaded = {}, {0: index}  # one other build loaded at a time
@@ -359,7 +361,8 @@ def _tune(directory, queries, sample, target_recall, k, plot, repeats, build, lo
                 measured["build"] = {name: builds[number][name] for name in ("num_leaves", "dimensions_per_block")}
             measurements.append(measured)
             built_by.append(number)
-            log(f"{_describe({**measured.get('build', {}), **setting}):<72} {measured['recall']:>10.4f} {qps:>10.1f}")
+            described_setting = _describe({**measured.get("build", {}), **setting})
+            logger.info("%-72s %10.4f %10.1f", described_setting, measured["recall"], qps)
             return measured
 
         def load_build(number):

@@ -8,21 +8,21 @@ writes it (NumPy, Keras, TensorFlow) makes there: nothing outside its staging
 path changes meanwhile. Lock files (`utils/locks`) are not outputs and are not
 counted.
 
+- `watching(watcher)` shows each operation of the block to `watcher(kind, path)`
+  before it is done; a test's watcher may stop the process there (a real kill
+  of a subprocess: tests/crash_points.py). Outside such a block `perform` does
+  nothing: no setting or environment variable turns a crash point on.
 - `counting()` counts the operations of the block (`OperationLog`).
 - `stopping_at(n)` makes the `n`-th operation of the block (from 1) raise
   `CrashPoint`, a `BaseException` that `utils/files` lets through without
   cleaning up, and every later one too, as if the process had died there: the
   block leaves on disk exactly what a kill at that point would.
-- The environment variable `GTR_KERAS_CRASH_AT=N` kills the process
-  (SIGKILL) at its `N`-th operation, for tests of real kills in a subprocess.
 """
 
 import contextlib
 import dataclasses
 import os
-import signal
 
-CRASH_AT_VARIABLE = "GTR_KERAS_CRASH_AT"
 KINDS = ("mkdir", "write", "fsync", "rename", "remove")
 
 
@@ -42,33 +42,48 @@ class OperationLog:
     def count(self):
         return len(self.operations)
 
+    def __call__(self, kind, path):
+        if self.crashed:
+            raise CrashPoint(f"stopped before {kind} {path}")
+        self.operations.append((kind, path))
+        if self.stop_at and self.count >= self.stop_at:
+            self.crashed = True
+            raise CrashPoint(f"stopped at operation {self.count}: {kind} {path}")
 
-_LOGS = []
+
+_WATCHERS = []
 
 
 def perform(kind, path):
-    """Notes that operation `kind` (one of `KINDS`) on `path` is about to be done; raises `CrashPoint` (or
-    kills the process, under `GTR_KERAS_CRASH_AT`) when it is the one to stop at."""
-    for log in _LOGS:
-        if log.crashed:
-            raise CrashPoint(f"stopped before {kind} {path}")
-        log.operations.append((kind, os.fspath(path)))
-        if log.stop_at and log.count >= log.stop_at:
-            log.crashed = True
-            raise CrashPoint(f"stopped at operation {log.count}: {kind} {path}")
-    crash_at = os.environ.get(CRASH_AT_VARIABLE)
-    if crash_at:
-        _ENVIRONMENT_COUNT[0] += 1
-        if _ENVIRONMENT_COUNT[0] >= int(crash_at):
-            os.kill(os.getpid(), signal.SIGKILL)
-
-
-_ENVIRONMENT_COUNT = [0]
+    """Notes that operation `kind` (one of `KINDS`) on `path` is about to be done: shows it to the watchers of
+    the moment (`watching`; none outside a test), which may stop the run there (`CrashPoint`)."""
+    for watcher in list(_WATCHERS):
+        watcher(kind, os.fspath(path))
 
 
 def crashed():
     """True once a `stopping_at` block has stopped: cleanup code skips its work, as a dead process would."""
-    return any(log.crashed for log in _LOGS)
+    return any(isinstance(watcher, OperationLog) and watcher.crashed for watcher in _WATCHERS)
+
+
+@contextlib.contextmanager
+def watching(watcher):
+    """Shows each file operation of the block to `watcher(kind, path)` just before it is done; yields `watcher`.
+
+    Args:
+        watcher: a callable of an operation's kind (one of `KINDS`) and path; what it raises stops the
+            operation (a test's watcher may also kill the process there).
+
+    Example:
+    >>> seen = []
+    >>> with watching(lambda kind, path: seen.append(kind)):
+    ...     build_index(encoder, corpus, "runs/index")  # doctest: +SKIP
+    """
+    _WATCHERS.append(watcher)
+    try:
+        yield watcher
+    finally:
+        _WATCHERS.remove(watcher)
 
 
 @contextlib.contextmanager
@@ -81,12 +96,8 @@ def counting():
     >>> log.count
     23
     """
-    log = OperationLog()
-    _LOGS.append(log)
-    try:
+    with watching(OperationLog()) as log:
         yield log
-    finally:
-        _LOGS.remove(log)
 
 
 @contextlib.contextmanager
@@ -100,12 +111,9 @@ def stopping_at(n):
     >>> log.crashed
     True
     """
-    log = OperationLog(stop_at=n)
-    _LOGS.append(log)
-    try:
-        yield log
-    except CrashPoint:
-        if not log.crashed:
-            raise
-    finally:
-        _LOGS.remove(log)
+    with watching(OperationLog(stop_at=n)) as log:
+        try:
+            yield log
+        except CrashPoint:
+            if not log.crashed:
+                raise

@@ -36,10 +36,13 @@ import socket
 import sys
 import time
 import uuid
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
 
 from gtr_keras.errors import BusyError
 from gtr_keras.utils import files
 
+F = TypeVar("F", bound=Callable[..., Any])
 _HELD = {}  # lock path -> how many blocks of this process hold it
 
 
@@ -169,7 +172,7 @@ def output_lock(path, inside=()):
             files.remove(lock)
 
 
-def locks_output(argument, inside=()):
+def locks_output(argument: str, inside: Sequence[str] = ()) -> Callable[[F], F]:
     """Decorates a function that writes an output: it runs holding `output_lock` of the argument named
     `argument` (`"index_dir"`; `"config.output_dir"` for an attribute of one; None: no output, no lock).
 

@@ -26,7 +26,9 @@ batch to the fixed query/passage lengths so XLA compiles one program. Every path
 
 import argparse
 import json
+import logging
 import os
+import sys
 
 from gtr_keras import load, load_dataset, save, train
 from gtr_keras.beir import evaluate_run, format_table
@@ -122,4 +124,6 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
+    logging.basicConfig(stream=sys.stdout, format="%(message)s")
+    logging.getLogger("gtr_keras").setLevel(logging.INFO)  # `train`'s validation lines, as `gtr-keras train` shows
     main()

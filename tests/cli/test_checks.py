@@ -179,11 +179,7 @@ def test_export_format_combinations_are_exit_2_before_the_model_loads(
             "argument --gtr-weight: fuses --retriever hybrid, not bm25",
         ),
         (
-            ["index", "--out", "INDEX", "--update", "--delete", "IDS", "--no-bm25"],
-            "argument --no-bm25: not with --update",
-        ),
-        (
-            ["index", "--out", "INDEX", "--update", "--delete", "IDS", "--bm25-corpus", "IDS"],
+            ["update", "INDEX", "--delete", "IDS", "--bm25-corpus", "IDS"],
             "argument --metadata-corpus: only with --embeddings",
         ),
     ],
@@ -208,10 +204,6 @@ def test_flags_that_would_be_ignored_are_exit_2(argv, message, tmp_path, capsys,
         (
             ["index", "--embeddings", "{tmp}/e.npy", "--out", "{tmp}/o", "--rescore", "5"],
             "argument --rescore: rescores",
-        ),
-        (
-            ["index", "--out", "o", "--update", "--compact", "--vectors", "int8"],
-            "argument --vectors: not with --update",
         ),
         (["search", "q", "--index", "{index}", "--retriever", "bm25", "--search-param", "rescore=5"], "--search-param"),
         (["search", "q", "--index", "{index}", "--model", "m", "--search-param", "rescore"], "NAME=VALUE"),

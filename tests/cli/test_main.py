@@ -116,6 +116,20 @@ def test_user_error_is_exit_2_one_line_and_debug_shows_the_traceback(tmp_path, m
         main([*_encode_one_text(tmp_path), "--debug"])
 
 
+def test_an_output_held_by_another_run_is_exit_2_and_one_line(tmp_path, monkeypatch, capsys):
+    from gtr_keras.cli.commands import encode
+    from gtr_keras.errors import BusyError
+
+    def failing(args):
+        raise BusyError("o.npy: in use by another gtr-keras run (gtr-keras encode, pid 7 on host)")
+
+    monkeypatch.setattr(encode, "run", failing)
+    assert main(_encode_one_text(tmp_path)) == 2
+    assert one_line_error(capsys) == (
+        "gtr-keras encode: error: o.npy: in use by another gtr-keras run (gtr-keras encode, pid 7 on host)"
+    )
+
+
 def test_a_bug_is_exit_1_with_one_line_pointing_to_debug(tmp_path, monkeypatch, capsys):
     from gtr_keras.cli.commands import encode
 

@@ -196,7 +196,7 @@ def test_a_stored_number_past_a_float64_is_exit_2_naming_the_documents_file_neve
 
 
 def _update(index, model_dir, corpus, *flags):
-    return main(["index", "--update", "--out", str(index), "--model", model_dir, "--corpus", str(corpus), *flags])
+    return main(["update", str(index), "--model", model_dir, "--corpus", str(corpus), *flags])
 
 
 def test_metadata_of_embeddings_and_of_updates_follows_the_documents(tmp_path, tiny_model_dir, capsys):
@@ -217,7 +217,7 @@ def test_metadata_of_embeddings_and_of_updates_follows_the_documents(tmp_path, t
     (tmp_path / "gone.txt").write_text("d7\n")
     assert _update(index, tiny_model_dir, tmp_path / "new.jsonl", "--delete", str(tmp_path / "gone.txt")) == 0
     assert ids("lang = de") == ["d1", "d10"] and ids("year >= 2030") == ["d4"]
-    assert main(["index", "--update", "--out", str(index), "--compact"]) == 0
+    assert main(["update", str(index), "--compact"]) == 0
     assert ids("lang = de") == ["d1", "d10"] and ids("year >= 2030") == ["d4"]
 
 

@@ -25,6 +25,14 @@ def edit_config(**settings):
     return change
 
 
+def truncate(name, size=100):
+    def change(source):
+        with open(source / name, "r+b") as f:
+            f.truncate(size)
+
+    return change
+
+
 def remove(*names):
     def change(source):
         for name in names:
@@ -57,6 +65,11 @@ def remove(*names):
         ),
         ("xlmr", remove("sentencepiece.bpe.model"), "sentencepiece.bpe.model: missing (an XLM-RoBERTa cross-encoder"),
         ("xlmr", remove("model.safetensors"), "model.safetensors: missing"),
+        *[
+            (family, truncate("model.safetensors"), "model.safetensors: corrupt or unreadable safetensors file")
+            for family in ("bert", "xlmr")
+        ],
+        ("bert", truncate("model.safetensors", 20_000), "model.safetensors: corrupt or unreadable safetensors"),
     ],
 )
 def test_a_checkpoint_gtr_keras_cannot_read_is_exit_2_naming_the_file(tmp_path, capsys, family, change, message):

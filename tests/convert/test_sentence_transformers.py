@@ -163,6 +163,20 @@ def test_not_a_model_directory(tmp_path):
         load(str(tmp_path))
 
 
+@pytest.mark.parametrize(
+    "name, size", [("model.safetensors", 100), ("model.safetensors", 300_000), ("2_Dense/model.safetensors", 100)]
+)
+def test_a_truncated_safetensors_file_is_exit_2_naming_it_and_nothing_is_written(tmp_path, capsys, name, size):
+    st = _copy_st(tmp_path)
+    with open(st / name, "r+b") as f:
+        f.truncate(size)
+    out = tmp_path / "out"
+    assert main(["convert", str(st), str(out)]) == 2
+    error = capsys.readouterr().err
+    assert error.count("\n") == 1 and f"{st / name}: corrupt or unreadable safetensors file" in error, error
+    assert not out.exists()
+
+
 def test_cli_reports_checkpoint_errors_with_exit_2(tmp_path, capsys):
     assert main(["convert", str(tmp_path / "nowhere"), str(tmp_path / "out")]) == 2
     assert "nowhere" in capsys.readouterr().err

@@ -1,6 +1,7 @@
 """`distill`: a GTR student learns a teacher's in-batch similarities, in `train`'s loop."""
 
 import json
+import logging
 import re
 import signal
 import subprocess
@@ -201,7 +202,7 @@ def test_the_cli_distils_and_bad_inputs_are_exit_2_and_one_line(tiny_model_dir, 
         assert not (tmp_path / f"bad{number}" / "model").exists()
 
 
-def test_bfloat16_validation_and_keep_best_work_as_in_train(tiny_model_dir, tmp_path, capsys):
+def test_bfloat16_validation_and_keep_best_work_as_in_train(tiny_model_dir, tmp_path, caplog):
     from beir_files import write_beir
 
     from gtr_keras.beir.readers import Corpus
@@ -213,9 +214,10 @@ def test_bfloat16_validation_and_keep_best_work_as_in_train(tiny_model_dir, tmp_
     config = tiny_distillation(
         tmp_path, tiny_model_dir, precision="bfloat16", validation_data=str(validation), keep_best=True, verbose=2
     )
+    caplog.set_level(logging.INFO, logger="gtr_keras")
     student = distill(config)
     assert np.isfinite(student.encode_documents(["cat"])).all()
-    out = capsys.readouterr().out
+    out = caplog.text
     assert "validation at step 2: ndcg@10" in out and "validation at step 4: ndcg@10" in out
     assert json.loads((tmp_path / "run" / "best_model" / "validation.json").read_text())["precision"] == "bfloat16"
     assert json.loads((tmp_path / "run" / "train_config.json").read_text())["settings"]["precision"] == "bfloat16"

@@ -63,3 +63,17 @@ def test_no_teacher_there_is_one_line(tmp_path, kind):
         load_teacher(path)
     message = str(error.value)
     assert message.startswith(str(path)) and "\n" not in message
+
+
+def test_a_truncated_safetensors_file_of_a_teacher_is_one_line_naming_it(tmp_path):
+    import shutil
+
+    from reranker_inputs import CHECKPOINTS
+
+    teacher = shutil.copytree(CHECKPOINTS["bert"], tmp_path / "teacher")  # a BERT checkpoint keras-hub loads
+    assert load_teacher(teacher).embedding_dim > 0
+    with open(teacher / "model.safetensors", "r+b") as f:
+        f.truncate(100)
+    with pytest.raises(CheckpointError, match=r"model\.safetensors: corrupt or unreadable safetensors file") as error:
+        load_teacher(teacher)
+    assert str(error.value).startswith(str(teacher / "model.safetensors")) and "\n" not in str(error.value)

@@ -1,8 +1,10 @@
 import glob
+import os
 
 import numpy as np
 import pytest
 import tensorflow as tf
+from doc_snippets import python_blocks
 
 from gtr_keras.cli.main import main
 from gtr_keras.errors import UserError
@@ -50,6 +52,27 @@ def test_the_litert_export_runs_in_the_interpreter_as_the_saved_model_does(liter
     for signature in budgets:  # 0 texts: [0, D], as every other encoder gives
         empty = interpreter.get_signature_runner(signature)(texts=np.array([], dtype=object))["embeddings"]
         assert empty.shape == (0, tiny_encoder.embedding_dim) and empty.dtype == np.float32
+
+
+@pytest.mark.slow
+@pytest.mark.filterwarnings("ignore:.*tf.lite.Interpreter is deprecated")  # the snippet's interpreter, TF Text's target
+def test_the_docs_interpreter_answers_0_and_2_texts(litert_and_saved_model, tiny_encoder, tmp_path, monkeypatch):
+    """docs/serving.md's snippet: TFLite's own interpreter (its default delegates, XNNPACK's among them) with TF
+    Text's ops registered, nothing of gtr-keras; 0 texts give `[0, D]` from the flatbuffer itself."""
+    root, _ = litert_and_saved_model
+    os.makedirs(tmp_path / "exports")
+    os.symlink(root / "litert", tmp_path / "exports" / "gtr")
+    monkeypatch.chdir(tmp_path)
+    (snippet,) = python_blocks("docs/serving.md", "LiteRT")
+    namespace = {}
+    exec(snippet, namespace)
+    assert namespace["queries"].shape == (1, tiny_encoder.embedding_dim)
+    for signature, kind in (("encode_queries", "query"), ("encode_documents", "document")):
+        runner = namespace["interpreter"].get_signature_runner(signature)
+        for texts in ([], ["what keeps a wing up?", "boundary layer " * 400]):
+            embeddings = runner(texts=np.array(texts, dtype=object))["embeddings"]
+            assert embeddings.dtype == np.float32 and embeddings.shape == (len(texts), tiny_encoder.embedding_dim)
+            np.testing.assert_allclose(embeddings, tiny_encoder.encode(texts, kind), atol=1e-5, rtol=0)
 
 
 @pytest.mark.slow

@@ -1,6 +1,7 @@
 """`export --reranker`: a strings-in SavedModel (TF Serving, `hub.load`) and ONNX, scoring as `predict` does."""
 
 import json
+import sys
 
 import numpy as np
 import pytest
@@ -8,6 +9,7 @@ from reranker_inputs import PAIRS, REFERENCE
 
 import gtr_keras
 from gtr_keras.cli.main import main
+from gtr_keras.errors import UserError
 
 
 @pytest.mark.large
@@ -34,14 +36,21 @@ def test_the_savedmodel_scores_pairs_as_the_reranker(tmp_path, reranker_dirs, fa
 
 @pytest.mark.large
 @pytest.mark.parametrize("family", ["bert", "xlmr"])
-def test_the_onnx_export_with_its_tokenizer_on_the_host_scores_as_the_reranker(tmp_path, reranker_dirs, family):
+def test_the_onnx_export_with_its_tokenizer_on_the_host_scores_as_the_reranker(
+    tmp_path, reranker_dirs, family, capsys, monkeypatch
+):
     out = tmp_path / "onnx"
     assert main(["export", "--reranker", reranker_dirs[family], "--out", str(out), "--format", "onnx"]) == 0
     assert json.loads((out / "export.json").read_text())["kind"] == "reranker"
     scorer = gtr_keras.load(str(out))
     assert type(scorer).__name__ == "RuntimeScorer"
     np.testing.assert_allclose(scorer.predict(PAIRS, batch_size=4), REFERENCE[family]["scores"], atol=1e-5, rtol=0)
+    capsys.readouterr()
     assert main(["check", str(out)]) == 0
+    assert "a reranker's onnx export; runs with onnxruntime, tokenizers;" in capsys.readouterr().out
+    monkeypatch.setitem(sys.modules, "tokenizers", None)  # as where it is not installed
+    with pytest.raises(UserError, match=r"^onnx needs tokenizers: pip install 'gtr-keras\[onnx\]'$"):
+        gtr_keras.load(str(out))
 
 
 @pytest.mark.parametrize(

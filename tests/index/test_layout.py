@@ -10,18 +10,12 @@ from gtr_keras.errors import DataError, MismatchError, UserError
 from gtr_keras.index.search_index import SearchIndex
 
 
-@pytest.mark.parametrize(
-    "version, error",
-    [
-        (1, r"'format_version' is 1, .* reads 2 .*; rebuild the index"),  # float32 vectors kept twice
-        (99, r"index\.json: field 'format_version'"),
-    ],
-)
-def test_an_index_of_another_format_is_refused_with_the_remedy(tmp_path, version, error):
+def test_an_index_of_another_format_is_refused_with_the_remedy(tmp_path):
     directory = tmp_path / "index"
     SearchIndex(doc_ids(3), np.eye(3, dtype=np.float32), kind="exact").save(directory)
     config = json.loads((directory / "index.json").read_text())
-    (directory / "index.json").write_text(json.dumps({**config, "format_version": version}))
+    (directory / "index.json").write_text(json.dumps({**config, "format_version": 3}))
+    error = r"index\.json: field 'format_version' is 3, this version of gtr_keras reads 2; rebuild the index$"
     with pytest.raises(MismatchError, match=error):
         SearchIndex.load(directory)
 

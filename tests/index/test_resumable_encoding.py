@@ -33,7 +33,7 @@ def test_shard_writer_resumes_after_interruption(tmp_path):
     assert writer.pending_pieces()[-1] == (10, 1000, 1050)
     for shard in writer.pending_pieces()[:4]:
         writer.write(shard.number, _encode(range(shard.start, shard.end)))
-    (tmp_path / "shard-00004.npz.tmp-123").write_bytes(b"killed mid-write")
+    (tmp_path / ".shard-00004.npz.tmp-123").write_bytes(b"killed mid-write")
 
     resumed = ResumableEncoding(tmp_path, ids, texts, shard_size=100, metadata=MODEL)
     pending = resumed.pending_pieces()
@@ -173,7 +173,7 @@ def test_a_manifest_records_the_rows_the_ids_and_the_metadata(tmp_path):
 
 
 def test_the_staging_files_of_a_killed_write_are_removed(tmp_path):
-    for stale in ("shard-00000.npz.tmp-1", ".shard-00001.npz.tmp-2", ".shard-00002.npz.upload-3"):
+    for stale in (".shard-00001.npz.tmp-2", ".shard-00002.npz.upload-3"):
         (tmp_path / stale).write_bytes(b"partial")
     (tmp_path / "notes.txt").write_text("kept")
     ResumableEncoding(tmp_path, _ids(5), _texts(5), 2)

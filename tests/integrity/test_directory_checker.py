@@ -72,6 +72,12 @@ def test_check_passes_a_healthy_index_model_and_onnx_export_and_names_one_change
         assert err.startswith(f"gtr-keras check: error: {copy / data_file}: ") and err.count("\n") == 1, err
 
 
+def test_check_says_what_an_onnx_export_runs_with_as_gtr_keras_load_checks_it(tiny_onnx_export, capsys):
+    code, out, err = _check(capsys, tiny_onnx_export)
+    assert code == 0, err
+    assert "onnx export, D 64; runs with onnxruntime, sentencepiece;" in out and "tokenizers" not in out
+
+
 def test_all_lists_every_problem_and_the_first_is_named_alone(built_index, tmp_path, capsys):
     copy = tmp_path / "idx"
     shutil.copytree(built_index, copy)
@@ -109,7 +115,7 @@ def test_an_updated_index_checks_every_segment_and_its_bm25_side(built_index, ti
     copy = tmp_path / "idx"
     shutil.copytree(built_index, copy)
     new = _corpus(tmp_path / "new.jsonl", 3)
-    assert main(["index", "--model", tiny_model_dir, "--corpus", str(new), "--out", str(copy), "--update"]) == 0
+    assert main(["update", str(copy), "--model", tiny_model_dir, "--corpus", str(new)]) == 0
     code, out, err = _check(capsys, copy)
     assert code == 0 and "2 segments" in out and "BM25 side" in out, err
     _flip(copy / "index" / "segment-000001" / "embeddings.npy", -1)
@@ -121,7 +127,7 @@ def test_a_manifest_whose_segment_points_outside_is_named(built_index, tiny_mode
     copy = tmp_path / "idx"
     shutil.copytree(built_index, copy)
     new = _corpus(tmp_path / "new.jsonl", 3)
-    assert main(["index", "--model", tiny_model_dir, "--corpus", str(new), "--out", str(copy), "--update"]) == 0
+    assert main(["update", str(copy), "--model", tiny_model_dir, "--corpus", str(new)]) == 0
     manifest = json.loads((copy / "index" / "segments.json").read_text())
     manifest["segments"][1]["name"] = "../../elsewhere"
     _rewrite(copy / "index" / "segments.json", manifest)
@@ -188,7 +194,7 @@ def int8_index(tmp_path_factory, tiny_model_dir, tiny_encoder):
     pytest.importorskip("matplotlib")
     root = tmp_path_factory.mktemp("int8")
     build_index(tiny_encoder, _metadata_corpus(range(40)), root / "idx", tiny_model_dir, params={"vectors": "int8"})
-    tune(root / "idx", sample=20, k=5, target_recall=0.5, log=lambda line: None)
+    tune(root / "idx", sample=20, k=5, target_recall=0.5)
     return root / "idx"
 
 
@@ -205,7 +211,7 @@ def tuned_scann_index(tmp_path_factory):
     (root / "vectors.ids.txt").write_text("".join(f"{i}\n" for i in ids))
     corpus = Corpus(ids, [""] * n, [f"wing lift {i % 7} drag {i % 11}" for i in range(n)])
     index_embeddings(str(root / "vectors.npy"), root / "idx", kind="scann", corpus=corpus, params={"num_leaves": 10})
-    tune(root / "idx", sample=100, target_recall=TARGET, build=True, log=lambda line: None)
+    tune(root / "idx", sample=100, target_recall=TARGET, build=True)
     return root / "idx"
 
 
@@ -461,11 +467,11 @@ def test_the_scratch_of_a_stopped_tune_is_named_and_gone_once_tune_reruns(tuned_
     copy = tmp_path / "idx"
     shutil.copytree(tuned_scann_index, copy)
     with stopping_at(2) as stopped:  # in its first build, as a kill there would
-        tune(copy, sample=100, target_recall=TARGET, build=True, log=lambda line: None)
+        tune(copy, sample=100, target_recall=TARGET, build=True)
     assert stopped.crashed
     code, _, err = _check(capsys, copy)
     scratch = [name for name in os.listdir(copy) if name.startswith(".tune-")]
     assert code == 2 and len(scratch) == 1, err
     assert err.startswith(f"gtr-keras check: error: {copy / scratch[0]}: the scratch of a `gtr-keras tune`"), err
-    tune(copy, sample=100, target_recall=TARGET, log=lambda line: None)
+    tune(copy, sample=100, target_recall=TARGET)
     assert _check(capsys, copy)[0] == 0

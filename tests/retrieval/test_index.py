@@ -14,6 +14,7 @@ from gtr_keras.cli.main import main
 from gtr_keras.errors import DataError, MismatchError, UserError
 from gtr_keras.integrity import check_directory
 from gtr_keras.retrieval.index import Index
+from gtr_keras.retrieval.index_types import IndexUpdate
 
 WORDS = "wing lift drag shock boundary layer heat transfer flutter nozzle jet buckling panel cone mach".split()
 QUERIES = ["boundary layer heat transfer", "wing flutter at mach one"]
@@ -199,7 +200,7 @@ def test_an_index_says_its_bm25_side_and_search_settings(tmp_path, tiny_model_di
     assert index.bm25.search(["wing lift"], 3)[0][0][0] == index.search(["wing lift"], 3, retriever="bm25")[0][0]["id"]
     quantized = gtr_keras.Index.build(str(tmp_path / "int8"), corpus, tiny_model_dir, vectors="int8", bm25=False)
     assert set(quantized.search_settings) == {"rescore"}
-    quantized.set_search_params({"rescore": 7})
+    quantized.set_search_settings({"rescore": 7})
     assert quantized.search_settings == {"rescore": 7}
     with pytest.raises(DataError, match="BM25"):
         quantized.bm25  # noqa: B018
@@ -355,12 +356,12 @@ def test_tune_takes_query_texts_encoded_by_the_index_model(tmp_path, tiny_model_
     corpus = _write(tmp_path / "corpus.jsonl", _documents(60))
     index = Index.build(tmp_path / "idx", corpus, tiny_model_dir, vectors="int8", bm25=False)
     texts = [" ".join(WORDS[(i * 5 + j) % len(WORDS)] for j in range(2 + i % 3)) for i in range(40)]
-    by_texts = index.tune(queries=texts, target_recall=0.5, k=5, plot=str(tmp_path / "t.png"), log=lambda line: None)
+    by_texts = index.tune(queries=texts, target_recall=0.5, k=5, plot=str(tmp_path / "t.png"))
     assert by_texts["tuning_queries"] + by_texts["held_out_queries"] == 40
     assert index.search_settings == by_texts["setting"]
     other = Index.build(tmp_path / "other", corpus, tiny_model_dir, vectors="int8", bm25=False)
     by_vectors = other.tune(
-        queries=tiny_encoder.encode_queries(texts), target_recall=0.5, k=5, plot=str(tmp_path / "v.png"), log=print
+        queries=tiny_encoder.encode_queries(texts), target_recall=0.5, k=5, plot=str(tmp_path / "v.png")
     )
     assert by_texts["queries"] == by_vectors["queries"]
 
@@ -396,3 +397,88 @@ def test_check_directory_reports_the_integrity_of_an_index_as_gtr_keras_check_do
     assert not report.ok and report.problems[0].startswith(f"{vectors}: ")
     assert main(["check", str(tmp_path / "idx")]) == 2
     assert capsys.readouterr().err.splitlines()[-1] == f"gtr-keras check: error: {report.problems[0]}"
+
+
+@pytest.mark.parametrize(
+    "commit",
+    [
+        lambda index, new: index.add(new),
+        lambda index, new: index.delete(["d3", "d4"]),
+        lambda index, new: index.update(add=new, delete=["d5"]),
+        lambda index, new: index.compact(),
+    ],
+    ids=["add", "delete", "update", "compact"],
+)
+def test_a_reader_keeps_its_version_for_every_retriever_after_another_writer_commits(tmp_path, tiny_model_dir, commit):
+    corpus = _write(tmp_path / "corpus.jsonl", _documents(30))
+    new = _write(tmp_path / "new.jsonl", _documents(2, offset=3) + _documents(4, prefix="n", offset=1))
+    path = str(Index.build(tmp_path / "idx", corpus, tiny_model_dir).paths[0])
+    Index.open(path, tiny_model_dir).delete("d9")  # an updated index: segments and a deletion list
+    seen, reader = Index.open(path, tiny_model_dir), Index.open(path, tiny_model_dir)
+    before = {retriever: seen.search(QUERIES, k=8, retriever=retriever) for retriever in ("gtr", "bm25", "hybrid")}
+    writer = Index.open(path, tiny_model_dir)
+    commit(writer, new)
+    for retriever, hits in before.items():
+        assert reader.search(QUERIES, k=8, retriever=retriever) == hits, retriever
+    fresh = Index.open(path, tiny_model_dir)
+    assert fresh.ids == writer.ids
+    for retriever in before:
+        assert fresh.search(QUERIES, k=8, retriever=retriever) == writer.search(QUERIES, k=8, retriever=retriever)
+
+
+def test_a_side_not_of_a_readers_version_says_retry_only_where_a_retry_can_succeed(tmp_path, tiny_model_dir):
+    path = tmp_path / "idx"
+    Index.build(path, _write(tmp_path / "corpus.jsonl", _documents(20)), tiny_model_dir)
+    shutil.copytree(path / "bm25", tmp_path / "side-before")
+    writer = Index.open(path)
+    writer.add(_write(tmp_path / "new.jsonl", _documents(3, prefix="n")))
+    (path / "bm25").rename(tmp_path / "side-after")
+    shutil.copytree(tmp_path / "side-before", path / "bm25")  # committed, its BM25 side not yet rebuilt
+    rebuilding, moved_on = Index.open(path), Index.open(path)
+    assert rebuilding.search(QUERIES, k=3) == writer.search(QUERIES, k=3)  # GTR answers meanwhile
+    with pytest.raises(MismatchError, match=r"an update is rebuilding it \(retry when it ends\)"):
+        rebuilding.search(QUERIES, retriever="bm25")
+    shutil.rmtree(path / "bm25")
+    (tmp_path / "side-after").rename(path / "bm25")  # the rebuild ends
+    assert rebuilding.search(QUERIES, k=3, retriever="bm25") == writer.search(QUERIES, k=3, retriever="bm25")
+    writer.delete("n0")
+    with pytest.raises(MismatchError, match=r"updated since this Index loaded it.*open the index again") as error:
+        moved_on.search(QUERIES, retriever="hybrid")
+    assert "retry" not in str(error.value)
+    assert Index.open(path).search(QUERIES, k=3, retriever="bm25") == writer.search(QUERIES, k=3, retriever="bm25")
+
+
+def test_add_delete_update_and_compact_return_what_they_changed(tmp_path):
+    rng = np.random.default_rng(3)
+    embeddings, documents = _embedding_files(tmp_path / "e", [f"d{i}" for i in range(20)], _unit_rows(rng, 20))
+    index = Index.build(tmp_path / "idx", embeddings=embeddings, documents=documents)
+    new_embeddings, new_documents = _embedding_files(tmp_path / "new", ["n1", "d2", "n0"], _unit_rows(rng, 3))
+    added = index.add(embeddings=new_embeddings, documents=new_documents)
+    assert (added.added, added.replaced, added.deleted) == (("n1", "n0"), ("d2",), ())
+    assert (
+        (added.generation, added.documents, added.segments)
+        == (_generation(index.paths[0]), len(index), 2)
+        == (1, 22, 2)
+    )
+    deleted = index.delete(["d5", "gone", "n1"], missing_ok=True)
+    assert (deleted.added, deleted.replaced, deleted.deleted, deleted.documents) == ((), (), ("d5", "n1"), 20)
+    both = index.update(delete="d6")
+    assert both.deleted == ("d6",) and both.generation == 3
+    compacted = index.compact()
+    assert compacted == IndexUpdate((), (), (), generation=4, documents=19, segments=1)
+
+
+@pytest.mark.slow
+def test_a_reranker_model_given_as_rerank_is_the_reranker_not_a_factory(tmp_path, reranker_dirs):
+    from gtr_keras.models.reranker.reranker import Reranker
+
+    rng = np.random.default_rng(4)
+    embeddings, documents = _embedding_files(tmp_path / "e", [f"d{i}" for i in range(9)], _unit_rows(rng, 9))
+    index = Index.build(tmp_path / "idx", embeddings=embeddings, documents=documents)
+    model = Reranker.from_preset(reranker_dirs["bert"])
+    by_model = index.search(["text of d4"], k=3, retriever="bm25", rerank=model, rerank_depth=9)
+    by_directory = index.search(["text of d4"], k=3, retriever="bm25", rerank=reranker_dirs["bert"], rerank_depth=9)
+    assert [hit["id"] for hit in by_model[0]] == [hit["id"] for hit in by_directory[0]]
+    np.testing.assert_allclose([h["score"] for h in by_model[0]], [h["score"] for h in by_directory[0]], rtol=1e-5)
+    scores = model.scorer().predict([("text of d4", f"text of {hit['id']}") for hit in by_model[0]])
+    np.testing.assert_allclose([hit["score"] for hit in by_model[0]], scores, rtol=1e-5)

@@ -1,5 +1,6 @@
-"""`update_index` and `gtr-keras index --update`: index directories updated in place, checked as builds are."""
+"""`update_index` and `gtr-keras update`: index directories updated in place, checked as builds are."""
 
+import dataclasses
 import json
 
 import numpy as np
@@ -11,7 +12,9 @@ from gtr_keras.cli.main import main
 from gtr_keras.errors import DataError, MismatchError
 from gtr_keras.index.layout import read_id_file
 from gtr_keras.index.search_index import SearchIndex
+from gtr_keras.retrieval.index import Index
 from gtr_keras.retrieval.index_building import build_index, index_metadata
+from gtr_keras.retrieval.index_types import IndexUpdate
 from gtr_keras.retrieval.index_updates import update_index
 from gtr_keras.retrieval.retriever import Retriever
 
@@ -78,33 +81,16 @@ def test_cli_update_with_embeddings_and_deletions(tmp_path, capsys):
     (tmp_path / "new").mkdir()
     _shard(tmp_path / "new" / "n.npy", ["d1", "x1"], clustered(2, seed=2))
     (tmp_path / "ids.txt").write_text("d2\nd3\n")
-    update = ["index", "--out", out, "--update", "--embeddings", str(tmp_path / "new" / "*.npy")]
+    update = ["update", out, "--embeddings", str(tmp_path / "new" / "*.npy")]
     assert main([*update, "--delete", str(tmp_path / "ids.txt")]) == 0
     assert "updated" in capsys.readouterr().out
     index = SearchIndex.load(out)
     assert len(index.ids) == 29 and {"d2", "d3"}.isdisjoint(index.ids) and "x1" in set(index.ids)
     (tmp_path / "ids.txt").write_text("d4\nnope\n")
-    assert main(["index", "--out", out, "--update", "--delete", str(tmp_path / "ids.txt")]) == 2
+    assert main(["update", out, "--delete", str(tmp_path / "ids.txt")]) == 2
     assert f"{tmp_path / 'ids.txt'}:2: id 'nope' is not in the index" in capsys.readouterr().err
-    assert main(["index", "--out", out, "--update", "--delete", str(tmp_path / "ids.txt"), "--missing-ok"]) == 0
+    assert main(["update", out, "--delete", str(tmp_path / "ids.txt"), "--missing-ok"]) == 0
     assert len(SearchIndex.load(out).ids) == 28
-
-
-@pytest.mark.parametrize(
-    "flags, message",
-    [
-        (["--delete", "IDS"], "argument --delete: updates an index: needs --update"),
-        (["--update"], "argument --update: needs --embeddings, --corpus (with --model), --delete or --compact"),
-        (["--update", "--compact", "--missing-ok"], "argument --missing-ok: goes with --delete"),
-        (["--update", "--compact", "--exact"], "argument --exact: not with --update"),
-    ],
-)
-def test_cli_update_flags_are_checked_first(tmp_path, capsys, flags, message):
-    (tmp_path / "IDS").write_text("a\n")
-    flags = [str(tmp_path / f) if f == "IDS" else f for f in flags]
-    with pytest.raises(SystemExit) as exit_:
-        main(["index", "--out", str(tmp_path / "idx"), *flags])
-    assert exit_.value.code == 2 and message in capsys.readouterr().err
 
 
 def test_an_id_file_names_the_line_of_a_bad_id(tmp_path):
@@ -122,15 +108,16 @@ def test_cli_update_checks_the_index_and_the_ids_before_the_model_loads(tmp_path
     monkeypatch.setattr(handler_inputs, "encoder", lambda args: pytest.fail("the model loaded before the checks"))
     (tmp_path / "ids.txt").write_text("d1\nnope\n")
     (tmp_path / "not-an-index").mkdir()
-    update = ["index", "--update", "--delete", str(tmp_path / "ids.txt")]
-    assert main([*update, "--out", str(tmp_path / "not-an-index")]) == 2
-    assert "not an index directory (no retriever.json)" in capsys.readouterr().err
+    update = ["--delete", str(tmp_path / "ids.txt")]
+    with pytest.raises(SystemExit) as exit_:
+        main(["update", str(tmp_path / "not-an-index"), *update])
+    assert exit_.value.code == 2 and "not an index directory (no retriever.json)" in capsys.readouterr().err
     (tmp_path / "emb").mkdir()
     _shard(tmp_path / "emb" / "a.npy", ["d0", "d1"], clustered(2, seed=1))
     assert main(["index", "--embeddings", str(tmp_path / "emb" / "a.npy"), "--out", str(tmp_path / "idx")]) == 0
     corpus = tmp_path / "corpus.jsonl"
     corpus.write_text(json.dumps({"_id": "d0", "text": "wing"}) + "\n")
-    argv = [*update, "--out", str(tmp_path / "idx"), "--model", tiny_model_dir, "--corpus", str(corpus)]
+    argv = ["update", str(tmp_path / "idx"), *update, "--model", tiny_model_dir, "--corpus", str(corpus)]
     assert main(argv) == 2
     assert f"{tmp_path / 'ids.txt'}:2: id 'nope' is not in the index" in capsys.readouterr().err
 
@@ -146,22 +133,6 @@ def _counting(monkeypatch, module, name):
 
     monkeypatch.setattr(module, name, counted)
     return calls
-
-
-def test_the_update_command_is_index_update_under_its_own_name(tmp_path, capsys):
-    (tmp_path / "emb").mkdir()
-    _shard(tmp_path / "emb" / "a.npy", [f"d{i}" for i in range(30)], clustered(30, seed=1))
-    for name in ("alias", "command"):
-        assert main(["index", "--embeddings", str(tmp_path / "emb" / "*.npy"), "--out", str(tmp_path / name)]) == 0
-    (tmp_path / "new").mkdir()
-    _shard(tmp_path / "new" / "n.npy", ["d1", "x1"], clustered(2, seed=2))
-    (tmp_path / "ids.txt").write_text("d2\n")
-    flags = ["--embeddings", str(tmp_path / "new" / "*.npy"), "--delete", str(tmp_path / "ids.txt")]
-    assert main(["index", "--out", str(tmp_path / "alias"), "--update", *flags]) == 0
-    assert main(["update", str(tmp_path / "command"), *flags]) == 0
-    assert capsys.readouterr().out.splitlines()[-1].startswith(f"updated {tmp_path / 'command'}: 30 documents")
-    alias, command = SearchIndex.load(str(tmp_path / "alias")), SearchIndex.load(str(tmp_path / "command"))
-    assert list(alias.ids) == list(command.ids) and "x1" in set(command.ids) and "d2" not in set(command.ids)
 
 
 @pytest.mark.parametrize(
@@ -215,3 +186,16 @@ def test_a_compaction_alone_keeps_the_bm25_side(tmp_path, tiny_encoder, tiny_mod
     assert len(hits[0]) == 3
     update_index(tmp_path / "idx", delete=["d4"])
     assert len(rebuilds) == 1
+
+
+def test_an_update_returns_the_ids_it_added_replaced_and_deleted_in_the_order_given(tmp_path):
+    _shard(tmp_path / "base.npy", [f"d{i}" for i in range(20)], _unit(20, 8))
+    Index.build(tmp_path / "idx", embeddings=str(tmp_path / "base.npy"))
+    _shard(tmp_path / "new.npy", ["n1", "d2", "n0"], _unit(3, 8))
+    update = {"embeddings": str(tmp_path / "new.npy"), "delete": ["zz", "d7"], "missing_ok": True}
+    change = update_index(tmp_path / "idx", **update)
+    assert change == IndexUpdate(("n1", "n0"), ("d2",), ("d7",), generation=1, documents=21, segments=2)
+    assert update_index(tmp_path / "idx", **update) == IndexUpdate((), (), (), 1, 21, 2)  # a rerun changes nothing
+    assert update_index(tmp_path / "idx", compact=True) == IndexUpdate((), (), (), 2, 21, 1)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        change.added = ()

@@ -12,12 +12,11 @@ from beir_files import write_beir
 
 from gtr_keras.beir.readers import Corpus
 from gtr_keras.cli.main import main
-from gtr_keras.index.layout import RETRIEVER_JSON
 from gtr_keras.index.resumable_encoding import ResumableEncoding
 from gtr_keras.index.search_index import SearchIndex
 from gtr_keras.lexical.bm25_side import load_bm25_side
 from gtr_keras.retrieval.index_building import MODEL_FIELDS, build_index, work_dir_for
-from gtr_keras.retrieval.retriever import Retriever, model_change
+from gtr_keras.retrieval.retriever import Retriever
 
 WORDS = "wing lift drag shock boundary layer heat transfer flutter nozzle jet buckling panel cone mach".split()
 
@@ -38,23 +37,6 @@ def test_index_then_search_returns_the_best_document_with_its_text(tmp_path, tin
     assert [h["id"] for h in hits] == [corpus.ids[i] for i in expected[:3]]
     assert hits[0]["title"] == corpus.titles[expected[0]]
     assert not os.path.exists(work_dir_for(tmp_path / "idx"))
-
-
-def test_an_index_tokenized_by_the_older_op_is_searched_as_before(tmp_path, tiny_encoder):
-    """Indexes record the tokenizer's op; one without the record (TF Text's older SentencepieceOp, whose ids
-    differ only on exact ties: index_building.TOKENIZER_FIELD) is accepted, for searching and for resuming."""
-    from gtr_keras.models.gtr.gtr_tokenizer import TOKENIZER_OP
-
-    corpus = _corpus()
-    build_index(tiny_encoder, corpus, tmp_path / "idx")
-    path = tmp_path / "idx" / RETRIEVER_JSON
-    record = json.loads(path.read_text())
-    assert record.pop("tokenizer_op") == TOKENIZER_OP == "TFText>FastSentencepieceTokenize"
-    query = [corpus.texts[3]]
-    expected = Retriever.load(tmp_path / "idx", tiny_encoder).search(query, k=5)
-    path.write_text(json.dumps(record))
-    assert Retriever.load(tmp_path / "idx", tiny_encoder).search(query, k=5) == expected
-    assert model_change(record, tiny_encoder, MODEL_FIELDS)[0] is None  # what resuming and --embeddings check
 
 
 def test_search_cli_prints_json(tmp_path, tiny_model_dir, capsys):

@@ -1,5 +1,8 @@
 import base64
+import http.client
 import json
+import logging
+import socket
 import threading
 
 import httpx
@@ -359,7 +362,7 @@ MALFORMED = [
 
 @pytest.mark.parametrize("endpoint, body, status, param, code", MALFORMED)
 def test_every_malformed_body_is_a_4xx_in_openai_s_shape_without_a_traceback(
-    roomy_url, capfd, endpoint, body, status, param, code
+    roomy_url, capfd, caplog, endpoint, body, status, param, code
 ):
     response = httpx.post(f"{roomy_url}/v1/{endpoint}", content=body, timeout=30)
     assert response.status_code == status, response.text
@@ -367,7 +370,7 @@ def test_every_malformed_body_is_a_4xx_in_openai_s_shape_without_a_traceback(
     assert set(error) == {"message", "type", "param", "code"} and error["type"] == "invalid_request_error"
     assert error["param"] == param and (code is None or error["code"] == code)
     assert "\n" not in error["message"] and len(error["message"]) < 300
-    assert "Traceback" not in capfd.readouterr().err
+    assert "Traceback" not in capfd.readouterr().err + caplog.text
 
 
 def test_a_bad_text_fails_its_own_request_alone_among_concurrent_good_ones(tiny_encoder, tiny_model_dir, index_dir):
@@ -467,7 +470,7 @@ def test_an_answer_holding_a_lone_surrogate_renders_as_json_escapes_it():
 
 
 def test_a_damaged_index_found_by_a_search_is_the_server_s_500_not_the_client_s_422(
-    tiny_encoder, tiny_model_dir, index_dir, monkeypatch, capfd
+    tiny_encoder, tiny_model_dir, index_dir, monkeypatch, capfd, caplog
 ):
     from gtr_keras.errors import DataError
     from gtr_keras.retrieval.index import Index
@@ -488,5 +491,77 @@ def test_a_damaged_index_found_by_a_search_is_the_server_s_500_not_the_client_s_
     assert (error["type"], error["code"]) == ("server_error", "server_data_error") and "data.csc.index.npy" in error[
         "message"
     ]
-    err = capfd.readouterr().err
-    assert "Traceback" not in err and "gtr-keras serve: error: DataError: " in err and "more" not in err
+    (logged,) = [record for record in caplog.records if record.name == "gtr_keras.server.app"]
+    assert logged.levelno == logging.ERROR and logged.message.startswith("gtr-keras serve: error: DataError: ")
+    assert "more" not in logged.message and "Traceback" not in capfd.readouterr().err + caplog.text
+
+
+OVER_8_MIB = 9_200_000  # bytes: over the default --max-body-bytes (8 MiB)
+
+
+@pytest.fixture(scope="module")
+def default_limits_url(tiny_encoder):
+    with running(tiny_encoder) as (url, _, _):
+        yield url
+
+
+def _assert_too_large(response):
+    assert response.status_code == 413, response.text
+    error = response.json()["error"]
+    assert set(error) == {"message", "type", "param", "code"}
+    assert (error["type"], error["param"], error["code"]) == ("invalid_request_error", None, "request_too_large")
+
+
+def _chunks(body):
+    for start in range(0, len(body), 1 << 16):
+        yield body[start : start + (1 << 16)]
+
+
+def _by_http_client(url, body, chunked):
+    """Python's `http.client` (what `urllib` sends with): the whole body written, then the answer read."""
+    host, port = url.removeprefix("http://").split(":")
+    connection = http.client.HTTPConnection(host, int(port), timeout=60)
+    try:
+        headers = {"content-type": "application/json"}
+        connection.request(
+            "POST", "/v1/embeddings", _chunks(body) if chunked else body, headers, encode_chunked=chunked
+        )
+        answer = connection.getresponse()
+        return httpx.Response(answer.status, content=answer.read())
+    finally:
+        connection.close()
+
+
+def _by_httpx(url, body, chunked):
+    return httpx.post(f"{url}/v1/embeddings", content=_chunks(body) if chunked else body, timeout=60)
+
+
+@pytest.mark.parametrize("client", [_by_http_client, _by_httpx], ids=["http.client", "httpx"])
+@pytest.mark.parametrize("chunked", [False, True], ids=["content-length", "chunked"])
+def test_a_body_over_the_default_limit_is_answered_413_and_the_client_reads_it(default_limits_url, client, chunked):
+    body = json.dumps({"input": "a" * OVER_8_MIB, "model": MODEL}).encode()
+    for _ in range(3):
+        _assert_too_large(client(default_limits_url, body, chunked))
+    assert httpx.post(f"{default_limits_url}/v1/embeddings", json={"input": "x", "model": MODEL}).status_code == 200
+
+
+def test_the_openai_client_reads_the_413_of_a_body_over_the_default_limit(default_limits_url):
+    client = openai.OpenAI(base_url=f"{default_limits_url}/v1", api_key="unused", max_retries=0, timeout=60)
+    with pytest.raises(openai.APIStatusError) as error:
+        client.embeddings.create(input=["a" * OVER_8_MIB], model=MODEL)
+    assert error.value.status_code == 413 and error.value.body["code"] == "request_too_large"
+
+
+def test_a_client_that_waits_for_100_continue_is_answered_413_before_it_sends_its_body(default_limits_url):
+    host, port = default_limits_url.removeprefix("http://").split(":")
+    with socket.create_connection((host, int(port)), timeout=10) as sock:
+        sock.sendall(
+            b"POST /v1/embeddings HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            b"Content-Length: %d\r\nExpect: 100-continue\r\n\r\n" % OVER_8_MIB
+        )
+        answer = b""
+        while chunk := sock.recv(65536):  # the server closes the connection after its answer
+            answer += chunk
+    head, _, body = answer.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 413 ") and b"100 Continue" not in head, head
+    assert json.loads(body)["error"]["code"] == "request_too_large"

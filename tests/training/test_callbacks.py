@@ -179,9 +179,3 @@ def test_the_best_model_so_far_counts_only_with_the_same_settings_and_collection
     assert best_so_far(config, "b" * 64) is None
     assert best_so_far(_config(tmp_path, collection_dir, validation_max_queries=5), "a" * 64) is None
     assert best_so_far(_config(tmp_path, collection_dir, keep_best=False), "a" * 64) is None
-
-
-def test_a_best_model_recorded_without_the_collection_sha256_is_compared_by_its_settings(tmp_path, collection_dir):
-    config = _config(tmp_path, collection_dir)
-    _keep(config)
-    assert best_so_far(config, "c" * 64) == 0.5

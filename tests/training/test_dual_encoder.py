@@ -1,5 +1,6 @@
 import inspect
 import json
+import logging
 import os
 import signal
 import subprocess
@@ -509,7 +510,7 @@ def tensorboard_scalars(log_dir):
     return scalars
 
 
-def test_loop_logs_against_the_global_step_validates_and_keeps_the_best(tmp_path, capsys):
+def test_loop_logs_against_the_global_step_validates_and_keeps_the_best(tmp_path, caplog):
     from beir_files import write_beir
 
     from gtr_keras.beir.readers import Corpus
@@ -523,6 +524,7 @@ def test_loop_logs_against_the_global_step_validates_and_keeps_the_best(tmp_path
     # Epochs of 2 steps (the gcd of checkpoint_every and validate_every), 2 steps per execution, a last
     # epoch of 1: checkpoints at 2, 4 and 5, validation at 4 and 5, TensorBoard points at 2 and 4; under
     # MirroredStrategy (one replica here), whose variables validation reads outside the step.
+    caplog.set_level(logging.INFO, logger="gtr_keras")
     looped = train(
         {
             **base,
@@ -538,7 +540,7 @@ def test_loop_logs_against_the_global_step_validates_and_keeps_the_best(tmp_path
             "verbose": 2,
         }
     )
-    printed = capsys.readouterr().out
+    printed = caplog.text
     plain = train({**base, "output_dir": str(tmp_path / "plain"), "checkpoint_every": 5, "verbose": 0})
     for a, b in zip(looped.model.weights, plain.model.weights):
         np.testing.assert_allclose(a.numpy(), b.numpy(), atol=1e-6, rtol=0, err_msg=a.path)

@@ -3,6 +3,7 @@ fastest that meets the target on the other half recorded in the index and applie
 recall checked here against numpy float32 brute force on queries tune never saw."""
 
 import json
+import logging
 import os
 import shutil
 import signal
@@ -13,6 +14,7 @@ import tempfile
 import numpy as np
 import pytest
 from conftest import REPO, write_jsonl
+from killed_at import killed_at
 from search_inputs import CORPUS, clustered, doc_ids, float32_recall
 
 from gtr_keras.cli.main import main
@@ -22,7 +24,7 @@ from gtr_keras.index.layout import EMBEDDINGS_NPY, TUNE_PLOT, TUNED_JSON
 from gtr_keras.index.search_index import ArrayRows, rescore_pool_size, write_search_index
 from gtr_keras.tuning import tuner
 from gtr_keras.tuning.tuner import _bisect, needed_recall, settings_grid, tune
-from gtr_keras.utils.file_operations import CRASH_AT_VARIABLE, counting, stopping_at
+from gtr_keras.utils.file_operations import counting, stopping_at
 
 pytest.importorskip("matplotlib")
 
@@ -157,9 +159,19 @@ def test_needed_recall_grows_the_margin_as_the_queries_get_fewer():
     assert needed_recall(0.9, spread, 10) > needed_recall(0.9, np.ones(100), 10)
 
 
+def test_tune_logs_its_table_to_the_gtr_keras_logger_and_prints_nothing(tmp_path, caplog, capsys):
+    write_search_index(ArrayRows(doc_ids(len(CORPUS)), CORPUS), tmp_path / "i", "scann", {"num_leaves": 10})
+    caplog.set_level(logging.INFO, logger="gtr_keras")
+    record = tune(tmp_path / "i", sample=100, target_recall=0.5)
+    lines = [r.getMessage() for r in caplog.records if r.name == "gtr_keras.tuning.tuner" and r.levelno == logging.INFO]
+    assert lines[0].startswith("50 tuning queries, 50 held out; ")
+    assert lines[1].split() == ["setting", "recall@10", "QPS"] and len(lines) == 2 + len(record["measurements"])
+    assert capsys.readouterr() == ("", "")
+
+
 def test_a_flag_overrides_the_tuned_setting(tmp_path):
     write_search_index(ArrayRows(doc_ids(len(CORPUS)), CORPUS), tmp_path / "i", "scann", {"num_leaves": 10})
-    tune(tmp_path / "i", sample=100, target_recall=0.5, log=lambda line: None)
+    tune(tmp_path / "i", sample=100, target_recall=0.5)
     index = SearchIndex.load(tmp_path / "i")
     index.set_search_params({"num_leaves_to_search": index.params["num_leaves"], "reorder_factor": 300})
     index.set_search_params({"rescore_factor": 7})
@@ -203,7 +215,7 @@ def test_tune_records_a_bisected_setting_when_it_is_the_fastest(scann_dir, monke
     monkeypatch.setattr(tuner, "measure", lambda index, queries, *args, **kwargs: _fake(index.params, len(queries)))
     (scann_dir / TUNED_JSON).unlink(missing_ok=True)
     assert 60 not in {s["reorder_factor"] for s in settings_grid(SearchIndex.load(scann_dir), 10)}
-    record = tune(scann_dir, sample=50, target_recall=0.95, log=lambda line: None)
+    record = tune(scann_dir, sample=50, target_recall=0.95)
     assert record["setting"]["reorder_factor"] == 60  # the grid has 50 (fails) and 70: bisected 60, 55, 57
     assert record["setting"]["rescore_factor"] == 1
     assert SearchIndex.load(scann_dir).params["reorder_factor"] == record["setting"]["reorder_factor"]
@@ -224,7 +236,7 @@ def test_settings_searching_at_least_as_much_as_one_too_slow_to_be_chosen_are_no
         monkeypatch.setattr(tuner, "SLOWER", slower)
         (scann_dir / TUNED_JSON).unlink(missing_ok=True)
         measured.clear()
-        records[slower] = tune(scann_dir, sample=50, target_recall=0.95, log=lambda line: None), len(measured)
+        records[slower] = tune(scann_dir, sample=50, target_recall=0.95), len(measured)
     (every, every_count), (pruned, pruned_count) = records.values()
     assert pruned["setting"] == every["setting"] and pruned["qps"] == every["qps"]
     assert pruned_count < every_count / 2
@@ -257,7 +269,7 @@ def test_the_setting_chosen_on_the_tuning_half_is_checked_once_held_out_and_refu
     monkeypatch.setattr(tuner, "measure", fake)
     (scann_dir / TUNED_JSON).unlink(missing_ok=True)
     with pytest.raises(UserError) as refused:
-        tune(scann_dir, sample=100, target_recall=0.97, log=lambda line: None)
+        tune(scann_dir, sample=100, target_recall=0.97)
     assert len(held) == 1 and (held[0]["reorder_factor"], held[0]["num_leaves_to_search"]) == (5, 1)
     message = str(refused.value)
     assert "the fastest setting meeting recall@10 0.97 on the 50 tuning queries (num_leaves_to_search=1, " in message
@@ -271,7 +283,7 @@ def _cost(params):
 
 def test_a_quantized_exact_index_is_tuned_on_its_rescore_pool(tmp_path):
     write_search_index(ArrayRows(doc_ids(len(CORPUS)), CORPUS), tmp_path / "i", "exact", {"vectors": "binary"})
-    record = tune(tmp_path / "i", sample=400, target_recall=0.97, log=lambda line: None)
+    record = tune(tmp_path / "i", sample=400, target_recall=0.97)
     assert list(record["setting"]) == ["rescore"] and record["recall"] >= 0.97
     assert SearchIndex.load(tmp_path / "i").params["rescore"] == record["setting"]["rescore"]
     assert [s["rescore"] for s in settings_grid(SearchIndex.load(tmp_path / "i"), 10)][:3] == [10, 20, 40]
@@ -287,17 +299,17 @@ def test_float32_exact_or_an_unreachable_target_is_one_line_and_records_nothing(
     write_search_index(ArrayRows(doc_ids(300), CORPUS[:300]), tmp_path / "bin", "exact", {"vectors": "binary"})
     monkeypatch.setattr("gtr_keras.tuning.tuner.settings_grid", lambda index, k: [{"rescore": 10}])
     with pytest.raises(UserError, match="no setting reached recall@10 1.0 on the 50 tuning queries .*nothing recorded"):
-        tune(tmp_path / "bin", sample=100, target_recall=1.0, log=lambda line: None)
+        tune(tmp_path / "bin", sample=100, target_recall=1.0)
     assert not (tmp_path / "bin" / TUNED_JSON).exists() and (tmp_path / "bin" / TUNE_PLOT).exists()
     with pytest.raises(UserError, match="at least 2 queries"):
-        tune(tmp_path / "bin", sample=1, log=lambda line: None)
+        tune(tmp_path / "bin", sample=1)
 
 
-def test_an_index_built_before_float32_rescoring_is_tuned_against_its_int8_copy_and_says_so(tmp_path, capsys):
-    """An index of ScaNN's int8 copy only (`reorder: "int8"`, as every ScaNN index built before): readable,
-    searchable and tuned; its truth is that copy, and one line says what that means."""
+def test_an_int8_only_scann_index_is_tuned_against_its_int8_copy_and_says_so(tmp_path, capsys):
+    """An index of ScaNN's int8 copy only (`reorder: "int8"`): readable, searchable and tuned; its truth is that
+    copy, and one line says what that means."""
     vectors = _vectors(3000, seed=8)
-    index_dir = _index_directory(tmp_path / "old", vectors, {"num_leaves": 10, "reorder": "int8"})
+    index_dir = _index_directory(tmp_path / "int8", vectors, {"num_leaves": 10, "reorder": "int8"})
     assert not (index_dir / "index" / EMBEDDINGS_NPY).exists()
     assert main(["tune", "--index", str(index_dir), "--sample", "200", "--target-recall", "0.9"]) == 0
     out = capsys.readouterr().out.splitlines()
@@ -322,7 +334,7 @@ def test_build_measures_other_leaves_and_blocks_and_keeps_the_index_it_chose(tmp
     directory = tmp_path / "index"
     params = {"num_leaves": 10, "reorder_factor": 30, "rescore_factor": 3}
     write_search_index(ArrayRows(doc_ids(len(CORPUS)), CORPUS), directory, "scann", params)
-    record = tune(directory, sample=100, target_recall=0.9, build=True, log=lambda line: None)
+    record = tune(directory, sample=100, target_recall=0.9, build=True)
     written = json.loads((directory / "index.json").read_text())["params"]
     assert (written["reorder_factor"], written["rescore_factor"], written["reorder"]) == (30, 3, "float32")
     builds = {tuple(m["build"].values()) for m in record["measurements"]}
@@ -341,7 +353,7 @@ def test_build_refuses_an_exact_index_before_any_search(tmp_path, monkeypatch):
     write_search_index(ArrayRows(doc_ids(300), CORPUS[:300]), tmp_path / "i", "exact", {"vectors": "int8"})
     monkeypatch.setattr(tuner, "split_queries", lambda *args: pytest.fail("searched before the refusal"))
     with pytest.raises(UserError, match="rebuilds a ScaNN index of one segment; this one is exact"):
-        tune(tmp_path / "i", sample=50, build=True, log=lambda line: None)
+        tune(tmp_path / "i", sample=50, build=True)
 
 
 @pytest.mark.parametrize(
@@ -390,19 +402,19 @@ def test_a_build_stopped_at_any_point_leaves_scratch_that_the_next_tune_removes(
     """Each crash point of `tune --build` (`utils/file_operations`: a stop leaves what a kill would): the next
     tune, with or without `--build`, removes the scratch and leaves a searchable index."""
     template = _index_directory(tmp_path / "template", CORPUS[:2000], {"num_leaves": 8})
-    quiet = {"sample": 50, "target_recall": 0.5, "log": lambda line: None}
+    small = {"sample": 50, "target_recall": 0.5}
     shutil.copytree(template, tmp_path / "counted")
     with counting() as log:
-        tune(tmp_path / "counted" / "index", build=True, **quiet)
+        tune(tmp_path / "counted" / "index", build=True, **small)
     points = log.count
     assert points > 10 and not _scratch(tmp_path / "counted")
     for stop in (2, points // 2):  # in its builds, whose operations are the same whichever build it keeps
         index_dir = tmp_path / f"stopped-{stop}"
         shutil.copytree(template, index_dir)
         with stopping_at(stop) as stopped:
-            tune(index_dir / "index", build=True, **quiet)
+            tune(index_dir / "index", build=True, **small)
         assert stopped.crashed and _scratch(index_dir)
-        tune(index_dir / "index", **quiet)
+        tune(index_dir / "index", **small)
         assert not _scratch(index_dir)
         assert SearchIndex.load(index_dir).search_ids(CORPUS[[7]], 1)[0] == [["doc-7"]]
 
@@ -416,7 +428,7 @@ def test_tune_removes_its_own_scratch_only_not_a_sibling_index_whose_name_it_beg
         scratch.mkdir()
     assert tuner.scratch_paths(tmp_path / "foo") == [str(mine)]
     assert tuner.scratch_paths(tmp_path / "foo-bar") == [str(theirs)]
-    tune(tmp_path / "foo", sample=100, target_recall=0.5, log=lambda line: None)
+    tune(tmp_path / "foo", sample=100, target_recall=0.5)
     assert not mine.exists() and theirs.exists() and (tmp_path / ".tune-foo-bar").exists()
     made = [tempfile.mkdtemp(prefix=".tune-foo-", dir=tmp_path) for _ in range(20)]  # this Python's mkdtemp
     assert sorted(tuner.scratch_paths(tmp_path / "foo")) == sorted(made)
@@ -424,14 +436,13 @@ def test_tune_removes_its_own_scratch_only_not_a_sibling_index_whose_name_it_beg
 
 @pytest.mark.large
 def test_a_killed_tune_build_leaves_scratch_that_the_next_run_of_the_command_removes(index_dir):
-    env = {**os.environ, CRASH_AT_VARIABLE: "3", "PYTHONPATH": REPO}
-    argv = [sys.executable, "-m", "gtr_keras", "tune", "--index", str(index_dir), "--sample", "50", "--build"]
-    killed = subprocess.run(argv, env=env, capture_output=True, timeout=600)
+    argv = ["-m", "gtr_keras", "tune", "--index", str(index_dir), "--sample", "50", "--build"]
+    killed = killed_at(3, *argv)
     assert killed.returncode == -signal.SIGKILL
     assert _scratch(index_dir)
-    del env[CRASH_AT_VARIABLE]
-    argv = [*argv[:-1], "--target-recall", "0.5"]
-    assert subprocess.run(argv, env=env, capture_output=True, timeout=600).returncode == 0
+    rerun = [sys.executable, *argv[:-1], "--target-recall", "0.5"]
+    env = {**os.environ, "PYTHONPATH": REPO}
+    assert subprocess.run(rerun, env=env, capture_output=True, timeout=600).returncode == 0
     assert not _scratch(index_dir)
 
 

@@ -25,8 +25,8 @@ def test_a_sealed_record_reads_back_and_every_changed_byte_of_it_is_named():
 
 
 def test_a_record_of_another_format_or_with_a_path_leaving_its_directory_is_refused():
-    with pytest.raises(DataError, match="format 1 .*reads format 2"):
-        parse(json.dumps({"format": 1, "algorithm": "sha256", "files": {}}).encode(), "c.json")
+    with pytest.raises(DataError, match="format 3 .*reads format 2"):
+        parse(json.dumps({"format": 3, "algorithm": "sha256", "files": {}}).encode(), "c.json")
     for path in ("../x", "/etc/passwd", "a//b", "./a"):
         with pytest.raises(DataError, match="is not a path below the directory"):
             parse(sealed(new_record({path: A})), "c.json")

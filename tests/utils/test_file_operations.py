@@ -1,12 +1,12 @@
 import os
-import subprocess
-import sys
+import signal
 
 import pytest
+from killed_at import killed_at
 
 from gtr_keras.errors import DataError
 from gtr_keras.utils import files
-from gtr_keras.utils.file_operations import CRASH_AT_VARIABLE, counting, stopping_at
+from gtr_keras.utils.file_operations import counting, stopping_at, watching
 
 
 def _write_index(target):
@@ -59,8 +59,32 @@ def test_a_refused_output_leaves_no_parent_directories_behind(tmp_path):
     assert os.listdir(tmp_path) == []
 
 
-def test_the_environment_variable_kills_the_process_at_that_operation(tmp_path):
+def test_a_tests_watcher_kills_the_process_at_that_operation(tmp_path):
     script = f"from gtr_keras.utils import files\nwith files.atomic_file({str(tmp_path / 'f')!r}) as f: f.write(b'x')\n"
-    env = {**os.environ, CRASH_AT_VARIABLE: "2"}
-    result = subprocess.run([sys.executable, "-c", script], env=env, timeout=120, capture_output=True)
-    assert result.returncode == -9 and not (tmp_path / "f").exists()
+    result = killed_at(2, "-c", script, timeout=120)
+    assert result.returncode == -signal.SIGKILL and not (tmp_path / "f").exists()
+    assert killed_at(99, "-c", script, timeout=120).returncode == 0 and (tmp_path / "f").read_bytes() == b"x"
+
+
+def test_no_environment_variable_turns_a_crash_point_on(tmp_path, monkeypatch):
+    monkeypatch.setenv("GTR_KERAS_CRASH_AT", "1")
+    with files.atomic_file(tmp_path / "f") as f:
+        f.write(b"x")
+    assert (tmp_path / "f").read_bytes() == b"x"
+
+
+def test_a_watcher_sees_each_operation_before_it_is_done_and_only_in_its_block(tmp_path):
+    seen = []
+    with watching(lambda kind, path: seen.append((kind, path, os.path.exists(tmp_path / "f")))):
+        with files.atomic_file(tmp_path / "f") as f:
+            f.write(b"x")
+    assert [(kind, exists) for kind, _, exists in seen] == [
+        ("write", False),
+        ("fsync", False),
+        ("rename", False),
+        ("fsync", True),
+    ]
+    count = len(seen)
+    with files.atomic_file(tmp_path / "g") as f:
+        f.write(b"y")
+    assert len(seen) == count

@@ -161,7 +161,7 @@ def check(args, parser):
     for dest, default, reason in _EXPORT_FLAGS:
         if dest not in export_format.flags and getattr(args, dest) != default:
             parser.error(f"argument --{dest}: {reason.format(format=args.format)}")
-    hint = missing_package_hint(export_format, "write")
+    hint = missing_package_hint(export_format, "write", reranker=bool(args.reranker))
     if hint:
         parser.error(f"argument --format: {hint}")
 

@@ -1,5 +1,5 @@
-"""`gtr-keras index`: a search index built from a corpus (encoded, resumably) or from precomputed embeddings;
-`index --out INDEX --update`, the name of earlier releases for `update INDEX`, runs `update`."""
+"""`gtr-keras index`: a search index built from a corpus (encoded, resumably) or from precomputed embeddings
+(`update` changes one in place)."""
 
 import argparse
 
@@ -10,12 +10,10 @@ from gtr_keras.cli.arguments import (
     embedding_source,
     output_dir,
 )
-from gtr_keras.cli.checks import check_one_source, check_update_sources
-from gtr_keras.cli.commands import update
+from gtr_keras.cli.checks import check_one_source
 from gtr_keras.cli.shared_flags import (
     add_batch_size,
     add_beam_arguments,
-    add_deletion_arguments,
     add_progress,
 )
 from gtr_keras.errors import DataError
@@ -90,14 +88,6 @@ def add_parser(subparsers, parents):
         "ids), stored with the index (titles, texts and the `metadata` that --filter searches) and indexed "
         "with BM25 (default: none, no texts, no metadata and no BM25 side)",
     )
-    group = p.add_argument_group("updates in place: the alias of `update OUT` (docs/live-indexes.md)")
-    group.add_argument(
-        "--update",
-        action="store_true",
-        help="update the index OUT in place, as `update OUT` does: documents of --embeddings or --corpus whose "
-        "id is there replace it, the others are added (the model must be the index's)",
-    )
-    add_deletion_arguments(group, "with --update: ")
     add_batch_size(p, "documents")
     p.add_argument("--shard-size", type=at_least_one, default=2048, help="documents per resumable shard")
     add_progress(p)
@@ -107,26 +97,9 @@ def add_parser(subparsers, parents):
 
 def check(args, parser):
     """`index` takes `--corpus` (with `--model`) or `--embeddings` (with `--bm25-corpus` if any), not both;
-    `index --update`, the alias of `update`, takes `update`'s flags (`check_update_sources`) and none of a
-    build's; `--rescore` goes with `--vectors int8|binary`."""
+    `--rescore` goes with `--vectors int8|binary`."""
     if args.rescore is not None and args.vectors == "float32":
         parser.error("argument --rescore: rescores the candidates of --vectors int8|binary")
-    if args.update:
-        if args.runner:
-            parser.error("argument --runner: not with --update (encode the new documents with --model and --corpus)")
-        if not args.bm25:
-            parser.error(
-                "argument --no-bm25: not with --update (an update keeps the index's BM25 side in step, from --corpus)"
-            )
-        if args.exact:
-            parser.error("argument --exact: not with --update (an update keeps the index's kind)")
-        if args.vectors != "float32":
-            parser.error("argument --vectors: not with --update (an update keeps the index's vectors)")
-        check_update_sources(args, parser, "argument --update: ")
-        return
-    for flag in ("delete", "missing_ok", "compact"):
-        if getattr(args, flag):
-            parser.error(f"argument --{flag.replace('_', '-')}: updates an index: needs --update")
     check_one_source(args, parser)
     if args.embeddings is not None and args.runner:
         parser.error("argument --runner: encodes a corpus; --embeddings are encoded already")
@@ -134,15 +107,8 @@ def check(args, parser):
         parser.error("argument --bm25-corpus: only with --embeddings (--corpus is indexed with BM25 itself)")
 
 
-def run(args):
-    if args.update:  # `index --out INDEX --update ...`, the name of earlier releases for `update INDEX ...`
-        args.index = args.out
-        return update.run(args)
-    return _build_index(args)
-
-
 @locks_output("args.out")  # before the corpus and the model load: a second run is refused at once
-def _build_index(args):
+def run(args):
     from gtr_keras.lexical.bm25_side import has_bm25_side
     from gtr_keras.retrieval.index import GLOB_CHARACTERS, Index
 

@@ -102,7 +102,7 @@ def run(args):
     fusion = handler_inputs.fusion(args) if args.retriever == "hybrid" else None  # a bad record before the model loads
     index = Index.open(args.index, args.model)
     if args.search_param:
-        index.set_search_params(dict(args.search_param))
+        index.set_search_settings(dict(args.search_param))
     depth = args.rerank_depth or args.k or 10
     k = args.k or (depth if reranker else 10)
     rerank = reranker and (lambda: handler_inputs.reranker(args, reranker))

@@ -284,7 +284,7 @@ def run(args):
         poll_interval=args.poll_interval,
         grace_period=args.grace_period,
         limits=limits,
-        access_log=AccessLog(args.log_format) if logged else None,
+        access_log=AccessLog(args.log_format, sys.stderr) if logged else None,
         header_timeout=args.header_timeout,
         keep_alive_timeout=args.keep_alive_timeout,
         keys=args.keys,
@@ -294,6 +294,7 @@ def run(args):
         reranker=scorer,
         reranker_name=scorer and os.path.basename(args.reranker.rstrip("/")),
     )
+    print("gtr-keras serve: stopped", file=sys.stderr, flush=True)
 
 
 def _any_encoder(args):

@@ -21,8 +21,7 @@ def add_parser(subparsers, parents):
         description="Documents of --corpus (encoded with --model, the index's) or of --embeddings whose id is in "
         "the index replace it, the others are added; --delete deletes ids; --compact rewrites the index as one segment "
         "(also done past the thresholds of docs/live-indexes.md). Every input is checked before the model "
-        "loads; the update is committed whole or not at all, and readers keep the version they loaded. "
-        "`index --out INDEX --update ...` is the same command.",
+        "loads; the update is committed whole or not at all, and readers keep the version they loaded.",
         parents=parents,
     )
     p.add_argument("index", metavar="INDEX", type=index_directory, help="required: the index directory to update")
@@ -48,7 +47,7 @@ def run(args):
         from gtr_keras.index.embedding_files import EmbeddingFiles
 
         shards = EmbeddingFiles.open(args.embeddings)
-    manifest = update_index(
+    change = update_index(
         args.index,
         embeddings=shards,
         corpus=args.corpus,
@@ -61,6 +60,7 @@ def run(args):
         batch_size=args.batch_size,
         progress=args.progress,
     )
-    live = sum(s["num_rows"] - s["num_deleted"] for s in manifest["segments"])
-    segments, generation = len(manifest["segments"]), manifest["generation"]
-    print(f"updated {args.index}: {live} documents in {segments} segments, generation {generation}")
+    print(
+        f"updated {args.index}: {change.documents} documents in {change.segments} segments, "
+        f"generation {change.generation}"
+    )

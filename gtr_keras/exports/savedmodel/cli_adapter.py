@@ -2,9 +2,13 @@
 `gtr-keras export --format savedmodel` runs: its flags to `export_all`'s arguments, checked before any model loads.
 """
 
+import logging
+
 from gtr_keras.exports.savedmodel.export import export_all
 from gtr_keras.exports.savedmodel.searcher_graph import check_float32, searcher_float32_bytes
 from gtr_keras.exports.versions import check_export_outputs, next_version
+
+logger = logging.getLogger(__name__)
 
 
 def write_export(
@@ -13,7 +17,7 @@ def write_export(
     """`export --format savedmodel`: the encoder (and, given index directories, the searcher) SavedModels
     as the next version of `export_dir` (or `version`), after checking the version directories; returns
     the directories written. `search_param`: `(name, value)` pairs of the ScaNN searcher's setting
-    (`export_searcher`'s `search_params`). Prints one line with the bytes of float32 vectors a `scann`
+    (`export_searcher`'s `search_params`). Logs one line (INFO) with the bytes of float32 vectors a `scann`
     searcher holds, where it holds any.
 
     Example:
@@ -26,10 +30,13 @@ def write_export(
     index_dir = index[0] if index and len(index) == 1 else index
     held = searcher_float32_bytes(index_dir, searcher) if index_dir else None
     if held:
-        print(
-            f"the scann searcher holds {held[0]:,} bytes ({held[0] / 2**30:.2f} GiB) of float32 vectors ({held[1]:,} "
-            f"rows x {held[2]} dims) to rescore with, in the memory of what serves it; --searcher scann-int8 leaves "
-            "them out"
+        logger.info(
+            "the scann searcher holds %s bytes (%.2f GiB) of float32 vectors (%s rows x %d dims) to rescore with, in "
+            "the memory of what serves it; --searcher scann-int8 leaves them out",
+            f"{held[0]:,}",
+            held[0] / 2**30,
+            f"{held[1]:,}",
+            held[2],
         )
     search_params = dict(search_param or [])
     return list(

@@ -3,8 +3,8 @@
 `export_encoder` writes `EXPORT_DIR/encoder/<version>/`, a TF Hub reusable SavedModel
 (https://www.tensorflow.org/hub/reusable_saved_models) following TF Hub's text-embedding
 convention, with TF Serving's warmup requests: the SavedModel is `GTRTextEmbedder.write_saved_model`'s,
-the one `GTRTextEmbedder.export` writes too (`obj(texts, training=...)`, `obj.variables`; signatures
-`serving_default`, `encode_documents`, `encode_queries`).
+the one `GTRTextEmbedder.export` writes too (`obj(texts, training=...)`, `obj.variables`, Keras' `obj.serve(texts)`;
+signatures `serving_default`, `encode_documents`, `encode_queries`).
 
 `export_searcher` writes `EXPORT_DIR/searcher/<version>/` with
 

@@ -1,5 +1,7 @@
 """`GTRBackbone`: the T5 encoder tower of GTR as a keras-hub `Backbone`."""
 
+from typing import Any
+
 import keras
 import keras_hub
 
@@ -55,19 +57,19 @@ class GTRBackbone(keras_hub.models.Backbone, metaclass=SubclassedModelType):
 
     def __init__(
         self,
-        vocabulary_size,
-        num_layers,
-        hidden_dim,
-        key_value_dim,
-        num_heads,
-        intermediate_dim,
-        feedforward="relu",
-        num_buckets=32,
-        max_distance=128,
-        dropout=0.0,
-        layer_norm_epsilon=1e-6,
-        dtype=None,
-        **kwargs,
+        vocabulary_size: int,
+        num_layers: int,
+        hidden_dim: int,
+        key_value_dim: int,
+        num_heads: int,
+        intermediate_dim: int,
+        feedforward: str = "relu",
+        num_buckets: int = 32,
+        max_distance: int = 128,
+        dropout: float = 0.0,
+        layer_norm_epsilon: float = 1e-6,
+        dtype: Any = None,
+        **kwargs: Any,
     ):
         # A subclassed model rather than a functional one, so that `keras.models.clone_model`
         # (which rebuilds functional models as plain `Functional`s) keeps the class.

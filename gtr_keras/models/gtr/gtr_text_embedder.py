@@ -1,7 +1,10 @@
 """`GTRTextEmbedder`: the GTR tower as a keras-hub `TextEmbedder`."""
 
 import functools
+import logging
 import os
+from collections.abc import Sequence
+from typing import Any, Literal, Self
 
 import keras
 import keras_hub
@@ -29,6 +32,8 @@ from gtr_keras.models.model_files.preset_writer import write_preset
 from gtr_keras.models.subclassed_model import SubclassedModelType
 from gtr_keras.models.text_encoder import to_bytes
 from gtr_keras.utils import files
+
+logger = logging.getLogger(__name__)
 
 # The texts a SavedModel takes, the encoder's signature of each kind of text (also the LiteRT export's), and
 # the name of its SentencePiece asset.
@@ -82,7 +87,16 @@ class GTRTextEmbedder(keras_hub.models.TextEmbedder, metaclass=SubclassedModelTy
     backbone_cls = GTRBackbone
     preprocessor_cls = GTRTextEmbedderPreprocessor
 
-    def __init__(self, backbone, preprocessor=None, embedding_dim=768, **kwargs):
+    # Keras tracks it; None only for a model that embeds token ids (texts need one): what its methods take as set.
+    preprocessor: Any
+
+    def __init__(
+        self,
+        backbone: GTRBackbone,
+        preprocessor: GTRTextEmbedderPreprocessor | None = None,
+        embedding_dim: int = 768,
+        **kwargs: Any,
+    ):
         # A subclassed model rather than a functional one, so that `keras.models.clone_model`
         # (which rebuilds functional models as plain `Functional`s) keeps the class.
         super().__init__(dtype=backbone.dtype_policy, **kwargs)
@@ -101,14 +115,16 @@ class GTRTextEmbedder(keras_hub.models.TextEmbedder, metaclass=SubclassedModelTy
 
         # === Config ===
         self.embedding_dim = embedding_dim
-        self._batch_encoders = {}
+        self._batch_encoders: dict[bool, Encoder] = {}
 
     def call(self, inputs, training=False):
         sequence = self.backbone(inputs, training=training)
         return self.normalization(self.projection(self.pooling(sequence, inputs["padding_mask"])))
 
     @classmethod
-    def from_architecture(cls, preset, preprocessor=None, dtype=None, **overrides):
+    def from_architecture(
+        cls, preset: str, preprocessor: GTRTextEmbedderPreprocessor | None = None, dtype: Any = None, **overrides: Any
+    ) -> Self:
         """A randomly initialised embedder of a preset's shape (`gtr-tiny` ... `gtr-xxl`).
 
         Args:
@@ -124,8 +140,15 @@ class GTRTextEmbedder(keras_hub.models.TextEmbedder, metaclass=SubclassedModelTy
 
     @classmethod
     def from_parts(
-        cls, backbone_config, vocabulary, document_length, query_length, embedding_dim, lowercase=False, dtype=None
-    ):
+        cls,
+        backbone_config: dict[str, Any],
+        vocabulary: bytes,
+        document_length: int,
+        query_length: int,
+        embedding_dim: int,
+        lowercase: bool = False,
+        dtype: Any = None,
+    ) -> Self:
         """A randomly initialised embedder from its parts, as the converters of other formats read them.
 
         Args:
@@ -145,7 +168,7 @@ class GTRTextEmbedder(keras_hub.models.TextEmbedder, metaclass=SubclassedModelTy
         return cls(cls.backbone_cls(**backbone_config, dtype=dtype), preprocessor, embedding_dim)
 
     @classmethod
-    def from_preset(cls, preset, load_weights=True, **kwargs):
+    def from_preset(cls, preset: str | os.PathLike[str], load_weights: bool = True, **kwargs: Any) -> Self:
         """Loads a preset directory, or converts a sentence-transformers GTR checkpoint on the way.
 
         The source is resolved once (`model_source.resolve_model_source`), then
@@ -155,8 +178,7 @@ class GTRTextEmbedder(keras_hub.models.TextEmbedder, metaclass=SubclassedModelTy
         on a file system TensorFlow knows, such as `gs://` or `ram://`, copied
         locally first; `kaggle://`); a sentence-transformers GTR checkpoint (a
         directory, or a Hugging Face id `hf://sentence-transformers/gtr-t5-base`,
-        downloaded when online); a model directory of gtr-keras' first format;
-        a trained model's name or alias of `presets.PRESET_SOURCES`
+        downloaded when online); a trained model's name or alias of `presets.PRESET_SOURCES`
         (`"gtr_t5_base_en"`, `"gtr-base"`, `"gtr-small-distilled"`); or an
         architecture's name of `presets.PRESETS` without published weights
         (`"gtr-tiny"`, `"gtr-small"`), which gives a randomly initialised model
@@ -188,7 +210,7 @@ class GTRTextEmbedder(keras_hub.models.TextEmbedder, metaclass=SubclassedModelTy
                 check_model_directory(path, load_weights)  # its settings, before keras-hub reads it
             return preset_utils.get_preset_loader(path).load_task(cls, load_weights, True, **kwargs)
 
-    def save_to_preset(self, preset_dir, max_shard_size=10):
+    def save_to_preset(self, preset_dir: str | os.PathLike[str], max_shard_size: int = 10) -> None:
         """keras-hub's `save_to_preset`, replacing `preset_dir` as a unit (`preset_writer.write_preset`).
 
         A quantized model is refused; a mixed precision policy (`mixed_bfloat16`) is recorded as its
@@ -236,7 +258,7 @@ class GTRTextEmbedder(keras_hub.models.TextEmbedder, metaclass=SubclassedModelTy
         """Token budget of documents (the preprocessor's), EOS included."""
         return self.preprocessor.sequence_length
 
-    def batch_encoder(self, jit_compile=False):
+    def batch_encoder(self, jit_compile: bool = False) -> Encoder:
         """The `Encoder` behind `encode_*` (one per `jit_compile` setting, built once)."""
         if self.preprocessor is None:
             raise ValueError("this GTRTextEmbedder has no preprocessor: it embeds token ids only")
@@ -244,7 +266,13 @@ class GTRTextEmbedder(keras_hub.models.TextEmbedder, metaclass=SubclassedModelTy
             self._batch_encoders[jit_compile] = Encoder(self, jit_compile=jit_compile)
         return self._batch_encoders[jit_compile]
 
-    def encode_text(self, text, kind="document", batch_size=32, progress=None):
+    def encode_text(
+        self,
+        text: str | Sequence[str],
+        kind: Literal["query", "document"] = "document",
+        batch_size: int = 32,
+        progress: bool | None = None,
+    ) -> np.ndarray:
         """Embeds a string or a list of strings: float32 numpy `[n, D]`, unit rows, in input order.
 
         Args:
@@ -270,18 +298,21 @@ class GTRTextEmbedder(keras_hub.models.TextEmbedder, metaclass=SubclassedModelTy
             rows.append(ops.convert_to_numpy(self({key: value.numpy() for key, value in features.items()})))
         return np.concatenate(rows).astype(np.float32)
 
-    def encode_queries(self, queries, batch_size=32, progress=None):
+    def encode_queries(self, queries: Sequence[str], batch_size: int = 32, progress: bool | None = None) -> np.ndarray:
         """Embeds queries (truncated to `query_length` tokens)."""
         return self.encode_text(queries, "query", batch_size, progress)
 
-    def encode_documents(self, documents, batch_size=32, progress=None):
+    def encode_documents(
+        self, documents: Sequence[str], batch_size: int = 32, progress: bool | None = None
+    ) -> np.ndarray:
         """Embeds documents (truncated to `document_length` tokens)."""
         return self.encode_text(documents, "document", batch_size, progress)
 
     def export(self, filepath, format="tf_saved_model", verbose=None, input_signature=None, **kwargs):
         """Keras' `Model.export` with strings in: the encoder SavedModel that `gtr-keras export` writes (one
         set of signatures however it is written: `write_saved_model`), without TF Serving's version
-        directory and warmup requests.
+        directory and warmup requests. As Keras' export, it has the `serve` endpoint: `serve(texts)`, tf.string
+        `[batch]` -> float32 `[batch, D]`, the documents' embeddings (the document budget, as `serving_default`).
 
         Loading it needs `import tensorflow_text` first. Keras' other formats (and an `input_signature`)
         are refused: their converters do not take TF Text's tokenizer op; `gtr-keras export --format`
@@ -292,10 +323,12 @@ class GTRTextEmbedder(keras_hub.models.TextEmbedder, metaclass=SubclassedModelTy
         Args:
             filepath: the SavedModel directory to write.
             format: `"tf_saved_model"`.
-            verbose: print its signatures (Keras' default: yes).
+            verbose: log its endpoint and signatures, at INFO (Keras' default: yes).
 
         Example:
         >>> embedder.export("exports/keras-gtr")
+        >>> tf.saved_model.load("exports/keras-gtr").serve(tf.constant(["a document"])).shape
+        TensorShape([1, 768])
         >>> tf.saved_model.load("exports/keras-gtr").signatures["encode_queries"](texts=tf.constant(["a query"]))
         {'embeddings': <tf.Tensor: shape=(1, 768), dtype=float32, numpy=...>}
         """
@@ -311,10 +344,13 @@ class GTRTextEmbedder(keras_hub.models.TextEmbedder, metaclass=SubclassedModelTy
         with files.atomic_directory(filepath, [SAVED_MODEL_DIRECTORY]) as staging:
             signatures = self.write_saved_model(staging)
         if verbose is None or verbose:
+            logger.info("%s: endpoint 'serve': texts tf.string [batch] -> float32 [batch, D] (documents)", filepath)
             for name in signatures:
-                print(f"{filepath}: signature {name!r}: texts tf.string [batch] -> embeddings float32 [batch, D]")
+                logger.info(
+                    "%s: signature %r: texts tf.string [batch] -> embeddings float32 [batch, D]", filepath, name
+                )
 
-    def saved_model_root(self, directory):
+    def saved_model_root(self, directory: str | os.PathLike[str]) -> Any:
         """The object a SavedModel of this model saves (the encoder's, and `gtr-keras export`'s searcher's):
         the model's weights, each stored once (`variables`, `trainable_variables`, `regularization_losses`:
         TF Hub's reusable SavedModel), and the SentencePiece model as an asset (staged in `directory`, a local
@@ -334,12 +370,12 @@ class GTRTextEmbedder(keras_hub.models.TextEmbedder, metaclass=SubclassedModelTy
         return root
 
     @staticmethod
-    def save_saved_model(root, directory, signatures):
+    def save_saved_model(root: Any, directory: str | os.PathLike[str], signatures: dict[str, Any]) -> None:
         """Saves `root` (`saved_model_root`) with `signatures` into `directory`."""
         tf.saved_model.save(root, os.fspath(directory), signatures=signatures)
         os.remove(os.path.join(directory, SPIECE_ASSET))
 
-    def write_saved_model(self, directory):
+    def write_saved_model(self, directory: str | os.PathLike[str]) -> dict[str, Any]:
         """Writes the encoder SavedModel into the empty local `directory`; returns its signatures.
 
         It follows TF Hub's convention for text embeddings: `obj(texts)` / `obj(texts, training=...)`,
@@ -347,7 +383,8 @@ class GTRTextEmbedder(keras_hub.models.TextEmbedder, metaclass=SubclassedModelTy
         and `obj.variables` and `obj.trainable_variables`, so `hub.KerasLayer(path, trainable=True)`
         fine-tunes it; its signatures, for TF Serving and Keras 3's `TFSMLayer`, are `serving_default` and
         `encode_documents` (tf.string `[None]` -> `{"embeddings": float32 [None, D]}`, document budget) and
-        `encode_queries` (query budget).
+        `encode_queries` (query budget). Its `serve` endpoint is Keras' `Model.export`'s: `obj.serve(texts)`,
+        the embeddings `[batch, D]` of `serving_default` as a tensor.
         """
         root = self.saved_model_root(directory)
         root.__call__ = tf.function(lambda texts, training=False: self.embed_strings(texts, "document", training))
@@ -358,6 +395,7 @@ class GTRTextEmbedder(keras_hub.models.TextEmbedder, metaclass=SubclassedModelTy
             return tf.function(lambda texts: {"embeddings": self.embed_strings(texts, kind)}, input_signature=[STRINGS])
 
         root.encode_queries, root.encode_documents = embed("query"), embed("document")
+        root.serve = tf.function(lambda texts: self.embed_strings(texts, "document"), input_signature=[STRINGS])
         signatures = {
             "serving_default": root.encode_documents,
             ENCODER_SIGNATURES["document"]: root.encode_documents,
@@ -366,13 +404,13 @@ class GTRTextEmbedder(keras_hub.models.TextEmbedder, metaclass=SubclassedModelTy
         self.save_saved_model(root, directory, signatures)
         return signatures
 
-    def embed_strings(self, texts, kind, training=False):
+    def embed_strings(self, texts: Any, kind: Literal["query", "document"], training: bool = False) -> Any:
         """Embeddings of a tf.string `[batch]` tensor of texts of `kind` (`"query"` or `"document"`), in the
         graph: tokenised with the kind's budget, float32 `[batch, D]` out."""
         features = pad_token_ids(self.preprocessor.token_ids(texts, kind))
         return tf.cast(self(features, training=training), tf.float32)
 
-    def similarity(self, query_embeddings, document_embeddings):
+    def similarity(self, query_embeddings: Any, document_embeddings: Any) -> Any:
         """Cosine similarities `[queries, documents]` of unit-norm embeddings."""
         scores = ops.matmul(ops.convert_to_tensor(query_embeddings), ops.transpose(document_embeddings))
         return ops.convert_to_numpy(scores)

@@ -1,5 +1,7 @@
 """`GTRTextEmbedderPreprocessor`: raw strings to GTR model inputs, with a token budget per text kind."""
 
+from typing import Any, Literal
+
 import keras
 import keras_hub
 import tensorflow as tf
@@ -51,7 +53,12 @@ class GTRTextEmbedderPreprocessor(keras_hub.models.TextEmbedderPreprocessor):
     tokenizer_cls = GTRTokenizer
 
     def __init__(
-        self, tokenizer, sequence_length=DOCUMENT_LENGTH, query_length=QUERY_LENGTH, pad_to_length=False, **kwargs
+        self,
+        tokenizer: GTRTokenizer,
+        sequence_length: int = DOCUMENT_LENGTH,
+        query_length: int = QUERY_LENGTH,
+        pad_to_length: bool = False,
+        **kwargs: Any,
     ):
         super().__init__(tokenizer, sequence_length=sequence_length, **kwargs)
         for name, length in (("sequence_length", sequence_length), ("query_length", query_length)):
@@ -64,21 +71,21 @@ class GTRTextEmbedderPreprocessor(keras_hub.models.TextEmbedderPreprocessor):
         # The packing is `token_ids` + `pad_token_ids`; keras-hub's packer is not used.
         self.built = True
 
-    def length(self, kind):
+    def length(self, kind: Literal["query", "document"]) -> int:
         """The token budget of `"query"` or `"document"` texts."""
         if kind not in KINDS:
             raise UserError(f"kind must be 'query' or 'document', got {kind!r}")
         return self.query_length if kind == "query" else self.sequence_length
 
-    def token_ids(self, texts, kind="document"):
+    def token_ids(self, texts: Any, kind: Literal["query", "document"] = "document") -> Any:
         """Ragged token ids `[batch, (length)]` of a batch of strings, EOS included."""
         return self.tokenizer.token_ids(texts, self.length(kind))
 
-    def features(self, texts, kind="document"):
+    def features(self, texts: Any, kind: Literal["query", "document"] = "document") -> dict[str, Any]:
         """Model inputs `{"token_ids", "padding_mask"}` int32 `[batch, length]` of a batch of strings."""
         return pad_token_ids(self.token_ids(texts, kind), self.length(kind) if self.pad_to_length else None)
 
-    def tower_features(self, batch):
+    def tower_features(self, batch: Any) -> Any:
         """Model inputs of the text towers of a training batch; other entries are left out.
 
         Args:

@@ -5,6 +5,8 @@ import hashlib
 import io
 import json
 import os
+from collections.abc import Iterable
+from typing import Any
 
 import keras
 import keras_hub
@@ -24,8 +26,6 @@ DOCUMENT_LENGTH = 512
 VOCABULARY_FILE = "vocabulary.spm"  # keras-hub's SentencePiece asset name
 METADATA_FILE = "metadata.json"  # keras-hub's preset metadata, where the vocabulary's SHA-256 is recorded
 VOCABULARY_SHA256 = "vocabulary_sha256"
-# The TF op that tokenizes, recorded by indexes (retrieval/retriever.py): ids equal the `sentencepiece` library's.
-TOKENIZER_OP = "TFText>FastSentencepieceTokenize"
 
 
 def pad_token_ids(token_ids, length=None):
@@ -81,7 +81,7 @@ class GTRTokenizer(keras_hub.tokenizers.SentencePieceTokenizer):
 
     backbone_cls = GTRBackbone
 
-    def __init__(self, proto=None, lowercase=False, **kwargs):
+    def __init__(self, proto: bytes | str | None = None, lowercase: bool = False, **kwargs: Any):
         self._add_special_token("</s>", "end_token")
         self._add_special_token("<pad>", "pad_token")
         super().__init__(proto=proto, **kwargs)
@@ -142,7 +142,7 @@ class GTRTokenizer(keras_hub.tokenizers.SentencePieceTokenizer):
                 strings = tf.strings.lower(strings, encoding="utf-8")
         return self._sentence_piece.tokenize(strings).with_row_splits_dtype(tf.int64)
 
-    def token_ids(self, inputs, sequence_length, clean_text=True):
+    def token_ids(self, inputs: Any, sequence_length: int, clean_text: bool = True) -> Any:
         """Model token ids: `[batch, (length)]` ragged, truncated to `sequence_length` with EOS kept last.
 
         Args:
@@ -154,7 +154,7 @@ class GTRTokenizer(keras_hub.tokenizers.SentencePieceTokenizer):
         eos = tf.fill([pieces.nrows(), 1], tf.constant(EOS_ID, pieces.dtype))
         return tf.concat([pieces, tf.RaggedTensor.from_tensor(eos)], axis=1)
 
-    def dense_token_ids(self, inputs, sequence_length, clean_text=True):
+    def dense_token_ids(self, inputs: Any, sequence_length: int, clean_text: bool = True) -> Any:
         """`pad_token_ids(self.token_ids(inputs, sequence_length, clean_text))` with dense ops only (a gather,
         comparisons and `where`, which LiteRT has as builtins; no ragged ops).
 
@@ -178,7 +178,12 @@ class GTRTokenizer(keras_hub.tokenizers.SentencePieceTokenizer):
 
 
 def train_sentencepiece(
-    texts, output_path, vocabulary_size=8000, seed_sentences=200_000, case_folding=False, num_threads=None
+    texts: Iterable[str],
+    output_path: str | os.PathLike[str],
+    vocabulary_size: int = 8000,
+    seed_sentences: int = 200_000,
+    case_folding: bool = False,
+    num_threads: int | None = None,
 ):
     """Trains a T5-style SentencePiece unigram model on `texts`.
 

@@ -18,10 +18,7 @@ def fingerprint(model, in_bfloat16=False):
     budgets are not covered (callers record them beside it where they
     matter); the precision is, as the weights' dtype, unless `in_bfloat16`.
     Resumed jobs and indexes record it to detect a changed model. The
-    tokenizer's op is not covered: it is not part of the model, and the ids
-    of TF Text's older op, which earlier fingerprints were taken with, differ
-    from the current op's only on exact score ties (indexes record the op:
-    `retrieval.index_building.TOKENIZER_FIELD`).
+    tokenizer's op is not covered: it is not part of the model.
 
     Args:
         model: a `GTRTextEmbedder`, or an `Encoder` (its `.model`).

@@ -35,10 +35,9 @@ TASK_FILE = "task.json"
 TASK_WEIGHTS_FILE = "task.weights.h5"
 PREPROCESSOR_FILE = "preprocessor.json"
 SPIECE_FILE = "spiece.model"
+SAFETENSORS_FILE = "model.safetensors"  # the weights of a Hugging Face checkpoint
 TEXT_EMBEDDER = "gtr_keras>GTRTextEmbedder"  # the registered name of the task a model directory holds
 RERANKER = "gtr_keras>Reranker"  # or, for a reranker's model directory
-# `config.json`'s "format" in a model directory of gtr-keras' first format, which is refused with its remedy.
-FIRST_FORMAT = "gtr-keras"
 # What a directory that `gtr_keras.save` replaces may be: a keras-hub preset (sharded weights included, and
 # what downloads add).
 PRESET_DIRECTORY = files.DirectoryKind(
@@ -391,3 +390,22 @@ def read_json(path):
 def require_file(path):
     if not files.exists(path):
         raise CheckpointError(f"{path}: missing")
+
+
+def check_safetensors(path):
+    """Raises `CheckpointError` naming `path` where it is not a whole safetensors file: a damaged header, or a
+    file shorter than its header says (a truncated download or copy). Reads the header only (of a local copy
+    of a remote file), before a model is built from the file.
+
+    Example:
+    >>> check_safetensors("tests/fixtures/tiny-bert-cross-encoder/model.safetensors")
+    """
+    require_file(path)
+    from safetensors import SafetensorError, safe_open
+
+    with files.local_copy(path) as local:
+        try:
+            with safe_open(local, framework="numpy") as f:
+                f.keys()
+        except (SafetensorError, OSError) as error:
+            raise CheckpointError(f"{local}: corrupt or unreadable safetensors file ({error})") from None

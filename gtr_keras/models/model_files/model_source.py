@@ -17,7 +17,7 @@ import dataclasses
 import os
 
 from gtr_keras.errors import CheckpointError, UserError
-from gtr_keras.models.model_files.model_directory import CONFIG_FILE, FIRST_FORMAT, TASK_FILE, read_json
+from gtr_keras.models.model_files.model_directory import CONFIG_FILE, TASK_FILE, read_json
 from gtr_keras.models.model_files.model_directory import RERANKER as RERANKER_TASK
 from gtr_keras.models.model_files.model_formats import (
     ARCHITECTURE,
@@ -140,8 +140,7 @@ def directory_format(directory):
     """The format of a model directory (`KERAS_HUB`, `SENTENCE_TRANSFORMERS`, `CROSS_ENCODER` or `RERANKER`).
 
     Raises:
-        CheckpointError: `config.json` missing or unreadable, or a directory of no format gtr-keras reads (one
-            of gtr-keras' first format named with how to rebuild it).
+        CheckpointError: `config.json` missing or unreadable, or a directory of no format gtr-keras reads.
     """
     found = _format_of(directory, _config(directory))
     if found is None:
@@ -160,8 +159,7 @@ def gtr_model_source(source):
     gtr-keras preset or of a sentence-transformers T5 checkpoint. Reads a directory's `config.json` once.
 
     Raises:
-        CheckpointError: a directory whose `config.json` is unreadable, or one of gtr-keras' first format,
-            naming it.
+        CheckpointError: a directory whose `config.json` is unreadable, naming it.
 
     Example:
     >>> gtr_model_source("gtr-base").path, gtr_model_source("bert_base_en")
@@ -197,11 +195,6 @@ def _config(directory):
 
 
 def _format_of(directory, config):
-    if config.get("format") == FIRST_FORMAT:
-        raise CheckpointError(
-            f"{os.path.join(directory, CONFIG_FILE)}: a model directory of gtr-keras' first format, which this version "
-            "does not read; rebuild it: `gtr-keras convert` its sentence-transformers checkpoint, or train it again"
-        )
     if "registered_name" in config:
         task = os.path.join(directory, TASK_FILE)
         reranker = files.isfile(task) and read_json(task).get("registered_name") == RERANKER_TASK

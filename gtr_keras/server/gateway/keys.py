@@ -13,12 +13,14 @@ anywhere: messages name the file and line, never the text of a key.
 """
 
 import hmac
+import logging
 import os
-import sys
 import threading
 import time
 
 from gtr_keras.errors import UserError
+
+logger = logging.getLogger(__name__)
 
 BEARER = "bearer "
 
@@ -129,7 +131,7 @@ class ApiKeys:
                 except UserError as error:
                     problem = error
             if problem is not None:
-                print(f"gtr-keras serve: note: the keys read before stay in effect: {problem}", file=sys.stderr)
+                logger.warning("gtr-keras serve: note: the keys read before stay in effect: %s", problem)
         finally:
             self._lock.release()
 

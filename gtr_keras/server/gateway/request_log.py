@@ -10,8 +10,10 @@ client: never a header (no key) nor a body.
 
 import datetime
 import json
-import sys
+import logging
 import uuid
+
+logger = logging.getLogger(__name__)
 
 MAX_ID_LENGTH = 128
 FORMATS = ("text", "json")
@@ -32,7 +34,8 @@ def request_id(given):
 
 
 class AccessLog:
-    """Writes one line per request on `stream` (default: stderr), as `text` or as a `json` object.
+    """Writes one line per request on `stream`, as `text` or as a `json` object; without a stream, logs it (INFO,
+    to this module's logger, which a program routes as it routes any log).
 
     Example:
     >>> AccessLog("json").write("4bf9", "POST", "/v1/embeddings", 200, 0.0123, "127.0.0.1:51234")  # doctest: +SKIP
@@ -63,4 +66,8 @@ class AccessLog:
         else:
             shown = json.dumps(f"{method} {path}", ensure_ascii=True)  # quotes and control characters escaped
             line = f"{now} {client} {shown} {status} {milliseconds:.1f}ms id={request_id}"
-        print(line, file=self.stream or sys.stderr, flush=True)
+        if self.stream is None:
+            logger.info("%s", line)
+        else:
+            self.stream.write(line + "\n")
+            self.stream.flush()

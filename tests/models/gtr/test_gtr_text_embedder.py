@@ -98,6 +98,25 @@ def test_keras_export_of_a_loaded_preset_serves_strings(tiny_model_dir, tmp_path
         np.testing.assert_array_equal(
             cli.signatures[name](texts=strings)["embeddings"], documents if name != "encode_queries" else queries
         )
+    np.testing.assert_array_equal(cli.serve(strings), documents)
+
+
+@pytest.mark.slow
+def test_keras_export_has_the_serve_endpoint_keras_model_export_promises(tiny_encoder, tmp_path):
+    """Keras 3's `Model.export` promises `tf.saved_model.load(path).serve(inputs)`: here texts in, the
+    documents' embeddings out, beside the named signatures."""
+    import tensorflow as tf
+    import tensorflow_text  # noqa: F401  (the tokenizer's op, which loading needs)
+
+    tiny_encoder.model.export(str(tmp_path / "keras-export"), verbose=False)
+    loaded = tf.saved_model.load(str(tmp_path / "keras-export"))
+    texts = ["boundary layer " * 300, "wing lift", "", "Ünïcödé 北京"]
+    served = loaded.serve(tf.constant(texts))
+    assert served.dtype == tf.float32 and served.shape == (len(texts), tiny_encoder.embedding_dim)
+    np.testing.assert_allclose(served.numpy(), tiny_encoder.encode_documents(texts), atol=1e-6, rtol=0)
+    assert loaded.serve(tf.constant([], tf.string)).shape == (0, tiny_encoder.embedding_dim)
+    assert set(loaded.signatures) == {"serving_default", "encode_documents", "encode_queries"}
+    np.testing.assert_array_equal(loaded.signatures["serving_default"](texts=tf.constant(texts))["embeddings"], served)
 
 
 @pytest.mark.parametrize("format", ["onnx", "openvino", "litert", "torch"])

@@ -170,38 +170,6 @@ def test_sharded_weights_are_checked_too(tiny_model_dir, tmp_path):
     )
 
 
-@pytest.mark.parametrize("load", [gtr_keras.load, gtr_keras.GTRTextEmbedder.from_preset])
-def test_a_directory_of_the_first_format_is_refused_saying_how_to_rebuild_it(tmp_path, load):
-    old = tmp_path / "old"
-    old.mkdir()
-    (old / "config.json").write_text(json.dumps({"format": "gtr-keras", "format_version": 1, "model": {}}))
-    message = (
-        "config.json: a model directory of gtr-keras' first format, which this version does not read; rebuild it: "
-        "`gtr-keras convert` its sentence-transformers checkpoint, or train it again"
-    )
-    assert_refused(old, message, load)
-    for generic in (keras_hub.models.TextEmbedder.from_preset, keras_hub.models.Backbone.from_preset):
-        with pytest.raises(ValueError, match="Unrecognized format for config.json"):  # keras-hub reads its presets
-            generic(str(old))
-
-
-def test_the_command_line_refuses_a_directory_of_the_first_format_in_one_line(tmp_path, capsys):
-    from gtr_keras.cli.main import main
-
-    old = tmp_path / "old"
-    old.mkdir()
-    (old / "config.json").write_text(json.dumps({"format": "gtr-keras"}))
-    (tmp_path / "texts.txt").write_text("lift\n")
-    argv = ["encode", "--model", str(old), "--input", str(tmp_path / "texts.txt"), "--output", str(tmp_path / "o.npy")]
-    assert main(argv) == 2
-    err = capsys.readouterr().err
-    assert err.startswith(f"gtr-keras encode: error: {old}/config.json: a model directory of gtr-keras' first format")
-    assert err.count("\n") == 1 and "rebuild it" in err
-    from gtr_keras.cli.parser import build_parser
-
-    assert "migrate" not in build_parser().commands  # the command that rewrote them is gone
-
-
 @pytest.mark.parametrize("loader", sorted(LOADERS))
 @pytest.mark.parametrize("removed", ["task.weights.h5", "task.json"])
 def test_a_directory_without_its_task_does_not_load_with_a_random_projection(tiny_model_dir, tmp_path, loader, removed):

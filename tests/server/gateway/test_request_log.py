@@ -1,5 +1,6 @@
 import io
 import json
+import logging
 
 from gtr_keras.server.gateway.request_log import MAX_ID_LENGTH, AccessLog, request_id
 
@@ -32,3 +33,12 @@ def test_a_text_line_escapes_what_a_path_could_forge():
     AccessLog("text", stream).write("id-2", "GET", '/x"\n200 forged', 404, 0.5, "-")
     (line,) = stream.getvalue().splitlines()
     assert line.endswith('- "GET /x\\"\\n200 forged" 404 500.0ms id=id-2')
+
+
+def test_without_a_stream_a_line_is_logged_for_the_program_to_route(caplog, capsys):
+    caplog.set_level(logging.INFO, logger="gtr_keras")
+    AccessLog("text").write("id-3", "GET", "/health", 200, 0.001, "-")
+    (record,) = caplog.records
+    assert record.name == "gtr_keras.server.gateway.request_log" and record.levelno == logging.INFO
+    assert record.getMessage().endswith('- "GET /health" 200 1.0ms id=id-3')
+    assert capsys.readouterr() == ("", "")
