@@ -55,6 +55,37 @@ def int_at_least(minimum, why=""):
     return parse
 
 
+def dimensions(text):
+    """An argparse type: N of `--dimensions`, an integer of at least 1 (`utils.dimensions`' rule; at most D,
+    the model's, once it loads).
+
+    Example:
+    >>> dimensions("1.5")
+    Traceback (most recent call last):
+    argparse.ArgumentTypeError: must be an integer of at least 1, got '1.5'
+    """
+    from gtr_keras.utils.dimensions import dimensions_rule
+
+    value = int(text) if text.strip().lstrip("+-").isdigit() else text
+    reason = dimensions_rule(value)
+    if reason:
+        raise argparse.ArgumentTypeError(reason)
+    return value
+
+
+def dimension_list(text):
+    """An argparse type: comma-separated `dimensions` (`--matryoshka-dims 64,128,256`), a list of integers.
+
+    Example:
+    >>> dimension_list("128,64")
+    [128, 64]
+    """
+    return [dimensions(part) for part in text.split(",")]
+
+
+dimension_list.__name__ = "dimensions"
+
+
 def positive_float(text):
     value = float(text)
     if not value > 0:
@@ -136,11 +167,17 @@ port_number.__name__ = "int"
 
 
 def search_param(text):
-    """`NAME=VALUE`, a search setting and its positive int value, as `(name, value)`."""
+    """`NAME=VALUE`, a search setting and its int value (`layout.check_search_value`'s rule), as `(name, value)`."""
+    from gtr_keras.errors import UserError
+    from gtr_keras.index.layout import check_search_value
+
     name, equals, value = text.partition("=")
-    if not equals or not name or not value.isdigit() or int(value) < 1:
-        raise argparse.ArgumentTypeError(f"must be NAME=VALUE with a positive int VALUE, got {text!r}")
-    return name, int(value)
+    if not equals or not name or not value.isdigit():
+        raise argparse.ArgumentTypeError(f"must be NAME=VALUE with an int VALUE, got {text!r}")
+    try:
+        return name, check_search_value(name, int(value))
+    except UserError as e:
+        raise argparse.ArgumentTypeError(str(e)) from e
 
 
 search_param.__name__ = "NAME=VALUE"

@@ -9,7 +9,8 @@ from gtr_keras.utils.cpu import bfloat16_note
 
 
 def encoder(args):
-    """The `--model` encoder, with the `add_encoder_arguments` settings where the sub-command has them."""
+    """The `--model` encoder, with the `add_encoder_arguments` settings and `--dimensions` where the sub-command
+    has them (N checked against the model's D: one line, before any work)."""
     from gtr_keras.saving import load
 
     # float32 loads the model as saved; bfloat16 keeps the weights in bfloat16 too (the arithmetic of
@@ -18,12 +19,16 @@ def encoder(args):
     note = dtype and bfloat16_note()
     if note:
         print(f"{PROG} {args.command}: note: {note}", file=sys.stderr)
-    return load(
+    encoder = load(
         args.model,
         dtype=dtype,
         query_length=getattr(args, "query_length", None),
         document_length=getattr(args, "document_length", None),
     )
+    try:
+        return encoder.truncated(getattr(args, "dimensions", None))
+    except UserError as error:
+        raise UserError(f"--{error}") from None
 
 
 def fusion(args):

@@ -1,4 +1,5 @@
 """The flags several `gtr-keras` commands share, each group added by one function: `add_encoder_arguments`,
+`add_dimensions`,
 `add_beam_arguments`, `add_retriever_arguments`, `add_rerank_arguments`, `add_update_arguments` (with
 `add_deletion_arguments`), `add_batch_size` and `add_progress`."""
 
@@ -8,6 +9,7 @@ from gtr_keras.cli.arguments import (
     MODEL_HELP,
     at_least_one,
     corpus_source,
+    dimensions,
     embedding_source,
     fraction_or_zero,
     input_file,
@@ -52,6 +54,25 @@ def add_beam_arguments(parser):
         help="one model copy per machine, shared by all worker processes (GTR-XL/XXL)",
     )
     group.add_argument("--shard-rows", type=at_least_one, default=50_000, help="documents per embedding shard file")
+
+
+def add_dimensions(parser, what="the embeddings"):
+    """Adds `--dimensions N`: `what` cut to the first N coordinates of each embedding, renormalised.
+
+    Example:
+    >>> parser = argparse.ArgumentParser()
+    >>> add_dimensions(parser)
+    >>> parser.parse_args(["--dimensions", "256"]).dimensions
+    256
+    """
+    parser.add_argument(
+        "--dimensions",
+        type=dimensions,
+        default=None,
+        metavar="N",
+        help=f"{what}: the first N coordinates of each embedding, renormalised (1 to D; GTR was not trained "
+        "for fewer than D: docs/dimensions.md) (default: all D)",
+    )
 
 
 def add_encoder_arguments(parser):

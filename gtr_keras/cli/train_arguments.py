@@ -8,6 +8,7 @@ from gtr_keras.cli.arguments import (
     at_least_one,
     at_least_zero,
     at_least_zero_float,
+    dimension_list,
     fraction,
     input_any,
     input_dir,
@@ -180,6 +181,15 @@ TRAIN_FLAGS = (
         "GradCache chunk size per replica (default: no GradCache)",
     ),
     ("--temperature", "temperature", positive_float, None, "softmax temperature (default: 0.01)"),
+    (
+        "--matryoshka-dims",
+        "matryoshka_dims",
+        dimension_list,
+        None,
+        "comma-separated N (64,128,256): also train the first N coordinates of each embedding, renormalised, "
+        "with the same loss (Matryoshka); recorded in the model, which then serves `--dimensions N` without a "
+        "warning (default: none)",
+    ),
     *_LOOP_FLAGS,
 )
 

@@ -59,6 +59,8 @@ class DistillConfig(TrainConfig):
             raise UserError(f"teacher must name a model, got {self.teacher!r}")
         if self.grad_cache_chunk_size is not None:
             raise UserError("grad_cache_chunk_size does not apply to distillation (leave it unset)")
+        if self.matryoshka_dims is not None:
+            raise UserError("matryoshka_dims does not apply to distillation (leave it unset)")
         for name in ("teacher_batch_size", "teacher_shard_size"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:

@@ -9,6 +9,7 @@ from gtr_keras.exports.export_formats import FORMATS
 from gtr_keras.models.text_encoder import TextPairScorer
 from gtr_keras.retrieval.index import Index
 from gtr_keras.retrieval.index_types import IndexPaths
+from gtr_keras.utils.dimensions import check_dimensions
 from gtr_keras.utils.locks import locks_output
 
 # The options of `export`, their defaults and the writers' names for them (`ExportFormat.options`).
@@ -66,6 +67,7 @@ def export(
     search_params: dict[str, int] | None = None,
     quantize: Literal["int8"] | None = None,
     allow_large_float32: bool = False,
+    dimensions: int | None = None,
 ) -> list[str]:
     """Writes a model's export, and with an index its searcher, to `directory` (`gtr-keras export`).
 
@@ -89,6 +91,9 @@ def export(
         quantize: `"onnx"` only: `"int8"` weights.
         allow_large_float32: a `"scann"` searcher may hold more than `savedmodel.searcher_graph.FLOAT32_LIMIT`
             (1 GiB) of float32 vectors (refused otherwise, `"scann-int8"` suggested).
+        dimensions: N, to export an encoder whose embeddings are the model's first N coordinates,
+            renormalised, in its graph (`[batch, N]`: `gtr_keras.load` of the export reports N); any format.
+            A searcher searches with the dimensions its index was built with.
 
     Returns:
         The paths written.
@@ -128,8 +133,12 @@ def export(
             options[option] = given[name]
         elif given[name] != default:
             raise UserError(f"{name}: {'a reranker' if reranker else f'format {format!r}'} takes no {name}")
+    if dimensions is not None:
+        check_dimensions(dimensions)
+        if reranker:
+            raise UserError("dimensions: a reranker gives scores, not embeddings to truncate")
     export_format.check_output(directory, reranker=reranker, **options)
     if reranker:
         scorer = model if _loaded_reranker(model) else load(model)
         return export_format.write(scorer, directory, reranker=True, **options)
-    return export_format.write(encoder_of(model), directory, **options)
+    return export_format.write(encoder_of(model).truncated(dimensions), directory, **options)

@@ -18,6 +18,7 @@ import tensorflow as tf
 
 from gtr_keras.errors import UserError
 from gtr_keras.utils import files
+from gtr_keras.utils.dimensions import truncate_tensor
 from gtr_keras.utils.files import atomic_directory
 from gtr_keras.utils.locks import locks_output
 from gtr_keras.utils.native_logs import filtered_native_logs
@@ -76,7 +77,7 @@ def litert_flatbuffer(encoder):
     def embed(texts, kind):
         features = tokenizer.dense_token_ids(texts, encoder.preprocessor.length(kind), clean_text=False)
         embeddings = model(_at_least_one_row(features), training=False)[: tf.shape(texts)[0]]
-        return {"embeddings": tf.cast(embeddings, tf.float32)}
+        return {"embeddings": truncate_tensor(embeddings, encoder.dimensions)}
 
     root = tf.__internal__.tracking.AutoTrackable()
     root.weights = [v.value for v in model.variables]

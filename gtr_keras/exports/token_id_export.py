@@ -9,7 +9,8 @@ library and `GTRTokenizer`: benchmarks/RESULTS.md, "Runtimes"), so an export dir
   (L2-normalised rows);
 - `spiece.model`, the SentencePiece model, to tokenise with the `sentencepiece` library;
 - `export.json`: the token budgets (`query_length`, `document_length`, EOS included), `lowercase`, the EOS
-  and pad ids, `embedding_dim`, the model file and its format.
+  and pad ids, `embedding_dim` (N, and `dimensions` N, for an export of `--dimensions N`: its embeddings
+  are the model's first N coordinates, renormalised, in the graph), the model file and its format.
 
 `gtr_keras.exports.runtime_encoder.RuntimeEncoder` reads such a directory and encodes texts as the
 SavedModel does.
@@ -25,6 +26,7 @@ from gtr_keras.errors import UserError
 from gtr_keras.exports.runtime_encoder import CONFIG_FILE, INPUTS, OUTPUT
 from gtr_keras.models.gtr.gtr_tokenizer import EOS_ID, PAD_ID
 from gtr_keras.utils import files
+from gtr_keras.utils.dimensions import truncate_tensor
 from gtr_keras.utils.files import atomic_directory
 from gtr_keras.utils.locks import locks_output
 
@@ -54,7 +56,7 @@ def forward_function(encoder):
 
     def forward(token_ids, padding_mask):
         embeddings = model({"token_ids": token_ids, "padding_mask": padding_mask}, training=False)
-        return {OUTPUT: tf.cast(embeddings, tf.float32)}
+        return {OUTPUT: truncate_tensor(embeddings, encoder.dimensions)}
 
     return tf.function(forward, input_signature=TOKEN_INPUTS)
 
@@ -83,6 +85,7 @@ def write_token_id_export(encoder, export_dir, directory, write_model, config):
             "inputs": {name: "int32 [batch, length]" for name in INPUTS},
             "output": f"{OUTPUT}: float32 [batch, {encoder.embedding_dim}], L2-normalised",
             "embedding_dim": encoder.embedding_dim,
+            **({"dimensions": encoder.dimensions} if encoder.dimensions else {}),
             "query_length": encoder.query_length,
             "document_length": encoder.document_length,
             "lowercase": encoder.tokenizer.lowercase,

@@ -72,6 +72,7 @@ RETRIEVER_FIELDS = {
     "query_length": "positive?",
     "compute_dtype": "str?",
     "model_sha256": "sha256?",
+    "dimensions": "positive?",
     "kind": ("exact", "scann"),
     "num_documents": "count",
 }
@@ -204,7 +205,7 @@ def write_embeddings(path, chunks, num_rows, dims):
     with open(path, "wb") as f:
         np.lib.format.write_array_header_2_0(f, {"descr": "<f4", "fortran_order": False, "shape": (num_rows, dims)})
         for chunk in chunks:
-            f.write(np.ascontiguousarray(chunk, dtype="<f4").tobytes())
+            f.write(np.ascontiguousarray(chunk, dtype="<f4"))  # its buffer: no copy of the chunk
 
 
 def write_description(directory, ids, kind, params, dims):
@@ -355,6 +356,22 @@ def search_settings(kind, params):
     return ("rescore",) if params else ()
 
 
+def check_search_value(name, value):
+    """`value` of the search setting `name` as an int: a positive int, or for ScaNN's `rescore_factor` 0 too (no
+    float32 rescoring: ScaNN's int8 order is the answer); a `UserError` naming it otherwise. The one rule of
+    builds, `set_search_params`, `tuned.json` and the `--search-param` flags.
+
+    Example:
+    >>> check_search_value("rescore_factor", 0), check_search_value("reorder_factor", 20)
+    (0, 20)
+    """
+    least = 0 if name == "rescore_factor" else 1
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < least:
+        what = "an int >= 0 (0: no float32 rescoring)" if least == 0 else "a positive int"
+        raise UserError(f"{name} must be {what}, got {value!r}.")
+    return int(value)
+
+
 def write_tuned(directory, record):
     """Writes `record` (the setting `gtr-keras tune` chose, and what it measured) as the index's `tuned.json`,
     by one rename: a search that loads the index meanwhile reads the old setting or the new."""
@@ -365,17 +382,20 @@ def read_tuned(directory):
     """The `tuned.json` record of the index in `directory` (which holds its `index.json` or manifest), or None.
 
     Raises:
-        DataError: a malformed file, or one without a `setting` of positive ints.
+        DataError: a malformed file, or one without a `setting` of values `check_search_value` takes.
     """
     path = os.path.join(directory, TUNED_JSON)
     if not files.isfile(path):
         return None
     record = read_json_object(path, "run `gtr-keras tune` again")
     setting = record.get("setting")
-    if not isinstance(setting, dict) or not all(isinstance(v, int) and v > 0 for v in setting.values()):
-        raise DataError(
-            f"{path}: field 'setting' must map parameter names to positive ints; run `gtr-keras tune` again"
-        )
+    if not isinstance(setting, dict):
+        raise DataError(f"{path}: field 'setting' must map parameter names to ints; run `gtr-keras tune` again")
+    for name, value in setting.items():
+        try:
+            check_search_value(name, value)
+        except UserError as e:
+            raise DataError(f"{path}: field 'setting': {e} Run `gtr-keras tune` again.") from e
     return record
 
 

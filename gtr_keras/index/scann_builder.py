@@ -226,7 +226,7 @@ def add_points(searcher, source, scann_dir, codec=None):
                         if name not in outputs:
                             outputs[name] = open(os.path.join(scann_dir, name), "wb")  # noqa: SIM115
                             _write_header(outputs[name], array, source.num_rows)
-                        outputs[name].write(np.ascontiguousarray(array).tobytes())
+                        outputs[name].write(np.ascontiguousarray(array))
                         continue
                     with open(path, "rb") as f:
                         content = f.read()
@@ -281,7 +281,7 @@ def merge_scann(parts, scann_dir, block_rows=65_536):
             for array, keep in zip(arrays, rows):
                 keep = np.arange(len(array)) if keep is None else keep
                 for start in range(0, len(keep), block_rows):
-                    f.write(np.ascontiguousarray(array[keep[start : start + block_rows]]).tobytes())
+                    f.write(np.ascontiguousarray(array[keep[start : start + block_rows]]))
     _write_codec(codec, scann_dir)
 
 

@@ -32,6 +32,7 @@ from gtr_keras.index.layout import (
     check_embeddings,
     check_ids,
     check_scann_rows,
+    check_search_value,
     has_float32,
     read_description,
     read_ids,
@@ -73,17 +74,23 @@ _BUILD_CHUNK_ROWS = 65_536
 # many candidates (`rescore_pool_size`): recall@k against float32 only needs the near-ties around the k-th place
 # rescored, not `rescore_factor` times every result at depth 1000.
 RESCORE_BAND = 100
+# ScaNN's batched search holds about 10 bytes a query for each AH candidate it reorders on int8 (`reorder_factor *
+# k`) while it runs (50,000 x 768, 5,000 queries: 240 MB more at reorder 500, 54 MB at 100): `search` gives it a
+# caller's queries in chunks of at most this many such candidates (about 80 MiB; 8,192 queries at reorder 100 and
+# k = 10), so that a batch of any size holds no more.
+_SEARCH_CANDIDATES = 2**23
 
 
 def rescore_pool_size(k, rescore_factor):
     """The int8-ordered candidates a ScaNN search for `k` results rescores with float32: `k` and `rescore_factor
-    - 1` times `min(k, RESCORE_BAND)` more (docs/choosing-a-search.md says why), before the cap of the index's rows.
+    - 1` times `min(k, RESCORE_BAND)` more (docs/choosing-a-search.md says why), before the cap of the index's rows;
+    none for `rescore_factor` 0 (ScaNN's int8 order is the answer).
 
     Example:
-    >>> rescore_pool_size(10, 4), rescore_pool_size(1000, 4)
-    (40, 1300)
+    >>> rescore_pool_size(10, 4), rescore_pool_size(1000, 4), rescore_pool_size(10, 0)
+    (40, 1300, 0)
     """
-    return k + (rescore_factor - 1) * min(k, RESCORE_BAND)
+    return k + (rescore_factor - 1) * min(k, RESCORE_BAND) if rescore_factor else 0
 
 
 def _slices(rows, chunk_rows):
@@ -133,7 +140,7 @@ def _resolve(kind, params, n):
             raise UserError("rescore_factor needs the float32 vectors that reorder 'float32' keeps")
         del params["rescore_factor"]
     elif params["reorder"] == FLOAT32_REORDER:
-        check_positive_int(params["rescore_factor"], "rescore_factor")
+        check_search_value("rescore_factor", params["rescore_factor"])
     else:
         raise UserError(
             f"reorder must be 'float32' (ScaNN's candidates rescored with the float32 vectors, kept memory-mapped) "
@@ -192,8 +199,10 @@ class SearchIndex:
     `scann_params(N)`): it reorders its `reorder_factor * k` best AH
     candidates on int8 vectors, and the best `rescore_pool_size(k,
     rescore_factor)` of those are rescored with the float32 vectors
-    (`reorder: "float32"`; with `"int8"`, ScaNN's int8 order is the answer,
-    and no float32 vectors are kept); query rows whose first `k` places
+    (`reorder: "float32"`; with `rescore_factor` 0 none are, and with
+    `"int8"` no float32 vectors are kept: ScaNN's int8 order is the
+    answer); a batch of queries is searched in chunks that bound ScaNN's
+    working memory (`_SEARCH_CANDIDATES`); query rows whose first `k` places
     ScaNN cannot fill from the leaves searched (`k` close to `N`) are
     searched again over every leaf. `kind="auto"` is `"exact"` below
     `EXACT_MAX_N` embeddings and `"scann"` from there on.
@@ -314,12 +323,21 @@ class SearchIndex:
             return self.vectors.top_k(queries, k, self.tie_ranks)
         if not len(queries):
             return np.empty((0, k), np.int64), np.empty((0, k), np.float32)
-        return self.rescored(queries, *self.candidates(queries, self.rescore_pool(k), k), k)
+        pool = self.rescore_pool(k)
+        step = max(1, _SEARCH_CANDIDATES // max(pool, self.params["reorder_factor"] * k))
+        found = [self.rescored(chunk, *self.candidates(chunk, pool, k), k) for chunk in _slices(queries, step)]
+        return tuple(np.concatenate(parts) for parts in zip(*found))
+
+    @property
+    def rescores(self):
+        """Whether ScaNN's candidates are rescored with float32: a ScaNN index that keeps its float32 vectors,
+        searched with a `rescore_factor` above 0."""
+        return self.float_rows is not None and self.params["rescore_factor"] > 0
 
     def rescore_pool(self, k):
         """How many candidates a ScaNN search for `k` results rescores with float32: `rescore_pool_size(k,
-        rescore_factor)` (at most N), or `k` for an index without float32 vectors."""
-        if self.float_rows is None:
+        rescore_factor)` (at most N), or `k` where none are (`rescores`): ScaNN's int8 order is the answer."""
+        if not self.rescores:
             return k
         return min(len(self.ids), rescore_pool_size(k, self.params["rescore_factor"]))
 
@@ -342,9 +360,9 @@ class SearchIndex:
 
     def rescored(self, queries, candidates, scores, k):
         """The best `k` of a ScaNN search's candidates (`candidates` and their int8 `scores`, `[n, c]`, best first,
-        at least `k` of each row scored, NaN where none is) by float32 (`FloatRows.rescore`), or, without float32
-        vectors, the first `k` as they are."""
-        if self.float_rows is None:
+        at least `k` of each row scored, NaN where none is) by float32 (`FloatRows.rescore`), or, where none are
+        rescored (`rescores`), the first `k` as they are."""
+        if not self.rescores:
             return candidates[:, :k], scores[:, :k]
         return self.float_rows.rescore(queries, np.where(np.isnan(scores), -1, candidates), k, self.tie_ranks)
 
@@ -368,12 +386,13 @@ class SearchIndex:
         """Sets search-time parameters for the searches that follow, overriding a tuned setting (`tune`).
 
         Args:
-            setting: a dict of positive ints among `layout.search_settings(kind, params)`: for ScaNN
-                `num_leaves_to_search` (at most `num_leaves`), `reorder_factor` and, with float32
-                vectors, `rescore_factor`; for an int8 or binary exact index `rescore`.
+            setting: a dict of ints among `layout.search_settings(kind, params)`, as `layout.check_search_value`
+                takes them: for ScaNN `num_leaves_to_search` (at most `num_leaves`), `reorder_factor` and, with
+                float32 vectors, `rescore_factor` (0: none rescored, ScaNN's int8 order); for an int8 or
+                binary exact index `rescore`.
 
         Raises:
-            UserError: a parameter the index has not, or a value that is not a positive int.
+            UserError: a parameter the index has not, or a value `check_search_value` refuses.
 
         Example:
         >>> index.set_search_params({"num_leaves_to_search": 40, "reorder_factor": 50})  # doctest: +SKIP
@@ -384,7 +403,7 @@ class SearchIndex:
                 vectors = self.params.get("vectors") or self.params.get("reorder") if self.params else None
                 what = f"{self.kind} index" + (f" of {vectors} vectors" if vectors else "")
                 raise UserError(f"a {what} has no search parameter {name!r} (it has: {', '.join(names) or 'none'})")
-            check_positive_int(value, name)
+            check_search_value(name, value)
         if self.kind == "scann" and setting.get("num_leaves_to_search", 0) > self.params["num_leaves"]:
             raise UserError(f"num_leaves_to_search must be at most num_leaves, {self.params['num_leaves']}")
         self.params.update(setting)

@@ -6,10 +6,12 @@ TensorFlow or Keras.
 """
 
 import contextlib
+import warnings
 
 import numpy as np
 
 from gtr_keras.errors import CheckpointError, UserError
+from gtr_keras.utils.dimensions import check_dimensions, truncate
 
 KINDS = ("query", "document")
 PROGRESS_THRESHOLD = 5000
@@ -66,7 +68,12 @@ class TextEncoder:
     A subclass gives `embedding_dim`, `query_length`, `document_length` and either `tokenize(texts, kind)`
     with `embed_tokens(token_ids, padding_mask)` (the model takes token ids: each batch is padded with
     `pad_id` to its longest text, or to `padded_shape`), or `prepare` and `embed_batch` of its own (the
-    model takes texts).
+    model takes texts); and `matryoshka_dims`, the prefixes its model was trained for (`()`: none).
+
+    `dimensions=N` cuts the embeddings to their first N coordinates, renormalised (`utils.dimensions`);
+    `truncated(N)` is the encoder that always does (`TruncatedEncoder`: what an index built with N
+    searches with). Cutting a model's embeddings to a size it was not trained for (`matryoshka_dims`) costs
+    quality: a warning says so, once per encoder.
 
     Example:
     >>> encoder = gtr_keras.load("exports/gtr-onnx")  # or a model directory, a SavedModel, a LiteRT export
@@ -75,6 +82,8 @@ class TextEncoder:
     """
 
     pad_id = 0
+    dimensions = None
+    matryoshka_dims = ()
 
     def length(self, kind):
         """The token budget of `"query"` or `"document"`, EOS included."""
@@ -99,7 +108,34 @@ class TextEncoder:
             mask[i, : lengths[i]] = 1
         return self.embed_tokens(ids, mask)
 
-    def encode(self, texts, kind="document", batch_size=32, progress=None):
+    def check_dimensions(self, dimensions):
+        """`dimensions` checked against D (`UserError`: not an integer from 1 to D), or None; warns, once per
+        encoder, when the model was not trained for them (`matryoshka_dims`)."""
+        if dimensions is None:
+            return None
+        dimensions = check_dimensions(dimensions, self.embedding_dim)
+        trained = dimensions == self.embedding_dim or dimensions in self.matryoshka_dims
+        if not trained and not getattr(self, "_warned_of_dimensions", False):
+            self._warned_of_dimensions = True
+            warnings.warn(
+                f"dimensions={dimensions}: this model was not trained for embeddings of {dimensions} dimensions "
+                f"(Matryoshka dimensions: {list(self.matryoshka_dims) or 'none'}); truncating them costs quality "
+                "(docs/dimensions.md)",
+                stacklevel=3,
+            )
+        return dimensions
+
+    def truncated(self, dimensions):
+        """This encoder with its embeddings cut to their first `dimensions` coordinates, renormalised
+        (`TruncatedEncoder`); itself for None.
+
+        Example:
+        >>> gtr_keras.load("models/gtr-base").truncated(256).encode_queries(["lift"]).shape
+        (1, 256)
+        """
+        return self if dimensions is None else TruncatedEncoder(self, dimensions)
+
+    def encode(self, texts, kind="document", batch_size=32, progress=None, dimensions=None):
         """Embeds texts as float32 `[len(texts), D]`, L2-normalised rows.
 
         Args:
@@ -107,15 +143,19 @@ class TextEncoder:
             kind: `"query"` or `"document"`: which truncation length applies.
             batch_size: texts per forward pass.
             progress: show a progress bar; by default only for long inputs.
+            dimensions: N, to return the first N coordinates of each embedding renormalised, `[len(texts), N]`
+                (an integer from 1 to D); None: all D.
 
         Raises:
+            UserError: `dimensions` not an integer from 1 to D, before any work.
             CheckpointError: the model gives a non-finite embedding; nothing is returned.
         """
         check_kind(kind)
+        dimensions = self.check_dimensions(dimensions)
         texts = list(texts)
         output = np.zeros((len(texts), self.embedding_dim), np.float32)
         if not texts:
-            return output
+            return truncate(output, dimensions)
         items = self.prepare(texts, kind)
         with _progress_bar(len(texts), kind, progress) as bar:
             for rows in length_sorted_batches([len(item) for item in items], batch_size):
@@ -127,15 +167,57 @@ class TextEncoder:
                 f"the model gives non-finite embeddings (NaN or infinity) for {broken.size} of {len(texts)} "
                 f"{kind}s (the first: number {broken[0]}); nothing was written"
             )
-        return output
+        return truncate(output, dimensions)
 
-    def encode_queries(self, texts, batch_size=32, progress=None):
-        """Embeds queries (truncated to `query_length` tokens)."""
-        return self.encode(texts, "query", batch_size, progress)
+    def encode_queries(self, texts, batch_size=32, progress=None, dimensions=None):
+        """Embeds queries (truncated to `query_length` tokens; to `dimensions` coordinates where given)."""
+        return self.encode(texts, "query", batch_size, progress, dimensions)
 
-    def encode_documents(self, texts, batch_size=32, progress=None):
-        """Embeds documents (truncated to `document_length` tokens)."""
-        return self.encode(texts, "document", batch_size, progress)
+    def encode_documents(self, texts, batch_size=32, progress=None, dimensions=None):
+        """Embeds documents (truncated to `document_length` tokens; to `dimensions` coordinates where given)."""
+        return self.encode(texts, "document", batch_size, progress, dimensions)
+
+
+class TruncatedEncoder(TextEncoder):
+    """An encoder whose embeddings are cut to their first `dimensions` coordinates, renormalised: its
+    `embedding_dim` is N, and anything else (`model`, `tokenizer`, token budgets) is the encoder's, whose
+    `encode_queries` and `encode_documents` it calls (a server's, batched with other requests, too). What an
+    index built with `dimensions` encodes with (`TextEncoder.truncated`).
+
+    Args:
+        encoder: a `TextEncoder` of D-dimensional embeddings.
+        dimensions: N, an integer from 1 to D.
+
+    Example:
+    >>> TruncatedEncoder(gtr_keras.load("models/gtr-base"), 128).encode_documents(["Lift on a wing."]).shape
+    (1, 128)
+    """
+
+    def __init__(self, encoder, dimensions):
+        self.encoder = encoder
+        self.dimensions = encoder.check_dimensions(dimensions)
+
+    embedding_dim = property(lambda self: self.dimensions, doc="N, the dimensions its embeddings keep.")
+    matryoshka_dims = property(lambda self: self.encoder.matryoshka_dims, doc="The encoder's.")
+
+    def __getattr__(self, name):
+        if name == "encoder":  # not set yet (unpickling): no recursion
+            raise AttributeError(name)
+        return getattr(self.encoder, name)
+
+    def check_dimensions(self, dimensions):
+        return None if dimensions is None else check_dimensions(dimensions, self.dimensions)
+
+    def truncated(self, dimensions):
+        if dimensions is None or dimensions == self.dimensions:
+            return self
+        return TruncatedEncoder(self.encoder, self.check_dimensions(dimensions))
+
+    def encode(self, texts, kind="document", batch_size=32, progress=None, dimensions=None):
+        check_kind(kind)
+        dimensions = self.check_dimensions(dimensions) or self.dimensions
+        encode = self.encoder.encode_queries if kind == "query" else self.encoder.encode_documents
+        return truncate(encode(texts, batch_size, progress), dimensions)
 
 
 def check_pairs(pairs):

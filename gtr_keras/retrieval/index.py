@@ -37,6 +37,7 @@ from gtr_keras.retrieval.reranking import rerank as rerank_hits
 from gtr_keras.retrieval.reranking import reranker_of
 from gtr_keras.retrieval.retriever import Retriever
 from gtr_keras.utils import files
+from gtr_keras.utils.dimensions import check_dimensions
 from gtr_keras.utils.locks import locks_output, output_lock
 from gtr_keras.utils.records import check_positive_int
 
@@ -137,6 +138,7 @@ class Index(IndexHandle):
         beam_options: Sequence[str] = (),
         large_model: bool = False,
         shard_rows: int = 50_000,
+        dimensions: int | None = None,
     ) -> Self:
         """Builds an index directory at `path` (what `gtr-keras index` does, with its options) and opens it.
 
@@ -167,6 +169,8 @@ class Index(IndexHandle):
             beam_options: Beam pipeline options, `"KEY=VALUE"` or `"KEY"` strings.
             large_model: one model copy per machine, shared by its Beam workers.
             shard_rows: documents per embedding file of the Beam pipeline.
+            dimensions: N, to index the first N coordinates of each embedding, renormalised
+                (`utils.dimensions`): recorded, and the index's queries cut the same; None: all D.
 
         Returns:
             The `Index`, with `model` loaded when it was used.
@@ -188,6 +192,10 @@ class Index(IndexHandle):
             raise UserError("documents go with embeddings (a corpus is indexed with its own)")
         if runner is not None and embeddings is not None:
             raise UserError("runner encodes a corpus; embeddings are encoded already")
+        if dimensions is not None:
+            check_dimensions(dimensions)
+            if runner is not None:
+                raise UserError("dimensions: not with a Beam runner; index its embedding files with dimensions")
         check_index_outputs(path, work_dir=embeddings is None and runner is None)  # Beam's: by its pipeline
         params = vector_params(vectors, rescore)
         kind = "exact" if exact or params else "auto"
@@ -200,7 +208,8 @@ class Index(IndexHandle):
                 stored = load_corpus(documents) if isinstance(documents, (str, os.PathLike)) else documents
                 documents = corpus_in_index_order(stored, where, shards.ids)
             encoder = None if model is None else _encoder_of(model)
-            index_embeddings(shards, path, encoder, model_dir, kind, documents, params, bm25)
+            index_embeddings(shards, path, encoder, model_dir, kind, documents, params, bm25, dimensions)
+            encoder = encoder and encoder.truncated(dimensions)
         elif runner is not None:
             from gtr_keras.retrieval.encoding.beam_pipeline import index_with_beam  # Apache Beam, an extra
 
@@ -226,7 +235,7 @@ class Index(IndexHandle):
                 if any(char in name for char in GLOB_CHARACTERS) and not files.exists(name):
                     raise DataError(f"{name}: a glob of corpus files needs a Beam runner (runner='DirectRunner')")
                 corpus = load_corpus(name)
-            encoder = _encoder_of(model)
+            encoder = _encoder_of(model).truncated(dimensions)
             build_index(encoder, corpus, path, model_dir, kind, batch_size, shard_size, progress, bm25, params)
         index = cls(path, model)
         index._encoder = index._retriever.encoder = encoder  # checked by the build (None: none loaded)
@@ -250,7 +259,7 @@ class Index(IndexHandle):
                 )
             encoder = _encoder_of(model)
             for directory in self.paths:
-                Retriever.check_model(directory, encoder)
+                encoder = Retriever.encoder_for(directory, encoder)
             self._encoder = self._retriever.encoder = encoder
         return self._encoder
 

@@ -34,7 +34,9 @@ from gtr_keras.index.resumable_encoding import RESUMABLE_ENCODING_DIRECTORY, Res
 from gtr_keras.index.search_index import KINDS, SearchIndex, write_search_index
 from gtr_keras.index.segments import write_documents
 from gtr_keras.lexical.bm25_side import write_bm25_side
+from gtr_keras.models.text_encoder import TruncatedEncoder
 from gtr_keras.utils import files
+from gtr_keras.utils.dimensions import check_dimensions, truncate
 from gtr_keras.utils.files import atomic_directory
 from gtr_keras.utils.locks import locks_output
 from gtr_keras.utils.records import (
@@ -57,6 +59,9 @@ MODEL_FIELDS = ("embedding_dim", "document_length", "query_length", "compute_dty
 # Recorded for a model in bfloat16: its fingerprint with every weight in bfloat16, which the model in float32
 # also has, rounded so (`fingerprint.fingerprint(..., in_bfloat16=True)`).
 BFLOAT16_SHA256 = "bfloat16_sha256"
+# The field of a model record whose embeddings are cut to their first N coordinates (`gtr-keras index|encode
+# --dimensions N`); absent for all D of them.
+DIMENSIONS_FIELD = "dimensions"
 
 
 def check_index_outputs(index_dir, work_dir=True):
@@ -156,7 +161,9 @@ def build_index(
 
 
 @locks_output("index_dir")
-def index_embeddings(source, index_dir, encoder=None, model_dir=None, kind="auto", corpus=None, params=None, bm25=True):
+def index_embeddings(
+    source, index_dir, encoder=None, model_dir=None, kind="auto", corpus=None, params=None, bm25=True, dimensions=None
+):
     """Writes an index directory from precomputed embedding shards, a chunk at a time.
 
     The model is the one `gtr-keras encode` recorded beside the shards
@@ -176,6 +183,8 @@ def index_embeddings(source, index_dir, encoder=None, model_dir=None, kind="auto
             `build_index` stores its documents, with a BM25 side.
         params: the index's `params`, as `write_search_index` takes them.
         bm25: with a `corpus`, also write its BM25 side (False: its documents and metadata only).
+        dimensions: N, to index the first N coordinates of each embedding, renormalised (recorded: the
+            index's queries are cut the same); None: the embeddings as they are.
 
     Returns:
         `(number of embeddings, kind)`.
@@ -190,9 +199,33 @@ def index_embeddings(source, index_dir, encoder=None, model_dir=None, kind="auto
     (8841823, 'scann')
     """
     shards = source if isinstance(source, EmbeddingFiles) else EmbeddingFiles.open(source)
-    return shards.num_rows, write_index(
-        index_dir, shards, corpus, embeddings_metadata(shards, encoder, model_dir), kind, bm25, params
-    )
+    metadata = embeddings_metadata(shards, encoder, model_dir)
+    rows = shards
+    if dimensions is not None:
+        rows = TruncatedRows(shards, check_dimensions(dimensions, shards.dims))
+        if metadata.get(DIMENSIONS_FIELD) not in (None, dimensions):
+            raise MismatchError(
+                f"{shards.paths[0]}: encoded with --dimensions {metadata[DIMENSIONS_FIELD]}, not {dimensions}"
+            )
+        metadata = {**metadata, "embedding_dim": dimensions, DIMENSIONS_FIELD: dimensions}
+    return shards.num_rows, write_index(index_dir, rows, corpus, metadata, kind, bm25, params)
+
+
+class TruncatedRows:
+    """A source of `write_search_index` (`ids`, `dims`, `num_rows`, `chunks()`) whose rows are `source`'s cut
+    to their first `dimensions` coordinates, renormalised (`utils.dimensions.truncate`).
+
+    Example:
+    >>> TruncatedRows(EmbeddingFiles.open("emb/*.npy"), 128).dims
+    128
+    """
+
+    def __init__(self, source, dimensions):
+        self.source, self.dims = source, dimensions
+        self.ids, self.num_rows = source.ids, source.num_rows
+
+    def chunks(self):
+        return (truncate(chunk, self.dims) for chunk in self.source.chunks())
 
 
 def embeddings_metadata(shards, encoder=None, model_dir=None):
@@ -221,6 +254,7 @@ def embeddings_metadata(shards, encoder=None, model_dir=None):
             )
     metadata = recorded or {"model_dir": None, **dict.fromkeys(MODEL_FIELDS), "embedding_dim": shards.dims}
     if encoder is not None:
+        encoder = with_recorded_dimensions(metadata, encoder, shards.paths[0])
         change, given = model_change(metadata, encoder, MODEL_FIELDS, model_dir)
         if recorded is not None and change:
             raise MismatchError(
@@ -319,9 +353,33 @@ def index_metadata(encoder, model_dir):
         "compute_dtype": encoder.model.compute_dtype,
         "model_sha256": fingerprint(encoder),
     }
+    if getattr(encoder, "dimensions", None) is not None:
+        metadata[DIMENSIONS_FIELD] = encoder.dimensions
     if metadata["compute_dtype"] == "bfloat16":
         metadata[BFLOAT16_SHA256] = fingerprint(encoder, in_bfloat16=True)
     return metadata
+
+
+def with_recorded_dimensions(recorded, encoder, where):
+    """`encoder` as the embeddings `recorded` (a model record: `retriever.json`, `gtr-keras encode`'s) were
+    made: truncated to their `dimensions` (`TextEncoder.truncated`); an encoder truncated already is kept when
+    it keeps those.
+
+    Raises:
+        MismatchError: `encoder` is truncated to other dimensions, naming the setting.
+
+    Example:
+    >>> with_recorded_dimensions({"dimensions": 128}, gtr_keras.load("models/gtr-base"), "indexes/x").embedding_dim
+    128
+    """
+    dimensions, given = recorded.get(DIMENSIONS_FIELD), getattr(encoder, "dimensions", None)
+    if given is not None and given != dimensions:
+        built = f"--dimensions {dimensions}" if dimensions else f"all {recorded.get('embedding_dim')} dimensions"
+        raise MismatchError(
+            f"{where}: built with {built}, but dimensions {given} are given; give dimensions "
+            f"{dimensions or 'none'} (or rebuild the index with --dimensions {given})"
+        )
+    return encoder if dimensions is None or given == dimensions else TruncatedEncoder(encoder, dimensions)
 
 
 def model_change(recorded, encoder, fields, model_dir=None):

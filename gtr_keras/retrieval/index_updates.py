@@ -33,7 +33,12 @@ from gtr_keras.index.segment_writer import (
 )
 from gtr_keras.index.segments import documents_path, live_corpus, metadata_types
 from gtr_keras.lexical.bm25_side import bm25_side_ids, corpus_in_index_order, has_bm25_side, rebuild_bm25_side
-from gtr_keras.retrieval.index_building import MODEL_FIELDS, embeddings_metadata
+from gtr_keras.retrieval.index_building import (
+    DIMENSIONS_FIELD,
+    MODEL_FIELDS,
+    embeddings_metadata,
+    with_recorded_dimensions,
+)
 from gtr_keras.retrieval.index_types import IndexUpdate
 from gtr_keras.retrieval.retriever import model_change
 from gtr_keras.utils import files
@@ -147,6 +152,12 @@ def update_index(
     encoder = encoder() if callable(encoder) and not hasattr(encoder, "encode_documents") else encoder
     if source is not None:
         metadata = embeddings_metadata(source, encoder, model_dir)
+        if metadata.get(DIMENSIONS_FIELD) != recorded.get(DIMENSIONS_FIELD):
+            raise MismatchError(
+                f"{source.paths[0]}: encoded with dimensions {metadata.get(DIMENSIONS_FIELD) or 'all'}, but the "
+                f"index {index_dir} was built with dimensions {recorded.get(DIMENSIONS_FIELD) or 'all'}; encode "
+                f"them with --dimensions {recorded.get(DIMENSIONS_FIELD) or 'none'}"
+            )
         given = {field: metadata[field] for field in MODEL_FIELDS}
         change = describe_change(recorded, given, "the new embeddings have")
         if change:
@@ -155,6 +166,7 @@ def update_index(
                 f"model_dir: {recorded.get('model_dir')}); {REMEDY}"
             )
     elif corpus is not None:
+        encoder = with_recorded_dimensions(recorded, encoder, index_dir)
         change, _ = model_change(recorded, encoder, MODEL_FIELDS, model_dir)
         if change:
             raise MismatchError(

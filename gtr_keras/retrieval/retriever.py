@@ -14,7 +14,7 @@ from gtr_keras.index.layout import (
 )
 from gtr_keras.index.search_index import SearchIndex
 from gtr_keras.index.segments import index_documents
-from gtr_keras.retrieval.index_building import model_change
+from gtr_keras.retrieval.index_building import model_change, with_recorded_dimensions
 
 
 def search_results(queries, hits):
@@ -56,7 +56,8 @@ class Retriever:
         `retriever.json` (`SEARCH_FIELDS`) must be the encoder's: queries
         encoded by another model, even one of the same embedding size, would
         be compared with document embeddings they do not belong with. The
-        query token budget may differ.
+        query token budget may differ. An index built with `dimensions` is
+        checked with the encoder truncated to them (`encoder_for`).
 
         Args:
             index_dir: an index directory written by `build_index`.
@@ -68,7 +69,8 @@ class Retriever:
         Raises:
             DataError: `index_dir` is not an index directory, or its
                 `retriever.json` is unreadable.
-            MismatchError: the index was built with another model, or from embeddings of no recorded model.
+            MismatchError: the index was built with another model, or from embeddings of no recorded model, or
+                with other `dimensions` than an encoder truncated already keeps.
 
         Example:
         >>> Retriever.check_model("indexes/scifact", gtr_keras.load("models/gtr-base"))["kind"]
@@ -81,7 +83,7 @@ class Retriever:
                 f"from `gtr-keras encode` beside them); rebuild it with `gtr-keras index --embeddings "
                 f"... --model MODEL` to declare the model that encoded them"
             )
-        change, _ = model_change(recorded, encoder, SEARCH_FIELDS)
+        change, _ = model_change(recorded, with_recorded_dimensions(recorded, encoder, index_dir), SEARCH_FIELDS)
         if change:
             raise MismatchError(
                 f"{index_dir}: built with another model ({change}); search with the model the "
@@ -89,6 +91,17 @@ class Retriever:
                 f"or rebuild the index"
             )
         return recorded
+
+    @classmethod
+    def encoder_for(cls, index_dir, encoder):
+        """`encoder` as it searches `index_dir`: checked (`check_model`), and truncated to the index's
+        `dimensions` where it was built with them (`index_building.with_recorded_dimensions`).
+
+        Example:
+        >>> Retriever.encoder_for("indexes/scifact-128", gtr_keras.load("models/gtr-base")).embedding_dim
+        128
+        """
+        return with_recorded_dimensions(cls.check_model(index_dir, encoder), encoder, index_dir)
 
     @classmethod
     def load(cls, index_dir, encoder):
@@ -105,7 +118,7 @@ class Retriever:
         index_dirs = [index_dir] if isinstance(index_dir, (str, os.PathLike)) else list(index_dir)
         if encoder is not None:
             for directory in index_dirs:
-                cls.check_model(directory, encoder)
+                encoder = cls.encoder_for(directory, encoder)
         paths = [os.path.join(directory, INDEX_SUBDIR) for directory in index_dirs]
         index = SearchIndex.load(paths[0] if len(paths) == 1 else paths)
         return cls(encoder, index, index_documents(index))

@@ -44,6 +44,7 @@ from gtr_keras.server.gateway.metrics import Metrics
 from gtr_keras.server.gateway.middleware import Gateway, Settings, authorized, error_code
 from gtr_keras.server.rerank_scoring import PAIRS, ranked
 from gtr_keras.server.validation import discard_body, embedding_request, read_json, rerank_request, search_request
+from gtr_keras.utils.dimensions import truncate
 
 logger = logging.getLogger(__name__)
 
@@ -252,7 +253,7 @@ def build_app(
         tokens = sum(counts)
         data = [
             {"object": "embedding", "index": i, "embedding": _embedding(vector, asked.encoding_format)}
-            for i, vector in enumerate(vectors)
+            for i, vector in enumerate(truncate(vectors, asked.dimensions))
         ]
         usage = {"prompt_tokens": tokens, "total_tokens": tokens}
         return _Answer({"object": "list", "data": data, "model": asked.model, "usage": usage})

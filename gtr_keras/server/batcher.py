@@ -198,7 +198,7 @@ class _Queries:
             raise AttributeError(name)
         return getattr(self.encoder, name)
 
-    def encode_queries(self, texts, batch_size=None):
+    def encode_queries(self, texts, batch_size=None, progress=None):
         return self.batcher.wait(list(texts), "query")[0]
 
 

@@ -20,6 +20,7 @@ from starlette.requests import ClientDisconnect
 from gtr_keras.lexical.fusion import METHODS
 from gtr_keras.retrieval.hybrid_retriever import RETRIEVERS
 from gtr_keras.server.api_error import ApiError
+from gtr_keras.utils.dimensions import dimensions_rule
 
 EMBEDDING_FIELDS = ("input", "model", "encoding_format", "dimensions", "user", "input_type")
 SEARCH_FIELDS = ("query", "queries", "k", "retriever", "fusion", "gtr_weight", "rerank", "rerank_depth")
@@ -31,8 +32,9 @@ SHOWN = 60
 # at once and the client, still writing, may see the connection reset instead of it.
 DISCARDED_BYTES = 64 << 20
 
-EmbeddingRequest = collections.namedtuple("EmbeddingRequest", "texts kind model encoding_format")
-EmbeddingRequest.__doc__ = "A checked `/v1/embeddings` body: its texts, their kind, the model name, the format."
+EmbeddingRequest = collections.namedtuple("EmbeddingRequest", "texts kind model encoding_format dimensions")
+EmbeddingRequest.__doc__ = """A checked `/v1/embeddings` body: its texts, their kind, the model name, the format and
+the `dimensions` each embedding is cut to (None: all D)."""
 SearchRequest = collections.namedtuple("SearchRequest", "queries single k retriever fusion gtr_weight rerank_depth")
 SearchRequest.__doc__ = """A checked `/v1/search` body (`single`: asked with `query`, not `queries`; `rerank_depth`:
 the first-stage hits reranked per query, None without `rerank`)."""
@@ -231,7 +233,7 @@ def embedding_request(body, models, embedding_dim, max_inputs):
     Args:
         body: the JSON object (`read_json`).
         models: `{served model name: "query", "document" or None}` (None: `input_type` says, default document).
-        embedding_dim: D, the only `dimensions` taken.
+        embedding_dim: D: `dimensions` is an integer from 1 to D (`utils.dimensions`' rule).
         max_inputs: the most texts a request may hold.
 
     Returns:
@@ -254,18 +256,14 @@ def embedding_request(body, models, embedding_dim, max_inputs):
     if models[model] and input_type and input_type != models[model]:
         _refuse("input_type", f"{input_type!r}, but model {model!r} embeds {models[model]}s")
     dimensions = body.get("dimensions")
-    if dimensions is not None and (type(dimensions) is not int or dimensions != embedding_dim):
-        _refuse(
-            "dimensions",
-            f"this model gives {embedding_dim}-dimensional embeddings only (GTR's are not truncatable), "
-            f"got {_shown(dimensions)}",
-            "unsupported_value",
-        )
+    if dimensions is not None and dimensions_rule(dimensions, embedding_dim):
+        _refuse("dimensions", f"must be an integer from 1 to {embedding_dim}, got {_shown(dimensions)}")
     if body.get("user") is not None:
         if not isinstance(body["user"], str):
             _refuse("user", f"must be a string, got {_json_type(body['user'])}", "invalid_type")
         _check_text("user", body["user"])
-    return EmbeddingRequest(texts, models[model] or input_type or "document", model, encoding_format)
+    kind = models[model] or input_type or "document"
+    return EmbeddingRequest(texts, kind, model, encoding_format, dimensions)
 
 
 def search_request(body, max_queries, max_k, max_pairs=None):

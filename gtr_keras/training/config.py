@@ -19,6 +19,7 @@ from gtr_keras.training.data import TrainingData
 from gtr_keras.training.distributed import multi_worker_strategy
 from gtr_keras.training.losses import DEFAULT_TEMPERATURE
 from gtr_keras.utils import files as fs
+from gtr_keras.utils.dimensions import check_dimensions
 
 PRECISIONS = {"float32": None, "bfloat16": "mixed_bfloat16"}
 STRATEGIES = ("default", "mirrored", "tpu", "multi-worker")
@@ -127,6 +128,8 @@ class TrainConfig:
         temperature: softmax temperature (0.01).
         mask_false_negatives: mask in-batch candidates that share the
             positive's document id.
+        matryoshka_dims: prefixes N of the embeddings trained besides D with the same loss (Matryoshka
+            representation learning), recorded in the saved model; None: GTR's loss alone.
         deterministic: enable TensorFlow op determinism (needed for
             bit-for-bit resumes).
         verbose: Keras `fit` verbosity (1: progress bar, 2: a line per
@@ -209,6 +212,7 @@ class TrainConfig:
     seed: int = 0
     temperature: float = DEFAULT_TEMPERATURE
     mask_false_negatives: bool = True
+    matryoshka_dims: list[int] | None = None
     deterministic: bool = True
     verbose: int = 1
     steps_per_execution: int | None = None
@@ -245,6 +249,10 @@ class TrainConfig:
             raise UserError(f"learning_rate must not be negative, got {self.learning_rate}")
         if not self.temperature > 0:
             raise UserError(f"temperature must be positive, got {self.temperature}")
+        if self.matryoshka_dims is not None:
+            if not isinstance(self.matryoshka_dims, list) or not self.matryoshka_dims:
+                raise UserError(f"matryoshka_dims must be a list of dimensions, got {self.matryoshka_dims!r}")
+            self.matryoshka_dims = sorted({check_dimensions(n, None, "matryoshka_dims") for n in self.matryoshka_dims})
         if self.model:
             if self.init not in PRESETS:
                 raise UserError(f"model settings {sorted(self.model)} need a preset `init`, got {self.init!r}")

@@ -9,6 +9,7 @@ so the gradients that the optimizer sums over replicas are those of the global-b
 device.
 """
 
+from collections.abc import Sequence
 from typing import Any
 
 import keras
@@ -19,6 +20,7 @@ from gtr_keras.errors import UserError
 from gtr_keras.models.gtr.gtr_text_embedder import GTRTextEmbedder
 from gtr_keras.training.distributed import is_multi_worker
 from gtr_keras.training.losses import DEFAULT_TEMPERATURE, BidirectionalInBatchLoss
+from gtr_keras.utils.dimensions import check_dimensions
 
 _TOWERS = ("query", "positive", "negatives")
 
@@ -192,6 +194,9 @@ class DualEncoder(StepModel):
             the other positives of the same query (when the batch carries ids).
         grad_cache_chunk_size: examples per GradCache chunk; `None` for plain
             backpropagation.
+        matryoshka_dims: prefixes N of the embeddings trained besides D, each with the same loss
+            (`BidirectionalInBatchLoss`); recorded on `encoder` (its config), so that the saved model says
+            which `dimensions` it serves without a warning.
 
     Example:
     >>> embedder = keras_hub.models.TextEmbedder.from_preset(model_dir)
@@ -209,6 +214,7 @@ class DualEncoder(StepModel):
         temperature: float = DEFAULT_TEMPERATURE,
         mask_false_negatives: bool = True,
         grad_cache_chunk_size: int | None = None,
+        matryoshka_dims: Sequence[int] = (),
         **kwargs: Any,
     ):
         super().__init__(**kwargs)
@@ -218,7 +224,12 @@ class DualEncoder(StepModel):
         self.temperature = temperature
         self.mask_false_negatives = mask_false_negatives
         self.grad_cache_chunk_size = grad_cache_chunk_size
-        self.contrastive_loss = BidirectionalInBatchLoss(temperature)
+        self.matryoshka_dims = tuple(
+            check_dimensions(n, encoder.embedding_dim, "matryoshka_dims") for n in matryoshka_dims or ()
+        )
+        if self.matryoshka_dims:
+            encoder.matryoshka_dims = self.matryoshka_dims  # recorded in its config: what it is trained for
+        self.contrastive_loss = BidirectionalInBatchLoss(temperature, self.matryoshka_dims)
         self.built = True
 
     def _batches(self, x):
@@ -387,6 +398,7 @@ class DualEncoder(StepModel):
             "temperature": self.temperature,
             "mask_false_negatives": self.mask_false_negatives,
             "grad_cache_chunk_size": self.grad_cache_chunk_size,
+            "matryoshka_dims": list(self.matryoshka_dims),
         }
 
     @classmethod

@@ -227,7 +227,13 @@ def train(config: TrainConfig) -> Encoder:
         config = TrainConfig.from_dict(config)
 
     def dual_encoder(encoder):
-        return DualEncoder(encoder, config.temperature, config.mask_false_negatives, config.grad_cache_chunk_size)
+        return DualEncoder(
+            encoder,
+            config.temperature,
+            config.mask_false_negatives,
+            config.grad_cache_chunk_size,
+            config.matryoshka_dims,
+        )
 
     def make_dataset(run, tokenizer, batch_size, **kwargs):
         return functools.partial(run.data.dataset, tokenizer, batch_size, **kwargs)

@@ -30,6 +30,7 @@ queries `q_j` equal to `q_i` are left out of `Z_pq(i)`.
 import tensorflow as tf
 
 from gtr_keras.errors import UserError
+from gtr_keras.utils.dimensions import check_dimensions, truncate_tensor
 
 DEFAULT_TEMPERATURE = 0.01
 _MASKED_LOGIT = -1e9
@@ -202,8 +203,14 @@ class BidirectionalInBatchLoss:
     ranges add up to the loss of the whole batch, which is how replicas of a
     distributed step split the global-batch loss.
 
+    With `matryoshka_dims` (Matryoshka representation learning, `gtr-keras train --matryoshka-dims`), the loss
+    is that of the whole embeddings plus, for each N of them below D, the same loss over the first N
+    coordinates of every embedding, renormalised (`utils.dimensions.truncate_tensor`), with the same
+    candidates (the global batch's, where replicas gather them) and masks. Accuracy is the whole embeddings'.
+
     Args:
         temperature: `tau` (0.01 in GTR).
+        matryoshka_dims: the prefixes N trained besides D (`()`: GTR's loss alone).
 
     Example:
     >>> loss = BidirectionalInBatchLoss(temperature=0.01)
@@ -214,8 +221,9 @@ class BidirectionalInBatchLoss:
     True
     """
 
-    def __init__(self, temperature=DEFAULT_TEMPERATURE):
+    def __init__(self, temperature=DEFAULT_TEMPERATURE, matryoshka_dims=()):
         self.temperature = temperature
+        self.matryoshka_dims = tuple(check_dimensions(n, None, "matryoshka_dims") for n in matryoshka_dims or ())
 
     def __call__(
         self, queries, positives, negatives=None, positive_ids=None, negative_ids=None, rows=None, query_ids=None
@@ -226,7 +234,18 @@ class BidirectionalInBatchLoss:
     def loss_and_hits(
         self, queries, positives, negatives=None, positive_ids=None, negative_ids=None, rows=None, query_ids=None
     ):
-        """The loss (or the share of `rows`) and `in_batch_hits`, from one computation of the logits."""
+        """The loss (or the share of `rows`) and `in_batch_hits`, from one computation of the logits (one
+        more for each of `matryoshka_dims` below D)."""
+        ids = (positive_ids, negative_ids, rows, query_ids)
+        loss, hits = self._loss_and_hits(queries, positives, negatives, *ids)
+        for dimensions in self.matryoshka_dims:
+            if dimensions != queries.shape[-1]:
+                prefixes = [truncate_tensor(x, dimensions) for x in (queries, positives)]
+                prefixes.append(None if negatives is None else truncate_tensor(negatives, dimensions))
+                loss += self._loss_and_hits(*prefixes, *ids)[0]
+        return loss, hits
+
+    def _loss_and_hits(self, queries, positives, negatives, positive_ids, negative_ids, rows, query_ids):
         query_logits, passage_logits, labels = in_batch_logits(
             queries, positives, negatives, self.temperature, positive_ids, negative_ids, rows, query_ids
         )
@@ -236,7 +255,7 @@ class BidirectionalInBatchLoss:
         return loss, _top1_hits(query_logits, labels)
 
     def get_config(self):
-        return {"temperature": self.temperature}
+        return {"temperature": self.temperature, "matryoshka_dims": list(self.matryoshka_dims)}
 
     @classmethod
     def from_config(cls, config):
@@ -415,4 +434,4 @@ class ListwiseSoftmaxLoss:
         return tf.reduce_sum(terms) / count, hits
 
     def get_config(self):
-        return {"temperature": self.temperature}
+        return {"temperature": self.temperature, "matryoshka_dims": list(self.matryoshka_dims)}

@@ -25,6 +25,7 @@ from gtr_keras.training.losses import ListwiseSoftmaxLoss
 _GTR_SETTINGS = (
     ("tokenizer", "a reranker keeps its own tokenizer"),
     ("grad_cache_chunk_size", "GradCache splits GTR's in-batch loss; a reranker's groups are independent"),
+    ("matryoshka_dims", "a reranker gives scores, not embeddings to truncate"),
     ("validation_data", "validation measures a GTR model's retrieval"),
 )
 

@@ -5,8 +5,9 @@ held out from those it chose on, and the fastest setting that meets a target rec
 A ScaNN index is measured over a grid of leaves searched (fractions of its leaves), reordering pools
 (`reorder_factor`, AH candidates reordered on int8 a result) and float32 rescoring pools (`rescore_factor`: of
 the int8-reordered candidates, `search_index.rescore_pool_size(k, rescore_factor)` rescored with float32, at most
-the reordering pool; for each leaves and reordering pool, the next larger rescoring pool only while the last one
-raised recall); an int8 or binary exact index over its `rescore` pools. Once a setting meets the target, a
+the reordering pool, or none, 0: ScaNN's int8 order is the answer; for each leaves and reordering pool, the next
+larger rescoring pool only while the last one raised recall); an int8 or binary exact index over its `rescore`
+pools. Once a setting meets the target, a
 setting measured `SLOWER` times slower than it cannot be chosen, nor can any setting at least as large in every
 parameter (it searches at least as much): those are not measured. Then the parameters of the fastest setting that
 meets the target are bisected towards the grid's next smaller value (`BISECTED`), where the grid's steps may
@@ -72,11 +73,12 @@ from gtr_keras.utils.records import check_positive_int
 logger = logging.getLogger(__name__)
 
 # The grid: leaves searched as fractions of a ScaNN index's leaves, its reordering pools (results times
-# these), its float32 rescoring pools (`rescore_pool_size` of these, at most the reordering pool), and a quantized
-# exact index's rescored candidates (k times these).
+# these), its float32 rescoring pools (`rescore_pool_size` of these, at most the reordering pool; 0 rescores none,
+# and 1, int8's own top k rescored, finds the same rows as 0, more slowly), and a quantized exact index's rescored
+# candidates (k times these).
 LEAF_FRACTIONS = (0.005, 0.01, 0.02, 0.04, 0.07, 0.1, 0.15, 0.25, 0.4, 0.6, 1.0)
 REORDER_FACTORS = (5, 10, 20, 30, 50, 70, 100, 150, 200, 300, 500, 1000)
-RESCORE_FACTORS = (1, 2, 3, 5, 10)
+RESCORE_FACTORS = (0, 2, 3, 5, 10)
 RESCORE_MULTIPLES = (1, 2, 4, 10, 20, 50)
 # Once a setting meets the target, one measured SLOWER times slower cannot be chosen, nor can any setting of the
 # grid at least as large in every parameter (it searches at least as much): those are not measured.
@@ -146,7 +148,7 @@ def settings_grid(index, k):
         factors = sorted(set(REORDER_FACTORS) | {params["reorder_factor"]})
         rescores = sorted(set(RESCORE_FACTORS) | {params["rescore_factor"]}) if "rescore_factor" in names else [None]
         return [
-            {"num_leaves_to_search": s, "reorder_factor": r, **({"rescore_factor": f} if f else {})}
+            {"num_leaves_to_search": s, "reorder_factor": r, **({"rescore_factor": f} if f is not None else {})}
             for s in sorted(searched)
             for r in factors
             for f in rescores
@@ -499,6 +501,8 @@ def _bisect(setting, tried, meets, measured_at, k):
         if name == "reorder_factor" and low is not None and "rescore_factor" in setting:
             # A reordering pool below the rescoring pool is that pool.
             low = max(low, math.ceil(rescore_pool_size(k, setting["rescore_factor"]) / k) - 1)
+        if name == "rescore_factor" and low is not None:
+            low = max(low, 1)  # 1 rescores int8's own top k: the rows 0 finds
         high = setting[name]
         for _ in range(BISECTIONS if low is not None else 0):
             middle = (low + high) // 2

@@ -88,3 +88,15 @@ def test_the_parser_reports_a_bad_argument_in_one_line(capsys):
     assert capsys.readouterr().err == (
         "gtr-keras: error: argument --steps: must be at least 1, got 0 (see `gtr-keras --help`)\n"
     )
+
+
+def test_a_search_param_takes_rescore_factor_0_and_any_other_setting_from_1():
+    """`layout.check_search_value`'s one rule: `rescore_factor` 0 turns float32 rescoring off."""
+    assert arguments.search_param("rescore_factor=0") == ("rescore_factor", 0)
+    assert arguments.search_param("num_leaves_to_search=3") == ("num_leaves_to_search", 3)
+    for text, message in (
+        ("rescore=0", "rescore must be a positive int, got 0."),
+        ("rescore_factor=-1", "must be NAME=VALUE with an int VALUE, got 'rescore_factor=-1'"),
+    ):
+        with pytest.raises(argparse.ArgumentTypeError, match=re.escape(message)):
+            arguments.search_param(text)

@@ -207,6 +207,10 @@ def test_flags_that_would_be_ignored_are_exit_2(argv, message, tmp_path, capsys,
         ),
         (["search", "q", "--index", "{index}", "--retriever", "bm25", "--search-param", "rescore=5"], "--search-param"),
         (["search", "q", "--index", "{index}", "--model", "m", "--search-param", "rescore"], "NAME=VALUE"),
+        (
+            ["search", "q", "--index", "{index}", "--model", "m", "--search-param", "reorder_factor=0"],
+            "argument --search-param: reorder_factor must be a positive int, got 0.",
+        ),
         (["export", "--model", "m", "--out", "o", "--search-param", "reorder_factor=5"], "ScaNN searcher of --index"),
         (
             ["export", "--model", "m", "--out", "o", "--index", "{index}", "--searcher", "scann-int8"]

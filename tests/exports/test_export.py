@@ -907,17 +907,22 @@ def test_a_tuned_scann_index_exports_its_tuned_setting_and_a_flag_overrides_it(e
     assert tuned.index.params["num_leaves_to_search"] == 1 and tuned.index.params["reorder_factor"] == 1
     untuned = Retriever.load(index_dir, encoder)
     untuned.index.set_search_params({"num_leaves_to_search": 3, "reorder_factor": 100})
+    int8_order = Retriever.load(index_dir, encoder)  # issue 62: rescore_factor 0, ScaNN's int8 order
+    int8_order.index.set_search_params({"num_leaves_to_search": 3, "reorder_factor": 100, "rescore_factor": 0})
+    leaves = ["--search-param", "num_leaves_to_search=3", "--search-param", "reorder_factor=100"]
     for name, flags, expected in (
         ("tuned", [], tuned),
-        ("flag", ["--search-param", "num_leaves_to_search=3", "--search-param", "reorder_factor=100"], untuned),
+        ("flag", leaves, untuned),
+        ("int8-order", leaves + ["--search-param", "rescore_factor=0"], int8_order),
     ):
         argv = ["export", "--model", tiny_model_dir, "--index", str(index_dir), "--out", str(tmp_path / name)]
         assert main(argv + flags) == 0
-        searcher = load_export(str(tmp_path / name / "searcher" / "1")).signatures["search"]
-        found = searcher(queries=tf.constant(QUERIES), k=tf.constant([10] * len(QUERIES)))["ids"].numpy()
+        exported = load_export(str(tmp_path / name / "searcher" / "1"))
+        found = exported.signatures["search"](queries=tf.constant(QUERIES), k=tf.constant([10] * len(QUERIES)))
         want = [[hit["id"] for hit in row] for row in expected.search(QUERIES, 10)]
-        assert [[i.decode() for i in row if i] for row in found] == want, name
-    assert tuned.search(QUERIES, 10) != untuned.search(QUERIES, 10)
+        assert [[i.decode() for i in row if i] for row in found["ids"].numpy()] == want, name
+        assert hasattr(exported, "doc_embeddings") == (name != "int8-order")  # nothing rescored: none held
+    assert tuned.search(QUERIES, 10) != untuned.search(QUERIES, 10) != int8_order.search(QUERIES, 10)
 
 
 @pytest.mark.large

@@ -36,3 +36,20 @@ def test_options_and_outputs_are_checked_before_the_model_loads(tmp_path, monkey
     (mine / "notes.txt").write_text("mine")
     with pytest.raises(DataError, match="not replaced, it holds notes.txt"):
         gtr_keras.export("gtr-small-distilled", str(tmp_path / "mine"), version=1)
+
+
+@pytest.mark.large
+@pytest.mark.slow
+@pytest.mark.parametrize("export_format", ["savedmodel", "onnx"])
+def test_an_export_with_dimensions_bakes_the_truncation_into_its_graph(tmp_path, tiny_encoder, export_format):
+    from gtr_keras.utils.dimensions import truncate
+
+    written = gtr_keras.export(tiny_encoder, tmp_path / "out", export_format, dimensions=16)
+    export = gtr_keras.load(written[0] if export_format == "savedmodel" else tmp_path / "out")
+    texts = ["lift on a wing", "the boundary layer of a supersonic nozzle"]
+    assert export.embedding_dim == 16
+    for encode in ("encode_queries", "encode_documents"):
+        expected = truncate(getattr(tiny_encoder, encode)(texts), 16)
+        np.testing.assert_allclose(getattr(export, encode)(texts), expected, atol=1e-5)
+    with pytest.raises(UserError, match="dimensions: must be an integer from 1 to 64, got 65"):
+        gtr_keras.export(tiny_encoder, tmp_path / "bad", export_format, dimensions=65)

@@ -7,6 +7,7 @@ import pytest
 from search_inputs import doc_ids
 
 from gtr_keras.errors import DataError, MismatchError, UserError
+from gtr_keras.index.layout import TUNED_JSON, check_search_value, read_tuned
 from gtr_keras.index.search_index import SearchIndex
 
 
@@ -79,3 +80,24 @@ def test_a_stored_index_with_non_finite_rows_is_refused_naming_the_file(tmp_path
         SearchIndex.load(str(tmp_path / "index"))
     with pytest.raises(ValueError, match="hold NaN or infinity in 1 rows"):
         SearchIndex(doc_ids(3), embeddings, kind="exact")
+
+
+@pytest.mark.parametrize(
+    "setting, message",
+    [
+        ({"num_leaves_to_search": 3, "reorder_factor": 20, "rescore_factor": 0}, None),
+        ({"reorder_factor": 0}, "field 'setting': reorder_factor must be a positive int, got 0"),
+        ({"rescore_factor": -1}, "field 'setting': rescore_factor must be an int >= 0"),
+        ({"rescore": True}, "field 'setting': rescore must be a positive int"),
+        ([3], "field 'setting' must map parameter names to ints"),
+    ],
+)
+def test_a_tuned_setting_is_read_by_the_rule_of_search_settings(tmp_path, setting, message):
+    """`tuned.json` holds what `check_search_value` takes: `rescore_factor` 0 (no float32 rescoring) among them."""
+    (tmp_path / TUNED_JSON).write_text(json.dumps({"setting": setting}))
+    if message is None:
+        assert read_tuned(tmp_path)["setting"] == setting
+        assert [check_search_value(name, value) for name, value in setting.items()] == [3, 20, 0]
+    else:
+        with pytest.raises(DataError, match=message):
+            read_tuned(tmp_path)

@@ -112,8 +112,56 @@ def test_a_scann_index_rescores_with_float32_or_reorders_on_int8_only():
         SearchIndex(doc_ids(len(CORPUS)), CORPUS, kind="scann", params={"reorder": "bfloat16"})
     with pytest.raises(UserError, match="rescore_factor needs the float32 vectors"):
         SearchIndex(doc_ids(len(CORPUS)), CORPUS, kind="scann", params={"reorder": "int8", "rescore_factor": 2})
-    with pytest.raises(ValueError, match="rescore_factor must be"):
-        SearchIndex(doc_ids(len(CORPUS)), CORPUS, kind="scann", params={"rescore_factor": 0})
+    with pytest.raises(ValueError, match="rescore_factor must be an int >= 0 .0: no float32 rescoring., got -1"):
+        SearchIndex(doc_ids(len(CORPUS)), CORPUS, kind="scann", params={"rescore_factor": -1})
+
+
+def test_rescore_factor_0_answers_in_int8_order_reading_no_float32_row(scann_index, monkeypatch):
+    """Issue 62: `rescore_factor` 0 (built so, or set) rescores nothing: ScaNN's top `k` in int8 order, its int8
+    scores, the rows that rescoring int8's own top `k` (1) finds; every other setting stays a positive int."""
+    built = SearchIndex(doc_ids(len(CORPUS)), CORPUS, kind="scann", params={"rescore_factor": 0})
+    assert built.params["rescore_factor"] == 0 and built.embeddings is not None
+    scann_index.set_search_params({"rescore_factor": 1})
+    rescored = scann_index.search(QUERIES, 10)
+    scann_index.set_search_params({"rescore_factor": 0})
+    monkeypatch.setattr(quantized_vectors.FloatRows, "rescore", lambda *args: pytest.fail("float32 read"))
+    found, scores = scann_index.search(QUERIES, 10)
+    assert scann_index.rescore_pool(10) == 10 and not scann_index.rescores
+    np.testing.assert_array_equal(np.sort(found, axis=1), np.sort(rescored[0], axis=1))
+    candidates, int8 = scann_index.candidates(QUERIES, 10, 10)
+    np.testing.assert_array_equal(found, candidates)
+    np.testing.assert_array_equal(scores, int8)
+    for setting, message in (
+        ({"rescore_factor": -1}, "rescore_factor must be an int >= 0"),
+        ({"reorder_factor": 0}, "reorder_factor must be a positive int, got 0"),
+        ({"num_leaves_to_search": 0}, "num_leaves_to_search must be a positive int"),
+        ({"rescore_factor": 1.5}, "rescore_factor must be an int >= 0"),
+    ):
+        with pytest.raises(UserError, match=message):
+            scann_index.set_search_params(setting)
+    scann_index.set_search_params({"rescore_factor": search_index.scann_params(1)["rescore_factor"]})
+
+
+@pytest.mark.parametrize("rescore_factor", [0, 4])
+def test_a_batch_is_searched_in_chunks_of_bounded_candidates_with_the_answers_of_one_call(
+    scann_index, monkeypatch, rescore_factor
+):
+    """Issue 62: ScaNN's working memory grows with queries times candidates reordered; `search` gives it a
+    batch in chunks of at most `_SEARCH_CANDIDATES` of them, and answers as one call does."""
+    scann_index.set_search_params({"rescore_factor": rescore_factor, "reorder_factor": 20})
+    queries = np.concatenate([QUERIES] * 7)
+    whole = scann_index.search(queries, 10)
+    calls = []
+    search = scann_index._scann_search
+    monkeypatch.setattr(scann_index, "_scann_search", lambda *args: calls.append(len(args[0])) or search(*args))
+    monkeypatch.setattr(search_index, "_SEARCH_CANDIDATES", 20 * 10 * 3)  # 3 queries a chunk
+    chunked = scann_index.search(queries, 10)
+    assert len(calls) == -(-len(queries) // 3) and max(calls) == 3
+    np.testing.assert_array_equal(chunked[0], whole[0])
+    np.testing.assert_array_equal(chunked[1], whole[1])
+    scann_index.set_search_params(
+        {name: search_index.scann_params(len(CORPUS))[name] for name in ("reorder_factor", "rescore_factor")}
+    )
 
 
 def test_the_search_params_of_an_index_without_float32_vectors_have_no_rescore_factor(scann_index):

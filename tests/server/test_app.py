@@ -107,6 +107,18 @@ def test_dimensions_equal_to_the_model_s_are_taken(url, tiny_encoder):
     assert httpx.post(f"{url}/v1/embeddings", json=body).status_code == 200
 
 
+@pytest.mark.parametrize("dimensions", [1, 8, 33])
+def test_dimensions_give_the_first_n_coordinates_renormalised(url, client, tiny_encoder, dimensions):
+    full = tiny_encoder.encode_documents(TEXTS)
+    expected = full[:, :dimensions] / np.linalg.norm(full[:, :dimensions], axis=1, keepdims=True)
+    answer = httpx.post(f"{url}/v1/embeddings", json={"input": TEXTS, "model": MODEL, "dimensions": dimensions})
+    vectors = np.array([d["embedding"] for d in answer.json()["data"]])
+    assert vectors.shape == (len(TEXTS), dimensions)
+    np.testing.assert_allclose(vectors, expected, atol=1e-6, rtol=0)
+    decoded = client.embeddings.create(input=TEXTS, model=MODEL, dimensions=dimensions)  # base64
+    np.testing.assert_allclose(np.array([d.embedding for d in decoded.data]), expected, atol=1e-6, rtol=0)
+
+
 BAD_EMBEDDING_BODIES = [
     (b"{", 400, None, "invalid_json"),
     (b"\xff\xfe{}", 400, None, "invalid_utf8"),
@@ -123,8 +135,12 @@ BAD_EMBEDDING_BODIES = [
     (b'{"input": "a", "model": "gpt-4"}', 404, "model", "model_not_found"),
     (b'{"input": "a", "model": "tiny", "temperature": 0}', 422, "temperature", "unknown_field"),
     (b'{"input": "a", "model": "tiny", "encoding_format": "int8"}', 422, "encoding_format", "invalid_value"),
-    (b'{"input": "a", "model": "tiny", "dimensions": 8}', 422, "dimensions", "unsupported_value"),
-    (b'{"input": "a", "model": "tiny", "dimensions": "64"}', 422, "dimensions", "unsupported_value"),
+    (b'{"input": "a", "model": "tiny", "dimensions": 0}', 422, "dimensions", "invalid_value"),
+    (b'{"input": "a", "model": "tiny", "dimensions": 65}', 422, "dimensions", "invalid_value"),
+    (b'{"input": "a", "model": "tiny", "dimensions": "x"}', 422, "dimensions", "invalid_value"),
+    (b'{"input": "a", "model": "tiny", "dimensions": 1.5}', 422, "dimensions", "invalid_value"),
+    (b'{"input": "a", "model": "tiny", "dimensions": true}', 422, "dimensions", "invalid_value"),
+    (b'{"input": "a", "model": "tiny", "dimensions": "64"}', 422, "dimensions", "invalid_value"),
     (b'{"input": "a", "model": "tiny", "input_type": "passage"}', 422, "input_type", "invalid_value"),
     (b'{"input": "a", "model": "tiny-query", "input_type": "document"}', 422, "input_type", "invalid_value"),
     (b'{"input": "a", "model": "tiny", "user": 1}', 422, "user", "invalid_type"),
@@ -411,10 +427,10 @@ def test_a_text_the_model_fails_on_fails_only_its_own_request_of_a_shared_batch(
 ):
     encode = tiny_encoder.encode
 
-    def poisoned(texts, kind="document", batch_size=32, progress=None):
+    def poisoned(texts, kind="document", batch_size=32, progress=None, dimensions=None):
         if any("poison" in text for text in texts):
             raise RuntimeError("the model cannot take this text")
-        return encode(texts, kind, batch_size, progress)
+        return encode(texts, kind, batch_size, progress, dimensions)
 
     monkeypatch.setattr(tiny_encoder, "encode", poisoned)
     bodies = [("embeddings", {"input": [f"wing {i}", "lift"], "model": MODEL}) for i in range(4)]

@@ -13,12 +13,22 @@ def _refused(function, *args):
 
 
 def test_an_embedding_request_s_kind_comes_from_the_model_name_or_input_type():
-    assert embedding_request({"input": "a", "model": "m"}, MODELS, 8, 4) == ("a".split(), "document", "m", "float")
+    asked = embedding_request({"input": "a", "model": "m"}, MODELS, 8, 4)
+    assert asked == (["a"], "document", "m", "float", None)
     assert embedding_request({"input": ["a"], "model": "m", "input_type": "query"}, MODELS, 8, 4).kind == "query"
     assert embedding_request({"input": ["a"], "model": "m-query"}, MODELS, 8, 4).kind == "query"
     asked = embedding_request({"input": ["a", "b"], "model": "m-document", "encoding_format": "base64"}, MODELS, 8, 4)
     assert (asked.texts, asked.kind, asked.encoding_format) == (["a", "b"], "document", "base64")
     assert embedding_request({"input": "a", "model": "m", "dimensions": 8, "user": "me"}, MODELS, 8, 4).texts == ["a"]
+    assert embedding_request({"input": "a", "model": "m", "dimensions": 3}, MODELS, 8, 4).dimensions == 3
+    assert embedding_request({"input": "a", "model": "m"}, MODELS, 8, 4).dimensions is None
+
+
+@pytest.mark.parametrize("dimensions", [0, 9, "x", 1.5, True, -1])
+def test_dimensions_are_an_integer_from_1_to_d(dimensions):
+    error = _refused(embedding_request, {"input": "a", "model": "m", "dimensions": dimensions}, MODELS, 8, 4)
+    assert (error.status, error.param, error.code) == (422, "dimensions", "invalid_value")
+    assert error.message.startswith("dimensions: must be an integer from 1 to 8, got ")
 
 
 def test_the_limit_of_inputs_is_inclusive():

@@ -107,3 +107,26 @@ def test_a_tokenizer_file_keeps_the_lowercasing_of_the_initial_model_directory(t
         _set_preprocessor(config, model, None, None)
         assert model.preprocessor.tokenizer.lowercase is lowercase
         assert (model.preprocessor.sequence_length, model.preprocessor.query_length) == (16, 8)
+
+
+@pytest.mark.large
+@pytest.mark.slow
+def test_training_with_matryoshka_dims_records_them_in_the_model(tmp_path, capsys):
+    import json
+    import warnings
+
+    assert main(train_argv(tmp_path, "--matryoshka-dims", "16,32")) == 0
+    model = str(tmp_path / "run" / "model")
+    task = json.loads((tmp_path / "run" / "model" / "task.json").read_text())
+    assert task["config"]["matryoshka_dims"] == [16, 32]
+    encoder = gtr_keras.load(model)
+    assert encoder.matryoshka_dims == (16, 32)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # dimensions it was trained for: no warning
+        assert encoder.encode_queries(["lift"], dimensions=16).shape == (1, 16)
+    with pytest.warns(UserWarning, match="not trained for embeddings of 8 dimensions"):
+        encoder.encode_queries(["lift"], dimensions=8)
+    (tmp_path / "bad").mkdir()
+    with pytest.raises(SystemExit):
+        main(train_argv(tmp_path / "bad", "--matryoshka-dims", "16,x"))
+    assert "argument --matryoshka-dims: must be an integer of at least 1, got 'x'" in capsys.readouterr().err

@@ -205,3 +205,29 @@ def test_the_loss_is_the_kl_from_the_teacher_with_a_single_texts_own_score_left_
         expected += np.sum(p[kept] * (np.log(p[kept]) - np.log(q[kept])))  # KL(teacher || student)
     loss = SimilarityDistillationLoss(tau_s, tau_t)
     assert float(loss(s_a, s_d, t_a, t_d, tf.constant(single))) == pytest.approx(expected / 8, rel=1e-5)
+
+
+@pytest.mark.parametrize("k", [0, 2])
+def test_the_matryoshka_loss_sums_the_loss_over_the_renormalised_prefixes(k):
+    q, p, n, pos_ids, neg_ids = batch(k)
+    q, p, n = (x.astype(np.float32) for x in (q, p, n))  # the tower's embeddings are float32
+    ids = [tf.strings.to_hash_bucket_fast(tf.constant(x), 2**62) for x in (pos_ids, neg_ids)]
+    plain = BidirectionalInBatchLoss()
+    whole = float(plain(q, p, n if k else None, *ids))
+    np.testing.assert_allclose(
+        float(BidirectionalInBatchLoss(matryoshka_dims=[16])(q, p, n if k else None, *ids)), whole, rtol=1e-6
+    )
+
+    def prefix(x, dimensions):
+        return x[..., :dimensions] / np.linalg.norm(x[..., :dimensions], axis=-1, keepdims=True)
+
+    expected = whole + sum(float(plain(prefix(q, d), prefix(p, d), prefix(n, d) if k else None, *ids)) for d in (4, 8))
+    matryoshka = BidirectionalInBatchLoss(matryoshka_dims=[4, 8])
+    np.testing.assert_allclose(float(matryoshka(q, p, n if k else None, *ids)), expected, rtol=1e-5)
+    shares = matryoshka(q, p, n if k else None, *ids, rows=(0, 2)) + matryoshka(
+        q, p, n if k else None, *ids, rows=(2, 6)
+    )
+    np.testing.assert_allclose(float(shares), expected, rtol=1e-5)  # the replicas' shares add up to it
+    assert BidirectionalInBatchLoss.from_config(matryoshka.get_config()).matryoshka_dims == (4, 8)
+    with pytest.raises(UserError, match="matryoshka_dims: must be an integer of at least 1, got 0"):
+        BidirectionalInBatchLoss(matryoshka_dims=[0])

@@ -56,6 +56,19 @@ def _index_directory(directory, vectors, params):
     return directory
 
 
+def _held_out_recall(index, corpus, sample):
+    """recall@10 of `index` on the held-out half of `tune`'s `sample` rows of `corpus` (the same rows, seed 0),
+    each left out of its own answer, against numpy float32 brute force: the held-out recall `tune` recorded (near
+    ties may order apart by another path)."""
+    picked = np.random.default_rng(0).choice(len(corpus), sample, replace=False)
+    held_out = np.sort(picked[sample // 2 :])
+    scores = corpus[held_out] @ corpus.T
+    scores[np.arange(len(held_out)), held_out] = -np.inf
+    truth = np.argsort(-scores, axis=1, kind="stable")[:, :10]
+    found = index.search(corpus[held_out], 11)[0]
+    return np.mean([len(set(row[row != me][:10]) & set(t)) / 10 for row, me, t in zip(found, held_out, truth)])
+
+
 def _float32_recall(index_dir, vectors, queries):
     """recall@10 of `SearchIndex.load(index_dir)` (its tuned setting) against numpy float32 brute force over
     `vectors` (ids `doc-i`), on `queries` that tune never saw."""
@@ -95,15 +108,7 @@ def test_tune_sample_meets_the_target_on_queries_it_never_saw_against_float32(
     assert len({m["setting"]["rescore_factor"] for m in record["measurements"]}) > 1
     index = SearchIndex.load(scann_dir)
     assert {name: index.params[name] for name in record["setting"]} == record["setting"]
-    # The held-out half's recall, recomputed here: the same sampled rows, numpy float32 brute force.
-    picked = np.random.default_rng(0).choice(N, 200, replace=False)
-    held_out = np.sort(picked[100:])
-    scores = corpus[held_out] @ corpus.T
-    scores[np.arange(100), held_out] = -np.inf
-    truth = np.argsort(-scores, axis=1, kind="stable")[:, :10]
-    found = index.search(corpus[held_out], 11)[0]
-    ours = np.mean([len(set(row[row != me][:10]) & set(t)) / 10 for row, me, t in zip(found, held_out, truth)])
-    assert ours == pytest.approx(record["recall"], abs=0.002)  # near-ties may order apart by another path
+    assert _held_out_recall(index, corpus, 200) == pytest.approx(record["recall"], abs=0.002)
     # And on 300 real held-out queries of the same distribution.
     assert _float32_recall(scann_dir, corpus, _vectors(300, seed=6)) >= 0.96
 
@@ -217,7 +222,7 @@ def test_tune_records_a_bisected_setting_when_it_is_the_fastest(scann_dir, monke
     assert 60 not in {s["reorder_factor"] for s in settings_grid(SearchIndex.load(scann_dir), 10)}
     record = tune(scann_dir, sample=50, target_recall=0.95)
     assert record["setting"]["reorder_factor"] == 60  # the grid has 50 (fails) and 70: bisected 60, 55, 57
-    assert record["setting"]["rescore_factor"] == 1
+    assert record["setting"]["rescore_factor"] == 0
     assert SearchIndex.load(scann_dir).params["reorder_factor"] == record["setting"]["reorder_factor"]
 
 
@@ -244,11 +249,37 @@ def test_settings_searching_at_least_as_much_as_one_too_slow_to_be_chosen_are_no
     assert all(s["num_leaves_to_search"] < most for s in measured)  # every leaf: too slow for reorder 5's cost
 
 
+def test_a_target_int8_order_meets_is_met_without_float32_rescoring_where_that_is_fastest(
+    index_dir, corpus, tmp_path, monkeypatch
+):
+    """Issue 62: `--target-recall 0.9`, which ScaNN's int8 order meets on these vectors (it stops near 0.93), is met
+    fastest with no float32 rescoring (`rescore_factor` 0) where rescoring costs time: recall measured for real
+    against float32 search, QPS a cost model (deterministic); the recorded recall recomputed with numpy."""
+    index_dir = shutil.copytree(index_dir, tmp_path / "index")
+    real = tuner.measure
+
+    def timed(index, queries, k, repeats=2):
+        recalls, _ = real(index, queries, k, repeats=0)
+        return recalls, 1e6 / _cost(index.params) if repeats else None
+
+    monkeypatch.setattr(tuner, "measure", timed)
+    assert main(["tune", "--index", str(index_dir), "--sample", "400", "--target-recall", "0.9"]) == 0
+    record = json.loads((index_dir / "index" / TUNED_JSON).read_text())
+    meeting = [m for m in record["measurements"] if m["recall"] >= m["needed"]]
+    assert record["setting"] == max(meeting, key=lambda m: m["qps"])["setting"]
+    assert record["setting"]["rescore_factor"] == 0
+    assert {m["setting"]["rescore_factor"] for m in meeting} >= {0, 2}  # rescoring met it too, more slowly
+    index = SearchIndex.load(index_dir)
+    assert index.params["rescore_factor"] == 0 and index.rescore_pool(10) == 10
+    assert _held_out_recall(index, corpus, 400) == pytest.approx(record["recall"], abs=0.002)
+    assert record["recall"] >= 0.9
+
+
 def _fake(params, n):
     """(per-query recalls, QPS) of a setting in a model where recall needs reorder_factor >= 60, and QPS falls
     with every parameter."""
     recall = 1.0 if params["reorder_factor"] >= 60 else 0.5
-    cost = params["reorder_factor"] * params["num_leaves_to_search"] * params["rescore_factor"]
+    cost = params["reorder_factor"] * params["num_leaves_to_search"] * (1 + params["rescore_factor"])
     return np.full(n, recall), 1e6 / cost
 
 
@@ -278,7 +309,7 @@ def test_the_setting_chosen_on_the_tuning_half_is_checked_once_held_out_and_refu
 
 
 def _cost(params):
-    return params["reorder_factor"] * params["num_leaves_to_search"] * params.get("rescore_factor", 1)
+    return params["reorder_factor"] * params["num_leaves_to_search"] * (1 + params.get("rescore_factor", 0))
 
 
 def test_a_quantized_exact_index_is_tuned_on_its_rescore_pool(tmp_path):

@@ -11,6 +11,7 @@ from gtr_keras.cli.arguments import (
 )
 from gtr_keras.cli.shared_flags import (
     add_batch_size,
+    add_dimensions,
     add_encoder_arguments,
     add_progress,
 )
@@ -46,6 +47,7 @@ def add_parser(subparsers, parents):
     add_batch_size(p)
     add_progress(p)
     add_encoder_arguments(p)
+    add_dimensions(p, "OUTPUT's rows")
     return p
 
 

@@ -13,6 +13,7 @@ from gtr_keras.cli.arguments import (
     search_param,
 )
 from gtr_keras.cli.shared_flags import (
+    add_dimensions,
     add_encoder_arguments,
 )
 from gtr_keras.exports.export_formats import FORMATS, missing_package_hint
@@ -96,6 +97,7 @@ def add_parser(subparsers, parents):
         "otherwise, --searcher scann-int8 suggested)",
     )
     add_encoder_arguments(p)
+    add_dimensions(p, "the encoder's output, in its graph (any format; a searcher uses its index's)")
     return p
 
 
@@ -125,6 +127,7 @@ _RERANKER_EXPORT_FLAGS = (
     ("--document-length", "document_length", None),
     ("--version", "version", None),
     ("--allow-large-float32", "allow_large_float32", False),
+    ("--dimensions", "dimensions", None),
 )
 
 
@@ -187,6 +190,7 @@ def run(args):
             search_params=dict(args.search_param or []),
             quantize=args.quantize,
             allow_large_float32=args.allow_large_float32,
+            dimensions=args.dimensions,
             **searcher,
         )
     for path in written:

@@ -14,6 +14,7 @@ from gtr_keras.cli.checks import check_one_source
 from gtr_keras.cli.shared_flags import (
     add_batch_size,
     add_beam_arguments,
+    add_dimensions,
     add_progress,
 )
 from gtr_keras.errors import DataError
@@ -91,6 +92,7 @@ def add_parser(subparsers, parents):
     add_batch_size(p, "documents")
     p.add_argument("--shard-size", type=at_least_one, default=2048, help="documents per resumable shard")
     add_progress(p)
+    add_dimensions(p, "the indexed vectors (recorded: queries are cut the same), or of --embeddings")
     add_beam_arguments(p)
     return p
 
@@ -101,6 +103,8 @@ def check(args, parser):
     if args.rescore is not None and args.vectors == "float32":
         parser.error("argument --rescore: rescores the candidates of --vectors int8|binary")
     check_one_source(args, parser)
+    if args.dimensions is not None and args.runner:
+        parser.error("argument --dimensions: not with --runner (index the pipeline's embeddings with --dimensions)")
     if args.embeddings is not None and args.runner:
         parser.error("argument --runner: encodes a corpus; --embeddings are encoded already")
     if args.bm25_corpus is not None and args.embeddings is None:
@@ -136,6 +140,7 @@ def run(args):
         beam_options=args.beam_option or (),
         large_model=args.large_model,
         shard_rows=args.shard_rows,
+        dimensions=args.dimensions,
     )
     bm25 = "and a BM25 side" if has_bm25_side(args.out) else "no BM25 side"
     vectors = f" over {args.vectors} vectors" if args.vectors != "float32" else ""

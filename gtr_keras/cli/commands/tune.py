@@ -121,5 +121,4 @@ def _tune_queries(args):
     texts = list(load_queries(args.queries).values())  # a bad file before the model loads
     check_request(args.index, args.target_recall, args.k, args.build, len(texts), sampled=False)
     encoder = handler_inputs.encoder(args)
-    Retriever.check_model(args.index, encoder)
-    return encoder.encode_queries(texts, 64)
+    return Retriever.encoder_for(args.index, encoder).encode_queries(texts, 64)

@@ -7,6 +7,7 @@ from gtr_keras.cli.arguments import (
 from gtr_keras.cli.checks import check_update_sources
 from gtr_keras.cli.shared_flags import (
     add_batch_size,
+    add_dimensions,
     add_progress,
     add_update_arguments,
 )
@@ -28,12 +29,15 @@ def add_parser(subparsers, parents):
     add_update_arguments(p)
     add_batch_size(p, "documents")
     add_progress(p)
+    add_dimensions(p, "--corpus's vectors (default: the index's; others are refused)")
     return p
 
 
 def check(args, parser):
-    """`update`'s sources (`checks.check_update_sources`)."""
+    """`update`'s sources (`checks.check_update_sources`); `--dimensions` cuts what `--corpus` encodes."""
     check_update_sources(args, parser)
+    if args.dimensions is not None and args.embeddings is not None:
+        parser.error("argument --dimensions: an update takes embeddings encoded with the index's dimensions")
 
 
 @locks_output("args.index")  # before the corpus and the model load: a second run is refused at once

@@ -62,7 +62,7 @@ def export_encoder(encoder, export_dir, version=None):
 
 
 def _write_encoder(encoder, staging):
-    write_warmup(staging, encoder.model.write_saved_model(staging), "gtr_encoder")
+    write_warmup(staging, encoder.model.write_saved_model(staging, encoder.dimensions), "gtr_encoder")
 
 
 @locks_output("export_dir")

@@ -19,10 +19,12 @@ from gtr_keras.index.layout import (
     SCANN_DATAPOINT_TO_TOKEN,
     has_float32,
     read_description,
+    read_model_record,
 )
 from gtr_keras.index.scann_builder import codec_files, merge_scann
 from gtr_keras.index.search_index import RESCORE_BAND, SearchIndex
 from gtr_keras.index.segments import documents_path, index_documents, initial_manifest, read_manifest, segment_path
+from gtr_keras.retrieval.index_building import with_recorded_dimensions
 from gtr_keras.retrieval.retriever import Retriever
 from gtr_keras.utils import files
 
@@ -83,7 +85,7 @@ def check_searcher(encoder, index_dir, searcher, k, allow_large_float32):
     if not isinstance(k, int) or k < 1:
         raise UserError(f"k must be a positive integer, got {k!r}")
     for directory in index_dirs(index_dir):
-        Retriever.check_model(directory, encoder)
+        encoder = Retriever.encoder_for(directory, encoder)
         _, _, config = read_description(os.path.join(directory, INDEX_SUBDIR))
         if searcher == "brute-force" and not has_float32(config["kind"], config["params"]):
             raise DataError(f"{directory}: the brute-force searcher needs float32 vectors, but {NO_FLOAT32}")
@@ -128,9 +130,10 @@ def write_searcher(encoder, index_dir, staging, searcher, k, search_params=None)
         if index.kind == "mixed":
             raise UserError(f"{index_dir}: shards of exact and ScaNN indexes; export shards of one kind")
         use_scann = searcher != "brute-force" and index.kind == "scann"
-        float32 = searcher == "scann" and all(part.embeddings is not None for part, _ in index.parts)
         if search_params and use_scann:
             index.set_search_params(search_params)
+        float32 = searcher == "scann" and all(part.rescores for part, _ in index.parts)  # rescore_factor 0: none
+        encoder = with_recorded_dimensions(read_model_record(index_dirs(index_dir)[0]), encoder, index_dir)
         root, embed = encoder.model.saved_model_root(staging), encoder.model.embed_strings
         root.doc_ids = tf.Variable(np.array(index.ids, dtype=object), trainable=False, name="doc_ids")
         num_docs = len(index.ids)
@@ -218,7 +221,7 @@ def write_searcher(encoder, index_dir, staging, searcher, k, search_params=None)
             with tf.control_dependencies([valid]):
                 k = tf.minimum(k, num_docs)
             width = tf.reduce_max(tf.concat([k, [min_width]], axis=0))
-            query_embeddings = embed(queries, "query")
+            query_embeddings = embed(queries, "query", dimensions=encoder.dimensions)
             if filter is None:
                 found = lambda: top_k(query_embeddings, width)  # noqa: E731
             else:

@@ -71,6 +71,7 @@ class Encoder(TextEncoder):
     query_length = property(lambda self: self.model.query_length, doc="Token budget of queries, EOS included.")
     document_length = property(lambda self: self.model.document_length, doc="Token budget of documents.")
     embedding_dim = property(lambda self: self.model.embedding_dim, doc="D, the embedding dimension.")
+    matryoshka_dims = property(lambda self: self.model.matryoshka_dims, doc="The dimensions it was trained for.")
 
     def tokenize(self, texts, kind="document"):
         """Token id lists (EOS included, truncated to the kind's length)."""

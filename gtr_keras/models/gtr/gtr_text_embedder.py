@@ -32,6 +32,7 @@ from gtr_keras.models.model_files.preset_writer import write_preset
 from gtr_keras.models.subclassed_model import SubclassedModelType
 from gtr_keras.models.text_encoder import to_bytes
 from gtr_keras.utils import files
+from gtr_keras.utils.dimensions import check_dimensions, truncate, truncate_tensor
 
 logger = logging.getLogger(__name__)
 
@@ -71,6 +72,9 @@ class GTRTextEmbedder(keras_hub.models.TextEmbedder, metaclass=SubclassedModelTy
         preprocessor: a `GTRTextEmbedderPreprocessor`, or `None` for a model
             that takes `{"token_ids", "padding_mask"}` only.
         embedding_dim: output dimension D of the projection (768 in GTR).
+        matryoshka_dims: the prefixes of its embeddings it was trained to rank with (`gtr-keras train
+            --matryoshka-dims`), recorded in its config; `()` for GTR's. `encode_*(dimensions=N)` warns for
+            another N.
 
     Inputs: `{"token_ids", "padding_mask"}` int `[batch, length]` (raw
     strings through `predict`/`fit`/`encode_*` when there is a preprocessor).
@@ -95,6 +99,7 @@ class GTRTextEmbedder(keras_hub.models.TextEmbedder, metaclass=SubclassedModelTy
         backbone: GTRBackbone,
         preprocessor: GTRTextEmbedderPreprocessor | None = None,
         embedding_dim: int = 768,
+        matryoshka_dims: Sequence[int] = (),
         **kwargs: Any,
     ):
         # A subclassed model rather than a functional one, so that `keras.models.clone_model`
@@ -115,6 +120,9 @@ class GTRTextEmbedder(keras_hub.models.TextEmbedder, metaclass=SubclassedModelTy
 
         # === Config ===
         self.embedding_dim = embedding_dim
+        self.matryoshka_dims = tuple(
+            check_dimensions(n, embedding_dim, "matryoshka_dims", CheckpointError) for n in matryoshka_dims or ()
+        )
         self._batch_encoders: dict[bool, Encoder] = {}
 
     def call(self, inputs, training=False):
@@ -246,7 +254,10 @@ class GTRTextEmbedder(keras_hub.models.TextEmbedder, metaclass=SubclassedModelTy
         check_finite(file_weights_by_path(self), filepath)
 
     def get_config(self):
-        return {**super().get_config(), "embedding_dim": self.embedding_dim}
+        config = {**super().get_config(), "embedding_dim": self.embedding_dim}
+        if self.matryoshka_dims:  # only when trained with them: other models' configs stay as they were
+            config["matryoshka_dims"] = list(self.matryoshka_dims)
+        return config
 
     @property
     def query_length(self):
@@ -272,6 +283,7 @@ class GTRTextEmbedder(keras_hub.models.TextEmbedder, metaclass=SubclassedModelTy
         kind: Literal["query", "document"] = "document",
         batch_size: int = 32,
         progress: bool | None = None,
+        dimensions: int | None = None,
     ) -> np.ndarray:
         """Embeds a string or a list of strings: float32 numpy `[n, D]`, unit rows, in input order.
 
@@ -280,11 +292,13 @@ class GTRTextEmbedder(keras_hub.models.TextEmbedder, metaclass=SubclassedModelTy
             kind: `"query"` or `"document"`: which token budget applies.
             batch_size: texts per forward pass.
             progress: show a progress bar; by default only for long inputs.
+            dimensions: N, the first N coordinates renormalised (`TextEncoder.encode`); None: all D.
         """
         texts = [text] if isinstance(text, (str, bytes)) else list(text)
         if keras.backend.backend() != "tensorflow":
-            return self._encode_through_the_backend(texts, kind, batch_size)
-        return self.batch_encoder().encode(texts, kind, batch_size, progress)
+            dimensions = self.batch_encoder().check_dimensions(dimensions)
+            return truncate(self._encode_through_the_backend(texts, kind, batch_size), dimensions)
+        return self.batch_encoder().encode(texts, kind, batch_size, progress, dimensions)
 
     def _encode_through_the_backend(self, texts, kind, batch_size):
         """`encode_text` on the JAX or PyTorch backend, where the `Encoder`'s traced TensorFlow path is not
@@ -298,15 +312,25 @@ class GTRTextEmbedder(keras_hub.models.TextEmbedder, metaclass=SubclassedModelTy
             rows.append(ops.convert_to_numpy(self({key: value.numpy() for key, value in features.items()})))
         return np.concatenate(rows).astype(np.float32)
 
-    def encode_queries(self, queries: Sequence[str], batch_size: int = 32, progress: bool | None = None) -> np.ndarray:
-        """Embeds queries (truncated to `query_length` tokens)."""
-        return self.encode_text(queries, "query", batch_size, progress)
+    def encode_queries(
+        self,
+        queries: Sequence[str],
+        batch_size: int = 32,
+        progress: bool | None = None,
+        dimensions: int | None = None,
+    ) -> np.ndarray:
+        """Embeds queries (truncated to `query_length` tokens; to `dimensions` coordinates where given)."""
+        return self.encode_text(queries, "query", batch_size, progress, dimensions)
 
     def encode_documents(
-        self, documents: Sequence[str], batch_size: int = 32, progress: bool | None = None
+        self,
+        documents: Sequence[str],
+        batch_size: int = 32,
+        progress: bool | None = None,
+        dimensions: int | None = None,
     ) -> np.ndarray:
-        """Embeds documents (truncated to `document_length` tokens)."""
-        return self.encode_text(documents, "document", batch_size, progress)
+        """Embeds documents (truncated to `document_length` tokens; to `dimensions` coordinates where given)."""
+        return self.encode_text(documents, "document", batch_size, progress, dimensions)
 
     def export(self, filepath, format="tf_saved_model", verbose=None, input_signature=None, **kwargs):
         """Keras' `Model.export` with strings in: the encoder SavedModel that `gtr-keras export` writes (one
@@ -375,7 +399,7 @@ class GTRTextEmbedder(keras_hub.models.TextEmbedder, metaclass=SubclassedModelTy
         tf.saved_model.save(root, os.fspath(directory), signatures=signatures)
         os.remove(os.path.join(directory, SPIECE_ASSET))
 
-    def write_saved_model(self, directory: str | os.PathLike[str]) -> dict[str, Any]:
+    def write_saved_model(self, directory: str | os.PathLike[str], dimensions: int | None = None) -> dict[str, Any]:
         """Writes the encoder SavedModel into the empty local `directory`; returns its signatures.
 
         It follows TF Hub's convention for text embeddings: `obj(texts)` / `obj(texts, training=...)`,
@@ -384,18 +408,26 @@ class GTRTextEmbedder(keras_hub.models.TextEmbedder, metaclass=SubclassedModelTy
         fine-tunes it; its signatures, for TF Serving and Keras 3's `TFSMLayer`, are `serving_default` and
         `encode_documents` (tf.string `[None]` -> `{"embeddings": float32 [None, D]}`, document budget) and
         `encode_queries` (query budget). Its `serve` endpoint is Keras' `Model.export`'s: `obj.serve(texts)`,
-        the embeddings `[batch, D]` of `serving_default` as a tensor.
+        the embeddings `[batch, D]` of `serving_default` as a tensor. With `dimensions` N, every function
+        gives the first N coordinates renormalised, `[batch, N]` (`gtr-keras export --dimensions`).
         """
         root = self.saved_model_root(directory)
-        root.__call__ = tf.function(lambda texts, training=False: self.embed_strings(texts, "document", training))
+        root.__call__ = tf.function(
+            lambda texts, training=False: self.embed_strings(texts, "document", training, dimensions)
+        )
         for training in (False, True):
             root.__call__.get_concrete_function(STRINGS, training)
 
         def embed(kind):
-            return tf.function(lambda texts: {"embeddings": self.embed_strings(texts, kind)}, input_signature=[STRINGS])
+            return tf.function(
+                lambda texts: {"embeddings": self.embed_strings(texts, kind, dimensions=dimensions)},
+                input_signature=[STRINGS],
+            )
 
         root.encode_queries, root.encode_documents = embed("query"), embed("document")
-        root.serve = tf.function(lambda texts: self.embed_strings(texts, "document"), input_signature=[STRINGS])
+        root.serve = tf.function(
+            lambda texts: self.embed_strings(texts, "document", dimensions=dimensions), input_signature=[STRINGS]
+        )
         signatures = {
             "serving_default": root.encode_documents,
             ENCODER_SIGNATURES["document"]: root.encode_documents,
@@ -404,11 +436,14 @@ class GTRTextEmbedder(keras_hub.models.TextEmbedder, metaclass=SubclassedModelTy
         self.save_saved_model(root, directory, signatures)
         return signatures
 
-    def embed_strings(self, texts: Any, kind: Literal["query", "document"], training: bool = False) -> Any:
+    def embed_strings(
+        self, texts: Any, kind: Literal["query", "document"], training: bool = False, dimensions: int | None = None
+    ) -> Any:
         """Embeddings of a tf.string `[batch]` tensor of texts of `kind` (`"query"` or `"document"`), in the
-        graph: tokenised with the kind's budget, float32 `[batch, D]` out."""
+        graph: tokenised with the kind's budget, float32 `[batch, D]` out (`[batch, dimensions]`, the first
+        coordinates renormalised, with `dimensions`)."""
         features = pad_token_ids(self.preprocessor.token_ids(texts, kind))
-        return tf.cast(self(features, training=training), tf.float32)
+        return truncate_tensor(self(features, training=training), dimensions)
 
     def similarity(self, query_embeddings: Any, document_embeddings: Any) -> Any:
         """Cosine similarities `[queries, documents]` of unit-norm embeddings."""

@@ -89,3 +89,40 @@ def test_a_preprocessor_set_on_the_model_later_applies_to_its_encoder(tiny_model
     model.preprocessor = None
     with pytest.raises(UserError, match="the model has no preprocessor now: it embeds token ids only"):
         encoder.encode_documents(texts)
+
+
+def test_dimensions_give_the_first_n_coordinates_renormalised_and_warn_once(tiny_encoder, shown_warnings):
+    from gtr_keras.models.text_encoder import TextEncoder
+    from gtr_keras.utils.dimensions import truncate
+
+    texts = ["lift on a wing", "the boundary layer"]
+    full = tiny_encoder.encode_documents(texts)
+    encoder = Encoder(tiny_encoder.model)  # a warning of its own
+    with pytest.warns(UserWarning, match="not trained for embeddings of 16 dimensions"):
+        cut = encoder.encode_documents(texts, dimensions=16)
+    np.testing.assert_allclose(cut, truncate(full, 16), atol=1e-6)
+    truncated = encoder.truncated(16)
+    assert isinstance(truncated, TextEncoder) and truncated.embedding_dim == 16
+    assert truncated.query_length == encoder.query_length and truncated.model is encoder.model
+    np.testing.assert_allclose(truncated.encode_queries(texts), truncate(encoder.encode_queries(texts), 16), atol=1e-6)
+    np.testing.assert_allclose(truncated.encode_documents(texts, dimensions=8), truncate(full, 8), atol=1e-6)
+    assert encoder.encode_documents([], dimensions=8).shape == (0, 8)
+    assert encoder.model.encode_documents(texts, dimensions=64).shape == (2, 64)
+    with pytest.raises(UserError, match="dimensions: must be an integer from 1 to 64, got 65"):
+        encoder.encode_queries(texts, dimensions=65)
+    with pytest.raises(UserError, match="from 1 to 16, got 32"):
+        truncated.encode_queries(texts, dimensions=32)
+
+
+def test_a_model_trained_for_the_dimensions_does_not_warn(tiny_encoder, shown_warnings):
+    import warnings
+
+    from gtr_keras.models.gtr.gtr_text_embedder import GTRTextEmbedder
+
+    config = tiny_encoder.model.get_config()
+    assert "matryoshka_dims" not in config  # a model without them records none
+    model = GTRTextEmbedder.from_config({**config, "matryoshka_dims": [16, 32]})
+    assert model.matryoshka_dims == (16, 32) and model.get_config()["matryoshka_dims"] == [16, 32]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert model.batch_encoder().truncated(32).embedding_dim == 32
