@@ -13,7 +13,7 @@ import time
 
 from gtr_keras import load
 from gtr_keras.beir import load_corpus
-from gtr_keras.retrieval import encode_corpus_with_beam, index_from_shards
+from gtr_keras.retrieval.encoding.beam_pipeline import encode_corpus_with_beam, index_from_shards
 
 
 def main():

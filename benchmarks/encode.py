@@ -47,7 +47,7 @@ from results import RESULTS, machine, publish, rerun_command, time_interleaved  
 
 from gtr_keras import GTRTextEmbedder, load, save  # noqa: E402
 from gtr_keras.beir import load_corpus
-from gtr_keras.models import EOS_ID, train_sentencepiece  # noqa: E402
+from gtr_keras.models.gtr.gtr_tokenizer import EOS_ID, train_sentencepiece  # noqa: E402
 from tests.reference_checkpoint import BASE_T5, TINY_T5, build_checkpoint  # noqa: E402
 
 SECTION = "## Encode"
@@ -174,8 +174,8 @@ def trained_model_rows(model_dir, dataset, batch_size):
     """NDCG@10 on `dataset`'s test split with the trained model in float32 and bfloat16."""
     from gtr_keras import load_dataset
     from gtr_keras.beir import evaluate_run
-    from gtr_keras.index import SearchIndex
-    from gtr_keras.retrieval import gtr_run
+    from gtr_keras.retrieval.runs import gtr_run
+    from gtr_keras.storage.search_index import SearchIndex
 
     corpus, queries, qrels, _ = load_dataset(dataset, "test")
     rows, embeddings = [], {}

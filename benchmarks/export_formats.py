@@ -19,7 +19,9 @@ import tensorflow as tf
 
 import gtr_keras
 from gtr_keras.beir import load_corpus
-from gtr_keras.exports import export_encoder, export_litert, load_export, load_litert
+from gtr_keras.exports.litert import export_litert, load_litert
+from gtr_keras.exports.savedmodel.export import export_encoder
+from gtr_keras.exports.savedmodel.loader import load_export
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from results import machine, publish, rerun_command, time_interleaved  # noqa: E402

@@ -24,9 +24,11 @@ from results import RESULTS, machine, record, time_interleaved  # noqa: E402
 
 from gtr_keras import load  # noqa: E402
 from gtr_keras.beir import BUNDLED_COLLECTION_DIR, load_corpus, load_queries  # noqa: E402
-from gtr_keras.exports import export_searcher, load_export  # noqa: E402
+from gtr_keras.exports.savedmodel.export import export_searcher  # noqa: E402
+from gtr_keras.exports.savedmodel.loader import load_export  # noqa: E402
 from gtr_keras.models import BUNDLED_MODEL_DIR  # noqa: E402
-from gtr_keras.retrieval import Retriever, build_index  # noqa: E402
+from gtr_keras.retrieval.index_building import build_index  # noqa: E402
+from gtr_keras.retrieval.retriever import Retriever  # noqa: E402
 
 SECTION = "## Export"
 

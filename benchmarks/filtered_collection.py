@@ -25,8 +25,11 @@ from results import RESULTS, machine, publish, rerun_command
 
 from gtr_keras import load, load_dataset
 from gtr_keras.beir import evaluate_run
-from gtr_keras.lexical import load_bm25_side, model_fusion
-from gtr_keras.retrieval import RETRIEVERS, HybridRetriever, Retriever, build_index
+from gtr_keras.lexical.bm25_side import load_bm25_side
+from gtr_keras.lexical.fusion import model_fusion
+from gtr_keras.retrieval.hybrid_retriever import RETRIEVERS, HybridRetriever
+from gtr_keras.retrieval.index_building import build_index
+from gtr_keras.retrieval.retriever import Retriever
 
 SECTION = "## Filtered search"
 DEPTH = 100

@@ -99,9 +99,9 @@ def main(argv=None):
     args = parser.parse_args(argv)
 
     from gtr_keras import Filter
-    from gtr_keras.filters import MetadataColumns
     from gtr_keras.filters import filtered_search as planner
-    from gtr_keras.index import SearchIndex
+    from gtr_keras.filters.metadata_columns import MetadataColumns
+    from gtr_keras.storage.search_index import SearchIndex
 
     started = datetime.datetime.now(datetime.UTC)
     shard_dir, index_dir = os.path.join(args.work, "shards"), os.path.join(args.work, "index")

@@ -45,8 +45,9 @@ IVF_K_FACTORS = (2, 4, 8, 16, 32, 64, 128)
 
 
 def gtr_keras_scann(vectors, work, m, ef_construction, prebuilt=None, reorder="float32"):
-    from gtr_keras.index import EMBEDDINGS_NPY, ArrayRows, SearchIndex, read_description, write_search_index
-    from gtr_keras.tuning import settings_grid
+    from gtr_keras.storage.layout import EMBEDDINGS_NPY, read_description
+    from gtr_keras.storage.search_index import ArrayRows, SearchIndex, write_search_index
+    from gtr_keras.tuning.tuner import settings_grid
 
     directory, build = os.path.join(work, f"scann-{reorder}"), None
     if prebuilt:  # an index of these vectors that `gtr-keras index --embeddings` built (timed there)
@@ -173,7 +174,7 @@ def measure_in_turns(searchers, queries, truth, rounds):
     """`{library: [(recall, QPS, setting)]}`: every setting of every library timed once a round on all the
     queries, the libraries taking turns (`results.time_interleaved`), the fastest round counting; recall from the
     last round's answers (each search is deterministic)."""
-    from gtr_keras.tuning import recall_at_k
+    from gtr_keras.tuning.recall import recall_at_k
 
     found = {}
 
@@ -200,7 +201,7 @@ def screened(searchers, queries, truth, count):
     first `count` queries, and goes when another of its library has at least its recall@10 there and more than
     SCREEN_MARGIN times its QPS (a margin wide enough that the full timing, on every query, is unlikely to
     reverse it)."""
-    from gtr_keras.tuning import recall_at_k
+    from gtr_keras.tuning.recall import recall_at_k
 
     kept = {}
     for key, settings in searchers.items():
@@ -236,7 +237,8 @@ def best_qps(points, target):
 def real_vectors(data_dir, work, model, num_queries, seed):
     """`(documents, queries, description)`: GTR embeddings of every BEIR document under `data_dir` and every
     distinct Debian description, and of `num_queries` sampled Debian summaries and BEIR queries; encoded once."""
-    from gtr_keras.beir import CORPUS_FILES, load_corpus, load_queries
+    from gtr_keras.beir import load_corpus, load_queries
+    from gtr_keras.beir.readers import CORPUS_FILES
 
     settings = {"data": os.path.abspath(data_dir), "model": model, "num_queries": num_queries, "seed": seed}
     record = os.path.join(work, "real.json")
@@ -325,7 +327,7 @@ def main(argv=None):
         parser.error(f"--libraries: unknown {', '.join(unknown)} (known: {', '.join(LIBRARIES)})")
     if not 0 <= args.screen <= args.num_queries:
         parser.error(f"argument --screen: between 0 and --num-queries ({args.num_queries}), not {args.screen}")
-    from gtr_keras.index import exact_top_k
+    from gtr_keras.storage.exact_search import exact_top_k
     from gtr_keras.tuning import plot_recall_qps
 
     if args.real:

@@ -28,10 +28,12 @@ from results import RESULTS, machine, publish, rerun_command
 
 from gtr_keras import load
 from gtr_keras.beir import BUNDLED_COLLECTION_DIR, load_corpus, load_queries
-from gtr_keras.index import BM25_SUBDIR, INDEX_SUBDIR
-from gtr_keras.lexical import model_fusion, write_bm25_side
+from gtr_keras.lexical.bm25_side import write_bm25_side
+from gtr_keras.lexical.fusion import model_fusion
 from gtr_keras.models import BUNDLED_MODEL_DIR
-from gtr_keras.retrieval import RETRIEVERS, HybridRetriever, build_index
+from gtr_keras.retrieval.hybrid_retriever import RETRIEVERS, HybridRetriever
+from gtr_keras.retrieval.index_building import build_index
+from gtr_keras.storage.layout import BM25_SUBDIR, INDEX_SUBDIR
 
 SECTION = "## Hybrid search"
 

@@ -117,8 +117,11 @@ def main(argv=None):
     parser.add_argument("--no-record", action="store_true")
     args = parser.parse_args(argv)
 
-    from gtr_keras.index import ArrayRows, EmbeddingFiles, SearchIndex, update_search_index, write_search_index
-    from gtr_keras.retrieval import index_embeddings, update_index
+    from gtr_keras.retrieval.index_building import index_embeddings
+    from gtr_keras.retrieval.index_updates import update_index
+    from gtr_keras.storage.embedding_files import EmbeddingFiles
+    from gtr_keras.storage.search_index import ArrayRows, SearchIndex, write_search_index
+    from gtr_keras.storage.segment_writer import update_search_index
 
     started, load_before = datetime.datetime.now(datetime.UTC), os.getloadavg()
     shard_dir, work = os.path.join(args.work, "shards"), args.work

@@ -7,7 +7,7 @@ generator stays small), then measures, each in its own process under
 
 1. the build: `gtr-keras index --embeddings 'WORK/shards/*.npy' --out WORK/index`
    (peak RSS, wall time, index size on disk);
-2. a search process: `gtr_keras.index.SearchIndex.load(WORK/index)` and
+2. a search process: `gtr_keras.storage.search_index.SearchIndex.load(WORK/index)` and
    `.search_ids(queries, 10)` on `--num-queries` queries in one call (batched
    QPS), then the first `--single-queries` one call each (latency), peak RSS;
 3. exact search for the recall@10 reference: with `--exact-index`, an exact
@@ -110,7 +110,7 @@ def build(shard_dir, index_dir, exact):
 def search_child(index_dir, queries_path, out_path, single, steady_path=None):
     """The measured search process: load, one batched call, then `single` calls of one query, then, with
     `steady_path`, its queries searched in batches of as many, the file pages mapped (`RssFile`) after each."""
-    from gtr_keras.index import SearchIndex
+    from gtr_keras.storage.search_index import SearchIndex
 
     queries = np.load(queries_path)
     start = time.perf_counter()
@@ -185,7 +185,7 @@ def exact_top_ids(source, queries):
 
 def exact_from_shards(shard_dir, queries, out_path):
     """Exact top-10 ids per query, scoring the shards a chunk at a time (the recall reference)."""
-    from gtr_keras.index import EmbeddingFiles
+    from gtr_keras.storage.embedding_files import EmbeddingFiles
 
     shards = EmbeddingFiles(sorted(os.path.join(shard_dir, n) for n in os.listdir(shard_dir) if n.endswith(".npy")))
     np.save(out_path, exact_top_ids(shards, queries), allow_pickle=True)
@@ -256,7 +256,7 @@ Command: `{rerun_command(__file__, argv)}`
 - Data: {args.shards} shards in `gtr-keras encode`'s format, unit vectors around {args.clusters} random centres,
   noise norm {args.noise}; {args.num_queries} queries drawn the same way (not from the corpus).
 - Build: `gtr-keras index --embeddings 'shards/*.npy' --out index` under `/usr/bin/time -v` (peak RSS = its
-  "Maximum resident set size"). Search: a fresh process that runs `gtr_keras.index.SearchIndex.load(index)`,
+  "Maximum resident set size"). Search: a fresh process that runs `SearchIndex.load(index)`,
   one `search_ids(queries, 10)` call with all queries (QPS batched), then {args.single_queries} calls of one
   query (latency). Recall@10 against exact search
   ({"an exact index searched the same way" if args.exact_index else "top-10 computed from the shards"}).

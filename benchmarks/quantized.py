@@ -43,7 +43,8 @@ def embeddings(work, dataset, data_dir):
 
 
 def ndcg_at_10(index, corpus, queries, qrels, query_vectors):
-    from gtr_keras.beir import cut_run, evaluate_run, results_from_scores
+    from gtr_keras.beir import evaluate_run
+    from gtr_keras.beir.evaluation import cut_run, results_from_scores
 
     indices, scores = index.search(query_vectors, 11)
     run = cut_run(results_from_scores(list(queries), corpus.ids, indices, scores), 10)
@@ -57,7 +58,8 @@ def main(argv=None):
     parser.add_argument("--results", default=RESULTS)
     parser.add_argument("--no-record", action="store_true")
     args = parser.parse_args(argv)
-    from gtr_keras.index import ArrayRows, SearchIndex, vector_params, write_search_index
+    from gtr_keras.storage.quantized_vectors import vector_params
+    from gtr_keras.storage.search_index import ArrayRows, SearchIndex, write_search_index
 
     os.makedirs(args.work, exist_ok=True)
     rows, ratios = [], {}

@@ -14,7 +14,7 @@ import time
 
 import numpy as np
 
-from gtr_keras.index import SearchIndex
+from gtr_keras.storage.search_index import SearchIndex
 
 
 def main(argv=None):

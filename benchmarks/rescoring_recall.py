@@ -63,7 +63,7 @@ def main(argv=None):
     parser.add_argument("--results", default=RESULTS)
     parser.add_argument("--no-record", action="store_true")
     args = parser.parse_args(argv)
-    from gtr_keras.index import SearchIndex
+    from gtr_keras.storage.search_index import SearchIndex
 
     vectors = clustered(N, seed=11, num_clusters=CENTRES, noise=NOISE)
     queries = clustered(300, seed=12, num_clusters=CENTRES, noise=NOISE)

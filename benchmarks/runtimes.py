@@ -78,8 +78,11 @@ def build_models(work, smoke):
     import keras
 
     from gtr_keras import GTRTextEmbedder, load, save
-    from gtr_keras.exports import export_litert, export_onnx, export_openvino, litert_path
-    from gtr_keras.models import BUNDLED_MODEL_DIR, preset_config
+    from gtr_keras.exports.litert import export_litert, litert_path
+    from gtr_keras.exports.onnx_export import export_onnx
+    from gtr_keras.exports.openvino_export import export_openvino
+    from gtr_keras.models import BUNDLED_MODEL_DIR
+    from gtr_keras.models.gtr.presets import preset_config
 
     paths = {name: os.path.join(work, name) for name in ("model", "st", "onnx", "onnx-int8", "openvino", "litert")}
     seconds = {}
@@ -110,7 +113,8 @@ def build_models(work, smoke):
 def gtr_keras_runtimes(paths):
     """`{row name: encode function}` of gtr-keras' own paths."""
     from gtr_keras import load
-    from gtr_keras.exports import RuntimeEncoder, litert_path, load_litert
+    from gtr_keras.exports import RuntimeEncoder
+    from gtr_keras.exports.litert import litert_path, load_litert
 
     float32, bfloat16 = load(paths["model"]), load(paths["model"], dtype="bfloat16")
     litert = load_litert(litert_path(paths["litert"]), num_threads=os.cpu_count())
@@ -216,8 +220,10 @@ def int8_ndcg(data, work):
     """NDCG@10 on SciFact's test queries of the bundled model's ONNX exports, float32 (within 1e-5 of
     TensorFlow's, tests/exports/test_onnx_export.py) and int8."""
     from gtr_keras import load
-    from gtr_keras.beir import evaluate_run, load_corpus, load_qrels, load_queries, results_from_scores
-    from gtr_keras.exports import RuntimeEncoder, export_onnx
+    from gtr_keras.beir import evaluate_run, load_corpus, load_qrels, load_queries
+    from gtr_keras.beir.evaluation import results_from_scores
+    from gtr_keras.exports import RuntimeEncoder
+    from gtr_keras.exports.onnx_export import export_onnx
     from gtr_keras.models import BUNDLED_MODEL_DIR
 
     corpus = load_corpus(os.path.join(data, "scifact"))
@@ -318,7 +324,7 @@ def tokenizer_differences(data):
 
 
 def report(args, seconds, embeddings, errors, peer_versions, export_seconds, ndcg, tokenizers, texts, started):
-    from gtr_keras.utils import cpu_flags
+    from gtr_keras.utils.cpu import cpu_flags
 
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
     flags = cpu_flags() or set()

@@ -86,7 +86,7 @@ def _children(pid):
 
 def search_child(index_dir, queries_path, found_path):
     """The measured search process: the VmRSS and VmHWM after each stage, as one JSON line."""
-    from gtr_keras.index import SearchIndex
+    from gtr_keras.storage.search_index import SearchIndex
 
     queries = np.load(queries_path)
     stages = {"start": _status()}

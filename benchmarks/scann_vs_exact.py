@@ -21,9 +21,11 @@ from results import RESULTS, machine, publish, rerun_command
 
 import gtr_keras
 from gtr_keras import load_dataset
-from gtr_keras.beir import cut_run, evaluate_run, results_from_scores
-from gtr_keras.index import SearchIndex
-from gtr_keras.retrieval import EVALUATION_DEPTH, index_embeddings, index_metadata
+from gtr_keras.beir import evaluate_run
+from gtr_keras.beir.evaluation import cut_run, results_from_scores
+from gtr_keras.retrieval.index_building import index_embeddings, index_metadata
+from gtr_keras.retrieval.runs import EVALUATION_DEPTH
+from gtr_keras.storage.search_index import SearchIndex
 
 SECTION = "## Large corpora"
 

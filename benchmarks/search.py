@@ -1,4 +1,4 @@
-"""Benchmarks exact and ScaNN search of `gtr_keras.index.search_index.SearchIndex`.
+"""Benchmarks exact and ScaNN search of `gtr_keras.storage.search_index.SearchIndex`.
 
 For each corpus size, builds both kinds of index over the same embeddings and
 reports build time, batched and single-query throughput, and ScaNN's
@@ -24,7 +24,8 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 import numpy as np
 from results import RESULTS, machine, publish, rerun_command
 
-from gtr_keras.index import SearchIndex, scann_params
+from gtr_keras.storage.scann_builder import scann_params
+from gtr_keras.storage.search_index import SearchIndex
 
 K = 10
 SECTION = "## Search"

@@ -60,7 +60,8 @@ from results import RESULTS, machine, publish, rerun_command, resident_bytes
 import gtr_keras
 from gtr_keras.beir import load_corpus, load_queries
 from gtr_keras.models import BUNDLED_MODEL_DIR
-from gtr_keras.retrieval import Retriever, build_index
+from gtr_keras.retrieval.index_building import build_index
+from gtr_keras.retrieval.retriever import Retriever
 
 SECTION = "## Serve"
 CRANFIELD = os.path.join(os.path.dirname(BUNDLED_MODEL_DIR), "cranfield")

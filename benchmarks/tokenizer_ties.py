@@ -25,7 +25,7 @@ import tensorflow_text
 import gtr_keras
 from gtr_keras import GTRTokenizer
 from gtr_keras.beir import load_corpus, load_queries
-from gtr_keras.models import train_sentencepiece
+from gtr_keras.models.gtr.gtr_tokenizer import train_sentencepiece
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from results import machine, publish, rerun_command, time_interleaved  # noqa: E402

@@ -38,7 +38,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from results import RESULTS, machine, publish, rerun_command, time_interleaved  # noqa: E402
 
 from gtr_keras import DualEncoder, GTRTextEmbedder  # noqa: E402
-from gtr_keras.models import EOS_ID  # noqa: E402
+from gtr_keras.models.gtr.gtr_tokenizer import EOS_ID  # noqa: E402
 from gtr_keras.training import make_optimizer  # noqa: E402
 from tests.reference_checkpoint import BASE_T5, ST_DIR, TINY_T5, build_checkpoint  # noqa: E402
 

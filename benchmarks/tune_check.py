@@ -57,8 +57,9 @@ def main(argv=None):
     parser.add_argument("--no-record", action="store_true")
     args = parser.parse_args(argv)
     load_before = os.getloadavg()
-    from gtr_keras.index import EMBEDDINGS_NPY, SearchIndex, read_description
-    from gtr_keras.tuning import tune
+    from gtr_keras.storage.layout import EMBEDDINGS_NPY, read_description
+    from gtr_keras.storage.search_index import SearchIndex
+    from gtr_keras.tuning.tuner import tune
 
     directory = read_description(args.index)[0]
     vectors = np.load(os.path.join(directory, EMBEDDINGS_NPY), mmap_mode="r")

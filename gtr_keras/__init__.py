@@ -7,8 +7,8 @@ Importing the package registers the loaders of the model formats keras-hub does 
 imported, so that `keras.saving.load_model` and keras-hub's `from_preset` find them: at once
 when Keras is imported already, else with the first of the package's names that needs it
 (`gtr_keras.load`, `gtr_keras.GTRTextEmbedder`, ...), so that a process that only searches an
-index (`gtr_keras.index.SearchIndex`) or runs an ONNX or OpenVINO export never loads Keras or
-TensorFlow. A process that imports Keras after the package and then loads a GTR model through
+index (`gtr_keras.Index.open(path).search(vectors)`) or runs an ONNX or OpenVINO export never
+loads Keras or TensorFlow. A process that imports Keras after the package and then loads a GTR model through
 Keras or keras-hub alone imports the family first (`import gtr_keras.models.gtr`). The other
 top-level names are imported on first use; a type checker or an IDE reads them from the
 `if TYPE_CHECKING:` imports below (the package is typed: `py.typed`).
@@ -41,11 +41,13 @@ __version__ = "0.1.0"
 
 # What `lazy_exports` imports on first use, for type checkers and IDEs (never run; `X as X`: a re-export).
 if TYPE_CHECKING:
+    from gtr_keras.beir.dataset import load_dataset as load_dataset
     from gtr_keras.beir.readers import Corpus as Corpus
     from gtr_keras.distillation.distillation_loop import distill as distill
     from gtr_keras.errors import CheckpointError as CheckpointError
     from gtr_keras.errors import DataError as DataError
     from gtr_keras.errors import MismatchError as MismatchError
+    from gtr_keras.errors import RetryLaterError as RetryLaterError
     from gtr_keras.errors import UserError as UserError
     from gtr_keras.exports.exporter import export as export
     from gtr_keras.filters.expressions import Filter as Filter
@@ -59,7 +61,6 @@ if TYPE_CHECKING:
     from gtr_keras.models.gtr.gtr_tokenizer import GTRTokenizer as GTRTokenizer
     from gtr_keras.retrieval.evaluator import evaluate as evaluate
     from gtr_keras.retrieval.index import Index as Index
-    from gtr_keras.retrieval.runs import load_dataset as load_dataset
     from gtr_keras.saving import save as save
     from gtr_keras.training.config import TrainConfig as TrainConfig
     from gtr_keras.training.dual_encoder import DualEncoder as DualEncoder
@@ -79,7 +80,7 @@ __all__, __getattr__ = lazy_exports(
         "Fusion": "gtr_keras.lexical.fusion",
         # Collections.
         "Corpus": "gtr_keras.beir.readers",
-        "load_dataset": "gtr_keras.retrieval.runs",
+        "load_dataset": "gtr_keras.beir.dataset",
         # Training and distillation.
         "train": "gtr_keras.training.loop",
         "TrainConfig": "gtr_keras.training.config",

@@ -12,18 +12,8 @@ before it imports TensorFlow) can use it.
 from collections.abc import Callable
 from typing import NoReturn
 
-__all__ = [
-    "UserError",
-    "DataError",
-    "DataWarning",
-    "CheckpointError",
-    "MismatchError",
-    "TrainingError",
-    "RetryLaterError",
-    "BusyError",
-    "OverloadedError",
-    "run_script",
-]
+# `UserError`, `DataError`, `CheckpointError`, `MismatchError` and `RetryLaterError` are `gtr_keras`' names.
+__all__ = ["DataWarning", "TrainingError", "BusyError", "OverloadedError", "run_script"]
 
 
 class UserError(ValueError):

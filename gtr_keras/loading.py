@@ -2,7 +2,7 @@
 
 An export directory (the SavedModel `EXPORT_DIR/encoder/VERSION`, or what `gtr-keras export --format
 litert|onnx|openvino` wrote) is recognised by its files (`exports.export_formats.format_of_directory`) and
-opened with its format's encoder; anything else is a model source (`saving.load`). Each gives the same
+opened with its format's encoder; anything else is a model source (`saving.load_model`). Each gives the same
 `encode_queries` and `encode_documents` (`models.text_encoder.TextEncoder`). This module imports no
 TensorFlow: an ONNX or OpenVINO export loads with its runtime, `sentencepiece` and numpy only.
 """
@@ -54,7 +54,7 @@ def load(
     """
     export_format = format_of_directory(path) if isinstance(path, (str, os.PathLike)) else None
     if export_format is None:
-        from gtr_keras.saving import load as load_model  # the model's stack (Keras, TensorFlow) only for one
+        from gtr_keras.saving import load_model  # the model's stack (Keras, TensorFlow) only for one
 
         return load_model(path, jit_compile, dtype, query_length, document_length, verify)
     given = {

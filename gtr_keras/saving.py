@@ -74,7 +74,7 @@ def save(
         raise UserError(f"format must be 'keras-hub' or 'sentence-transformers', got {format!r}")
 
 
-def load(
+def load_model(
     directory: str | os.PathLike[str],
     jit_compile: bool = False,
     dtype: str | None = None,
@@ -154,7 +154,7 @@ def encoder_of(model):
             "give the model directory, its name or `gtr_keras.load(DIR)`"
         )
     if isinstance(model, (str, os.PathLike)):
-        return load(model)
+        return load_model(model)
     if callable(model):
         return encoder_of(model())
     raise UserError(f"model: a model directory or name, or a loaded model, got {type(model).__name__}")

@@ -51,9 +51,9 @@ def tiny_model_dir(tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def tiny_encoder(tiny_model_dir):
-    from gtr_keras.saving import load
+    from gtr_keras.saving import load_model
 
-    return load(tiny_model_dir)
+    return load_model(tiny_model_dir)
 
 
 @pytest.fixture(scope="session")

@@ -18,17 +18,17 @@ ALLOWED = {
     "models": {"utils"},
     "convert": {"utils", "models"},
     "beir": {"utils"},
-    "index": {"utils", "beir"},
-    "filters": {"utils", "beir", "index"},
-    "tuning": {"utils", "index"},
-    "lexical": {"utils", "models", "beir", "index"},
-    "retrieval": {"utils", "models", "beir", "index", "filters", "tuning", "lexical"},
+    "storage": {"utils", "beir"},
+    "filters": {"utils", "beir", "storage"},
+    "tuning": {"utils", "storage"},
+    "lexical": {"utils", "models", "beir", "storage"},
+    "retrieval": {"utils", "models", "beir", "storage", "filters", "tuning", "lexical"},
     "training": {"utils", "models", "convert", "beir", "retrieval"},
-    "distillation": {"utils", "models", "convert", "beir", "index", "retrieval", "training"},
-    "exports": {"utils", "models", "index", "filters", "lexical", "retrieval"},
-    "integrity": {"utils", "models", "index", "lexical", "exports"},
-    "server": {"utils", "index", "filters", "lexical", "retrieval"},
-    "cli": {"utils", "models", "convert", "beir", "index", "filters", "tuning", "lexical", "retrieval"}
+    "distillation": {"utils", "models", "convert", "beir", "storage", "retrieval", "training"},
+    "exports": {"utils", "models", "storage", "filters", "lexical", "retrieval"},
+    "integrity": {"utils", "models", "storage", "lexical", "exports"},
+    "server": {"utils", "storage", "filters", "lexical", "retrieval"},
+    "cli": {"utils", "models", "convert", "beir", "storage", "filters", "tuning", "lexical", "retrieval"}
     | {"training", "distillation", "exports", "integrity", "server"},
 }
 # Modules of a folder above that a folder may import too: integrity's checks of an index directory, which import
@@ -298,14 +298,18 @@ def test_no_module_is_longer_than_600_lines():
 
 
 def _exports(path):
-    """`{name: module}` of the `lazy_exports(__name__, {...})` call of a package's `__init__.py` (or `__all__`'s
-    names of a module), read without importing it; None for a module with neither."""
+    """`{name: module}` of a package's public names, read from its `__init__.py` without importing it: its
+    `__all__` where it sets one (a module's names, or `[]` for a namespace of internal names), else the
+    `lazy_exports(__name__, {...})` call's; None for a module with neither."""
     tree = ast.parse(open(path, encoding="utf-8").read())
+    for node in tree.body:
+        if isinstance(node, (ast.Assign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            if [getattr(t, "id", None) for t in targets] == ["__all__"]:
+                return {element.value: None for element in node.value.elts}
     for node in ast.walk(tree):
         if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "lazy_exports":
             return {key.value: value.value for key, value in zip(node.args[1].keys, node.args[1].values)}
-        if isinstance(node, ast.Assign) and [getattr(t, "id", None) for t in node.targets] == ["__all__"]:
-            return {element.value: None for element in node.value.elts}
     return None
 
 
@@ -331,6 +335,20 @@ def test_the_top_level_package_has_at_most_24_public_names_and_each_subpackage_e
                 assert target.startswith(f"{module}."), f"{module}.{name} comes from {target}"
 
 
+def test_the_public_names_are_at_most_60_and_each_is_defined_once():
+    """Every `__all__` of the package, the top-level's included (issue 59): at most 60 names in all, and no name
+    in two of them (`Index` is `gtr_keras.Index`, not also `gtr_keras.retrieval.Index`)."""
+    lists = {
+        module: sorted(names)
+        for module, path in module_names().items()
+        if (names := _exports(path) if path.endswith("__init__.py") or module == "gtr_keras.errors" else None)
+    }
+    every = [name for names in lists.values() for name in names]
+    assert len(every) <= 60, {module: len(names) for module, names in lists.items()}
+    twice = {name: [m for m, names in lists.items() if name in names] for name in every if every.count(name) > 1}
+    assert twice == {}
+
+
 def test_the_package_inits_import_only_what_gives_their_public_names():
     # The model family registers its presets, as keras-hub's families do; a package with public names imports
     # them on first use (`utils.lazy_exports`).
@@ -345,7 +363,11 @@ def test_the_package_inits_import_only_what_gives_their_public_names():
             path = os.path.join(directory, "__init__.py")
             tree = ast.parse(open(path, encoding="utf-8").read())
             imported = [ast.unparse(n) for n in ast.walk(tree) if isinstance(n, (ast.Import, ast.ImportFrom))]
-            lazy = ["from gtr_keras.utils.lazy_exports import lazy_exports"] if _exports(path) else []
+            lazy = (
+                ["from gtr_keras.utils.lazy_exports import lazy_exports"]
+                if "lazy_exports(" in ast.unparse(tree)
+                else []
+            )
             if directory == os.path.join(PACKAGE, "models", "gtr"):
                 assert imported == family, directory
             else:
@@ -375,20 +397,23 @@ def test_the_keras_classes_are_registered_once_keras_and_the_family_are_imported
 
 
 def test_a_process_that_searches_a_local_index_loads_neither_keras_nor_tensorflow(tmp_path):
+    """`gtr_keras.Index`, the one way to open an index, searches query vectors with numpy and ScaNN only."""
     import numpy as np
 
-    from gtr_keras.index.search_index import ArrayRows, write_search_index
+    from gtr_keras.retrieval.index_building import index_embeddings
 
     vectors = np.random.default_rng(0).standard_normal((30, 8)).astype(np.float32)
     vectors[0] = np.eye(1, 8) * 2
     vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    np.save(tmp_path / "e.npy", vectors)
+    (tmp_path / "e.ids.txt").write_text("".join(f"d{i}\n" for i in range(30)))
     for kind in ("exact", "scann"):
-        write_search_index(ArrayRows([f"d{i}" for i in range(30)], vectors), tmp_path / kind, kind)
+        index_embeddings(str(tmp_path / "e.npy"), str(tmp_path / kind), kind=kind, bm25=False)
     script = (
-        "import sys, numpy as np\nfrom gtr_keras.index import SearchIndex\n"
+        "import sys, numpy as np\nfrom gtr_keras import Index\n"
         f"for kind in ('exact', 'scann'):\n"
-        f"    index = SearchIndex.load({str(tmp_path)!r} + '/' + kind)\n"
-        "    assert index.search_ids(np.eye(1, 8, dtype=np.float32), 1)[0] == [['d0']], kind\n"
+        f"    with Index.open({str(tmp_path)!r} + '/' + kind) as index:\n"
+        "        assert index.search(np.eye(1, 8, dtype=np.float32), k=1)[0][0]['id'] == 'd0', kind\n"
         "assert not {'tensorflow', 'keras'} & set(sys.modules), sorted({'tensorflow', 'keras'} & set(sys.modules))\n"
     )
     result = subprocess.run([sys.executable, "-c", script], cwd=REPO, capture_output=True, text=True, timeout=120)
@@ -436,7 +461,7 @@ def test_the_parser_answers_without_tensorflow_and_the_package_imports_quietly()
 
 
 def _sources():
-    for folder in ("gtr_keras", "tests", "benchmarks", "recipes", "export"):
+    for folder in ("gtr_keras", "tests", "benchmarks", "recipes", "deploy"):
         for directory, _, file_names in os.walk(os.path.join(REPO, folder)):
             yield from (os.path.join(directory, name) for name in sorted(file_names) if name.endswith(".py"))
 
@@ -472,11 +497,12 @@ def test_the_top_level_modules_import_what_the_architecture_says():
     graph = imports(module_names())
     assert graph["gtr_keras.errors"] == set()
     parser = {
-        "gtr_keras.cli.arguments",
-        "gtr_keras.cli.train_arguments",
-        "gtr_keras.cli.shared_flags",
+        "gtr_keras.cli.helpers.flag_types",
+        "gtr_keras.cli.helpers.train_flags",
+        "gtr_keras.cli.helpers.shared_flags",
         "gtr_keras.cli.parser",
-        "gtr_keras.cli.checks",
+        "gtr_keras.cli.helpers",
+        "gtr_keras.cli.helpers.flag_checks",
         "gtr_keras.cli.commands",
     }
     light = {  # what the parser may import besides: no TensorFlow (`utils.files` imports it on first use)
@@ -487,13 +513,13 @@ def test_the_top_level_modules_import_what_the_architecture_says():
         "gtr_keras.models.model_files.model_source",
         "gtr_keras.exports",
         "gtr_keras.exports.export_formats",
-        "gtr_keras.index",
-        "gtr_keras.index.layout",
+        "gtr_keras.storage",
+        "gtr_keras.storage.layout",
     }
     for name in parser:  # what `--help` and argument errors run: no TensorFlow, nothing of the library
         assert graph[name] <= parser | light, name
     # A command's module is imported to parse: its handler imports what it runs when it runs.
-    handlers = {"gtr_keras.cli.handler_inputs", "gtr_keras.cli.train_runs"}
+    handlers = {"gtr_keras.cli.helpers.handler_inputs", "gtr_keras.cli.helpers.train_runs"}
     commands = {name for name in graph if name.startswith("gtr_keras.cli.commands.")}
     for name in commands | handlers:
         assert module_level_imports(name) <= parser | light | handlers | commands | {
@@ -503,9 +529,9 @@ def test_the_top_level_modules_import_what_the_architecture_says():
     assert graph["gtr_keras.cli.main"] <= parser | {
         "gtr_keras.errors",
         "gtr_keras.models.model_files.model_source",
-        "gtr_keras.cli.console",
+        "gtr_keras.cli.helpers.console",
     }
-    assert graph["gtr_keras.cli.console"] == set()
+    assert graph["gtr_keras.cli.helpers.console"] == set()
     assert graph["gtr_keras.__main__"] == {"gtr_keras.cli.main"}
     # The loaders of other formats at once (no Keras), the model family only when Keras is imported already,
     # the rest on first use.
@@ -562,38 +588,63 @@ def _imports_of_gtr_keras(path):
     return uses
 
 
-def test_benchmarks_and_recipes_use_public_names_only():
+def _defined_names(path):
+    """The names a module defines at its top level (classes, functions, assignments, imports)."""
+    names = set()
+    for node in ast.parse(open(path, encoding="utf-8").read()).body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            names |= {n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)}
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            names |= {(alias.asname or alias.name).split(".")[0] for alias in node.names}
+    return names
+
+
+def _refused(uses):
+    """The uses of gtr-keras a script may not make: a name through a package that does not export it (a public
+    name is in its package's `__all__`), or a name its module does not define."""
+    modules = module_names()
+    refused = []
+    for line, module, name in uses:
+        names, path = public_names(module), modules.get(module)
+        if path is None:
+            refused.append((line, module, name))
+        elif name is None or (names is not None and name in names) or f"{module}.{name}" in modules:
+            continue
+        elif path.endswith("__init__.py") or name not in _defined_names(path):
+            refused.append((line, module, name))
+    return refused
+
+
+def test_benchmarks_and_recipes_use_public_names_or_the_modules_that_define_them():
+    """A script imports a public name from its package, or a lower layer's name (`SearchIndex`, `TrainingData`'s
+    tokenizer, ...) from the module that defines it, as tests do: never an internal name through a package."""
     private = []
     for folder in ("benchmarks", "recipes"):
         for directory, _, file_names in os.walk(os.path.join(REPO, folder)):
             for file_name in (name for name in file_names if name.endswith(".py")):
                 path = os.path.join(directory, file_name)
-                for line, module, name in _imports_of_gtr_keras(path):
-                    names = public_names(module)
-                    if names is None or (name is not None and name not in names):
-                        private.append(f"{os.path.relpath(path, REPO)}:{line}: {module} {name or ''}".rstrip())
+                for line, module, name in _refused(_imports_of_gtr_keras(path)):
+                    private.append(f"{os.path.relpath(path, REPO)}:{line}: {module} {name or ''}".rstrip())
     assert private == []
 
 
 def test_the_public_names_check_finds_internal_imports(tmp_path):
     script = tmp_path / "bench.py"
     script.write_text(
-        "import gtr_keras\nimport gtr_keras.index\nfrom gtr_keras import Index, build_index\n"
-        "from gtr_keras.index import SearchIndex\nfrom gtr_keras.index.layout import INDEX_JSON\n"
-        "from gtr_keras.cli.demo import DEMO_MODEL\nfrom gtr_keras.errors import run_script\n"
-        "gtr_keras.load('m'); gtr_keras.Retriever\n"
+        "import gtr_keras\nimport gtr_keras.storage\nfrom gtr_keras import Index, build_index\n"
+        "from gtr_keras.storage import SearchIndex\nfrom gtr_keras.storage.layout import INDEX_JSON, NO_SUCH\n"
+        "from gtr_keras.cli.helpers.demo_steps import DEMO_MODEL\nfrom gtr_keras.errors import run_script\n"
+        "gtr_keras.load('m'); gtr_keras.Retriever\nfrom gtr_keras.retrieval import Index\n"
     )
-    uses = _imports_of_gtr_keras(str(script))
-    refused = [
-        (line, module, name)
-        for line, module, name in uses
-        if public_names(module) is None or (name is not None and name not in public_names(module))
-    ]
-    assert refused == [
+    assert sorted(_refused(_imports_of_gtr_keras(str(script)))) == [
         (3, "gtr_keras", "build_index"),
-        (5, "gtr_keras.index.layout", "INDEX_JSON"),
-        (6, "gtr_keras.cli.demo", "DEMO_MODEL"),
+        (4, "gtr_keras.storage", "SearchIndex"),
+        (5, "gtr_keras.storage.layout", "NO_SUCH"),
         (8, "gtr_keras", "Retriever"),
+        (9, "gtr_keras.retrieval", "Index"),
     ]
 
 

@@ -22,11 +22,11 @@ from killed_at import killed_at
 from gtr_keras.beir.readers import Corpus
 from gtr_keras.cli.main import main
 from gtr_keras.errors import MismatchError
-from gtr_keras.index.search_index import SearchIndex
-from gtr_keras.index.segments import index_documents
 from gtr_keras.lexical.bm25_side import has_bm25_side, load_bm25_side
 from gtr_keras.retrieval.index_building import build_index
 from gtr_keras.retrieval.index_updates import update_index
+from gtr_keras.storage.search_index import SearchIndex
+from gtr_keras.storage.segments import index_documents
 from gtr_keras.utils.file_operations import counting
 
 pytestmark = pytest.mark.large

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-PAGES = [os.path.join(REPO, name) for name in ("README.md", "export/serving/README.md")]
+PAGES = [os.path.join(REPO, name) for name in ("README.md", "deploy/tf_serving/README.md")]
 PAGES += sorted(glob.glob(os.path.join(REPO, "docs", "*.md")))
 LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")
 

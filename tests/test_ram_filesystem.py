@@ -19,20 +19,22 @@ import pytest
 import tensorflow as tf
 
 import gtr_keras
+from gtr_keras.beir.dataset import load_dataset
 from gtr_keras.beir.evaluation import evaluate_run
 from gtr_keras.beir.readers import Corpus
 from gtr_keras.cli.main import main
 from gtr_keras.errors import CheckpointError, DataError
-from gtr_keras.exports import export_all, load_export
-from gtr_keras.index.resumable_encoding import ResumableEncoding
-from gtr_keras.index.search_index import SearchIndex
+from gtr_keras.exports.savedmodel.export import export_all
+from gtr_keras.exports.savedmodel.loader import load_export
 from gtr_keras.models.gtr.gtr_text_embedder import GTRTextEmbedder
 from gtr_keras.models.model_files.fingerprint import fingerprint
 from gtr_keras.models.model_files.model_directory import check_model_directory
 from gtr_keras.retrieval.index_building import build_index, work_dir_for
 from gtr_keras.retrieval.retriever import Retriever
-from gtr_keras.retrieval.runs import gtr_run, load_dataset
+from gtr_keras.retrieval.runs import gtr_run
 from gtr_keras.saving import convert_sentence_transformers
+from gtr_keras.storage.resumable_encoding import ResumableEncoding
+from gtr_keras.storage.search_index import SearchIndex
 from gtr_keras.training.loop import train
 from gtr_keras.training.resume import RUN_RECORD
 from gtr_keras.utils import files
@@ -159,7 +161,7 @@ def test_train_index_export_and_evaluate_all_on_ram(ram_model_dir, root, monkeyp
     assert fingerprint(encoder) == fingerprint(trained)
 
     # An index on ram://, interrupted after one shard and resumed from its ram:// work directory.
-    monkeypatch.setattr("gtr_keras.index.search_index.EXACT_MAX_N", 10)  # ScaNN even for 40 documents
+    monkeypatch.setattr("gtr_keras.storage.search_index.EXACT_MAX_N", 10)  # ScaNN even for 40 documents
     index_dir = f"{root}/index"
     work_dir = work_dir_for(index_dir)
     assert work_dir == f"{index_dir}.partial"

@@ -23,9 +23,9 @@ import re
 import sys
 import warnings
 
-from gtr_keras.cli.arguments import PROG
-from gtr_keras.cli.checks import check_extras, check_outputs, check_remote_paths
-from gtr_keras.cli.console import console_logging
+from gtr_keras.cli.helpers.console import console_logging
+from gtr_keras.cli.helpers.flag_checks import check_extras, check_outputs, check_remote_paths
+from gtr_keras.cli.helpers.flag_types import PROG
 from gtr_keras.cli.parser import build_parser, command_module
 
 

@@ -1,13 +1,13 @@
 """The `gtr-keras` argument parser: each command's flags come from its module of `gtr_keras.cli.commands`
-(`add_parser`), in the order of `COMMANDS`; flags several commands share are `cli.shared_flags`' and
-`cli.train_arguments`'.
+(`add_parser`), in the order of `COMMANDS`; flags several commands share are `cli.helpers.shared_flags`' and
+`cli.helpers.train_flags`'.
 """
 
 import argparse
 import importlib
 
-from gtr_keras.cli.arguments import PROG, Parser
 from gtr_keras.cli.commands import COMMANDS
+from gtr_keras.cli.helpers.flag_types import PROG, Parser
 
 
 def command_module(command):

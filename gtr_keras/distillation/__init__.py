@@ -2,7 +2,7 @@
 models), `distillation_data` (`DistillationTexts`), `distilled_dual_encoder` (`DistilledDualEncoder`),
 `distillation_config` (`DistillConfig`) and `distillation_loop` (`distill`).
 
-Public names: `distill`, `DistillConfig`, `load_teacher`.
+Public names: `DistillConfig`, `load_teacher`; `distill` is `gtr_keras`'.
 """
 
 from gtr_keras.utils.lazy_exports import lazy_exports
@@ -10,7 +10,6 @@ from gtr_keras.utils.lazy_exports import lazy_exports
 __all__, __getattr__ = lazy_exports(
     __name__,
     {
-        "distill": "gtr_keras.distillation.distillation_loop",
         "DistillConfig": "gtr_keras.distillation.distillation_config",
         "load_teacher": "gtr_keras.distillation.teachers",
     },

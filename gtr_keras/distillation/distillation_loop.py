@@ -23,8 +23,8 @@ import numpy as np
 from gtr_keras.distillation.distillation_config import DistillConfig
 from gtr_keras.distillation.distilled_dual_encoder import DistilledDualEncoder
 from gtr_keras.errors import DataError
-from gtr_keras.index.resumable_encoding import ResumableEncoding
 from gtr_keras.models.gtr.encoder import Encoder
+from gtr_keras.storage.resumable_encoding import ResumableEncoding
 from gtr_keras.training.loop import run_training
 
 logger = logging.getLogger(__name__)

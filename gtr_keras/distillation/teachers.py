@@ -20,7 +20,7 @@ from gtr_keras.models.gtr.presets import PRESET_SOURCES
 from gtr_keras.models.model_files.fingerprint import fingerprint, update_with_weights
 from gtr_keras.models.model_files.model_directory import SAFETENSORS_FILE, check_safetensors
 from gtr_keras.models.model_files.model_source import gtr_model_source
-from gtr_keras.saving import load
+from gtr_keras.saving import load_model
 from gtr_keras.utils import files
 from gtr_keras.utils.records import strings_sha256
 
@@ -150,7 +150,7 @@ def load_teacher(source):
     source = check_teacher_source(source)
     local = "://" not in source or source.startswith("file://")
     if gtr_model_source(source.removeprefix("file://") if local else source) is not None:
-        return Teacher(load(source).model, source)
+        return Teacher(load_model(source).model, source)
     try:
         embedder = keras_hub.models.TextEmbedder.from_preset(source)
     except (ValueError, OSError, KeyError, TypeError, AttributeError) as error:

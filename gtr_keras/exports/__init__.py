@@ -5,9 +5,9 @@ them back; `litert`, `onnx_export`, `openvino_export` and `token_id_export` writ
 table, `exporter` (`gtr_keras.export`) the one call that writes any of them; `runtime_encoder`,
 `saved_model_encoder` and `litert_encoder` run them.
 
-Public names: `FORMATS` (every export format), `load_export`, `export_all`, `export_encoder`,
-`export_searcher`, `export_litert`, `load_litert`, `litert_path`, `export_onnx`, `export_openvino`, `RuntimeEncoder`;
-`gtr_keras.export` is the one call that writes any of them.
+Public names: `FORMATS` (every export format), `RuntimeEncoder` (what `gtr_keras.load` answers for an ONNX,
+OpenVINO or LiteRT export) and `load_export` (a SavedModel export's signatures, the searcher's included, as TF
+Serving runs them); `gtr_keras.export` writes any format and `gtr_keras.load` loads any as an encoder.
 """
 
 from gtr_keras.utils.lazy_exports import lazy_exports
@@ -16,15 +16,7 @@ __all__, __getattr__ = lazy_exports(
     __name__,
     {
         "FORMATS": "gtr_keras.exports.export_formats",
-        "load_export": "gtr_keras.exports.savedmodel.loader",
-        "export_all": "gtr_keras.exports.savedmodel.export",
-        "export_encoder": "gtr_keras.exports.savedmodel.export",
-        "export_searcher": "gtr_keras.exports.savedmodel.export",
-        "export_litert": "gtr_keras.exports.litert",
-        "load_litert": "gtr_keras.exports.litert",
-        "litert_path": "gtr_keras.exports.litert",
-        "export_onnx": "gtr_keras.exports.onnx_export",
-        "export_openvino": "gtr_keras.exports.openvino_export",
         "RuntimeEncoder": "gtr_keras.exports.runtime_encoder",
+        "load_export": "gtr_keras.exports.savedmodel.loader",
     },
 )

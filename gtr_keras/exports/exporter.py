@@ -110,7 +110,7 @@ def export(
     >>> gtr_keras.export("models/minilm-reranker", "exports/minilm")
     ['exports/minilm/reranker/1']
     """
-    from gtr_keras.saving import encoder_of, load
+    from gtr_keras.saving import encoder_of, load_model
 
     if format not in FORMATS:
         raise UserError(f"format must be one of {', '.join(FORMATS)}, got {format!r}")
@@ -139,6 +139,6 @@ def export(
             raise UserError("dimensions: a reranker gives scores, not embeddings to truncate")
     export_format.check_output(directory, reranker=reranker, **options)
     if reranker:
-        scorer = model if _loaded_reranker(model) else load(model)
+        scorer = model if _loaded_reranker(model) else load_model(model)
         return export_format.write(scorer, directory, reranker=True, **options)
     return export_format.write(encoder_of(model).truncated(dimensions), directory, **options)

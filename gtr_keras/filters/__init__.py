@@ -6,16 +6,5 @@ column a field, which a filter turns into a mask of allowed rows) and `filtered_
 scoring of the allowed rows when they are few, else ScaNN with an over-fetch that widens until `k` allowed
 hits are found, in each segment or shard).
 
-Public names: `Filter`, `MetadataColumns`, `filtered_search`.
+Internal: no public names; a filter is `gtr_keras.Filter`, given to `Index.search`.
 """
-
-from gtr_keras.utils.lazy_exports import lazy_exports
-
-__all__, __getattr__ = lazy_exports(
-    __name__,
-    {
-        "Filter": "gtr_keras.filters.expressions",
-        "MetadataColumns": "gtr_keras.filters.metadata_columns",
-        "filtered_search": "gtr_keras.filters.filtered_search",
-    },
-)

@@ -189,7 +189,7 @@ class Filter:
         expressions = () if expressions is None else _strings(expressions, "expressions")
         self.clauses = [parse_clause(expression) for expression in expressions]
         if isinstance(ids, os.PathLike):
-            from gtr_keras.index.layout import read_id_file
+            from gtr_keras.storage.layout import read_id_file
 
             ids = read_id_file(os.fspath(ids))[0]
         self.ids = None if ids is None else id_list(ids, "filter: ids")

@@ -6,7 +6,7 @@ merged by score, equal scores ordered by id as `exact_search` does:
 
 - an exact part scores its allowed rows only: gathered when they are few, their float32 vectors scored (the
   answer is brute force over the filtered subset); the others masked out otherwise, in the part's own scoring
-  (float32, or int8 or binary codes rescored with float32: `index/quantized_vectors.py`);
+  (float32, or int8 or binary codes rescored with float32: `storage/quantized_vectors.py`);
 - a ScaNN part whose allowed rows are at most `EXACT_FRACTION` of its rows, or fewer than `EXACT_ROWS`, scores
   them all on its int8 vectors (those ScaNN reorders on), the best rescored with float32 as its searches are;
   above, ScaNN is asked for `k / fraction` candidates and a few more, in its int8 order, of which the allowed
@@ -25,8 +25,8 @@ import weakref
 import numpy as np
 
 from gtr_keras.errors import UserError
-from gtr_keras.index import exact_search
-from gtr_keras.index.layout import SCANN_DIR, check_embeddings
+from gtr_keras.storage import exact_search
+from gtr_keras.storage.layout import SCANN_DIR, check_embeddings
 from gtr_keras.utils import files
 from gtr_keras.utils.records import check_positive_int
 

@@ -9,4 +9,9 @@ naming a file, `summary()`, what `gtr-keras check` prints).
 
 from gtr_keras.utils.lazy_exports import lazy_exports
 
-__all__, __getattr__ = lazy_exports(__name__, {"check_directory": "gtr_keras.integrity.directory_checker"})
+__all__, __getattr__ = lazy_exports(
+    __name__,
+    {
+        "check_directory": "gtr_keras.integrity.directory_checker",
+    },
+)

@@ -10,7 +10,6 @@ import os
 
 from gtr_keras.errors import DataError
 from gtr_keras.exports.runtime_encoder import CONFIG_FILE as EXPORT_JSON
-from gtr_keras.index.layout import INDEX_JSON, RETRIEVER_JSON
 from gtr_keras.integrity.check_report import CheckReport
 from gtr_keras.integrity.export_checker import (
     EXPORT_NAMES,
@@ -23,6 +22,7 @@ from gtr_keras.integrity.export_checker import (
 from gtr_keras.integrity.index_checker import INDEX_DIRECTORY, check_index_directory, check_search_index
 from gtr_keras.integrity.model_checker import check_model_files
 from gtr_keras.models.model_files.model_directory import CONFIG_FILE
+from gtr_keras.storage.layout import INDEX_JSON, RETRIEVER_JSON
 from gtr_keras.utils import files
 
 

@@ -23,7 +23,9 @@ import re
 import numpy as np
 
 from gtr_keras.errors import DataError
-from gtr_keras.index.layout import (
+from gtr_keras.integrity.check_report import CheckReport
+from gtr_keras.lexical.bm25_side import has_bm25_side, load_bm25_side, side_mismatch
+from gtr_keras.storage.layout import (
     BM25_SUBDIR,
     EMBEDDINGS_NPY,
     IDS_TXT,
@@ -42,7 +44,7 @@ from gtr_keras.index.layout import (
     read_model_record,
     read_tuned,
 )
-from gtr_keras.index.segments import (
+from gtr_keras.storage.segments import (
     documents_path,
     initial_manifest,
     live_corpus,
@@ -52,8 +54,6 @@ from gtr_keras.index.segments import (
     segment_path,
     used_names,
 )
-from gtr_keras.integrity.check_report import CheckReport
-from gtr_keras.lexical.bm25_side import has_bm25_side, load_bm25_side, side_mismatch
 from gtr_keras.utils import files
 
 INDEX_DIRECTORY = "an index directory"

@@ -6,8 +6,8 @@ import os
 import numpy as np
 
 from gtr_keras.errors import DataError, UserError
-from gtr_keras.index.exact_search import tie_ranks
-from gtr_keras.index.layout import IDS_TXT, read_ids
+from gtr_keras.storage.exact_search import tie_ranks
+from gtr_keras.storage.layout import IDS_TXT, read_ids
 from gtr_keras.utils.checksums import verify_directory
 from gtr_keras.utils.records import check_fields, read_json_object, strings_sha256
 

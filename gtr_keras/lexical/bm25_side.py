@@ -14,9 +14,9 @@ import os
 
 from gtr_keras.beir.readers import Corpus
 from gtr_keras.errors import DataError, MismatchError
-from gtr_keras.index.layout import BM25_SUBDIR, IDS_TXT, INDEX_SUBDIR
-from gtr_keras.index.segments import index_documents
 from gtr_keras.lexical.bm25 import SAVED_FILES, SETTINGS_JSON, BM25Retriever
+from gtr_keras.storage.layout import BM25_SUBDIR, IDS_TXT, INDEX_SUBDIR
+from gtr_keras.storage.segments import index_documents
 from gtr_keras.utils import files
 from gtr_keras.utils.records import strings_sha256
 

@@ -4,13 +4,14 @@
 import os
 from typing import Literal
 
+from gtr_keras.beir.dataset import load_dataset
 from gtr_keras.beir.evaluation import evaluate_run
 from gtr_keras.errors import UserError
 from gtr_keras.lexical.fusion import Fusion
 from gtr_keras.retrieval.hybrid_retriever import RETRIEVERS, HybridRetriever
 from gtr_keras.retrieval.index import Index
 from gtr_keras.retrieval.index_types import ModelLike
-from gtr_keras.retrieval.runs import EVALUATION_DEPTH, bm25_run, gtr_run, load_dataset
+from gtr_keras.retrieval.runs import EVALUATION_DEPTH, bm25_run, gtr_run
 
 
 def retrieval_run(encoder, corpus, queries, retriever="gtr", fusion=None, batch_size=32, ignore_identical_ids=True):

@@ -3,12 +3,12 @@ hybrid path of `search` (an index directory and its BM25 side), `evaluate` (a co
 memory: `of_corpus`) and the Python API."""
 
 from gtr_keras.errors import UserError
-from gtr_keras.index.search_index import SearchIndex
 from gtr_keras.lexical.bm25 import BM25Retriever
 from gtr_keras.lexical.bm25_side import load_bm25_side
 from gtr_keras.lexical.fusion import Fusion
 from gtr_keras.retrieval.retriever import Retriever
 from gtr_keras.retrieval.runs import EVALUATION_DEPTH
+from gtr_keras.storage.search_index import SearchIndex
 from gtr_keras.utils.records import check_positive_int
 
 RETRIEVERS = ("gtr", "bm25", "hybrid")

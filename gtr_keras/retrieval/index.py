@@ -21,9 +21,6 @@ import numpy as np
 from gtr_keras.beir.readers import Corpus, load_corpus
 from gtr_keras.errors import CheckpointError, DataError, MismatchError, UserError
 from gtr_keras.filters.expressions import Filter, id_list
-from gtr_keras.index.embedding_files import EmbeddingFiles
-from gtr_keras.index.layout import read_model_record, search_settings
-from gtr_keras.index.quantized_vectors import vector_params
 from gtr_keras.lexical.bm25 import BM25Retriever
 from gtr_keras.lexical.bm25_side import corpus_in_index_order, load_bm25_side
 from gtr_keras.lexical.fusion import Fusion, model_fusion
@@ -36,6 +33,9 @@ from gtr_keras.retrieval.index_updates import update_index
 from gtr_keras.retrieval.reranking import rerank as rerank_hits
 from gtr_keras.retrieval.reranking import reranker_of
 from gtr_keras.retrieval.retriever import Retriever
+from gtr_keras.storage.embedding_files import EmbeddingFiles
+from gtr_keras.storage.layout import read_model_record, search_settings
+from gtr_keras.storage.quantized_vectors import vector_params
 from gtr_keras.utils import files
 from gtr_keras.utils.dimensions import check_dimensions
 from gtr_keras.utils.locks import locks_output, output_lock

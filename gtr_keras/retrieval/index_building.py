@@ -23,18 +23,18 @@ import os
 from tqdm.auto import tqdm
 
 from gtr_keras.errors import DataError, MismatchError, UserError
-from gtr_keras.index.embedding_files import EmbeddingFiles
-from gtr_keras.index.layout import (
+from gtr_keras.lexical.bm25_side import write_bm25_side
+from gtr_keras.models.text_encoder import TruncatedEncoder
+from gtr_keras.storage.embedding_files import EmbeddingFiles
+from gtr_keras.storage.layout import (
     BM25_SUBDIR,
     DOCUMENTS_FILE,
     INDEX_SUBDIR,
     RETRIEVER_JSON,
 )
-from gtr_keras.index.resumable_encoding import RESUMABLE_ENCODING_DIRECTORY, ResumableEncoding
-from gtr_keras.index.search_index import KINDS, SearchIndex, write_search_index
-from gtr_keras.index.segments import write_documents
-from gtr_keras.lexical.bm25_side import write_bm25_side
-from gtr_keras.models.text_encoder import TruncatedEncoder
+from gtr_keras.storage.resumable_encoding import RESUMABLE_ENCODING_DIRECTORY, ResumableEncoding
+from gtr_keras.storage.search_index import KINDS, SearchIndex, write_search_index
+from gtr_keras.storage.segments import write_documents
 from gtr_keras.utils import files
 from gtr_keras.utils.dimensions import check_dimensions, truncate
 from gtr_keras.utils.files import atomic_directory

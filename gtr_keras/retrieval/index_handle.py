@@ -12,13 +12,13 @@ import numpy as np
 
 from gtr_keras.errors import DataError, MismatchError, UserError
 from gtr_keras.filters.expressions import id_list
-from gtr_keras.index.layout import INDEX_SUBDIR, MANIFEST_JSON, RETRIEVER_JSON
 from gtr_keras.integrity.check_report import CheckReport
 from gtr_keras.integrity.index_checker import check_index
 from gtr_keras.lexical.bm25_side import has_bm25_side
 from gtr_keras.models.text_encoder import TextEncoder
 from gtr_keras.retrieval.index_types import Document, IdsLike
 from gtr_keras.retrieval.retriever import Retriever
+from gtr_keras.storage.layout import INDEX_SUBDIR, MANIFEST_JSON, RETRIEVER_JSON
 from gtr_keras.utils import files
 
 LOADS = 3  # loads of a version and its BM25 side, each undone by a commit between the two

@@ -20,18 +20,6 @@ import numpy as np
 
 from gtr_keras.beir.readers import load_corpus, metadata_type
 from gtr_keras.errors import DataError, DataWarning, MismatchError, UserError
-from gtr_keras.index.embedding_files import EmbeddingFiles
-from gtr_keras.index.layout import BM25_SUBDIR, INDEX_SUBDIR, read_id_file, read_model_record
-from gtr_keras.index.search_index import ArrayRows, SearchIndex
-from gtr_keras.index.segment_writer import (
-    check_not_added,
-    compacted_if_asked,
-    missing_ids,
-    read_state,
-    request_sha256,
-    update_search_index,
-)
-from gtr_keras.index.segments import documents_path, live_corpus, metadata_types
 from gtr_keras.lexical.bm25_side import bm25_side_ids, corpus_in_index_order, has_bm25_side, rebuild_bm25_side
 from gtr_keras.retrieval.index_building import (
     DIMENSIONS_FIELD,
@@ -41,6 +29,18 @@ from gtr_keras.retrieval.index_building import (
 )
 from gtr_keras.retrieval.index_types import IndexUpdate
 from gtr_keras.retrieval.retriever import model_change
+from gtr_keras.storage.embedding_files import EmbeddingFiles
+from gtr_keras.storage.layout import BM25_SUBDIR, INDEX_SUBDIR, read_id_file, read_model_record
+from gtr_keras.storage.search_index import ArrayRows, SearchIndex
+from gtr_keras.storage.segment_writer import (
+    check_not_added,
+    compacted_if_asked,
+    missing_ids,
+    read_state,
+    request_sha256,
+    update_search_index,
+)
+from gtr_keras.storage.segments import documents_path, live_corpus, metadata_types
 from gtr_keras.utils import files
 from gtr_keras.utils.locks import locks_output
 from gtr_keras.utils.records import describe_change

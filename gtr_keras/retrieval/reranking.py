@@ -45,9 +45,9 @@ def reranker_of(reranker):
     elif not isinstance(reranker, (str, os.PathLike)):
         scorer = reranker() if callable(reranker) and not isinstance(reranker, TextPairScorer) else reranker
     else:
-        from gtr_keras.saving import load  # the reranker's stack (Keras, TensorFlow) only for one
+        from gtr_keras.saving import load_model  # the reranker's stack (Keras, TensorFlow) only for one
 
-        scorer = load(reranker)
+        scorer = load_model(reranker)
     if not isinstance(scorer, TextPairScorer):
         raise UserError(f"rerank: {reranker!r} is not a reranker (give a cross-encoder or its model directory)")
     return scorer

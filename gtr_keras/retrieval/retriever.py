@@ -7,14 +7,14 @@ from gtr_keras.errors import MismatchError
 from gtr_keras.filters.expressions import Filter
 from gtr_keras.filters.filtered_search import filtered_search
 from gtr_keras.filters.metadata_columns import MetadataColumns
-from gtr_keras.index.layout import (
+from gtr_keras.retrieval.index_building import model_change, with_recorded_dimensions
+from gtr_keras.storage.layout import (
     INDEX_SUBDIR,
     SEARCH_FIELDS,
     read_model_record,
 )
-from gtr_keras.index.search_index import SearchIndex
-from gtr_keras.index.segments import index_documents
-from gtr_keras.retrieval.index_building import model_change, with_recorded_dimensions
+from gtr_keras.storage.search_index import SearchIndex
+from gtr_keras.storage.segments import index_documents
 
 
 def search_results(queries, hits):

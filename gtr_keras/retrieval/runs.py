@@ -1,51 +1,13 @@
-"""Runs over a BEIR collection: loading its judged queries, GTR's and BM25's runs for evaluation (the hybrid
-run is `HybridRetriever.run`'s), and hard negatives mined from the model's own retrieval.
+"""Runs over a BEIR collection: GTR's and BM25's runs for evaluation (the hybrid run is `HybridRetriever.run`'s),
+and hard negatives mined from the model's own retrieval.
 """
 
-import os
-
 from gtr_keras.beir.evaluation import Run, cut_run, results_from_scores
-from gtr_keras.beir.qrels_checks import QrelsReport, check_qrels
-from gtr_keras.beir.readers import Corpus, Qrels, load_corpus, load_qrels, load_queries
-from gtr_keras.index.search_index import SearchIndex
+from gtr_keras.beir.readers import Corpus, Qrels
 from gtr_keras.models.text_encoder import TextEncoder
+from gtr_keras.storage.search_index import SearchIndex
 
 EVALUATION_DEPTH = 1000
-
-
-def load_dataset(
-    dataset: str | os.PathLike[str], split: str = "test"
-) -> tuple[Corpus, dict[str, str], Qrels, QrelsReport]:
-    """A BEIR dataset's corpus, the judged queries of `split`, and checked qrels.
-
-    The qrels are evaluated as BEIR does: judgements of documents missing
-    from the corpus are kept, and count as relevant documents never
-    retrieved. Judgements of queries missing from the queries file are
-    dropped, as such a query has no text to search with. Both are reported
-    in the returned `QrelsReport` (`report.ok` is false).
-
-    Args:
-        dataset: a BEIR directory.
-        split: the qrels split, read from `qrels/<split>.tsv`.
-
-    Returns:
-        `(corpus, queries, qrels, report)`: the `Corpus`, `{qid: text}` of the
-        judged queries in qrels order, `{qid: {docid: score}}` and the
-        `QrelsReport`.
-
-    Raises:
-        DataError: a missing, unreadable, empty or malformed file.
-
-    Example:
-    >>> corpus, queries, qrels, report = load_dataset("data/scifact")  # doctest: +SKIP
-    >>> print(report)  # doctest: +SKIP
-    qrels: all 300 queries and 339 judgements match the collection
-    """
-    qrels = load_qrels(dataset, split)  # small: a wrong split fails before the corpus is read
-    corpus = load_corpus(dataset)
-    queries = load_queries(dataset)
-    qrels, report = check_qrels(qrels, corpus.ids, queries, unknown_documents="keep")
-    return corpus, {qid: queries[qid] for qid in qrels}, qrels, report
 
 
 def gtr_run(

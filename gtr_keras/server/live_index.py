@@ -33,12 +33,12 @@ import threading
 import time
 
 from gtr_keras.errors import DataError, UserError
-from gtr_keras.index.layout import BM25_SUBDIR, INDEX_SUBDIR, MANIFEST_JSON, RETRIEVER_JSON, TUNED_JSON
-from gtr_keras.index.segments import read_manifest
 from gtr_keras.lexical.bm25 import SETTINGS_JSON
 from gtr_keras.lexical.bm25_side import has_bm25_side
 from gtr_keras.retrieval.index import Index
 from gtr_keras.server.deadlines import LONGEST_WAIT
+from gtr_keras.storage.layout import BM25_SUBDIR, INDEX_SUBDIR, MANIFEST_JSON, RETRIEVER_JSON, TUNED_JSON
+from gtr_keras.storage.segments import read_manifest
 from gtr_keras.utils import files
 
 logger = logging.getLogger(__name__)

@@ -6,7 +6,8 @@ multi-worker strategy, each replica's share of the global batch, the collectives
 step), `resume` (the run record and its checks), `callbacks` (checkpoints, TensorBoard scalars,
 validation, progress) and `loop` (`train`). Distillation, laid out as training is, is `gtr_keras.distillation`.
 
-Public names: `train`, `TrainConfig`, `DualEncoder`, `TrainingData`, `make_optimizer`.
+Public names: `TrainingData` and `make_optimizer` (a training loop of one's own); `train`, `TrainConfig` and
+`DualEncoder` are `gtr_keras`'.
 """
 
 from gtr_keras.utils.lazy_exports import lazy_exports
@@ -14,9 +15,6 @@ from gtr_keras.utils.lazy_exports import lazy_exports
 __all__, __getattr__ = lazy_exports(
     __name__,
     {
-        "train": "gtr_keras.training.loop",
-        "TrainConfig": "gtr_keras.training.config",
-        "DualEncoder": "gtr_keras.training.dual_encoder",
         "TrainingData": "gtr_keras.training.data",
         "make_optimizer": "gtr_keras.training.dual_encoder",
     },

@@ -227,7 +227,7 @@ def validation_collection(config):
     """`(corpus, queries, qrels)` of `validation_data` (at most `validation_max_queries` queries), or None."""
     if config.validation_data is None:
         return None
-    from gtr_keras.retrieval.runs import load_dataset
+    from gtr_keras.beir.dataset import load_dataset
 
     corpus, queries, qrels, report = load_dataset(config.validation_data, config.validation_split)
     if not report.ok:

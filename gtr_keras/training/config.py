@@ -152,7 +152,7 @@ class TrainConfig:
             `steps_per_execution` divides it), from the values Keras already
             fetches between executions, on a background thread.
         validation_data: a BEIR directory to validate on during training
-            (read with `gtr_keras.retrieval.runs.load_dataset`): NDCG@10 and
+            (read with `gtr_keras.beir.dataset.load_dataset`): NDCG@10 and
             Recall@100 (`gtr_keras.beir.evaluation.evaluate_run`) of exact search
             over its whole corpus with the weights being trained, written to
             TensorBoard (`val/ndcg@10`, `val/recall@100`) and printed. Each

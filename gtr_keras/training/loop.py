@@ -28,7 +28,7 @@ from gtr_keras.models.gtr.gtr_tokenizer import GTRTokenizer, train_sentencepiece
 from gtr_keras.models.gtr.presets import PRESET_SOURCES, PRESETS, preset_config
 from gtr_keras.models.model_files.fingerprint import fingerprint
 from gtr_keras.models.model_files.model_source import DOWNLOAD_PREFIXES
-from gtr_keras.saving import load, save
+from gtr_keras.saving import load_model, save
 from gtr_keras.training.callbacks import (
     BEST_MODEL,
     Checkpoints,
@@ -104,7 +104,7 @@ def _initial_encoder(config, policy):
     fingerprint of what determines it: `fingerprint.fingerprint` of a model directory's model, or the
     SHA-256 of a preset's architecture (the random weights follow from it and `seed`)."""
     if _is_directory(config.init):
-        model = load(config.init, dtype=policy).model
+        model = load_model(config.init, dtype=policy).model
         return model, fingerprint(model)
     architecture = json.dumps(preset_config(config.init, **config.model), sort_keys=True)
     model = GTRTextEmbedder.from_architecture(config.init, dtype=policy, **config.model)

@@ -3,7 +3,7 @@ an index against exact float32 search on half the queries, the fastest that meet
 recorded in the index), `recall` (recall@k and QPS measured against exact search) and `recall_curve`
 (`plot_recall_qps`: recall-QPS curves drawn as ann-benchmarks draws them, with matplotlib).
 
-Public names: `tune`, `settings_grid`, `recall_at_k`, `plot_recall_qps`.
+Public names: `plot_recall_qps` (the plot of a tuning's record); tuning itself is `Index.tune`.
 """
 
 from gtr_keras.utils.lazy_exports import lazy_exports
@@ -11,9 +11,6 @@ from gtr_keras.utils.lazy_exports import lazy_exports
 __all__, __getattr__ = lazy_exports(
     __name__,
     {
-        "tune": "gtr_keras.tuning.tuner",
-        "settings_grid": "gtr_keras.tuning.tuner",
-        "recall_at_k": "gtr_keras.tuning.recall",
         "plot_recall_qps": "gtr_keras.tuning.recall_curve",
     },
 )

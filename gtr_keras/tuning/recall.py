@@ -9,15 +9,15 @@ import time
 
 import numpy as np
 
-from gtr_keras.index.layout import (
+from gtr_keras.storage.layout import (
     EMBEDDINGS_NPY,
     SCANN_DIR,
     SCANN_INT8_DATASET,
     SCANN_INT8_MULTIPLIERS,
 )
-from gtr_keras.index.quantized_vectors import FloatVectors
-from gtr_keras.index.search_index import SearchIndex
-from gtr_keras.index.segmented_index import SegmentedIndex
+from gtr_keras.storage.quantized_vectors import FloatVectors
+from gtr_keras.storage.search_index import SearchIndex
+from gtr_keras.storage.segmented_index import SegmentedIndex
 
 # A setting is tried on the held-out queries when its recall on the tuning queries is at least the target
 # plus this many standard errors of their mean (one-sided 95%): `needed_recall`.

@@ -37,7 +37,7 @@ import tempfile
 import numpy as np
 
 from gtr_keras.errors import UserError
-from gtr_keras.index.layout import (
+from gtr_keras.storage.layout import (
     EMBEDDINGS_NPY,
     INDEX_SUBDIR,
     RETRIEVER_JSON,
@@ -52,8 +52,8 @@ from gtr_keras.index.layout import (
     write_description,
     write_tuned,
 )
-from gtr_keras.index.search_index import SearchIndex, rescore_pool_size, write_search_index
-from gtr_keras.index.segments import read_manifest
+from gtr_keras.storage.search_index import SearchIndex, rescore_pool_size, write_search_index
+from gtr_keras.storage.segments import read_manifest
 from gtr_keras.tuning.recall import (
     MARGIN_Z,
     DecodedRows,

@@ -7,17 +7,5 @@ converters (`native_logs`), a package's public names imported on first use (`laz
 embeddings cut to their first N coordinates (`dimensions`). Imports nothing else of gtr-keras but
 `gtr_keras.errors`.
 
-Public names: `files` (paths through `tf.io.gfile`, atomic outputs), `iter_jsonl`, `str_field`, `cpu_flags`.
+Internal: no public names.
 """
-
-from gtr_keras.utils.lazy_exports import lazy_exports
-
-__all__, __getattr__ = lazy_exports(
-    __name__,
-    {
-        "files": "gtr_keras.utils.files",
-        "iter_jsonl": "gtr_keras.utils.text_files",
-        "str_field": "gtr_keras.utils.text_files",
-        "cpu_flags": "gtr_keras.utils.cpu",
-    },
-)

@@ -1,7 +1,7 @@
 """Embeddings cut to their first N coordinates (OpenAI's `dimensions`, sentence-transformers' `truncate_dim`):
 the one rule for N (`check_dimensions`: an integer from 1 to D) and the one truncation, renormalised to unit
 length, in numpy (`truncate`) and in a TensorFlow graph (`truncate_tensor`, for the exports). The rule
-imports nothing: the command line's parser checks `--dimensions` with it (`cli.arguments.dimensions`).
+imports nothing: the command line's parser checks `--dimensions` with it (`cli.helpers.flag_types.dimensions`).
 
 GTR was not trained with Matryoshka representation learning: its first N coordinates carry less than a model
 trained for them (`gtr-keras train --matryoshka-dims`) does; docs/dimensions.md.

@@ -2,7 +2,7 @@
 module `__getattr__`), so that importing the package costs nothing of what its names need.
 
 Example:
->>> __all__, __getattr__ = lazy_exports(__name__, {"SearchIndex": "gtr_keras.index.search_index"})
+>>> __all__, __getattr__ = lazy_exports(__name__, {"SearchIndex": "gtr_keras.storage.search_index"})
 """
 
 import importlib

@@ -36,7 +36,8 @@ import random
 import re
 import unicodedata
 
-from gtr_keras.errors import UserError, run_script
+from gtr_keras import UserError
+from gtr_keras.errors import run_script
 from gtr_keras.utils import files
 
 PACKAGES = ("wordnet-base", "dict-gcide", "dict-foldoc", "dict-jargon", "manpages")

@@ -22,7 +22,7 @@ from extract_texts import write_jsonl_gz
 
 from gtr_keras.beir import load_corpus, load_queries
 from gtr_keras.errors import run_script
-from gtr_keras.utils import iter_jsonl, str_field
+from gtr_keras.utils.text_files import iter_jsonl, str_field
 
 EVALUATION = ("scifact", "nfcorpus", "cranfield", "cisi")
 BROAD_PAIRS = ("wordnet-pairs", "gcide-pairs", "foldoc-pairs", "jargon-pairs", "manpages-pairs")

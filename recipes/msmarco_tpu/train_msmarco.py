@@ -31,9 +31,10 @@ import os
 import sys
 
 from gtr_keras import load, load_dataset, save, train
-from gtr_keras.beir import evaluate_run, format_table
+from gtr_keras.beir import evaluate_run
+from gtr_keras.beir.evaluation import format_table
 from gtr_keras.models import PRESETS
-from gtr_keras.retrieval import gtr_run
+from gtr_keras.retrieval.runs import gtr_run
 from gtr_keras.utils import files
 
 

@@ -25,8 +25,10 @@ import subprocess
 import sys
 import time
 
-from gtr_keras.beir import load_corpus, load_qrels, median_length_analysis, read_trec_run
-from gtr_keras.models import parameter_count, preset_config, train_sentencepiece
+from gtr_keras.beir import load_corpus, load_qrels, read_trec_run
+from gtr_keras.beir.evaluation import median_length_analysis
+from gtr_keras.models.gtr.gtr_tokenizer import train_sentencepiece
+from gtr_keras.models.gtr.presets import parameter_count, preset_config
 from gtr_keras.training import TrainingData
 from gtr_keras.utils import files
 

@@ -6,10 +6,10 @@ import pytest
 import pytrec_eval
 from beir_files import write_beir
 
+from gtr_keras.beir.dataset import load_dataset
 from gtr_keras.beir.evaluation import evaluate_run
 from gtr_keras.beir.qrels_checks import check_qrels
 from gtr_keras.beir.readers import Corpus, load_corpus, load_qrels, load_queries
-from gtr_keras.retrieval.runs import load_dataset
 
 QRELS_ROWS = [("q1", "d1", 1), ("q1", "d9", 1), ("q2", "d2", 1), ("q7", "d3", 1)]
 RUN = {

@@ -232,7 +232,7 @@ def _collection(tmp_path, grades, doc_ids=("d0", "d1", "d2")):
 
 
 def test_qrels_without_a_relevant_document_are_exit_2_before_any_encoding(tmp_path, monkeypatch, capsys):
-    from gtr_keras.cli import handler_inputs
+    from gtr_keras.cli.helpers import handler_inputs
 
     monkeypatch.setattr(handler_inputs, "encoder", lambda args: pytest.fail("the model was loaded"))
     dataset = _collection(tmp_path, [0, 0])
@@ -319,7 +319,7 @@ def test_index_from_embeddings_equals_index_from_the_corpus(tmp_path, tiny_model
     assert_same_results(
         _search(tmp_path / "by-emb", tiny_model_dir, capsys), _search(tmp_path / "by-corpus", tiny_model_dir, capsys)
     )
-    from gtr_keras.index import SearchIndex
+    from gtr_keras.storage.search_index import SearchIndex
 
     queries = np.load(tmp_path / "emb" / "part-0.npy")[:4]
     by_emb, by_corpus = SearchIndex.load(tmp_path / "by-emb"), SearchIndex.load(tmp_path / "by-corpus")
@@ -442,7 +442,7 @@ def test_a_shard_replaced_during_index_embeddings_is_exit_2_naming_it(tmp_path, 
 def test_a_bad_shard_is_exit_2_naming_it_before_the_model_loads(tmp_path, tiny_model_dir, capsys, monkeypatch):
     np.save(tmp_path / "e.npy", np.full((2, 4), 0.5, np.float32))
     (tmp_path / "e.ids.txt").write_text("a\na\n")
-    monkeypatch.setattr("gtr_keras.saving.load", lambda *args, **kwargs: pytest.fail("the model was loaded"))
+    monkeypatch.setattr("gtr_keras.saving.load_model", lambda *args, **kwargs: pytest.fail("the model was loaded"))
     assert (
         main(
             [
@@ -594,10 +594,11 @@ def test_a_query_argument_of_invalid_utf8_is_searched_as_u_fffd_by_every_retriev
 
 @pytest.mark.large
 def test_acceptance_index_vectors_int8_and_binary_of_cranfield_with_the_bundled_model(tmp_path, capsys):
+    from gtr_keras.beir.dataset import load_dataset
     from gtr_keras.beir.evaluation import evaluate_run
-    from gtr_keras.cli.demo import DEMO_DATASET, DEMO_MODEL
+    from gtr_keras.cli.helpers.demo_steps import DEMO_DATASET, DEMO_MODEL
     from gtr_keras.retrieval.retriever import Retriever
-    from gtr_keras.retrieval.runs import gtr_run, load_dataset
+    from gtr_keras.retrieval.runs import gtr_run
 
     corpus, queries, qrels, _ = load_dataset(DEMO_DATASET, "test")
     encoder = gtr_keras.load(DEMO_MODEL)

@@ -27,14 +27,14 @@ def _refused(capsys, path, argv):
 def no_model_loads(monkeypatch):
     """The model loaders fail the test: the refusal comes first."""
     from gtr_keras import saving
-    from gtr_keras.cli import demo
+    from gtr_keras.cli.helpers import demo_steps
 
     def load(*args, **kwargs):
         raise AssertionError("the model was loaded before the output was checked")
 
-    for name in ("load", "convert_sentence_transformers"):
+    for name in ("load_model", "convert_sentence_transformers"):
         monkeypatch.setattr(saving, name, load)
-    monkeypatch.setattr(demo, "load", load)
+    monkeypatch.setattr(demo_steps, "load_model", load)
 
 
 def test_convert_to_sentence_transformers_keeps_a_users_folder(tmp_path, tiny_model_dir, capsys, no_model_loads):

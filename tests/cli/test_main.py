@@ -173,7 +173,7 @@ def test_hf_model_ids_are_left_to_the_model_loader(tmp_path, monkeypatch, capsys
     def load(path, **kwargs):
         raise CheckpointError(f"{path}: reached the loader")
 
-    monkeypatch.setattr(gtr_keras.saving, "load", load)
+    monkeypatch.setattr(gtr_keras.saving, "load_model", load)
     (tmp_path / "x.txt").write_text("a\n")
     argv = ["encode", "--model", model_id, "--input", str(tmp_path / "x.txt"), "--output", str(tmp_path / "o.npy")]
     assert main(argv) == 2

@@ -11,7 +11,7 @@ def test_a_bundled_model_given_by_name_is_recorded_and_named_as_its_directory(
     tmp_path, monkeypatch, capsys, tiny_model_dir
 ):
     from gtr_keras.retrieval.index_building import index_metadata
-    from gtr_keras.saving import load
+    from gtr_keras.saving import load_model
 
     monkeypatch.chdir(tmp_path)
     corpus = tmp_path / "corpus.jsonl"
@@ -25,6 +25,6 @@ def test_a_bundled_model_given_by_name_is_recorded_and_named_as_its_directory(
     assert f"recorded model_dir: {BUNDLED_MODEL_DIR})" in capsys.readouterr().err
     assert main(["index", "--embeddings", "emb.npy", "--model", tiny_model_dir, "--out", "by-emb"]) == 2
     assert f"recorded model_dir: {BUNDLED_MODEL_DIR})" in capsys.readouterr().err
-    encoder = load("gtr-small-distilled")
+    encoder = load_model("gtr-small-distilled")
     assert index_metadata(encoder, "gtr-small-distilled")["model_dir"] == BUNDLED_MODEL_DIR
     assert index_metadata(encoder, "gtr-tiny")["model_dir"] == "gtr-tiny"  # an architecture: no directory

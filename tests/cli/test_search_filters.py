@@ -144,7 +144,7 @@ def test_a_field_of_mixed_types_is_refused_at_build_time_naming_document_and_fie
 def test_a_metadata_number_past_a_float64_is_refused_at_build_and_update_before_the_model_loads(
     indexed, tmp_path, tiny_model_dir, monkeypatch, capsys
 ):
-    from gtr_keras.cli import handler_inputs
+    from gtr_keras.cli.helpers import handler_inputs
 
     monkeypatch.setattr(
         handler_inputs, "encoder", lambda args: pytest.fail("the model loaded before the corpus was read")
@@ -177,7 +177,7 @@ def test_a_stored_number_past_a_float64_is_exit_2_naming_the_documents_file_neve
     import gzip
     import shutil
 
-    from gtr_keras.index.layout import DOCUMENTS_FILE
+    from gtr_keras.storage.layout import DOCUMENTS_FILE
 
     corpus = _write(tmp_path / "corpus.jsonl", _documents(4))
     index = tmp_path / "idx"

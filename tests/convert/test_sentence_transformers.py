@@ -12,7 +12,7 @@ from conftest import FIXTURES, TINY_ST
 import gtr_keras
 from gtr_keras.cli.main import main
 from gtr_keras.errors import CheckpointError
-from gtr_keras.saving import convert_sentence_transformers, load, save
+from gtr_keras.saving import convert_sentence_transformers, load_model, save
 
 
 def _texts():
@@ -157,10 +157,10 @@ def test_a_published_name_offline_says_the_checkpoint_must_be_downloaded_and_how
 
 def test_not_a_model_directory(tmp_path):
     with pytest.raises(CheckpointError, match="config.json: missing"):
-        load(str(tmp_path))
+        load_model(str(tmp_path))
     (tmp_path / "config.json").write_text(json.dumps({"architectures": ["T5EncoderModel"]}))
     with pytest.raises(CheckpointError, match="gtr-keras convert"):
-        load(str(tmp_path))
+        load_model(str(tmp_path))
 
 
 @pytest.mark.parametrize(
@@ -215,17 +215,19 @@ def test_to_sentence_transformers_round_trips_the_published_layout(tmp_path, tin
     back = tmp_path / "back"
     assert main(["convert", str(out), str(back)]) == 0
     texts = _texts()
-    np.testing.assert_array_equal(load(str(back)).encode_documents(texts), load(tiny_model_dir).encode_documents(texts))
+    np.testing.assert_array_equal(
+        load_model(str(back)).encode_documents(texts), load_model(tiny_model_dir).encode_documents(texts)
+    )
 
 
 def test_to_sentence_transformers_loads_in_sentence_transformers(tmp_path, tiny_model_dir):
     pytest.importorskip("torch")
     sentence_transformers = pytest.importorskip("sentence_transformers")
     out = tmp_path / "st"
-    gtr_keras.save(load(tiny_model_dir), out, format="sentence-transformers")
+    gtr_keras.save(load_model(tiny_model_dir), out, format="sentence-transformers")
     texts = _texts()
     reference = sentence_transformers.SentenceTransformer(str(out), device="cpu").encode(texts)
-    np.testing.assert_allclose(reference, load(tiny_model_dir).encode_documents(texts), atol=1e-5, rtol=0)
+    np.testing.assert_allclose(reference, load_model(tiny_model_dir).encode_documents(texts), atol=1e-5, rtol=0)
 
 
 def test_to_sentence_transformers_refuses_what_is_no_model(tmp_path, capsys):
@@ -234,4 +236,4 @@ def test_to_sentence_transformers_refuses_what_is_no_model(tmp_path, capsys):
     assert capsys.readouterr().err.strip() == f"gtr-keras convert: error: {tmp_path / 'empty' / 'config.json'}: missing"
     assert not (tmp_path / "out").exists()
     with pytest.raises(gtr_keras.UserError, match="format must be"):
-        gtr_keras.save(load(os.path.join(FIXTURES, "tiny-gtr-preset-0.1")), tmp_path / "x", format="onnx")
+        gtr_keras.save(load_model(os.path.join(FIXTURES, "tiny-gtr-preset-0.1")), tmp_path / "x", format="onnx")

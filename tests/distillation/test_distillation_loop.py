@@ -226,9 +226,10 @@ def test_bfloat16_validation_and_keep_best_work_as_in_train(tiny_model_dir, tmp_
 def test_validation_of_a_student_from_a_directory_uses_the_runs_token_budgets(tiny_model_dir, tmp_path):
     from beir_files import write_beir
 
+    from gtr_keras.beir.dataset import load_dataset
     from gtr_keras.beir.evaluation import evaluate_run
     from gtr_keras.beir.readers import Corpus
-    from gtr_keras.retrieval.runs import gtr_run, load_dataset
+    from gtr_keras.retrieval.runs import gtr_run
 
     # The student's directory keeps documents at 512 tokens; the run's are 16, which cut these documents.
     texts = [" ".join(WORDS[(i + j) % len(WORDS)] for j in range(30)) for i in range(12)]

@@ -16,10 +16,11 @@ from tensorflow.core.protobuf import saved_model_pb2
 import gtr_keras
 from gtr_keras.cli.main import main
 from gtr_keras.errors import UserError
-from gtr_keras.exports import export_encoder, export_searcher, load_export
-from gtr_keras.index import SearchIndex
+from gtr_keras.exports.savedmodel.export import export_encoder, export_searcher
+from gtr_keras.exports.savedmodel.loader import load_export
+from gtr_keras.storage.search_index import SearchIndex
 
-REQUESTS = os.path.join(REPO, "export", "serving", "requests")
+REQUESTS = os.path.join(REPO, "deploy", "tf_serving", "requests")
 TEXTS = ["what is the lift of a wing?", "", "boundary layer " * 400, "Ünïcödé 北京"]
 QUERIES = ["wing lift", "heat transfer at hypersonic speed", "buckling of thin cylinders"]
 
@@ -71,8 +72,8 @@ def exports(tmp_path_factory, tiny_model_dir):
     ):
         index_dir = root / f"index-{name}"
         with pytest.MonkeyPatch.context() as patch:
-            patch.setattr("gtr_keras.index.search_index.EXACT_MAX_N", 10)  # ScaNN even for 300 documents
-            patch.setattr("gtr_keras.index.embedding_files._CHUNK_ROWS", 128)  # ScaNN fed in 3 chunks
+            patch.setattr("gtr_keras.storage.search_index.EXACT_MAX_N", 10)  # ScaNN even for 300 documents
+            patch.setattr("gtr_keras.storage.embedding_files._CHUNK_ROWS", 128)  # ScaNN fed in 3 chunks
             assert main(["index", *source, "--out", str(index_dir), *index_flags]) == 0
         assert (
             main(
@@ -491,7 +492,7 @@ print(json.dumps([len(layer.trainable_weights), moved, float(np.abs(layer(texts)
 
 
 def test_each_weight_is_stored_once(tmp_path):
-    from gtr_keras.cli.demo import DEMO_MODEL
+    from gtr_keras.cli.helpers.demo_steps import DEMO_MODEL
     from gtr_keras.models.gtr.presets import parameter_count, preset_config
 
     encoder = gtr_keras.load(DEMO_MODEL)
@@ -570,10 +571,10 @@ def _batching_parameters_class():
 
 
 def _serving_client(name):
-    """A module of export/serving (`grpc_client`, `sharded_client`)."""
+    """A module of deploy/tf_serving (`grpc_client`, `sharded_client`)."""
     import importlib
 
-    sys.path.insert(0, os.path.join(REPO, "export", "serving"))
+    sys.path.insert(0, os.path.join(REPO, "deploy", "tf_serving"))
     try:
         return importlib.import_module(name)
     finally:
@@ -584,7 +585,7 @@ def test_serving_configs_parse_and_fit_every_served_signature(exports):
     from google.protobuf import text_format
     from tensorflow_serving.config import model_server_config_pb2
 
-    serving = os.path.join(REPO, "export", "serving")
+    serving = os.path.join(REPO, "deploy", "tf_serving")
     with open(os.path.join(serving, "models.config")) as f:
         config = text_format.Parse(f.read(), model_server_config_pb2.ModelServerConfig())
     models = {model.name: model for model in config.model_config_list.config}
@@ -676,10 +677,10 @@ def test_a_failed_searcher_export_leaves_the_previous_encoder_and_searcher_intac
 
 
 def test_export_refuses_an_index_of_another_model_before_writing(exports, tmp_path, capsys):
-    from gtr_keras.saving import load, save
+    from gtr_keras.saving import load_model, save
 
     other_dir = tmp_path / "other-model"
-    other = load(REPO + "/tests/fixtures/tiny-gtr-st")
+    other = load_model(REPO + "/tests/fixtures/tiny-gtr-st")
     other.model.get_layer("projection").kernel.assign(other.model.get_layer("projection").kernel * 2.0)
     save(other, other_dir)
     assert (
@@ -829,7 +830,7 @@ def test_an_updated_scann_index_exports_its_live_rows(exports, tiny_model_dir, t
 
 
 def _index_ids(index_dir):
-    from gtr_keras.index.search_index import SearchIndex
+    from gtr_keras.storage.search_index import SearchIndex
 
     return SearchIndex.load(index_dir).ids
 
@@ -843,7 +844,7 @@ def test_scann_searchers_over_two_shards_answer_as_the_shards_searched_together(
     encoder = gtr_keras.load(tiny_model_dir)
     corpus = load_corpus(os.path.join(REPO, "gtr_keras", "assets", "cranfield"))
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr("gtr_keras.index.search_index.EXACT_MAX_N", 10)  # ScaNN even for small shards
+        patch.setattr("gtr_keras.storage.search_index.EXACT_MAX_N", 10)  # ScaNN even for small shards
         for name, rows in (("a", slice(0, 150)), ("b", slice(150, 300))):
             part = type(corpus)(corpus.ids[rows], corpus.titles[rows], corpus.texts[rows])
             build_index(encoder, part, tmp_path / name, model_dir=tiny_model_dir)
@@ -896,8 +897,8 @@ def test_a_refused_export_of_overlapping_shards_leaves_no_empty_folders(tiny_mod
 def test_a_tuned_scann_index_exports_its_tuned_setting_and_a_flag_overrides_it(exports, tiny_model_dir, tmp_path):
     import shutil
 
-    from gtr_keras.index.layout import write_tuned
     from gtr_keras.retrieval.retriever import Retriever
+    from gtr_keras.storage.layout import write_tuned
 
     index_dir = tmp_path / "index"
     shutil.copytree(exports["scann"][1], index_dir)
@@ -948,7 +949,7 @@ def test_a_scann_searcher_says_the_float32_bytes_it_holds_and_above_the_limit_is
 ):
     """Refused before the model loads, nothing written; allowed, the one line gives the bytes, and the variable,
     filled a block of rows at a time, holds the index's float32 vectors."""
-    from gtr_keras.cli import handler_inputs
+    from gtr_keras.cli.helpers import handler_inputs
     from gtr_keras.exports.savedmodel import searcher_graph
 
     index_dir = exports["scann"][1]

@@ -24,7 +24,7 @@ def test_a_model_and_its_index_export_as_the_command_line_exports_them(tmp_path,
 def test_options_and_outputs_are_checked_before_the_model_loads(tmp_path, monkeypatch):
     from gtr_keras import saving
 
-    monkeypatch.setattr(saving, "load", lambda *args, **kwargs: pytest.fail("the model was loaded"))
+    monkeypatch.setattr(saving, "load_model", lambda *args, **kwargs: pytest.fail("the model was loaded"))
     with pytest.raises(UserError, match="format must be one of savedmodel, litert, onnx, openvino, got 'tflite'"):
         gtr_keras.export("gtr-small-distilled", str(tmp_path / "out"), "tflite")
     with pytest.raises(UserError, match="index: format 'litert' takes no index"):

@@ -8,8 +8,9 @@ from doc_snippets import python_blocks
 
 from gtr_keras.cli.main import main
 from gtr_keras.errors import UserError
-from gtr_keras.exports import export_encoder, load_export
 from gtr_keras.exports.litert import LITERT_FILE, check_litert_export, load_litert
+from gtr_keras.exports.savedmodel.export import export_encoder
+from gtr_keras.exports.savedmodel.loader import load_export
 
 TEXTS = [
     "what is the lift of a wing?",

@@ -12,7 +12,7 @@ from gtr_keras.exports.token_id_export import (
     token_id_directory,
     write_token_id_export,
 )
-from gtr_keras.saving import load
+from gtr_keras.saving import load_model
 from gtr_keras.utils.files import CHECKSUMS_FILE
 
 DIRECTORY = token_id_directory("a test export", ("model.bin",))
@@ -26,7 +26,7 @@ def test_the_forward_function_is_the_encoder_at_every_shape(tiny_encoder):
 
 def test_a_bfloat16_model_is_refused(tiny_model_dir):
     with pytest.raises(UserError, match="bfloat16: ONNX and OpenVINO exports are float32"):
-        forward_function(load(tiny_model_dir, dtype="bfloat16"))
+        forward_function(load_model(tiny_model_dir, dtype="bfloat16"))
 
 
 def test_the_export_holds_the_model_the_vocabulary_and_the_budgets(tiny_encoder, tmp_path):

@@ -7,8 +7,8 @@ from search_inputs import CORPUS, QUERIES, clustered, doc_ids, recall
 from gtr_keras.errors import UserError
 from gtr_keras.filters import filtered_search as planner
 from gtr_keras.filters.filtered_search import filtered_search, plans_exact
-from gtr_keras.index.search_index import SearchIndex
-from gtr_keras.index.segmented_index import SegmentedIndex
+from gtr_keras.storage.search_index import SearchIndex
+from gtr_keras.storage.segmented_index import SegmentedIndex
 
 SELECTIVITIES = [1.0, 0.5, 0.1, 0.01, 0.001, 1 / 3000]
 

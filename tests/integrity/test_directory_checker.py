@@ -425,7 +425,7 @@ def test_compaction_an_update_from_embeddings_and_a_rebuilt_search_index_keep_ev
 ):
     import numpy as np
 
-    from gtr_keras.index.search_index import ArrayRows, write_search_index
+    from gtr_keras.storage.search_index import ArrayRows, write_search_index
 
     copy = tmp_path / "idx"
     shutil.copytree(updated_index, copy)
@@ -449,7 +449,7 @@ def test_compaction_an_update_from_embeddings_and_a_rebuilt_search_index_keep_ev
 def test_a_bare_search_index_is_not_blamed_for_the_tune_scratch_of_a_sibling_whose_name_it_begins(tmp_path, capsys):
     import numpy as np
 
-    from gtr_keras.index.search_index import ArrayRows, write_search_index
+    from gtr_keras.storage.search_index import ArrayRows, write_search_index
 
     vectors = np.eye(4, 8, dtype=np.float32)
     for name in ("foo", "foo-bar"):

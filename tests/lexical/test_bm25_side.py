@@ -5,7 +5,6 @@ import pytest
 
 from gtr_keras.beir.readers import Corpus
 from gtr_keras.errors import DataError, DataWarning, MismatchError
-from gtr_keras.index.search_index import ArrayRows, SearchIndex
 from gtr_keras.lexical.bm25_side import (
     BM25_SUBDIR,
     corpus_in_index_order,
@@ -15,6 +14,7 @@ from gtr_keras.lexical.bm25_side import (
 )
 from gtr_keras.retrieval.index_building import build_index, index_embeddings, work_dir_for, write_index
 from gtr_keras.retrieval.retriever import Retriever
+from gtr_keras.storage.search_index import ArrayRows, SearchIndex
 
 CORPUS = Corpus(
     ["cats", "rockets", "bread", "tides"],

@@ -12,11 +12,11 @@ import pytest
 
 from gtr_keras.beir.readers import Corpus
 from gtr_keras.errors import DataError, MismatchError, UserError
-from gtr_keras.index.layout import RETRIEVER_JSON
-from gtr_keras.index.search_index import ArrayRows
 from gtr_keras.retrieval.index_building import build_index, index_metadata, work_dir_for, write_index
 from gtr_keras.retrieval.retriever import Retriever
-from gtr_keras.saving import load
+from gtr_keras.saving import load_model
+from gtr_keras.storage.layout import RETRIEVER_JSON
+from gtr_keras.storage.search_index import ArrayRows
 
 WORDS = "wing lift drag shock boundary layer heat transfer flutter nozzle jet buckling panel cone mach".split()
 
@@ -51,7 +51,7 @@ def _interrupt(encoder, corpus, index_dir, monkeypatch, shards_done):
 @pytest.fixture(scope="module")
 def other_encoder(tiny_model_dir):
     """The tiny model with one weight changed: same architecture, same D."""
-    encoder = load(tiny_model_dir)
+    encoder = load_model(tiny_model_dir)
     weight = encoder.model.weights[-1]
     weight.assign(weight.numpy() + 1e-3)
     return encoder
@@ -95,7 +95,7 @@ def test_resume_with_another_model_is_refused(
 ):
     corpus = _corpus(10)
     _interrupt(tiny_encoder, corpus, tmp_path / "idx", monkeypatch, shards_done=1)
-    encoder = load(tiny_model_dir, **settings) if settings else other_encoder
+    encoder = load_model(tiny_model_dir, **settings) if settings else other_encoder
     work_dir = re.escape(work_dir_for(tmp_path / "idx"))
     with pytest.raises(
         MismatchError,

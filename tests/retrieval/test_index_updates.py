@@ -10,13 +10,13 @@ from search_inputs import assert_same_results, clustered
 from gtr_keras.beir.readers import Corpus
 from gtr_keras.cli.main import main
 from gtr_keras.errors import DataError, MismatchError
-from gtr_keras.index.layout import read_id_file
-from gtr_keras.index.search_index import SearchIndex
 from gtr_keras.retrieval.index import Index
 from gtr_keras.retrieval.index_building import build_index, index_metadata
 from gtr_keras.retrieval.index_types import IndexUpdate
 from gtr_keras.retrieval.index_updates import update_index
 from gtr_keras.retrieval.retriever import Retriever
+from gtr_keras.storage.layout import read_id_file
+from gtr_keras.storage.search_index import SearchIndex
 
 WORDS = "wing lift drag shock boundary layer heat transfer flutter nozzle jet buckling panel cone mach".split()
 
@@ -103,7 +103,7 @@ def test_an_id_file_names_the_line_of_a_bad_id(tmp_path):
 
 
 def test_cli_update_checks_the_index_and_the_ids_before_the_model_loads(tmp_path, capsys, monkeypatch, tiny_model_dir):
-    from gtr_keras.cli import handler_inputs
+    from gtr_keras.cli.helpers import handler_inputs
 
     monkeypatch.setattr(handler_inputs, "encoder", lambda args: pytest.fail("the model loaded before the checks"))
     (tmp_path / "ids.txt").write_text("d1\nnope\n")
@@ -156,8 +156,8 @@ def test_the_update_commands_flags_are_checked_first(tmp_path, capsys, flags, me
 
 
 def test_an_update_reads_the_index_state_and_the_ids_file_once(tmp_path, tiny_encoder, tiny_model_dir, monkeypatch):
-    from gtr_keras.index import layout, segment_writer
     from gtr_keras.retrieval import index_updates
+    from gtr_keras.storage import layout, segment_writer
 
     build_index(tiny_encoder, _corpus([f"d{i}" for i in range(20)]), tmp_path / "idx", model_dir=tiny_model_dir)
     states = _counting(monkeypatch, segment_writer.IndexState, "__init__")

@@ -12,11 +12,11 @@ from beir_files import write_beir
 
 from gtr_keras.beir.readers import Corpus
 from gtr_keras.cli.main import main
-from gtr_keras.index.resumable_encoding import ResumableEncoding
-from gtr_keras.index.search_index import SearchIndex
 from gtr_keras.lexical.bm25_side import load_bm25_side
 from gtr_keras.retrieval.index_building import MODEL_FIELDS, build_index, work_dir_for
 from gtr_keras.retrieval.retriever import Retriever
+from gtr_keras.storage.resumable_encoding import ResumableEncoding
+from gtr_keras.storage.search_index import SearchIndex
 
 WORDS = "wing lift drag shock boundary layer heat transfer flutter nozzle jet buckling panel cone mach".split()
 

@@ -1,14 +1,11 @@
 import numpy as np
 import pytest
-from beir_files import write_beir
 
-import gtr_keras.retrieval.runs
 from gtr_keras.beir.readers import Corpus
-from gtr_keras.errors import DataError
-from gtr_keras.index.search_index import SearchIndex
 from gtr_keras.lexical.fusion import Fusion
 from gtr_keras.retrieval.hybrid_retriever import HybridRetriever
-from gtr_keras.retrieval.runs import bm25_run, gtr_run, load_dataset, mine_negatives
+from gtr_keras.retrieval.runs import bm25_run, gtr_run, mine_negatives
+from gtr_keras.storage.search_index import SearchIndex
 
 CORPUS = Corpus(["d1", "d2", "d3", "d4", "d5"], ["", "", "", "", ""], ["t1", "t2", "t3", "t4", "t5"])
 DOCUMENTS = np.eye(5, dtype=np.float32)  # document i scores query[i]
@@ -63,24 +60,6 @@ def test_mine_negatives_leaves_out_positives_skips_the_top_and_keeps_per_query()
         FixedEncoder(), CORPUS, {"q1": "query one", "q2": "query two"}, qrels, depth=5, skip_top=1, per_query=2
     )
     assert mined == {"q1": ["d3", "d4"], "q2": ["d3", "d2"]}  # d3, judged 0 for q1, is a negative
-
-
-def test_load_dataset_gives_the_judged_queries_in_qrels_order(tmp_path):
-    corpus = Corpus(["d1", "d2"], ["A", ""], ["cats purr", "dogs bark"])
-    queries = {"q1": "cats", "q2": "dogs", "q3": "unjudged"}
-    directory = write_beir(tmp_path / "beir", corpus, queries, [("q2", "d2", 1), ("q1", "d1", 1)])
-    loaded_corpus, loaded_queries, qrels, report = load_dataset(directory)
-    assert loaded_corpus.joined() == ["A cats purr", "dogs bark"]
-    assert list(loaded_queries.items()) == [("q2", "dogs"), ("q1", "cats")]
-    assert qrels == {"q2": {"d2": 1}, "q1": {"d1": 1}} and report.ok
-
-
-def test_a_missing_split_is_named_before_the_corpus_is_read(tmp_path, monkeypatch):
-    (tmp_path / "qrels").mkdir()
-    (tmp_path / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\nq1\td1\t1\n")
-    monkeypatch.setattr(gtr_keras.retrieval.runs, "load_corpus", lambda path: pytest.fail("the corpus was read"))
-    with pytest.raises(DataError, match=r"qrels/dev.tsv: no such file \(splits there: test\)"):
-        load_dataset(str(tmp_path), "dev")
 
 
 def test_the_hybrid_run_fuses_both_sides_after_dropping_identical_ids():

@@ -217,12 +217,12 @@ def train_losses(log_dir):
 def step_one_losses(model_dir, data):
     """The loss of the first global batch of 8 under the initial weights: with the global batch's candidates,
     and with each half's own (what per-worker negatives would give)."""
-    from gtr_keras.saving import load
+    from gtr_keras.saving import load_model
     from gtr_keras.training.data import TrainingData
     from gtr_keras.training.dual_encoder import DualEncoder
 
     keras.utils.set_random_seed(0)  # as `train` does: the shuffle's order depends on the global seed
-    encoder = load(model_dir).model
+    encoder = load_model(model_dir).model
     training_data = TrainingData(source=data, query_length=16, document_length=32)
     batch = next(iter(training_data.dataset(encoder.preprocessor.tokenizer, 8, drop_remainder=True)))
     model = DualEncoder(encoder)

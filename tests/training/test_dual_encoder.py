@@ -159,10 +159,10 @@ def assert_same_step(a, b, atol=1e-5):
 
 def fit_tiny_model(model_dir, batches, **settings):
     """Loss and weights after one epoch of SGD `fit` on `batches`, from the model in `model_dir` and seed 0."""
-    from gtr_keras.saving import load
+    from gtr_keras.saving import load_model
 
     keras.utils.set_random_seed(0)
-    embedder = load(model_dir).model
+    embedder = load_model(model_dir).model
     model = DualEncoder(embedder, **settings)
     model.compile(optimizer=keras.optimizers.SGD(0.1))
     loss = model.fit(batches, epochs=1, shuffle=False, verbose=0).history["loss"][0]
@@ -365,7 +365,7 @@ def test_resume_after_sigkill_matches_an_uninterrupted_run(tmp_path):
 @pytest.mark.large
 @pytest.mark.slow
 def test_fit_takes_raw_strings_through_the_preprocessor_like_token_batches(tiny_model_dir):
-    from gtr_keras.saving import load
+    from gtr_keras.saving import load_model
 
     texts = {
         "query": ["wing lift", "drag on a body", "shock waves", "heat transfer"],
@@ -374,18 +374,18 @@ def test_fit_takes_raw_strings_through_the_preprocessor_like_token_batches(tiny_
         "positive_id": ["d1", "d2", "d3", "d4"],
         "negative_ids": [["d5"], ["d6"], ["d7"], ["d8"]],
     }
-    tower_features = load(tiny_model_dir).model.preprocessor.tower_features
+    tower_features = load_model(tiny_model_dir).model.preprocessor.tower_features
     dataset = tf.data.Dataset.from_tensor_slices(texts)
     raw = fit_tiny_model(tiny_model_dir, dataset.batch(4, drop_remainder=True))  # [4] strings
     tokens = fit_tiny_model(tiny_model_dir, dataset.batch(4).map(lambda batch: {**batch, **tower_features(batch)}))
     assert np.isfinite(raw[0])
     assert_same_step(raw, tokens, atol=1e-6)
-    assert not np.allclose(raw[1][0], load(tiny_model_dir).model.weights[0].numpy())
+    assert not np.allclose(raw[1][0], load_model(tiny_model_dir).model.weights[0].numpy())
 
 
 @pytest.mark.slow
 def test_fit_takes_query_document_tuples_like_dicts(tiny_model_dir):
-    from gtr_keras.saving import load
+    from gtr_keras.saving import load_model
 
     queries = ["wing lift", "drag on a body", "shock waves", "heat transfer"]
     documents = ["lift of a wing", "drag force", "a normal shock", "boundary layer heat"]
@@ -395,7 +395,7 @@ def test_fit_takes_query_document_tuples_like_dicts(tiny_model_dir):
     assert np.isfinite(from_tuples[0])
     assert_same_step(from_tuples, fit_tiny_model(tiny_model_dir, as_dicts, mask_false_negatives=False), atol=1e-6)
 
-    model = DualEncoder(load(tiny_model_dir).model)
+    model = DualEncoder(load_model(tiny_model_dir).model)
     model.compile(optimizer=keras.optimizers.SGD(0.1))
     expected = r'^DualEncoder batches are dicts of "query", .* or \(query, document\[, negatives\]\) tuples.*'
     for structure, got in [

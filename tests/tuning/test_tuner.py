@@ -19,9 +19,8 @@ from search_inputs import CORPUS, clustered, doc_ids, float32_recall
 
 from gtr_keras.cli.main import main
 from gtr_keras.errors import UserError
-from gtr_keras.index import SearchIndex
-from gtr_keras.index.layout import EMBEDDINGS_NPY, TUNE_PLOT, TUNED_JSON
-from gtr_keras.index.search_index import ArrayRows, rescore_pool_size, write_search_index
+from gtr_keras.storage.layout import EMBEDDINGS_NPY, TUNE_PLOT, TUNED_JSON
+from gtr_keras.storage.search_index import ArrayRows, SearchIndex, rescore_pool_size, write_search_index
 from gtr_keras.tuning import tuner
 from gtr_keras.tuning.tuner import _bisect, needed_recall, settings_grid, tune
 from gtr_keras.utils.file_operations import counting, stopping_at
@@ -407,7 +406,7 @@ def test_bad_query_vectors_are_named_with_the_flag_and_file(index_dir, tmp_path,
 def test_a_queries_file_too_small_for_the_target_is_refused_before_the_model_loads(
     index_dir, tmp_path, capsys, monkeypatch, tiny_model_dir
 ):
-    from gtr_keras.cli import handler_inputs
+    from gtr_keras.cli.helpers import handler_inputs
 
     write_jsonl(tmp_path / "queries.jsonl", [{"_id": f"q{i}", "text": f"wing lift {i}"} for i in range(40)])
     monkeypatch.setattr(handler_inputs, "encoder", lambda args: pytest.fail("the model loaded before the refusal"))

@@ -179,7 +179,7 @@ def test_cli_missing_remote_input_is_exit_2_before_loading(root, monkeypatch, ca
     def no_loading(*args, **kwargs):
         raise AssertionError("the model was loaded")
 
-    monkeypatch.setattr(gtr_keras.saving, "load", no_loading)
+    monkeypatch.setattr(gtr_keras.saving, "load_model", no_loading)
     with pytest.raises(SystemExit) as exit_:
         main(["encode", "--model", "m", "--input", f"{root}/nowhere.txt", "--output", f"{root}/o.npy"])
     assert exit_.value.code == 2

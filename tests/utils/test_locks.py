@@ -213,7 +213,7 @@ def test_two_index_runs_started_together_on_one_output_never_mix_their_corpora(t
     results = [(run.wait(timeout=300), run.stderr.read()) for run in runs]
     assert all(code == 0 or (code == 2 and "in use by another gtr-keras run" in err) for code, err in results), results
     assert any(code == 0 for code, _ in results)
-    from gtr_keras.index.search_index import SearchIndex
+    from gtr_keras.storage.search_index import SearchIndex
 
     embeddings = SearchIndex.load(str(out / "index")).embeddings
     winner = min(texts, key=lambda name: np.abs(embeddings - tiny_encoder.encode_documents(texts[name])).max())

@@ -2,7 +2,7 @@
 
 import json
 
-from gtr_keras.cli.arguments import (
+from gtr_keras.cli.helpers.flag_types import (
     at_least_one,
     input_dir,
     input_file,

@@ -2,7 +2,7 @@
 
 import sys
 
-from gtr_keras.cli.arguments import (
+from gtr_keras.cli.helpers.flag_types import (
     PROG,
     input_path,
 )

@@ -1,7 +1,7 @@
 """`gtr-keras convert`: a sentence-transformers GTR or cross-encoder checkpoint to a model directory, or a model
 directory to the sentence-transformers layout."""
 
-from gtr_keras.cli.arguments import (
+from gtr_keras.cli.helpers.flag_types import (
     MODEL_HELP,
     output_dir,
     token_budget,
@@ -46,14 +46,14 @@ def run(args):
     from gtr_keras.convert.sentence_transformers import SENTENCE_TRANSFORMERS_DIRECTORY
     from gtr_keras.models.model_files.model_directory import MODEL_DIRECTORIES
     from gtr_keras.models.reranker.reranker import Reranker
-    from gtr_keras.saving import convert_checkpoint, load, save
+    from gtr_keras.saving import convert_checkpoint, load_model, save
 
     to_sentence_transformers = args.to == "sentence-transformers"
     files.check_replaceable(
         args.out_dir, [SENTENCE_TRANSFORMERS_DIRECTORY] if to_sentence_transformers else MODEL_DIRECTORIES
     )
     if to_sentence_transformers:
-        embedder = load(args.source).model
+        embedder = load_model(args.source).model
         save(embedder, args.out_dir, format="sentence-transformers")
         print(
             f"wrote {args.out_dir} (sentence-transformers; queries there are truncated at "

@@ -1,6 +1,6 @@
-"""`gtr-keras demo`: the main job offline: index, search, evaluate against BM25 and export (`cli.demo`)."""
+"""`gtr-keras demo`: the main job offline: index, search, evaluate against BM25 and export (`helpers.demo_steps`)."""
 
-from gtr_keras.cli.arguments import (
+from gtr_keras.cli.helpers.flag_types import (
     input_dir,
     output_dir,
 )
@@ -21,6 +21,6 @@ def add_parser(subparsers, parents):
 
 
 def run(args):
-    from gtr_keras.cli.demo import DEMO_DATASET, DEMO_MODEL, run_demo
+    from gtr_keras.cli.helpers.demo_steps import DEMO_DATASET, DEMO_MODEL, run_demo
 
     run_demo(args.out, args.model or DEMO_MODEL, args.dataset or DEMO_DATASET)

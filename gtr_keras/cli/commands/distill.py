@@ -1,7 +1,7 @@
 """`gtr-keras distill`: a teacher distilled into a small GTR student (resumable)."""
 
-from gtr_keras.cli import train_runs
-from gtr_keras.cli.train_arguments import DISTILL_FLAGS, add_train_arguments
+from gtr_keras.cli.helpers import train_runs
+from gtr_keras.cli.helpers.train_flags import DISTILL_FLAGS, add_train_arguments
 
 
 def add_parser(subparsers, parents):

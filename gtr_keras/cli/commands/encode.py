@@ -3,13 +3,13 @@
 import json
 import os
 
-from gtr_keras.cli import handler_inputs
-from gtr_keras.cli.arguments import (
+from gtr_keras.cli.helpers import handler_inputs
+from gtr_keras.cli.helpers.flag_types import (
     MODEL_HELP,
     input_file,
     output_path,
 )
-from gtr_keras.cli.shared_flags import (
+from gtr_keras.cli.helpers.shared_flags import (
     add_batch_size,
     add_dimensions,
     add_encoder_arguments,
@@ -56,8 +56,8 @@ def run(args):
     import numpy as np
 
     from gtr_keras.beir.text_inputs import read_texts
-    from gtr_keras.index.embedding_files import ids_path_for, model_path_for
     from gtr_keras.retrieval.index_building import index_metadata
+    from gtr_keras.storage.embedding_files import ids_path_for, model_path_for
 
     ids_path, record_path = ids_path_for(args.output), model_path_for(args.output)
     for path in (ids_path, record_path):

@@ -4,14 +4,14 @@ import json
 import os
 import sys
 
-from gtr_keras.cli import handler_inputs
-from gtr_keras.cli.arguments import (
+from gtr_keras.cli.helpers import handler_inputs
+from gtr_keras.cli.helpers.flag_checks import check_rerank_flags, check_retriever_flags
+from gtr_keras.cli.helpers.flag_types import (
     MODEL_HELP,
     input_dir,
     output_file,
 )
-from gtr_keras.cli.checks import check_rerank_flags, check_retriever_flags
-from gtr_keras.cli.shared_flags import (
+from gtr_keras.cli.helpers.shared_flags import (
     add_batch_size,
     add_encoder_arguments,
     add_rerank_arguments,
@@ -63,6 +63,7 @@ def check(args, parser):
 @locks_output("args.run_out")
 @locks_output("args.output_json")
 def run(args):
+    from gtr_keras.beir.dataset import load_dataset
     from gtr_keras.beir.evaluation import (
         evaluate_run,
         format_table,
@@ -70,7 +71,6 @@ def run(args):
     )
     from gtr_keras.beir.readers import evaluated_queries, qrels_file
     from gtr_keras.retrieval.evaluator import retrieval_run
-    from gtr_keras.retrieval.runs import load_dataset
 
     reranker = handler_inputs.reranker_source(args)
     corpus, queries, qrels, report = load_dataset(args.dataset, args.split)

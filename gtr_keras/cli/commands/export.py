@@ -4,15 +4,15 @@ reranker as a SavedModel or ONNX."""
 import argparse
 import os
 
-from gtr_keras.cli import handler_inputs
-from gtr_keras.cli.arguments import (
+from gtr_keras.cli.helpers import handler_inputs
+from gtr_keras.cli.helpers.flag_types import (
     MODEL_HELP,
     at_least_one,
     index_directory,
     output_dir,
     search_param,
 )
-from gtr_keras.cli.shared_flags import (
+from gtr_keras.cli.helpers.shared_flags import (
     add_dimensions,
     add_encoder_arguments,
 )

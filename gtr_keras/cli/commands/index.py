@@ -3,15 +3,15 @@
 
 import argparse
 
-from gtr_keras.cli.arguments import (
+from gtr_keras.cli.helpers.flag_checks import check_one_source
+from gtr_keras.cli.helpers.flag_types import (
     MODEL_HELP,
     at_least_one,
     corpus_source,
     embedding_source,
     output_dir,
 )
-from gtr_keras.cli.checks import check_one_source
-from gtr_keras.cli.shared_flags import (
+from gtr_keras.cli.helpers.shared_flags import (
     add_batch_size,
     add_beam_arguments,
     add_dimensions,

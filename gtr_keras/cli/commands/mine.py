@@ -3,15 +3,15 @@
 import json
 import sys
 
-from gtr_keras.cli import handler_inputs
-from gtr_keras.cli.arguments import (
+from gtr_keras.cli.helpers import handler_inputs
+from gtr_keras.cli.helpers.flag_types import (
     MODEL_HELP,
     at_least_one,
     at_least_zero,
     input_dir,
     output_file,
 )
-from gtr_keras.cli.shared_flags import (
+from gtr_keras.cli.helpers.shared_flags import (
     add_batch_size,
     add_encoder_arguments,
     add_progress,
@@ -45,7 +45,8 @@ def add_parser(subparsers, parents):
 
 @locks_output("args.out")
 def run(args):
-    from gtr_keras.retrieval.runs import load_dataset, mine_negatives
+    from gtr_keras.beir.dataset import load_dataset
+    from gtr_keras.retrieval.runs import mine_negatives
 
     corpus, queries, qrels, report = load_dataset(args.dataset, args.split)
     if not report.ok:

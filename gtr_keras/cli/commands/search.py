@@ -2,8 +2,9 @@
 
 import json
 
-from gtr_keras.cli import handler_inputs
-from gtr_keras.cli.arguments import (
+from gtr_keras.cli.helpers import handler_inputs
+from gtr_keras.cli.helpers.flag_checks import check_rerank_flags, check_retriever_flags
+from gtr_keras.cli.helpers.flag_types import (
     at_least_one,
     at_least_zero,
     index_directory,
@@ -11,8 +12,7 @@ from gtr_keras.cli.arguments import (
     search_param,
     text,
 )
-from gtr_keras.cli.checks import check_rerank_flags, check_retriever_flags
-from gtr_keras.cli.shared_flags import (
+from gtr_keras.cli.helpers.shared_flags import (
     add_rerank_arguments,
     add_retriever_arguments,
 )
@@ -86,7 +86,7 @@ def check(args, parser):
 def _search_filter(args):
     """The `Filter` of `--filter` and `--ids-file` (each clause parsed, the file read), or None."""
     from gtr_keras.filters.expressions import Filter
-    from gtr_keras.index.layout import read_id_file
+    from gtr_keras.storage.layout import read_id_file
 
     if not args.filter and not args.ids_file:
         return None

@@ -8,8 +8,8 @@ import socket
 import sys
 import urllib.parse
 
-from gtr_keras.cli import handler_inputs
-from gtr_keras.cli.arguments import (
+from gtr_keras.cli.helpers import handler_inputs
+from gtr_keras.cli.helpers.flag_types import (
     MODEL_HELP,
     PROG,
     at_least_one,
@@ -18,7 +18,7 @@ from gtr_keras.cli.arguments import (
     port_number,
     seconds,
 )
-from gtr_keras.cli.shared_flags import (
+from gtr_keras.cli.helpers.shared_flags import (
     add_batch_size,
     add_encoder_arguments,
 )

@@ -1,8 +1,8 @@
 """`gtr-keras train`: a dual encoder trained or fine-tuned with the bidirectional in-batch loss, or a reranker
 fine-tuned (resumable)."""
 
-from gtr_keras.cli import train_runs
-from gtr_keras.cli.train_arguments import add_train_arguments
+from gtr_keras.cli.helpers import train_runs
+from gtr_keras.cli.helpers.train_flags import add_train_arguments
 
 
 def add_parser(subparsers, parents):

@@ -1,8 +1,8 @@
 """`gtr-keras tune`: an index's search settings measured against exact search, the fastest that meets a recall
 recorded."""
 
-from gtr_keras.cli import handler_inputs
-from gtr_keras.cli.arguments import (
+from gtr_keras.cli.helpers import handler_inputs
+from gtr_keras.cli.helpers.flag_types import (
     at_least_one,
     fraction,
     index_directory,
@@ -103,7 +103,7 @@ def _tune_queries(args):
     if not args.queries:
         return None
     if is_npy(args.queries):
-        from gtr_keras.index.layout import read_description
+        from gtr_keras.storage.layout import read_description
         from gtr_keras.utils.records import unreadable_reason
 
         try:

@@ -1,11 +1,11 @@
 """`gtr-keras update`: documents of an index added, replaced or deleted in place (docs/live-indexes.md)."""
 
-from gtr_keras.cli import handler_inputs
-from gtr_keras.cli.arguments import (
+from gtr_keras.cli.helpers import handler_inputs
+from gtr_keras.cli.helpers.flag_checks import check_update_sources
+from gtr_keras.cli.helpers.flag_types import (
     index_directory,
 )
-from gtr_keras.cli.checks import check_update_sources
-from gtr_keras.cli.shared_flags import (
+from gtr_keras.cli.helpers.shared_flags import (
     add_batch_size,
     add_dimensions,
     add_progress,
@@ -48,7 +48,7 @@ def run(args):
 
     shards = None
     if args.embeddings:
-        from gtr_keras.index.embedding_files import EmbeddingFiles
+        from gtr_keras.storage.embedding_files import EmbeddingFiles
 
         shards = EmbeddingFiles.open(args.embeddings)
     change = update_index(

@@ -10,7 +10,7 @@ import uuid
 import numpy as np
 import tensorflow as tf
 
-from gtr_keras.index.layout import (
+from gtr_keras.storage.layout import (
     SCANN_ARRAY_FILES,
     SCANN_DATAPOINT_TO_TOKEN,
     SCANN_TENSOR_FILES,

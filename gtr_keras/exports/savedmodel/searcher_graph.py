@@ -13,7 +13,9 @@ from gtr_keras.errors import DataError, UserError
 from gtr_keras.exports.savedmodel.filter_graph import FilterGraph
 from gtr_keras.exports.savedmodel.scann_resource import ScannResource
 from gtr_keras.exports.savedmodel.warmup import FILTER, QUERIES, K, save_with_warmup
-from gtr_keras.index.layout import (
+from gtr_keras.retrieval.index_building import with_recorded_dimensions
+from gtr_keras.retrieval.retriever import Retriever
+from gtr_keras.storage.layout import (
     INDEX_SUBDIR,
     NO_FLOAT32,
     SCANN_DATAPOINT_TO_TOKEN,
@@ -21,11 +23,9 @@ from gtr_keras.index.layout import (
     read_description,
     read_model_record,
 )
-from gtr_keras.index.scann_builder import codec_files, merge_scann
-from gtr_keras.index.search_index import RESCORE_BAND, SearchIndex
-from gtr_keras.index.segments import documents_path, index_documents, initial_manifest, read_manifest, segment_path
-from gtr_keras.retrieval.index_building import with_recorded_dimensions
-from gtr_keras.retrieval.retriever import Retriever
+from gtr_keras.storage.scann_builder import codec_files, merge_scann
+from gtr_keras.storage.search_index import RESCORE_BAND, SearchIndex
+from gtr_keras.storage.segments import documents_path, index_documents, initial_manifest, read_manifest, segment_path
 from gtr_keras.utils import files
 
 PAD_ID, PAD_SCORE = "", -2.0

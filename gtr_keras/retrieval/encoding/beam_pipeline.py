@@ -195,7 +195,7 @@ class GTRModelHandler(ModelHandler):
 
     def load_model(self):
         with _local_model_dir(self.model_dir) as local:
-            encoder = saving.load(local)
+            encoder = saving.load_model(local)
         if self.model_sha256 is not None:
             found = fingerprint(encoder)
             if found != self.model_sha256:
@@ -530,8 +530,8 @@ def index_with_beam(corpus, index_dir, model_dir, encoder, kind="auto", bm25=Tru
     >>> index_with_beam("gs://b/corpus-*.jsonl.gz", "indexes/big", "models/gtr-base", encoder, runner="DataflowRunner")
     ... # doctest: +SKIP
     """
-    from gtr_keras.index.search_index import ArrayRows
     from gtr_keras.retrieval.index_building import index_metadata, work_dir_for, write_index
+    from gtr_keras.storage.search_index import ArrayRows
 
     corpus_files(corpus)
     pipeline_args = beam_pipeline_args(pipeline.pop("beam_options", ()))

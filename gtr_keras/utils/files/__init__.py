@@ -31,11 +31,15 @@ adds a file to a directory gtr-keras wrote, `gtr-keras check` verifies it.
 Modules: `paths` (reading, listing, making and deleting), `temporary` (temporary directories, local copies),
 `replaceable` (which directories an output may replace), `commits` (staged outputs renamed into place),
 `recorded` (records kept up to date), `atomic` (`atomic_outputs`, `atomic_directory`, `atomic_file`).
+
+Internal: no public names. The package's modules use it as one namespace (`from gtr_keras.utils import files`,
+`files.exists(path)`), each name imported on first use.
 """
 
 from gtr_keras.utils.lazy_exports import lazy_exports
 
-__all__, __getattr__ = lazy_exports(
+__all__: list[str] = []
+_, __getattr__ = lazy_exports(
     __name__,
     {
         "tf": "gtr_keras.utils.files.paths",

@@ -46,9 +46,9 @@ def test_one_graph_for_many_lengths(tiny_encoder):
 
 
 def test_xla_programs_are_bounded_by_the_buckets(tiny_model_dir, tiny_encoder):
-    from gtr_keras.saving import load
+    from gtr_keras.saving import load_model
 
-    xla_encoder = load(tiny_model_dir, jit_compile=True)
+    xla_encoder = load_model(tiny_model_dir, jit_compile=True)
     texts = ["lift " * n for n in range(0, 300, 7)]
     lengths = [len(ids) for ids in xla_encoder.tokenize(texts)]
     embeddings = xla_encoder.encode_documents(texts, batch_size=4)
@@ -68,23 +68,25 @@ def test_padding_only_where_xla_needs_it(tiny_encoder):
 def test_a_preprocessor_set_on_the_model_later_applies_to_its_encoder(tiny_model_dir):
     from gtr_keras.models.gtr.gtr_text_embedder_preprocessor import GTRTextEmbedderPreprocessor
     from gtr_keras.models.gtr.gtr_tokenizer import GTRTokenizer
-    from gtr_keras.saving import load
+    from gtr_keras.saving import load_model
 
-    encoder = load(tiny_model_dir)
+    encoder = load_model(tiny_model_dir)
     texts = ["Shock Wave " * 40, "Boundary Layer"]
     assert encoder.model.batch_encoder() is encoder and len(encoder.tokenize(texts)[0]) > 16
     model = encoder.model
     model.preprocessor = GTRTextEmbedderPreprocessor(model.preprocessor.tokenizer, 16, 8)
     assert len(encoder.tokenize(texts)[0]) == 16
     np.testing.assert_allclose(
-        encoder.encode_documents(texts), load(tiny_model_dir, document_length=16).encode_documents(texts), atol=1e-6
+        encoder.encode_documents(texts),
+        load_model(tiny_model_dir, document_length=16).encode_documents(texts),
+        atol=1e-6,
     )
     lowercase = GTRTokenizer(model.preprocessor.tokenizer.proto, lowercase=True)
     model.preprocessor = GTRTextEmbedderPreprocessor(lowercase, 16, 8)
     assert (
         encoder.tokenize(texts)
         == encoder.tokenize([text.lower() for text in texts])
-        != load(tiny_model_dir, document_length=16).tokenize(texts)
+        != load_model(tiny_model_dir, document_length=16).tokenize(texts)
     )
     model.preprocessor = None
     with pytest.raises(UserError, match="the model has no preprocessor now: it embeds token ids only"):

@@ -78,7 +78,7 @@ def test_keras_export_of_a_loaded_preset_serves_strings(tiny_model_dir, tmp_path
     import tensorflow as tf
     import tensorflow_text  # noqa: F401  (the tokenizer's op, which loading needs)
 
-    from gtr_keras.exports import export_encoder
+    from gtr_keras.exports.savedmodel.export import export_encoder
 
     embedder = GTRTextEmbedder.from_preset(tiny_model_dir)
     embedder.export(str(tmp_path / "keras-export"), verbose=False)

@@ -108,7 +108,7 @@ def test_ids_equal_the_sentencepiece_library_on_exact_ties(vocabulary):
     import tensorflow_text
 
     from gtr_keras.beir.readers import load_corpus, load_queries
-    from gtr_keras.cli.demo import DEMO_DATASET
+    from gtr_keras.cli.helpers.demo_steps import DEMO_DATASET
     from gtr_keras.models.gtr.presets import BUNDLED_MODEL_DIR
 
     path = (

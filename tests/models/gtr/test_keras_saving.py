@@ -15,7 +15,7 @@ from conftest import TINY_ST
 from gtr_keras.errors import CheckpointError
 from gtr_keras.models.gtr.gtr_backbone import GTRBackbone
 from gtr_keras.models.gtr.gtr_text_embedder import GTRTextEmbedder
-from gtr_keras.saving import load
+from gtr_keras.saving import load_model
 
 TEXTS = ["wing lift", "boundary layer " * 300, "", "Ünïcode ﬁ ①"]
 
@@ -123,7 +123,7 @@ def test_get_config_from_config_and_clone_model_keep_the_classes(tiny_encoder):
 
 
 def test_bundled_demo_model_is_a_preset():
-    from gtr_keras.cli.demo import DEMO_MODEL
+    from gtr_keras.cli.helpers.demo_steps import DEMO_MODEL
 
     with open(os.path.join(DEMO_MODEL, "config.json")) as f:
         assert json.load(f)["registered_name"] == "gtr_keras>GTRBackbone"
@@ -141,10 +141,10 @@ def test_hub_ids_go_through_the_converter(monkeypatch, tiny_model_dir):
         return TINY_ST
 
     monkeypatch.setattr(huggingface_hub, "snapshot_download", fake_download)
-    expected = load(tiny_model_dir).encode_documents(TEXTS)
+    expected = load_model(tiny_model_dir).encode_documents(TEXTS)
     embedder = GTRTextEmbedder.from_preset("hf://sentence-transformers/gtr-t5-base")
     np.testing.assert_array_equal(embedder.encode_documents(TEXTS), expected)
-    np.testing.assert_array_equal(load("gtr-large").encode_documents(TEXTS), expected)
+    np.testing.assert_array_equal(load_model("gtr-large").encode_documents(TEXTS), expected)
     np.testing.assert_array_equal(GTRTextEmbedder.from_preset(TINY_ST).encode_documents(TEXTS), expected)
     assert asked == ["sentence-transformers/gtr-t5-base", "sentence-transformers/gtr-t5-large"]
 

@@ -71,12 +71,12 @@ def test_update_with_weights_covers_the_order_shape_dtype_and_values_of_the_weig
 
 
 def test_in_bfloat16_the_model_in_float32_and_in_bfloat16_have_one_fingerprint(tiny_model_dir):
-    from gtr_keras.saving import load
+    from gtr_keras.saving import load_model
 
-    float32, bfloat16 = load(tiny_model_dir), load(tiny_model_dir, dtype="bfloat16")
+    float32, bfloat16 = load_model(tiny_model_dir), load_model(tiny_model_dir, dtype="bfloat16")
     assert fingerprint(float32) != fingerprint(bfloat16)
     assert fingerprint(float32, in_bfloat16=True) == fingerprint(bfloat16, in_bfloat16=True) != fingerprint(float32)
-    changed = load(tiny_model_dir)
+    changed = load_model(tiny_model_dir)
     weight = changed.model.weights[-1]
     weight.assign(weight.numpy() * 1.01)
     assert fingerprint(changed, in_bfloat16=True) != fingerprint(float32, in_bfloat16=True)
