@@ -120,14 +120,14 @@ def cranfield_in_process(tmp_path_factory, tiny_model_dir):
 def launcher_never_loads_the_corpus(monkeypatch):
     """`load_corpus` raises: the launching process must only list the corpus files (the pipeline's
     readers, in-process under the DirectRunner, stream them with `iter_jsonl`)."""
+    from gtr_keras.beir import dataset
     from gtr_keras.beir import readers as corpus
-    from gtr_keras.retrieval import runs
 
     def refuse(*args, **kwargs):
         raise AssertionError("the launcher loaded the corpus")
 
     monkeypatch.setattr(corpus, "load_corpus", refuse)
-    monkeypatch.setattr(runs, "load_corpus", refuse)
+    monkeypatch.setattr(dataset, "load_corpus", refuse)
 
 
 def beam_index_argv(model_dir, corpus, out, *extra):
