@@ -3,6 +3,7 @@ layers beneath it (docs/architecture.md), no module at the repository's root, an
 TensorFlow."""
 
 import ast
+import json
 import os
 import subprocess
 import sys
@@ -574,11 +575,25 @@ def test_the_converters_and_the_family_modules_they_import_import_first_in_a_fre
     assert result.returncode == 0, result.stderr[-2000:]
 
 
+def _python_of(path):
+    """A script's text, or a notebook's code cells one after the other (IPython's `%` and `!` lines blanked)."""
+    text = open(path, encoding="utf-8").read()
+    if not path.endswith(".ipynb"):
+        return text
+    lines = []
+    for cell in json.loads(text)["cells"]:
+        if cell["cell_type"] == "code":
+            source = "".join(cell["source"]).splitlines()
+            lines += ["" if line.lstrip().startswith(("%", "!")) else line for line in source]
+    return "\n".join(lines)
+
+
 def _imports_of_gtr_keras(path):
-    """`[(line, module, name)]` of every use of gtr-keras in a script: `from M import N` (name N), `import M`
-    (name None) and `gtr_keras.N` (module `gtr_keras`, name N)."""
+    """`[(line, module, name)]` of every use of gtr-keras in a script or notebook (a notebook's line counts
+    through its code cells): `from M import N` (name N), `import M` (name None) and `gtr_keras.N` (module
+    `gtr_keras`, name N)."""
     uses = []
-    for node in ast.walk(ast.parse(open(path, encoding="utf-8").read())):
+    for node in ast.walk(ast.parse(_python_of(path))):
         if isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "gtr_keras":
             uses += [(node.lineno, node.module, alias.name) for alias in node.names]
         elif isinstance(node, ast.Import):
@@ -619,12 +634,13 @@ def _refused(uses):
 
 
 def test_benchmarks_and_recipes_use_public_names_or_the_modules_that_define_them():
-    """A script imports a public name from its package, or a lower layer's name (`SearchIndex`, `TrainingData`'s
-    tokenizer, ...) from the module that defines it, as tests do: never an internal name through a package."""
+    """A script or notebook imports a public name from its package, or a lower layer's name (`SearchIndex`,
+    `TrainingData`'s tokenizer, ...) from the module that defines it, as tests do: never an internal name through
+    a package."""
     private = []
     for folder in ("benchmarks", "recipes"):
         for directory, _, file_names in os.walk(os.path.join(REPO, folder)):
-            for file_name in (name for name in file_names if name.endswith(".py")):
+            for file_name in (name for name in file_names if name.endswith((".py", ".ipynb"))):
                 path = os.path.join(directory, file_name)
                 for line, module, name in _refused(_imports_of_gtr_keras(path)):
                     private.append(f"{os.path.relpath(path, REPO)}:{line}: {module} {name or ''}".rstrip())
@@ -646,6 +662,17 @@ def test_the_public_names_check_finds_internal_imports(tmp_path):
         (8, "gtr_keras", "Retriever"),
         (9, "gtr_keras.retrieval", "Index"),
     ]
+
+
+def test_the_public_names_check_reads_a_notebooks_code_cells(tmp_path):
+    notebook = tmp_path / "recipe.ipynb"
+    cells = [
+        {"cell_type": "markdown", "source": ["from gtr_keras.beir import format_table\n"]},
+        {"cell_type": "code", "source": ["%load_ext tensorboard\n", "from gtr_keras import evaluate\n"]},
+        {"cell_type": "code", "source": ["!gtr-keras export\n", "from gtr_keras.beir import format_table\n"]},
+    ]
+    notebook.write_text(json.dumps({"cells": cells}))
+    assert _refused(_imports_of_gtr_keras(str(notebook))) == [(4, "gtr_keras.beir", "format_table")]
 
 
 def test_the_library_never_prints_and_each_module_logs_under_its_own_name():
