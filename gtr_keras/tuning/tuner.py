@@ -212,7 +212,7 @@ def tune(directory, queries=None, sample=1000, target_recall=0.95, k=10, plot=No
     fastest setting that meets `target_recall` and the grid's next smaller values) on half the queries, chooses
     the fastest that meets it there (with the margin of `needed_recall`), checks that one setting once on the
     other half, and records it in the index if it meets `target_recall` there too (`tuned.json`, which
-    `SearchIndex.load` applies); draws the recall-QPS curve. Each line of the table is logged (INFO).
+    `gtr_keras.Index.open` applies); draws the recall-QPS curve. Each line of the table is logged (INFO).
 
     Args:
         directory: a local index directory (of `gtr-keras index`, or a search index).
