@@ -29,27 +29,38 @@ def _is_reranker_model(reranker):
     return module is not None and isinstance(reranker, module.Reranker)
 
 
+def _is_keras_layer(value):
+    """Whether `value` is a Keras layer or model (callable on tensors, never a function that loads a reranker)."""
+    keras = sys.modules.get("keras")
+    return keras is not None and isinstance(value, keras.Layer)
+
+
 def reranker_of(reranker):
     """A reranker's scorer (a `TextPairScorer`), given loaded (`gtr_keras.load`: a model directory or an
-    export; or a `Reranker` model, scoring with its `scorer()`), as a function of no arguments that loads one,
-    or as a reranker's model directory or cross-encoder checkpoint.
+    export; or a `Reranker` model, scoring with its `scorer()`), as a function of no arguments that loads one
+    of these, or as a reranker's model directory or cross-encoder checkpoint.
 
     Raises:
-        UserError: anything else (an encoder of GTR, a model of another kind).
+        UserError: anything else (an encoder of GTR, a Keras model of another kind, a function that loads one).
 
     Example:
     >>> reranker_of("models/minilm-reranker").predict([("lift", "lift on a wing")])
     """
-    if _is_reranker_model(reranker):
-        scorer = reranker.scorer()
-    elif not isinstance(reranker, (str, os.PathLike)):
-        scorer = reranker() if callable(reranker) and not isinstance(reranker, TextPairScorer) else reranker
-    else:
+    if isinstance(reranker, (str, os.PathLike)):
         from gtr_keras.saving import load_model  # the reranker's stack (Keras, TensorFlow) only for one
 
         scorer = load_model(reranker)
+    elif callable(reranker) and not isinstance(reranker, TextPairScorer) and not _is_keras_layer(reranker):
+        scorer = reranker()
+    else:
+        scorer = reranker
+    if _is_reranker_model(scorer):
+        scorer = scorer.scorer()
     if not isinstance(scorer, TextPairScorer):
-        raise UserError(f"rerank: {reranker!r} is not a reranker (give a cross-encoder or its model directory)")
+        raise UserError(
+            f"rerank: {reranker!r} is not a reranker: give a reranker's scorer (gtr_keras.load of its directory), "
+            "a Reranker model, a function of no arguments that loads one, or its model directory"
+        )
     return scorer
 
 

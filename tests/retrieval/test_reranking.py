@@ -3,7 +3,7 @@ import pytest
 
 from gtr_keras.beir.readers import Corpus
 from gtr_keras.errors import UserError
-from gtr_keras.retrieval.reranking import rerank, rerank_run
+from gtr_keras.retrieval.reranking import FunctionScorer, rerank, rerank_run, reranker_of
 
 
 class LengthScorer:
@@ -43,7 +43,6 @@ def test_a_reranked_run_puts_the_reranked_documents_above_the_rest_in_first_stag
 
 def test_a_function_scorer_is_a_reranker_for_index_search_whose_pairs_a_function_scores():
     from gtr_keras.models.text_encoder import TextPairScorer
-    from gtr_keras.retrieval.reranking import FunctionScorer
 
     asked = []
 
@@ -57,3 +56,32 @@ def test_a_function_scorer_is_a_reranker_for_index_search_whose_pairs_a_function
     assert scores.dtype == np.float32 and scores.tolist() == [3.0, 1.0] and asked == [[("q", "abc"), ("q", "a")]]
     with pytest.raises(UserError, match="item 0 is not a"):
         scorer.predict(["not a pair"])
+
+
+def test_reranker_of_takes_a_scorer_or_a_function_of_no_arguments_that_loads_one():
+    scorer = FunctionScorer(lambda pairs: [0.0] * len(pairs))
+    assert reranker_of(scorer) is scorer
+    assert reranker_of(lambda: scorer) is scorer
+    with pytest.raises(UserError, match="rerank: .* is not a reranker: give a reranker's scorer"):
+        reranker_of(lambda: "not a scorer")
+
+
+def test_a_keras_model_that_is_no_reranker_is_refused_without_being_called():
+    import keras
+
+    class Refusing(keras.Layer):
+        def __call__(self, *args, **kwargs):
+            raise AssertionError("a Keras layer given as rerank= was called")
+
+    with pytest.raises(UserError, match="is not a reranker: give a reranker's scorer"):
+        reranker_of(Refusing())
+    with pytest.raises(UserError, match="is not a reranker"):
+        reranker_of(keras.Sequential([keras.layers.Dense(1)]))  # callable, as a GTRTextEmbedder is
+
+
+def test_a_function_that_loads_a_reranker_model_gives_its_scorer(reranker_dirs):
+    from gtr_keras.models.reranker.reranker import Reranker
+
+    model = Reranker.from_preset(reranker_dirs["bert"])
+    assert reranker_of(lambda: model) is model.scorer()
+    assert reranker_of(model) is model.scorer()
