@@ -280,7 +280,7 @@ class Index(IndexHandle):
             try:
                 self._bm25 = load_bm25_side(self.paths[0], self._retriever.index.ids, self._retriever.corpus)
             except MismatchError as error:
-                if self._commit_times() == self._version:
+                if self._commit_points() == self._version:
                     raise  # the side of this version, rebuilt after its commit: there when the rebuild ends
                 raise MismatchError(
                     f"{self.paths[0]}: updated since this Index loaded it, while its BM25 side was not yet of the "

@@ -19,6 +19,7 @@ from gtr_keras.models.text_encoder import TextEncoder
 from gtr_keras.retrieval.index_types import Document, IdsLike
 from gtr_keras.retrieval.retriever import Retriever
 from gtr_keras.storage.layout import INDEX_SUBDIR, MANIFEST_JSON, RETRIEVER_JSON
+from gtr_keras.storage.segments import manifest_generation
 from gtr_keras.utils import files
 from gtr_keras.utils.text_files import text_problem
 
@@ -43,7 +44,7 @@ class IndexHandle:
     _bm25: Any = None
     _encoder: TextEncoder | None = None
     _search_params: dict[str, int]
-    _version: tuple[int, ...] | None = None
+    _version: tuple[int | None, ...] | None = None
     bm25: Any
 
     @property
@@ -72,7 +73,7 @@ class IndexHandle:
         from that version whatever commits later, keeping the model and the search settings set. A commit
         between the dense part's load and the side's loads both again."""
         for _ in range(LOADS):
-            self._version = self._commit_times()
+            self._version = self._commit_points()
             self._retriever = Retriever.load(self.paths[0] if len(self.paths) == 1 else self.paths, None)
             self._retriever.encoder = self._encoder
             if self._search_params:
@@ -81,15 +82,17 @@ class IndexHandle:
             if len(self.paths) == 1 and has_bm25_side(self.paths[0]):
                 with contextlib.suppress(DataError, MismatchError):  # a side being rebuilt or damaged: told if needed
                     self.bm25  # noqa: B018  (loaded with the version: a later commit replaces the side's files)
-            if self._bm25 is not None or self._commit_times() == self._version:
+            if self._bm25 is not None or self._commit_points() == self._version:
                 return
 
-    def _commit_times(self) -> tuple[int, ...] | None:
-        """When the index directory's model record (a rebuild) and manifest (an update) were written; None for
-        several directories (BM25 searches one)."""
+    def _commit_points(self) -> tuple[int | None, ...] | None:
+        """When the index directory's model record (a rebuild) and manifest (an update) were written, and the
+        manifest's generation (two commits within a coarse clock's tick); None for several directories (BM25
+        searches one)."""
         if len(self.paths) > 1:
             return None
-        return tuple(files.modified_ns(os.path.join(self.paths[0], name)) for name in COMMIT_POINTS)
+        times = tuple(files.modified_ns(os.path.join(self.paths[0], name)) for name in COMMIT_POINTS)
+        return (*times, manifest_generation(os.path.join(self.paths[0], INDEX_SUBDIR)))
 
     def get(self, ids: IdsLike) -> list[Document | None]:
         """The documents of `ids`, in the order asked: each `{"id", "title", "text", "metadata"}` as its corpus

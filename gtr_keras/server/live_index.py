@@ -38,7 +38,7 @@ from gtr_keras.lexical.bm25_side import has_bm25_side
 from gtr_keras.retrieval.index import Index
 from gtr_keras.server.deadlines import LONGEST_WAIT
 from gtr_keras.storage.layout import BM25_SUBDIR, INDEX_SUBDIR, MANIFEST_JSON, RETRIEVER_JSON, TUNED_JSON
-from gtr_keras.storage.segments import read_manifest
+from gtr_keras.storage.segments import manifest_generation, read_manifest
 from gtr_keras.utils import files
 
 logger = logging.getLogger(__name__)
@@ -113,11 +113,7 @@ class LiveIndex:
     def _commit_points(self):
         """The watched files' modification times and the manifest's generation (None where unreadable)."""
         times = tuple(files.modified_ns(path) for path in self._watched)
-        try:
-            manifest = read_manifest(os.path.join(self.index_dir, INDEX_SUBDIR))
-        except (UserError, OSError):  # a load says what is wrong
-            return times, None
-        return times, manifest["generation"] if manifest else 0
+        return times, manifest_generation(os.path.join(self.index_dir, INDEX_SUBDIR))
 
     def _whole(self, loaded, stamp):
         """True when `loaded` is of one generation, the one it names: no commit point moved since `stamp`

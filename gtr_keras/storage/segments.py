@@ -38,7 +38,7 @@ import zipfile
 import numpy as np
 
 from gtr_keras.beir.readers import METADATA_TYPES, Corpus, metadata_type, read_records
-from gtr_keras.errors import DataError, MismatchError
+from gtr_keras.errors import DataError, MismatchError, UserError
 from gtr_keras.storage.layout import (
     DOCUMENTS_FILE,
     MANIFEST_JSON,
@@ -95,6 +95,16 @@ def read_manifest(directory):
     manifest = read_json_object(path, REMEDY)
     check_manifest(path, manifest)
     return manifest
+
+
+def manifest_generation(directory):
+    """The generation of the search index in `directory` (0: never updated), or None while its manifest cannot
+    be read (a load says what is wrong): what tells two commits apart where modification times may not."""
+    try:
+        manifest = read_manifest(directory)
+    except (UserError, OSError):
+        return None
+    return manifest["generation"] if manifest else 0
 
 
 def _count(value):

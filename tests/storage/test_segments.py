@@ -11,6 +11,7 @@ from gtr_keras.storage.segments import (
     documents_path,
     initial_manifest,
     live_corpus,
+    manifest_generation,
     metadata_types,
     read_deleted,
     read_manifest,
@@ -33,6 +34,14 @@ def test_a_malformed_manifest_is_named_with_its_field(tmp_path):
     (tmp_path / "segments.json").write_text(json.dumps({**initial_manifest(1), "manifest_format": 9}))
     with pytest.raises(DataError, match="'manifest_format' is 9"):
         read_manifest(tmp_path)
+
+
+def test_the_manifest_generation_is_0_before_an_update_and_none_while_unreadable(tmp_path):
+    assert manifest_generation(tmp_path) == 0
+    (tmp_path / "segments.json").write_text(json.dumps({**initial_manifest(1), "generation": 3, "next_segment": 1}))
+    assert manifest_generation(tmp_path) == 3
+    (tmp_path / "segments.json").write_text("{")
+    assert manifest_generation(tmp_path) is None
 
 
 def test_deletion_lists_round_trip_as_packed_bits_and_are_checked(tmp_path):
