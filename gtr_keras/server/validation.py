@@ -43,6 +43,11 @@ RerankRequest = collections.namedtuple("RerankRequest", "query documents top_n r
 RerankRequest.__doc__ = "A checked `/v1/rerank` body: its query, documents' texts, `top_n` (None: all) and model."
 
 
+def _declares_over(length, limit):
+    """Whether a Content-Length header's value (a string) declares a body of more than `limit` bytes."""
+    return length.isascii() and length.isdigit() and (len(length) > 18 or int(length) > limit)
+
+
 async def read_json(request, max_bytes, chunks):
     """The JSON object of a Starlette `request`'s body, read up to `max_bytes` from `chunks`, its
     `request.stream()` (left where it stopped: `discard_body` reads on).
@@ -52,7 +57,7 @@ async def read_json(request, max_bytes, chunks):
             400 for one that is not UTF-8, not JSON, or not an object.
     """
     length = request.headers.get("content-length", "")
-    if length.isascii() and length.isdigit() and (len(length) > 18 or int(length) > max_bytes):
+    if _declares_over(length, max_bytes):
         shown = f"{int(length):,}" if len(length) <= 18 else _cut(length)
         raise ApiError(413, f"the body is {shown} bytes; at most {max_bytes:,}", None, "request_too_large")
     kept, size = [], 0
@@ -90,8 +95,9 @@ async def discard_body(request, max_bytes, chunks):
     """Reads on what `read_json` left of `chunks` (`request.stream()`), a body refused as over `max_bytes`, and
     drops it, so that its client, which may write its whole body before it reads the answer (`http.client`,
     `urllib`), finds the answer once it did, and the connection closes with nothing unread (closing on unread
-    bytes resets it, and the answer may be lost). At most `DISCARDED_BYTES` past `max_bytes` are read: none for
-    a Content-Length of more, nor for a client waiting for `Expect: 100-continue` (it has sent no body).
+    bytes resets it, and the answer may be lost). At most `DISCARDED_BYTES` past `max_bytes` are read in all,
+    `read_json`'s bytes counted (each of the two stops at the chunk that crosses its limit): none for a
+    Content-Length of more, nor for a client waiting for `Expect: 100-continue` (it has sent no body).
     Bounded in time by the caller.
 
     Example:
@@ -103,9 +109,10 @@ async def discard_body(request, max_bytes, chunks):
     length = request.headers.get("content-length", "")
     if request.headers.get("expect", "").lower() == "100-continue":
         return
-    if length.isascii() and length.isdigit() and (len(length) > 18 or int(length) > most):
+    refused_by_length = _declares_over(length, max_bytes)
+    if _declares_over(length, most):
         return
-    size = 0
+    size = 0 if refused_by_length else max_bytes  # read_json read none, or over max_bytes, before its 413
     try:
         async for chunk in chunks:
             size += len(chunk)

@@ -1,7 +1,10 @@
+import asyncio
+
 import pytest
 
+from gtr_keras.server import validation
 from gtr_keras.server.api_error import ApiError
-from gtr_keras.server.validation import embedding_request, search_request
+from gtr_keras.server.validation import discard_body, embedding_request, read_json, search_request
 
 MODELS = {"m": None, "m-query": "query", "m-document": "document"}
 
@@ -93,3 +96,39 @@ def test_a_value_is_quoted_short_and_a_field_name_encodable():
     error = _refused(embedding_request, {"input": "a", "model": "m", "\ud800" + "x" * 500: 1}, MODELS, 8, 4)
     assert error.code == "unknown_field" and error.param.startswith("\\ud800") and len(error.param) < 70
     assert error.body()["error"]["param"].encode("utf-8")
+
+
+class StreamedRequest:
+    """A request whose body comes in `chunks` chunks of `size` bytes, counted as they are read."""
+
+    def __init__(self, headers, chunks, size):
+        self.headers, self.read = headers, 0
+        self.chunks, self.size = chunks, size
+
+    async def stream(self):
+        for _ in range(self.chunks):
+            self.read += self.size
+            yield b"x" * self.size
+
+
+@pytest.mark.parametrize(
+    "length, most_read",
+    [(None, (10 + 20 + 2) << 10), (str(25 << 10), 25 << 10), (str(200 << 10), 0)],
+    ids=["streamed", "declared-within-the-discarded-bytes", "declared-past-them"],
+)
+def test_a_body_over_the_limit_is_read_at_most_the_discarded_bytes_past_it_in_all(monkeypatch, length, most_read):
+    """The limit 10 KiB, 20 KiB past it discarded, 1 KiB chunks: read_json and discard_body each stop at the
+    chunk that crosses their limit, one count for both."""
+    monkeypatch.setattr(validation, "DISCARDED_BYTES", 20 << 10)
+    headers = {} if length is None else {"content-length": length}
+    request = StreamedRequest(headers, chunks=200 if length is None else int(length) >> 10, size=1 << 10)
+
+    async def refuse_then_discard():
+        chunks = request.stream()
+        with pytest.raises(ApiError) as refused:
+            await read_json(request, 10 << 10, chunks)
+        assert refused.value.status == 413
+        await discard_body(request, 10 << 10, chunks)
+
+    asyncio.run(refuse_then_discard())
+    assert request.read <= most_read and (length is None or request.read == most_read)
