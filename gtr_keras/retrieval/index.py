@@ -77,7 +77,8 @@ class Index(IndexHandle):
     BM25 side of them; its model record (`retriever.json`) says which model encoded them, and a text query
     is encoded by that model only (checked by fingerprint). Searches, updates and tuning go to the
     directory: another process opening it sees each committed update whole, and an `Index` sees its own
-    updates at once.
+    updates at once. `Index.open(path, model)` opens one (the constructor is what it calls), `Index.build`
+    builds one.
 
     Args:
         path: an index directory, or a list of them (shards: one model, each id in one of them).
@@ -111,7 +112,8 @@ class Index(IndexHandle):
 
     @classmethod
     def open(cls, path: IndexPaths, model: ModelLike | None = None) -> Self:
-        """The `Index` of an index directory, or of several searched as one (`Index(path, model)`).
+        """The `Index` of an index directory, or of several searched as one: the way to open one (the
+        constructor, `Index(path, model)`, is what it calls, and takes the same arguments).
 
         Raises:
             DataError: not an index directory, or a damaged one (naming the file).
@@ -239,7 +241,7 @@ class Index(IndexHandle):
             corpus = load_corpus(corpus) if isinstance(corpus, (str, os.PathLike)) else check_corpus(corpus)
             encoder = _encoder_of(model).truncated(dimensions)
             build_index(encoder, corpus, path, model_dir, kind, batch_size, shard_size, progress, bm25, params)
-        index = cls(path, model)
+        index = cls.open(path, model)
         index._encoder = index._retriever.encoder = encoder  # checked by the build (None: none loaded)
         return index
 

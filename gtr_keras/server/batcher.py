@@ -208,7 +208,7 @@ def query_encoder(batcher, encoder):
     takes it as its model: it checks the model's fingerprint as `encoder`'s.
 
     Example:
-    >>> index = gtr_keras.Index("indexes/scifact", query_encoder(batcher, encoder))
+    >>> index = gtr_keras.Index.open("indexes/scifact", query_encoder(batcher, encoder))
     """
     return _Queries(batcher, encoder)
 

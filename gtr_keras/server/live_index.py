@@ -123,7 +123,7 @@ class LiveIndex:
     def _load(self):
         """The `Generation` of the index as it is now: its `Index`, the model checked and both sides loaded."""
         manifest = read_manifest(os.path.join(self.index_dir, INDEX_SUBDIR))  # before: a commit meanwhile reloads
-        index = Index(self.index_dir, self.query_encoder)
+        index = Index.open(self.index_dir, self.query_encoder)
         index.encoder  # noqa: B018  (the model checked now, not in a search)
         try:
             index.bm25  # noqa: B018  (loaded with the dense side: a search never loads a later generation's)

@@ -10,7 +10,7 @@ counted.
 
 - `watching(watcher)` shows each operation of the block to `watcher(kind, path)`
   before it is done; a test's watcher may stop the process there (a real kill
-  of a subprocess: tests/crash_points.py). Outside such a block `perform` does
+  of a subprocess: tests/killed_at.py). Outside such a block `perform` does
   nothing: no setting or environment variable turns a crash point on.
 - `counting()` counts the operations of the block (`OperationLog`).
 - `stopping_at(n)` makes the `n`-th operation of the block (from 1) raise

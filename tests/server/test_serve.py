@@ -466,13 +466,13 @@ def test_health_says_loading_503_until_the_first_generation_is_loaded(
 ):
     from gtr_keras.server import live_index
 
-    gate, Index = threading.Event(), live_index.Index
+    gate, open_index = threading.Event(), live_index.Index.open
 
     def held(directory, model):
         assert gate.wait(30)
-        return Index(directory, model)
+        return open_index(directory, model)
 
-    monkeypatch.setattr(live_index, "Index", held)
+    monkeypatch.setattr(live_index.Index, "open", held)
     with serving(tiny_encoder, index_dir, tiny_model_dir, poll_interval=0.05, wait=False) as (url, _, live, _):
         health = httpx.get(f"{url}/health", timeout=30)
         assert health.status_code == 503 and health.json()["status"] == "loading"

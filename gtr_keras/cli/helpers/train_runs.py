@@ -9,7 +9,7 @@ from gtr_keras.utils import files
 def config_from_args(args, config_class=None):
     """The config of parsed `train` (or `distill`) arguments: `--config` with the flags on top.
 
-    `args.setting_keys` names the settings that the parser has flags for (`train_arguments.add_train_arguments`).
+    `args.setting_keys` names the settings that the parser has flags for (`train_flags.add_train_arguments`).
     """
     from gtr_keras.training.config import TrainConfig, load_config
 
