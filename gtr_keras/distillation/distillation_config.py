@@ -38,7 +38,7 @@ class DistillConfig(TrainConfig):
     0.05
     """
 
-    teacher: str = None
+    teacher: str | None = None
     temperature: float = 0.05
     teacher_temperature: float = 0.05
     mse_weight: float = 0.0

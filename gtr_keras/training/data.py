@@ -119,13 +119,13 @@ class TrainingData:
     source: str
     format: str = "auto"
     split: str = "train"
-    negatives_file: str = None
+    negatives_file: str | None = None
     num_negatives: int = 1
     query_length: int = QUERY_LENGTH
     document_length: int = DOCUMENT_LENGTH
     train_fraction: float = 1.0
     shuffle_buffer: int = 100_000
-    max_positives_per_query: int = None
+    max_positives_per_query: int | None = None
 
     def __post_init__(self):
         if self.format != "auto" and self.format not in FORMATS:
