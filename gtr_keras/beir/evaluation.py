@@ -4,8 +4,13 @@ A *run* maps a query id to a dict from document id to score; *qrels* map a
 query id to a dict from document id to an integer relevance grade.
 """
 
+import os
+from collections.abc import Mapping, Sequence
+from typing import Any
+
 import numpy as np
 
+from gtr_keras.beir.readers import Corpus
 from gtr_keras.errors import DataError, UserError
 from gtr_keras.utils import files
 from gtr_keras.utils.files import tf  # TensorFlow on first use: BM25 runs and their analyses need none
@@ -13,6 +18,8 @@ from gtr_keras.utils.text_files import iter_lines
 
 # A run: per query id, the score of each document id retrieved.
 Run = dict[str, dict[str, float]]
+# Judgements: per query id, the relevance grade of each document id judged.
+Qrels = Mapping[str, Mapping[str, int]]
 METRICS = ("ndcg@10", "mrr@10", "recall@100", "recall@1000", "map")
 
 _TREC_MEASURES = {"ndcg_cut.10", "recall.100,1000", "map"}
@@ -26,7 +33,7 @@ _MRR_DEPTH = 10
 _RELEVANCE_LEVEL = 1
 
 
-def rank_documents(scores):
+def rank_documents(scores: Mapping[str, float]) -> list[str]:
     """Document ids of one query, best first, in the order trec_eval uses.
 
     Ties in score are broken by document id in descending order, as
@@ -42,7 +49,7 @@ def rank_documents(scores):
     return sorted(scores, key=lambda doc_id: (scores[doc_id], doc_id), reverse=True)
 
 
-def cut_run(run, depth):
+def cut_run(run: Mapping[str, Mapping[str, float]], depth: int) -> Run:
     """Keeps the `depth` best documents of each query (ranked by `rank_documents`)."""
     return {
         query_id: {doc_id: scores[doc_id] for doc_id in rank_documents(scores)[:depth]}
@@ -58,7 +65,7 @@ def _as_pytrec(qrels, run):
     return qrels, run
 
 
-def per_query_metrics(qrels, run):
+def per_query_metrics(qrels: Qrels, run: Mapping[str, Mapping[str, float]]) -> dict[str, dict[str, float]]:
     """Per-query values of `METRICS`, computed by `pytrec_eval`.
 
     Only queries with at least one relevant document (grade >= 1) in `qrels`
@@ -99,7 +106,7 @@ def per_query_metrics(qrels, run):
     return results
 
 
-def evaluate_run(qrels, run):
+def evaluate_run(qrels: Qrels, run: Mapping[str, Mapping[str, float]]) -> dict[str, float]:
     """Mean retrieval metrics of a run.
 
     The means are over the queries that have at least one relevant document
@@ -125,7 +132,9 @@ def evaluate_run(qrels, run):
     return {name: float(np.mean([values[name] for values in per_query.values()])) for name in METRICS}
 
 
-def write_trec_run(path, run, tag="gtr-keras"):
+def write_trec_run(
+    path: str | os.PathLike[str], run: Mapping[str, Mapping[str, float]], tag: str = "gtr-keras"
+) -> None:
     """Writes a run in TREC format: `qid Q0 docid rank score tag`.
 
     Queries keep the order of `run`; documents are ranked by `rank_documents`.
@@ -158,7 +167,7 @@ def write_trec_run(path, run, tag="gtr-keras"):
         raise DataError(f"{path}: cannot write ({reason})") from None
 
 
-def read_trec_run(path):
+def read_trec_run(path: str | os.PathLike[str]) -> Run:
     """Reads a TREC run file written by `write_trec_run` or any TREC tool.
 
     Args:
@@ -173,7 +182,7 @@ def read_trec_run(path):
             without 6 columns, a non-numeric score, or a document listed
             twice for a query.
     """
-    run = {}
+    run: Run = {}
     for line_no, line in iter_lines(path):
         columns = line.split()
         if not columns:
@@ -192,7 +201,13 @@ def read_trec_run(path):
     return run
 
 
-def results_from_scores(query_ids, doc_ids, top_indices, top_scores, ignore_identical_ids=True):
+def results_from_scores(
+    query_ids: Sequence[str],
+    doc_ids: Sequence[str],
+    top_indices: Any,
+    top_scores: Any,
+    ignore_identical_ids: bool = True,
+) -> Run:
     """Builds a run from top-k search results.
 
     Args:
@@ -232,7 +247,7 @@ def results_from_scores(query_ids, doc_ids, top_indices, top_scores, ignore_iden
     return run
 
 
-def format_table(rows, digits=4):
+def format_table(rows: Sequence[tuple[str, Mapping[str, float]]], digits: int = 4) -> str:
     """Formats metrics of several runs as an aligned text table.
 
     Args:
@@ -262,7 +277,9 @@ def format_table(rows, digits=4):
     )
 
 
-def median_length_analysis(run, qrels, corpus, k=10):
+def median_length_analysis(
+    run: Mapping[str, Mapping[str, float]], qrels: Qrels, corpus: Corpus, k: int = 10
+) -> dict[str, float]:
     """Median document length, retrieved vs relevant (GTR paper, section 6.4).
 
     For every query with a relevant document (grade >= 1) in `qrels` and
@@ -285,7 +302,8 @@ def median_length_analysis(run, qrels, corpus, k=10):
         UserError: no query has both relevant documents and results.
     """
     words = dict(zip(corpus.ids, (len(text.split()) for text in corpus.joined())))
-    retrieved, relevant = [], []
+    retrieved: list[int] = []
+    relevant: list[int] = []
     num_queries = 0
     for query_id, judgements in qrels.items():
         gold = [d for d, grade in judgements.items() if grade >= _RELEVANCE_LEVEL]

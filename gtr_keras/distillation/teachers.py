@@ -11,11 +11,14 @@ normalisation), with no PyTorch.
 import hashlib
 import json
 import os
+from collections.abc import Iterable
+from typing import Any, cast
 
 import numpy as np
 import tensorflow as tf
 
 from gtr_keras.errors import CheckpointError
+from gtr_keras.models.gtr.encoder import Encoder
 from gtr_keras.models.gtr.presets import PRESET_SOURCES
 from gtr_keras.models.model_files.fingerprint import fingerprint, update_with_weights
 from gtr_keras.models.model_files.model_directory import SAFETENSORS_FILE, check_safetensors
@@ -53,7 +56,7 @@ class Teacher:
     (2, 384)
     """
 
-    def __init__(self, embedder, source):
+    def __init__(self, embedder: Any, source: str | os.PathLike[str]):
         self.source = os.fspath(source)
         self.is_gtr = hasattr(embedder, "batch_encoder")
         if self.is_gtr:
@@ -74,11 +77,13 @@ class Teacher:
             update_with_weights(digest, embedder.weights)
         self._fingerprint = digest.hexdigest()
 
-    def fingerprint(self):
+    def fingerprint(self) -> str:
         """SHA-256 (hex) of the model: architecture, vocabulary, token budgets and every weight."""
         return self._fingerprint
 
-    def encode(self, texts, kind="document", batch_size=64, progress=None):
+    def encode(
+        self, texts: Iterable[str], kind: str = "document", batch_size: int = 64, progress: bool | None = None
+    ) -> np.ndarray:
         """Embeddings of `texts`, float32 `[N, embedding_dim]`, in input order.
 
         Args:
@@ -98,16 +103,16 @@ class Teacher:
             rows[chosen] = self._embed(tf.constant([texts[i] for i in chosen])).numpy()
         return rows
 
-    def encode_queries(self, texts, batch_size=64, progress=None):
+    def encode_queries(self, texts: Iterable[str], batch_size: int = 64, progress: bool | None = None) -> np.ndarray:
         """`encode(texts, "query", ...)`: a teacher searches like an `Encoder` (`runs.gtr_run`)."""
         return self.encode(texts, "query", batch_size, progress)
 
-    def encode_documents(self, texts, batch_size=64, progress=None):
+    def encode_documents(self, texts: Iterable[str], batch_size: int = 64, progress: bool | None = None) -> np.ndarray:
         """`encode(texts, "document", ...)`."""
         return self.encode(texts, "document", batch_size, progress)
 
 
-def check_teacher_source(source):
+def check_teacher_source(source: str | os.PathLike[str]) -> str:
     """Raises `CheckpointError` for a local teacher path that is no directory, nor a GTR hub name
     (`gtr-base`, ...) or keras-hub `TextEmbedder` preset name (`all_minilm_l6_v2_en`, ...), or a local
     directory whose `model.safetensors` is damaged or truncated (naming it); cheap.
@@ -128,7 +133,7 @@ def check_teacher_source(source):
     return source
 
 
-def load_teacher(source):
+def load_teacher(source: str | os.PathLike[str]) -> Teacher:
     """Loads a teacher: a GTR model (any source `gtr_keras.load` takes) or a keras-hub `TextEmbedder` preset.
 
     Args:
@@ -150,7 +155,7 @@ def load_teacher(source):
     source = check_teacher_source(source)
     local = "://" not in source or source.startswith("file://")
     if gtr_model_source(source.removeprefix("file://") if local else source) is not None:
-        return Teacher(load_model(source).model, source)
+        return Teacher(cast(Encoder, load_model(source)).model, source)  # a GTR source: an `Encoder`
     try:
         embedder = keras_hub.models.TextEmbedder.from_preset(source)
     except (ValueError, OSError, KeyError, TypeError, AttributeError) as error:

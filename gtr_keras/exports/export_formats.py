@@ -18,6 +18,7 @@ import dataclasses
 import importlib
 import importlib.util
 import os
+from typing import Any
 
 from gtr_keras.errors import UserError
 
@@ -67,36 +68,36 @@ class ExportFormat:
     reranker_scorer: str | None = None
     reranker_runs: tuple = ()
 
-    def exports_rerankers(self):
+    def exports_rerankers(self) -> bool:
         return self.reranker_writer is not None
 
-    def needs(self, purpose, reranker=False):
+    def needs(self, purpose: str, reranker: bool = False) -> tuple[tuple[str, str], ...]:
         """`(import name, pip package)` of what `purpose` (`"write"` or `"run"`) of this format's export (a
         reranker's, with `reranker`) needs."""
         if purpose == "write":
             return self.writes + (self.reranker_runs if reranker else ())
         return self.reranker_runs if reranker else self.runs
 
-    def is_reranker_export(self, export_dir):
+    def is_reranker_export(self, export_dir: str | os.PathLike[str]) -> bool:
         """True when `export_dir` holds this format's export of a reranker."""
         marks = self.reranker_marks
         return bool(marks) and all(os.path.isfile(os.path.join(os.fspath(export_dir), mark)) for mark in marks)
 
-    def check_output(self, out, reranker=False, **options):
+    def check_output(self, out: str | os.PathLike[str], reranker: bool = False, **options: Any) -> None:
         """Refuses (`UserError`) an output that this export (of a reranker, with `reranker`) could not replace,
         before any work."""
         checker = self.reranker_checker if reranker else self.checker
         if checker:
             _named(checker)(out, **options)
 
-    def write(self, encoder, out, reranker=False, **options):
+    def write(self, encoder: Any, out: str | os.PathLike[str], reranker: bool = False, **options: Any) -> list[str]:
         """Writes `encoder`'s export (a reranker's, with `reranker`) to `out`, its packages checked first; returns
         the paths written."""
         check_installed(self, "write", reranker)
         written = _named(self.reranker_writer if reranker else self.writer)(encoder, out, **options)
         return list(written) if isinstance(written, (list, tuple)) else [written]
 
-    def open(self, export_dir, verify=False):
+    def open(self, export_dir: str | os.PathLike[str], verify: bool = False) -> Any:
         """The `TextEncoder` of an export directory of this format (a reranker's `TextPairScorer` for a reranker's
         export), its runtime checked first (and with `verify`, every file against its record:
         `utils.checksums.verify_directory`)."""
@@ -180,7 +181,7 @@ def _named(reference):
     return getattr(importlib.import_module(module), name)
 
 
-def missing_package_hint(export_format, purpose, reranker=False):
+def missing_package_hint(export_format: ExportFormat, purpose: str, reranker: bool = False) -> str | None:
     """The one-line install hint for the first package that `purpose` (`"write"` or `"run"`) of
     `export_format`'s export (a reranker's, with `reranker`: `ExportFormat.needs`) lacks, or None when all are
     installed.
@@ -196,14 +197,14 @@ def missing_package_hint(export_format, purpose, reranker=False):
     return None
 
 
-def check_installed(export_format, purpose, reranker=False):
+def check_installed(export_format: ExportFormat, purpose: str, reranker: bool = False) -> None:
     """Raises `UserError` with `missing_package_hint` when a package that `purpose` needs is missing."""
     hint = missing_package_hint(export_format, purpose, reranker)
     if hint:
         raise UserError(hint)
 
 
-def format_of_directory(path):
+def format_of_directory(path: str | os.PathLike[str]) -> ExportFormat | None:
     """The `ExportFormat` whose marks (or whose reranker export's marks) are all in the local directory `path`, or
     None (a model directory, or anything else)."""
     path = os.fspath(path)

@@ -3,6 +3,8 @@
 
 import hashlib
 import os
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 import sentencepiece as spm
@@ -63,7 +65,12 @@ class RuntimeEncoder(TextEncoder):
     (1, 2)
     """
 
-    def __init__(self, export_dir, openvino_config=None, session_options=None):
+    def __init__(
+        self,
+        export_dir: str | os.PathLike[str],
+        openvino_config: dict[str, Any] | None = None,
+        session_options: Any = None,
+    ):
         self.export_dir = os.fspath(export_dir)
         self.openvino_config = openvino_config
         self.session_options = session_options
@@ -97,20 +104,20 @@ class RuntimeEncoder(TextEncoder):
     document_length = property(lambda self: self.config["document_length"], doc="Token budget of documents.")
     pad_id = property(lambda self: self.config["pad_id"], doc="The id that pads a batch.")
 
-    def tokenize(self, texts, kind="document"):
+    def tokenize(self, texts: Sequence[str | bytes], kind: str = "document") -> list[list[int]]:
         """Token id lists of `texts` (strings or UTF-8 bytes), EOS last, truncated to the kind's budget."""
-        texts = [t.decode("utf-8", errors="replace") if isinstance(t, bytes) else t for t in texts]
-        texts = [t.strip(ASCII_WHITESPACE) for t in texts]
-        texts = [t.lower() for t in texts] if self.config["lowercase"] else texts
+        decoded = [t.decode("utf-8", errors="replace") if isinstance(t, bytes) else t for t in texts]
+        decoded = [t.strip(ASCII_WHITESPACE) for t in decoded]
+        decoded = [t.lower() for t in decoded] if self.config["lowercase"] else decoded
         keep = self.length(kind) - 1
-        return [pieces[:keep] + [self.config["eos_id"]] for pieces in self._pieces.encode(texts)]
+        return [pieces[:keep] + [self.config["eos_id"]] for pieces in self._pieces.encode(decoded)]
 
-    def embed_tokens(self, token_ids, padding_mask):
+    def embed_tokens(self, token_ids: np.ndarray, padding_mask: np.ndarray) -> np.ndarray:
         """Embeddings of a tokenised batch: int32 `[B, L]` ids and mask in, float32 `[B, D]` out."""
         return np.asarray(self._run(np.asarray(token_ids, np.int32), np.asarray(padding_mask, np.int32)))
 
 
-def read_export_config(export_dir):
+def read_export_config(export_dir: str | os.PathLike[str]) -> dict[str, Any]:
     """The checked `export.json` of an `export --format onnx|openvino` directory (`CONFIG_FIELDS`).
 
     Raises:
@@ -126,7 +133,7 @@ def read_export_config(export_dir):
     return check_fields(path, read_json_object(path, REMEDY), CONFIG_FIELDS, REMEDY)
 
 
-def check_vocabulary_ids(path, config, pieces):
+def check_vocabulary_ids(path: str, config: dict[str, Any], pieces: Any) -> None:
     """Raises `DataError` naming `path` (`export.json`) unless its EOS and pad ids are those of the
     vocabulary `pieces` (a `SentencePieceProcessor`)."""
     for field, expected in (("eos_id", pieces.eos_id()), ("pad_id", pieces.pad_id())):
@@ -134,7 +141,7 @@ def check_vocabulary_ids(path, config, pieces):
             raise DataError(f"{path}: field {field!r} is {config[field]}, its vocabulary's is {expected}; {REMEDY}")
 
 
-def read_vocabulary(path, config):
+def read_vocabulary(path: str, config: dict[str, Any]) -> bytes:
     """The bytes of the vocabulary file `path`, once their SHA-256 is the one `export.json` records."""
     try:
         with open(path, "rb") as f:
@@ -176,7 +183,7 @@ class RuntimeScorer(TextPairScorer):
     (1,)
     """
 
-    def __init__(self, export_dir, session_options=None):
+    def __init__(self, export_dir: str | os.PathLike[str], session_options: Any = None):
         self.export_dir = os.fspath(export_dir)
         path = os.path.join(self.export_dir, CONFIG_FILE)
         self.config = check_fields(path, read_json_object(path, REMEDY), RERANKER_FIELDS, REMEDY)
@@ -190,11 +197,11 @@ class RuntimeScorer(TextPairScorer):
 
     sequence_length = property(lambda self: self.config["sequence_length"], doc="The pair's token budget.")
 
-    def prepare(self, pairs):
+    def prepare(self, pairs: Sequence[Sequence[str | bytes]]) -> list["_Encoded"]:
         texts = [tuple(t.decode("utf-8", errors="replace") if isinstance(t, bytes) else t for t in p) for p in pairs]
         return [_Encoded(e.ids, e.type_ids) for e in self.tokenizer.encode_batch(texts)]
 
-    def score_batch(self, items, batch_size):
+    def score_batch(self, items: Sequence["_Encoded"], batch_size: int) -> np.ndarray:
         ids, segments, mask = pad_pairs([(item.ids, item.type_ids) for item in items], self.config["pad_id"])
         return self._session.run(None, {"token_ids": ids, "segment_ids": segments, "padding_mask": mask})[0]
 

@@ -26,7 +26,7 @@ from gtr_keras.storage.layout import INDEX_JSON, RETRIEVER_JSON
 from gtr_keras.utils import files
 
 
-def check_directory(path):
+def check_directory(path: str | os.PathLike[str]) -> CheckReport:
     """A `CheckReport` of the gtr-keras directory (or LiteRT file) `path`, of whatever kind it is.
 
     Raises:

@@ -2,6 +2,8 @@
 
 import json
 import os
+from collections.abc import Iterable, Sequence
+from typing import Any, Self
 
 import numpy as np
 
@@ -42,27 +44,27 @@ class BM25Retriever:
     [['d2']]
     """
 
-    def __init__(self, k1=1.5, b=0.75, method="lucene", show_progress=False):
+    def __init__(self, k1: float = 1.5, b: float = 0.75, method: str = "lucene", show_progress: bool = False):
         import bm25s  # not at import: `search`, `index` and `export` import this module (retriever.py) for names
         import Stemmer
 
         self.k1, self.b, self.method, self.show_progress = k1, b, method, show_progress
         self._bm25 = bm25s.BM25(k1=k1, b=b, method=method)
         self._stemmer = Stemmer.Stemmer(_TOKENIZATION["stemmer"])
-        self._doc_ids = None
-        self._id_ranks = None
+        self._doc_ids: np.ndarray | None = None
+        self._id_ranks: np.ndarray | None = None
         self._has_terms = True  # False for a corpus none of whose texts has a term (bm25s cannot index it)
         self.texts_sha256 = None  # of the indexed texts, in order (`records.strings_sha256`)
 
-    def get_config(self):
+    def get_config(self) -> dict[str, Any]:
         return {"k1": self.k1, "b": self.b, "method": self.method, "show_progress": self.show_progress}
 
     @property
-    def ids(self):
+    def ids(self) -> list[str] | None:
         """The indexed document ids, in row order (None before `index`)."""
         return None if self._doc_ids is None else self._doc_ids.tolist()
 
-    def save(self, directory):
+    def save(self, directory: str | os.PathLike[str]) -> None:
         """Writes the index into the local directory `directory` (created if missing): bm25s' own files
         (`bm25s.BM25.save`, no corpus), `ids.txt` (one id a line, in row order) and `bm25.json` (the
         settings and tokenization, checked by `load`, and `texts_sha256`, the SHA-256 of the texts indexed)."""
@@ -85,7 +87,7 @@ class BM25Retriever:
             json.dump(settings, f, indent=2)
 
     @classmethod
-    def load(cls, directory, verify=False):
+    def load(cls, directory: str | os.PathLike[str], verify: bool = False) -> Self:
         """A `BM25Retriever` saved by `save` in the local directory `directory`, its arrays memory-mapped: read
         as searches need them, and readable after the files' removal (an index's update replaces its BM25
         side's directory, never a file in it), so that a loaded side keeps its version.
@@ -129,7 +131,7 @@ class BM25Retriever:
             show_progress=self.show_progress,
         )
 
-    def index(self, corpus_texts, corpus_ids):
+    def index(self, corpus_texts: Iterable[str], corpus_ids: Iterable[str]) -> None:
         """Builds the index.
 
         Args:
@@ -150,7 +152,7 @@ class BM25Retriever:
         self._id_ranks = None
         self.texts_sha256 = strings_sha256(corpus_texts)
 
-    def search(self, queries, k, allowed=None):
+    def search(self, queries: Sequence[str], k: int, allowed: Any = None) -> tuple[list[list[str]], list[list[float]]]:
         """Retrieves the best documents for each query.
 
         Only documents sharing a term with the query are returned (as in

@@ -7,6 +7,8 @@ TensorFlow or Keras.
 
 import contextlib
 import warnings
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -18,18 +20,18 @@ KINDS = ("query", "document")
 PROGRESS_THRESHOLD = 5000
 
 
-def check_kind(kind):
+def check_kind(kind: str) -> None:
     """Refuses a kind of text other than `"query"` and `"document"` (`UserError`)."""
     if kind not in KINDS:
         raise UserError(f"kind must be 'query' or 'document', got {kind!r}")
 
 
-def to_bytes(text):
+def to_bytes(text: str | bytes) -> bytes:
     """A text as UTF-8 bytes (bytes as they are), for a `tf.string` batch."""
     return text if isinstance(text, bytes) else text.encode("utf-8")
 
 
-def length_sorted_batches(lengths, batch_size):
+def length_sorted_batches(lengths: Sequence[int], batch_size: int) -> list[np.ndarray]:
     """Row numbers of items of `lengths` in batches of at most `batch_size`, shortest first (a stable sort), so
     that a batch padded to its longest item pads little: how every encoder, and a reranker's `PairScorer`, batch.
 
@@ -82,24 +84,29 @@ class TextEncoder:
     (2, 768)
     """
 
+    embedding_dim: int
+    query_length: int
+    document_length: int
+    tokenize: Callable[[Sequence[str | bytes], str], Sequence[Any]]
+    embed_tokens: Callable[[np.ndarray, np.ndarray], Any]
     pad_id = 0
-    dimensions = None
-    matryoshka_dims = ()
+    dimensions: int | None = None
+    matryoshka_dims: Sequence[int] = ()
 
-    def length(self, kind):
+    def length(self, kind: str) -> int:
         """The token budget of `"query"` or `"document"`, EOS included."""
         check_kind(kind)
         return self.query_length if kind == "query" else self.document_length
 
-    def prepare(self, texts, kind):
+    def prepare(self, texts: Sequence[str | bytes], kind: str) -> Sequence[Any]:
         """What `embed_batch` takes, one item per text, each with a `len` to sort by: token id lists."""
         return self.tokenize(texts, kind)
 
-    def padded_shape(self, rows, length, batch_size):
+    def padded_shape(self, rows: int, length: int, batch_size: int) -> tuple[int, int]:
         """The `[rows, length]` shape a batch is padded to: the batch as it is."""
         return rows, length
 
-    def embed_batch(self, items, kind, batch_size):
+    def embed_batch(self, items: Sequence[Any], kind: str, batch_size: int) -> Any:
         """Embeddings `[>= len(items), D]` of one batch of `prepare`'s items: token ids, padded."""
         lengths = [len(row) for row in items]
         ids = np.full(self.padded_shape(len(items), max(lengths), batch_size), self.pad_id, np.int32)
@@ -109,7 +116,7 @@ class TextEncoder:
             mask[i, : lengths[i]] = 1
         return self.embed_tokens(ids, mask)
 
-    def check_dimensions(self, dimensions):
+    def check_dimensions(self, dimensions: int | None) -> int | None:
         """`dimensions` checked against D (`UserError`: not an integer from 1 to D), or None; warns, once per
         encoder, when the model was not trained for them (`matryoshka_dims`)."""
         if dimensions is None:
@@ -126,7 +133,7 @@ class TextEncoder:
             )
         return dimensions
 
-    def truncated(self, dimensions):
+    def truncated(self, dimensions: int | None) -> "TextEncoder":
         """This encoder with its embeddings cut to their first `dimensions` coordinates, renormalised
         (`TruncatedEncoder`); itself for None.
 
@@ -136,7 +143,14 @@ class TextEncoder:
         """
         return self if dimensions is None else TruncatedEncoder(self, dimensions)
 
-    def encode(self, texts, kind="document", batch_size=32, progress=None, dimensions=None):
+    def encode(
+        self,
+        texts: Iterable[str | bytes],
+        kind: str = "document",
+        batch_size: int = 32,
+        progress: bool | None = None,
+        dimensions: int | None = None,
+    ) -> np.ndarray:
         """Embeds texts as float32 `[len(texts), D]`, L2-normalised rows.
 
         Args:
@@ -171,11 +185,23 @@ class TextEncoder:
             )
         return truncate(output, dimensions)
 
-    def encode_queries(self, texts, batch_size=32, progress=None, dimensions=None):
+    def encode_queries(
+        self,
+        texts: Iterable[str | bytes],
+        batch_size: int = 32,
+        progress: bool | None = None,
+        dimensions: int | None = None,
+    ) -> np.ndarray:
         """Embeds queries (truncated to `query_length` tokens; to `dimensions` coordinates where given)."""
         return self.encode(texts, "query", batch_size, progress, dimensions)
 
-    def encode_documents(self, texts, batch_size=32, progress=None, dimensions=None):
+    def encode_documents(
+        self,
+        texts: Iterable[str | bytes],
+        batch_size: int = 32,
+        progress: bool | None = None,
+        dimensions: int | None = None,
+    ) -> np.ndarray:
         """Embeds documents (truncated to `document_length` tokens; to `dimensions` coordinates where given)."""
         return self.encode(texts, "document", batch_size, progress, dimensions)
 
@@ -195,7 +221,7 @@ class TruncatedEncoder(TextEncoder):
     (1, 128)
     """
 
-    def __init__(self, encoder, dimensions):
+    def __init__(self, encoder: TextEncoder, dimensions: int):
         self.encoder = encoder
         self.dimensions = encoder.check_dimensions(dimensions)
 
@@ -207,22 +233,29 @@ class TruncatedEncoder(TextEncoder):
             raise AttributeError(name)
         return getattr(self.encoder, name)
 
-    def check_dimensions(self, dimensions):
+    def check_dimensions(self, dimensions: int | None) -> int | None:
         return None if dimensions is None else check_dimensions(dimensions, self.dimensions)
 
-    def truncated(self, dimensions):
+    def truncated(self, dimensions: int | None) -> TextEncoder:
         if dimensions is None or dimensions == self.dimensions:
             return self
-        return TruncatedEncoder(self.encoder, self.check_dimensions(dimensions))
+        return TruncatedEncoder(self.encoder, check_dimensions(dimensions, self.dimensions))
 
-    def encode(self, texts, kind="document", batch_size=32, progress=None, dimensions=None):
+    def encode(
+        self,
+        texts: Iterable[str | bytes],
+        kind: str = "document",
+        batch_size: int = 32,
+        progress: bool | None = None,
+        dimensions: int | None = None,
+    ) -> np.ndarray:
         check_kind(kind)
         dimensions = self.check_dimensions(dimensions) or self.dimensions
         encode = self.encoder.encode_queries if kind == "query" else self.encoder.encode_documents
         return truncate(encode(texts, batch_size, progress), dimensions)
 
 
-def check_pairs(pairs):
+def check_pairs(pairs: Iterable[Sequence[str | bytes]]) -> list[tuple[str | bytes, str | bytes]]:
     """The pairs as a list of `(query, document)` string (or UTF-8 bytes) tuples; `UserError` naming the first
     item that is not one, or whose text is not valid Unicode (a lone surrogate).
 
@@ -237,7 +270,7 @@ def check_pairs(pairs):
         for side, text in zip(("query", "document"), pair):
             if isinstance(text, str):
                 check_text(f"pairs: item {number}'s {side}", text)
-        checked.append(tuple(pair))
+        checked.append((pair[0], pair[1]))
     return checked
 
 
@@ -254,7 +287,10 @@ class TextPairScorer:
     (2,)
     """
 
-    def predict(self, pairs, batch_size=32):
+    prepare: Callable[[list[tuple[str | bytes, str | bytes]]], Sequence[Any]]
+    score_batch: Callable[[Sequence[Any], int], Any]
+
+    def predict(self, pairs: Iterable[Sequence[str | bytes]], batch_size: int = 32) -> np.ndarray:
         """Scores of `(query, document)` pairs: float32 `[len(pairs)]`, in input order.
 
         Args:
@@ -281,7 +317,9 @@ class TextPairScorer:
         return scores
 
 
-def pad_pairs(items, pad_id, shape=None):
+def pad_pairs(
+    items: Sequence[tuple[Sequence[int], Sequence[int]]], pad_id: int, shape: tuple[int, int] | None = None
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """int32 `token_ids`, `segment_ids` and `padding_mask` `[rows, length]` of `(token_ids, segment_ids)` lists,
     padded with `pad_id` to the longest (or to `shape`)."""
     lengths = [len(ids) for ids, _ in items]

@@ -77,8 +77,7 @@ class Index(IndexHandle):
     BM25 side of them; its model record (`retriever.json`) says which model encoded them, and a text query
     is encoded by that model only (checked by fingerprint). Searches, updates and tuning go to the
     directory: another process opening it sees each committed update whole, and an `Index` sees its own
-    updates at once. `Index.open(path, model)` opens one (the constructor is what it calls), `Index.build`
-    builds one.
+    updates at once. `Index.open(path, model)` opens one (it calls the constructor), `Index.build` builds one.
 
     Args:
         path: an index directory, or a list of them (shards: one model, each id in one of them).
@@ -112,8 +111,8 @@ class Index(IndexHandle):
 
     @classmethod
     def open(cls, path: IndexPaths, model: ModelLike | None = None) -> Self:
-        """The `Index` of an index directory, or of several searched as one: the way to open one (the
-        constructor, `Index(path, model)`, is what it calls, and takes the same arguments).
+        """The `Index` of an index directory, or of several searched as one: the way to open one (it calls
+        the constructor, `Index(path, model)`).
 
         Raises:
             DataError: not an index directory, or a damaged one (naming the file).

@@ -29,6 +29,8 @@ import dataclasses
 import itertools
 import os
 import re
+from collections.abc import Iterator
+from typing import Any
 
 import tensorflow as tf
 
@@ -45,6 +47,7 @@ from gtr_keras.training.examples import (
     FORMATS,
     LIST_FIELDS,
     STRING_FIELDS,
+    Example,
     decode_record,
     read_beir,
     read_msmarco_triples,
@@ -70,7 +73,7 @@ _SIGNATURE = {
 }
 
 
-def slice_rows(batches, rows):
+def slice_rows(batches: tf.data.Dataset, rows: tuple[int, int] | None) -> tf.data.Dataset:
     """`batches` with only the rows `[start, stop)` of each batch kept (all of them for `rows=None`)."""
     if rows is None:
         return batches
@@ -78,7 +81,7 @@ def slice_rows(batches, rows):
     return batches.map(lambda batch: tf.nest.map_structure(lambda x: x[start:stop], batch))
 
 
-def hash_ids(ids):
+def hash_ids(ids: Any) -> tf.Tensor:
     """Maps string ids to int64 FarmHash fingerprints, for masking on XLA devices.
 
     Example:
@@ -141,7 +144,7 @@ class TrainingData:
                 raise UserError(f"{name} must be at least 2 (one token and EOS), got {getattr(self, name)}")
         self._source_error = None
 
-    def resolved_format(self):
+    def resolved_format(self) -> str:
         """The source's format: `format`, or the one its path implies."""
         if self.format != "auto":
             return self.format
@@ -158,7 +161,7 @@ class TrainingData:
             f"file ending in {', '.join(_SUFFIXES)} (or set the format explicitly)"
         )
 
-    def files(self):
+    def files(self) -> dict[str, str]:
         """The files the examples are read from, by role.
 
         Returns:
@@ -192,7 +195,7 @@ class TrainingData:
             paths["negatives"] = negatives
         return paths
 
-    def check(self):
+    def check(self) -> int:
         """Reads every example once, so that bad data fails before training does.
 
         TFRecord sources (written by `write_tfrecord` from checked examples)
@@ -226,7 +229,7 @@ class TrainingData:
         return count
 
     @contextlib.contextmanager
-    def surface_errors(self):
+    def surface_errors(self) -> Iterator[None]:
         """Raises a `DataError` met while a pipeline of this data ran in the block as itself.
 
         `tf.data` runs Python sources (JSONL, BEIR, MS MARCO) in a generator
@@ -246,13 +249,13 @@ class TrainingData:
                 raise
             raise self._source_error from None
 
-    def examples(self):
+    def examples(self) -> Iterator[Example]:
         """Iterates over the cleaned source `Example`s, in file order, at most
         `max_positives_per_query` per query (no fraction, no shuffling)."""
         examples = self._source_examples()
         if self.max_positives_per_query is None:
             return examples
-        counts = collections.Counter()
+        counts: collections.Counter[str] = collections.Counter()
 
         def kept(example):
             counts[example.query_id] += 1
@@ -284,7 +287,15 @@ class TrainingData:
             self._source_error = error
             raise
 
-    def text_batches(self, batch_size, seed=0, repeat=True, skip_batches=0, drop_remainder=False, rows=None):
+    def text_batches(
+        self,
+        batch_size: int,
+        seed: int = 0,
+        repeat: bool = True,
+        skip_batches: int = 0,
+        drop_remainder: bool = False,
+        rows: tuple[int, int] | None = None,
+    ) -> tf.data.Dataset:
         """Batches of raw strings, before tokenisation.
 
         Args:
@@ -332,15 +343,15 @@ class TrainingData:
 
     def dataset(
         self,
-        tokenizer,
-        batch_size,
-        seed=0,
-        repeat=True,
-        skip_batches=0,
-        drop_remainder=False,
-        pad_to_length=False,
-        rows=None,
-    ):
+        tokenizer: Any,
+        batch_size: int,
+        seed: int = 0,
+        repeat: bool = True,
+        skip_batches: int = 0,
+        drop_remainder: bool = False,
+        pad_to_length: bool = False,
+        rows: tuple[int, int] | None = None,
+    ) -> tf.data.Dataset:
         """Tokenised training batches for `DualEncoder.fit`.
 
         Args:

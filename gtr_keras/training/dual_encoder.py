@@ -25,7 +25,7 @@ from gtr_keras.utils.dimensions import check_dimensions
 _TOWERS = ("query", "positive", "negatives")
 
 
-def make_optimizer(steps, learning_rate=1e-3):
+def make_optimizer(steps: int, learning_rate: float = 1e-3) -> keras.optimizers.Optimizer:
     """GTR's optimizer: Adafactor with a learning rate decaying linearly to 0 over `steps`.
 
     Args:
@@ -43,7 +43,7 @@ def make_optimizer(steps, learning_rate=1e-3):
     return keras.optimizers.Adafactor(learning_rate=schedule)
 
 
-def require_tensorflow_backend(what):
+def require_tensorflow_backend(what: str) -> None:
     """Raises a `UserError` unless Keras runs on TensorFlow: `what` (a training path) is written with
     `tf.GradientTape` and `tf.distribute`.
 
@@ -58,13 +58,13 @@ def require_tensorflow_backend(what):
         raise UserError(f"{what} needs Keras' TensorFlow backend (KERAS_BACKEND=tensorflow), not {backend!r}")
 
 
-def gather(context, x):
+def gather(context: Any, x: tf.Tensor) -> tf.Tensor:
     """`x` of every replica of `context`, concatenated in replica order. Through `tf.identity`: an input
     tensor of a multi-worker step has no device, which the collective needs to name."""
     return context.all_gather(tf.identity(x), axis=0)
 
 
-def as_batch(batch):
+def as_batch(batch: Any) -> dict[str, Any]:
     """`batch` (or a dataset's `element_spec`) as the dict the model's steps take: a `(query, positive[,
     negatives])` tuple, each tower tf.string texts or `{"token_ids", "padding_mask"}`, names its towers; a
     dict holding `"positive"` is returned as it is; any other structure is refused with a `UserError`.

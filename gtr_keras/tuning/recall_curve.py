@@ -1,12 +1,21 @@
 """`plot_recall_qps`: recall-QPS curves as ann-benchmarks draws them (recall on x, queries a second on a log y)."""
 
+import os
+from collections.abc import Iterable, Mapping, Sequence
+
 from gtr_keras.errors import UserError
 from gtr_keras.utils.files import atomic_file
 
 INSTALL_HINT = "the recall-QPS plot needs matplotlib: pip install 'gtr-keras[plots]'"
 
 
-def plot_recall_qps(curves, path, title, chosen=None, target=None):
+def plot_recall_qps(
+    curves: Mapping[str, Sequence[tuple[float, float]]],
+    path: str | os.PathLike[str],
+    title: str,
+    chosen: tuple[float, float] | None = None,
+    target: float | None = None,
+) -> None:
     """Draws each curve's Pareto frontier (the settings no other one beats at once on recall and QPS) and
     writes a PNG to `path`, atomically.
 
@@ -50,14 +59,14 @@ def plot_recall_qps(curves, path, title, chosen=None, target=None):
     pyplot.close(figure)
 
 
-def pareto_frontier(points):
+def pareto_frontier(points: Iterable[tuple[float, float]]) -> list[tuple[float, float]]:
     """The `(recall, qps)` points that no other point beats on both, by recall ascending.
 
     Example:
     >>> pareto_frontier([(0.9, 100.0), (0.8, 50.0), (0.95, 80.0)])
     [(0.9, 100.0), (0.95, 80.0)]
     """
-    frontier = []
+    frontier: list[tuple[float, float]] = []
     for recall, qps in sorted(points, key=lambda p: (-p[0], -p[1])):
         if not frontier or qps > frontier[-1][1]:
             frontier.append((recall, qps))

@@ -1,6 +1,7 @@
 """`load_export`: an exported SavedModel loaded after the custom ops it needs (TF Text's, ScaNN's) are registered."""
 
 import os
+from typing import Any
 
 import tensorflow as tf
 
@@ -15,7 +16,7 @@ IMPORT_HINT = (
 )
 
 
-def load_export(path, verify=False):
+def load_export(path: str | os.PathLike[str], verify: bool = False) -> Any:
     """Loads an exported SavedModel after registering the custom ops it needs.
 
     Args:

@@ -1,5 +1,9 @@
 """`Encoder`: texts in, L2-normalised embeddings out, in length-sorted batches."""
 
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
 import tensorflow as tf
 
 from gtr_keras.errors import UserError
@@ -9,7 +13,7 @@ from gtr_keras.models.text_encoder import TextEncoder, to_bytes
 LENGTH_BUCKETS = (16, 32, 64, 128, 256, 384, 512)
 
 
-def bucket_length(length):
+def bucket_length(length: int) -> int:
     """Rounds a token length up to the next padding bucket.
 
     Padding to a few fixed lengths keeps the number of distinct input shapes
@@ -50,10 +54,11 @@ class Encoder(TextEncoder):
 
     pad_id = PAD_ID
 
-    def __init__(self, model, jit_compile=False):
+    def __init__(self, model: Any, jit_compile: bool = False):
         self.model = model
         self.jit_compile = jit_compile
-        self._tokenize = (None, None)  # (tokenizer, its traced `token_ids`), replaced as a whole: thread-safe
+        # (tokenizer, its traced `token_ids`), replaced as a whole: thread-safe
+        self._tokenize: tuple[Any, Any] = (None, None)
 
         def forward(token_ids, padding_mask):
             return model({"token_ids": token_ids, "padding_mask": padding_mask}, training=False)
@@ -73,7 +78,7 @@ class Encoder(TextEncoder):
     embedding_dim = property(lambda self: self.model.embedding_dim, doc="D, the embedding dimension.")
     matryoshka_dims = property(lambda self: self.model.matryoshka_dims, doc="The dimensions it was trained for.")
 
-    def tokenize(self, texts, kind="document"):
+    def tokenize(self, texts: Sequence[str | bytes], kind: str = "document") -> list[list[int]]:
         """Token id lists (EOS included, truncated to the kind's length)."""
         preprocessor = self.preprocessor
         if preprocessor is None:
@@ -92,7 +97,7 @@ class Encoder(TextEncoder):
             ids.extend(token_ids(chunk, length).to_list())
         return ids
 
-    def padded_shape(self, rows, length, batch_size):
+    def padded_shape(self, rows: int, length: int, batch_size: int) -> tuple[int, int]:
         """The `[rows, length]` shape a batch of `rows` texts, the longest `length` tokens, is padded to.
 
         Off XLA, one graph takes every shape and batches are not padded at
@@ -108,6 +113,6 @@ class Encoder(TextEncoder):
             return rows, length
         return min(batch_size, 1 << (rows - 1).bit_length()), bucket_length(length)
 
-    def embed_tokens(self, token_ids, padding_mask):
+    def embed_tokens(self, token_ids: np.ndarray, padding_mask: np.ndarray) -> np.ndarray:
         """Embeddings of a tokenised batch: int32 `[B, L]` ids and mask in, float32 `[B, D]` numpy out."""
         return self._forward(token_ids, padding_mask).numpy()

@@ -14,6 +14,8 @@ accepted wherever a model directory is (`gtr_keras.load`, `GTRTextEmbedder.from_
 """
 
 import os
+from collections.abc import Mapping
+from typing import Any
 
 ASSETS_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "assets")
 BUNDLED_MODEL_DIR = os.path.join(ASSETS_DIR, "gtr-small-distilled")
@@ -97,7 +99,7 @@ _ARCHITECTURE_OVERRIDES = {"gtr_small_distilled_en": {"vocabulary_size": 32_100}
 PRESET_SOURCES = {name: source for preset, (source, _, aliases, _) in _TRAINED.items() for name in (preset, *aliases)}
 
 
-def preset_config(name, **overrides):
+def preset_config(name: str, **overrides: Any) -> dict[str, Any]:
     """Returns the architecture arguments of a preset: `GTRBackbone` arguments and `embedding_dim`.
 
     Args:
@@ -113,7 +115,7 @@ def preset_config(name, **overrides):
     return {**PRESETS[name], **overrides}
 
 
-def parameter_count(config):
+def parameter_count(config: Mapping[str, Any]) -> int:
     """Counts the weights of a preset config (backbone and projection) without building it.
 
     Args:
@@ -136,7 +138,7 @@ def parameter_count(config):
     )
 
 
-def keras_hub_presets():
+def keras_hub_presets() -> dict[str, dict[str, Any]]:
     """keras-hub's preset records (`keras_hub.src.utils.preset_utils.register_presets`) of the trained
     models under their keras-hub names, so that `GTRTextEmbedder.presets` lists them; the aliases, unlisted,
     load through `GTRTextEmbedder.from_preset` and `gtr_keras.load` (keras-hub's own loaders read the bundled
