@@ -28,6 +28,7 @@ import gc
 import glob
 import json
 import os
+import pathlib
 import resource
 import shutil
 import subprocess
@@ -137,7 +138,7 @@ def main(argv=None):
     new_vectors = synthetic(2 * c, centres, args.noise, rng)
     new_glob = os.path.join(work, "new", "part-00000.npy")
     write_shard(new_glob, new_ids, new_vectors)
-    delete_file = os.path.join(work, "delete.txt")
+    delete_file = pathlib.Path(work, "delete.txt")  # a file of ids (a str is one id)
     with open(delete_file, "w") as f:
         f.writelines(f"p{row}\n" for row in deleted_rows)
     out = {"n": args.n, "dims": args.dims, "changes": c}

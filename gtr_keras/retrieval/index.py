@@ -20,7 +20,7 @@ import numpy as np
 
 from gtr_keras.beir.readers import Corpus, load_corpus
 from gtr_keras.errors import CheckpointError, DataError, MismatchError, UserError
-from gtr_keras.filters.expressions import Filter, id_list
+from gtr_keras.filters.expressions import Filter
 from gtr_keras.lexical.bm25 import BM25Retriever
 from gtr_keras.lexical.bm25_side import corpus_in_index_order, load_bm25_side
 from gtr_keras.lexical.fusion import Fusion, model_fusion
@@ -414,8 +414,9 @@ class Index(IndexHandle):
             add: a corpus file, a BEIR directory or a `gtr_keras.Corpus`, encoded by the index's model;
                 documents whose id is in the index replace those, the others are added.
             delete: the ids to delete: one id (a string, or an integer), a list (or any iterable) of ids, or a
-                file of one id a line given as an `os.PathLike` (`pathlib.Path("withdrawn.txt")`; a `str` is
-                always one id). An id both added and deleted is refused.
+                file of one id a line given as an `os.PathLike` (`pathlib.Path("withdrawn.txt")`, or
+                `gtr_keras.utils.files.FilePath("gs://...")`, which keeps the scheme; a `str` is always one
+                id). An id both added and deleted is refused.
             embeddings: embedding files (a glob) of the index's model instead of `add`.
             documents: with `embeddings`, their corpus (titles, texts, metadata); without it the documents
                 the embeddings replace lose theirs, and the BM25 side is removed (a warning says so).
@@ -445,8 +446,6 @@ class Index(IndexHandle):
             raise UserError("update: nothing to do: pass add=, embeddings= or delete= (or compact=True)")
         if len(self.paths) > 1:
             raise UserError("an update goes to one index directory: open the shard that holds the documents")
-        if delete is not None:
-            delete = os.fspath(delete) if isinstance(delete, os.PathLike) else id_list(delete, "delete")
         change = update_index(
             self.paths[0],
             embeddings=embeddings,

@@ -20,6 +20,7 @@ import numpy as np
 
 from gtr_keras.beir.readers import load_corpus, metadata_type
 from gtr_keras.errors import DataError, DataWarning, MismatchError, UserError
+from gtr_keras.filters.expressions import id_list
 from gtr_keras.lexical.bm25_side import bm25_side_ids, corpus_in_index_order, has_bm25_side, rebuild_bm25_side
 from gtr_keras.retrieval.index_building import (
     DIMENSIONS_FIELD,
@@ -58,6 +59,13 @@ def _check_deletions(index_dir, state, ids, where=None):
         raise DataError(f"{where(missing[0])}: id {ids[missing[0]]!r} is not in the index {index_dir}")
 
 
+def _deletions(delete):
+    """The ids of `delete` (`update_index`'s), and `where(i)`, which names id `i` (its file's line), or None."""
+    if isinstance(delete, os.PathLike):
+        return read_id_file(os.fspath(delete))
+    return ([] if delete is None else id_list(delete, "delete")), None
+
+
 @locks_output("index_dir", inside=(INDEX_SUBDIR,))
 def update_index(
     index_dir,
@@ -93,7 +101,9 @@ def update_index(
         encoder: the `Encoder` of the index's model, or a function that makes it (called once the inputs
             are checked): required with `corpus`; with `embeddings`, declares or checks their model.
         model_dir: the encoder's model directory, for messages.
-        delete: a file of ids to delete (one a line), a list of ids, or None.
+        delete: the ids to delete: one id (a string, or an integer), a list (or any iterable) of ids, a
+            file of one id a line given as an `os.PathLike` (`pathlib.Path`, or `files.FilePath` for a path
+            with a scheme: a `str` is always one id), or None.
         missing_ok: skip ids of `delete` that are not in the index.
         compact: `"auto"`, True or False (`segment_writer.update_search_index`).
         batch_size, progress: for encoding `corpus`.
@@ -113,7 +123,7 @@ def update_index(
         UserError: both `embeddings` and `corpus`, or `corpus` without `encoder`.
 
     Example:
-    >>> update_index("indexes/msmarco", embeddings="new/*.npy", delete="withdrawn.txt").generation
+    >>> update_index("indexes/msmarco", embeddings="new/*.npy", delete=pathlib.Path("withdrawn.txt")).generation
     1
     """
     corpus_path = None
@@ -125,11 +135,11 @@ def update_index(
         raise UserError("documents go with embeddings (a corpus brings its own)")
     if corpus is not None and encoder is None:
         raise UserError("a corpus is encoded by the index's model: pass its encoder")
+    delete_ids, where = _deletions(delete)
     recorded = read_model_record(index_dir)
     search_index = os.path.join(index_dir, INDEX_SUBDIR)
     state = read_state(search_index)
     bm25 = _repair_bm25_side(index_dir, search_index, state)
-    delete_ids, where = read_id_file(delete) if isinstance(delete, (str, os.PathLike)) else (list(delete or []), None)
     source = (
         embeddings if isinstance(embeddings, EmbeddingFiles) or embeddings is None else EmbeddingFiles.open(embeddings)
     )

@@ -9,7 +9,7 @@ from search_inputs import assert_same_results, clustered
 
 from gtr_keras.beir.readers import Corpus
 from gtr_keras.cli.main import main
-from gtr_keras.errors import DataError, MismatchError
+from gtr_keras.errors import DataError, MismatchError, UserError
 from gtr_keras.retrieval.index import Index
 from gtr_keras.retrieval.index_building import build_index, index_metadata
 from gtr_keras.retrieval.index_types import IndexUpdate
@@ -17,6 +17,7 @@ from gtr_keras.retrieval.index_updates import update_index
 from gtr_keras.retrieval.retriever import Retriever
 from gtr_keras.storage.layout import read_id_file
 from gtr_keras.storage.search_index import SearchIndex
+from gtr_keras.utils import files
 
 WORDS = "wing lift drag shock boundary layer heat transfer flutter nozzle jet buckling panel cone mach".split()
 
@@ -91,6 +92,10 @@ def test_cli_update_with_embeddings_and_deletions(tmp_path, capsys):
     assert f"{tmp_path / 'ids.txt'}:2: id 'nope' is not in the index" in capsys.readouterr().err
     assert main(["update", out, "--delete", str(tmp_path / "ids.txt"), "--missing-ok"]) == 0
     assert len(SearchIndex.load(out).ids) == 28
+    with files.open("ram://test_cli_update/ids.txt", "w") as f:
+        f.write("d5\n")
+    assert main(["update", out, "--delete", "ram://test_cli_update/ids.txt"]) == 0  # the scheme kept
+    assert len(SearchIndex.load(out).ids) == 27 and "d5" not in set(SearchIndex.load(out).ids)
 
 
 def test_an_id_file_names_the_line_of_a_bad_id(tmp_path):
@@ -186,6 +191,24 @@ def test_a_compaction_alone_keeps_the_bm25_side(tmp_path, tiny_encoder, tiny_mod
     assert len(hits[0]) == 3
     update_index(tmp_path / "idx", delete=["d4"])
     assert len(rebuilds) == 1
+
+
+def test_delete_is_one_id_as_a_str_ids_as_a_list_and_a_file_of_ids_as_a_path_like(tmp_path):
+    _shard(tmp_path / "base.npy", ["d1", "d2", "d3", "d4", "gone.txt"], _unit(5, 8))
+    Index.build(tmp_path / "idx", embeddings=str(tmp_path / "base.npy"))
+    (tmp_path / "gone.txt").write_text("d1\n")
+    assert update_index(tmp_path / "idx", delete="gone.txt").deleted == ("gone.txt",)  # one id, never a file
+    with pytest.raises(DataError, match="^delete\\[0\\]: id 'd1 d4' is not in the index"):
+        update_index(tmp_path / "idx", delete="d1 d4")  # one id, never its words
+    assert update_index(tmp_path / "idx", delete=iter(["d2"])).deleted == ("d2",)
+    with files.open("ram://test_index_updates/ids.txt", "w") as f:
+        f.write("d3\nd9\n")
+    with pytest.raises(DataError, match="^ram://test_index_updates/ids.txt:2: id 'd9' is not in the index"):
+        update_index(tmp_path / "idx", delete=files.FilePath("ram://test_index_updates/ids.txt"))
+    change = update_index(tmp_path / "idx", delete=files.FilePath("ram://test_index_updates/ids.txt"), missing_ok=True)
+    assert change.deleted == ("d3",) and change.documents == 2
+    with pytest.raises(UserError, match="delete must be an id .* or a list of ids, got bytes"):
+        update_index(tmp_path / "idx", delete=b"d1")
 
 
 def test_an_update_returns_the_ids_it_added_replaced_and_deleted_in_the_order_given(tmp_path):

@@ -11,6 +11,7 @@ from gtr_keras.cli.helpers.shared_flags import (
     add_progress,
     add_update_arguments,
 )
+from gtr_keras.utils import files
 from gtr_keras.utils.locks import locks_output
 
 
@@ -58,7 +59,7 @@ def run(args):
         documents=args.bm25_corpus,
         encoder=(lambda: handler_inputs.encoder(args)) if args.model else None,
         model_dir=args.model,
-        delete=args.delete,
+        delete=files.FilePath(args.delete) if args.delete else None,
         missing_ok=args.missing_ok,
         compact=True if args.compact else "auto",
         batch_size=args.batch_size,
