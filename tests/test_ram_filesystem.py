@@ -176,14 +176,14 @@ def test_train_index_export_and_evaluate_all_on_ram(ram_model_dir, root, monkeyp
 
     monkeypatch.setattr(encoder, "encode_documents", killed_after_one_shard)
     with pytest.raises(RuntimeError, match="killed"):
-        build_index(encoder, loaded_corpus, index_dir, model_dir=model_dir, shard_size=16)
+        build_index(encoder, loaded_corpus, index_dir, model_dir=model_dir, piece_size=16)
     # (`files.exists` would not do: ram:// takes `index` for a directory as `index.partial` exists.)
-    assert files.listdir(work_dir) == ["manifest.json", "shard-00000.npz"] and "index" not in files.listdir(root)
+    assert files.listdir(work_dir) == ["manifest.json", "piece-00000.npz"] and "index" not in files.listdir(root)
     calls.clear()
     monkeypatch.setattr(
         encoder, "encode_documents", lambda texts, *args: calls.append(len(texts)) or encode(texts, *args)
     )
-    built = build_index(encoder, loaded_corpus, index_dir, model_dir=model_dir, shard_size=16)
+    built = build_index(encoder, loaded_corpus, index_dir, model_dir=model_dir, piece_size=16)
     assert calls == [16, 8] and built.kind == "scann" and "index.partial" not in files.listdir(root)
     retriever = Retriever.load(index_dir, encoder)
     assert json.loads(files.read_bytes(f"{index_dir}/retriever.json"))["model_dir"] == model_dir
@@ -244,9 +244,9 @@ def test_search_index_and_shard_writer_on_ram(root):
     texts = [f"text {i}" for i in range(200)]
     writer = ResumableEncoding(f"{root}/work", ids, texts, 64, {"model_sha256": "0" * 64})
     writer.write(0, embeddings[:64])
-    _write(f"{root}/work/.shard-00001.npz.upload-1-x", "killed mid-upload")
+    _write(f"{root}/work/.piece-00001.npz.upload-1-x", "killed mid-upload")
     resumed = ResumableEncoding(f"{root}/work", ids, texts, 64, {"model_sha256": "0" * 64})
-    assert files.listdir(f"{root}/work") == ["manifest.json", "shard-00000.npz"]
+    assert files.listdir(f"{root}/work") == ["manifest.json", "piece-00000.npz"]
     assert [shard.number for shard in resumed.pending_pieces()] == [1, 2, 3]
     for shard in resumed.pending_pieces():
         resumed.write(shard.number, embeddings[shard.start : shard.end])

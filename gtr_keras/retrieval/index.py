@@ -132,12 +132,12 @@ class Index(IndexHandle):
         rescore: Literal["int8", "binary"] | None = None,
         bm25: bool = True,
         batch_size: int = 32,
-        shard_size: int = 2048,
+        piece_size: int = 2048,
         progress: bool | None = None,
         runner: str | None = None,
         beam_options: Sequence[str] = (),
         large_model: bool = False,
-        shard_rows: int = 50_000,
+        file_rows: int = 50_000,
         dimensions: int | None = None,
     ) -> Self:
         """Builds an index directory at `path` (what `gtr-keras index` does, with its options) and opens it.
@@ -162,13 +162,13 @@ class Index(IndexHandle):
             rescore: candidates rescored per query with `"int8"` or `"binary"` vectors.
             bm25: also index the documents with BM25 (for `retriever="bm25"` and `"hybrid"`).
             batch_size: documents per forward pass.
-            shard_size: documents per resumable piece of the encoding.
+            piece_size: documents per resumable piece of the encoding.
             progress: show a progress bar (default: for 5,000 documents or more).
             runner: encode with an Apache Beam pipeline on this runner (`"DirectRunner"`,
                 `"DataflowRunner"`, ...), `model` then a directory or name every worker loads.
             beam_options: Beam pipeline options, `"KEY=VALUE"` or `"KEY"` strings.
             large_model: one model copy per machine, shared by its Beam workers.
-            shard_rows: documents per embedding file of the Beam pipeline.
+            file_rows: documents per embedding file of the Beam pipeline.
             dimensions: N, to index the first N coordinates of each embedding, renormalised
                 (`utils.dimensions`): recorded, and the index's queries cut the same; None: all D.
 
@@ -202,13 +202,13 @@ class Index(IndexHandle):
         model_dir = model if isinstance(model, (str, os.PathLike)) else None
         encoder = None
         if embeddings is not None:
-            shards = embeddings if isinstance(embeddings, EmbeddingFiles) else EmbeddingFiles.open(embeddings)
+            embedding_files = embeddings if isinstance(embeddings, EmbeddingFiles) else EmbeddingFiles.open(embeddings)
             if documents is not None:
                 where = documents if isinstance(documents, (str, os.PathLike)) else "documents"
                 stored = load_corpus(documents) if isinstance(documents, (str, os.PathLike)) else documents
-                documents = corpus_in_index_order(stored, where, shards.ids)
+                documents = corpus_in_index_order(stored, where, embedding_files.ids)
             encoder = None if model is None else _encoder_of(model)
-            index_embeddings(shards, path, encoder, model_dir, kind, documents, params, bm25, dimensions)
+            index_embeddings(embedding_files, path, encoder, model_dir, kind, documents, params, bm25, dimensions)
             encoder = encoder and encoder.truncated(dimensions)
         elif runner is not None:
             from gtr_keras.retrieval.encoding.beam_pipeline import index_with_beam  # Apache Beam, an extra
@@ -226,7 +226,7 @@ class Index(IndexHandle):
                 runner=runner,
                 beam_options=beam_options,
                 batch_size=batch_size,
-                shard_rows=shard_rows,
+                file_rows=file_rows,
                 large_model=large_model,
             )
         else:
@@ -236,7 +236,7 @@ class Index(IndexHandle):
                     raise DataError(f"{name}: a glob of corpus files needs a Beam runner (runner='DirectRunner')")
                 corpus = load_corpus(name)
             encoder = _encoder_of(model).truncated(dimensions)
-            build_index(encoder, corpus, path, model_dir, kind, batch_size, shard_size, progress, bm25, params)
+            build_index(encoder, corpus, path, model_dir, kind, batch_size, piece_size, progress, bm25, params)
         index = cls(path, model)
         index._encoder = index._retriever.encoder = encoder  # checked by the build (None: none loaded)
         return index

@@ -1,7 +1,7 @@
 """Updates of an index directory of `gtr-keras index`: documents added, replaced or deleted in place.
 
 The checks are those of a build, and run before any encoding or index work:
-new embedding shards are checked by `EmbeddingFiles.open` (D, finite unit
+new embedding files are checked by `EmbeddingFiles.open` (D, finite unit
 rows, unique ids, id text) and must be of the model the index records
 (`retriever.json`), as must an encoder given to encode new documents; the ids
 to delete must be in the index. The vectors go into a new segment of the
@@ -95,7 +95,7 @@ def update_index(
 
     Args:
         index_dir: an index directory of `gtr-keras index` (or `build_index`).
-        embeddings: a glob of precomputed shards, or an opened `EmbeddingFiles`, or None.
+        embeddings: a glob of precomputed embedding files, or an opened `EmbeddingFiles`, or None.
         corpus: a `Corpus`, or a corpus file (which errors then name with its line), to encode with
             `encoder` instead, or None.
         encoder: the `Encoder` of the index's model, or a function that makes it (called once the inputs
@@ -119,7 +119,7 @@ def update_index(
         MismatchError: embeddings or an encoder of another model than the
             index's, or of another D.
         DataError: not an index directory, an id to delete that is not in the
-            index (named with its file and line), a bad shard or id file.
+            index (named with its file and line), a bad embedding file or id file.
         UserError: both `embeddings` and `corpus`, or `corpus` without `encoder`.
 
     Example:

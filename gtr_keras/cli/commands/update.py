@@ -43,18 +43,18 @@ def check(args, parser):
 
 @locks_output("args.index")  # before the corpus and the model load: a second run is refused at once
 def run(args):
-    """`update INDEX`: the shards opened here, the corpus read and the rest of the checks (the index's model,
+    """`update INDEX`: the embedding files opened here, the corpus read and the rest of the checks (the index's model,
     the ids to delete, the metadata types) in `update_index`, all before the model loads."""
     from gtr_keras.retrieval.index_updates import update_index
 
-    shards = None
+    embedding_files = None
     if args.embeddings:
         from gtr_keras.storage.embedding_files import EmbeddingFiles
 
-        shards = EmbeddingFiles.open(args.embeddings)
+        embedding_files = EmbeddingFiles.open(args.embeddings)
     change = update_index(
         args.index,
-        embeddings=shards,
+        embeddings=embedding_files,
         corpus=args.corpus,
         documents=args.bm25_corpus,
         encoder=(lambda: handler_inputs.encoder(args)) if args.model else None,

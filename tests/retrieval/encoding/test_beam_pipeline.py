@@ -24,9 +24,9 @@ from gtr_keras.retrieval.encoding.beam_pipeline import (
     GTRModelHandler,
     beam_pipeline_args,
     corpus_files,
-    corpus_from_shards,
+    corpus_from_embedding_files,
     encode_corpus_with_beam,
-    index_from_shards,
+    index_from_embedding_files,
     read_documents,
 )
 from gtr_keras.storage.search_index import SearchIndex  # noqa: E402
@@ -141,7 +141,7 @@ def beam_index_argv(model_dir, corpus, out, *extra):
         out,
         "--runner",
         "DirectRunner",
-        "--shard-rows",
+        "--file-rows",
         "64",
         *extra,
     ]
@@ -153,8 +153,8 @@ def test_direct_runner_matches_in_process_encoder(tmp_path, tiny_model_dir, tiny
     write_corpus(collection / "corpus.jsonl.gz", 60)
     out = tmp_path / "shards"
 
-    encode_corpus_with_beam(tiny_model_dir, str(collection), str(out), batch_size=8, group_size=8, shard_rows=16)
-    corpus, embeddings = corpus_from_shards(str(out))
+    encode_corpus_with_beam(tiny_model_dir, str(collection), str(out), batch_size=8, group_size=8, file_rows=16)
+    corpus, embeddings = corpus_from_embedding_files(str(out))
 
     expected = load_corpus(collection)
     shards = sorted(name for name in os.listdir(out) if name != MANIFEST)
@@ -165,7 +165,7 @@ def test_direct_runner_matches_in_process_encoder(tmp_path, tiny_model_dir, tiny
     np.testing.assert_allclose(
         embeddings, tiny_encoder.encode_documents(expected.joined(), batch_size=8), atol=1e-6, rtol=0
     )
-    ids, same_embeddings = index_from_shards(str(out))
+    ids, same_embeddings = index_from_embedding_files(str(out))
     assert ids == expected.ids
     np.testing.assert_array_equal(same_embeddings, embeddings)
     hits, _ = SearchIndex(ids, embeddings, kind="exact").search_ids(embeddings[:5], k=1)
@@ -362,17 +362,17 @@ def test_read_documents_errors_name_file_line_and_field(tmp_path, line, message)
 
 def test_shards_are_read_back_complete_or_not_at_all(tmp_path):
     with pytest.raises(FileNotFoundError, match=f"no {MANIFEST}"):
-        index_from_shards(str(tmp_path))
+        index_from_embedding_files(str(tmp_path))
     write_manifest(tmp_path, ["f0"])
     with pytest.raises(FileNotFoundError, match="no embeddings-SSSSS-of-NNNNN.npz shards"):
-        index_from_shards(str(tmp_path))
+        index_from_embedding_files(str(tmp_path))
     write_shard(tmp_path, 0, 3, ["a"])
     write_shard(tmp_path, 2, 3, ["c"], lines=[2])
     with pytest.raises(DataError, match="1 of 3 shards missing, the first is shard 1"):
-        index_from_shards(str(tmp_path))
+        index_from_embedding_files(str(tmp_path))
     write_shard(tmp_path, 1, 2, ["b"], lines=[3])
     with pytest.raises(MismatchError, match=r"shards of different runs \(totals \[2, 3\]\)"):
-        index_from_shards(str(tmp_path))
+        index_from_embedding_files(str(tmp_path))
 
 
 @pytest.mark.parametrize(
@@ -396,7 +396,7 @@ def test_stale_or_mixed_shards_are_user_errors_naming_the_shard_directory(tmp_pa
     for number, total, ids, extra in shards:
         write_shard(tmp_path, number, total, ids, **extra)
     with pytest.raises(error, match=re.escape(f"{tmp_path}: {message}")) as raised:
-        index_from_shards(str(tmp_path))
+        index_from_embedding_files(str(tmp_path))
     assert isinstance(raised.value, UserError)
 
 
@@ -438,10 +438,10 @@ def test_shards_are_assembled_in_corpus_order_and_duplicate_ids_named(tmp_path):
     with pytest.raises(
         DataError, match=re.escape("CORPUS: 1 duplicate `_id` value(s), e.g. 'b' (f1.jsonl:1 and f1.jsonl:5)")
     ):
-        index_from_shards(str(tmp_path))
+        index_from_embedding_files(str(tmp_path))
     write_shard(tmp_path, 1, 2, ["c", "aa"], files=[0, 1], lines=[2, 5])
-    corpus, embeddings = corpus_from_shards(str(tmp_path))
-    assert corpus.ids == ["c", "a", "b", "aa"] == index_from_shards(str(tmp_path))[0]
+    corpus, embeddings = corpus_from_embedding_files(str(tmp_path))
+    assert corpus.ids == ["c", "a", "b", "aa"] == index_from_embedding_files(str(tmp_path))[0]
     assert corpus.texts == corpus.ids and corpus.titles == [""] * 4
     assert embeddings.shape == (4, 4)
 
