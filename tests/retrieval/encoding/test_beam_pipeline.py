@@ -364,14 +364,14 @@ def test_shards_are_read_back_complete_or_not_at_all(tmp_path):
     with pytest.raises(FileNotFoundError, match=f"no {MANIFEST}"):
         index_from_embedding_files(str(tmp_path))
     write_manifest(tmp_path, ["f0"])
-    with pytest.raises(FileNotFoundError, match="no embeddings-SSSSS-of-NNNNN.npz shards"):
+    with pytest.raises(FileNotFoundError, match="no embeddings-SSSSS-of-NNNNN.npz embedding files"):
         index_from_embedding_files(str(tmp_path))
     write_shard(tmp_path, 0, 3, ["a"])
     write_shard(tmp_path, 2, 3, ["c"], lines=[2])
-    with pytest.raises(DataError, match="1 of 3 shards missing, the first is shard 1"):
+    with pytest.raises(DataError, match="1 of 3 embedding files missing, the first is file 1"):
         index_from_embedding_files(str(tmp_path))
     write_shard(tmp_path, 1, 2, ["b"], lines=[3])
-    with pytest.raises(MismatchError, match=r"shards of different runs \(totals \[2, 3\]\)"):
+    with pytest.raises(MismatchError, match=r"embedding files of different runs \(totals \[2, 3\]\)"):
         index_from_embedding_files(str(tmp_path))
 
 
@@ -381,14 +381,18 @@ def test_shards_are_read_back_complete_or_not_at_all(tmp_path):
         (
             [(0, 2, ["a"], {"lines": [1]}), (1, 2, ["b"], {"lines": [1]})],
             MismatchError,
-            "f0.jsonl:1 is in more than one row (shards of different runs?)",
+            "f0.jsonl:1 is in more than one row (embedding files of different runs?)",
         ),
         (
             [(0, 2, ["a"], {"lines": [1]}), (1, 2, ["b"], {"lines": [2], "dims": 8})],
             DataError,
-            "shards have different embedding sizes [4, 8]",
+            "embedding files have different embedding sizes [4, 8]",
         ),
-        ([(0, 1, ["a"], {"files": [3]})], DataError, "shards name file numbers missing from corpus_files.json"),
+        (
+            [(0, 1, ["a"], {"files": [3]})],
+            DataError,
+            "embedding files name file numbers missing from corpus_files.json",
+        ),
     ],
 )
 def test_stale_or_mixed_shards_are_user_errors_naming_the_shard_directory(tmp_path, shards, error, message):
@@ -428,7 +432,7 @@ def test_a_stale_shard_directory_is_exit_2_not_a_bug(tmp_path, tiny_model_dir, m
         == 2
     )
     error = capsys.readouterr().err.strip()
-    assert error.startswith("gtr-keras index: error: ") and "shards of different runs" in error, error
+    assert error.startswith("gtr-keras index: error: ") and "embedding files of different runs" in error, error
 
 
 def test_shards_are_assembled_in_corpus_order_and_duplicate_ids_named(tmp_path):
