@@ -1,22 +1,25 @@
 """gtr-keras: GTR dual-encoder retrievers in Keras 3 on TensorFlow.
 
-Importing the package registers its keras-hub classes (`GTRBackbone`,
-`GTRTextEmbedder`, `GTRTextEmbedderPreprocessor`, `GTRTokenizer`) with Keras, so
-that `keras_hub.models.TextEmbedder.from_preset(DIR)` and `keras.saving.load_model`
-find them: at once when Keras is imported already, else as soon as it is
-(a post-import hook, `utils.import_hooks`), so that a process that only searches an
-index (`gtr_keras.Index.open(path).search(vectors)`) or runs an ONNX or OpenVINO export never loads
-Keras or TensorFlow. Once the model family is imported, the package installs its
-Keras and keras-hub patches (`gtr_keras.patches`) and the loaders of other model
-formats (`gtr_keras.convert`). The other top-level names are imported on first use; a type checker or an
-IDE reads them from the `if TYPE_CHECKING:` imports below (the package is typed: `py.typed`).
+Importing the package registers the loaders of the model formats keras-hub does not read
+(`gtr_keras.convert.preset_loader`), which cost no import of Keras. The model family
+(`gtr_keras.models.gtr`: `GTRBackbone`, `GTRTextEmbedder`, `GTRTextEmbedderPreprocessor`,
+`GTRTokenizer`) registers its classes with Keras and its presets with keras-hub when it is
+imported, so that `keras.saving.load_model` and keras-hub's `from_preset` find them: at once
+when Keras is imported already, else with the first of the package's names that needs it
+(`gtr_keras.load`, `gtr_keras.GTRTextEmbedder`, ...), so that a process that only searches an
+index (`gtr_keras.Index.open(path).search(vectors)`) or runs an ONNX or OpenVINO export never
+loads Keras or TensorFlow. A process that imports Keras after the package and then loads a GTR model through
+Keras or keras-hub alone imports the family first (`import gtr_keras.models.gtr`). The other
+top-level names are imported on first use; a type checker or an IDE reads them from the
+`if TYPE_CHECKING:` imports below (the package is typed: `py.typed`).
 
 TensorFlow's C++ start-up lines (CUDA probing on a machine without a GPU,
 oneDNN notices) are silenced unless `TF_CPP_MIN_LOG_LEVEL` is set: set it (to 0
 for everything) before the first import of TensorFlow to see them.
 
 Example:
->>> import gtr_keras, keras_hub
+>>> import keras_hub
+>>> import gtr_keras
 >>> embedder = keras_hub.models.TextEmbedder.from_preset(model_dir)
 >>> embedder.encode_queries(["what is a dual encoder?"]).shape
 (1, 64)
@@ -27,35 +30,12 @@ import os
 import sys
 from typing import TYPE_CHECKING
 
-from gtr_keras.utils.import_hooks import when_imported
+from gtr_keras.convert import preset_loader
 from gtr_keras.utils.lazy_exports import lazy_exports
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")  # before TensorFlow's first import
 
-
-def _register_keras_classes(module):
-    if "gtr_keras.models.gtr" in sys.modules:
-        return  # imported, or being imported
-    keras_hub = sys.modules.get("keras_hub")
-    if module.__name__ == "keras" and keras_hub is not None and getattr(keras_hub.__spec__, "_initializing", False):
-        return  # Keras was imported by keras_hub's import: registered by keras_hub's hook
-    importlib.import_module("gtr_keras.models.gtr")
-
-
-def _wire_the_model_family(family):
-    from gtr_keras.convert import preset_loader as preset_loader
-    from gtr_keras.patches import keras_functional_models as keras_functional_models
-    from gtr_keras.patches import keras_hub_preset_loader as keras_hub_preset_loader
-
-    keras_functional_models.install()
-    keras_hub_preset_loader.install()
-    preset_loader.install()
-
-
-# Once no module of the package is half imported: the patches and converters import the family's modules.
-when_imported("gtr_keras.models.gtr", _wire_the_model_family, settled="gtr_keras.")
-for _name in ("keras", "keras_hub"):
-    when_imported(_name, _register_keras_classes)  # runs now if `_name` is imported already
+preset_loader.install()
 
 __version__ = "0.1.0"
 
@@ -120,3 +100,6 @@ __all__, __getattr__ = lazy_exports(
         "RetryLaterError": "gtr_keras.errors",
     },
 )
+
+if "keras" in sys.modules:  # Keras costs nothing more: the classes are registered with it now
+    importlib.import_module("gtr_keras.models.gtr")

@@ -22,14 +22,13 @@ from gtr_keras.errors import CheckpointError, UserError
 from gtr_keras.models.gtr.encoder import Encoder
 from gtr_keras.models.gtr.gtr_text_embedder import GTRTextEmbedder
 from gtr_keras.models.gtr.gtr_tokenizer import QUERY_LENGTH
-from gtr_keras.models.model_files.model_source import (
+from gtr_keras.models.model_files.model_formats import (
     ARCHITECTURE,
     CROSS_ENCODER,
-    HF_PREFIX,
     RERANKER_FORMATS,
     SENTENCE_TRANSFORMERS,
-    resolve_model_source,
 )
+from gtr_keras.models.model_files.model_source import HF_PREFIX, resolve_model_source
 from gtr_keras.models.reranker.reranker import Reranker
 from gtr_keras.models.text_encoder import TextPairScorer
 from gtr_keras.utils import files

@@ -17,7 +17,6 @@ ALLOWED = {
     "utils": set(),
     "models": {"utils"},
     "convert": {"utils", "models"},
-    "patches": {"utils", "models", "convert"},
     "beir": {"utils"},
     "storage": {"utils", "beir"},
     "filters": {"utils", "beir", "storage"},
@@ -29,7 +28,7 @@ ALLOWED = {
     "exports": {"utils", "models", "storage", "filters", "lexical", "retrieval"},
     "integrity": {"utils", "models", "storage", "lexical", "exports"},
     "server": {"utils", "storage", "filters", "lexical", "retrieval"},
-    "cli": {"utils", "models", "convert", "patches", "beir", "storage", "filters", "tuning", "lexical", "retrieval"}
+    "cli": {"utils", "models", "convert", "beir", "storage", "filters", "tuning", "lexical", "retrieval"}
     | {"training", "distillation", "exports", "integrity", "server"},
 }
 # Modules of a folder above that a folder may import too: integrity's checks of an index directory, which import
@@ -175,6 +174,114 @@ def test_the_modules_a_lower_folder_may_import_import_only_what_it_may():
     assert wrong == []
 
 
+DEPENDENCIES = ("keras", "keras_hub", "tensorflow")
+
+
+def _root(target):
+    """The name an assignment's target hangs from (`a` of `a.b.c = ...`, `a.b[0] = ...`), None for a plain name."""
+    if not isinstance(target, (ast.Attribute, ast.Subscript)):
+        return None
+    while isinstance(target, (ast.Attribute, ast.Subscript)):
+        target = target.value
+    return target.id if isinstance(target, ast.Name) else None
+
+
+def _names(node):
+    """The names of a name, or of a tuple or list of names; None for anything else."""
+    if isinstance(node, ast.Name):
+        return [node.id]
+    if isinstance(node, ast.Tuple | ast.List) and all(isinstance(element, ast.Name) for element in node.elts):
+        return [element.id for element in node.elts]
+    return None
+
+
+def changes_of_dependencies(tree):
+    """`[(line, code)]` of each assignment, `del`, `setattr` or `delattr` of an attribute of a name bound to
+    keras, keras-hub or TensorFlow (a module or anything imported from one), or to a tuple, list or loop of
+    such names (`for module in (task, backbone): module.f = ...`)."""
+    bound = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            bound |= {(a.asname or a.name).split(".")[0] for a in node.names if a.name.split(".")[0] in DEPENDENCIES}
+        elif isinstance(node, ast.ImportFrom) and not node.level and node.module.split(".")[0] in DEPENDENCIES:
+            bound |= {alias.asname or alias.name for alias in node.names}
+    holders = [(node.targets, node.value) for node in ast.walk(tree) if isinstance(node, ast.Assign)]
+    holders += [([node.target], node.iter) for node in ast.walk(tree) if isinstance(node, (ast.For, ast.comprehension))]
+    while True:
+        more = {
+            name
+            for targets, value in holders
+            if set(_names(value) or ()) & bound
+            for target in targets
+            for name in _names(target) or ()
+        } - bound
+        if not more:
+            break
+        bound |= more
+    changes = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Assign | ast.Delete):
+            targets = node.targets
+        elif isinstance(node, ast.AugAssign | ast.AnnAssign):
+            targets = [node.target]
+        elif isinstance(node, ast.Call) and getattr(node.func, "id", None) in ("setattr", "delattr") and node.args:
+            targets = [ast.Attribute(value=node.args[0], attr="?")]
+        else:
+            continue
+        if any(_root(target) in bound for target in targets):
+            changes.append((node.lineno, ast.unparse(node)))
+    return changes
+
+
+def test_the_package_changes_nothing_of_keras_keras_hub_or_tensorflow():
+    changes = {
+        name: found
+        for name, path in module_names().items()
+        if (found := changes_of_dependencies(ast.parse(open(path, encoding="utf-8").read())))
+    }
+    assert changes == {}
+
+
+@pytest.mark.parametrize(
+    "code",
+    [
+        "from keras.src.models import model as keras_model\nkeras_model.inject_functional_model_class = f",
+        "from keras_hub.src.models import task\nfor module in (task,):\n    module.get_preset_loader = f",
+        "from keras_hub.src.models import backbone, task\n_CALLERS = (task, backbone)\n"
+        "for module in _CALLERS:\n    setattr(module, 'get_preset_loader', f)",
+        "import keras_hub\nkeras_hub.models.Backbone.__bases__ = (object,)",
+        "import tensorflow as tf\ntf.io.gfile.exists = f",
+    ],
+)
+def test_the_dependency_check_finds_a_replaced_function(code):
+    assert len(changes_of_dependencies(ast.parse(code))) == 1
+
+
+def test_the_dependency_check_leaves_the_package_own_objects_alone():
+    code = (
+        "import keras\nlayer = keras.layers.Dense(2)\nlayer.trainable = False\nself.projection = keras.layers.Dense(2)"
+    )
+    assert changes_of_dependencies(ast.parse(code)) == []
+
+
+def test_importing_the_package_and_building_a_model_leaves_keras_and_keras_hub_functions_their_own():
+    from keras.src.models import model
+    from keras_hub.src.models import backbone, preprocessor, task
+    from keras_hub.src.tokenizers import tokenizer
+    from keras_hub.src.utils import preset_utils
+
+    import gtr_keras
+
+    gtr_keras.GTRTextEmbedder.from_preset("gtr-tiny")
+    assert (model.inject_functional_model_class.__module__, model.inject_functional_model_class.__name__) == (
+        "keras.src.models.model",
+        "inject_functional_model_class",
+    )
+    assert preset_utils.get_preset_loader.__module__ == "keras_hub.src.utils.preset_utils"
+    for module in (task, backbone, preprocessor, tokenizer):
+        assert module.get_preset_loader is preset_utils.get_preset_loader, module.__name__
+
+
 def test_no_folder_holds_more_than_twelve_modules():
     counts = {}
     for directory, _, file_names in os.walk(PACKAGE):
@@ -248,6 +355,7 @@ def test_the_package_inits_import_only_what_gives_their_public_names():
     family = [
         "from keras_hub.src.utils.preset_utils import register_presets",
         "from gtr_keras.models.gtr.gtr_backbone import GTRBackbone",
+        "from gtr_keras.models.gtr.gtr_text_embedder import GTRTextEmbedder",
         "from gtr_keras.models.gtr.presets import keras_hub_presets",
     ]
     for directory, _, file_names in os.walk(PACKAGE):
@@ -270,12 +378,15 @@ def test_the_package_inits_import_only_what_gives_their_public_names():
 @pytest.mark.parametrize(
     "imports",
     [
-        "import gtr_keras, keras",
+        "import keras, gtr_keras",
         "import keras_hub, gtr_keras",
+        "import gtr_keras, keras; import gtr_keras.models.gtr",
+        "import gtr_keras, keras; gtr_keras.GTRBackbone",
+        "import gtr_keras; gtr_keras.GTRTextEmbedder",
         "import gtr_keras; from gtr_keras.models.gtr.gtr_backbone import GTRBackbone",
     ],
 )
-def test_the_keras_classes_are_registered_whatever_is_imported_first(imports):
+def test_the_keras_classes_are_registered_once_keras_and_the_family_are_imported(imports):
     script = (
         f"{imports}\nimport keras\n"
         "assert keras.saving.get_registered_object('gtr_keras>GTRTextEmbedder') is not None\n"
@@ -422,17 +533,18 @@ def test_the_top_level_modules_import_what_the_architecture_says():
     }
     assert graph["gtr_keras.cli.helpers.console"] == set()
     assert graph["gtr_keras.__main__"] == {"gtr_keras.cli.main"}
-    # The keras-hub classes once Keras is imported, the patches once the family is, the rest on first use.
+    # The loaders of other formats at once (no Keras), the model family only when Keras is imported already,
+    # the rest on first use.
     assert graph["gtr_keras"] == {
-        "gtr_keras.utils.import_hooks",
         "gtr_keras.utils.lazy_exports",
         "gtr_keras.convert",
         "gtr_keras.convert.preset_loader",
-        "gtr_keras.patches",
-        "gtr_keras.patches.keras_functional_models",
-        "gtr_keras.patches.keras_hub_preset_loader",
     }
-    assert graph["gtr_keras.utils.import_hooks"] == set()
+    assert module_level_imports("gtr_keras.convert.preset_loader") == {
+        "gtr_keras.errors",
+        "gtr_keras.models.model_files.model_formats",
+    }
+    assert module_level_imports("gtr_keras.models.model_files.model_formats") == set()
     assert graph["gtr_keras.exports.export_formats"] == {"gtr_keras.errors"}  # what the parser may read
     # `gtr_keras.load`: exports' encoders without TensorFlow (the encoders' types), a model's stack only for a model.
     assert graph["gtr_keras.loading"] == {

@@ -21,7 +21,7 @@ from gtr_keras.models.gtr.t5_attention import T5Attention
 from gtr_keras.models.gtr.t5_encoder_block import T5EncoderBlock
 from gtr_keras.models.gtr.t5_feed_forward import T5FeedForward
 from gtr_keras.models.model_files.model_source import ModelSource, resolve_model_source
-from gtr_keras.patches.keras_hub_preset_loader import GTRPresetLoader
+from gtr_keras.models.subclassed_model import SubclassedModelType
 from gtr_keras.training.dual_encoder import DualEncoder, make_optimizer
 
 
@@ -40,7 +40,7 @@ from gtr_keras.training.dual_encoder import DualEncoder, make_optimizer
         T5EncoderBlock,
         MaskedMeanPooling,
         ModelSource,
-        GTRPresetLoader,
+        SubclassedModelType,
     ],
 )
 def test_class_docstring_example_runs(cls, tiny_model_dir):

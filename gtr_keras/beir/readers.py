@@ -10,20 +10,23 @@ Every problem with the input raises `DataError`, whose message starts with
 fixed without a debugger. Files are read through `gtr_keras.utils.text_files`.
 """
 
+import collections.abc
 import dataclasses
 import json
 import math
 import os
 from typing import Any
 
-from gtr_keras.errors import DataError
+from gtr_keras.errors import DataError, UserError
 from gtr_keras.utils import files
 from gtr_keras.utils.text_files import (
     check_id_text,
-    id_field,
+    check_text,
+    id_value,
     iter_jsonl,
     iter_tsv_rows,
-    str_field,
+    text_problem,
+    text_value,
 )
 
 MAX_EXAMPLES = 5
@@ -35,13 +38,18 @@ Qrels = dict[str, dict[str, int]]
 class Corpus:
     """Documents of a collection, in file order.
 
+    A `Corpus` given to `gtr_keras.Index` (or `build_index`, `update_index`) is held to the rule of a corpus
+    file's records (`check_corpus`) before anything is encoded or written: a `UserError` names its row and field.
+
     Attributes:
-        ids: document ids.
+        ids: document ids: strings (or integers, stored as strings), unique, not empty, without whitespace.
         titles: document titles, `""` where the record has none.
         texts: document bodies.
         metadata: per document, the `metadata` object of its record (`{}` where it has none), or None for
             a corpus read without them; its values are strings, numbers, booleans or lists of strings, each
             field of one type (`metadata_type`) in every document.
+
+    Every string is valid Unicode (no lone surrogate).
     """
 
     ids: list[str]
@@ -62,19 +70,22 @@ class Corpus:
         return [f"{title} {text}".strip() for title, text in zip(self.titles, self.texts)]
 
 
-def _check_unique(path, ids, line_numbers):
-    first_line = {}
+def _check_unique(source, ids, numbers):
+    """Raises `DataError` naming `source`'s repeated ids and their places (lines of a file, rows of a `Corpus`:
+    `source` None)."""
+    first_number = {}
     duplicates = []
-    for doc_id, line_no in zip(ids, line_numbers):
-        if doc_id in first_line:
-            duplicates.append((doc_id, first_line[doc_id], line_no))
+    for doc_id, number in zip(ids, numbers):
+        if doc_id in first_number:
+            duplicates.append((doc_id, first_number[doc_id], number))
         else:
-            first_line[doc_id] = line_no
+            first_number[doc_id] = number
     if duplicates:
+        unit = "lines" if source is not None else "rows"
         examples = ", ".join(
-            f"{doc_id!r} (lines {first} and {again})" for doc_id, first, again in duplicates[:MAX_EXAMPLES]
+            f"{doc_id!r} ({unit} {first} and {again})" for doc_id, first, again in duplicates[:MAX_EXAMPLES]
         )
-        raise DataError(f"{path}: {len(duplicates)} duplicate `_id` value(s), e.g. {examples}")
+        raise DataError(f"{source or 'Corpus'}: {len(duplicates)} duplicate `_id` value(s), e.g. {examples}")
 
 
 METADATA_TYPES = ("string", "number", "boolean", "list")
@@ -113,59 +124,142 @@ def fits_float64(number):
         return False
 
 
-def record_metadata(path, line_no, doc_id, record, first):
-    """The `metadata` of one corpus record (`{}` for none, null values dropped), checked: an object of strings,
-    numbers (finite float64s, `fits_float64`), booleans and lists of strings, each field of the type the first
-    document that has it gives it.
+def _place(source, number):
+    """Where record `number` of `source` is, for messages: `FILE:LINE`, or `Corpus row N` (`source` None)."""
+    return f"{source}:{number}" if source is not None else f"Corpus row {number}"
+
+
+def record_metadata(source, number, doc_id, metadata, first):
+    """The `metadata` of one document (`{}` for none, null values dropped), checked: an object of strings,
+    numbers (finite float64s, `fits_float64`), booleans and lists of strings (every string, field names too,
+    valid Unicode), each field of the type the first document that has it gives it.
 
     Args:
-        path, line_no, doc_id: where the record is, for messages.
-        record: the parsed line.
-        first: `{field: (type, id, path, line)}` of the documents read before, filled as fields are seen.
+        source, number: where the record is, for messages: a file and its line, or None and a `Corpus` row.
+        doc_id: the document's id.
+        metadata: the record's `metadata` value.
+        first: `{field: (type, id, source, number)}` of the documents read before, filled as fields are seen.
 
     Raises:
-        DataError: a malformed `metadata` or a field of another type, naming the file, line, document and field.
+        DataError: a malformed `metadata` or a field of another type, naming the place, document and field.
     """
-    metadata = record.get("metadata")
     if metadata is None:
         return {}
+    where = _place(source, number)
     if not isinstance(metadata, dict):
-        raise DataError(f"{path}:{line_no}: field `metadata` must be an object, got {type(metadata).__name__}")
+        raise DataError(f"{where}: field `metadata` must be an object, got {type(metadata).__name__}")
     for field, value in metadata.items():
+        if not isinstance(field, str):
+            raise DataError(f"{where}: document {doc_id!r}: a `metadata` field name must be a string, got {field!r}")
+        if text_problem(field):
+            check_text(f"{where}: document {doc_id!r}: `metadata` field name {field!r}", field, DataError)
         kind = metadata_type(value)
         if kind is None and value is not None:
             raise DataError(
-                f"{path}:{line_no}: document {doc_id!r} field `metadata.{field}` must be a string, "
-                f"number, boolean or list of strings, got {json.dumps(value)[:40]}"
+                f"{where}: document {doc_id!r} field `metadata.{field}` must be a string, "
+                f"number, boolean or list of strings, got {json.dumps(value, default=repr)[:40]}"
             )
         if kind == "number" and not fits_float64(value):
             raise DataError(
-                f"{path}:{line_no}: document {doc_id!r} field `metadata.{field}` is a number that does not fit a "
+                f"{where}: document {doc_id!r} field `metadata.{field}` is a number that does not fit a "
                 "float64 (finite, at most 1.8e308 in size), which number fields hold"
             )
-        seen = first.setdefault(field, (kind, doc_id, path, line_no)) if kind else None
+        for string in [value] if kind == "string" else value if kind == "list" else []:
+            if text_problem(string):
+                check_text(f"{where}: document {doc_id!r} field `metadata.{field}`", string, DataError)
+        seen = first.setdefault(field, (kind, doc_id, source, number)) if kind else None
         if seen and seen[0] != kind:
-            place = f"line {seen[3]}" if seen[2] == path else f"{seen[2]}:{seen[3]}"
+            unit = "line" if source is not None else "row"
+            place = f"{unit} {seen[3]}" if seen[2] == source else _place(seen[2], seen[3])
             raise DataError(
-                f"{path}:{line_no}: document {doc_id!r} field `metadata.{field}` is a {kind}, but "
-                f"document {seen[1]!r} ({place}) has a {seen[0]}: a field holds one type"
+                f"{where}: document {doc_id!r} field `metadata.{field}` is a {kind}, but document {seen[1]!r} "
+                f"({place}) has a {seen[0]}: a field holds one type"
             )
     return {field: value for field, value in metadata.items() if value is not None}
 
 
-def read_records(path, with_metadata=False):
-    """Reads `_id`, `title`, `text` (and, `with_metadata`, `metadata`) of every record, checking ids are unique."""
+def document_values(source, number, doc_id, title, text, metadata, first, stored=False):
+    """One document's `(id, title, text, metadata)`, checked by the one rule of documents, whoever gives them (a
+    corpus file, a `Corpus`, the Beam pipeline): the id by `text_files.id_value` (a string or an integer, not
+    empty, without whitespace), title and text strings (a missing title `""`), every string valid Unicode, and
+    the metadata by `record_metadata`.
+
+    Args:
+        source, number: where the document is, for messages: a file and its line, or None and a `Corpus` row.
+        doc_id, title, text, metadata: its values as given (`metadata` None: none).
+        first: as `record_metadata` takes it, shared by the documents of one corpus.
+        stored: the document is one an index stores: its id is held to the rule of ids that name stored
+            documents (`check_id_text(reference=True)`), as older versions stored ids with whitespace unchecked.
+
+    Raises:
+        DataError: naming the place and the field.
+
+    Example:
+    >>> document_values("corpus.jsonl", 3, 7, None, "Lift.", {"year": 2019}, {})
+    ('7', '', 'Lift.', {'year': 2019})
+    """
+    where = _place(source, number)
+    doc_id = id_value(where, doc_id, reference=stored)
+    title = text_value(where, title, "title", required=False)
+    text = text_value(where, text, "text", required=True)
+    return doc_id, title, text, record_metadata(source, number, doc_id, metadata, first)
+
+
+def read_records(path, with_metadata=False, stored=False):
+    """Reads `_id`, `title`, `text` (and, `with_metadata`, `metadata`) of every record (`document_values`, which
+    takes `stored`), checking ids are unique."""
     ids, titles, texts, metadata, line_numbers = [], [], [], [], []
     first = {}
     for line_no, record in iter_jsonl(path):
-        ids.append(id_field(path, line_no, record))
-        titles.append(str_field(path, line_no, record, "title", required=False))
-        texts.append(str_field(path, line_no, record, "text", required=True))
-        if with_metadata:
-            metadata.append(record_metadata(path, line_no, ids[-1], record, first))
+        fields = record.get("metadata") if with_metadata else None
+        values = (record.get(name) for name in ("_id", "title", "text"))
+        values = document_values(path, line_no, *values, fields, first, stored)
+        for column, value in zip((ids, titles, texts, metadata), values):
+            column.append(value)
         line_numbers.append(line_no)
     _check_unique(path, ids, line_numbers)
     return Corpus(ids=ids, titles=titles, texts=texts, metadata=metadata if first else None)
+
+
+def _column(corpus, name):
+    column = getattr(corpus, name)
+    if isinstance(column, (str, bytes, dict)) or not isinstance(column, collections.abc.Sized):
+        raise UserError(f"Corpus.{name} must be a list (an item per document), got {type(column).__name__}")
+    return list(column)
+
+
+def check_corpus(corpus):
+    """`corpus`, a `Corpus` given in Python, held to the rule of a corpus file's records (`document_values`):
+    a checked copy, its ids strings, a missing title `""`, metadata None where no document has any.
+
+    Raises:
+        UserError: not a `Corpus`, or columns of other lengths; `DataError` (a `UserError`): a value a corpus
+            file could not hold, or a repeated id, naming its row (`Corpus row 3`) and field.
+
+    Example:
+    >>> check_corpus(Corpus([7, "d8"], [None, "A title"], ["Lift.", "Drag."])).ids
+    ['7', 'd8']
+    >>> check_corpus(Corpus(["has space"], [""], ["x"]))  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    gtr_keras.errors.DataError: Corpus row 0: `_id` 'has space' holds whitespace, which TREC run files ...
+    """
+    if not isinstance(corpus, Corpus):
+        raise UserError(f"a corpus is a gtr_keras.Corpus (or a corpus file), got {type(corpus).__name__}")
+    names = ("ids", "titles", "texts") + (("metadata",) if corpus.metadata is not None else ())
+    columns = [_column(corpus, name) for name in names]
+    if len({len(column) for column in columns}) > 1:
+        counts = ", ".join(f"{len(column)} {name}" for name, column in zip(names, columns))
+        raise UserError(f"Corpus: {counts}; one of each per document")
+    if corpus.metadata is None:
+        columns.append([None] * len(columns[0]))
+    first, checked = {}, ([], [], [], [])
+    for row, values in enumerate(zip(*columns)):
+        for column, value in zip(checked, document_values(None, row, *values, first)):
+            column.append(value)
+    _check_unique(None, checked[0], range(len(checked[0])))
+    ids, titles, texts, fields = checked
+    return Corpus(ids, titles, texts, fields if first else None)
 
 
 CORPUS_FILES = ("corpus.jsonl", "corpus.jsonl.gz")
@@ -338,8 +432,8 @@ def load_qrels(path: str | os.PathLike[str], split: str = "test") -> Qrels:
                     ) from None
                 continue
             raise DataError(f"{path}:{line_no}: field `score` must be an integer, got {score!r}") from None
-        check_id_text(path, line_no, query_id, "query-id")
-        check_id_text(path, line_no, doc_id, "corpus-id")
+        check_id_text(f"{path}:{line_no}", query_id, "query-id")
+        check_id_text(f"{path}:{line_no}", doc_id, "corpus-id")
         pair = (query_id, doc_id)
         if pair in first_line:
             raise DataError(

@@ -41,7 +41,8 @@ def _is_reranker(model):
     cross-encoder checkpoint or resolved `ModelSource` (read without loading its weights)."""
     if _loaded_reranker(model):
         return True
-    from gtr_keras.models.model_files.model_source import RERANKER_FORMATS, ModelSource, resolve_model_source
+    from gtr_keras.models.model_files.model_formats import RERANKER_FORMATS
+    from gtr_keras.models.model_files.model_source import ModelSource, resolve_model_source
 
     if isinstance(model, ModelSource):
         return model.format in RERANKER_FORMATS

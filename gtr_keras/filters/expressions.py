@@ -19,6 +19,7 @@ import re
 from collections.abc import Iterable, Sequence
 
 from gtr_keras.errors import UserError
+from gtr_keras.utils.text_files import check_id_text, check_text
 
 OPERATORS = ("=", "!=", "<", "<=", ">", ">=", "in")
 ORDER_OPERATORS = ("<", "<=", ">", ">=")
@@ -87,13 +88,13 @@ def parse_clause(text):
     """Parses one clause.
 
     Raises:
-        UserError: an expression that is not a clause, naming it.
+        UserError: an expression that is not a clause, or not valid Unicode (a lone surrogate), naming it.
 
     Example:
     >>> parse_clause("lang in (en, 'de')")
     Clause(field='lang', op='in', values=('en', 'de'), text="lang in (en, 'de')", written=('en', 'de'))
     """
-    tokens = _tokens(text)
+    tokens = _tokens(check_text(f"filter {text!r}", text))
     if len(tokens) < 3:
         raise UserError(f"filter {text!r}: expected FIELD OP VALUE (e.g. 'year >= 2019' or \"lang in (en, de)\")")
     (field_kind, field), (op_kind, op) = tokens[0], tokens[1]
@@ -143,22 +144,26 @@ def id_list(ids: object, what: str) -> list[str]:
     is one item, never its characters; an iterable of ids is each of them. Files of ids are their callers'
     (given as an `os.PathLike`: `Filter`, `Index.delete`).
 
+    Each id names a document already stored, checked as such (`text_files.check_id_text(reference=True)`:
+    not empty, valid Unicode, no NUL or line break; whitespace kept, as older versions stored such ids).
+
     Raises:
-        UserError: naming `what`, for anything else (bytes, a float, a list of lists).
+        UserError: naming `what`, for anything else (bytes, a float, a list of lists), or an id that breaks
+            that rule (naming its place, `delete[3]`).
 
     Example:
     >>> id_list("d5", "delete"), id_list(["d1", 7], "delete")
     (['d5'], ['d1', '7'])
     """
     if _is_id(ids):
-        return [str(ids)]
+        return [check_id_text(what, str(ids), "id", UserError, reference=True)]
     if isinstance(ids, (bytes, bytearray, os.PathLike)) or not isinstance(ids, collections.abc.Iterable):
         raise UserError(f"{what} must be an id (a string or an integer) or a list of ids, got {type(ids).__name__}")
     items = list(ids)
     for item in items:
         if not _is_id(item):
             raise UserError(f"{what} must be strings or integers, got {type(item).__name__} {item!r:.40}")
-    return [str(item) for item in items]
+    return [check_id_text(f"{what}[{i}]", str(item), "id", UserError, reference=True) for i, item in enumerate(items)]
 
 
 class Filter:

@@ -7,7 +7,9 @@ so that a changed byte is named by its file; then the records
 (`retriever.json`, `index.json`, `segments.json`, `tuned.json`: every field),
 then each segment: its ids (their count against its record), its vectors
 (shape, dtype, finite rows) or ScaNN's per-point arrays, its deletion list,
-its documents, and the BM25 side (its ids against the dense part's live ids,
+its documents (readable, and each live one with an id of the rule of ids:
+one an older version stored with whitespace is named with how to repair
+the index), and the BM25 side (its ids against the dense part's live ids,
 its texts against the documents). What killed jobs left inside the directory
 or beside it (staging, `.tune-*`, `NAME.partial`, segments no generation uses)
 is named too.
@@ -108,10 +110,12 @@ def check_index_directory(index_dir, report):
             os.path.join(index_dir, RETRIEVER_JSON),
             f"num_documents {recorded['num_documents']}, the index holds {len(live)}",
         )
-    side = os.path.join(index_dir, BM25_SUBDIR)
-    if live is None or not report.step(lambda: has_bm25_side(index_dir), side):
+    if live is None:
         return
     corpus = report.step(lambda: _documents(search_index, manifest), search_index)
+    side = os.path.join(index_dir, BM25_SUBDIR)
+    if not report.step(lambda: has_bm25_side(index_dir), side):
+        return
     retriever = report.step(lambda: load_bm25_side(index_dir), side)
     mismatch = retriever and side_mismatch(retriever, live, corpus)
     if mismatch and manifest and manifest["generation"]:  # an update killed between its commit and the rebuild
@@ -191,7 +195,7 @@ def _check_recorded_types(directory, segment):
     does not record: the record an update's type check trusts instead of reading them."""
     path = documents_path(directory, segment["name"])
     recorded = segment["metadata_types"]
-    for field, kind in metadata_types(live_corpus([(path, None)])).items():
+    for field, kind in metadata_types(live_corpus([(path, None)], keep_damaged=True)).items():
         if recorded.get(field) != kind:
             raise DataError(
                 f"{path}: field `metadata.{field}` is a {kind}, but {os.path.join(directory, MANIFEST_JSON)} "
@@ -200,7 +204,8 @@ def _check_recorded_types(directory, segment):
 
 
 def _documents(directory, manifest):
-    """The live documents of the search index `directory`'s segments, checked to be readable (a `Corpus`)."""
+    """The live documents of the search index `directory`'s segments, checked to be readable and to have ids of
+    the rule of ids (`segments.check_stored_ids`) (a `Corpus`)."""
     manifest = manifest or initial_manifest(0)
     sources = [(documents_path(directory, s["name"]), None) for s in manifest["segments"]]
     deleted = read_deleted(directory, manifest)

@@ -19,7 +19,8 @@ from gtr_keras.models.model_files.model_directory import (
     read_json,
     read_weights,
 )
-from gtr_keras.models.model_files.model_source import KERAS_HUB, RERANKER, directory_format
+from gtr_keras.models.model_files.model_formats import KERAS_HUB, RERANKER
+from gtr_keras.models.model_files.model_source import directory_format
 from gtr_keras.utils import files
 
 _PRESET_VOCABULARY = os.path.join("assets", "tokenizer", "vocabulary.spm")

@@ -53,7 +53,7 @@ def rebuild_bm25_side(index_dir, index):
     Example:
     >>> rebuild_bm25_side("indexes/scifact", SearchIndex.load("indexes/scifact/index"))
     """
-    corpus = index_documents(index)
+    corpus = index_documents(index, keep_damaged=True)  # an update may be the one that deletes them
     if corpus is None:
         raise DataError(f"{index_dir}: stores no documents, so no BM25 side can be built")
     corpus = corpus_in_index_order(corpus, os.path.join(index_dir, INDEX_SUBDIR), index.ids)

@@ -12,6 +12,7 @@ import numpy as np
 
 from gtr_keras.errors import CheckpointError, UserError
 from gtr_keras.utils.dimensions import check_dimensions, truncate
+from gtr_keras.utils.text_files import check_text
 
 KINDS = ("query", "document")
 PROGRESS_THRESHOLD = 5000
@@ -147,12 +148,13 @@ class TextEncoder:
                 (an integer from 1 to D); None: all D.
 
         Raises:
-            UserError: `dimensions` not an integer from 1 to D, before any work.
+            UserError: `dimensions` not an integer from 1 to D, before any work; a text that is not valid
+                Unicode (a lone surrogate), naming it.
             CheckpointError: the model gives a non-finite embedding; nothing is returned.
         """
         check_kind(kind)
         dimensions = self.check_dimensions(dimensions)
-        texts = list(texts)
+        texts = [check_text(f"texts[{i}]", text) if isinstance(text, str) else text for i, text in enumerate(texts)]
         output = np.zeros((len(texts), self.embedding_dim), np.float32)
         if not texts:
             return truncate(output, dimensions)
@@ -222,7 +224,7 @@ class TruncatedEncoder(TextEncoder):
 
 def check_pairs(pairs):
     """The pairs as a list of `(query, document)` string (or UTF-8 bytes) tuples; `UserError` naming the first
-    item that is not one.
+    item that is not one, or whose text is not valid Unicode (a lone surrogate).
 
     Example:
     >>> check_pairs([["what is lift?", "lift on a wing"]])
@@ -232,6 +234,9 @@ def check_pairs(pairs):
     for number, pair in enumerate(pairs):
         if isinstance(pair, (str, bytes)) or len(pair) != 2 or not all(isinstance(t, (str, bytes)) for t in pair):
             raise UserError(f"pairs: item {number} is not a (query, document) pair of strings: {pair!r}"[:200])
+        for side, text in zip(("query", "document"), pair):
+            if isinstance(text, str):
+                check_text(f"pairs: item {number}'s {side}", text)
         checked.append(tuple(pair))
     return checked
 
@@ -257,7 +262,7 @@ class TextPairScorer:
             batch_size: pairs per forward pass.
 
         Raises:
-            UserError: an item that is not a pair of strings.
+            UserError: an item that is not a pair of strings, or a text that is not valid Unicode.
             CheckpointError: the model gives a non-finite score; nothing is returned.
         """
         pairs = check_pairs(pairs)

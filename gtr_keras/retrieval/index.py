@@ -18,7 +18,7 @@ from typing import Any, Literal, Self
 
 import numpy as np
 
-from gtr_keras.beir.readers import Corpus, load_corpus
+from gtr_keras.beir.readers import Corpus, check_corpus, load_corpus
 from gtr_keras.errors import CheckpointError, DataError, MismatchError, UserError
 from gtr_keras.filters.expressions import Filter
 from gtr_keras.lexical.bm25 import BM25Retriever
@@ -40,6 +40,7 @@ from gtr_keras.utils import files
 from gtr_keras.utils.dimensions import check_dimensions
 from gtr_keras.utils.locks import locks_output, output_lock
 from gtr_keras.utils.records import check_positive_int
+from gtr_keras.utils.text_files import check_text
 
 GLOB_CHARACTERS = "*?["
 
@@ -52,7 +53,7 @@ def _encoder_of(model):
 
 def _queries(queries):
     """`(vectors, texts)`: `queries` as float32 `[n, D]` and None when they are vectors (a float array), or
-    None and a list of strings when they are texts; a `UserError` for anything else."""
+    None and a list of strings when they are texts (valid Unicode); a `UserError` for anything else."""
     if isinstance(queries, (str, bytes)):
         raise UserError("queries: a list of texts (or an array of query vectors), not one string")
     if isinstance(queries, np.ndarray) and queries.dtype.kind == "f":
@@ -60,11 +61,12 @@ def _queries(queries):
             raise UserError(f"query vectors: a [queries, D] array, got shape {queries.shape}")
         return queries.astype(np.float32, copy=False), None
     texts = list(queries)
-    for text in texts:
+    for number, text in enumerate(texts):
         if not isinstance(text, str):
             raise UserError(
                 f"queries: a list of texts or a float array of query vectors, got a {type(text).__name__} in the list"
             )
+        check_text(f"queries[{number}]", text)
     return None, texts
 
 
@@ -177,8 +179,8 @@ class Index(IndexHandle):
 
         Raises:
             UserError: both or neither of `corpus` and `embeddings`, `corpus` without `model`, an
-                option that does not apply; `DataError` for a bad input file, naming it; `MismatchError`
-                for embeddings of another model than `model`.
+                option that does not apply; `DataError` for a bad input file or `Corpus` value (naming its
+                line or row and field, before the model loads); `MismatchError` for embeddings of another model.
 
         Example:
         >>> index = Index.build("indexes/scifact", "data/scifact", "gtr-small-distilled")
@@ -203,10 +205,10 @@ class Index(IndexHandle):
         encoder = None
         if embeddings is not None:
             embedding_files = embeddings if isinstance(embeddings, EmbeddingFiles) else EmbeddingFiles.open(embeddings)
-            if documents is not None:
-                where = documents if isinstance(documents, (str, os.PathLike)) else "documents"
-                stored = load_corpus(documents) if isinstance(documents, (str, os.PathLike)) else documents
-                documents = corpus_in_index_order(stored, where, embedding_files.ids)
+            if isinstance(documents, (str, os.PathLike)):
+                documents = corpus_in_index_order(load_corpus(documents), documents, embedding_files.ids)
+            elif documents is not None:
+                documents = corpus_in_index_order(check_corpus(documents), "documents", embedding_files.ids)
             encoder = None if model is None else _encoder_of(model)
             index_embeddings(embedding_files, path, encoder, model_dir, kind, documents, params, bm25, dimensions)
             encoder = encoder and encoder.truncated(dimensions)
@@ -234,7 +236,7 @@ class Index(IndexHandle):
                 name = os.fspath(corpus)
                 if any(char in name for char in GLOB_CHARACTERS) and not files.exists(name):
                     raise DataError(f"{name}: a glob of corpus files needs a Beam runner (runner='DirectRunner')")
-                corpus = load_corpus(name)
+            corpus = load_corpus(corpus) if isinstance(corpus, (str, os.PathLike)) else check_corpus(corpus)
             encoder = _encoder_of(model).truncated(dimensions)
             build_index(encoder, corpus, path, model_dir, kind, batch_size, piece_size, progress, bm25, params)
         index = cls(path, model)
@@ -337,10 +339,10 @@ class Index(IndexHandle):
                 are returned. Without `rerank`, no hits are reranked.
 
         Raises:
-            UserError: one line, before any search or model loads, for an unknown `retriever`, `k` not a positive
-                int, `fusion` other than a `Fusion` or without `retriever="hybrid"`, `rerank_depth` not an int
-                or below `k`, a bad clause or an unknown field, BM25 on vectors or on several
-                directories, or a reranker over vectors or over an index that stores no documents;
+            UserError: one line, before any search or model loads, for a query or filter with a lone surrogate,
+                an unknown `retriever`, `k` not a positive int, `fusion` other than a `Fusion` or without
+                `retriever="hybrid"`, `rerank_depth` not an int or below `k`, a bad clause or an unknown field, BM25
+                on vectors or on several directories, or a reranker over vectors or an index without documents;
                 `MismatchError`: the model given is not the index's, or the BM25 side is stale.
 
         Example:
@@ -430,10 +432,10 @@ class Index(IndexHandle):
             segments the update left.
 
         Raises:
-            UserError: both `add` and `embeddings`, nothing to do, ids of another type, an id both added
-                and deleted, or several directories (an update goes to one); `DataError`: an id to delete
-                that is not in the index, or a bad file, naming it; `MismatchError`: embeddings or a model of
-                another model than the index's.
+            UserError: both `add` and `embeddings`, nothing to do, bad ids, an id both added and deleted, or
+                several directories (an update goes to one); `DataError`: an id to delete not in the index, a
+                bad file or `Corpus` value (naming its line or row and field; the index left as it was);
+                `MismatchError`: embeddings or a model of another model than the index's.
 
         Example:
         >>> index.update(add="new.jsonl", delete=["d1", "d7"])

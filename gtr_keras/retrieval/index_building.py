@@ -22,6 +22,7 @@ import os
 
 from tqdm.auto import tqdm
 
+from gtr_keras.beir.readers import check_corpus
 from gtr_keras.errors import DataError, MismatchError, UserError
 from gtr_keras.lexical.bm25_side import write_bm25_side
 from gtr_keras.models.text_encoder import TruncatedEncoder
@@ -112,7 +113,7 @@ def build_index(
 
     Args:
         encoder: the `Encoder` for documents.
-        corpus: a `Corpus`.
+        corpus: a `Corpus` (`readers.check_corpus` holds it to the rule of a corpus file before any work).
         index_dir: directory to write.
         model_dir: the model directory, recorded in `retriever.json` for the
             user (the fingerprint is what `Retriever.load` checks).
@@ -129,7 +130,8 @@ def build_index(
     Raises:
         MismatchError: the work directory holds pieces of another model,
             other ids, another piece size or other texts.
-        UserError: an empty corpus, an unknown `kind`, a `batch_size` or
+        UserError: an empty corpus, a value a corpus file could not hold (naming
+            its row and field), an unknown `kind`, a `batch_size` or
             `piece_size` that is not a positive int.
         DataError: `index_dir` or the work directory holds files of something
             else (`check_index_outputs`), before any encoding.
@@ -141,6 +143,7 @@ def build_index(
         raise UserError(f"kind must be one of {KINDS}, got {kind!r}.")
     check_positive_int(batch_size, "batch_size")
     check_positive_int(piece_size, "piece_size")
+    corpus = check_corpus(corpus)
     if not len(corpus):
         raise UserError("the corpus is empty: nothing to index")
     check_index_outputs(index_dir)
@@ -198,6 +201,7 @@ def index_embeddings(
     >>> index_embeddings("embeddings/part-*.npy", "indexes/msmarco", gtr_keras.load("gtr-base"), "gtr-base")
     (8841823, 'scann')
     """
+    corpus = None if corpus is None else check_corpus(corpus)
     embedding_files = source if isinstance(source, EmbeddingFiles) else EmbeddingFiles.open(source)
     metadata = embeddings_metadata(embedding_files, encoder, model_dir)
     rows = embedding_files

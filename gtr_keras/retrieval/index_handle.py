@@ -20,6 +20,7 @@ from gtr_keras.retrieval.index_types import Document, IdsLike
 from gtr_keras.retrieval.retriever import Retriever
 from gtr_keras.storage.layout import INDEX_SUBDIR, MANIFEST_JSON, RETRIEVER_JSON
 from gtr_keras.utils import files
+from gtr_keras.utils.text_files import text_problem
 
 LOADS = 3  # loads of a version and its BM25 side, each undone by a commit between the two
 COMMIT_POINTS = (RETRIEVER_JSON, os.path.join(INDEX_SUBDIR, MANIFEST_JSON))
@@ -112,8 +113,8 @@ class IndexHandle:
 
     def __contains__(self, doc_id: object) -> bool:
         """Whether the document `doc_id` (a string, or an integer as a corpus's `_id` may be) is in the index."""
-        if isinstance(doc_id, bool) or not isinstance(doc_id, str | int):
-            return False
+        if isinstance(doc_id, bool) or not isinstance(doc_id, str | int) or text_problem(str(doc_id)):
+            return False  # no such type of id, or a lone surrogate, which no id holds
         return bool(np.any(self._retriever.index.ids.array == str(doc_id).encode("utf-8")))
 
     def check(self) -> CheckReport:

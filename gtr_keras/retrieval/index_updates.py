@@ -18,7 +18,7 @@ import warnings
 
 import numpy as np
 
-from gtr_keras.beir.readers import load_corpus, metadata_type
+from gtr_keras.beir.readers import check_corpus, load_corpus, metadata_type
 from gtr_keras.errors import DataError, DataWarning, MismatchError, UserError
 from gtr_keras.filters.expressions import id_list
 from gtr_keras.lexical.bm25_side import bm25_side_ids, corpus_in_index_order, has_bm25_side, rebuild_bm25_side
@@ -119,8 +119,11 @@ def update_index(
         MismatchError: embeddings or an encoder of another model than the
             index's, or of another D.
         DataError: not an index directory, an id to delete that is not in the
-            index (named with its file and line), a bad embedding file or id file.
-        UserError: both `embeddings` and `corpus`, or `corpus` without `encoder`.
+            index (named with its file and line), a bad embedding file or id file, or a
+            value of a `Corpus` that a corpus file could not hold (`check_corpus`,
+            naming its row and field).
+        UserError: both `embeddings` and `corpus`, or `corpus` without `encoder`,
+            or an id to delete that is not valid Unicode (a lone surrogate).
 
     Example:
     >>> update_index("indexes/msmarco", embeddings="new/*.npy", delete=pathlib.Path("withdrawn.txt")).generation
@@ -129,6 +132,8 @@ def update_index(
     corpus_path = None
     if isinstance(corpus, (str, os.PathLike)):
         corpus_path, corpus = os.fspath(corpus), load_corpus(corpus)
+    elif corpus is not None:
+        corpus = check_corpus(corpus)
     if embeddings is not None and corpus is not None:
         raise UserError("update an index from embeddings or from a corpus, not both")
     if documents is not None and embeddings is None:
@@ -147,6 +152,8 @@ def update_index(
     if isinstance(documents, (str, os.PathLike)):
         documents_path = os.fspath(documents)
         documents = corpus_in_index_order(load_corpus(documents_path), documents_path, source.ids)
+    elif documents is not None:
+        documents = check_corpus(documents)
     stored = corpus if corpus is not None else documents
     asked = source is not None or corpus is not None or bool(delete_ids)
     request = request_sha256(source, delete_ids, stored) if asked else None
@@ -237,7 +244,7 @@ def check_metadata_types(state, corpus, removed=(), path=None):
         recorded = segment.get("metadata_types")
         if recorded is not None and all(recorded.get(field, kind) == kind for field, kind in given):
             continue
-        documents = live_corpus([(documents_path(state.directory, segment["name"]), None)])
+        documents = live_corpus([(documents_path(state.directory, segment["name"]), None)], keep_damaged=True)
         if recorded is None:
             segment["metadata_types"] = metadata_types(documents)
         kept = set(live.tolist()) - gone
@@ -245,14 +252,17 @@ def check_metadata_types(state, corpus, removed=(), path=None):
             if doc_id.encode("utf-8") in kept:
                 for field, value in fields.items():
                     stored.setdefault(field, (metadata_type(value), doc_id))
-    for doc_id, fields in zip(corpus.ids, corpus.metadata):
+    for row, (doc_id, fields) in enumerate(zip(corpus.ids, corpus.metadata)):
         for field, value in fields.items():
             kind, (other, first) = metadata_type(value), stored.get(field, (None, None))
             if other is not None and kind != other:
-                line = next((n for n, record in iter_jsonl(path) if id_field(path, n, record) == doc_id), 0)
-                where = f"{path}:{line}: " if path is not None else ""
+                if path is None:
+                    where = f"Corpus row {row}"
+                else:
+                    line = next((n for n, record in iter_jsonl(path) if id_field(path, n, record) == doc_id), 0)
+                    where = f"{path}:{line}"
                 raise DataError(
-                    f"{where}document {doc_id!r} field `metadata.{field}` is a {kind}, but the index's document "
+                    f"{where}: document {doc_id!r} field `metadata.{field}` is a {kind}, but the index's document "
                     f"{first!r} has a {other}: a field holds one type (fix its value in {path or 'the corpus'}, or "
                     f"replace or delete every document of the index that has the field in the same update)"
                 )

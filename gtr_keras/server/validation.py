@@ -21,6 +21,7 @@ from gtr_keras.lexical.fusion import METHODS
 from gtr_keras.retrieval.hybrid_retriever import RETRIEVERS
 from gtr_keras.server.api_error import ApiError
 from gtr_keras.utils.dimensions import dimensions_rule
+from gtr_keras.utils.text_files import text_problem
 
 EMBEDDING_FIELDS = ("input", "model", "encoding_format", "dimensions", "user", "input_type")
 SEARCH_FIELDS = ("query", "queries", "k", "retriever", "fusion", "gtr_weight", "rerank", "rerank_depth")
@@ -191,17 +192,11 @@ def _choice(body, field, choices, default):
 
 
 def _check_text(param, text):
-    """Refuses a text that UTF-8 cannot encode (a lone surrogate), naming where its first one is."""
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError as error:
-        character = f"U+{ord(text[error.start]):04X}"
-        _refuse(
-            param,
-            f"a lone surrogate ({character} at character {error.start}), which UTF-8 cannot encode; send "
-            "valid Unicode text",
-            "invalid_text",
-        )
+    """Refuses a text that UTF-8 cannot encode (a lone surrogate: `text_files.text_problem`, the rule of every
+    text gtr-keras takes), naming where its first one is."""
+    problem = text_problem(text)
+    if problem is not None:
+        _refuse(param, f"{problem}; send valid Unicode text", "invalid_text")
 
 
 def _texts(body, field, max_items, blank=True):

@@ -34,7 +34,7 @@ from gtr_keras.errors import DataError
 from gtr_keras.storage.layout import check_ids
 from gtr_keras.utils import files
 from gtr_keras.utils.records import unreadable_reason
-from gtr_keras.utils.text_files import check_id_text
+from gtr_keras.utils.text_files import check_id_text, text_problem
 
 # Unit-norm tolerance: float32 normalisation leaves ~1e-6; un-normalised embeddings are far off.
 NORM_TOLERANCE = 1e-3
@@ -204,9 +204,10 @@ class EmbeddingFiles:
             shard_ids = shard.ids()
             if len(shard_ids) != shard.num_rows:
                 raise DataError(f"{shard.ids_name}: {len(shard_ids)} ids for the {shard.num_rows} rows of {shard.path}")
-            if _WHITESPACE.search("".join(shard_ids)):
+            joined = "".join(shard_ids)
+            if _WHITESPACE.search(joined) or text_problem(joined):
                 for i, id_ in enumerate(shard_ids):
-                    check_id_text(*shard.place(i), id_, "id")
+                    check_id_text(":".join(map(str, shard.place(i))), id_, "id")
             places.append((len(ids), shard))
             ids += shard_ids
         return check_ids(ids, lambda row: _place(places, row), DataError)

@@ -402,9 +402,13 @@ def read_tuned(directory):
 def read_id_file(path):
     """The ids of a file of one id a line (blank lines skipped), and `where(i)`, which names id `i`'s line.
 
+    An id names a document already stored (`text_files.check_id_text(reference=True)`): it may hold
+    whitespace other than line breaks, so that a document an older version stored with such an id can be
+    deleted.
+
     Raises:
-        DataError: an unreadable file, or an id that holds whitespace or is
-            there twice, named with its file and line.
+        DataError: an unreadable file, or an id that is not valid Unicode (a lone surrogate), holds a NUL
+            or is there twice, named with its file and line.
 
     Example:
     >>> ids, where = read_id_file("withdrawn.txt")  # doctest: +SKIP
@@ -415,7 +419,7 @@ def read_id_file(path):
     for line_no, line in iter_lines(path):
         value = line.rstrip("\r\n")
         if value.strip():
-            ids.append(check_id_text(path, line_no, value, "id"))
+            ids.append(check_id_text(f"{path}:{line_no}", value, "id", reference=True))
             lines.append(line_no)
 
     def where(i):

@@ -305,7 +305,8 @@ def compact_search_index(directory, state=None):
             )
         write_description(tmp, live_ids, kind, state.config["params"], state.config["dims"])
         corpus = live_corpus(
-            [(documents_path(state.directory, s["name"]), ids) for s, ids in zip(state.segments, segment_ids)]
+            [(documents_path(state.directory, s["name"]), ids) for s, ids in zip(state.segments, segment_ids)],
+            keep_damaged=True,
         )
         if corpus is not None:
             write_documents(tmp / DOCUMENTS_FILE, corpus)

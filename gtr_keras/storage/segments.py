@@ -37,7 +37,7 @@ import zipfile
 
 import numpy as np
 
-from gtr_keras.beir.readers import METADATA_TYPES, Corpus, load_corpus, metadata_type
+from gtr_keras.beir.readers import METADATA_TYPES, Corpus, metadata_type, read_records
 from gtr_keras.errors import DataError, MismatchError
 from gtr_keras.storage.layout import (
     DOCUMENTS_FILE,
@@ -49,6 +49,7 @@ from gtr_keras.storage.layout import (
 )
 from gtr_keras.utils import files
 from gtr_keras.utils.records import describe_change, read_json_object
+from gtr_keras.utils.text_files import id_problem
 
 BASE = "."
 MANIFEST_FORMAT = 1
@@ -261,12 +262,18 @@ def metadata_types(corpus):
     return dict(sorted(types.items()))
 
 
-def live_corpus(sources):
+def live_corpus(sources, keep_damaged=False):
     """The documents of several segments' live rows, as one `Corpus` (None when no segment has documents).
 
     Args:
         sources: `(documents path or None, live ids)` pairs, the ids a numpy bytes array of UTF-8, or
             None where every document of the file is live.
+        keep_damaged: read a live document whose id breaks the rule of ids (one with whitespace, which older
+            versions stored unchecked) as stored, as an update (the one that deletes it) and a compaction do;
+            else refuse it (`check_stored_ids`).
+
+    Raises:
+        DataError: an unreadable documents file, or (unless `keep_damaged`) a live document with such an id.
     """
     ids, titles, texts, metadata, found = [], [], [], [], False
     for path, live_ids in sources:
@@ -276,23 +283,49 @@ def live_corpus(sources):
             )
         if path is None or not files.exists(path):
             continue
-        found, corpus = True, load_corpus(path)
+        found, corpus = True, read_records(path, with_metadata=True, stored=True)
         live = None if live_ids is None else set(live_ids.tolist())
         fields = corpus.metadata or [{}] * len(corpus)
-        for doc_id, title, text, document_fields in zip(corpus.ids, corpus.titles, corpus.texts, fields):
-            if live is None or doc_id.encode("utf-8") in live:
-                ids.append(doc_id)
-                titles.append(title)
-                texts.append(text)
-                metadata.append(document_fields)
+        rows = [row for row, doc_id in enumerate(corpus.ids) if live is None or doc_id.encode("utf-8") in live]
+        if not keep_damaged:
+            check_stored_ids(path, [(row, corpus.ids[row]) for row in rows])
+        for row in rows:
+            ids.append(corpus.ids[row])
+            titles.append(corpus.titles[row])
+            texts.append(corpus.texts[row])
+            metadata.append(fields[row])
     return Corpus(ids, titles, texts, metadata if any(metadata) else None) if found else None
 
 
-def index_documents(index):
+def check_stored_ids(path, documents):
+    """Raises `DataError` when a live document of the documents file `path` (`documents`: its `(row, id)`
+    pairs) has an id that breaks the rule of ids (`text_files.id_problem`: one with whitespace, which older
+    versions stored unchecked from Python), naming the file, the first such document's line and how to repair
+    the index: delete them (`gtr-keras update INDEX --delete FILE`), or rebuild it."""
+    damaged = [(row, doc_id, problem) for row, doc_id in documents if (problem := id_problem(doc_id))]
+    if not damaged:
+        return
+    row, doc_id, problem = damaged[0]
+    index_dir = os.path.dirname(path)  # the `"."` segment's documents lie in the index directory
+    if _SEGMENT_NAME.fullmatch(os.path.basename(index_dir)):
+        index_dir = os.path.dirname(os.path.dirname(index_dir))
+    others = ""
+    if len(damaged) > 1:
+        shown = ", ".join(repr(other) for _, other, _ in damaged[1:4]) + (", ..." if len(damaged) > 4 else "")
+        others = f" (and {len(damaged) - 1} other live documents of this segment: {shown})"
+    raise DataError(
+        f"{path}:{row + 1}: document id {doc_id!r} {problem}{others}: an older gtr-keras stored such ids unchecked "
+        f"from Python; delete them (`gtr-keras update {index_dir} --delete FILE`, FILE holding the ids one a line) "
+        "or rebuild the index from a corrected corpus"
+    )
+
+
+def index_documents(index, keep_damaged=False):
     """The documents of a loaded index's live rows, from the files of the segments it loaded (a `Corpus`,
-    or None when none of its segments has documents)."""
+    or None when none of its segments has documents); `keep_damaged` as `live_corpus` takes it."""
     return live_corpus(
-        [(part.documents_path, None if deleted is None else part.ids.array[~deleted]) for part, deleted in index.parts]
+        [(part.documents_path, None if deleted is None else part.ids.array[~deleted]) for part, deleted in index.parts],
+        keep_damaged,
     )
 
 

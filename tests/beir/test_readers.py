@@ -6,7 +6,7 @@ import pytest
 from conftest import write_jsonl
 
 from gtr_keras.beir.qrels_checks import check_qrels
-from gtr_keras.beir.readers import Corpus, load_corpus, load_qrels, load_queries
+from gtr_keras.beir.readers import Corpus, check_corpus, load_corpus, load_qrels, load_queries
 from gtr_keras.beir.text_inputs import read_texts
 from gtr_keras.errors import DataError, DataWarning, UserError
 
@@ -63,6 +63,46 @@ def test_load_corpus_field_errors(tmp_path, record, message):
     path = write_jsonl(tmp_path / "corpus.jsonl", [record])
     with pytest.raises(DataError, match=located(path, message)):
         load_corpus(path)
+
+
+@pytest.mark.parametrize(
+    "line, message",
+    [
+        ('{"_id": "", "text": "x"}', r":2: `_id` '' is empty"),
+        ('{"_id": "a\\u0000b", "text": "x"}', r":2: `_id` 'a\\x00b' holds a NUL character"),
+        ('{"_id": "d\\ud800", "text": "x"}', r":2: `_id` 'd\\ud800' holds a lone surrogate \(U\+D800 at character 1\)"),
+        ('{"_id": "d", "text": "x \\udcff"}', r":2: field `text`: a lone surrogate \(U\+DCFF at character 2\)"),
+        ('{"_id": "d", "title": "\\udfff", "text": "x"}', r":2: field `title`: a lone surrogate"),
+        (
+            '{"_id": "d", "text": "x", "metadata": {"lang": "\\ud800"}}',
+            r":2: document 'd' field `metadata.lang`: a lone",
+        ),
+    ],
+)
+def test_load_corpus_refuses_an_empty_id_a_nul_and_a_lone_surrogate_naming_the_line(tmp_path, line, message):
+    path = tmp_path / "corpus.jsonl"
+    path.write_text('{"_id": "ok", "text": "x"}\n' + line + "\n")  # JSON's escapes write them
+    with pytest.raises(DataError, match=located(path, message)):
+        load_corpus(path)
+
+
+def test_a_corpus_given_in_python_is_checked_as_a_corpus_file_is():
+    checked = check_corpus(Corpus([7, "d8"], [None, "A title"], ["Lift.", "Drag."], [{"year": 2019, "x": None}, {}]))
+    assert checked == Corpus(["7", "d8"], ["", "A title"], ["Lift.", "Drag."], [{"year": 2019}, {}])
+    assert check_corpus(Corpus(["d1"], [""], ["x"], [{}])).metadata is None
+    for corpus, message in [
+        (Corpus(["d1", "d 2"], ["", ""], ["x", "y"]), "Corpus row 1: `_id` 'd 2' holds whitespace"),
+        (Corpus(["d1"], [""], [None]), "Corpus row 0: missing field `text`"),
+        (
+            Corpus(["d1", "d2"], ["", ""], ["x", "y"], [{"year": 1}, {"year": "1"}]),
+            "Corpus row 1: document 'd2' "
+            "field `metadata.year` is a string, but document 'd1' (row 0) has a number: a field holds one type",
+        ),
+        (Corpus(["d1"], [""], ["x"], [{1: "x"}]), "Corpus row 0: document 'd1': a `metadata` field name must be a "),
+        (Corpus(["d1", "d1"], ["", ""], ["x", "y"]), "Corpus: 1 duplicate `_id` value(s), e.g. 'd1' (rows 0 and 1)"),
+    ]:
+        with pytest.raises(DataError, match=f"^{re.escape(message)}"):
+            check_corpus(corpus)
 
 
 def test_load_corpus_duplicate_ids_lists_examples_and_lines(tmp_path):

@@ -42,13 +42,19 @@ def test_help_answers_without_importing_tensorflow_or_the_library():
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     loaded = ast.literal_eval(result.stdout.strip().splitlines()[-1])
-    # The command line, the plumbing of files (no TensorFlow: it is imported on first use), and the formats' table.
+    # The command line, the plumbing of files (no TensorFlow: it is imported on first use), the formats' table,
+    # and the loaders of other model formats that `import gtr_keras` registers (their converters are not imported).
     assert [name for name in loaded if not name.startswith(("gtr_keras.cli.", "gtr_keras.utils"))] == [
         "gtr_keras",
         "gtr_keras.cli",
+        "gtr_keras.convert",
+        "gtr_keras.convert.preset_loader",
         "gtr_keras.errors",
         "gtr_keras.exports",
         "gtr_keras.exports.export_formats",
+        "gtr_keras.models",
+        "gtr_keras.models.model_files",
+        "gtr_keras.models.model_files.model_formats",
     ]
     assert {f"gtr_keras.cli.commands.{name}" for name in COMMANDS} <= set(loaded)
     assert "usage: gtr-keras train" in result.stdout

@@ -267,7 +267,9 @@ def test_updates_record_each_segments_metadata_types_and_read_only_the_segments_
 
     read = []
     live_corpus = index_updates.live_corpus
-    monkeypatch.setattr(index_updates, "live_corpus", lambda sources: read.append(sources) or live_corpus(sources))
+    monkeypatch.setattr(
+        index_updates, "live_corpus", lambda sources, **kwargs: read.append(sources) or live_corpus(sources, **kwargs)
+    )
     corpus = _write(tmp_path / "corpus.jsonl", _documents(6))
     index = tmp_path / "idx"
     assert main(["index", "--model", tiny_model_dir, "--corpus", str(corpus), "--out", str(index), "--no-bm25"]) == 0

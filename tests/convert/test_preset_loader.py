@@ -10,7 +10,7 @@ from conftest import FIXTURES, TINY_ST
 from gtr_keras.errors import CheckpointError, UserError
 from gtr_keras.models.gtr.gtr_text_embedder import GTRTextEmbedder
 from gtr_keras.models.gtr.presets import parameter_count, preset_config
-from gtr_keras.models.model_files import model_source
+from gtr_keras.models.model_files import model_formats
 from gtr_keras.models.model_files.model_source import resolve_model_source
 
 TEXT = ["lift on a wing"]
@@ -24,6 +24,15 @@ def test_each_format_loads_to_the_same_embeddings():
     ]
     for other in loaded[1:]:
         np.testing.assert_allclose(other, loaded[0], atol=1e-6, rtol=0)
+
+
+def test_keras_hubs_generic_loader_reads_no_sentence_transformers_checkpoint_and_the_embedder_does():
+    """docs/models.md's door for that layout: `GTRTextEmbedder.from_preset` (or `gtr_keras.load`)."""
+    import keras_hub
+
+    with pytest.raises(ValueError, match="no converter .* model type `'t5'`"):
+        keras_hub.models.TextEmbedder.from_preset(TINY_ST)
+    assert type(GTRTextEmbedder.from_preset(TINY_ST)) is GTRTextEmbedder
 
 
 def test_an_architecture_loads_randomly_initialised_without_a_preprocessor():
@@ -46,7 +55,7 @@ def test_other_formats_take_no_keras_hub_arguments():
 
 
 def test_a_format_without_a_registered_loader_is_named(monkeypatch):
-    monkeypatch.setattr(model_source, "_LOADERS", {})
+    monkeypatch.setattr(model_formats, "_LOADERS", {})
     with pytest.raises(UserError, match="tiny-gtr-st: no loader of sentence-transformers models is registered"):
         GTRTextEmbedder.from_preset(TINY_ST)
 

@@ -112,3 +112,13 @@ def test_a_string_where_a_list_is_expected_is_one_value(tmp_path):
 def test_arguments_of_other_types_are_one_user_error(expressions, ids, message):
     with pytest.raises(UserError, match=re.escape(f"filter: {message}")):
         Filter(expressions, ids=ids)
+
+
+def test_a_clause_or_an_id_holding_a_lone_surrogate_is_one_user_error_naming_it():
+    with pytest.raises(UserError, match=r"^filter 'lang = \\udcff': a lone surrogate \(U\+DCFF at character 7\)"):
+        Filter("lang = \udcff")
+    with pytest.raises(UserError, match=r"^filter: ids\[1\]: id 'd\\ud800' holds a lone surrogate"):
+        Filter(ids=["d1", "d\ud800"])
+    with pytest.raises(UserError, match=r"^filter: ids\[0\]: id '' is empty"):
+        Filter(ids=[""])
+    assert Filter(ids=["has space"]).ids == ["has space"]  # an id an older version stored: still named

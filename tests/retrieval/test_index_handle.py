@@ -47,11 +47,14 @@ def test_get_answers_the_documents_in_the_order_asked_and_none_for_an_id_not_in_
     assert index.get(["a"])[0]["metadata"]["lang"] == "en"
     with pytest.raises(UserError, match="get must be strings or integers"):
         index.get([b"a"])
+    with pytest.raises(UserError, match=r"^get\[1\]: id 'a\\ud800' holds a lone surrogate \(U\+D800 at character 1\)"):
+        index.get(["a", "a\ud800"])
 
 
 def test_in_asks_whether_a_document_is_in_the_index_and_follows_updates(built):
     assert "a" in built and "b" in built and "z" not in built
     assert 3 not in built and None not in built and b"a" not in built  # no such id; no such type of id
+    assert "a\udcff" not in built  # no id holds a lone surrogate
     built.delete("b")
     assert "b" not in built and built.get(["b", "a"])[0] is None
     assert Index.open(built.paths[0]).get(["b"]) == [None]

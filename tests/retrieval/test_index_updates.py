@@ -99,8 +99,10 @@ def test_cli_update_with_embeddings_and_deletions(tmp_path, capsys):
 
 
 def test_an_id_file_names_the_line_of_a_bad_id(tmp_path):
-    (tmp_path / "ids.txt").write_text("a\nb c\n")
-    with pytest.raises(DataError, match=r"^\S*ids.txt:2: id 'b c' holds whitespace"):
+    (tmp_path / "ids.txt").write_text("a\nb c\n")  # a line is one id: one that an older version stored can be deleted
+    assert read_id_file(tmp_path / "ids.txt")[0] == ["a", "b c"]
+    (tmp_path / "ids.txt").write_text("a\nb\0c\n")
+    with pytest.raises(DataError, match=r"^\S*ids.txt:2: id 'b\\x00c' holds a NUL character"):
         read_id_file(tmp_path / "ids.txt")
     (tmp_path / "ids.txt").write_text("a\n\nb\na\n")
     with pytest.raises(DataError, match=r"^\S*ids.txt:4: id 'a' duplicates .*ids.txt:1"):

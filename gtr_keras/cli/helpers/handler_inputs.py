@@ -43,12 +43,8 @@ def reranker_source(args):
     model loads (`args.rerank`: a namespace of that alone also serves `export --reranker`)."""
     if not args.rerank:
         return None
-    from gtr_keras.models.model_files.model_source import (
-        CROSS_ENCODER,
-        HF_PREFIX,
-        RERANKER_FORMATS,
-        resolve_model_source,
-    )
+    from gtr_keras.models.model_files.model_formats import CROSS_ENCODER, RERANKER_FORMATS
+    from gtr_keras.models.model_files.model_source import HF_PREFIX, resolve_model_source
 
     source = resolve_model_source(args.rerank, CROSS_ENCODER if args.rerank.startswith(HF_PREFIX) else None)
     if source.format not in RERANKER_FORMATS:

@@ -8,13 +8,16 @@ in the graph), `gtr_backbone` (`GTRBackbone`, the T5 encoder), `gtr_text_embedde
 length) and `gtr_text_embedder` (`GTRTextEmbedder`: pooling, projection, L2 norm). A model's files on disk
 are `gtr_keras.models.model_files`'.
 
-Importing the family registers its presets with keras-hub (as `keras_hub/src/models/bert/__init__.py`
-does); `gtr_keras` imports it as soon as Keras is imported, then installs its patches (`gtr_keras.patches`).
+Importing the family registers its classes with Keras (`keras.saving.load_model` and keras-hub's
+`from_preset` find them by their registered names) and its presets with keras-hub (as
+`keras_hub/src/models/bert/__init__.py` does): `import gtr_keras` imports it at once when Keras is imported
+already, and so does the first of `gtr_keras`' names that needs a model.
 """
 
 from keras_hub.src.utils.preset_utils import register_presets
 
 from gtr_keras.models.gtr.gtr_backbone import GTRBackbone
+from gtr_keras.models.gtr.gtr_text_embedder import GTRTextEmbedder  # noqa: F401  (with its preprocessor and tokenizer)
 from gtr_keras.models.gtr.presets import keras_hub_presets
 
 register_presets(keras_hub_presets(), GTRBackbone)

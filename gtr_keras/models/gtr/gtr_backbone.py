@@ -12,12 +12,13 @@ from gtr_keras.models.model_files.model_directory import (
     check_weights_file,
     file_weights_by_path,
 )
+from gtr_keras.models.subclassed_model import SubclassedModelType
 
 INPUT_NAMES = ("token_ids", "padding_mask")
 
 
 @keras.saving.register_keras_serializable(package="gtr_keras")
-class GTRBackbone(keras_hub.models.Backbone):
+class GTRBackbone(keras_hub.models.Backbone, metaclass=SubclassedModelType):
     """The T5 encoder that GTR shares between queries and documents.
 
     Token embedding, pre-norm T5 blocks with one relative position bias shared

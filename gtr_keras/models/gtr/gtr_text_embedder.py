@@ -26,15 +26,10 @@ from gtr_keras.models.model_files.model_directory import (
     check_weights_file,
     file_weights_by_path,
 )
-from gtr_keras.models.model_files.model_source import (
-    ARCHITECTURE,
-    DOWNLOAD_PREFIXES,
-    KERAS_HUB,
-    RERANKER_FORMATS,
-    load_source,
-    resolve_model_source,
-)
+from gtr_keras.models.model_files.model_formats import ARCHITECTURE, KERAS_HUB, RERANKER_FORMATS
+from gtr_keras.models.model_files.model_source import DOWNLOAD_PREFIXES, load_source, resolve_model_source
 from gtr_keras.models.model_files.preset_writer import write_preset
+from gtr_keras.models.subclassed_model import SubclassedModelType
 from gtr_keras.models.text_encoder import to_bytes
 from gtr_keras.utils import files
 from gtr_keras.utils.dimensions import check_dimensions, truncate, truncate_tensor
@@ -55,7 +50,7 @@ SAVED_MODEL_DIRECTORY = files.DirectoryKind(
 
 
 @keras.saving.register_keras_serializable(package="gtr_keras")
-class GTRTextEmbedder(keras_hub.models.TextEmbedder):
+class GTRTextEmbedder(keras_hub.models.TextEmbedder, metaclass=SubclassedModelType):
     """GTR's shared query/document tower: T5 encoder, mean pooling, bias-free projection, L2 norm.
 
     The head lives here, not in `GTRBackbone`: the backbone is the plain T5

@@ -138,8 +138,9 @@ def parameter_count(config):
 
 def keras_hub_presets():
     """keras-hub's preset records (`keras_hub.src.utils.preset_utils.register_presets`) of the trained
-    models under their keras-hub names, so that `GTRTextEmbedder.presets` lists them; the aliases load
-    through `gtr_keras.patches.keras_hub_preset_loader`, unlisted.
+    models under their keras-hub names, so that `GTRTextEmbedder.presets` lists them; the aliases, unlisted,
+    load through `GTRTextEmbedder.from_preset` and `gtr_keras.load` (keras-hub's own loaders read the bundled
+    model, a keras-hub preset, and no sentence-transformers checkpoint: docs/models.md).
 
     Example:
     >>> keras_hub_presets()["gtr_t5_base_en"]["kaggle_handle"]

@@ -8,8 +8,8 @@ and whether the directory must be copied locally first (`ModelSource.local`, thr
 `utils.files.local_copy`, which every remote read of a model directory uses).
 The loader of its format takes that value (`load_source`); nothing resolves the source again. The model
 family reads its own format (keras-hub presets) and architectures' names; the loaders of other formats are
-registered here (`register_loader`) by `gtr_keras.convert`, which sits above the model family, when
-`gtr_keras` wires the layers together (once the family is imported).
+registered in `model_formats` (`register_loader`) by `gtr_keras.convert`, which sits above the model family,
+when `gtr_keras` is imported.
 """
 
 import contextlib
@@ -17,25 +17,23 @@ import dataclasses
 import os
 
 from gtr_keras.errors import CheckpointError, UserError
-from gtr_keras.models.gtr.presets import PRESET_SOURCES, PRESETS
 from gtr_keras.models.model_files.model_directory import CONFIG_FILE, TASK_FILE, read_json
 from gtr_keras.models.model_files.model_directory import RERANKER as RERANKER_TASK
+from gtr_keras.models.model_files.model_formats import (
+    ARCHITECTURE,
+    CROSS_ENCODER,
+    KERAS_HUB,
+    RERANKER,
+    SENTENCE_TRANSFORMERS,
+    registered_loader,
+)
 from gtr_keras.utils import files
 
 HF_PREFIX = "hf://"
 # Schemes whose sources are not file systems: keras-hub's or `huggingface_hub`'s downloads.
 DOWNLOAD_PREFIXES = (HF_PREFIX, "kaggle://", "modelscope://")
 SENTENCE_TRANSFORMERS_MODULES = "modules.json"
-
-KERAS_HUB = "keras-hub"  # a preset directory that `save_to_preset` wrote, or a keras-hub download handle
-SENTENCE_TRANSFORMERS = "sentence-transformers"  # that library's layout of a T5 GTR checkpoint
-ARCHITECTURE = "architecture"  # a name of `presets.PRESETS` with no weights: randomly initialised
-CROSS_ENCODER = "cross-encoder"  # a Hugging Face `*ForSequenceClassification` checkpoint (a reranker)
-RERANKER = "reranker"  # a keras-hub preset of a `Reranker` (what `convert` writes from a cross-encoder)
-RERANKER_FORMATS = (CROSS_ENCODER, RERANKER)
 SEQUENCE_CLASSIFICATION = "ForSequenceClassification"
-
-_LOADERS = {}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -117,6 +115,8 @@ def resolve_model_source(source, expected_format=None, read_format=True):
         if source.format is None and read_format:
             return dataclasses.replace(source, format=expected_format or directory_format(source.path))
         return source
+    from gtr_keras.models.gtr.presets import PRESET_SOURCES, PRESETS  # the family, which imports this module
+
     name = os.fspath(source)
     path = PRESET_SOURCES.get(name, name).removeprefix("file://")
     if path.startswith(HF_PREFIX):
@@ -165,6 +165,8 @@ def gtr_model_source(source):
     >>> gtr_model_source("gtr-base").path, gtr_model_source("bert_base_en")
     ('hf://sentence-transformers/gtr-t5-base', None)
     """
+    from gtr_keras.models.gtr.presets import PRESET_SOURCES
+
     name = os.fspath(source)
     path = name.removeprefix("file://")
     if name in PRESET_SOURCES or (path.startswith(HF_PREFIX) and "gtr-t5" in path):
@@ -205,19 +207,6 @@ def _format_of(directory, config):
     return None
 
 
-def register_loader(model_format, loader):
-    """Makes `load_source` read sources of `model_format` with `loader`.
-
-    Args:
-        model_format: `SENTENCE_TRANSFORMERS`, or another format's name.
-        loader: `loader(embedder_cls, local_path, load_weights=True, **kwargs)`, building `embedder_cls`.
-
-    Example:
-    >>> register_loader(SENTENCE_TRANSFORMERS, load_sentence_transformers_directory)  # doctest: +SKIP
-    """
-    _LOADERS[model_format] = loader
-
-
 def load_source(embedder_cls, source, load_weights=True, **kwargs):
     """An `embedder_cls` read from a resolved `ModelSource` by the loader registered for its format.
 
@@ -229,7 +218,7 @@ def load_source(embedder_cls, source, load_weights=True, **kwargs):
     Example:
     >>> embedder = load_source(GTRTextEmbedder, resolve_model_source(TINY_ST))  # doctest: +SKIP
     """
-    loader = _LOADERS.get(source.format)
+    loader = registered_loader(source.format)
     if loader is None:
         raise UserError(f"{source}: no loader of {source.format} models is registered (`import gtr_keras` does it)")
     with source.local() as path:

@@ -9,12 +9,8 @@ from keras import ops
 from keras_hub.src.utils import preset_utils
 
 from gtr_keras.errors import CheckpointError, UserError
-from gtr_keras.models.model_files.model_source import (
-    CROSS_ENCODER,
-    RERANKER,
-    load_source,
-    resolve_model_source,
-)
+from gtr_keras.models.model_files.model_formats import CROSS_ENCODER, RERANKER
+from gtr_keras.models.model_files.model_source import load_source, resolve_model_source
 from gtr_keras.models.model_files.preset_writer import write_preset
 from gtr_keras.models.reranker.pair_scorer import PairScorer
 from gtr_keras.models.reranker.reranker_bert_backbone import RerankerBertBackbone

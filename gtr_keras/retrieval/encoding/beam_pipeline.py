@@ -47,11 +47,11 @@ from apache_beam.ml.inference.base import (
 from apache_beam.options.pipeline_options import PipelineOptions
 
 from gtr_keras import saving
-from gtr_keras.beir.readers import CORPUS_FILES, Corpus, in_collection, record_metadata
+from gtr_keras.beir.readers import CORPUS_FILES, Corpus, document_values, in_collection, record_metadata
 from gtr_keras.errors import CheckpointError, DataError, MismatchError, UserError
 from gtr_keras.models.model_files.fingerprint import fingerprint
 from gtr_keras.utils import files
-from gtr_keras.utils.text_files import id_field, iter_jsonl, str_field
+from gtr_keras.utils.text_files import iter_jsonl
 
 FILE_PREFIX = "embeddings"
 FILE_PATTERN = re.compile(rf"{FILE_PREFIX}-(\d+)-of-(\d+)\.npz")
@@ -95,12 +95,15 @@ def corpus_files(path):
 
     Raises:
         DataError: no such file or directory, a directory without a corpus
-            file, or a glob that matches no file.
+            file, or a glob that matches no file; `UserError`: not a path (a
+            `Corpus`: each worker reads files).
 
     Example:
     >>> corpus_files("data/corpus/part-*.jsonl.gz")  # doctest: +SKIP
     ['data/corpus/part-00000.jsonl.gz', 'data/corpus/part-00001.jsonl.gz']
     """
+    if not isinstance(path, (str, os.PathLike)):
+        raise UserError(f"each Beam worker reads corpus files: pass their path or glob, not a {type(path).__name__}")
     path = os.fspath(path)
     if any(char in path for char in _GLOB_CHARS) and not files.exists(path):
         matches = files.glob(path)
@@ -113,8 +116,8 @@ def corpus_files(path):
 def read_documents(file_number, path):
     """Reads one corpus file, streamed: what the pipeline encodes, keyed by what the index needs.
 
-    Records are parsed as `load_corpus` parses them (same fields, same
-    `FILE:LINE:` errors, invalid UTF-8 replaced with U+FFFD).
+    Records are checked as `load_corpus` checks them (`readers.document_values`: same fields,
+    same `FILE:LINE:` errors, invalid UTF-8 replaced with U+FFFD).
 
     Args:
         file_number: the file's place in the corpus order (`corpus_files`).
@@ -127,7 +130,8 @@ def read_documents(file_number, path):
 
     Raises:
         DataError: an unreadable file, malformed JSON, a missing or
-            mistyped `_id`, `title` or `text`, or a malformed `metadata`.
+            mistyped `_id`, `title` or `text`, an id or a text the rule of
+            documents refuses, or a malformed `metadata`.
 
     Example:
     >>> next(read_documents(0, "corpus.jsonl"))  # doctest: +SKIP
@@ -135,10 +139,9 @@ def read_documents(file_number, path):
     """
     first = {}
     for line_no, record in iter_jsonl(path):
-        doc_id = id_field(path, line_no, record)
-        title = str_field(path, line_no, record, "title", required=False)
-        text = str_field(path, line_no, record, "text", required=True)
-        metadata = record_metadata(path, line_no, doc_id, record, first)
+        doc_id, title, text, metadata = document_values(
+            path, line_no, record.get("_id"), record.get("title"), record.get("text"), record.get("metadata"), first
+        )
         key = (doc_id, file_number, line_no, title, text, json.dumps(metadata, ensure_ascii=False) if metadata else "")
         yield key, Corpus([doc_id], [title], [text]).joined()[0]
 
@@ -442,7 +445,7 @@ def _load_embedding_files(beam_dir, with_documents):
     metadata, first = [metadata[i] for i in order], {}
     for doc_id, fields, number, line in zip(ids.tolist(), metadata, file_numbers, lines):
         if fields:
-            record_metadata(paths[number], int(line), doc_id, {"metadata": fields}, first)
+            record_metadata(paths[number], int(line), doc_id, fields, first)
     return ids.tolist(), embeddings, titles, texts, metadata if first else None
 
 

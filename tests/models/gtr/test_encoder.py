@@ -128,3 +128,9 @@ def test_a_model_trained_for_the_dimensions_does_not_warn(tiny_encoder, shown_wa
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert model.batch_encoder().truncated(32).embedding_dim == 32
+
+
+def test_a_text_holding_a_lone_surrogate_is_one_user_error_naming_it(tiny_encoder):
+    with pytest.raises(UserError, match=r"^texts\[1\]: a lone surrogate \(U\+D800 at character 4\), which UTF-8"):
+        tiny_encoder.encode_queries(["lift", "wing\ud800"])
+    assert tiny_encoder.encode_documents(["wing \u00e9".encode()]).shape == (1, 64)  # UTF-8 bytes as they are

@@ -45,7 +45,8 @@ def test_model_directory_is_a_keras_hub_preset(tiny_model_dir, tiny_encoder, tmp
     out = _run_fresh(
         f"""
 import json, numpy as np
-import gtr_keras, keras_hub
+import keras_hub
+import gtr_keras  # after Keras: registers GTR's classes at once
 embedder = keras_hub.models.TextEmbedder.from_preset({tiny_model_dir!r})
 backbone = keras_hub.models.Backbone.from_preset({tiny_model_dir!r})
 preprocessor = keras_hub.models.TextEmbedderPreprocessor.from_preset({tiny_model_dir!r})

@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 
 from gtr_keras.models.gtr.gtr_text_embedder import GTRTextEmbedder
-from gtr_keras.models.gtr.presets import PRESETS, parameter_count, preset_config
+from gtr_keras.models.gtr.presets import PRESET_SOURCES, PRESETS, parameter_count, preset_config
 
 
 @pytest.mark.parametrize("name, published", [("gtr-base", 110e6), ("gtr-large", 335e6)])
@@ -87,3 +87,33 @@ def test_a_published_preset_name_is_downloaded_from_its_hugging_face_id(monkeypa
 def test_an_architecture_only_size_gives_a_randomly_initialised_model_by_name():
     embedder = GTRTextEmbedder.from_preset("gtr-tiny")
     assert embedder.preprocessor is None and embedder.count_params() == parameter_count(preset_config("gtr-tiny"))
+
+
+@pytest.fixture
+def hub_downloads_give_the_tiny_checkpoint(monkeypatch):
+    """`huggingface_hub.snapshot_download` of any GTR repository answers with the committed tiny checkpoint."""
+    import huggingface_hub
+    from conftest import TINY_ST
+
+    asked = []
+
+    def download(repo_id, **kwargs):
+        asked.append(repo_id)
+        return TINY_ST
+
+    monkeypatch.setattr(huggingface_hub, "snapshot_download", download)
+    return asked
+
+
+@pytest.mark.parametrize("name", sorted(PRESET_SOURCES))
+def test_every_name_of_the_table_loads_the_same_model_through_both_loaders(
+    name, hub_downloads_give_the_tiny_checkpoint
+):
+    import gtr_keras
+
+    text = ["lift on a wing"]
+    np.testing.assert_array_equal(
+        gtr_keras.load(name).encode_queries(text), gtr_keras.GTRTextEmbedder.from_preset(name).encode_queries(text)
+    )
+    if PRESET_SOURCES[name].startswith("hf://"):
+        assert set(hub_downloads_give_the_tiny_checkpoint) == {PRESET_SOURCES[name].removeprefix("hf://")}

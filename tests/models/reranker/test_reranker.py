@@ -67,6 +67,13 @@ def test_pairs_that_are_not_pairs_of_strings_are_refused(bert_scorer):
         bert_scorer.predict(["just a text"])
 
 
+def test_a_pair_holding_a_lone_surrogate_is_refused_naming_it(bert_scorer):
+    with pytest.raises(UserError, match=r"^pairs: item 1's document: a lone surrogate \(U\+DCFF at character 2\)"):
+        bert_scorer.predict([("a", "b"), ("a", "b \udcff")])
+    with pytest.raises(UserError, match=r"^pairs: item 0's query: a lone surrogate"):
+        bert_scorer.predict([("\ud800", "b")])
+
+
 def test_a_reranker_is_not_an_embedding_model_nor_the_reverse(reranker_dirs, tiny_model_dir):
     with pytest.raises(CheckpointError, match="a reranker .a cross-encoder., not an embedding model"):
         GTRTextEmbedder.from_preset(reranker_dirs["bert"])

@@ -120,14 +120,14 @@ def cranfield_in_process(tmp_path_factory, tiny_model_dir):
 def launcher_never_loads_the_corpus(monkeypatch):
     """`load_corpus` raises: the launching process must only list the corpus files (the pipeline's
     readers, in-process under the DirectRunner, stream them with `iter_jsonl`)."""
+    from gtr_keras.beir import dataset
     from gtr_keras.beir import readers as corpus
-    from gtr_keras.retrieval import runs
 
     def refuse(*args, **kwargs):
         raise AssertionError("the launcher loaded the corpus")
 
     monkeypatch.setattr(corpus, "load_corpus", refuse)
-    monkeypatch.setattr(runs, "load_corpus", refuse)
+    monkeypatch.setattr(dataset, "load_corpus", refuse)
 
 
 def beam_index_argv(model_dir, corpus, out, *extra):
@@ -187,6 +187,13 @@ def test_index_of_sharded_cranfield_equals_the_in_process_index(
     np.testing.assert_allclose(embeddings, expected_embeddings, atol=1e-6, rtol=0)
     assert documents == expected_documents
     assert not any(p.name.endswith("-beam") for p in tmp_path.iterdir())
+
+
+def test_a_corpus_given_in_python_is_refused_by_the_pipeline_which_reads_files(tmp_path, tiny_model_dir):
+    corpus = gtr_keras.Corpus(["d1"], [""], ["lift"])
+    with pytest.raises(UserError, match="^each Beam worker reads corpus files: pass their path or glob, not a Corpus$"):
+        gtr_keras.Index.build(tmp_path / "idx", corpus, tiny_model_dir, runner="DirectRunner")
+    assert not (tmp_path / "idx").exists()
 
 
 def test_index_reads_corpus_shards_on_any_gfile_file_system(
