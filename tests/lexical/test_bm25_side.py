@@ -112,7 +112,7 @@ class _Failure(Exception):
     pass
 
 
-def test_a_build_killed_after_its_shards_completes_with_its_side_when_rerun(
+def test_a_build_killed_after_its_pieces_completes_with_its_side_when_rerun(
     tmp_path, tiny_encoder, tiny_model_dir, monkeypatch
 ):
     from gtr_keras.lexical import bm25
