@@ -33,7 +33,7 @@ SECTION = "## Large corpora"
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--dataset", required=True, help="BEIR directory")
-    parser.add_argument("--model", default="gtr-small-distilled")
+    parser.add_argument("--model", default="gtr_small_distilled_en")
     parser.add_argument("--files", type=int, default=4, help="embedding files the corpus is encoded into")
     parser.add_argument("--results", default=RESULTS, help="markdown file to append to")
     parser.add_argument("--no-record", action="store_true", help="print only")

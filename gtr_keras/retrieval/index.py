@@ -81,13 +81,13 @@ class Index(IndexHandle):
 
     Args:
         path: an index directory, or a list of them (shards: one model, each id in one of them).
-        model: the model the index was built with: a model directory or name (`"gtr-small-distilled"`,
+        model: the model the index was built with: a model directory or name (`"gtr_small_distilled_en"`,
             loaded when a text first needs encoding), a loaded encoder (`gtr_keras.load(DIR)`) or
             `GTRTextEmbedder`, or a function that loads one; None: the model the index records (its
             `model_dir`), loaded when a text query needs it. Vectors and BM25 need no model.
 
     Example:
-    >>> index = gtr_keras.Index.build("indexes/scifact", "data/scifact", "gtr-small-distilled")
+    >>> index = gtr_keras.Index.build("indexes/scifact", "data/scifact", "gtr_small_distilled_en")
     >>> index.search(["does vitamin D prevent fractures?"], k=5, filter="year >= 2019")[0][0]["id"]
     >>> index.search(["vitamin D"], retriever="hybrid")
     >>> index.add("new.jsonl")  # adds, or replaces the documents whose id is in the index
@@ -183,7 +183,7 @@ class Index(IndexHandle):
                 line or row and field, before the model loads); `MismatchError` for embeddings of another model.
 
         Example:
-        >>> index = Index.build("indexes/scifact", "data/scifact", "gtr-small-distilled")
+        >>> index = Index.build("indexes/scifact", "data/scifact", "gtr_small_distilled_en")
         >>> Index.build("indexes/msmarco", embeddings="emb/*.npy", documents="msmarco/corpus.jsonl")
         """
         if (corpus is None) == (embeddings is None):

@@ -198,7 +198,7 @@ def index_embeddings(
             another precision, `model_change` says when it is).
 
     Example:
-    >>> index_embeddings("embeddings/part-*.npy", "indexes/msmarco", gtr_keras.load("gtr-base"), "gtr-base")
+    >>> index_embeddings("embeddings/part-*.npy", "indexes/msmarco", gtr_keras.load("gtr_t5_base_en"), "gtr_t5_base_en")
     (8841823, 'scann')
     """
     corpus = None if corpus is None else check_corpus(corpus)
@@ -333,7 +333,7 @@ def index_metadata(encoder, model_dir):
         model_dir: its model directory (recorded as an absolute path, or as
             given for one on another file system such as `gs://...`), a
             `ModelSource` or a model's name (recorded as the directory or id
-            it stands for: `gtr-small-distilled` as the bundled directory), or None.
+            it stands for: `gtr_small_distilled_en` as the bundled directory), or None.
 
     Returns:
         A JSON-serialisable dict: `model_dir`, the `MODEL_FIELDS`, among

@@ -364,7 +364,7 @@ def test_embeddings_of_another_model_are_refused(tmp_path, tiny_model_dir, capsy
                 "--embeddings",
                 str(tmp_path / "e.npy"),
                 "--model",
-                "gtr-small-distilled",
+                "gtr_small_distilled_en",
                 "--out",
                 str(tmp_path / "idx"),
             ]
