@@ -13,7 +13,7 @@ import time
 
 from gtr_keras import load
 from gtr_keras.beir import load_corpus
-from gtr_keras.retrieval.encoding.beam_pipeline import encode_corpus_with_beam, index_from_shards
+from gtr_keras.retrieval.encoding.beam_pipeline import encode_corpus_with_beam, index_from_embedding_files
 
 
 def main():
@@ -33,12 +33,13 @@ def main():
     encode_corpus_with_beam(args.model, args.corpus, args.scratch_dir, batch_size=args.batch_size)
     beam = time.perf_counter() - start
     start = time.perf_counter()
-    _, embeddings = index_from_shards(args.scratch_dir)
+    _, embeddings = index_from_embedding_files(args.scratch_dir)
     assemble = time.perf_counter() - start
     n = len(corpus)
     print(
         f"{n} docs: in-process {in_process:.1f}s ({n / in_process:.0f} docs/s), "
-        f"DirectRunner {beam:.1f}s ({n / beam:.0f} docs/s), index_from_shards {assemble:.2f}s, {embeddings.shape}"
+        f"DirectRunner {beam:.1f}s ({n / beam:.0f} docs/s), index_from_embedding_files {assemble:.2f}s, "
+        f"{embeddings.shape}"
     )
 
 

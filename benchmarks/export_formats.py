@@ -5,7 +5,7 @@ Exports one model in the three formats, then embeds the same texts with each (ba
 document signature, in turns; medians of --repeats) and compares every embedding with the SavedModel's.
 Results go to the "## Export formats" section of benchmarks/RESULTS.md.
 
-    PYTHONPATH=. python benchmarks/export_formats.py --data ../shared/data [--model gtr-small-distilled]
+    PYTHONPATH=. python benchmarks/export_formats.py --data ../shared/data [--model gtr_small_distilled_en]
 """
 
 import argparse
@@ -38,7 +38,7 @@ def size(path):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--data", required=True, help="folder of BEIR collections (../shared/data)")
-    parser.add_argument("--model", default="gtr-small-distilled")
+    parser.add_argument("--model", default="gtr_small_distilled_en")
     parser.add_argument("--texts", type=int, default=256, help="SciFact abstracts embedded per run")
     parser.add_argument("--batch", type=int, default=32)
     parser.add_argument("--repeats", type=int, default=5)

@@ -47,7 +47,7 @@ def derive_metadata(corpus):
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--dataset", required=True, help="a BEIR directory")
-    parser.add_argument("--model", default="gtr-small-distilled")
+    parser.add_argument("--model", default="gtr_small_distilled_en")
     parser.add_argument("--split", default="test")
     parser.add_argument("--results", default=RESULTS, help="markdown file to append to")
     parser.add_argument("--no-record", action="store_true", help="print only")

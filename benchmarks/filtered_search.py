@@ -1,6 +1,6 @@
 """Filtered search at every selectivity: recall@10 against exact filtered search, and QPS, on synthetic vectors.
 
-Writes (or reuses) `large_index.py`'s synthetic corpus (`add_corpus_arguments`, `write_shard`s) and its ScaNN
+Writes (or reuses) `large_index.py`'s synthetic corpus (`add_corpus_arguments`, `write_embedding_files`) and its ScaNN
 index in `--work`, gives every document a synthetic metadata field `bucket` (an integer drawn uniformly from
 0-9,999, independent of the vectors), and for each selectivity (`bucket < T`: 50%, 30%, 20%, 15%, 10%, 1%,
 0.1%, 0.01%) measures, on `--num-queries` queries in one batched call each:
@@ -29,7 +29,7 @@ import sys
 import time
 
 import numpy as np
-from large_index import add_corpus_arguments, build, write_shards
+from large_index import add_corpus_arguments, build, write_embedding_files
 from results import RESULTS, lscpu_flags, machine, publish, rerun_command
 
 K = 10
@@ -38,15 +38,15 @@ BUCKETS = 10_000
 THRESHOLDS = (5000, 3000, 2000, 1500, 1000, 100, 10, 1)  # bucket < T: 50%, 30%, 20%, 15%, 10%, 1%, 0.1%, 0.01%
 
 
-def shard_paths(shard_dir):
-    return sorted(os.path.join(shard_dir, name) for name in os.listdir(shard_dir) if name.endswith(".npy"))
+def embedding_paths(embeddings_dir):
+    return sorted(os.path.join(embeddings_dir, name) for name in os.listdir(embeddings_dir) if name.endswith(".npy"))
 
 
-def exact_filtered(shard_dir, queries, masks):
-    """Per mask, the exact top-K rows of the allowed rows (float32 dot products), scoring each shard once."""
+def exact_filtered(embeddings_dir, queries, masks):
+    """Per mask, the exact top-K rows of the allowed rows (float32 dot products), scoring each embedding file once."""
     best = [(np.full((len(queries), K), -np.inf, np.float32), np.zeros((len(queries), K), np.int64)) for _ in masks]
     first = 0
-    for path in shard_paths(shard_dir):
+    for path in embedding_paths(embeddings_dir):
         chunk = np.load(path, mmap_mode="r")
         for start in range(0, len(chunk), 65536):
             block = np.asarray(chunk[start : start + 65536], np.float32)
@@ -85,7 +85,7 @@ def timed(function, repeats):
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_corpus_arguments(parser)
-    parser.add_argument("--work", required=True, help="directory for shards and the index (kept for reruns)")
+    parser.add_argument("--work", required=True, help="directory for embedding files and the index (kept for reruns)")
     parser.add_argument("--repeats", type=int, default=3, help="timed batched calls of each search (median)")
     parser.add_argument(
         "--scann-min-selectivity",
@@ -104,11 +104,11 @@ def main(argv=None):
     from gtr_keras.storage.search_index import SearchIndex
 
     started = datetime.datetime.now(datetime.UTC)
-    shard_dir, index_dir = os.path.join(args.work, "shards"), os.path.join(args.work, "index")
-    write_shards(args, shard_dir)
+    embeddings_dir, index_dir = os.path.join(args.work, "embeddings"), os.path.join(args.work, "index")
+    write_embedding_files(args, embeddings_dir)
     build_s = None
     if not os.path.exists(os.path.join(index_dir, "retriever.json")):
-        build_s = build(shard_dir, index_dir, exact=False)["build_s"]
+        build_s = build(embeddings_dir, index_dir, exact=False)["build_s"]
     queries = np.load(os.path.join(args.work, "queries.npy"))
     index = SearchIndex.load(os.path.join(index_dir, "index"))
     if index.float_rows is None:
@@ -126,7 +126,7 @@ def main(argv=None):
         start = time.perf_counter()
         masks.append(columns.allowed(filter))
         mask_s.append(time.perf_counter() - start)
-    exact = exact_filtered(shard_dir, queries, masks)
+    exact = exact_filtered(embeddings_dir, queries, masks)
     _, unfiltered_s = timed(lambda: index.search(queries, K), args.repeats)
     unfiltered_qps = len(queries) / unfiltered_s
     plans = {

@@ -2,7 +2,7 @@
 with float32; and, as before float32 rescoring, reordered on int8 only), faiss-cpu (HNSW, and IVF-PQ with float
 refinement) and hnswlib on the same vectors, in one run on one machine.
 
-The vectors are `large_index.py`'s synthetic corpus (`add_corpus_arguments`, shards written once into
+The vectors are `large_index.py`'s synthetic corpus (`add_corpus_arguments`, embedding files written once into
 `--work` and reused) or, with `--real DATA`, GTR embeddings of real text: every document of the BEIR
 collections under DATA and every distinct description of `debian-descriptions/pairs.jsonl.gz`, encoded with
 `--model` (default: the bundled model) and cached in `--work`; the queries are `--num-queries` Debian
@@ -30,7 +30,7 @@ import sys
 import time
 
 import numpy as np
-from large_index import add_corpus_arguments, write_shards
+from large_index import add_corpus_arguments, write_embedding_files
 from results import RESULTS, lscpu_flags, machine, publish, rerun_command, time_interleaved
 
 SECTION = "## Speed-memory frontier"
@@ -281,10 +281,14 @@ def _read_json(path):
 
 
 def synthetic_vectors(args):
-    shard_dir = os.path.join(args.work, "shards")
-    write_shards(args, shard_dir)
+    embeddings_dir = os.path.join(args.work, "embeddings")
+    write_embedding_files(args, embeddings_dir)
     vectors = np.concatenate(
-        [np.load(os.path.join(shard_dir, name)) for name in sorted(os.listdir(shard_dir)) if name.endswith(".npy")]
+        [
+            np.load(os.path.join(embeddings_dir, name))
+            for name in sorted(os.listdir(embeddings_dir))
+            if name.endswith(".npy")
+        ]
     )
     queries = np.load(os.path.join(args.work, "queries.npy"))
     described = (

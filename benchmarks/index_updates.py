@@ -1,7 +1,7 @@
 """Live indexes: updates in place vs full builds, churn and compaction, and two shards vs one index.
 
 On the synthetic corpus of `benchmarks/large_index.py` (unit vectors around
-`--clusters` centres, in `gtr-keras encode`'s shard format), in one process:
+`--clusters` centres, in `gtr-keras encode`'s format), in one process:
 
 1. the full build of a ScaNN index (`index_embeddings`, as `gtr-keras index
    --embeddings` runs it): wall time and bytes on disk; its recall@10 against
@@ -18,8 +18,8 @@ On the synthetic corpus of `benchmarks/large_index.py` (unit vectors around
    exact index over the whole corpus: identical top 10 expected).
 
 Usage:
-    PYTHONPATH=. python benchmarks/index_updates.py --n 100000 --shards 2 --changes 1000 --work /tmp/updates-100k
-    PYTHONPATH=. python benchmarks/index_updates.py --n 1000000 --shards 10 --work /tmp/updates-1m
+    PYTHONPATH=. python benchmarks/index_updates.py --n 100000 --files 2 --changes 1000 --work /tmp/updates-100k
+    PYTHONPATH=. python benchmarks/index_updates.py --n 1000000 --files 10 --work /tmp/updates-1m
 """
 
 import argparse
@@ -28,6 +28,7 @@ import gc
 import glob
 import json
 import os
+import pathlib
 import resource
 import shutil
 import subprocess
@@ -35,7 +36,7 @@ import sys
 import time
 
 import numpy as np
-from large_index import K, add_corpus_arguments, exact_top_ids, write_shard, write_shards
+from large_index import K, add_corpus_arguments, exact_top_ids, write_embedding_file, write_embedding_files
 from results import RESULTS, machine, publish, rerun_command
 from search import _normalise, synthetic
 
@@ -44,19 +45,19 @@ GIB = 2**30
 
 
 class Rows:
-    """A `write_search_index` source: the shards' rows less `removed` (their row numbers), then `extra` pairs
+    """A `write_search_index` source: the embedding files' rows less `removed` (their row numbers), then `extra` pairs
     `(ids, vectors)`, a chunk at a time."""
 
-    def __init__(self, shards, removed, extra):
-        self.shards, self.extra = shards, extra
-        self.keep = np.ones(shards.num_rows, bool)
+    def __init__(self, embeddings, removed, extra):
+        self.embeddings, self.extra = embeddings, extra
+        self.keep = np.ones(embeddings.num_rows, bool)
         self.keep[list(removed)] = False
-        self.ids = [i for i, kept in zip(shards.ids, self.keep) if kept] + [i for ids, _ in extra for i in ids]
-        self.dims, self.num_rows = shards.dims, len(self.ids)
+        self.ids = [i for i, kept in zip(embeddings.ids, self.keep) if kept] + [i for ids, _ in extra for i in ids]
+        self.dims, self.num_rows = embeddings.dims, len(self.ids)
 
     def chunks(self):
         first = 0
-        for chunk in self.shards.chunks():
+        for chunk in self.embeddings.chunks():
             yield chunk[self.keep[first : first + len(chunk)]]
             first += len(chunk)
         for _, vectors in self.extra:
@@ -124,10 +125,10 @@ def main(argv=None):
     from gtr_keras.storage.segment_writer import update_search_index
 
     started, load_before = datetime.datetime.now(datetime.UTC), os.getloadavg()
-    shard_dir, work = os.path.join(args.work, "shards"), args.work
-    write_shards(args, shard_dir)
+    embeddings_dir, work = os.path.join(args.work, "embeddings"), args.work
+    write_embedding_files(args, embeddings_dir)
     queries = np.load(os.path.join(work, "queries.npy"))
-    shards = EmbeddingFiles.open(os.path.join(shard_dir, "*.npy"))
+    corpus = EmbeddingFiles.open(os.path.join(embeddings_dir, "*.npy"))
     centres = _normalise(np.random.default_rng(args.seed).standard_normal((args.clusters, args.dims), dtype=np.float32))
     rng = np.random.default_rng([args.seed, 1])
     c = args.changes
@@ -136,8 +137,8 @@ def main(argv=None):
     new_ids = [f"p{row}" for row in replaced_rows] + [f"q{i}" for i in range(c)]
     new_vectors = synthetic(2 * c, centres, args.noise, rng)
     new_glob = os.path.join(work, "new", "part-00000.npy")
-    write_shard(new_glob, new_ids, new_vectors)
-    delete_file = os.path.join(work, "delete.txt")
+    write_embedding_file(new_glob, new_ids, new_vectors)
+    delete_file = pathlib.Path(work, "delete.txt")  # a file of ids (a str is one id)
     with open(delete_file, "w") as f:
         f.writelines(f"p{row}\n" for row in deleted_rows)
     out = {"n": args.n, "dims": args.dims, "changes": c}
@@ -145,9 +146,9 @@ def main(argv=None):
     # 1. the full build, and the one index searched
     index_dir = os.path.join(work, "index")
     shutil.rmtree(index_dir, ignore_errors=True)
-    (_, kind), out["build_s"] = timed(index_embeddings, os.path.join(shard_dir, "*.npy"), index_dir, kind="scann")
+    (_, kind), out["build_s"] = timed(index_embeddings, os.path.join(embeddings_dir, "*.npy"), index_dir, kind="scann")
     out["index_bytes"] = sum(sizes(index_dir).values())
-    exact_original = exact_top_ids(shards, queries)
+    exact_original = exact_top_ids(corpus, queries)
     whole = measure(SearchIndex.load(index_dir), queries, exact_original)
     out["one_index"] = {key: value for key, value in whole.items() if key != "found"}
     print(json.dumps(out), flush=True)
@@ -159,7 +160,7 @@ def main(argv=None):
     out["update_wchar"] = wchar() - written
     after = sizes(index_dir)
     out["update_bytes"] = sum(size for path, size in after.items() if before.get(path) != size)
-    final = Rows(shards, np.concatenate([replaced_rows, deleted_rows]), [(new_ids, new_vectors)])
+    final = Rows(corpus, np.concatenate([replaced_rows, deleted_rows]), [(new_ids, new_vectors)])
     exact_final = exact_top_ids(final, queries)
     out["updated"] = {
         k: v for k, v in measure(SearchIndex.load(index_dir), queries, exact_final).items() if k != "found"
@@ -184,7 +185,7 @@ def main(argv=None):
         churn_times.append(seconds)
     out["churn_update_s"] = churn_times
     churn_final = Rows(
-        shards, np.concatenate([replaced_rows, deleted_rows, churned]), [(new_ids, new_vectors), *churn_vectors]
+        corpus, np.concatenate([replaced_rows, deleted_rows, churned]), [(new_ids, new_vectors), *churn_vectors]
     )
     exact_churn = exact_top_ids(churn_final, queries)
     del churn_vectors, churn_final
@@ -200,7 +201,7 @@ def main(argv=None):
     print(json.dumps(out), flush=True)
 
     # 4. two shards of half the corpus, ScaNN then exact, vs one index over all
-    paths = sorted(glob.glob(os.path.join(shard_dir, "*.npy")))
+    paths = sorted(glob.glob(os.path.join(embeddings_dir, "*.npy")))
     halves = [paths[: len(paths) // 2], paths[len(paths) // 2 :]]
     for kind in ("scann", "exact"):
         dirs = []
@@ -214,7 +215,7 @@ def main(argv=None):
         if kind == "exact":
             whole_dir = os.path.join(work, "exact-index")
             shutil.rmtree(whole_dir, ignore_errors=True)
-            write_search_index(shards, whole_dir, kind="exact")
+            write_search_index(corpus, whole_dir, kind="exact")
             one = measure(SearchIndex.load(whole_dir), queries, exact_original)
             out["one_exact"] = {k: v for k, v in one.items() if k != "found"}
             out["exact_shards_identical"] = one["found"] == both["found"]
@@ -247,13 +248,14 @@ def report(args, out, started, load_before):
         f"- Machine: {machine()} ({shown}; no AMX), shared with other jobs: 1-min load average "
         f"{load_before[0]:.2f} before and {os.getloadavg()[0]:.2f} after; peak RSS of the whole run "
         f"{out['peak_rss'] / GIB:.2f} GiB.",
-        f"- Data: `large_index.py`'s synthetic shards ({args.shards} shards, {args.clusters} centres, noise "
+        f"- Data: `large_index.py`'s synthetic embedding files ({args.files} files, {args.clusters} centres, noise "
         f"{args.noise}), {args.num_queries} queries; ScaNN with `scann_params(N)`.",
         f"- Full build (`index_embeddings`): {out['build_s']:.1f} s, {out['index_bytes'] / GIB:.3f} GiB on disk.",
         f"- One update (`update_index`: {c:,} replaced, {c:,} added, {c:,} deleted, `compact=False`): "
         f"**{out['update_s']:.2f} s = {100 * out['update_s'] / out['build_s']:.2f}% of the build**; files written "
         f"**{out['update_bytes'] / 2**20:.1f} MiB = {100 * out['update_bytes'] / out['index_bytes']:.2f}% of the "
-        f"index** (the process's wchar: {out['update_wchar'] / 2**20:.1f} MiB, reading the shards' checks included); "
+        f"index** (the process's wchar: {out['update_wchar'] / 2**20:.1f} MiB, reading the embedding files' checks "
+        "included); "
         f"a fresh build over the updated set: {out['fresh_build_s']:.1f} s.",
         f"- Churn: {args.churn:.0%} of the documents replaced in 3 updates of "
         f"{', '.join(f'{s:.1f}' for s in out['churn_update_s'])} s ({out['segments_before_compaction']} segments); "

@@ -1,27 +1,27 @@
 """Corpus-scale search: `gtr-keras index --embeddings` and `SearchIndex.load` on millions of vectors.
 
-Writes synthetic embedding shards in `gtr-keras encode`'s format (unit
-vectors around `--clusters` random centres, generated shard by shard so the
+Writes synthetic embedding files in `gtr-keras encode`'s format (unit
+vectors around `--clusters` random centres, generated file by file so the
 generator stays small), then measures, each in its own process under
 `/usr/bin/time -v`:
 
-1. the build: `gtr-keras index --embeddings 'WORK/shards/*.npy' --out WORK/index`
+1. the build: `gtr-keras index --embeddings 'WORK/embeddings/*.npy' --out WORK/index`
    (peak RSS, wall time, index size on disk);
 2. a search process: `gtr_keras.storage.search_index.SearchIndex.load(WORK/index)` and
    `.search_ids(queries, 10)` on `--num-queries` queries in one call (batched
    QPS), then the first `--single-queries` one call each (latency), peak RSS;
 3. exact search for the recall@10 reference: with `--exact-index`, an exact
    index built and searched the same way (its batched QPS is the baseline);
-   otherwise exact top-10 computed from the shards, a chunk at a time.
+   otherwise exact top-10 computed from the embedding files, a chunk at a time.
 
 Results are printed and appended to the "## Large corpora" section of
-`benchmarks/RESULTS.md`. Shards and indexes stay in `--work` for reruns
-(delete it to start over; shards are rewritten when the generator's
+`benchmarks/RESULTS.md`. Embedding files and indexes stay in `--work` for reruns
+(delete it to start over; embedding files are rewritten when the generator's
 settings differ).
 
 Usage:
     PYTHONPATH=. python benchmarks/large_index.py --n 1000000 --exact-index --work /tmp/large-1m
-    PYTHONPATH=. python benchmarks/large_index.py --n 8841823 --shards 90 --work /tmp/large-msmarco
+    PYTHONPATH=. python benchmarks/large_index.py --n 8841823 --files 90 --work /tmp/large-msmarco
 """
 
 import argparse
@@ -43,9 +43,9 @@ SECTION = "## Large corpora"
 
 
 def add_corpus_arguments(parser):
-    """The settings of the synthetic corpus that `write_shards` reads from its `args`."""
+    """The settings of the synthetic corpus that `write_embedding_files` reads from its `args`."""
     parser.add_argument("--n", type=int, default=1_000_000)
-    parser.add_argument("--shards", type=int, default=10)
+    parser.add_argument("--files", type=int, default=10, help="embedding files the corpus is written in")
     parser.add_argument("--dims", type=int, default=768)
     parser.add_argument("--clusters", type=int, default=1000)
     parser.add_argument("--noise", type=float, default=1.0, help="noise norm around a centre")
@@ -53,8 +53,8 @@ def add_corpus_arguments(parser):
     parser.add_argument("--seed", type=int, default=0)
 
 
-def write_shard(path, ids, vectors):
-    """Writes one embedding shard as `gtr-keras encode` does: `path` (`.npy`) and its `.ids.txt`."""
+def write_embedding_file(path, ids, vectors):
+    """Writes one embedding file as `gtr-keras encode` does: `path` (`.npy`) and its `.ids.txt`."""
     os.makedirs(os.path.dirname(path), exist_ok=True)
     np.save(path, vectors)
     with open(path.removesuffix(".npy") + ".ids.txt", "w") as f:
@@ -67,22 +67,22 @@ def corpus_centres(args):
     return rng, _normalise(rng.standard_normal((args.clusters, args.dims), dtype=np.float32))
 
 
-def write_shards(args, shard_dir):
-    """Writes `args.shards` shards of synthetic unit vectors (and the queries), unless already there."""
-    settings = {key: getattr(args, key) for key in ("n", "shards", "dims", "clusters", "noise", "seed", "num_queries")}
-    record = os.path.join(shard_dir, "generator.json")
+def write_embedding_files(args, embeddings_dir):
+    """Writes `args.files` embedding files of synthetic unit vectors (and the queries), unless already there."""
+    settings = {key: getattr(args, key) for key in ("n", "files", "dims", "clusters", "noise", "seed", "num_queries")}
+    record = os.path.join(embeddings_dir, "generator.json")
     if os.path.exists(record) and json.load(open(record)) == settings:
         return
-    shutil.rmtree(shard_dir, ignore_errors=True)
-    os.makedirs(shard_dir)
+    shutil.rmtree(embeddings_dir, ignore_errors=True)
+    os.makedirs(embeddings_dir)
     rng, centres = corpus_centres(args)
-    np.save(os.path.join(shard_dir, "..", "queries.npy"), synthetic(args.num_queries, centres, args.noise, rng))
-    bounds = np.linspace(0, args.n, args.shards + 1).astype(int)
+    np.save(os.path.join(embeddings_dir, "..", "queries.npy"), synthetic(args.num_queries, centres, args.noise, rng))
+    bounds = np.linspace(0, args.n, args.files + 1).astype(int)
     for number, (start, stop) in enumerate(zip(bounds[:-1], bounds[1:])):
-        shard_rng = np.random.default_rng([args.seed, number])
-        path = os.path.join(shard_dir, f"part-{number:05d}.npy")
-        write_shard(
-            path, (f"p{row}" for row in range(start, stop)), synthetic(stop - start, centres, args.noise, shard_rng)
+        file_rng = np.random.default_rng([args.seed, number])
+        path = os.path.join(embeddings_dir, f"part-{number:05d}.npy")
+        write_embedding_file(
+            path, (f"p{row}" for row in range(start, stop)), synthetic(stop - start, centres, args.noise, file_rng)
         )
         print(f"wrote {path} ({stop - start} rows)", flush=True)
     with open(record, "w") as f:
@@ -100,8 +100,8 @@ def timed_process(command, env=None):
     return result.stdout, peak_kib * 1024, seconds
 
 
-def build(shard_dir, index_dir, exact):
-    command = ["gtr-keras", "index", "--embeddings", os.path.join(shard_dir, "*.npy"), "--out", index_dir]
+def build(embeddings_dir, index_dir, exact):
+    command = ["gtr-keras", "index", "--embeddings", os.path.join(embeddings_dir, "*.npy"), "--out", index_dir]
     _, peak, seconds = timed_process(command + (["--exact"] if exact else []))
     size = sum(os.path.getsize(os.path.join(root, name)) for root, _, names in os.walk(index_dir) for name in names)
     return {"build_peak_rss": peak, "build_s": seconds, "disk_bytes": size}
@@ -183,12 +183,14 @@ def exact_top_ids(source, queries):
     return np.array(source.ids, dtype=object)[best_rows]
 
 
-def exact_from_shards(shard_dir, queries, out_path):
-    """Exact top-10 ids per query, scoring the shards a chunk at a time (the recall reference)."""
+def exact_from_embedding_files(embeddings_dir, queries, out_path):
+    """Exact top-10 ids per query, scoring the embedding files a chunk at a time (the recall reference)."""
     from gtr_keras.storage.embedding_files import EmbeddingFiles
 
-    shards = EmbeddingFiles(sorted(os.path.join(shard_dir, n) for n in os.listdir(shard_dir) if n.endswith(".npy")))
-    np.save(out_path, exact_top_ids(shards, queries), allow_pickle=True)
+    embeddings = EmbeddingFiles(
+        sorted(os.path.join(embeddings_dir, n) for n in os.listdir(embeddings_dir) if n.endswith(".npy"))
+    )
+    np.save(out_path, exact_top_ids(embeddings, queries), allow_pickle=True)
 
 
 def recall(found_path, exact_path):
@@ -199,10 +201,10 @@ def recall(found_path, exact_path):
 def table(row):
     gib = 2**30
     lines = [
-        "| N | D | shards | build peak RSS | build | index on disk | search peak RSS | load | QPS batched | "
+        "| N | D | files | build peak RSS | build | index on disk | search peak RSS | load | QPS batched | "
         "latency p50 / p99 | recall@10 | exact QPS batched |",
         "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
-        f"| {row['n']:,} | {row['dims']} | {row['shards']} | {row['build_peak_rss'] / gib:.2f} GiB | "
+        f"| {row['n']:,} | {row['dims']} | {row['files']} | {row['build_peak_rss'] / gib:.2f} GiB | "
         f"{row['build_s'] / 60:.1f} min | {row['disk_bytes'] / gib:.2f} GiB | {row['search_peak_rss'] / gib:.2f} GiB | "
         f"{row['load_s']:.1f} s | {row['batched_qps']:,.0f} | {row['latency_ms_p50']:.1f} / "
         f"{row['latency_ms_p99']:.1f} ms | {row['recall']:.4f} | "
@@ -216,25 +218,25 @@ def main(argv=None):
     add_corpus_arguments(parser)
     parser.add_argument("--single-queries", type=int, default=200, help="queries timed one call each")
     parser.add_argument("--exact-index", action="store_true", help="also build and search an exact index")
-    parser.add_argument("--work", required=True, help="directory for shards and indexes (kept for reruns)")
+    parser.add_argument("--work", required=True, help="directory for embedding files and indexes (kept for reruns)")
     parser.add_argument("--results", default=RESULTS, help="markdown file to append to")
     parser.add_argument("--no-record", action="store_true", help="print only")
     args = parser.parse_args(argv)
 
     started = datetime.datetime.now(datetime.UTC)
     load_before = os.getloadavg()
-    shard_dir, index_dir = os.path.join(args.work, "shards"), os.path.join(args.work, "index")
+    embeddings_dir, index_dir = os.path.join(args.work, "embeddings"), os.path.join(args.work, "index")
     queries_path = os.path.join(args.work, "queries.npy")
-    write_shards(args, shard_dir)
-    row = {"n": args.n, "dims": args.dims, "shards": args.shards}
-    row.update(build(shard_dir, index_dir, exact=False))
+    write_embedding_files(args, embeddings_dir)
+    row = {"n": args.n, "dims": args.dims, "files": args.files}
+    row.update(build(embeddings_dir, index_dir, exact=False))
     print(json.dumps(row), flush=True)
     row.update(search(index_dir, queries_path, os.path.join(args.work, "found.npy"), args.single_queries))
     print(json.dumps(row), flush=True)
     exact_path = os.path.join(args.work, "exact.npy")
     if args.exact_index:
         exact_dir = os.path.join(args.work, "exact-index")
-        exact_build = build(shard_dir, exact_dir, exact=True)
+        exact_build = build(embeddings_dir, exact_dir, exact=True)
         exact = search(exact_dir, queries_path, exact_path, 0)
         row.update(
             exact_qps=exact["batched_qps"],
@@ -243,7 +245,7 @@ def main(argv=None):
         )
         shutil.rmtree(exact_dir)
     else:
-        exact_from_shards(shard_dir, np.load(queries_path), exact_path)
+        exact_from_embedding_files(embeddings_dir, np.load(queries_path), exact_path)
     row["recall"] = recall(os.path.join(args.work, "found.npy"), exact_path)
     print(table(row), flush=True)
 
@@ -253,13 +255,13 @@ def main(argv=None):
 Command: `{rerun_command(__file__, argv)}`
 
 - Machine: {machine()}, 1-min load average {load_before[0]:.2f} before and {load_after[0]:.2f} after.
-- Data: {args.shards} shards in `gtr-keras encode`'s format, unit vectors around {args.clusters} random centres,
+- Data: {args.files} embedding files in `gtr-keras encode`'s format, unit vectors around {args.clusters} random centres,
   noise norm {args.noise}; {args.num_queries} queries drawn the same way (not from the corpus).
-- Build: `gtr-keras index --embeddings 'shards/*.npy' --out index` under `/usr/bin/time -v` (peak RSS = its
+- Build: `gtr-keras index --embeddings 'embeddings/*.npy' --out index` under `/usr/bin/time -v` (peak RSS = its
   "Maximum resident set size"). Search: a fresh process that runs `SearchIndex.load(index)`,
   one `search_ids(queries, 10)` call with all queries (QPS batched), then {args.single_queries} calls of one
   query (latency). Recall@10 against exact search
-  ({"an exact index searched the same way" if args.exact_index else "top-10 computed from the shards"}).
+  ({"an exact index searched the same way" if args.exact_index else "top-10 computed from the embedding files"}).
 - ScaNN parameters: `{json.dumps(row["params"])}`
 - Exact index (float32, memory-mapped): {
         f"{row['exact_disk_bytes'] / 2**30:.2f} GiB on disk, search peak RSS "

@@ -93,7 +93,7 @@ def main(argv=None):
     flags = lscpu_flags()
     block = "\n".join(
         [
-            f"Command: `{rerun_command(__file__, argv)}` (bundled gtr-small-distilled; collections from "
+            f"Command: `{rerun_command(__file__, argv)}` (bundled gtr_small_distilled_en; collections from "
             f"{args.data}, Cranfield bundled). Machine: {machine()}; lscpu flags: {flags}",
             "",
             "| collection | documents | vectors | rescore | NDCG@10 | of float32 | QPS (top 10) | held per 1M x 768 |",

@@ -1,7 +1,7 @@
 """Search memory at corpus scale: exact indexes of float32, int8 and binary vectors (`index --vectors`), and
 ScaNN with its candidates rescored on float32 (`index`, the default), side by side.
 
-On `large_index.py`'s synthetic shards (written once into `--work/shards`, reused), builds one exact index
+On `large_index.py`'s synthetic embedding files (written once into `--work/embeddings`, reused), builds one exact index
 per vector type with `gtr-keras index --embeddings ... --vectors V` and a ScaNN one with `gtr-keras index
 --embeddings ...`, then searches each in a process of its own under `/usr/bin/time -v` (`large_index.search`:
 `SearchIndex.load`, whose ScaNN search applies the setting `gtr-keras tune` recorded, and one batched
@@ -24,7 +24,7 @@ import json
 import os
 
 import numpy as np
-from large_index import add_corpus_arguments, corpus_centres, recall, search, timed_process, write_shards
+from large_index import add_corpus_arguments, corpus_centres, recall, search, timed_process, write_embedding_files
 from results import RESULTS, lscpu_flags, machine, publish, rerun_command
 from search import synthetic
 
@@ -34,7 +34,7 @@ SECTION = "## Quantized exact search"
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     add_corpus_arguments(parser)
-    parser.add_argument("--work", required=True, help="directory for shards and indexes (kept for reruns)")
+    parser.add_argument("--work", required=True, help="directory for embedding files and indexes (kept for reruns)")
     parser.add_argument("--reuse", action="store_true", help="search the indexes a previous run built in --work")
     parser.add_argument(
         "--steady-queries",
@@ -45,8 +45,8 @@ def main(argv=None):
     parser.add_argument("--results", default=RESULTS)
     parser.add_argument("--no-record", action="store_true")
     args = parser.parse_args(argv)
-    shard_dir = os.path.join(args.work, "shards")
-    write_shards(args, shard_dir)
+    embeddings_dir = os.path.join(args.work, "embeddings")
+    write_embedding_files(args, embeddings_dir)
     queries = os.path.join(args.work, "queries.npy")
     steady = os.path.join(args.work, f"queries-steady-{args.steady_queries}.npy")
     if not os.path.exists(steady):
@@ -56,7 +56,7 @@ def main(argv=None):
     rows, gib, mib = [], 2**30, 2**20
     for vectors in ("float32", "int8", "binary", "scann"):
         index_dir = os.path.join(args.work, "index-scann" if vectors == "scann" else f"exact-{vectors}")
-        command = ["gtr-keras", "index", "--embeddings", os.path.join(shard_dir, "*.npy"), "--out", index_dir]
+        command = ["gtr-keras", "index", "--embeddings", os.path.join(embeddings_dir, "*.npy"), "--out", index_dir]
         command += {"float32": ["--exact"], "scann": []}.get(vectors, ["--vectors", vectors])
         built = "reused"
         if not (args.reuse and os.path.isdir(index_dir)):

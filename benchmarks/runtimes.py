@@ -15,7 +15,7 @@ rounds is reported):
   a process of its own that takes its turn in each round; a backend that fails is recorded with its error.
 
 Each row gives the minimum cosine of its embeddings to TensorFlow float32's. The int8 export's NDCG@10 on
-the full SciFact is measured with the bundled trained model (`gtr-small-distilled`; a random model has no
+the full SciFact is measured with the bundled trained model (`gtr_small_distilled_en`; a random model has no
 meaningful NDCG), beside its float32 ONNX export's. The run also counts the texts of the
 five collections on which onnxruntime-extensions' and openvino-tokenizers' SentencePiece ops give other ids
 than the `sentencepiece` library (why the ONNX and OpenVINO exports take token ids).
@@ -61,7 +61,7 @@ def versions(packages):
 
 FLAGS = ("avx2", "avx512f", "avx512_bf16", "avx512_vnni", "avx_vnni", "amx_bf16", "amx_int8")
 COLLECTIONS = ("cranfield", "cisi", "scifact", "nfcorpus", "msmarco-dl19-subset")
-BUNDLED = "gtr-small-distilled"
+BUNDLED = "gtr_small_distilled_en"
 MARK = "RESULT "  # the peer's lines of results (its libraries print lines of their own)
 
 

@@ -1,22 +1,23 @@
-"""The memory envelope of a ScaNN index built from embedding shards: build peak RSS, index size on disk against
+"""The memory envelope of a ScaNN index built from embedding files: build peak RSS, index size on disk against
 the float32 vectors, and the peak RSS of a search process, each measured as the VmHWM of a fresh process.
 
-On `large_index.py`'s synthetic shards (written once into `--work/shards`, reused):
+On `large_index.py`'s synthetic embedding files (written once into `--work/embeddings`, reused):
 
-1. the build: `gtr-keras index --embeddings 'WORK/shards/*.npy' --out WORK/index` under `/usr/bin/time -v`
+1. the build: `gtr-keras index --embeddings 'WORK/embeddings/*.npy' --out WORK/index` under `/usr/bin/time -v`
    (its "Maximum resident set size", the VmHWM of the process), its wall time, and its RSS sampled every 50 ms
    from outside with the output line (ScaNN's log, the command's) last printed before the peak: where it lies;
 2. the index's bytes on disk, and that over the float32 vectors' (`n * dims * 4`);
 3. a fresh search process: `SearchIndex.load(WORK/index)` (VmRSS and VmHWM after it), one query searched
    (VmHWM), then `search_ids` of every `--num-queries` query in one call at k = 10 (VmHWM, VmRSS after, QPS):
    its last VmHWM is the peak of the process, whatever the batch (`--num-queries`);
-4. recall@10 of that call against exact top-10 computed from the shards (`large_index.exact_from_shards`).
+4. recall@10 of that call against exact top-10 computed from the embedding files
+   (`large_index.exact_from_embedding_files`).
 
 The index is searched with its build's setting (or the one `gtr-keras tune` recorded in it).
 
 Usage:
-    PYTHONPATH=. python benchmarks/scann_memory.py --n 1000000 --shards 10 --work /tmp/scann-memory-1m
-    PYTHONPATH=. python benchmarks/scann_memory.py --n 50000 --shards 10 --work /tmp/scann-memory-50k --no-record
+    PYTHONPATH=. python benchmarks/scann_memory.py --n 1000000 --files 10 --work /tmp/scann-memory-1m
+    PYTHONPATH=. python benchmarks/scann_memory.py --n 50000 --files 10 --work /tmp/scann-memory-50k --no-record
 """
 
 import argparse
@@ -28,7 +29,7 @@ import threading
 import time
 
 import numpy as np
-from large_index import K, add_corpus_arguments, exact_from_shards, recall, write_shards
+from large_index import K, add_corpus_arguments, exact_from_embedding_files, recall, write_embedding_files
 from results import RESULTS, lscpu_flags, machine, publish, rerun_command
 
 SECTION = "## Large corpora"
@@ -42,10 +43,10 @@ def _status(pid="self"):
     return {name: int(value.split()[0]) * 1024 for name, value in fields.items()}
 
 
-def build(shard_dir, index_dir):
+def build(embeddings_dir, index_dir):
     """Runs `gtr-keras index --embeddings` under `/usr/bin/time -v`, its RSS sampled from outside: peak RSS
     (VmHWM), seconds, the seconds at which the sampled RSS peaked and the output line last printed before it."""
-    command = ["gtr-keras", "index", "--embeddings", os.path.join(shard_dir, "*.npy"), "--out", index_dir]
+    command = ["gtr-keras", "index", "--embeddings", os.path.join(embeddings_dir, "*.npy"), "--out", index_dir]
     start = time.perf_counter()
     process = subprocess.Popen(
         ["/usr/bin/time", "-v", *command], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
@@ -120,17 +121,17 @@ def disk_bytes(directory):
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_corpus_arguments(parser)
-    parser.add_argument("--work", required=True, help="directory for shards, the index and exact answers")
+    parser.add_argument("--work", required=True, help="directory for embedding files, the index and exact answers")
     parser.add_argument("--reuse", action="store_true", help="search the index a previous run built in --work")
     parser.add_argument("--results", default=RESULTS)
     parser.add_argument("--no-record", action="store_true")
     args = parser.parse_args(argv)
-    shard_dir, index_dir = os.path.join(args.work, "shards"), os.path.join(args.work, "index")
+    embeddings_dir, index_dir = os.path.join(args.work, "embeddings"), os.path.join(args.work, "index")
     queries_path = os.path.join(args.work, "queries.npy")
-    write_shards(args, shard_dir)
+    write_embedding_files(args, embeddings_dir)
     built = None
     if not (args.reuse and os.path.isdir(index_dir)):
-        built = build(shard_dir, index_dir)
+        built = build(embeddings_dir, index_dir)
         print(json.dumps(built), flush=True)
     float32 = args.n * args.dims * 4
     on_disk = disk_bytes(index_dir)
@@ -139,7 +140,7 @@ def main(argv=None):
     print(json.dumps(searched), flush=True)
     exact_path = os.path.join(args.work, f"exact-{args.n}-{args.num_queries}.npy")
     if not os.path.exists(exact_path):
-        exact_from_shards(shard_dir, np.load(queries_path), exact_path)
+        exact_from_embedding_files(embeddings_dir, np.load(queries_path), exact_path)
     quality = recall(found_path, exact_path)
     mb = 2**20
     stages = searched["stages"]
@@ -157,7 +158,7 @@ def main(argv=None):
         )
     block = "\n".join(
         [
-            f"### Memory envelope of ScaNN at {args.n:,} x {args.dims} from {args.shards} embedding shards",
+            f"### Memory envelope of ScaNN at {args.n:,} x {args.dims} from {args.files} embedding files",
             "",
             f"Command: `{rerun_command(__file__, argv)}`. Machine: {machine()}; lscpu flags: {lscpu_flags()}",
             "",

@@ -1,6 +1,6 @@
-"""Real data kept honest: NDCG@10 of a ScaNN index built from embedding shards vs exact search.
+"""Real data kept honest: NDCG@10 of a ScaNN index built from embedding files vs exact search.
 
-Encodes a BEIR collection with a model (default: the bundled one) into shards in `gtr-keras encode`'s
+Encodes a BEIR collection with a model (default: the bundled one) into embedding files in `gtr-keras encode`'s
 format, indexes them with `index_embeddings` both as ScaNN (forced, whatever the corpus size) and
 exactly, runs the test queries through each, and scores both runs with the project's evaluator
 (`pytrec_eval`). Results are printed and appended to the "## Large corpora" section of
@@ -33,8 +33,8 @@ SECTION = "## Large corpora"
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--dataset", required=True, help="BEIR directory")
-    parser.add_argument("--model", default="gtr-small-distilled")
-    parser.add_argument("--shards", type=int, default=4, help="embedding shards the corpus is encoded into")
+    parser.add_argument("--model", default="gtr_small_distilled_en")
+    parser.add_argument("--files", type=int, default=4, help="embedding files the corpus is encoded into")
     parser.add_argument("--results", default=RESULTS, help="markdown file to append to")
     parser.add_argument("--no-record", action="store_true", help="print only")
     args = parser.parse_args(argv)
@@ -47,7 +47,7 @@ def main(argv=None):
     query_embeddings = encoder.encode_queries([queries[q] for q in query_ids])
     rows, documents = [], []
     with tempfile.TemporaryDirectory() as work:
-        bounds = np.linspace(0, len(texts), args.shards + 1).astype(int)
+        bounds = np.linspace(0, len(texts), args.files + 1).astype(int)
         record = {"model": index_metadata(encoder, args.model), "kind": "document"}
         for number, (start, stop) in enumerate(zip(bounds[:-1], bounds[1:])):
             base = os.path.join(work, f"part-{number:05d}")
@@ -76,11 +76,11 @@ def main(argv=None):
         table, f"\nNDCG@10 ScaNN - exact: {difference:+.4f}; ScaNN score error (top 10): {score_error:.5f}", flush=True
     )
     dataset = os.path.basename(args.dataset.rstrip("/"))
-    block = f"""### {started:%Y-%m-%d %H:%M} UTC: ScaNN from shards vs exact search, {dataset}
+    block = f"""### {started:%Y-%m-%d %H:%M} UTC: ScaNN from embedding files vs exact search, {dataset}
 
 Command: `{rerun_command(__file__, argv)}`
 
-- Machine: {machine()}. Model: `{args.model}`; the {len(texts):,} documents encoded into {args.shards} shards in
+- Machine: {machine()}. Model: `{args.model}`; the {len(texts):,} documents encoded into {args.files} embedding files in
   `encode`'s format, indexed with `index_embeddings` (ScaNN forced; `scann_params`:
   `{json.dumps(rows[1]["params"])}`) and exactly; {len(query_ids)} test queries; depth {EVALUATION_DEPTH}.
 - NDCG@10 ScaNN - exact: **{difference:+.4f}**. Largest |ScaNN score - float32 dot product| over every query's

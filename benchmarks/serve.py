@@ -64,6 +64,7 @@ from gtr_keras.retrieval.index_building import build_index
 from gtr_keras.retrieval.retriever import Retriever
 
 SECTION = "## Serve"
+BUNDLED = "gtr_small_distilled_en"
 CRANFIELD = os.path.join(os.path.dirname(BUNDLED_MODEL_DIR), "cranfield")
 CLIENTS = (1, 8, 32)
 
@@ -83,7 +84,7 @@ def free_port():
 
 
 def start_server(index_dir, port, batch_size, max_wait_ms, extra=()):
-    command = [sys.executable, "-m", "gtr_keras", "serve", "--model", "gtr-small-distilled", "--index", index_dir]
+    command = [sys.executable, "-m", "gtr_keras", "serve", "--model", BUNDLED, "--index", index_dir]
     command += ["--port", str(port), "--batch-size", str(batch_size), "--max-wait-ms", str(max_wait_ms), *extra]
     server = subprocess.Popen(command, stdout=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 120
@@ -142,7 +143,7 @@ def mixed_requests(documents, queries, total, seed=0):
         if rng.random() < 0.6:
             pool = documents if rng.random() < 0.5 else queries
             texts = [pool[i] for i in rng.integers(0, len(pool), size=int(rng.integers(1, 5)))]
-            body = {"input": texts, "model": "gtr-small-distilled", "encoding_format": "base64"}
+            body = {"input": texts, "model": BUNDLED, "encoding_format": "base64"}
             if rng.random() < 0.3:
                 body["input_type"] = "query"
             requests.append(("/v1/embeddings", body))
@@ -251,7 +252,7 @@ def mixed_report(args, rows, load_before):
         f"{os.getloadavg()[0]:.2f} after (the load test's client runs on the same cores as the server).",
         f"- {args.total:,} requests per run, {args.clients} concurrent clients (aiohttp, keep-alive): 60% "
         "embeddings of 1 to 4 Cranfield documents or queries, 40% searches (gtr, bm25, hybrid; k 10), exact "
-        f"index of the 1,400 Cranfield documents, model `gtr-small-distilled`. plain: --batch-size "
+        f"index of the 1,400 Cranfield documents, model `gtr_small_distilled_en`. plain: --batch-size "
         f"{args.batch_size}; keys+metrics: --api-key, /metrics scraped every second; tokens: --max-batch-tokens "
         f"{args.max_batch_tokens} --batch-size {args.token_batch_size}. Settings take turns, {args.rounds} rounds.",
         "",
@@ -320,16 +321,16 @@ def main():
     need = args.requests * args.docs_per_request
     documents = (documents * (need // len(documents) + 1))[:need]
     doc_bodies = [
-        {"input": documents[i : i + args.docs_per_request], "model": "gtr-small-distilled", "encoding_format": "base64"}
+        {"input": documents[i : i + args.docs_per_request], "model": BUNDLED, "encoding_format": "base64"}
         for i in range(0, need, args.docs_per_request)
     ]
     queries = (queries * (args.searches // len(queries) + 1))[: args.searches]
     search_bodies = [{"query": query, "k": 10} for query in queries]
-    encoder = gtr_keras.load("gtr-small-distilled")
+    encoder = gtr_keras.load(BUNDLED)
     temporary = tempfile.TemporaryDirectory(prefix="serve-bench-")
     index_dir = args.index or os.path.join(temporary.name, "index")
     if not args.index:
-        build_index(encoder, corpus, index_dir, model_dir="gtr-small-distilled")
+        build_index(encoder, corpus, index_dir, model_dir=BUNDLED)
     if args.mixed:
         load_before = os.getloadavg()[0]
         rows = run_mixed(args, corpus.joined(), list(load_queries(CRANFIELD).values()), index_dir)
@@ -378,7 +379,7 @@ def main():
         f"- Machine: {machine()}; lscpu flags: {cpu_flags()}; 1-min load average {load_before:.2f} before and "
         f"{os.getloadavg()[0]:.2f} after the run (the machine is shared with other sessions' jobs, the load "
         "test's client runs on the same 2 cores as the server).",
-        f"- Model `gtr-small-distilled` (4 layers, d_model 256, documents truncated at {encoder.document_length} "
+        f"- Model `gtr_small_distilled_en` (4 layers, d_model 256, documents truncated at {encoder.document_length} "
         f"tokens), --batch-size {size}; {need} documents ({args.docs_per_request} a request, base64) and "
         f"{len(queries)} searches (one query, k 10, exact index of the 1,400 Cranfield documents) per client count.",
         "",

@@ -2,7 +2,7 @@
 
 For each tree given with `--repo` (a checkout of an earlier commit, and this one), with that tree first on
 PYTHONPATH, each in a fresh Python process: `gtr-keras --help`, a cold `gtr-keras search` of a small exact
-index, `gtr-keras encode` of one text with the bundled model (`gtr-small-distilled`), `gtr-keras evaluate
+index, `gtr-keras encode` of one text with the bundled model (`gtr_small_distilled_en`), `gtr-keras evaluate
 --retriever bm25` (no model) of a 50-document collection, and `hub.load` of the bundled model's encoder export
 with one query. The trees take turns, run after run (the median of `-n` runs each); one more run of each under
 `python -X importtime` gives the packages whose imports took longest. The index and the export are written by
@@ -27,7 +27,7 @@ import time
 from results import RESULTS, machine, record, rerun_command
 
 SECTION = "## Start-up"
-MODEL = "gtr-small-distilled"
+MODEL = "gtr_small_distilled_en"
 HUB_QUERY = (
     "import sys\nimport tensorflow as tf\nimport tensorflow_hub as hub\nimport tensorflow_text  # noqa: F401\n"
     "encoder = hub.load(sys.argv[1])\nprint(encoder(tf.constant(['what is a dual encoder?'])).shape)\n"

@@ -137,9 +137,9 @@ def main():
     parser.add_argument("--data", required=True, help="folder of BEIR collections (../shared/data)")
     args = parser.parse_args()
     texts, num_documents = collection_texts(args.data)
-    bundled = gtr_keras.load("gtr-small-distilled")
+    bundled = gtr_keras.load("gtr_small_distilled_en")
     rows = [
-        compare("bundled (gtr-small-distilled, case-folded)", bundled.tokenizer.proto, texts, num_documents, bundled)
+        compare("bundled (gtr_small_distilled_en, case-folded)", bundled.tokenizer.proto, texts, num_documents, bundled)
     ]
     with open(os.path.join("tests", "fixtures", "tiny-gtr-st", "spiece.model"), "rb") as f:
         rows.append(compare("tests/fixtures/tiny-gtr-st", f.read(), texts, num_documents))

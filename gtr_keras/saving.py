@@ -28,7 +28,7 @@ from gtr_keras.models.model_files.model_formats import (
     RERANKER_FORMATS,
     SENTENCE_TRANSFORMERS,
 )
-from gtr_keras.models.model_files.model_source import HF_PREFIX, resolve_model_source
+from gtr_keras.models.model_files.model_source import HF_PREFIX, not_a_model_name, resolve_model_source
 from gtr_keras.models.reranker.reranker import Reranker
 from gtr_keras.models.text_encoder import TextPairScorer
 from gtr_keras.utils import files
@@ -110,8 +110,8 @@ def load_model(
     source = resolve_model_source(directory)
     if source.format == ARCHITECTURE:
         raise CheckpointError(
-            f"{source.path}: no such model directory (the name of an architecture without "
-            "weights: `GTRTextEmbedder.from_architecture`)"
+            f"{source.path}: an architecture without weights (`GTRTextEmbedder.from_architecture`), no model "
+            f"directory{not_a_model_name()}"
         )
     if verify:
         verify_directory(source.path)
@@ -141,7 +141,7 @@ def encoder_of(model):
             needs the model's weights), or anything else.
 
     Example:
-    >>> encoder_of("gtr-small-distilled").embedding_dim
+    >>> encoder_of("gtr_small_distilled_en").embedding_dim
     384
     """
     if isinstance(model, GTRTextEmbedder):

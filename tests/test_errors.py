@@ -67,10 +67,10 @@ def test_run_script_reports_a_user_error_retry_later_or_os_error_as_one_line_and
 
 def test_run_script_joins_a_message_of_several_lines_into_one(monkeypatch, capsys):
     def main():
-        raise MismatchError("shards of other texts\n\n   delete work/ to start over  \n")
+        raise MismatchError("pieces of other texts\n\n   delete work/ to start over  \n")
 
     assert _exit_status(main, monkeypatch) == 2
-    assert capsys.readouterr().err == "train.py: error: shards of other texts; delete work/ to start over\n"
+    assert capsys.readouterr().err == "train.py: error: pieces of other texts; delete work/ to start over\n"
 
 
 def test_run_script_lets_a_bug_keep_its_traceback(monkeypatch):

@@ -160,7 +160,7 @@ def test_train_index_export_and_evaluate_all_on_ram(ram_model_dir, root, monkeyp
     encoder = gtr_keras.load(model_dir)
     assert fingerprint(encoder) == fingerprint(trained)
 
-    # An index on ram://, interrupted after one shard and resumed from its ram:// work directory.
+    # An index on ram://, interrupted after one piece and resumed from its ram:// work directory.
     monkeypatch.setattr("gtr_keras.storage.search_index.EXACT_MAX_N", 10)  # ScaNN even for 40 documents
     index_dir = f"{root}/index"
     work_dir = work_dir_for(index_dir)
@@ -168,22 +168,22 @@ def test_train_index_export_and_evaluate_all_on_ram(ram_model_dir, root, monkeyp
     calls = []
     encode = encoder.encode_documents
 
-    def killed_after_one_shard(texts, *args):
+    def killed_after_one_piece(texts, *args):
         if calls:
             raise RuntimeError("killed")
         calls.append(len(texts))
         return encode(texts, *args)
 
-    monkeypatch.setattr(encoder, "encode_documents", killed_after_one_shard)
+    monkeypatch.setattr(encoder, "encode_documents", killed_after_one_piece)
     with pytest.raises(RuntimeError, match="killed"):
-        build_index(encoder, loaded_corpus, index_dir, model_dir=model_dir, shard_size=16)
+        build_index(encoder, loaded_corpus, index_dir, model_dir=model_dir, piece_size=16)
     # (`files.exists` would not do: ram:// takes `index` for a directory as `index.partial` exists.)
-    assert files.listdir(work_dir) == ["manifest.json", "shard-00000.npz"] and "index" not in files.listdir(root)
+    assert files.listdir(work_dir) == ["manifest.json", "piece-00000.npz"] and "index" not in files.listdir(root)
     calls.clear()
     monkeypatch.setattr(
         encoder, "encode_documents", lambda texts, *args: calls.append(len(texts)) or encode(texts, *args)
     )
-    built = build_index(encoder, loaded_corpus, index_dir, model_dir=model_dir, shard_size=16)
+    built = build_index(encoder, loaded_corpus, index_dir, model_dir=model_dir, piece_size=16)
     assert calls == [16, 8] and built.kind == "scann" and "index.partial" not in files.listdir(root)
     retriever = Retriever.load(index_dir, encoder)
     assert json.loads(files.read_bytes(f"{index_dir}/retriever.json"))["model_dir"] == model_dir
@@ -230,7 +230,7 @@ def test_train_index_export_and_evaluate_all_on_ram(ram_model_dir, root, monkeyp
     assert {line.split()[0] for line in lines} == set(queries) and lines[0].split()[1] == "Q0"
 
 
-def test_search_index_and_shard_writer_on_ram(root):
+def test_search_index_and_resumable_encoding_on_ram(root):
     rng = np.random.default_rng(1)
     embeddings = rng.normal(size=(200, 16)).astype(np.float32)
     embeddings /= np.linalg.norm(embeddings, axis=1, keepdims=True)
@@ -244,12 +244,12 @@ def test_search_index_and_shard_writer_on_ram(root):
     texts = [f"text {i}" for i in range(200)]
     writer = ResumableEncoding(f"{root}/work", ids, texts, 64, {"model_sha256": "0" * 64})
     writer.write(0, embeddings[:64])
-    _write(f"{root}/work/.shard-00001.npz.upload-1-x", "killed mid-upload")
+    _write(f"{root}/work/.piece-00001.npz.upload-1-x", "killed mid-upload")
     resumed = ResumableEncoding(f"{root}/work", ids, texts, 64, {"model_sha256": "0" * 64})
-    assert files.listdir(f"{root}/work") == ["manifest.json", "shard-00000.npz"]
-    assert [shard.number for shard in resumed.pending_pieces()] == [1, 2, 3]
-    for shard in resumed.pending_pieces():
-        resumed.write(shard.number, embeddings[shard.start : shard.end])
+    assert files.listdir(f"{root}/work") == ["manifest.json", "piece-00000.npz"]
+    assert [piece.number for piece in resumed.pending_pieces()] == [1, 2, 3]
+    for piece in resumed.pending_pieces():
+        resumed.write(piece.number, embeddings[piece.start : piece.end])
     np.testing.assert_array_equal(resumed.assemble(), embeddings)
     with pytest.raises(DataError, match=rf"^{root}/nothing: not a search index"):
         SearchIndex.load(f"{root}/nothing")

@@ -3,6 +3,7 @@ and the bundled model answers to its name everywhere a model directory does."""
 
 import json
 import os
+import re
 
 import keras_hub
 import numpy as np
@@ -44,7 +45,7 @@ def test_a_preset_written_before_the_relayout_names_the_old_modules_and_still_lo
 
 
 def test_the_bundled_model_loads_by_name():
-    name = "gtr-small-distilled"
+    name = "gtr_small_distilled_en"
     resolve_model_source(name)
     by_name = gtr_keras.load(name).encode_queries(["lift on a wing"])
     by_path = gtr_keras.load(BUNDLED_MODEL_DIR).encode_queries(["lift on a wing"])
@@ -56,15 +57,31 @@ def test_the_bundled_name_works_as_a_command_line_model(tmp_path):
     (tmp_path / "q.txt").write_text("lift on a wing\n")
     out = tmp_path / "q.npy"
     assert (
-        main(["encode", "--model", "gtr-small-distilled", "--input", str(tmp_path / "q.txt"), "--output", str(out)])
+        main(["encode", "--model", "gtr_small_distilled_en", "--input", str(tmp_path / "q.txt"), "--output", str(out)])
         == 0
     )
     assert np.load(out).shape == (1, 768)
 
 
-def test_an_unknown_name_is_no_model_directory():
-    with pytest.raises(CheckpointError, match="gtr-small-distiled: no such model directory"):
-        resolve_model_source("gtr-small-distiled")
+MODEL_NAMES = "gtr_t5_base_en, gtr_t5_large_en, gtr_t5_xl_en, gtr_t5_xxl_en, gtr_small_distilled_en"
+
+
+@pytest.mark.parametrize(
+    "name, what",
+    [
+        ("gtr-small-distiled", "no such model directory"),
+        ("gtr-small-distilled", "no such model directory"),  # the bundled model's old name
+        ("gtr-base", "an architecture without weights (`GTRTextEmbedder.from_architecture`), no model directory"),
+    ],
+)
+def test_an_unknown_or_old_name_is_refused_in_one_line_naming_the_model_names(name, what, tmp_path, capsys):
+    with pytest.raises(CheckpointError, match=f"^{re.escape(f'{name}: {what} nor a model name ({MODEL_NAMES})')}$"):
+        gtr_keras.load(name)
+    (tmp_path / "q.txt").write_text("lift on a wing\n")
+    argv = ["encode", "--model", name, "--input", str(tmp_path / "q.txt"), "--output", str(tmp_path / "q.npy")]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"{name}: {what} nor a model name ({MODEL_NAMES})" in err
 
 
 @pytest.mark.parametrize("loader", ["gtr_keras.load", "TextEmbedder.from_preset", "Backbone.from_preset"])

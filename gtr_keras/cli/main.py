@@ -13,7 +13,7 @@ one line and exit status 1, or the traceback with `--debug`. What the library lo
 shows as the command's lines while it runs (`console.console_logging`).
 
 Example:
->>> main(["search", "what is a dual encoder?", "--index", "idx", "--model", "gtr-small-distilled"])  # doctest: +SKIP
+>>> main(["search", "what is a dual encoder?", "--index", "idx", "--model", "gtr_small_distilled_en"])  # doctest: +SKIP
 0
 """
 

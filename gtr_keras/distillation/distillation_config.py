@@ -26,7 +26,7 @@ class DistillConfig(TrainConfig):
         teacher_temperature: the teacher's softmax temperature (0.05).
         mse_weight: weight of the embedding MSE term (0: none).
         teacher_batch_size: texts per teacher forward pass.
-        teacher_shard_size: texts per shard of the teacher-embedding cache.
+        teacher_piece_size: texts per piece of the teacher-embedding cache.
 
     Resuming compares the teacher by its fingerprint (weights, vocabulary,
     configuration), and the texts by content, like the other inputs.
@@ -43,7 +43,7 @@ class DistillConfig(TrainConfig):
     teacher_temperature: float = 0.05
     mse_weight: float = 0.0
     teacher_batch_size: int = 64
-    teacher_shard_size: int = 4096
+    teacher_piece_size: int = 4096
 
     data_class: ClassVar[type] = DistillationTexts
     flags: ClassVar[dict] = {
@@ -61,7 +61,7 @@ class DistillConfig(TrainConfig):
             raise UserError("grad_cache_chunk_size does not apply to distillation (leave it unset)")
         if self.matryoshka_dims is not None:
             raise UserError("matryoshka_dims does not apply to distillation (leave it unset)")
-        for name in ("teacher_batch_size", "teacher_shard_size"):
+        for name in ("teacher_batch_size", "teacher_piece_size"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise UserError(f"{name} must be an integer of at least 1, got {value!r}")

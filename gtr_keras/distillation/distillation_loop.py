@@ -3,8 +3,8 @@
 `distill(config)` (a `distillation_config.DistillConfig`) is the loop behind
 `gtr-keras distill`: the texts (pairs or single texts,
 `distillation_data.DistillationTexts`) are read and checked, the teacher
-(`gtr_keras.distillation.teachers`) embeds every distinct text once into sharded,
-resumable files under `output_dir/teacher_embeddings` (each shard records the
+(`gtr_keras.distillation.teachers`) embeds every distinct text once into resumable
+pieces (`ResumableEncoding`) under `output_dir/teacher_embeddings` (each piece records the
 SHA-256 of its texts and the teacher's fingerprint, checked on resume), and
 the student (`distilled_dual_encoder.DistilledDualEncoder`) trains with
 `SimilarityDistillationLoss` in `train`'s own loop
@@ -32,21 +32,21 @@ logger = logging.getLogger(__name__)
 TEACHER_EMBEDDINGS = "teacher_embeddings"
 
 
-def teacher_embeddings(teacher, texts, kind, work_dir, batch_size=64, shard_size=4096, verbose=1):
-    """The teacher's embeddings of `texts`, computed once into resumable shards in `work_dir`.
+def teacher_embeddings(teacher, texts, kind, work_dir, batch_size=64, piece_size=4096, verbose=1):
+    """The teacher's embeddings of `texts`, computed once into resumable pieces in `work_dir`.
 
-    A rerun reuses the finished shards when the teacher (its fingerprint),
-    the texts (per shard) and the shard size are unchanged, and refuses
+    A rerun reuses the finished pieces when the teacher (its fingerprint),
+    the texts (per piece) and the piece size are unchanged, and refuses
     (`MismatchError`, naming what changed) otherwise.
 
     Args:
         teacher: a `teachers.Teacher`.
         texts: the distinct texts, in a fixed order.
         kind: `"query"` or `"document"` (the budget of a GTR teacher).
-        work_dir: the shard directory.
+        work_dir: the directory of the pieces.
         batch_size: texts per forward pass.
-        shard_size: texts per shard.
-        verbose: log a line per shard (INFO).
+        piece_size: texts per piece.
+        verbose: log a line per piece (INFO).
 
     Returns:
         float32 `[len(texts), teacher.embedding_dim]`.
@@ -55,23 +55,23 @@ def teacher_embeddings(teacher, texts, kind, work_dir, batch_size=64, shard_size
         work_dir,
         [str(row) for row in range(len(texts))],
         texts,
-        shard_size,
+        piece_size,
         {"teacher_sha256": teacher.fingerprint(), "teacher_kind": kind},
     )
     pending = writer.pending_pieces()
-    for done, shard in enumerate(pending, 1):
-        rows = teacher.encode(texts[shard.start : shard.end], kind, batch_size, progress=False)
+    for done, piece in enumerate(pending, 1):
+        rows = teacher.encode(texts[piece.start : piece.end], kind, batch_size, progress=False)
         if not np.isfinite(rows).all():
             raise DataError(
                 f"{teacher.source}: the teacher gave non-finite embeddings for {kind} texts "
-                f"{shard.start}-{shard.end - 1}"
+                f"{piece.start}-{piece.end - 1}"
             )
-        writer.write(shard.number, rows)
+        writer.write(piece.number, rows)
         if verbose:
             logger.info(
-                "teacher %s embeddings: shard %d of %d written (%d of %d this run)",
+                "teacher %s embeddings: piece %d of %d written (%d of %d this run)",
                 kind,
-                shard.number + 1,
+                piece.number + 1,
                 writer.num_pieces,
                 done,
                 len(pending),
@@ -123,7 +123,7 @@ def distill(config: DistillConfig) -> Encoder:
         teacher = loaded.pop("teacher")
         cache = os.path.join(run.output_dir, TEACHER_EMBEDDINGS)
         queries, documents = run.data.distinct_texts()
-        common = dict(batch_size=run.teacher_batch_size, shard_size=run.teacher_shard_size, verbose=run.verbose)
+        common = dict(batch_size=run.teacher_batch_size, piece_size=run.teacher_piece_size, verbose=run.verbose)
         query_rows = np.zeros([0, teacher.embedding_dim], np.float32)
         if queries:
             query_rows = teacher_embeddings(teacher, queries, "query", os.path.join(cache, "queries"), **common)

@@ -114,7 +114,7 @@ class Teacher:
 
 def check_teacher_source(source: str | os.PathLike[str]) -> str:
     """Raises `CheckpointError` for a local teacher path that is no directory, nor a GTR hub name
-    (`gtr-base`, ...) or keras-hub `TextEmbedder` preset name (`all_minilm_l6_v2_en`, ...), or a local
+    (`gtr_t5_base_en`, ...) or keras-hub `TextEmbedder` preset name (`all_minilm_l6_v2_en`, ...), or a local
     directory whose `model.safetensors` is damaged or truncated (naming it); cheap.
 
     Returns:

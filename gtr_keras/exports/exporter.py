@@ -104,7 +104,7 @@ def export(
             another model.
 
     Example:
-    >>> gtr_keras.export("gtr-small-distilled", "exports/gtr", index="indexes/scifact")
+    >>> gtr_keras.export("gtr_small_distilled_en", "exports/gtr", index="indexes/scifact")
     ['exports/gtr/encoder/1', 'exports/gtr/searcher/1']
     >>> gtr_keras.export(gtr_keras.load("models/gtr-base"), "exports/gtr-onnx", "onnx", quantize="int8")
     >>> gtr_keras.export("models/minilm-reranker", "exports/minilm")

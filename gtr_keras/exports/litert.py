@@ -104,7 +104,7 @@ def export_litert(encoder, export_dir):
         export_dir: the export directory, local or on any file system TensorFlow knows.
 
     Example:
-    >>> path = export_litert(gtr_keras.load("gtr-small-distilled"), "exports/gtr")
+    >>> path = export_litert(gtr_keras.load("gtr_small_distilled_en"), "exports/gtr")
     >>> runner = load_litert(path).get_signature_runner("encode_queries")
     >>> runner(texts=np.array(["what keeps a wing up?"], dtype=object))["embeddings"].shape
     (1, 384)

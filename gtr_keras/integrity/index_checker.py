@@ -65,7 +65,7 @@ _RERUN = "rerun the job (it removes it), or remove it once no job runs"
 BUILD_LEFTOVERS = {
     "{name}.partial": "the encoded pieces of a `gtr-keras index` that did not end (killed, or still running): "
     "rerun it (it resumes from them, then removes them), or remove them once no job runs",
-    "{name}.partial-beam": f"the shards of an `index --runner` pipeline that did not end: {_RERUN}",
+    "{name}.partial-beam": f"the embedding files of an `index --runner` pipeline that did not end: {_RERUN}",
 }
 _TUNE_SCRATCH = f"the scratch of a `gtr-keras tune` that did not end (killed, or still running): {_RERUN}"
 

@@ -126,7 +126,7 @@ def model_fusion(
         DataError: the model's `"fusion"` record is not an object of a known method and a weight in [0, 1].
 
     Example:
-    >>> model_fusion("gtr-small-distilled").get_config()["method"]
+    >>> model_fusion("gtr_small_distilled_en").get_config()["method"]
     'weighted'
     """
     from gtr_keras.models.model_files.model_source import ARCHITECTURE, DOWNLOAD_PREFIXES, resolve_model_source

@@ -22,7 +22,7 @@ def retrieval_run(encoder, corpus, queries, retriever="gtr", fusion=None, batch_
 
     Example:
     >>> corpus, queries, qrels, _ = load_dataset("data/scifact")
-    >>> run = retrieval_run(gtr_keras.load("gtr-small-distilled"), corpus, queries, "hybrid", Fusion())
+    >>> run = retrieval_run(gtr_keras.load("gtr_small_distilled_en"), corpus, queries, "hybrid", Fusion())
     """
     if retriever not in RETRIEVERS:
         raise UserError(f"retriever must be one of {RETRIEVERS}, got {retriever!r}")
@@ -75,7 +75,7 @@ def evaluate(
         runs are `EVALUATION_DEPTH` (1,000) deep.
 
     Example:
-    >>> gtr_keras.evaluate("gtr-small-distilled", "data/scifact")["ndcg@10"]
+    >>> gtr_keras.evaluate("gtr_small_distilled_en", "data/scifact")["ndcg@10"]
     >>> gtr_keras.evaluate(gtr_keras.Index.open("indexes/scifact"), "data/scifact", retriever="hybrid")
     """
     corpus, queries, qrels, _ = load_dataset(dataset, split)

@@ -29,8 +29,8 @@ class HybridRetriever:
         depth: documents each side retrieves before fusion.
 
     Example:
-    >>> encoder = gtr_keras.load("gtr-small-distilled")
-    >>> hybrid = HybridRetriever.load("indexes/scifact", encoder, model_fusion("gtr-small-distilled"))
+    >>> encoder = gtr_keras.load("gtr_small_distilled_en")
+    >>> hybrid = HybridRetriever.load("indexes/scifact", encoder, model_fusion("gtr_small_distilled_en"))
     >>> hybrid.search(["does vitamin D prevent fractures?"], k=5)[0][0]["id"]
     """
 
@@ -60,7 +60,7 @@ class HybridRetriever:
 
         Example:
         >>> corpus, queries, qrels, _ = load_dataset("data/scifact")
-        >>> run = HybridRetriever.of_corpus(encoder, corpus, model_fusion("gtr-small-distilled")).run(queries)
+        >>> run = HybridRetriever.of_corpus(encoder, corpus, model_fusion("gtr_small_distilled_en")).run(queries)
         """
         index = SearchIndex(corpus.ids, encoder.encode_documents(corpus.joined(), batch_size, progress), "exact")
         bm25 = BM25Retriever()

@@ -20,7 +20,7 @@ import numpy as np
 
 from gtr_keras.beir.readers import Corpus, check_corpus, load_corpus
 from gtr_keras.errors import CheckpointError, DataError, MismatchError, UserError
-from gtr_keras.filters.expressions import Filter, id_list
+from gtr_keras.filters.expressions import Filter
 from gtr_keras.lexical.bm25 import BM25Retriever
 from gtr_keras.lexical.bm25_side import corpus_in_index_order, load_bm25_side
 from gtr_keras.lexical.fusion import Fusion, model_fusion
@@ -81,13 +81,13 @@ class Index(IndexHandle):
 
     Args:
         path: an index directory, or a list of them (shards: one model, each id in one of them).
-        model: the model the index was built with: a model directory or name (`"gtr-small-distilled"`,
+        model: the model the index was built with: a model directory or name (`"gtr_small_distilled_en"`,
             loaded when a text first needs encoding), a loaded encoder (`gtr_keras.load(DIR)`) or
             `GTRTextEmbedder`, or a function that loads one; None: the model the index records (its
             `model_dir`), loaded when a text query needs it. Vectors and BM25 need no model.
 
     Example:
-    >>> index = gtr_keras.Index.build("indexes/scifact", "data/scifact", "gtr-small-distilled")
+    >>> index = gtr_keras.Index.build("indexes/scifact", "data/scifact", "gtr_small_distilled_en")
     >>> index.search(["does vitamin D prevent fractures?"], k=5, filter="year >= 2019")[0][0]["id"]
     >>> index.search(["vitamin D"], retriever="hybrid")
     >>> index.add("new.jsonl")  # adds, or replaces the documents whose id is in the index
@@ -135,12 +135,12 @@ class Index(IndexHandle):
         rescore: Literal["int8", "binary"] | None = None,
         bm25: bool = True,
         batch_size: int = 32,
-        shard_size: int = 2048,
+        piece_size: int = 2048,
         progress: bool | None = None,
         runner: str | None = None,
         beam_options: Sequence[str] = (),
         large_model: bool = False,
-        shard_rows: int = 50_000,
+        file_rows: int = 50_000,
         dimensions: int | None = None,
     ) -> Self:
         """Builds an index directory at `path` (what `gtr-keras index` does, with its options) and opens it.
@@ -165,13 +165,13 @@ class Index(IndexHandle):
             rescore: candidates rescored per query with `"int8"` or `"binary"` vectors.
             bm25: also index the documents with BM25 (for `retriever="bm25"` and `"hybrid"`).
             batch_size: documents per forward pass.
-            shard_size: documents per resumable piece of the encoding.
+            piece_size: documents per resumable piece of the encoding.
             progress: show a progress bar (default: for 5,000 documents or more).
             runner: encode with an Apache Beam pipeline on this runner (`"DirectRunner"`,
                 `"DataflowRunner"`, ...), `model` then a directory or name every worker loads.
             beam_options: Beam pipeline options, `"KEY=VALUE"` or `"KEY"` strings.
             large_model: one model copy per machine, shared by its Beam workers.
-            shard_rows: documents per embedding file of the Beam pipeline.
+            file_rows: documents per embedding file of the Beam pipeline.
             dimensions: N, to index the first N coordinates of each embedding, renormalised
                 (`utils.dimensions`): recorded, and the index's queries cut the same; None: all D.
 
@@ -184,7 +184,7 @@ class Index(IndexHandle):
                 line or row and field, before the model loads); `MismatchError` for embeddings of another model.
 
         Example:
-        >>> index = Index.build("indexes/scifact", "data/scifact", "gtr-small-distilled")
+        >>> index = Index.build("indexes/scifact", "data/scifact", "gtr_small_distilled_en")
         >>> Index.build("indexes/msmarco", embeddings="emb/*.npy", documents="msmarco/corpus.jsonl")
         """
         if (corpus is None) == (embeddings is None):
@@ -205,13 +205,13 @@ class Index(IndexHandle):
         model_dir = model if isinstance(model, (str, os.PathLike)) else None
         encoder = None
         if embeddings is not None:
-            shards = embeddings if isinstance(embeddings, EmbeddingFiles) else EmbeddingFiles.open(embeddings)
+            embedding_files = embeddings if isinstance(embeddings, EmbeddingFiles) else EmbeddingFiles.open(embeddings)
             if isinstance(documents, (str, os.PathLike)):
-                documents = corpus_in_index_order(load_corpus(documents), documents, shards.ids)
+                documents = corpus_in_index_order(load_corpus(documents), documents, embedding_files.ids)
             elif documents is not None:
-                documents = corpus_in_index_order(check_corpus(documents), "documents", shards.ids)
+                documents = corpus_in_index_order(check_corpus(documents), "documents", embedding_files.ids)
             encoder = None if model is None else _encoder_of(model)
-            index_embeddings(shards, path, encoder, model_dir, kind, documents, params, bm25, dimensions)
+            index_embeddings(embedding_files, path, encoder, model_dir, kind, documents, params, bm25, dimensions)
             encoder = encoder and encoder.truncated(dimensions)
         elif runner is not None:
             from gtr_keras.retrieval.encoding.beam_pipeline import index_with_beam  # Apache Beam, an extra
@@ -229,7 +229,7 @@ class Index(IndexHandle):
                 runner=runner,
                 beam_options=beam_options,
                 batch_size=batch_size,
-                shard_rows=shard_rows,
+                file_rows=file_rows,
                 large_model=large_model,
             )
         else:
@@ -239,7 +239,7 @@ class Index(IndexHandle):
                     raise DataError(f"{name}: a glob of corpus files needs a Beam runner (runner='DirectRunner')")
             corpus = load_corpus(corpus) if isinstance(corpus, (str, os.PathLike)) else check_corpus(corpus)
             encoder = _encoder_of(model).truncated(dimensions)
-            build_index(encoder, corpus, path, model_dir, kind, batch_size, shard_size, progress, bm25, params)
+            build_index(encoder, corpus, path, model_dir, kind, batch_size, piece_size, progress, bm25, params)
         index = cls.open(path, model)
         index._encoder = index._retriever.encoder = encoder  # checked by the build (None: none loaded)
         return index
@@ -417,8 +417,9 @@ class Index(IndexHandle):
             add: a corpus file, a BEIR directory or a `gtr_keras.Corpus`, encoded by the index's model;
                 documents whose id is in the index replace those, the others are added.
             delete: the ids to delete: one id (a string, or an integer), a list (or any iterable) of ids, or a
-                file of one id a line given as an `os.PathLike` (`pathlib.Path("withdrawn.txt")`; a `str` is
-                always one id). An id both added and deleted is refused.
+                file of one id a line given as an `os.PathLike` (`pathlib.Path("withdrawn.txt")`, or
+                `gtr_keras.utils.files.FilePath("gs://...")`, which keeps the scheme; a `str` is always one
+                id). An id both added and deleted is refused.
             embeddings: embedding files (a glob) of the index's model instead of `add`.
             documents: with `embeddings`, their corpus (titles, texts, metadata); without it the documents
                 the embeddings replace lose theirs, and the BM25 side is removed (a warning says so).
@@ -448,8 +449,6 @@ class Index(IndexHandle):
             raise UserError("update: nothing to do: pass add=, embeddings= or delete= (or compact=True)")
         if len(self.paths) > 1:
             raise UserError("an update goes to one index directory: open the shard that holds the documents")
-        if delete is not None:
-            delete = os.fspath(delete) if isinstance(delete, os.PathLike) else id_list(delete, "delete")
         change = update_index(
             self.paths[0],
             embeddings=embeddings,

@@ -67,7 +67,7 @@ DIMENSIONS_FIELD = "dimensions"
 
 def check_index_outputs(index_dir, work_dir=True):
     """Refuses (`DataError` naming a file there) an `index_dir`, or (`work_dir`) a `work_dir_for(index_dir)`,
-    holding something else than an index or its shards: writing an index replaces the first, and
+    holding something else than an index or its pieces: writing an index replaces the first, and
     `build_index` deletes the second once done.
 
     Example:
@@ -79,7 +79,7 @@ def check_index_outputs(index_dir, work_dir=True):
 
 
 def work_dir_for(index_dir):
-    """Where `build_index` keeps finished shards until the index is complete: `<index_dir>.partial`
+    """Where `build_index` keeps finished pieces until the index is complete: `<index_dir>.partial`
     (an absolute path for a local `index_dir`; a URL such as `gs://...` stays one)."""
     path = os.fspath(index_dir)
     if files.is_local(path):
@@ -95,21 +95,21 @@ def build_index(
     model_dir=None,
     kind="auto",
     batch_size=32,
-    shard_size=2048,
+    piece_size=2048,
     progress=None,
     bm25=True,
     params=None,
 ):
     """Encodes `corpus` and writes a searchable index directory.
 
-    Embeddings are written shard by shard to `work_dir_for(index_dir)`; a run
-    that is killed resumes from the last finished shard when started again.
+    Embeddings are written piece by piece to `work_dir_for(index_dir)`; a run
+    that is killed resumes from the last finished piece when started again.
     Resuming checks that the model (`fingerprint.fingerprint`: weights,
-    vocabulary, architecture, precision, token budgets), the ids, the shard
-    size and the texts of every finished shard are the same as before. The
+    vocabulary, architecture, precision, token budgets), the ids, the piece
+    size and the texts of every finished piece are the same as before. The
     index directory appears only when complete, with its BM25 side (a
     previous index stays in place until then): a run killed after the last
-    shard builds both when started again.
+    piece builds both when started again.
 
     Args:
         encoder: the `Encoder` for documents.
@@ -119,7 +119,7 @@ def build_index(
             user (the fingerprint is what `Retriever.load` checks).
         kind: `"auto"` (exact below 20k documents, ScaNN above), `"exact"`, `"scann"`.
         batch_size: documents per forward pass.
-        shard_size: documents per resumable shard.
+        piece_size: documents per resumable piece.
         progress: show a progress bar (default: for corpora of 5000 or more).
         bm25: also write the BM25 side (`bm25_side`) of the documents.
         params: the index's `params` (`write_search_index`: ScaNN overrides, or an exact index's vectors).
@@ -128,11 +128,11 @@ def build_index(
         The `SearchIndex` written to `index_dir/index`.
 
     Raises:
-        MismatchError: the work directory holds shards of another model,
-            other ids, another shard size or other texts.
+        MismatchError: the work directory holds pieces of another model,
+            other ids, another piece size or other texts.
         UserError: an empty corpus, a value a corpus file could not hold (naming
             its row and field), an unknown `kind`, a `batch_size` or
-            `shard_size` that is not a positive int.
+            `piece_size` that is not a positive int.
         DataError: `index_dir` or the work directory holds files of something
             else (`check_index_outputs`), before any encoding.
 
@@ -142,7 +142,7 @@ def build_index(
     if kind not in KINDS:
         raise UserError(f"kind must be one of {KINDS}, got {kind!r}.")
     check_positive_int(batch_size, "batch_size")
-    check_positive_int(shard_size, "shard_size")
+    check_positive_int(piece_size, "piece_size")
     corpus = check_corpus(corpus)
     if not len(corpus):
         raise UserError("the corpus is empty: nothing to index")
@@ -150,15 +150,15 @@ def build_index(
     texts = corpus.joined()
     metadata = index_metadata(encoder, model_dir)
     model = {field: metadata[field] for field in MODEL_FIELDS}
-    writer = ResumableEncoding(work_dir_for(index_dir), corpus.ids, texts, shard_size, model)
+    writer = ResumableEncoding(work_dir_for(index_dir), corpus.ids, texts, piece_size, model)
     pending = writer.pending_pieces()
     show = progress if progress is not None else len(corpus) >= 5000
     done = len(corpus) - sum(s.end - s.start for s in pending)
     with tqdm(total=len(corpus), initial=done, disable=not show, desc="indexing", unit="doc") as bar:
-        for shard in pending:
-            writer.write(shard.number, encoder.encode_documents(texts[shard.start : shard.end], batch_size, False))
-            bar.update(shard.end - shard.start)
-    write_index(index_dir, writer, corpus, metadata, kind, bm25, params)  # the shards are read back one at a time
+        for piece in pending:
+            writer.write(piece.number, encoder.encode_documents(texts[piece.start : piece.end], batch_size, False))
+            bar.update(piece.end - piece.start)
+    write_index(index_dir, writer, corpus, metadata, kind, bm25, params)  # the pieces are read back one at a time
     files.remove(writer.work_dir)
     return SearchIndex.load(os.path.join(index_dir, INDEX_SUBDIR))
 
@@ -167,21 +167,21 @@ def build_index(
 def index_embeddings(
     source, index_dir, encoder=None, model_dir=None, kind="auto", corpus=None, params=None, bm25=True, dimensions=None
 ):
-    """Writes an index directory from precomputed embedding shards, a chunk at a time.
+    """Writes an index directory from precomputed embedding files, a chunk at a time.
 
-    The model is the one `gtr-keras encode` recorded beside the shards
-    (`NAME.json`); with `encoder` given it must be that one (shards without
+    The model is the one `gtr-keras encode` recorded beside the embedding files
+    (`NAME.json`); with `encoder` given it must be that one (embedding files without
     a record take it as declared). Without either, the index searches query
     vectors (`SearchIndex.load`), but `search` and `export` refuse it: they
     cannot check that queries are encoded by the model of the documents.
 
     Args:
-        source: a glob of shards or an opened `EmbeddingFiles`.
+        source: a glob of embedding files or an opened `EmbeddingFiles`.
         index_dir: the index directory to write (atomically).
         encoder: the `Encoder` of the embeddings, or None.
         model_dir: its model directory, recorded for the user.
         kind: `"auto"`, `"exact"` or `"scann"`.
-        corpus: the `Corpus` of the embedded documents, in the shards' order
+        corpus: the `Corpus` of the embedded documents, in the embedding files' order
             (`bm25_side.corpus_in_index_order`), or None: stored as an index of
             `build_index` stores its documents, with a BM25 side.
         params: the index's `params`, as `write_search_index` takes them.
@@ -193,26 +193,26 @@ def index_embeddings(
         `(number of embeddings, kind)`.
 
     Raises:
-        DataError: a bad shard, named with its file (before any index work).
-        MismatchError: `encoder` is not the model the shards record (at
+        DataError: a bad embedding file, named with its file (before any index work).
+        MismatchError: `encoder` is not the model the embedding files record (at
             another precision, `model_change` says when it is).
 
     Example:
-    >>> index_embeddings("embeddings/part-*.npy", "indexes/msmarco", gtr_keras.load("gtr-base"), "gtr-base")
+    >>> index_embeddings("embeddings/part-*.npy", "indexes/msmarco", gtr_keras.load("gtr_t5_base_en"), "gtr_t5_base_en")
     (8841823, 'scann')
     """
     corpus = None if corpus is None else check_corpus(corpus)
-    shards = source if isinstance(source, EmbeddingFiles) else EmbeddingFiles.open(source)
-    metadata = embeddings_metadata(shards, encoder, model_dir)
-    rows = shards
+    embedding_files = source if isinstance(source, EmbeddingFiles) else EmbeddingFiles.open(source)
+    metadata = embeddings_metadata(embedding_files, encoder, model_dir)
+    rows = embedding_files
     if dimensions is not None:
-        rows = TruncatedRows(shards, check_dimensions(dimensions, shards.dims))
+        rows = TruncatedRows(embedding_files, check_dimensions(dimensions, embedding_files.dims))
         if metadata.get(DIMENSIONS_FIELD) not in (None, dimensions):
             raise MismatchError(
-                f"{shards.paths[0]}: encoded with --dimensions {metadata[DIMENSIONS_FIELD]}, not {dimensions}"
+                f"{embedding_files.paths[0]}: encoded with --dimensions {metadata[DIMENSIONS_FIELD]}, not {dimensions}"
             )
         metadata = {**metadata, "embedding_dim": dimensions, DIMENSIONS_FIELD: dimensions}
-    return shards.num_rows, write_index(index_dir, rows, corpus, metadata, kind, bm25, params)
+    return embedding_files.num_rows, write_index(index_dir, rows, corpus, metadata, kind, bm25, params)
 
 
 class TruncatedRows:
@@ -232,9 +232,9 @@ class TruncatedRows:
         return (truncate(chunk, self.dims) for chunk in self.source.chunks())
 
 
-def embeddings_metadata(shards, encoder=None, model_dir=None):
+def embeddings_metadata(embedding_files, encoder=None, model_dir=None):
     """The model record (`index_metadata`'s fields) of the documents in an opened `EmbeddingFiles`: the one
-    `gtr-keras encode` recorded beside them, checked against `encoder` when given; or, for shards without a
+    `gtr-keras encode` recorded beside them, checked against `encoder` when given; or, for embedding files without a
     record, `encoder`'s (null fields without it).
 
     Raises:
@@ -243,31 +243,33 @@ def embeddings_metadata(shards, encoder=None, model_dir=None):
     Example:
     >>> embeddings_metadata(EmbeddingFiles.open("new/*.npy"))["model_sha256"]  # doctest: +SKIP
     """
-    recorded = shards.model
+    recorded = embedding_files.model
     if recorded is not None:
         missing = [field for field in MODEL_FIELDS if field not in recorded]
         if missing:
             raise DataError(
-                f"{shards.model_path}: field 'model' lacks {missing} (the model record `gtr-keras "
-                f"encode` writes); encode the shard again"
+                f"{embedding_files.model_path}: field 'model' lacks {missing} (the model record `gtr-keras "
+                f"encode` writes); encode the embedding file again"
             )
-        if recorded["embedding_dim"] != shards.dims:
+        if recorded["embedding_dim"] != embedding_files.dims:
             raise DataError(
-                f"{shards.paths[0]}: {shards.dims} dims, but its model record {shards.model_path} "
+                f"{embedding_files.paths[0]}: {embedding_files.dims} dims, but its model record "
+                f"{embedding_files.model_path} "
                 f"says {recorded['embedding_dim']!r}"
             )
-    metadata = recorded or {"model_dir": None, **dict.fromkeys(MODEL_FIELDS), "embedding_dim": shards.dims}
+    metadata = recorded or {"model_dir": None, **dict.fromkeys(MODEL_FIELDS), "embedding_dim": embedding_files.dims}
     if encoder is not None:
-        encoder = with_recorded_dimensions(metadata, encoder, shards.paths[0])
+        encoder = with_recorded_dimensions(metadata, encoder, embedding_files.paths[0])
         change, given = model_change(metadata, encoder, MODEL_FIELDS, model_dir)
         if recorded is not None and change:
             raise MismatchError(
-                f"{shards.paths[0]}: encoded by another model than --model ({change}; recorded "
+                f"{embedding_files.paths[0]}: encoded by another model than --model ({change}; recorded "
                 f"model_dir: {recorded.get('model_dir')})"
             )
-        if given["embedding_dim"] != shards.dims:
+        if given["embedding_dim"] != embedding_files.dims:
             raise MismatchError(
-                f"{shards.paths[0]}: {shards.dims} dims, the model given makes {given['embedding_dim']}"
+                f"{embedding_files.paths[0]}: {embedding_files.dims} dims, "
+                f"the model given makes {given['embedding_dim']}"
             )
         metadata = given if recorded is None else {**recorded, "model_dir": given["model_dir"]}
     return metadata
@@ -331,7 +333,7 @@ def index_metadata(encoder, model_dir):
         model_dir: its model directory (recorded as an absolute path, or as
             given for one on another file system such as `gs://...`), a
             `ModelSource` or a model's name (recorded as the directory or id
-            it stands for: `gtr-small-distilled` as the bundled directory), or None.
+            it stands for: `gtr_small_distilled_en` as the bundled directory), or None.
 
     Returns:
         A JSON-serialisable dict: `model_dir`, the `MODEL_FIELDS`, among

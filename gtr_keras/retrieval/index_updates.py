@@ -1,7 +1,7 @@
 """Updates of an index directory of `gtr-keras index`: documents added, replaced or deleted in place.
 
 The checks are those of a build, and run before any encoding or index work:
-new embedding shards are checked by `EmbeddingFiles.open` (D, finite unit
+new embedding files are checked by `EmbeddingFiles.open` (D, finite unit
 rows, unique ids, id text) and must be of the model the index records
 (`retriever.json`), as must an encoder given to encode new documents; the ids
 to delete must be in the index. The vectors go into a new segment of the
@@ -59,6 +59,13 @@ def _check_deletions(index_dir, state, ids, where=None):
         raise DataError(f"{where(missing[0])}: id {ids[missing[0]]!r} is not in the index {index_dir}")
 
 
+def _deletions(delete):
+    """The ids of `delete` (`update_index`'s), and `where(i)`, which names id `i` (its file's line), or None."""
+    if isinstance(delete, os.PathLike):
+        return read_id_file(os.fspath(delete))
+    return ([] if delete is None else id_list(delete, "delete")), None
+
+
 @locks_output("index_dir", inside=(INDEX_SUBDIR,))
 def update_index(
     index_dir,
@@ -88,13 +95,15 @@ def update_index(
 
     Args:
         index_dir: an index directory of `gtr-keras index` (or `build_index`).
-        embeddings: a glob of precomputed shards, or an opened `EmbeddingFiles`, or None.
+        embeddings: a glob of precomputed embedding files, or an opened `EmbeddingFiles`, or None.
         corpus: a `Corpus`, or a corpus file (which errors then name with its line), to encode with
             `encoder` instead, or None.
         encoder: the `Encoder` of the index's model, or a function that makes it (called once the inputs
             are checked): required with `corpus`; with `embeddings`, declares or checks their model.
         model_dir: the encoder's model directory, for messages.
-        delete: a file of ids to delete (one a line), a list of ids, or None.
+        delete: the ids to delete: one id (a string, or an integer), a list (or any iterable) of ids, a
+            file of one id a line given as an `os.PathLike` (`pathlib.Path`, or `files.FilePath` for a path
+            with a scheme: a `str` is always one id), or None.
         missing_ok: skip ids of `delete` that are not in the index.
         compact: `"auto"`, True or False (`segment_writer.update_search_index`).
         batch_size, progress: for encoding `corpus`.
@@ -110,14 +119,14 @@ def update_index(
         MismatchError: embeddings or an encoder of another model than the
             index's, or of another D.
         DataError: not an index directory, an id to delete that is not in the
-            index (named with its file and line), a bad shard or id file, or a
+            index (named with its file and line), a bad embedding file or id file, or a
             value of a `Corpus` that a corpus file could not hold (`check_corpus`,
             naming its row and field).
         UserError: both `embeddings` and `corpus`, or `corpus` without `encoder`,
             or an id to delete that is not valid Unicode (a lone surrogate).
 
     Example:
-    >>> update_index("indexes/msmarco", embeddings="new/*.npy", delete="withdrawn.txt").generation
+    >>> update_index("indexes/msmarco", embeddings="new/*.npy", delete=pathlib.Path("withdrawn.txt")).generation
     1
     """
     corpus_path = None
@@ -131,10 +140,7 @@ def update_index(
         raise UserError("documents go with embeddings (a corpus brings its own)")
     if corpus is not None and encoder is None:
         raise UserError("a corpus is encoded by the index's model: pass its encoder")
-    if isinstance(delete, (str, os.PathLike)):
-        delete_ids, where = read_id_file(delete)
-    else:
-        delete_ids, where = id_list(delete or [], "delete"), None
+    delete_ids, where = _deletions(delete)
     recorded = read_model_record(index_dir)
     search_index = os.path.join(index_dir, INDEX_SUBDIR)
     state = read_state(search_index)

@@ -62,8 +62,8 @@ def served_models(name):
     `name-document`.
 
     Example:
-    >>> served_models("gtr-base")
-    {'gtr-base': None, 'gtr-base-query': 'query', 'gtr-base-document': 'document'}
+    >>> served_models("gtr_t5_base_en")
+    {'gtr_t5_base_en': None, 'gtr_t5_base_en-query': 'query', 'gtr_t5_base_en-document': 'document'}
     """
     return {name: None, f"{name}-query": "query", f"{name}-document": "document"}
 
@@ -199,8 +199,8 @@ def build_app(
         reranker_name: the reranker's name in requests and `/v1/models` (its directory's name).
 
     Example:
-    >>> batcher = Batcher(encoding(gtr_keras.load("gtr-small-distilled")))
-    >>> app = build_app(batcher, "gtr-small-distilled", 768)
+    >>> batcher = Batcher(encoding(gtr_keras.load("gtr_small_distilled_en")))
+    >>> app = build_app(batcher, "gtr_small_distilled_en", 768)
     >>> uvicorn.run(app, host="127.0.0.1", port=8000)  # doctest: +SKIP
     """
     limits = {**DEFAULT_LIMITS, **(limits or {})}

@@ -146,7 +146,7 @@ def encoding(encoder, batch_size=32, max_batch_tokens=None):
     `threading.Event`) is looked at between two passes: once set, `Stopping`.
 
     Example:
-    >>> run = encoding(gtr_keras.load("gtr-small-distilled"))
+    >>> run = encoding(gtr_keras.load("gtr_small_distilled_en"))
     >>> embeddings, counts = run("document", ["lift on a wing"], threading.Event())
     """
 
@@ -242,7 +242,7 @@ class Batcher:
     The batcher's `observer` (None, or the application's `Metrics`) observes its batches and stages.
 
     Example:
-    >>> batcher = Batcher(encoding(gtr_keras.load("gtr-small-distilled"), 32), batch_size=32, max_wait=0.0)
+    >>> batcher = Batcher(encoding(gtr_keras.load("gtr_small_distilled_en"), 32), batch_size=32, max_wait=0.0)
     >>> embeddings, tokens = batcher.submit(["lift on a wing"], "document").result(timeout=30)
     >>> embeddings.shape, tokens
     ((1, 768), [5])

@@ -67,7 +67,7 @@ class LiveIndex:
             then ends).
 
     Example:
-    >>> live = LiveIndex("indexes/scifact", gtr_keras.load("gtr-small-distilled"), poll_interval=2.0)
+    >>> live = LiveIndex("indexes/scifact", gtr_keras.load("gtr_small_distilled_en"), poll_interval=2.0)
     >>> live.current.index.search(["vitamin D and fractures"], k=5, retriever="bm25")[0][0]["id"]
     >>> live.close()
     """

@@ -202,7 +202,7 @@ def serve(
         UserError: the index's first generation cannot be loaded (the server stops first).
 
     Example:
-    >>> serve(gtr_keras.load("gtr-small-distilled"), "gtr-small-distilled", listening_socket("127.0.0.1", 8000))
+    >>> serve(gtr_keras.load("gtr_small_distilled_en"), "gtr_small_distilled_en", listening_socket("127.0.0.1", 8000))
     """
     lengths = token_lengths(encoder) if max_batch_tokens else None
     run_encoder = encoding(encoder, batch_size, max_batch_tokens)

@@ -1,23 +1,23 @@
-"""Precomputed embedding shards, read in bounded chunks: the input of `gtr-keras index --embeddings`.
+"""Precomputed embedding files, read in bounded chunks: the input of `gtr-keras index --embeddings`.
 
-Two shard formats are read, in file-name order:
+Two formats of embedding file are read, in file-name order:
 
 - `gtr-keras encode`'s: `NAME.npy` (float32 `[n, D]`, C order) with
   `NAME.ids.txt` beside it (one id per line) and, when `encode` wrote them,
   `NAME.json` (the model that made the embeddings);
 - the Beam pipeline's `embeddings-SSSSS-of-NNNNN.npz` (arrays `ids` and
-  `embeddings`; `encode_corpus_with_beam`), read one shard at a time.
+  `embeddings`; `encode_corpus_with_beam`), read one file at a time.
 
-`EmbeddingFiles.open` checks every shard, whatever its format, the same way
+`EmbeddingFiles.open` checks every embedding file, whatever its format, the same way
 before any index work: as many ids as rows, ids that are strings a TREC run
 line can keep (no whitespace; a UTF-8 byte-order mark at the start of
 `NAME.ids.txt` is dropped, as the corpus readers drop it), one D for all,
-finite rows of unit norm, ids unique within and across shards, and model
-records that agree. The checks read each shard once, a chunk at a time, so
+finite rows of unit norm, ids unique within and across files, and model
+records that agree. The checks read each file once, a chunk at a time, so
 neither they nor the chunks that follow ever hold more than `chunk_rows`
-vectors of a `.npy` shard (or one `.npz` shard) in memory. Each chunk's
+vectors of a `.npy` file (or one `.npz` file) in memory. Each chunk's
 SHA-256 is kept from that first reading, and a chunk read again later (an
-index build reads the shards once more, ScaNN twice) must match it: a shard
+index build reads the files once more, ScaNN twice) must match it: a file
 replaced or rewritten after its check is refused, naming it, rather than
 indexed under the ids and model record that were checked.
 """
@@ -91,7 +91,7 @@ class _NpyFile:
 
 
 class _NpzFile:
-    """One shard of `encode_corpus_with_beam`: arrays `ids` and `embeddings`, read whole."""
+    """One embedding file of `encode_corpus_with_beam`: arrays `ids` and `embeddings`, read whole."""
 
     def __init__(self, path):
         self.path = path
@@ -103,7 +103,7 @@ class _NpzFile:
                 f"shape {self._embeddings.shape}"
             )
         self.digest = hashlib.sha256(np.ascontiguousarray(self._embeddings)).digest()  # the vectors of its ids
-        del self._embeddings  # read again chunk by chunk; held only while this shard is read
+        del self._embeddings  # read again chunk by chunk; held only while this file is read
 
     def _load(self):
         try:
@@ -111,7 +111,7 @@ class _NpzFile:
                 return stored["ids"], stored["embeddings"]
         except (OSError, ValueError, KeyError) as e:
             raise DataError(
-                f"{self.path}: not an embedding shard with arrays 'ids' and 'embeddings' "
+                f"{self.path}: not an embedding file with arrays 'ids' and 'embeddings' "
                 f"({unreadable_reason(e, self.path)})"
             ) from e
 
@@ -135,25 +135,25 @@ class _NpzFile:
 
 
 class EmbeddingFiles:
-    """Checked embedding shards, in file-name order, read a chunk at a time.
+    """Checked embedding files, in file-name order, read a chunk at a time.
 
     Args:
-        paths: the shard files (`.npy` with `.ids.txt` beside, or Beam `.npz`).
-        chunk_rows: most vectors of a `.npy` shard held in memory at once (default 65,536).
+        paths: the embedding files (`.npy` with `.ids.txt` beside, or Beam `.npz`).
+        chunk_rows: most vectors of a `.npy` file held in memory at once (default 65,536).
 
     Attributes:
-        paths: the shard files, in row order.
+        paths: the embedding files, in row order.
         ids: every row's id, in row order.
         dims: D.
-        model: the model record the shards share (`NAME.json` beside every
+        model: the model record the files share (`NAME.json` beside every
             `.npy`, as `gtr-keras encode` writes it, whose `kind` must be
             `"document"`: query embeddings are refused), or None when no
-            shard has one.
-        model_path: the record `model` is read from (the first shard's), or None.
+            file has one.
+        model_path: the record `model` is read from (the first file's), or None.
 
     Example:
-    >>> shards = EmbeddingFiles.open("embeddings/part-*.npy")
-    >>> for chunk in shards.chunks():
+    >>> embeddings = EmbeddingFiles.open("embeddings/part-*.npy")
+    >>> for chunk in embeddings.chunks():
     ...     print(chunk.shape)
     (65536, 768)
     """
@@ -161,75 +161,75 @@ class EmbeddingFiles:
     def __init__(self, paths, chunk_rows=None):
         self.paths = list(paths)
         self.chunk_rows = chunk_rows or _CHUNK_ROWS
-        self._shards = [_NpzFile(p) if p.endswith(".npz") else _NpyFile(p) for p in self.paths]
-        dims = {shard.dims for shard in self._shards if shard.num_rows}
+        self._files = [_NpzFile(p) if p.endswith(".npz") else _NpyFile(p) for p in self.paths]
+        dims = {file.dims for file in self._files if file.num_rows}
         if len(dims) > 1:
-            first = next(s for s in self._shards if s.num_rows)
-            other = next(s for s in self._shards if s.num_rows and s.dims != first.dims)
+            first = next(s for s in self._files if s.num_rows)
+            other = next(s for s in self._files if s.num_rows and s.dims != first.dims)
             raise DataError(
                 f"{other.path}: {other.dims} dims, but {first.path} has {first.dims}; "
-                f"every shard must come from the same model"
+                f"every embedding file must come from the same model"
             )
         self.dims = dims.pop() if dims else 0
-        # (path, first row) -> SHA-256 of each chunk at its first reading (a .npz shard's, with its ids)
-        self._digests = {(s.path, 0): s.digest for s in self._shards if isinstance(s, _NpzFile)}
+        # (path, first row) -> SHA-256 of each chunk at its first reading (a .npz file's, with its ids)
+        self._digests = {(s.path, 0): s.digest for s in self._files if isinstance(s, _NpzFile)}
         self.ids = self._read_ids()
         self.model_path, self.model = self._read_models()
         if not self.ids:
-            raise DataError(f"{self.paths[0]}: the shards hold no embeddings")
+            raise DataError(f"{self.paths[0]}: the embedding files hold no embeddings")
 
     @classmethod
     def open(cls, pattern, chunk_rows=None):
-        """Opens and checks the shards matching `pattern` (a glob, or one file).
+        """Opens and checks the embedding files matching `pattern` (a glob, or one file).
 
         Raises:
-            DataError: no file matches, or a shard fails a check (named with
+            DataError: no file matches, or a file fails a check (named with
                 its file and, where it applies, its line or row).
         """
         pattern = os.fspath(pattern)
         paths = [p for p in files.glob(pattern) if p.endswith((".npy", ".npz"))]
         if not paths:
             raise DataError(f"{pattern}: matches no .npy or .npz embedding file")
-        shards = cls(paths, chunk_rows)
-        shards.check_vectors()
-        return shards
+        embeddings = cls(paths, chunk_rows)
+        embeddings.check_vectors()
+        return embeddings
 
     @property
     def num_rows(self):
         return len(self.ids)
 
     def _read_ids(self):
-        ids, places = [], []  # places: (first row, shard) of each shard, to name a duplicate's line
-        for shard in self._shards:
-            shard_ids = shard.ids()
-            if len(shard_ids) != shard.num_rows:
-                raise DataError(f"{shard.ids_name}: {len(shard_ids)} ids for the {shard.num_rows} rows of {shard.path}")
-            joined = "".join(shard_ids)
+        ids, places = [], []  # places: (first row, file) of each file, to name a duplicate's line
+        for file in self._files:
+            file_ids = file.ids()
+            if len(file_ids) != file.num_rows:
+                raise DataError(f"{file.ids_name}: {len(file_ids)} ids for the {file.num_rows} rows of {file.path}")
+            joined = "".join(file_ids)
             if _WHITESPACE.search(joined) or text_problem(joined):
-                for i, id_ in enumerate(shard_ids):
-                    check_id_text(":".join(map(str, shard.place(i))), id_, "id")
-            places.append((len(ids), shard))
-            ids += shard_ids
+                for i, id_ in enumerate(file_ids):
+                    check_id_text(":".join(map(str, file.place(i))), id_, "id")
+            places.append((len(ids), file))
+            ids += file_ids
         return check_ids(ids, lambda row: _place(places, row), DataError)
 
     def _read_models(self):
         records = {}
-        for shard in self._shards:
-            path = model_path_for(shard.path)
-            if isinstance(shard, _NpyFile) and files.exists(path):
+        for file in self._files:
+            path = model_path_for(file.path)
+            if isinstance(file, _NpyFile) and files.exists(path):
                 try:
                     with files.open(path) as f:
                         records[path] = json.loads(f.read().decode("utf-8"))
                 except (OSError, ValueError, RecursionError) as e:
                     raise DataError(f"{path}: unreadable ({unreadable_reason(e, path)})") from e
-                _check_model_record(path, records[path], shard)
+                _check_model_record(path, records[path], file)
         if not records:
             return None, None
-        missing = [shard.path for shard in self._shards if model_path_for(shard.path) not in records]
+        missing = [file.path for file in self._files if model_path_for(file.path) not in records]
         if missing:
             raise DataError(
-                f"{missing[0]}: no model record ({model_path_for(missing[0])}) while other shards have "
-                f"one; encode every shard with `gtr-keras encode`, or give shards of one kind"
+                f"{missing[0]}: no model record ({model_path_for(missing[0])}) while other embedding files have "
+                f"one; encode every file with `gtr-keras encode`, or give files of one kind"
             )
         (first, model), *rest = records.items()
         for path, other in rest:
@@ -240,23 +240,23 @@ class EmbeddingFiles:
                 )
         return first, model["model"]
 
-    def _read(self, shard):
-        step = max(1, shard.num_rows if isinstance(shard, _NpzFile) else self.chunk_rows)
-        for start in range(0, shard.num_rows, step):
-            stop = min(start + step, shard.num_rows)
-            chunk = shard.read(start, stop)
+    def _read(self, file):
+        step = max(1, file.num_rows if isinstance(file, _NpzFile) else self.chunk_rows)
+        for start in range(0, file.num_rows, step):
+            stop = min(start + step, file.num_rows)
+            chunk = file.read(start, stop)
             digest = hashlib.sha256(np.ascontiguousarray(chunk)).digest()
-            if self._digests.setdefault((shard.path, start), digest) != digest:
+            if self._digests.setdefault((file.path, start), digest) != digest:
                 raise DataError(
-                    f"{shard.path}: changed since it was checked (rows {start}-{stop - 1} differ); "
-                    f"rerun once the shards stay as they are"
+                    f"{file.path}: changed since it was checked (rows {start}-{stop - 1} differ); "
+                    f"rerun once the embedding files stay as they are"
                 )
             yield start, chunk
 
     def check_vectors(self):
-        """Reads every shard once: finite rows of unit norm, or a `DataError` naming the first bad row."""
-        for shard in self._shards:
-            for start, chunk in self._read(shard):
+        """Reads every file once: finite rows of unit norm, or a `DataError` naming the first bad row."""
+        for file in self._files:
+            for start, chunk in self._read(file):
                 norms = np.linalg.norm(chunk, axis=1)
                 bad = np.flatnonzero(~np.isfinite(chunk).all(axis=1) | (np.abs(norms - 1) > NORM_TOLERANCE))
                 if len(bad):
@@ -266,18 +266,18 @@ class EmbeddingFiles:
                         if not np.isfinite(chunk[row]).all()
                         else f"has norm {norms[row]:.6g}, not 1 (GTR embeddings are L2-normalised)"
                     )
-                    raise DataError(f"{shard.path}: row {start + row} {what}")
+                    raise DataError(f"{file.path}: row {start + row} {what}")
 
     def chunks(self):
-        """The float32 vectors in row order, `chunk_rows` (or one `.npz` shard) at a time."""
-        for shard in self._shards:
-            for _, chunk in self._read(shard):
+        """The float32 vectors in row order, `chunk_rows` (or one `.npz` file) at a time."""
+        for file in self._files:
+            for _, chunk in self._read(file):
                 yield np.ascontiguousarray(chunk, dtype=np.float32)
 
 
 def _place(places, row):
-    start, shard = next((start, shard) for start, shard in reversed(places) if start <= row)
-    name, line = shard.place(row - start)
+    start, file = next((start, file) for start, file in reversed(places) if start <= row)
+    name, line = file.place(row - start)
     return f"{name}:{line}"
 
 
@@ -286,26 +286,26 @@ def _identity(model):
     return {field: value for field, value in model.items() if field != "model_dir"}
 
 
-def _check_model_record(path, record, shard):
+def _check_model_record(path, record, file):
     """Raises `DataError` naming `path` and the field unless `record` is a model record `gtr-keras encode`
-    writes beside `shard`: an object whose `model` is an object, of `kind` "document", for as many rows."""
+    writes beside `file`: an object whose `model` is an object, of `kind` "document", for as many rows."""
     if not isinstance(record, dict):
         raise DataError(f"{path}: not a JSON object (the model record `gtr-keras encode` writes)")
     if not isinstance(record.get("model"), dict):
         found = f"is {type(record['model']).__name__}" if "model" in record else "is missing"
         raise DataError(
             f"{path}: field 'model' {found}, not an object (the model record `gtr-keras encode` "
-            f"writes); encode the shard again"
+            f"writes); encode the file again"
         )
     if record.get("kind", "document") != "document":
         raise DataError(
             f"{path}: field 'kind' is {record['kind']!r}, not 'document'; an index holds "
             f"documents: encode the corpus with `gtr-keras encode --kind document`"
         )
-    if record.get("num_rows", shard.num_rows) != shard.num_rows:
+    if record.get("num_rows", file.num_rows) != file.num_rows:
         raise DataError(
-            f"{path}: field 'num_rows' is {record['num_rows']!r}, but {shard.path} has "
-            f"{shard.num_rows} rows; the record is of another shard: encode the shard again"
+            f"{path}: field 'num_rows' is {record['num_rows']!r}, but {file.path} has "
+            f"{file.num_rows} rows; the record is of another embedding file: encode the file again"
         )
 
 

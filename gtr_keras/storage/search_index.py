@@ -209,7 +209,7 @@ class SearchIndex:
     `num_leaves_to_search`, `reorder_factor` and `rescore_factor` are read
     from `index.params` at each search, so they can be tuned without a
     rebuild. For corpora too
-    large for memory, `write_search_index` builds from shards and `load`
+    large for memory, `write_search_index` builds from embedding files and `load`
     memory-maps what it can.
 
     Args:

@@ -76,8 +76,8 @@ def describe_change(recorded, current, current_label="now"):
         digests shortened to 12 digits), or None when all fields match.
 
     Example:
-    >>> describe_change({"shard_size": 2048}, {"shard_size": 40}, "this run has")
-    'shard_size 2048 recorded, this run has 40'
+    >>> describe_change({"piece_size": 2048}, {"piece_size": 40}, "this run has")
+    'piece_size 2048 recorded, this run has 40'
     """
     for field, value in current.items():
         if field not in recorded:

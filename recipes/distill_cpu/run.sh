@@ -46,7 +46,7 @@ TEXTS=("$OUT/texts/debian-pairs.jsonl.gz" "$OUT/texts/msmarco-passages.jsonl")
 timed distill gtr-keras distill --config "$HERE/distill.yaml" --teacher "$OUT/teacher" --texts "${TEXTS[@]}" \
   --output-dir "$OUT/student"
 # Stage 2: the stage-1 student goes on with documents at 256 tokens and queries at 64, from the same
-# teacher embeddings (copied; their shards are checked against the texts and the teacher).
+# teacher embeddings (copied; their pieces are checked against the texts and the teacher).
 mkdir -p "$OUT/student2"
 [ -d "$OUT/student2/teacher_embeddings" ] || cp -r "$OUT/student/teacher_embeddings" "$OUT/student2/"
 timed distill_stage2 gtr-keras distill --config "$HERE/distill_stage2.yaml" --teacher "$OUT/teacher" \

@@ -2,7 +2,7 @@
 
     python recipes/hybrid/hybrid.py --data ../shared/data --out runs/hybrid
 
-1. Runs: GTR (exact search, the bundled `gtr-small-distilled`) and BM25 (bm25s), 1000 deep, for the dev
+1. Runs: GTR (exact search, the bundled `gtr_small_distilled_en`) and BM25 (bm25s), 1000 deep, for the dev
    splits (SciFact train, NFCorpus dev) and every test split, cached in OUT/runs/NAME.SPLIT.SIDE.trec (a rerun
    reuses them).
 2. Sweep (dev splits only): NDCG@10 and Recall@100 of both fusions over GTR weights; the weight the

@@ -364,7 +364,7 @@ def test_embeddings_of_another_model_are_refused(tmp_path, tiny_model_dir, capsy
                 "--embeddings",
                 str(tmp_path / "e.npy"),
                 "--model",
-                "gtr-small-distilled",
+                "gtr_small_distilled_en",
                 "--out",
                 str(tmp_path / "idx"),
             ]
@@ -392,7 +392,7 @@ def _index_declaring_the_model(tmp_path, model_dir):
     )
 
 
-def test_bfloat16_shards_are_of_the_same_model_and_search_with_it_in_float32(tmp_path, tiny_model_dir, capsys):
+def test_bfloat16_embeddings_are_of_the_same_model_and_search_with_it_in_float32(tmp_path, tiny_model_dir, capsys):
     corpus = _encode_in_bfloat16(tmp_path, tiny_model_dir)
     assert main(["index", "--embeddings", str(tmp_path / "e.npy"), "--out", str(tmp_path / "idx")]) == 0
     assert _index_declaring_the_model(tmp_path, tiny_model_dir) == 0
@@ -406,7 +406,7 @@ def test_bfloat16_shards_are_of_the_same_model_and_search_with_it_in_float32(tmp
         np.testing.assert_allclose([score for _, score in found], [score for _, score in expected], atol=0.02)
 
 
-def test_bfloat16_shards_of_another_model_are_refused(tmp_path, tiny_model_dir, capsys):
+def test_bfloat16_embeddings_of_another_model_are_refused(tmp_path, tiny_model_dir, capsys):
     _encode_in_bfloat16(tmp_path, tiny_model_dir, n=3)
     record = json.loads((tmp_path / "e.json").read_text())
     record["model"]["bfloat16_sha256"] = "0" * 64  # as a bfloat16 model of other weights records it
@@ -419,7 +419,7 @@ def test_bfloat16_shards_of_another_model_are_refused(tmp_path, tiny_model_dir, 
     assert "built with another model (bfloat16_sha256 000000000000… recorded" in capsys.readouterr().err
 
 
-def test_a_shard_replaced_during_index_embeddings_is_exit_2_naming_it(tmp_path, monkeypatch, capsys):
+def test_an_embedding_file_replaced_during_index_embeddings_is_exit_2_naming_it(tmp_path, monkeypatch, capsys):
     from gtr_keras.retrieval import index
 
     vectors = np.random.default_rng(0).standard_normal((300, 8)).astype(np.float32)
@@ -428,9 +428,9 @@ def test_a_shard_replaced_during_index_embeddings_is_exit_2_naming_it(tmp_path, 
     (tmp_path / "e.ids.txt").write_text("".join(f"d{i}\n" for i in range(300)))
     build = index.index_embeddings
 
-    def replaced_after_the_check(shards, *args):
+    def replaced_after_the_check(embedding_files, *args):
         np.save(tmp_path / "e.npy", vectors[::-1].copy())
-        return build(shards, *args)
+        return build(embedding_files, *args)
 
     monkeypatch.setattr(index, "index_embeddings", replaced_after_the_check)
     assert main(["index", "--embeddings", str(tmp_path / "e.npy"), "--out", str(tmp_path / "idx")]) == 2
@@ -439,7 +439,7 @@ def test_a_shard_replaced_during_index_embeddings_is_exit_2_naming_it(tmp_path, 
     assert not (tmp_path / "idx").exists()
 
 
-def test_a_bad_shard_is_exit_2_naming_it_before_the_model_loads(tmp_path, tiny_model_dir, capsys, monkeypatch):
+def test_a_bad_embedding_file_is_exit_2_naming_it_before_the_model_loads(tmp_path, tiny_model_dir, capsys, monkeypatch):
     np.save(tmp_path / "e.npy", np.full((2, 4), 0.5, np.float32))
     (tmp_path / "e.ids.txt").write_text("a\na\n")
     monkeypatch.setattr("gtr_keras.saving.load_model", lambda *args, **kwargs: pytest.fail("the model was loaded"))

@@ -74,7 +74,7 @@ def test_help_answers_without_importing_tensorflow_or_the_library():
         (["search", "q", "--index", ".", "--model", "m"], "--index"),
         (["search", "q", "--index", "no-such", "--model", "m", "-k", "0"], "-k"),
         (["index", "--model", "m", "--corpus", "x.txt", "--out", "blocker"], "--out"),
-        (["index", "--model", "m", "--corpus", "x.txt", "--out", "i", "--shard-size", "0"], "--shard-size"),
+        (["index", "--model", "m", "--corpus", "x.txt", "--out", "i", "--piece-size", "0"], "--piece-size"),
         (["evaluate", "--dataset", "no-such-dir"], "--dataset"),
         (["evaluate", "--dataset", "."], "--model"),
         (["evaluate", "--dataset", ".", "--run-out", "."], "--run-out"),

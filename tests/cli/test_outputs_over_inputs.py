@@ -174,7 +174,7 @@ def test_a_ram_output_of_a_standalone_command_is_refused(tmp_path):
             "gtr_keras",
             "encode",
             "--model",
-            "gtr-small-distilled",
+            "gtr_small_distilled_en",
             "--input",
             str(tmp_path / "t.txt"),
             "--output",

@@ -23,7 +23,7 @@ from gtr_keras.errors import UserError
             "sentencepiece_vocabulary_size applies only .* this run uses the tokenizer of models/student",
         ),
         ({"teacher_temperature": 0}, "teacher_temperature must be positive"),
-        ({"teacher_shard_size": 0}, "teacher_shard_size must be an integer of at least 1"),
+        ({"teacher_piece_size": 0}, "teacher_piece_size must be an integer of at least 1"),
         ({"data": {"texts": []}}, r"data\.texts must be a list of files"),
     ],
 )

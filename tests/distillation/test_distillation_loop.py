@@ -71,8 +71,8 @@ def test_the_student_gets_closer_to_the_teacher_on_held_texts(tiny_model_dir, tm
 def test_a_rerun_with_changed_texts_is_refused_before_the_teacher_runs(tiny_model_dir, tmp_path, monkeypatch):
     config = tiny_distillation(tmp_path, tiny_model_dir)
     distill(config)
-    shards = sorted((tmp_path / "run" / "teacher_embeddings").rglob("shard-*.npz"))
-    assert [p.parent.name for p in shards] == ["documents", "queries"]
+    pieces = sorted((tmp_path / "run" / "teacher_embeddings").rglob("piece-*.npz"))
+    assert [p.parent.name for p in pieces] == ["documents", "queries"]
     monkeypatch.setattr("gtr_keras.distillation.teachers.load_teacher", lambda *a, **k: pytest.fail("teacher loaded"))
     pairs = word_pairs(40, 0)
     pairs[3]["positive"] = "another text"
@@ -81,18 +81,18 @@ def test_a_rerun_with_changed_texts_is_refused_before_the_teacher_runs(tiny_mode
         distill(config)
 
 
-def test_a_cache_is_reused_and_one_of_other_texts_is_refused_naming_the_shard(tiny_model_dir, tmp_path, monkeypatch):
+def test_a_cache_is_reused_and_one_of_other_texts_is_refused_naming_the_piece(tiny_model_dir, tmp_path, monkeypatch):
     teacher = load_teacher(tiny_model_dir)
     texts = [f"text {i}" for i in range(10)]
-    first = teacher_embeddings(teacher, texts, "document", tmp_path / "cache", shard_size=4, verbose=0)
+    first = teacher_embeddings(teacher, texts, "document", tmp_path / "cache", piece_size=4, verbose=0)
     np.testing.assert_allclose(first, teacher.encode_documents(texts), atol=1e-6)
     calls = []
     monkeypatch.setattr(type(teacher), "encode", lambda self, *args, **kwargs: calls.append(args))
-    again = teacher_embeddings(teacher, texts, "document", tmp_path / "cache", shard_size=4, verbose=0)
+    again = teacher_embeddings(teacher, texts, "document", tmp_path / "cache", piece_size=4, verbose=0)
     assert calls == [] and np.array_equal(again, first)  # the cache, read back
     texts[5] = "changed"
-    with pytest.raises(MismatchError, match=r"shard 1 was encoded from other texts \(documents 4-7"):
-        teacher_embeddings(teacher, texts, "document", tmp_path / "cache", shard_size=4, verbose=0)
+    with pytest.raises(MismatchError, match=r"piece 1 was encoded from other texts \(documents 4-7"):
+        teacher_embeddings(teacher, texts, "document", tmp_path / "cache", piece_size=4, verbose=0)
 
 
 def test_resume_with_another_teacher_is_refused(tiny_model_dir, tmp_path):

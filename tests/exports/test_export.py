@@ -41,7 +41,7 @@ def exports(tmp_path_factory, tiny_model_dir):
         for i, (doc_id, title, text) in enumerate(list(zip(corpus.ids, corpus.titles, corpus.texts))[:300])
     ]
     (root / "corpus.jsonl").write_text("".join(lines))
-    # The same documents encoded in two shards, for `index --embeddings`.
+    # The same documents encoded in two embedding files, for `index --embeddings`.
     (root / "emb").mkdir()
     for half, rows in enumerate((lines[:170], lines[170:])):
         (root / f"half-{half}.jsonl").write_text("".join(rows))

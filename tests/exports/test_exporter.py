@@ -26,16 +26,16 @@ def test_options_and_outputs_are_checked_before_the_model_loads(tmp_path, monkey
 
     monkeypatch.setattr(saving, "load_model", lambda *args, **kwargs: pytest.fail("the model was loaded"))
     with pytest.raises(UserError, match="format must be one of savedmodel, litert, onnx, openvino, got 'tflite'"):
-        gtr_keras.export("gtr-small-distilled", str(tmp_path / "out"), "tflite")
+        gtr_keras.export("gtr_small_distilled_en", str(tmp_path / "out"), "tflite")
     with pytest.raises(UserError, match="index: format 'litert' takes no index"):
-        gtr_keras.export("gtr-small-distilled", str(tmp_path / "out"), "litert", index=str(tmp_path))
+        gtr_keras.export("gtr_small_distilled_en", str(tmp_path / "out"), "litert", index=str(tmp_path))
     with pytest.raises(UserError, match="quantize: format 'savedmodel' takes no quantize"):
-        gtr_keras.export("gtr-small-distilled", str(tmp_path / "out"), quantize="int8")
+        gtr_keras.export("gtr_small_distilled_en", str(tmp_path / "out"), quantize="int8")
     mine = tmp_path / "mine" / "encoder" / "1"
     mine.mkdir(parents=True)
     (mine / "notes.txt").write_text("mine")
     with pytest.raises(DataError, match="not replaced, it holds notes.txt"):
-        gtr_keras.export("gtr-small-distilled", str(tmp_path / "mine"), version=1)
+        gtr_keras.export("gtr_small_distilled_en", str(tmp_path / "mine"), version=1)
 
 
 @pytest.mark.large

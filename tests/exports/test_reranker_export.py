@@ -57,7 +57,7 @@ def test_the_onnx_export_with_its_tokenizer_on_the_host_scores_as_the_reranker(
     "argv, message",
     [
         (["--format", "litert"], "argument --reranker: --format litert exports GTR encoders"),
-        (["--model", "gtr-small-distilled"], "one of the arguments --model or --reranker is required, not both"),
+        (["--model", "gtr_small_distilled_en"], "one of the arguments --model or --reranker is required, not both"),
         (["-k", "3"], "argument -k: does not apply to a reranker's export"),
         (["--format", "onnx", "--quantize", "int8"], "argument --quantize: does not apply to a reranker's export"),
     ],

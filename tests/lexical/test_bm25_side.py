@@ -112,7 +112,7 @@ class _Failure(Exception):
     pass
 
 
-def test_a_build_killed_after_its_shards_completes_with_its_side_when_rerun(
+def test_a_build_killed_after_its_pieces_completes_with_its_side_when_rerun(
     tmp_path, tiny_encoder, tiny_model_dir, monkeypatch
 ):
     from gtr_keras.lexical import bm25
@@ -125,15 +125,15 @@ def test_a_build_killed_after_its_shards_completes_with_its_side_when_rerun(
 
     monkeypatch.setattr(bm25.BM25Retriever, "save", fail)
     with pytest.raises(_Failure):
-        build_index(tiny_encoder, CORPUS, out, model_dir=tiny_model_dir, shard_size=2)
-    assert not os.path.exists(out) and sorted(os.listdir(work_dir_for(out)))[-1] == "shard-00001.npz"
+        build_index(tiny_encoder, CORPUS, out, model_dir=tiny_model_dir, piece_size=2)
+    assert not os.path.exists(out) and sorted(os.listdir(work_dir_for(out)))[-1] == "piece-00001.npz"
 
     monkeypatch.setattr(bm25.BM25Retriever, "save", save)
     encoded = []
     monkeypatch.setattr(
         tiny_encoder, "encode_documents", lambda *a, **k: encoded.append(a) or pytest.fail("re-encoded")
     )
-    index = build_index(tiny_encoder, CORPUS, out, model_dir=tiny_model_dir, shard_size=2)
+    index = build_index(tiny_encoder, CORPUS, out, model_dir=tiny_model_dir, piece_size=2)
     assert not encoded and not os.path.exists(work_dir_for(out))
     assert load_bm25_side(out, index.ids).search(["bread"], 1)[0] == [["bread"]]
     assert os.path.isdir(out / BM25_SUBDIR)

@@ -79,7 +79,7 @@ def test_config_round_trips_and_bad_settings_are_refused():
 
 
 def test_model_fusion_reads_the_bundled_models_record_and_overrides():
-    assert model_fusion("gtr-small-distilled").get_config()["gtr_weight"] == 0.2
+    assert model_fusion("gtr_small_distilled_en").get_config()["gtr_weight"] == 0.2
     assert model_fusion(BUNDLED_MODEL_DIR, gtr_weight=0.4).get_config()["gtr_weight"] == 0.4
     # Another method than the recorded one does not keep the recorded method's weight.
     assert model_fusion(BUNDLED_MODEL_DIR, method="rrf").get_config()["gtr_weight"] == DEFAULT_FUSION["gtr_weight"]

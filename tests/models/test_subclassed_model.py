@@ -56,7 +56,7 @@ def bert():
 def gtr():
     preset = keras_hub.models.TextEmbedder.from_preset(sys.argv[2])
     assert type(preset).__name__ == "GTRTextEmbedder", type(preset)
-    return gtr_keras.load("gtr-small-distilled").encode_queries(["lift on a wing"]).tolist()
+    return gtr_keras.load("gtr_small_distilled_en").encode_queries(["lift on a wing"]).tolist()
 
 first, second = (bert, gtr) if sys.argv[1] == "bert-first" else (gtr, bert)
 results = {first.__name__: first(), second.__name__: second()}

@@ -42,10 +42,10 @@ def _count_encodes(monkeypatch, encoder, crash_after=None):
     return calls
 
 
-def _interrupt(encoder, corpus, index_dir, monkeypatch, shards_done):
-    _count_encodes(monkeypatch, encoder, crash_after=shards_done)
+def _interrupt(encoder, corpus, index_dir, monkeypatch, pieces_done):
+    _count_encodes(monkeypatch, encoder, crash_after=pieces_done)
     with pytest.raises(RuntimeError, match="killed"):
-        build_index(encoder, corpus, index_dir, shard_size=4)
+        build_index(encoder, corpus, index_dir, piece_size=4)
 
 
 @pytest.fixture(scope="module")
@@ -57,28 +57,28 @@ def other_encoder(tiny_model_dir):
     return encoder
 
 
-def test_resume_reuses_finished_shards_and_matches_a_clean_build(tmp_path, tiny_encoder, monkeypatch):
+def test_resume_reuses_finished_pieces_and_matches_a_clean_build(tmp_path, tiny_encoder, monkeypatch):
     corpus = _corpus(10)
-    _interrupt(tiny_encoder, corpus, tmp_path / "idx", monkeypatch, shards_done=2)
+    _interrupt(tiny_encoder, corpus, tmp_path / "idx", monkeypatch, pieces_done=2)
     calls = _count_encodes(monkeypatch, tiny_encoder)
-    resumed = build_index(tiny_encoder, corpus, tmp_path / "idx", shard_size=4)
-    assert calls == [2]  # only shard 2, rows 8-9
-    clean = build_index(tiny_encoder, corpus, tmp_path / "clean", shard_size=4)
+    resumed = build_index(tiny_encoder, corpus, tmp_path / "idx", piece_size=4)
+    assert calls == [2]  # only piece 2, rows 8-9
+    clean = build_index(tiny_encoder, corpus, tmp_path / "clean", piece_size=4)
     np.testing.assert_allclose(resumed.embeddings, clean.embeddings, atol=1e-6)
 
 
-def test_resume_after_a_document_changed_names_the_shard(tmp_path, tiny_encoder, monkeypatch):
+def test_resume_after_a_document_changed_names_the_piece(tmp_path, tiny_encoder, monkeypatch):
     corpus = _corpus(10)
-    _interrupt(tiny_encoder, corpus, tmp_path / "idx", monkeypatch, shards_done=2)
+    _interrupt(tiny_encoder, corpus, tmp_path / "idx", monkeypatch, pieces_done=2)
     corpus.texts[5] += " edited"
     calls = _count_encodes(monkeypatch, tiny_encoder)
     work_dir = work_dir_for(tmp_path / "idx")
     message = (
-        f"{work_dir}: shard 1 was encoded from other texts (documents 4-7: one or more changed since); "
+        f"{work_dir}: piece 1 was encoded from other texts (documents 4-7: one or more changed since); "
         f"delete {work_dir} to start over"
     )
     with pytest.raises(MismatchError, match=re.escape(message)):
-        build_index(tiny_encoder, corpus, tmp_path / "idx", shard_size=4)
+        build_index(tiny_encoder, corpus, tmp_path / "idx", piece_size=4)
     assert calls == [] and len(os.listdir(work_dir)) == 3  # nothing encoded, nothing deleted
 
 
@@ -94,15 +94,15 @@ def test_resume_with_another_model_is_refused(
     tmp_path, tiny_encoder, other_encoder, tiny_model_dir, monkeypatch, settings, change
 ):
     corpus = _corpus(10)
-    _interrupt(tiny_encoder, corpus, tmp_path / "idx", monkeypatch, shards_done=1)
+    _interrupt(tiny_encoder, corpus, tmp_path / "idx", monkeypatch, pieces_done=1)
     encoder = load_model(tiny_model_dir, **settings) if settings else other_encoder
     work_dir = re.escape(work_dir_for(tmp_path / "idx"))
     with pytest.raises(
         MismatchError,
-        match=f"^{work_dir}: these shards were encoded from other inputs or settings "
+        match=f"^{work_dir}: these pieces were encoded from other inputs or settings "
         rf"\({change}\); delete {work_dir} to start over$",
     ):
-        build_index(encoder, corpus, tmp_path / "idx", shard_size=4)
+        build_index(encoder, corpus, tmp_path / "idx", piece_size=4)
 
 
 @pytest.mark.parametrize(
@@ -110,7 +110,7 @@ def test_resume_with_another_model_is_refused(
     [
         ({"kind": "approximate"}, "kind must be one of"),
         ({"batch_size": 0}, "batch_size must be a positive int, got 0"),
-        ({"shard_size": -4}, "shard_size must be a positive int, got -4"),
+        ({"piece_size": -4}, "piece_size must be a positive int, got -4"),
     ],
 )
 def test_build_index_checks_arguments_before_encoding(tmp_path, tiny_encoder, monkeypatch, arguments, message):

@@ -9,7 +9,7 @@ from search_inputs import assert_same_results, clustered
 
 from gtr_keras.beir.readers import Corpus
 from gtr_keras.cli.main import main
-from gtr_keras.errors import DataError, MismatchError
+from gtr_keras.errors import DataError, MismatchError, UserError
 from gtr_keras.retrieval.index import Index
 from gtr_keras.retrieval.index_building import build_index, index_metadata
 from gtr_keras.retrieval.index_types import IndexUpdate
@@ -17,6 +17,7 @@ from gtr_keras.retrieval.index_updates import update_index
 from gtr_keras.retrieval.retriever import Retriever
 from gtr_keras.storage.layout import read_id_file
 from gtr_keras.storage.search_index import SearchIndex
+from gtr_keras.utils import files
 
 WORDS = "wing lift drag shock boundary layer heat transfer flutter nozzle jet buckling panel cone mach".split()
 
@@ -27,8 +28,8 @@ def _corpus(ids, seed=0):
     return Corpus(list(ids), [f"title {i}" for i in ids], texts)
 
 
-def _shard(path, ids, vectors, model=None):
-    """A shard in `gtr-keras encode`'s format (with its model record when `model` is given)."""
+def _embedding_file(path, ids, vectors, model=None):
+    """An embedding file in `gtr-keras encode`'s format (with its model record when `model` is given)."""
     np.save(path, vectors)
     path.with_suffix(".ids.txt").write_text("".join(f"{i}\n" for i in ids))
     if model is not None:
@@ -64,10 +65,10 @@ def test_embeddings_of_another_model_are_refused_before_any_index_work(tmp_path,
     model = index_metadata(tiny_encoder, None)
     (tmp_path / "emb").mkdir()
     dims = model["embedding_dim"]
-    _shard(tmp_path / "emb" / "a.npy", ["a", "b"], _unit(2, dims), model)
+    _embedding_file(tmp_path / "emb" / "a.npy", ["a", "b"], _unit(2, dims), model)
     assert main(["index", "--embeddings", str(tmp_path / "emb" / "a.npy"), "--out", str(tmp_path / "idx")]) == 0
     (tmp_path / "new").mkdir()
-    _shard(tmp_path / "new" / "n.npy", ["c"], _unit(1, dims), {**model, "model_sha256": "f" * 64})
+    _embedding_file(tmp_path / "new" / "n.npy", ["c"], _unit(1, dims), {**model, "model_sha256": "f" * 64})
     with pytest.raises(MismatchError, match=r"n.npy: encoded by another model than the index .*model_sha256"):
         update_index(tmp_path / "idx", embeddings=str(tmp_path / "new" / "*.npy"))
     assert SearchIndex.load(tmp_path / "idx").ids == ["a", "b"]
@@ -75,11 +76,11 @@ def test_embeddings_of_another_model_are_refused_before_any_index_work(tmp_path,
 
 def test_cli_update_with_embeddings_and_deletions(tmp_path, capsys):
     (tmp_path / "emb").mkdir()
-    _shard(tmp_path / "emb" / "a.npy", [f"d{i}" for i in range(30)], clustered(30, seed=1))
+    _embedding_file(tmp_path / "emb" / "a.npy", [f"d{i}" for i in range(30)], clustered(30, seed=1))
     out = str(tmp_path / "idx")
     assert main(["index", "--embeddings", str(tmp_path / "emb" / "*.npy"), "--out", out]) == 0
     (tmp_path / "new").mkdir()
-    _shard(tmp_path / "new" / "n.npy", ["d1", "x1"], clustered(2, seed=2))
+    _embedding_file(tmp_path / "new" / "n.npy", ["d1", "x1"], clustered(2, seed=2))
     (tmp_path / "ids.txt").write_text("d2\nd3\n")
     update = ["update", out, "--embeddings", str(tmp_path / "new" / "*.npy")]
     assert main([*update, "--delete", str(tmp_path / "ids.txt")]) == 0
@@ -91,6 +92,10 @@ def test_cli_update_with_embeddings_and_deletions(tmp_path, capsys):
     assert f"{tmp_path / 'ids.txt'}:2: id 'nope' is not in the index" in capsys.readouterr().err
     assert main(["update", out, "--delete", str(tmp_path / "ids.txt"), "--missing-ok"]) == 0
     assert len(SearchIndex.load(out).ids) == 28
+    with files.open("ram://test_cli_update/ids.txt", "w") as f:
+        f.write("d5\n")
+    assert main(["update", out, "--delete", "ram://test_cli_update/ids.txt"]) == 0  # the scheme kept
+    assert len(SearchIndex.load(out).ids) == 27 and "d5" not in set(SearchIndex.load(out).ids)
 
 
 def test_an_id_file_names_the_line_of_a_bad_id(tmp_path):
@@ -115,7 +120,7 @@ def test_cli_update_checks_the_index_and_the_ids_before_the_model_loads(tmp_path
         main(["update", str(tmp_path / "not-an-index"), *update])
     assert exit_.value.code == 2 and "not an index directory (no retriever.json)" in capsys.readouterr().err
     (tmp_path / "emb").mkdir()
-    _shard(tmp_path / "emb" / "a.npy", ["d0", "d1"], clustered(2, seed=1))
+    _embedding_file(tmp_path / "emb" / "a.npy", ["d0", "d1"], clustered(2, seed=1))
     assert main(["index", "--embeddings", str(tmp_path / "emb" / "a.npy"), "--out", str(tmp_path / "idx")]) == 0
     corpus = tmp_path / "corpus.jsonl"
     corpus.write_text(json.dumps({"_id": "d0", "text": "wing"}) + "\n")
@@ -190,10 +195,28 @@ def test_a_compaction_alone_keeps_the_bm25_side(tmp_path, tiny_encoder, tiny_mod
     assert len(rebuilds) == 1
 
 
-def test_an_update_returns_the_ids_it_added_replaced_and_deleted_in_the_order_given(tmp_path):
-    _shard(tmp_path / "base.npy", [f"d{i}" for i in range(20)], _unit(20, 8))
+def test_delete_is_one_id_as_a_str_ids_as_a_list_and_a_file_of_ids_as_a_path_like(tmp_path):
+    _embedding_file(tmp_path / "base.npy", ["d1", "d2", "d3", "d4", "gone.txt"], _unit(5, 8))
     Index.build(tmp_path / "idx", embeddings=str(tmp_path / "base.npy"))
-    _shard(tmp_path / "new.npy", ["n1", "d2", "n0"], _unit(3, 8))
+    (tmp_path / "gone.txt").write_text("d1\n")
+    assert update_index(tmp_path / "idx", delete="gone.txt").deleted == ("gone.txt",)  # one id, never a file
+    with pytest.raises(DataError, match="^delete\\[0\\]: id 'd1 d4' is not in the index"):
+        update_index(tmp_path / "idx", delete="d1 d4")  # one id, never its words
+    assert update_index(tmp_path / "idx", delete=iter(["d2"])).deleted == ("d2",)
+    with files.open("ram://test_index_updates/ids.txt", "w") as f:
+        f.write("d3\nd9\n")
+    with pytest.raises(DataError, match="^ram://test_index_updates/ids.txt:2: id 'd9' is not in the index"):
+        update_index(tmp_path / "idx", delete=files.FilePath("ram://test_index_updates/ids.txt"))
+    change = update_index(tmp_path / "idx", delete=files.FilePath("ram://test_index_updates/ids.txt"), missing_ok=True)
+    assert change.deleted == ("d3",) and change.documents == 2
+    with pytest.raises(UserError, match="delete must be an id .* or a list of ids, got bytes"):
+        update_index(tmp_path / "idx", delete=b"d1")
+
+
+def test_an_update_returns_the_ids_it_added_replaced_and_deleted_in_the_order_given(tmp_path):
+    _embedding_file(tmp_path / "base.npy", [f"d{i}" for i in range(20)], _unit(20, 8))
+    Index.build(tmp_path / "idx", embeddings=str(tmp_path / "base.npy"))
+    _embedding_file(tmp_path / "new.npy", ["n1", "d2", "n0"], _unit(3, 8))
     update = {"embeddings": str(tmp_path / "new.npy"), "delete": ["zz", "d7"], "missing_ok": True}
     change = update_index(tmp_path / "idx", **update)
     assert change == IndexUpdate(("n1", "n0"), ("d2",), ("d7",), generation=1, documents=21, segments=2)

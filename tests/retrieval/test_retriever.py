@@ -65,7 +65,7 @@ def _index_command(model_dir, corpus_dir, out):
         str(corpus_dir),
         "--out",
         str(out),
-        "--shard-size",
+        "--piece-size",
         "40",
         "--batch-size",
         "8",
@@ -81,11 +81,11 @@ def test_killed_index_resumes_and_matches_an_uninterrupted_one(tmp_path, tiny_mo
     process = subprocess.Popen(_index_command(tiny_model_dir, directory, out), stderr=subprocess.DEVNULL)
     partial = work_dir_for(out)
     deadline = time.time() + 120
-    while time.time() < deadline and not os.path.exists(os.path.join(partial, "shard-00002.npz")):
+    while time.time() < deadline and not os.path.exists(os.path.join(partial, "piece-00002.npz")):
         time.sleep(0.05)
     process.send_signal(signal.SIGKILL)
     process.wait()
-    finished = sorted(f for f in os.listdir(partial) if f.startswith("shard-"))
+    finished = sorted(f for f in os.listdir(partial) if f.startswith("piece-"))
     assert 3 <= len(finished) < 15, finished
     assert not out.exists()  # no half-written index is visible
     manifest = json.load(open(os.path.join(partial, "manifest.json")))
@@ -97,7 +97,7 @@ def test_killed_index_resumes_and_matches_an_uninterrupted_one(tmp_path, tiny_mo
     subprocess.run(_index_command(tiny_model_dir, directory, out), check=True, stderr=subprocess.DEVNULL)
     assert not os.path.exists(partial)
     resumed = SearchIndex.load(out / "index")
-    reference = build_index(tiny_encoder, corpus, tmp_path / "clean", shard_size=40, batch_size=8)
+    reference = build_index(tiny_encoder, corpus, tmp_path / "clean", piece_size=40, batch_size=8)
     assert resumed.ids == reference.ids == corpus.ids
     np.testing.assert_allclose(resumed.embeddings, reference.embeddings, atol=1e-6)
     queries = corpus.texts[:5]

@@ -373,7 +373,7 @@ def test_bad_serve_flags_are_exit_2_in_one_line(flags, message, capsys):
     from gtr_keras.cli.main import main
 
     with pytest.raises(SystemExit) as exit_:
-        main(["serve", "--model", "gtr-small-distilled", *flags])
+        main(["serve", "--model", "gtr_small_distilled_en", *flags])
     assert exit_.value.code == 2
     assert message in capsys.readouterr().err.strip()
 
@@ -445,7 +445,7 @@ def test_bad_serve_flags_of_the_gateway_are_exit_2_in_one_line(flags, message, c
     from gtr_keras.cli.main import main
 
     with pytest.raises(SystemExit) as exit_:
-        main(["serve", "--model", "gtr-small-distilled", *flags])
+        main(["serve", "--model", "gtr_small_distilled_en", *flags])
     assert exit_.value.code == 2
     err = capsys.readouterr().err.strip()
     assert message in err and "\n" not in err and "sk 1" not in err

@@ -15,7 +15,7 @@ def _unit(n, seed):
     return x / np.linalg.norm(x, axis=1, keepdims=True)
 
 
-def _shard(directory, name, ids, vectors=None, seed=0):
+def _embedding_file(directory, name, ids, vectors=None, seed=0):
     vectors = _unit(len(ids), seed) if vectors is None else vectors
     with tf.io.gfile.GFile(f"{directory}/{name}.npy", "wb") as f:
         np.save(f, vectors)
@@ -35,29 +35,29 @@ def directory(request, tmp_path):
     tf.io.gfile.rmtree(path)
 
 
-def test_shards_are_read_in_file_name_order_a_chunk_at_a_time(directory):
-    second = _shard(directory, "part-1", ["c", "d", "e"], seed=2)
-    first = _shard(directory, "part-0", ["a", "b"], seed=1)
-    shards = EmbeddingFiles.open(f"{directory}/part-*.npy", chunk_rows=2)
-    assert shards.ids == ["a", "b", "c", "d", "e"] and shards.num_rows == 5 and shards.dims == DIMS
-    chunks = list(shards.chunks())
+def test_embedding_files_are_read_in_file_name_order_a_chunk_at_a_time(directory):
+    second = _embedding_file(directory, "part-1", ["c", "d", "e"], seed=2)
+    first = _embedding_file(directory, "part-0", ["a", "b"], seed=1)
+    embeddings = EmbeddingFiles.open(f"{directory}/part-*.npy", chunk_rows=2)
+    assert embeddings.ids == ["a", "b", "c", "d", "e"] and embeddings.num_rows == 5 and embeddings.dims == DIMS
+    chunks = list(embeddings.chunks())
     assert [len(c) for c in chunks] == [2, 2, 1]
     np.testing.assert_array_equal(np.concatenate(chunks), np.concatenate([first, second]))
-    assert shards.model is None
+    assert embeddings.model is None
 
 
-def test_beam_npz_shards_are_read_the_same_way(tmp_path):
+def test_beam_npz_files_are_read_the_same_way(tmp_path):
     vectors = _unit(3, 1)
     with open(tmp_path / "embeddings-00000-of-00001.npz", "wb") as f:
         np.savez(f, ids=np.array(["x", "y", "z"]), embeddings=vectors, files=np.zeros(3), lines=np.arange(3))
-    shards = EmbeddingFiles.open(str(tmp_path / "embeddings-*.npz"))
-    assert shards.ids == ["x", "y", "z"]
-    np.testing.assert_array_equal(np.concatenate(list(shards.chunks())), vectors)
+    embeddings = EmbeddingFiles.open(str(tmp_path / "embeddings-*.npz"))
+    assert embeddings.ids == ["x", "y", "z"]
+    np.testing.assert_array_equal(np.concatenate(list(embeddings.chunks())), vectors)
 
 
 def _bad(tmp_path, case):
-    """Writes shards with one fault; returns the message expected, naming its file (and line or row)."""
-    good = _shard(tmp_path, "a", ["a0", "a1", "a2"])
+    """Writes embedding files with one fault; returns the message expected, naming its file (and line or row)."""
+    good = _embedding_file(tmp_path, "a", ["a0", "a1", "a2"])
     if case == "rows":
         (tmp_path / "a.ids.txt").write_text("a0\na1\n")
         return r"a\.ids\.txt: 2 ids for the 3 rows of .*a\.npy"
@@ -74,7 +74,7 @@ def _bad(tmp_path, case):
         np.save(tmp_path / "a.npy", good)
         return r"a\.npy: row 2 has norm 2, not 1"
     if case == "duplicate":
-        _shard(tmp_path, "b", ["b0", "a1"])
+        _embedding_file(tmp_path, "b", ["b0", "a1"])
         return r"b\.ids\.txt:2: id 'a1' duplicates .*a\.ids\.txt:2"
     if case == "whitespace":
         (tmp_path / "a.ids.txt").write_text("a0\na1 \na2\n")
@@ -95,16 +95,16 @@ def _bad(tmp_path, case):
         (tmp_path / "a.npy").write_bytes((tmp_path / "a.npy").read_bytes()[:-8])
         return r"a\.npy: truncated"
     if case == "one model record":
-        _shard(tmp_path, "b", ["b0"])
+        _embedding_file(tmp_path, "b", ["b0"])
         (tmp_path / "b.json").write_text(json.dumps({"model": {"model_sha256": "x"}}))
-        return r"a\.npy: no model record .* while other shards have one"
+        return r"a\.npy: no model record .* while other embedding files have one"
     if case == "two models":
-        _shard(tmp_path, "b", ["b0"])
+        _embedding_file(tmp_path, "b", ["b0"])
         (tmp_path / "a.json").write_text(json.dumps({"model": {"model_sha256": "x"}}))
         (tmp_path / "b.json").write_text(json.dumps({"model": {"model_sha256": "y"}}))
         return r"b\.json: embeddings of another model than .*a\.json"
     if case == "query embeddings":
-        _shard(tmp_path, "b", ["b0"])
+        _embedding_file(tmp_path, "b", ["b0"])
         for name, kind in (("a", "document"), ("b", "query")):
             (tmp_path / f"{name}.json").write_text(json.dumps({"model": {"model_sha256": "x"}, "kind": kind}))
         return r"b\.json: field 'kind' is 'query', not 'document'; an index holds documents"
@@ -117,9 +117,9 @@ def _bad(tmp_path, case):
     if case == "model a string":
         (tmp_path / "a.json").write_text(json.dumps({"model": "gtr-base", "kind": "document"}))
         return r"a\.json: field 'model' is str, not an object"
-    if case == "record of another shard":
+    if case == "record of another embedding file":
         (tmp_path / "a.json").write_text(json.dumps({"model": {"model_sha256": "x"}, "num_rows": 5}))
-        return r"a\.json: field 'num_rows' is 5, but .*a\.npy has 3 rows"
+        return r"a\.json: field 'num_rows' is 5, but .*a\.npy has 3 rows; the record is of another embedding file"
     raise AssertionError(case)
 
 
@@ -143,10 +143,10 @@ def _bad(tmp_path, case):
         "record not an object",
         "empty record",
         "model a string",
-        "record of another shard",
+        "record of another embedding file",
     ],
 )
-def test_a_bad_shard_is_named_before_any_index_work(tmp_path, case):
+def test_a_bad_embedding_file_is_named_before_any_index_work(tmp_path, case):
     message = _bad(tmp_path, case)
     with pytest.raises(DataError, match=message):
         EmbeddingFiles.open(str(tmp_path / "*.npy"))
@@ -172,51 +172,51 @@ def _npz(path, ids, vectors):
         (np.array(["x0", "x1", "x2", "x1", "x4"]), r"x\.npz:ids\[3\]: id 'x1' duplicates .*x\.npz:ids\[1\]"),
     ],
 )
-def test_a_beam_shard_goes_through_the_checks_of_a_npy_shard(tmp_path, ids, message):
+def test_a_beam_npz_file_goes_through_the_checks_of_a_npy_file(tmp_path, ids, message):
     _npz(tmp_path / "x.npz", ids, _unit(5, 0))
     with pytest.raises(DataError, match=message):
         EmbeddingFiles.open(str(tmp_path / "*.npz"))
 
 
 def test_a_byte_order_mark_at_the_start_of_an_ids_file_is_dropped(tmp_path):
-    _shard(tmp_path, "a", ["201", "202"])
+    _embedding_file(tmp_path, "a", ["201", "202"])
     (tmp_path / "a.ids.txt").write_bytes(b"\xef\xbb\xbf201\n202\n")
     assert EmbeddingFiles.open(str(tmp_path / "a.npy")).ids == ["201", "202"]
 
 
 @pytest.mark.parametrize("name", ["a.npy", "x.npz"])
 @pytest.mark.parametrize("kind", ["exact", "scann"])
-def test_a_shard_replaced_after_its_check_is_refused_naming_it(tmp_path, name, kind):
+def test_an_embedding_file_replaced_after_its_check_is_refused_naming_it(tmp_path, name, kind):
     from gtr_keras.retrieval.index_building import index_embeddings
 
     ids = [f"d{i}" for i in range(150)]
     if name.endswith(".npy"):
-        _shard(tmp_path, "a", ids, seed=1)
+        _embedding_file(tmp_path, "a", ids, seed=1)
     else:
         _npz(tmp_path / name, np.array(ids), _unit(150, 1))
-    shards = EmbeddingFiles.open(str(tmp_path / name), chunk_rows=64)
+    embeddings = EmbeddingFiles.open(str(tmp_path / name), chunk_rows=64)
     replaced = _unit(150, 2)
     if name.endswith(".npy"):
         np.save(tmp_path / name, replaced)
     else:
         _npz(tmp_path / name, np.array(ids), replaced)
     with pytest.raises(DataError, match=rf"{name}: changed since it was checked \(rows 0-\d+ differ\)"):
-        index_embeddings(shards, tmp_path / "idx", kind=kind)
+        index_embeddings(embeddings, tmp_path / "idx", kind=kind)
     assert not (tmp_path / "idx").exists()
 
 
-def test_a_beam_shard_replaced_between_its_ids_and_its_vectors_check_is_refused(tmp_path):
+def test_a_beam_npz_file_replaced_between_its_ids_and_its_vectors_check_is_refused(tmp_path):
     _npz(tmp_path / "x.npz", np.array(["x0", "x1"]), _unit(2, 0))
-    shards = EmbeddingFiles([str(tmp_path / "x.npz")])  # the ids are read with the vectors
+    embeddings = EmbeddingFiles([str(tmp_path / "x.npz")])  # the ids are read with the vectors
     _npz(tmp_path / "x.npz", np.array(["x0", "x1"]), _unit(2, 1))
     with pytest.raises(DataError, match=r"x\.npz: changed since it was checked \(rows 0-1 differ\)"):
-        shards.check_vectors()
+        embeddings.check_vectors()
 
 
 def test_a_model_record_lacking_a_field_is_named(tmp_path):
     from gtr_keras.retrieval.index_building import index_embeddings
 
-    _shard(tmp_path, "a", ["a0"])
+    _embedding_file(tmp_path, "a", ["a0"])
     (tmp_path / "a.json").write_text(json.dumps({"model": {"embedding_dim": DIMS}, "kind": "document"}))
     with pytest.raises(DataError, match=r"a\.json: field 'model' lacks \['document_length', 'query_length', "):
         index_embeddings(str(tmp_path / "a.npy"), tmp_path / "idx")
@@ -227,16 +227,16 @@ def test_a_glob_that_matches_nothing_is_named(tmp_path):
         EmbeddingFiles.open(str(tmp_path / "part-*.npy"))
 
 
-def test_the_model_record_of_encode_is_shared_by_the_shards(tmp_path):
+def test_the_model_record_of_encode_is_shared_by_the_embedding_files(tmp_path):
     for name in ("a", "b"):
-        _shard(tmp_path, name, [f"{name}0"])
+        _embedding_file(tmp_path, name, [f"{name}0"])
         (tmp_path / f"{name}.json").write_text(json.dumps({"model": {"model_sha256": "m"}, "kind": "document"}))
     assert EmbeddingFiles.open(str(tmp_path / "*.npy")).model == {"model_sha256": "m"}
 
 
-def test_shards_of_one_model_at_two_paths_are_of_one_model(tmp_path):
+def test_embedding_files_of_one_model_at_two_paths_are_of_one_model(tmp_path):
     for name, model_dir in (("a", "/machine-1/gtr-base"), ("b", "/machine-2/gtr-base")):
-        _shard(tmp_path, name, [f"{name}0"])
+        _embedding_file(tmp_path, name, [f"{name}0"])
         (tmp_path / f"{name}.json").write_text(json.dumps({"model": {"model_sha256": "m", "model_dir": model_dir}}))
     assert EmbeddingFiles.open(str(tmp_path / "*.npy")).model["model_sha256"] == "m"
 
@@ -246,8 +246,8 @@ def test_index_embeddings_on_each_file_system_searches_as_the_in_memory_index(di
     from gtr_keras.retrieval.index_building import index_embeddings
     from gtr_keras.storage.search_index import SearchIndex
 
-    first = _shard(directory, "part-0", [f"a{i}" for i in range(150)], seed=1)
-    second = _shard(directory, "part-1", [f"b{i}" for i in range(120)], seed=2)
+    first = _embedding_file(directory, "part-0", [f"a{i}" for i in range(150)], seed=1)
+    second = _embedding_file(directory, "part-1", [f"b{i}" for i in range(120)], seed=2)
     assert index_embeddings(f"{directory}/part-*.npy", f"{directory}/idx", kind=kind) == (270, kind)
     loaded = SearchIndex.load(f"{directory}/idx")
     vectors = np.concatenate([first, second])
@@ -257,14 +257,14 @@ def test_index_embeddings_on_each_file_system_searches_as_the_in_memory_index(di
     assert np.mean([len(set(a) & set(b)) / 5 for a, b in zip(found, expected)]) > 0.9
 
 
-def test_a_beam_shard_larger_than_a_chunk_is_read_whole(tmp_path):
+def test_a_beam_npz_file_larger_than_a_chunk_is_read_whole(tmp_path):
     vectors = _unit(7, 3)
     with open(tmp_path / "embeddings-00000-of-00001.npz", "wb") as f:
         np.savez(f, ids=np.array([f"x{i}" for i in range(7)]), embeddings=vectors)
     vectors[5, 0] = np.nan
     with open(tmp_path / "embeddings-00000-of-00002.npz", "wb") as f:
         np.savez(f, ids=np.array([f"y{i}" for i in range(7)]), embeddings=vectors)
-    shards = EmbeddingFiles([str(tmp_path / "embeddings-00000-of-00001.npz")], chunk_rows=3)
-    np.testing.assert_array_equal(np.concatenate(list(shards.chunks())), _unit(7, 3))
+    embeddings = EmbeddingFiles([str(tmp_path / "embeddings-00000-of-00001.npz")], chunk_rows=3)
+    np.testing.assert_array_equal(np.concatenate(list(embeddings.chunks())), _unit(7, 3))
     with pytest.raises(DataError, match=r"of-00002\.npz: row 5 holds NaN"):  # past the first chunk_rows rows
         EmbeddingFiles([str(tmp_path / "embeddings-00000-of-00002.npz")], chunk_rows=3).check_vectors()

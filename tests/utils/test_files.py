@@ -1,4 +1,5 @@
 import os
+import pathlib
 
 import numpy as np
 import pytest
@@ -237,6 +238,15 @@ def test_outputs_on_ram_filesystem_replace_together_and_survive_a_failure():
         np.testing.assert_array_equal(np.load(f), np.arange(3))
     with files.local_copy(f"{root}/index") as local:
         assert open(os.path.join(local, "sub", "ids.txt")).read() == "a\n"
+
+
+def test_a_file_path_keeps_its_scheme_where_pathlib_would_not():
+    path = files.FilePath("gs://bucket/ids.txt")
+    assert os.fspath(path) == "gs://bucket/ids.txt" and isinstance(path, os.PathLike)
+    assert os.fspath(pathlib.Path("gs://bucket/ids.txt")) == "gs:/bucket/ids.txt"
+    with files.open("ram://test_files/ids.txt", "w") as f:
+        f.write("d1\n")
+    assert files.read_bytes(files.FilePath("ram://test_files/ids.txt")) == b"d1\n"
 
 
 def test_a_directory_on_another_file_system_is_replaced_only_when_of_the_kind_written():

@@ -201,7 +201,7 @@ def test_two_index_runs_started_together_on_one_output_never_mix_their_corpora(t
                 str(tmp_path / f"{name}.jsonl"),
                 "--out",
                 str(out),
-                "--shard-size",
+                "--piece-size",
                 "20",
             ],
             cwd=REPO,

@@ -61,10 +61,10 @@ def test_unreadable_reason_drops_only_the_leading_path():
 
 
 def test_describe_change_names_the_first_changed_field_in_the_order_given():
-    recorded = {"shard_size": 2048, "document_length": 512, "model": "m"}
-    current = {"document_length": 256, "shard_size": 40}
+    recorded = {"piece_size": 2048, "document_length": 512, "model": "m"}
+    current = {"document_length": 256, "piece_size": 40}
     assert describe_change(recorded, current) == "document_length 512 recorded, now 256"
-    assert describe_change(recorded, {"shard_size": 40}, "this run has") == "shard_size 2048 recorded, this run has 40"
+    assert describe_change(recorded, {"piece_size": 40}, "this run has") == "piece_size 2048 recorded, this run has 40"
 
 
 def test_describe_change_of_matching_records_is_none_and_extra_recorded_fields_do_not_count():

@@ -15,7 +15,9 @@ def add_parser(subparsers, parents):
         parents=parents,
     )
     p.add_argument("--out", type=output_dir, default="gtr-demo", help="where the index and exports go")
-    p.add_argument("--model", default=None, help="model directory or bundled model name (default: gtr-small-distilled)")
+    p.add_argument(
+        "--model", default=None, help="model directory or bundled model name (default: gtr_small_distilled_en)"
+    )
     p.add_argument("--dataset", type=input_dir, default=None, help="BEIR directory (default: the bundled Cranfield)")
     return p
 

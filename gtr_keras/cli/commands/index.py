@@ -27,9 +27,9 @@ def add_parser(subparsers, parents):
     p = subparsers.add_parser(
         "index",
         help="encode a corpus, or take precomputed embeddings, and build a search index (resumable)",
-        description="With --model and --corpus: encodes the corpus shard by shard (a killed run resumes if nothing it "
+        description="With --model and --corpus: encodes the corpus piece by piece (a killed run resumes if nothing it "
         "depends on changed) and writes the index directory at the end. With --embeddings: indexes "
-        "embedding shards (encode's NAME.npy + NAME.ids.txt, or the Beam pipeline's .npz), checked before "
+        "embedding files (encode's NAME.npy + NAME.ids.txt, or the Beam pipeline's .npz), checked before "
         "any index work, a chunk at a time (memory: see docs/large-corpora.md).",
         parents=parents,
     )
@@ -48,7 +48,7 @@ def add_parser(subparsers, parents):
         "--embeddings",
         type=embedding_source,
         metavar="GLOB",
-        help="precomputed embedding shards instead of --corpus, e.g. 'emb/part-*.npy' (quote the glob), "
+        help="precomputed embedding files instead of --corpus, e.g. 'emb/part-*.npy' (quote the glob), "
         "in file-name order (default: none)",
     )
     p.add_argument(
@@ -90,7 +90,7 @@ def add_parser(subparsers, parents):
         "with BM25 (default: none, no texts, no metadata and no BM25 side)",
     )
     add_batch_size(p, "documents")
-    p.add_argument("--shard-size", type=at_least_one, default=2048, help="documents per resumable shard")
+    p.add_argument("--piece-size", type=at_least_one, default=2048, help="documents per resumable piece")
     add_progress(p)
     add_dimensions(p, "the indexed vectors (recorded: queries are cut the same), or of --embeddings")
     add_beam_arguments(p)
@@ -134,12 +134,12 @@ def run(args):
         rescore=args.rescore,
         bm25=args.bm25,
         batch_size=args.batch_size,
-        shard_size=args.shard_size,
+        piece_size=args.piece_size,
         progress=args.progress,
         runner=args.runner,
         beam_options=args.beam_option or (),
         large_model=args.large_model,
-        shard_rows=args.shard_rows,
+        file_rows=args.file_rows,
         dimensions=args.dimensions,
     )
     bm25 = "and a BM25 side" if has_bm25_side(args.out) else "no BM25 side"

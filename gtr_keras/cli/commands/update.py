@@ -11,6 +11,7 @@ from gtr_keras.cli.helpers.shared_flags import (
     add_progress,
     add_update_arguments,
 )
+from gtr_keras.utils import files
 from gtr_keras.utils.locks import locks_output
 
 
@@ -42,23 +43,23 @@ def check(args, parser):
 
 @locks_output("args.index")  # before the corpus and the model load: a second run is refused at once
 def run(args):
-    """`update INDEX`: the shards opened here, the corpus read and the rest of the checks (the index's model,
+    """`update INDEX`: the embedding files opened here, the corpus read and the rest of the checks (the index's model,
     the ids to delete, the metadata types) in `update_index`, all before the model loads."""
     from gtr_keras.retrieval.index_updates import update_index
 
-    shards = None
+    embedding_files = None
     if args.embeddings:
         from gtr_keras.storage.embedding_files import EmbeddingFiles
 
-        shards = EmbeddingFiles.open(args.embeddings)
+        embedding_files = EmbeddingFiles.open(args.embeddings)
     change = update_index(
         args.index,
-        embeddings=shards,
+        embeddings=embedding_files,
         corpus=args.corpus,
         documents=args.bm25_corpus,
         encoder=(lambda: handler_inputs.encoder(args)) if args.model else None,
         model_dir=args.model,
-        delete=args.delete,
+        delete=files.FilePath(args.delete) if args.delete else None,
         missing_ok=args.missing_ok,
         compact=True if args.compact else "auto",
         batch_size=args.batch_size,

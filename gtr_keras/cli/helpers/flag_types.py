@@ -308,6 +308,6 @@ embedding_source.allows_glob = True
 output_file = output_path("file")
 output_dir = output_path("directory")
 MODEL_HELP = (
-    "model directory, sentence-transformers checkpoint, hf://ORG/NAME, a bundled model (gtr-small-distilled) "
-    "or a published one by name (gtr-base ... gtr-xxl)"
+    "model directory, sentence-transformers checkpoint, hf://ORG/NAME, a bundled model (gtr_small_distilled_en) "
+    "or a published one by name (gtr_t5_base_en ... gtr_t5_xxl_en)"
 )

@@ -24,7 +24,7 @@ BEAM_RUNNERS = ("DirectRunner", "DataflowRunner", "FlinkRunner", "SparkRunner")
 
 
 def add_beam_arguments(parser):
-    """Adds `--runner`, `--beam-option`, `--large-model`, `--shard-rows` to a parser.
+    """Adds `--runner`, `--beam-option`, `--large-model`, `--file-rows` to a parser.
 
     `--runner` defaults to None: the caller encodes in-process then.
 
@@ -53,7 +53,7 @@ def add_beam_arguments(parser):
         action="store_true",
         help="one model copy per machine, shared by all worker processes (GTR-XL/XXL)",
     )
-    group.add_argument("--shard-rows", type=at_least_one, default=50_000, help="documents per embedding shard file")
+    group.add_argument("--file-rows", type=at_least_one, default=50_000, help="documents per embedding file")
 
 
 def add_dimensions(parser, what="the embeddings"):

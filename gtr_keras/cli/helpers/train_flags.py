@@ -250,11 +250,11 @@ DISTILL_FLAGS = (
     ),
     ("--teacher-batch-size", "teacher_batch_size", at_least_one, None, "texts per teacher pass (default: 64)"),
     (
-        "--teacher-shard-size",
-        "teacher_shard_size",
+        "--teacher-piece-size",
+        "teacher_piece_size",
         at_least_one,
         None,
-        "texts per shard of the resumable teacher-embedding cache (default: 4096)",
+        "texts per piece of the resumable teacher-embedding cache (default: 4096)",
     ),
     *_LOOP_FLAGS,
 )

@@ -186,10 +186,10 @@ class GTRTextEmbedder(keras_hub.models.TextEmbedder, metaclass=SubclassedModelTy
         on a file system TensorFlow knows, such as `gs://` or `ram://`, copied
         locally first; `kaggle://`); a sentence-transformers GTR checkpoint (a
         directory, or a Hugging Face id `hf://sentence-transformers/gtr-t5-base`,
-        downloaded when online); a trained model's name or alias of `presets.PRESET_SOURCES`
-        (`"gtr_t5_base_en"`, `"gtr-base"`, `"gtr-small-distilled"`); or an
-        architecture's name of `presets.PRESETS` without published weights
-        (`"gtr-tiny"`, `"gtr-small"`), which gives a randomly initialised model
+        downloaded when online); a trained model's name of `presets.PRESET_SOURCES`
+        (`"gtr_t5_base_en"`, `"gtr_small_distilled_en"`); or an
+        architecture's name of `presets.PRESETS` (`"gtr-tiny"`, `"gtr-small"`,
+        `"gtr-base"`, ...), which gives a randomly initialised model
         without a preprocessor, as `from_architecture` does. A model directory
         whose settings contradict its weights or each other raises
         `CheckpointError` naming the file and setting

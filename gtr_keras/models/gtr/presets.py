@@ -6,11 +6,12 @@ size projects to a 768-d embedding. `gtr-small` (4.9M parameters, an 8k
 SentencePiece vocabulary) is what the CPU recipes train from scratch, and
 `gtr-tiny` is for tests.
 
-`PRESET_SOURCES` is the one table of trained models by name: keras-hub's preset names
+`PRESET_SOURCES` is the one table of trained models by name, keras-hub's preset names
 (`gtr_t5_base_en` ... `gtr_t5_xxl_en`, the published checkpoints; `gtr_small_distilled_en`, the model
-that ships inside the package) and the older names that stay their aliases. Every name there is
-accepted wherever a model directory is (`gtr_keras.load`, `GTRTextEmbedder.from_preset`,
-`keras_hub.models.TextEmbedder.from_preset`, `keras_hub.models.Backbone.from_preset`, every `--model`).
+that ships inside the package); the names of `PRESETS` are architectures (randomly initialised), not
+trained models. Every name of `PRESET_SOURCES` is accepted wherever a model directory is (`gtr_keras.load`,
+`GTRTextEmbedder.from_preset`, `keras_hub.models.TextEmbedder.from_preset`, `keras_hub.models.Backbone.from_preset`,
+every `--model`).
 """
 
 import os
@@ -74,13 +75,12 @@ PRESETS = {
 
 _PUBLISHED = ("base", "large", "xl", "xxl")
 
-# keras-hub name: (source, architecture, older names, description).
+# keras-hub name: (source, architecture, description).
 _TRAINED = {
     **{
         f"gtr_t5_{size}_en": (
             f"hf://sentence-transformers/gtr-t5-{size}",
             f"gtr-{size}",
-            (f"gtr-{size}",),
             f"GTR-{size.upper()} (Ni et al., 2022), sentence-transformers checkpoint sentence-transformers/gtr-t5-"
             f"{size}, converted on loading",
         )
@@ -89,14 +89,13 @@ _TRAINED = {
     "gtr_small_distilled_en": (
         BUNDLED_MODEL_DIR,
         "gtr-small",
-        ("gtr-small-distilled",),
         "gtr-keras' bundled small GTR, distilled from all-MiniLM-L6-v2 on CPU (recipes/distill_broad; "
         "assets/gtr-small-distilled/MODEL_CARD.md)",
     ),
 }
 _ARCHITECTURE_OVERRIDES = {"gtr_small_distilled_en": {"vocabulary_size": 32_100}}
 
-PRESET_SOURCES = {name: source for preset, (source, _, aliases, _) in _TRAINED.items() for name in (preset, *aliases)}
+PRESET_SOURCES = {name: source for name, (source, _, _) in _TRAINED.items()}
 
 
 def preset_config(name: str, **overrides: Any) -> dict[str, Any]:
@@ -140,9 +139,8 @@ def parameter_count(config: Mapping[str, Any]) -> int:
 
 def keras_hub_presets() -> dict[str, dict[str, Any]]:
     """keras-hub's preset records (`keras_hub.src.utils.preset_utils.register_presets`) of the trained
-    models under their keras-hub names, so that `GTRTextEmbedder.presets` lists them; the aliases, unlisted,
-    load through `GTRTextEmbedder.from_preset` and `gtr_keras.load` (keras-hub's own loaders read the bundled
-    model, a keras-hub preset, and no sentence-transformers checkpoint: docs/models.md).
+    models, so that `GTRTextEmbedder.presets` lists them (keras-hub's own loaders read the bundled model, a
+    keras-hub preset, and no sentence-transformers checkpoint: docs/models.md).
 
     Example:
     >>> keras_hub_presets()["gtr_t5_base_en"]["kaggle_handle"]
@@ -157,5 +155,5 @@ def keras_hub_presets() -> dict[str, dict[str, Any]]:
             },
             "kaggle_handle": source,
         }
-        for name, (source, architecture, _, description) in _TRAINED.items()
+        for name, (source, architecture, description) in _TRAINED.items()
     }

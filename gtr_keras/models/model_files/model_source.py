@@ -1,7 +1,7 @@
 """Where a model comes from, decided once: `resolve_model_source` and the `ModelSource` it returns.
 
 A model source is what a user names: a trained model's name (`presets.PRESET_SOURCES`), an
-architecture's (`gtr-tiny`, randomly initialised), a Hugging Face id (`hf://ORG/NAME`), a keras-hub
+architecture's (`gtr-tiny`, `gtr-base`, ...: randomly initialised), a Hugging Face id (`hf://ORG/NAME`), a keras-hub
 download handle (`kaggle://...`), or a directory, local or on any file system TensorFlow knows (`gs://`,
 `ram://`). `resolve_model_source` turns it into a `ModelSource`: the path to read, the format found there
 and whether the directory must be copied locally first (`ModelSource.local`, through
@@ -53,7 +53,7 @@ class ModelSource:
     its `name`, for messages.
 
     Example:
-    >>> source = resolve_model_source("gtr-small-distilled")
+    >>> source = resolve_model_source("gtr_small_distilled_en")
     >>> source.format, os.path.basename(source.path)
     ('keras-hub', 'gtr-small-distilled')
     """
@@ -131,9 +131,21 @@ def resolve_model_source(source, expected_format=None, read_format=True):
     if not files.isdir(path):
         if files.exists(path):
             raise CheckpointError(f"{path}: expected a model directory, got a file")
-        raise CheckpointError(f"{path}: no such model directory")
+        raise CheckpointError(f"{path}: no such model directory{'' if '/' in name else not_a_model_name()}")
     detected = expected_format or (directory_format(path) if read_format else None)
     return ModelSource(name, path, detected, remote)
+
+
+def not_a_model_name():
+    """What an error about a name that is no trained model's adds: the names there are.
+
+    Example:
+    >>> not_a_model_name()
+    ' nor a model name (gtr_t5_base_en, gtr_t5_large_en, gtr_t5_xl_en, gtr_t5_xxl_en, gtr_small_distilled_en)'
+    """
+    from gtr_keras.models.gtr.presets import PRESET_SOURCES  # the family, which imports this module
+
+    return f" nor a model name ({', '.join(PRESET_SOURCES)})"
 
 
 def directory_format(directory):
@@ -162,7 +174,7 @@ def gtr_model_source(source):
         CheckpointError: a directory whose `config.json` is unreadable, naming it.
 
     Example:
-    >>> gtr_model_source("gtr-base").path, gtr_model_source("bert_base_en")
+    >>> gtr_model_source("gtr_t5_base_en").path, gtr_model_source("bert_base_en")
     ('hf://sentence-transformers/gtr-t5-base', None)
     """
     from gtr_keras.models.gtr.presets import PRESET_SOURCES

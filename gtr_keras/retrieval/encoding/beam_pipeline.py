@@ -9,20 +9,20 @@ locally; `DataflowRunner`, `FlinkRunner`, `SparkRunner` on a cluster):
 2. embed documents with `RunInference` and `GTRModelHandler`, which loads the
    model once per worker process (once per machine with `large_model=True`)
    and hands the encoder groups of documents that it sorts by token length,
-3. write `embeddings-SSSSS-of-NNNNN.npz` shards: per document its id, its
+3. write `embeddings-SSSSS-of-NNNNN.npz` embedding files: per document its id, its
    place in the corpus (file number, line number), its float32 embedding, and
    its title and text (gzipped JSON Lines), so the index can be assembled in
    corpus order without reading the corpus again,
 4. write `corpus_files.json` (the corpus files, in order) once the pipeline
    has succeeded.
 
-`corpus_from_shards` reads the shards back as a `Corpus` and its embeddings in
+`corpus_from_embedding_files` reads the embedding files back as a `Corpus` and its embeddings in
 corpus order, ready for `SearchIndex` and `index_building.write_index`;
-`index_from_shards` returns only the ids and embeddings.
+`index_from_embedding_files` returns only the ids and embeddings.
 
 Example:
 >>> encode_corpus_with_beam("models/gtr-base", "data/corpus/part-*.jsonl.gz", "work/beam")  # doctest: +SKIP
->>> corpus, embeddings = corpus_from_shards("work/beam")  # doctest: +SKIP
+>>> corpus, embeddings = corpus_from_embedding_files("work/beam")  # doctest: +SKIP
 >>> index = SearchIndex(corpus.ids, embeddings)  # doctest: +SKIP
 """
 
@@ -53,11 +53,11 @@ from gtr_keras.models.model_files.fingerprint import fingerprint
 from gtr_keras.utils import files
 from gtr_keras.utils.text_files import iter_jsonl
 
-SHARD_PREFIX = "embeddings"
-SHARD_PATTERN = re.compile(rf"{SHARD_PREFIX}-(\d+)-of-(\d+)\.npz")
+FILE_PREFIX = "embeddings"
+FILE_PATTERN = re.compile(rf"{FILE_PREFIX}-(\d+)-of-(\d+)\.npz")
 MANIFEST = "corpus_files.json"
 BEAM_OUTPUT_DIRECTORY = files.DirectoryKind(
-    "encode_corpus_with_beam's shards", (), (MANIFEST, f"{SHARD_PREFIX}-*", f"beam-temp-{SHARD_PREFIX}-*")
+    "encode_corpus_with_beam's embedding files", (), (MANIFEST, f"{FILE_PREFIX}-*", f"beam-temp-{FILE_PREFIX}-*")
 )
 _GLOB_CHARS = "*?["
 _MAX_EXAMPLES = 5
@@ -260,55 +260,59 @@ class _NpzFile:
         self.file_handle.close()
 
 
-class EmbeddingShardSink(FileBasedSink):
+class EmbeddingFileSink(FileBasedSink):
     """Writes `(key, embedding)` rows to `PREFIX-SSSSS-of-NNNNN.npz` files (see `_NpzFile`).
 
-    A shard is held in memory until written: `shard_rows` x (`D * 4` bytes
+    An embedding file is held in memory until written: `file_rows` x (`D * 4` bytes
     plus the document), about twice that while it is written.
 
     Args:
-        file_path_prefix: path prefix of the shards, e.g. `gs://b/out/embeddings`.
-        shard_rows: most rows per shard.
+        file_path_prefix: path prefix of the embedding files, e.g. `gs://b/out/embeddings`.
+        file_rows: most rows per embedding file.
     """
 
-    def __init__(self, file_path_prefix, shard_rows):
+    def __init__(self, file_path_prefix, file_rows):
         super().__init__(
             file_path_prefix,
             coder=None,
             file_name_suffix=".npz",
-            max_records_per_shard=shard_rows,
+            max_records_per_shard=file_rows,
             compression_type=CompressionTypes.UNCOMPRESSED,
         )
 
     def open(self, temp_path):
         return _NpzFile(super().open(temp_path))
 
-    def write_record(self, shard, row):
-        shard.rows.append(row)
+    def write_record(self, embedding_file, row):
+        embedding_file.rows.append(row)
 
-    def close(self, shard):
-        shard.close()
+    def close(self, embedding_file):
+        embedding_file.close()
 
 
-def _shard_paths(shard_dir):
-    """`{shard number: path}` and the shard count, checking the set is one complete run."""
-    pattern = FileSystems.join(shard_dir, f"{SHARD_PREFIX}-*-of-*.npz")
+def _file_paths(beam_dir):
+    """`{embedding file number: path}` and the embedding file count, checking the set is one complete run."""
+    pattern = FileSystems.join(beam_dir, f"{FILE_PREFIX}-*-of-*.npz")
     paths = [m.path for m in FileSystems.match([pattern])[0].metadata_list]
     numbered = {}
     totals = set()
     for path in paths:
-        match = SHARD_PATTERN.fullmatch(path.rsplit("/", 1)[-1])
+        match = FILE_PATTERN.fullmatch(path.rsplit("/", 1)[-1])
         if match:
             numbered[int(match[1])] = path
             totals.add(int(match[2]))
     if not numbered:
-        raise FileNotFoundError(f"{shard_dir}: no {SHARD_PREFIX}-SSSSS-of-NNNNN.npz shards")
+        raise FileNotFoundError(f"{beam_dir}: no {FILE_PREFIX}-SSSSS-of-NNNNN.npz embedding files")
     if len(totals) != 1:
-        raise MismatchError(f"{shard_dir}: shards of different runs (totals {sorted(totals)}); delete the stale ones.")
+        raise MismatchError(
+            f"{beam_dir}: embedding files of different runs (totals {sorted(totals)}); delete the stale ones."
+        )
     total = totals.pop()
     missing = sorted(set(range(total)) - set(numbered))
     if missing:
-        raise DataError(f"{shard_dir}: {len(missing)} of {total} shards missing, the first is shard {missing[0]}.")
+        raise DataError(
+            f"{beam_dir}: {len(missing)} of {total} embedding files missing, the first is file {missing[0]}."
+        )
     return numbered, total
 
 
@@ -320,11 +324,11 @@ def encode_corpus_with_beam(
     batch_size=32,
     pipeline_args=(),
     group_size=None,
-    shard_rows=50_000,
+    file_rows=50_000,
     large_model=False,
     model_sha256=None,
 ):
-    """Encodes a BEIR corpus with an Apache Beam pipeline into embedding shards.
+    """Encodes a BEIR corpus with an Apache Beam pipeline into embedding files.
 
     This process only lists the corpus files (`corpus_files`); the pipeline's
     workers read them, through `tf.io.gfile`, one file per unit of work.
@@ -333,14 +337,14 @@ def encode_corpus_with_beam(
         model_dir: gtr-keras model directory, readable by every worker.
         corpus_path: BEIR directory, `corpus.jsonl[.gz]` file or glob of such
             files, local or on any `tf.io.gfile` file system.
-        output_dir: directory for the shards and `corpus_files.json`, on a
+        output_dir: directory for the embedding files and `corpus_files.json`, on a
             Beam file system every worker can write; must not hold the
             output of an earlier run.
         runner: Beam runner name, e.g. `"DataflowRunner"`.
         batch_size: documents per forward pass.
         pipeline_args: further Beam arguments, e.g. `["--project=p"]`.
         group_size: documents per `RunInference` batch (see `GTRModelHandler`).
-        shard_rows: most documents per shard file.
+        file_rows: most documents per embedding file.
         large_model: share one model per machine across worker processes.
         model_sha256: the fingerprint every worker's model must have (the
             one the index records); by default not checked.
@@ -351,23 +355,23 @@ def encode_corpus_with_beam(
     Raises:
         DataError: no corpus file (before the pipeline starts), or (from the
             running pipeline) an unreadable file or a malformed record.
-        FileExistsError: `output_dir` already holds shards or a manifest.
+        FileExistsError: `output_dir` already holds embedding files or a manifest.
 
     Example:
     >>> encode_corpus_with_beam("gs://b/models/gtr-base", "gs://b/corpus/part-*.jsonl.gz", "gs://b/emb",
     ...                         runner="DataflowRunner", pipeline_args=["--region=us-central1"])  # doctest: +SKIP
     """
     paths = corpus_files(corpus_path)
-    existing = FileSystems.match([FileSystems.join(output_dir, f"{SHARD_PREFIX}-*.npz")])[0].metadata_list
+    existing = FileSystems.match([FileSystems.join(output_dir, f"{FILE_PREFIX}-*.npz")])[0].metadata_list
     manifest_path = FileSystems.join(output_dir, MANIFEST)
     if existing or FileSystems.exists(manifest_path):
         raise FileExistsError(
-            f"{output_dir}: holds the output of an earlier run ({len(existing)} embedding shard(s)); delete it first."
+            f"{output_dir}: holds the output of an earlier run ({len(existing)} embedding file(s)); delete it first."
         )
     handler = KeyedModelHandler(GTRModelHandler(model_dir, batch_size, group_size, large_model, model_sha256))
     options = PipelineOptions(list(pipeline_args), runner=runner)
     pipeline = beam.Pipeline(options=options)
-    sink = EmbeddingShardSink(FileSystems.join(output_dir, SHARD_PREFIX), shard_rows)
+    sink = EmbeddingFileSink(FileSystems.join(output_dir, FILE_PREFIX), file_rows)
     _ = (
         pipeline
         | "ListCorpusFiles" >> beam.Create(list(enumerate(paths)))
@@ -375,7 +379,7 @@ def encode_corpus_with_beam(
         | "ReadCorpus" >> beam.FlatMapTuple(read_documents)
         | "Encode" >> RunInference(handler)
         | "Embeddings" >> beam.MapTuple(lambda key, result: (key, result.inference))
-        | "WriteShards" >> beam.io.Write(sink)
+        | "WriteEmbeddingFiles" >> beam.io.Write(sink)
     )
     result = pipeline.run()
     result.wait_until_finish()
@@ -385,31 +389,31 @@ def encode_corpus_with_beam(
     return result
 
 
-def _read_manifest(shard_dir):
-    path = FileSystems.join(shard_dir, MANIFEST)
+def _read_manifest(beam_dir):
+    path = FileSystems.join(beam_dir, MANIFEST)
     if not FileSystems.exists(path):
-        raise FileNotFoundError(f"{shard_dir}: no {MANIFEST}; not the output of a finished encode_corpus_with_beam")
+        raise FileNotFoundError(f"{beam_dir}: no {MANIFEST}; not the output of a finished encode_corpus_with_beam")
     with FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED) as f:
         return json.loads(f.read().decode("utf-8"))
 
 
-def _load_shards(shard_dir, with_documents):
-    """Ids, embeddings, and (with documents) titles, texts and metadata (None for none) of every shard, in
+def _load_embedding_files(beam_dir, with_documents):
+    """Ids, embeddings, and (with documents) titles, texts and metadata (None for none) of every embedding file, in
     corpus order, each metadata field checked to hold one type across the corpus files."""
-    manifest = _read_manifest(shard_dir)
+    manifest = _read_manifest(beam_dir)
     paths = manifest["files"]
-    numbered, total = _shard_paths(shard_dir)
+    numbered, total = _file_paths(beam_dir)
     arrays = {name: [] for name in ("ids", "files", "lines", "embeddings")}
     titles, texts, metadata = [], [], []
     for number in range(total):
         with FileSystems.open(numbered[number], compression_type=CompressionTypes.UNCOMPRESSED) as f:
-            with np.load(io.BytesIO(f.read()), allow_pickle=False) as shard:
-                if not len(shard["ids"]):
+            with np.load(io.BytesIO(f.read()), allow_pickle=False) as embedding_file:
+                if not len(embedding_file["ids"]):
                     continue
                 for name, parts in arrays.items():
-                    parts.append(shard[name])
+                    parts.append(embedding_file[name])
                 if with_documents:
-                    for line in gzip.decompress(shard["documents"].tobytes()).splitlines():
+                    for line in gzip.decompress(embedding_file["documents"].tobytes()).splitlines():
                         record = json.loads(line)
                         titles.append(record["title"])
                         texts.append(record["text"])
@@ -418,10 +422,10 @@ def _load_shards(shard_dir, with_documents):
         raise DataError(f"{manifest['corpus']}: no documents")
     dims = {e.shape[1] for e in arrays["embeddings"]}
     if len(dims) != 1:
-        raise DataError(f"{shard_dir}: shards have different embedding sizes {sorted(dims)}.")
+        raise DataError(f"{beam_dir}: embedding files have different embedding sizes {sorted(dims)}.")
     file_numbers, lines = np.concatenate(arrays.pop("files")), np.concatenate(arrays.pop("lines"))
     if file_numbers.min() < 0 or file_numbers.max() >= len(paths):
-        raise DataError(f"{shard_dir}: shards name file numbers missing from {MANIFEST}; delete {shard_dir}.")
+        raise DataError(f"{beam_dir}: embedding files name file numbers missing from {MANIFEST}; delete {beam_dir}.")
     order = np.lexsort((lines, file_numbers))
     file_numbers, lines = file_numbers[order], lines[order]
     ids = np.concatenate(arrays.pop("ids"))[order]
@@ -429,8 +433,8 @@ def _load_shards(shard_dir, with_documents):
     if len(repeated):
         first = repeated[0]
         raise MismatchError(
-            f"{shard_dir}: {paths[file_numbers[first]]}:{lines[first]} is in more than one row "
-            f"(shards of different runs?); delete {shard_dir} and encode again."
+            f"{beam_dir}: {paths[file_numbers[first]]}:{lines[first]} is in more than one row "
+            f"(embedding files of different runs?); delete {beam_dir} and encode again."
         )
     _check_unique_ids(manifest["corpus"], ids, [paths[n] for n in file_numbers], lines)
     embeddings = np.concatenate(arrays.pop("embeddings"))
@@ -460,7 +464,7 @@ def _check_unique_ids(corpus_path, ids, paths, lines):
     raise DataError(f"{corpus_path}: {len(repeated)} duplicate `_id` value(s), e.g. {examples}")
 
 
-def corpus_from_shards(shard_dir):
+def corpus_from_embedding_files(beam_dir):
     """Reads the output of `encode_corpus_with_beam` into memory, in corpus order.
 
     Corpus order is the order of the corpus files (`corpus_files.json`: a
@@ -470,40 +474,40 @@ def corpus_from_shards(shard_dir):
     documents (about their size in UTF-8 plus 150 bytes each).
 
     Args:
-        shard_dir: the `output_dir` of `encode_corpus_with_beam`.
+        beam_dir: the `output_dir` of `encode_corpus_with_beam`.
 
     Returns:
         `(corpus, embeddings)`: a `Corpus` and float32 `[N, D]` embeddings,
         row `i` belonging to `corpus.ids[i]`.
 
     Raises:
-        FileNotFoundError: no shards, or no `corpus_files.json` (the run did
+        FileNotFoundError: no embedding files, or no `corpus_files.json` (the run did
             not finish).
-        MismatchError: shards of different runs (delete the shard directory and encode again).
-        DataError: shards missing or of mismatched dimensions, an id that
+        MismatchError: embedding files of different runs (delete the directory and encode again).
+        DataError: embedding files missing or of mismatched dimensions, an id that
             occurs more than once (named with its files and lines), or a
             corpus without documents.
 
     Example:
-    >>> corpus, embeddings = corpus_from_shards("work/beam")  # doctest: +SKIP
+    >>> corpus, embeddings = corpus_from_embedding_files("work/beam")  # doctest: +SKIP
     >>> write_index("indexes/big", SearchIndex(corpus.ids, embeddings), corpus, metadata)  # doctest: +SKIP
     """
-    ids, embeddings, titles, texts, metadata = _load_shards(shard_dir, with_documents=True)
+    ids, embeddings, titles, texts, metadata = _load_embedding_files(beam_dir, with_documents=True)
     return Corpus(ids=ids, titles=titles, texts=texts, metadata=metadata), embeddings
 
 
-def index_from_shards(shard_dir):
-    """The ids and embeddings of `corpus_from_shards`, without decoding the documents.
+def index_from_embedding_files(beam_dir):
+    """The ids and embeddings of `corpus_from_embedding_files`, without decoding the documents.
 
     Returns:
         `(ids, embeddings)`: a list of N str ids in corpus order and float32
         `[N, D]` embeddings.
 
     Example:
-    >>> ids, embeddings = index_from_shards("work/beam")  # doctest: +SKIP
+    >>> ids, embeddings = index_from_embedding_files("work/beam")  # doctest: +SKIP
     >>> index = SearchIndex(ids, embeddings)  # doctest: +SKIP
     """
-    ids, embeddings, _, _, _ = _load_shards(shard_dir, with_documents=False)
+    ids, embeddings, _, _, _ = _load_embedding_files(beam_dir, with_documents=False)
     return ids, embeddings
 
 
@@ -513,11 +517,11 @@ def index_with_beam(corpus, index_dir, model_dir, encoder, kind="auto", bm25=Tru
 
     This process lists the corpus files (a glob that matches none is an error before the pipeline starts)
     but never reads them: the pipeline stores each document's id, title, text and place (file, line) with
-    its embedding, and the index is assembled from those shards (`corpus_from_shards`). Every run starts the
-    pipeline afresh (runners retry failed work themselves), so no embedding of other texts or of another
-    model is ever reused: the shard directory `INDEX_DIR.partial-beam` is deleted before the pipeline starts
-    (refused if it holds anything else than such shards), and again once the index is written (a failed run
-    leaves it for inspection).
+    its embedding, and the index is assembled from those embedding files (`corpus_from_embedding_files`).
+    Every run starts the pipeline afresh (runners retry failed work themselves), so no embedding of other
+    texts or of another model is ever reused: the directory `INDEX_DIR.partial-beam` is deleted before the
+    pipeline starts (refused if it holds anything else than such embedding files), and again once the index
+    is written (a failed run leaves it for inspection).
 
     Args:
         corpus: a BEIR directory, a corpus file or a glob of them, on any file system the workers read.
@@ -526,7 +530,7 @@ def index_with_beam(corpus, index_dir, model_dir, encoder, kind="auto", bm25=Tru
         encoder: the same model loaded here (a function that loads it, called once the corpus is listed),
             for the index's model record.
         kind, bm25, params: as for `index_building.write_index`.
-        **pipeline: `encode_corpus_with_beam`'s `runner`, `batch_size`, `shard_rows` and `large_model`, and
+        **pipeline: `encode_corpus_with_beam`'s `runner`, `batch_size`, `file_rows` and `large_model`, and
             `beam_options`, `KEY[=VALUE]` strings (`beam_pipeline_args`).
 
     Example:
@@ -538,20 +542,20 @@ def index_with_beam(corpus, index_dir, model_dir, encoder, kind="auto", bm25=Tru
 
     corpus_files(corpus)
     pipeline_args = beam_pipeline_args(pipeline.pop("beam_options", ()))
-    shard_dir = work_dir_for(index_dir) + "-beam"
-    files.check_replaceable(shard_dir, [BEAM_OUTPUT_DIRECTORY])
+    beam_dir = work_dir_for(index_dir) + "-beam"
+    files.check_replaceable(beam_dir, [BEAM_OUTPUT_DIRECTORY])
     encoder = encoder() if callable(encoder) and not hasattr(encoder, "encode_documents") else encoder
     metadata = index_metadata(encoder, model_dir)
-    files.remove(shard_dir)
+    files.remove(beam_dir)
     encode_corpus_with_beam(
         os.fspath(model_dir),
         corpus,
-        shard_dir,
+        beam_dir,
         pipeline_args=pipeline_args,
         model_sha256=metadata["model_sha256"],
         **pipeline,
     )
-    documents, embeddings = corpus_from_shards(shard_dir)
+    documents, embeddings = corpus_from_embedding_files(beam_dir)
     kind = write_index(index_dir, ArrayRows(documents.ids, embeddings), documents, metadata, kind, bm25, params)
-    files.remove(shard_dir)
+    files.remove(beam_dir)
     return len(documents), kind

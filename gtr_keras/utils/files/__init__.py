@@ -10,7 +10,9 @@ through `tf.io.gfile`), so that loading and searching a local
 Every path may be local or use a scheme TensorFlow's file systems know
 (`gs://` on Cloud TPU VMs, `ram://` in tests, `s3://`/`hdfs://` where the
 plugins are installed). A scheme TensorFlow does not know is a `DataError`
-naming the path, never a local folder named after it.
+naming the path, never a local folder named after it. Where an `os.PathLike`
+names a file (the ids of `Index.update(delete=...)`), `FilePath` keeps a
+path's scheme (`pathlib.Path` makes `gs://b/f` `gs:/b/f`).
 
 Reading: `open` (any file), `open_decompressed` (gunzips `*.gz`), `exists`,
 `isdir`, `isfile`, `listdir`, `glob`, and `local_copy` for code that
@@ -43,6 +45,7 @@ _, __getattr__ = lazy_exports(
     __name__,
     {
         "tf": "gtr_keras.utils.files.paths",
+        "FilePath": "gtr_keras.utils.files.paths",
         "is_local": "gtr_keras.utils.files.paths",
         "exists": "gtr_keras.utils.files.paths",
         "isdir": "gtr_keras.utils.files.paths",

@@ -24,6 +24,28 @@ class _TensorFlow:
 tf = _TensorFlow()
 
 
+class FilePath(os.PathLike):
+    """A path as given, scheme and all, standing where an `os.PathLike` is asked for a file (`pathlib.Path`
+    would make `gs://bucket/ids.txt` `gs:/bucket/ids.txt`).
+
+    Args:
+        path: a local path or one with a scheme (`gs://`, `ram://`).
+
+    Example:
+    >>> os.fspath(FilePath("gs://bucket/withdrawn.txt"))
+    'gs://bucket/withdrawn.txt'
+    """
+
+    def __init__(self, path):
+        self.path = os.fspath(path)
+
+    def __fspath__(self):
+        return self.path
+
+    def __repr__(self):
+        return f"FilePath({self.path!r})"
+
+
 def is_local(path):
     """True for a path of the local file system (no scheme, or `file://`)."""
     path = os.fspath(path)

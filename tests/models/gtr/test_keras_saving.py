@@ -144,7 +144,7 @@ def test_hub_ids_go_through_the_converter(monkeypatch, tiny_model_dir):
     expected = load_model(tiny_model_dir).encode_documents(TEXTS)
     embedder = GTRTextEmbedder.from_preset("hf://sentence-transformers/gtr-t5-base")
     np.testing.assert_array_equal(embedder.encode_documents(TEXTS), expected)
-    np.testing.assert_array_equal(load_model("gtr-large").encode_documents(TEXTS), expected)
+    np.testing.assert_array_equal(load_model("gtr_t5_large_en").encode_documents(TEXTS), expected)
     np.testing.assert_array_equal(GTRTextEmbedder.from_preset(TINY_ST).encode_documents(TEXTS), expected)
     assert asked == ["sentence-transformers/gtr-t5-base", "sentence-transformers/gtr-t5-large"]
 

@@ -64,7 +64,7 @@ def test_keras_hub_lists_the_published_and_the_bundled_presets_by_name():
 
 @pytest.mark.parametrize(
     "name, repo",
-    [("gtr_t5_base_en", "sentence-transformers/gtr-t5-base"), ("gtr-xl", "sentence-transformers/gtr-t5-xl")],
+    [("gtr_t5_base_en", "sentence-transformers/gtr-t5-base"), ("gtr_t5_xl_en", "sentence-transformers/gtr-t5-xl")],
 )
 def test_a_published_preset_name_is_downloaded_from_its_hugging_face_id(monkeypatch, name, repo):
     import huggingface_hub

@@ -24,9 +24,9 @@ from gtr_keras.retrieval.encoding.beam_pipeline import (
     GTRModelHandler,
     beam_pipeline_args,
     corpus_files,
-    corpus_from_shards,
+    corpus_from_embedding_files,
     encode_corpus_with_beam,
-    index_from_shards,
+    index_from_embedding_files,
     read_documents,
 )
 from gtr_keras.storage.search_index import SearchIndex  # noqa: E402
@@ -34,7 +34,7 @@ from gtr_keras.storage.search_index import SearchIndex  # noqa: E402
 WORDS = "retrieval dense encoder passage query neural sparse index token corpus".split()
 CRANFIELD = os.path.join(os.path.dirname(gtr_keras.__file__), "assets", "cranfield", "corpus.jsonl.gz")
 CRANFIELD_DOCS = 240
-CRANFIELD_SPLIT = (70, 50, 80, 40)  # documents per shard file, in order
+CRANFIELD_SPLIT = (70, 50, 80, 40)  # documents per corpus file, in order
 
 
 def write_corpus(path, num_docs):
@@ -49,8 +49,8 @@ def write_corpus(path, num_docs):
         f.writelines(json.dumps(r) + "\n" for r in records)
 
 
-def write_shard(directory, number, total, ids, files=None, lines=None, dims=4):
-    """A shard of `encode_corpus_with_beam`'s format (documents: text = id)."""
+def write_embedding_file(directory, number, total, ids, files=None, lines=None, dims=4):
+    """An embedding file of `encode_corpus_with_beam`'s format (documents: text = id)."""
     files = [0] * len(ids) if files is None else files
     lines = list(range(1, len(ids) + 1)) if lines is None else lines
     documents = "".join(json.dumps({"_id": i, "title": "", "text": i}) + "\n" for i in ids)
@@ -74,7 +74,7 @@ def cranfield_lines():
         return [next(f) for _ in range(CRANFIELD_DOCS)]
 
 
-def write_cranfield_shards(directory):
+def write_cranfield_corpus_files(directory):
     """The first `CRANFIELD_DOCS` Cranfield documents as `corpus-0000{i}.jsonl.gz` files (any tf.io.gfile path)."""
     lines, start = cranfield_lines(), 0
     for number, size in enumerate(CRANFIELD_SPLIT):
@@ -141,7 +141,7 @@ def beam_index_argv(model_dir, corpus, out, *extra):
         out,
         "--runner",
         "DirectRunner",
-        "--shard-rows",
+        "--file-rows",
         "64",
         *extra,
     ]
@@ -151,34 +151,34 @@ def test_direct_runner_matches_in_process_encoder(tmp_path, tiny_model_dir, tiny
     collection = tmp_path / "collection"
     collection.mkdir()
     write_corpus(collection / "corpus.jsonl.gz", 60)
-    out = tmp_path / "shards"
+    out = tmp_path / "embeddings"
 
-    encode_corpus_with_beam(tiny_model_dir, str(collection), str(out), batch_size=8, group_size=8, shard_rows=16)
-    corpus, embeddings = corpus_from_shards(str(out))
+    encode_corpus_with_beam(tiny_model_dir, str(collection), str(out), batch_size=8, group_size=8, file_rows=16)
+    corpus, embeddings = corpus_from_embedding_files(str(out))
 
     expected = load_corpus(collection)
-    shards = sorted(name for name in os.listdir(out) if name != MANIFEST)
-    assert len(shards) >= 4 and shards == [f"embeddings-{i:05d}-of-{len(shards):05d}.npz" for i in range(len(shards))]
-    assert all(len(np.load(out / name)["ids"]) <= 16 for name in shards)
+    names = sorted(name for name in os.listdir(out) if name != MANIFEST)
+    assert len(names) >= 4 and names == [f"embeddings-{i:05d}-of-{len(names):05d}.npz" for i in range(len(names))]
+    assert all(len(np.load(out / name)["ids"]) <= 16 for name in names)
     assert corpus == expected
     assert embeddings.dtype == np.float32
     np.testing.assert_allclose(
         embeddings, tiny_encoder.encode_documents(expected.joined(), batch_size=8), atol=1e-6, rtol=0
     )
-    ids, same_embeddings = index_from_shards(str(out))
+    ids, same_embeddings = index_from_embedding_files(str(out))
     assert ids == expected.ids
     np.testing.assert_array_equal(same_embeddings, embeddings)
     hits, _ = SearchIndex(ids, embeddings, kind="exact").search_ids(embeddings[:5], k=1)
     assert hits == [[i] for i in ids[:5]]
 
 
-def test_index_of_sharded_cranfield_equals_the_in_process_index(
+def test_index_of_cranfield_in_several_corpus_files_equals_the_in_process_index(
     tmp_path, tiny_model_dir, cranfield_in_process, launcher_never_loads_the_corpus
 ):
     from gtr_keras.cli.main import main
 
-    (tmp_path / "shards").mkdir()
-    pattern = write_cranfield_shards(str(tmp_path / "shards"))
+    (tmp_path / "corpus").mkdir()
+    pattern = write_cranfield_corpus_files(str(tmp_path / "corpus"))
     assert main(beam_index_argv(tiny_model_dir, pattern, str(tmp_path / "index"))) == 0
 
     ids, embeddings, documents = index_contents(tmp_path / "index")
@@ -196,12 +196,12 @@ def test_a_corpus_given_in_python_is_refused_by_the_pipeline_which_reads_files(t
     assert not (tmp_path / "idx").exists()
 
 
-def test_index_reads_corpus_shards_on_any_gfile_file_system(
+def test_index_reads_corpus_files_on_any_gfile_file_system(
     tmp_path, tiny_model_dir, cranfield_in_process, launcher_never_loads_the_corpus
 ):
     from gtr_keras.cli.main import main
 
-    pattern = write_cranfield_shards(f"ram://cranfield-{uuid.uuid4().hex}")
+    pattern = write_cranfield_corpus_files(f"ram://cranfield-{uuid.uuid4().hex}")
     assert corpus_files(pattern) == [pattern.replace("*", f"{n:05d}") for n in range(len(CRANFIELD_SPLIT))]
     assert main(beam_index_argv(tiny_model_dir, pattern, str(tmp_path / "index"))) == 0
 
@@ -265,8 +265,8 @@ def test_a_rerun_after_a_failure_encodes_afresh(tmp_path, tiny_model_dir, tiny_e
     with monkeypatch.context() as patch:
         patch.setattr(index_building, "write_index", lambda *args: (_ for _ in ()).throw(OSError(28, "disk full")))
         assert main(argv) == 2
-    shard_dir = tmp_path / "index.partial-beam"
-    assert (shard_dir / MANIFEST).is_file()
+    beam_dir = tmp_path / "index.partial-beam"
+    assert (beam_dir / MANIFEST).is_file()
     original = gzip.decompress(corpus_path.read_bytes()).decode("utf-8")
     with gzip.open(corpus_path, "wt", encoding="utf-8") as f:
         f.write(original.replace("Title", "Changed title", 1))
@@ -276,7 +276,7 @@ def test_a_rerun_after_a_failure_encodes_afresh(tmp_path, tiny_model_dir, tiny_e
     ids, embeddings, documents = index_contents(tmp_path / "index")
     assert ids == corpus.ids and b"Changed title" in documents
     np.testing.assert_allclose(embeddings, tiny_encoder.encode_documents(corpus.joined()), atol=1e-6, rtol=0)
-    assert not shard_dir.exists()
+    assert not beam_dir.exists()
 
 
 def test_malformed_line_fails_naming_file_and_line(tmp_path, tiny_model_dir):
@@ -289,7 +289,7 @@ def test_malformed_line_fails_naming_file_and_line(tmp_path, tiny_model_dir):
 
 def test_refuses_output_dir_with_the_output_of_an_earlier_run(tmp_path, tiny_model_dir):
     write_corpus(tmp_path / "corpus.jsonl.gz", 3)
-    write_shard(tmp_path, 0, 1, ["a"])
+    write_embedding_file(tmp_path, 0, 1, ["a"])
     with pytest.raises(FileExistsError, match="earlier run"):
         encode_corpus_with_beam(tiny_model_dir, str(tmp_path / "corpus.jsonl.gz"), str(tmp_path))
 
@@ -367,54 +367,58 @@ def test_read_documents_errors_name_file_line_and_field(tmp_path, line, message)
         list(read_documents(0, str(path)))
 
 
-def test_shards_are_read_back_complete_or_not_at_all(tmp_path):
+def test_embedding_files_are_read_back_complete_or_not_at_all(tmp_path):
     with pytest.raises(FileNotFoundError, match=f"no {MANIFEST}"):
-        index_from_shards(str(tmp_path))
+        index_from_embedding_files(str(tmp_path))
     write_manifest(tmp_path, ["f0"])
-    with pytest.raises(FileNotFoundError, match="no embeddings-SSSSS-of-NNNNN.npz shards"):
-        index_from_shards(str(tmp_path))
-    write_shard(tmp_path, 0, 3, ["a"])
-    write_shard(tmp_path, 2, 3, ["c"], lines=[2])
-    with pytest.raises(DataError, match="1 of 3 shards missing, the first is shard 1"):
-        index_from_shards(str(tmp_path))
-    write_shard(tmp_path, 1, 2, ["b"], lines=[3])
-    with pytest.raises(MismatchError, match=r"shards of different runs \(totals \[2, 3\]\)"):
-        index_from_shards(str(tmp_path))
+    with pytest.raises(FileNotFoundError, match="no embeddings-SSSSS-of-NNNNN.npz embedding files"):
+        index_from_embedding_files(str(tmp_path))
+    write_embedding_file(tmp_path, 0, 3, ["a"])
+    write_embedding_file(tmp_path, 2, 3, ["c"], lines=[2])
+    with pytest.raises(DataError, match="1 of 3 embedding files missing, the first is file 1"):
+        index_from_embedding_files(str(tmp_path))
+    write_embedding_file(tmp_path, 1, 2, ["b"], lines=[3])
+    with pytest.raises(MismatchError, match=r"embedding files of different runs \(totals \[2, 3\]\)"):
+        index_from_embedding_files(str(tmp_path))
 
 
 @pytest.mark.parametrize(
-    "shards, error, message",
+    "files, error, message",
     [
         (
             [(0, 2, ["a"], {"lines": [1]}), (1, 2, ["b"], {"lines": [1]})],
             MismatchError,
-            "f0.jsonl:1 is in more than one row (shards of different runs?)",
+            "f0.jsonl:1 is in more than one row (embedding files of different runs?)",
         ),
         (
             [(0, 2, ["a"], {"lines": [1]}), (1, 2, ["b"], {"lines": [2], "dims": 8})],
             DataError,
-            "shards have different embedding sizes [4, 8]",
+            "embedding files have different embedding sizes [4, 8]",
         ),
-        ([(0, 1, ["a"], {"files": [3]})], DataError, "shards name file numbers missing from corpus_files.json"),
+        (
+            [(0, 1, ["a"], {"files": [3]})],
+            DataError,
+            "embedding files name file numbers missing from corpus_files.json",
+        ),
     ],
 )
-def test_stale_or_mixed_shards_are_user_errors_naming_the_shard_directory(tmp_path, shards, error, message):
+def test_stale_or_mixed_embedding_files_are_user_errors_naming_their_directory(tmp_path, files, error, message):
     write_manifest(tmp_path, ["f0.jsonl"])
-    for number, total, ids, extra in shards:
-        write_shard(tmp_path, number, total, ids, **extra)
+    for number, total, ids, extra in files:
+        write_embedding_file(tmp_path, number, total, ids, **extra)
     with pytest.raises(error, match=re.escape(f"{tmp_path}: {message}")) as raised:
-        index_from_shards(str(tmp_path))
+        index_from_embedding_files(str(tmp_path))
     assert isinstance(raised.value, UserError)
 
 
-def test_a_stale_shard_directory_is_exit_2_not_a_bug(tmp_path, tiny_model_dir, monkeypatch, capsys):
+def test_a_stale_embedding_file_directory_is_exit_2_not_a_bug(tmp_path, tiny_model_dir, monkeypatch, capsys):
     from gtr_keras.retrieval.encoding import beam_pipeline
 
     def stale_run(model_dir, corpus_path, output_dir, **kwargs):
         os.makedirs(output_dir)
         write_manifest(output_dir, ["f0.jsonl"])
-        write_shard(output_dir, 0, 2, ["a"])
-        write_shard(output_dir, 1, 3, ["b"], lines=[2])
+        write_embedding_file(output_dir, 0, 2, ["a"])
+        write_embedding_file(output_dir, 1, 3, ["b"], lines=[2])
 
     monkeypatch.setattr(beam_pipeline, "encode_corpus_with_beam", stale_run)
     (tmp_path / "corpus.jsonl").write_text(json.dumps({"_id": "a", "text": "x"}) + "\n")
@@ -435,20 +439,20 @@ def test_a_stale_shard_directory_is_exit_2_not_a_bug(tmp_path, tiny_model_dir, m
         == 2
     )
     error = capsys.readouterr().err.strip()
-    assert error.startswith("gtr-keras index: error: ") and "shards of different runs" in error, error
+    assert error.startswith("gtr-keras index: error: ") and "embedding files of different runs" in error, error
 
 
-def test_shards_are_assembled_in_corpus_order_and_duplicate_ids_named(tmp_path):
+def test_embedding_files_are_assembled_in_corpus_order_and_duplicate_ids_named(tmp_path):
     write_manifest(tmp_path, ["f0.jsonl", "f1.jsonl"])
-    write_shard(tmp_path, 0, 2, ["b", "a"], files=[1, 0], lines=[1, 4])
-    write_shard(tmp_path, 1, 2, ["c", "b"], files=[0, 1], lines=[2, 5])
+    write_embedding_file(tmp_path, 0, 2, ["b", "a"], files=[1, 0], lines=[1, 4])
+    write_embedding_file(tmp_path, 1, 2, ["c", "b"], files=[0, 1], lines=[2, 5])
     with pytest.raises(
         DataError, match=re.escape("CORPUS: 1 duplicate `_id` value(s), e.g. 'b' (f1.jsonl:1 and f1.jsonl:5)")
     ):
-        index_from_shards(str(tmp_path))
-    write_shard(tmp_path, 1, 2, ["c", "aa"], files=[0, 1], lines=[2, 5])
-    corpus, embeddings = corpus_from_shards(str(tmp_path))
-    assert corpus.ids == ["c", "a", "b", "aa"] == index_from_shards(str(tmp_path))[0]
+        index_from_embedding_files(str(tmp_path))
+    write_embedding_file(tmp_path, 1, 2, ["c", "aa"], files=[0, 1], lines=[2, 5])
+    corpus, embeddings = corpus_from_embedding_files(str(tmp_path))
+    assert corpus.ids == ["c", "a", "b", "aa"] == index_from_embedding_files(str(tmp_path))[0]
     assert corpus.texts == corpus.ids and corpus.titles == [""] * 4
     assert embeddings.shape == (4, 4)
 
