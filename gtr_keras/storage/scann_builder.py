@@ -7,6 +7,8 @@ removed again: ScaNN never holds more than one chunk. ScaNN is loaded without
 the `scann` package, so that a process that searches loads no TensorFlow.
 """
 
+import ctypes
+import ctypes.util
 import functools
 import importlib.util
 import math
@@ -164,7 +166,23 @@ def build_scann(source, params, scann_dir):
     searcher = scann_pybind.ScannNumpy(sample, config, 0)
     searcher.delete(list(range(len(sample) - 1, -1, -1)))
     del sample
+    _return_freed_memory()
     add_points(searcher, source, scann_dir)
+
+
+@functools.cache
+def _malloc_trim():
+    libc = ctypes.util.find_library("c")
+    trim = getattr(ctypes.CDLL(libc), "malloc_trim", None) if libc else None
+    return trim
+
+
+def _return_freed_memory():
+    """Hands the memory ScaNN freed (its training, a chunk's serialisation) back to the OS where the C library
+    can (glibc's `malloc_trim`), so that the next stage's allocations do not stack on pages the process still counts."""
+    trim = _malloc_trim()
+    if trim is not None:
+        trim(0)
 
 
 def build_scann_segment(codec_dir, source, scann_dir):
@@ -219,6 +237,7 @@ def add_points(searcher, source, scann_dir, codec=None):
                 os.mkdir(part)
                 searcher.serialize(part, True)
                 searcher.delete(list(range(len(chunk) - 1, -1, -1)))
+                _return_freed_memory()
                 for name in sorted(os.listdir(part)):
                     path = os.path.join(part, name)
                     if name in SCANN_PER_POINT:
