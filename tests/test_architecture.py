@@ -23,13 +23,14 @@ ALLOWED = {
     "filters": {"utils", "beir", "storage"},
     "tuning": {"utils", "storage"},
     "lexical": {"utils", "models", "beir", "storage"},
-    "retrieval": {"utils", "models", "beir", "storage", "filters", "tuning", "lexical"},
+    "engines": {"utils", "models", "beir", "storage", "filters", "lexical"},
+    "retrieval": {"utils", "models", "beir", "storage", "filters", "tuning", "lexical", "engines"},
     "training": {"utils", "models", "convert", "beir", "retrieval"},
     "distillation": {"utils", "models", "convert", "beir", "storage", "retrieval", "training"},
     "exports": {"utils", "models", "storage", "filters", "lexical", "retrieval"},
     "integrity": {"utils", "models", "storage", "lexical", "exports"},
-    "server": {"utils", "storage", "filters", "lexical", "retrieval"},
-    "cli": {"utils", "models", "convert", "beir", "storage", "filters", "tuning", "lexical", "retrieval"}
+    "server": {"utils", "storage", "filters", "lexical", "engines", "retrieval"},
+    "cli": {"utils", "models", "convert", "beir", "storage", "filters", "tuning", "lexical", "engines", "retrieval"}
     | {"training", "distillation", "exports", "integrity", "server"},
 }
 # Modules of a folder above that a folder may import too: integrity's checks of an index directory, which import

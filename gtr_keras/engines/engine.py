@@ -1,0 +1,97 @@
+"""`Engine`: one collection of one search engine, as `push` writes it and an engine-backed `Index` searches it;
+with `Record`, what each of an index's live documents becomes there, and `CollectionInfo`, what a collection
+records of the index it came from (dimensions, model, metadata types), so that a push of another model or
+dimension is refused and a search knows each field's type.
+
+Every engine keeps the record contract (docs/past-one-machine.md): the document id in a field named `id`, the
+float32 vector (never int8 or binary codes), every metadata field (each filterable), and title and text where
+the index has them; upserts and deletions are idempotent by id, so that a push killed at any point and run
+again converges.
+"""
+
+import abc
+import dataclasses
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from gtr_keras.engines.targets import Target
+from gtr_keras.filters.expressions import Filter
+
+
+@dataclasses.dataclass(frozen=True)
+class Record:
+    """One document as an engine holds it: `id`, `vector` (float32 `[D]`, unit length), `title`, `text` and
+    `metadata` (`{field: value}`, the corpus's own values)."""
+
+    id: str
+    vector: np.ndarray
+    title: str
+    text: str
+    metadata: dict[str, Any]
+
+
+@dataclasses.dataclass(frozen=True)
+class CollectionInfo:
+    """What a collection records of its index: `dimensions` (D, or the index's `dimensions=N`), `model` (the
+    model's fingerprint, as the index records it) and `metadata_types` (`{field: "string" | "number" |
+    "boolean" | "list"}`, `MetadataColumns.types`)."""
+
+    dimensions: int
+    model: str
+    metadata_types: dict[str, str]
+
+
+class Engine(abc.ABC):
+    """One collection of an engine: created, written by id, searched with a `Filter`.
+
+    Args:
+        target: the parsed target (`parse_target`).
+        collection: the collection's name.
+        timeout: seconds any one request may wait (an unreachable host is a `UserError` after it).
+
+    Raises:
+        UserError: a missing extra (the pip line to run), an unreachable host, a collection name the engine
+            refuses.
+    """
+
+    def __init__(self, target: Target, collection: str, timeout: float = 10.0):
+        self.target, self.collection, self.timeout = target, collection, timeout
+
+    @abc.abstractmethod
+    def info(self) -> CollectionInfo | None:
+        """The collection's record of its index, or None when there is no such collection."""
+
+    @abc.abstractmethod
+    def create(self, info: CollectionInfo, recreate: bool = False) -> None:
+        """Creates the collection (inner product on unit vectors) recording `info`. An existing one recording
+        the same `info` but for its metadata types is kept (its types widened); one of another dimension or model
+        is a `UserError` unless `recreate`, which drops it first."""
+
+    @abc.abstractmethod
+    def upsert(self, records: Sequence[Record]) -> None:
+        """Writes `records`, each replacing any record of its id."""
+
+    @abc.abstractmethod
+    def delete(self, ids: Sequence[str]) -> None:
+        """Removes the records of `ids`; ids it does not hold are ignored."""
+
+    @abc.abstractmethod
+    def search(
+        self, vectors: np.ndarray, k: int, filter: Filter | None, metadata_types: dict[str, str]
+    ) -> list[list[tuple[str, float]]]:
+        """The `k` best (id, inner product) of each row of `vectors` among the records `filter` allows, best
+        first, as gtr-keras' exact search ranks them.
+
+        Raises:
+            UserError: a clause the engine cannot express exactly (never approximated), naming it and the engine.
+        """
+
+    @abc.abstractmethod
+    def ids(self) -> list[str]:
+        """Every id the collection holds."""
+
+    @abc.abstractmethod
+    def close(self) -> None:
+        """Releases the connection or the embedded engine's files."""
