@@ -36,7 +36,7 @@ def _path_arguments(args, parser, role):
             if not isinstance(path, str) or (model and not (is_remote(path) or os.path.exists(path))):
                 continue
             found.append((name, path))
-    if role == "output" and args.command == "encode":
+    if role == "output" and args.command == "encode" and args.output:
         found.append(("--output", f"{os.path.splitext(args.output)[0]}.ids.txt"))
         found.append(("--output", f"{os.path.splitext(args.output)[0]}.json"))
     return found

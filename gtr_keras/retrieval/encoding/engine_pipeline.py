@@ -253,7 +253,9 @@ def _create_in_qdrant(target, collection, info, where, timeout):
     from qdrant_client import QdrantClient, models
 
     if target.remote:
-        client = QdrantClient(url=target.location, api_key=os.environ.get("QDRANT_API_KEY"), timeout=timeout)
+        client = QdrantClient(
+            url=target.location, api_key=os.environ.get("QDRANT_API_KEY"), timeout=timeout, check_compatibility=False
+        )
     else:
         client = QdrantClient(path=target.location)
     try:
