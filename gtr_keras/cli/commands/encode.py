@@ -37,7 +37,9 @@ def add_parser(subparsers, parents):
         parents=parents,
     )
     p.add_argument("--model", required=True, help=MODEL_HELP)
-    p.add_argument("--input", type=input_file, help=".txt (a text a line) or .jsonl[.gz] records (unless --to)")
+    p.add_argument(
+        "--input", type=input_file, help=".txt (a text a line) or .jsonl[.gz] records (required unless --to)"
+    )
     p.add_argument(
         "--output",
         type=output_path("file", ".npy"),
@@ -47,15 +49,16 @@ def add_parser(subparsers, parents):
     engine.add_argument(
         "--corpus",
         type=corpus_source,
-        help="with --to: BEIR directory, corpus.jsonl[.gz] or a glob of such files, e.g. 'corpus-*.jsonl.gz'",
+        help="BEIR directory, corpus.jsonl[.gz] or a glob of such files, e.g. 'corpus-*.jsonl.gz' (required with --to)",
     )
     engine.add_argument(
         "--to",
         metavar="TARGET",
         help="write the corpus's documents and embeddings to this engine: qdrant:PATH, qdrant+http://HOST:PORT, "
-        "milvus:PATH.db or milvus+http://HOST:PORT (upserts by id: a rerun leaves one record per document)",
+        "milvus:PATH.db or milvus+http://HOST:PORT; upserts by id: a rerun leaves one record per document (default: "
+        "none, write --output)",
     )
-    engine.add_argument("--collection", metavar="NAME", help="with --to: the collection (default: gtr)")
+    engine.add_argument("--collection", metavar="NAME", help="the collection --to writes (default: gtr)")
     p.add_argument(
         "--kind",
         choices=["query", "document"],
