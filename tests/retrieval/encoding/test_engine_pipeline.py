@@ -149,11 +149,17 @@ def test_a_collection_gtr_keras_did_not_create_is_refused(tmp_path):
         create_collection(parse_target(f"qdrant:{tmp_path / 'q'}"), "theirs", CollectionInfo(8, "m", {}))
 
 
-def test_an_unreachable_engine_is_one_line_within_the_timeout():
+@pytest.mark.parametrize("engine", ["qdrant", "milvus"])
+def test_an_unreachable_engine_is_one_line_within_the_timeout(engine):
     start = time.monotonic()
-    with pytest.raises(UserError, match=r"^qdrant\+http://127\.0\.0\.1:9 collection 'docs': "):
-        create_collection(parse_target("qdrant+http://127.0.0.1:9"), "docs", CollectionInfo(8, "m", {}), timeout=2)
+    with pytest.raises(UserError, match=rf"^{engine}\+http://127\.0\.0\.1:9 collection 'docs': \S"):
+        create_collection(parse_target(f"{engine}+http://127.0.0.1:9"), "docs", CollectionInfo(8, "m", {}), timeout=2)
     assert time.monotonic() - start < 30
+
+
+def test_a_milvus_lite_file_in_a_missing_directory_is_refused(tmp_path):
+    with pytest.raises(DataError, match="no_dir/x.db: no such directory for Milvus Lite's file$"):
+        create_collection(parse_target(f"milvus:{tmp_path / 'no_dir' / 'x.db'}"), "docs", CollectionInfo(8, "m", {}))
 
 
 def read_qdrant(path, collection):
