@@ -118,8 +118,9 @@ def pack_codes(scann_dir, block_rows=BLOCK_ROWS):
     path = os.path.join(scann_dir, SCANN_CODES)
     if not os.path.exists(path):
         return
-    shape = np.load(path, mmap_mode="r").shape
-    if any(block.max(initial=0) >= 16 for block in _blocks(path, block_rows)):
+    stored = np.load(path, mmap_mode="r")
+    shape, dtype = stored.shape, stored.dtype
+    if dtype != np.uint8 or any(block.max(initial=0) >= 16 for block in _blocks(path, block_rows)):
         return
     packed = (shape[0], (shape[1] + 1) // 2)
     write_rows(os.path.join(scann_dir, SCANN_PACKED_CODES), map(pack, _blocks(path, block_rows)), packed, np.uint8)
