@@ -124,7 +124,10 @@ class MilvusEngine(Engine):
         try:
             self._client = MilvusClient(uri=uri, token=token, timeout=timeout)
         except Exception as error:  # pymilvus' own errors and the gRPC channel's
-            raise UserError(f"target {target.text!r}: cannot reach Milvus ({_first_line(error)})") from None
+            problem = (
+                "cannot reach Milvus" if target.remote else "cannot open Milvus Lite's file (one process at a time)"
+            )
+            raise UserError(f"target {target.text!r}: {problem} ({_first_line(error)})") from None
         self._loaded = False
 
     def _call(self, what, function, *args, **kwargs):

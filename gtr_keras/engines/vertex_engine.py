@@ -89,7 +89,7 @@ def _query_restricts(filter, metadata_types):
             continue
         tokens = [("true" if v else "false") if term.kind == "boolean" else v for v in term.values]
         if clause.op == "!=":
-            restricts += [{"namespace": clause.field, "allow_list": [], "deny_list": tokens}, presence]
+            restricts += [{"namespace": clause.field, "deny_list": tokens}, presence]
         else:
             restricts.append({"namespace": clause.field, "allow_list": tokens})
     if filter is not None and filter.ids is not None:

@@ -1,6 +1,8 @@
 """MilvusEngine on a real Milvus Lite file: searches against NumPy brute force with gtr-keras' own filter
 semantics (`MetadataColumns`, the oracle), writes by id, the collection's record, and refusals."""
 
+import subprocess
+import sys
 import time
 
 import numpy as np
@@ -192,3 +194,20 @@ def test_bad_targets_names_and_hosts_are_refused(tmp_path):
     with pytest.raises(UserError, match="cannot reach Milvus"):
         MilvusEngine(parse_target("milvus+http://127.0.0.1:9"), "docs", timeout=2).info()
     assert time.monotonic() - start < 30
+
+
+def test_a_file_another_process_holds_is_refused(tmp_path):
+    holder = (
+        "import sys, time; from gtr_keras.engines.milvus_engine import MilvusEngine; "
+        "from gtr_keras.engines.targets import parse_target; "
+        f"e = MilvusEngine(parse_target('milvus:{tmp_path}/m.db'), 'docs'); e.info(); print('open', flush=True); "
+        "sys.stdin.read()"
+    )
+    process = subprocess.Popen([sys.executable, "-c", holder], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert process.stdout.readline() == "open\n"
+        with pytest.raises(UserError, match="cannot open Milvus Lite's file"):
+            MilvusEngine(parse_target(f"milvus:{tmp_path}/m.db"), "docs")
+    finally:
+        process.stdin.close()
+        process.wait(timeout=60)

@@ -205,7 +205,7 @@ def test_request_body_without_filter():
         (
             "lang != en",
             [
-                {"namespace": "lang", "allow_list": [], "deny_list": ["en"]},
+                {"namespace": "lang", "deny_list": ["en"]},
                 {"namespace": "gtr_keras.has.lang", "allow_list": ["1"]},
             ],
             [],
@@ -214,7 +214,7 @@ def test_request_body_without_filter():
         (
             "tags != a",
             [
-                {"namespace": "tags", "allow_list": [], "deny_list": ["a"]},
+                {"namespace": "tags", "deny_list": ["a"]},
                 {"namespace": "gtr_keras.has.tags", "allow_list": ["1"]},
             ],
             [],
@@ -223,7 +223,7 @@ def test_request_body_without_filter():
         (
             "open != false",
             [
-                {"namespace": "open", "allow_list": [], "deny_list": ["false"]},
+                {"namespace": "open", "deny_list": ["false"]},
                 {"namespace": "gtr_keras.has.open", "allow_list": ["1"]},
             ],
             [],
