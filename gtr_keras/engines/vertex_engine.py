@@ -40,8 +40,19 @@ HAS = "gtr_keras.has."
 ID_NAMESPACE = "gtr_keras.id"
 LINES_A_FILE = 50_000
 BATCH = re.compile(r"(?P<sequence>[0-9]{8})-[0-9]{8}T[0-9]{6}Z\Z")
-_OPS = {"<": "LESS", "<=": "LESS_EQUAL", "=": "EQUAL", "in": "EQUAL", ">=": "GREATER_EQUAL", ">": "GREATER"}
-_OPS["!="] = "NOT_EQUAL"
+_OPS = {
+    "<": "LESS",
+    "<=": "LESS_EQUAL",
+    "=": "EQUAL",
+    "in": "EQUAL",
+    ">=": "GREATER_EQUAL",
+    ">": "GREATER",
+    "!=": "NOT_EQUAL",
+}
+
+
+def _token(value):
+    return ("true" if value else "false") if isinstance(value, bool) else value
 
 
 def datapoint(record: Record) -> dict:
@@ -57,8 +68,7 @@ def datapoint(record: Record) -> dict:
         if isinstance(value, float):
             numeric.append({"namespace": field, "value_double": value})
         elif value != []:
-            tokens = [("true" if value else "false")] if isinstance(value, bool) else value
-            restricts.append({"namespace": field, "allow": [tokens] if isinstance(tokens, str) else list(tokens)})
+            restricts.append({"namespace": field, "allow": list(value) if isinstance(value, list) else [_token(value)]})
         restricts.append({"namespace": HAS + field, "allow": ["1"]})
     restricts.append({"namespace": ID_NAMESPACE, "allow": [record.id]})
     line = {"id": record.id, "embedding": np.asarray(record.vector, np.float64).tolist(), "restricts": restricts}
@@ -87,7 +97,7 @@ def _query_restricts(filter, metadata_types):
             numeric.append({"namespace": clause.field, "value_double": term.values[0], "op": _OPS[clause.op]})
             restricts.append(presence)
             continue
-        tokens = [("true" if v else "false") if term.kind == "boolean" else v for v in term.values]
+        tokens = [_token(value) for value in term.values]
         if clause.op == "!=":
             restricts += [{"namespace": clause.field, "deny_list": tokens}, presence]
         else:

@@ -302,3 +302,18 @@ def test_files_and_requests_parse_as_aiplatform_protos(tmp_path):
         request = json_format.ParseDict(_body(filter), types.FindNeighborsRequest.pb(types.FindNeighborsRequest()))
         assert request.queries[0].neighbor_count == 10 and request.deployed_index_id == "gtr_docs"
     assert request.queries[1].datapoint.datapoint_id == "query-1"
+
+
+def test_batch_folders_on_a_remote_file_system():
+    target = parse_target("vertex-ai:ram://vertex-test/papers")
+    engine = VertexEngine(target, "docs")
+    engine.create(CollectionInfo(D, "gtr@1", TYPES))
+    engine.upsert(_records(["d0", "d1", "d2"], seed=8))
+    engine.close()
+    engine = VertexEngine(target, "docs")
+    engine.upsert(_records(["d3"], seed=9))
+    engine.delete(["d0"])
+    engine.close()
+    assert sorted(VertexEngine(target, "docs").ids()) == ["d1", "d2", "d3"]
+    engine.create(CollectionInfo(D, "gtr@2", TYPES), recreate=True)
+    assert engine.ids() == []
