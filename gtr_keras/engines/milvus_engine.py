@@ -226,9 +226,11 @@ class MilvusEngine(Engine):
         where = expression(filter, metadata_types)
         if not 0 <= k <= MAX_K:
             raise UserError(f"k={k}: Milvus returns at most {MAX_K} hits a query")
+        dimensions = self._dimensions()
+        if vectors.ndim != 2 or vectors.shape[1] != dimensions:
+            raise UserError(f"search: expected [Q, {dimensions}] query vectors, got shape {vectors.shape}")
         if k == 0 or len(vectors) == 0:
             return [[] for _ in vectors]
-        self._dimensions()
         self._load()
         found = self._call(
             "search",

@@ -162,6 +162,10 @@ def test_bad_records_are_refused_before_any_write(tmp_path):
     with pytest.raises(UserError, match="record 'bad': expected a finite float32 vector of 16 dimensions"):
         engine.upsert(records + [bad])
     assert engine.ids() == []
+    with pytest.raises(UserError, match=r"expected \[Q, 16\] query vectors"):
+        engine.search(np.zeros((1, D + 1), np.float32), 10, None, {})
+    with pytest.raises(UserError, match="at most 16384 hits"):
+        engine.search(np.zeros((1, D), np.float32), 20_000, None, {})
     engine.close()
 
 
