@@ -13,9 +13,9 @@ The records are those of the record contract (docs/past-one-machine.md), as `Qdr
 write and read them: Qdrant points of one named vector `"dense"` (distance `Dot`), point id
 `uuid5(GTR_NAMESPACE, doc_id)`, payload `{"id", "title", "text", "metadata"}`, the `CollectionInfo` in the
 collection's metadata under `"gtr_keras"`; Milvus rows `id` (VARCHAR primary key), `embedding` (FLOAT_VECTOR,
-a FLAT index of metric IP), `title`, `text` (VARCHAR), `metadata` (JSON), the `CollectionInfo` as JSON in the
-collection property `"gtr_keras"`. `create_collection` must agree with `QdrantEngine.create` and
-`MilvusEngine.create`: once those exist it is `open_engine(target, collection).create(info)`.
+a FLAT index of metric IP), `title`, `text` (VARCHAR), `metadata` (JSON, `metadata_terms.filterable`), the
+collection created by `MilvusEngine.create`. `create_collection` creates a Qdrant collection as
+`QdrantEngine.create` must (its twin until that exists: then `open_engine(target, collection).create(info)`).
 
 Example:
 >>> encode_corpus_to_engine("data/scifact", parse_target("qdrant:/data/qdrant"), "models/gtr-base",
@@ -40,6 +40,8 @@ from apache_beam.options.pipeline_options import PipelineOptions
 
 from gtr_keras.beir.readers import document_values
 from gtr_keras.engines.engine import CollectionInfo
+from gtr_keras.engines.metadata_terms import filterable
+from gtr_keras.engines.milvus_engine import MAX_TEXT_BYTES, MilvusEngine
 from gtr_keras.errors import DataError, UserError
 from gtr_keras.retrieval.encoding.beam_pipeline import beam_pipeline_args, corpus_files, read_documents
 from gtr_keras.retrieval.encoding.rag_embeddings import GTRTextEmbeddings
@@ -50,7 +52,6 @@ DEFAULT_COLLECTION = "gtr"
 # Qdrant point ids are integers or UUIDs: a document's is the UUID5 of its id in this namespace (QdrantEngine's).
 GTR_NAMESPACE = uuid.UUID("5f1c8d2e-3b7a-4e0f-9a64-6c2d1b8e7f30")
 INFO_KEY = "gtr_keras"
-VARCHAR_LENGTH = 65535
 # Each engine's package and the extra that installs it.
 PACKAGES = {"qdrant": ("qdrant_client", "qdrant-client"), "milvus": ("pymilvus", "pymilvus")}
 
@@ -60,7 +61,7 @@ MILVUS_COLUMNS = (
     .with_embedding_spec(convert_fn=list)
     .add_metadata_field("title", str, default="")
     .with_content_spec(column_name="text")
-    .add_metadata_field("metadata", dict, default={})
+    .add_metadata_field("metadata", dict, convert_fn=filterable, default={})
     .build()
 )
 
@@ -95,32 +96,42 @@ def check_engine(target):
         raise UserError(f"target {target.text!r}: needs {package}: pip install 'gtr-keras[{target.engine}]'")
 
 
-def scan_corpus(paths):
+def scan_corpus(paths, max_text_bytes=None):
     """Reads every record of the corpus files `paths` (in corpus order), streamed, and checks them as
     `load_corpus` checks one file: each record (`document_values`), ids unique across the files, each metadata
     field of one type across them. Holds 8 bytes per document (a digest of its id).
+
+    Args:
+        paths: the corpus files (`corpus_files`).
+        max_text_bytes: the most UTF-8 bytes a title or text may hold in the engine (None: no limit).
 
     Returns:
         `(number of documents, {field: type})`, the types as `MetadataColumns.types` gives them.
 
     Raises:
-        DataError: a malformed record or a field of another type (naming file, line and field), a repeated id
-            (naming both places), or no document at all.
+        DataError: a malformed record or a field of another type (naming file, line and field), a title or text
+            past `max_text_bytes`, a repeated id (naming both places), or no document at all.
 
     Example:
     >>> scan_corpus(["corpus.jsonl"])  # doctest: +SKIP
     (3, {'year': 'number'})
     """
     first, digests = {}, array.array("Q")
-    for _, _, doc_id in _corpus_ids(paths, first):
+    for path, line_no, (doc_id, *texts, _) in _corpus_documents(paths, first):
         digests.append(_digest(doc_id))
+        for name, text in zip(("title", "text"), texts):
+            if max_text_bytes is not None and len(text.encode("utf-8")) > max_text_bytes:
+                raise DataError(
+                    f"{path}:{line_no}: document {doc_id!r} field `{name}` is past the {max_text_bytes} bytes the "
+                    "engine's field holds"
+                )
     if not digests:
         raise DataError(f"{', '.join(paths)}: no documents")
     values, counts = np.unique(np.frombuffer(digests, np.uint64), return_counts=True)
     repeated = set(values[counts > 1].tolist())
     if repeated:
         seen = {}
-        for path, line_no, doc_id in _corpus_ids(paths, {}):
+        for path, line_no, (doc_id, *_) in _corpus_documents(paths, {}):
             if _digest(doc_id) in repeated:
                 if doc_id in seen:
                     raise DataError(
@@ -130,11 +141,11 @@ def scan_corpus(paths):
     return len(digests), {field: kind for field, (kind, *_) in first.items()}
 
 
-def _corpus_ids(paths, first):
+def _corpus_documents(paths, first):
     for path in paths:
         for line_no, record in iter_jsonl(path):
             values = (record.get(name) for name in ("_id", "title", "text", "metadata"))
-            yield path, line_no, document_values(path, line_no, *values, first)[0]
+            yield path, line_no, document_values(path, line_no, *values, first)
 
 
 def _digest(doc_id):
@@ -180,7 +191,8 @@ def write_transform(target, collection):
     from apache_beam.ml.rag.ingestion.milvus_search import MilvusVectorWriterConfig, MilvusWriteConfig
     from apache_beam.ml.rag.utils import MilvusConnectionParameters
 
-    connection = MilvusConnectionParameters(uri=target.location, token=os.environ.get("MILVUS_TOKEN", ""))
+    uri = target.location if target.remote else os.path.abspath(target.location)
+    connection = MilvusConnectionParameters(uri=uri, token=os.environ.get("MILVUS_TOKEN", ""))
     return MilvusVectorWriterConfig(
         connection_params=connection,
         write_config=MilvusWriteConfig(collection_name=collection),
@@ -215,14 +227,10 @@ def merged_info(found, info, where):
     return dataclasses.replace(found, metadata_types={**found.metadata_types, **info.metadata_types})
 
 
-def _info_of(record):
-    return None if record is None else CollectionInfo(**json.loads(record) if isinstance(record, str) else record)
-
-
 def create_collection(target, collection, info, timeout=10):
     """Creates `collection` in `target` with the record contract's schema, recording `info`; an existing one
-    recording the same dimensions and model is kept, its metadata types widened (`merged_info`). What
-    `QdrantEngine.create` and `MilvusEngine.create` do, which it must agree with.
+    recording the same dimensions and model is kept, its metadata types widened (`merged_info`). Milvus:
+    `MilvusEngine.create`; Qdrant: what `QdrantEngine.create` does, which it must agree with.
 
     Args:
         target: a `qdrant` or `milvus` `Target` (`parse_target`).
@@ -239,9 +247,15 @@ def create_collection(target, collection, info, timeout=10):
     ... # doctest: +SKIP
     """
     where = f"{target.text} collection {collection!r}"
-    create = _create_in_qdrant if target.engine == "qdrant" else _create_in_milvus
     try:
-        create(target, collection, info, where, timeout)
+        if target.engine == "qdrant":
+            _create_in_qdrant(target, collection, info, where, timeout)
+            return
+        engine = MilvusEngine(target, collection, timeout)
+        try:
+            engine.create(info)
+        finally:
+            engine.close()
     except UserError:
         raise
     except Exception as error:  # the engine's client: unreachable, locked by another process, a refused name
@@ -274,38 +288,11 @@ def _create_in_qdrant(target, collection, info, where, timeout):
         client.close()
 
 
-def _create_in_milvus(target, collection, info, where, timeout):
-    from pymilvus import DataType, MilvusClient
-
-    if not target.remote and not files.isdir(os.path.dirname(os.path.abspath(target.location))):
-        raise DataError(f"{target.location}: no such directory for Milvus Lite's file")
-    client = MilvusClient(uri=target.location, token=os.environ.get("MILVUS_TOKEN", ""), timeout=timeout)
-    try:
-        if not client.has_collection(collection):
-            schema = client.create_schema(auto_id=False, enable_dynamic_field=False)
-            schema.add_field("id", DataType.VARCHAR, is_primary=True, max_length=VARCHAR_LENGTH)
-            schema.add_field("embedding", DataType.FLOAT_VECTOR, dim=info.dimensions)
-            schema.add_field("title", DataType.VARCHAR, max_length=VARCHAR_LENGTH)
-            schema.add_field("text", DataType.VARCHAR, max_length=VARCHAR_LENGTH)
-            schema.add_field("metadata", DataType.JSON)
-            index = client.prepare_index_params()
-            index.add_index("embedding", index_type="FLAT", metric_type="IP")
-            properties = {INFO_KEY: json.dumps(dataclasses.asdict(info))}
-            client.create_collection(collection, schema=schema, index_params=index, properties=properties)
-            return
-        found = _recorded(client.describe_collection(collection).get("properties"), where)
-        merged = merged_info(found, info, where)
-        if merged != found:
-            client.alter_collection_properties(collection, {INFO_KEY: json.dumps(dataclasses.asdict(merged))})
-    finally:
-        client.close()
-
-
 def _recorded(properties, where):
     record = (properties or {}).get(INFO_KEY)
     if record is None:
         raise UserError(f"{where}: exists but gtr-keras did not create it (no {INFO_KEY!r} record); choose another")
-    return _info_of(record)
+    return CollectionInfo(**record)
 
 
 def encode_corpus_to_engine(corpus, target, model_dir, encoder, collection=DEFAULT_COLLECTION, **pipeline):
@@ -345,7 +332,7 @@ def encode_corpus_to_engine(corpus, target, model_dir, encoder, collection=DEFAU
 
     check_engine(target)
     paths = corpus_files(corpus)
-    count, metadata_types = scan_corpus(paths)
+    count, metadata_types = scan_corpus(paths, MAX_TEXT_BYTES if target.engine == "milvus" else None)
     encoder = encoder() if callable(encoder) and not hasattr(encoder, "encode_documents") else encoder
     model_sha256 = index_metadata(encoder, model_dir)["model_sha256"]
     info = CollectionInfo(encoder.embedding_dim, model_sha256, metadata_types)
