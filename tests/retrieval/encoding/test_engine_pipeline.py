@@ -14,6 +14,8 @@ from gtr_keras.cli.main import main  # noqa: E402
 from gtr_keras.engines.engine import CollectionInfo  # noqa: E402
 from gtr_keras.engines.targets import parse_target  # noqa: E402
 from gtr_keras.errors import DataError, UserError  # noqa: E402
+from gtr_keras.filters.expressions import Filter  # noqa: E402
+from gtr_keras.filters.metadata_columns import MetadataColumns  # noqa: E402
 from gtr_keras.retrieval.encoding import engine_pipeline  # noqa: E402
 from gtr_keras.retrieval.encoding.engine_pipeline import (  # noqa: E402
     corpus_chunks,
@@ -190,6 +192,30 @@ def read_milvus(path, collection):
     return {r["id"]: r for r in rows}
 
 
+def assert_milvus_engine_searches_like_brute_force(path, encoder, info):
+    """`MilvusEngine` searches what the pipeline wrote as NumPy brute force over `encode_documents` does."""
+    from gtr_keras.engines.milvus_engine import MilvusEngine
+
+    ids = [str(d["_id"]) for d in DOCUMENTS]
+    joined = [f"{d.get('title', '')} {d['text']}".strip() for d in DOCUMENTS]
+    vectors = encoder.encode_documents(joined, dimensions=info.dimensions)
+    queries = encoder.encode_queries(["lift on a wing", "drag"], dimensions=info.dimensions)
+    columns = MetadataColumns(ids, [d.get("metadata") for d in DOCUMENTS])
+    engine = MilvusEngine(parse_target(f"milvus:{path}"), "gtr")
+    try:
+        assert sorted(engine.ids()) == sorted(ids)
+        for filter in (None, Filter("lang != en"), Filter("year >= 2000"), Filter("tags in (a, c)")):
+            allowed = np.ones(len(ids), bool) if filter is None else columns.allowed(filter)
+            found = engine.search(queries, 4, filter, info.metadata_types)
+            for query, hits in zip(queries, found):
+                scores = vectors @ query
+                order = [i for i in np.argsort(-scores, kind="stable") if allowed[i]]
+                assert [h[0] for h in hits] == [ids[i] for i in order]
+                np.testing.assert_allclose([h[1] for h in hits], scores[order], atol=1e-5, rtol=0)
+    finally:
+        engine.close()
+
+
 def encode_argv(model, corpus, target, *extra):
     return ["encode", "--model", model, "--runner", "DirectRunner", "--corpus", corpus, "--to", target, *extra]
 
@@ -241,6 +267,7 @@ def test_encode_to_milvus_keeps_dimensions_and_metadata_and_a_rerun_upserts(
         expected = tiny_encoder.encode_documents([joined], dimensions=16)[0]
         np.testing.assert_allclose(row["embedding"], expected, atol=1e-5, rtol=0)
     info = recorded_info(parse_target(f"milvus:{milvus}"), "gtr")
+    assert_milvus_engine_searches_like_brute_force(milvus, tiny_encoder, info)
     assert (info.dimensions, info.metadata_types) == (16, TYPES)
     capsys.readouterr()
     assert main(encode_argv(tiny_model_dir, pattern, f"milvus:{milvus}")) == 2
