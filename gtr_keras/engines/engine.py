@@ -89,6 +89,11 @@ class Engine(abc.ABC):
         """
 
     @abc.abstractmethod
+    def documents(self, ids: Sequence[str]) -> dict[str, dict[str, Any]]:
+        """The documents of those of `ids` the collection holds, by id: each `{"id", "title", "text",
+        "metadata"}` as its record gave them (what search hits show, and `Index.get` answers)."""
+
+    @abc.abstractmethod
     def ids(self) -> list[str]:
         """Every id the collection holds."""
 

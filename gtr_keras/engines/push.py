@@ -29,16 +29,19 @@ from gtr_keras.beir.readers import metadata_type
 from gtr_keras.engines.engine import CollectionInfo, Engine, Record
 from gtr_keras.engines.registry import open_engine
 from gtr_keras.engines.targets import Target, parse_target
-from gtr_keras.errors import DataError, UserError
-from gtr_keras.storage.layout import INDEX_SUBDIR, NO_FLOAT32, read_model_record
+from gtr_keras.errors import UserError
+from gtr_keras.storage.layout import (
+    INDEX_SUBDIR,
+    NO_FLOAT32,
+    PUSH_LEDGER_FORMAT,
+    PUSH_LEDGER_PREFIX,
+    read_model_record,
+    read_push_ledger,
+)
 from gtr_keras.storage.search_index import SearchIndex
 from gtr_keras.storage.segments import live_corpus
 from gtr_keras.utils import files
 from gtr_keras.utils.locks import output_lock
-
-LEDGER_PREFIX = "pushed-"
-LEDGER_GLOB = f"{LEDGER_PREFIX}*.json.gz"
-LEDGER_FORMAT = 1
 
 
 @dataclasses.dataclass(frozen=True)
@@ -69,34 +72,11 @@ def ledger_path(index_path: str | os.PathLike[str], target: Target, collection: 
     """The ledger of pushes of `index_path` to `target`'s `collection`: `pushed-HASH.json.gz` in the index
     directory, HASH of the engine, its location (a local one absolute) and the collection."""
     digest = hashlib.sha256(_target_key(target, collection).encode("utf-8")).hexdigest()[:16]
-    return os.path.join(os.fspath(index_path), f"{LEDGER_PREFIX}{digest}.json.gz")
-
-
-def read_ledger(path: str) -> dict[str, Any] | None:
-    """The ledger at `path` (`{"format", "target", "records": {id: digest}}`), or None where there is none.
-
-    Raises:
-        DataError: an unreadable ledger, naming it.
-    """
-    if not files.isfile(path):
-        return None
-    try:
-        ledger = json.loads(gzip.decompress(files.read_bytes(path)).decode("utf-8"))
-    except (OSError, EOFError, ValueError) as error:
-        raise DataError(f"{path}: not a push ledger ({error}); remove it, and push again") from None
-    records = ledger.get("records") if isinstance(ledger, dict) else None
-    if (
-        ledger.get("format") != LEDGER_FORMAT
-        or not isinstance(ledger.get("target"), str)
-        or not isinstance(records, dict)
-        or not all(isinstance(value, str) for value in records.values())
-    ):
-        raise DataError(f"{path}: not a push ledger of format {LEDGER_FORMAT}; remove it, and push again")
-    return ledger
+    return os.path.join(os.fspath(index_path), f"{PUSH_LEDGER_PREFIX}{digest}.json.gz")
 
 
 def _write_ledger(path: str, key: str, records: dict[str, str]) -> None:
-    ledger = {"format": LEDGER_FORMAT, "target": key, "records": records}
+    ledger = {"format": PUSH_LEDGER_FORMAT, "target": key, "records": records}
     files.replace_file(path, gzip.compress(json.dumps(ledger, ensure_ascii=False).encode("utf-8"), mtime=0))
 
 
@@ -199,7 +179,7 @@ def push(
             if existing is not None and (existing.dimensions, existing.model) != (info.dimensions, info.model):
                 engine.create(info)  # refuses it in one line, before any write
             path, key = ledger_path(index_path, target, collection), _target_key(target, collection)
-            ledger = read_ledger(path) if existing is not None else None
+            ledger = read_push_ledger(path) if existing is not None else None
             if recreate and files.isfile(path):
                 files.remove(path)
             upserts, deletes = _diff(engine, ledger, current) if existing is not None else (set(current), [])

@@ -21,6 +21,8 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
+from qdrant_client import QdrantClient, models
+from qdrant_client.http.exceptions import ResponseHandlingException, UnexpectedResponse
 
 from gtr_keras.engines.engine import CollectionInfo, Engine, Record
 from gtr_keras.engines.targets import Target
@@ -69,7 +71,7 @@ def _key(clause: Clause) -> str:
     return f'metadata."{clause.field}"'
 
 
-def _equal(models: Any, key: str, kind: str, value: Any) -> Any:
+def _equal(key: str, kind: str, value: Any) -> Any:
     """The condition `key = value` on a field of `kind` (a number as a float64 range, which matches integer and
     float payloads alike, as gtr-keras compares them)."""
     if kind == "number":
@@ -77,7 +79,7 @@ def _equal(models: Any, key: str, kind: str, value: Any) -> Any:
     return models.FieldCondition(key=key, match=models.MatchValue(value=value))
 
 
-def _condition(models: Any, clause: Clause, kind: str) -> Any:
+def _condition(clause: Clause, kind: str) -> Any:
     key = _key(clause)
     if kind == "number":  # the number as written, read as the nearest float64
         values: Sequence[Any] = [float(written) for written in clause.written]
@@ -89,16 +91,16 @@ def _condition(models: Any, clause: Clause, kind: str) -> Any:
     if kind in ("string", "list") and clause.op != "=":
         matches = models.FieldCondition(key=key, match=models.MatchAny(any=list(values)))
     elif len(values) == 1:
-        matches = _equal(models, key, kind, values[0])
+        matches = _equal(key, kind, values[0])
     else:
-        matches = models.Filter(should=[_equal(models, key, kind, value) for value in values])
+        matches = models.Filter(should=[_equal(key, kind, value) for value in values])
     if clause.op != "!=":
         return matches
     present = models.FieldCondition(key="fields", match=models.MatchValue(value=clause.field))
     return models.Filter(must=[present], must_not=[matches])
 
 
-def qdrant_filter(filter: Filter | None, metadata_types: dict[str, str]) -> Any:
+def qdrant_filter(filter: Filter | None, metadata_types: dict[str, str]) -> models.Filter | None:
     """`filter` as Qdrant's `models.Filter` (None for None): its clauses and its allow-list of ids ANDed.
 
     A document without the field matches no clause on it, `!=` included (its `fields` must name it); a list
@@ -109,12 +111,10 @@ def qdrant_filter(filter: Filter | None, metadata_types: dict[str, str]) -> Any:
         UserError: an unknown field or a value of the wrong type (as `MetadataColumns.check` says), or a field
             whose name Qdrant's key paths cannot address.
     """
-    from qdrant_client import models
-
     if filter is None:
         return None
     check_clauses(filter, metadata_types)
-    must = [_condition(models, clause, metadata_types[clause.field]) for clause in filter.clauses]
+    must = [_condition(clause, metadata_types[clause.field]) for clause in filter.clauses]
     if filter.ids is not None:
         must.append(models.HasIdCondition(has_id=[point_id(doc_id) for doc_id in filter.ids]))
     return models.Filter(must=must)
@@ -139,9 +139,6 @@ class QdrantEngine(Engine):
 
     def __init__(self, target: Target, collection: str, timeout: float = 10.0):
         super().__init__(target, collection, timeout)
-        from qdrant_client import QdrantClient, models
-
-        self._models = models
         if target.remote:
             self._client = QdrantClient(
                 url=target.location,
@@ -158,8 +155,6 @@ class QdrantEngine(Engine):
 
     def _call(self, request: Any) -> Any:
         """`request()`, a failure to reach a server (or one it answers with an error) as a `UserError`."""
-        from qdrant_client.http.exceptions import ResponseHandlingException, UnexpectedResponse
-
         try:
             return request()
         except (ResponseHandlingException, UnexpectedResponse, ConnectionError, TimeoutError) as error:
@@ -179,7 +174,6 @@ class QdrantEngine(Engine):
         return CollectionInfo(int(recorded["dimensions"]), str(recorded["model"]), dict(recorded["metadata_types"]))
 
     def create(self, info: CollectionInfo, recreate: bool = False) -> None:
-        models = self._models
         existing = None if recreate else self.info()
         if existing is not None:
             if (existing.dimensions, existing.model) != (info.dimensions, info.model):
@@ -205,7 +199,7 @@ class QdrantEngine(Engine):
 
     def upsert(self, records: Sequence[Record]) -> None:
         points = [
-            self._models.PointStruct(
+            models.PointStruct(
                 id=point_id(record.id),
                 vector={VECTOR: np.asarray(record.vector, np.float32).tolist()},
                 payload=payload(record),
@@ -217,13 +211,12 @@ class QdrantEngine(Engine):
 
     def delete(self, ids: Sequence[str]) -> None:
         if ids:
-            selector = self._models.PointIdsList(points=[point_id(doc_id) for doc_id in ids])
+            selector = models.PointIdsList(points=[point_id(doc_id) for doc_id in ids])
             self._call(lambda: self._client.delete(self.collection, points_selector=selector, wait=True))
 
     def search(
         self, vectors: np.ndarray, k: int, filter: Filter | None, metadata_types: dict[str, str]
     ) -> list[list[tuple[str, float]]]:
-        models = self._models
         condition = qdrant_filter(filter, metadata_types)
         params = models.SearchParams(exact=True) if self.target.remote else None
         requests = [
@@ -241,6 +234,13 @@ class QdrantEngine(Engine):
             return [[] for _ in requests]
         answers = self._call(lambda: self._client.query_batch_points(self.collection, requests=requests))
         return [[(point.payload["id"], float(point.score)) for point in answer.points] for answer in answers]
+
+    def documents(self, ids: Sequence[str]) -> dict[str, dict[str, Any]]:
+        if not ids or not self._exists:
+            return {}
+        points = self._call(lambda: self._client.retrieve(self.collection, ids=[point_id(i) for i in ids]))
+        fields = ("id", "title", "text", "metadata")
+        return {point.payload["id"]: {field: point.payload.get(field) for field in fields} for point in points}
 
     def ids(self) -> list[str]:
         if not self._exists:
