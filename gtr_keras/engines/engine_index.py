@@ -121,7 +121,7 @@ class EngineIndex:
                     f"{self.info.model[:12]}): search with the model the index was built with"
                 )
             cut = self.info.dimensions if self.info.dimensions < encoder.embedding_dim else None
-            self._encoder = encoder.truncated(cut)
+            self._encoder = encoder if cut is None else encoder.truncated(cut)
         return self._encoder
 
     def search(
@@ -147,7 +147,7 @@ class EngineIndex:
         engine = self._open_engine()
         if retriever != "gtr" or fusion is not None:
             raise _refused(f"retriever {retriever!r} (BM25 and hybrid search)")
-        if rerank is not None or rerank_depth is not None:
+        if rerank is not None:
             raise _refused("rerank")
         k = check_positive_int(k, "k")
         vectors, texts = query_inputs(queries)
@@ -158,12 +158,24 @@ class EngineIndex:
             check_clauses(filter, self.info.metadata_types)
         if texts is not None:
             vectors = self.encoder.encode_queries(texts)
-        found = engine.search(vectors, k, filter, self.info.metadata_types)
+        found = self._ranked(vectors, k, filter)
         shown = engine.documents(sorted({doc_id for row in found for doc_id, _ in row}))
         return [
             [{"id": i, "score": score, "title": shown[i]["title"], "text": shown[i]["text"]} for i, score in row]
             for row in found
         ]
+
+    def _ranked(self, vectors: np.ndarray, k: int, filter: Filter | None) -> list[list[tuple[str, float]]]:
+        """Each query's best `k` as exact search ranks them, equal scores by id descending: a query whose `k`-th
+        score ties with the last one fetched is asked again for twice as many, until none does."""
+        limit, types = k + 1, self.info.metadata_types
+        found = self._engine.search(vectors, limit, filter, types)
+        while tied := [i for i, row in enumerate(found) if len(row) == limit and row[-1][1] == row[k - 1][1]]:
+            limit *= 2
+            for i, row in zip(tied, self._engine.search(vectors[tied], limit, filter, types)):
+                found[i] = row
+        by_id = [sorted(row, key=lambda hit: hit[0].encode("utf-8"), reverse=True) for row in found]
+        return [sorted(row, key=lambda hit: -hit[1])[:k] for row in by_id]
 
     def get(self, ids: str | int | Iterable[str | int]) -> list[dict[str, Any] | None]:
         """The documents of `ids` (`{"id", "title", "text", "metadata"}`), None for an id the collection does

@@ -169,12 +169,12 @@ def push(
     target = parse_target(target) if isinstance(target, str) else target
     collection = default_collection(index_path) if collection is None else collection
     index_path = os.fspath(index_path)
-    with output_lock(index_path):
-        read_model_record(index_path)  # not an index directory: one line
-        index = SearchIndex.load(os.path.join(index_path, INDEX_SUBDIR))
-        info, current = scan(index_path, index, batch_size)
-        engine = open_engine(target, collection, timeout=timeout)
-        try:
+    read_model_record(index_path)  # not an index directory: one line
+    engine = open_engine(target, collection, timeout=timeout)  # a missing extra, an unreachable host
+    try:
+        with output_lock(index_path):
+            index = SearchIndex.load(os.path.join(index_path, INDEX_SUBDIR))
+            info, current = scan(index_path, index, batch_size)
             existing = None if recreate else engine.info()
             if existing is not None and (existing.dimensions, existing.model) != (info.dimensions, info.model):
                 engine.create(info)  # refuses it in one line, before any write
@@ -189,6 +189,6 @@ def push(
                 engine.upsert(batch)
             if upserts or deletes or ledger is None:
                 _write_ledger(path, key, current)
-        finally:
-            engine.close()
+    finally:
+        engine.close()
     return PushSummary(collection, len(upserts), len(deletes))

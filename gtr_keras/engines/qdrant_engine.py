@@ -148,7 +148,7 @@ class QdrantEngine(Engine):
             )
         else:
             try:
-                self._client = QdrantClient(path=target.location)
+                self._client = QdrantClient(path=target.location, force_disable_check_same_thread=True)
             except (RuntimeError, ValueError, OSError) as error:
                 raise UserError(f"{target.text}: cannot open Qdrant's local directory: {error}") from None
         self._exists = self._call(lambda: self._client.collection_exists(collection))
