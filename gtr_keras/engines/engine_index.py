@@ -77,7 +77,8 @@ class EngineIndex:
         if not collection:
             raise UserError(f"{target}: name the collection to search (collection=, --collection NAME)")
         self.target, self.collection = target, collection
-        self._load_encoder, self._encoder = encoder, None
+        self._load_encoder = encoder
+        self._encoder: TextEncoder | None = None
         self._engine: Any = open_engine(parsed, collection, timeout=timeout)
         info = self._engine.info()
         if info is None:
@@ -271,7 +272,8 @@ class EngineIndex:
         """Releases the engine's connection (or its local files); closing again does nothing."""
         if self._engine is not None:
             self._engine.close()
-        self._engine = self._encoder = None
+        self._engine = None
+        self._encoder = None
 
     def __enter__(self) -> Self:
         self._open_engine()

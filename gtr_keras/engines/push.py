@@ -121,7 +121,8 @@ def index_records(index: Any, batch_size: int = 256, wanted: set[str] | None = N
 def scan(index_path: str | os.PathLike[str], index: Any, batch_size: int) -> tuple[CollectionInfo, dict[str, str]]:
     """The `CollectionInfo` of an index directory (its vectors' dimensions, its model's fingerprint, `""` for
     embeddings of no recorded model, its live documents' metadata types) and the digest of each live record."""
-    digests, types = {}, {}
+    digests: dict[str, str] = {}
+    types: dict[str, str] = {}
     for batch in index_records(index, batch_size):
         for record in batch:
             digests[record.id] = record_digest(record)

@@ -88,6 +88,7 @@ def _condition(clause: Clause, kind: str) -> Any:
     if clause.op in ("<", "<=", ">", ">="):
         bound = {"<": "lt", "<=": "lte", ">": "gt", ">=": "gte"}[clause.op]
         return models.FieldCondition(key=key, range=models.Range(**{bound: values[0]}))
+    matches: models.FieldCondition | models.Filter
     if kind in ("string", "list") and clause.op != "=":
         matches = models.FieldCondition(key=key, match=models.MatchAny(any=list(values)))
     elif len(values) == 1:
