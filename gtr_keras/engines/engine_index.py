@@ -136,7 +136,15 @@ class EngineIndex:
         rerank_depth: int | None = None,
     ) -> list[list[dict[str, Any]]]:
         """The top `k` hits of each query, `{"id", "score", "title", "text"}` best first, as a local exact
-        `Index.search` answers them; `filter` as it takes it (docs/filters.md).
+        `Index.search` answers them.
+
+        Args:
+            queries: a list of texts (encoded by the model) or float32 query vectors `[n, D]`.
+            k: hits per query.
+            filter: a clause, a list of clauses (ANDed) or a `gtr_keras.Filter` (docs/filters.md), translated
+                to the engine's own filter.
+            retriever, fusion, rerank: `Index.search`'s; only GTR search without reranking is the engine's.
+            rerank_depth: ignored without `rerank`, as `Index.search` ignores it.
 
         Raises:
             UserError: one line, before any query is encoded: a bad query, `k` or clause, an unknown field, a

@@ -140,6 +140,8 @@ class QdrantEngine(Engine):
 
     def __init__(self, target: Target, collection: str, timeout: float = 10.0):
         super().__init__(target, collection, timeout)
+        if collection in (".", "..") or any(character in collection for character in "/\\\0"):
+            raise UserError(f"{target.text}: {collection!r} cannot name a Qdrant collection (a path, or a NUL in it)")
         if target.remote:
             self._client = QdrantClient(
                 url=target.location,
@@ -158,7 +160,12 @@ class QdrantEngine(Engine):
         """`request()`, a failure to reach a server (or one it answers with an error) as a `UserError`."""
         try:
             return request()
-        except (ResponseHandlingException, UnexpectedResponse, ConnectionError, TimeoutError) as error:
+        except UnexpectedResponse as error:
+            reason = " ".join(str(error).split())
+            raise UserError(
+                f"{self.target.text}: Qdrant refused the request on {self.collection!r}: {reason}"
+            ) from None
+        except (ResponseHandlingException, ConnectionError, TimeoutError) as error:
             reason = " ".join(str(error).split()) or type(error).__name__
             raise UserError(f"{self.target.text}: Qdrant did not answer within {self.timeout:g} s: {reason}") from None
 

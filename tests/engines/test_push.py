@@ -115,6 +115,9 @@ def test_a_push_stopped_inside_a_batch_converges_when_run_again(tmp_path, monkey
 def test_a_collection_without_this_index_ledger_is_diffed_against_the_engine_ids(tmp_path):
     index, target = _index(tmp_path), f"qdrant:{tmp_path / 'q'}"
     push(index.paths[0], target, "shared")
+    rebuilt = _index(tmp_path)  # a rebuild replaces the directory, its ledgers with it
+    assert not list((tmp_path / "papers").glob("pushed-*")) and check_index([rebuilt.paths[0]]).ok
+    assert push(rebuilt.paths[0], target, "shared") == PushSummary("shared", 30, 0)  # digests unknown: all sent
     other = _index(tmp_path, n=12, name="rebuilt")  # the same model and dimensions, fewer documents
     assert push(other.paths[0], target, "shared") == PushSummary("shared", 12, 18)
     _assert_mirrors(other, tmp_path / "q", "shared")

@@ -151,3 +151,9 @@ def test_a_local_directory_another_client_holds_is_one_line(tmp_path):
             QdrantEngine(parse_target(f"qdrant:{tmp_path / 'q'}"), "docs")
     finally:
         engine.close()
+
+
+@pytest.mark.parametrize("name", ["..", "a/b", "nul\0"])
+def test_a_collection_name_that_is_a_path_is_refused(tmp_path, name):
+    with pytest.raises(UserError, match="cannot name a Qdrant collection"):
+        QdrantEngine(parse_target(f"qdrant:{tmp_path / 'q'}"), name)
