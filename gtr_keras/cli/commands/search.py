@@ -35,7 +35,9 @@ def add_parser(subparsers, parents):
         help="index directory; repeat it to search shards as one index (merged top k; --retriever gtr); or an "
         "engine's target (qdrant:PATH, qdrant+http://HOST:PORT, milvus:PATH.db, ...) with --collection",
     )
-    p.add_argument("--collection", help="with an engine's target as --index: the collection `push` wrote")
+    p.add_argument(
+        "--collection", help="with an engine's target as --index: the collection `push` wrote (default: none)"
+    )
     p.add_argument("--model", help="the model the index was built with (checked; required unless --retriever bm25)")
     add_retriever_arguments(p, "the index's BM25 side")
     p.add_argument(

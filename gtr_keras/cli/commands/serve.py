@@ -44,7 +44,9 @@ def add_parser(subparsers, parents):
         help="index directory for /v1/search, or an engine's target (qdrant:PATH, milvus:PATH.db, ...) with "
         "--collection (default: none)",
     )
-    p.add_argument("--collection", help="with an engine target as --index: the collection `push` wrote")
+    p.add_argument(
+        "--collection", help="with an engine's target as --index: the collection `push` wrote (default: none)"
+    )
     p.add_argument(
         "--reranker",
         metavar="MODEL",
