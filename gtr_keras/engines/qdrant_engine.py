@@ -238,8 +238,8 @@ class QdrantEngine(Engine):
             )
             for vector in vectors
         ]
-        if not requests or not self._exists:
-            return [[] for _ in requests]
+        if not requests or not self._exists or (filter is not None and filter.ids == []):
+            return [[] for _ in requests]  # an empty allow-list allows nothing
         answers = self._call(lambda: self._client.query_batch_points(self.collection, requests=requests))
         return [[(point.payload["id"], float(point.score)) for point in answer.points] for answer in answers]
 
