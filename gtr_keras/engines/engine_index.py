@@ -18,11 +18,11 @@ import numpy as np
 
 from gtr_keras.beir.readers import Corpus, check_corpus, load_corpus, metadata_type
 from gtr_keras.engines.engine import CollectionInfo, Record
+from gtr_keras.engines.metadata_terms import terms
 from gtr_keras.engines.registry import open_engine
 from gtr_keras.engines.targets import parse_target
 from gtr_keras.errors import DataError, MismatchError, UserError
 from gtr_keras.filters.expressions import Filter, id_list
-from gtr_keras.filters.metadata_columns import check_clauses
 from gtr_keras.models.text_encoder import TextEncoder
 from gtr_keras.utils.records import check_positive_int
 from gtr_keras.utils.text_files import query_inputs
@@ -163,8 +163,7 @@ class EngineIndex:
         if vectors is not None and vectors.shape[1] != self.info.dimensions:
             raise UserError(f"query vectors: a [queries, {self.info.dimensions}] array, got shape {vectors.shape}")
         filter = Filter.of(filter)
-        if filter is not None:
-            check_clauses(filter, self.info.metadata_types)
+        terms(filter, self.info.metadata_types)  # an unknown field or a wrong type, before the model loads
         if texts is not None:
             vectors = self.encoder.encode_queries(texts)
         found = self._ranked(vectors, k, filter)

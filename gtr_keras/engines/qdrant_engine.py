@@ -18,17 +18,18 @@ import os
 import re
 import uuid
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 from qdrant_client import QdrantClient, models
 from qdrant_client.http.exceptions import ResponseHandlingException, UnexpectedResponse
 
+from gtr_keras.beir.readers import metadata_type
 from gtr_keras.engines.engine import CollectionInfo, Engine, Record
+from gtr_keras.engines.metadata_terms import Term, terms
 from gtr_keras.engines.targets import Target
 from gtr_keras.errors import UserError
 from gtr_keras.filters.expressions import Clause, Filter
-from gtr_keras.filters.metadata_columns import check_clauses
 
 GTR_NAMESPACE = uuid.UUID("5b0c7d8e-3f4a-5e21-9c6b-67a1d2e4f803")
 VECTOR = "dense"
@@ -53,8 +54,9 @@ def _number(value: Any) -> Any:
 
 
 def payload(record: Record) -> dict[str, Any]:
-    """The payload of `record`'s point: `id`, `title`, `text`, `metadata` (nulls dropped) and `fields`."""
-    metadata = {field: _number(value) for field, value in record.metadata.items() if value is not None}
+    """The payload of `record`'s point: `id`, `title`, `text`, `metadata` (its values of a filter type: a null,
+    an object or a list of other than strings is no value, as `MetadataColumns` has it) and `fields`."""
+    metadata = {field: _number(value) for field, value in record.metadata.items() if metadata_type(value)}
     fields = sorted(metadata)
     return {"id": record.id, "title": record.title, "text": record.text, "metadata": metadata, "fields": fields}
 
@@ -79,12 +81,9 @@ def _equal(key: str, kind: str, value: Any) -> Any:
     return models.FieldCondition(key=key, match=models.MatchValue(value=value))
 
 
-def _condition(clause: Clause, kind: str) -> Any:
+def _condition(term: Term) -> Any:
+    clause, kind, values = cast(Clause, term.clause), term.kind, term.values
     key = _key(clause)
-    if kind == "number":  # the number as written, read as the nearest float64
-        values: Sequence[Any] = [float(written) for written in clause.written]
-    else:
-        values = clause.values if kind == "boolean" else clause.written
     if clause.op in ("<", "<=", ">", ">="):
         bound = {"<": "lt", "<=": "lte", ">": "gt", ">=": "gte"}[clause.op]
         return models.FieldCondition(key=key, range=models.Range(**{bound: values[0]}))
@@ -114,8 +113,7 @@ def qdrant_filter(filter: Filter | None, metadata_types: dict[str, str]) -> mode
     """
     if filter is None:
         return None
-    check_clauses(filter, metadata_types)
-    must = [_condition(clause, metadata_types[clause.field]) for clause in filter.clauses]
+    must = [_condition(term) for term in terms(filter, metadata_types)]
     if filter.ids is not None:
         must.append(models.HasIdCondition(has_id=[point_id(doc_id) for doc_id in filter.ids]))
     return models.Filter(must=must)

@@ -72,29 +72,6 @@ def _value_type(value):
     return "number" if metadata_type(value) == "number" else metadata_type(value)
 
 
-def check_clauses(filter, types):
-    """Raises `UserError` naming the first clause of `filter` on a field not in `types` (`{field: kind}`,
-    `MetadataColumns.types`) or of the wrong type: the check of every search, an engine's too.
-
-    Example:
-    >>> check_clauses(Filter("year >= 2019"), {"year": "number"})
-    """
-    for clause in filter.clauses:
-        kind = types.get(clause.field)
-        if kind is None:
-            known = ", ".join(sorted(types)) or "none: its documents have no metadata"
-            raise UserError(f"filter {clause.text!r}: unknown field {clause.field!r} (the index's fields: {known})")
-        if clause.op in ORDER_OPERATORS and kind != "number":
-            raise UserError(f"filter {clause.text!r}: {clause.op} compares numbers, {clause.field!r} is a {kind}")
-        wanted = "string" if kind == "list" else kind
-        for value in clause.values:
-            if _value_type(value) != wanted and not (wanted == "string" and _value_type(value) == "number"):
-                raise UserError(
-                    f"filter {clause.text!r}: {value!r} is a {_value_type(value)}, {clause.field!r} holds "
-                    f"{kind if kind != 'list' else 'lists of strings'} (quote a string)"
-                )
-
-
 class MetadataColumns:
     """The metadata of N documents, one column a field, and the rows a `Filter` allows.
 
@@ -159,7 +136,22 @@ class MetadataColumns:
 
     def check(self, filter):
         """Raises `UserError` naming the first clause of `filter` on an unknown field or of the wrong type."""
-        check_clauses(filter, self.types)
+        for clause in filter.clauses:
+            column = self.columns.get(clause.field)
+            if column is None:
+                known = ", ".join(sorted(self.columns)) or "none: its documents have no metadata"
+                raise UserError(f"filter {clause.text!r}: unknown field {clause.field!r} (the index's fields: {known})")
+            if clause.op in ORDER_OPERATORS and column.kind != "number":
+                raise UserError(
+                    f"filter {clause.text!r}: {clause.op} compares numbers, {clause.field!r} is a {column.kind}"
+                )
+            wanted = "string" if column.kind == "list" else column.kind
+            for value in clause.values:
+                if _value_type(value) != wanted and not (wanted == "string" and _value_type(value) == "number"):
+                    raise UserError(
+                        f"filter {clause.text!r}: {value!r} is a {_value_type(value)}, {clause.field!r} holds "
+                        f"{column.kind if column.kind != 'list' else 'lists of strings'} (quote a string)"
+                    )
 
     def allowed(self, filter):
         """The bool `[N]` mask of the rows `filter` allows (all of them for None).

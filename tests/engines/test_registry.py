@@ -13,6 +13,7 @@ from gtr_keras.errors import UserError
 def test_every_engine_has_its_class_and_a_target_opens_its_collection(tmp_path):
     assert set(ENGINE_CLASSES) == set(ENGINES)
     assert engine_class("qdrant") is QdrantEngine
+    assert [engine_class(name).__name__ for name in ("milvus", "vertex-ai")] == ["MilvusEngine", "VertexEngine"]
     engine = open_engine(f"qdrant:{tmp_path / 'q'}", "docs", timeout=3)
     try:
         assert isinstance(engine, QdrantEngine) and engine.collection == "docs" and engine.timeout == 3
