@@ -14,11 +14,13 @@ It holds no logic of its own beyond choosing the step: building is `index_buildi
 
 import os
 from collections.abc import Iterable, Sequence
-from typing import Any, Literal, Self
+from typing import Any, Literal, Self, overload
 
 import numpy as np
 
 from gtr_keras.beir.readers import Corpus, check_corpus, load_corpus
+from gtr_keras.engines.engine_index import EngineIndex
+from gtr_keras.engines.targets import names_engine
 from gtr_keras.errors import CheckpointError, DataError, MismatchError, UserError
 from gtr_keras.filters.expressions import Filter
 from gtr_keras.lexical.bm25 import BM25Retriever
@@ -40,7 +42,7 @@ from gtr_keras.utils import files
 from gtr_keras.utils.dimensions import check_dimensions
 from gtr_keras.utils.locks import locks_output, output_lock
 from gtr_keras.utils.records import check_positive_int
-from gtr_keras.utils.text_files import check_text
+from gtr_keras.utils.text_files import query_inputs
 
 GLOB_CHARACTERS = "*?["
 
@@ -49,25 +51,6 @@ def _encoder_of(model):
     from gtr_keras.saving import encoder_of  # the model's stack (Keras, TensorFlow) only for a model
 
     return encoder_of(model)
-
-
-def _queries(queries):
-    """`(vectors, texts)`: `queries` as float32 `[n, D]` and None when they are vectors (a float array), or
-    None and a list of strings when they are texts (valid Unicode); a `UserError` for anything else."""
-    if isinstance(queries, (str, bytes)):
-        raise UserError("queries: a list of texts (or an array of query vectors), not one string")
-    if isinstance(queries, np.ndarray) and queries.dtype.kind == "f":
-        if queries.ndim != 2:
-            raise UserError(f"query vectors: a [queries, D] array, got shape {queries.shape}")
-        return queries.astype(np.float32, copy=False), None
-    texts = list(queries)
-    for number, text in enumerate(texts):
-        if not isinstance(text, str):
-            raise UserError(
-                f"queries: a list of texts or a float array of query vectors, got a {type(text).__name__} in the list"
-            )
-        check_text(f"queries[{number}]", text)
-    return None, texts
 
 
 class Index(IndexHandle):
@@ -109,15 +92,32 @@ class Index(IndexHandle):
         self._search_params: dict[str, int] = {}
         self._reopen()
 
+    @overload
     @classmethod
-    def open(cls, path: IndexPaths, model: ModelLike | None = None) -> Self:
+    def open(cls, path: IndexPaths, model: ModelLike | None = None, collection: None = None) -> Self: ...
+
+    @overload
+    @classmethod
+    def open(cls, path: str, model: ModelLike | None = None, *, collection: str) -> EngineIndex: ...
+
+    @classmethod
+    def open(
+        cls, path: IndexPaths, model: ModelLike | None = None, collection: str | None = None
+    ) -> Self | EngineIndex:
         """The `Index` of an index directory, or of several searched as one: the way to open one (it calls
-        the constructor, `Index(path, model)`).
+        the constructor, `Index(path, model)`); for an engine target (`qdrant:PATH`, `qdrant+http://HOST:PORT`,
+        `milvus:PATH.db`, ...), its `collection` that `push` wrote, searched and updated through the engine
+        (`EngineIndex`, docs/past-one-machine.md).
 
         Raises:
             DataError: not an index directory, or a damaged one (naming the file).
             MismatchError: shards of different models.
+            UserError: `collection` without an engine target; a target without `collection`, or unreachable.
         """
+        if isinstance(path, str) and names_engine(path):
+            return EngineIndex(path, collection, None if model is None else lambda: _encoder_of(model))
+        if collection is not None:
+            raise UserError(f"collection: names a collection of an engine target (qdrant:PATH, ...), not of {path}")
         return cls(path, model)
 
     @classmethod
@@ -362,7 +362,7 @@ class Index(IndexHandle):
         depth = check_positive_int(k if rerank_depth is None else rerank_depth, "rerank_depth")
         if depth < k:
             raise UserError(f"rerank_depth ({depth}) must be at least k ({k}): the best k of the reranked hits return")
-        vectors, texts = _queries(queries)
+        vectors, texts = query_inputs(queries)
         if rerank is not None and vectors is not None:
             raise UserError("rerank: a reranker reads query texts, not vectors")
         filter = Filter.of(filter)  # a clause that does not parse, before the index is searched
@@ -559,7 +559,7 @@ class Index(IndexHandle):
             raise UserError("tune measures one index directory: open each shard")
         with output_lock(self.paths[0]):
             if queries is not None:
-                vectors, texts = _queries(queries)
+                vectors, texts = query_inputs(queries)
                 if texts is not None:
                     check_request(self.paths[0], target_recall, k, build, len(texts), sampled=False)
                     vectors = self.encoder.encode_queries(texts)

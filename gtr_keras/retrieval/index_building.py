@@ -31,6 +31,7 @@ from gtr_keras.storage.layout import (
     BM25_SUBDIR,
     DOCUMENTS_FILE,
     INDEX_SUBDIR,
+    PUSH_LEDGER_GLOB,
     RETRIEVER_JSON,
 )
 from gtr_keras.storage.resumable_encoding import RESUMABLE_ENCODING_DIRECTORY, ResumableEncoding
@@ -48,7 +49,7 @@ from gtr_keras.utils.records import (
 INDEX_DIRECTORY = files.DirectoryKind(
     "an index directory",
     (RETRIEVER_JSON,),
-    (RETRIEVER_JSON, INDEX_SUBDIR, DOCUMENTS_FILE, BM25_SUBDIR, f".{INDEX_SUBDIR}.lock"),
+    (RETRIEVER_JSON, INDEX_SUBDIR, DOCUMENTS_FILE, BM25_SUBDIR, f".{INDEX_SUBDIR}.lock", PUSH_LEDGER_GLOB),
 )
 
 

@@ -10,6 +10,7 @@ from typing import Any, Self
 
 import numpy as np
 
+from gtr_keras.engines.push import PushSummary, push
 from gtr_keras.errors import DataError, MismatchError, UserError
 from gtr_keras.filters.expressions import id_list
 from gtr_keras.integrity.check_report import CheckReport
@@ -134,6 +135,31 @@ class IndexHandle:
         """
         self._check_open()
         return check_index([os.fspath(path) for path in self.paths])
+
+    def push(self, target: str, collection: str | None = None, recreate: bool = False) -> PushSummary:
+        """Pushes the index's live documents to an engine's collection, only what changed since the last push
+        there (`gtr-keras push`; `engines.push.push`): the collection then holds exactly the index's documents.
+
+        Args:
+            target: `qdrant:PATH`, `qdrant+http://HOST:PORT`, `milvus:PATH.db`, `milvus+http://HOST:PORT` or
+                `vertex-ai:DIR` (docs/past-one-machine.md).
+            collection: the collection's name (default: the index directory's name).
+            recreate: replace a collection of another dimension or model.
+
+        Returns:
+            The `PushSummary` (`upserted`, `deleted`).
+
+        Raises:
+            UserError: a bad target, a missing extra, an unreachable host, a collection of another dimension or
+                model without `recreate`, several directories: before any write.
+
+        Example:
+        >>> index.push("qdrant:/data/qdrant", collection="papers").upserted
+        """
+        self._check_open()
+        if len(self.paths) > 1:
+            raise UserError("push sends one index directory to its own collection: open each shard")
+        return push(self.paths[0], target, collection, recreate)
 
     def close(self) -> None:
         """Releases what the index holds (the version loaded, its BM25 side, the model it loaded); any use of

@@ -17,6 +17,7 @@ TensorFlow knows (local, `gs://`, `ram://`).
 """
 
 import collections.abc
+import gzip
 import json
 import os
 
@@ -63,6 +64,10 @@ RETRIEVER_JSON = "retriever.json"
 INDEX_SUBDIR = "index"
 DOCUMENTS_FILE = "documents.jsonl.gz"
 BM25_SUBDIR = "bm25"
+# `gtr-keras push` (`engines.push`): one ledger per engine target and collection, each id pushed with its digest.
+PUSH_LEDGER_PREFIX = "pushed-"
+PUSH_LEDGER_GLOB = f"{PUSH_LEDGER_PREFIX}*.json.gz"
+PUSH_LEDGER_FORMAT = 1
 # The fields of `retriever.json` (`read_model_record`); those of the model are null for embeddings indexed
 # without a record of their model.
 RETRIEVER_FIELDS = {
@@ -455,3 +460,28 @@ def read_id_file(path):
         return f"{path}:{lines[i]}"
 
     return check_ids(ids, where, DataError), where
+
+
+def read_push_ledger(path):
+    """The push ledger at `path` (`engines.push`: `{"format", "target", "records": {id: digest}}`), or None
+    where there is none.
+
+    Raises:
+        DataError: an unreadable ledger, naming it.
+    """
+    if not files.isfile(path):
+        return None
+    try:
+        ledger = json.loads(gzip.decompress(files.read_bytes(path)).decode("utf-8"))
+    except (OSError, EOFError, ValueError) as error:
+        raise DataError(f"{path}: not a push ledger ({error}); remove it, and push again") from None
+    records = ledger.get("records") if isinstance(ledger, dict) else None
+    if (
+        records is None
+        or ledger.get("format") != PUSH_LEDGER_FORMAT
+        or not isinstance(ledger.get("target"), str)
+        or not isinstance(records, dict)
+        or not all(isinstance(value, str) for value in records.values())
+    ):
+        raise DataError(f"{path}: not a push ledger of format {PUSH_LEDGER_FORMAT}; remove it, and push again")
+    return ledger
