@@ -6,6 +6,13 @@ import warnings
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import pytest  # noqa: E402
+
+# pymilvus' import reconfigures logging (`dictConfig`), closing every handler; absl's closes the stream it holds,
+# which is pytest's capture of the test that first imports pymilvus unless it is imported here, before any capture.
+try:
+    import pymilvus  # noqa: E402, F401
+except ImportError:
+    pass
 from reranker_inputs import bert_scorer, reranker_dirs  # noqa: E402, F401  (the rerankers' fixtures)
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

@@ -42,6 +42,7 @@ PROPERTY = "gtr_keras"
 MAX_TEXT_BYTES = 1_048_576
 MAX_K = 16_384
 _BATCH_BYTES = 16 << 20
+_QUERY_IDS = 10_000
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,254}\Z")
 _ESCAPES = {"\\": "\\\\", '"': '\\"', "\n": "\\n", "\r": "\\r", "\t": "\\t"}
 _ORDER = {"<": "<", "<=": "<=", ">": ">", ">=": ">=", "=": "==", "!=": "!="}
@@ -218,8 +219,8 @@ class MilvusEngine(Engine):
     def delete(self, ids: Sequence[str]):
         ids = list(ids)
         if ids and self._exists():
-            for start in range(0, len(ids), 10_000):
-                self._call("delete", self._client.delete, self.collection, ids=ids[start : start + 10_000])
+            for start in range(0, len(ids), _QUERY_IDS):
+                self._call("delete", self._client.delete, self.collection, ids=ids[start : start + _QUERY_IDS])
 
     def search(self, vectors, k, filter, metadata_types):
         vectors = np.asarray(vectors, np.float32)
@@ -245,6 +246,25 @@ class MilvusEngine(Engine):
             consistency_level="Strong",
         )
         return [[(hit["id"], float(hit["distance"])) for hit in hits] for hits in found]
+
+    def documents(self, ids):
+        ids = list(dict.fromkeys(ids))
+        if not ids or not self._exists():
+            return {}
+        self._load()
+        fields = ["id", "title", "text", "metadata"]
+        found = {}
+        for start in range(0, len(ids), _QUERY_IDS):
+            rows = self._call(
+                "query",
+                self._client.query,
+                self.collection,
+                filter=f"id in [{', '.join(_literal(i) for i in ids[start : start + _QUERY_IDS])}]",
+                output_fields=fields,
+                consistency_level="Strong",
+            )
+            found.update({row["id"]: {field: row[field] for field in fields} for row in rows})
+        return found
 
     def ids(self):
         if not self._exists():

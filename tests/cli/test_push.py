@@ -1,15 +1,23 @@
 """Acceptance of `gtr-keras push` and of `search --index TARGET --collection C`: an index built with
-`gtr-keras index`, pushed into Qdrant's embedded mode, answers through the engine what the local exact index
-answers, with and without filters, before and after an update and a second push; bad input is exit 2 and one
-line before any write."""
+`gtr-keras index`, pushed into Qdrant's embedded mode and into Milvus Lite, answers through the engine what the
+local exact index answers, with and without filters, before and after an update and a second push, and the engine
+then holds exactly the live rows; pushed as Vertex AI batch folders, their replay is the live rows; bad input is
+exit 2 and one line before any write."""
 
 import json
+import os
 import re
 
+import numpy as np
 import pytest
 from command_line import one_line_error
+from vertex_batches import batch_folders, replay
 
 from gtr_keras.cli.main import main
+from gtr_keras.engines.push import index_records
+from gtr_keras.engines.registry import open_engine
+from gtr_keras.storage.layout import INDEX_SUBDIR
+from gtr_keras.storage.search_index import SearchIndex
 
 WORDS = "wing lift drag shock boundary layer heat transfer flutter nozzle jet buckling panel cone mach".split()
 QUERIES = ["boundary layer heat transfer", "shock wave on a cone"]
@@ -47,10 +55,10 @@ def _search(capsys, index, model, filters, *flags):
     return json.loads(capsys.readouterr().out)
 
 
-def _assert_same_answers(capsys, index, qdrant, model):
+def _assert_same_answers(capsys, index, target, model):
     for filters in FILTERS:
         local = _search(capsys, index, model, filters)
-        engine = _search(capsys, qdrant, model, filters, "--collection", "c")
+        engine = _search(capsys, target, model, filters, "--collection", "c")
         for mine, theirs in zip(engine, local):
             assert mine["query"] == theirs["query"]
             assert [(h["id"], h["title"], h["text"]) for h in mine["hits"]] == [
@@ -59,24 +67,59 @@ def _assert_same_answers(capsys, index, qdrant, model):
             assert all(abs(a["score"] - b["score"]) <= 1e-5 for a, b in zip(mine["hits"], theirs["hits"]))
 
 
+def _update(tmp_path, capsys, index, model):
+    """Replaces d0, d1 and d2, adds n0..n3 and deletes d5 and d9 (`gtr-keras update`); returns the live ids."""
+    changed = _write(tmp_path / "new.jsonl", _documents(3, shift=5) + _documents(4, prefix="n"))
+    (tmp_path / "gone.txt").write_text("d5\nd9\n")
+    assert main(["update", index, "--model", model, "--corpus", changed, "--delete", str(tmp_path / "gone.txt")]) == 0
+    capsys.readouterr()
+    return sorted({f"d{i}" for i in range(40)} - {"d5", "d9"} | {f"n{i}" for i in range(4)})
+
+
+def _assert_holds_exactly(target, live):
+    engine = open_engine(target, "c")
+    try:
+        assert sorted(engine.ids()) == live
+        assert {doc_id: document["id"] for doc_id, document in engine.documents(live).items()} == {i: i for i in live}
+    finally:
+        engine.close()
+
+
 @pytest.mark.large
-def test_an_index_pushed_to_qdrant_answers_as_the_local_exact_index_through_an_update(tmp_path, capsys, tiny_model_dir):
-    index, qdrant = str(tmp_path / "idx"), f"qdrant:{tmp_path / 'q'}"
+@pytest.mark.parametrize("engine", ["qdrant:{tmp}/q", "milvus:{tmp}/m.db"])
+def test_an_index_pushed_to_an_engine_answers_as_the_local_exact_index_through_an_update(
+    tmp_path, capsys, tiny_model_dir, engine
+):
+    index, target = str(tmp_path / "idx"), engine.format(tmp=tmp_path)
     corpus = _write(tmp_path / "corpus.jsonl", _documents(40))
     assert main(["index", "--model", tiny_model_dir, "--corpus", corpus, "--out", index, "--exact"]) == 0
     capsys.readouterr()
-    assert main(["push", "--index", index, "--to", qdrant, "--collection", "c"]) == 0
+    assert main(["push", "--index", index, "--to", target, "--collection", "c"]) == 0
     assert capsys.readouterr().out == "pushed to 'c': 40 upserted, 0 deleted\n"
-    _assert_same_answers(capsys, index, qdrant, tiny_model_dir)
-    changed = _write(tmp_path / "new.jsonl", _documents(3, shift=5) + _documents(4, prefix="n"))  # 3 replaced, 4 new
-    (tmp_path / "gone.txt").write_text("d5\nd9\n")
-    gone = str(tmp_path / "gone.txt")
-    assert main(["update", index, "--model", tiny_model_dir, "--corpus", changed, "--delete", gone]) == 0
-    capsys.readouterr()
-    assert main(["push", "--index", index, "--to", qdrant, "--collection", "c"]) == 0
+    _assert_same_answers(capsys, index, target, tiny_model_dir)
+    live = _update(tmp_path, capsys, index, tiny_model_dir)
+    assert main(["push", "--index", index, "--to", target, "--collection", "c"]) == 0
     assert capsys.readouterr().out == "pushed to 'c': 7 upserted, 2 deleted\n"
-    _assert_same_answers(capsys, index, qdrant, tiny_model_dir)
+    _assert_same_answers(capsys, index, target, tiny_model_dir)
+    _assert_holds_exactly(target, live)
     assert main(["check", index]) == 0
+
+
+@pytest.mark.large
+def test_replaying_the_vertex_batch_folders_of_two_pushes_gives_the_live_rows(tmp_path, capsys, tiny_model_dir):
+    index, vertex = str(tmp_path / "idx"), tmp_path / "v"
+    corpus = _write(tmp_path / "corpus.jsonl", _documents(40))
+    assert main(["index", "--model", tiny_model_dir, "--corpus", corpus, "--out", index, "--exact"]) == 0
+    assert main(["push", "--index", index, "--to", f"vertex-ai:{vertex}"]) == 0
+    live = _update(tmp_path, capsys, index, tiny_model_dir)
+    assert main(["push", "--index", index, "--to", f"vertex-ai:{vertex}"]) == 0
+    assert len(batch_folders(vertex)) == 2
+    replayed = replay(vertex)
+    assert sorted(replayed) == live
+    records = [r for batch in index_records(SearchIndex.load(os.path.join(index, INDEX_SUBDIR))) for r in batch]
+    assert sorted(r.id for r in records) == live
+    for record in records:
+        assert record.vector.dtype == np.float32 and np.array_equal(replayed[record.id], record.vector)
 
 
 @pytest.mark.large

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from gtr_keras.engines.engine import CollectionInfo, Record
+from gtr_keras.engines.metadata_terms import filterable
 from gtr_keras.engines.milvus_engine import MilvusEngine, expression
 from gtr_keras.engines.targets import parse_target
 from gtr_keras.errors import UserError
@@ -129,6 +130,26 @@ def test_upsert_replaces_and_delete_removes_by_id(tmp_path):
         _assert_same(
             engine.search(vectors, 7, filter, _info(live).metadata_types), _brute_force(live, vectors, 7, filter)
         )
+    engine.close()
+
+
+def test_documents_reads_back_the_records_it_holds(tmp_path):
+    records = _corpus(6, seed=4)
+    engine = MilvusEngine(parse_target(f"milvus:{tmp_path}/m.db"), "docs")
+    assert engine.documents(["doc-0"]) == {}  # no collection yet
+    engine.create(_info(records))
+    engine.upsert(records)
+    engine.delete(["doc-5"])
+    assert engine.documents([]) == {}
+    found = engine.documents(["doc-5", 'say "hi"', "doc-1", "doc-4", "doc-1"])
+    assert sorted(found) == ["doc-1", "doc-4"]
+    assert found["doc-1"] == {
+        "id": "doc-1",
+        "title": "title 1",
+        "text": "text 1",
+        "metadata": filterable(records[1].metadata),
+    }
+    assert found["doc-4"]["metadata"]["year"] == float(2**60)
     engine.close()
 
 

@@ -8,6 +8,7 @@ import re
 
 import numpy as np
 import pytest
+from vertex_batches import batch_folders, replay
 
 from gtr_keras.engines.engine import CollectionInfo, Record
 from gtr_keras.engines.targets import parse_target
@@ -47,36 +48,13 @@ def _push(tmp_path, upserts=(), deletes=()):
     engine.close()
 
 
-def _folders(root):
-    return sorted(name for name in os.listdir(root) if name != RECORD)
-
-
-def _replay(root):
-    """What Vertex AI holds after applying the batch folders in lexical order: each folder's JSON lines upserted,
-    then the ids under its `delete/` removed."""
-    live = {}
-    for name in _folders(root):
-        folder = os.path.join(root, name)
-        for file in sorted(f for f in os.listdir(folder) if f.endswith(".json")):
-            with open(os.path.join(folder, file), encoding="utf-8") as f:
-                for line in f:
-                    point = json.loads(line)
-                    live[point["id"]] = np.asarray(point["embedding"], np.float32)
-        if os.path.isdir(os.path.join(folder, "delete")):
-            for file in os.listdir(os.path.join(folder, "delete")):
-                with open(os.path.join(folder, "delete", file), encoding="utf-8") as f:
-                    for line in f.read().split("\n"):
-                        live.pop(line, None) if line else None
-    return live
-
-
 def test_upsert_lines_are_vertex_input_format(tmp_path):
     engine = _engine(tmp_path)
     records = _records(["d0", "d1", "d2"], seed=0)
     engine.upsert(records)
-    assert _folders(tmp_path / "vertex") == []  # written when the push ends
+    assert batch_folders(tmp_path / "vertex") == []  # written when the push ends
     engine.close()
-    (folder,) = _folders(tmp_path / "vertex")
+    (folder,) = batch_folders(tmp_path / "vertex")
     assert re.fullmatch(r"00000001-[0-9]{8}T[0-9]{6}Z", folder)
     assert sorted(os.listdir(tmp_path / "vertex" / folder)) == ["upserts-00000.json"]
     lines = (tmp_path / "vertex" / folder / "upserts-00000.json").read_text("utf-8").split("\n")
@@ -130,14 +108,14 @@ def test_replaying_the_batch_folders_gives_the_live_rows(tmp_path):
     engine.upsert(again[1:])  # the later call wins: d21 deleted, d22 upserted
     engine.close()
     root = tmp_path / "vertex"
-    folders = _folders(root)
+    folders = batch_folders(root)
     assert [name[:8] for name in folders] == ["00000001", "00000002", "00000003", "00000004"]
     live = {r.id: r.vector for r in first}
     live.update({r.id: r.vector for r in replaced})
     for gone in ("d10", "d11", "d12", "d20", "n3", "d21"):
         live.pop(gone)
     live["d22"] = again[1].vector
-    replayed = _replay(root)
+    replayed = replay(root)
     assert sorted(replayed) == sorted(live)
     assert all(np.array_equal(replayed[i], live[i]) for i in live)
     assert sorted(VertexEngine(parse_target(f"vertex-ai:{root}"), "docs").ids()) == sorted(live)
@@ -165,7 +143,7 @@ def test_create_records_info_refuses_another_model_or_collection_unless_recreate
         VertexEngine(target, "other").info()
     engine.create(CollectionInfo(D + 1, "gtr@2", {}), recreate=True)
     assert engine.info() == CollectionInfo(D + 1, "gtr@2", {}) and engine.ids() == []
-    assert _folders(tmp_path / "vertex") == []
+    assert batch_folders(tmp_path / "vertex") == []
 
 
 def test_bad_records_are_refused_before_any_write(tmp_path):
@@ -178,7 +156,7 @@ def test_bad_records_are_refused_before_any_write(tmp_path):
     with pytest.raises(UserError, match="searched through its index endpoint"):
         engine.search(good[0].vector[None], 10, None, TYPES)
     engine.close()
-    assert _folders(tmp_path / "vertex") == []
+    assert batch_folders(tmp_path / "vertex") == []
 
 
 def _body(filter, k=10, queries=None):
@@ -287,7 +265,7 @@ def test_files_and_requests_parse_as_aiplatform_protos(tmp_path):
     engine = _engine(tmp_path)
     engine.upsert(_records(["d0", "d1", "d2"], seed=7))
     engine.close()
-    (folder,) = _folders(tmp_path / "vertex")
+    (folder,) = batch_folders(tmp_path / "vertex")
     names = {"id": "datapoint_id", "embedding": "feature_vector", "allow": "allow_list", "deny": "deny_list"}
     for line in (tmp_path / "vertex" / folder / "upserts-00000.json").read_text("utf-8").splitlines():
         point = json.loads(line)
