@@ -20,6 +20,8 @@ from gtr_keras.engines.targets import Target
 from gtr_keras.errors import UserError
 from gtr_keras.filters.expressions import Filter
 
+RECREATE = "push with --recreate to replace it, or name another collection"
+
 
 @dataclasses.dataclass(frozen=True)
 class Record:
@@ -65,10 +67,11 @@ class Engine(abc.ABC):
         """The collection's record of its index, or None when there is no such collection."""
 
     @abc.abstractmethod
-    def create(self, info: CollectionInfo, recreate: bool = False) -> None:
+    def create(self, info: CollectionInfo, recreate: bool = False, remedy: str = RECREATE) -> None:
         """Creates the collection (inner product on unit vectors) recording `info`. An existing one recording
         the same `info` but for its metadata types is kept (its types widened); one of another dimension or model
-        is a `UserError` unless `recreate`, which drops it first."""
+        is a `UserError` ending in `remedy` (what the command that asked can do about it) unless `recreate`,
+        which drops it first."""
 
     @abc.abstractmethod
     def upsert(self, records: Sequence[Record]) -> None:

@@ -32,7 +32,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from gtr_keras.engines.engine import CollectionInfo, Engine, Record
+from gtr_keras.engines.engine import RECREATE, CollectionInfo, Engine, Record
 from gtr_keras.engines.metadata_terms import filterable, terms
 from gtr_keras.errors import UserError
 from gtr_keras.filters.expressions import Filter
@@ -161,14 +161,13 @@ class MilvusEngine(Engine):
             )
         return CollectionInfo(**json.loads(recorded))
 
-    def create(self, info, recreate=False):
+    def create(self, info, recreate=False, remedy=RECREATE):
         existing = self.info()
         if existing is not None and not recreate:
             if (existing.dimensions, existing.model) != (info.dimensions, info.model):
                 raise UserError(
                     f"Milvus {self.target.text} collection {self.collection!r} holds {existing.dimensions}-dimensional "
-                    f"vectors of model {existing.model}, not {info.dimensions} of {info.model}: push with --recreate "
-                    "to replace it"
+                    f"vectors of model {existing.model}, not {info.dimensions} of {info.model}: {remedy}"
                 )
             widened = CollectionInfo(info.dimensions, info.model, {**existing.metadata_types, **info.metadata_types})
             if widened != existing:

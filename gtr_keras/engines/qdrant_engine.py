@@ -25,7 +25,7 @@ from qdrant_client import QdrantClient, models
 from qdrant_client.http.exceptions import ResponseHandlingException, UnexpectedResponse
 
 from gtr_keras.beir.readers import metadata_type
-from gtr_keras.engines.engine import CollectionInfo, Engine, Record
+from gtr_keras.engines.engine import RECREATE, CollectionInfo, Engine, Record
 from gtr_keras.engines.metadata_terms import Term, terms
 from gtr_keras.engines.targets import Target
 from gtr_keras.errors import UserError
@@ -179,14 +179,14 @@ class QdrantEngine(Engine):
             )
         return CollectionInfo(int(recorded["dimensions"]), str(recorded["model"]), dict(recorded["metadata_types"]))
 
-    def create(self, info: CollectionInfo, recreate: bool = False) -> None:
+    def create(self, info: CollectionInfo, recreate: bool = False, remedy: str = RECREATE) -> None:
         existing = None if recreate else self.info()
         if existing is not None:
             if (existing.dimensions, existing.model) != (info.dimensions, info.model):
                 raise UserError(
                     f"{self.target.text}: collection {self.collection!r} holds {existing.dimensions}-dimensional "
                     f"vectors of model {existing.model[:12] or 'unknown'}, the index {info.dimensions} of model "
-                    f"{info.model[:12] or 'unknown'}: push with --recreate to replace it, or name another collection"
+                    f"{info.model[:12] or 'unknown'}: {remedy}"
                 )
             types = {**existing.metadata_types, **info.metadata_types}
             if types != existing.metadata_types:

@@ -35,6 +35,7 @@ from gtr_keras.filters.expressions import Filter
 from gtr_keras.utils import files
 
 RECORD = "gtr-keras-collection.json"
+RECREATE_VERTEX = "push with --recreate to start a new Vertex AI index"
 RESERVED = "gtr_keras."
 HAS = "gtr_keras.has."
 ID_NAMESPACE = "gtr_keras.id"
@@ -204,14 +205,14 @@ class VertexEngine(Engine):
             )
         return record[1]
 
-    def create(self, info, recreate=False):
+    def create(self, info, recreate=False, remedy=RECREATE_VERTEX):
         record = self._record()
         if record is not None and not recreate:
             existing = self.info()
             if (existing.dimensions, existing.model) != (info.dimensions, info.model):
                 raise UserError(
                     f"{self.target.text} holds {existing.dimensions}-dimensional vectors of model {existing.model}, "
-                    f"not {info.dimensions} of {info.model}: push with --recreate to start a new Vertex AI index"
+                    f"not {info.dimensions} of {info.model}: {remedy}"
                 )
             info = CollectionInfo(info.dimensions, info.model, {**existing.metadata_types, **info.metadata_types})
             if info == existing:

@@ -10,12 +10,10 @@ step; writes are upserts by id, so a rerun (after a failure, or of the same corp
 document.
 
 The records are those of the record contract (docs/past-one-machine.md), as `QdrantEngine` and `MilvusEngine`
-write and read them: Qdrant points of one named vector `"dense"` (distance `Dot`), point id
-`uuid5(GTR_NAMESPACE, doc_id)`, payload `{"id", "title", "text", "metadata"}`, the `CollectionInfo` in the
-collection's metadata under `"gtr_keras"`; Milvus rows `id` (VARCHAR primary key), `embedding` (FLOAT_VECTOR,
-a FLAT index of metric IP), `title`, `text` (VARCHAR), `metadata` (JSON, `metadata_terms.filterable`), the
-collection created by `MilvusEngine.create`. `create_collection` creates a Qdrant collection as
-`QdrantEngine.create` must (its twin until that exists: then `open_engine(target, collection).create(info)`).
+write and read them: a Qdrant point's id and payload are `qdrant_engine.point_id` and `qdrant_engine.payload`'s;
+Milvus rows `id`, `embedding`, `title`, `text` and `metadata` (`metadata_terms.filterable`). The collection is
+created by its engine (`open_engine(target, collection).create(info)`), so that `gtr-keras search --index TARGET
+--collection NAME` and `Index.open` search what the pipeline wrote.
 
 Example:
 >>> encode_corpus_to_engine("data/scifact", parse_target("qdrant:/data/qdrant"), "models/gtr-base",
@@ -29,7 +27,6 @@ import hashlib
 import importlib.util
 import json
 import os
-import uuid
 
 import apache_beam as beam
 import numpy as np
@@ -39,9 +36,10 @@ from apache_beam.ml.transforms.base import MLTransform
 from apache_beam.options.pipeline_options import PipelineOptions
 
 from gtr_keras.beir.readers import document_values
-from gtr_keras.engines.engine import CollectionInfo
+from gtr_keras.engines.engine import CollectionInfo, Record
 from gtr_keras.engines.metadata_terms import filterable
-from gtr_keras.engines.milvus_engine import MAX_TEXT_BYTES, MilvusEngine
+from gtr_keras.engines.milvus_engine import MAX_TEXT_BYTES
+from gtr_keras.engines.registry import open_engine
 from gtr_keras.errors import DataError, UserError
 from gtr_keras.retrieval.encoding.beam_pipeline import beam_pipeline_args, corpus_files, read_documents
 from gtr_keras.retrieval.encoding.rag_embeddings import GTRTextEmbeddings
@@ -49,9 +47,7 @@ from gtr_keras.utils import files
 from gtr_keras.utils.text_files import iter_jsonl
 
 DEFAULT_COLLECTION = "gtr"
-# Qdrant point ids are integers or UUIDs: a document's is the UUID5 of its id in this namespace (QdrantEngine's).
-GTR_NAMESPACE = uuid.UUID("5f1c8d2e-3b7a-4e0f-9a64-6c2d1b8e7f30")
-INFO_KEY = "gtr_keras"
+REMEDY = "encode into another collection (--collection NAME)"
 # Each engine's package and the extra that installs it.
 PACKAGES = {"qdrant": ("qdrant_client", "qdrant-client"), "milvus": ("pymilvus", "pymilvus")}
 
@@ -64,16 +60,6 @@ MILVUS_COLUMNS = (
     .add_metadata_field("metadata", dict, convert_fn=filterable, default={})
     .build()
 )
-
-
-def point_id(doc_id):
-    """The Qdrant point id of a document: `str(uuid5(GTR_NAMESPACE, doc_id))`.
-
-    Example:
-    >>> point_id("d1") == point_id("d1") != point_id("d2")
-    True
-    """
-    return str(uuid.uuid5(GTR_NAMESPACE, doc_id))
 
 
 def check_engine(target):
@@ -167,9 +153,15 @@ def corpus_chunks(file_number, path):
         yield Chunk(content=Content(text=text), id=doc_id, metadata=payload)
 
 
-def with_point_id(chunk):
-    """`chunk` (of `corpus_chunks`) with its Qdrant point id (`point_id`) as its id."""
-    return dataclasses.replace(chunk, id=point_id(chunk.id))
+def as_qdrant_point(chunk):
+    """`chunk` (of `corpus_chunks`, embedded) as `QdrantEngine` writes its document: its id the point id
+    (`qdrant_engine.point_id`), its metadata the point's payload (`qdrant_engine.payload`)."""
+    from gtr_keras.engines.qdrant_engine import payload, point_id
+
+    fields = chunk.metadata
+    vector = np.asarray(chunk.embedding.dense_embedding, np.float32)
+    record = Record(fields["id"], vector, fields["title"], fields["text"], fields["metadata"])
+    return dataclasses.replace(chunk, id=point_id(record.id), metadata=payload(record))
 
 
 def write_transform(target, collection):
@@ -187,7 +179,7 @@ def write_transform(target, collection):
             else QdrantConnectionParameters.local(target.location)
         )
         config = QdrantWriteConfig(connection_params=connection, collection_name=collection)
-        return beam.Map(with_point_id) | config.create_write_transform()
+        return beam.Map(as_qdrant_point) | config.create_write_transform()
     from apache_beam.ml.rag.ingestion.milvus_search import MilvusVectorWriterConfig, MilvusWriteConfig
     from apache_beam.ml.rag.utils import MilvusConnectionParameters
 
@@ -200,37 +192,28 @@ def write_transform(target, collection):
     ).create_write_transform()
 
 
-def merged_info(found, info, where):
-    """The `CollectionInfo` a collection recording `found` records once `info`'s documents are written: `found`
-    with its metadata types widened by `info`'s; `info` itself for a new collection (`found` None).
-
-    Raises:
-        UserError: another dimension or model, or a field of another type, naming `where` (the collection).
+def check_field_types(found, info, where):
+    """Refuses (`UserError`) writing documents of `info`'s metadata types into a collection recording `found`
+    (None: no collection yet) where a field holds another type, naming `where` (the collection).
 
     Example:
-    >>> merged_info(CollectionInfo(4, "m", {"a": "string"}), CollectionInfo(4, "m", {"b": "number"}), "c")
-    CollectionInfo(dimensions=4, model='m', metadata_types={'a': 'string', 'b': 'number'})
+    >>> found, new = CollectionInfo(4, "m", {"a": "string"}), CollectionInfo(4, "m", {"a": "number"})
+    >>> check_field_types(found, new, "c")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    gtr_keras.errors.UserError: c: metadata field 'a' holds strings there, numbers in this corpus: ...
     """
-    if found is None:
-        return info
-    if (found.dimensions, found.model) != (info.dimensions, info.model):
-        raise UserError(
-            f"{where}: holds {found.dimensions}-dimensional vectors of model {found.model}, not "
-            f"{info.dimensions}-dimensional ones of model {info.model}; write to another collection"
-        )
     for field, kind in info.metadata_types.items():
-        if found.metadata_types.get(field, kind) != kind:
+        if found is not None and found.metadata_types.get(field, kind) != kind:
             raise UserError(
                 f"{where}: metadata field {field!r} holds {found.metadata_types[field]}s there, {kind}s in this "
                 "corpus: a field holds one type"
             )
-    return dataclasses.replace(found, metadata_types={**found.metadata_types, **info.metadata_types})
 
 
 def create_collection(target, collection, info, timeout=10):
-    """Creates `collection` in `target` with the record contract's schema, recording `info`; an existing one
-    recording the same dimensions and model is kept, its metadata types widened (`merged_info`). Milvus:
-    `MilvusEngine.create`; Qdrant: what `QdrantEngine.create` does, which it must agree with.
+    """Creates `collection` in `target` recording `info` (`Engine.create`: the record contract's schema); an
+    existing one recording the same dimensions and model is kept, its metadata types widened.
 
     Args:
         target: a `qdrant` or `milvus` `Target` (`parse_target`).
@@ -239,60 +222,19 @@ def create_collection(target, collection, info, timeout=10):
         timeout: seconds a remote engine may take to answer.
 
     Raises:
-        UserError: an unreachable or refusing engine, a collection of another dimension or model, or one that
-            gtr-keras did not create.
+        UserError: an unreachable or refusing engine, a collection of another dimension or model or a field of
+            another type (`check_field_types`), or one that gtr-keras did not create.
 
     Example:
     >>> create_collection(parse_target("qdrant:/data/qdrant"), "scifact", CollectionInfo(768, "ab12...", {}))
     ... # doctest: +SKIP
     """
-    where = f"{target.text} collection {collection!r}"
+    engine = open_engine(target, collection, timeout=timeout)
     try:
-        if target.engine == "qdrant":
-            _create_in_qdrant(target, collection, info, where, timeout)
-            return
-        engine = MilvusEngine(target, collection, timeout)
-        try:
-            engine.create(info)
-        finally:
-            engine.close()
-    except UserError:
-        raise
-    except Exception as error:  # the engine's client: unreachable, locked by another process, a refused name
-        message = " ".join(str(error).split()) or type(error).__name__
-        raise UserError(f"{where}: {message[:300]}") from None
-
-
-def _create_in_qdrant(target, collection, info, where, timeout):
-    from qdrant_client import QdrantClient, models
-
-    if target.remote:
-        client = QdrantClient(
-            url=target.location, api_key=os.environ.get("QDRANT_API_KEY"), timeout=timeout, check_compatibility=False
-        )
-    else:
-        client = QdrantClient(path=target.location)
-    try:
-        if not client.collection_exists(collection):
-            client.create_collection(
-                collection,
-                vectors_config={"dense": models.VectorParams(size=info.dimensions, distance=models.Distance.DOT)},
-                metadata={INFO_KEY: dataclasses.asdict(info)},
-            )
-            return
-        found = _recorded(client.get_collection(collection).config.metadata, where)
-        merged = merged_info(found, info, where)
-        if merged != found:
-            client.update_collection(collection, metadata={INFO_KEY: dataclasses.asdict(merged)})
+        check_field_types(engine.info(), info, f"{target.text} collection {collection!r}")
+        engine.create(info, remedy=REMEDY)
     finally:
-        client.close()
-
-
-def _recorded(properties, where):
-    record = (properties or {}).get(INFO_KEY)
-    if record is None:
-        raise UserError(f"{where}: exists but gtr-keras did not create it (no {INFO_KEY!r} record); choose another")
-    return CollectionInfo(**record)
+        engine.close()
 
 
 def encode_corpus_to_engine(corpus, target, model_dir, encoder, collection=DEFAULT_COLLECTION, **pipeline):

@@ -1,6 +1,5 @@
 import json
 import time
-import uuid
 
 import numpy as np
 import pytest
@@ -12,18 +11,19 @@ pytest.importorskip("pymilvus")
 from gtr_keras.beir.readers import load_corpus  # noqa: E402
 from gtr_keras.cli.main import main  # noqa: E402
 from gtr_keras.engines.engine import CollectionInfo  # noqa: E402
+from gtr_keras.engines.qdrant_engine import point_id  # noqa: E402
 from gtr_keras.engines.targets import parse_target  # noqa: E402
 from gtr_keras.errors import DataError, UserError  # noqa: E402
 from gtr_keras.filters.expressions import Filter  # noqa: E402
 from gtr_keras.filters.metadata_columns import MetadataColumns  # noqa: E402
 from gtr_keras.retrieval.encoding import engine_pipeline  # noqa: E402
 from gtr_keras.retrieval.encoding.engine_pipeline import (  # noqa: E402
+    check_field_types,
     corpus_chunks,
     create_collection,
-    merged_info,
-    point_id,
     scan_corpus,
 )
+from gtr_keras.retrieval.index import Index  # noqa: E402
 from gtr_keras.retrieval.index_building import index_metadata  # noqa: E402
 
 DOCUMENTS = [
@@ -105,19 +105,14 @@ def test_corpus_chunks_carry_the_qdrant_payload_of_the_record_contract(tmp_path)
         "text": DOCUMENTS[1]["text"],
         "metadata": DOCUMENTS[1]["metadata"],
     }
-    assert uuid.UUID(point_id("d0")).version == 5 and point_id("d0") == point_id("d0") != point_id("7")
 
 
-def test_merged_info_widens_types_and_refuses_another_model_dimension_or_type():
+def test_check_field_types_refuses_a_field_of_another_type_only():
     found = CollectionInfo(8, "m", {"a": "string"})
-    assert merged_info(None, found, "c") == found
-    assert merged_info(found, CollectionInfo(8, "m", {"b": "list"}), "c").metadata_types == {"a": "string", "b": "list"}
-    with pytest.raises(
-        UserError, match="^c: holds 8-dimensional vectors of model m, not 4-dimensional ones of model m;"
-    ):
-        merged_info(found, CollectionInfo(4, "m", {}), "c")
+    check_field_types(None, found, "c")
+    check_field_types(found, CollectionInfo(8, "m", {"a": "string", "b": "list"}), "c")
     with pytest.raises(UserError, match="^c: metadata field 'a' holds strings there, numbers in this corpus"):
-        merged_info(found, CollectionInfo(8, "m", {"a": "number"}), "c")
+        check_field_types(found, CollectionInfo(8, "m", {"a": "number"}), "c")
 
 
 @pytest.mark.parametrize("engine", ["qdrant", "milvus"])
@@ -127,9 +122,11 @@ def test_create_collection_records_its_info_keeps_it_widened_and_refuses_another
     create_collection(target, "docs", CollectionInfo(8, "m", {"b": "number"}))
     assert recorded_info(target, "docs") == CollectionInfo(8, "m", {"a": "string", "b": "number"})
     with pytest.raises(
-        UserError, match=f"{engine}:.*engine.db collection 'docs':? holds 8-dimensional vectors of model m"
+        UserError, match=r"'docs'.* holds 8-dimensional vectors of model m.*: encode into another collection"
     ):
         create_collection(target, "docs", CollectionInfo(8, "other", {}))
+    with pytest.raises(UserError, match="collection 'docs': metadata field 'b' holds numbers there, strings"):
+        create_collection(target, "docs", CollectionInfo(8, "m", {"b": "string"}))
 
 
 def recorded_info(target, collection):
@@ -156,14 +153,14 @@ def test_a_collection_gtr_keras_did_not_create_is_refused(tmp_path):
     client = QdrantClient(path=str(tmp_path / "q"))
     client.create_collection("theirs", vectors_config=models.VectorParams(size=8, distance="Cosine"))
     client.close()
-    with pytest.raises(UserError, match="collection 'theirs': exists but gtr-keras did not create it"):
+    with pytest.raises(UserError, match="collection 'theirs' was not written by gtr-keras push"):
         create_collection(parse_target(f"qdrant:{tmp_path / 'q'}"), "theirs", CollectionInfo(8, "m", {}))
 
 
 @pytest.mark.parametrize(
     "engine, message",
     [
-        ("qdrant", r"^qdrant\+http://127\.0\.0\.1:9 collection 'docs': \S"),
+        ("qdrant", r"^qdrant\+http://127\.0\.0\.1:9: Qdrant did not answer within 2 s: \S"),
         ("milvus", r"^target 'milvus\+http://127\.0\.0\.1:9': cannot reach Milvus \("),
     ],
 )
@@ -192,28 +189,26 @@ def read_milvus(path, collection):
     return {r["id"]: r for r in rows}
 
 
-def assert_milvus_engine_searches_like_brute_force(path, encoder, info):
-    """`MilvusEngine` searches what the pipeline wrote as NumPy brute force over `encode_documents` does."""
-    from gtr_keras.engines.milvus_engine import MilvusEngine
-
+def assert_index_searches_like_brute_force(target, collection, model_dir, encoder, dimensions=None):
+    """`Index.open(target, collection=...)` searches what the pipeline wrote as NumPy brute force over the
+    documents' `encode_documents` vectors does, with and without filters."""
     ids = [str(d["_id"]) for d in DOCUMENTS]
     joined = [f"{d.get('title', '')} {d['text']}".strip() for d in DOCUMENTS]
-    vectors = encoder.encode_documents(joined, dimensions=info.dimensions)
-    queries = encoder.encode_queries(["lift on a wing", "drag"], dimensions=info.dimensions)
+    queries = ["lift on a wing", "drag"]
+    vectors = encoder.encode_documents(joined, dimensions=dimensions)
+    query_vectors = encoder.encode_queries(queries, dimensions=dimensions)
     columns = MetadataColumns(ids, [d.get("metadata") for d in DOCUMENTS])
-    engine = MilvusEngine(parse_target(f"milvus:{path}"), "gtr")
-    try:
-        assert sorted(engine.ids()) == sorted(ids)
-        for filter in (None, Filter("lang != en"), Filter("year >= 2000"), Filter("tags in (a, c)")):
-            allowed = np.ones(len(ids), bool) if filter is None else columns.allowed(filter)
-            found = engine.search(queries, 4, filter, info.metadata_types)
-            for query, hits in zip(queries, found):
+    with Index.open(target, model=model_dir, collection=collection) as index:
+        assert len(index) == len(ids)
+        for filter in (None, "lang != en", "year >= 2000", "tags in (a, c)"):
+            allowed = np.ones(len(ids), bool) if filter is None else columns.allowed(Filter(filter))
+            found = index.search(queries, k=4, filter=filter)
+            for query, hits in zip(query_vectors, found):
                 scores = vectors @ query
                 order = [i for i in np.argsort(-scores, kind="stable") if allowed[i]]
-                assert [h[0] for h in hits] == [ids[i] for i in order]
-                np.testing.assert_allclose([h[1] for h in hits], scores[order], atol=1e-5, rtol=0)
-    finally:
-        engine.close()
+                assert [h["id"] for h in hits] == [ids[i] for i in order]
+                assert [h["text"] for h in hits] == [DOCUMENTS[i]["text"] for i in order]
+                np.testing.assert_allclose([h["score"] for h in hits], scores[order], atol=1e-5, rtol=0)
 
 
 def encode_argv(model, corpus, target, *extra):
@@ -240,11 +235,13 @@ def test_encode_to_qdrant_writes_the_record_contract_and_a_rerun_leaves_one_reco
             "title": document.get("title", ""),
             "text": document["text"],
             "metadata": document.get("metadata", {}),
+            "fields": sorted(document.get("metadata", {})),
         }
         joined = f"{document.get('title', '')} {document['text']}".strip()
         np.testing.assert_allclose(vector, tiny_encoder.encode_documents([joined])[0], atol=1e-5, rtol=0)
     model = index_metadata(tiny_encoder, tiny_model_dir)["model_sha256"]
     assert recorded_info(parse_target(f"qdrant:{qdrant}"), "docs") == CollectionInfo(64, model, TYPES)
+    assert_index_searches_like_brute_force(f"qdrant:{qdrant}", "docs", tiny_model_dir, tiny_encoder)
 
 
 @pytest.mark.filterwarnings("ignore:dimensions=16")
@@ -267,13 +264,14 @@ def test_encode_to_milvus_keeps_dimensions_and_metadata_and_a_rerun_upserts(
         expected = tiny_encoder.encode_documents([joined], dimensions=16)[0]
         np.testing.assert_allclose(row["embedding"], expected, atol=1e-5, rtol=0)
     info = recorded_info(parse_target(f"milvus:{milvus}"), "gtr")
-    assert_milvus_engine_searches_like_brute_force(milvus, tiny_encoder, info)
+    assert_index_searches_like_brute_force(f"milvus:{milvus}", "gtr", tiny_model_dir, tiny_encoder, dimensions=16)
     assert (info.dimensions, info.metadata_types) == (16, TYPES)
     capsys.readouterr()
     assert main(encode_argv(tiny_model_dir, pattern, f"milvus:{milvus}")) == 2
     assert error_lines(capsys) == [
         f"gtr-keras encode: error: Milvus milvus:{milvus} collection 'gtr' holds 16-dimensional vectors of model "
-        f"{info.model}, not {tiny_encoder.embedding_dim} of {info.model}: push with --recreate to replace it"
+        f"{info.model}, not {tiny_encoder.embedding_dim} of {info.model}: encode into another collection "
+        "(--collection NAME)"
     ]
 
 
