@@ -139,20 +139,24 @@ def _scored(reranker, most, pairs):
 
 
 def _searching(model_source, fusion, scorer):
-    """The `run` of the search `Batcher`: key `(Index, k, retriever, fusion, gtr_weight, rerank_depth)`, the
-    hits of the queries by `Index.search` (`fusion` for a hybrid search without options; with options, the
-    fusion of `model_source` with them, `fusion.model_fusion`, read once for each of the last `FUSIONS_KEPT`
-    options asked, not in every batch; with a depth, reranked by `scorer`)."""
+    """The `run` of the search `Batcher`: key `(Index, k, filter, retriever, fusion, gtr_weight, rerank_depth)`,
+    the hits of the queries by `Index.search` (`filter` its clauses, or None: an engine's collection translates
+    them to its own filter; `fusion` for a hybrid search without options; with options, the fusion of
+    `model_source` with them, `fusion.model_fusion`, read once for each of the last `FUSIONS_KEPT` options asked,
+    not in every batch; with a depth, reranked by `scorer`)."""
     fusion_of = functools.lru_cache(maxsize=FUSIONS_KEPT)(functools.partial(model_fusion, model_source))
 
     def run(key, queries, stop):
-        index, k, retriever, method, gtr_weight, depth = key
+        index, k, clauses, retriever, method, gtr_weight, depth = key
         chosen = None if retriever != "hybrid" else fusion
         if retriever == "hybrid" and (method is not None or gtr_weight is not None):
             chosen = fusion_of(method, gtr_weight)
         rerank = scorer if depth is not None else None
         with stages.stage("search", queries=len(queries), k=k, retriever=retriever):
-            return (index.search(queries, k, retriever=retriever, fusion=chosen, rerank=rerank, rerank_depth=depth),)
+            hits = index.search(
+                queries, k, filter=clauses, retriever=retriever, fusion=chosen, rerank=rerank, rerank_depth=depth
+            )
+            return (hits,)
 
     return run
 
@@ -271,7 +275,8 @@ def build_app(
         if asked.rerank_depth is not None and reranker is None:
             message = "rerank: no reranker is served: start `gtr-keras serve` with --reranker MODEL"
             raise ApiError(422, message, "rerank", "no_reranker")
-        key = (current.index, asked.k, asked.retriever, asked.fusion, asked.gtr_weight, asked.rerank_depth)
+        options = (asked.retriever, asked.fusion, asked.gtr_weight, asked.rerank_depth)
+        key = (current.index, asked.k, asked.filter, *options)
         (hits,) = await answer_of(searches.submit(asked.queries, key), "search")
         results = search_results(asked.queries, hits)
         answer = {"object": "search", "model": model_name, "retriever": asked.retriever, "k": asked.k}

@@ -17,6 +17,8 @@ import sys
 
 from starlette.requests import ClientDisconnect
 
+from gtr_keras.errors import UserError
+from gtr_keras.filters.expressions import Filter
 from gtr_keras.lexical.fusion import METHODS
 from gtr_keras.retrieval.hybrid_retriever import RETRIEVERS
 from gtr_keras.server.api_error import ApiError
@@ -24,7 +26,7 @@ from gtr_keras.utils.dimensions import dimensions_rule
 from gtr_keras.utils.text_files import text_problem
 
 EMBEDDING_FIELDS = ("input", "model", "encoding_format", "dimensions", "user", "input_type")
-SEARCH_FIELDS = ("query", "queries", "k", "retriever", "fusion", "gtr_weight", "rerank", "rerank_depth")
+SEARCH_FIELDS = ("query", "queries", "k", "filter", "retriever", "fusion", "gtr_weight", "rerank", "rerank_depth")
 RERANK_FIELDS = ("model", "query", "documents", "top_n", "return_documents")
 ENCODING_FORMATS = ("float", "base64")
 INPUT_TYPES = ("query", "document")
@@ -36,9 +38,12 @@ DISCARDED_BYTES = 64 << 20
 EmbeddingRequest = collections.namedtuple("EmbeddingRequest", "texts kind model encoding_format dimensions")
 EmbeddingRequest.__doc__ = """A checked `/v1/embeddings` body: its texts, their kind, the model name, the format and
 the `dimensions` each embedding is cut to (None: all D)."""
-SearchRequest = collections.namedtuple("SearchRequest", "queries single k retriever fusion gtr_weight rerank_depth")
-SearchRequest.__doc__ = """A checked `/v1/search` body (`single`: asked with `query`, not `queries`; `rerank_depth`:
-the first-stage hits reranked per query, None without `rerank`)."""
+SearchRequest = collections.namedtuple(
+    "SearchRequest", "queries single k filter retriever fusion gtr_weight rerank_depth"
+)
+SearchRequest.__doc__ = """A checked `/v1/search` body (`single`: asked with `query`, not `queries`; `filter`: the
+tuple of its clauses, ANDed, None for none; `rerank_depth`: the first-stage hits reranked per query, None without
+`rerank`)."""
 RerankRequest = collections.namedtuple("RerankRequest", "query documents top_n return_documents model")
 RerankRequest.__doc__ = "A checked `/v1/rerank` body: its query, documents' texts, `top_n` (None: all) and model."
 
@@ -268,8 +273,26 @@ def embedding_request(body, models, embedding_dim, max_inputs):
     return EmbeddingRequest(texts, kind, model, encoding_format, dimensions)
 
 
+def _filter(body):
+    """The clauses of `body["filter"]` (a clause, or an array of them, as `gtr-keras search --filter` takes them),
+    each parsed (docs/filters.md); None for none."""
+    value = body.get("filter")
+    if value is None:
+        return None
+    clauses = [value] if isinstance(value, str) else value
+    if not isinstance(clauses, list) or not all(isinstance(clause, str) for clause in clauses):
+        _refuse("filter", f"must be a string or an array of strings, got {_shown(value)}", "invalid_type")
+    try:
+        Filter(clauses)
+    except UserError as error:
+        _refuse("filter", str(error))
+    return tuple(clauses) or None
+
+
 def search_request(body, max_queries, max_k, max_pairs=None):
-    """Checks a `/v1/search` body: `query` (a string) or `queries` (strings), `k`, `retriever`, `fusion`,
+    """Checks a `/v1/search` body: `query` (a string) or `queries` (strings), `k`, `filter` (a clause or an array
+    of clauses, ANDed, as `gtr-keras search --filter` takes them; a field the index lacks is the search's 422),
+    `retriever`, `fusion`,
     `gtr_weight` (the last two with `retriever` hybrid, as `gtr-keras search` takes them), `rerank` (true:
     each query's first `rerank_depth` hits, default `k`, reranked; at most `max_k` of them, and at most
     `max_pairs` (query, hit) pairs a request).
@@ -314,7 +337,7 @@ def search_request(body, max_queries, max_k, max_pairs=None):
     if rerank and max_pairs is not None and len(queries) * depth > max_pairs:
         message = f"{len(queries)} queries x {depth} hits are {len(queries) * depth:,} pairs; at most {max_pairs:,}"
         _refuse("rerank_depth", f"{message} a request", "too_many_inputs")
-    return SearchRequest(queries, single, k, retriever, fusion, gtr_weight, depth if rerank else None)
+    return SearchRequest(queries, single, k, _filter(body), retriever, fusion, gtr_weight, depth if rerank else None)
 
 
 def rerank_request(body, models, max_documents):

@@ -56,17 +56,20 @@ def serving(
     more_sockets=(),
     wait=True,
     reranker=None,
+    collection=None,
 ):
     """Serves `encoder` (and `index_dir`) in this process; yields `(base URL, batcher, live index or None,
     uvicorn server)`. `send_buffer`: the bytes of each connection's socket send buffer (default: the
     system's). Setting the server's `should_exit` (`hurry`) is what the first (second) signal does.
     `gateway`: the gateway's `Settings`; `more_sockets`: bound sockets served too (a metrics port's);
     `wait`: False loads the index's first generation in the background; `reranker`: a reranker's scorer served
-    as `RERANKER` (its pairs in batches of 32, or of `max_batch_tokens`)."""
+    as `RERANKER` (its pairs in batches of 32, or of `max_batch_tokens`); `collection`: with an engine's target
+    as `index_dir`, the collection served."""
     lengths = token_lengths(encoder) if max_batch_tokens else None
     run = encoding(encoder, 32, max_batch_tokens)
     batcher = Batcher(run, 32, max_wait, max_queue, 30.0, "gtr-keras-encoder", max_batch_tokens, lengths)
-    live = index_dir and LiveIndex(index_dir, encoder, query_encoder(batcher, encoder), None, poll_interval, wait)
+    queries = query_encoder(batcher, encoder)
+    live = index_dir and LiveIndex(index_dir, encoder, queries, None, poll_interval, wait, collection)
     reranks = reranker and Batcher(
         scoring(reranker, 32, max_batch_tokens),
         *(32, max_wait, max_queue, 30.0, "gtr-keras-reranker", max_batch_tokens),

@@ -12,9 +12,11 @@ import pytest
 from search_inputs import assert_same_results
 from servers import MODEL, corpus, running
 
+from gtr_keras.beir.readers import Corpus
 from gtr_keras.cli.main import main
 from gtr_keras.lexical.fusion import model_fusion
 from gtr_keras.retrieval.hybrid_retriever import HybridRetriever
+from gtr_keras.retrieval.index import Index
 from gtr_keras.retrieval.index_building import build_index
 from gtr_keras.retrieval.retriever import Retriever, search_results
 
@@ -246,12 +248,48 @@ def test_bm25_and_hybrid_searches_with_fusion_options(url, index_dir, tiny_encod
         ({"query": "a", "retriever": "hybrid", "gtr_weight": 1.5}, "gtr_weight"),
         ({"query": "a", "retriever": "hybrid", "fusion": "max"}, "fusion"),
         ({"query": "a", "top_k": 3}, "top_k"),
+        ({"query": "a", "filter": "lang ~ en"}, "filter"),
+        ({"query": "a", "filter": ["year >= 2000", 7]}, "filter"),
+        ({"query": "a", "filter": {"lang": "en"}}, "filter"),
     ],
 )
 def test_bad_search_requests_are_422_naming_the_field(url, body, param):
     response = httpx.post(f"{url}/v1/search", json=body)
     assert response.status_code == 422, response.text
     assert response.json()["error"]["param"] == param
+
+
+FILTERS = [None, "lang = en", "lang != en", "year >= 2000", ["tags in (a, b)", "year < 2003"]]
+
+
+def test_a_filtered_search_of_an_engine_s_collection_is_the_local_exact_index_s(tiny_encoder, tiny_model_dir, tmp_path):
+    documents = corpus()
+    metadata = [
+        {"lang": ["en", "de", "fr"][i % 3], "year": 1995 + i % 10, "tags": [["a"], ["b", "c"], []][i % 3]}
+        for i in range(len(documents.ids))
+    ]
+    for fields in metadata[::4]:
+        del fields["lang"]  # no field: `lang != en` does not match it
+    documents = Corpus(documents.ids, documents.titles, documents.texts, metadata)
+    index = tmp_path / "index"
+    build_index(tiny_encoder, documents, index, model_dir=tiny_model_dir, kind="exact")
+    Index.open(index).push(f"qdrant:{tmp_path / 'q'}", "c")
+    local = Index.open(index, tiny_encoder)
+    with running(tiny_encoder, f"qdrant:{tmp_path / 'q'}", tiny_model_dir, collection="c") as (url, _, _):
+        for filter in FILTERS:
+            for k in (3, 10):
+                body = {"queries": TEXTS, "k": k, **({} if filter is None else {"filter": filter})}
+                answer = httpx.post(f"{url}/v1/search", json=body).json()
+                expected = local.search(TEXTS, k, filter=filter)
+                for result, hits in zip(answer["results"], expected):
+                    assert [h["id"] for h in result["hits"]] == [h["id"] for h in hits]
+                    assert len(hits) <= k and (filter is not None or len(hits) == k)
+                    np.testing.assert_allclose(
+                        [h["score"] for h in result["hits"]], [h["score"] for h in hits], atol=1e-5
+                    )
+        response = httpx.post(f"{url}/v1/search", json={"query": "wing", "filter": "colour = red"})
+        assert response.status_code == 422 and "colour" in response.json()["error"]["message"]
+    local.close()
 
 
 def test_health_and_models(url, client, tiny_encoder, index_dir):
