@@ -55,7 +55,6 @@ def test_the_command_serves_embeddings_and_search_and_stops_at_sigterm(tiny_mode
 
 
 @pytest.mark.large
-@pytest.mark.large
 def test_the_command_answers_v1_search_from_an_engine_s_collection(tiny_model_dir, tiny_encoder, index_dir, tmp_path):
     from gtr_keras.retrieval.index import Index
 
