@@ -154,10 +154,10 @@ class Passages:
 
     def search(self, search: Callable[[int], list], k: int):
         """`documents(search(depth), k)` at a depth of rows that gives `k` documents a query where the index
-        (or its filter) allows them: `k` times the most windows a document has, then four times more until it
-        does."""
+        (or its filter) allows them: `2 k` times the windows a document has on average, then four times more
+        until it does."""
         rows = sum(len(rows) for rows in self.rows.values())
-        depth = min(k * max((len(rows) for rows in self.rows.values()), default=1), max(rows, 1))
+        depth = min(2 * k * -(-rows // max(len(self.rows), 1)), max(rows, 1))
         while True:
             row_hits = search(depth)
             answers = self.documents(row_hits, k)
