@@ -30,6 +30,10 @@ def _corpus(path, documents=DOCUMENTS):
     return str(path)
 
 
+def _index(corpus, out, *flags):
+    return ["index", "--model", "gtr_small_distilled_en", "--corpus", corpus, "--out", str(out), *flags]
+
+
 def _hits(capsys, index, *flags, k=4):
     capsys.readouterr()
     assert (
@@ -57,9 +61,8 @@ def test_a_passages_index_finds_what_lies_past_the_first_window_and_says_where(t
     from gtr_keras.saving import load_model
 
     corpus = _corpus(tmp_path / "corpus.jsonl")
-    index = ["index", "--model", "gtr_small_distilled_en", "--corpus", corpus]
-    assert main([*index, "--out", str(tmp_path / "whole")]) == 0
-    assert main([*index, "--out", str(tmp_path / "passages"), "--passages", "64:32"]) == 0
+    assert main(_index(corpus, tmp_path / "whole")) == 0
+    assert main(_index(corpus, tmp_path / "passages", "--passages", "64:32")) == 0
     assert _hits(capsys, tmp_path / "whole")[0]["id"] != "long"  # past the model's 128 tokens: never read
     hits = _hits(capsys, tmp_path / "passages")
     assert len(hits) == 4 and len({hit["id"] for hit in hits}) == 4 and hits[0]["id"] == "long"
@@ -83,9 +86,7 @@ def test_a_passages_index_finds_what_lies_past_the_first_window_and_says_where(t
 def test_update_and_delete_go_to_all_of_a_documents_windows(tmp_path, capsys):
     out = str(tmp_path / "passages")
     corpus = _corpus(tmp_path / "corpus.jsonl")
-    assert (
-        main(["index", "--model", "gtr_small_distilled_en", "--corpus", corpus, "--out", out, "--passages", "64"]) == 0
-    )
+    assert main(_index(corpus, out, "--passages", "64")) == 0
     new = _corpus(tmp_path / "new.jsonl", {"long": ("Wing aerodynamics", FILLER)})
     (tmp_path / "gone.txt").write_text("gulls\n")
     update = [
@@ -109,31 +110,13 @@ def test_update_and_delete_go_to_all_of_a_documents_windows(tmp_path, capsys):
 def test_an_update_or_search_with_another_passages_setting_is_refused_naming_it(tmp_path, capsys):
     out = str(tmp_path / "passages")
     corpus = _corpus(tmp_path / "corpus.jsonl")
-    assert (
-        main(["index", "--model", "gtr_small_distilled_en", "--corpus", corpus, "--out", out, "--passages", "64:32"])
-        == 0
-    )
+    assert main(_index(corpus, out, "--passages", "64:32")) == 0
     capsys.readouterr()
     assert main(["update", out, "--delete", str(tmp_path / "corpus.jsonl"), "--passages", "32"]) == 2
     assert "built with --passages 64:32, but --passages 32:32 is given" in capsys.readouterr().err
     assert main(["search", QUERY, "--index", out, "--model", "gtr_small_distilled_en", "--passages", "64"]) == 2
     assert "built with --passages 64:32, but --passages 64:64 is given" in capsys.readouterr().err
-    assert (
-        main(
-            [
-                "index",
-                "--model",
-                "gtr_small_distilled_en",
-                "--corpus",
-                corpus,
-                "--out",
-                str(tmp_path / "x"),
-                "--passages",
-                "128",
-            ]
-        )
-        == 2
-    )
+    assert main(_index(corpus, tmp_path / "x", "--passages", "128")) == 2
     error = capsys.readouterr().err
     assert len(error.strip().splitlines()) == 1 and "above the model's document budget (128 tokens" in error
     assert not (tmp_path / "x").exists()
@@ -150,19 +133,7 @@ def test_an_update_or_search_with_another_passages_setting_is_refused_naming_it(
 def test_a_bad_passages_flag_is_exit_2_and_one_line_before_any_work(tmp_path, capsys, value, message):
     corpus = _corpus(tmp_path / "corpus.jsonl")
     with pytest.raises(SystemExit) as exit_:
-        main(
-            [
-                "index",
-                "--model",
-                "gtr_small_distilled_en",
-                "--corpus",
-                corpus,
-                "--out",
-                str(tmp_path / "i"),
-                "--passages",
-                value,
-            ]
-        )
+        main(_index(corpus, tmp_path / "i", "--passages", value))
     error = capsys.readouterr().err
     assert exit_.value.code == 2 and len(error.strip().splitlines()) == 1
     assert f"argument --passages: {message}" in error and not (tmp_path / "i").exists()
