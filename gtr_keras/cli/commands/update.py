@@ -54,7 +54,8 @@ def run(args):
     encoder = (lambda: handler_inputs.encoder(args)) if args.model else None
     delete = files.FilePath(args.delete) if args.delete else None
     common = {"missing_ok": args.missing_ok, "batch_size": args.batch_size, "progress": args.progress}
-    if args.passages is not None or read_model_record(args.index).get("passages"):  # docs/long-documents.md
+    recorded = read_model_record(args.index)  # once: `update_index` takes it
+    if args.passages is not None or recorded.get("passages"):  # docs/long-documents.md
         with Index.open(args.index, encoder) as index:
             flags = {"embeddings": args.embeddings, "compact": args.compact, "passages": args.passages}
             change = index.update(args.corpus, delete, **flags, **common)
@@ -74,6 +75,7 @@ def run(args):
         model_dir=args.model,
         delete=delete,
         compact=True if args.compact else "auto",
+        recorded=recorded,
         **common,
     )
     print(
