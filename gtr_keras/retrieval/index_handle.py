@@ -17,9 +17,8 @@ from gtr_keras.integrity.check_report import CheckReport
 from gtr_keras.integrity.index_checker import check_index
 from gtr_keras.lexical.bm25_side import has_bm25_side
 from gtr_keras.models.text_encoder import TextEncoder
-from gtr_keras.retrieval.index_building import PASSAGES_FIELD
 from gtr_keras.retrieval.index_types import Document, IdsLike
-from gtr_keras.retrieval.passages import Passages
+from gtr_keras.retrieval.passages import Passages, shards_setting
 from gtr_keras.retrieval.retriever import Retriever
 from gtr_keras.storage.layout import INDEX_SUBDIR, MANIFEST_JSON, RETRIEVER_JSON
 from gtr_keras.storage.segments import manifest_generation
@@ -134,7 +133,7 @@ class IndexHandle:
     @property
     def passages(self) -> dict[str, int] | None:
         """The `{"tokens", "stride"}` of a passages index (`--passages TOKENS:STRIDE`), or None."""
-        return self.records[0].get(PASSAGES_FIELD)
+        return shards_setting(self.paths, self.records)
 
     @property
     def ids(self) -> list[str]:

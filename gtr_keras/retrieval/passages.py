@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterable
 from gtr_keras.beir.readers import Corpus, check_corpus, load_corpus
 from gtr_keras.errors import DataError, MismatchError, UserError
 from gtr_keras.models.passages import document_windows, parse_passages, piece_spans_of
+from gtr_keras.retrieval.index_building import PASSAGES_FIELD
 from gtr_keras.retrieval.index_updates import deletion_ids, update_index
 
 
@@ -37,6 +38,19 @@ def check_setting(recorded, given, where):
     one the index `where` records."""
     if given is not None and given != recorded:
         raise MismatchError(f"{where}: built with {describe(recorded)}, but {describe(given)} is given")
+
+
+def shards_setting(paths, records):
+    """The passages setting the model `records` of shards `paths` share (None: none); `MismatchError` naming
+    the first shard whose setting is another than the first's."""
+    setting = records[0].get(PASSAGES_FIELD)
+    for path, record in zip(paths[1:], records[1:]):
+        if record.get(PASSAGES_FIELD) != setting:
+            raise MismatchError(
+                f"{path}: built with {describe(record.get(PASSAGES_FIELD))}, but the shard {paths[0]} with "
+                f"{describe(setting)}; shards searched together share their passages"
+            )
+    return setting
 
 
 def row_id(doc_id, start, end):

@@ -169,3 +169,13 @@ def test_a_bad_passages_setting_is_refused_before_anything_is_written(tmp_path, 
 def test_passages_are_cut_from_a_corpus_only(tmp_path):
     with pytest.raises(UserError, match="passages: a corpus's documents are cut into windows"):
         Index.build(tmp_path / "idx", embeddings="emb/*.npy", passages="64")
+
+
+def test_shards_of_other_passages_settings_are_refused_naming_them(tmp_path, tiny_encoder):
+    Index.build(tmp_path / "a", _corpus(2), tiny_encoder, passages="16:8")
+    Index.build(tmp_path / "b", Corpus(["e1"], [""], ["jet"]), tiny_encoder)
+    with pytest.raises(MismatchError, match="b: built with no --passages, but the shard .*a with --passages 16:8"):
+        Index.open([tmp_path / "a", tmp_path / "b"])
+    Index.build(tmp_path / "c", Corpus(["e1"], [""], ["jet " * 30]), tiny_encoder, passages="16:8")
+    shards = Index.open([tmp_path / "a", tmp_path / "c"], tiny_encoder)
+    assert sorted(shards.ids) == ["d0", "d1", "e1"] and len(shards.search(["jet"], k=3)[0]) == 3
