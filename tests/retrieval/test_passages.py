@@ -179,3 +179,31 @@ def test_shards_of_other_passages_settings_are_refused_naming_them(tmp_path, tin
     Index.build(tmp_path / "c", Corpus(["e1"], [""], ["jet " * 30]), tiny_encoder, passages="16:8")
     shards = Index.open([tmp_path / "a", tmp_path / "c"], tiny_encoder)
     assert sorted(shards.ids) == ["d0", "d1", "e1"] and len(shards.search(["jet"], k=3)[0]) == 3
+
+
+class Killed(Exception):
+    pass
+
+
+def test_a_killed_passages_build_resumes_from_its_last_finished_piece(tmp_path, tiny_encoder, monkeypatch):
+    corpus, encode, calls, killed_at = _corpus(), tiny_encoder.encode_documents, [], [3]
+
+    def encode_until_killed(texts, *args):
+        calls.append(len(texts))
+        if len(calls) == killed_at[0]:
+            raise Killed  # while encoding the third piece
+        return encode(texts, *args)
+
+    monkeypatch.setattr(tiny_encoder, "encode_documents", encode_until_killed)
+    with pytest.raises(Killed):
+        Index.build(tmp_path / "idx", corpus, tiny_encoder, passages="16:8", piece_size=10)
+    assert not (tmp_path / "idx").exists() and (tmp_path / "idx.partial").exists()
+    calls.clear()
+    killed_at[0] = 0
+    resumed = Index.build(tmp_path / "idx", corpus, tiny_encoder, passages="16:8", piece_size=10)
+    assert sum(calls) == len(window_corpus(corpus, tiny_encoder, "16:8")[0]) - 20  # two pieces were finished
+    monkeypatch.undo()
+    clean = Index.build(tmp_path / "clean", corpus, tiny_encoder, passages="16:8")
+    got, expected = resumed.search(["shock boundary layer"], k=8)[0], clean.search(["shock boundary layer"], k=8)[0]
+    assert [(h["id"], h["passage"]) for h in got] == [(h["id"], h["passage"]) for h in expected]
+    np.testing.assert_allclose([h["score"] for h in got], [h["score"] for h in expected], atol=1e-6)
