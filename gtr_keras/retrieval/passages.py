@@ -1,5 +1,5 @@
 """Passages of an index (`--passages TOKENS[:STRIDE]`, docs/long-documents.md): each document stored as rows, one
-a token window (`models.passages`), searched as documents.
+a token window (`models.token_windows`), searched as documents.
 
 A window row's id is `"{doc_id}@{start}-{end}"` (its characters `[start, end)` in the document's `text`): a
 document id holds no whitespace but may hold `@`, and the part after the last `@` is the window's, so row ids
@@ -15,13 +15,13 @@ from collections.abc import Callable, Iterable
 
 from gtr_keras.beir.readers import Corpus, check_corpus, load_corpus
 from gtr_keras.errors import DataError, MismatchError, UserError
-from gtr_keras.models.passages import document_windows, parse_passages, piece_spans_of
+from gtr_keras.models.token_windows import document_windows, parse_passages, piece_spans_of
 from gtr_keras.retrieval.index_building import PASSAGES_FIELD
 from gtr_keras.retrieval.index_updates import deletion_ids, update_index
 
 
 def passages_setting(value, document_length=None):
-    """`{"tokens", "stride"}` of a passages setting as `models.passages.parse_passages` takes it, or None."""
+    """`{"tokens", "stride"}` of a passages setting as `models.token_windows.parse_passages` takes it, or None."""
     if value is None:
         return None
     tokens, stride = parse_passages(value, document_length)

@@ -74,15 +74,15 @@ def dimensions(text):
 
 
 def passages(text):
-    """An argparse type: `--passages TOKENS[:STRIDE]` as a `(tokens, stride)` pair (`models.passages.parse_passages`'
-    rule; TOKENS at most the model's document budget, once it loads).
+    """An argparse type: `--passages TOKENS[:STRIDE]` as a `(tokens, stride)` pair (the rule of
+    `models.token_windows.parse_passages`; TOKENS at most the model's document budget, once it loads).
 
     Example:
     >>> passages("64:32")
     (64, 32)
     """
     from gtr_keras.errors import UserError
-    from gtr_keras.models.passages import parse_passages
+    from gtr_keras.models.token_windows import parse_passages
 
     try:
         return parse_passages(text)

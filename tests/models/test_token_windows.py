@@ -1,4 +1,4 @@
-"""`models.passages`: the passages setting's rule, token windows and their character offsets on the bundled
+"""`models.token_windows`: the passages setting's rule, token windows and their character offsets on the bundled
 model's SentencePiece vocabulary."""
 
 import os
@@ -7,7 +7,7 @@ import pytest
 import sentencepiece as spm
 
 from gtr_keras.errors import UserError
-from gtr_keras.models.passages import PieceSpans, document_windows, parse_passages, token_windows
+from gtr_keras.models.token_windows import PieceSpans, document_windows, parse_passages, token_windows
 
 VOCABULARY = os.path.join(
     os.path.dirname(__file__), "..", "..", "gtr_keras", "assets", "gtr-small-distilled", "assets", "tokenizer"
