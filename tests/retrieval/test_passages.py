@@ -59,6 +59,13 @@ def test_a_search_answers_k_distinct_documents_each_scored_by_its_best_window(bu
     assert [hit["score"] for hit in hits] == sorted((hit["score"] for hit in hits), reverse=True)
 
 
+def test_empty_and_blank_texts_are_one_window_each(tmp_path, tiny_encoder):
+    corpus = Corpus(["e", "b", "t"], ["", "", "Only a title"], ["", "   ", ""])
+    index = Index.build(tmp_path / "idx", corpus, tiny_encoder, passages="8")
+    assert [document["text"] for document in index.get(["e", "b", "t"])] == ["", "   ", ""]
+    assert sorted(hit["id"] for hit in index.search(["title"], k=3)[0]) == ["b", "e", "t"]
+
+
 def test_k_past_the_documents_answers_every_document_once(built):
     index, corpus = built
     hits = index.search(["lift"], k=50)[0]
@@ -72,6 +79,7 @@ def test_documents_by_id_are_the_corpus_documents_not_the_windows(built):
     for doc_id, title, text, metadata in zip(corpus.ids, corpus.titles, corpus.texts, corpus.metadata):
         assert index.get(doc_id) == [{"id": doc_id, "title": title, "text": text, "metadata": metadata}]
     assert index.records[0]["passages"] == {"tokens": 16, "stride": 8}
+    assert index.check().ok  # what `gtr-keras check` verifies
 
 
 def test_a_filter_allows_documents_by_their_metadata(built):
@@ -116,6 +124,7 @@ def test_an_update_replaces_and_a_delete_removes_all_of_a_documents_windows(tmp_
     reopened = Index.open(tmp_path / "idx", tiny_encoder)
     assert reopened.get("n1")[0]["text"] == corpus.texts[0] and len(reopened) == 8
     assert index.delete("n1").deleted == ("n1",) and "n1" not in Index.open(tmp_path / "idx")
+    assert index.check().ok
 
 
 @pytest.mark.parametrize(
