@@ -1,6 +1,11 @@
 """Unit vectors and ids for the tests of search indexes."""
 
+import os
+
 import numpy as np
+
+from gtr_keras.storage.layout import SCANN_CODES, SCANN_PACKED_CODES, SCANN_PACKED_RECORD
+from gtr_keras.storage.scann_codes import CodeRows
 
 DIMS = 64
 
@@ -64,6 +69,14 @@ def _floats_apart(value, floats):
         floats.append(float(value))
         return "float"
     return value
+
+
+def unpack_codes_in_place(scann_dir):
+    """Rewrites the packed AH codes of the ScaNN searcher in `scann_dir` a byte a code, as the indexes written
+    before codes were packed hold them."""
+    np.save(os.path.join(scann_dir, SCANN_CODES), CodeRows(scann_dir)[:])
+    os.remove(os.path.join(scann_dir, SCANN_PACKED_CODES))
+    os.remove(os.path.join(scann_dir, SCANN_PACKED_RECORD))
 
 
 def doc_ids(n):

@@ -518,6 +518,8 @@ def test_the_top_level_modules_import_what_the_architecture_says():
         "gtr_keras.exports.export_formats",
         "gtr_keras.storage",
         "gtr_keras.storage.layout",
+        "gtr_keras.engines",
+        "gtr_keras.engines.targets",  # `--to` and `--index TARGET`: the target parser (`re` only)
     }
     for name in parser:  # what `--help` and argument errors run: no TensorFlow, nothing of the library
         assert graph[name] <= parser | light, name

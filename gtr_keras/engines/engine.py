@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from gtr_keras.engines.targets import Target
+from gtr_keras.errors import UserError
 from gtr_keras.filters.expressions import Filter
 
 
@@ -87,6 +88,15 @@ class Engine(abc.ABC):
         Raises:
             UserError: a clause the engine cannot express exactly (never approximated), naming it and the engine.
         """
+
+    def documents(self, ids: Sequence[str]) -> dict[str, dict[str, Any]]:
+        """The documents of those of `ids` the collection holds, by id: each `{"id", "title", "text",
+        "metadata"}` as its record gave them (what search hits show, and `Index.get` answers).
+
+        Raises:
+            UserError: an engine whose collection is not read back (Vertex AI's batch folders).
+        """
+        raise UserError(f"{self.target.text}: {self.target.engine} keeps no documents gtr-keras reads back")
 
     @abc.abstractmethod
     def ids(self) -> list[str]:

@@ -19,6 +19,7 @@ imports (`check_report`, and `utils`, `index` and `lexical`) lie beneath `retrie
 (docs/architecture.md); the checks of the other kinds of directory stay above `exports`.
 """
 
+import fnmatch
 import os
 import re
 
@@ -34,6 +35,7 @@ from gtr_keras.storage.layout import (
     INDEX_JSON,
     INDEX_SUBDIR,
     MANIFEST_JSON,
+    PUSH_LEDGER_GLOB,
     RETRIEVER_JSON,
     SCANN_DIR,
     TUNED_JSON,
@@ -44,6 +46,7 @@ from gtr_keras.storage.layout import (
     read_embeddings,
     read_ids,
     read_model_record,
+    read_push_ledger,
     read_tuned,
 )
 from gtr_keras.storage.segments import (
@@ -110,6 +113,11 @@ def check_index_directory(index_dir, report):
             os.path.join(index_dir, RETRIEVER_JSON),
             f"num_documents {recorded['num_documents']}, the index holds {len(live)}",
         )
+    for name in sorted(files.listdir(index_dir)):
+        if fnmatch.fnmatchcase(name, PUSH_LEDGER_GLOB):
+            ledger = report.step(lambda: read_push_ledger(os.path.join(index_dir, name)), os.path.join(index_dir, name))
+            if ledger is not None:
+                report.note(f"pushed {len(ledger['records'])} documents to {ledger['target']}")
     if live is None:
         return
     corpus = report.step(lambda: _documents(search_index, manifest), search_index)

@@ -14,11 +14,13 @@ It holds no logic of its own beyond choosing the step: building is `index_buildi
 
 import os
 from collections.abc import Iterable, Sequence
-from typing import Any, Literal, Self
+from typing import Any, Literal, Self, overload
 
 import numpy as np
 
 from gtr_keras.beir.readers import Corpus, check_corpus, load_corpus
+from gtr_keras.engines.engine_index import EngineIndex
+from gtr_keras.engines.targets import names_engine
 from gtr_keras.errors import CheckpointError, DataError, MismatchError, UserError
 from gtr_keras.filters.expressions import Filter
 from gtr_keras.lexical.bm25 import BM25Retriever
@@ -28,16 +30,7 @@ from gtr_keras.models.text_encoder import TextEncoder
 from gtr_keras.retrieval.hybrid_retriever import RETRIEVERS, HybridRetriever
 from gtr_keras.retrieval.index_building import build_index, check_index_outputs, index_embeddings
 from gtr_keras.retrieval.index_handle import IndexHandle
-from gtr_keras.retrieval.index_types import (
-    FilterLike,
-    Hit,
-    IdsLike,
-    IndexPaths,
-    IndexUpdate,
-    ModelLike,
-    RerankerLike,
-    query_inputs,
-)
+from gtr_keras.retrieval.index_types import FilterLike, Hit, IdsLike, IndexPaths, IndexUpdate, ModelLike, RerankerLike
 from gtr_keras.retrieval.index_updates import update_index
 from gtr_keras.retrieval.passages import check_setting, passages_setting, update_passages, window_corpus
 from gtr_keras.retrieval.reranking import rerank as rerank_hits
@@ -50,6 +43,7 @@ from gtr_keras.utils import files
 from gtr_keras.utils.dimensions import check_dimensions
 from gtr_keras.utils.locks import locks_output, output_lock
 from gtr_keras.utils.records import check_positive_int
+from gtr_keras.utils.text_files import query_inputs
 
 GLOB_CHARACTERS = "*?["
 
@@ -99,15 +93,32 @@ class Index(IndexHandle):
         self._search_params: dict[str, int] = {}
         self._reopen()
 
+    @overload
     @classmethod
-    def open(cls, path: IndexPaths, model: ModelLike | None = None) -> Self:
+    def open(cls, path: IndexPaths, model: ModelLike | None = None, collection: None = None) -> Self: ...
+
+    @overload
+    @classmethod
+    def open(cls, path: str, model: ModelLike | None = None, *, collection: str) -> EngineIndex: ...
+
+    @classmethod
+    def open(
+        cls, path: IndexPaths, model: ModelLike | None = None, collection: str | None = None
+    ) -> Self | EngineIndex:
         """The `Index` of an index directory, or of several searched as one: the way to open one (it calls
-        the constructor, `Index(path, model)`).
+        the constructor, `Index(path, model)`); for an engine target (`qdrant:PATH`, `qdrant+http://HOST:PORT`,
+        `milvus:PATH.db`, ...), its `collection` that `push` wrote, searched and updated through the engine
+        (`EngineIndex`, docs/past-one-machine.md).
 
         Raises:
             DataError: not an index directory, or a damaged one (naming the file).
             MismatchError: shards of different models.
+            UserError: `collection` without an engine target; a target without `collection`, or unreachable.
         """
+        if isinstance(path, str) and names_engine(path):
+            return EngineIndex(path, collection, None if model is None else lambda: _encoder_of(model))
+        if collection is not None:
+            raise UserError(f"collection: names a collection of an engine target (qdrant:PATH, ...), not of {path}")
         return cls(path, model)
 
     @classmethod
@@ -558,7 +569,7 @@ class Index(IndexHandle):
         Example:
         >>> index.tune(sample=1000, target_recall=0.95)["setting"]
         {'num_leaves_to_search': 70, 'reorder_factor': 20, 'rescore_factor': 1}
-        >>> index.tune(queries=[query for query in loadquery_inputs("data/scifact").values()])
+        >>> index.tune(queries=[query for query in load_queries("data/scifact").values()])
         """
         from gtr_keras.tuning.tuner import check_request, tune
 
@@ -575,25 +586,3 @@ class Index(IndexHandle):
             record = tune(self.paths[0], queries, sample, target_recall, k, plot, build=build)
         self._reopen()
         return record
-
-    def set_search_settings(self, setting: dict[str, int]) -> None:
-        """Sets search settings for this `Index`'s searches (overriding a tuned setting; `search_settings`
-        says those in effect): ScaNN's `num_leaves_to_search`, `reorder_factor` and `rescore_factor` (float32
-        rescoring), an int8 or binary index's `rescore`.
-
-        Example:
-        >>> index.set_search_settings({"num_leaves_to_search": 40})
-        """
-        self._retriever.index.set_search_params(setting)
-        self._search_params = {**self._search_params, **setting}
-
-    @property
-    def kind(self) -> str:
-        """`"exact"` or `"scann"` (`"mixed"` for shards of both)."""
-        return self._retriever.index.kind
-
-    def __repr__(self) -> str:
-        where = self.paths[0] if len(self.paths) == 1 else self.paths
-        if self.closed:
-            return f"Index({where!r}: closed)"
-        return f"Index({where!r}: {len(self)} documents, {self.kind})"

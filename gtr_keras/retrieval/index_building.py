@@ -31,6 +31,8 @@ from gtr_keras.storage.layout import (
     BM25_SUBDIR,
     DOCUMENTS_FILE,
     INDEX_SUBDIR,
+    PASSAGES_FIELD,
+    PUSH_LEDGER_GLOB,
     RETRIEVER_JSON,
 )
 from gtr_keras.storage.resumable_encoding import RESUMABLE_ENCODING_DIRECTORY, ResumableEncoding
@@ -48,7 +50,7 @@ from gtr_keras.utils.records import (
 INDEX_DIRECTORY = files.DirectoryKind(
     "an index directory",
     (RETRIEVER_JSON,),
-    (RETRIEVER_JSON, INDEX_SUBDIR, DOCUMENTS_FILE, BM25_SUBDIR, f".{INDEX_SUBDIR}.lock"),
+    (RETRIEVER_JSON, INDEX_SUBDIR, DOCUMENTS_FILE, BM25_SUBDIR, f".{INDEX_SUBDIR}.lock", PUSH_LEDGER_GLOB),
 )
 
 
@@ -63,8 +65,6 @@ BFLOAT16_SHA256 = "bfloat16_sha256"
 # The field of a model record whose embeddings are cut to their first N coordinates (`gtr-keras index|encode
 # --dimensions N`); absent for all D of them.
 DIMENSIONS_FIELD = "dimensions"
-# The field of a passages index's `{"tokens", "stride"}` (`gtr-keras index --passages TOKENS:STRIDE`, `passages`).
-PASSAGES_FIELD = "passages"
 
 
 def check_index_outputs(index_dir, work_dir=True):

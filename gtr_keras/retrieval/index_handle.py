@@ -1,7 +1,8 @@
 """`IndexHandle`: what an `Index` is as a handle of its directories, apart from searching and writing them:
-open until closed (`close`, `with`), its documents by id (`get`, `in`, `ids`, `len`: a passages index's
-documents, not its window rows), and the check of its files (`check`,
-as `gtr-keras check` verifies them: `integrity.index_checker.check_index`, which lies beneath `retrieval`).
+open until closed (`close`, `with`), its kind and search settings (`kind`, `set_search_settings`), its documents
+by id (`get`, `in`, `ids`, `len`: a passages index's documents, not its window rows), and the check of its files
+(`check`, as `gtr-keras check` verifies them: `integrity.index_checker.check_index`, which lies beneath
+`retrieval`).
 """
 
 import contextlib
@@ -11,6 +12,7 @@ from typing import Any, Self
 
 import numpy as np
 
+from gtr_keras.engines.push import PushSummary, push
 from gtr_keras.errors import DataError, MismatchError, UserError
 from gtr_keras.filters.expressions import id_list
 from gtr_keras.integrity.check_report import CheckReport
@@ -145,6 +147,28 @@ class IndexHandle:
         rows = self._retriever.index.ids
         return len(self._passages.rows) if self._passages is not None else len(rows)
 
+    def set_search_settings(self, setting: dict[str, int]) -> None:
+        """Sets search settings for this `Index`'s searches (overriding a tuned setting; `search_settings`
+        says those in effect): ScaNN's `num_leaves_to_search`, `reorder_factor` and `rescore_factor` (float32
+        rescoring), an int8 or binary index's `rescore`.
+
+        Example:
+        >>> index.set_search_settings({"num_leaves_to_search": 40})
+        """
+        self._retriever.index.set_search_params(setting)
+        self._search_params = {**self._search_params, **setting}
+
+    @property
+    def kind(self) -> str:
+        """`"exact"` or `"scann"` (`"mixed"` for shards of both)."""
+        return self._retriever.index.kind
+
+    def __repr__(self) -> str:
+        where = self.paths[0] if len(self.paths) == 1 else self.paths
+        if self.closed:
+            return f"Index({where!r}: closed)"
+        return f"Index({where!r}: {len(self)} documents, {self.kind})"
+
     def check(self) -> CheckReport:
         """Verifies the index's files as `gtr-keras check` does: every file's SHA-256, the records, every
         segment, the documents and the BM25 side, and what a job that did not end left; every shard's, for
@@ -159,6 +183,31 @@ class IndexHandle:
         """
         self._check_open()
         return check_index([os.fspath(path) for path in self.paths])
+
+    def push(self, target: str, collection: str | None = None, recreate: bool = False) -> PushSummary:
+        """Pushes the index's live documents to an engine's collection, only what changed since the last push
+        there (`gtr-keras push`; `engines.push.push`): the collection then holds exactly the index's documents.
+
+        Args:
+            target: `qdrant:PATH`, `qdrant+http://HOST:PORT`, `milvus:PATH.db`, `milvus+http://HOST:PORT` or
+                `vertex-ai:DIR` (docs/past-one-machine.md).
+            collection: the collection's name (default: the index directory's name).
+            recreate: replace a collection of another dimension or model.
+
+        Returns:
+            The `PushSummary` (`upserted`, `deleted`).
+
+        Raises:
+            UserError: a bad target, a missing extra, an unreachable host, a collection of another dimension or
+                model without `recreate`, several directories: before any write.
+
+        Example:
+        >>> index.push("qdrant:/data/qdrant", collection="papers").upserted
+        """
+        self._check_open()
+        if len(self.paths) > 1:
+            raise UserError("push sends one index directory to its own collection: open each shard")
+        return push(self.paths[0], target, collection, recreate)
 
     def close(self) -> None:
         """Releases what the index holds (the version loaded, its BM25 side, the model it loaded); any use of

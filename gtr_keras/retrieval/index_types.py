@@ -1,18 +1,13 @@
 """The types of what an `Index` takes and answers: `Hit` (a search hit), `Document` (`Index.get`),
-`IndexUpdate` (what `Index.update`, `add`, `delete` and `compact` changed), the arguments' aliases, and
-`query_inputs` (queries as texts or vectors)."""
+`IndexUpdate` (what `Index.update`, `add`, `delete` and `compact` changed), and the arguments' aliases."""
 
 import dataclasses
 import os
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, NotRequired, Self, TypedDict
 
-import numpy as np
-
-from gtr_keras.errors import UserError
 from gtr_keras.filters.expressions import Filter
 from gtr_keras.models.text_encoder import TextEncoder, TextPairScorer
-from gtr_keras.utils.text_files import check_text
 
 MetadataValue = str | int | float | bool | list[str]
 # An index directory, or several (shards of one index).
@@ -103,22 +98,3 @@ class IndexUpdate:
         return cls(
             tuple(added), tuple(replaced), tuple(deleted), manifest["generation"], live, len(manifest["segments"])
         )
-
-
-def query_inputs(queries: Any) -> tuple[np.ndarray | None, list[str] | None]:
-    """`(vectors, texts)`: `queries` as float32 `[n, D]` and None when they are vectors (a float array), or
-    None and a list of strings when they are texts (valid Unicode); a `UserError` for anything else."""
-    if isinstance(queries, (str, bytes)):
-        raise UserError("queries: a list of texts (or an array of query vectors), not one string")
-    if isinstance(queries, np.ndarray) and queries.dtype.kind == "f":
-        if queries.ndim != 2:
-            raise UserError(f"query vectors: a [queries, D] array, got shape {queries.shape}")
-        return queries.astype(np.float32, copy=False), None
-    texts = list(queries)
-    for number, text in enumerate(texts):
-        if not isinstance(text, str):
-            raise UserError(
-                f"queries: a list of texts or a float array of query vectors, got a {type(text).__name__} in the list"
-            )
-        check_text(f"queries[{number}]", text)
-    return None, texts

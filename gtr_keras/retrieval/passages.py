@@ -16,8 +16,8 @@ from collections.abc import Callable, Iterable
 from gtr_keras.beir.readers import Corpus, check_corpus, load_corpus
 from gtr_keras.errors import DataError, MismatchError, UserError
 from gtr_keras.models.token_windows import document_windows, parse_passages, piece_spans_of
-from gtr_keras.retrieval.index_building import PASSAGES_FIELD
 from gtr_keras.retrieval.index_updates import deletion_ids, update_index
+from gtr_keras.storage.layout import PASSAGES_FIELD
 
 
 def passages_setting(value, document_length=None):

@@ -14,6 +14,9 @@ side's rebuild, a rebuild's rename) keeps the loaded generation and is tried
 again at the next look, and so is a load during which a commit point moved
 (its parts might be of two generations, or of another than the number read).
 
+For an engine's collection (`collection`, `index_dir` then its target: `qdrant:PATH`, ...) the one generation
+is an `EngineIndex`, loaded once: its writes are the engine's, which answers each search from its own state.
+
 Several servers (replicas) over one index directory each watch it so, and each
 answers from the new generation within a poll interval and one load of the
 commit. A server may start listening before the first generation is loaded
@@ -62,6 +65,7 @@ class LiveIndex:
             they share the encoder's batches): the `Index`'s model; default `encoder`.
         fusion: the `Fusion` of hybrid searches without options of their own.
         poll_interval: seconds between looks at the index's commit points; None: never reloads.
+        collection: with an engine target as `index_dir`, the collection searched (`Index.open`'s).
         wait: load the first generation before returning (its errors raised here); False: the watch's
             thread loads it, `current` being None until then, and its error, if any, in `error` (the watch
             then ends).
@@ -72,12 +76,15 @@ class LiveIndex:
     >>> live.close()
     """
 
-    def __init__(self, index_dir, encoder, query_encoder=None, fusion=None, poll_interval=2.0, wait=True):
+    def __init__(
+        self, index_dir, encoder, query_encoder=None, fusion=None, poll_interval=2.0, wait=True, collection=None
+    ):
         if poll_interval is not None and not 0 < poll_interval <= LONGEST_WAIT:
             raise UserError(f"poll_interval must be seconds from 0 to {LONGEST_WAIT:g}, or None, got {poll_interval!r}")
         if not wait and poll_interval is None:
             raise UserError("a LiveIndex that loads its first generation in the background needs a poll_interval")
         self.index_dir = os.fspath(index_dir)
+        self.collection = collection
         self.encoder = encoder
         self.query_encoder = query_encoder or encoder
         self.fusion = fusion
@@ -112,6 +119,8 @@ class LiveIndex:
 
     def _commit_points(self):
         """The watched files' modification times and the manifest's generation (None where unreadable)."""
+        if self.collection is not None:
+            return (), 0  # an engine's collection: no files of its own to watch
         times = tuple(files.modified_ns(path) for path in self._watched)
         return times, manifest_generation(os.path.join(self.index_dir, INDEX_SUBDIR))
 
@@ -122,6 +131,10 @@ class LiveIndex:
 
     def _load(self):
         """The `Generation` of the index as it is now: its `Index`, the model checked and both sides loaded."""
+        if self.collection is not None:
+            index = Index.open(self.index_dir, self.query_encoder, collection=self.collection)
+            index.encoder  # noqa: B018  (the model checked now, not in a search)
+            return Generation(index, f"{self.index_dir} is searched through its engine: GTR only", 0, time.time(), {})
         manifest = read_manifest(os.path.join(self.index_dir, INDEX_SUBDIR))  # before: a commit meanwhile reloads
         index = Index.open(self.index_dir, self.query_encoder)
         index.encoder  # noqa: B018  (the model checked now, not in a search)

@@ -171,6 +171,7 @@ def serve(
     max_batch_tokens=None,
     reranker=None,
     reranker_name=None,
+    collection=None,
 ):
     """Serves `encoder` (and the index `index_dir`) on `sock` until SIGTERM or SIGINT; then returns (a thread
     still in a forward pass or a load `JOIN_BOUND` seconds after the stop is left running, a daemon).
@@ -197,6 +198,8 @@ def serve(
         reranker: a reranker's scorer (`gtr_keras.load(RERANKER_DIR)`) for `/v1/rerank` and searches with
             `rerank`, batched by its own `Batcher` (`rerank_scoring.scoring`); or None.
         reranker_name: its name in requests and `/v1/models`.
+        collection: with an engine target as `index_dir` (`qdrant:PATH`, ...), the collection `/v1/search`
+            answers from (`LiveIndex`).
 
     Raises:
         UserError: the index's first generation cannot be loaded (the server stops first).
@@ -215,7 +218,7 @@ def serve(
             run_reranker = scoring(reranker, batch_size, max_batch_tokens)
             reranks = Batcher(run_reranker, *settings[:4], "gtr-keras-reranker", max_batch_tokens, measure)
         queries = query_encoder(batcher, encoder)
-        live_index = index_dir and LiveIndex(index_dir, encoder, queries, fusion, poll_interval, False)
+        live_index = index_dir and LiveIndex(index_dir, encoder, queries, fusion, poll_interval, False, collection)
     except BaseException:
         for each in (batcher, reranks):
             if each is not None:

@@ -9,14 +9,15 @@ An index directory holds `index.json` (format version, kind, N, dims, ScaNN
 params), `ids.txt` (one id a line, in row order) and one copy of the
 vectors: float32 `embeddings.npy` (memory-mapped when local) for exact
 search, or ScaNN's searcher in `scann/` (its int8 copy, 1 byte per
-dimension, plus AH codes of 1/4 byte per dimension on disk, 1/8 in memory)
-for approximate search, with `embeddings.npy` beside it too where ScaNN's
+dimension, plus AH codes of 1/8 byte per dimension, packed on disk as in
+memory: `scann_codes`) for approximate search, with `embeddings.npy` beside it too where ScaNN's
 candidates are rescored with float32 (`reorder: "float32"`, the default;
 `reorder: "int8"` keeps the int8 copy only). It lives on any file system
 TensorFlow knows (local, `gs://`, `ram://`).
 """
 
 import collections.abc
+import gzip
 import json
 import os
 
@@ -63,8 +64,14 @@ RETRIEVER_JSON = "retriever.json"
 INDEX_SUBDIR = "index"
 DOCUMENTS_FILE = "documents.jsonl.gz"
 BM25_SUBDIR = "bm25"
+# `gtr-keras push` (`engines.push`): one ledger per engine target and collection, each id pushed with its digest.
+PUSH_LEDGER_PREFIX = "pushed-"
+PUSH_LEDGER_GLOB = f"{PUSH_LEDGER_PREFIX}*.json.gz"
+PUSH_LEDGER_FORMAT = 1
 # The fields of `retriever.json` (`read_model_record`); those of the model are null for embeddings indexed
 # without a record of their model.
+# A passages index's `{"tokens", "stride"}` (`gtr-keras index --passages TOKENS:STRIDE`, `retrieval.passages`).
+PASSAGES_FIELD = "passages"
 RETRIEVER_FIELDS = {
     "model_dir": "str?",
     "embedding_dim": "positive",
@@ -73,7 +80,7 @@ RETRIEVER_FIELDS = {
     "compute_dtype": "str?",
     "model_sha256": "sha256?",
     "dimensions": "positive?",
-    "passages": "object?",
+    PASSAGES_FIELD: "object?",
     "kind": ("exact", "scann"),
     "num_documents": "count",
 }
@@ -84,7 +91,13 @@ SEARCH_FIELDS = ("embedding_dim", "compute_dtype", "model_sha256")
 SCANN_DATAPOINT_TO_TOKEN = "datapoint_to_token.npy"
 SCANN_INT8_DATASET = "int8_dataset.npy"  # ScaNN's int8 copy, decoded by dividing by SCANN_INT8_MULTIPLIERS
 SCANN_INT8_MULTIPLIERS = "int8_multipliers.npy"
-SCANN_PER_POINT = (SCANN_DATAPOINT_TO_TOKEN, "hashed_dataset.npy", SCANN_INT8_DATASET)
+SCANN_CODES = "hashed_dataset.npy"  # ScaNN's AH codes as it writes them, a byte a code
+SCANN_PER_POINT = (SCANN_DATAPOINT_TO_TOKEN, SCANN_CODES, SCANN_INT8_DATASET)
+# An index keeps AH codes of 4 bits packed two a byte (`scann_codes`), their number a point in a record beside them.
+SCANN_PACKED_CODES = "hashed_dataset.packed.npy"
+SCANN_PACKED_RECORD = "hashed_dataset.packed.json"
+# The files of a searcher that depend on its points or on how they are stored (`codec_files` holds the others).
+SCANN_POINT_FILES = (*SCANN_PER_POINT, SCANN_PACKED_CODES, SCANN_PACKED_RECORD)
 # ScaNN's serialized searcher (`scann/`): its protos, and its arrays.
 SCANN_TENSOR_FILES = ("scann_config.pb", "serialized_partitioner.pb", "ah_codebook.pb")
 SCANN_ARRAY_FILES = (*SCANN_PER_POINT, SCANN_INT8_MULTIPLIERS)
@@ -316,16 +329,39 @@ def read_embeddings(path, config, config_path, scan=True):
     return embeddings
 
 
+def scann_codes_file(scann_dir):
+    """`(path, num_codes)`: the file of the AH codes of the ScaNN searcher in local `scann_dir`, and the number of
+    codes a point holds where they are packed (`scann_codes`; None: a byte a code, as ScaNN writes them).
+
+    Raises:
+        DataError: packed codes whose record (`SCANN_PACKED_RECORD`) is missing or malformed.
+    """
+    packed = os.path.join(scann_dir, SCANN_PACKED_CODES)
+    if not os.path.exists(packed):
+        return os.path.join(scann_dir, SCANN_CODES), None
+    path = os.path.join(scann_dir, SCANN_PACKED_RECORD)
+    return packed, check_fields(path, read_json_object(path, REMEDY), {"num_codes": "positive"}, REMEDY)["num_codes"]
+
+
 def check_scann_rows(scann_dir, config):
-    """Raises `DataError` unless each per-point array of ScaNN in `scann_dir` has a row per indexed vector."""
-    for name in SCANN_PER_POINT:
-        path = os.path.join(scann_dir, name)
+    """Raises `DataError` unless each per-point array of ScaNN in `scann_dir` has a row per indexed vector, and
+    packed AH codes a byte per two of the codes their record counts."""
+    codes, num_codes = scann_codes_file(scann_dir)
+    for path in (os.path.join(scann_dir, SCANN_DATAPOINT_TO_TOKEN), codes, os.path.join(scann_dir, SCANN_INT8_DATASET)):
         try:
-            rows = np.load(path, mmap_mode="r").shape[0]
+            array = np.load(path, mmap_mode="r")
         except (OSError, ValueError) as e:
             raise DataError(f"{path}: unreadable ({unreadable_reason(e, path)}); {REMEDY}") from e
-        if rows != config["num_embeddings"]:
-            raise DataError(f"{path}: {rows} rows, but 'num_embeddings' is {config['num_embeddings']}; {REMEDY}")
+        if array.shape[0] != config["num_embeddings"]:
+            raise DataError(
+                f"{path}: {array.shape[0]} rows, but 'num_embeddings' is {config['num_embeddings']}; {REMEDY}"
+            )
+        packed = (len(array), (num_codes + 1) // 2) if path == codes and num_codes else None
+        if packed and (array.shape != packed or array.dtype != np.uint8):
+            raise DataError(
+                f"{path}: shape {array.shape} ({array.dtype}), but {SCANN_PACKED_RECORD} counts {num_codes} codes "
+                f"a point: uint8 {packed}; {REMEDY}"
+            )
 
 
 def has_float32(kind, params):
@@ -427,3 +463,28 @@ def read_id_file(path):
         return f"{path}:{lines[i]}"
 
     return check_ids(ids, where, DataError), where
+
+
+def read_push_ledger(path):
+    """The push ledger at `path` (`engines.push`: `{"format", "target", "records": {id: digest}}`), or None
+    where there is none.
+
+    Raises:
+        DataError: an unreadable ledger, naming it.
+    """
+    if not files.isfile(path):
+        return None
+    try:
+        ledger = json.loads(gzip.decompress(files.read_bytes(path)).decode("utf-8"))
+    except (OSError, EOFError, ValueError) as error:
+        raise DataError(f"{path}: not a push ledger ({error}); remove it, and push again") from None
+    records = ledger.get("records") if isinstance(ledger, dict) else None
+    if (
+        records is None
+        or ledger.get("format") != PUSH_LEDGER_FORMAT
+        or not isinstance(ledger.get("target"), str)
+        or not isinstance(records, dict)
+        or not all(isinstance(value, str) for value in records.values())
+    ):
+        raise DataError(f"{path}: not a push ledger of format {PUSH_LEDGER_FORMAT}; remove it, and push again")
+    return ledger

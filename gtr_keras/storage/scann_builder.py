@@ -3,8 +3,9 @@
 ScaNN's tree and quantisers are trained on a random sample, then each chunk
 of vectors is added to the trained searcher, its ScaNN arrays (leaf of each
 point, AH codes, int8 vectors) are appended to the index's files, and it is
-removed again: ScaNN never holds more than one chunk. ScaNN is loaded without
-the `scann` package, so that a process that searches loads no TensorFlow.
+removed again: ScaNN never holds more than one chunk. The AH codes are then
+packed two a byte (`scann_codes`). ScaNN is loaded without the `scann`
+package, so that a process that searches loads no TensorFlow.
 """
 
 import ctypes
@@ -20,7 +21,14 @@ import tempfile
 import numpy as np
 
 from gtr_keras.errors import UserError
-from gtr_keras.storage.layout import FLOAT32_REORDER, SCANN_PER_POINT
+from gtr_keras.storage.layout import (
+    FLOAT32_REORDER,
+    SCANN_CODES,
+    SCANN_PACKED_CODES,
+    SCANN_PER_POINT,
+    SCANN_POINT_FILES,
+)
+from gtr_keras.storage.scann_codes import CodeRows, pack_codes, scann_assets, write_packed_record, write_rows
 
 # ScaNN searchers are built for this many neighbours; `search` passes its own
 # `k`, so this only sizes the default reordering pool.
@@ -197,7 +205,7 @@ def build_scann_segment(codec_dir, source, scann_dir):
     """
     with tempfile.TemporaryDirectory(prefix=".codec-", dir=os.path.dirname(os.fspath(scann_dir))) as seed:
         for name in os.listdir(codec_dir):
-            if name in SCANN_PER_POINT:
+            if name in (*SCANN_PER_POINT, SCANN_PACKED_CODES):
                 np.save(os.path.join(seed, name), np.load(os.path.join(codec_dir, name), mmap_mode="r")[:1])
             else:
                 shutil.copyfile(os.path.join(codec_dir, name), os.path.join(seed, name))
@@ -207,10 +215,11 @@ def build_scann_segment(codec_dir, source, scann_dir):
 
 
 def codec_files(scann_dir):
-    """The contents of a ScaNN searcher's files that do not depend on its points, by name."""
+    """The contents of a ScaNN searcher's files that do not depend on its points (nor on how their codes are
+    stored), by name."""
     codec = {}
     for name in sorted(os.listdir(scann_dir)):
-        if name not in SCANN_PER_POINT:
+        if name not in SCANN_POINT_FILES:
             with open(os.path.join(scann_dir, name), "rb") as f:
                 codec[name] = f.read()
     return codec
@@ -224,7 +233,7 @@ def add_points(searcher, source, scann_dir, codec=None):
     do not depend on the points (config, tree, codebooks, int8 multipliers)
     must be the same after every chunk (and, given, `codec`'s); they are
     checked, so a ScaNN that retrained on its own would be an error rather
-    than an index of mixed codes.
+    than an index of mixed codes. The AH codes are packed at the end (`pack_codes`).
     """
     outputs, fixed, written = {}, dict(codec or {}), 0
     # Beside `scann_dir` (in the output's staging), so a killed build leaves nothing elsewhere.
@@ -258,6 +267,7 @@ def add_points(searcher, source, scann_dir, codec=None):
     if written != source.num_rows or sorted(outputs) != sorted(SCANN_PER_POINT):
         raise RuntimeError(f"ScaNN wrote {written} of {source.num_rows} points ({sorted(outputs)})")
     _write_codec(fixed, scann_dir)
+    pack_codes(scann_dir)
 
 
 def _write_header(f, array, num_rows):
@@ -273,7 +283,8 @@ def _write_codec(codec, scann_dir):
 
 def merge_scann(parts, scann_dir, block_rows=65_536):
     """Writes to `scann_dir` one ScaNN searcher holding the kept points of several searchers of one codec
-    (`build_scann_segment`'s), in order: their per-point arrays are concatenated, a block at a time.
+    (`build_scann_segment`'s), in order: their per-point arrays are concatenated, a block at a time (their AH
+    codes as stored where every searcher's are packed, else unpacked and then packed: `pack_codes`).
 
     Args:
         parts: `(scann_dir, keep)` pairs: a searcher's directory and the bool
@@ -291,21 +302,30 @@ def merge_scann(parts, scann_dir, block_rows=65_536):
     for directory, _ in parts[1:]:
         if codec_files(directory) != codec:
             raise ValueError(f"{directory}: a ScaNN searcher of another tree or codebooks than {parts[0][0]}")
+    codes = [CodeRows(directory) for directory, _ in parts]
+    packed = all(rows.num_codes for rows in codes)
     for name in SCANN_PER_POINT:
-        arrays = [np.load(os.path.join(directory, name), mmap_mode="r") for directory, _ in parts]
+        if name == SCANN_CODES:
+            arrays = [rows.stored for rows in codes] if packed else codes
+        else:
+            arrays = [np.load(os.path.join(directory, name), mmap_mode="r") for directory, _ in parts]
         rows = [np.flatnonzero(keep) if keep is not None else None for _, keep in parts]
         total = sum(len(array) if keep is None else len(keep) for array, keep in zip(arrays, rows))
-        with open(os.path.join(scann_dir, name), "wb") as f:
-            _write_header(f, arrays[0][:0], total)
-            for array, keep in zip(arrays, rows):
-                keep = np.arange(len(array)) if keep is None else keep
-                for start in range(0, len(keep), block_rows):
-                    f.write(np.ascontiguousarray(array[keep[start : start + block_rows]]))
+        blocks = (
+            array[keep[start : start + block_rows]] if keep is not None else array[start : start + block_rows]
+            for array, keep in zip(arrays, rows)
+            for start in range(0, len(array) if keep is None else len(keep), block_rows)
+        )
+        output = SCANN_PACKED_CODES if name == SCANN_CODES and packed else name
+        write_rows(os.path.join(scann_dir, output), blocks, (total, *arrays[0].shape[1:]), arrays[0].dtype)
     _write_codec(codec, scann_dir)
+    if packed:
+        write_packed_record(scann_dir, codes[0].num_codes)
+    pack_codes(scann_dir)
 
 
 def load_scann(directory):
     """The ScaNN searcher that `build_scann` (or a searcher's `serialize`) wrote to a local `directory`."""
     scann_pybind, _ = _scann()
-    with open(os.path.join(directory, "scann_assets.pbtxt"), encoding="utf-8") as f:
-        return scann_pybind.ScannNumpy(os.fspath(directory), f.read())
+    with scann_assets(directory) as assets:
+        return scann_pybind.ScannNumpy(os.fspath(directory), assets)

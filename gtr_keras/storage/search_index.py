@@ -50,6 +50,7 @@ from gtr_keras.storage.quantized_vectors import (
     write_vectors,
 )
 from gtr_keras.storage.scann_builder import build_scann, load_scann, scann_params
+from gtr_keras.storage.scann_codes import pack_codes
 from gtr_keras.storage.segmented_index import SegmentedIndex
 from gtr_keras.storage.segments import (
     BASE,
@@ -420,6 +421,7 @@ class SearchIndex:
             if self.kind == "scann":
                 os.mkdir(tmp / SCANN_DIR)
                 self._searcher.serialize(str(tmp / SCANN_DIR), True)
+                pack_codes(tmp / SCANN_DIR)
                 if self.float_rows is not None:
                     write_embeddings(tmp / EMBEDDINGS_NPY, self._row_chunks(), len(self.ids), self.dims)
             else:

@@ -24,6 +24,8 @@ import re
 import warnings
 import zlib
 
+import numpy as np
+
 from gtr_keras.errors import DataError, DataWarning, UserError
 from gtr_keras.utils import files
 from gtr_keras.utils.files import tf  # TensorFlow on first use
@@ -338,3 +340,22 @@ def iter_tsv_rows(path, names):
                 f"({', '.join(names)}), got {len(columns)}"
             )
         yield line_no, columns
+
+
+def query_inputs(queries):
+    """`(vectors, texts)`: `queries` as float32 `[n, D]` and None when they are vectors (a float array), or
+    None and a list of strings when they are texts (valid Unicode); a `UserError` for anything else."""
+    if isinstance(queries, (str, bytes)):
+        raise UserError("queries: a list of texts (or an array of query vectors), not one string")
+    if isinstance(queries, np.ndarray) and queries.dtype.kind == "f":
+        if queries.ndim != 2:
+            raise UserError(f"query vectors: a [queries, D] array, got shape {queries.shape}")
+        return queries.astype(np.float32, copy=False), None
+    texts = list(queries)
+    for number, text in enumerate(texts):
+        if not isinstance(text, str):
+            raise UserError(
+                f"queries: a list of texts or a float array of query vectors, got a {type(text).__name__} in the list"
+            )
+        check_text(f"queries[{number}]", text)
+    return None, texts

@@ -57,6 +57,7 @@ def _hits(capsys, index, *flags, k=4):
 
 
 @pytest.mark.large
+@pytest.mark.slow
 def test_a_passages_index_finds_what_lies_past_the_first_window_and_says_where(tmp_path, capsys):
     from gtr_keras.saving import load_model
 

@@ -11,6 +11,7 @@ import pytest
 import tensorflow as tf
 from conftest import REPO
 from doc_snippets import python_blocks
+from search_inputs import unpack_codes_in_place
 from tensorflow.core.protobuf import saved_model_pb2
 
 import gtr_keras
@@ -237,6 +238,21 @@ def _export(tiny_model_dir, index_dir, searcher, out):
     return main(
         ["export", "--model", tiny_model_dir, "--index", str(index_dir), "--searcher", searcher, "--out", str(out)]
     )
+
+
+@pytest.mark.large
+def test_a_scann_searcher_of_packed_ah_codes_answers_as_one_of_codes_a_byte_each(exports, tiny_model_dir, tmp_path):
+    """The searcher exported from an index with packed codes (the export unpacks them for ScaNN's ops) and from
+    the same index as the last release wrote it."""
+    index_dir = tmp_path / "index"
+    shutil.copytree(exports["scann"][1], index_dir)
+    unpack_codes_in_place(index_dir / "index" / "scann")
+    assert _export(tiny_model_dir, index_dir, "scann", tmp_path / "out") == 0
+    asked = {"queries": tf.constant(QUERIES), "k": tf.constant([10] * len(QUERIES))}
+    packed = load_export(str(exports["scann"][0] / "searcher" / "1")).signatures["search"](**asked)
+    unpacked = load_export(str(tmp_path / "out" / "searcher" / "1")).signatures["search"](**asked)
+    assert packed["ids"].numpy().tolist() == unpacked["ids"].numpy().tolist()
+    np.testing.assert_array_equal(packed["scores"].numpy(), unpacked["scores"].numpy())
 
 
 def test_a_scann_index_exports_its_float32_vectors_as_brute_force_unless_it_keeps_none(

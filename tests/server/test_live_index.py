@@ -223,3 +223,18 @@ def test_each_answer_s_hits_are_of_the_generation_it_names_through_quick_updates
         if retriever == "gtr":  # exact search, k past the documents: all of them
             assert set(hits) == set(generation), (answer["generation"], set(hits) ^ set(generation))
     assert len(served) > 1
+
+
+def test_an_engine_s_collection_is_one_generation_searched_through_the_engine(index_dir, tiny_encoder, tmp_path):
+    from gtr_keras.engines.engine_index import EngineIndex
+
+    Index.open(index_dir).push(f"qdrant:{tmp_path / 'q'}", "c")
+    live = LiveIndex(f"qdrant:{tmp_path / 'q'}", tiny_encoder, poll_interval=None, collection="c")
+    try:
+        assert isinstance(live.current.index, EngineIndex) and live.current.number == 0
+        assert "searched through its engine" in live.current.bm25_problem and not live.check_now()
+        local = Index.open(index_dir, tiny_encoder).search(["wing lift"], 10)
+        found = live.current.index.search(["wing lift"], 10)
+        assert [hit["id"] for hit in found[0]] == [hit["id"] for hit in local[0]]
+    finally:
+        live.current.index.close()

@@ -55,6 +55,23 @@ def test_the_command_serves_embeddings_and_search_and_stops_at_sigterm(tiny_mode
 
 
 @pytest.mark.large
+@pytest.mark.large
+def test_the_command_answers_v1_search_from_an_engine_s_collection(tiny_model_dir, tiny_encoder, index_dir, tmp_path):
+    from gtr_keras.retrieval.index import Index
+
+    Index.open(str(index_dir)).push(f"qdrant:{tmp_path / 'q'}", "c")
+    served = Served("--model", tiny_model_dir, "--index", f"qdrant:{tmp_path / 'q'}", "--collection", "c")
+    try:
+        found = httpx.post(f"{served.url}/v1/search", json={"query": "wing lift", "k": 5}, timeout=30).json()
+        local = Index.open(str(index_dir), tiny_encoder).search(["wing lift"], 5)[0]
+        assert [hit["id"] for hit in found["hits"]] == [hit["id"] for hit in local]
+        np.testing.assert_allclose([h["score"] for h in found["hits"]], [h["score"] for h in local], atol=1e-5)
+        bm25 = httpx.post(f"{served.url}/v1/search", json={"query": "wing", "retriever": "bm25"}, timeout=30)
+        assert bm25.status_code == 422 and "searched through its engine" in bm25.json()["error"]["message"]
+    finally:
+        served.stop()
+
+
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
 def test_a_signal_during_a_batch_finishes_it_refuses_new_connections_and_exits_0(tiny_model_dir, tiny_encoder, sig):
     # The batch waits 3 s for company: the signal comes while the request is in the batcher.

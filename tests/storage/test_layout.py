@@ -4,10 +4,17 @@ import json
 
 import numpy as np
 import pytest
-from search_inputs import doc_ids
+from search_inputs import CORPUS, doc_ids
 
 from gtr_keras.errors import DataError, MismatchError, UserError
-from gtr_keras.storage.layout import TUNED_JSON, check_search_value, read_tuned
+from gtr_keras.storage.layout import (
+    SCANN_DIR,
+    SCANN_PACKED_CODES,
+    SCANN_PACKED_RECORD,
+    TUNED_JSON,
+    check_search_value,
+    read_tuned,
+)
 from gtr_keras.storage.search_index import SearchIndex
 
 
@@ -66,6 +73,30 @@ def test_load_names_a_damaged_index(tmp_path, name, content, message):
         (directory / name).unlink()
     else:
         (directory / name).write_text(content)
+    with pytest.raises(DataError, match=message):
+        SearchIndex.load(directory)
+
+
+@pytest.mark.parametrize(
+    "name, content, message",
+    [
+        (SCANN_PACKED_RECORD, None, r"packed\.json: unreadable \(.*\); rebuild the index"),
+        (SCANN_PACKED_RECORD, '{"num_codes": 0}', r"packed\.json: field 'num_codes' must be"),
+        (SCANN_PACKED_RECORD, '{"num_codes": 17}', r"packed\.npy: shape \(300, 8\) \(uint8\), but .* counts 17 codes"),
+        (SCANN_PACKED_CODES, np.zeros((299, 8), np.uint8), r"packed\.npy: 299 rows, but 'num_embeddings' is 300"),
+        (SCANN_PACKED_CODES, np.zeros((300, 8), np.int8), r"packed\.npy: shape \(300, 8\) \(int8\), but"),
+    ],
+)
+def test_load_names_damaged_packed_ah_codes(tmp_path, name, content, message):
+    directory = tmp_path / "index"
+    SearchIndex(doc_ids(300), CORPUS[:300], kind="scann").save(directory)
+    path = directory / SCANN_DIR / name
+    if content is None:
+        path.unlink()
+    elif isinstance(content, str):
+        path.write_text(content)
+    else:
+        np.save(path, content)
     with pytest.raises(DataError, match=message):
         SearchIndex.load(directory)
 

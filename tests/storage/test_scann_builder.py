@@ -1,11 +1,15 @@
 """ScaNN indexes: the parameters chosen for a corpus, and the recall of the searcher built with them."""
 
+import os
+
 import numpy as np
 import pytest
-from search_inputs import CORPUS, QUERIES, clustered, doc_ids, float32_truth, recall
+from search_inputs import CORPUS, QUERIES, clustered, doc_ids, float32_truth, recall, unpack_codes_in_place
 
 from gtr_keras.errors import UserError
+from gtr_keras.storage.layout import SCANN_CODES, SCANN_PACKED_CODES
 from gtr_keras.storage.scann_builder import build_scann_segment, codec_files, load_scann, merge_scann, scann_params
+from gtr_keras.storage.scann_codes import CodeRows
 from gtr_keras.storage.search_index import ArrayRows, SearchIndex, write_search_index
 
 
@@ -82,3 +86,24 @@ def test_a_segment_with_anothers_codec_scores_alike_and_merges_into_one_searcher
     write_search_index(ArrayRows(doc_ids(1000), CORPUS[:1000]), other, kind="scann", params=params)
     with pytest.raises(ValueError, match="another tree or codebooks"):
         merge_scann([(tmp_path / "first" / "scann", None), (other / "scann", None)], tmp_path / "x")
+
+
+@pytest.mark.parametrize("first_packed", [True, False])
+def test_a_merge_selects_rows_of_packed_codes_and_packs_those_of_an_older_searcher(tmp_path, first_packed):
+    """Codes packed in both searchers are merged as stored; a searcher written before codes were packed (a byte a
+    code) merges with a newer one into packed codes."""
+    params = {"num_leaves": 20, "num_leaves_to_search": 20}
+    (tmp_path / "second").mkdir()
+    write_search_index(ArrayRows(doc_ids(2000), CORPUS[:2000]), tmp_path / "first", kind="scann", params=params)
+    first = tmp_path / "first" / "scann"
+    build_scann_segment(first, ArrayRows(doc_ids(1000), CORPUS[2000:]), tmp_path / "second")
+    expected = np.concatenate([CodeRows(first)[:], CodeRows(tmp_path / "second")[:]])
+    if not first_packed:
+        unpack_codes_in_place(first)
+    keep = np.arange(1000) % 3 > 0
+    (tmp_path / "merged").mkdir()
+    merge_scann([(first, None), (tmp_path / "second", keep)], tmp_path / "merged", block_rows=300)
+    assert SCANN_PACKED_CODES in os.listdir(tmp_path / "merged") and SCANN_CODES not in os.listdir(tmp_path / "merged")
+    np.testing.assert_array_equal(
+        CodeRows(tmp_path / "merged")[:], expected[np.concatenate([np.ones(2000, bool), keep])]
+    )

@@ -9,10 +9,11 @@ import sys
 import numpy as np
 import pytest
 from conftest import REPO
-from search_inputs import QUERIES, clustered, float32_recall, recall
+from search_inputs import QUERIES, clustered, float32_recall, recall, unpack_codes_in_place
 
 from gtr_keras.errors import BusyError, DataError, MismatchError, UserError
 from gtr_keras.storage import segment_writer
+from gtr_keras.storage.layout import SCANN_CODES, SCANN_DIR, SCANN_PACKED_CODES
 from gtr_keras.storage.search_index import ArrayRows, SearchIndex, write_search_index
 from gtr_keras.storage.segment_writer import (
     compact_search_index,
@@ -116,6 +117,19 @@ def test_scann_updates_share_the_first_segments_tree_and_keep_recall(tmp_path):
     compact_search_index(tmp_path / "index")
     compacted = SearchIndex.load(tmp_path / "index")
     assert compacted.ids == index.ids and compacted.search_ids(QUERIES, 10)[0] == found
+
+
+def test_an_index_written_before_ah_codes_were_packed_is_updated_and_compacted_into_packed_codes(tmp_path):
+    _build(tmp_path / "index", [f"d{i}" for i in range(2000)], clustered(2000, seed=7), kind="scann")
+    unpack_codes_in_place(tmp_path / "index" / SCANN_DIR)  # as the last release wrote them
+    update_search_index(tmp_path / "index", ArrayRows([f"n{i}" for i in range(300)], clustered(300, seed=8)), ["d0"])
+    found = SearchIndex.load(tmp_path / "index").search_ids(QUERIES, 10)
+    compact_search_index(tmp_path / "index")
+    compacted = SearchIndex.load(tmp_path / "index")
+    assert compacted.search_ids(QUERIES, 10)[0] == found[0]
+    (part, _), *others = compacted.parts
+    names = os.listdir(os.path.join(part.path, SCANN_DIR))
+    assert not others and SCANN_PACKED_CODES in names and SCANN_CODES not in names
 
 
 def _float32_recall(index, expected, queries, atol=1e-5):
@@ -261,6 +275,7 @@ import sys, time
 sys.path.insert(0, {tests!r})
 from search_inputs import clustered
 from gtr_keras.storage import segment_writer
+from gtr_keras.storage.layout import SCANN_CODES, SCANN_DIR, SCANN_PACKED_CODES
 from gtr_keras.storage.search_index import ArrayRows
 
 def announced(name, function):

@@ -10,6 +10,7 @@ COMMANDS = (
     "encode",
     "index",
     "update",
+    "push",
     "search",
     "tune",
     "evaluate",

@@ -3,11 +3,11 @@
 import json
 
 from gtr_keras.cli.helpers import handler_inputs
-from gtr_keras.cli.helpers.flag_checks import check_rerank_flags, check_retriever_flags
+from gtr_keras.cli.helpers.flag_checks import check_engine_index, check_rerank_flags, check_retriever_flags
 from gtr_keras.cli.helpers.flag_types import (
     at_least_one,
     at_least_zero,
-    index_directory,
+    index_or_target,
     input_file,
     search_param,
     text,
@@ -31,9 +31,13 @@ def add_parser(subparsers, parents):
     p.add_argument(
         "--index",
         required=True,
-        type=index_directory,
+        type=index_or_target,
         action="append",
-        help="index directory; repeat it to search shards as one index (merged top k; --retriever gtr)",
+        help="index directory; repeat it to search shards as one index (merged top k; --retriever gtr); or an "
+        "engine's target (qdrant:PATH, qdrant+http://HOST:PORT, milvus:PATH.db, ...) with --collection",
+    )
+    p.add_argument(
+        "--collection", help="with an engine's target as --index: the collection `push` wrote (default: none)"
     )
     p.add_argument("--model", help="the model the index was built with (checked; required unless --retriever bm25)")
     add_retriever_arguments(p, "the index's BM25 side")
@@ -83,6 +87,10 @@ def check(args, parser):
     check_rerank_flags(args, parser)
     if args.retriever != "gtr" and args.search_param:
         parser.error(f"argument --search-param: sets the dense index's search, not {args.retriever}'s")
+    check_engine_index(args, parser)
+    if args.collection and (args.retriever != "gtr" or args.rerank or args.search_param):
+        flag = "--search-param" if args.search_param else "--rerank" if args.rerank else "--retriever"
+        parser.error(f"argument {flag}: not with an engine's collection (it answers GTR searches)")
 
 
 def _search_filter(args):
@@ -103,8 +111,11 @@ def run(args):
     filter = _search_filter(args)  # a bad expression or ids file before the index and the model load
     reranker = handler_inputs.reranker_source(args)  # a model directory that holds no reranker, before any model loads
     fusion = handler_inputs.fusion(args) if args.retriever == "hybrid" else None  # a bad record before the model loads
-    index = Index.open(args.index, args.model)
-    check_setting(index.passages, passages_setting(args.passages), args.index[0])
+    if args.collection:
+        index = Index.open(args.index[0], args.model, collection=args.collection)
+    else:
+        index = Index.open(args.index, args.model)
+    check_setting(getattr(index, "passages", None), passages_setting(args.passages), args.index[0])
     if args.search_param:
         index.set_search_settings(dict(args.search_param))
     depth = args.rerank_depth or args.k or 10

@@ -9,11 +9,12 @@ import sys
 import urllib.parse
 
 from gtr_keras.cli.helpers import handler_inputs
+from gtr_keras.cli.helpers.flag_checks import check_engine_index
 from gtr_keras.cli.helpers.flag_types import (
     MODEL_HELP,
     PROG,
     at_least_one,
-    index_directory,
+    index_or_target,
     input_file,
     port_number,
     seconds,
@@ -37,7 +38,15 @@ def add_parser(subparsers, parents):
         parents=parents,
     )
     p.add_argument("--model", required=True, help=MODEL_HELP)
-    p.add_argument("--index", type=index_directory, help="index directory for /v1/search (default: none)")
+    p.add_argument(
+        "--index",
+        type=index_or_target,
+        help="index directory for /v1/search, or an engine's target (qdrant:PATH, milvus:PATH.db, ...) with "
+        "--collection (default: none)",
+    )
+    p.add_argument(
+        "--collection", help="with an engine's target as --index: the collection `push` wrote (default: none)"
+    )
     p.add_argument(
         "--reranker",
         metavar="MODEL",
@@ -181,6 +190,7 @@ def check(args, parser):
     `arguments.seconds`); a `--host` other than loopback needs a key or `--allow-unauthenticated`; keys are
     printable ASCII; the OTLP endpoint is an HTTP URL; a token budget holds a text of `--document-length`; the
     reranker's name (its directory's) is not one the model is served under."""
+    check_engine_index(args, parser)
     for flag, value in (("--max-inputs", args.max_inputs), ("--max-queries", args.max_queries)):
         if value > args.max_queue:
             parser.error(f"argument {flag}: {value} is more than --max-queue holds")
@@ -293,6 +303,7 @@ def run(args):
         max_batch_tokens=args.max_batch_tokens,
         reranker=scorer,
         reranker_name=scorer and os.path.basename(args.reranker.rstrip("/")),
+        collection=args.collection,
     )
     print("gtr-keras serve: stopped", file=sys.stderr, flush=True)
 

@@ -13,6 +13,7 @@ import importlib.util
 import os
 
 from gtr_keras.cli.helpers.flag_types import GLOB_CHARACTERS, PROG, is_remote
+from gtr_keras.engines.targets import names_engine
 
 # Arguments without a path type that name a model: a model directory may be remote (`gs://...`), but
 # `hf://ORG/NAME` (and keras-hub's other download ids, `model_source.DOWNLOAD_PREFIXES`) are read by the loader.
@@ -36,7 +37,7 @@ def _path_arguments(args, parser, role):
             if not isinstance(path, str) or (model and not (is_remote(path) or os.path.exists(path))):
                 continue
             found.append((name, path))
-    if role == "output" and args.command == "encode":
+    if role == "output" and args.command == "encode" and args.output:
         found.append(("--output", f"{os.path.splitext(args.output)[0]}.ids.txt"))
         found.append(("--output", f"{os.path.splitext(args.output)[0]}.json"))
     return found
@@ -224,7 +225,7 @@ def check_remote_paths(args, parser):
     for action in parser._actions:
         given = getattr(args, action.dest, None)
         for value in given if isinstance(given, list) else [given]:  # a repeated flag (`search --index`) too
-            if isinstance(value, str) and is_remote(value):
+            if isinstance(value, str) and is_remote(value) and not names_engine(value):
                 _check_remote_path(parser, action, value)
 
 
@@ -248,3 +249,16 @@ def _check_remote_path(parser, action, value):
     if problem:
         name = "/".join(action.option_strings) or action.dest
         parser.error(f"argument {name}: {problem}")
+
+
+def check_engine_index(args, parser):
+    """An engine's target as `--index` (`qdrant:PATH`, ...) goes with `--collection`, alone, and `--collection`
+    with one (`search`, `serve`)."""
+    indexes = args.index if isinstance(args.index, list) else [args.index] if args.index else []
+    targets = [index for index in indexes if names_engine(index)]
+    if targets and not args.collection:
+        parser.error(f"argument --collection: required with an engine's target as --index ({targets[0]})")
+    if args.collection and not targets:
+        parser.error("argument --collection: names a collection of an engine's target as --index (qdrant:PATH, ...)")
+    if targets and len(indexes) > 1:
+        parser.error("argument --index: an engine's target is searched alone (one --index)")

@@ -296,6 +296,33 @@ def index_directory(path):
 index_directory.__name__ = "index directory"
 index_directory.path_check = ("input", "index")
 
+
+def engine_target(text):
+    """A search engine's target (`qdrant:PATH`, `milvus+http://HOST:PORT`, ...: `engines.targets.parse_target`)."""
+    from gtr_keras.engines.targets import parse_target
+    from gtr_keras.errors import UserError
+
+    try:
+        parse_target(text)
+    except UserError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+    return text
+
+
+engine_target.__name__ = "target"
+
+
+def index_or_target(text):
+    """An index directory (`index_directory`), or a search engine's target (`engine_target`) searched through
+    its collection."""
+    from gtr_keras.engines.targets import names_engine
+
+    return engine_target(text) if names_engine(text) else index_directory(text)
+
+
+index_or_target.__name__ = "index directory or target"
+index_or_target.path_check = index_directory.path_check
+
 input_file = input_path("file")
 input_dir = input_path("directory")
 input_any = input_path("path")

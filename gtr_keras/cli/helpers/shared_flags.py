@@ -24,8 +24,9 @@ RETRIEVERS = ("gtr", "bm25", "hybrid")
 BEAM_RUNNERS = ("DirectRunner", "DataflowRunner", "FlinkRunner", "SparkRunner")
 
 
-def add_beam_arguments(parser):
-    """Adds `--runner`, `--beam-option`, `--large-model`, `--file-rows` to a parser.
+def add_beam_arguments(parser, file_rows=True):
+    """Adds `--runner`, `--beam-option`, `--large-model` and (`file_rows`: a pipeline that writes embedding
+    files) `--file-rows` to a parser.
 
     `--runner` defaults to None: the caller encodes in-process then.
 
@@ -54,7 +55,8 @@ def add_beam_arguments(parser):
         action="store_true",
         help="one model copy per machine, shared by all worker processes (GTR-XL/XXL)",
     )
-    group.add_argument("--file-rows", type=at_least_one, default=50_000, help="documents per embedding file")
+    if file_rows:
+        group.add_argument("--file-rows", type=at_least_one, default=50_000, help="documents per embedding file")
 
 
 def add_dimensions(parser, what="the embeddings"):

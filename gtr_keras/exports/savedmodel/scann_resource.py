@@ -12,17 +12,20 @@ import tensorflow as tf
 
 from gtr_keras.storage.layout import (
     SCANN_ARRAY_FILES,
+    SCANN_CODES,
     SCANN_DATAPOINT_TO_TOKEN,
     SCANN_TENSOR_FILES,
 )
+from gtr_keras.storage.scann_codes import BLOCK_ROWS, CodeRows
 
 
 class ScannResource(tf.saved_model.experimental.TrackableResource):
     """A ScaNN searcher rebuilt from its serialized assets once per SavedModel load.
 
-    The searcher's protos and arrays travel as SavedModel assets; the resource
-    reads them when it is created (once, at load), so a search call never
-    rebuilds the index.
+    The searcher's protos and arrays travel as SavedModel assets (its AH codes
+    unpacked, a block at a time, as ScaNN's ops read them: `scann_codes`); the
+    resource reads them when it is created (once, at load), so a search call
+    never rebuilds the index.
 
     Args:
         scann_dir: a ScaNN searcher serialized by `scann_ops_pybind` (`SearchIndex.save`).
@@ -44,11 +47,13 @@ class ScannResource(tf.saved_model.experimental.TrackableResource):
             self._files[name] = tf.saved_model.Asset(os.path.join(raw_dir, prefix + name))
         self._specs = {}
         for name in SCANN_ARRAY_FILES:
-            array = np.ascontiguousarray(np.load(os.path.join(scann_dir, name)))
+            rows = CodeRows(scann_dir) if name == SCANN_CODES else np.load(os.path.join(scann_dir, name), mmap_mode="r")
             raw_path = os.path.join(raw_dir, prefix + name.replace(".npy", ".raw"))
-            array.tofile(raw_path)
+            with open(raw_path, "wb") as f:
+                for start in range(0, len(rows), BLOCK_ROWS):
+                    f.write(np.ascontiguousarray(rows[start : start + BLOCK_ROWS]))
             self._files[name] = tf.saved_model.Asset(raw_path)
-            self._specs[name] = (array.dtype.name, list(array.shape))
+            self._specs[name] = (rows.dtype.name, list(rows.shape))
         super().__init__()
 
     def _build(self, path_of):
@@ -66,7 +71,7 @@ class ScannResource(tf.saved_model.experimental.TrackableResource):
             tf.reshape(read("serialized_partitioner.pb"), [1]),
             array(SCANN_DATAPOINT_TO_TOKEN),
             tf.reshape(read("ah_codebook.pb"), [1]),
-            array("hashed_dataset.npy"),
+            array(SCANN_CODES),
             array("int8_dataset.npy"),
             array("int8_multipliers.npy"),
             none,

@@ -13,12 +13,13 @@ from gtr_keras.errors import DataError, UserError
 from gtr_keras.exports.savedmodel.filter_graph import FilterGraph
 from gtr_keras.exports.savedmodel.scann_resource import ScannResource
 from gtr_keras.exports.savedmodel.warmup import FILTER, QUERIES, K, save_with_warmup
-from gtr_keras.retrieval.index_building import PASSAGES_FIELD, with_recorded_dimensions
+from gtr_keras.retrieval.index_building import with_recorded_dimensions
 from gtr_keras.retrieval.passages import shards_setting, split_row_id
 from gtr_keras.retrieval.retriever import Retriever
 from gtr_keras.storage.layout import (
     INDEX_SUBDIR,
     NO_FLOAT32,
+    PASSAGES_FIELD,
     SCANN_DATAPOINT_TO_TOKEN,
     has_float32,
     read_description,

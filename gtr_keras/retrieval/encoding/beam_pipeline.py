@@ -183,22 +183,27 @@ class GTRModelHandler(ModelHandler):
             the pipeline's driver read it: a worker that loads another model
             from `model_dir` (replaced while the pipeline runs) fails instead
             of embedding with it.
+        load_model_args: keyword arguments of `saving.load_model` (`dtype`,
+            `document_length`, ...), the same on every worker.
 
     Example:
     >>> handler = KeyedModelHandler(GTRModelHandler("models/gtr-base"))  # doctest: +SKIP
     >>> pairs | RunInference(handler)  # (id, text) -> (id, PredictionResult)  # doctest: +SKIP
     """
 
-    def __init__(self, model_dir, batch_size=32, group_size=None, large_model=False, model_sha256=None):
+    def __init__(
+        self, model_dir, batch_size=32, group_size=None, large_model=False, model_sha256=None, load_model_args=None
+    ):
         group_size = group_size or 16 * batch_size
         super().__init__(min_batch_size=group_size, max_batch_size=group_size, large_model=large_model)
         self.model_dir = model_dir
         self.batch_size = batch_size
         self.model_sha256 = model_sha256
+        self.load_model_args = dict(load_model_args or {})
 
     def load_model(self):
         with _local_model_dir(self.model_dir) as local:
-            encoder = saving.load_model(local)
+            encoder = saving.load_model(local, **self.load_model_args)
         if self.model_sha256 is not None:
             found = fingerprint(encoder)
             if found != self.model_sha256:

@@ -1,0 +1,90 @@
+"""`Index.open(TARGET, model=, collection=)`: a Qdrant collection (embedded mode, real) searched and updated as an
+`Index`, with the hits of the local exact index it was pushed from."""
+
+import numpy as np
+import pytest
+from search_inputs import assert_same_results
+
+from gtr_keras.beir.readers import Corpus
+from gtr_keras.engines.engine_index import EngineIndex, EngineUpdate
+from gtr_keras.errors import DataError, MismatchError, UserError
+from gtr_keras.retrieval.index import Index
+
+FILTERS = [None, "lang = en", "lang != en", "year >= 2000", "tags in (a, b)", ["tags != a", "year < 2010"]]
+
+
+def _corpus(ids, seed=0):
+    rng = np.random.default_rng(seed)
+    words = "wing lift drag shock boundary layer heat transfer flutter nozzle jet".split()
+    texts = [" ".join(rng.choice(words, size=int(rng.integers(3, 9)))) for _ in ids]
+    metadata = [
+        {"lang": ["en", "de", "fr"][n % 3], "year": 1995 + n, "tags": ["a", "b", "c"][: n % 4]} if n % 6 else {}
+        for n in range(len(ids))
+    ]
+    return Corpus(list(ids), [f"title {i}" for i in ids], texts, metadata)
+
+
+@pytest.fixture
+def pushed(tmp_path, tiny_encoder, tiny_model_dir):
+    index = Index.build(tmp_path / "idx", _corpus([f"d{i}" for i in range(24)]), tiny_model_dir)
+    index.push(f"qdrant:{tmp_path / 'q'}", "c")
+    return index, f"qdrant:{tmp_path / 'q'}"
+
+
+def test_an_engine_collection_answers_as_the_local_exact_index_through_updates(pushed, tiny_encoder):
+    index, target = pushed
+    queries = ["boundary layer heat", "wing lift", "nozzle jet shock"]
+    with Index.open(target, model=tiny_encoder, collection="c") as engine_index:
+        assert isinstance(engine_index, EngineIndex) and len(engine_index) == 24 and "d3" in engine_index
+        for filter in FILTERS:
+            assert_same_results(engine_index.search(queries, 5, filter), index.search(queries, 5, filter), atol=1e-5)
+        vectors = tiny_encoder.encode_queries(queries)
+        assert_same_results(engine_index.search(vectors, 3), index.search(vectors, 3), atol=1e-5)
+        change = engine_index.update(add=_corpus(["d2", "n1"], seed=5), delete=["d5"])
+        assert change == EngineUpdate(("n1",), ("d2",), ("d5",))
+        index.update(add=_corpus(["d2", "n1"], seed=5), delete=["d5"])
+        for filter in FILTERS:
+            assert_same_results(engine_index.search(queries, 5, filter), index.search(queries, 5, filter), atol=1e-5)
+        assert engine_index.get(["n1", "d5"]) == [index.get(["n1"])[0], None]
+        with pytest.raises(DataError, match="^delete: id 'zz' is not in the collection 'c'"):
+            engine_index.delete(["zz"])
+        assert engine_index.delete(["zz", "d1"], missing_ok=True) == EngineUpdate((), (), ("d1",))
+
+
+def test_what_an_engine_cannot_do_is_refused_in_one_line(pushed, tiny_encoder):
+    _, target = pushed
+    engine_index = Index.open(target, model=tiny_encoder, collection="c")
+    for call, message in [
+        (lambda: engine_index.search(["x"], retriever="bm25"), "^retriever 'bm25' .*: not on an engine's collection"),
+        (lambda: engine_index.search(["x"], rerank="model"), "^rerank: not on an engine's collection"),
+        (engine_index.compact, "^compact: not on an engine's collection"),
+        (engine_index.tune, "^tune: not on an engine's collection"),
+        (lambda: engine_index.search(["x"], filter="size = 2"), "unknown field 'size'"),
+        (lambda: engine_index.search(np.ones((1, 3), np.float32)), r"query vectors: a \[queries, \d+\] array"),
+    ]:
+        with pytest.raises(UserError, match=message):
+            call()
+    engine_index.close()
+    with pytest.raises(UserError, match="is closed"):
+        engine_index.search(["x"])
+    with pytest.raises(UserError, match="no collection 'other': push an index there first"):
+        Index.open(target, collection="other")
+    with pytest.raises(UserError, match="name the collection to search"):
+        Index.open(target)
+    with pytest.raises(UserError, match="^collection: names a collection of an engine target"):
+        Index.open("indexes/papers", collection="c")
+
+
+def test_a_collection_of_another_model_is_refused_before_a_query_is_encoded(tmp_path):
+    ids = [f"d{i}" for i in range(4)]
+    np.save(tmp_path / "e.npy", np.eye(4, dtype=np.float32))
+    (tmp_path / "e.ids.txt").write_text("".join(f"{i}\n" for i in ids))
+    index = Index.build(tmp_path / "idx", embeddings=str(tmp_path / "e.npy"), documents=_corpus(ids))
+    index.push(f"qdrant:{tmp_path / 'q'}", "c")
+    engine_index = Index.open(f"qdrant:{tmp_path / 'q'}", model=lambda: pytest.fail("loaded"), collection="c")
+    with pytest.raises(UserError, match="unknown field"):
+        engine_index.search(["x"], filter="size = 1")
+    assert [hit["id"] for hit in engine_index.search(np.eye(4, dtype=np.float32)[:1], 2)[0]] == ["d0", "d3"]
+    engine_index._load_encoder = lambda: object()
+    with pytest.raises(MismatchError, match="records no model .*search it with query vectors"):
+        engine_index.search(["x"])
