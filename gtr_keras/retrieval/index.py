@@ -328,7 +328,8 @@ class Index(IndexHandle):
         rerank_depth: int | None = None,
     ) -> list[list[Hit]]:
         """The top `k` hits of each query: per query, a list of `{"id", "score", "title", "text"}` best
-        first (titles and texts where the index stores documents), what `gtr-keras search --json` prints.
+        first (titles and texts where the index stores documents), what `gtr-keras search --json` prints; a
+        passages index's: `k` distinct documents, each scored by its best window, that window its `"passage"`.
 
         Every search of the index runs here: GTR on texts (encoded by the index's model) or on vectors,
         BM25, or both fused, with or without a filter, and a reranker's second stage over any of them.
