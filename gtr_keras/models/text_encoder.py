@@ -31,6 +31,11 @@ def to_bytes(text: str | bytes) -> bytes:
     return text if isinstance(text, bytes) else text.encode("utf-8")
 
 
+def check_texts(texts: Iterable[str | bytes]) -> list[str | bytes]:
+    """The texts as a list; `UserError` naming the first that is not valid Unicode (a lone surrogate)."""
+    return [check_text(f"texts[{i}]", text) if isinstance(text, str) else text for i, text in enumerate(texts)]
+
+
 def length_sorted_batches(lengths: Sequence[int], batch_size: int) -> list[np.ndarray]:
     """Row numbers of items of `lengths` in batches of at most `batch_size`, shortest first (a stable sort), so
     that a batch padded to its longest item pads little: how every encoder, and a reranker's `PairScorer`, batch.
@@ -41,6 +46,16 @@ def length_sorted_batches(lengths: Sequence[int], batch_size: int) -> list[np.nd
     """
     order = np.argsort(lengths, kind="stable")
     return [order[start : start + batch_size] for start in range(0, len(order), batch_size)]
+
+
+def check_finite_embeddings(embeddings: np.ndarray, what: str) -> None:
+    """`CheckpointError` when a row of `embeddings` (of `what`: "documents", ...) is not finite."""
+    broken = np.flatnonzero(~np.isfinite(embeddings).all(axis=1))
+    if broken.size:
+        raise CheckpointError(
+            f"the model gives non-finite embeddings (NaN or infinity) for {broken.size} of {len(embeddings)} "
+            f"{what} (the first: number {broken[0]}); nothing was written"
+        )
 
 
 class _NoBar:
@@ -106,15 +121,19 @@ class TextEncoder:
         """The `[rows, length]` shape a batch is padded to: the batch as it is."""
         return rows, length
 
-    def embed_batch(self, items: Sequence[Any], kind: str, batch_size: int) -> Any:
-        """Embeddings `[>= len(items), D]` of one batch of `prepare`'s items: token ids, padded."""
+    def padded_tokens(self, items: Sequence[Sequence[int]], batch_size: int) -> tuple[np.ndarray, np.ndarray]:
+        """int32 token ids and padding mask `padded_shape` of a batch of token id lists, padded with `pad_id`."""
         lengths = [len(row) for row in items]
         ids = np.full(self.padded_shape(len(items), max(lengths), batch_size), self.pad_id, np.int32)
         mask = np.zeros_like(ids)
         for i, row in enumerate(items):
             ids[i, : lengths[i]] = row
             mask[i, : lengths[i]] = 1
-        return self.embed_tokens(ids, mask)
+        return ids, mask
+
+    def embed_batch(self, items: Sequence[Any], kind: str, batch_size: int) -> Any:
+        """Embeddings `[>= len(items), D]` of one batch of `prepare`'s items: token ids, padded."""
+        return self.embed_tokens(*self.padded_tokens(items, batch_size))
 
     def check_dimensions(self, dimensions: int | None) -> int | None:
         """`dimensions` checked against D (`UserError`: not an integer from 1 to D), or None; warns, once per
@@ -168,7 +187,7 @@ class TextEncoder:
         """
         check_kind(kind)
         dimensions = self.check_dimensions(dimensions)
-        texts = [check_text(f"texts[{i}]", text) if isinstance(text, str) else text for i, text in enumerate(texts)]
+        texts = check_texts(texts)
         output = np.zeros((len(texts), self.embedding_dim), np.float32)
         if not texts:
             return truncate(output, dimensions)
@@ -177,12 +196,7 @@ class TextEncoder:
             for rows in length_sorted_batches([len(item) for item in items], batch_size):
                 output[rows] = np.asarray(self.embed_batch([items[row] for row in rows], kind, batch_size))[: len(rows)]
                 bar.update(len(rows))
-        broken = np.flatnonzero(~np.isfinite(output).all(axis=1))
-        if broken.size:
-            raise CheckpointError(
-                f"the model gives non-finite embeddings (NaN or infinity) for {broken.size} of {len(texts)} "
-                f"{kind}s (the first: number {broken[0]}); nothing was written"
-            )
+        check_finite_embeddings(output, f"{kind}s")
         return truncate(output, dimensions)
 
     def encode_queries(
@@ -204,6 +218,22 @@ class TextEncoder:
     ) -> np.ndarray:
         """Embeds documents (truncated to `document_length` tokens; to `dimensions` coordinates where given)."""
         return self.encode(texts, "document", batch_size, progress, dimensions)
+
+    def encode_late_chunks(
+        self,
+        texts: Sequence[str | bytes],
+        spans: Sequence[Sequence[Sequence[int]]],
+        document_length: int,
+        batch_size: int = 4,
+        dimensions: int | None = None,
+    ) -> np.ndarray:
+        """Late chunking: one unit vector per token span of each text, pooled from one forward pass of it
+        (`gtr_keras.models.gtr.encoder.Encoder.encode_late_chunks`). Only the Keras model's encoder gives
+        token outputs to pool: any other raises `UserError`."""
+        raise UserError(
+            f"late chunking needs the Keras model's token outputs; {type(self).__name__} gives pooled embeddings "
+            "only: use the model directory"
+        )
 
 
 class TruncatedEncoder(TextEncoder):
@@ -253,6 +283,17 @@ class TruncatedEncoder(TextEncoder):
         dimensions = self.check_dimensions(dimensions) or self.dimensions
         encode = self.encoder.encode_queries if kind == "query" else self.encoder.encode_documents
         return truncate(encode(texts, batch_size, progress), dimensions)
+
+    def encode_late_chunks(
+        self,
+        texts: Sequence[str | bytes],
+        spans: Sequence[Sequence[Sequence[int]]],
+        document_length: int,
+        batch_size: int = 4,
+        dimensions: int | None = None,
+    ) -> np.ndarray:
+        dimensions = self.check_dimensions(dimensions) or self.dimensions
+        return truncate(self.encoder.encode_late_chunks(texts, spans, document_length, batch_size), dimensions)
 
 
 def check_pairs(pairs: Iterable[Sequence[str | bytes]]) -> list[tuple[str | bytes, str | bytes]]:

@@ -8,7 +8,14 @@ import tensorflow as tf
 
 from gtr_keras.errors import UserError
 from gtr_keras.models.gtr.gtr_tokenizer import PAD_ID
-from gtr_keras.models.text_encoder import TextEncoder, to_bytes
+from gtr_keras.models.text_encoder import (
+    TextEncoder,
+    check_finite_embeddings,
+    check_texts,
+    length_sorted_batches,
+    to_bytes,
+)
+from gtr_keras.utils.dimensions import truncate
 
 LENGTH_BUCKETS = (16, 32, 64, 128, 256, 384, 512)
 
@@ -27,6 +34,39 @@ def bucket_length(length: int) -> int:
         if length <= bucket:
             return bucket
     return -(-length // 256) * 256
+
+
+def check_spans(spans: Sequence[Any], texts: int, document_length: int) -> list[np.ndarray]:
+    """Each text's token spans as int `[n, 2]` arrays of `[start, end)`, checked against `document_length`
+    (`UserError` naming the first bad one: not integers, empty, out of range, or past the budget).
+
+    Example:
+    >>> check_spans([[(0, 4), (2, 6)], []], texts=2, document_length=8)[0].tolist()
+    [[0, 4], [2, 6]]
+    """
+    if not isinstance(document_length, int) or isinstance(document_length, bool) or document_length < 2:
+        raise UserError(
+            f"document_length must be an integer of at least 2 (one token and EOS), got {document_length!r}"
+        )
+    if len(spans) != texts:
+        raise UserError(f"spans: {len(spans)} lists of spans for {texts} texts (one list a text)")
+    checked = []
+    for i, text_spans in enumerate(spans):
+        try:
+            array = np.asarray(text_spans) if len(text_spans) else np.zeros((0, 2), np.int64)
+        except (TypeError, ValueError):  # not a sized thing, or pairs of different lengths
+            array = np.zeros(0)
+        if array.ndim != 2 or array.shape[1] != 2 or array.dtype.kind not in "iu":
+            raise UserError(f"spans[{i}]: not a list of [start, end) pairs of integers: {text_spans!r}"[:200])
+        for j, (start, end) in enumerate(array.tolist()):
+            if start < 0 or end <= start:
+                raise UserError(f"spans[{i}][{j}]: [{start}, {end}) is empty or starts below 0")
+            if end > document_length:
+                raise UserError(
+                    f"spans[{i}][{j}]: [{start}, {end}) ends past document_length {document_length}: raise it"
+                )
+        checked.append(array.astype(np.int32))
+    return checked
 
 
 class Encoder(TextEncoder):
@@ -63,11 +103,19 @@ class Encoder(TextEncoder):
         def forward(token_ids, padding_mask):
             return model({"token_ids": token_ids, "padding_mask": padding_mask}, training=False)
 
+        def embed_spans(token_ids, padding_mask, spans):
+            return model.embed_spans({"token_ids": token_ids, "padding_mask": padding_mask}, spans)
+
         if jit_compile:
             # Traced once per padded shape, so the trace count is the number of XLA programs.
             self._forward = tf.function(forward, jit_compile=True)
+            self._embed_spans = tf.function(embed_spans, jit_compile=True)
         else:
-            self._forward = tf.function(forward, input_signature=[tf.TensorSpec([None, None], tf.int32)] * 2)
+            tokens = [tf.TensorSpec([None, None], tf.int32)] * 2
+            self._forward = tf.function(forward, input_signature=tokens)
+            self._embed_spans = tf.function(
+                embed_spans, input_signature=[*tokens, tf.TensorSpec([None, None, 2], tf.int32)]
+            )
 
     # Read through the model at each call: a preprocessor set on the model later (a training run's token
     # budgets or tokenizer) applies to an `Encoder` made before it.
@@ -78,12 +126,14 @@ class Encoder(TextEncoder):
     embedding_dim = property(lambda self: self.model.embedding_dim, doc="D, the embedding dimension.")
     matryoshka_dims = property(lambda self: self.model.matryoshka_dims, doc="The dimensions it was trained for.")
 
-    def tokenize(self, texts: Sequence[str | bytes], kind: str = "document") -> list[list[int]]:
-        """Token id lists (EOS included, truncated to the kind's length)."""
+    def tokenize(
+        self, texts: Sequence[str | bytes], kind: str = "document", length: int | None = None
+    ) -> list[list[int]]:
+        """Token id lists (EOS included, truncated to `length` tokens, by default the kind's budget)."""
         preprocessor = self.preprocessor
         if preprocessor is None:
             raise UserError("the model has no preprocessor now: it embeds token ids only")
-        length = preprocessor.length(kind)
+        length = length or preprocessor.length(kind)
         tokenizer, token_ids = self._tokenize
         if tokenizer is not preprocessor.tokenizer:
             tokenizer = preprocessor.tokenizer
@@ -116,3 +166,71 @@ class Encoder(TextEncoder):
     def embed_tokens(self, token_ids: np.ndarray, padding_mask: np.ndarray) -> np.ndarray:
         """Embeddings of a tokenised batch: int32 `[B, L]` ids and mask in, float32 `[B, D]` numpy out."""
         return self._forward(token_ids, padding_mask).numpy()
+
+    def encode_late_chunks(
+        self,
+        texts: Sequence[str | bytes],
+        spans: Sequence[Sequence[Sequence[int]]],
+        document_length: int,
+        batch_size: int = 4,
+        dimensions: int | None = None,
+    ) -> np.ndarray:
+        """Late chunking: one unit vector per token span of each text, each pooled from one forward pass of
+        its whole text (up to `document_length` tokens), so each span's vector sees its text's context.
+
+        Each text is tokenised to `document_length` tokens (EOS included, as `tokenize`), encoded once, and
+        each span's token outputs go through the model's head (`GTRTextEmbedder.embed_spans`): exactly what
+        pooling that span of the full forward pass gives. A span `[0, n)` over a text of n tokens gives
+        its `encode_documents` embedding where n fits the model's `document_length`. T5's relative
+        positions take any length; attention costs memory quadratic in it: `[batch, heads, L, L]`
+        float32 a layer (docs/long-documents.md).
+
+        Args:
+            texts: the documents.
+            spans: for each text, its `[start, end)` token spans (positions in `tokenize(texts,
+                length=document_length)`'s ids); a text may have none.
+            document_length: the token budget of the forward pass, EOS included (may exceed the model's).
+            batch_size: texts per forward pass.
+            dimensions: N, the first N coordinates renormalised; None: all D.
+
+        Returns:
+            float32 `[total spans, D]` (`[total spans, N]`), the spans of the first text first, each text's
+            in the order given.
+
+        Raises:
+            UserError: a span that is empty, negative, past `document_length` or past its text's tokens,
+                spans not one list a text, bad `dimensions`: before any forward pass.
+            CheckpointError: the model gives a non-finite vector.
+
+        Example:
+        >>> encoder = gtr_keras.load(model_dir)
+        >>> ids = encoder.tokenize([long_text], length=2048)[0]
+        >>> encoder.encode_late_chunks([long_text], [[(0, 64), (64, len(ids))]], document_length=2048).shape
+        (2, 768)
+        """
+        dimensions = self.check_dimensions(dimensions)
+        spans = check_spans(spans, len(texts), document_length)
+        texts = check_texts(texts)
+        ids = self.tokenize(texts, length=document_length) if texts else []
+        for i, (text_spans, text_ids) in enumerate(zip(spans, ids)):
+            past = np.flatnonzero(text_spans[:, 1] > len(text_ids))
+            if past.size:
+                start, end = text_spans[past[0]].tolist()
+                raise UserError(f"spans[{i}][{past[0]}]: [{start}, {end}) ends past the text's {len(text_ids)} tokens")
+        offsets = np.cumsum([0] + [len(text_spans) for text_spans in spans])
+        output = np.zeros((offsets[-1], self.embedding_dim), np.float32)
+        chunked = np.array([row for row, text_spans in enumerate(spans) if len(text_spans)], np.int64)
+        for batch in length_sorted_batches([len(ids[row]) for row in chunked], batch_size):
+            rows = chunked[batch]
+            token_ids, padding_mask = self.padded_tokens([ids[row] for row in rows], batch_size)
+            most = max(len(spans[row]) for row in rows)
+            if self.jit_compile:  # a bounded number of XLA programs: span counts in powers of two
+                most = 1 << (most - 1).bit_length()
+            batch_spans = np.zeros((len(token_ids), most, 2), np.int32)
+            for i, row in enumerate(rows):
+                batch_spans[i, : len(spans[row])] = spans[row]
+            vectors = self._embed_spans(token_ids, padding_mask, batch_spans).numpy()
+            for i, row in enumerate(rows):
+                output[offsets[row] : offsets[row + 1]] = vectors[i, : len(spans[row])]
+        check_finite_embeddings(output, "spans")
+        return truncate(output, dimensions)
