@@ -1,0 +1,54 @@
+"""Shared helpers of the retrieval-quality benchmarks (`long_documents.py`, `dimensions.py`): BEIR datasets read
+whole or as a small subset (`--quick`), and runs of exact search scored by the project's evaluator."""
+
+import os
+
+import numpy as np
+
+from gtr_keras.beir.dataset import load_dataset
+from gtr_keras.beir.evaluation import evaluate_run
+from gtr_keras.beir.readers import Corpus
+
+DATASETS = ("scifact", "nfcorpus", "cranfield")
+DATA_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "..", "shared", "data")
+QUICK_DOCS, QUICK_QUERIES = 200, 20
+
+
+def load_subset(path, max_docs=None, max_queries=None):
+    """`(corpus, queries, qrels)` of the BEIR dataset at `path`, its test split; with `max_queries`, the first
+    that many judged queries; with `max_docs`, the documents judged for them first, then the corpus's first
+    others up to `max_docs` (a subset's numbers are not the dataset's: they check that a run works)."""
+    corpus, queries, qrels, _ = load_dataset(path)
+    if max_queries is not None:
+        queries = dict(list(queries.items())[:max_queries])
+        qrels = {qid: qrels[qid] for qid in queries}
+    if max_docs is not None and max_docs < len(corpus):
+        judged = {doc_id for qid in queries for doc_id in qrels[qid]}
+        first = [i for i, doc_id in enumerate(corpus.ids) if doc_id in judged][:max_docs]
+        rest = [i for i in range(len(corpus)) if corpus.ids[i] not in judged][: max_docs - len(first)]
+        keep = sorted(first + rest)
+        metadata = None if corpus.metadata is None else [corpus.metadata[i] for i in keep]
+        corpus = Corpus(
+            [corpus.ids[i] for i in keep], [corpus.titles[i] for i in keep], [corpus.texts[i] for i in keep], metadata
+        )
+    return corpus, queries, qrels
+
+
+def scores_of(query_vectors, row_vectors, row_starts=None):
+    """Document scores `[queries, documents]` of exact search; with `row_starts` (the first row of each document,
+    its rows contiguous), a document's score is its best row's (MaxP)."""
+    scores = query_vectors @ row_vectors.T
+    return scores if row_starts is None else np.maximum.reduceat(scores, row_starts, axis=1)
+
+
+def run_of(scores, query_ids, doc_ids, depth=100):
+    """A run (`{qid: {doc_id: score}}`) of the `depth` best documents of each query of `scores`."""
+    depth = min(depth, scores.shape[1])
+    top = np.argpartition(-scores, depth - 1, axis=1)[:, :depth]
+    return {qid: {doc_ids[d]: float(scores[q, d]) for d in top[q]} for q, qid in enumerate(query_ids)}
+
+
+def metrics_of(qrels, run):
+    """NDCG@10 and Recall@100 of a run (pytrec-eval, through `gtr_keras.beir.evaluation.evaluate_run`)."""
+    values = evaluate_run(qrels, run)
+    return values["ndcg@10"], values["recall@100"]

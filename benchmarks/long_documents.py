@@ -1,0 +1,156 @@
+"""Long documents: NDCG@10 and Recall@100 of first-window, passages and late chunking on BEIR datasets.
+
+For each dataset (SciFact, NFCorpus, Cranfield in `--data`, BEIR layout) and the model (`--model`, the bundled
+one by default), four ways of embedding a document, each searched exactly with the test queries and scored
+with pytrec-eval (`gtr_keras.beir.evaluation`):
+
+- `first window`: the plain index: `"title text"` truncated to the model's `document_length`;
+- `passages T:S` (each `--passages`): the token windows of `gtr-keras index --passages T:S`
+  (`gtr_keras.retrieval.passages.window_corpus`: the title and T pieces every S), each encoded alone; a
+  document scores its best window's score (MaxP);
+- `late chunking T:S`: the same windows (of `"title text"`), pooled from one forward pass of the document up to
+  `--document-length` tokens (`Encoder.encode_late_chunks`); MaxP.
+
+The passages rows need `gtr_keras.models.passages` and `gtr_keras.retrieval.passages` (issue 61, part 1): where the
+installed gtr_keras lacks them, those configurations are skipped with a message. The table gives the rows
+encoded and the seconds the encoding took (queries excluded).
+
+Usage:
+    PYTHONPATH=. python benchmarks/long_documents.py
+    PYTHONPATH=. python benchmarks/long_documents.py --quick  # a small subset, not recorded
+"""
+
+import argparse
+import datetime
+import os
+import sys
+import time
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+import numpy as np
+from beir_runs import DATA_DIR, DATASETS, QUICK_DOCS, QUICK_QUERIES, load_subset, metrics_of, run_of, scores_of
+from results import RESULTS, lscpu_flags, machine, publish, rerun_command
+
+from gtr_keras import load
+from gtr_keras.models import BUNDLED_MODEL_DIR
+
+SECTION = "## Long documents"
+
+
+def windowing():
+    """`(models.passages, retrieval.passages)` of the installed gtr_keras, or None with the reason printed."""
+    try:
+        from gtr_keras.models import passages as model_passages
+        from gtr_keras.retrieval import passages as index_passages
+    except ImportError as error:
+        print(f"passages and late chunking skipped: this gtr_keras has no token windows ({error})", file=sys.stderr)
+        return None
+    return model_passages, index_passages
+
+
+def first_window(encoder, corpus, args):
+    return encoder.encode_documents(corpus.joined(), batch_size=args.batch_size), None
+
+
+def passages(encoder, corpus, args, value, windows):
+    rows, _ = windows[1].window_corpus(corpus, encoder, value)
+    owners = [windows[1].split_row_id(row)[0] for row in rows.ids]
+    starts = np.flatnonzero([i == 0 or owners[i] != owners[i - 1] for i in range(len(owners))])
+    return encoder.encode_documents(rows.joined(), batch_size=args.batch_size), starts
+
+
+def late_chunks(encoder, corpus, args, setting, windows):
+    """The windows of each `"title text"` as token spans of its ids (EOS in the last window, so a document of
+    one window gets its plain embedding), past `--document-length` left out."""
+    texts = corpus.joined()
+    pieces = windows[0].piece_spans_of(encoder)
+    ids = encoder.tokenize(texts, length=args.document_length)
+    spans = []
+    all_windows = windows[0].document_windows(pieces, texts, setting["tokens"], setting["stride"])
+    for text_windows, text_ids in zip(all_windows, ids):
+        count = len(text_ids) - 1  # EOS not counted
+        text_spans = [(w.token_start, min(w.token_end, count)) for w in text_windows if w.token_start < count]
+        text_spans = text_spans or [(0, count)]
+        text_spans[-1] = (text_spans[-1][0], count + 1)
+        spans.append(text_spans)
+    vectors = encoder.encode_late_chunks(texts, spans, args.document_length, args.late_batch_size)
+    return vectors, np.cumsum([0] + [len(s) for s in spans[:-1]])
+
+
+def configurations(args, windows):
+    """`{name: embed(encoder, corpus, args)}`: the ways of embedding documents this gtr_keras has."""
+    result = {"first window": first_window}
+    if windows is None:
+        return result
+    for value in args.passages:
+        result[f"passages {value}"] = lambda e, c, a, v=value: passages(e, c, a, v, windows)
+    setting = windows[1].passages_setting(args.late_chunking)
+    name = f"late chunking {args.late_chunking}, {args.document_length} tokens"
+    result[name] = lambda e, c, a: late_chunks(e, c, a, setting, windows)
+    return result
+
+
+def measure(args, encoder, name, embed_by_config):
+    corpus, queries, qrels = load_subset(os.path.join(args.data, name), args.max_docs, args.max_queries)
+    query_vectors = encoder.encode_queries(list(queries.values()), batch_size=args.batch_size)
+    rows = []
+    for config, embed in embed_by_config.items():
+        start = time.perf_counter()
+        vectors, starts = embed(encoder, corpus, args)
+        seconds = time.perf_counter() - start
+        run = run_of(scores_of(query_vectors, vectors, starts), list(queries), corpus.ids)
+        ndcg, recall = metrics_of(qrels, run)
+        rows.append(f"| {name} | {config} | {len(vectors):,} | {seconds:,.1f} | {ndcg:.4f} | {recall:.4f} |")
+        print(rows[-1], flush=True)
+    return f"{name}: {len(corpus):,} documents, {len(queries):,} queries", rows
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--data", default=DATA_DIR, help="the folder of the BEIR datasets")
+    parser.add_argument("--datasets", nargs="+", default=DATASETS)
+    parser.add_argument("--model", default=BUNDLED_MODEL_DIR)
+    parser.add_argument("--passages", nargs="+", default=["64:32", "127:64"], help="window settings T:S")
+    parser.add_argument("--late-chunking", default="64:32", help="the windows pooled, T:S")
+    parser.add_argument("--document-length", type=int, default=2048, help="tokens of late chunking's forward pass")
+    parser.add_argument("--batch-size", type=int, default=32)
+    parser.add_argument("--late-batch-size", type=int, default=4, help="documents a late-chunking forward pass")
+    parser.add_argument("--max-docs", type=int, help="a subset: the judged documents first, then others")
+    parser.add_argument("--max-queries", type=int, help="a subset: the first judged queries")
+    parser.add_argument(
+        "--quick", action="store_true", help=f"{QUICK_DOCS} documents, {QUICK_QUERIES} queries, not recorded"
+    )
+    parser.add_argument("--results", default=RESULTS, help="markdown file to append to")
+    parser.add_argument("--no-record", action="store_true", help="print only")
+    args = parser.parse_args(argv)
+    if args.quick:
+        args.max_docs, args.max_queries = args.max_docs or QUICK_DOCS, args.max_queries or QUICK_QUERIES
+    encoder = load(args.model)
+    embed_by_config = configurations(args, windowing())
+    started, load_before = datetime.datetime.now(datetime.UTC), os.getloadavg()[0]
+    sizes, rows = [], []
+    for name in args.datasets:
+        size, dataset_rows = measure(args, encoder, name, embed_by_config)
+        sizes.append(size)
+        rows += dataset_rows
+    subset = " A subset: not the datasets' numbers." if args.max_docs or args.max_queries else ""
+    block = "\n".join(
+        [
+            f"### {started:%Y-%m-%d %H:%M} UTC: {os.path.basename(os.path.normpath(args.model))}",
+            "",
+            f"Command: `{rerun_command(__file__, argv)}`. Machine: {machine()}, 1-min load average "
+            f"{load_before:.2f} before and {os.getloadavg()[0]:.2f} after; lscpu flags: {lscpu_flags()}. "
+            f"Model document budget {encoder.document_length} tokens; {'; '.join(sizes)}; exact search, MaxP "
+            f"over windows.{subset}",
+            "",
+            "| dataset | documents as | rows | encode s | NDCG@10 | Recall@100 |",
+            "|---|---|---:|---:|---:|---:|",
+            *rows,
+        ]
+    )
+    publish(block, args.results, SECTION, not (args.no_record or args.quick))
+
+
+if __name__ == "__main__":
+    main()
