@@ -28,8 +28,18 @@ from gtr_keras.models.text_encoder import TextEncoder
 from gtr_keras.retrieval.hybrid_retriever import RETRIEVERS, HybridRetriever
 from gtr_keras.retrieval.index_building import build_index, check_index_outputs, index_embeddings
 from gtr_keras.retrieval.index_handle import IndexHandle
-from gtr_keras.retrieval.index_types import FilterLike, Hit, IdsLike, IndexPaths, IndexUpdate, ModelLike, RerankerLike
+from gtr_keras.retrieval.index_types import (
+    FilterLike,
+    Hit,
+    IdsLike,
+    IndexPaths,
+    IndexUpdate,
+    ModelLike,
+    RerankerLike,
+    query_inputs,
+)
 from gtr_keras.retrieval.index_updates import update_index
+from gtr_keras.retrieval.passages import check_setting, passages_setting, update_passages, window_corpus
 from gtr_keras.retrieval.reranking import rerank as rerank_hits
 from gtr_keras.retrieval.reranking import reranker_of
 from gtr_keras.retrieval.retriever import Retriever
@@ -40,7 +50,6 @@ from gtr_keras.utils import files
 from gtr_keras.utils.dimensions import check_dimensions
 from gtr_keras.utils.locks import locks_output, output_lock
 from gtr_keras.utils.records import check_positive_int
-from gtr_keras.utils.text_files import check_text
 
 GLOB_CHARACTERS = "*?["
 
@@ -49,25 +58,6 @@ def _encoder_of(model):
     from gtr_keras.saving import encoder_of  # the model's stack (Keras, TensorFlow) only for a model
 
     return encoder_of(model)
-
-
-def _queries(queries):
-    """`(vectors, texts)`: `queries` as float32 `[n, D]` and None when they are vectors (a float array), or
-    None and a list of strings when they are texts (valid Unicode); a `UserError` for anything else."""
-    if isinstance(queries, (str, bytes)):
-        raise UserError("queries: a list of texts (or an array of query vectors), not one string")
-    if isinstance(queries, np.ndarray) and queries.dtype.kind == "f":
-        if queries.ndim != 2:
-            raise UserError(f"query vectors: a [queries, D] array, got shape {queries.shape}")
-        return queries.astype(np.float32, copy=False), None
-    texts = list(queries)
-    for number, text in enumerate(texts):
-        if not isinstance(text, str):
-            raise UserError(
-                f"queries: a list of texts or a float array of query vectors, got a {type(text).__name__} in the list"
-            )
-        check_text(f"queries[{number}]", text)
-    return None, texts
 
 
 class Index(IndexHandle):
@@ -142,6 +132,7 @@ class Index(IndexHandle):
         large_model: bool = False,
         file_rows: int = 50_000,
         dimensions: int | None = None,
+        passages: str | tuple[int, int] | None = None,
     ) -> Self:
         """Builds an index directory at `path` (what `gtr-keras index` does, with its options) and opens it.
 
@@ -174,6 +165,8 @@ class Index(IndexHandle):
             file_rows: documents per embedding file of the Beam pipeline.
             dimensions: N, to index the first N coordinates of each embedding, renormalised
                 (`utils.dimensions`): recorded, and the index's queries cut the same; None: all D.
+            passages: `"TOKENS[:STRIDE]"` or `(tokens, stride)`: a corpus's documents cut into windows of TOKENS
+                tokens every STRIDE (default TOKENS), searched as documents (docs/long-documents.md); recorded.
 
         Returns:
             The `Index`, with `model` loaded when it was used.
@@ -195,6 +188,9 @@ class Index(IndexHandle):
             raise UserError("documents go with embeddings (a corpus is indexed with its own)")
         if runner is not None and embeddings is not None:
             raise UserError("runner encodes a corpus; embeddings are encoded already")
+        setting = passages_setting(passages)
+        if setting is not None and (corpus is None or runner is not None):
+            raise UserError("passages: a corpus's documents are cut into windows (not embeddings, nor with a runner)")
         if dimensions is not None:
             check_dimensions(dimensions)
             if runner is not None:
@@ -239,7 +235,8 @@ class Index(IndexHandle):
                     raise DataError(f"{name}: a glob of corpus files needs a Beam runner (runner='DirectRunner')")
             corpus = load_corpus(corpus) if isinstance(corpus, (str, os.PathLike)) else check_corpus(corpus)
             encoder = _encoder_of(model).truncated(dimensions)
-            build_index(encoder, corpus, path, model_dir, kind, batch_size, piece_size, progress, bm25, params)
+            corpus, setting = window_corpus(corpus, encoder, passages)
+            build_index(encoder, corpus, path, model_dir, kind, batch_size, piece_size, progress, bm25, params, setting)
         index = cls.open(path, model)
         index._encoder = index._retriever.encoder = encoder  # checked by the build (None: none loaded)
         return index
@@ -362,7 +359,7 @@ class Index(IndexHandle):
         depth = check_positive_int(k if rerank_depth is None else rerank_depth, "rerank_depth")
         if depth < k:
             raise UserError(f"rerank_depth ({depth}) must be at least k ({k}): the best k of the reranked hits return")
-        vectors, texts = _queries(queries)
+        vectors, texts = query_inputs(queries)
         if rerank is not None and vectors is not None:
             raise UserError("rerank: a reranker reads query texts, not vectors")
         filter = Filter.of(filter)  # a clause that does not parse, before the index is searched
@@ -379,8 +376,13 @@ class Index(IndexHandle):
         return [row[:k] for row in rerank_hits(scorer, texts, hits, depth)]
 
     def _first_stage(self, texts, vectors, k, filter, allowed, retriever, fusion):
+        if retriever == "gtr" and vectors is None:
+            vectors = self.encoder.encode_queries(texts)
+        search = lambda n: self._rows(texts, vectors, n, filter, allowed, retriever, fusion)  # noqa: E731
+        return search(k) if self._passages is None else self._passages.search(search, k)
+
+    def _rows(self, texts, vectors, k, filter, allowed, retriever, fusion):
         if retriever == "gtr":
-            vectors = self.encoder.encode_queries(texts) if vectors is None else vectors
             return self._retriever.hits(*self._retriever.search_ids(vectors, k, allowed))
         if vectors is not None:
             raise UserError(f"retriever {retriever!r} searches texts (BM25 has no vectors)")
@@ -403,6 +405,7 @@ class Index(IndexHandle):
         compact: bool = False,
         batch_size: int = 32,
         progress: bool | None = None,
+        passages: str | tuple[int, int] | None = None,
     ) -> IndexUpdate:
         """Adds (or replaces) and deletes documents in place, in one commit (`gtr-keras update` with
         `--corpus` or `--embeddings` and `--delete`).
@@ -427,6 +430,8 @@ class Index(IndexHandle):
             compact: then rewrite the index as one segment without its deleted rows (else done by itself past
                 `segment_writer.MAX_SEGMENTS` segments or `MAX_DELETED_FRACTION` deleted rows).
             batch_size, progress: for encoding `add`.
+            passages: checked against the index's (`MismatchError` naming it); a passages index cuts `add`'s
+                documents into its windows whether given or not, and replaces or deletes a document's windows together.
 
         Returns:
             What changed (`IndexUpdate`): the ids added, replaced and deleted, and the generation, documents and
@@ -449,6 +454,9 @@ class Index(IndexHandle):
             raise UserError("update: nothing to do: pass add=, embeddings= or delete= (or compact=True)")
         if len(self.paths) > 1:
             raise UserError("an update goes to one index directory: open the shard that holds the documents")
+        check_setting(self.passages, passages_setting(passages), self.paths[0])
+        if self._passages is not None:
+            return update_passages(self, add, embeddings, delete, missing_ok, compact, batch_size, progress)
         change = update_index(
             self.paths[0],
             embeddings=embeddings,
@@ -550,7 +558,7 @@ class Index(IndexHandle):
         Example:
         >>> index.tune(sample=1000, target_recall=0.95)["setting"]
         {'num_leaves_to_search': 70, 'reorder_factor': 20, 'rescore_factor': 1}
-        >>> index.tune(queries=[query for query in load_queries("data/scifact").values()])
+        >>> index.tune(queries=[query for query in loadquery_inputs("data/scifact").values()])
         """
         from gtr_keras.tuning.tuner import check_request, tune
 
@@ -559,7 +567,7 @@ class Index(IndexHandle):
             raise UserError("tune measures one index directory: open each shard")
         with output_lock(self.paths[0]):
             if queries is not None:
-                vectors, texts = _queries(queries)
+                vectors, texts = query_inputs(queries)
                 if texts is not None:
                     check_request(self.paths[0], target_recall, k, build, len(texts), sampled=False)
                     vectors = self.encoder.encode_queries(texts)
@@ -583,14 +591,6 @@ class Index(IndexHandle):
     def kind(self) -> str:
         """`"exact"` or `"scann"` (`"mixed"` for shards of both)."""
         return self._retriever.index.kind
-
-    @property
-    def ids(self) -> list[str]:
-        """The ids of the documents, in the index's order."""
-        return list(self._retriever.index.ids)
-
-    def __len__(self) -> int:
-        return len(self._retriever.index.ids)
 
     def __repr__(self) -> str:
         where = self.paths[0] if len(self.paths) == 1 else self.paths

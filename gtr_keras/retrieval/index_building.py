@@ -63,6 +63,8 @@ BFLOAT16_SHA256 = "bfloat16_sha256"
 # The field of a model record whose embeddings are cut to their first N coordinates (`gtr-keras index|encode
 # --dimensions N`); absent for all D of them.
 DIMENSIONS_FIELD = "dimensions"
+# The field of a passages index's `{"tokens", "stride"}` (`gtr-keras index --passages TOKENS:STRIDE`, `passages`).
+PASSAGES_FIELD = "passages"
 
 
 def check_index_outputs(index_dir, work_dir=True):
@@ -99,6 +101,7 @@ def build_index(
     progress=None,
     bm25=True,
     params=None,
+    passages=None,
 ):
     """Encodes `corpus` and writes a searchable index directory.
 
@@ -123,6 +126,8 @@ def build_index(
         progress: show a progress bar (default: for corpora of 5000 or more).
         bm25: also write the BM25 side (`bm25_side`) of the documents.
         params: the index's `params` (`write_search_index`: ScaNN overrides, or an exact index's vectors).
+        passages: the `{"tokens", "stride"}` of a passages index (`retrieval.passages`), recorded; `corpus`
+            then holds its window rows.
 
     Returns:
         The `SearchIndex` written to `index_dir/index`.
@@ -148,7 +153,7 @@ def build_index(
         raise UserError("the corpus is empty: nothing to index")
     check_index_outputs(index_dir)
     texts = corpus.joined()
-    metadata = index_metadata(encoder, model_dir)
+    metadata = {**index_metadata(encoder, model_dir), **({PASSAGES_FIELD: passages} if passages else {})}
     model = {field: metadata[field] for field in MODEL_FIELDS}
     writer = ResumableEncoding(work_dir_for(index_dir), corpus.ids, texts, piece_size, model)
     pending = writer.pending_pieces()

@@ -1,13 +1,18 @@
 """The types of what an `Index` takes and answers: `Hit` (a search hit), `Document` (`Index.get`),
-`IndexUpdate` (what `Index.update`, `add`, `delete` and `compact` changed), and the arguments' aliases."""
+`IndexUpdate` (what `Index.update`, `add`, `delete` and `compact` changed), the arguments' aliases, and
+`query_inputs` (queries as texts or vectors)."""
 
 import dataclasses
 import os
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, NotRequired, Self, TypedDict
 
+import numpy as np
+
+from gtr_keras.errors import UserError
 from gtr_keras.filters.expressions import Filter
 from gtr_keras.models.text_encoder import TextEncoder, TextPairScorer
+from gtr_keras.utils.text_files import check_text
 
 MetadataValue = str | int | float | bool | list[str]
 # An index directory, or several (shards of one index).
@@ -27,7 +32,8 @@ IdsLike = str | int | Iterable[str | int]
 class Hit(TypedDict):
     """One hit of `Index.search`, what `gtr-keras search --json` prints: the document's `id`, its `score`
     (GTR's dot product, BM25's, the fused score or the reranker's), and its `title` and `text` where the
-    index stores its document (absent otherwise).
+    index stores its document (absent otherwise); in a passages index, the `passage` that scored: its
+    characters `{"start", "end"}` in `text` (docs/long-documents.md).
 
     Example:
     >>> hit: Hit = {"id": "d1", "score": 0.81, "title": "", "text": "lift on a wing"}
@@ -37,6 +43,7 @@ class Hit(TypedDict):
     score: float
     title: NotRequired[str]
     text: NotRequired[str]
+    passage: NotRequired[dict[str, int]]
 
 
 class Document(TypedDict):
@@ -96,3 +103,22 @@ class IndexUpdate:
         return cls(
             tuple(added), tuple(replaced), tuple(deleted), manifest["generation"], live, len(manifest["segments"])
         )
+
+
+def query_inputs(queries: Any) -> tuple[np.ndarray | None, list[str] | None]:
+    """`(vectors, texts)`: `queries` as float32 `[n, D]` and None when they are vectors (a float array), or
+    None and a list of strings when they are texts (valid Unicode); a `UserError` for anything else."""
+    if isinstance(queries, (str, bytes)):
+        raise UserError("queries: a list of texts (or an array of query vectors), not one string")
+    if isinstance(queries, np.ndarray) and queries.dtype.kind == "f":
+        if queries.ndim != 2:
+            raise UserError(f"query vectors: a [queries, D] array, got shape {queries.shape}")
+        return queries.astype(np.float32, copy=False), None
+    texts = list(queries)
+    for number, text in enumerate(texts):
+        if not isinstance(text, str):
+            raise UserError(
+                f"queries: a list of texts or a float array of query vectors, got a {type(text).__name__} in the list"
+            )
+        check_text(f"queries[{number}]", text)
+    return None, texts

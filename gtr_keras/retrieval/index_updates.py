@@ -59,7 +59,7 @@ def _check_deletions(index_dir, state, ids, where=None):
         raise DataError(f"{where(missing[0])}: id {ids[missing[0]]!r} is not in the index {index_dir}")
 
 
-def _deletions(delete):
+def deletion_ids(delete):
     """The ids of `delete` (`update_index`'s), and `where(i)`, which names id `i` (its file's line), or None."""
     if isinstance(delete, os.PathLike):
         return read_id_file(os.fspath(delete))
@@ -140,7 +140,7 @@ def update_index(
         raise UserError("documents go with embeddings (a corpus brings its own)")
     if corpus is not None and encoder is None:
         raise UserError("a corpus is encoded by the index's model: pass its encoder")
-    delete_ids, where = _deletions(delete)
+    delete_ids, where = deletion_ids(delete)
     recorded = read_model_record(index_dir)
     search_index = os.path.join(index_dir, INDEX_SUBDIR)
     state = read_state(search_index)

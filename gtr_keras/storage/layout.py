@@ -73,6 +73,7 @@ RETRIEVER_FIELDS = {
     "compute_dtype": "str?",
     "model_sha256": "sha256?",
     "dimensions": "positive?",
+    "passages": "object?",
     "kind": ("exact", "scann"),
     "num_documents": "count",
 }

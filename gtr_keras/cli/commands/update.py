@@ -8,6 +8,7 @@ from gtr_keras.cli.helpers.flag_types import (
 from gtr_keras.cli.helpers.shared_flags import (
     add_batch_size,
     add_dimensions,
+    add_passages,
     add_progress,
     add_update_arguments,
 )
@@ -31,6 +32,7 @@ def add_parser(subparsers, parents):
     add_batch_size(p, "documents")
     add_progress(p)
     add_dimensions(p, "--corpus's vectors (default: the index's; others are refused)")
+    add_passages(p, "the index's setting, checked (a passages index cuts --corpus into its windows without it)")
     return p
 
 
@@ -45,8 +47,24 @@ def check(args, parser):
 def run(args):
     """`update INDEX`: the embedding files opened here, the corpus read and the rest of the checks (the index's model,
     the ids to delete, the metadata types) in `update_index`, all before the model loads."""
+    from gtr_keras.retrieval.index import Index
     from gtr_keras.retrieval.index_updates import update_index
+    from gtr_keras.storage.layout import read_model_record
 
+    if args.passages is not None or read_model_record(args.index).get("passages"):
+        with Index.open(args.index, (lambda: handler_inputs.encoder(args)) if args.model else None) as index:
+            change = index.update(
+                args.corpus,
+                files.FilePath(args.delete) if args.delete else None,
+                embeddings=args.embeddings,
+                missing_ok=args.missing_ok,
+                compact=args.compact,
+                batch_size=args.batch_size,
+                progress=args.progress,
+                passages=args.passages,
+            )
+        print(f"updated {args.index}: {change.documents} documents, generation {change.generation}")
+        return
     embedding_files = None
     if args.embeddings:
         from gtr_keras.storage.embedding_files import EmbeddingFiles

@@ -13,7 +13,7 @@ from gtr_keras.errors import DataError, UserError
 from gtr_keras.exports.savedmodel.filter_graph import FilterGraph
 from gtr_keras.exports.savedmodel.scann_resource import ScannResource
 from gtr_keras.exports.savedmodel.warmup import FILTER, QUERIES, K, save_with_warmup
-from gtr_keras.retrieval.index_building import with_recorded_dimensions
+from gtr_keras.retrieval.index_building import PASSAGES_FIELD, with_recorded_dimensions
 from gtr_keras.retrieval.retriever import Retriever
 from gtr_keras.storage.layout import (
     INDEX_SUBDIR,
@@ -85,6 +85,8 @@ def check_searcher(encoder, index_dir, searcher, k, allow_large_float32):
     if not isinstance(k, int) or k < 1:
         raise UserError(f"k must be a positive integer, got {k!r}")
     for directory in index_dirs(index_dir):
+        if read_model_record(directory).get(PASSAGES_FIELD):
+            raise UserError(f"{directory}: a passages index: the searcher SavedModel does not aggregate its windows")
         encoder = Retriever.encoder_for(directory, encoder)
         _, _, config = read_description(os.path.join(directory, INDEX_SUBDIR))
         if searcher == "brute-force" and not has_float32(config["kind"], config["params"]):
