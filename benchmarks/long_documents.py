@@ -8,11 +8,11 @@ with pytrec-eval (`gtr_keras.beir.evaluation`):
 - `passages T:S` (each `--passages`): the token windows of `gtr-keras index --passages T:S`
   (`gtr_keras.retrieval.passages.window_corpus`: the title and T pieces every S), each encoded alone; a
   document scores its best window's score (MaxP);
-- `late chunking T:S`: the same windows (of `"title text"`), pooled from one forward pass of the document up to
-  `--document-length` tokens (`Encoder.encode_late_chunks`); MaxP.
+- `late chunking T:S`: the windows of `passages T:S`, each pooled from a forward pass of its whole `"title
+  text"` (segments of `--document-length` tokens past that: `gtr_keras.models.late_chunking.LateChunks`); MaxP.
 
-The passages rows need `gtr_keras.models.passages` and `gtr_keras.retrieval.passages` (issue 61, part 1): where the
-installed gtr_keras lacks them, those configurations are skipped with a message. The table gives the rows
+The windows need `gtr_keras.retrieval.passages` and `gtr_keras.models.late_chunking` (issue 61, parts 1 and 2):
+where the installed gtr_keras lacks them, those configurations are skipped with a message. The table gives the rows
 encoded and the seconds the encoding took (queries excluded).
 
 Usage:
@@ -39,43 +39,41 @@ SECTION = "## Long documents"
 
 
 def windowing():
-    """`(models.passages, retrieval.passages)` of the installed gtr_keras, or None with the reason printed."""
+    """`(models.late_chunking.LateChunks, retrieval.passages)` of the installed gtr_keras, or None with the reason
+    printed."""
     try:
-        from gtr_keras.models import passages as model_passages
+        from gtr_keras.models.late_chunking import LateChunks
         from gtr_keras.retrieval import passages as index_passages
     except ImportError as error:
         print(f"passages and late chunking skipped: this gtr_keras has no token windows ({error})", file=sys.stderr)
         return None
-    return model_passages, index_passages
+    return LateChunks, index_passages
 
 
 def first_window(encoder, corpus, args):
     return encoder.encode_documents(corpus.joined(), batch_size=args.batch_size), None
 
 
-def passages(encoder, corpus, args, value, windows):
+def window_rows(encoder, corpus, value, windows):
+    """`(rows, spans, starts)`: the window rows of `--passages value` (`window_corpus`), each row's `(doc_id, start,
+    end)` and each document's first row (a document's rows are contiguous)."""
     rows, _ = windows[1].window_corpus(corpus, encoder, value)
-    owners = [windows[1].split_row_id(row)[0] for row in rows.ids]
-    starts = np.flatnonzero([i == 0 or owners[i] != owners[i - 1] for i in range(len(owners))])
+    spans = [windows[1].split_row_id(row) for row in rows.ids]
+    starts = np.flatnonzero([i == 0 or spans[i][0] != spans[i - 1][0] for i in range(len(spans))])
+    return rows, spans, starts
+
+
+def passages(encoder, corpus, args, value, windows):
+    rows, _, starts = window_rows(encoder, corpus, value, windows)
     return encoder.encode_documents(rows.joined(), batch_size=args.batch_size), starts
 
 
-def late_chunks(encoder, corpus, args, setting, windows):
-    """The windows of each `"title text"` as token spans of its ids (EOS in the last window, so a document of
-    one window gets its plain embedding), past `--document-length` left out."""
-    texts = corpus.joined()
-    pieces = windows[0].piece_spans_of(encoder)
-    ids = encoder.tokenize(texts, length=args.document_length)
-    spans = []
-    all_windows = windows[0].document_windows(pieces, texts, setting["tokens"], setting["stride"])
-    for text_windows, text_ids in zip(all_windows, ids):
-        count = len(text_ids) - 1  # EOS not counted
-        text_spans = [(w.token_start, min(w.token_end, count)) for w in text_windows if w.token_start < count]
-        text_spans = text_spans or [(0, count)]
-        text_spans[-1] = (text_spans[-1][0], count + 1)
-        spans.append(text_spans)
-    vectors = encoder.encode_late_chunks(texts, spans, args.document_length, args.late_batch_size)
-    return vectors, np.cumsum([0] + [len(s) for s in spans[:-1]])
+def late_chunks(encoder, corpus, args, value, windows):
+    _, spans, starts = window_rows(encoder, corpus, value, windows)
+    ends = [*starts[1:], len(spans)]
+    by_document = [[(start, end) for _, start, end in spans[first:last]] for first, last in zip(starts, ends)]
+    late = windows[0](encoder, args.document_length)
+    return late.encode(corpus.titles, corpus.texts, by_document, args.late_batch_size), starts
 
 
 def configurations(args, windows):
@@ -85,9 +83,8 @@ def configurations(args, windows):
         return result
     for value in args.passages:
         result[f"passages {value}"] = lambda e, c, a, v=value: passages(e, c, a, v, windows)
-    setting = windows[1].passages_setting(args.late_chunking)
     name = f"late chunking {args.late_chunking}, {args.document_length} tokens"
-    result[name] = lambda e, c, a: late_chunks(e, c, a, setting, windows)
+    result[name] = lambda e, c, a: late_chunks(e, c, a, args.late_chunking, windows)
     return result
 
 

@@ -36,20 +36,26 @@ def bucket_length(length: int) -> int:
     return -(-length // 256) * 256
 
 
-def check_spans(spans: Sequence[Any], texts: int, document_length: int) -> list[np.ndarray]:
-    """Each text's token spans as int `[n, 2]` arrays of `[start, end)`, checked against `document_length`
-    (`UserError` naming the first bad one: not integers, empty, out of range, or past the budget).
-
-    Example:
-    >>> check_spans([[(0, 4), (2, 6)], []], texts=2, document_length=8)[0].tolist()
-    [[0, 4], [2, 6]]
-    """
+def check_document_length(document_length: Any) -> int:
+    """`document_length` when it is a token budget (an integer of at least 2: one token and EOS), else `UserError`."""
     if not isinstance(document_length, int) or isinstance(document_length, bool) or document_length < 2:
         raise UserError(
             f"document_length must be an integer of at least 2 (one token and EOS), got {document_length!r}"
         )
-    if len(spans) != texts:
-        raise UserError(f"spans: {len(spans)} lists of spans for {texts} texts (one list a text)")
+    return document_length
+
+
+def check_spans(spans: Sequence[Any], lengths: Sequence[int], document_length: int | None = None) -> list[np.ndarray]:
+    """Each text's token spans as int32 `[n, 2]` arrays of `[start, end)`, checked against the text's number of
+    tokens (`lengths`) and `document_length` (`UserError` naming the first bad one: not integers, empty, past
+    the budget or past the text's tokens).
+
+    Example:
+    >>> check_spans([[(0, 4), (2, 6)], []], lengths=[6, 3], document_length=8)[0].tolist()
+    [[0, 4], [2, 6]]
+    """
+    if len(spans) != len(lengths):
+        raise UserError(f"spans: {len(spans)} lists of spans for {len(lengths)} texts (one list a text)")
     checked = []
     for i, text_spans in enumerate(spans):
         try:
@@ -61,10 +67,12 @@ def check_spans(spans: Sequence[Any], texts: int, document_length: int) -> list[
         for j, (start, end) in enumerate(array.tolist()):
             if start < 0 or end <= start:
                 raise UserError(f"spans[{i}][{j}]: [{start}, {end}) is empty or starts below 0")
-            if end > document_length:
+            if document_length is not None and end > document_length:
                 raise UserError(
                     f"spans[{i}][{j}]: [{start}, {end}) ends past document_length {document_length}: raise it"
                 )
+            if end > lengths[i]:
+                raise UserError(f"spans[{i}][{j}]: [{start}, {end}) ends past the text's {lengths[i]} tokens")
         checked.append(array.astype(np.int32))
     return checked
 
@@ -209,28 +217,47 @@ class Encoder(TextEncoder):
         (2, 768)
         """
         dimensions = self.check_dimensions(dimensions)
-        spans = check_spans(spans, len(texts), document_length)
+        check_document_length(document_length)
         texts = check_texts(texts)
         ids = self.tokenize(texts, length=document_length) if texts else []
-        for i, (text_spans, text_ids) in enumerate(zip(spans, ids)):
-            past = np.flatnonzero(text_spans[:, 1] > len(text_ids))
-            if past.size:
-                start, end = text_spans[past[0]].tolist()
-                raise UserError(f"spans[{i}][{past[0]}]: [{start}, {end}) ends past the text's {len(text_ids)} tokens")
+        spans = check_spans(spans, [len(text_ids) for text_ids in ids], document_length)
+        return truncate(self.embed_token_spans(ids, spans, batch_size), dimensions)
+
+    def embed_token_spans(
+        self, token_ids: Sequence[Sequence[int]], spans: Sequence[Sequence[Sequence[int]]], batch_size: int = 4
+    ) -> np.ndarray:
+        """Late chunking of tokenised texts: one unit vector per span, each text in one forward pass
+        (`encode_late_chunks` from token ids, all D coordinates; a segment of a text longer than a forward pass
+        is a text of its own).
+
+        Args:
+            token_ids: each text's token ids (as `tokenize` gives them, or a slice of them).
+            spans: for each text, its `[start, end)` spans over its ids (`UserError` for one out of range).
+            batch_size: texts per forward pass.
+
+        Returns:
+            float32 `[total spans, D]`, the first text's spans first.
+
+        Example:
+        >>> ids = encoder.tokenize(["lift on a wing"])
+        >>> encoder.embed_token_spans(ids, [[(0, 2), (2, len(ids[0]))]]).shape
+        (2, 768)
+        """
+        spans = check_spans(spans, [len(text_ids) for text_ids in token_ids])
         offsets = np.cumsum([0] + [len(text_spans) for text_spans in spans])
         output = np.zeros((offsets[-1], self.embedding_dim), np.float32)
         chunked = np.array([row for row, text_spans in enumerate(spans) if len(text_spans)], np.int64)
-        for batch in length_sorted_batches([len(ids[row]) for row in chunked], batch_size):
+        for batch in length_sorted_batches([len(token_ids[row]) for row in chunked], batch_size):
             rows = chunked[batch]
-            token_ids, padding_mask = self.padded_tokens([ids[row] for row in rows], batch_size)
+            ids, padding_mask = self.padded_tokens([token_ids[row] for row in rows], batch_size)
             most = max(len(spans[row]) for row in rows)
             if self.jit_compile:  # a bounded number of XLA programs: span counts in powers of two
                 most = 1 << (most - 1).bit_length()
-            batch_spans = np.zeros((len(token_ids), most, 2), np.int32)
+            batch_spans = np.zeros((len(ids), most, 2), np.int32)
             for i, row in enumerate(rows):
                 batch_spans[i, : len(spans[row])] = spans[row]
-            vectors = self._embed_spans(token_ids, padding_mask, batch_spans).numpy()
+            vectors = self._embed_spans(ids, padding_mask, batch_spans).numpy()
             for i, row in enumerate(rows):
                 output[offsets[row] : offsets[row + 1]] = vectors[i, : len(spans[row])]
         check_finite_embeddings(output, "spans")
-        return truncate(output, dimensions)
+        return output
