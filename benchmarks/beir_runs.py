@@ -1,9 +1,11 @@
 """Shared helpers of the retrieval-quality benchmarks (`long_documents.py`, `dimensions.py`): BEIR datasets read
 whole or as a small subset (`--quick`), and runs of exact search scored by the project's evaluator."""
 
+import datetime
 import os
 
 import numpy as np
+from results import RESULTS, lscpu_flags, machine, publish, rerun_command
 
 from gtr_keras.beir.dataset import load_dataset
 from gtr_keras.beir.evaluation import evaluate_run
@@ -12,6 +14,53 @@ from gtr_keras.beir.readers import Corpus
 DATASETS = ("scifact", "nfcorpus", "cranfield")
 DATA_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "..", "shared", "data")
 QUICK_DOCS, QUICK_QUERIES = 200, 20
+
+
+def add_dataset_arguments(parser):
+    """Adds the flags the retrieval-quality benchmarks share: the datasets (`--data`, `--datasets`), `--batch-size`,
+    a subset (`--max-docs`, `--max-queries`, `--quick`) and where the table goes (`--results`, `--no-record`)."""
+    parser.add_argument("--data", default=DATA_DIR, help="the folder of the BEIR datasets")
+    parser.add_argument("--datasets", nargs="+", default=DATASETS)
+    parser.add_argument("--batch-size", type=int, default=32, help="texts a forward pass")
+    parser.add_argument("--max-docs", type=int, help="a subset: the judged documents first, then others")
+    parser.add_argument("--max-queries", type=int, help="a subset: the first judged queries")
+    parser.add_argument(
+        "--quick", action="store_true", help=f"{QUICK_DOCS} documents, {QUICK_QUERIES} queries, not recorded"
+    )
+    parser.add_argument("--results", default=RESULTS, help="markdown file to append to")
+    parser.add_argument("--no-record", action="store_true", help="print only")
+
+
+def parse_arguments(parser, argv):
+    """The parsed flags, `--quick`'s subset filled in where `--max-docs` and `--max-queries` are not given."""
+    args = parser.parse_args(argv)
+    if args.quick:
+        args.max_docs, args.max_queries = args.max_docs or QUICK_DOCS, args.max_queries or QUICK_QUERIES
+    return args
+
+
+def started():
+    """`(now, 1-min load average)` as a benchmark starts."""
+    return datetime.datetime.now(datetime.UTC), os.getloadavg()[0]
+
+
+def report(script, argv, args, title, start, facts, table):
+    """Prints the table (lines: header, rule, rows) under its heading, command and machine, and appends it to
+    `--results` unless `--no-record` or `--quick`."""
+    when, load_before = start
+    subset = " A subset: not the datasets' numbers." if args.max_docs or args.max_queries else ""
+    block = "\n".join(
+        [
+            f"### {when:%Y-%m-%d %H:%M} UTC: {title}",
+            "",
+            f"Command: `{rerun_command(script, argv)}`. Machine: {machine()}, 1-min load average "
+            f"{load_before:.2f} before and {os.getloadavg()[0]:.2f} after; lscpu flags: {lscpu_flags()}. "
+            f"{facts}{subset}",
+            "",
+            *table,
+        ]
+    )
+    publish(block, args.results, args.section, not (args.no_record or args.quick))
 
 
 def load_subset(path, max_docs=None, max_queries=None):

@@ -16,7 +16,6 @@ Usage:
 """
 
 import argparse
-import datetime
 import os
 import tempfile
 import time
@@ -24,8 +23,7 @@ import time
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import numpy as np
-from beir_runs import DATA_DIR, DATASETS, QUICK_DOCS, QUICK_QUERIES, load_subset, metrics_of
-from results import RESULTS, lscpu_flags, machine, publish, rerun_command
+from beir_runs import add_dataset_arguments, load_subset, metrics_of, parse_arguments, report, started
 
 from gtr_keras import Index, load
 from gtr_keras.models import BUNDLED_MODEL_DIR
@@ -72,45 +70,28 @@ def measure(args, model, encoder, name):
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--data", default=DATA_DIR, help="the folder of the BEIR datasets")
-    parser.add_argument("--datasets", nargs="+", default=DATASETS)
+    add_dataset_arguments(parser)
     parser.add_argument("--model", nargs="+", default=[BUNDLED_MODEL_DIR], help="model directories or names")
     parser.add_argument("-k", type=int, default=100, help="hits a query (Recall@100 needs 100)")
     parser.add_argument("--repeats", type=int, default=3, help="timed searches of all the queries; the best is kept")
-    parser.add_argument("--batch-size", type=int, default=32)
-    parser.add_argument("--max-docs", type=int, help="a subset: the judged documents first, then others")
-    parser.add_argument("--max-queries", type=int, help="a subset: the first judged queries")
-    parser.add_argument(
-        "--quick", action="store_true", help=f"{QUICK_DOCS} documents, {QUICK_QUERIES} queries, not recorded"
-    )
-    parser.add_argument("--results", default=RESULTS, help="markdown file to append to")
-    parser.add_argument("--no-record", action="store_true", help="print only")
-    args = parser.parse_args(argv)
-    if args.quick:
-        args.max_docs, args.max_queries = args.max_docs or QUICK_DOCS, args.max_queries or QUICK_QUERIES
-    started, load_before = datetime.datetime.now(datetime.UTC), os.getloadavg()[0]
-    sizes, rows = {}, []
+    parser.set_defaults(section=SECTION)
+    args = parse_arguments(parser, argv)
+    start, sizes, rows = started(), {}, []
     for model in args.model:
         encoder = load(model)
         for name in args.datasets:
             sizes[name], model_rows = measure(args, model, encoder, name)
             rows += model_rows
-    subset = " A subset: not the datasets' numbers." if args.max_docs or args.max_queries else ""
-    block = "\n".join(
-        [
-            f"### {started:%Y-%m-%d %H:%M} UTC: embeddings cut to D, D/2, D/4, D/8",
-            "",
-            f"Command: `{rerun_command(__file__, argv)}`. Machine: {machine()}, 1-min load average "
-            f"{load_before:.2f} before and {os.getloadavg()[0]:.2f} after; lscpu flags: {lscpu_flags()}. "
-            f"{'; '.join(sizes.values())}; exact search of query vectors, k={args.k}, the best of {args.repeats} "
-            f'calls; "trained": a size the model was trained for (`matryoshka_dims`).{subset}',
-            "",
-            "| model | dataset | dimensions | NDCG@10 | Recall@100 | index bytes | queries/s |",
-            "|---|---|---:|---:|---:|---:|---:|",
-            *rows,
-        ]
+    table = [
+        "| model | dataset | dimensions | NDCG@10 | Recall@100 | index bytes | queries/s |",
+        "|---|---|---:|---:|---:|---:|---:|",
+        *rows,
+    ]
+    facts = (
+        f"{'; '.join(sizes.values())}; exact search of query vectors, k={args.k}, the best of {args.repeats} calls; "
+        '"trained": a size the model was trained for (`matryoshka_dims`).'
     )
-    publish(block, args.results, SECTION, not (args.no_record or args.quick))
+    report(__file__, argv, args, "embeddings cut to D, D/2, D/4, D/8", start, facts, table)
 
 
 if __name__ == "__main__":

@@ -21,7 +21,6 @@ Usage:
 """
 
 import argparse
-import datetime
 import os
 import sys
 import time
@@ -29,8 +28,16 @@ import time
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import numpy as np
-from beir_runs import DATA_DIR, DATASETS, QUICK_DOCS, QUICK_QUERIES, load_subset, metrics_of, run_of, scores_of
-from results import RESULTS, lscpu_flags, machine, publish, rerun_command
+from beir_runs import (
+    add_dataset_arguments,
+    load_subset,
+    metrics_of,
+    parse_arguments,
+    report,
+    run_of,
+    scores_of,
+    started,
+)
 
 from gtr_keras import load
 from gtr_keras.models import BUNDLED_MODEL_DIR
@@ -105,48 +112,30 @@ def measure(args, encoder, name, embed_by_config):
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--data", default=DATA_DIR, help="the folder of the BEIR datasets")
-    parser.add_argument("--datasets", nargs="+", default=DATASETS)
+    add_dataset_arguments(parser)
     parser.add_argument("--model", default=BUNDLED_MODEL_DIR)
     parser.add_argument("--passages", nargs="+", default=["64:32", "127:64"], help="window settings T:S")
     parser.add_argument("--late-chunking", default="64:32", help="the windows pooled, T:S")
     parser.add_argument("--document-length", type=int, default=2048, help="tokens of late chunking's forward pass")
-    parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--late-batch-size", type=int, default=4, help="documents a late-chunking forward pass")
-    parser.add_argument("--max-docs", type=int, help="a subset: the judged documents first, then others")
-    parser.add_argument("--max-queries", type=int, help="a subset: the first judged queries")
-    parser.add_argument(
-        "--quick", action="store_true", help=f"{QUICK_DOCS} documents, {QUICK_QUERIES} queries, not recorded"
-    )
-    parser.add_argument("--results", default=RESULTS, help="markdown file to append to")
-    parser.add_argument("--no-record", action="store_true", help="print only")
-    args = parser.parse_args(argv)
-    if args.quick:
-        args.max_docs, args.max_queries = args.max_docs or QUICK_DOCS, args.max_queries or QUICK_QUERIES
+    parser.set_defaults(section=SECTION)
+    args = parse_arguments(parser, argv)
     encoder = load(args.model)
     embed_by_config = configurations(args, windowing())
-    started, load_before = datetime.datetime.now(datetime.UTC), os.getloadavg()[0]
-    sizes, rows = [], []
+    start, sizes, rows = started(), [], []
     for name in args.datasets:
         size, dataset_rows = measure(args, encoder, name, embed_by_config)
         sizes.append(size)
         rows += dataset_rows
-    subset = " A subset: not the datasets' numbers." if args.max_docs or args.max_queries else ""
-    block = "\n".join(
-        [
-            f"### {started:%Y-%m-%d %H:%M} UTC: {os.path.basename(os.path.normpath(args.model))}",
-            "",
-            f"Command: `{rerun_command(__file__, argv)}`. Machine: {machine()}, 1-min load average "
-            f"{load_before:.2f} before and {os.getloadavg()[0]:.2f} after; lscpu flags: {lscpu_flags()}. "
-            f"Model document budget {encoder.document_length} tokens; {'; '.join(sizes)}; exact search, MaxP "
-            f"over windows.{subset}",
-            "",
-            "| dataset | documents as | rows | encode s | NDCG@10 | Recall@100 |",
-            "|---|---|---:|---:|---:|---:|",
-            *rows,
-        ]
+    table = [
+        "| dataset | documents as | rows | encode s | NDCG@10 | Recall@100 |",
+        "|---|---|---:|---:|---:|---:|",
+        *rows,
+    ]
+    facts = (
+        f"Model document budget {encoder.document_length} tokens; {'; '.join(sizes)}; exact search, MaxP over windows."
     )
-    publish(block, args.results, SECTION, not (args.no_record or args.quick))
+    report(__file__, argv, args, os.path.basename(os.path.normpath(args.model)), start, facts, table)
 
 
 if __name__ == "__main__":

@@ -18,7 +18,7 @@ import numpy as np
 
 from gtr_keras.errors import UserError
 from gtr_keras.models.passages import piece_spans_of
-from gtr_keras.utils.dimensions import truncate
+from gtr_keras.models.text_encoder import check_token_outputs
 
 
 class LateChunks:
@@ -36,12 +36,7 @@ class LateChunks:
     """
 
     def __init__(self, encoder: Any, document_length: int = 2048):
-        self.embed = getattr(encoder, "embed_token_spans", None)
-        if self.embed is None:
-            raise UserError(
-                f"late chunking needs the Keras model's token outputs; {type(encoder).__name__} gives pooled "
-                "embeddings only: use the model directory"
-            )
+        check_token_outputs(encoder)
         if not isinstance(document_length, int) or document_length < encoder.document_length:
             raise UserError(
                 f"document_length: late chunking reads at least the model's {encoder.document_length} tokens, got "
@@ -113,7 +108,7 @@ class LateChunks:
                 segment_spans[segment].append((start - base, end - base))
                 rows[segment].append(row)
                 row += 1
-        vectors = self.embed(segment_ids, segment_spans, batch_size)
+        vectors = self.encoder.embed_token_spans(segment_ids, segment_spans, batch_size)
         output = np.empty_like(vectors)
         output[np.asarray([row for segment_rows in rows for row in segment_rows], np.int64)] = vectors
-        return truncate(output, self.encoder.dimensions)
+        return output

@@ -11,11 +11,10 @@ from gtr_keras.models.gtr.gtr_tokenizer import PAD_ID
 from gtr_keras.models.text_encoder import (
     TextEncoder,
     check_finite_embeddings,
-    check_texts,
+    check_spans,
     length_sorted_batches,
     to_bytes,
 )
-from gtr_keras.utils.dimensions import truncate
 
 LENGTH_BUCKETS = (16, 32, 64, 128, 256, 384, 512)
 
@@ -34,47 +33,6 @@ def bucket_length(length: int) -> int:
         if length <= bucket:
             return bucket
     return -(-length // 256) * 256
-
-
-def check_document_length(document_length: Any) -> int:
-    """`document_length` when it is a token budget (an integer of at least 2: one token and EOS), else `UserError`."""
-    if not isinstance(document_length, int) or isinstance(document_length, bool) or document_length < 2:
-        raise UserError(
-            f"document_length must be an integer of at least 2 (one token and EOS), got {document_length!r}"
-        )
-    return document_length
-
-
-def check_spans(spans: Sequence[Any], lengths: Sequence[int], document_length: int | None = None) -> list[np.ndarray]:
-    """Each text's token spans as int32 `[n, 2]` arrays of `[start, end)`, checked against the text's number of
-    tokens (`lengths`) and `document_length` (`UserError` naming the first bad one: not integers, empty, past
-    the budget or past the text's tokens).
-
-    Example:
-    >>> check_spans([[(0, 4), (2, 6)], []], lengths=[6, 3], document_length=8)[0].tolist()
-    [[0, 4], [2, 6]]
-    """
-    if len(spans) != len(lengths):
-        raise UserError(f"spans: {len(spans)} lists of spans for {len(lengths)} texts (one list a text)")
-    checked = []
-    for i, text_spans in enumerate(spans):
-        try:
-            array = np.asarray(text_spans) if len(text_spans) else np.zeros((0, 2), np.int64)
-        except (TypeError, ValueError):  # not a sized thing, or pairs of different lengths
-            array = np.zeros(0)
-        if array.ndim != 2 or array.shape[1] != 2 or array.dtype.kind not in "iu":
-            raise UserError(f"spans[{i}]: not a list of [start, end) pairs of integers: {text_spans!r}"[:200])
-        for j, (start, end) in enumerate(array.tolist()):
-            if start < 0 or end <= start:
-                raise UserError(f"spans[{i}][{j}]: [{start}, {end}) is empty or starts below 0")
-            if document_length is not None and end > document_length:
-                raise UserError(
-                    f"spans[{i}][{j}]: [{start}, {end}) ends past document_length {document_length}: raise it"
-                )
-            if end > lengths[i]:
-                raise UserError(f"spans[{i}][{j}]: [{start}, {end}) ends past the text's {lengths[i]} tokens")
-        checked.append(array.astype(np.int32))
-    return checked
 
 
 class Encoder(TextEncoder):
@@ -101,6 +59,7 @@ class Encoder(TextEncoder):
     """
 
     pad_id = PAD_ID
+    token_outputs = True
 
     def __init__(self, model: Any, jit_compile: bool = False):
         self.model = model
@@ -175,60 +134,12 @@ class Encoder(TextEncoder):
         """Embeddings of a tokenised batch: int32 `[B, L]` ids and mask in, float32 `[B, D]` numpy out."""
         return self._forward(token_ids, padding_mask).numpy()
 
-    def encode_late_chunks(
-        self,
-        texts: Sequence[str | bytes],
-        spans: Sequence[Sequence[Sequence[int]]],
-        document_length: int,
-        batch_size: int = 4,
-        dimensions: int | None = None,
-    ) -> np.ndarray:
-        """Late chunking: one unit vector per token span of each text, each pooled from one forward pass of
-        its whole text (up to `document_length` tokens), so each span's vector sees its text's context.
-
-        Each text is tokenised to `document_length` tokens (EOS included, as `tokenize`), encoded once, and
-        each span's token outputs go through the model's head (`GTRTextEmbedder.embed_spans`): exactly what
-        pooling that span of the full forward pass gives. A span `[0, n)` over a text of n tokens gives
-        its `encode_documents` embedding where n fits the model's `document_length`. T5's relative
-        positions take any length; attention costs memory quadratic in it: `[batch, heads, L, L]`
-        float32 a layer (docs/long-documents.md).
-
-        Args:
-            texts: the documents.
-            spans: for each text, its `[start, end)` token spans (positions in `tokenize(texts,
-                length=document_length)`'s ids); a text may have none.
-            document_length: the token budget of the forward pass, EOS included (may exceed the model's).
-            batch_size: texts per forward pass.
-            dimensions: N, the first N coordinates renormalised; None: all D.
-
-        Returns:
-            float32 `[total spans, D]` (`[total spans, N]`), the spans of the first text first, each text's
-            in the order given.
-
-        Raises:
-            UserError: a span that is empty, negative, past `document_length` or past its text's tokens,
-                spans not one list a text, bad `dimensions`: before any forward pass.
-            CheckpointError: the model gives a non-finite vector.
-
-        Example:
-        >>> encoder = gtr_keras.load(model_dir)
-        >>> ids = encoder.tokenize([long_text], length=2048)[0]
-        >>> encoder.encode_late_chunks([long_text], [[(0, 64), (64, len(ids))]], document_length=2048).shape
-        (2, 768)
-        """
-        dimensions = self.check_dimensions(dimensions)
-        check_document_length(document_length)
-        texts = check_texts(texts)
-        ids = self.tokenize(texts, length=document_length) if texts else []
-        spans = check_spans(spans, [len(text_ids) for text_ids in ids], document_length)
-        return truncate(self.embed_token_spans(ids, spans, batch_size), dimensions)
-
     def embed_token_spans(
         self, token_ids: Sequence[Sequence[int]], spans: Sequence[Sequence[Sequence[int]]], batch_size: int = 4
     ) -> np.ndarray:
         """Late chunking of tokenised texts: one unit vector per span, each text in one forward pass
-        (`encode_late_chunks` from token ids, all D coordinates; a segment of a text longer than a forward pass
-        is a text of its own).
+        (`encode_late_chunks` from token ids; a segment of a text longer than a forward pass is a text of its
+        own).
 
         Args:
             token_ids: each text's token ids (as `tokenize` gives them, or a slice of them).
