@@ -10,8 +10,6 @@ text), so a text's windows cover it whole: `text[start:end]` of the windows, ove
 
 from typing import Any, NamedTuple
 
-import numpy as np
-
 from gtr_keras.errors import UserError
 
 MIN_TOKENS = 8
@@ -83,6 +81,8 @@ class PieceSpans:
 
     def starts(self, text: str) -> list[int]:
         """Where each piece of `text` begins, in characters: the first at 0."""
+        import numpy as np  # not for the parser, which checks `--passages`
+
         if self.lowercase:  # one character for one, as TensorFlow lowercases, so the offsets stay the text's
             text = "".join(c.lower() if len(c.lower()) == 1 else c for c in text)
         pieces = self.processor.encode(text, out_type="proto").pieces

@@ -974,3 +974,11 @@ def test_a_scann_searcher_says_the_float32_bytes_it_holds_and_above_the_limit_is
     np.testing.assert_array_equal(
         searcher.doc_embeddings.numpy(), SearchIndex.load(index_dir / "index").live_embeddings()
     )
+
+
+def test_export_refuses_the_searcher_of_a_passages_index_before_writing(tiny_encoder, tiny_model_dir, tmp_path):
+    corpus = gtr_keras.Corpus(["a", "b"], ["", ""], ["wing lift " * 20, "jet nozzle"])
+    gtr_keras.Index.build(tmp_path / "index", corpus, tiny_model_dir, passages="16")
+    with pytest.raises(UserError, match="a passages index: the searcher SavedModel does not aggregate its windows"):
+        export_searcher(tiny_encoder, tmp_path / "index", tmp_path / "exports", searcher="brute-force")
+    assert not (tmp_path / "exports").exists()

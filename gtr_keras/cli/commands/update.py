@@ -51,18 +51,14 @@ def run(args):
     from gtr_keras.retrieval.index_updates import update_index
     from gtr_keras.storage.layout import read_model_record
 
-    if args.passages is not None or read_model_record(args.index).get("passages"):
-        with Index.open(args.index, (lambda: handler_inputs.encoder(args)) if args.model else None) as index:
-            change = index.update(
-                args.corpus,
-                files.FilePath(args.delete) if args.delete else None,
-                embeddings=args.embeddings,
-                missing_ok=args.missing_ok,
-                compact=args.compact,
-                batch_size=args.batch_size,
-                progress=args.progress,
-                passages=args.passages,
-            )
+    encoder = (lambda: handler_inputs.encoder(args)) if args.model else None
+    delete = files.FilePath(args.delete) if args.delete else None
+    common = {"missing_ok": args.missing_ok, "batch_size": args.batch_size, "progress": args.progress}
+    recorded = read_model_record(args.index)  # once: `update_index` takes it
+    if args.passages is not None or recorded.get("passages"):  # docs/long-documents.md
+        with Index.open(args.index, encoder) as index:
+            flags = {"embeddings": args.embeddings, "compact": args.compact, "passages": args.passages}
+            change = index.update(args.corpus, delete, **flags, **common)
         print(f"updated {args.index}: {change.documents} documents, generation {change.generation}")
         return
     embedding_files = None
@@ -75,13 +71,12 @@ def run(args):
         embeddings=embedding_files,
         corpus=args.corpus,
         documents=args.bm25_corpus,
-        encoder=(lambda: handler_inputs.encoder(args)) if args.model else None,
+        encoder=encoder,
         model_dir=args.model,
-        delete=files.FilePath(args.delete) if args.delete else None,
-        missing_ok=args.missing_ok,
+        delete=delete,
         compact=True if args.compact else "auto",
-        batch_size=args.batch_size,
-        progress=args.progress,
+        recorded=recorded,
+        **common,
     )
     print(
         f"updated {args.index}: {change.documents} documents in {change.segments} segments, "
