@@ -2,7 +2,7 @@
 window's vector pooled from a forward pass of its whole document (`"title text"`, up to `document_length`
 tokens) instead of the window's text alone, so it sees its document's context.
 
-The windows are a passages index's (`models.passages`: character windows of a document's `text`); each is
+The windows are a passages index's (`models.token_windows`: character windows of a document's `text`); each is
 mapped onto the tokens of the document's `"title text"` (the first window from the title on, the last through
 EOS, so a document of one window gets its plain embedding when it fits the model's budget). A document longer
 than `document_length` tokens is encoded in segments of that many tokens, every `document_length` minus the
@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from gtr_keras.errors import UserError
-from gtr_keras.models.passages import piece_spans_of
+from gtr_keras.models.token_windows import piece_spans_of
 from gtr_keras.models.text_encoder import check_token_outputs
 
 

@@ -5,7 +5,7 @@ import pytest
 
 from gtr_keras.errors import UserError
 from gtr_keras.models.late_chunking import LateChunks
-from gtr_keras.models.passages import document_windows
+from gtr_keras.models.token_windows import document_windows
 from gtr_keras.utils.dimensions import truncate
 
 WORDS = ("red", "blue", "green", "small", "large", "long", "short", "thin", "thick", "swept") * 3
