@@ -512,6 +512,7 @@ def test_the_top_level_modules_import_what_the_architecture_says():
         "gtr_keras.utils",
         "gtr_keras.utils.files",
         "gtr_keras.utils.dimensions",  # the rule of `--dimensions`: numpy only inside its functions
+        "gtr_keras.models.token_windows",  # the rule of `--passages`: numpy and sentencepiece only inside its functions
         "gtr_keras.models.model_files.model_source",
         "gtr_keras.exports",
         "gtr_keras.exports.export_formats",

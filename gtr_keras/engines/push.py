@@ -33,6 +33,7 @@ from gtr_keras.errors import UserError
 from gtr_keras.storage.layout import (
     INDEX_SUBDIR,
     NO_FLOAT32,
+    PASSAGES_FIELD,
     PUSH_LEDGER_FORMAT,
     PUSH_LEDGER_PREFIX,
     read_model_record,
@@ -170,7 +171,8 @@ def push(
     target = parse_target(target) if isinstance(target, str) else target
     collection = default_collection(index_path) if collection is None else collection
     index_path = os.fspath(index_path)
-    read_model_record(index_path)  # not an index directory: one line
+    if read_model_record(index_path).get(PASSAGES_FIELD):  # not an index directory: one line
+        raise UserError(f"{index_path}: a passages index (--passages): its windows are not pushed to an engine yet")
     engine = open_engine(target, collection, timeout=timeout)  # a missing extra, an unreachable host
     try:
         with output_lock(index_path):

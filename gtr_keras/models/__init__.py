@@ -1,4 +1,5 @@
-"""Model families, one folder each, in keras-hub's layout (`keras_hub/src/models/<family>/`).
+"""Model families, one folder each, in keras-hub's layout (`keras_hub/src/models/<family>/`); beside them
+`text_encoder` (every encoder's interface) and `token_windows` (token windows of long texts, with their offsets).
 
 Public names: `Encoder` (what `gtr_keras.load` returns for a model), `TextEncoder` (every encoder's interface),
 `PRESETS` (the architectures and trained models by name), `BUNDLED_MODEL_DIR` (the model bundled with the package).

@@ -31,6 +31,61 @@ def to_bytes(text: str | bytes) -> bytes:
     return text if isinstance(text, bytes) else text.encode("utf-8")
 
 
+def check_texts(texts: Iterable[str | bytes]) -> list[str | bytes]:
+    """The texts as a list; `UserError` naming the first that is not valid Unicode (a lone surrogate)."""
+    return [check_text(f"texts[{i}]", text) if isinstance(text, str) else text for i, text in enumerate(texts)]
+
+
+def check_token_outputs(encoder: "TextEncoder") -> None:
+    """`UserError` for an encoder without the model's token outputs (an export's): late chunking pools them."""
+    if not encoder.token_outputs:
+        raise UserError(
+            f"late chunking needs the Keras model's token outputs; {type(encoder).__name__} gives pooled "
+            "embeddings only: use the model directory"
+        )
+
+
+def check_document_length(document_length: Any) -> int:
+    """`document_length` when it is a token budget (an integer of at least 2: one token and EOS), else `UserError`."""
+    if not isinstance(document_length, int) or isinstance(document_length, bool) or document_length < 2:
+        raise UserError(
+            f"document_length must be an integer of at least 2 (one token and EOS), got {document_length!r}"
+        )
+    return document_length
+
+
+def check_spans(spans: Sequence[Any], lengths: Sequence[int], document_length: int | None = None) -> list[np.ndarray]:
+    """Each text's token spans as int32 `[n, 2]` arrays of `[start, end)`, checked against the text's number of
+    tokens (`lengths`) and `document_length` (`UserError` naming the first bad one: not integers, empty, past
+    the budget or past the text's tokens).
+
+    Example:
+    >>> check_spans([[(0, 4), (2, 6)], []], lengths=[6, 3], document_length=8)[0].tolist()
+    [[0, 4], [2, 6]]
+    """
+    if len(spans) != len(lengths):
+        raise UserError(f"spans: {len(spans)} lists of spans for {len(lengths)} texts (one list a text)")
+    checked = []
+    for i, text_spans in enumerate(spans):
+        try:
+            array = np.asarray(text_spans) if len(text_spans) else np.zeros((0, 2), np.int64)
+        except (TypeError, ValueError):  # not a sized thing, or pairs of different lengths
+            array = np.zeros(0)
+        if array.ndim != 2 or array.shape[1] != 2 or array.dtype.kind not in "iu":
+            raise UserError(f"spans[{i}]: not a list of [start, end) pairs of integers: {text_spans!r}"[:200])
+        for j, (start, end) in enumerate(array.tolist()):
+            if start < 0 or end <= start:
+                raise UserError(f"spans[{i}][{j}]: [{start}, {end}) is empty or starts below 0")
+            if document_length is not None and end > document_length:
+                raise UserError(
+                    f"spans[{i}][{j}]: [{start}, {end}) ends past document_length {document_length}: raise it"
+                )
+            if end > lengths[i]:
+                raise UserError(f"spans[{i}][{j}]: [{start}, {end}) ends past the text's {lengths[i]} tokens")
+        checked.append(array.astype(np.int32))
+    return checked
+
+
 def length_sorted_batches(lengths: Sequence[int], batch_size: int) -> list[np.ndarray]:
     """Row numbers of items of `lengths` in batches of at most `batch_size`, shortest first (a stable sort), so
     that a batch padded to its longest item pads little: how every encoder, and a reranker's `PairScorer`, batch.
@@ -41,6 +96,16 @@ def length_sorted_batches(lengths: Sequence[int], batch_size: int) -> list[np.nd
     """
     order = np.argsort(lengths, kind="stable")
     return [order[start : start + batch_size] for start in range(0, len(order), batch_size)]
+
+
+def check_finite_embeddings(embeddings: np.ndarray, what: str) -> None:
+    """`CheckpointError` when a row of `embeddings` (of `what`: "documents", ...) is not finite."""
+    broken = np.flatnonzero(~np.isfinite(embeddings).all(axis=1))
+    if broken.size:
+        raise CheckpointError(
+            f"the model gives non-finite embeddings (NaN or infinity) for {broken.size} of {len(embeddings)} "
+            f"{what} (the first: number {broken[0]}); nothing was written"
+        )
 
 
 class _NoBar:
@@ -71,7 +136,9 @@ class TextEncoder:
     A subclass gives `embedding_dim`, `query_length`, `document_length` and either `tokenize(texts, kind)`
     with `embed_tokens(token_ids, padding_mask)` (the model takes token ids: each batch is padded with
     `pad_id` to its longest text, or to `padded_shape`), or `prepare` and `embed_batch` of its own (the
-    model takes texts); and `matryoshka_dims`, the prefixes its model was trained for (`()`: none).
+    model takes texts); and `matryoshka_dims`, the prefixes its model was trained for (`()`: none). An encoder
+    with `token_outputs` (the Keras model's `Encoder`) also gives `embed_token_spans`, and so late chunking
+    (`encode_late_chunks`).
 
     `dimensions=N` cuts the embeddings to their first N coordinates, renormalised (`utils.dimensions`);
     `truncated(N)` is the encoder that always does (`TruncatedEncoder`: what an index built with N
@@ -92,6 +159,9 @@ class TextEncoder:
     pad_id = 0
     dimensions: int | None = None
     matryoshka_dims: Sequence[int] = ()
+    # True where `embed_token_spans(token_ids, spans, batch_size)` pools the model's token outputs (late chunking).
+    token_outputs = False
+    embed_token_spans: Callable[[Sequence[Sequence[int]], Sequence[Any], int], np.ndarray]
 
     def length(self, kind: str) -> int:
         """The token budget of `"query"` or `"document"`, EOS included."""
@@ -106,15 +176,19 @@ class TextEncoder:
         """The `[rows, length]` shape a batch is padded to: the batch as it is."""
         return rows, length
 
-    def embed_batch(self, items: Sequence[Any], kind: str, batch_size: int) -> Any:
-        """Embeddings `[>= len(items), D]` of one batch of `prepare`'s items: token ids, padded."""
+    def padded_tokens(self, items: Sequence[Sequence[int]], batch_size: int) -> tuple[np.ndarray, np.ndarray]:
+        """int32 token ids and padding mask `padded_shape` of a batch of token id lists, padded with `pad_id`."""
         lengths = [len(row) for row in items]
         ids = np.full(self.padded_shape(len(items), max(lengths), batch_size), self.pad_id, np.int32)
         mask = np.zeros_like(ids)
         for i, row in enumerate(items):
             ids[i, : lengths[i]] = row
             mask[i, : lengths[i]] = 1
-        return self.embed_tokens(ids, mask)
+        return ids, mask
+
+    def embed_batch(self, items: Sequence[Any], kind: str, batch_size: int) -> Any:
+        """Embeddings `[>= len(items), D]` of one batch of `prepare`'s items: token ids, padded."""
+        return self.embed_tokens(*self.padded_tokens(items, batch_size))
 
     def check_dimensions(self, dimensions: int | None) -> int | None:
         """`dimensions` checked against D (`UserError`: not an integer from 1 to D), or None; warns, once per
@@ -168,7 +242,7 @@ class TextEncoder:
         """
         check_kind(kind)
         dimensions = self.check_dimensions(dimensions)
-        texts = [check_text(f"texts[{i}]", text) if isinstance(text, str) else text for i, text in enumerate(texts)]
+        texts = check_texts(texts)
         output = np.zeros((len(texts), self.embedding_dim), np.float32)
         if not texts:
             return truncate(output, dimensions)
@@ -177,12 +251,7 @@ class TextEncoder:
             for rows in length_sorted_batches([len(item) for item in items], batch_size):
                 output[rows] = np.asarray(self.embed_batch([items[row] for row in rows], kind, batch_size))[: len(rows)]
                 bar.update(len(rows))
-        broken = np.flatnonzero(~np.isfinite(output).all(axis=1))
-        if broken.size:
-            raise CheckpointError(
-                f"the model gives non-finite embeddings (NaN or infinity) for {broken.size} of {len(texts)} "
-                f"{kind}s (the first: number {broken[0]}); nothing was written"
-            )
+        check_finite_embeddings(output, f"{kind}s")
         return truncate(output, dimensions)
 
     def encode_queries(
@@ -205,6 +274,55 @@ class TextEncoder:
         """Embeds documents (truncated to `document_length` tokens; to `dimensions` coordinates where given)."""
         return self.encode(texts, "document", batch_size, progress, dimensions)
 
+    def encode_late_chunks(
+        self,
+        texts: Sequence[str | bytes],
+        spans: Sequence[Sequence[Sequence[int]]],
+        document_length: int,
+        batch_size: int = 4,
+        dimensions: int | None = None,
+    ) -> np.ndarray:
+        """Late chunking: one unit vector per token span of each text, each pooled from one forward pass of
+        its whole text (up to `document_length` tokens), so each span's vector sees its text's context.
+
+        Each text is tokenised to `document_length` tokens (EOS included, as `tokenize`), encoded once, and
+        each span's token outputs go through the model's head (`GTRTextEmbedder.embed_spans`): exactly what
+        pooling that span of the full forward pass gives. A span `[0, n)` over a text of n tokens gives
+        its `encode_documents` embedding where n fits the model's `document_length`. T5's relative
+        positions take any length; attention costs memory quadratic in it: `[batch, heads, L, L]`
+        float32 a layer (docs/long-documents.md).
+
+        Args:
+            texts: the documents.
+            spans: for each text, its `[start, end)` token spans (positions in `tokenize(texts,
+                length=document_length)`'s ids); a text may have none.
+            document_length: the token budget of the forward pass, EOS included (may exceed the model's).
+            batch_size: texts per forward pass.
+            dimensions: N, the first N coordinates renormalised; None: all D.
+
+        Returns:
+            float32 `[total spans, D]` (`[total spans, N]`), the spans of the first text first, each text's
+            in the order given.
+
+        Raises:
+            UserError: a span that is empty, negative, past `document_length` or past its text's tokens,
+                spans not one list a text, bad `dimensions`: before any forward pass.
+            CheckpointError: the model gives a non-finite vector.
+
+        Example:
+        >>> encoder = gtr_keras.load(model_dir)
+        >>> ids = encoder.tokenize([long_text], length=2048)[0]
+        >>> encoder.encode_late_chunks([long_text], [[(0, 64), (64, len(ids))]], document_length=2048).shape
+        (2, 768)
+        """
+        check_token_outputs(self)
+        dimensions = self.check_dimensions(dimensions)
+        check_document_length(document_length)
+        texts = check_texts(texts)
+        ids = self.tokenize(texts, length=document_length) if texts else []
+        spans = check_spans(spans, [len(text_ids) for text_ids in ids], document_length)
+        return truncate(self.embed_token_spans(ids, spans, batch_size), dimensions)
+
 
 class TruncatedEncoder(TextEncoder):
     """An encoder whose embeddings are cut to their first `dimensions` coordinates, renormalised: its
@@ -226,6 +344,7 @@ class TruncatedEncoder(TextEncoder):
         self.dimensions = encoder.check_dimensions(dimensions)
 
     embedding_dim = property(lambda self: self.dimensions, doc="N, the dimensions its embeddings keep.")
+    token_outputs = property(lambda self: self.encoder.token_outputs, doc="The encoder's.")
     matryoshka_dims = property(lambda self: self.encoder.matryoshka_dims, doc="The encoder's.")
 
     def __getattr__(self, name):
@@ -253,6 +372,11 @@ class TruncatedEncoder(TextEncoder):
         dimensions = self.check_dimensions(dimensions) or self.dimensions
         encode = self.encoder.encode_queries if kind == "query" else self.encoder.encode_documents
         return truncate(encode(texts, batch_size, progress), dimensions)
+
+    def embed_token_spans(
+        self, token_ids: Sequence[Sequence[int]], spans: Sequence[Sequence[Sequence[int]]], batch_size: int = 4
+    ) -> np.ndarray:
+        return truncate(self.encoder.embed_token_spans(token_ids, spans, batch_size), self.dimensions)
 
 
 def check_pairs(pairs: Iterable[Sequence[str | bytes]]) -> list[tuple[str | bytes, str | bytes]]:

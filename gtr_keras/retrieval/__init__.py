@@ -4,7 +4,8 @@
 `hybrid_retriever` (`HybridRetriever`: GTR, BM25 or both), `runs` (runs over a collection, BM25 beside GTR,
 hard-negative mining), `reranking` (a reranker's second stage over any of them), `evaluator` (`evaluate`: a
 model or an `Index` on a BEIR collection), `index_handle` (`IndexHandle`, `Index`'s base: documents by id, its
-files checked, closing), `index_types` (what `Index` takes and answers, typed) and `encoding/`
+files checked, closing), `index_types` (what `Index` takes and answers, typed), `passages` (a passages index's
+window rows, searched as documents) and `encoding/`
 (`beam_pipeline`: corpus encoding with Apache Beam).
 
 Public names: what `gtr_keras.Index` answers: `Hit` (a search hit), `Document` (a document by id) and

@@ -32,6 +32,7 @@ from gtr_keras.retrieval.index_building import build_index, check_index_outputs,
 from gtr_keras.retrieval.index_handle import IndexHandle
 from gtr_keras.retrieval.index_types import FilterLike, Hit, IdsLike, IndexPaths, IndexUpdate, ModelLike, RerankerLike
 from gtr_keras.retrieval.index_updates import update_index
+from gtr_keras.retrieval.passages import check_setting, passages_setting, update_passages, window_corpus
 from gtr_keras.retrieval.reranking import rerank as rerank_hits
 from gtr_keras.retrieval.reranking import reranker_of
 from gtr_keras.retrieval.retriever import Retriever
@@ -142,6 +143,7 @@ class Index(IndexHandle):
         large_model: bool = False,
         file_rows: int = 50_000,
         dimensions: int | None = None,
+        passages: str | tuple[int, int] | None = None,
     ) -> Self:
         """Builds an index directory at `path` (what `gtr-keras index` does, with its options) and opens it.
 
@@ -174,6 +176,8 @@ class Index(IndexHandle):
             file_rows: documents per embedding file of the Beam pipeline.
             dimensions: N, to index the first N coordinates of each embedding, renormalised
                 (`utils.dimensions`): recorded, and the index's queries cut the same; None: all D.
+            passages: `"TOKENS[:STRIDE]"` or `(tokens, stride)`: a corpus's documents cut into windows of TOKENS
+                tokens every STRIDE (default TOKENS), searched as documents (docs/long-documents.md); recorded.
 
         Returns:
             The `Index`, with `model` loaded when it was used.
@@ -195,6 +199,9 @@ class Index(IndexHandle):
             raise UserError("documents go with embeddings (a corpus is indexed with its own)")
         if runner is not None and embeddings is not None:
             raise UserError("runner encodes a corpus; embeddings are encoded already")
+        setting = passages_setting(passages)
+        if setting is not None and (corpus is None or runner is not None):
+            raise UserError("passages: a corpus's documents are cut into windows (not embeddings, nor with a runner)")
         if dimensions is not None:
             check_dimensions(dimensions)
             if runner is not None:
@@ -239,7 +246,8 @@ class Index(IndexHandle):
                     raise DataError(f"{name}: a glob of corpus files needs a Beam runner (runner='DirectRunner')")
             corpus = load_corpus(corpus) if isinstance(corpus, (str, os.PathLike)) else check_corpus(corpus)
             encoder = _encoder_of(model).truncated(dimensions)
-            build_index(encoder, corpus, path, model_dir, kind, batch_size, piece_size, progress, bm25, params)
+            corpus, setting = window_corpus(corpus, encoder, passages)
+            build_index(encoder, corpus, path, model_dir, kind, batch_size, piece_size, progress, bm25, params, setting)
         index = cls.open(path, model)
         index._encoder = index._retriever.encoder = encoder  # checked by the build (None: none loaded)
         return index
@@ -320,7 +328,8 @@ class Index(IndexHandle):
         rerank_depth: int | None = None,
     ) -> list[list[Hit]]:
         """The top `k` hits of each query: per query, a list of `{"id", "score", "title", "text"}` best
-        first (titles and texts where the index stores documents), what `gtr-keras search --json` prints.
+        first (titles and texts where the index stores documents), what `gtr-keras search --json` prints; a
+        passages index's: `k` distinct documents, each scored by its best window, that window its `"passage"`.
 
         Every search of the index runs here: GTR on texts (encoded by the index's model) or on vectors,
         BM25, or both fused, with or without a filter, and a reranker's second stage over any of them.
@@ -379,8 +388,13 @@ class Index(IndexHandle):
         return [row[:k] for row in rerank_hits(scorer, texts, hits, depth)]
 
     def _first_stage(self, texts, vectors, k, filter, allowed, retriever, fusion):
+        if retriever == "gtr" and vectors is None:
+            vectors = self.encoder.encode_queries(texts)
+        search = lambda n: self._rows(texts, vectors, n, filter, allowed, retriever, fusion)  # noqa: E731
+        return search(k) if self._passages is None else self._passages.search(search, k)
+
+    def _rows(self, texts, vectors, k, filter, allowed, retriever, fusion):
         if retriever == "gtr":
-            vectors = self.encoder.encode_queries(texts) if vectors is None else vectors
             return self._retriever.hits(*self._retriever.search_ids(vectors, k, allowed))
         if vectors is not None:
             raise UserError(f"retriever {retriever!r} searches texts (BM25 has no vectors)")
@@ -403,6 +417,7 @@ class Index(IndexHandle):
         compact: bool = False,
         batch_size: int = 32,
         progress: bool | None = None,
+        passages: str | tuple[int, int] | None = None,
     ) -> IndexUpdate:
         """Adds (or replaces) and deletes documents in place, in one commit (`gtr-keras update` with
         `--corpus` or `--embeddings` and `--delete`).
@@ -427,6 +442,8 @@ class Index(IndexHandle):
             compact: then rewrite the index as one segment without its deleted rows (else done by itself past
                 `segment_writer.MAX_SEGMENTS` segments or `MAX_DELETED_FRACTION` deleted rows).
             batch_size, progress: for encoding `add`.
+            passages: checked against the index's (`MismatchError` naming it); a passages index cuts `add`'s
+                documents into its windows whether given or not, and replaces or deletes a document's windows together.
 
         Returns:
             What changed (`IndexUpdate`): the ids added, replaced and deleted, and the generation, documents and
@@ -449,6 +466,9 @@ class Index(IndexHandle):
             raise UserError("update: nothing to do: pass add=, embeddings= or delete= (or compact=True)")
         if len(self.paths) > 1:
             raise UserError("an update goes to one index directory: open the shard that holds the documents")
+        check_setting(self.passages, passages_setting(passages), self.paths[0])
+        if self._passages is not None:
+            return update_passages(self, add, embeddings, delete, missing_ok, compact, batch_size, progress)
         change = update_index(
             self.paths[0],
             embeddings=embeddings,
@@ -567,33 +587,3 @@ class Index(IndexHandle):
             record = tune(self.paths[0], queries, sample, target_recall, k, plot, build=build)
         self._reopen()
         return record
-
-    def set_search_settings(self, setting: dict[str, int]) -> None:
-        """Sets search settings for this `Index`'s searches (overriding a tuned setting; `search_settings`
-        says those in effect): ScaNN's `num_leaves_to_search`, `reorder_factor` and `rescore_factor` (float32
-        rescoring), an int8 or binary index's `rescore`.
-
-        Example:
-        >>> index.set_search_settings({"num_leaves_to_search": 40})
-        """
-        self._retriever.index.set_search_params(setting)
-        self._search_params = {**self._search_params, **setting}
-
-    @property
-    def kind(self) -> str:
-        """`"exact"` or `"scann"` (`"mixed"` for shards of both)."""
-        return self._retriever.index.kind
-
-    @property
-    def ids(self) -> list[str]:
-        """The ids of the documents, in the index's order."""
-        return list(self._retriever.index.ids)
-
-    def __len__(self) -> int:
-        return len(self._retriever.index.ids)
-
-    def __repr__(self) -> str:
-        where = self.paths[0] if len(self.paths) == 1 else self.paths
-        if self.closed:
-            return f"Index({where!r}: closed)"
-        return f"Index({where!r}: {len(self)} documents, {self.kind})"

@@ -31,6 +31,7 @@ from gtr_keras.storage.layout import (
     BM25_SUBDIR,
     DOCUMENTS_FILE,
     INDEX_SUBDIR,
+    PASSAGES_FIELD,
     PUSH_LEDGER_GLOB,
     RETRIEVER_JSON,
 )
@@ -100,6 +101,7 @@ def build_index(
     progress=None,
     bm25=True,
     params=None,
+    passages=None,
 ):
     """Encodes `corpus` and writes a searchable index directory.
 
@@ -124,6 +126,8 @@ def build_index(
         progress: show a progress bar (default: for corpora of 5000 or more).
         bm25: also write the BM25 side (`bm25_side`) of the documents.
         params: the index's `params` (`write_search_index`: ScaNN overrides, or an exact index's vectors).
+        passages: the `{"tokens", "stride"}` of a passages index (`retrieval.passages`), recorded; `corpus`
+            then holds its window rows.
 
     Returns:
         The `SearchIndex` written to `index_dir/index`.
@@ -149,7 +153,7 @@ def build_index(
         raise UserError("the corpus is empty: nothing to index")
     check_index_outputs(index_dir)
     texts = corpus.joined()
-    metadata = index_metadata(encoder, model_dir)
+    metadata = {**index_metadata(encoder, model_dir), **({PASSAGES_FIELD: passages} if passages else {})}
     model = {field: metadata[field] for field in MODEL_FIELDS}
     writer = ResumableEncoding(work_dir_for(index_dir), corpus.ids, texts, piece_size, model)
     pending = writer.pending_pieces()

@@ -1,6 +1,8 @@
 """`IndexHandle`: what an `Index` is as a handle of its directories, apart from searching and writing them:
-open until closed (`close`, `with`), its documents by id (`get`, `in`), and the check of its files (`check`,
-as `gtr-keras check` verifies them: `integrity.index_checker.check_index`, which lies beneath `retrieval`).
+open until closed (`close`, `with`), its kind and search settings (`kind`, `set_search_settings`), its documents
+by id (`get`, `in`, `ids`, `len`: a passages index's documents, not its window rows), and the check of its files
+(`check`, as `gtr-keras check` verifies them: `integrity.index_checker.check_index`, which lies beneath
+`retrieval`).
 """
 
 import contextlib
@@ -18,6 +20,7 @@ from gtr_keras.integrity.index_checker import check_index
 from gtr_keras.lexical.bm25_side import has_bm25_side
 from gtr_keras.models.text_encoder import TextEncoder
 from gtr_keras.retrieval.index_types import Document, IdsLike
+from gtr_keras.retrieval.passages import Passages, shards_setting
 from gtr_keras.retrieval.retriever import Retriever
 from gtr_keras.storage.layout import INDEX_SUBDIR, MANIFEST_JSON, RETRIEVER_JSON
 from gtr_keras.storage.segments import manifest_generation
@@ -41,6 +44,8 @@ class IndexHandle:
     """
 
     paths: list[str]
+    records: list[dict[str, Any]]
+    _passages: Passages | None = None
     _loaded: Retriever | None = None
     _bm25: Any = None
     _encoder: TextEncoder | None = None
@@ -77,6 +82,8 @@ class IndexHandle:
             self._version = self._commit_points()
             self._retriever = Retriever.load(self.paths[0] if len(self.paths) == 1 else self.paths, None)
             self._retriever.encoder = self._encoder
+            if self.passages:
+                self._passages = Passages(self._retriever.index.ids, self._retriever.corpus)
             if self._search_params:
                 self._retriever.index.set_search_params(self._search_params)
             self._bm25 = None
@@ -112,6 +119,8 @@ class IndexHandle:
         """
         wanted = id_list(ids, "get")
         retriever = self._retriever
+        if self._passages is not None:
+            return [self._passages.document(i) if i in self._passages.rows else None for i in wanted]
         found = np.isin(np.array([i.encode("utf-8") for i in wanted], dtype="S"), retriever.index.ids.array)
         return [retriever.document(i) if live else None for i, live in zip(wanted, found)]
 
@@ -119,7 +128,46 @@ class IndexHandle:
         """Whether the document `doc_id` (a string, or an integer as a corpus's `_id` may be) is in the index."""
         if isinstance(doc_id, bool) or not isinstance(doc_id, str | int) or text_problem(str(doc_id)):
             return False  # no such type of id, or a lone surrogate, which no id holds
+        if self._passages is not None:
+            return self._retriever is not None and str(doc_id) in self._passages.rows
         return bool(np.any(self._retriever.index.ids.array == str(doc_id).encode("utf-8")))
+
+    @property
+    def passages(self) -> dict[str, int] | None:
+        """The `{"tokens", "stride"}` of a passages index (`--passages TOKENS:STRIDE`), or None."""
+        return shards_setting(self.paths, self.records)
+
+    @property
+    def ids(self) -> list[str]:
+        """The ids of the documents, in the index's order (of their first windows, for a passages index)."""
+        rows = self._retriever.index.ids
+        return self._passages.ids if self._passages is not None else list(rows)
+
+    def __len__(self) -> int:
+        rows = self._retriever.index.ids
+        return len(self._passages.rows) if self._passages is not None else len(rows)
+
+    def set_search_settings(self, setting: dict[str, int]) -> None:
+        """Sets search settings for this `Index`'s searches (overriding a tuned setting; `search_settings`
+        says those in effect): ScaNN's `num_leaves_to_search`, `reorder_factor` and `rescore_factor` (float32
+        rescoring), an int8 or binary index's `rescore`.
+
+        Example:
+        >>> index.set_search_settings({"num_leaves_to_search": 40})
+        """
+        self._retriever.index.set_search_params(setting)
+        self._search_params = {**self._search_params, **setting}
+
+    @property
+    def kind(self) -> str:
+        """`"exact"` or `"scann"` (`"mixed"` for shards of both)."""
+        return self._retriever.index.kind
+
+    def __repr__(self) -> str:
+        where = self.paths[0] if len(self.paths) == 1 else self.paths
+        if self.closed:
+            return f"Index({where!r}: closed)"
+        return f"Index({where!r}: {len(self)} documents, {self.kind})"
 
     def check(self) -> CheckReport:
         """Verifies the index's files as `gtr-keras check` does: every file's SHA-256, the records, every

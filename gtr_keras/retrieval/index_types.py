@@ -27,7 +27,8 @@ IdsLike = str | int | Iterable[str | int]
 class Hit(TypedDict):
     """One hit of `Index.search`, what `gtr-keras search --json` prints: the document's `id`, its `score`
     (GTR's dot product, BM25's, the fused score or the reranker's), and its `title` and `text` where the
-    index stores its document (absent otherwise).
+    index stores its document (absent otherwise); in a passages index, the `passage` that scored: its
+    characters `{"start", "end"}` in `text` (docs/long-documents.md).
 
     Example:
     >>> hit: Hit = {"id": "d1", "score": 0.81, "title": "", "text": "lift on a wing"}
@@ -37,6 +38,7 @@ class Hit(TypedDict):
     score: float
     title: NotRequired[str]
     text: NotRequired[str]
+    passage: NotRequired[dict[str, int]]
 
 
 class Document(TypedDict):

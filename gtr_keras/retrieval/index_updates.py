@@ -59,7 +59,7 @@ def _check_deletions(index_dir, state, ids, where=None):
         raise DataError(f"{where(missing[0])}: id {ids[missing[0]]!r} is not in the index {index_dir}")
 
 
-def _deletions(delete):
+def deletion_ids(delete):
     """The ids of `delete` (`update_index`'s), and `where(i)`, which names id `i` (its file's line), or None."""
     if isinstance(delete, os.PathLike):
         return read_id_file(os.fspath(delete))
@@ -79,6 +79,7 @@ def update_index(
     batch_size=32,
     progress=None,
     documents=None,
+    recorded=None,
 ):
     """Adds or replaces documents of an index directory and deletes others, in place.
 
@@ -110,6 +111,8 @@ def update_index(
         documents: with `embeddings`, their documents (titles, texts and metadata, stored as `corpus`'s
             are): a `Corpus` in the embeddings' order or a corpus file (any order, the same ids); None: the
             documents the embeddings replace lose theirs (a `DataWarning` when they had metadata).
+        recorded: the index directory's model record, where the caller read it already (`read_model_record`);
+            None: read here.
 
     Returns:
         An `IndexUpdate`: the ids added, replaced and deleted, and the generation, documents and segments
@@ -140,8 +143,8 @@ def update_index(
         raise UserError("documents go with embeddings (a corpus brings its own)")
     if corpus is not None and encoder is None:
         raise UserError("a corpus is encoded by the index's model: pass its encoder")
-    delete_ids, where = _deletions(delete)
-    recorded = read_model_record(index_dir)
+    delete_ids, where = deletion_ids(delete)
+    recorded = read_model_record(index_dir) if recorded is None else recorded
     search_index = os.path.join(index_dir, INDEX_SUBDIR)
     state = read_state(search_index)
     bm25 = _repair_bm25_side(index_dir, search_index, state)

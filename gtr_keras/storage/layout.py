@@ -70,6 +70,8 @@ PUSH_LEDGER_GLOB = f"{PUSH_LEDGER_PREFIX}*.json.gz"
 PUSH_LEDGER_FORMAT = 1
 # The fields of `retriever.json` (`read_model_record`); those of the model are null for embeddings indexed
 # without a record of their model.
+# A passages index's `{"tokens", "stride"}` (`gtr-keras index --passages TOKENS:STRIDE`, `retrieval.passages`).
+PASSAGES_FIELD = "passages"
 RETRIEVER_FIELDS = {
     "model_dir": "str?",
     "embedding_dim": "positive",
@@ -78,6 +80,7 @@ RETRIEVER_FIELDS = {
     "compute_dtype": "str?",
     "model_sha256": "sha256?",
     "dimensions": "positive?",
+    PASSAGES_FIELD: "object?",
     "kind": ("exact", "scann"),
     "num_documents": "count",
 }

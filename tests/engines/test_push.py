@@ -141,3 +141,12 @@ def test_bad_input_is_one_line_before_the_index_is_read(tmp_path):
     with pytest.raises(UserError, match="^target 'qdrnt:q': expected qdrant:PATH"):
         push(tmp_path / "nowhere", "qdrnt:q")
     assert default_collection("indexes/papers/") == "papers"
+
+
+def test_a_passages_index_is_refused_before_any_write(tmp_path, tiny_encoder):
+    from gtr_keras.retrieval.index import Index
+
+    Index.build(tmp_path / "idx", Corpus(["a"], [""], ["wing lift " * 20]), tiny_encoder, passages="8")
+    with pytest.raises(UserError, match="a passages index .--passages.: its windows are not pushed to an engine yet"):
+        push(tmp_path / "idx", f"qdrant:{tmp_path / 'q'}", "c")
+    assert not (tmp_path / "q").exists()

@@ -19,6 +19,8 @@ from gtr_keras.cli.main import main
 from gtr_keras.errors import UserError
 from gtr_keras.exports.savedmodel.export import export_encoder, export_searcher
 from gtr_keras.exports.savedmodel.loader import load_export
+from gtr_keras.retrieval.index_building import build_index
+from gtr_keras.retrieval.passages import window_corpus
 from gtr_keras.storage.search_index import SearchIndex
 
 REQUESTS = os.path.join(REPO, "deploy", "tf_serving", "requests")
@@ -990,3 +992,37 @@ def test_a_scann_searcher_says_the_float32_bytes_it_holds_and_above_the_limit_is
     np.testing.assert_array_equal(
         searcher.doc_embeddings.numpy(), SearchIndex.load(index_dir / "index").live_embeddings()
     )
+
+
+@pytest.mark.large
+@pytest.mark.parametrize("searcher", ["brute-force", "scann"])
+def test_the_searcher_of_a_passages_index_answers_its_documents_as_search_does(
+    searcher, tiny_encoder, tiny_model_dir, tmp_path
+):
+    rng = np.random.default_rng(0)
+    words = "wing lift drag shock boundary layer heat transfer flutter nozzle jet buckling panel cone mach".split()
+    texts = [" ".join(rng.choice(words, size=int(rng.integers(5, 60)))) for _ in range(40)]
+    metadata = [{"year": 2000 + i % 5} for i in range(40)]
+    corpus = gtr_keras.Corpus([f"d{i}" for i in range(40)], [""] * 40, texts, metadata)
+    rows, setting = window_corpus(corpus, tiny_encoder, "16:8")
+    kind = "scann" if searcher == "scann" else "exact"
+    build_index(tiny_encoder, rows, tmp_path / "index", tiny_model_dir, kind, passages=setting)
+    index = gtr_keras.Index.open(tmp_path / "index", tiny_encoder)
+    assert index.kind == kind and len(index) == 40
+    written = export_searcher(tiny_encoder, tmp_path / "index", tmp_path / "exports", searcher=searcher, k=5)
+    loaded = load_export(written)
+    queries = ["shock boundary layer", "nozzle flutter"]
+    answer = loaded.signatures["search"](queries=tf.constant(queries), k=tf.constant([5, 3]))
+    filtered = loaded.signatures["search_filtered"](
+        queries=tf.constant(queries[:1]), k=tf.constant([4]), filter=tf.constant(["year = 2003"])
+    )
+    for row, (query, k) in enumerate(zip(queries, [5, 3])):
+        expected = index.search([query], k=k)[0]
+        ids = [i.decode() for i in answer["ids"].numpy()[row][:k]]
+        assert ids == [hit["id"] for hit in expected] and len(set(ids)) == k
+        np.testing.assert_allclose(answer["scores"].numpy()[row][:k], [hit["score"] for hit in expected], atol=1e-5)
+        starts, ends = answer["passage_start"].numpy()[row][:k], answer["passage_end"].numpy()[row][:k]
+        assert [(int(s), int(e)) for s, e in zip(starts, ends)] == [tuple(hit["passage"].values()) for hit in expected]
+    assert [i.decode() for i in answer["ids"].numpy()[1][3:]] == ["", ""]  # past its own k: padding
+    expected = index.search(queries[:1], k=4, filter="year = 2003")[0]
+    assert [i.decode() for i in filtered["ids"].numpy()[0]] == [hit["id"] for hit in expected]

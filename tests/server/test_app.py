@@ -619,3 +619,18 @@ def test_a_client_that_waits_for_100_continue_is_answered_413_before_it_sends_it
     head, _, body = answer.partition(b"\r\n\r\n")
     assert head.startswith(b"HTTP/1.1 413 ") and b"100 Continue" not in head, head
     assert json.loads(body)["error"]["code"] == "request_too_large"
+
+
+def test_search_of_a_passages_index_answers_documents_with_the_window_that_scored(
+    tiny_encoder, tiny_model_dir, tmp_path
+):
+    from gtr_keras.beir.readers import Corpus
+    from gtr_keras.retrieval.index import Index
+
+    long = Corpus(["a", "b", "c"], ["", "t", ""], [" ".join(["wing lift drag shock"] * 20)] * 2 + ["jet nozzle"])
+    index = Index.build(tmp_path / "index", long, tiny_model_dir, passages="16:8")
+    with running(tiny_encoder, tmp_path / "index", tiny_model_dir) as (url, _, _):
+        answer = httpx.post(f"{url}/v1/search", json={"query": "shock drag", "k": 3}).json()
+    assert sorted(hit["id"] for hit in answer["hits"]) == ["a", "b", "c"]
+    assert_same_results(answer["hits"], index.search(["shock drag"], k=3)[0])
+    assert all(set(hit["passage"]) == {"start", "end"} for hit in answer["hits"])

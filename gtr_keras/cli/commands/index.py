@@ -15,6 +15,7 @@ from gtr_keras.cli.helpers.shared_flags import (
     add_batch_size,
     add_beam_arguments,
     add_dimensions,
+    add_passages,
     add_progress,
 )
 from gtr_keras.errors import DataError
@@ -93,6 +94,7 @@ def add_parser(subparsers, parents):
     p.add_argument("--piece-size", type=at_least_one, default=2048, help="documents per resumable piece")
     add_progress(p)
     add_dimensions(p, "the indexed vectors (recorded: queries are cut the same), or of --embeddings")
+    add_passages(p, "one row a window, recorded (with --corpus; TOKENS at most the model's document budget)")
     add_beam_arguments(p)
     return p
 
@@ -107,6 +109,8 @@ def check(args, parser):
         parser.error("argument --dimensions: not with --runner (index the pipeline's embeddings with --dimensions)")
     if args.embeddings is not None and args.runner:
         parser.error("argument --runner: encodes a corpus; --embeddings are encoded already")
+    if args.passages is not None and (args.embeddings is not None or args.runner):
+        parser.error("argument --passages: cuts the documents of --corpus (not --embeddings, nor with --runner)")
     if args.bm25_corpus is not None and args.embeddings is None:
         parser.error("argument --bm25-corpus: only with --embeddings (--corpus is indexed with BM25 itself)")
 
@@ -141,6 +145,7 @@ def run(args):
         large_model=args.large_model,
         file_rows=args.file_rows,
         dimensions=args.dimensions,
+        passages=args.passages,
     )
     bm25 = "and a BM25 side" if has_bm25_side(args.out) else "no BM25 side"
     vectors = f" over {args.vectors} vectors" if args.vectors != "float32" else ""

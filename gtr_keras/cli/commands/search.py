@@ -13,6 +13,7 @@ from gtr_keras.cli.helpers.flag_types import (
     text,
 )
 from gtr_keras.cli.helpers.shared_flags import (
+    add_passages,
     add_rerank_arguments,
     add_retriever_arguments,
 )
@@ -68,6 +69,7 @@ def add_parser(subparsers, parents):
         help="override a search setting of the index (the one `tune` recorded, or the build's), e.g. "
         "num_leaves_to_search=40, reorder_factor=50 (ScaNN) or rescore=100 (int8|binary); repeatable (default: none)",
     )
+    add_passages(p, "the index's setting, checked")
     add_rerank_arguments(
         p, "with --rerank: the first stage's top N hits are reranked, and the best k of them shown (default: -k)"
     )
@@ -103,6 +105,7 @@ def _search_filter(args):
 
 def run(args):
     from gtr_keras.retrieval.index import Index
+    from gtr_keras.retrieval.passages import check_setting, passages_setting
     from gtr_keras.retrieval.retriever import search_results
 
     filter = _search_filter(args)  # a bad expression or ids file before the index and the model load
@@ -112,6 +115,7 @@ def run(args):
         index = Index.open(args.index[0], args.model, collection=args.collection)
     else:
         index = Index.open(args.index, args.model)
+    check_setting(getattr(index, "passages", None), passages_setting(args.passages), args.index[0])
     if args.search_param:
         index.set_search_settings(dict(args.search_param))
     depth = args.rerank_depth or args.k or 10
@@ -124,7 +128,8 @@ def run(args):
     for query, row in zip(args.queries, hits):
         print(f"query: {query}")
         for rank, hit in enumerate(row, start=1):
-            snippet = " ".join(hit.get("text", "").split())
+            passage = hit.get("passage", {})  # a passages index's hit: the window that scored
+            snippet = " ".join(hit.get("text", "")[passage.get("start") : passage.get("end")].split())
             snippet = snippet[: args.snippet] + ("..." if len(snippet) > args.snippet else "")
             print(f"{rank:3d}. [{hit['score']:.4f}] {hit['id']}  {hit.get('title', '')}")
             if snippet:

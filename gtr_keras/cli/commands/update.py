@@ -8,6 +8,7 @@ from gtr_keras.cli.helpers.flag_types import (
 from gtr_keras.cli.helpers.shared_flags import (
     add_batch_size,
     add_dimensions,
+    add_passages,
     add_progress,
     add_update_arguments,
 )
@@ -31,6 +32,7 @@ def add_parser(subparsers, parents):
     add_batch_size(p, "documents")
     add_progress(p)
     add_dimensions(p, "--corpus's vectors (default: the index's; others are refused)")
+    add_passages(p, "the index's setting, checked (a passages index cuts --corpus into its windows without it)")
     return p
 
 
@@ -45,8 +47,20 @@ def check(args, parser):
 def run(args):
     """`update INDEX`: the embedding files opened here, the corpus read and the rest of the checks (the index's model,
     the ids to delete, the metadata types) in `update_index`, all before the model loads."""
+    from gtr_keras.retrieval.index import Index
     from gtr_keras.retrieval.index_updates import update_index
+    from gtr_keras.storage.layout import read_model_record
 
+    encoder = (lambda: handler_inputs.encoder(args)) if args.model else None
+    delete = files.FilePath(args.delete) if args.delete else None
+    common = {"missing_ok": args.missing_ok, "batch_size": args.batch_size, "progress": args.progress}
+    recorded = read_model_record(args.index)  # once: `update_index` takes it
+    if args.passages is not None or recorded.get("passages"):  # docs/long-documents.md
+        with Index.open(args.index, encoder) as index:
+            flags = {"embeddings": args.embeddings, "compact": args.compact, "passages": args.passages}
+            change = index.update(args.corpus, delete, **flags, **common)
+        print(f"updated {args.index}: {change.documents} documents, generation {change.generation}")
+        return
     embedding_files = None
     if args.embeddings:
         from gtr_keras.storage.embedding_files import EmbeddingFiles
@@ -57,13 +71,12 @@ def run(args):
         embeddings=embedding_files,
         corpus=args.corpus,
         documents=args.bm25_corpus,
-        encoder=(lambda: handler_inputs.encoder(args)) if args.model else None,
+        encoder=encoder,
         model_dir=args.model,
-        delete=files.FilePath(args.delete) if args.delete else None,
-        missing_ok=args.missing_ok,
+        delete=delete,
         compact=True if args.compact else "auto",
-        batch_size=args.batch_size,
-        progress=args.progress,
+        recorded=recorded,
+        **common,
     )
     print(
         f"updated {args.index}: {change.documents} documents in {change.segments} segments, "

@@ -73,6 +73,23 @@ def dimensions(text):
     return value
 
 
+def passages(text):
+    """An argparse type: `--passages TOKENS[:STRIDE]` as a `(tokens, stride)` pair (the rule of
+    `models.token_windows.parse_passages`; TOKENS at most the model's document budget, once it loads).
+
+    Example:
+    >>> passages("64:32")
+    (64, 32)
+    """
+    from gtr_keras.errors import UserError
+    from gtr_keras.models.token_windows import parse_passages
+
+    try:
+        return parse_passages(text)
+    except UserError as error:
+        raise argparse.ArgumentTypeError(str(error).removeprefix("passages: ")) from None
+
+
 def dimension_list(text):
     """An argparse type: comma-separated `dimensions` (`--matryoshka-dims 64,128,256`), a list of integers.
 

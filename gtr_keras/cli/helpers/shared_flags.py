@@ -13,6 +13,7 @@ from gtr_keras.cli.helpers.flag_types import (
     embedding_source,
     fraction_or_zero,
     input_file,
+    passages,
     token_budget,
 )
 
@@ -74,6 +75,25 @@ def add_dimensions(parser, what="the embeddings"):
         metavar="N",
         help=f"{what}: the first N coordinates of each embedding, renormalised (1 to D; GTR was not trained "
         "for fewer than D: docs/dimensions.md) (default: all D)",
+    )
+
+
+def add_passages(parser, what):
+    """Adds `--passages TOKENS[:STRIDE]` (docs/long-documents.md): `what` it does.
+
+    Example:
+    >>> parser = argparse.ArgumentParser()
+    >>> add_passages(parser, "checked against the index's")
+    >>> parser.parse_args(["--passages", "64:32"]).passages
+    (64, 32)
+    """
+    parser.add_argument(
+        "--passages",
+        type=passages,
+        default=None,
+        metavar="TOKENS[:STRIDE]",
+        help=f"documents cut into windows of TOKENS of the model's tokens every STRIDE (default TOKENS), searched as "
+        f"documents, each hit with the window that scored (docs/long-documents.md): {what} (default: none)",
     )
 
 

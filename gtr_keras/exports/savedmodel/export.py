@@ -20,6 +20,11 @@ signatures `serving_default`, `encode_documents`, `encode_queries`).
   A row past the allowed documents holds padding; a clause that does not parse, an unknown field or a type
   mismatch fails the request naming the clause.
 
+The searcher of a passages index (`gtr-keras index --passages`, docs/long-documents.md) answers its documents as
+`gtr-keras search` does: each document scored by its best window (MaxP, in the graph, over `k` times the most
+windows a document has), and two more outputs, int64 `passage_start` and `passage_end` `[None, k]`: the
+characters of that window in the document's text (`-1` in padding).
+
 An empty batch gives `[0, k]` (`[0, 0]` from `search`, whose `k` has no entries). Text that is not
 valid UTF-8 is read with each invalid byte sequence replaced by U+FFFD, as everywhere in gtr-keras
 (`GTRTokenizer`).

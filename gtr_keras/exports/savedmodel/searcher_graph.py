@@ -14,10 +14,12 @@ from gtr_keras.exports.savedmodel.filter_graph import FilterGraph
 from gtr_keras.exports.savedmodel.scann_resource import ScannResource
 from gtr_keras.exports.savedmodel.warmup import FILTER, QUERIES, K, save_with_warmup
 from gtr_keras.retrieval.index_building import with_recorded_dimensions
+from gtr_keras.retrieval.passages import shards_setting, split_row_id
 from gtr_keras.retrieval.retriever import Retriever
 from gtr_keras.storage.layout import (
     INDEX_SUBDIR,
     NO_FLOAT32,
+    PASSAGES_FIELD,
     SCANN_DATAPOINT_TO_TOKEN,
     has_float32,
     read_description,
@@ -28,7 +30,7 @@ from gtr_keras.storage.search_index import RESCORE_BAND, SearchIndex
 from gtr_keras.storage.segments import documents_path, index_documents, initial_manifest, read_manifest, segment_path
 from gtr_keras.utils import files
 
-PAD_ID, PAD_SCORE = "", -2.0
+PAD_ID, PAD_SCORE, PAD_OFFSET = "", -2.0, -1
 
 
 SCANN_SUBDIR = "scann"
@@ -84,7 +86,9 @@ def check_searcher(encoder, index_dir, searcher, k, allow_large_float32):
         raise UserError(f"searcher must be one of {', '.join(map(repr, SEARCHERS))}, got {searcher!r}")
     if not isinstance(k, int) or k < 1:
         raise UserError(f"k must be a positive integer, got {k!r}")
-    for directory in index_dirs(index_dir):
+    directories = index_dirs(index_dir)
+    shards_setting(directories, [read_model_record(directory) for directory in directories])
+    for directory in directories:
         encoder = Retriever.encoder_for(directory, encoder)
         _, _, config = read_description(os.path.join(directory, INDEX_SUBDIR))
         if searcher == "brute-force" and not has_float32(config["kind"], config["params"]):
@@ -135,8 +139,13 @@ def write_searcher(encoder, index_dir, staging, searcher, k, search_params=None)
         float32 = searcher == "scann" and all(part.rescores for part, _ in index.parts)  # rescore_factor 0: none
         encoder = with_recorded_dimensions(read_model_record(index_dirs(index_dir)[0]), encoder, index_dir)
         root, embed = encoder.model.saved_model_root(staging), encoder.model.embed_strings
-        root.doc_ids = tf.Variable(np.array(index.ids, dtype=object), trainable=False, name="doc_ids")
-        num_docs = len(index.ids)
+        num_docs = len(index.ids)  # rows: a passages index's windows
+        passages = read_model_record(index_dirs(index_dir)[0]).get(PASSAGES_FIELD)
+        if passages:
+            windows, hits = _window_variables(root, index.ids)
+        else:
+            root.doc_ids = tf.Variable(np.array(index.ids, dtype=object), trainable=False, name="doc_ids")
+            windows, hits = 1, num_docs
         raw_dir = os.path.join(staging, "scann_raw")
         if use_scann:
             from scann.scann_ops.py import scann_ops
@@ -219,24 +228,34 @@ def write_searcher(encoder, index_dir, staging, searcher, k, search_params=None)
         def search(queries, k, min_width=0, filter=None):
             valid = tf.debugging.assert_greater_equal(k, 1, message="k must be at least 1")
             with tf.control_dependencies([valid]):
-                k = tf.minimum(k, num_docs)
+                k = tf.minimum(k, hits)
             width = tf.reduce_max(tf.concat([k, [min_width]], axis=0))
+            fetch = tf.minimum(width * windows, num_docs)  # rows enough for `width` documents (MaxP)
             query_embeddings = embed(queries, "query", dimensions=encoder.dimensions)
             if filter is None:
-                found = lambda: top_k(query_embeddings, width)  # noqa: E731
+                found = lambda: top_k(query_embeddings, fetch)  # noqa: E731
             else:
                 allowed = root.filter_graph.mask(filter)
-                found = lambda: allowed_top_k(query_embeddings, width, allowed)  # noqa: E731
+                found = lambda: allowed_top_k(query_embeddings, fetch, allowed)  # noqa: E731
             neighbors, scores = tf.cond(
                 tf.shape(queries)[0] > 0,
                 found,
-                lambda: (tf.zeros([0, width], tf.int32), tf.zeros([0, width], tf.float32)),
+                lambda: (tf.zeros([0, fetch], tf.int32), tf.zeros([0, fetch], tf.float32)),
             )
             neighbors, scores = tf.ensure_shape(neighbors, [None, None]), tf.ensure_shape(scores, [None, None])
+            if passages:
+                neighbors, scores = _best_windows(root, neighbors, scores, width, hits)
             inside = (tf.range(width)[None, :] < k[:, None]) & tf.math.is_finite(scores)
+            if not passages:
+                return {
+                    "ids": tf.where(inside, tf.gather(root.doc_ids, neighbors), PAD_ID),
+                    "scores": tf.where(inside, scores, PAD_SCORE),
+                }
             return {
-                "ids": tf.where(inside, tf.gather(root.doc_ids, neighbors), PAD_ID),
+                "ids": tf.where(inside, tf.gather(root.doc_ids, tf.gather(root.row_documents, neighbors)), PAD_ID),
                 "scores": tf.where(inside, scores, PAD_SCORE),
+                "passage_start": tf.where(inside, tf.gather(root.passage_starts, neighbors), PAD_OFFSET),
+                "passage_end": tf.where(inside, tf.gather(root.passage_ends, neighbors), PAD_OFFSET),
             }
 
         root.search = tf.function(search, input_signature=[QUERIES, K])
@@ -244,11 +263,40 @@ def write_searcher(encoder, index_dir, staging, searcher, k, search_params=None)
             lambda queries, k, filter: search(queries, k, filter=filter), input_signature=[QUERIES, K, FILTER]
         )
         root.search_default_k = tf.function(
-            lambda queries: search(queries, tf.fill(tf.shape(queries), k), min(k, num_docs)), input_signature=[QUERIES]
+            lambda queries: search(queries, tf.fill(tf.shape(queries), k), min(k, hits)), input_signature=[QUERIES]
         )
         signatures = {"serving_default": root.search_default_k, "search": root.search}
         save_with_warmup(root, staging, {**signatures, "search_filtered": root.search_filtered}, "gtr_searcher")
         shutil.rmtree(raw_dir, ignore_errors=True)
+
+
+def _window_variables(root, row_ids):
+    """A passages index's rows as variables of `root` (`doc_ids`: the documents, in the order of their first
+    windows; per row `row_documents`, its document's number, and `passage_starts`, `passage_ends`, its characters
+    in the document's text); returns `(the most windows a document has, the number of documents)`."""
+    numbers, documents, starts, ends = {}, [], [], []
+    for row in row_ids:
+        doc_id, start, end = split_row_id(row)
+        documents.append(numbers.setdefault(doc_id, len(numbers)))
+        starts.append(start)
+        ends.append(end)
+    root.doc_ids = tf.Variable(np.array(list(numbers), dtype=object), trainable=False, name="doc_ids")
+    root.row_documents = tf.Variable(np.array(documents, np.int32), trainable=False, name="row_documents")
+    root.passage_starts = tf.Variable(np.array(starts, np.int64), trainable=False, name="passage_starts")
+    root.passage_ends = tf.Variable(np.array(ends, np.int64), trainable=False, name="passage_ends")
+    return int(np.bincount(documents).max()), len(numbers)
+
+
+def _best_windows(root, neighbors, scores, width, hits):
+    """The rows of each query's best `width` documents among its rows `neighbors` (best first), each its
+    document's best window (MaxP), and their scores; `-inf` past the documents found."""
+    documents = tf.where(tf.math.is_finite(scores), tf.gather(root.row_documents, neighbors), hits)
+    order = tf.argsort(documents, axis=1, stable=True)  # each document's rows together, its best first
+    grouped = tf.gather(documents, order, batch_dims=1)
+    first = tf.concat([tf.ones_like(grouped[:, :1], tf.bool), grouped[:, 1:] != grouped[:, :-1]], axis=1)
+    best = tf.where(first & (grouped < hits), tf.gather(scores, order, batch_dims=1), -np.inf)
+    best, place = tf.math.top_k(best, width)
+    return tf.gather(tf.gather(neighbors, order, batch_dims=1), place, batch_dims=1), best
 
 
 def _float32_variable(index):

@@ -8,7 +8,13 @@ import tensorflow as tf
 
 from gtr_keras.errors import UserError
 from gtr_keras.models.gtr.gtr_tokenizer import PAD_ID
-from gtr_keras.models.text_encoder import TextEncoder, to_bytes
+from gtr_keras.models.text_encoder import (
+    TextEncoder,
+    check_finite_embeddings,
+    check_spans,
+    length_sorted_batches,
+    to_bytes,
+)
 
 LENGTH_BUCKETS = (16, 32, 64, 128, 256, 384, 512)
 
@@ -53,6 +59,7 @@ class Encoder(TextEncoder):
     """
 
     pad_id = PAD_ID
+    token_outputs = True
 
     def __init__(self, model: Any, jit_compile: bool = False):
         self.model = model
@@ -63,11 +70,19 @@ class Encoder(TextEncoder):
         def forward(token_ids, padding_mask):
             return model({"token_ids": token_ids, "padding_mask": padding_mask}, training=False)
 
+        def embed_spans(token_ids, padding_mask, spans):
+            return model.embed_spans({"token_ids": token_ids, "padding_mask": padding_mask}, spans)
+
         if jit_compile:
             # Traced once per padded shape, so the trace count is the number of XLA programs.
             self._forward = tf.function(forward, jit_compile=True)
+            self._embed_spans = tf.function(embed_spans, jit_compile=True)
         else:
-            self._forward = tf.function(forward, input_signature=[tf.TensorSpec([None, None], tf.int32)] * 2)
+            tokens = [tf.TensorSpec([None, None], tf.int32)] * 2
+            self._forward = tf.function(forward, input_signature=tokens)
+            self._embed_spans = tf.function(
+                embed_spans, input_signature=[*tokens, tf.TensorSpec([None, None, 2], tf.int32)]
+            )
 
     # Read through the model at each call: a preprocessor set on the model later (a training run's token
     # budgets or tokenizer) applies to an `Encoder` made before it.
@@ -78,12 +93,14 @@ class Encoder(TextEncoder):
     embedding_dim = property(lambda self: self.model.embedding_dim, doc="D, the embedding dimension.")
     matryoshka_dims = property(lambda self: self.model.matryoshka_dims, doc="The dimensions it was trained for.")
 
-    def tokenize(self, texts: Sequence[str | bytes], kind: str = "document") -> list[list[int]]:
-        """Token id lists (EOS included, truncated to the kind's length)."""
+    def tokenize(
+        self, texts: Sequence[str | bytes], kind: str = "document", length: int | None = None
+    ) -> list[list[int]]:
+        """Token id lists (EOS included, truncated to `length` tokens, by default the kind's budget)."""
         preprocessor = self.preprocessor
         if preprocessor is None:
             raise UserError("the model has no preprocessor now: it embeds token ids only")
-        length = preprocessor.length(kind)
+        length = length or preprocessor.length(kind)
         tokenizer, token_ids = self._tokenize
         if tokenizer is not preprocessor.tokenizer:
             tokenizer = preprocessor.tokenizer
@@ -116,3 +133,42 @@ class Encoder(TextEncoder):
     def embed_tokens(self, token_ids: np.ndarray, padding_mask: np.ndarray) -> np.ndarray:
         """Embeddings of a tokenised batch: int32 `[B, L]` ids and mask in, float32 `[B, D]` numpy out."""
         return self._forward(token_ids, padding_mask).numpy()
+
+    def embed_token_spans(
+        self, token_ids: Sequence[Sequence[int]], spans: Sequence[Sequence[Sequence[int]]], batch_size: int = 4
+    ) -> np.ndarray:
+        """Late chunking of tokenised texts: one unit vector per span, each text in one forward pass
+        (`encode_late_chunks` from token ids; a segment of a text longer than a forward pass is a text of its
+        own).
+
+        Args:
+            token_ids: each text's token ids (as `tokenize` gives them, or a slice of them).
+            spans: for each text, its `[start, end)` spans over its ids (`UserError` for one out of range).
+            batch_size: texts per forward pass.
+
+        Returns:
+            float32 `[total spans, D]`, the first text's spans first.
+
+        Example:
+        >>> ids = encoder.tokenize(["lift on a wing"])
+        >>> encoder.embed_token_spans(ids, [[(0, 2), (2, len(ids[0]))]]).shape
+        (2, 768)
+        """
+        spans = check_spans(spans, [len(text_ids) for text_ids in token_ids])
+        offsets = np.cumsum([0] + [len(text_spans) for text_spans in spans])
+        output = np.zeros((offsets[-1], self.embedding_dim), np.float32)
+        chunked = np.array([row for row, text_spans in enumerate(spans) if len(text_spans)], np.int64)
+        for batch in length_sorted_batches([len(token_ids[row]) for row in chunked], batch_size):
+            rows = chunked[batch]
+            ids, padding_mask = self.padded_tokens([token_ids[row] for row in rows], batch_size)
+            most = max(len(spans[row]) for row in rows)
+            if self.jit_compile:  # a bounded number of XLA programs: span counts in powers of two
+                most = 1 << (most - 1).bit_length()
+            batch_spans = np.zeros((len(ids), most, 2), np.int32)
+            for i, row in enumerate(rows):
+                batch_spans[i, : len(spans[row])] = spans[row]
+            vectors = self._embed_spans(ids, padding_mask, batch_spans).numpy()
+            for i, row in enumerate(rows):
+                output[offsets[row] : offsets[row + 1]] = vectors[i, : len(spans[row])]
+        check_finite_embeddings(output, "spans")
+        return output

@@ -129,6 +129,33 @@ class GTRTextEmbedder(keras_hub.models.TextEmbedder, metaclass=SubclassedModelTy
         sequence = self.backbone(inputs, training=training)
         return self.normalization(self.projection(self.pooling(sequence, inputs["padding_mask"])))
 
+    def embed_spans(self, inputs: dict[str, Any], spans: Any) -> Any:
+        """Late chunking: a unit vector for each token span of each text, from one forward pass of the text.
+
+        The head of `call` (mean pooling, projection, L2 norm) applied to the tokens of each span
+        instead of all of the text's, so each span's vector sees the whole text through attention. A span
+        `[0, n)` over a text of n tokens (EOS included) gives the text's embedding (`call`).
+
+        Args:
+            inputs: `{"token_ids", "padding_mask"}` int `[batch, length]`.
+            spans: int `[batch, spans, 2]`, `[start, end)` token positions of each text's spans; `(0, 0)`
+                pads a text with fewer spans (its vector is zeros).
+
+        Returns:
+            float32 `[batch, spans, D]`.
+
+        Example:
+        >>> features = {"token_ids": np.array([[5, 6, 7, 1]]), "padding_mask": np.array([[1, 1, 1, 1]])}
+        >>> embedder.embed_spans(features, np.array([[[0, 2], [2, 4]]])).shape
+        TensorShape([1, 2, 768])
+        """
+        sequence = self.backbone(inputs)
+        spans = ops.convert_to_tensor(spans, "int32")
+        positions = ops.arange(ops.shape(sequence)[1], dtype="int32")
+        inside = ops.logical_and(positions >= spans[..., :1], positions < spans[..., 1:])
+        mask = ops.logical_and(inside, ops.expand_dims(ops.cast(inputs["padding_mask"], "bool"), 1))
+        return self.normalization(self.projection(self.pooling(sequence, mask)))
+
     @classmethod
     def from_architecture(
         cls, preset: str, preprocessor: GTRTextEmbedderPreprocessor | None = None, dtype: Any = None, **overrides: Any

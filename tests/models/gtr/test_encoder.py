@@ -134,3 +134,67 @@ def test_a_text_holding_a_lone_surrogate_is_one_user_error_naming_it(tiny_encode
     with pytest.raises(UserError, match=r"^texts\[1\]: a lone surrogate \(U\+D800 at character 4\), which UTF-8"):
         tiny_encoder.encode_queries(["lift", "wing\ud800"])
     assert tiny_encoder.encode_documents(["wing \u00e9".encode()]).shape == (1, 64)  # UTF-8 bytes as they are
+
+
+def _pooled_independently(model, token_ids, start, end):
+    """A span's late vector computed by hand: the text's forward pass alone, the span's token outputs
+    averaged, projected by the kernel and divided by their norm."""
+    features = {"token_ids": np.array([token_ids], np.int32), "padding_mask": np.ones((1, len(token_ids)), np.int32)}
+    sequence = model.backbone(features).numpy()[0]
+    vector = sequence[start:end].mean(axis=0) @ model.projection.kernel.numpy()
+    return vector / np.linalg.norm(vector)
+
+
+def test_late_chunks_are_the_spans_of_one_forward_pass_pooled(tiny_encoder):
+    texts = ["the boundary layer separates " * 200, "lift on a wing", "shock wave " * 40]
+    ids = tiny_encoder.tokenize(texts, length=2048)
+    assert len(ids[0]) > 600 > tiny_encoder.document_length  # past the model's budget
+    spans = [[(0, 64), (32, 96), (550, len(ids[0]))], [], [(0, len(ids[2])), (5, 6)]]
+    vectors = tiny_encoder.encode_late_chunks(texts, spans, document_length=2048, batch_size=2)
+    assert vectors.shape == (5, 64) and vectors.dtype == np.float32
+    expected = [_pooled_independently(tiny_encoder.model, ids[t], s, e) for t in (0, 2) for s, e in spans[t]]
+    np.testing.assert_allclose(vectors, np.array(expected), atol=1e-5)
+    window = tiny_encoder.encode_documents([tiny_encoder.tokenizer.detokenize(ids[0][32:96])])
+    assert not np.allclose(vectors[1], window[0], atol=1e-3)  # the window sees its document, unlike alone
+
+
+def test_a_late_chunk_over_a_whole_document_is_its_embedding(tiny_encoder, shown_warnings):
+    from gtr_keras.utils.dimensions import truncate
+
+    texts = ["lift on a wing", "shock wave " * 10]
+    spans = [[(0, len(ids))] for ids in tiny_encoder.tokenize(texts)]
+    embeddings = tiny_encoder.encode_documents(texts)
+    np.testing.assert_allclose(tiny_encoder.encode_late_chunks(texts, spans, 512), embeddings, atol=1e-5)
+    with pytest.warns(UserWarning, match="not trained for embeddings of 16 dimensions"):
+        cut = Encoder(tiny_encoder.model).truncated(16).encode_late_chunks(texts, spans, 512)
+    np.testing.assert_allclose(cut, truncate(embeddings, 16), atol=1e-5)
+    with pytest.warns(UserWarning, match="not trained for embeddings of 8 dimensions"):
+        xla = Encoder(tiny_encoder.model, jit_compile=True).encode_late_chunks(texts, spans, 512, dimensions=8)
+    np.testing.assert_allclose(xla, truncate(embeddings, 8), atol=1e-5)
+
+
+@pytest.mark.parametrize(
+    ("spans", "length", "message"),
+    [
+        ([[(0, 3)], [(2, 2)]], 64, r"^spans\[1\]\[0\]: \[2, 2\) is empty or starts below 0$"),
+        ([[(-1, 3)], []], 64, r"^spans\[0\]\[0\]: \[-1, 3\) is empty"),
+        ([[(0, 3)], [(0, 80)]], 64, r"^spans\[1\]\[0\]: \[0, 80\) ends past document_length 64: raise it$"),
+        ([[(0, 3)], [(0, 60)]], 64, r"^spans\[1\]\[0\]: \[0, 60\) ends past the text's 4 tokens$"),
+        ([[(0, 3)], [(0.0, 2.0)]], 64, r"^spans\[1\]: not a list of \[start, end\) pairs of integers"),
+        ([[(0, 3)], [(0, 1, 2)]], 64, r"^spans\[1\]: not a list"),
+        ([[(0, 3)]], 64, r"^spans: 1 lists of spans for 2 texts"),
+        ([[], []], 1, r"^document_length must be an integer of at least 2"),
+    ],
+)
+def test_bad_spans_are_one_user_error_before_any_forward_pass(tiny_encoder, spans, length, message):
+    encoder = Encoder(tiny_encoder.model)
+    with pytest.raises(UserError, match=message):
+        encoder.encode_late_chunks(["shock wave " * 40, "lift on a"], spans, length)
+    assert encoder._embed_spans.experimental_get_tracing_count() == 0
+
+
+def test_only_the_keras_encoder_late_chunks(tiny_encoder):
+    from gtr_keras.models.text_encoder import TextEncoder
+
+    with pytest.raises(UserError, match="late chunking needs the Keras model's token outputs; TextEncoder"):
+        TextEncoder().encode_late_chunks(["lift"], [[(0, 1)]], 64)

@@ -29,6 +29,16 @@ def test_padding_does_not_change_embeddings():
     np.testing.assert_allclose(model(inputs).numpy(), model(trimmed).numpy(), atol=1e-6)
 
 
+def test_a_span_over_a_whole_text_embeds_it_and_padded_spans_give_zeros():
+    model = GTRTextEmbedder.from_architecture("gtr-tiny", embedding_dim=32)
+    spans = np.array([[[0, 4], [1, 3]], [[0, 2], [0, 0]]], "int32")
+    vectors = model.embed_spans(_inputs(), spans).numpy()
+    assert vectors.shape == (2, 2, 32)
+    np.testing.assert_allclose(vectors[:, 0], model(_inputs()).numpy(), atol=1e-6)
+    np.testing.assert_allclose(np.linalg.norm(vectors[0, 1]), 1.0, rtol=1e-6)
+    assert not vectors[1, 1].any()
+
+
 def test_config_round_trip_rebuilds_the_same_architecture():
     model = GTRTextEmbedder.from_architecture("gtr-tiny", feedforward="gated-gelu", dropout=0.1)
     clone = GTRTextEmbedder.from_config(model.get_config())

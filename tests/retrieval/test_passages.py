@@ -1,0 +1,218 @@
+"""`retrieval.passages`: an `Index` built with passages stores token windows and answers documents (MaxP), with
+the window that scored; its documents, filters, updates, BM25 and evaluation speak of documents."""
+
+import json
+import re
+
+import numpy as np
+import pytest
+
+from gtr_keras.beir.readers import Corpus
+from gtr_keras.errors import DataError, MismatchError, UserError
+from gtr_keras.retrieval.evaluator import evaluate
+from gtr_keras.retrieval.index import Index
+from gtr_keras.retrieval.passages import Passages, split_row_id, window_corpus
+
+WORDS = "wing lift drag shock boundary layer heat transfer flutter nozzle jet buckling panel cone mach".split()
+
+
+def _corpus(n=8, seed=0):
+    rng = np.random.default_rng(seed)
+    texts = ["  " + "  ".join(" ".join(rng.choice(WORDS, size=12)) for _ in range(6)) + " ½ end. " for _ in range(n)]
+    texts[min(3, n - 1)] += " zeppelin hangar"  # past the first windows: words only d3 (of 8) holds, at its end
+    return Corpus(
+        [f"d{i}" for i in range(n)],
+        [f"title {i}" if i % 2 else "" for i in range(n)],
+        texts,
+        [{"year": 2015 + i} for i in range(n)],
+    )
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory, tiny_encoder):
+    corpus = _corpus()
+    index = Index.build(tmp_path_factory.mktemp("passages") / "idx", corpus, tiny_encoder, passages="16:8")
+    return index, corpus
+
+
+def _joined(title, window):
+    return f"{title} {window}".strip()
+
+
+def test_a_search_answers_k_distinct_documents_each_scored_by_its_best_window(built, tiny_encoder):
+    index, corpus = built
+    rows, _ = window_corpus(corpus, tiny_encoder, index.passages)
+    assert len(rows) > 3 * len(corpus)  # several windows a document
+    query = "boundary layer heat transfer on a wing"
+    hits = index.search([query], k=5)[0]
+    assert len(hits) == 5 and len({hit["id"] for hit in hits}) == 5
+    q = tiny_encoder.encode_queries([query])[0]
+    row_scores = tiny_encoder.encode_documents(rows.joined()) @ q
+    for hit in hits:
+        doc = corpus.ids.index(hit["id"])
+        start, end = hit["passage"]["start"], hit["passage"]["end"]
+        assert hit["text"] == corpus.texts[doc] and hit["title"] == corpus.titles[doc]
+        window = tiny_encoder.encode_documents([_joined(corpus.titles[doc], corpus.texts[doc][start:end])])[0]
+        assert abs(float(window @ q) - hit["score"]) < 1e-5  # text[start:end] is the window that scored
+        windows = [i for i, row in enumerate(rows.ids) if split_row_id(row)[0] == hit["id"]]
+        assert abs(row_scores[windows].max() - hit["score"]) < 1e-5  # its best window (MaxP)
+    assert [hit["score"] for hit in hits] == sorted((hit["score"] for hit in hits), reverse=True)
+
+
+def test_empty_and_blank_texts_are_one_window_each(tmp_path, tiny_encoder):
+    corpus = Corpus(["e", "b", "t"], ["", "", "Only a title"], ["", "   ", ""])
+    index = Index.build(tmp_path / "idx", corpus, tiny_encoder, passages="8")
+    assert [document["text"] for document in index.get(["e", "b", "t"])] == ["", "   ", ""]
+    assert sorted(hit["id"] for hit in index.search(["title"], k=3)[0]) == ["b", "e", "t"]
+
+
+def test_k_past_the_documents_answers_every_document_once(built):
+    index, corpus = built
+    hits = index.search(["lift"], k=50)[0]
+    assert sorted(hit["id"] for hit in hits) == sorted(corpus.ids)
+
+
+def test_documents_by_id_are_the_corpus_documents_not_the_windows(built):
+    index, corpus = built
+    assert len(index) == len(corpus) and index.ids == corpus.ids
+    assert "d3" in index and "d3@0-1" not in index and index.get(["d3@0-1"]) == [None]
+    for doc_id, title, text, metadata in zip(corpus.ids, corpus.titles, corpus.texts, corpus.metadata):
+        assert index.get(doc_id) == [{"id": doc_id, "title": title, "text": text, "metadata": metadata}]
+    assert index.records[0]["passages"] == {"tokens": 16, "stride": 8}
+    assert index.check().ok  # what `gtr-keras check` verifies
+
+
+def test_a_filter_allows_documents_by_their_metadata(built):
+    index, _ = built
+    hits = index.search(["lift on a wing"], k=3, filter="year >= 2019")[0]
+    assert {hit["id"] for hit in hits} <= {"d4", "d5", "d6", "d7"} and len(hits) == 3
+    assert len(index.search(["lift"], k=10, filter="year >= 2022")[0]) == 1
+
+
+def test_bm25_and_hybrid_answer_documents_with_the_window_that_scored(built):
+    index, corpus = built
+    for retriever in ("bm25", "hybrid"):
+        hits = index.search(["zeppelin hangar wing"], k=4, retriever=retriever)[0]
+        assert len({hit["id"] for hit in hits}) == 4 and hits[0]["id"] == "d3"
+        passage = hits[0]["passage"]
+        assert "zeppelin" in corpus.texts[3][passage["start"] : passage["end"]] and passage["start"] > 0
+
+
+def test_evaluate_scores_documents_against_the_qrels(built, tmp_path):
+    index, corpus = built
+    (tmp_path / "qrels").mkdir()
+    with open(tmp_path / "corpus.jsonl", "w") as f:
+        for doc_id, title, text in zip(corpus.ids, corpus.titles, corpus.texts):
+            f.write(json.dumps({"_id": doc_id, "title": title, "text": text}) + "\n")
+    (tmp_path / "queries.jsonl").write_text(json.dumps({"_id": "q1", "text": "zeppelin hangar"}) + "\n")
+    (tmp_path / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\nq1\td3\t1\n")
+    assert evaluate(index, tmp_path, retriever="bm25")["ndcg@10"] == 1.0
+    assert 0 < evaluate(index, tmp_path)["recall@100"] == 1.0  # every document in the run, once
+
+
+def test_an_update_replaces_and_a_delete_removes_all_of_a_documents_windows(tmp_path, tiny_encoder):
+    corpus = _corpus()
+    index = Index.build(tmp_path / "idx", corpus, tiny_encoder, passages=(16, 8))
+
+    change = index.update(add=Corpus(["d3", "n1"], ["", "new"], ["short now", corpus.texts[0]]), delete=["d5"])
+    assert (change.added, change.replaced, change.deleted, change.documents) == (("n1",), ("d3",), ("d5",), 8)
+    assert len(index) == 8 and "d5" not in index and index.get("d3")[0]["text"] == "short now"
+    assert sorted(index.ids) == sorted({*corpus.ids, "n1"} - {"d5"})
+    assert [hit["id"] for hit in index.search(["zeppelin hangar"], k=8, retriever="bm25")[0]] != ["d3"]
+    assert all(hit["id"] != "d5" for hit in index.search(["lift"], k=8)[0])
+    assert Passages(index._retriever.index.ids, None).rows["d3"] == ["d3@0-9"]
+    reopened = Index.open(tmp_path / "idx", tiny_encoder)
+    assert reopened.get("n1")[0]["text"] == corpus.texts[0] and len(reopened) == 8
+    assert index.delete("n1").deleted == ("n1",) and "n1" not in Index.open(tmp_path / "idx")
+    assert index.check().ok
+
+
+@pytest.mark.parametrize(
+    "call, error, message",
+    [
+        (lambda index: index.delete("nope"), DataError, "delete[0]: id 'nope' is not in the index"),
+        (
+            lambda index: index.update(add=Corpus(["d1"], [""], ["x"]), delete=["d1"]),
+            UserError,
+            "both added and deleted",
+        ),
+        (
+            lambda index: index.update(delete=["d1"], passages="32"),
+            MismatchError,
+            "built with --passages 16:8, but --passages 32:32",
+        ),
+        (lambda index: index.update(embeddings="emb/*.npy"), UserError, "updated from a corpus"),
+    ],
+)
+def test_an_update_a_passages_index_cannot_take_is_refused_before_any_change(
+    tmp_path, tiny_encoder, call, error, message
+):
+    index = Index.build(tmp_path / "idx", _corpus(3), tiny_encoder, passages="16:8")
+    before = index.get(index.ids)
+    with pytest.raises(error, match=re.escape(message)):
+        call(index)
+    assert Index.open(tmp_path / "idx").get(["d0", "d1", "d2"]) == before
+
+
+def test_an_index_without_passages_refuses_an_update_that_asks_for_them(tmp_path, tiny_encoder):
+    index = Index.build(tmp_path / "idx", _corpus(2), tiny_encoder)
+    with pytest.raises(MismatchError, match="built with no --passages, but --passages 16:8 is given"):
+        index.update(delete="d0", passages="16:8")
+    assert "d0" in index
+
+
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        ({"passages": "600"}, "TOKENS 600 is above the model's document budget"),
+        ({"passages": "16:17"}, "STRIDE must be from 1 to TOKENS"),
+        ({"passages": "4"}, "TOKENS must be at least 8"),
+    ],
+)
+def test_a_bad_passages_setting_is_refused_before_anything_is_written(tmp_path, tiny_encoder, kwargs, message):
+    with pytest.raises(UserError, match=message):
+        Index.build(tmp_path / "idx", _corpus(2), tiny_encoder, **kwargs)
+    assert not (tmp_path / "idx").exists() and not (tmp_path / "idx.partial").exists()
+
+
+def test_passages_are_cut_from_a_corpus_only(tmp_path):
+    with pytest.raises(UserError, match="passages: a corpus's documents are cut into windows"):
+        Index.build(tmp_path / "idx", embeddings="emb/*.npy", passages="64")
+
+
+def test_shards_of_other_passages_settings_are_refused_naming_them(tmp_path, tiny_encoder):
+    Index.build(tmp_path / "a", _corpus(2), tiny_encoder, passages="16:8")
+    Index.build(tmp_path / "b", Corpus(["e1"], [""], ["jet"]), tiny_encoder)
+    with pytest.raises(MismatchError, match="b: built with no --passages, but the shard .*a with --passages 16:8"):
+        Index.open([tmp_path / "a", tmp_path / "b"])
+    Index.build(tmp_path / "c", Corpus(["e1"], [""], ["jet " * 30]), tiny_encoder, passages="16:8")
+    shards = Index.open([tmp_path / "a", tmp_path / "c"], tiny_encoder)
+    assert sorted(shards.ids) == ["d0", "d1", "e1"] and len(shards.search(["jet"], k=3)[0]) == 3
+
+
+class Killed(Exception):
+    pass
+
+
+def test_a_killed_passages_build_resumes_from_its_last_finished_piece(tmp_path, tiny_encoder, monkeypatch):
+    corpus, encode, calls, killed_at = _corpus(), tiny_encoder.encode_documents, [], [3]
+
+    def encode_until_killed(texts, *args):
+        calls.append(len(texts))
+        if len(calls) == killed_at[0]:
+            raise Killed  # while encoding the third piece
+        return encode(texts, *args)
+
+    monkeypatch.setattr(tiny_encoder, "encode_documents", encode_until_killed)
+    with pytest.raises(Killed):
+        Index.build(tmp_path / "idx", corpus, tiny_encoder, passages="16:8", piece_size=10)
+    assert not (tmp_path / "idx").exists() and (tmp_path / "idx.partial").exists()
+    calls.clear()
+    killed_at[0] = 0
+    resumed = Index.build(tmp_path / "idx", corpus, tiny_encoder, passages="16:8", piece_size=10)
+    assert sum(calls) == len(window_corpus(corpus, tiny_encoder, "16:8")[0]) - 20  # two pieces were finished
+    monkeypatch.undo()
+    clean = Index.build(tmp_path / "clean", corpus, tiny_encoder, passages="16:8")
+    got, expected = resumed.search(["shock boundary layer"], k=8)[0], clean.search(["shock boundary layer"], k=8)[0]
+    assert [(h["id"], h["passage"]) for h in got] == [(h["id"], h["passage"]) for h in expected]
+    np.testing.assert_allclose([h["score"] for h in got], [h["score"] for h in expected], atol=1e-6)
