@@ -27,12 +27,12 @@ from gtr_keras.lexical.bm25 import BM25Retriever
 from gtr_keras.lexical.bm25_side import corpus_in_index_order, load_bm25_side
 from gtr_keras.lexical.fusion import Fusion, model_fusion
 from gtr_keras.models.text_encoder import TextEncoder
+from gtr_keras.retrieval import passages as windows
 from gtr_keras.retrieval.hybrid_retriever import RETRIEVERS, HybridRetriever
 from gtr_keras.retrieval.index_building import build_index, check_index_outputs, index_embeddings
 from gtr_keras.retrieval.index_handle import IndexHandle
 from gtr_keras.retrieval.index_types import FilterLike, Hit, IdsLike, IndexPaths, IndexUpdate, ModelLike, RerankerLike
 from gtr_keras.retrieval.index_updates import update_index
-from gtr_keras.retrieval.passages import check_setting, passages_setting, update_passages, window_corpus
 from gtr_keras.retrieval.reranking import rerank as rerank_hits
 from gtr_keras.retrieval.reranking import reranker_of
 from gtr_keras.retrieval.retriever import Retriever
@@ -144,6 +144,7 @@ class Index(IndexHandle):
         file_rows: int = 50_000,
         dimensions: int | None = None,
         passages: str | tuple[int, int] | None = None,
+        late_chunking: int | None = None,
     ) -> Self:
         """Builds an index directory at `path` (what `gtr-keras index` does, with its options) and opens it.
 
@@ -178,6 +179,8 @@ class Index(IndexHandle):
                 (`utils.dimensions`): recorded, and the index's queries cut the same; None: all D.
             passages: `"TOKENS[:STRIDE]"` or `(tokens, stride)`: a corpus's documents cut into windows of TOKENS
                 tokens every STRIDE (default TOKENS), searched as documents (docs/long-documents.md); recorded.
+            late_chunking: with `passages`, N: each window's vector pooled from a forward pass of up to N tokens
+                of its document (`--late-chunking --document-length N`, docs/late-chunking.md); recorded.
 
         Returns:
             The `Index`, with `model` loaded when it was used.
@@ -199,7 +202,8 @@ class Index(IndexHandle):
             raise UserError("documents go with embeddings (a corpus is indexed with its own)")
         if runner is not None and embeddings is not None:
             raise UserError("runner encodes a corpus; embeddings are encoded already")
-        setting = passages_setting(passages)
+        setting = windows.passages_setting(passages)
+        windows.check_late_chunking(late_chunking, setting)
         if setting is not None and (corpus is None or runner is not None):
             raise UserError("passages: a corpus's documents are cut into windows (not embeddings, nor with a runner)")
         if dimensions is not None:
@@ -246,8 +250,11 @@ class Index(IndexHandle):
                     raise DataError(f"{name}: a glob of corpus files needs a Beam runner (runner='DirectRunner')")
             corpus = load_corpus(corpus) if isinstance(corpus, (str, os.PathLike)) else check_corpus(corpus)
             encoder = _encoder_of(model).truncated(dimensions)
-            corpus, setting = window_corpus(corpus, encoder, passages)
-            build_index(encoder, corpus, path, model_dir, kind, batch_size, piece_size, progress, bm25, params, setting)
+            late = None if late_chunking is None else windows.LateRows(encoder, corpus, late_chunking)
+            rows, setting = windows.window_corpus(corpus, encoder, passages)
+            build_index(
+                encoder, rows, path, model_dir, kind, batch_size, piece_size, progress, bm25, params, setting, late
+            )
         index = cls.open(path, model)
         index._encoder = index._retriever.encoder = encoder  # checked by the build (None: none loaded)
         return index
@@ -418,6 +425,7 @@ class Index(IndexHandle):
         batch_size: int = 32,
         progress: bool | None = None,
         passages: str | tuple[int, int] | None = None,
+        late_chunking: int | None = None,
     ) -> IndexUpdate:
         """Adds (or replaces) and deletes documents in place, in one commit (`gtr-keras update` with
         `--corpus` or `--embeddings` and `--delete`).
@@ -444,6 +452,7 @@ class Index(IndexHandle):
             batch_size, progress: for encoding `add`.
             passages: checked against the index's (`MismatchError` naming it); a passages index cuts `add`'s
                 documents into its windows whether given or not, and replaces or deletes a document's windows together.
+            late_chunking: checked against the index's, as `passages` is; a late-chunking index late-chunks `add`'s.
 
         Returns:
             What changed (`IndexUpdate`): the ids added, replaced and deleted, and the generation, documents and
@@ -466,9 +475,10 @@ class Index(IndexHandle):
             raise UserError("update: nothing to do: pass add=, embeddings= or delete= (or compact=True)")
         if len(self.paths) > 1:
             raise UserError("an update goes to one index directory: open the shard that holds the documents")
-        check_setting(self.passages, passages_setting(passages), self.paths[0])
+        windows.check_setting(self.passages, windows.passages_setting(passages), self.paths[0])
+        windows.check_setting(self.late_chunking, late_chunking, self.paths[0], windows.describe_late_chunking)
         if self._passages is not None:
-            return update_passages(self, add, embeddings, delete, missing_ok, compact, batch_size, progress)
+            return windows.update_passages(self, add, embeddings, delete, missing_ok, compact, batch_size, progress)
         change = update_index(
             self.paths[0],
             embeddings=embeddings,

@@ -31,6 +31,7 @@ from gtr_keras.storage.layout import (
     BM25_SUBDIR,
     DOCUMENTS_FILE,
     INDEX_SUBDIR,
+    LATE_CHUNKING_FIELD,
     PASSAGES_FIELD,
     PUSH_LEDGER_GLOB,
     RETRIEVER_JSON,
@@ -102,6 +103,7 @@ def build_index(
     bm25=True,
     params=None,
     passages=None,
+    late=None,
 ):
     """Encodes `corpus` and writes a searchable index directory.
 
@@ -128,6 +130,9 @@ def build_index(
         params: the index's `params` (`write_search_index`: ScaNN overrides, or an exact index's vectors).
         passages: the `{"tokens", "stride"}` of a passages index (`retrieval.passages`), recorded; `corpus`
             then holds its window rows.
+        late: with `passages`, a `passages.LateRows` that encodes each piece's rows (by their ids) instead of
+            `encoder.encode_documents`; its `document_length` is recorded as `late_chunking`, and in the model
+            record of the pieces (a killed build resumes only with the same setting).
 
     Returns:
         The `SearchIndex` written to `index_dir/index`.
@@ -154,14 +159,20 @@ def build_index(
     check_index_outputs(index_dir)
     texts = corpus.joined()
     metadata = {**index_metadata(encoder, model_dir), **({PASSAGES_FIELD: passages} if passages else {})}
-    model = {field: metadata[field] for field in MODEL_FIELDS}
+    late_chunking = {} if late is None else {LATE_CHUNKING_FIELD: late.document_length}
+    metadata = {**metadata, **late_chunking}
+    model = {**{field: metadata[field] for field in MODEL_FIELDS}, **late_chunking}
     writer = ResumableEncoding(work_dir_for(index_dir), corpus.ids, texts, piece_size, model)
     pending = writer.pending_pieces()
     show = progress if progress is not None else len(corpus) >= 5000
     done = len(corpus) - sum(s.end - s.start for s in pending)
     with tqdm(total=len(corpus), initial=done, disable=not show, desc="indexing", unit="doc") as bar:
         for piece in pending:
-            writer.write(piece.number, encoder.encode_documents(texts[piece.start : piece.end], batch_size, False))
+            if late is None:
+                vectors = encoder.encode_documents(texts[piece.start : piece.end], batch_size, False)
+            else:
+                vectors = late.encode(corpus.ids[piece.start : piece.end], batch_size)
+            writer.write(piece.number, vectors)
             bar.update(piece.end - piece.start)
     write_index(index_dir, writer, corpus, metadata, kind, bm25, params)  # the pieces are read back one at a time
     files.remove(writer.work_dir)

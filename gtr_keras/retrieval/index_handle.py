@@ -22,7 +22,7 @@ from gtr_keras.models.text_encoder import TextEncoder
 from gtr_keras.retrieval.index_types import Document, IdsLike
 from gtr_keras.retrieval.passages import Passages, shards_setting
 from gtr_keras.retrieval.retriever import Retriever
-from gtr_keras.storage.layout import INDEX_SUBDIR, MANIFEST_JSON, RETRIEVER_JSON
+from gtr_keras.storage.layout import INDEX_SUBDIR, LATE_CHUNKING_FIELD, MANIFEST_JSON, RETRIEVER_JSON
 from gtr_keras.storage.segments import manifest_generation
 from gtr_keras.utils import files
 from gtr_keras.utils.text_files import text_problem
@@ -136,6 +136,12 @@ class IndexHandle:
     def passages(self) -> dict[str, int] | None:
         """The `{"tokens", "stride"}` of a passages index (`--passages TOKENS:STRIDE`), or None."""
         return shards_setting(self.paths, self.records)
+
+    @property
+    def late_chunking(self) -> int | None:
+        """The tokens of the forward pass a late-chunking passages index pools its windows from
+        (`--late-chunking --document-length N`), or None."""
+        return self.records[0].get(LATE_CHUNKING_FIELD)
 
     @property
     def ids(self) -> list[str]:

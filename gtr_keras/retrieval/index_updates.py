@@ -80,6 +80,7 @@ def update_index(
     progress=None,
     documents=None,
     recorded=None,
+    late=None,
 ):
     """Adds or replaces documents of an index directory and deletes others, in place.
 
@@ -113,6 +114,8 @@ def update_index(
             documents the embeddings replace lose theirs (a `DataWarning` when they had metadata).
         recorded: the index directory's model record, where the caller read it already (`read_model_record`);
             None: read here.
+        late: a `passages.LateRows` of `corpus`'s documents, which encodes its rows (by their ids) instead of
+            `encoder.encode_documents` (a late-chunking index, `LATE_CHUNKING_FIELD`), or None.
 
     Returns:
         An `IndexUpdate`: the ids added, replaced and deleted, and the generation, documents and segments
@@ -193,7 +196,10 @@ def update_index(
                 f"{index_dir}: built with another model ({change}; recorded model_dir: "
                 f"{recorded.get('model_dir')}); {REMEDY}"
             )
-        vectors = encoder.encode_documents(corpus.joined(), batch_size, progress)
+        if late is None:
+            vectors = encoder.encode_documents(corpus.joined(), batch_size, progress)
+        else:
+            vectors = late.encode(corpus.ids, batch_size)
         source = ArrayRows(corpus.ids, vectors)
     if embeddings is not None and documents is None:
         _warn_of_lost_metadata(index_dir, state, source.ids)

@@ -6,7 +6,9 @@ document id holds no whitespace but may hold `@`, and the part after the last `@
 never collide and each names its document. A row stores the document's title and metadata (filters allow a
 document's windows together) and its window of text; the model and BM25 read `"title window"` (`Corpus.joined`),
 so BM25 scores windows as GTR does. A search takes each document's best window (MaxP) and answers `k` distinct
-documents, each hit with the `passage` that scored; a document's text is its windows', joined.
+documents, each hit with the `passage` that scored; a document's text is its windows', joined. With late chunking
+(`--late-chunking`, docs/late-chunking.md) each row's vector is pooled from a forward pass of its whole document
+(`LateRows`) instead of its window alone; searching is the same.
 """
 
 import dataclasses
@@ -15,6 +17,7 @@ from collections.abc import Callable, Iterable
 
 from gtr_keras.beir.readers import Corpus, check_corpus, load_corpus
 from gtr_keras.errors import DataError, MismatchError, UserError
+from gtr_keras.models.late_chunking import LateChunks
 from gtr_keras.models.token_windows import document_windows, parse_passages, piece_spans_of
 from gtr_keras.retrieval.index_updates import deletion_ids, update_index
 from gtr_keras.storage.layout import PASSAGES_FIELD
@@ -33,11 +36,29 @@ def describe(setting):
     return f"--passages {setting['tokens']}:{setting['stride']}" if setting else "no --passages"
 
 
-def check_setting(recorded, given, where):
-    """Refuses (`MismatchError`, naming the setting) a passages setting `given` (None: not given) other than the
-    one the index `where` records."""
+def describe_late_chunking(late_chunking):
+    """A late-chunking setting as its flags give it: `--late-chunking --document-length 2048`, or
+    `no --late-chunking`."""
+    return f"--late-chunking --document-length {late_chunking}" if late_chunking else "no --late-chunking"
+
+
+def check_setting(recorded, given, where, describe=describe):
+    """Refuses (`MismatchError`, naming the setting as `describe` says it) a passages (or late-chunking) setting
+    `given` (None: not given) other than the one the index `where` records."""
     if given is not None and given != recorded:
         raise MismatchError(f"{where}: built with {describe(recorded)}, but {describe(given)} is given")
+
+
+def check_late_chunking(late_chunking, setting):
+    """Refuses (`UserError`) before any work a `late_chunking` (the tokens of a forward pass, `--document-length`;
+    None: none) other than an integer of at least 2 that goes with a passages `setting` (`LateRows` checks it
+    against the model's budget)."""
+    if late_chunking is None:
+        return
+    if setting is None:
+        raise UserError("late_chunking: pools the windows of passages: cut the documents with passages= too")
+    if isinstance(late_chunking, bool) or not isinstance(late_chunking, int) or late_chunking < 2:
+        raise UserError(f"late_chunking: the tokens of a forward pass, an integer such as 2048, got {late_chunking!r}")
 
 
 def shards_setting(paths, records):
@@ -89,6 +110,46 @@ def window_corpus(corpus, encoder, passages):
             texts.append(corpus.texts[i][window.start : window.end])
             metadata.append(corpus.metadata[i] if corpus.metadata is not None else {})
     return Corpus(ids, titles, texts, metadata if corpus.metadata is not None else None), setting
+
+
+class LateRows:
+    """The late-chunk vectors (`models.late_chunking.LateChunks`) of window rows of `documents`, as a passages
+    index's build and updates encode them with late chunking instead of `encode_documents`.
+
+    Args:
+        encoder: the Keras model's `Encoder` (truncated to the index's dimensions where it has them).
+        documents: the `Corpus` of the documents the rows are windows of (as `window_corpus` cuts them).
+        document_length: tokens of a forward pass (`LateChunks`): at least the model's budget, else `UserError`.
+
+    Example:
+    >>> late = LateRows(encoder, corpus, 2048)
+    >>> rows, _ = window_corpus(corpus, encoder, "64:32")
+    >>> late.encode(rows.ids[:10], batch_size=32).shape
+    (10, 768)
+    """
+
+    def __init__(self, encoder, documents: Corpus, document_length: int):
+        self.late = LateChunks(encoder, document_length)
+        self.document_length = document_length
+        self.documents = documents
+        self._positions = {doc_id: i for i, doc_id in enumerate(documents.ids)}
+
+    def encode(self, row_ids, batch_size):
+        """The vectors of `row_ids` (each document's rows together, as `window_corpus` orders them), in their
+        order. `batch_size` counts documents of the model's budget: a forward pass holds as many tokens, in
+        `document_length`-token segments (at least one)."""
+        windows: dict[str, list[tuple[int, int]]] = {}
+        for row in row_ids:
+            doc_id, start, end = split_row_id(row)
+            windows.setdefault(doc_id, []).append((start, end))
+        positions = [self._positions[doc_id] for doc_id in windows]
+        segments = max(batch_size * self.late.encoder.document_length // self.document_length, 1)
+        return self.late.encode(
+            [self.documents.titles[i] for i in positions],
+            [self.documents.texts[i] for i in positions],
+            list(windows.values()),
+            segments,
+        )
 
 
 class Passages:
@@ -183,7 +244,8 @@ class Passages:
 def update_passages(index, corpus, embeddings, delete, missing_ok, compact, batch_size, progress):
     """`Index.update` of a passages index, in one commit (`index_updates.update_index` over its window rows):
     `corpus`'s documents cut into the index's windows replace all the rows of those in the index (a window
-    unchanged is replaced by itself), and every row of `delete`'s documents is deleted.
+    unchanged is replaced by itself; late-chunked where the index records `late_chunking`), and every row of
+    `delete`'s documents is deleted.
 
     Args:
         index: the `Index`, which is reloaded after the update.
@@ -210,12 +272,16 @@ def update_passages(index, corpus, embeddings, delete, missing_ok, compact, batc
         raise UserError(f"id {sorted(both)[0]!r} is both added and deleted")
     rows = passages.rows_of(doc_ids, where or (lambda i: f"delete[{i}]"), missing_ok)
     encoder = index.encoder if corpus is not None else None
+    late = None
     if corpus is not None:
+        late = LateRows(encoder, corpus, index.late_chunking) if index.late_chunking else None
         corpus, _ = window_corpus(corpus, encoder, index.passages)
         kept = set(corpus.ids)
         rows += [row for row in passages.rows_of(added, missing_ok=True) if row not in kept]
     compact = True if compact else "auto"
-    change = update_index(where_index, None, corpus, encoder, None, rows, False, compact, batch_size, progress)
+    change = update_index(
+        where_index, None, corpus, encoder, None, rows, False, compact, batch_size, progress, late=late
+    )
     index._reopen()
     return dataclasses.replace(
         change,

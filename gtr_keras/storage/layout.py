@@ -72,6 +72,9 @@ PUSH_LEDGER_FORMAT = 1
 # without a record of their model.
 # A passages index's `{"tokens", "stride"}` (`gtr-keras index --passages TOKENS:STRIDE`, `retrieval.passages`).
 PASSAGES_FIELD = "passages"
+# The tokens of the forward pass each window of a passages index is late-chunked from (`gtr-keras index --passages
+# TOKENS:STRIDE --late-chunking --document-length N`, `retrieval.passages.LateRows`); absent without late chunking.
+LATE_CHUNKING_FIELD = "late_chunking"
 RETRIEVER_FIELDS = {
     "model_dir": "str?",
     "embedding_dim": "positive",
@@ -81,6 +84,7 @@ RETRIEVER_FIELDS = {
     "model_sha256": "sha256?",
     "dimensions": "positive?",
     PASSAGES_FIELD: "object?",
+    LATE_CHUNKING_FIELD: "positive?",
     "kind": ("exact", "scann"),
     "num_documents": "count",
 }

@@ -34,13 +34,13 @@ def _index(corpus, out, *flags):
     return ["index", "--model", "gtr_small_distilled_en", "--corpus", corpus, "--out", str(out), *flags]
 
 
-def _hits(capsys, index, *flags, k=4):
+def _hits(capsys, index, *flags, k=4, query=QUERY):
     capsys.readouterr()
     assert (
         main(
             [
                 "search",
-                QUERY,
+                query,
                 "--index",
                 str(index),
                 "--model",
@@ -144,3 +144,86 @@ def test_passages_go_with_a_corpus_not_embeddings(tmp_path, capsys):
     with pytest.raises(SystemExit) as exit_:
         main(["index", "--embeddings", "emb/*.npy", "--out", str(tmp_path / "i"), "--passages", "64"])
     assert exit_.value.code == 2 and "argument --passages: cuts the documents of --corpus" in capsys.readouterr().err
+
+
+WRIGHT = (
+    "The Wright brothers built gliders and a wind tunnel to study lift, and designed their own light engine and "
+    "propellers. Wilbur and Orville warped the wings to roll the aircraft. "
+) * 6 + "The Wright Flyer first flew at Kitty Hawk, North Carolina, on 17 December 1903."
+FIRST_FLIGHT = "Where did the Wright Flyer first fly?"
+
+
+@pytest.mark.large
+@pytest.mark.slow
+def test_a_late_chunking_index_finds_a_fact_past_the_first_window_and_updates_late_chunked(tmp_path, capsys):
+    from gtr_keras.models.late_chunking import LateChunks
+    from gtr_keras.saving import load_model
+
+    documents = {**DOCUMENTS, "long": ("The Wright brothers", WRIGHT)}
+    out, corpus = tmp_path / "late", _corpus(tmp_path / "corpus.jsonl", documents)
+    assert main(_index(corpus, out, "--passages", "64:32", "--late-chunking")) == 0
+    with open(out / "retriever.json") as f:
+        assert json.load(f)["late_chunking"] == 2048
+    hits = _hits(capsys, out, query=FIRST_FLIGHT)
+    assert len({hit["id"] for hit in hits}) == 4 and hits[0]["id"] == "long"
+    start, end = hits[0]["passage"]["start"], hits[0]["passage"]["end"]
+    assert "Kitty Hawk" in WRIGHT[start:end] and start > 0  # a window past the first
+    encoder = load_model(BUNDLED_MODEL_DIR)
+    late, query = LateChunks(encoder, 2048), encoder.encode_queries([FIRST_FLIGHT])[0]
+    for hit in hits:
+        title, text = documents[hit["id"]]
+        window = late.encode([title], [text], [[(hit["passage"]["start"], hit["passage"]["end"])]])[0]
+        assert abs(float(window @ query) - hit["score"]) < 1e-5  # the window's late vector scored
+    plain = encoder.encode_documents([f"The Wright brothers {WRIGHT[start:end]}"])[0]
+    assert abs(float(plain @ query) - hits[0]["score"]) > 1e-3  # not the window encoded alone
+    title, text = "Gliders", WRIGHT.replace("Kitty Hawk", "Kill Devil Hills")
+    assert (
+        main(
+            [
+                "update",
+                str(out),
+                "--model",
+                "gtr_small_distilled_en",
+                "--corpus",
+                _corpus(tmp_path / "new.jsonl", {"gulls": (title, text)}),
+            ]
+        )
+        == 0
+    )
+    gulls = next(hit for hit in _hits(capsys, out, k=5, query=FIRST_FLIGHT) if hit["id"] == "gulls")
+    window = late.encode([title], [text], [[(gulls["passage"]["start"], gulls["passage"]["end"])]])[0]
+    assert abs(float(window @ query) - gulls["score"]) < 1e-5  # the update late-chunked it
+
+
+@pytest.mark.parametrize(
+    "flags, message",
+    [
+        (["--late-chunking"], "argument --late-chunking: pools the windows of --passages"),
+        (["--passages", "64", "--document-length", "512"], "argument --document-length: the tokens of a forward"),
+        (["--passages", "64", "--late-chunking", "--document-length", "1"], "argument --document-length:"),
+    ],
+)
+def test_a_bad_late_chunking_flag_is_exit_2_and_one_line_before_any_work(tmp_path, capsys, flags, message):
+    corpus = _corpus(tmp_path / "corpus.jsonl")
+    with pytest.raises(SystemExit) as exit_:
+        main(_index(corpus, tmp_path / "i", *flags))
+    error = capsys.readouterr().err
+    assert exit_.value.code == 2 and len(error.strip().splitlines()) == 1
+    assert message in error and not (tmp_path / "i").exists()
+
+
+def test_late_chunking_goes_with_a_corpus_not_embeddings(tmp_path, capsys):
+    with pytest.raises(SystemExit) as exit_:
+        main(["index", "--embeddings", "emb/*.npy", "--out", str(tmp_path / "i"), "--late-chunking"])
+    assert (
+        exit_.value.code == 2 and "argument --late-chunking: pools the windows of --passages" in capsys.readouterr().err
+    )
+
+
+@pytest.mark.large
+def test_a_forward_pass_shorter_than_the_models_budget_is_exit_2_before_any_write(tmp_path, capsys):
+    corpus = _corpus(tmp_path / "corpus.jsonl")
+    assert main(_index(corpus, tmp_path / "i", "--passages", "64", "--late-chunking", "--document-length", "64")) == 2
+    error = capsys.readouterr().err
+    assert len(error.strip().splitlines()) == 1 and "late chunking reads at least the model's 128 tokens" in error
+    assert not (tmp_path / "i").exists() and not (tmp_path / "i.partial").exists()

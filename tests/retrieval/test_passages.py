@@ -2,6 +2,7 @@
 the window that scored; its documents, filters, updates, BM25 and evaluation speak of documents."""
 
 import json
+import os
 import re
 
 import numpy as np
@@ -59,9 +60,10 @@ def test_a_search_answers_k_distinct_documents_each_scored_by_its_best_window(bu
     assert [hit["score"] for hit in hits] == sorted((hit["score"] for hit in hits), reverse=True)
 
 
-def test_empty_and_blank_texts_are_one_window_each(tmp_path, tiny_encoder):
+@pytest.mark.parametrize("late_chunking", [None, 512])
+def test_empty_and_blank_texts_are_one_window_each(tmp_path, tiny_encoder, late_chunking):
     corpus = Corpus(["e", "b", "t"], ["", "", "Only a title"], ["", "   ", ""])
-    index = Index.build(tmp_path / "idx", corpus, tiny_encoder, passages="8")
+    index = Index.build(tmp_path / "idx", corpus, tiny_encoder, passages="8", late_chunking=late_chunking)
     assert [document["text"] for document in index.get(["e", "b", "t"])] == ["", "   ", ""]
     assert sorted(hit["id"] for hit in index.search(["title"], k=3)[0]) == ["b", "e", "t"]
 
@@ -216,3 +218,137 @@ def test_a_killed_passages_build_resumes_from_its_last_finished_piece(tmp_path, 
     got, expected = resumed.search(["shock boundary layer"], k=8)[0], clean.search(["shock boundary layer"], k=8)[0]
     assert [(h["id"], h["passage"]) for h in got] == [(h["id"], h["passage"]) for h in expected]
     np.testing.assert_allclose([h["score"] for h in got], [h["score"] for h in expected], atol=1e-6)
+
+
+def _late(tiny_encoder):
+    return 2 * tiny_encoder.document_length  # a forward pass longer than the model's budget
+
+
+def _stored(index):
+    """`{row id: stored vector}` of an index's live rows."""
+    search_index = index._retriever.index
+    return dict(zip(search_index.ids, search_index.live_embeddings()))
+
+
+@pytest.fixture(scope="module")
+def late_built(tmp_path_factory, tiny_encoder):
+    corpus = _corpus(4)
+    path = tmp_path_factory.mktemp("late") / "idx"
+    return Index.build(path, corpus, tiny_encoder, passages="16:8", late_chunking=_late(tiny_encoder)), corpus
+
+
+def test_a_late_chunking_index_stores_each_windows_late_vector(late_built, tiny_encoder):
+    from gtr_keras.models.late_chunking import LateChunks
+
+    index, corpus = late_built
+    assert index.late_chunking == _late(tiny_encoder) and index.passages == {"tokens": 16, "stride": 8}
+    with open(os.path.join(index.paths[0], "retriever.json")) as f:
+        record = json.load(f)
+    assert record["late_chunking"] == _late(tiny_encoder) and index.check().ok  # `gtr-keras check` takes it
+    stored = _stored(index)
+    rows, _ = window_corpus(corpus, tiny_encoder, "16:8")
+    assert sorted(stored) == sorted(rows.ids)
+    late = LateChunks(tiny_encoder, _late(tiny_encoder))
+    plain = dict(zip(rows.ids, tiny_encoder.encode_documents(rows.joined())))
+    for i, doc_id in enumerate(corpus.ids):
+        windows = [split_row_id(row)[1:] for row in rows.ids if split_row_id(row)[0] == doc_id]
+        assert len(windows) > 3  # a document of several windows
+        expected = late.encode([corpus.titles[i]], [corpus.texts[i]], [windows])
+        got = np.stack([stored[f"{doc_id}@{start}-{end}"] for start, end in windows])
+        np.testing.assert_allclose(got, expected, atol=1e-5)
+        differences = [np.abs(stored[f"{doc_id}@{s}-{e}"] - plain[f"{doc_id}@{s}-{e}"]).max() for s, e in windows]
+        assert max(differences) > 1e-3  # each window sees its document: not the plain passages vector
+
+
+def test_a_late_chunking_index_searches_documents_with_their_late_windows(late_built, tiny_encoder):
+    index, _ = late_built
+    query = "shock boundary layer"
+    hits = index.search([query], k=4)[0]
+    assert len({hit["id"] for hit in hits}) == 4
+    stored, q = _stored(index), tiny_encoder.encode_queries([query])[0]
+    for hit in hits:
+        row = f"{hit['id']}@{hit['passage']['start']}-{hit['passage']['end']}"
+        assert abs(float(stored[row] @ q) - hit["score"]) < 1e-5
+
+
+def test_an_update_of_a_late_chunking_index_late_chunks_what_it_adds(tmp_path, tiny_encoder):
+    from gtr_keras.models.late_chunking import LateChunks
+
+    corpus = _corpus(3)
+    index = Index.build(tmp_path / "idx", corpus, tiny_encoder, passages="16:8", late_chunking=_late(tiny_encoder))
+    new = Corpus(["d1", "n"], ["", "New"], [corpus.texts[2] + " glider", corpus.texts[0]], [{"year": 1}, {"year": 2}])
+    change = index.update(new, delete=["d0"], late_chunking=_late(tiny_encoder))
+    assert change.added == ("n",) and change.replaced == ("d1",) and change.deleted == ("d0",)
+    stored, late = _stored(index), LateChunks(tiny_encoder, _late(tiny_encoder))
+    rows, _ = window_corpus(new, tiny_encoder, "16:8")
+    windows = [[split_row_id(row)[1:] for row in rows.ids if split_row_id(row)[0] == doc] for doc in new.ids]
+    expected = late.encode(new.titles, new.texts, windows)
+    np.testing.assert_allclose(np.stack([stored[row] for row in rows.ids]), expected, atol=1e-5)
+    assert not any(split_row_id(row)[0] == "d0" for row in stored)
+
+
+def test_an_update_with_another_late_chunking_setting_is_refused_naming_it(tmp_path, tiny_encoder):
+    plain = Index.build(tmp_path / "plain", _corpus(2), tiny_encoder, passages="16:8")
+    with pytest.raises(MismatchError, match="built with no --late-chunking, but --late-chunking --document-length"):
+        plain.update(delete="d0", late_chunking=_late(tiny_encoder))
+    late = Index.build(tmp_path / "late", _corpus(2), tiny_encoder, passages="16:8", late_chunking=_late(tiny_encoder))
+    message = f"built with --late-chunking --document-length {_late(tiny_encoder)}, but --late-chunking "
+    with pytest.raises(MismatchError, match=message + "--document-length 999 is given"):
+        late.update(delete="d0", late_chunking=999)
+    assert "d0" in plain and "d0" in late
+
+
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        ({"late_chunking": 2048}, "late_chunking: pools the windows of passages"),
+        ({"passages": "16:8", "late_chunking": True}, "late_chunking: the tokens of a forward pass, an integer"),
+        ({"passages": "16:8", "late_chunking": "2048"}, "late_chunking: the tokens of a forward pass, an integer"),
+        ({"passages": "16:8", "late_chunking": 16}, "late chunking reads at least the model's"),
+    ],
+)
+def test_a_bad_late_chunking_setting_is_refused_before_anything_is_written(tmp_path, tiny_encoder, kwargs, message):
+    with pytest.raises(UserError, match=message):
+        Index.build(tmp_path / "idx", _corpus(2), tiny_encoder, **kwargs)
+    assert not (tmp_path / "idx").exists() and not (tmp_path / "idx.partial").exists()
+
+
+def test_a_killed_build_resumes_only_into_the_same_late_chunking_setting(tmp_path, tiny_encoder, monkeypatch):
+    from gtr_keras.models.late_chunking import LateChunks
+
+    corpus, n = _corpus(), _late(tiny_encoder)
+    encode, calls, killed_at = LateChunks.encode, [], [2]
+
+    def encode_until_killed(self, titles, *args):
+        calls.append(len(titles))
+        if len(calls) == killed_at[0]:
+            raise Killed  # while late-chunking the second piece
+        return encode(self, titles, *args)
+
+    monkeypatch.setattr(LateChunks, "encode", encode_until_killed)
+    with pytest.raises(Killed):
+        Index.build(tmp_path / "idx", corpus, tiny_encoder, passages="16:8", late_chunking=n, piece_size=10)
+    with pytest.raises(MismatchError, match=f"late_chunking {n} recorded, this run has None"):
+        Index.build(tmp_path / "idx", corpus, tiny_encoder, passages="16:8", piece_size=10)
+    calls.clear()
+    killed_at[0] = 0
+    resumed = Index.build(tmp_path / "idx", corpus, tiny_encoder, passages="16:8", late_chunking=n, piece_size=10)
+    assert len(calls) == -(-len(window_corpus(corpus, tiny_encoder, "16:8")[0]) // 10) - 1  # one piece was finished
+    monkeypatch.undo()
+    clean = Index.build(tmp_path / "clean", corpus, tiny_encoder, passages="16:8", late_chunking=n)
+    expected, got = _stored(clean), _stored(resumed)
+    np.testing.assert_allclose(np.stack([got[row] for row in expected]), np.stack(list(expected.values())), atol=1e-6)
+
+
+def test_a_killed_plain_passages_build_does_not_resume_into_late_chunking(tmp_path, tiny_encoder, monkeypatch):
+    def killed(*args):
+        raise Killed
+
+    monkeypatch.setattr(tiny_encoder, "encode_documents", killed)
+    with pytest.raises(Killed):
+        Index.build(tmp_path / "idx", _corpus(), tiny_encoder, passages="16:8", piece_size=10)
+    monkeypatch.undo()
+    with pytest.raises(MismatchError, match="no late_chunking recorded"):
+        Index.build(
+            tmp_path / "idx", _corpus(), tiny_encoder, passages="16:8", late_chunking=_late(tiny_encoder), piece_size=10
+        )

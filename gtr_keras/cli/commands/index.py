@@ -10,6 +10,7 @@ from gtr_keras.cli.helpers.flag_types import (
     corpus_source,
     embedding_source,
     output_dir,
+    token_budget,
 )
 from gtr_keras.cli.helpers.shared_flags import (
     add_batch_size,
@@ -21,6 +22,8 @@ from gtr_keras.cli.helpers.shared_flags import (
 from gtr_keras.errors import DataError
 from gtr_keras.utils import files
 from gtr_keras.utils.locks import locks_output
+
+LATE_DOCUMENT_LENGTH = 2048  # --late-chunking's forward pass: T5's relative positions take any length
 
 
 def add_parser(subparsers, parents):
@@ -95,13 +98,28 @@ def add_parser(subparsers, parents):
     add_progress(p)
     add_dimensions(p, "the indexed vectors (recorded: queries are cut the same), or of --embeddings")
     add_passages(p, "one row a window, recorded (with --corpus; TOKENS at most the model's document budget)")
+    p.add_argument(
+        "--late-chunking",
+        action="store_true",
+        help="with --passages: each window's vector pooled from one forward pass of its whole document, up to "
+        "--document-length tokens, so that it sees its document's context (docs/late-chunking.md); recorded",
+    )
+    p.add_argument(
+        "--document-length",
+        type=token_budget,
+        default=None,
+        metavar="N",
+        help="with --late-chunking: the tokens of a forward pass, at least the model's document budget; a longer "
+        f"document is read in overlapping segments of N (default: {LATE_DOCUMENT_LENGTH})",
+    )
     add_beam_arguments(p)
     return p
 
 
 def check(args, parser):
     """`index` takes `--corpus` (with `--model`) or `--embeddings` (with `--bm25-corpus` if any), not both;
-    `--rescore` goes with `--vectors int8|binary`."""
+    `--rescore` goes with `--vectors int8|binary`, `--late-chunking` with `--passages` (so not with `--embeddings`
+    or `--runner`), `--document-length` with `--late-chunking`."""
     if args.rescore is not None and args.vectors == "float32":
         parser.error("argument --rescore: rescores the candidates of --vectors int8|binary")
     check_one_source(args, parser)
@@ -111,6 +129,10 @@ def check(args, parser):
         parser.error("argument --runner: encodes a corpus; --embeddings are encoded already")
     if args.passages is not None and (args.embeddings is not None or args.runner):
         parser.error("argument --passages: cuts the documents of --corpus (not --embeddings, nor with --runner)")
+    if args.late_chunking and args.passages is None:
+        parser.error("argument --late-chunking: pools the windows of --passages (with --corpus, not --runner)")
+    if args.document_length is not None and not args.late_chunking:
+        parser.error("argument --document-length: the tokens of a forward pass of --late-chunking, only with it")
     if args.bm25_corpus is not None and args.embeddings is None:
         parser.error("argument --bm25-corpus: only with --embeddings (--corpus is indexed with BM25 itself)")
 
@@ -146,6 +168,7 @@ def run(args):
         file_rows=args.file_rows,
         dimensions=args.dimensions,
         passages=args.passages,
+        late_chunking=(args.document_length or LATE_DOCUMENT_LENGTH) if args.late_chunking else None,
     )
     bm25 = "and a BM25 side" if has_bm25_side(args.out) else "no BM25 side"
     vectors = f" over {args.vectors} vectors" if args.vectors != "float32" else ""
