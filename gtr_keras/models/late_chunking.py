@@ -17,8 +17,8 @@ from typing import Any
 import numpy as np
 
 from gtr_keras.errors import UserError
-from gtr_keras.models.token_windows import piece_spans_of
 from gtr_keras.models.text_encoder import check_token_outputs
+from gtr_keras.models.token_windows import piece_spans_of
 
 
 class LateChunks:

@@ -154,7 +154,7 @@ class TextEncoder:
     embedding_dim: int
     query_length: int
     document_length: int
-    tokenize: Callable[[Sequence[str | bytes], str], Sequence[Any]]
+    tokenize: Callable[..., Sequence[Any]]
     embed_tokens: Callable[[np.ndarray, np.ndarray], Any]
     pad_id = 0
     dimensions: int | None = None
@@ -320,8 +320,8 @@ class TextEncoder:
         check_document_length(document_length)
         texts = check_texts(texts)
         ids = self.tokenize(texts, length=document_length) if texts else []
-        spans = check_spans(spans, [len(text_ids) for text_ids in ids], document_length)
-        return truncate(self.embed_token_spans(ids, spans, batch_size), dimensions)
+        checked = check_spans(spans, [len(text_ids) for text_ids in ids], document_length)
+        return truncate(self.embed_token_spans(ids, checked, batch_size), dimensions)
 
 
 class TruncatedEncoder(TextEncoder):

@@ -154,21 +154,21 @@ class Encoder(TextEncoder):
         >>> encoder.embed_token_spans(ids, [[(0, 2), (2, len(ids[0]))]]).shape
         (2, 768)
         """
-        spans = check_spans(spans, [len(text_ids) for text_ids in token_ids])
-        offsets = np.cumsum([0] + [len(text_spans) for text_spans in spans])
+        checked = check_spans(spans, [len(text_ids) for text_ids in token_ids])
+        offsets = np.cumsum([0] + [len(text_spans) for text_spans in checked])
         output = np.zeros((offsets[-1], self.embedding_dim), np.float32)
-        chunked = np.array([row for row, text_spans in enumerate(spans) if len(text_spans)], np.int64)
+        chunked = np.array([row for row, text_spans in enumerate(checked) if len(text_spans)], np.int64)
         for batch in length_sorted_batches([len(token_ids[row]) for row in chunked], batch_size):
             rows = chunked[batch]
             ids, padding_mask = self.padded_tokens([token_ids[row] for row in rows], batch_size)
-            most = max(len(spans[row]) for row in rows)
+            most = max(len(checked[row]) for row in rows)
             if self.jit_compile:  # a bounded number of XLA programs: span counts in powers of two
                 most = 1 << (most - 1).bit_length()
             batch_spans = np.zeros((len(ids), most, 2), np.int32)
             for i, row in enumerate(rows):
-                batch_spans[i, : len(spans[row])] = spans[row]
+                batch_spans[i, : len(checked[row])] = checked[row]
             vectors = self._embed_spans(ids, padding_mask, batch_spans).numpy()
             for i, row in enumerate(rows):
-                output[offsets[row] : offsets[row + 1]] = vectors[i, : len(spans[row])]
+                output[offsets[row] : offsets[row + 1]] = vectors[i, : len(checked[row])]
         check_finite_embeddings(output, "spans")
         return output
