@@ -65,7 +65,13 @@ def test_every_top_level_function_and_the_index_s_methods_are_annotated_and_reso
             unannotated.append((name, missing))
     assert unannotated == []
     assert typing.get_type_hints(gtr_keras.Index.get)["return"] == list[gtr_keras.retrieval.Document | None]
-    assert typing.get_type_hints(Hit) == {"id": str, "score": float, "title": str, "text": str}
+    assert typing.get_type_hints(Hit) == {
+        "id": str,
+        "score": float,
+        "title": str,
+        "text": str,
+        "passage": dict[str, int],
+    }
     assert Hit.__required_keys__ == {"id", "score"}  # title and text where the index stores documents
 
 

@@ -43,12 +43,15 @@ def test_help_answers_without_importing_tensorflow_or_the_library():
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     loaded = ast.literal_eval(result.stdout.strip().splitlines()[-1])
     # The command line, the plumbing of files (no TensorFlow: it is imported on first use), the formats' table,
-    # and the loaders of other model formats that `import gtr_keras` registers (their converters are not imported).
+    # the loaders of other model formats that `import gtr_keras` registers (their converters are not imported),
+    # and the parser of engine targets (`--to`, `--index`; it imports nothing more).
     assert [name for name in loaded if not name.startswith(("gtr_keras.cli.", "gtr_keras.utils"))] == [
         "gtr_keras",
         "gtr_keras.cli",
         "gtr_keras.convert",
         "gtr_keras.convert.preset_loader",
+        "gtr_keras.engines",
+        "gtr_keras.engines.targets",
         "gtr_keras.errors",
         "gtr_keras.exports",
         "gtr_keras.exports.export_formats",
