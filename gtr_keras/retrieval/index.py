@@ -179,8 +179,8 @@ class Index(IndexHandle):
                 (`utils.dimensions`): recorded, and the index's queries cut the same; None: all D.
             passages: `"TOKENS[:STRIDE]"` or `(tokens, stride)`: a corpus's documents cut into windows of TOKENS
                 tokens every STRIDE (default TOKENS), searched as documents (docs/long-documents.md); recorded.
-            late_chunking: with `passages`, N: each window's vector pooled from a forward pass of up to N tokens
-                of its document (`--late-chunking --document-length N`, docs/late-chunking.md); recorded.
+            late_chunking: with `passages` (not `runner`), N: each window's vector pooled from a forward pass of up
+                to N tokens of its document (`--late-chunking --document-length N`, docs/late-chunking.md); recorded.
 
         Returns:
             The `Index`, with `model` loaded when it was used.
@@ -203,9 +203,9 @@ class Index(IndexHandle):
         if runner is not None and embeddings is not None:
             raise UserError("runner encodes a corpus; embeddings are encoded already")
         setting = windows.passages_setting(passages)
-        windows.check_late_chunking(late_chunking, setting)
-        if setting is not None and (corpus is None or runner is not None):
-            raise UserError("passages: a corpus's documents are cut into windows (not embeddings, nor with a runner)")
+        windows.check_late_chunking(late_chunking, setting, runner)
+        if setting is not None and corpus is None:
+            raise UserError("passages: a corpus's documents are cut into windows (not embeddings)")
         if dimensions is not None:
             check_dimensions(dimensions)
             if runner is not None:
@@ -242,6 +242,7 @@ class Index(IndexHandle):
                 batch_size=batch_size,
                 file_rows=file_rows,
                 large_model=large_model,
+                passages=passages,
             )
         else:
             if isinstance(corpus, (str, os.PathLike)):

@@ -49,14 +49,16 @@ def check_setting(recorded, given, where, describe=describe):
         raise MismatchError(f"{where}: built with {describe(recorded)}, but {describe(given)} is given")
 
 
-def check_late_chunking(late_chunking, setting):
+def check_late_chunking(late_chunking, setting, runner=None):
     """Refuses (`UserError`) before any work a `late_chunking` (the tokens of a forward pass, `--document-length`;
     None: none) other than an integer of at least 2 that goes with a passages `setting` (`LateRows` checks it
-    against the model's budget)."""
+    against the model's budget), and not with a Beam `runner` (None: none)."""
     if late_chunking is None:
         return
     if setting is None:
         raise UserError("late_chunking: pools the windows of passages: cut the documents with passages= too")
+    if runner is not None:
+        raise UserError("late_chunking: not with a Beam runner (its pipeline encodes passages without it)")
     if isinstance(late_chunking, bool) or not isinstance(late_chunking, int) or late_chunking < 2:
         raise UserError(f"late_chunking: the tokens of a forward pass, an integer such as 2048, got {late_chunking!r}")
 

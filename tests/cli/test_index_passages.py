@@ -220,6 +220,15 @@ def test_late_chunking_goes_with_a_corpus_not_embeddings(tmp_path, capsys):
     )
 
 
+def test_late_chunking_is_refused_with_a_beam_runner(tmp_path, capsys):
+    corpus = _corpus(tmp_path / "corpus.jsonl")
+    with pytest.raises(SystemExit) as exit_:
+        main(_index(corpus, tmp_path / "i", "--passages", "64", "--late-chunking", "--runner", "DirectRunner"))
+    error = capsys.readouterr().err
+    assert exit_.value.code == 2 and len(error.strip().splitlines()) == 1
+    assert "argument --late-chunking: not with --runner" in error and not (tmp_path / "i").exists()
+
+
 @pytest.mark.large
 def test_a_forward_pass_shorter_than_the_models_budget_is_exit_2_before_any_write(tmp_path, capsys):
     corpus = _corpus(tmp_path / "corpus.jsonl")

@@ -305,6 +305,10 @@ def test_an_update_with_another_late_chunking_setting_is_refused_naming_it(tmp_p
         ({"passages": "16:8", "late_chunking": True}, "late_chunking: the tokens of a forward pass, an integer"),
         ({"passages": "16:8", "late_chunking": "2048"}, "late_chunking: the tokens of a forward pass, an integer"),
         ({"passages": "16:8", "late_chunking": 16}, "late chunking reads at least the model's"),
+        (
+            {"passages": "16:8", "late_chunking": 2048, "runner": "DirectRunner"},
+            "late_chunking: not with a Beam runner",
+        ),
     ],
 )
 def test_a_bad_late_chunking_setting_is_refused_before_anything_is_written(tmp_path, tiny_encoder, kwargs, message):

@@ -97,7 +97,7 @@ def add_parser(subparsers, parents):
     p.add_argument("--piece-size", type=at_least_one, default=2048, help="documents per resumable piece")
     add_progress(p)
     add_dimensions(p, "the indexed vectors (recorded: queries are cut the same), or of --embeddings")
-    add_passages(p, "one row a window, recorded (with --corpus; TOKENS at most the model's document budget)")
+    add_passages(p, "one row a window, recorded (with --corpus, --runner too; TOKENS at most the model's budget)")
     p.add_argument(
         "--late-chunking",
         action="store_true",
@@ -118,8 +118,8 @@ def add_parser(subparsers, parents):
 
 def check(args, parser):
     """`index` takes `--corpus` (with `--model`) or `--embeddings` (with `--bm25-corpus` if any), not both;
-    `--rescore` goes with `--vectors int8|binary`, `--late-chunking` with `--passages` (so not with `--embeddings`
-    or `--runner`), `--document-length` with `--late-chunking`."""
+    `--rescore` goes with `--vectors int8|binary`, `--passages` with `--corpus`, `--late-chunking` with `--passages`
+    and not `--runner`, `--document-length` with `--late-chunking`."""
     if args.rescore is not None and args.vectors == "float32":
         parser.error("argument --rescore: rescores the candidates of --vectors int8|binary")
     check_one_source(args, parser)
@@ -127,10 +127,12 @@ def check(args, parser):
         parser.error("argument --dimensions: not with --runner (index the pipeline's embeddings with --dimensions)")
     if args.embeddings is not None and args.runner:
         parser.error("argument --runner: encodes a corpus; --embeddings are encoded already")
-    if args.passages is not None and (args.embeddings is not None or args.runner):
-        parser.error("argument --passages: cuts the documents of --corpus (not --embeddings, nor with --runner)")
+    if args.passages is not None and args.embeddings is not None:
+        parser.error("argument --passages: cuts the documents of --corpus (not --embeddings)")
     if args.late_chunking and args.passages is None:
         parser.error("argument --late-chunking: pools the windows of --passages (with --corpus, not --runner)")
+    if args.late_chunking and args.runner:
+        parser.error("argument --late-chunking: not with --runner (the Beam pipeline encodes --passages without it)")
     if args.document_length is not None and not args.late_chunking:
         parser.error("argument --document-length: the tokens of a forward pass of --late-chunking, only with it")
     if args.bm25_corpus is not None and args.embeddings is None:

@@ -8,11 +8,13 @@ locally; `DataflowRunner`, `FlinkRunner`, `SparkRunner` on a cluster):
    worker reads whole files, streamed, with the parser of `load_corpus`,
 2. embed documents with `RunInference` and `GTRModelHandler`, which loads the
    model once per worker process (once per machine with `large_model=True`)
-   and hands the encoder groups of documents that it sorts by token length,
-3. write `embeddings-SSSSS-of-NNNNN.npz` embedding files: per document its id, its
-   place in the corpus (file number, line number), its float32 embedding, and
-   its title and text (gzipped JSON Lines), so the index can be assembled in
-   corpus order without reading the corpus again,
+   and hands the encoder groups of documents that it sorts by token length
+   (with `passages`, `GTRWindowHandler` cuts each document into its token windows
+   first, with the worker's tokenizer, and embeds each window),
+3. write `embeddings-SSSSS-of-NNNNN.npz` embedding files: per row (a document, or a
+   window) its id, its place in the corpus (file number, line number, window number),
+   its float32 embedding, and its title and text (gzipped JSON Lines), so the index
+   can be assembled in corpus order without reading the corpus again,
 4. write `corpus_files.json` (the corpus files, in order) once the pipeline
    has succeeded.
 
@@ -26,7 +28,6 @@ Example:
 >>> index = SearchIndex(corpus.ids, embeddings)  # doctest: +SKIP
 """
 
-import contextlib
 import gzip
 import io
 import json
@@ -38,18 +39,14 @@ import numpy as np
 from apache_beam.io.filebasedsink import FileBasedSink
 from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
-from apache_beam.ml.inference.base import (
-    KeyedModelHandler,
-    ModelHandler,
-    PredictionResult,
-    RunInference,
-)
+from apache_beam.ml.inference.base import KeyedModelHandler, RunInference
 from apache_beam.options.pipeline_options import PipelineOptions
 
-from gtr_keras import saving
 from gtr_keras.beir.readers import CORPUS_FILES, Corpus, document_values, in_collection, record_metadata
-from gtr_keras.errors import CheckpointError, DataError, MismatchError, UserError
-from gtr_keras.models.model_files.fingerprint import fingerprint
+from gtr_keras.errors import DataError, MismatchError, UserError
+from gtr_keras.retrieval.encoding.model_handlers import GTRModelHandler, GTRWindowHandler
+from gtr_keras.retrieval.passages import passages_setting, split_row_id
+from gtr_keras.storage.layout import PASSAGES_FIELD
 from gtr_keras.utils import files
 from gtr_keras.utils.text_files import iter_jsonl
 
@@ -146,90 +143,14 @@ def read_documents(file_number, path):
         yield key, Corpus([doc_id], [title], [text]).joined()[0]
 
 
-@contextlib.contextmanager
-def _local_model_dir(model_dir):
-    """`model_dir` itself when local; else a temporary local copy of its files (a preset's, weight shards
-    included), removed when the block ends (the model is in memory by then)."""
-    if FileSystems.get_scheme(model_dir) is None:
-        yield model_dir
-        return
-    with files.temporary_directory("gtr-keras-model-") as local:
-        patterns = [FileSystems.join(model_dir, "*"), FileSystems.join(model_dir, "assets", "*", "*")]
-        for match in FileSystems.match(patterns):
-            for metadata in match.metadata_list:
-                relative = metadata.path[len(model_dir) :].lstrip("/")
-                os.makedirs(os.path.join(local, os.path.dirname(relative)), exist_ok=True)
-                with FileSystems.open(metadata.path) as src, open(os.path.join(local, relative), "wb") as dst:
-                    while chunk := src.read(1 << 24):
-                        dst.write(chunk)
-        yield local
-
-
-class GTRModelHandler(ModelHandler):
-    """A `RunInference` model handler that embeds document texts with a gtr-keras model.
-
-    Each `RunInference` batch is a group of `group_size` documents; the
-    `Encoder` sorts a group by token length and runs forward passes of
-    `batch_size`, so a larger group wastes less compute on padding.
-
-    Args:
-        model_dir: a gtr-keras model directory, local or on a Beam filesystem
-            (`gs://...`: copied to local disk on each worker).
-        batch_size: documents per forward pass.
-        group_size: documents per `RunInference` batch; default `16 * batch_size`.
-        large_model: load one model per machine, shared by all SDK worker
-            processes, instead of one per process.
-        model_sha256: the model's fingerprint (`fingerprint.fingerprint`) as
-            the pipeline's driver read it: a worker that loads another model
-            from `model_dir` (replaced while the pipeline runs) fails instead
-            of embedding with it.
-        load_model_args: keyword arguments of `saving.load_model` (`dtype`,
-            `document_length`, ...), the same on every worker.
-
-    Example:
-    >>> handler = KeyedModelHandler(GTRModelHandler("models/gtr-base"))  # doctest: +SKIP
-    >>> pairs | RunInference(handler)  # (id, text) -> (id, PredictionResult)  # doctest: +SKIP
-    """
-
-    def __init__(
-        self, model_dir, batch_size=32, group_size=None, large_model=False, model_sha256=None, load_model_args=None
-    ):
-        group_size = group_size or 16 * batch_size
-        super().__init__(min_batch_size=group_size, max_batch_size=group_size, large_model=large_model)
-        self.model_dir = model_dir
-        self.batch_size = batch_size
-        self.model_sha256 = model_sha256
-        self.load_model_args = dict(load_model_args or {})
-
-    def load_model(self):
-        with _local_model_dir(self.model_dir) as local:
-            encoder = saving.load_model(local, **self.load_model_args)
-        if self.model_sha256 is not None:
-            found = fingerprint(encoder)
-            if found != self.model_sha256:
-                raise CheckpointError(
-                    f"{self.model_dir}: the model changed while the pipeline ran (fingerprint {found}, "
-                    f"{self.model_sha256} when it started); rerun once the model directory stays the same"
-                )
-        return encoder
-
-    def run_inference(self, batch, model, inference_args=None):
-        embeddings = model.encode_documents(list(batch), self.batch_size, progress=False)
-        return [PredictionResult(text, embedding) for text, embedding in zip(batch, embeddings)]
-
-    def get_num_bytes(self, batch):
-        return sum(len(text.encode("utf-8")) for text in batch)
-
-    def get_metrics_namespace(self):
-        return "gtr_keras"
-
-
 class _NpzFile:
-    """Collects `(key, embedding)` rows (key as `read_documents` makes it); `close()` writes one `.npz` file.
+    """Collects `(key, embedding)` rows, key `(id, file_number, line_no, window, title, text, metadata)` (a
+    document's row as `read_documents` keys it, window 0; or a passages row, `window` its number in its document);
+    `close()` writes one `.npz` file.
 
     Rows are written in corpus order. The file holds `ids` (str), `files`
-    (int32 file numbers), `lines` (int64 line numbers), float32 `embeddings`
-    `[n, D]`, and `documents`: the rows' `{"_id", "title", "text"}` records
+    (int32 file numbers), `lines` (int64 line numbers), `windows` (int32),
+    float32 `embeddings` `[n, D]`, and `documents`: the rows' `{"_id", "title", "text"}` records
     (and `metadata` where a row has any) as gzipped JSON Lines, stored as a
     uint8 array.
     """
@@ -239,7 +160,7 @@ class _NpzFile:
         self.rows = []
 
     def close(self):
-        self.rows.sort(key=lambda row: row[0][1:3])
+        self.rows.sort(key=lambda row: row[0][1:4])
         keys = [key for key, _ in self.rows]
         embeddings = np.stack([e for _, e in self.rows]) if self.rows else np.zeros((0, 0), np.float32)
         documents = "".join(
@@ -248,7 +169,7 @@ class _NpzFile:
                 ensure_ascii=False,
             )
             + "\n"
-            for doc_id, _, _, title, text, fields in keys
+            for doc_id, _, _, _, title, text, fields in keys
         )
         self.rows = []  # the stacked embeddings and the documents string hold the rows now
         buffer = io.BytesIO()
@@ -257,6 +178,7 @@ class _NpzFile:
             ids=np.array([key[0] for key in keys], dtype=str),
             files=np.array([key[1] for key in keys], np.int32),
             lines=np.array([key[2] for key in keys], np.int64),
+            windows=np.array([key[3] for key in keys], np.int32),
             embeddings=embeddings.astype(np.float32, copy=False),
             documents=np.frombuffer(gzip.compress(documents.encode("utf-8"), compresslevel=6), np.uint8),
         )
@@ -332,6 +254,7 @@ def encode_corpus_with_beam(
     file_rows=50_000,
     large_model=False,
     model_sha256=None,
+    passages=None,
 ):
     """Encodes a BEIR corpus with an Apache Beam pipeline into embedding files.
 
@@ -353,6 +276,9 @@ def encode_corpus_with_beam(
         large_model: share one model per machine across worker processes.
         model_sha256: the fingerprint every worker's model must have (the
             one the index records); by default not checked.
+        passages: a passages setting `{"tokens", "stride"}` (`passages.passages_setting`, within the model's
+            budget): each document cut into its windows by the worker's model (`GTRWindowHandler`), one row a
+            window, as the in-process build cuts them; recorded in `corpus_files.json`. None: a row a document.
 
     Returns:
         The finished `PipelineResult`.
@@ -373,25 +299,42 @@ def encode_corpus_with_beam(
         raise FileExistsError(
             f"{output_dir}: holds the output of an earlier run ({len(existing)} embedding file(s)); delete it first."
         )
-    handler = KeyedModelHandler(GTRModelHandler(model_dir, batch_size, group_size, large_model, model_sha256))
     options = PipelineOptions(list(pipeline_args), runner=runner)
     pipeline = beam.Pipeline(options=options)
     sink = EmbeddingFileSink(FileSystems.join(output_dir, FILE_PREFIX), file_rows)
-    _ = (
+    documents = (
         pipeline
         | "ListCorpusFiles" >> beam.Create(list(enumerate(paths)))
         | "SpreadFiles" >> beam.Reshuffle()
         | "ReadCorpus" >> beam.FlatMapTuple(read_documents)
-        | "Encode" >> RunInference(handler)
-        | "Embeddings" >> beam.MapTuple(lambda key, result: (key, result.inference))
-        | "WriteEmbeddingFiles" >> beam.io.Write(sink)
     )
+    handler_args = dict(batch_size=batch_size, group_size=group_size, large_model=large_model)
+    if passages is None:
+        handler = KeyedModelHandler(GTRModelHandler(model_dir, model_sha256=model_sha256, **handler_args))
+        rows = documents | "Encode" >> RunInference(handler) | "Embeddings" >> beam.MapTuple(_document_row)
+    else:
+        handler = GTRWindowHandler(model_dir, passages, model_sha256=model_sha256, **handler_args)
+        rows = documents | "Documents" >> beam.Keys() | "Encode" >> RunInference(handler) | beam.FlatMap(_window_rows)
+    _ = rows | "WriteEmbeddingFiles" >> beam.io.Write(sink)
     result = pipeline.run()
     result.wait_until_finish()
-    manifest = {"corpus": os.fspath(corpus_path), "files": paths}
+    manifest = {"corpus": os.fspath(corpus_path), "files": paths, **({"passages": passages} if passages else {})}
     with FileSystems.create(manifest_path, compression_type=CompressionTypes.UNCOMPRESSED) as f:
         f.write(json.dumps(manifest, indent=1, ensure_ascii=False).encode("utf-8"))
     return result
+
+
+def _document_row(key, result):
+    """The embedding file row of a document `read_documents` keys: window 0."""
+    doc_id, file_number, line_no, title, text, metadata = key
+    return (doc_id, file_number, line_no, 0, title, text, metadata), result.inference
+
+
+def _window_rows(result):
+    """The embedding file rows of a document's windows (a `GTRWindowHandler` result), numbered in order."""
+    _, file_number, line_no, title, _, metadata = result.example
+    for number, (row, text, embedding) in enumerate(result.inference):
+        yield (row, file_number, line_no, number, title, text, metadata), embedding
 
 
 def _read_manifest(beam_dir):
@@ -408,15 +351,16 @@ def _load_embedding_files(beam_dir, with_documents):
     manifest = _read_manifest(beam_dir)
     paths = manifest["files"]
     numbered, total = _file_paths(beam_dir)
-    arrays = {name: [] for name in ("ids", "files", "lines", "embeddings")}
+    arrays = {name: [] for name in ("ids", "files", "lines", "windows", "embeddings")}
     titles, texts, metadata = [], [], []
     for number in range(total):
         with FileSystems.open(numbered[number], compression_type=CompressionTypes.UNCOMPRESSED) as f:
             with np.load(io.BytesIO(f.read()), allow_pickle=False) as embedding_file:
                 if not len(embedding_file["ids"]):
                     continue
-                for name, parts in arrays.items():
-                    parts.append(embedding_file[name])
+                for name, parts in arrays.items():  # `windows`: none in files written before passages, all 0
+                    default = np.zeros(len(embedding_file["ids"]), np.int32)
+                    parts.append(embedding_file[name] if name in embedding_file.files else default)
                 if with_documents:
                     for line in gzip.decompress(embedding_file["documents"].tobytes()).splitlines():
                         record = json.loads(line)
@@ -431,17 +375,23 @@ def _load_embedding_files(beam_dir, with_documents):
     file_numbers, lines = np.concatenate(arrays.pop("files")), np.concatenate(arrays.pop("lines"))
     if file_numbers.min() < 0 or file_numbers.max() >= len(paths):
         raise DataError(f"{beam_dir}: embedding files name file numbers missing from {MANIFEST}; delete {beam_dir}.")
-    order = np.lexsort((lines, file_numbers))
-    file_numbers, lines = file_numbers[order], lines[order]
+    windows = np.concatenate(arrays.pop("windows"))
+    order = np.lexsort((windows, lines, file_numbers))
+    file_numbers, lines, windows = file_numbers[order], lines[order], windows[order]
     ids = np.concatenate(arrays.pop("ids"))[order]
-    repeated = np.flatnonzero((file_numbers[1:] == file_numbers[:-1]) & (lines[1:] == lines[:-1]))
+    same = (file_numbers[1:] == file_numbers[:-1]) & (lines[1:] == lines[:-1]) & (windows[1:] == windows[:-1])
+    repeated = np.flatnonzero(same)
     if len(repeated):
         first = repeated[0]
         raise MismatchError(
             f"{beam_dir}: {paths[file_numbers[first]]}:{lines[first]} is in more than one row "
             f"(embedding files of different runs?); delete {beam_dir} and encode again."
         )
-    _check_unique_ids(manifest["corpus"], ids, [paths[n] for n in file_numbers], lines)
+    documents = np.flatnonzero(windows == 0)  # each document's first row
+    doc_ids = ids[documents]
+    if manifest.get("passages"):
+        doc_ids = np.array([split_row_id(row)[0] for row in doc_ids.tolist()], dtype=str)
+    _check_unique_ids(manifest["corpus"], doc_ids, [paths[n] for n in file_numbers[documents]], lines[documents])
     embeddings = np.concatenate(arrays.pop("embeddings"))
     embeddings = embeddings[order].astype(np.float32, copy=False)
     if not with_documents:
@@ -516,9 +466,11 @@ def index_from_embedding_files(beam_dir):
     return ids, embeddings
 
 
-def index_with_beam(corpus, index_dir, model_dir, encoder, kind="auto", bm25=True, params=None, **pipeline):
+def index_with_beam(
+    corpus, index_dir, model_dir, encoder, kind="auto", bm25=True, params=None, passages=None, **pipeline
+):
     """Encodes `corpus` with an Apache Beam pipeline that reads it itself, then writes the index directory
-    `index_dir` in corpus order (`index_building.write_index`); returns `(number of documents, kind)`.
+    `index_dir` in corpus order (`index_building.write_index`); returns `(number of rows, kind)`.
 
     This process lists the corpus files (a glob that matches none is an error before the pipeline starts)
     but never reads them: the pipeline stores each document's id, title, text and place (file, line) with
@@ -535,6 +487,9 @@ def index_with_beam(corpus, index_dir, model_dir, encoder, kind="auto", bm25=Tru
         encoder: the same model loaded here (a function that loads it, called once the corpus is listed),
             for the index's model record.
         kind, bm25, params: as for `index_building.write_index`.
+        passages: `"TOKENS[:STRIDE]"` or `(tokens, stride)` (checked against the model's budget here, before
+            the pipeline starts): a passages index, its window rows cut by the workers (`GTRWindowHandler`) as
+            the in-process build cuts them, the setting recorded; None: a row a document.
         **pipeline: `encode_corpus_with_beam`'s `runner`, `batch_size`, `file_rows` and `large_model`, and
             `beam_options`, `KEY[=VALUE]` strings (`beam_pipeline_args`).
 
@@ -550,7 +505,8 @@ def index_with_beam(corpus, index_dir, model_dir, encoder, kind="auto", bm25=Tru
     beam_dir = work_dir_for(index_dir) + "-beam"
     files.check_replaceable(beam_dir, [BEAM_OUTPUT_DIRECTORY])
     encoder = encoder() if callable(encoder) and not hasattr(encoder, "encode_documents") else encoder
-    metadata = index_metadata(encoder, model_dir)
+    setting = passages_setting(passages, encoder.document_length)
+    metadata = {**index_metadata(encoder, model_dir), **({PASSAGES_FIELD: setting} if setting else {})}
     files.remove(beam_dir)
     encode_corpus_with_beam(
         os.fspath(model_dir),
@@ -558,6 +514,7 @@ def index_with_beam(corpus, index_dir, model_dir, encoder, kind="auto", bm25=Tru
         beam_dir,
         pipeline_args=pipeline_args,
         model_sha256=metadata["model_sha256"],
+        passages=setting,
         **pipeline,
     )
     documents, embeddings = corpus_from_embedding_files(beam_dir)

@@ -31,7 +31,7 @@ from apache_beam.ml.rag.types import EmbeddableItem, Embedding
 from apache_beam.ml.transforms.base import EmbeddingsManager, EmbeddingTypeAdapter
 
 from gtr_keras.beir.readers import Corpus
-from gtr_keras.retrieval.encoding.beam_pipeline import GTRModelHandler
+from gtr_keras.retrieval.encoding.model_handlers import GTRModelHandler
 
 
 def document_texts(items, title_key="title"):

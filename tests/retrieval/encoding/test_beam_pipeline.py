@@ -21,7 +21,6 @@ from gtr_keras.cli.main import main  # noqa: E402
 from gtr_keras.errors import DataError, MismatchError, UserError  # noqa: E402
 from gtr_keras.retrieval.encoding.beam_pipeline import (
     MANIFEST,
-    GTRModelHandler,
     beam_pipeline_args,
     corpus_files,
     corpus_from_embedding_files,
@@ -29,6 +28,7 @@ from gtr_keras.retrieval.encoding.beam_pipeline import (
     index_from_embedding_files,
     read_documents,
 )
+from gtr_keras.retrieval.encoding.model_handlers import GTRModelHandler  # noqa: E402
 from gtr_keras.storage.search_index import SearchIndex  # noqa: E402
 
 WORDS = "retrieval dense encoder passage query neural sparse index token corpus".split()
@@ -187,6 +187,47 @@ def test_index_of_cranfield_in_several_corpus_files_equals_the_in_process_index(
     np.testing.assert_allclose(embeddings, expected_embeddings, atol=1e-6, rtol=0)
     assert documents == expected_documents
     assert not any(p.name.endswith("-beam") for p in tmp_path.iterdir())
+
+
+PENGUINS = "Emperor penguins breed in large colonies on the Antarctic sea ice during the dark polar winter."
+LONG_DOCUMENTS = {
+    "long@1": ("Wing aerodynamics", "The wing of an aircraft produces lift as air flows over it. " * 8 + PENGUINS),
+    "gulls": ("Seabirds", "Gulls nest on coastal cliffs and feed on fish along the shore."),
+    "tail": ("", "The tail of an aircraft keeps it stable: the fin against yaw, the tailplane against pitch."),
+}
+
+
+def _passages_hits(index_dir, capsys):
+    capsys.readouterr()
+    argv = ["search", "Where do emperor penguins breed?", "--index", str(index_dir), "-k", "3", "--json"]
+    assert main([*argv, "--model", "gtr_small_distilled_en"]) == 0
+    return json.loads(capsys.readouterr().out)[0]["hits"]
+
+
+@pytest.mark.large
+@pytest.mark.slow
+def test_a_beam_passages_index_equals_the_in_process_one(tmp_path, capsys):
+    with open(tmp_path / "corpus.jsonl", "w") as f:
+        for number, (doc_id, (title, text)) in enumerate(LONG_DOCUMENTS.items()):
+            metadata = {"metadata": {"n": number}} if number != 1 else {}
+            f.write(json.dumps({"_id": doc_id, "title": title, "text": text, **metadata}) + "\n")
+    argv = ["index", "--model", "gtr_small_distilled_en", "--corpus", str(tmp_path / "corpus.jsonl")]
+    assert main([*argv, "--out", str(tmp_path / "in-process"), "--passages", "32:16"]) == 0
+    assert main([*argv, "--out", str(tmp_path / "beam"), "--passages", "32:16", "--runner", "DirectRunner"]) == 0
+
+    ids, embeddings, documents = index_contents(tmp_path / "beam")
+    expected_ids, expected_embeddings, expected_documents = index_contents(tmp_path / "in-process")
+    assert ids == expected_ids and len(ids) > len(LONG_DOCUMENTS) and ids[0].startswith("long@1@0-")
+    np.testing.assert_allclose(embeddings, expected_embeddings, atol=1e-5, rtol=0)
+    assert documents == expected_documents  # each row's title, window text and metadata
+    with open(tmp_path / "beam" / "retriever.json") as f:
+        assert json.load(f)["passages"] == {"tokens": 32, "stride": 16}
+    hits, expected_hits = _passages_hits(tmp_path / "beam", capsys), _passages_hits(tmp_path / "in-process", capsys)
+    assert [(hit["id"], hit["passage"]) for hit in hits] == [(hit["id"], hit["passage"]) for hit in expected_hits]
+    np.testing.assert_allclose([h["score"] for h in hits], [h["score"] for h in expected_hits], atol=1e-5)
+    text = LONG_DOCUMENTS["long@1"][1]
+    assert hits[0]["id"] == "long@1" and PENGUINS in text[hits[0]["passage"]["start"] : hits[0]["passage"]["end"]]
+    assert hits[0]["passage"]["start"] > 0  # a window past the first
 
 
 def test_a_corpus_given_in_python_is_refused_by_the_pipeline_which_reads_files(tmp_path, tiny_model_dir):
@@ -457,6 +498,16 @@ def test_embedding_files_are_assembled_in_corpus_order_and_duplicate_ids_named(t
     assert embeddings.shape == (4, 4)
 
 
+def test_a_document_id_twice_among_passages_rows_is_named_once_per_document(tmp_path):
+    with open(os.path.join(tmp_path, MANIFEST), "w", encoding="utf-8") as f:
+        json.dump({"corpus": "CORPUS", "files": ["f0.jsonl"], "passages": {"tokens": 8, "stride": 8}}, f)
+    write_embedding_file(tmp_path, 0, 1, ["a@0-5", "b@0-3", "a@0-7"], lines=[1, 2, 3])
+    with pytest.raises(
+        DataError, match=re.escape("CORPUS: 1 duplicate `_id` value(s), e.g. 'a' (f0.jsonl:1 and f0.jsonl:3)")
+    ):
+        index_from_embedding_files(str(tmp_path))
+
+
 class _FakeRemoteFileSystem(LocalFileSystem):
     """`gtrtest://PATH` is the local PATH, standing in for `gs://` and the like."""
 
@@ -489,11 +540,11 @@ def test_model_handler_stages_a_remote_model_dir_and_removes_the_copy(
 
 def test_the_index_command_passes_the_model_it_records_to_the_workers(tmp_path, tiny_model_dir, monkeypatch, capsys):
     from gtr_keras.cli.main import main
-    from gtr_keras.retrieval.encoding import beam_pipeline
+    from gtr_keras.retrieval.encoding import model_handlers
 
     corpus_path = tmp_path / "corpus.jsonl.gz"
     write_corpus(corpus_path, 8)
-    monkeypatch.setattr(beam_pipeline, "fingerprint", lambda encoder: "0" * 64)  # what the workers load differs
+    monkeypatch.setattr(model_handlers, "fingerprint", lambda encoder: "0" * 64)  # what the workers load differs
     assert main(beam_index_argv(tiny_model_dir, str(corpus_path), str(tmp_path / "index"))) == 2
     assert "the model changed while the pipeline ran (fingerprint " + "0" * 64 in capsys.readouterr().err
     assert not (tmp_path / "index").exists()
