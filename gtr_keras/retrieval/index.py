@@ -382,7 +382,7 @@ class Index(IndexHandle):
         vectors, texts = query_inputs(queries)
         if rerank is not None and vectors is not None:
             raise UserError("rerank: a reranker reads query texts, not vectors")
-        filter = Filter.of(filter)  # a clause that does not parse, before the index is searched
+        filter = windows.row_filter(self._passages, Filter.of(filter))  # a bad clause, before any search
         allowed = self._retriever.allowed(filter)  # an unknown field or a mismatched type, before the model loads
         if rerank is None:
             return self._first_stage(texts, vectors, k, filter, allowed, retriever, fusion)

@@ -11,6 +11,7 @@ documents, each hit with the `passage` that scored; a document's text is its win
 (`LateRows`) instead of its window alone; searching is the same.
 """
 
+import copy
 import dataclasses
 import os
 from collections.abc import Callable, Iterable
@@ -74,6 +75,22 @@ def shards_setting(paths, records):
                 f"{describe(setting)}; shards searched together share their passages"
             )
     return setting
+
+
+def row_filter(passages, filter):
+    """`filter` (a `Filter` or None) as the row mask of an index (`MetadataColumns.allowed`) reads it: for a
+    passages index (`passages` its `Passages`; None: not one), its allow-list of document ids made the ids of
+    those documents' window rows (an id not in the index allows nothing, as elsewhere).
+
+    Example:
+    >>> row_filter(Passages(["d1@0-301", "d1@152-455", "d2@0-80"], None), Filter(ids=["d1"])).ids
+    ['d1@0-301', 'd1@152-455']
+    """
+    if passages is None or filter is None or filter.ids is None:
+        return filter
+    rows = copy.copy(filter)
+    rows.ids = passages.rows_of(filter.ids, missing_ok=True)
+    return rows
 
 
 def row_id(doc_id, start, end):

@@ -7,9 +7,11 @@ import json
 import numpy as np
 import pytest
 
+from gtr_keras.beir.readers import Corpus
 from gtr_keras.cli.main import main
 from gtr_keras.lexical.bm25 import BM25Retriever
 from gtr_keras.lexical.fusion import model_fusion
+from gtr_keras.retrieval.passages import split_row_id, window_corpus
 
 WORDS = "wing lift drag shock boundary layer heat transfer flutter nozzle jet buckling panel cone mach".split()
 QUERY = "boundary layer heat transfer"
@@ -105,6 +107,41 @@ def test_an_ids_file_allows_only_its_documents(indexed, tmp_path, tiny_model_dir
     hits = _search(capsys, index, tiny_model_dir, "--ids-file", str(tmp_path / "ids.txt"), "--filter", "year < 2005")
     expected = _top(_gtr_truth(tiny_encoder, documents, lambda m: m["year"] < 2005, {"d1", "d4", "d7", "d30"}))
     assert [i for i, _ in hits] == [i for i, _ in expected] and {i for i, _ in hits} == {"d1", "d4", "d30"}
+
+
+@pytest.mark.parametrize("retriever", ["gtr", "bm25", "hybrid"])
+def test_an_ids_file_allows_the_documents_of_a_passages_index(
+    tmp_path, tiny_model_dir, tiny_encoder, retriever, capsys
+):
+    documents = [{**d, "text": " ".join([d["text"]] * 4)} for d in _documents(12)]
+    corpus = _write(tmp_path / "corpus.jsonl", documents)
+    argv = ["index", "--model", tiny_model_dir, "--corpus", str(corpus), "--out", str(tmp_path / "idx")]
+    assert main([*argv, "--passages", "8:4"]) == 0
+    (tmp_path / "ids.txt").write_text("d1\nd4\nd7\nd9\n")
+    hits = _search(
+        capsys,
+        tmp_path / "idx",
+        tiny_model_dir,
+        "--ids-file",
+        str(tmp_path / "ids.txt"),
+        "-k",
+        "3",
+        "--retriever",
+        retriever,
+    )
+    ids, titles, texts = zip(*((d["_id"], d["title"], d["text"]) for d in documents))
+    rows, _ = window_corpus(Corpus(list(ids), list(titles), list(texts)), tiny_encoder, "8:4")
+    assert len(rows) > 2 * len(documents)
+    if retriever == "gtr":
+        scores = tiny_encoder.encode_documents(rows.joined()) @ tiny_encoder.encode_queries([QUERY])[0]
+        best = {
+            d: max(s for r, s in zip(rows.ids, scores) if split_row_id(r)[0] == d) for d in ("d1", "d4", "d7", "d9")
+        }
+        expected = _top(best, 3)
+        assert [i for i, _ in hits] == [i for i, _ in expected]
+        np.testing.assert_allclose([s for _, s in hits], [s for _, s in expected], rtol=1e-5, atol=1e-6)
+    else:
+        assert len(hits) == 3 and {i for i, _ in hits} <= {"d1", "d4", "d7", "d9"}
 
 
 def test_a_filter_matching_fewer_than_k_documents_returns_those(indexed, tiny_model_dir, capsys):

@@ -10,6 +10,7 @@ import pytest
 
 from gtr_keras.beir.readers import Corpus
 from gtr_keras.errors import DataError, MismatchError, UserError
+from gtr_keras.filters.expressions import Filter
 from gtr_keras.retrieval.evaluator import evaluate
 from gtr_keras.retrieval.index import Index
 from gtr_keras.retrieval.passages import Passages, split_row_id, window_corpus
@@ -89,6 +90,30 @@ def test_a_filter_allows_documents_by_their_metadata(built):
     hits = index.search(["lift on a wing"], k=3, filter="year >= 2019")[0]
     assert {hit["id"] for hit in hits} <= {"d4", "d5", "d6", "d7"} and len(hits) == 3
     assert len(index.search(["lift"], k=10, filter="year >= 2022")[0]) == 1
+
+
+@pytest.mark.parametrize("retriever", ["gtr", "bm25", "hybrid"])
+def test_an_allow_list_of_document_ids_allows_exactly_those_documents(built, tiny_encoder, retriever):
+    index, corpus = built
+    allowed = ["d1", "d3", "d6", "unknown"]
+    query = "zeppelin hangar wing lift"
+    hits = index.search([query], k=2, filter=Filter(ids=allowed), retriever=retriever)[0]
+    every = index.search([query], k=len(corpus.ids), filter=Filter(ids=allowed), retriever=retriever)[0]
+    assert sorted(hit["id"] for hit in every) == ["d1", "d3", "d6"] and len(hits) == 2
+    if retriever == "hybrid":
+        return
+    if retriever == "gtr":
+        rows, _ = window_corpus(corpus, tiny_encoder, index.passages)
+        scores = tiny_encoder.encode_documents(rows.joined()) @ tiny_encoder.encode_queries([query])[0]
+    else:
+        rows = index._retriever.corpus
+        scores = index.bm25.search([query], len(rows.ids))
+        scores = dict(zip(scores[0][0], scores[1][0]))
+        scores = np.array([scores.get(row, 0.0) for row in rows.ids])
+    best = {doc: max(s for row, s in zip(rows.ids, scores) if split_row_id(row)[0] == doc) for doc in allowed[:3]}
+    expected = sorted(best, key=best.get, reverse=True)[:2]
+    assert [hit["id"] for hit in hits] == expected
+    assert np.allclose([hit["score"] for hit in hits], [best[doc] for doc in expected], atol=1e-5)
 
 
 def test_bm25_and_hybrid_answer_documents_with_the_window_that_scored(built):
