@@ -8,6 +8,7 @@ characters from where it begins to where the next one begins (the first from 0, 
 text), so a text's windows cover it whole: `text[start:end]` of the windows, overlaps set aside, is the text.
 """
 
+from collections.abc import Callable
 from typing import Any, NamedTuple
 
 from gtr_keras.errors import UserError
@@ -83,8 +84,7 @@ class PieceSpans:
         """Where each piece of `text` begins, in characters: the first at 0."""
         import numpy as np  # not for the parser, which checks `--passages`
 
-        if self.lowercase:  # one character for one, as TensorFlow lowercases, so the offsets stay the text's
-            text = "".join(c.lower() if len(c.lower()) == 1 else c for c in text)
+        text = self._lowered(text)
         pieces = self.processor.encode(text, out_type="proto").pieces
         if not pieces:
             return []
@@ -94,7 +94,12 @@ class PieceSpans:
 
     def count(self, text: str) -> int:
         """The number of pieces of `text` (EOS not counted)."""
-        return len(self.processor.encode(text))
+        return len(self.processor.encode(self._lowered(text)))
+
+    def _lowered(self, text: str) -> str:
+        if not self.lowercase:
+            return text
+        return "".join(c.lower() if len(c.lower()) == 1 else c for c in text)  # one character for one, as TF does
 
 
 def token_windows(starts: list[int], length: int, tokens: int, stride: int) -> list[Window]:
@@ -119,11 +124,19 @@ def token_windows(starts: list[int], length: int, tokens: int, stride: int) -> l
 
 
 def document_windows(
-    spans: PieceSpans, texts: list[str], tokens: int, stride: int, budgets: list[int] | None = None
+    spans: PieceSpans,
+    texts: list[str],
+    tokens: int,
+    stride: int,
+    budgets: list[int] | None = None,
+    fits: Callable[[int, Window], bool] | None = None,
 ) -> list[list[Window]]:
     """Per text, its windows (`token_windows`) of `tokens` pieces every `stride` pieces; where a text's
     `budgets[i]` (the pieces its windows may hold, e.g. what its title leaves of the model's budget) is lower,
-    of that many (at least `MIN_TOKENS`), and the stride no more than them.
+    of that many (at least `MIN_TOKENS`), and the stride no more than them. With `fits`, a text `i` with a window
+    `w` for which `fits(i, w)` is false (e.g. its text, tokenized alone with its title, past the model's budget:
+    SentencePiece may cut a window's seams into more pieces than the text had there) is cut again into windows
+    a piece shorter, until each fits (or `MIN_TOKENS` is reached).
 
     Example:
     >>> windows = document_windows(PieceSpans(encoder.tokenizer.proto), texts, 64, 32)
@@ -131,8 +144,13 @@ def document_windows(
     """
     result = []
     for i, text in enumerate(texts):
+        starts = spans.starts(text)
         size = tokens if budgets is None else max(min(tokens, budgets[i]), MIN_TOKENS)
-        result.append(token_windows(spans.starts(text), len(text), size, min(stride, size)))
+        windows = token_windows(starts, len(text), size, min(stride, size))
+        while fits is not None and size > MIN_TOKENS and not all(fits(i, window) for window in windows):
+            size -= 1
+            windows = token_windows(starts, len(text), size, min(stride, size))
+        result.append(windows)
     return result
 
 

@@ -108,7 +108,8 @@ def window_corpus(corpus, encoder, passages):
     """`(rows, setting)`: `corpus`'s documents cut by `encoder`'s tokenizer into the windows of `passages` (as
     `passages_setting` takes it, checked against the model's budget): a `Corpus` of window rows (ids `row_id`), each
     with its document's title and metadata, and the setting; `(corpus, None)` for `passages` None. A window holds
-    at most what the document's title leaves of the model's budget (`encoder.document_length`, EOS included).
+    at most what the document's title leaves of the model's budget (`encoder.document_length`, EOS included), as
+    the model reads it: `"title window"` tokenized alone (a document whose windows do not is cut into shorter ones).
 
     Example:
     >>> rows, setting = window_corpus(Corpus(["d1"], [""], [long_text]), encoder, "64:32")
@@ -119,8 +120,11 @@ def window_corpus(corpus, encoder, passages):
         return corpus, None
     setting = passages if isinstance(passages, dict) else passages_setting(passages, encoder.document_length)
     spans = piece_spans_of(encoder)
-    budgets = [encoder.document_length - 1 - (spans.count(title) if title else 0) for title in corpus.titles]
-    windows = document_windows(spans, corpus.texts, setting["tokens"], setting["stride"], budgets)
+    limit = encoder.document_length - 1
+    budgets = [limit - (spans.count(title) if title else 0) for title in corpus.titles]
+    joined = lambda i, window: f"{corpus.titles[i]} {corpus.texts[i][window.start : window.end]}".strip()  # noqa: E731
+    fits = lambda i, window: spans.count(joined(i, window)) <= limit  # noqa: E731
+    windows = document_windows(spans, corpus.texts, setting["tokens"], setting["stride"], budgets, fits)
     ids, titles, texts, metadata = [], [], [], []
     for i, doc_windows in enumerate(windows):
         for window in doc_windows:

@@ -3,6 +3,7 @@ model's SentencePiece vocabulary."""
 
 import os
 
+import numpy as np
 import pytest
 import sentencepiece as spm
 
@@ -12,6 +13,10 @@ from gtr_keras.models.token_windows import PieceSpans, document_windows, parse_p
 VOCABULARY = os.path.join(
     os.path.dirname(__file__), "..", "..", "gtr_keras", "assets", "gtr-small-distilled", "assets", "tokenizer"
 )
+ABSTRACT_WORDS = (
+    "Background: IL-6 β-catenin (CD4+) T-cells 10.5% p<0.001 mRNA-expression hypoxia-inducible HIF-1α in vivo, "
+    "knockdown; BRCA1/2 mutations [n=312] cardiomyocytes' apoptosis."
+).split()
 TEXT = "  Lift on a wing:  the pressure   below exceeds ½ the pressure above; Mach ≈ 0.8 near the tip.  "
 
 
@@ -86,3 +91,19 @@ def test_a_texts_budget_narrows_its_windows_to_at_least_eight_pieces(spans):
     assert {w.token_end - w.token_start for w in wide[:-1]} == {16}
     assert {w.token_end - w.token_start for w in narrow[:-1]} == {10}
     assert {w.token_end - w.token_start for w in floor[:-1]} == {8}
+
+
+def test_every_window_of_a_long_text_tokenizes_alone_with_its_title_within_the_budget(spans):
+    text = " ".join(np.random.default_rng(0).choice(ABSTRACT_WORDS, size=400))
+    title, limit = "HIF-1α and IL-6", 40
+    budget = limit - spans.count(title)
+
+    def count(window):
+        return spans.count(f"{title} {text[window.start : window.end]}")
+
+    plain = document_windows(spans, [text], 64, 32, [budget])[0]
+    assert max(count(window) for window in plain) > limit  # SentencePiece cuts a window's seams anew, alone
+    windows = document_windows(spans, [text], 64, 32, [budget], fits=lambda i, window: count(window) <= limit)[0]
+    assert max(count(window) for window in windows) <= limit
+    assert windows[0].start == 0 and windows[-1].end == len(text)
+    assert all(b.start <= a.end for a, b in zip(windows, windows[1:]))  # still covering the text

@@ -11,6 +11,7 @@ import pytest
 from gtr_keras.beir.readers import Corpus
 from gtr_keras.errors import DataError, MismatchError, UserError
 from gtr_keras.filters.expressions import Filter
+from gtr_keras.models.token_windows import piece_spans_of
 from gtr_keras.retrieval.evaluator import evaluate
 from gtr_keras.retrieval.index import Index
 from gtr_keras.retrieval.passages import Passages, split_row_id, window_corpus
@@ -59,6 +60,16 @@ def test_a_search_answers_k_distinct_documents_each_scored_by_its_best_window(bu
         windows = [i for i, row in enumerate(rows.ids) if split_row_id(row)[0] == hit["id"]]
         assert abs(row_scores[windows].max() - hit["score"]) < 1e-5  # its best window (MaxP)
     assert [hit["score"] for hit in hits] == sorted((hit["score"] for hit in hits), reverse=True)
+
+
+def test_every_window_row_is_read_whole_by_the_model(tiny_encoder):
+    words = "IL-6 β-catenin (CD4+) T-cells 10.5% p<0.001 mRNA-expression HIF-1α in vivo, BRCA1/2 [n=312] cells'".split()
+    texts = [" ".join(np.random.default_rng(seed).choice(words, size=300)) for seed in range(3)]
+    corpus = Corpus(["a", "b", "c"], ["HIF-1α and IL-6", "", "T-cells"], texts)
+    spans = piece_spans_of(tiny_encoder)
+    for setting in ("64:32", f"{tiny_encoder.document_length - 1}"):
+        rows, _ = window_corpus(corpus, tiny_encoder, setting)
+        assert max(spans.count(joined) for joined in rows.joined()) <= tiny_encoder.document_length - 1
 
 
 @pytest.mark.parametrize("late_chunking", [None, 512])
