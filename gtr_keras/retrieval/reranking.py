@@ -19,8 +19,11 @@ from gtr_keras.models.text_encoder import TextPairScorer, check_pairs
 
 
 def hit_text(hit):
-    """The text a reranker reads for a hit: `"title text"`, stripped (what BEIR embeds, `Corpus.joined`)."""
-    return f"{hit.get('title', '')} {hit['text']}".strip()
+    """The text a reranker reads for a hit: `"title text"`, stripped (what BEIR embeds, `Corpus.joined`); for a
+    hit of a passages index, its `passage` (the window that scored) in place of the whole text."""
+    passage = hit.get("passage")
+    text = hit["text"] if passage is None else hit["text"][passage["start"] : passage["end"]]
+    return f"{hit.get('title', '')} {text}".strip()
 
 
 def _is_reranker_model(reranker):
@@ -92,7 +95,8 @@ def rerank(scorer, queries, hits, depth=None, batch_size=32):
             float32 score per pair).
         queries: the query texts.
         hits: per query, its first-stage hits, best first: dicts with `"id"`, `"score"` and the document's
-            `"text"` (and `"title"`), as `Retriever.search` and `HybridRetriever.search` give them.
+            `"text"` (and `"title"`; a passages index's hits their `"passage"`, the window read), as
+            `Retriever.search` and `HybridRetriever.search` give them.
         depth: how many of each query's first hits are reranked and returned (None: all).
         batch_size: pairs per forward pass.
 

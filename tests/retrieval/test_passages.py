@@ -15,6 +15,7 @@ from gtr_keras.models.token_windows import piece_spans_of
 from gtr_keras.retrieval.evaluator import evaluate
 from gtr_keras.retrieval.index import Index
 from gtr_keras.retrieval.passages import Passages, split_row_id, window_corpus
+from gtr_keras.retrieval.reranking import FunctionScorer
 
 WORDS = "wing lift drag shock boundary layer heat transfer flutter nozzle jet buckling panel cone mach".split()
 
@@ -134,6 +135,22 @@ def test_bm25_and_hybrid_answer_documents_with_the_window_that_scored(built):
         assert len({hit["id"] for hit in hits}) == 4 and hits[0]["id"] == "d3"
         passage = hits[0]["passage"]
         assert "zeppelin" in corpus.texts[3][passage["start"] : passage["end"]] and passage["start"] > 0
+
+
+def test_a_reranker_reads_the_window_that_scored_with_its_title(built):
+    index, corpus = built
+    read = []
+
+    def score(pairs):
+        read.extend(document for _, document in pairs)
+        return np.array([float("zeppelin" in document) for _, document in pairs], np.float32)
+
+    first = index.search(["zeppelin hangar wing"], k=4, retriever="bm25")[0]
+    hits = index.search(["zeppelin hangar wing"], k=2, retriever="bm25", rerank=FunctionScorer(score), rerank_depth=4)
+    assert read == [
+        _joined(hit["title"], hit["text"][hit["passage"]["start"] : hit["passage"]["end"]]) for hit in first
+    ]
+    assert hits[0][0]["id"] == "d3" and hits[0][0]["score"] == 1.0 and hits[0][0]["passage"] == first[0]["passage"]
 
 
 def test_evaluate_scores_documents_against_the_qrels(built, tmp_path):
