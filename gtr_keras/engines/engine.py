@@ -105,6 +105,11 @@ class Engine(abc.ABC):
     def ids(self) -> list[str]:
         """Every id the collection holds."""
 
+    def flush(self) -> None:
+        """Makes every write so far durable in the engine: `push` calls it before it records its ledger. The
+        default does nothing (an engine that acknowledged a write holds it)."""
+        return None
+
     @abc.abstractmethod
     def close(self) -> None:
-        """Releases the connection or the embedded engine's files."""
+        """Releases the connection or the embedded engine's files; writes not yet flushed may be discarded."""

@@ -6,9 +6,10 @@ index keeps a ledger per target and collection (`pushed-HASH.json.gz`, beside `r
 `checksums.json`): each id pushed with a digest of its record. A push reads the index a segment at a time
 (bounded memory: one segment's documents, `batch_size` vectors), diffs the digests against the ledger, deletes
 the ids no longer live, upserts the rows added or changed, and writes the new ledger only once the engine
-acknowledged them all. A push killed anywhere leaves the ledger of the push before, so running it again sends
-that diff again (upserts and deletions are idempotent by id) and converges. Where the collection exists but the
-index has no ledger of it (a rebuilt index, another index's collection), the engine's own ids are the ledger.
+acknowledged them all and `Engine.flush` made them durable (Vertex AI's batch folder is written then, before the
+ledger). A push killed anywhere leaves the ledger of the push before, so running it again sends that diff again
+(upserts and deletions are idempotent by id) and converges. Where the collection exists but the index has no ledger
+of it (a rebuilt index, another index's collection), the engine's own ids are the ledger.
 
 Example:
 >>> push("indexes/papers", "qdrant:/data/qdrant", "papers")
@@ -190,6 +191,7 @@ def push(
             engine.delete(deletes)
             for batch in index_records(index, batch_size, upserts):
                 engine.upsert(batch)
+            engine.flush()
             if upserts or deletes or ledger is None:
                 _write_ledger(path, key, current)
     finally:

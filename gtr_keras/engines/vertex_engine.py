@@ -2,8 +2,9 @@
 and `find_neighbors_request`, the body of a `findNeighbors` call with gtr-keras' filters as Vertex restricts.
 
 Each push is one batch folder `DIR/<8-digit sequence>-<UTC time>/`, names sorting in push order, written when the
-engine is closed: `upserts-00000.json`, ... (JSON lines in Vertex's input format: `id`, `embedding`, `restricts`,
-`numeric_restricts`, `embedding_metadata`) and `delete/ids.txt` (one id a line). A folder never holds both an upsert
+engine is flushed (`flush`, before the push records its ledger; `close` discards what was not flushed):
+`upserts-00000.json`, ... (JSON lines in Vertex's input format: `id`, `embedding`, `restricts`, `numeric_restricts`,
+`embedding_metadata`) and `delete/ids.txt` (one id a line). A folder never holds both an upsert
 and a delete of one id (the later call wins); a push that changes nothing writes no folder. The collection's
 record (`CollectionInfo` and its name) is `DIR/gtr-keras-collection.json`.
 
@@ -33,6 +34,7 @@ from gtr_keras.engines.metadata_terms import filterable, terms
 from gtr_keras.errors import DataError, UserError
 from gtr_keras.filters.expressions import Filter
 from gtr_keras.utils import files
+from gtr_keras.utils.locks import output_lock
 
 RECORD = "gtr-keras-collection.json"
 RECREATE_VERTEX = "push with --recreate to start a new Vertex AI index"
@@ -157,7 +159,8 @@ def find_neighbors_request(
 class VertexEngine(Engine):
     """Batch-update folders of one Vertex AI Vector Search index under a local folder or `gs://` prefix.
 
-    Upserts and deletions are staged locally and written as one batch folder by `close()` (nothing for none);
+    Upserts and deletions are staged locally and written as one batch folder by `flush()` (nothing for none;
+    `close()` discards what was not flushed);
     `ids()` replays the folders in order. Vertex is searched through its index endpoint:
     `find_neighbors_request` builds the body, `search` is refused.
 
@@ -171,7 +174,8 @@ class VertexEngine(Engine):
     >>> engine.create(CollectionInfo(768, "gtr-t5-base@1a2b", {"lang": "string"}))
     >>> engine.upsert(records)
     >>> engine.delete(["d5"])
-    >>> engine.close()  # writes gs://bucket/gtr-docs/00000001-20260101T120000Z/
+    >>> engine.flush()  # writes gs://bucket/gtr-docs/00000001-20260101T120000Z/
+    >>> engine.close()
     """
 
     def __init__(self, target, collection, timeout=10.0):
@@ -282,11 +286,20 @@ class VertexEngine(Engine):
                     live.pop(line, None)
         return list(live)
 
-    def close(self):
+    def flush(self):
+        """Writes the staged upserts and deletions as the next batch folder (none when nothing is staged), holding
+        `DIR`'s `output_lock` so that two pushes never take one sequence number (on `gs://` the lock is the
+        object lock `locks` describes: two pushes starting within the same moment could both pass)."""
         with self._stack:
             if self._staging is not None and os.path.exists(os.path.join(self._staging, "operations.txt")):
-                self._commit(os.path.join(self._staging, "operations.txt"))
+                with output_lock(self.directory):
+                    self._commit(os.path.join(self._staging, "operations.txt"))
             self._staging = None
+
+    def close(self):
+        """Discards whatever was staged and not flushed (a push that failed writes no folder)."""
+        self._stack.close()
+        self._staging = None
 
     def _commit(self, operations):
         last = {}
