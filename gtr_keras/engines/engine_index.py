@@ -229,6 +229,8 @@ class EngineIndex:
         missing = [doc_id for doc_id in gone if doc_id not in held]
         if missing and not missing_ok:
             raise DataError(f"delete: id {missing[0]!r} is not in the collection {self.collection!r}")
+        self.info = dataclasses.replace(self.info, marker="")
+        engine.create(self.info)  # clears the last push's marker: its next push reconciles the collection
         if corpus is not None:
             self._add(corpus, batch_size)
         deleted = tuple(doc_id for doc_id in gone if doc_id in held)

@@ -24,6 +24,7 @@ tab (Milvus knows no other escape and takes every other character as written), w
 A number past float64's range (`year < 1e400`) is refused.
 """
 
+import dataclasses
 import json
 import math
 import os
@@ -161,19 +162,14 @@ class MilvusEngine(Engine):
             )
         return CollectionInfo(**json.loads(recorded))
 
-    def create(self, info, recreate=False, remedy=RECREATE):
-        existing = self.info()
-        if existing is not None and not recreate:
-            if (existing.dimensions, existing.model) != (info.dimensions, info.model):
-                raise UserError(
-                    f"Milvus {self.target.text} collection {self.collection!r} holds {existing.dimensions}-dimensional "
-                    f"vectors of model {existing.model}, not {info.dimensions} of {info.model}: {remedy}"
-                )
-            widened = CollectionInfo(info.dimensions, info.model, {**existing.metadata_types, **info.metadata_types})
-            if widened != existing:
-                self._call("alter", self._client.alter_collection_properties, self.collection, _properties(widened))
-            return
+    def create(self, info, recreate=False, remedy=RECREATE, widen=True):
+        existing = None if recreate else self.info()
         if existing is not None:
+            updated = self.updated(existing, info, remedy, widen)
+            if updated != existing:
+                self._call("alter", self._client.alter_collection_properties, self.collection, _properties(updated))
+            return
+        if self._exists():
             self._call("drop", self._client.drop_collection, self.collection)
             self._loaded = False
         from pymilvus import DataType, MilvusClient
@@ -283,11 +279,7 @@ class MilvusEngine(Engine):
 
 
 def _properties(info):
-    return {
-        PROPERTY: json.dumps(
-            {"dimensions": info.dimensions, "model": info.model, "metadata_types": info.metadata_types}
-        )
-    }
+    return {PROPERTY: json.dumps(dataclasses.asdict(info))}
 
 
 def _first_line(error):

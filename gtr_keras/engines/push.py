@@ -11,6 +11,12 @@ ledger). A push killed anywhere leaves the ledger of the push before, so running
 (upserts and deletions are idempotent by id) and converges. Where the collection exists but the index has no ledger
 of it (a rebuilt index, another index's collection), the engine's own ids are the ledger.
 
+Each push ends by recording a fresh token in the collection's `CollectionInfo.marker` and in its ledger; every
+other writer (another index's push, `EngineIndex.add` / `delete` / `update`, `encode --to`) records another one or
+clears it. A push whose ledger's marker is not the collection's trusts no ledger: it reconciles the collection whole
+(upserts every live record, deletes every id the engine holds that is not live). The collection records the index's
+own metadata types (not widened by a field no live document has any more).
+
 Example:
 >>> push("indexes/papers", "qdrant:/data/qdrant", "papers")
 PushSummary(collection='papers', upserted=1000, deleted=0)
@@ -21,13 +27,14 @@ import gzip
 import hashlib
 import json
 import os
+import uuid
 from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
 
 from gtr_keras.beir.readers import metadata_type
-from gtr_keras.engines.engine import CollectionInfo, Engine, Record
+from gtr_keras.engines.engine import RECREATE, CollectionInfo, Engine, Record
 from gtr_keras.engines.registry import open_engine
 from gtr_keras.engines.targets import Target, parse_target
 from gtr_keras.errors import UserError
@@ -77,8 +84,8 @@ def ledger_path(index_path: str | os.PathLike[str], target: Target, collection: 
     return os.path.join(os.fspath(index_path), f"{PUSH_LEDGER_PREFIX}{digest}.json.gz")
 
 
-def _write_ledger(path: str, key: str, records: dict[str, str]) -> None:
-    ledger = {"format": PUSH_LEDGER_FORMAT, "target": key, "records": records}
+def _write_ledger(path: str, key: str, records: dict[str, str], marker: str) -> None:
+    ledger = {"format": PUSH_LEDGER_FORMAT, "target": key, "marker": marker, "records": records}
     files.replace_file(path, gzip.compress(json.dumps(ledger, ensure_ascii=False).encode("utf-8"), mtime=0))
 
 
@@ -180,20 +187,31 @@ def push(
             index = SearchIndex.load(os.path.join(index_path, INDEX_SUBDIR))
             info, current = scan(index_path, index, batch_size)
             existing = None if recreate else engine.info()
-            if existing is not None and (existing.dimensions, existing.model) != (info.dimensions, info.model):
-                engine.create(info)  # refuses it in one line, before any write
+            if existing is not None:
+                engine.updated(existing, info, RECREATE, widen=False)  # refuses it in one line, before any write
             path, key = ledger_path(index_path, target, collection), _target_key(target, collection)
             ledger = read_push_ledger(path) if existing is not None else None
+            if ledger is not None and ledger.get("marker") != existing.marker:
+                ledger = None  # another writer changed the collection since: reconcile it whole
             if recreate and files.isfile(path):
                 files.remove(path)
             upserts, deletes = _diff(engine, ledger, current) if existing is not None else (set(current), [])
-            engine.create(info, recreate=recreate)
-            engine.delete(deletes)
-            for batch in index_records(index, batch_size, upserts):
-                engine.upsert(batch)
-            engine.flush()
-            if upserts or deletes or ledger is None:
-                _write_ledger(path, key, current)
+            if (
+                upserts
+                or deletes
+                or existing is None
+                or ledger is None
+                or existing.metadata_types != info.metadata_types
+            ):
+                marker = ledger["marker"] if ledger is not None else ""
+                engine.create(dataclasses.replace(info, marker=marker), recreate=recreate, widen=False)
+                engine.delete(deletes)
+                for batch in index_records(index, batch_size, upserts):
+                    engine.upsert(batch)
+                engine.flush()
+                marker = uuid.uuid4().hex
+                engine.create(dataclasses.replace(info, marker=marker), widen=False)
+                _write_ledger(path, key, current, marker)
     finally:
         engine.close()
     return PushSummary(collection, len(upserts), len(deletes))

@@ -20,6 +20,7 @@ on one namespace in a query, nor an OR of numeric restricts: a filter with two c
 """
 
 import contextlib
+import dataclasses
 import json
 import math
 import os
@@ -193,7 +194,10 @@ class VertexEngine(Engine):
             try:
                 record = json.loads(f.read().decode("utf-8"))
                 return record["collection"], CollectionInfo(
-                    int(record["dimensions"]), str(record["model"]), dict(record["metadata_types"])
+                    int(record["dimensions"]),
+                    str(record["model"]),
+                    dict(record["metadata_types"]),
+                    str(record.get("marker", "")),
                 )
             except (ValueError, KeyError, TypeError) as error:
                 raise DataError(f"{path}: not a gtr-keras collection record ({error})") from None
@@ -209,23 +213,16 @@ class VertexEngine(Engine):
             )
         return record[1]
 
-    def create(self, info, recreate=False, remedy=RECREATE_VERTEX):
-        record = self._record()
-        if record is not None and not recreate:
+    def create(self, info, recreate=False, remedy=RECREATE_VERTEX, widen=True):
+        if not recreate and self._record() is not None:
             existing = self.info()
-            if (existing.dimensions, existing.model) != (info.dimensions, info.model):
-                raise UserError(
-                    f"{self.target.text} holds {existing.dimensions}-dimensional vectors of model {existing.model}, "
-                    f"not {info.dimensions} of {info.model}: {remedy}"
-                )
-            info = CollectionInfo(info.dimensions, info.model, {**existing.metadata_types, **info.metadata_types})
+            info = self.updated(existing, info, remedy, widen)
             if info == existing:
                 return
-        elif record is not None:
+        elif recreate:
             for name in self._batches():
                 files.remove(f"{self.directory}/{name}")
-        payload = {"collection": self.collection, "dimensions": info.dimensions, "model": info.model}
-        payload["metadata_types"] = info.metadata_types
+        payload = {"collection": self.collection, **dataclasses.asdict(info)}
         with files.atomic_file(f"{self.directory}/{RECORD}") as f:
             f.write(json.dumps(payload, indent=1, sort_keys=True).encode("utf-8"))
 

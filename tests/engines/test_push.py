@@ -11,6 +11,7 @@ from qdrant_client import QdrantClient
 from vertex_batches import batch_folders, replay
 
 from gtr_keras.beir.readers import Corpus
+from gtr_keras.engines.engine_index import EngineIndex
 from gtr_keras.engines.push import PushSummary, default_collection, ledger_path, push
 from gtr_keras.engines.registry import engine_class, open_engine
 from gtr_keras.engines.targets import parse_target
@@ -172,6 +173,39 @@ def test_a_collection_without_this_index_ledger_is_diffed_against_the_engine_ids
     other = _index(tmp_path, n=12, name="rebuilt")  # the same model and dimensions, fewer documents
     assert push(other.paths[0], target, "shared") == PushSummary("shared", 12, 18)
     _assert_mirrors(other, tmp_path / "q", "shared")
+
+
+@pytest.mark.parametrize("engine", ["qdrant", "milvus", "vertex-ai"])
+def test_a_collection_another_writer_changed_is_reconciled_whole(tmp_path, engine):
+    index, other, target = _index(tmp_path), _index(tmp_path, n=40, name="other"), _target(engine, tmp_path)
+    push(index.paths[0], target, "papers")
+    other_vectors = _embeddings(tmp_path / "o.npy", [f"o{i}" for i in range(5)], _unit(5, 3))
+    other.update(embeddings=other_vectors, documents=_corpus([f"o{i}" for i in range(5)]), delete=["d1", "d2"])
+    push(other.paths[0], target, "papers")  # the same model and dimensions: its rows replace and extend these
+    assert push(index.paths[0], target, "papers") == PushSummary("papers", 30, 5 + 10)
+    _assert_holds(index, target)
+    if engine != "vertex-ai":
+        with EngineIndex(target, "papers") as engine_index:
+            engine_index.delete(["d3"])
+        assert push(index.paths[0], target, "papers") == PushSummary("papers", 30, 0)
+        _assert_holds(index, target)
+    assert push(index.paths[0], target, "papers") == PushSummary("papers", 0, 0)
+
+
+def test_a_push_records_the_index_metadata_types_not_widened(tmp_path):
+    index, target = _index(tmp_path), _target("qdrant", tmp_path)
+    push(index.paths[0], target)
+    index.update(
+        embeddings=_embeddings(tmp_path / "new.npy", ["n0"], _unit(1, 4)),
+        documents=Corpus(["n0"], ["t"], ["x"], [{"venue": "acl"}]),
+        delete=[f"d{i}" for i in range(30)],
+    )
+    push(index.paths[0], target)
+    engine = open_engine(parse_target(target), "papers")
+    try:
+        assert engine.info().metadata_types == {"venue": "string"}
+    finally:
+        engine.close()
 
 
 def test_a_collection_of_another_dimension_or_model_is_refused_before_any_write_unless_recreated(tmp_path):
