@@ -123,6 +123,20 @@ class Engine(abc.ABC):
     def ids(self) -> list[str]:
         """Every id the collection holds."""
 
+    def check_record(self, record: Record, dimensions: int) -> None:
+        """Refuses `record` before anything is written: a vector that is not finite float32 `[dimensions]`.
+        An engine adds its own limits.
+
+        Raises:
+            UserError: naming the record.
+        """
+        vector = np.asarray(record.vector)
+        if vector.shape != (dimensions,) or vector.dtype != np.float32 or not np.isfinite(vector).all():
+            raise UserError(
+                f"record {record.id!r}: expected a finite float32 vector of {dimensions} dimensions, got "
+                f"{vector.dtype} {vector.shape}"
+            )
+
     def flush(self) -> None:
         """Makes every write so far durable in the engine: `push` calls it before it records its ledger. The
         default does nothing (an engine that acknowledged a write holds it)."""

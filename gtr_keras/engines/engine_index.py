@@ -229,10 +229,11 @@ class EngineIndex:
         missing = [doc_id for doc_id in gone if doc_id not in held]
         if missing and not missing_ok:
             raise DataError(f"delete: id {missing[0]!r} is not in the collection {self.collection!r}")
-        self.info = dataclasses.replace(self.info, marker="")
-        engine.create(self.info)  # clears the last push's marker: its next push reconciles the collection
         if corpus is not None:
-            self._add(corpus, batch_size)
+            self._add(corpus, batch_size)  # its `create` clears the last push's marker
+        else:
+            self.info = dataclasses.replace(self.info, marker="")
+            engine.create(self.info)  # clears the last push's marker: that index's next push reconciles
         deleted = tuple(doc_id for doc_id in gone if doc_id in held)
         engine.delete(list(deleted))
         if corpus is None:
@@ -252,14 +253,17 @@ class EngineIndex:
                         f"{self.collection!r} holds {types[field]} values: a field holds one type"
                     )
         vectors = self.encoder.encode_documents(corpus.joined(), batch_size)
+        records = [
+            Record(doc_id, vector, title, text, dict(fields))
+            for doc_id, vector, title, text, fields in zip(corpus.ids, vectors, corpus.titles, corpus.texts, metadata)
+        ]
+        for record in records:
+            self._engine.check_record(record, self.info.dimensions)
         info = CollectionInfo(self.info.dimensions, self.info.model, dict(sorted(types.items())))
         self._engine.create(info)
         self.info = info
-        for start in range(0, len(corpus.ids), batch_size):
-            rows = range(start, min(start + batch_size, len(corpus.ids)))
-            self._engine.upsert(
-                [Record(corpus.ids[i], vectors[i], corpus.titles[i], corpus.texts[i], dict(metadata[i])) for i in rows]
-            )
+        for start in range(0, len(records), batch_size):
+            self._engine.upsert(records[start : start + batch_size])
 
     def add(self, corpus: str | os.PathLike[str] | Corpus, *, batch_size: int = 32) -> EngineUpdate:
         """Adds documents (replacing those of their ids): `update(add=corpus)`."""

@@ -198,9 +198,18 @@ class MilvusEngine(Engine):
             raise UserError(f"Milvus {self.target.text} has no collection {self.collection!r} (push to it first)")
         return info.dimensions
 
+    def check_record(self, record, dimensions):
+        """The shared checks (`Engine.check_record`), and a title and a text of at most Milvus' VARCHAR bytes."""
+        super().check_record(record, dimensions)
+        for name in ("title", "text"):
+            if len(getattr(record, name).encode("utf-8")) > MAX_TEXT_BYTES:
+                raise UserError(f"record {record.id!r}: its {name} is past Milvus' {MAX_TEXT_BYTES} bytes a VARCHAR")
+
     def upsert(self, records: Sequence[Record]):
         dimensions = self._dimensions()
-        rows = [_row(record, dimensions) for record in records]
+        for record in records:
+            self.check_record(record, dimensions)
+        rows = [_row(record) for record in records]
         batch, size = [], 0
         for row in rows:
             batch.append(row)
@@ -287,19 +296,10 @@ def _first_line(error):
     return message.strip().splitlines()[0] if message.strip() else type(error).__name__
 
 
-def _row(record, dimensions):
-    vector = np.asarray(record.vector)
-    if vector.shape != (dimensions,) or vector.dtype != np.float32 or not np.isfinite(vector).all():
-        raise UserError(
-            f"record {record.id!r}: expected a finite float32 vector of {dimensions} dimensions, got "
-            f"{vector.dtype} {vector.shape}"
-        )
-    for name in ("title", "text"):
-        if len(getattr(record, name).encode("utf-8")) > MAX_TEXT_BYTES:
-            raise UserError(f"record {record.id!r}: its {name} is past Milvus' {MAX_TEXT_BYTES} bytes a VARCHAR")
+def _row(record):
     return {
         "id": record.id,
-        "embedding": vector.tolist(),
+        "embedding": np.asarray(record.vector).tolist(),
         "title": record.title,
         "text": record.text,
         "metadata": filterable(record.metadata),

@@ -127,13 +127,17 @@ def index_records(index: Any, batch_size: int = 256, wanted: set[str] | None = N
             yield batch
 
 
-def scan(index_path: str | os.PathLike[str], index: Any, batch_size: int) -> tuple[CollectionInfo, dict[str, str]]:
+def scan(
+    index_path: str | os.PathLike[str], index: Any, batch_size: int, engine: Engine
+) -> tuple[CollectionInfo, dict[str, str]]:
     """The `CollectionInfo` of an index directory (its vectors' dimensions, its model's fingerprint, `""` for
-    embeddings of no recorded model, its live documents' metadata types) and the digest of each live record."""
+    embeddings of no recorded model, its live documents' metadata types) and the digest of each live record,
+    each record checked by `engine.check_record` (a record the engine refuses is refused before any write)."""
     digests: dict[str, str] = {}
     types: dict[str, str] = {}
     for batch in index_records(index, batch_size):
         for record in batch:
+            engine.check_record(record, int(index.dims))
             digests[record.id] = record_digest(record)
             for field, value in record.metadata.items():
                 if (kind := metadata_type(value)) is not None:
@@ -185,7 +189,7 @@ def push(
     try:
         with output_lock(index_path):
             index = SearchIndex.load(os.path.join(index_path, INDEX_SUBDIR))
-            info, current = scan(index_path, index, batch_size)
+            info, current = scan(index_path, index, batch_size, engine)
             existing = None if recreate else engine.info()
             if existing is not None:
                 engine.updated(existing, info, RECREATE, widen=False)  # refuses it in one line, before any write

@@ -240,19 +240,18 @@ class VertexEngine(Engine):
             self._staging = self._stack.enter_context(files.temporary_directory("gtr-keras-vertex-"))
         return self._staging
 
+    def check_record(self, record, dimensions):
+        """The shared checks (`Engine.check_record`), and no metadata field named `gtr_keras.*` (reserved)."""
+        super().check_record(record, dimensions)
+        reserved = next((field for field in record.metadata or {} if field.startswith(RESERVED)), None)
+        if reserved is not None:
+            raise UserError(f"record {record.id!r}: field {reserved!r}: Vertex AI restricts reserve {RESERVED}*")
+
     def upsert(self, records: Sequence[Record]):
         staging = self._stage()
         lines = []
         for record in records:
-            vector = np.asarray(record.vector)
-            if vector.shape != (self._dimensions,) or vector.dtype != np.float32 or not np.isfinite(vector).all():
-                raise UserError(
-                    f"record {record.id!r}: expected a finite float32 vector of {self._dimensions} dimensions, got "
-                    f"{vector.dtype} {vector.shape}"
-                )
-            reserved = next((field for field in record.metadata or {} if field.startswith(RESERVED)), None)
-            if reserved is not None:
-                raise UserError(f"record {record.id!r}: field {reserved!r}: Vertex AI restricts reserve {RESERVED}*")
+            self.check_record(record, self._dimensions)
             try:
                 lines.append(json.dumps(datapoint(record), allow_nan=False))
             except (TypeError, ValueError) as error:

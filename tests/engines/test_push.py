@@ -192,6 +192,31 @@ def test_a_collection_another_writer_changed_is_reconciled_whole(tmp_path, engin
     assert push(index.paths[0], target, "papers") == PushSummary("papers", 0, 0)
 
 
+@pytest.mark.parametrize(
+    "engine, document, message",
+    [
+        ("milvus", ("t", "x" * 1_048_577, {}), "record 'bad': its text is past Milvus' 1048576 bytes"),
+        ("vertex-ai", ("t", "x", {"gtr_keras.id": "y"}), "record 'bad': field 'gtr_keras.id': Vertex AI restricts"),
+    ],
+)
+def test_a_record_the_engine_refuses_is_refused_before_any_write(tmp_path, engine, document, message):
+    index, target = _index(tmp_path), _target(engine, tmp_path)
+    push(index.paths[0], target)
+    folders = batch_folders(tmp_path / "v") if engine == "vertex-ai" else None
+    title, text, metadata = document
+    bad = Corpus(["bad"], [title], [text], [metadata])
+    index.update(embeddings=_embeddings(tmp_path / "bad.npy", ["bad"], _unit(1, 5)), documents=bad, delete=["d0"])
+    with pytest.raises(UserError, match=message):
+        push(index.paths[0], target)
+    opened = open_engine(parse_target(target), "papers")
+    try:
+        assert sorted(opened.ids()) == sorted(f"d{i}" for i in range(30))  # d0 not deleted
+    finally:
+        opened.close()
+    if engine == "vertex-ai":
+        assert batch_folders(tmp_path / "v") == folders
+
+
 def test_a_push_records_the_index_metadata_types_not_widened(tmp_path):
     index, target = _index(tmp_path), _target("qdrant", tmp_path)
     push(index.paths[0], target)
