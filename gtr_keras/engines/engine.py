@@ -61,6 +61,9 @@ class Engine(abc.ABC):
             refuses.
     """
 
+    max_k: int | None = None
+    """The most hits a query the engine returns (None: no limit)."""
+
     def __init__(self, target: Target, collection: str, timeout: float = 10.0):
         self.target, self.collection, self.timeout = target, collection, timeout
 

@@ -10,6 +10,7 @@ search, reranking) is refused in one line.
 
 import dataclasses
 import os
+import sys
 from collections.abc import Callable, Iterable, Sequence
 from types import TracebackType
 from typing import Any, Self
@@ -168,18 +169,26 @@ class EngineIndex:
             vectors = self.encoder.encode_queries(texts)
         found = self._ranked(vectors, k, filter)
         shown = engine.documents(sorted({doc_id for row in found for doc_id, _ in row}))
-        return [
-            [{"id": i, "score": score, "title": shown[i]["title"], "text": shown[i]["text"]} for i, score in row]
+        return [  # a hit deleted by another writer since the search is left out
+            [
+                {"id": i, "score": score, "title": shown[i]["title"], "text": shown[i]["text"]}
+                for i, score in row
+                if i in shown
+            ]
             for row in found
         ]
 
     def _ranked(self, vectors: np.ndarray, k: int, filter: Filter | None) -> list[list[tuple[str, float]]]:
         """Each query's best `k` as exact search ranks them, equal scores by id descending: a query whose `k`-th
-        score ties with the last one fetched is asked again for twice as many, until none does."""
-        limit, types = k + 1, self.info.metadata_types
+        score ties with the last one fetched is asked again for twice as many, until none does or the engine's
+        `max_k` is reached (ties past it are ranked as the engine returned them)."""
+        cap, types = self._engine.max_k or sys.maxsize, self.info.metadata_types
+        limit = min(k + 1, cap)
         found = self._engine.search(vectors, limit, filter, types)
-        while tied := [i for i, row in enumerate(found) if len(row) == limit and row[-1][1] == row[k - 1][1]]:
-            limit *= 2
+        while limit < cap and (
+            tied := [i for i, row in enumerate(found) if len(row) == limit and row[-1][1] == row[k - 1][1]]
+        ):
+            limit = min(2 * limit, cap)
             for i, row in zip(tied, self._engine.search(vectors[tied], limit, filter, types)):
                 found[i] = row
         by_id = [sorted(row, key=lambda hit: hit[0].encode("utf-8"), reverse=True) for row in found]

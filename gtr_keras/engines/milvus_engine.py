@@ -108,6 +108,8 @@ class MilvusEngine(Engine):
     >>> engine.search(queries, 10, Filter("lang = en"), {"lang": "string"})
     """
 
+    max_k = MAX_K
+
     def __init__(self, target, collection, timeout=10.0):
         super().__init__(target, collection, timeout)
         if not isinstance(collection, str) or not _NAME.match(collection):
@@ -229,8 +231,8 @@ class MilvusEngine(Engine):
     def search(self, vectors, k, filter, metadata_types):
         vectors = np.asarray(vectors, np.float32)
         where = expression(filter, metadata_types)
-        if not 0 <= k <= MAX_K:
-            raise UserError(f"k={k}: Milvus returns at most {MAX_K} hits a query")
+        if not 0 <= k <= self.max_k:
+            raise UserError(f"k={k}: Milvus returns at most {self.max_k} hits a query")
         dimensions = self._dimensions()
         if vectors.ndim != 2 or vectors.shape[1] != dimensions:
             raise UserError(f"search: expected [Q, {dimensions}] query vectors, got shape {vectors.shape}")
