@@ -88,7 +88,7 @@ class Engine(abc.ABC):
         if (existing.dimensions, existing.model) != (info.dimensions, info.model):
             raise UserError(
                 f"{self.target.text}: collection {self.collection!r} holds {existing.dimensions}-dimensional vectors "
-                f"of model {existing.model[:12] or 'unknown'}, the index {info.dimensions} of model "
+                f"of model {existing.model[:12] or 'unknown'}, not {info.dimensions} of model "
                 f"{info.model[:12] or 'unknown'}: {remedy}"
             )
         types = {**existing.metadata_types, **info.metadata_types} if widen else info.metadata_types

@@ -269,9 +269,9 @@ def test_encode_to_milvus_keeps_dimensions_and_metadata_and_a_rerun_upserts(
     capsys.readouterr()
     assert main(encode_argv(tiny_model_dir, pattern, f"milvus:{milvus}")) == 2
     assert error_lines(capsys) == [
-        f"gtr-keras encode: error: Milvus milvus:{milvus} collection 'gtr' holds 16-dimensional vectors of model "
-        f"{info.model}, not {tiny_encoder.embedding_dim} of {info.model}: encode into another collection "
-        "(--collection NAME)"
+        f"gtr-keras encode: error: milvus:{milvus}: collection 'gtr' holds 16-dimensional vectors of model "
+        f"{info.model[:12]}, not {tiny_encoder.embedding_dim} of model {info.model[:12]}: encode into another "
+        "collection (--collection NAME)"
     ]
 
 
