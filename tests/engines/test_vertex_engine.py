@@ -302,3 +302,27 @@ def test_batch_folders_on_a_remote_file_system():
     assert sorted(VertexEngine(target, "docs").ids()) == ["d1", "d2", "d3"]
     engine.create(CollectionInfo(D, "gtr@2", TYPES), recreate=True)
     assert engine.ids() == []
+
+
+def test_a_batch_folder_is_written_holding_the_folder_lock(tmp_path, monkeypatch):
+    import fcntl
+
+    from gtr_keras.utils import locks
+
+    engine, commit, held = _engine(tmp_path), VertexEngine._commit, []
+
+    def checking(self, operations):
+        descriptor = os.open(locks._lock_path(self.directory), os.O_RDWR)
+        try:
+            with pytest.raises(BlockingIOError):  # another push's flush would wait for this one
+                fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            held.append(True)
+        finally:
+            os.close(descriptor)
+        commit(self, operations)
+
+    monkeypatch.setattr(VertexEngine, "_commit", checking)
+    engine.upsert(_records(["d0"], seed=10))
+    engine.flush()
+    engine.close()
+    assert held == [True] and len(batch_folders(tmp_path / "vertex")) == 1
