@@ -39,11 +39,13 @@ class Record:
 class CollectionInfo:
     """What a collection records of its index: `dimensions` (D, or the index's `dimensions=N`), `model` (the
     model's fingerprint, as the index records it) and `metadata_types` (`{field: "string" | "number" |
-    "boolean" | "list"}`, `MetadataColumns.types`)."""
+    "boolean" | "list"}`, `MetadataColumns.types`) and `marker`, the token of the push that wrote the collection
+    last (`""` once any other writer changed it: `push` then reconciles the whole collection)."""
 
     dimensions: int
     model: str
     metadata_types: dict[str, str]
+    marker: str = ""
 
 
 class Engine(abc.ABC):
@@ -59,6 +61,9 @@ class Engine(abc.ABC):
             refuses.
     """
 
+    max_k: int | None = None
+    """The most hits a query the engine returns (None: no limit)."""
+
     def __init__(self, target: Target, collection: str, timeout: float = 10.0):
         self.target, self.collection, self.timeout = target, collection, timeout
 
@@ -67,11 +72,27 @@ class Engine(abc.ABC):
         """The collection's record of its index, or None when there is no such collection."""
 
     @abc.abstractmethod
-    def create(self, info: CollectionInfo, recreate: bool = False, remedy: str = RECREATE) -> None:
-        """Creates the collection (inner product on unit vectors) recording `info`. An existing one recording
-        the same `info` but for its metadata types is kept (its types widened); one of another dimension or model
+    def create(self, info: CollectionInfo, recreate: bool = False, remedy: str = RECREATE, widen: bool = True) -> None:
+        """Creates the collection (inner product on unit vectors) recording `info`. An existing one of the same
+        dimension and model is kept, recording `updated(existing, info, ...)`; one of another dimension or model
         is a `UserError` ending in `remedy` (what the command that asked can do about it) unless `recreate`,
-        which drops it first."""
+        which drops whatever collection of that name there is first."""
+
+    def updated(self, existing: CollectionInfo, info: CollectionInfo, remedy: str, widen: bool) -> CollectionInfo:
+        """What a collection recording `existing` records once `info` is written to it: `info`, its metadata types
+        widened by `existing`'s where `widen` (a push records the index's own types: `widen=False`).
+
+        Raises:
+            UserError: `existing` of another dimension or model, ending in `remedy`.
+        """
+        if (existing.dimensions, existing.model) != (info.dimensions, info.model):
+            raise UserError(
+                f"{self.target.text}: collection {self.collection!r} holds {existing.dimensions}-dimensional vectors "
+                f"of model {existing.model[:12] or 'unknown'}, not {info.dimensions} of model "
+                f"{info.model[:12] or 'unknown'}: {remedy}"
+            )
+        types = {**existing.metadata_types, **info.metadata_types} if widen else info.metadata_types
+        return dataclasses.replace(info, metadata_types=types)
 
     @abc.abstractmethod
     def upsert(self, records: Sequence[Record]) -> None:
@@ -105,6 +126,25 @@ class Engine(abc.ABC):
     def ids(self) -> list[str]:
         """Every id the collection holds."""
 
+    def check_record(self, record: Record, dimensions: int) -> None:
+        """Refuses `record` before anything is written: a vector that is not finite float32 `[dimensions]`.
+        An engine adds its own limits.
+
+        Raises:
+            UserError: naming the record.
+        """
+        vector = np.asarray(record.vector)
+        if vector.shape != (dimensions,) or vector.dtype != np.float32 or not np.isfinite(vector).all():
+            raise UserError(
+                f"record {record.id!r}: expected a finite float32 vector of {dimensions} dimensions, got "
+                f"{vector.dtype} {vector.shape}"
+            )
+
+    def flush(self) -> None:
+        """Makes every write so far durable in the engine: `push` calls it before it records its ledger. The
+        default does nothing (an engine that acknowledged a write holds it)."""
+        return None
+
     @abc.abstractmethod
     def close(self) -> None:
-        """Releases the connection or the embedded engine's files."""
+        """Releases the connection or the embedded engine's files; writes not yet flushed may be discarded."""

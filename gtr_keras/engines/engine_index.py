@@ -10,6 +10,7 @@ search, reranking) is refused in one line.
 
 import dataclasses
 import os
+import sys
 from collections.abc import Callable, Iterable, Sequence
 from types import TracebackType
 from typing import Any, Self
@@ -168,18 +169,26 @@ class EngineIndex:
             vectors = self.encoder.encode_queries(texts)
         found = self._ranked(vectors, k, filter)
         shown = engine.documents(sorted({doc_id for row in found for doc_id, _ in row}))
-        return [
-            [{"id": i, "score": score, "title": shown[i]["title"], "text": shown[i]["text"]} for i, score in row]
+        return [  # a hit deleted by another writer since the search is left out
+            [
+                {"id": i, "score": score, "title": shown[i]["title"], "text": shown[i]["text"]}
+                for i, score in row
+                if i in shown
+            ]
             for row in found
         ]
 
     def _ranked(self, vectors: np.ndarray, k: int, filter: Filter | None) -> list[list[tuple[str, float]]]:
         """Each query's best `k` as exact search ranks them, equal scores by id descending: a query whose `k`-th
-        score ties with the last one fetched is asked again for twice as many, until none does."""
-        limit, types = k + 1, self.info.metadata_types
+        score ties with the last one fetched is asked again for twice as many, until none does or the engine's
+        `max_k` is reached (ties past it are ranked as the engine returned them)."""
+        cap, types = self._engine.max_k or sys.maxsize, self.info.metadata_types
+        limit = min(k + 1, cap)
         found = self._engine.search(vectors, limit, filter, types)
-        while tied := [i for i, row in enumerate(found) if len(row) == limit and row[-1][1] == row[k - 1][1]]:
-            limit *= 2
+        while limit < cap and (
+            tied := [i for i, row in enumerate(found) if len(row) == limit and row[-1][1] == row[k - 1][1]]
+        ):
+            limit = min(2 * limit, cap)
             for i, row in zip(tied, self._engine.search(vectors[tied], limit, filter, types)):
                 found[i] = row
         by_id = [sorted(row, key=lambda hit: hit[0].encode("utf-8"), reverse=True) for row in found]
@@ -230,7 +239,10 @@ class EngineIndex:
         if missing and not missing_ok:
             raise DataError(f"delete: id {missing[0]!r} is not in the collection {self.collection!r}")
         if corpus is not None:
-            self._add(corpus, batch_size)
+            self._add(corpus, batch_size)  # its `create` clears the last push's marker
+        else:
+            self.info = dataclasses.replace(self.info, marker="")
+            engine.create(self.info)  # clears the last push's marker: that index's next push reconciles
         deleted = tuple(doc_id for doc_id in gone if doc_id in held)
         engine.delete(list(deleted))
         if corpus is None:
@@ -250,14 +262,17 @@ class EngineIndex:
                         f"{self.collection!r} holds {types[field]} values: a field holds one type"
                     )
         vectors = self.encoder.encode_documents(corpus.joined(), batch_size)
+        records = [
+            Record(doc_id, vector, title, text, dict(fields))
+            for doc_id, vector, title, text, fields in zip(corpus.ids, vectors, corpus.titles, corpus.texts, metadata)
+        ]
+        for record in records:
+            self._engine.check_record(record, self.info.dimensions)
         info = CollectionInfo(self.info.dimensions, self.info.model, dict(sorted(types.items())))
         self._engine.create(info)
         self.info = info
-        for start in range(0, len(corpus.ids), batch_size):
-            rows = range(start, min(start + batch_size, len(corpus.ids)))
-            self._engine.upsert(
-                [Record(corpus.ids[i], vectors[i], corpus.titles[i], corpus.texts[i], dict(metadata[i])) for i in rows]
-            )
+        for start in range(0, len(records), batch_size):
+            self._engine.upsert(records[start : start + batch_size])
 
     def add(self, corpus: str | os.PathLike[str] | Corpus, *, batch_size: int = 32) -> EngineUpdate:
         """Adds documents (replacing those of their ids): `update(add=corpus)`."""

@@ -24,6 +24,7 @@ tab (Milvus knows no other escape and takes every other character as written), w
 A number past float64's range (`year < 1e400`) is refused.
 """
 
+import dataclasses
 import json
 import math
 import os
@@ -107,6 +108,8 @@ class MilvusEngine(Engine):
     >>> engine.search(queries, 10, Filter("lang = en"), {"lang": "string"})
     """
 
+    max_k = MAX_K
+
     def __init__(self, target, collection, timeout=10.0):
         super().__init__(target, collection, timeout)
         if not isinstance(collection, str) or not _NAME.match(collection):
@@ -161,19 +164,14 @@ class MilvusEngine(Engine):
             )
         return CollectionInfo(**json.loads(recorded))
 
-    def create(self, info, recreate=False, remedy=RECREATE):
-        existing = self.info()
-        if existing is not None and not recreate:
-            if (existing.dimensions, existing.model) != (info.dimensions, info.model):
-                raise UserError(
-                    f"Milvus {self.target.text} collection {self.collection!r} holds {existing.dimensions}-dimensional "
-                    f"vectors of model {existing.model}, not {info.dimensions} of {info.model}: {remedy}"
-                )
-            widened = CollectionInfo(info.dimensions, info.model, {**existing.metadata_types, **info.metadata_types})
-            if widened != existing:
-                self._call("alter", self._client.alter_collection_properties, self.collection, _properties(widened))
-            return
+    def create(self, info, recreate=False, remedy=RECREATE, widen=True):
+        existing = None if recreate else self.info()
         if existing is not None:
+            updated = self.updated(existing, info, remedy, widen)
+            if updated != existing:
+                self._call("alter", self._client.alter_collection_properties, self.collection, _properties(updated))
+            return
+        if self._exists():
             self._call("drop", self._client.drop_collection, self.collection)
             self._loaded = False
         from pymilvus import DataType, MilvusClient
@@ -202,9 +200,18 @@ class MilvusEngine(Engine):
             raise UserError(f"Milvus {self.target.text} has no collection {self.collection!r} (push to it first)")
         return info.dimensions
 
+    def check_record(self, record, dimensions):
+        """The shared checks (`Engine.check_record`), and a title and a text of at most Milvus' VARCHAR bytes."""
+        super().check_record(record, dimensions)
+        for name in ("title", "text"):
+            if len(getattr(record, name).encode("utf-8")) > MAX_TEXT_BYTES:
+                raise UserError(f"record {record.id!r}: its {name} is past Milvus' {MAX_TEXT_BYTES} bytes a VARCHAR")
+
     def upsert(self, records: Sequence[Record]):
         dimensions = self._dimensions()
-        rows = [_row(record, dimensions) for record in records]
+        for record in records:
+            self.check_record(record, dimensions)
+        rows = [_row(record) for record in records]
         batch, size = [], 0
         for row in rows:
             batch.append(row)
@@ -224,8 +231,8 @@ class MilvusEngine(Engine):
     def search(self, vectors, k, filter, metadata_types):
         vectors = np.asarray(vectors, np.float32)
         where = expression(filter, metadata_types)
-        if not 0 <= k <= MAX_K:
-            raise UserError(f"k={k}: Milvus returns at most {MAX_K} hits a query")
+        if not 0 <= k <= self.max_k:
+            raise UserError(f"k={k}: Milvus returns at most {self.max_k} hits a query")
         dimensions = self._dimensions()
         if vectors.ndim != 2 or vectors.shape[1] != dimensions:
             raise UserError(f"search: expected [Q, {dimensions}] query vectors, got shape {vectors.shape}")
@@ -283,11 +290,7 @@ class MilvusEngine(Engine):
 
 
 def _properties(info):
-    return {
-        PROPERTY: json.dumps(
-            {"dimensions": info.dimensions, "model": info.model, "metadata_types": info.metadata_types}
-        )
-    }
+    return {PROPERTY: json.dumps(dataclasses.asdict(info))}
 
 
 def _first_line(error):
@@ -295,19 +298,10 @@ def _first_line(error):
     return message.strip().splitlines()[0] if message.strip() else type(error).__name__
 
 
-def _row(record, dimensions):
-    vector = np.asarray(record.vector)
-    if vector.shape != (dimensions,) or vector.dtype != np.float32 or not np.isfinite(vector).all():
-        raise UserError(
-            f"record {record.id!r}: expected a finite float32 vector of {dimensions} dimensions, got "
-            f"{vector.dtype} {vector.shape}"
-        )
-    for name in ("title", "text"):
-        if len(getattr(record, name).encode("utf-8")) > MAX_TEXT_BYTES:
-            raise UserError(f"record {record.id!r}: its {name} is past Milvus' {MAX_TEXT_BYTES} bytes a VARCHAR")
+def _row(record):
     return {
         "id": record.id,
-        "embedding": vector.tolist(),
+        "embedding": np.asarray(record.vector).tolist(),
         "title": record.title,
         "text": record.text,
         "metadata": filterable(record.metadata),

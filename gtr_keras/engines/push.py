@@ -6,9 +6,16 @@ index keeps a ledger per target and collection (`pushed-HASH.json.gz`, beside `r
 `checksums.json`): each id pushed with a digest of its record. A push reads the index a segment at a time
 (bounded memory: one segment's documents, `batch_size` vectors), diffs the digests against the ledger, deletes
 the ids no longer live, upserts the rows added or changed, and writes the new ledger only once the engine
-acknowledged them all. A push killed anywhere leaves the ledger of the push before, so running it again sends
-that diff again (upserts and deletions are idempotent by id) and converges. Where the collection exists but the
-index has no ledger of it (a rebuilt index, another index's collection), the engine's own ids are the ledger.
+acknowledged them all and `Engine.flush` made them durable (Vertex AI's batch folder is written then, before the
+ledger). A push killed anywhere leaves the ledger of the push before, so running it again sends that diff again
+(upserts and deletions are idempotent by id) and converges. Where the collection exists but the index has no ledger
+of it (a rebuilt index, another index's collection), the engine's own ids are the ledger.
+
+Each push ends by recording a fresh token in the collection's `CollectionInfo.marker` and in its ledger; every
+other writer (another index's push, `EngineIndex.add` / `delete` / `update`, `encode --to`) records another one or
+clears it. A push whose ledger's marker is not the collection's trusts no ledger: it reconciles the collection whole
+(upserts every live record, deletes every id the engine holds that is not live). The collection records the index's
+own metadata types (not widened by a field no live document has any more).
 
 Example:
 >>> push("indexes/papers", "qdrant:/data/qdrant", "papers")
@@ -20,13 +27,14 @@ import gzip
 import hashlib
 import json
 import os
+import uuid
 from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
 
 from gtr_keras.beir.readers import metadata_type
-from gtr_keras.engines.engine import CollectionInfo, Engine, Record
+from gtr_keras.engines.engine import RECREATE, CollectionInfo, Engine, Record
 from gtr_keras.engines.registry import open_engine
 from gtr_keras.engines.targets import Target, parse_target
 from gtr_keras.errors import UserError
@@ -76,8 +84,8 @@ def ledger_path(index_path: str | os.PathLike[str], target: Target, collection: 
     return os.path.join(os.fspath(index_path), f"{PUSH_LEDGER_PREFIX}{digest}.json.gz")
 
 
-def _write_ledger(path: str, key: str, records: dict[str, str]) -> None:
-    ledger = {"format": PUSH_LEDGER_FORMAT, "target": key, "records": records}
+def _write_ledger(path: str, key: str, records: dict[str, str], marker: str) -> None:
+    ledger = {"format": PUSH_LEDGER_FORMAT, "target": key, "marker": marker, "records": records}
     files.replace_file(path, gzip.compress(json.dumps(ledger, ensure_ascii=False).encode("utf-8"), mtime=0))
 
 
@@ -119,13 +127,17 @@ def index_records(index: Any, batch_size: int = 256, wanted: set[str] | None = N
             yield batch
 
 
-def scan(index_path: str | os.PathLike[str], index: Any, batch_size: int) -> tuple[CollectionInfo, dict[str, str]]:
+def scan(
+    index_path: str | os.PathLike[str], index: Any, batch_size: int, engine: Engine
+) -> tuple[CollectionInfo, dict[str, str]]:
     """The `CollectionInfo` of an index directory (its vectors' dimensions, its model's fingerprint, `""` for
-    embeddings of no recorded model, its live documents' metadata types) and the digest of each live record."""
+    embeddings of no recorded model, its live documents' metadata types) and the digest of each live record,
+    each record checked by `engine.check_record` (a record the engine refuses is refused before any write)."""
     digests: dict[str, str] = {}
     types: dict[str, str] = {}
     for batch in index_records(index, batch_size):
         for record in batch:
+            engine.check_record(record, int(index.dims))
             digests[record.id] = record_digest(record)
             for field, value in record.metadata.items():
                 if (kind := metadata_type(value)) is not None:
@@ -177,21 +189,33 @@ def push(
     try:
         with output_lock(index_path):
             index = SearchIndex.load(os.path.join(index_path, INDEX_SUBDIR))
-            info, current = scan(index_path, index, batch_size)
+            info, current = scan(index_path, index, batch_size, engine)
             existing = None if recreate else engine.info()
-            if existing is not None and (existing.dimensions, existing.model) != (info.dimensions, info.model):
-                engine.create(info)  # refuses it in one line, before any write
+            if existing is not None:
+                engine.updated(existing, info, RECREATE, widen=False)  # refuses it in one line, before any write
             path, key = ledger_path(index_path, target, collection), _target_key(target, collection)
             ledger = read_push_ledger(path) if existing is not None else None
+            if ledger is not None and ledger.get("marker") != existing.marker:
+                ledger = None  # another writer changed the collection since: reconcile it whole
             if recreate and files.isfile(path):
                 files.remove(path)
             upserts, deletes = _diff(engine, ledger, current) if existing is not None else (set(current), [])
-            engine.create(info, recreate=recreate)
-            engine.delete(deletes)
-            for batch in index_records(index, batch_size, upserts):
-                engine.upsert(batch)
-            if upserts or deletes or ledger is None:
-                _write_ledger(path, key, current)
+            if (
+                upserts
+                or deletes
+                or existing is None
+                or ledger is None
+                or existing.metadata_types != info.metadata_types
+            ):
+                marker = ledger["marker"] if ledger is not None else ""
+                engine.create(dataclasses.replace(info, marker=marker), recreate=recreate, widen=False)
+                engine.delete(deletes)
+                for batch in index_records(index, batch_size, upserts):
+                    engine.upsert(batch)
+                engine.flush()
+                marker = uuid.uuid4().hex
+                engine.create(dataclasses.replace(info, marker=marker), widen=False)
+                _write_ledger(path, key, current, marker)
     finally:
         engine.close()
     return PushSummary(collection, len(upserts), len(deletes))

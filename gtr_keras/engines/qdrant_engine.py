@@ -14,6 +14,7 @@ Example:
 >>> engine.search(query_vectors, k=10, filter=Filter("lang != en"), metadata_types={"lang": "string"})
 """
 
+import dataclasses
 import os
 import re
 import uuid
@@ -177,31 +178,30 @@ class QdrantEngine(Engine):
                 f"{self.target.text}: collection {self.collection!r} was not written by gtr-keras push (its metadata "
                 f"holds no {INFO_KEY!r} record); push with --recreate to replace it, or name another collection"
             )
-        return CollectionInfo(int(recorded["dimensions"]), str(recorded["model"]), dict(recorded["metadata_types"]))
+        return CollectionInfo(
+            int(recorded["dimensions"]),
+            str(recorded["model"]),
+            dict(recorded["metadata_types"]),
+            str(recorded.get("marker", "")),
+        )
 
-    def create(self, info: CollectionInfo, recreate: bool = False, remedy: str = RECREATE) -> None:
+    def create(self, info: CollectionInfo, recreate: bool = False, remedy: str = RECREATE, widen: bool = True) -> None:
         existing = None if recreate else self.info()
         if existing is not None:
-            if (existing.dimensions, existing.model) != (info.dimensions, info.model):
-                raise UserError(
-                    f"{self.target.text}: collection {self.collection!r} holds {existing.dimensions}-dimensional "
-                    f"vectors of model {existing.model[:12] or 'unknown'}, the index {info.dimensions} of model "
-                    f"{info.model[:12] or 'unknown'}: {remedy}"
-                )
-            types = {**existing.metadata_types, **info.metadata_types}
-            if types != existing.metadata_types:
-                self._call(lambda: self._client.update_collection(self.collection, metadata=self._record(info, types)))
+            updated = self.updated(existing, info, remedy, widen)
+            if updated != existing:
+                self._call(lambda: self._client.update_collection(self.collection, metadata=self._record(updated)))
             return
         if self._exists:
             self._call(lambda: self._client.delete_collection(self.collection))
         vectors = {VECTOR: models.VectorParams(size=info.dimensions, distance=models.Distance.DOT)}
-        record = self._record(info, info.metadata_types)
+        record = self._record(info)
         self._call(lambda: self._client.create_collection(self.collection, vectors_config=vectors, metadata=record))
         self._exists = True
 
     @staticmethod
-    def _record(info: CollectionInfo, types: dict[str, str]) -> dict[str, Any]:
-        return {INFO_KEY: {"dimensions": info.dimensions, "model": info.model, "metadata_types": types}}
+    def _record(info: CollectionInfo) -> dict[str, Any]:
+        return {INFO_KEY: dataclasses.asdict(info)}
 
     def upsert(self, records: Sequence[Record]) -> None:
         points = [

@@ -2,8 +2,9 @@
 and `find_neighbors_request`, the body of a `findNeighbors` call with gtr-keras' filters as Vertex restricts.
 
 Each push is one batch folder `DIR/<8-digit sequence>-<UTC time>/`, names sorting in push order, written when the
-engine is closed: `upserts-00000.json`, ... (JSON lines in Vertex's input format: `id`, `embedding`, `restricts`,
-`numeric_restricts`, `embedding_metadata`) and `delete/ids.txt` (one id a line). A folder never holds both an upsert
+engine is flushed (`flush`, before the push records its ledger; `close` discards what was not flushed):
+`upserts-00000.json`, ... (JSON lines in Vertex's input format: `id`, `embedding`, `restricts`, `numeric_restricts`,
+`embedding_metadata`) and `delete/ids.txt` (one id a line). A folder never holds both an upsert
 and a delete of one id (the later call wins); a push that changes nothing writes no folder. The collection's
 record (`CollectionInfo` and its name) is `DIR/gtr-keras-collection.json`.
 
@@ -19,6 +20,7 @@ on one namespace in a query, nor an OR of numeric restricts: a filter with two c
 """
 
 import contextlib
+import dataclasses
 import json
 import math
 import os
@@ -33,6 +35,7 @@ from gtr_keras.engines.metadata_terms import filterable, terms
 from gtr_keras.errors import DataError, UserError
 from gtr_keras.filters.expressions import Filter
 from gtr_keras.utils import files
+from gtr_keras.utils.locks import output_lock
 
 RECORD = "gtr-keras-collection.json"
 RECREATE_VERTEX = "push with --recreate to start a new Vertex AI index"
@@ -157,7 +160,8 @@ def find_neighbors_request(
 class VertexEngine(Engine):
     """Batch-update folders of one Vertex AI Vector Search index under a local folder or `gs://` prefix.
 
-    Upserts and deletions are staged locally and written as one batch folder by `close()` (nothing for none);
+    Upserts and deletions are staged locally and written as one batch folder by `flush()` (nothing for none;
+    `close()` discards what was not flushed);
     `ids()` replays the folders in order. Vertex is searched through its index endpoint:
     `find_neighbors_request` builds the body, `search` is refused.
 
@@ -171,7 +175,8 @@ class VertexEngine(Engine):
     >>> engine.create(CollectionInfo(768, "gtr-t5-base@1a2b", {"lang": "string"}))
     >>> engine.upsert(records)
     >>> engine.delete(["d5"])
-    >>> engine.close()  # writes gs://bucket/gtr-docs/00000001-20260101T120000Z/
+    >>> engine.flush()  # writes gs://bucket/gtr-docs/00000001-20260101T120000Z/
+    >>> engine.close()
     """
 
     def __init__(self, target, collection, timeout=10.0):
@@ -189,7 +194,10 @@ class VertexEngine(Engine):
             try:
                 record = json.loads(f.read().decode("utf-8"))
                 return record["collection"], CollectionInfo(
-                    int(record["dimensions"]), str(record["model"]), dict(record["metadata_types"])
+                    int(record["dimensions"]),
+                    str(record["model"]),
+                    dict(record["metadata_types"]),
+                    str(record.get("marker", "")),
                 )
             except (ValueError, KeyError, TypeError) as error:
                 raise DataError(f"{path}: not a gtr-keras collection record ({error})") from None
@@ -205,23 +213,16 @@ class VertexEngine(Engine):
             )
         return record[1]
 
-    def create(self, info, recreate=False, remedy=RECREATE_VERTEX):
-        record = self._record()
-        if record is not None and not recreate:
+    def create(self, info, recreate=False, remedy=RECREATE_VERTEX, widen=True):
+        if not recreate and self._record() is not None:
             existing = self.info()
-            if (existing.dimensions, existing.model) != (info.dimensions, info.model):
-                raise UserError(
-                    f"{self.target.text} holds {existing.dimensions}-dimensional vectors of model {existing.model}, "
-                    f"not {info.dimensions} of {info.model}: {remedy}"
-                )
-            info = CollectionInfo(info.dimensions, info.model, {**existing.metadata_types, **info.metadata_types})
+            info = self.updated(existing, info, remedy, widen)
             if info == existing:
                 return
-        elif record is not None:
+        elif recreate:
             for name in self._batches():
                 files.remove(f"{self.directory}/{name}")
-        payload = {"collection": self.collection, "dimensions": info.dimensions, "model": info.model}
-        payload["metadata_types"] = info.metadata_types
+        payload = {"collection": self.collection, **dataclasses.asdict(info)}
         with files.atomic_file(f"{self.directory}/{RECORD}") as f:
             f.write(json.dumps(payload, indent=1, sort_keys=True).encode("utf-8"))
 
@@ -239,19 +240,18 @@ class VertexEngine(Engine):
             self._staging = self._stack.enter_context(files.temporary_directory("gtr-keras-vertex-"))
         return self._staging
 
+    def check_record(self, record, dimensions):
+        """The shared checks (`Engine.check_record`), and no metadata field named `gtr_keras.*` (reserved)."""
+        super().check_record(record, dimensions)
+        reserved = next((field for field in record.metadata or {} if field.startswith(RESERVED)), None)
+        if reserved is not None:
+            raise UserError(f"record {record.id!r}: field {reserved!r}: Vertex AI restricts reserve {RESERVED}*")
+
     def upsert(self, records: Sequence[Record]):
         staging = self._stage()
         lines = []
         for record in records:
-            vector = np.asarray(record.vector)
-            if vector.shape != (self._dimensions,) or vector.dtype != np.float32 or not np.isfinite(vector).all():
-                raise UserError(
-                    f"record {record.id!r}: expected a finite float32 vector of {self._dimensions} dimensions, got "
-                    f"{vector.dtype} {vector.shape}"
-                )
-            reserved = next((field for field in record.metadata or {} if field.startswith(RESERVED)), None)
-            if reserved is not None:
-                raise UserError(f"record {record.id!r}: field {reserved!r}: Vertex AI restricts reserve {RESERVED}*")
+            self.check_record(record, self._dimensions)
             try:
                 lines.append(json.dumps(datapoint(record), allow_nan=False))
             except (TypeError, ValueError) as error:
@@ -282,11 +282,20 @@ class VertexEngine(Engine):
                     live.pop(line, None)
         return list(live)
 
-    def close(self):
+    def flush(self):
+        """Writes the staged upserts and deletions as the next batch folder (none when nothing is staged), holding
+        `DIR`'s `output_lock` so that two pushes never take one sequence number (on `gs://` the lock is the
+        object lock `locks` describes: two pushes starting within the same moment could both pass)."""
         with self._stack:
             if self._staging is not None and os.path.exists(os.path.join(self._staging, "operations.txt")):
-                self._commit(os.path.join(self._staging, "operations.txt"))
+                with output_lock(self.directory):
+                    self._commit(os.path.join(self._staging, "operations.txt"))
             self._staging = None
+
+    def close(self):
+        """Discards whatever was staged and not flushed (a push that failed writes no folder)."""
+        self._stack.close()
+        self._staging = None
 
     def _commit(self, operations):
         last = {}

@@ -88,3 +88,44 @@ def test_a_collection_of_another_model_is_refused_before_a_query_is_encoded(tmp_
     engine_index._load_encoder = lambda: object()
     with pytest.raises(MismatchError, match="records no model .*search it with query vectors"):
         engine_index.search(["x"])
+
+
+def _tied_collection(tmp_path, engine):
+    """A collection of 10 documents of one vector (every score ties), written by the engine's own class."""
+    from gtr_keras.engines.engine import CollectionInfo, Record
+    from gtr_keras.engines.registry import open_engine
+    from gtr_keras.engines.targets import parse_target
+
+    target = {"qdrant": f"qdrant:{tmp_path / 'q'}", "milvus": f"milvus:{tmp_path / 'm.db'}"}[engine]
+    opened = open_engine(parse_target(target), "c")
+    opened.create(CollectionInfo(4, "m", {}))
+    vector = np.full(4, 0.5, np.float32)
+    opened.upsert([Record(f"d{i}", vector, f"t{i}", f"x{i}", {}) for i in range(10)])
+    opened.close()
+    return target, vector
+
+
+def test_tied_scores_are_asked_again_no_further_than_the_engine_max_k(tmp_path, monkeypatch):
+    from gtr_keras.engines import milvus_engine
+
+    target, vector = _tied_collection(tmp_path, "milvus")
+    monkeypatch.setattr(milvus_engine, "MAX_K", 4)
+    monkeypatch.setattr(milvus_engine.MilvusEngine, "max_k", 4, raising=False)
+    with EngineIndex(target, "c") as engine_index:
+        hits = engine_index.search(vector[None], k=2)[0]
+    assert len(hits) == 2 and hits[0]["score"] == hits[1]["score"]
+
+
+def test_a_hit_deleted_between_the_search_and_its_documents_is_left_out(tmp_path, monkeypatch):
+    target, vector = _tied_collection(tmp_path, "qdrant")
+    ranked = EngineIndex._ranked
+
+    def then_deleted(self, vectors, k, filter):
+        found = ranked(self, vectors, k, filter)
+        self._engine.delete([found[0][0][0]])  # another writer, between the two requests
+        return found
+
+    monkeypatch.setattr(EngineIndex, "_ranked", then_deleted)
+    with EngineIndex(target, "c") as engine_index:
+        hits = engine_index.search(vector[None], k=3)[0]
+    assert [hit["id"] for hit in hits] == ["d8", "d7"]

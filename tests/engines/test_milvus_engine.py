@@ -173,6 +173,17 @@ def test_create_records_info_refuses_another_model_unless_recreate(tmp_path):
     reopened.close()
 
 
+def test_recreate_replaces_a_collection_gtr_keras_did_not_write(tmp_path):
+    target = parse_target(f"milvus:{tmp_path}/m.db")
+    engine = MilvusEngine(target, "foreign")
+    engine._client.create_collection("foreign", dimension=4)  # no gtr-keras record
+    with pytest.raises(UserError, match="was not written by gtr-keras"):
+        engine.info()
+    engine.create(CollectionInfo(D, "gtr@1", {}), recreate=True)
+    assert engine.info() == CollectionInfo(D, "gtr@1", {}) and engine.ids() == []
+    engine.close()
+
+
 def test_bad_records_are_refused_before_any_write(tmp_path):
     engine = MilvusEngine(parse_target(f"milvus:{tmp_path}/m.db"), "docs")
     records = _corpus(3, seed=5)

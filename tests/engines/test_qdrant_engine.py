@@ -104,7 +104,7 @@ def test_the_engine_holds_each_record_once_by_id_with_its_document_id_in_the_pay
 
 def test_a_collection_of_another_dimension_or_model_is_refused_unless_recreated(collection):
     engine, _, _, columns = collection
-    with pytest.raises(UserError, match="holds 12-dimensional vectors of model model-sha, the index 8 .*--recreate"):
+    with pytest.raises(UserError, match="holds 12-dimensional vectors of model model-sha, not 8 .*--recreate"):
         engine.create(CollectionInfo(8, "model-sha", {}))
     with pytest.raises(UserError, match="--recreate"):
         engine.create(CollectionInfo(DIMS, "other", {}))

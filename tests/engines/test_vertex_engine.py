@@ -45,6 +45,7 @@ def _push(tmp_path, upserts=(), deletes=()):
         engine.upsert(upserts)
     if deletes:
         engine.delete(deletes)
+    engine.flush()
     engine.close()
 
 
@@ -53,6 +54,7 @@ def test_upsert_lines_are_vertex_input_format(tmp_path):
     records = _records(["d0", "d1", "d2"], seed=0)
     engine.upsert(records)
     assert batch_folders(tmp_path / "vertex") == []  # written when the push ends
+    engine.flush()
     engine.close()
     (folder,) = batch_folders(tmp_path / "vertex")
     assert re.fullmatch(r"00000001-[0-9]{8}T[0-9]{6}Z", folder)
@@ -106,6 +108,7 @@ def test_replaying_the_batch_folders_gives_the_live_rows(tmp_path):
     engine.upsert(again[:1])
     engine.delete(["d21", "d22"])
     engine.upsert(again[1:])  # the later call wins: d21 deleted, d22 upserted
+    engine.flush()
     engine.close()
     root = tmp_path / "vertex"
     folders = batch_folders(root)
@@ -155,6 +158,7 @@ def test_bad_records_are_refused_before_any_write(tmp_path):
         engine.upsert([Record("r", good[0].vector, "", "", {"gtr_keras.id": "x"})])
     with pytest.raises(UserError, match="searched through its index endpoint"):
         engine.search(good[0].vector[None], 10, None, TYPES)
+    engine.flush()
     engine.close()
     assert batch_folders(tmp_path / "vertex") == []
 
@@ -264,6 +268,7 @@ def test_files_and_requests_parse_as_aiplatform_protos(tmp_path):
 
     engine = _engine(tmp_path)
     engine.upsert(_records(["d0", "d1", "d2"], seed=7))
+    engine.flush()
     engine.close()
     (folder,) = batch_folders(tmp_path / "vertex")
     names = {"id": "datapoint_id", "embedding": "feature_vector", "allow": "allow_list", "deny": "deny_list"}
@@ -287,11 +292,37 @@ def test_batch_folders_on_a_remote_file_system():
     engine = VertexEngine(target, "docs")
     engine.create(CollectionInfo(D, "gtr@1", TYPES))
     engine.upsert(_records(["d0", "d1", "d2"], seed=8))
+    engine.flush()
     engine.close()
     engine = VertexEngine(target, "docs")
     engine.upsert(_records(["d3"], seed=9))
     engine.delete(["d0"])
+    engine.flush()
     engine.close()
     assert sorted(VertexEngine(target, "docs").ids()) == ["d1", "d2", "d3"]
     engine.create(CollectionInfo(D, "gtr@2", TYPES), recreate=True)
     assert engine.ids() == []
+
+
+def test_a_batch_folder_is_written_holding_the_folder_lock(tmp_path, monkeypatch):
+    import fcntl
+
+    from gtr_keras.utils import locks
+
+    engine, commit, held = _engine(tmp_path), VertexEngine._commit, []
+
+    def checking(self, operations):
+        descriptor = os.open(locks._lock_path(self.directory), os.O_RDWR)
+        try:
+            with pytest.raises(BlockingIOError):  # another push's flush would wait for this one
+                fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            held.append(True)
+        finally:
+            os.close(descriptor)
+        commit(self, operations)
+
+    monkeypatch.setattr(VertexEngine, "_commit", checking)
+    engine.upsert(_records(["d0"], seed=10))
+    engine.flush()
+    engine.close()
+    assert held == [True] and len(batch_folders(tmp_path / "vertex")) == 1

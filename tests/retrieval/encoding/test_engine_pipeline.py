@@ -269,9 +269,9 @@ def test_encode_to_milvus_keeps_dimensions_and_metadata_and_a_rerun_upserts(
     capsys.readouterr()
     assert main(encode_argv(tiny_model_dir, pattern, f"milvus:{milvus}")) == 2
     assert error_lines(capsys) == [
-        f"gtr-keras encode: error: Milvus milvus:{milvus} collection 'gtr' holds 16-dimensional vectors of model "
-        f"{info.model}, not {tiny_encoder.embedding_dim} of {info.model}: encode into another collection "
-        "(--collection NAME)"
+        f"gtr-keras encode: error: milvus:{milvus}: collection 'gtr' holds 16-dimensional vectors of model "
+        f"{info.model[:12]}, not {tiny_encoder.embedding_dim} of model {info.model[:12]}: encode into another "
+        "collection (--collection NAME)"
     ]
 
 
@@ -339,3 +339,18 @@ def test_encode_flags_of_the_two_ways_do_not_mix(tmp_path, tiny_model_dir, capsy
             ]
         )
     assert "argument --runner: goes with --to" in capsys.readouterr().err
+
+
+def test_create_collection_clears_the_last_push_marker(tmp_path):
+    from gtr_keras.engines.registry import open_engine
+
+    target = parse_target(f"qdrant:{tmp_path / 'q'}")
+    engine = open_engine(target, "c")
+    engine.create(CollectionInfo(4, "m", {"lang": "string"}, marker="pushed"))
+    engine.close()
+    create_collection(target, "c", CollectionInfo(4, "m", {"year": "number"}))
+    engine = open_engine(target, "c")
+    try:
+        assert engine.info() == CollectionInfo(4, "m", {"lang": "string", "year": "number"})  # the push reconciles
+    finally:
+        engine.close()
