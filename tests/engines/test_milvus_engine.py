@@ -15,6 +15,7 @@ from gtr_keras.engines.targets import parse_target
 from gtr_keras.errors import UserError
 from gtr_keras.filters.expressions import Filter
 from gtr_keras.filters.metadata_columns import MetadataColumns
+from tests.engine_oracle import filtered_brute_force
 
 pytest.importorskip("pymilvus")
 
@@ -51,14 +52,12 @@ def _info(records, model="gtr@1"):
 
 
 def _brute_force(records, queries, k, filter):
-    columns = MetadataColumns([r.id for r in records], [r.metadata for r in records])
-    allowed = columns.allowed(filter)
-    scores = np.stack([r.vector for r in records]) @ queries.T
-    results = []
-    for column in scores.T:
-        rows = [row for row in np.argsort(-column, kind="stable") if allowed[row]][:k]
-        results.append([(records[row].id, float(column[row])) for row in rows])
-    return results
+    allowed = MetadataColumns([r.id for r in records], [r.metadata for r in records]).allowed(filter)
+    vectors = np.stack([r.vector for r in records])
+    return [
+        [(records[row].id, float(score)) for row, score in zip(rows, scores)]
+        for rows, scores in filtered_brute_force(vectors, allowed, queries, k)
+    ]
 
 
 def _assert_same(found, expected):

@@ -10,6 +10,7 @@ from gtr_keras.engines.targets import parse_target
 from gtr_keras.errors import UserError
 from gtr_keras.filters.expressions import Filter
 from gtr_keras.filters.metadata_columns import MetadataColumns
+from tests.engine_oracle import filtered_brute_force
 
 DIMS = 12
 N = 60
@@ -82,12 +83,9 @@ def test_search_is_numpy_brute_force_over_the_documents_the_filter_allows(search
     engine, ids, vectors, columns = searched
     queries = vectors[:4] * 0.5 + np.random.default_rng(9).standard_normal((4, DIMS)).astype(np.float32) * 0.2
     found = engine.search(queries, 10, filter, columns.types)
-    allowed = columns.allowed(filter)
-    for query, row in zip(queries, found):
-        scores = vectors @ query
-        rows = [r for r in np.argsort(-scores, kind="stable") if allowed[r]][:10]
+    for row, (rows, scores) in zip(found, filtered_brute_force(vectors, columns.allowed(filter), queries, 10)):
         assert [doc_id for doc_id, _ in row] == [ids[r] for r in rows]
-        np.testing.assert_allclose([score for _, score in row], scores[rows], atol=1e-5, rtol=0)
+        np.testing.assert_allclose([score for _, score in row], scores, atol=1e-5, rtol=0)
 
 
 def test_the_engine_holds_each_record_once_by_id_with_its_document_id_in_the_payload(collection):

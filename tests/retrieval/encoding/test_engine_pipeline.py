@@ -25,6 +25,7 @@ from gtr_keras.retrieval.encoding.engine_pipeline import (  # noqa: E402
 )
 from gtr_keras.retrieval.index import Index  # noqa: E402
 from gtr_keras.retrieval.index_building import index_metadata  # noqa: E402
+from tests.engine_oracle import filtered_brute_force  # noqa: E402
 
 DOCUMENTS = [
     {"_id": "d0", "title": "Wings", "text": "Lift on a wing.", "metadata": {"year": 2019, "lang": "en"}},
@@ -203,12 +204,10 @@ def assert_index_searches_like_brute_force(target, collection, model_dir, encode
         for filter in (None, "lang != en", "year >= 2000", "tags in (a, c)"):
             allowed = np.ones(len(ids), bool) if filter is None else columns.allowed(Filter(filter))
             found = index.search(queries, k=4, filter=filter)
-            for query, hits in zip(query_vectors, found):
-                scores = vectors @ query
-                order = [i for i in np.argsort(-scores, kind="stable") if allowed[i]]
+            for hits, (order, scores) in zip(found, filtered_brute_force(vectors, allowed, query_vectors)):
                 assert [h["id"] for h in hits] == [ids[i] for i in order]
                 assert [h["text"] for h in hits] == [DOCUMENTS[i]["text"] for i in order]
-                np.testing.assert_allclose([h["score"] for h in hits], scores[order], atol=1e-5, rtol=0)
+                np.testing.assert_allclose([h["score"] for h in hits], scores, atol=1e-5, rtol=0)
 
 
 def encode_argv(model, corpus, target, *extra):
