@@ -1,6 +1,6 @@
-"""The speed-memory frontier: gtr-keras' ScaNN (the settings `gtr-keras tune` measures, its candidates rescored
-with float32; and, as before float32 rescoring, reordered on int8 only), faiss-cpu (HNSW, and IVF-PQ with float
-refinement) and hnswlib on the same vectors, in one run on one machine.
+"""The speed-memory frontier: gtr-keras' ScaNN (the settings `gtr-keras tune` measures: its candidates reordered
+on int8, then rescored with float32 or not), faiss-cpu (HNSW, and IVF-PQ with float refinement) and hnswlib on
+the same vectors, in one run on one machine, and the setting `tune` picks at each target beside the best.
 
 The vectors are `large_index.py`'s synthetic corpus (`add_corpus_arguments`, embedding files written once into
 `--work` and reused) or, with `--real DATA`, GTR embeddings of real text: every document of the BEIR
@@ -17,9 +17,17 @@ are timed in turns (at 1M x 768 the screen on 200 queries kept 175 of ScaNN's 78
 gives the best QPS at recall@10 >= 0.90, >= 0.95 and >= 0.99; the plot every library's recall-QPS frontier
 (ann-benchmarks' axes).
 
+`tune`'s pick: before the timing, `gtr_keras.tuning.tune` runs on the ScaNN index at each target with
+`--tune-queries` other queries (half to choose on, half held out; never the measured ones: for the synthetic
+corpus, drawn around its centres with seed `--seed` + 1; for `--real`, a disjoint sample of the same texts).
+Each pick is timed in the same turns as the grid, and the second table gives its recall@10 and QPS on the
+measured queries beside the best grid setting that meets the target (ScaNN's and any library's), as ratios.
+
 Usage (pip install 'gtr-keras[ann-benchmarks]'):
     PYTHONPATH=. python benchmarks/frontier.py --n 100000 --work /tmp/frontier-100k --plot docs/images/frontier-100k.png
     PYTHONPATH=. python benchmarks/frontier.py --real ../shared/data --work /tmp/frontier-real
+    PYTHONPATH=. python benchmarks/frontier.py --n 1000000 --screen 200 \
+        --libraries scann,faiss-hnsw,faiss-ivfpq,hnswlib --work /tmp/frontier-1m --plot docs/images/frontier-1m.png
 """
 
 import argparse
@@ -30,8 +38,9 @@ import sys
 import time
 
 import numpy as np
-from large_index import add_corpus_arguments, write_embedding_files
+from large_index import add_corpus_arguments, corpus_centres, write_embedding_files
 from results import RESULTS, lscpu_flags, machine, publish, rerun_command, time_interleaved
+from search import synthetic
 
 SECTION = "## Speed-memory frontier"
 K = 10
@@ -44,37 +53,48 @@ IVF_NPROBES = (1, 2, 4, 8, 16, 32, 64, 128)
 IVF_K_FACTORS = (2, 4, 8, 16, 32, 64, 128)
 
 
-def gtr_keras_scann(vectors, work, m, ef_construction, prebuilt=None, reorder="float32"):
+def gtr_keras_scann(vectors, work, m, ef_construction, prebuilt=None, tune_queries=None):
+    """gtr-keras' ScaNN index of `vectors` (or `prebuilt`) and every setting of `tune`'s grid; with
+    `tune_queries`, also the setting `tune` records at each of `TARGETS` (`{"tuned_for": target, **setting}`),
+    or, where it refuses, `{"tuned_for": target, "refused": message}` with no search."""
+    from gtr_keras.errors import UserError
     from gtr_keras.storage.layout import EMBEDDINGS_NPY, read_description
     from gtr_keras.storage.search_index import ArrayRows, SearchIndex, write_search_index
-    from gtr_keras.tuning.tuner import settings_grid
+    from gtr_keras.tuning.tuner import settings_grid, tune
 
-    directory, build = os.path.join(work, f"scann-{reorder}"), None
+    directory, build = os.path.join(work, "scann"), None
     if prebuilt:  # an index of these vectors that `gtr-keras index --embeddings` built (timed there)
         directory = read_description(prebuilt)[0]
     else:
         start = time.perf_counter()
         rows = ArrayRows([f"p{i}" for i in range(len(vectors))], vectors)
-        write_search_index(rows, directory, "scann", {"reorder": reorder})
+        write_search_index(rows, directory, "scann", {})
         build = time.perf_counter() - start
     scann_dir = os.path.join(directory, "scann")
     size = sum(os.path.getsize(os.path.join(scann_dir, f)) for f in os.listdir(scann_dir))
     floats = os.path.join(directory, EMBEDDINGS_NPY)
     mapped = os.path.getsize(floats) if os.path.exists(floats) else 0
+    picks = []
+    for target in TARGETS if tune_queries is not None else ():
+        start = time.perf_counter()
+        try:
+            plot = os.path.join(work, f"tune-{target}.png")
+            record = tune(directory, tune_queries, target_recall=target, k=K, plot=plot)
+            picks.append({"tuned_for": target, **record["setting"]})
+        except UserError as refusal:
+            picks.append({"tuned_for": target, "refused": str(refusal)})
+        print(f"tune at {target}: {picks[-1]} ({time.perf_counter() - start:.0f} s)", flush=True)
     index = SearchIndex.load(directory)
 
     def searcher(setting):
         def search(queries):
-            index.set_search_params(setting)
+            index.set_search_params({name: value for name, value in setting.items() if name != "tuned_for"})
             return index.search(queries, K)[0]
 
         return search
 
-    return build, (size, mapped), [(setting, searcher(setting)) for setting in settings_grid(index, K)]
-
-
-def gtr_keras_scann_int8(vectors, work, m, ef_construction):
-    return gtr_keras_scann(vectors, work, m, ef_construction, reorder="int8")
+    settings = settings_grid(index, K) + [pick for pick in picks if "refused" not in pick]
+    return build, (size, mapped), [(setting, searcher(setting)) for setting in settings], picks
 
 
 def faiss_size(index, work):
@@ -162,8 +182,7 @@ def hnswlib_hnsw(vectors, work, m, ef_construction):
 
 
 LIBRARIES = {
-    "scann": ("gtr-keras ScaNN, float32 rescoring (tune's grid)", gtr_keras_scann),
-    "scann-int8": ("gtr-keras ScaNN, int8 reordering only (as before float32 rescoring)", gtr_keras_scann_int8),
+    "scann": ("gtr-keras ScaNN (tune's grid: int8 reordering, float32 rescoring or none)", gtr_keras_scann),
     "faiss-hnsw": ("faiss HNSWFlat (M={m}, efConstruction={ef})", faiss_hnsw),
     "faiss-ivfpq": ("faiss IVF-PQ (4 sqrt(N) lists, D/8 bytes) + RefineFlat", faiss_ivfpq),
     "hnswlib": ("hnswlib (M={m}, ef_construction={ef})", hnswlib_hnsw),
@@ -200,7 +219,7 @@ def screened(searchers, queries, truth, count):
     """`searchers` less the settings that cannot be on their library's frontier: each setting is run once on the
     first `count` queries, and goes when another of its library has at least its recall@10 there and more than
     SCREEN_MARGIN times its QPS (a margin wide enough that the full timing, on every query, is unlikely to
-    reverse it)."""
+    reverse it). `tune`'s picks are always kept."""
     from gtr_keras.tuning.recall import recall_at_k
 
     kept = {}
@@ -213,7 +232,7 @@ def screened(searchers, queries, truth, count):
         kept[key] = [
             pair
             for pair, (recall, qps) in zip(settings, points)
-            if not any(other >= recall and faster > SCREEN_MARGIN * qps for other, faster in points)
+            if is_pick(pair[0]) or not any(other >= recall and faster > SCREEN_MARGIN * qps for other, faster in points)
         ]
         print(
             f"{key}: {len(kept[key])} of {len(settings)} settings kept by the screen "
@@ -229,18 +248,62 @@ def described_size(size):
     return f"{size / 2**20:,.0f} MiB" + (f" (+ {mapped / 2**20:,.0f} MiB float32, memory-mapped)" if mapped else "")
 
 
+def is_pick(setting):
+    return "tuned_for" in setting
+
+
 def best_qps(points, target):
-    meeting = [(qps, setting) for r, qps, setting in points if r >= target]
+    """`(QPS, setting)` of the fastest grid setting (not a pick of `tune`) that meets `target`, or Nones."""
+    meeting = [(qps, setting) for r, qps, setting in points if r >= target and not is_pick(setting)]
     return max(meeting, key=lambda m: m[0]) if meeting else (None, None)
 
 
-def real_vectors(data_dir, work, model, num_queries, seed):
-    """`(documents, queries, description)`: GTR embeddings of every BEIR document under `data_dir` and every
-    distinct Debian description, and of `num_queries` sampled Debian summaries and BEIR queries; encoded once."""
+def described_setting(setting):
+    return ", ".join(f"{name}={value}" for name, value in setting.items() if name != "tuned_for")
+
+
+def tune_table(picks, points, names):
+    """Markdown rows: each target's `tune` pick (recall@10 and QPS on the measured queries) beside the fastest
+    grid setting of ScaNN and of any library meeting the target there."""
+    lines = [
+        "| target | tune's pick | its recall@10 | its QPS | ScaNN's best grid setting | pick / ScaNN's best | "
+        "best of any library | pick / best of any |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for pick in picks:
+        target = pick["tuned_for"]
+        scann_qps, scann_setting = best_qps(points["scann"], target)
+        others = [(best_qps(found, target)[0] or 0, key) for key, found in points.items()]
+        best, best_key = max(others)
+        scann_best = f"{scann_qps:,.0f} ({described_setting(scann_setting)})" if scann_qps else "not reached"
+        any_best = f"{best:,.0f} ({names[best_key]})" if best else "not reached"
+        if "refused" in pick:
+            lines.append(f"| {target:.2f} | refused: {pick['refused']} | | | {scann_best} | | {any_best} | |")
+            continue
+        recall, qps = next((r, q) for r, q, setting in points["scann"] if setting == pick)
+        ratio = f"{qps / scann_qps:.2f}" if scann_qps else ""
+        ratio_any = f"{qps / best:.2f}" if best else ""
+        lines.append(
+            f"| {target:.2f} | {described_setting(pick)} | {recall:.4f} | {qps:,.0f} | {scann_best} | {ratio} | "
+            f"{any_best} | {ratio_any} |"
+        )
+    return lines
+
+
+def real_vectors(data_dir, work, model, num_queries, tune_queries, seed):
+    """`(documents, queries, tuning queries, description)`: GTR embeddings of every BEIR document under `data_dir`
+    and every distinct Debian description, of `num_queries` sampled Debian summaries and BEIR queries, and of
+    `tune_queries` others; encoded once."""
     from gtr_keras.beir import load_corpus, load_queries
     from gtr_keras.beir.readers import CORPUS_FILES
 
-    settings = {"data": os.path.abspath(data_dir), "model": model, "num_queries": num_queries, "seed": seed}
+    settings = {
+        "data": os.path.abspath(data_dir),
+        "model": model,
+        "num_queries": num_queries,
+        "tune_queries": tune_queries,
+        "seed": seed,
+    }
     record = os.path.join(work, "real.json")
     cache = os.path.join(work, "real.npz")
     if not (os.path.exists(record) and _read_json(record) == settings and os.path.exists(cache)):
@@ -256,23 +319,24 @@ def real_vectors(data_dir, work, model, num_queries, seed):
             pairs = [json.loads(line) for line in f]
         documents += sorted({pair["positive"] for pair in pairs})
         queries += [pair["query"] for pair in pairs]
-        picked = np.random.default_rng(seed).choice(len(queries), min(num_queries, len(queries)), replace=False)
+        picked = np.random.default_rng(seed).choice(len(queries), num_queries + tune_queries, replace=False)
         encoder = gtr_keras.load(model)
         start = time.perf_counter()
         document_vectors = encoder.encode_documents(documents, 64, True)
-        query_vectors = encoder.encode_queries([queries[i] for i in sorted(picked)], 64)
+        query_vectors = encoder.encode_queries([queries[i] for i in sorted(picked[:num_queries])], 64)
+        tuning_vectors = encoder.encode_queries([queries[i] for i in sorted(picked[num_queries:])], 64)
         print(f"encoded {len(documents):,} documents in {time.perf_counter() - start:.0f} s", flush=True)
         os.makedirs(work, exist_ok=True)
-        np.savez(cache, documents=document_vectors, queries=query_vectors)
+        np.savez(cache, documents=document_vectors, queries=query_vectors, tuning=tuning_vectors)
         with open(record, "w") as f:
             json.dump(settings, f)
     cached = np.load(cache)
-    vectors, queries = cached["documents"], cached["queries"]
+    vectors, queries, tuning = cached["documents"], cached["queries"], cached["tuning"]
     described = (
         f"{len(vectors):,} x {vectors.shape[1]} GTR embeddings ({os.path.basename(model)}) of every document of "
         f"{data_dir}'s BEIR collections and every distinct Debian description, {len(queries)} sampled queries"
     )
-    return vectors, queries, described
+    return vectors, queries, tuning, described
 
 
 def _read_json(path):
@@ -291,11 +355,13 @@ def synthetic_vectors(args):
         ]
     )
     queries = np.load(os.path.join(args.work, "queries.npy"))
+    _, centres = corpus_centres(args)
+    tuning = synthetic(args.tune_queries, centres, args.noise, np.random.default_rng(args.seed + 1))
     described = (
         f"{len(vectors):,} x {vectors.shape[1]} synthetic vectors ({args.clusters} clusters, noise {args.noise}), "
         f"{len(queries)} queries"
     )
-    return vectors, queries, described
+    return vectors, queries, tuning, described
 
 
 def main(argv=None):
@@ -321,6 +387,12 @@ def main(argv=None):
         help="first run each setting once on Q queries and time in turns only those near their library's frontier "
         "there (`screened`; for large grids at large sizes, as ScaNN's at 1M); 0: time every setting",
     )
+    parser.add_argument(
+        "--tune-queries",
+        type=int,
+        default=1000,
+        help="other queries `tune` chooses its setting at each target on (half held out); 0: no tune picks",
+    )
     parser.add_argument("--plot", help="the recall-QPS PNG to write (default: WORK/frontier.png)")
     parser.add_argument("--results", default=RESULTS)
     parser.add_argument("--no-record", action="store_true")
@@ -335,16 +407,21 @@ def main(argv=None):
     from gtr_keras.tuning import plot_recall_qps
 
     if args.real:
-        vectors, queries, described = real_vectors(args.real, args.work, args.model, args.num_queries, args.seed)
+        vectors, queries, tuning, described = real_vectors(
+            args.real, args.work, args.model, args.num_queries, args.tune_queries, args.seed
+        )
     else:
-        vectors, queries, described = synthetic_vectors(args)
+        vectors, queries, tuning, described = synthetic_vectors(args)
     truth = exact_top_k(vectors, queries, K, np.arange(len(vectors)))[0]
-    names, builds, searchers = {}, {}, {}
+    names, builds, searchers, picks = {}, {}, {}, []
     for key in keys:
         name, run = LIBRARIES[key]
         names[key] = name.format(m=args.hnsw_m, ef=args.ef_construction)
-        extra = {"prebuilt": args.scann_index} if key == "scann" else {}
-        build, size, searchers[key] = run(vectors, args.work, args.hnsw_m, args.ef_construction, **extra)
+        extra = {"prebuilt": args.scann_index, "tune_queries": tuning if args.tune_queries else None}
+        build, size, searchers[key], *tuned = run(
+            vectors, args.work, args.hnsw_m, args.ef_construction, **(extra if key == "scann" else {})
+        )
+        picks += [pick for found in tuned for pick in found]
         builds[key] = build, size
         print(f"{names[key]}: built in {build or 0:.1f} s, {described_size(size)}", flush=True)
     if args.screen:
@@ -355,10 +432,10 @@ def main(argv=None):
         cells = []
         for target in TARGETS:
             qps, setting = best_qps(points[key], target)
-            cells.append(f"{qps:,.0f} ({', '.join(f'{k}={v}' for k, v in setting.items())})" if qps else "not reached")
+            cells.append(f"{qps:,.0f} ({described_setting(setting)})" if qps else "not reached")
         build, size = builds[key]
         size = described_size(size)
-        top = max(points[key], key=lambda p: p[0])[0]
+        top = max(r for r, _, setting in points[key] if not is_pick(setting))
         built = f"{build:.1f} s ({len(vectors) / build:,.0f} rows/s)" if build else "prebuilt (`--scann-index`)"
         rows.append(f"| {names[key]} | {built} | {size} | {' | '.join(cells)} | {top:.4f} |")
     plot = args.plot or os.path.join(args.work, "frontier.png")
@@ -369,7 +446,7 @@ def main(argv=None):
         if args.screen
         else ""
     )
-    curves = {names[key]: [(r, q) for r, q, _ in points[key]] for key in keys}
+    curves = {names[key]: [(r, q) for r, q, setting in points[key] if not is_pick(setting)] for key in keys}
     plot_recall_qps(curves, plot, f"{len(vectors):,} x {vectors.shape[1]}, {THREADS} threads", target=0.99)
     block = "\n".join(
         [
@@ -384,6 +461,17 @@ def main(argv=None):
             + " | best recall@10 |",
             "|---|---|---|---|---|---|---|",
             *rows,
+            *(
+                [
+                    "",
+                    f"`tune`'s pick at each target ({args.tune_queries} other queries: half to choose on, half held "
+                    "out), timed in the same turns, on the measured queries:",
+                    "",
+                    *tune_table(picks, points, names),
+                ]
+                if picks
+                else []
+            ),
         ]
     )
     publish(block, args.results, SECTION, not args.no_record)
