@@ -17,7 +17,20 @@ turns within each repetition:
   batch size 32, 512 tokens;
 - bfloat16 (`--precision bfloat16`): speed against our own float32, the cosine
   of each bfloat16 embedding to its float32 one, and, given a trained model
-  (`--trained-model`), NDCG@10 on the corpus's test queries in both precisions.
+  (`--trained-model`), NDCG@10 on the corpus's test queries in both precisions;
+- where the time goes (`profile_rows`): at each throughput shape, the
+  relative-position bias, the attention sublayers (RMS norm, q/k/v/o
+  projections, scores, softmax, context) and the feed-forward sublayers of every
+  layer, each library's own way (ours: each part a graph of its own;
+  PyTorch: forward hooks on its T5 layers inside one forward pass), the rest
+  of the pass (embedding, final norm, pooling, projection) as the remainder; and
+  on the corpus sample, the tokenizer's time and the share of padded tokens
+  in the length-sorted batches.
+
+The kernels follow the CPU unless held down: `ONEDNN_MAX_CPU_ISA=AVX2` and
+`MKL_ENABLE_INSTRUCTIONS=AVX2` in the environment hold both TensorFlow's oneDNN
+and PyTorch's oneDNN and MKL to AVX2 kernels (`AVX512_CORE_BF16` keeps
+AVX-512 with bfloat16 but no AMX); the block records them.
 
 Results are printed and appended to the "## Encode" section of
 `benchmarks/RESULTS.md`. Needs the `[reference]` extra (torch, transformers,
@@ -25,10 +38,12 @@ sentence-transformers); gtr-keras itself never imports torch.
 
 Usage:
     PYTHONPATH=. python benchmarks/encode.py --docs 300
+    ONEDNN_MAX_CPU_ISA=AVX2 MKL_ENABLE_INSTRUCTIONS=AVX2 PYTHONPATH=. python benchmarks/encode.py --docs 300
     PYTHONPATH=. python benchmarks/encode.py --smoke --no-record   # tiny model, seconds
 """
 
 import argparse
+import collections
 import datetime
 import os
 import statistics
@@ -48,6 +63,7 @@ from results import RESULTS, machine, publish, rerun_command, time_interleaved  
 from gtr_keras import GTRTextEmbedder, load, save  # noqa: E402
 from gtr_keras.beir import load_corpus
 from gtr_keras.models.gtr.gtr_tokenizer import EOS_ID, train_sentencepiece  # noqa: E402
+from gtr_keras.models.text_encoder import length_sorted_batches  # noqa: E402
 from tests.reference_checkpoint import BASE_T5, TINY_T5, build_checkpoint  # noqa: E402
 
 SECTION = "## Encode"
@@ -56,7 +72,14 @@ LATENCY_SHAPE = (64, 1)
 CONFIGS = {"base": (BASE_T5, 32000), "tiny": (TINY_T5, 1000)}  # T5 shape, SentencePiece pieces
 TRAINED_MODEL = "runs/pretrain_finetune_cpu/finetune/model"
 TORCH = "sentence-transformers fp32"
-OURS, OURS_XLA, OURS_BF16 = "gtr-keras fp32", "gtr-keras fp32 XLA", "gtr-keras bf16"
+OURS, OURS_XLA, OURS_BF16, OURS_BF16_XLA = (
+    "gtr-keras fp32",
+    "gtr-keras fp32 XLA",
+    "gtr-keras bf16",
+    "gtr-keras bf16 XLA",
+)
+ISA_ENVIRONMENT = ("ONEDNN_MAX_CPU_ISA", "MKL_ENABLE_INSTRUCTIONS")
+PARTS = ("relative-position bias", "attention", "feed-forward", "rest of the pass")
 BF16_POLICY = "bfloat16"  # as `--precision bfloat16`: bfloat16 weights and arithmetic, float32 output
 PRECISIONS = ("float32", "bfloat16")
 
@@ -147,20 +170,140 @@ def forward_rows(forwards, model, vocabulary, matmul_size, repeats):
 
 
 def precision_of(library):
-    return "bfloat16" if library == OURS_BF16 else "float32"
+    return "bfloat16" if library in (OURS_BF16, OURS_BF16_XLA) else "float32"
 
 
-def corpus_rows(st, encoders, texts, batch_size):
-    """Documents/s through each library's own `encode`, after a warm-up on 2 batches."""
+def keras_parts(encoder, ids, mask):
+    """`{part: function}` of our forward pass on `ids`: each part a `tf.function` of its own over every layer,
+    on the hidden states the embedding gives (the parts' work does not depend on their values)."""
+    backbone = encoder.model.backbone
+    blocks = backbone.encoder_blocks
+    hidden = backbone.token_embedding(ids)
+    bias = backbone.relative_position_bias(mask)
+    return {
+        "relative-position bias": tf.function(lambda: backbone.relative_position_bias(mask)),
+        "attention": tf.function(lambda: [block.attention(block.attention_norm(hidden), bias) for block in blocks]),
+        "feed-forward": tf.function(
+            lambda: [block.feedforward_block(block.feedforward_norm(hidden)) for block in blocks]
+        ),
+    }
+
+
+def torch_parts(st, ids, mask, repeats):
+    """`{part: median seconds}` of PyTorch's forward pass: forward hooks time each T5 layer's self-attention
+    and feed-forward sublayers inside `repeats` whole passes (the first layer's includes computing the
+    position bias, timed alone by `compute_bias` and taken out of it)."""
+    import torch
+
+    blocks = st[0].auto_model.encoder.block
+    spent, began, handles = collections.defaultdict(float), {}, []
+    for block in blocks:
+        for name, layer in (("attention", block.layer[0]), ("feed-forward", block.layer[1])):
+            handles.append(
+                layer.register_forward_pre_hook(lambda *_, n=name: began.__setitem__(n, time.perf_counter()))
+            )
+            handles.append(
+                layer.register_forward_hook(
+                    lambda *_, n=name: spent.__setitem__(n, spent[n] + time.perf_counter() - began[n])
+                )
+            )
+    forward = torch_forward(st)
+    attention = blocks[0].layer[0].SelfAttention
+    totals = collections.defaultdict(list)
+    try:
+        forward(ids, mask)
+        for _ in range(repeats):
+            spent.clear()
+            start = time.perf_counter()
+            forward(ids, mask)
+            totals["forward pass"].append(time.perf_counter() - start)
+            for name in ("attention", "feed-forward"):
+                totals[name].append(spent[name])
+            start = time.perf_counter()
+            with torch.inference_mode():
+                attention.compute_bias(ids.shape[1], ids.shape[1])
+            totals["relative-position bias"].append(time.perf_counter() - start)
+    finally:
+        for handle in handles:
+            handle.remove()
+    medians = {name: statistics.median(times) for name, times in totals.items()}
+    medians["attention"] -= medians["relative-position bias"]
+    return medians
+
+
+def profile_rows(st, encoders, vocabulary, texts, batch_size, repeats):
+    """Where each library's time goes (see the module docstring): `(rows, text_parts)`, `rows` one per
+    (shape, part) with each library's median seconds, `text_parts` the corpus sample's tokenizer seconds per
+    library and padding share."""
+    rows = []
+    for length, batch in SHAPES:
+        ids, mask = token_batch(batch, length, vocabulary, seed=length)
+        found = {TORCH: torch_parts(st, ids, mask, repeats)}
+        for name, encoder in encoders.items():
+            functions = {"forward pass": lambda e=encoder: e.embed_tokens(ids, mask), **keras_parts(encoder, ids, mask)}
+            seconds = time_interleaved(functions, repeats)
+            found[name] = {part: statistics.median(times) for part, times in seconds.items()}
+        for medians in found.values():
+            medians["rest of the pass"] = medians["forward pass"] - sum(medians[part] for part in PARTS[:-1])
+        rows += [{"L": length, "B": batch, "part": part, **{n: f[part] for n, f in found.items()}} for part in PARTS]
+        rows.append(
+            {"L": length, "B": batch, "part": "forward pass", **{n: f["forward pass"] for n, f in found.items()}}
+        )
+    encoder = next(iter(encoders.values()))
+    tokenizers = {TORCH: lambda: st.tokenize(texts), "gtr-keras": lambda: encoder.tokenize(texts, "document")}
+    tokenizer_seconds = {n: statistics.median(t) for n, t in time_interleaved(tokenizers, repeats).items()}
+    lengths = [len(row) for row in encoder.tokenize(texts, "document")]
+    padded = sum(len(rows_) * max(lengths[i] for i in rows_) for rows_ in length_sorted_batches(lengths, batch_size))
+    return rows, {"tokenizer": tokenizer_seconds, "padding": 1 - sum(lengths) / padded, "tokens": sum(lengths)}
+
+
+def table_profile(rows, text_parts, num_docs, libraries):
+    lines = [
+        "| L | B | part | "
+        + " | ".join(f"{name} ms" for name in libraries)
+        + " | "
+        + " | ".join(f"{name} share" for name in libraries)
+        + " |",
+        "|---:|---:|---|" + "---:|" * (2 * len(libraries)),
+    ]
+    for r in rows:
+        totals = {
+            name: next(t[name] for t in rows if (t["L"], t["B"], t["part"]) == (r["L"], r["B"], "forward pass"))
+            for name in libraries
+        }
+        lines.append(
+            f"| {r['L']} | {r['B']} | {r['part']} | "
+            + " | ".join(f"{r[name] * 1e3:.1f}" for name in libraries)
+            + " | "
+            + " | ".join(f"{r[name] / totals[name]:.0%}" for name in libraries)
+            + " |"
+        )
+    tokenizer = text_parts["tokenizer"]
+    lines += [
+        "",
+        f"- Tokenizer on the {num_docs} sampled documents ({text_parts['tokens']:,} tokens): "
+        + ", ".join(f"{name} {seconds * 1e3:.0f} ms" for name, seconds in tokenizer.items())
+        + f". Padding in length-sorted batches: {text_parts['padding']:.1%} of the tokens run.",
+    ]
+    return "\n".join(lines)
+
+
+def corpus_rows(st, encoders, texts, batch_size, repeats):
+    """Documents/s through each library's own `encode`: the median of `repeats` passes, the libraries taking
+    turns, after a warm-up on 2 batches."""
     encodes = {TORCH: lambda t: st.encode(t, batch_size=batch_size, convert_to_numpy=True)}
     encodes.update({name: (lambda t, e=e: e.encode_documents(t, batch_size)) for name, e in encoders.items()})
-    rows, outputs = [], {}
-    for name, encode in encodes.items():
+    outputs = {}
+    for encode in encodes.values():
         encode(texts[: 2 * batch_size])
-        start = time.perf_counter()
-        outputs[name] = encode(texts)
-        rows.append({"library": name, "seconds": time.perf_counter() - start})
-        print(f"{name}: {len(texts)} documents in {rows[-1]['seconds']:.1f} s", flush=True)
+    seconds = time_interleaved(
+        {name: (lambda n=name, e=encode: outputs.__setitem__(n, e(texts))) for name, encode in encodes.items()},
+        repeats,
+        warmup=0,
+    )
+    rows = [{"library": name, "seconds": statistics.median(times)} for name, times in seconds.items()]
+    for row in rows:
+        print(f"{row['library']}: {len(texts)} documents in {row['seconds']:.1f} s (median)", flush=True)
     reference = rows[0]["seconds"]
     for row in rows:
         row["docs_per_s"] = len(texts) / row["seconds"]
@@ -272,6 +415,19 @@ def targets(forward, corpus, bf16_cosines, trained, attainable):
         result.append(
             ("bf16 throughput (L=128, B=32) >= 1.8x our fp32", f"{speedup:.2f}x", f"<= {bound:.2f}x", speedup >= 1.8)
         )
+        bf16_fraction, bf16_best = max(
+            (r["fraction"], r["library"])
+            for r in forward
+            if precision_of(r["library"]) == "bfloat16" and r["kind"] == "throughput"
+        )
+        result.append(
+            (
+                "bf16 FLOP rate >= 50% of the bf16 matmul rate (best throughput shape)",
+                f"{bf16_fraction:.0%} ({bf16_best})",
+                "100%",
+                bf16_fraction >= 0.5,
+            )
+        )
         cosines = [bf16_cosines] + ([trained["cosines"]] if trained else [])
         low = min(float(np.min(c)) for c in cosines)
         result.append(("bf16 per-vector cosine to fp32 >= 0.999", f"min {low:.5f}", "", low >= 0.999))
@@ -290,6 +446,9 @@ def main(argv=None):
     parser.add_argument("--repeats", type=int, default=5, help="timed calls per library and shape (x4 for latency)")
     parser.add_argument("--matmul-size", type=int, default=4096, help="side of the attainable-FLOP-rate matmul")
     parser.add_argument("--batch-size", type=int, default=32, help="encode batch size on the corpus")
+    parser.add_argument(
+        "--corpus-repeats", type=int, default=3, help="timed passes over the corpus sample per library (median)"
+    )
     parser.add_argument("--xla", action="store_true", help="also time our forward pass compiled with XLA")
     parser.add_argument(
         "--trained-model",
@@ -306,7 +465,8 @@ def main(argv=None):
     parser.add_argument("--no-record", action="store_true", help="print only")
     args = parser.parse_args(argv)
     if args.smoke:
-        args.docs, args.repeats, args.matmul_size, args.trained_model = min(args.docs, 40), 1, 512, None
+        args.docs, args.repeats, args.corpus_repeats = min(args.docs, 40), 1, 1
+        args.matmul_size, args.trained_model = 512, None
 
     import torch
     from sentence_transformers import SentenceTransformer
@@ -322,14 +482,17 @@ def main(argv=None):
     encoder = load(model_dir)
     encoders = {OURS: encoder, OURS_BF16: load(model_dir, dtype=BF16_POLICY)}
     forwards = {TORCH: torch_forward(st), OURS: encoder.embed_tokens}
+    forwards[OURS_BF16] = encoders[OURS_BF16].embed_tokens
     if args.xla:
         forwards[OURS_XLA] = load(model_dir, jit_compile=True).embed_tokens
-    forwards[OURS_BF16] = encoders[OURS_BF16].embed_tokens
+        forwards[OURS_BF16_XLA] = load(model_dir, dtype=BF16_POLICY, jit_compile=True).embed_tokens
 
     vocabulary = encoder.tokenizer.vocabulary_size()
     forward, attainable = forward_rows(forwards, encoder.model, vocabulary, args.matmul_size, args.repeats)
     print(table_forward(forward), flush=True)
-    corpus_result, bf16_cosines = corpus_rows(st, encoders, sample, args.batch_size)
+    profile, text_parts = profile_rows(st, encoders, vocabulary, sample, args.batch_size, args.repeats)
+    print(table_profile(profile, text_parts, args.docs, [TORCH, *encoders]), flush=True)
+    corpus_result, bf16_cosines = corpus_rows(st, encoders, sample, args.batch_size, args.corpus_repeats)
     trained = None
     if args.trained_model and os.path.exists(os.path.join(args.trained_model, "config.json")):
         rows, cosines, num_docs, num_queries = trained_model_rows(args.trained_model, args.dataset, args.batch_size)
@@ -360,7 +523,9 @@ def main(argv=None):
         f"{'on' if os.environ.get('TF_ENABLE_ONEDNN_OPTS', '1') != '0' else 'off'}, "
         f"{tf.config.threading.get_intra_op_parallelism_threads() or os.cpu_count()} intra-op threads), "
         f"PyTorch {torch.__version__} ({torch.get_num_threads()} threads), sentence-transformers "
-        f"{__import__('sentence_transformers').__version__}.",
+        f"{__import__('sentence_transformers').__version__}. Kernels: "
+        + (", ".join(f"`{n}={os.environ[n]}`" for n in ISA_ENVIRONMENT if n in os.environ) or "the CPU's own")
+        + ".",
         f"- Model: random weights (seed 0), {shape}; identical in both libraries (converted by "
         "`GTRTextEmbedder.from_preset`).",
         f"- Attainable rates: float32 {attainable['float32']:.1f} GFLOP/s, bfloat16 {attainable['bfloat16']:.1f} "
@@ -374,11 +539,16 @@ def main(argv=None):
         table_forward(forward),
         "",
         f"- Corpus: {args.docs} documents sampled (seed 0) from {os.path.basename(os.path.normpath(args.dataset))} "
-        f"(title + text, variable lengths, 512-token limit), one timed pass per library after a warm-up on "
-        f"{2 * args.batch_size} of them; `SentenceTransformer.encode` vs `Encoder.encode_documents`, batch size "
-        f"{args.batch_size}.",
+        f"(title + text, variable lengths, 512-token limit), medians of {args.corpus_repeats} passes, the "
+        f"libraries taking turns, after a warm-up on {2 * args.batch_size} of them; `SentenceTransformer.encode` "
+        f"vs `Encoder.encode_documents`, batch size {args.batch_size}.",
         "",
         table_corpus(corpus_result, args.docs),
+        "",
+        f"- Where the time goes (`profile_rows`; medians of {args.repeats} calls; share of the library's own "
+        "forward pass):",
+        "",
+        table_profile(profile, text_parts, args.docs, [TORCH, *encoders]),
         "",
     ]
     if trained:
