@@ -27,10 +27,12 @@ turns within each repetition:
   on the corpus sample, the tokenizer's time and the share of padded tokens
   in the length-sorted batches.
 
-The kernels follow the CPU unless held down: `ONEDNN_MAX_CPU_ISA=AVX2` and
-`MKL_ENABLE_INSTRUCTIONS=AVX2` in the environment hold both TensorFlow's oneDNN
-and PyTorch's oneDNN and MKL to AVX2 kernels (`AVX512_CORE_BF16` keeps
-AVX-512 with bfloat16 but no AMX); the block records them.
+The kernels follow the CPU unless held down: `ONEDNN_MAX_CPU_ISA=AVX2`,
+`MKL_ENABLE_INSTRUCTIONS=AVX2` and `ATEN_CPU_CAPABILITY=avx2` hold TensorFlow's
+oneDNN, PyTorch's MKL and oneDNN, and PyTorch's own vectorised kernels to AVX2
+(`ONEDNN_MAX_CPU_ISA=AVX512_CORE_BF16 MKL_ENABLE_INSTRUCTIONS=AVX512`: AVX-512
+with bfloat16, no AMX); `ONEDNN_VERBOSE=1` prints the ISA oneDNN took. The
+block records them.
 
 Results are printed and appended to the "## Encode" section of
 `benchmarks/RESULTS.md`. Needs the `[reference]` extra (torch, transformers,
@@ -38,7 +40,8 @@ sentence-transformers); gtr-keras itself never imports torch.
 
 Usage:
     PYTHONPATH=. python benchmarks/encode.py --docs 300
-    ONEDNN_MAX_CPU_ISA=AVX2 MKL_ENABLE_INSTRUCTIONS=AVX2 PYTHONPATH=. python benchmarks/encode.py --docs 300
+    ONEDNN_MAX_CPU_ISA=AVX2 MKL_ENABLE_INSTRUCTIONS=AVX2 ATEN_CPU_CAPABILITY=avx2 \
+        PYTHONPATH=. python benchmarks/encode.py --docs 300
     PYTHONPATH=. python benchmarks/encode.py --smoke --no-record   # tiny model, seconds
 """
 
@@ -78,7 +81,7 @@ OURS, OURS_XLA, OURS_BF16, OURS_BF16_XLA = (
     "gtr-keras bf16",
     "gtr-keras bf16 XLA",
 )
-ISA_ENVIRONMENT = ("ONEDNN_MAX_CPU_ISA", "MKL_ENABLE_INSTRUCTIONS")
+ISA_ENVIRONMENT = ("ONEDNN_MAX_CPU_ISA", "MKL_ENABLE_INSTRUCTIONS", "ATEN_CPU_CAPABILITY")
 PARTS = ("relative-position bias", "attention", "feed-forward", "rest of the pass")
 BF16_POLICY = "bfloat16"  # as `--precision bfloat16`: bfloat16 weights and arithmetic, float32 output
 PRECISIONS = ("float32", "bfloat16")
@@ -499,7 +502,8 @@ def main(argv=None):
         trained = {"rows": rows, "cosines": cosines, "docs": num_docs, "queries": num_queries}
     load_after = os.getloadavg()
 
-    command = rerun_command(__file__, argv)
+    isa = " ".join(f"{name}={os.environ[name]}" for name in ISA_ENVIRONMENT if name in os.environ)
+    command = f"{isa} {rerun_command(__file__, argv)}".strip()
     ram_gib = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
     flags = sorted(
         {
