@@ -8,13 +8,11 @@ indexed vectors (its calibration, `[min, step]`, stored beside the codes) to 256
 sign of each dimension, 8 a byte. A query is scored against the codes as they decode (for int8 the query
 is multiplied by each dimension's step, which ranks as the decoded dot product does; for binary the float
 query meets +-1 vectors), and the best `rescore` of those are scored again, exactly, against the float32
-vectors, which a loaded local index reads from `embeddings.npy` through a memory map, a few rows a query.
+vectors, which a loaded index reads from `embeddings.npy` with positional reads, a few rows a query.
 The codes are what a search holds in memory: a quarter (int8) or a thirty-second (binary) of float32's.
 """
 
-import mmap
 import os
-import threading
 import weakref
 
 import numpy as np
@@ -38,21 +36,13 @@ VECTOR_TYPES = ("float32", "int8", "binary")
 # with the bundled model (benchmarks/quantized.py, RESULTS.md), int8 keeps float32's NDCG@10 from 10 on
 # (20 leaves a margin), binary keeps it within 0.4% from 100 on (0.7% at 40, 2.3% at 20).
 DEFAULT_RESCORE = {"int8": 20, "binary": 100}
-# `FloatRows.rescore` scores this many candidates' rows at a time (3 MiB at D=768), read from a memory map
-# _FAULTED_ROWS at a time, and the process lets go of the pages of every float32 file it maps (`_MAPS`: each
-# segment's and shard's) once the pages of files mapped in the process have grown by more than _MAPPED_BYTES since
-# it last did: one budget for the process, not one a map. A row read maps the whole page-cache folio around it
-# (2-4 MiB on Linux 6.18 and ext4), so the budget is checked every _FAULTED_ROWS rows, not once a block: 40 blocks
-# of 1,000 random rows of a 1 GB file raised the peak RSS by 886 MiB checked once a block, by 151 MiB every 16 rows,
-# in as little time. The RSS that memory-mapped float32 files add to a search stays below _MAPPED_BYTES and
-# _FAULTED_ROWS folios, whatever the batch and however many segments or shards.
+# `FloatRows.rescore` scores this many candidates' rows at a time (3 MiB at D=768). From a file, the rows are read
+# with `os.preadv` into that block, one call a run of consecutive rows: nothing of the file is mapped, so a search's
+# RSS holds no page of it whatever the batch, segments or shards. Through a memory map instead, each row read
+# mapped the page-cache folio around it (megabytes), which had to be let go with `madvise` under a budget; at
+# 1,000,000 x 768, reading 20,000 random rows took 72 ms that way, 46 ms with `preadv`.
 _RESCORE_ROWS = 1024
-_FAULTED_ROWS = 16
-_MAPPED_BYTES = 128 * 2**20
 _CODES = {"int8": INT8_NPY, "binary": BINARY_NPY}
-_MAPS = weakref.WeakSet()  # the live `FloatRows` with a memory map
-_RELEASED = {"pages": None}  # the process's mapped file pages when they were last let go
-_RELEASE_LOCK = threading.Lock()
 
 
 def vector_params(vectors="float32", rescore=None):
@@ -153,16 +143,13 @@ def load_vectors(directory, config, config_path):
 
 
 def open_float_rows(directory, config, config_path):
-    """The float32 rows of `embeddings.npy` in `directory` as `FloatRows` to rescore candidates with, memory-mapped
-    for random reads (`MADV_RANDOM`) and checked for shape and dtype only (a scan would make every page resident).
+    """The float32 rows of `embeddings.npy` in `directory` as `FloatRows` to rescore candidates with, read from
+    the open file with positional reads and checked for shape and dtype only (a scan would read all of it).
     Another file system's file is copied to a local temporary file first (`files.local_copy`, under `TMPDIR`),
-    which the map keeps on disk, unnamed, until it is let go: never read whole into memory."""
+    which the open file keeps on disk, unnamed, until it is closed: never read whole into memory."""
     with files.local_copy(os.path.join(directory, EMBEDDINGS_NPY)) as path:
         floats = read_embeddings(path, config, config_path, scan=False)
-        with open(floats.filename, "rb") as f:
-            mapped = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
-    mapped.madvise(mmap.MADV_RANDOM)
-    return FloatRows(np.frombuffer(mapped, np.float32, floats.size, floats.offset).reshape(floats.shape), mapped)
+        return FloatRows(floats, floats.filename)
 
 
 def _load(path):
@@ -188,11 +175,11 @@ class FloatRows:
     index and a ScaNN index with full-precision reordering keep on disk.
 
     Args:
-        floats: float32 `[N, D]` array, or a view of `mapped`.
-        mapped: the `mmap.mmap` that `floats` views (`open_float_rows`), or None. The pages of every such map
-            in the process are let go together (`MADV_DONTNEED`; they stay in the page cache) once the process's
-            mapped file pages have grown by `_MAPPED_BYTES`: the kernel maps whole page-cache folios (up to
-            megabytes) around each row read, which would otherwise stay counted in the RSS until the whole file is.
+        floats: float32 `[N, D]` array, or a `np.memmap` of the `.npy` file at `path` (what bulk readers, such
+            as compaction, read).
+        path: the file `floats` maps (C order, little-endian), or None. Where given, it is opened (and closed
+            with this object), and the rows a rescoring needs are read from it with `os.preadv`: no page of it
+            is mapped into the process by a search.
 
     Example:
     >>> rows = FloatRows(np.eye(3, dtype="float32"))
@@ -200,10 +187,14 @@ class FloatRows:
     (array([[2]]), array([[1.]], dtype=float32))
     """
 
-    def __init__(self, floats, mapped=None):
-        self.floats, self._mapped = floats, mapped
-        if mapped is not None:
-            _MAPS.add(self)
+    def __init__(self, floats, path=None):
+        self.floats, self._path, self._descriptor = floats, path, None
+        if path is not None:
+            if not (floats.flags.c_contiguous and floats.dtype == np.dtype("<f4")):
+                raise DataError(f"{path}: float32 rows not in C order, little-endian; {REMEDY}")
+            self._offset = floats.offset
+            self._descriptor = os.open(path, os.O_RDONLY)
+            weakref.finalize(self, os.close, self._descriptor)
 
     def rescore(self, queries, candidates, k, ranks):
         """The best `k` of each query's `candidates` by float32 dot product, equal scores in `ranks`' order
@@ -226,7 +217,7 @@ class FloatRows:
             block = candidates[start : start + step]
             none = block < 0
             block = np.where(none, 0, block)
-            rows, inverse = np.unique(block, return_inverse=True)  # in file order: the memory map reads forward
+            rows, inverse = np.unique(block, return_inverse=True)  # in file order: reads go forward
             vectors = self._read(rows)
             block_scores = np.einsum("qcd,qd->qc", vectors[inverse.reshape(block.shape)], queries[start : start + step])
             block_scores[none] = -np.inf
@@ -236,38 +227,20 @@ class FloatRows:
         return indices, scores
 
     def _read(self, rows):
-        """The float32 rows at the sorted row numbers `rows`; from a memory map, `_FAULTED_ROWS` at a time, the
-        budget of mapped pages checked after each (`_let_go_past_the_budget`)."""
-        if self._mapped is None:
+        """The float32 rows at the sorted, distinct row numbers `rows`: from the file, one `os.preadv` a run of
+        consecutive rows."""
+        if self._descriptor is None:
             return np.asarray(self.floats[rows], dtype=np.float32)
         vectors = np.empty((len(rows), self.floats.shape[1]), np.float32)
-        for start in range(0, len(rows), _FAULTED_ROWS):
-            vectors[start : start + _FAULTED_ROWS] = self.floats[rows[start : start + _FAULTED_ROWS]]
-            _let_go_past_the_budget()
+        buffer, width = memoryview(vectors).cast("B"), vectors.shape[1] * 4
+        starts = np.flatnonzero(np.diff(rows, prepend=-2) != 1)
+        for first, stop in zip(starts.tolist(), [*starts[1:].tolist(), len(rows)]):
+            wanted = (stop - first) * width
+            place = self._offset + int(rows[first]) * width
+            read = os.preadv(self._descriptor, [buffer[first * width : stop * width]], place)
+            if read != wanted:
+                raise DataError(f"{self._path}: ended before row {rows[first] + read // width}; {REMEDY}")
         return vectors
-
-
-def _let_go_past_the_budget():
-    """Lets go of the pages of every live float32 memory map (`_MAPS`) when the process's mapped file pages have
-    grown by more than `_MAPPED_BYTES` since they last were, or since they last fell (other files unmapped, pages
-    reclaimed); always where `/proc/self/statm` cannot tell."""
-    with _RELEASE_LOCK:
-        pages, last = _file_pages(), _RELEASED["pages"]
-        if pages is not None and last is not None and (pages - last) * mmap.PAGESIZE <= _MAPPED_BYTES:
-            _RELEASED["pages"] = min(pages, last)
-            return
-        for rows in list(_MAPS):
-            rows._mapped.madvise(mmap.MADV_DONTNEED)
-        _RELEASED["pages"] = _file_pages()
-
-
-def _file_pages():
-    """The resident pages of files mapped by this process (`/proc/self/statm`'s third field), or None."""
-    try:
-        with open("/proc/self/statm", "rb") as f:
-            return int(f.read().split()[2])
-    except (OSError, ValueError, IndexError):
-        return None
 
 
 class FloatVectors:

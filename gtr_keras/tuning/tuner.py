@@ -76,8 +76,8 @@ logger = logging.getLogger(__name__)
 # these), its float32 rescoring pools (`rescore_pool_size` of these, at most the reordering pool; 0 rescores none,
 # and 1, int8's own top k rescored, finds the same rows as 0, more slowly), and a quantized exact index's rescored
 # candidates (k times these).
-LEAF_FRACTIONS = (0.005, 0.01, 0.02, 0.04, 0.07, 0.1, 0.15, 0.25, 0.4, 0.6, 1.0)
-REORDER_FACTORS = (5, 10, 20, 30, 50, 70, 100, 150, 200, 300, 500, 1000)
+LEAF_FRACTIONS = (0.001, 0.002, 0.003, 0.005, 0.01, 0.02, 0.04, 0.07, 0.1, 0.15, 0.25, 0.4, 0.6, 1.0)
+REORDER_FACTORS = (5, 10, 20, 30, 40, 50, 70, 85, 100, 150, 200, 300, 500, 1000)
 RESCORE_FACTORS = (0, 2, 3, 5, 10)
 RESCORE_MULTIPLES = (1, 2, 4, 10, 20, 50)
 # Once a setting meets the target, one measured SLOWER times slower cannot be chosen, nor can any setting of the

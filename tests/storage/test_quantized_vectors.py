@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from search_inputs import CORPUS, QUERIES, doc_ids, recall
 
-from gtr_keras.errors import UserError
+from gtr_keras.errors import DataError, UserError
 from gtr_keras.storage import quantized_vectors
 from gtr_keras.storage.layout import BINARY_NPY, EMBEDDINGS_NPY, INT8_CALIBRATION_NPY, INT8_NPY
 from gtr_keras.storage.quantized_vectors import (
@@ -102,97 +102,52 @@ def _mapped_kib(path):
 
 
 @pytest.mark.skipif(not os.path.exists("/proc/self/smaps"), reason="reads Linux's /proc/self/smaps")
-def test_float32_rows_read_through_the_memory_map_are_let_go_past_the_budget(tmp_path, monkeypatch):
-    """A ScaNN index's float32 file, memory-mapped: the pages its rescoring read stay mapped up to the budget of
-    `_MAPPED_BYTES`, then are let go (they stay in the page cache), so a search's RSS never holds the file."""
-    write_search_index(ArrayRows(doc_ids(len(CORPUS)), CORPUS), tmp_path / "i", "scann", {"num_leaves": 10})
+@pytest.mark.parametrize("kind, params", [("scann", {"num_leaves": 10}), ("exact", {"vectors": "int8"})])
+def test_a_search_rescores_from_the_float32_file_without_mapping_a_page_of_it(tmp_path, kind, params):
+    """Issue 62: the rows a rescoring needs are read from the file (`os.preadv`), so a search's RSS holds no page
+    of the float32 file, whatever the batch, and the answers are those of exact search."""
+    write_search_index(ArrayRows(doc_ids(len(CORPUS)), CORPUS), tmp_path / "i", kind, params)
     path = (tmp_path / "i" / EMBEDDINGS_NPY).resolve()
     index = SearchIndex.load(tmp_path / "i")
     exact_rows = SearchIndex(doc_ids(len(CORPUS)), CORPUS, kind="exact").search(QUERIES, 10)[0]
-    assert recall(index.search(QUERIES, 10)[0], exact_rows) >= 0.99
-    assert _mapped_kib(path) > 0  # within the budget: kept mapped
-    monkeypatch.setattr(quantized_vectors, "_MAPPED_BYTES", 0)
     assert recall(index.search(QUERIES, 10)[0], exact_rows) >= 0.99
     assert _mapped_kib(path) == 0
 
 
 @pytest.mark.parametrize("kind, params", [("scann", {"num_leaves": 10}), ("exact", {"vectors": "int8"})])
-def test_float32_rows_on_another_file_system_are_copied_to_a_local_file_and_mapped(kind, params, request):
+def test_float32_rows_on_another_file_system_are_copied_to_a_local_file_and_read_from_it(kind, params, request):
     """`ram://` stands for `gs://`: the float32 file is not read into memory but copied to a local temporary
-    file, memory-mapped (and unnamed once mapped: nothing is left in the temporary directory)."""
+    file, opened (and unnamed once open: nothing is left in the temporary directory) and read where needed."""
     directory = f"ram://float-rows-{kind}-{id(request)}/index"
     write_search_index(ArrayRows(doc_ids(len(CORPUS)), CORPUS), directory, kind, params)
     loaded = SearchIndex.load(directory)
     rows = loaded.float_rows if kind == "scann" else loaded.vectors.float_rows
-    assert isinstance(rows._mapped, quantized_vectors.mmap.mmap) and not rows.floats.flags.owndata
+    assert isinstance(rows.floats, np.memmap)
     np.testing.assert_array_equal(rows.floats, CORPUS)
     exact_rows = SearchIndex(doc_ids(len(CORPUS)), CORPUS, kind="exact").search(QUERIES, 10)[0]
     assert recall(loaded.search(QUERIES, 10)[0], exact_rows) >= 0.99
     assert not [name for name in os.listdir(tempfile.gettempdir()) if name.startswith("gtr-keras-copy-")]
 
 
-@pytest.mark.skipif(not os.path.exists("/proc/self/smaps"), reason="reads Linux's /proc/self/smaps")
-def test_the_budget_of_float32_pages_is_one_for_the_process_not_one_a_map(tmp_path, monkeypatch):
-    """Two shards' float32 files: past the budget, a search of one lets go of the other's pages too, so the RSS
-    that S maps add stays within one budget, not S."""
-    paths = []
-    for name in ("a", "b"):
-        write_search_index(ArrayRows(doc_ids(len(CORPUS)), CORPUS), tmp_path / name, "scann", {"num_leaves": 10})
-        paths.append((tmp_path / name / EMBEDDINGS_NPY).resolve())
-    first, second = SearchIndex.load(tmp_path / "a"), SearchIndex.load(tmp_path / "b")
-    first.search(QUERIES, 10)
-    assert _mapped_kib(paths[0]) > 0  # within the budget: kept mapped
-    monkeypatch.setattr(quantized_vectors, "_MAPPED_BYTES", 0)
-    second.search(QUERIES, 10)
-    assert _mapped_kib(paths[0]) == _mapped_kib(paths[1]) == 0
-
-
-def test_mapped_rows_are_read_a_few_at_a_time_the_budget_checked_after_each(monkeypatch):
-    """Issue 62: a row read through a memory map maps the whole page-cache folio around it (megabytes), so a block
-    of 1,024 candidates' rows read at once mapped 1.5 GB of a 3 GB file before the budget was checked: rows are
-    read `_FAULTED_ROWS` at a time, the budget checked after each, and the scores are those of one read."""
-    reads, checks = [], []
-
-    class Recorded:
-        shape = CORPUS.shape
-
-        def __getitem__(self, rows):
-            reads.append(len(rows))
-            return CORPUS[rows]
-
-    class Map:
-        def madvise(self, advice):
-            pass
-
-    mapped = quantized_vectors.FloatRows(Recorded(), Map())
-    monkeypatch.setattr(quantized_vectors, "_let_go_past_the_budget", lambda: checks.append(sum(reads)))
+def test_rows_read_from_the_file_score_as_the_rows_in_memory_do(tmp_path):
+    """Candidates in runs of consecutive rows and alone, unsorted, repeated across queries, and -1 for none: the
+    file's rows (one read a run) give the same indices and scores as the array's."""
+    np.save(tmp_path / "f.npy", CORPUS)
+    floats = np.load(tmp_path / "f.npy", mmap_mode="r")
+    from_file = quantized_vectors.FloatRows(floats, str(tmp_path / "f.npy"))
     candidates = np.argsort(-(QUERIES @ CORPUS.T), axis=1)[:, :200]
-    found = mapped.rescore(QUERIES, candidates, 10, np.arange(len(CORPUS)))
-    expected = quantized_vectors.FloatRows(CORPUS).rescore(QUERIES, candidates, 10, np.arange(len(CORPUS)))
-    np.testing.assert_array_equal(found[0], expected[0])
-    np.testing.assert_array_equal(found[1], expected[1])
-    assert max(reads) == quantized_vectors._FAULTED_ROWS and len(checks) == len(reads)
-    assert checks == list(np.cumsum(reads))  # checked after every read
+    candidates[:, 100:120] = np.arange(500, 520)  # one run, in every query
+    candidates[0, -5:] = -1
+    for found, expected in zip(
+        from_file.rescore(QUERIES, candidates, 10, np.arange(len(CORPUS))),
+        quantized_vectors.FloatRows(CORPUS).rescore(QUERIES, candidates, 10, np.arange(len(CORPUS))),
+    ):
+        np.testing.assert_array_equal(found, expected)
 
 
-def test_every_map_is_let_go_when_the_process_pages_grow_past_the_budget_and_only_then(monkeypatch):
-    class Map:
-        released = 0
-
-        def madvise(self, advice):
-            self.released += advice == quantized_vectors.mmap.MADV_DONTNEED
-
-    maps = [Map(), Map()]
-    rows = [quantized_vectors.FloatRows(np.zeros((2, 2), np.float32), m) for m in maps]  # noqa: F841 (kept alive)
-    pages = iter(
-        [1000, 1000, 1010, 900, 900 + quantized_vectors._MAPPED_BYTES // quantized_vectors.mmap.PAGESIZE + 1, 5]
-    )
-    monkeypatch.setattr(quantized_vectors, "_file_pages", lambda: next(pages))
-    monkeypatch.setitem(quantized_vectors._RELEASED, "pages", None)
-    quantized_vectors._let_go_past_the_budget()  # no baseline yet: every map let go, baseline 1000
-    assert [m.released for m in maps] == [1, 1]
-    quantized_vectors._let_go_past_the_budget()  # 1010: within the budget
-    quantized_vectors._let_go_past_the_budget()  # 900: fewer (another file unmapped): the baseline follows
-    assert [m.released for m in maps] == [1, 1] and quantized_vectors._RELEASED["pages"] == 900
-    quantized_vectors._let_go_past_the_budget()  # past the budget above 900: every map let go
-    assert [m.released for m in maps] == [2, 2] and quantized_vectors._RELEASED["pages"] == 5
+def test_a_float32_file_cut_short_after_loading_is_a_data_error_naming_it(tmp_path):
+    np.save(tmp_path / "f.npy", CORPUS)
+    rows = quantized_vectors.FloatRows(np.load(tmp_path / "f.npy", mmap_mode="r"), str(tmp_path / "f.npy"))
+    os.truncate(tmp_path / "f.npy", 128 + 10 * CORPUS.shape[1] * 4)
+    with pytest.raises(DataError, match=r"f\.npy: ended before row 10"):
+        rows.rescore(QUERIES[:1], np.arange(5, 25)[None], 10, np.arange(len(CORPUS)))
