@@ -8,8 +8,8 @@ collections under DATA and every distinct description of `debian-descriptions/pa
 `--model` (default: the bundled model) and cached in `--work`; the queries are `--num-queries` Debian
 summaries and BEIR queries, sampled (seed `--seed`). Each library builds its index (timed); its memory is
 the size of its serialized index (what a search process loads; for gtr-keras the ScaNN files
-`SearchIndex.load` reads, and beside them the float32 file it memory-maps, whose pages it lets go of past
-128 MiB: `benchmarks/quantized_memory.py` measures the search's peak RSS). Then every search setting of every
+`SearchIndex.load` reads, and beside them the float32 file it reads a few rows a query from, mapping none of
+it: `benchmarks/scann_memory.py` measures the search's peak RSS). Then every search setting of every
 library is timed on all the queries in one batched call with both cores, the libraries taking turns for
 `--rounds` rounds (the fastest round counts), and scored by recall@10 against exact float32 search. With
 `--screen Q`, each setting is first run once on Q queries, and only those near their library's frontier there
@@ -245,7 +245,7 @@ def screened(searchers, queries, truth, count):
 def described_size(size):
     """A library's index size (bytes, or gtr-keras ScaNN's `(in memory, float32 file mapped)`), in MiB."""
     size, mapped = size if isinstance(size, tuple) else (size, 0)
-    return f"{size / 2**20:,.0f} MiB" + (f" (+ {mapped / 2**20:,.0f} MiB float32, memory-mapped)" if mapped else "")
+    return f"{size / 2**20:,.0f} MiB" + (f" (+ {mapped / 2**20:,.0f} MiB float32 on disk)" if mapped else "")
 
 
 def is_pick(setting):

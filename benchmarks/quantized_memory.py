@@ -6,11 +6,11 @@ per vector type with `gtr-keras index --embeddings ... --vectors V` and a ScaNN 
 --embeddings ...`, then searches each in a process of its own under `/usr/bin/time -v` (`large_index.search`:
 `SearchIndex.load`, whose ScaNN search applies the setting `gtr-keras tune` recorded, and one batched
 `search_ids` of every query, then `--steady-queries` more queries drawn the same way, searched in batches of
-`--num-queries`, so that the float32 pages the rescoring maps reach the level where the process lets them go,
-`quantized_vectors._MAPPED_BYTES`): its peak RSS, load time, QPS (of the first batch), recall@10 against the
-float32 index's answers, and the file pages mapped after the first and the last steady batches (`RssFile`,
-which should level off). The peak RSS counts the pages of `embeddings.npy` a search touched through its memory
-map (float32's whole file; the quantized indexes' and ScaNN's candidates' rows only), as the kernel does.
+`--num-queries`): its peak RSS, load time, QPS (of the first batch), recall@10 against the float32 index's
+answers, and the file pages mapped after the first and the last steady batches (`RssFile`). The peak RSS counts
+the pages of `embeddings.npy` a search touched through a memory map (float32's whole file, which exact search
+scans); the quantized indexes and ScaNN read their candidates' rows with `os.preadv` (since issue 62; through
+a memory map let go under a 128 MiB budget before), which maps none.
 
 Usage:
     PYTHONPATH=. python benchmarks/quantized_memory.py --n 1000000 --num-queries 200 --work /tmp/frontier-1m

@@ -129,7 +129,7 @@ def write_vectors(directory, chunks, num_rows, dims, params):
 
 def load_vectors(directory, config, config_path):
     """The vectors of the exact index in `directory` whose `index.json` fields are `config`: a
-    `FloatVectors`, or a `QuantizedVectors` with its codes in memory and its float32 rows memory-mapped."""
+    `FloatVectors`, or a `QuantizedVectors` with its codes in memory and its float32 rows read from their file (`open_float_rows`)."""
     params = config["params"]
     if params is None:
         return FloatVectors(read_embeddings(os.path.join(directory, EMBEDDINGS_NPY), config, config_path))
@@ -283,7 +283,7 @@ class QuantizedVectors:
     """int8 or binary codes searched first, the best `params["rescore"]` candidates rescored with float32.
 
     Args:
-        float_rows: the float32 rows (`FloatRows`; memory-mapped for a loaded index), read only at the
+        float_rows: the float32 rows (`FloatRows`; read from the file for a loaded index), read only at the
             candidates' rows.
         codes: int8 `[N, D]` or packed sign bits uint8 `[N, ceil(D / 8)]`.
         params: `vector_params`' dict.

@@ -63,7 +63,7 @@ def scann_params(n):
     pool size; its runs are in `benchmarks/RESULTS.md`). Then the best
     `rescore_factor * k` of those (`DEFAULT_RESCORE_FACTOR`; past k = 100,
     `search_index.rescore_pool_size`) are rescored with the float32
-    vectors, memory-mapped from the index (`reorder: "float32"`):
+    vectors, read from the index's file (`reorder: "float32"`):
     int8 scores cannot order neighbours whose scores lie closer than their
     rounding, which held recall@10 against float32 search at about 0.97.
     `num_leaves_to_search`, `reorder_factor` and `rescore_factor` apply at

@@ -6,7 +6,7 @@ passages with the highest dot product, either exactly (`exact_search`:
 batched matmul over the stored float32 vectors, read in blocks) or
 approximately with ScaNN (`scann_builder`: k-means tree + anisotropic AH +
 reordering on int8 vectors, whose best candidates are rescored with the
-float32 vectors, memory-mapped: `quantized_vectors.FloatRows`). Building
+float32 vectors, read from their file: `quantized_vectors.FloatRows`). Building
 never holds every vector in memory:
 `write_search_index` reads its source a chunk at a time. The files of an
 index are those of `index_format`.
@@ -144,7 +144,7 @@ def _resolve(kind, params, n):
         check_search_value("rescore_factor", params["rescore_factor"])
     else:
         raise UserError(
-            f"reorder must be 'float32' (ScaNN's candidates rescored with the float32 vectors, kept memory-mapped) "
+            f"reorder must be 'float32' (ScaNN's candidates rescored with the float32 vectors, kept on disk) "
             f"or 'int8' (ScaNN's int8 copy only), got {params['reorder']!r}"
         )
     return kind, params
