@@ -128,8 +128,8 @@ def write_vectors(directory, chunks, num_rows, dims, params):
 
 
 def load_vectors(directory, config, config_path):
-    """The vectors of the exact index in `directory` whose `index.json` fields are `config`: a
-    `FloatVectors`, or a `QuantizedVectors` with its codes in memory and its float32 rows read from their file (`open_float_rows`)."""
+    """The vectors of the exact index in `directory` whose `index.json` fields are `config`: a `FloatVectors`, or
+    a `QuantizedVectors` with its codes in memory and its float32 rows read from their file (`open_float_rows`)."""
     params = config["params"]
     if params is None:
         return FloatVectors(read_embeddings(os.path.join(directory, EMBEDDINGS_NPY), config, config_path))
