@@ -454,6 +454,9 @@ def main(argv=None):
     )
     parser.add_argument("--xla", action="store_true", help="also time our forward pass compiled with XLA")
     parser.add_argument(
+        "--float32-only", action="store_true", help="leave bfloat16 out (a CPU without bfloat16 instructions)"
+    )
+    parser.add_argument(
         "--trained-model",
         default=TRAINED_MODEL,
         help="gtr-keras model directory for the NDCG@10 comparison (skipped if missing)",
@@ -483,12 +486,15 @@ def main(argv=None):
     st_dir, model_dir = prepare_checkpoints(config_name, texts, args.work_dir)
     st = SentenceTransformer(st_dir, device="cpu")
     encoder = load(model_dir)
-    encoders = {OURS: encoder, OURS_BF16: load(model_dir, dtype=BF16_POLICY)}
+    encoders = {OURS: encoder}
     forwards = {TORCH: torch_forward(st), OURS: encoder.embed_tokens}
-    forwards[OURS_BF16] = encoders[OURS_BF16].embed_tokens
+    if not args.float32_only:
+        encoders[OURS_BF16] = load(model_dir, dtype=BF16_POLICY)
+        forwards[OURS_BF16] = encoders[OURS_BF16].embed_tokens
     if args.xla:
         forwards[OURS_XLA] = load(model_dir, jit_compile=True).embed_tokens
-        forwards[OURS_BF16_XLA] = load(model_dir, dtype=BF16_POLICY, jit_compile=True).embed_tokens
+        if not args.float32_only:
+            forwards[OURS_BF16_XLA] = load(model_dir, dtype=BF16_POLICY, jit_compile=True).embed_tokens
 
     vocabulary = encoder.tokenizer.vocabulary_size()
     forward, attainable = forward_rows(forwards, encoder.model, vocabulary, args.matmul_size, args.repeats)
