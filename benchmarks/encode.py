@@ -128,15 +128,15 @@ def torch_forward(st):
     return forward
 
 
-def forward_rows(forwards, model, vocabulary, matmul_size, repeats):
+def forward_rows(forwards, model, vocabulary, matmul_size, repeats, precisions=PRECISIONS):
     """Throughput rows at `SHAPES`, latency rows at `LATENCY_SHAPE`, and the attainable GFLOP/s per precision.
 
     The attainable rate is the best median of the square matmul, which takes
     its turn among the libraries at each throughput shape, so that it runs
     under the same conditions as they do.
     """
-    matmuls = {f"matmul {dtype}": square_matmul(matmul_size, dtype) for dtype in PRECISIONS}
-    rows, matmul_rates = [], {dtype: [] for dtype in PRECISIONS}
+    matmuls = {f"matmul {dtype}": square_matmul(matmul_size, dtype) for dtype in precisions}
+    rows, matmul_rates = [], {dtype: [] for dtype in precisions}
     for (length, batch), kind in [(shape, "throughput") for shape in SHAPES] + [(LATENCY_SHAPE, "latency")]:
         ids, mask = token_batch(batch, length, vocabulary, seed=length)
         outputs = {name: fn(ids, mask) for name, fn in forwards.items()}
@@ -145,7 +145,7 @@ def forward_rows(forwards, model, vocabulary, matmul_size, repeats):
             functions.update({name: fn for name, (fn, _) in matmuls.items()})
         seconds = time_interleaved(functions, repeats * (4 if kind == "latency" else 1))
         if kind == "throughput":
-            for dtype in PRECISIONS:
+            for dtype in precisions:
                 name = f"matmul {dtype}"
                 matmul_rates[dtype].append(matmuls[name][1] / statistics.median(seconds.pop(name)) / 1e9)
                 print(f"{matmul_size}^2 {dtype} tf.matmul: {matmul_rates[dtype][-1]:.1f} GFLOP/s", flush=True)
@@ -497,7 +497,8 @@ def main(argv=None):
             forwards[OURS_BF16_XLA] = load(model_dir, dtype=BF16_POLICY, jit_compile=True).embed_tokens
 
     vocabulary = encoder.tokenizer.vocabulary_size()
-    forward, attainable = forward_rows(forwards, encoder.model, vocabulary, args.matmul_size, args.repeats)
+    precisions = ("float32",) if args.float32_only else PRECISIONS
+    forward, attainable = forward_rows(forwards, encoder.model, vocabulary, args.matmul_size, args.repeats, precisions)
     print(table_forward(forward), flush=True)
     profile, text_parts = profile_rows(st, encoders, vocabulary, sample, args.batch_size, args.repeats)
     print(table_profile(profile, text_parts, args.docs, [TORCH, *encoders]), flush=True)
@@ -538,8 +539,9 @@ def main(argv=None):
         + ".",
         f"- Model: random weights (seed 0), {shape}; identical in both libraries (converted by "
         "`GTRTextEmbedder.from_preset`).",
-        f"- Attainable rates: float32 {attainable['float32']:.1f} GFLOP/s, bfloat16 {attainable['bfloat16']:.1f} "
-        f"GFLOP/s, each the best median of a {args.matmul_size}x{args.matmul_size} `tf.matmul` timed in turn with "
+        "- Attainable rates: "
+        + ", ".join(f"{dtype} {rate:.1f} GFLOP/s" for dtype, rate in attainable.items())
+        + f", each the best median of a {args.matmul_size}x{args.matmul_size} `tf.matmul` timed in turn with "
         "the libraries at each throughput shape. GFLOP/s counts the forward pass's matmul FLOPs; \"of "
         "attainable\" is against the row's own precision.",
         f"- Forward pass: identical random token ids without padding, medians of {args.repeats} calls "
