@@ -40,7 +40,8 @@ DEFAULT_RESCORE = {"int8": 20, "binary": 100}
 # with `os.preadv` into that block, one call a run of consecutive rows: nothing of the file is mapped, so a search's
 # RSS holds no page of it whatever the batch, segments or shards. Through a memory map instead, each row read
 # mapped the page-cache folio around it (megabytes), which had to be let go with `madvise` under a budget; at
-# 1,000,000 x 768, reading 20,000 random rows took 72 ms that way, 46 ms with `preadv`.
+# 1,000,000 x 768, rescoring 1,000 queries' 20 candidates each took 122 ms that way, 62-65 ms with `preadv`
+# (benchmarks/rescoring_reads.py).
 _RESCORE_ROWS = 1024
 _CODES = {"int8": INT8_NPY, "binary": BINARY_NPY}
 
