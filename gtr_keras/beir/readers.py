@@ -67,7 +67,17 @@ class Corpus:
         >>> Corpus(["d1"], ["A title"], ["Body."]).joined()
         ['A title Body.']
         """
-        return [f"{title} {text}".strip() for title, text in zip(self.titles, self.texts)]
+        return [joined_document(title, text) for title, text in zip(self.titles, self.texts)]
+
+
+def joined_document(title: str, text: str) -> str:
+    """The string BEIR embeds for a document of `title` and `text` (`Corpus.joined`): `"title text"`, stripped.
+
+    Example:
+    >>> joined_document("", " Body.")
+    'Body.'
+    """
+    return f"{title} {text}".strip()
 
 
 def _check_unique(source, ids, numbers):

@@ -16,7 +16,7 @@ import dataclasses
 import os
 from collections.abc import Callable, Iterable
 
-from gtr_keras.beir.readers import Corpus, check_corpus, load_corpus
+from gtr_keras.beir.readers import Corpus, check_corpus, joined_document, load_corpus
 from gtr_keras.errors import DataError, MismatchError, UserError
 from gtr_keras.models.late_chunking import LateChunks
 from gtr_keras.models.token_windows import document_windows, parse_passages, piece_spans_of
@@ -122,8 +122,7 @@ def window_corpus(corpus, encoder, passages):
     spans = piece_spans_of(encoder)
     limit = encoder.document_length - 1
     budgets = [limit - (spans.count(title) if title else 0) for title in corpus.titles]
-    joined = lambda i, window: f"{corpus.titles[i]} {corpus.texts[i][window.start : window.end]}".strip()  # noqa: E731
-    fits = lambda i, window: spans.count(joined(i, window)) <= limit  # noqa: E731
+    fits = lambda i, w: spans.count(joined_document(corpus.titles[i], corpus.texts[i][w.start : w.end])) <= limit  # noqa: E731
     windows = document_windows(spans, corpus.texts, setting["tokens"], setting["stride"], budgets, fits)
     ids, titles, texts, metadata = [], [], [], []
     for i, doc_windows in enumerate(windows):

@@ -14,6 +14,7 @@ import sys
 import numpy as np
 
 from gtr_keras.beir.evaluation import rank_documents
+from gtr_keras.beir.readers import joined_document
 from gtr_keras.errors import UserError
 from gtr_keras.models.text_encoder import TextPairScorer, check_pairs
 
@@ -23,7 +24,7 @@ def hit_text(hit):
     hit of a passages index, its `passage` (the window that scored) in place of the whole text."""
     passage = hit.get("passage")
     text = hit["text"] if passage is None else hit["text"][passage["start"] : passage["end"]]
-    return f"{hit.get('title', '')} {text}".strip()
+    return joined_document(hit.get("title", ""), text)
 
 
 def _is_reranker_model(reranker):
