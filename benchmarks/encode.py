@@ -248,10 +248,10 @@ def profile_rows(st, encoders, vocabulary, texts, batch_size, repeats):
             found[name] = {part: statistics.median(times) for part, times in seconds.items()}
         for medians in found.values():
             medians["rest of the pass"] = medians["forward pass"] - sum(medians[part] for part in PARTS[:-1])
-        rows += [{"L": length, "B": batch, "part": part, **{n: f[part] for n, f in found.items()}} for part in PARTS]
-        rows.append(
-            {"L": length, "B": batch, "part": "forward pass", **{n: f["forward pass"] for n, f in found.items()}}
-        )
+        rows += [
+            {"L": length, "B": batch, "part": part, **{n: f[part] for n, f in found.items()}}
+            for part in (*PARTS, "forward pass")
+        ]
     encoder = next(iter(encoders.values()))
     tokenizers = {TORCH: lambda: st.tokenize(texts), "gtr-keras": lambda: encoder.tokenize(texts, "document")}
     tokenizer_seconds = {n: statistics.median(t) for n, t in time_interleaved(tokenizers, repeats).items()}
@@ -269,16 +269,14 @@ def table_profile(rows, text_parts, num_docs, libraries):
         + " |",
         "|---:|---:|---|" + "---:|" * (2 * len(libraries)),
     ]
+    totals = {(r["L"], r["B"]): r for r in rows if r["part"] == "forward pass"}
     for r in rows:
-        totals = {
-            name: next(t[name] for t in rows if (t["L"], t["B"], t["part"]) == (r["L"], r["B"], "forward pass"))
-            for name in libraries
-        }
+        total = totals[r["L"], r["B"]]
         lines.append(
             f"| {r['L']} | {r['B']} | {r['part']} | "
             + " | ".join(f"{r[name] * 1e3:.1f}" for name in libraries)
             + " | "
-            + " | ".join(f"{r[name] / totals[name]:.0%}" for name in libraries)
+            + " | ".join(f"{r[name] / total[name]:.0%}" for name in libraries)
             + " |"
         )
     tokenizer = text_parts["tokenizer"]
@@ -509,8 +507,8 @@ def main(argv=None):
         trained = {"rows": rows, "cosines": cosines, "docs": num_docs, "queries": num_queries}
     load_after = os.getloadavg()
 
-    isa = " ".join(f"{name}={os.environ[name]}" for name in ISA_ENVIRONMENT if name in os.environ)
-    command = f"{isa} {rerun_command(__file__, argv)}".strip()
+    caps = [f"{name}={os.environ[name]}" for name in ISA_ENVIRONMENT if name in os.environ]
+    command = " ".join([*caps, rerun_command(__file__, argv)])
     ram_gib = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
     flags = sorted(
         {
@@ -535,7 +533,7 @@ def main(argv=None):
         f"{tf.config.threading.get_intra_op_parallelism_threads() or os.cpu_count()} intra-op threads), "
         f"PyTorch {torch.__version__} ({torch.get_num_threads()} threads), sentence-transformers "
         f"{__import__('sentence_transformers').__version__}. Kernels: "
-        + (", ".join(f"`{n}={os.environ[n]}`" for n in ISA_ENVIRONMENT if n in os.environ) or "the CPU's own")
+        + (", ".join(f"`{cap}`" for cap in caps) or "the CPU's own")
         + ".",
         f"- Model: random weights (seed 0), {shape}; identical in both libraries (converted by "
         "`GTRTextEmbedder.from_preset`).",

@@ -253,8 +253,7 @@ def is_pick(setting):
 
 
 def best_qps(points, target):
-    """`(QPS, setting)` of the fastest grid setting (not a pick of `tune`) that meets `target`, or Nones."""
-    meeting = [(qps, setting) for r, qps, setting in points if r >= target and not is_pick(setting)]
+    meeting = [(qps, setting) for r, qps, setting in points if r >= target]
     return max(meeting, key=lambda m: m[0]) if meeting else (None, None)
 
 
@@ -262,9 +261,9 @@ def described_setting(setting):
     return ", ".join(f"{name}={value}" for name, value in setting.items() if name != "tuned_for")
 
 
-def tune_table(picks, points, names):
-    """Markdown rows: each target's `tune` pick (recall@10 and QPS on the measured queries) beside the fastest
-    grid setting of ScaNN and of any library meeting the target there."""
+def tune_table(picks, picked, points, names):
+    """Markdown rows: each target's `tune` pick (`picked`: its recall@10 and QPS on the measured queries) beside
+    the fastest grid setting (`points`) of ScaNN and of any library meeting the target there."""
     lines = [
         "| target | tune's pick | its recall@10 | its QPS | ScaNN's best grid setting | pick / ScaNN's best | "
         "best of any library | pick / best of any |",
@@ -280,7 +279,7 @@ def tune_table(picks, points, names):
         if "refused" in pick:
             lines.append(f"| {target:.2f} | refused: {pick['refused']} | | | {scann_best} | | {any_best} | |")
             continue
-        recall, qps = next((r, q) for r, q, setting in points["scann"] if setting == pick)
+        recall, qps = next((r, q) for r, q, setting in picked if setting == pick)
         ratio = f"{qps / scann_qps:.2f}" if scann_qps else ""
         ratio_any = f"{qps / best:.2f}" if best else ""
         lines.append(
@@ -421,12 +420,14 @@ def main(argv=None):
         build, size, searchers[key], *tuned = run(
             vectors, args.work, args.hnsw_m, args.ef_construction, **(extra if key == "scann" else {})
         )
-        picks += [pick for found in tuned for pick in found]
+        picks = tuned[0] if tuned else picks
         builds[key] = build, size
         print(f"{names[key]}: built in {build or 0:.1f} s, {described_size(size)}", flush=True)
     if args.screen:
         searchers = screened(searchers, queries, truth, args.screen)
     points = measure_in_turns(searchers, queries, truth, args.rounds)
+    picked = [point for point in points.get("scann", []) if is_pick(point[2])]
+    points = {key: [point for point in found if not is_pick(point[2])] for key, found in points.items()}
     rows = []
     for key in keys:
         cells = []
@@ -435,7 +436,7 @@ def main(argv=None):
             cells.append(f"{qps:,.0f} ({described_setting(setting)})" if qps else "not reached")
         build, size = builds[key]
         size = described_size(size)
-        top = max(r for r, _, setting in points[key] if not is_pick(setting))
+        top = max(points[key], key=lambda p: p[0])[0]
         built = f"{build:.1f} s ({len(vectors) / build:,.0f} rows/s)" if build else "prebuilt (`--scann-index`)"
         rows.append(f"| {names[key]} | {built} | {size} | {' | '.join(cells)} | {top:.4f} |")
     plot = args.plot or os.path.join(args.work, "frontier.png")
@@ -446,7 +447,7 @@ def main(argv=None):
         if args.screen
         else ""
     )
-    curves = {names[key]: [(r, q) for r, q, setting in points[key] if not is_pick(setting)] for key in keys}
+    curves = {names[key]: [(r, q) for r, q, _ in points[key]] for key in keys}
     plot_recall_qps(curves, plot, f"{len(vectors):,} x {vectors.shape[1]}, {THREADS} threads", target=0.99)
     block = "\n".join(
         [
@@ -467,7 +468,7 @@ def main(argv=None):
                     f"`tune`'s pick at each target ({args.tune_queries} other queries: half to choose on, half held "
                     "out), timed in the same turns, on the measured queries:",
                     "",
-                    *tune_table(picks, points, names),
+                    *tune_table(picks, picked, points, names),
                 ]
                 if picks
                 else []
