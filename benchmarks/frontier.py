@@ -22,6 +22,8 @@ gives the best QPS at recall@10 >= 0.90, >= 0.95 and >= 0.99; the plot every lib
 corpus, drawn around its centres with seed `--seed` + 1; for `--real`, a disjoint sample of the same texts).
 Each pick is timed in the same turns as the grid, and the second table gives its recall@10 and QPS on the
 measured queries beside the best grid setting that meets the target (ScaNN's and any library's), as ratios.
+With `--tune-build TARGET`, `tune --build` runs first at TARGET on the same queries (builds of half and twice
+the leaves, AH blocks of 2 and 4 dimensions): the build holding the fastest setting is the ScaNN index measured.
 
 Usage (pip install 'gtr-keras[ann-benchmarks]'):
     PYTHONPATH=. python benchmarks/frontier.py --n 100000 --work /tmp/frontier-100k --plot docs/images/frontier-100k.png
@@ -53,10 +55,12 @@ IVF_NPROBES = (1, 2, 4, 8, 16, 32, 64, 128)
 IVF_K_FACTORS = (2, 4, 8, 16, 32, 64, 128)
 
 
-def gtr_keras_scann(vectors, work, m, ef_construction, prebuilt=None, tune_queries=None):
+def gtr_keras_scann(vectors, work, m, ef_construction, prebuilt=None, tune_queries=None, tune_build=None):
     """gtr-keras' ScaNN index of `vectors` (or `prebuilt`) and every setting of `tune`'s grid; with
     `tune_queries`, also the setting `tune` records at each of `TARGETS` (`{"tuned_for": target, **setting}`),
-    or, where it refuses, `{"tuned_for": target, "refused": message}` with no search."""
+    or, where it refuses, `{"tuned_for": target, "refused": message}` with no search. With `tune_build` (a
+    target), `tune(build=True)` at that target on `tune_queries` first, which may replace the index with a build
+    of other leaves or AH blocks; the last value returned says what it did (or "" without it)."""
     from gtr_keras.errors import UserError
     from gtr_keras.storage.layout import EMBEDDINGS_NPY, read_description
     from gtr_keras.storage.search_index import ArrayRows, SearchIndex, write_search_index
@@ -74,6 +78,24 @@ def gtr_keras_scann(vectors, work, m, ef_construction, prebuilt=None, tune_queri
     size = sum(os.path.getsize(os.path.join(scann_dir, f)) for f in os.listdir(scann_dir))
     floats = os.path.join(directory, EMBEDDINGS_NPY)
     mapped = os.path.getsize(floats) if os.path.exists(floats) else 0
+    built_by_tune = ""
+    if tune_build is not None:
+        start = time.perf_counter()
+        try:
+            record = tune(
+                directory,
+                tune_queries,
+                target_recall=tune_build,
+                k=K,
+                build=True,
+                plot=os.path.join(work, "tune-build.png"),
+            )
+            chose = described_setting(record["build"])
+        except UserError as refusal:
+            chose = f"refused: {refusal}"
+        built_by_tune = f"; then `tune --build` at {tune_build} ({time.perf_counter() - start:.0f} s): {chose}"
+        print(built_by_tune.removeprefix("; then "), flush=True)
+        size = sum(os.path.getsize(os.path.join(scann_dir, f)) for f in os.listdir(scann_dir))
     picks = []
     for target in TARGETS if tune_queries is not None else ():
         start = time.perf_counter()
@@ -94,7 +116,7 @@ def gtr_keras_scann(vectors, work, m, ef_construction, prebuilt=None, tune_queri
         return search
 
     settings = settings_grid(index, K) + [pick for pick in picks if "refused" not in pick]
-    return build, (size, mapped), [(setting, searcher(setting)) for setting in settings], picks
+    return build, (size, mapped), [(setting, searcher(setting)) for setting in settings], picks, built_by_tune
 
 
 def faiss_size(index, work):
@@ -387,6 +409,13 @@ def main(argv=None):
         "there (`screened`; for large grids at large sizes, as ScaNN's at 1M); 0: time every setting",
     )
     parser.add_argument(
+        "--tune-build",
+        type=float,
+        metavar="TARGET",
+        help="before the picks, `tune --build` at recall@10 TARGET on the --tune-queries, which may replace the "
+        "ScaNN index (in --work, or --scann-index) with a build of other leaves or AH blocks",
+    )
+    parser.add_argument(
         "--tune-queries",
         type=int,
         default=1000,
@@ -402,6 +431,8 @@ def main(argv=None):
         parser.error(f"--libraries: unknown {', '.join(unknown)} (known: {', '.join(LIBRARIES)})")
     if not 0 <= args.screen <= args.num_queries:
         parser.error(f"argument --screen: between 0 and --num-queries ({args.num_queries}), not {args.screen}")
+    if args.tune_build is not None and not args.tune_queries:
+        parser.error("argument --tune-build: needs --tune-queries above 0 (the queries it tunes on)")
     from gtr_keras.storage.exact_search import exact_top_k
     from gtr_keras.tuning import plot_recall_qps
 
@@ -412,15 +443,20 @@ def main(argv=None):
     else:
         vectors, queries, tuning, described = synthetic_vectors(args)
     truth = exact_top_k(vectors, queries, K, np.arange(len(vectors)))[0]
-    names, builds, searchers, picks = {}, {}, {}, []
+    names, builds, searchers, picks, built_by_tune = {}, {}, {}, [], ""
     for key in keys:
         name, run = LIBRARIES[key]
         names[key] = name.format(m=args.hnsw_m, ef=args.ef_construction)
-        extra = {"prebuilt": args.scann_index, "tune_queries": tuning if args.tune_queries else None}
+        extra = {
+            "prebuilt": args.scann_index,
+            "tune_queries": tuning if args.tune_queries else None,
+            "tune_build": args.tune_build,
+        }
         build, size, searchers[key], *tuned = run(
             vectors, args.work, args.hnsw_m, args.ef_construction, **(extra if key == "scann" else {})
         )
-        picks = tuned[0] if tuned else picks
+        if tuned:
+            picks, built_by_tune = tuned
         builds[key] = build, size
         print(f"{names[key]}: built in {build or 0:.1f} s, {described_size(size)}", flush=True)
     if args.screen:
@@ -438,6 +474,7 @@ def main(argv=None):
         size = described_size(size)
         top = max(points[key], key=lambda p: p[0])[0]
         built = f"{build:.1f} s ({len(vectors) / build:,.0f} rows/s)" if build else "prebuilt (`--scann-index`)"
+        built += built_by_tune if key == "scann" else ""
         rows.append(f"| {names[key]} | {built} | {size} | {' | '.join(cells)} | {top:.4f} |")
     plot = args.plot or os.path.join(args.work, "frontier.png")
     screen = (

@@ -61,7 +61,8 @@ def add_parser(subparsers, parents):
         "--build",
         action="store_true",
         help="also measure ScaNN builds of half and twice the leaves and AH blocks of 2 and 4 dimensions (trained "
-        "on the index's int8 vectors); the build of the fastest setting replaces the index",
+        "on the index's float32 vectors, or its int8 copy without them); the build of the fastest setting replaces "
+        "the index",
     )
     return p
 
