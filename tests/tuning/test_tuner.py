@@ -249,12 +249,14 @@ def test_settings_searching_at_least_as_much_as_one_too_slow_to_be_chosen_are_no
 
 
 def test_a_target_int8_order_meets_is_met_without_float32_rescoring_where_that_is_fastest(
-    index_dir, corpus, tmp_path, monkeypatch
+    corpus, tmp_path, monkeypatch
 ):
-    """Issue 62: `--target-recall 0.8`, which ScaNN's int8 order meets on these vectors (it stops near 0.93), is met
-    fastest with no float32 rescoring (`rescore_factor` 0) where rescoring costs time: recall measured for real
-    against float32 search, QPS a cost model (deterministic); the recorded recall recomputed with numpy."""
-    index_dir = shutil.copytree(index_dir, tmp_path / "index")
+    """Issue 62: `--target-recall 0.9`, which ScaNN's int8 order meets on these vectors from one leaf of 20 on
+    (0.95 there, well clear of the target whatever the held-out half), is met fastest with no float32 rescoring
+    (`rescore_factor` 0) where rescoring costs time: recall measured for real against float32 search, QPS a cost
+    model (deterministic); the recorded recall recomputed with numpy. (Of the default 60 leaves, one leaf's recall
+    varies from build to build around 0.9: docs/limits.md.)"""
+    index_dir = _index_directory(tmp_path / "index", corpus, {"num_leaves": 20})
     real = tuner.measure
 
     def timed(index, queries, k, repeats=2):
@@ -262,7 +264,7 @@ def test_a_target_int8_order_meets_is_met_without_float32_rescoring_where_that_i
         return recalls, 1e6 / _cost(index.params) if repeats else None
 
     monkeypatch.setattr(tuner, "measure", timed)
-    assert main(["tune", "--index", str(index_dir), "--sample", "400", "--target-recall", "0.8"]) == 0
+    assert main(["tune", "--index", str(index_dir), "--sample", "400", "--target-recall", "0.9"]) == 0
     record = json.loads((index_dir / "index" / TUNED_JSON).read_text())
     meeting = [m for m in record["measurements"] if m["recall"] >= m["needed"]]
     assert record["setting"] == max(meeting, key=lambda m: m["qps"])["setting"]
@@ -271,7 +273,7 @@ def test_a_target_int8_order_meets_is_met_without_float32_rescoring_where_that_i
     index = SearchIndex.load(index_dir)
     assert index.params["rescore_factor"] == 0 and index.rescore_pool(10) == 10
     assert _held_out_recall(index, corpus, 400) == pytest.approx(record["recall"], abs=0.002)
-    assert record["recall"] >= 0.8
+    assert record["recall"] >= 0.9
 
 
 def _fake(params, n):
