@@ -81,8 +81,10 @@ def corpus():
 
 @pytest.fixture(scope="module")
 def index_dir(tmp_path_factory, corpus):
-    """An index directory of ScaNN (its default parameters) over `N` synthetic vectors (no model)."""
-    return _index_directory(tmp_path_factory.mktemp("tune") / "index", corpus, None)
+    """An index directory of ScaNN over `N` synthetic vectors (no model), in 40 leaves: a build the same every
+    time, where the default 60 leaves of 100 rows let ScaNN's k-means re-seed small partitions at random and a
+    tuned setting chosen on one build miss its target held out on another (docs/limits.md)."""
+    return _index_directory(tmp_path_factory.mktemp("tune") / "index", corpus, {"num_leaves": 40})
 
 
 @pytest.fixture(scope="module")
