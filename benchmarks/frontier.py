@@ -74,10 +74,6 @@ def gtr_keras_scann(vectors, work, m, ef_construction, prebuilt=None, tune_queri
         rows = ArrayRows([f"p{i}" for i in range(len(vectors))], vectors)
         write_search_index(rows, directory, "scann", {})
         build = time.perf_counter() - start
-    scann_dir = os.path.join(directory, "scann")
-    size = sum(os.path.getsize(os.path.join(scann_dir, f)) for f in os.listdir(scann_dir))
-    floats = os.path.join(directory, EMBEDDINGS_NPY)
-    mapped = os.path.getsize(floats) if os.path.exists(floats) else 0
     built_by_tune = ""
     if tune_build is not None:
         start = time.perf_counter()
@@ -95,7 +91,10 @@ def gtr_keras_scann(vectors, work, m, ef_construction, prebuilt=None, tune_queri
             chose = f"refused: {refusal}"
         built_by_tune = f"; then `tune --build` at {tune_build} ({time.perf_counter() - start:.0f} s): {chose}"
         print(built_by_tune.removeprefix("; then "), flush=True)
-        size = sum(os.path.getsize(os.path.join(scann_dir, f)) for f in os.listdir(scann_dir))
+    scann_dir = os.path.join(directory, "scann")
+    size = sum(os.path.getsize(os.path.join(scann_dir, f)) for f in os.listdir(scann_dir))
+    floats = os.path.join(directory, EMBEDDINGS_NPY)
+    mapped = os.path.getsize(floats) if os.path.exists(floats) else 0
     picks = []
     for target in TARGETS if tune_queries is not None else ():
         start = time.perf_counter()
